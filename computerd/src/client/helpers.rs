@@ -1,0 +1,365 @@
+//! Helpers that go past one call: whole files, tar streams, process output.
+
+use futures::{Stream, StreamExt};
+
+use super::{ClientError, DaemonClient, Result};
+use crate::protocol::{
+    Bytes64, FilesReadParams, FilesWriteParams, ProcessReadParams, ProcessReadResult,
+    Stream as OutStream, TarPullBeginParams, TarPullEndParams, TarPullReadParams,
+    TarPushBeginParams, TarPushEndParams, TarPushWriteParams, limits,
+};
+
+/// Options of [`DaemonClient::write_file`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WriteFileOptions {
+    /// Permission bits, set with the last chunk (so a read-only file of any size can be written).
+    pub mode: Option<u32>,
+    /// Make missing parent directories.
+    pub parents: bool,
+}
+
+/// All of a process stream read so far, from [`DaemonClient::read_process_output`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProcessOutput {
+    pub data: Vec<u8>,
+    /// Where the next read would start.
+    pub next_offset: u64,
+    /// Bytes lost to the ring between the first offset and what was read.
+    pub dropped: u64,
+    /// The process ended and its stream was read to the end.
+    pub exited: bool,
+}
+
+/// One step of [`ProcessFollow`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct FollowChunk {
+    pub data: Vec<u8>,
+    pub dropped: u64,
+    pub next_offset: u64,
+}
+
+impl DaemonClient {
+    /// Read a whole file, a chunk per call.
+    pub async fn read_file(&self, path: &str) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        loop {
+            let r = self
+                .call(&FilesReadParams {
+                    path: path.to_string(),
+                    offset: Some(out.len() as u64),
+                    length: Some(limits::MAX_CHUNK_BYTES),
+                })
+                .await?;
+            let got = r.data.len();
+            out.extend_from_slice(&r.data);
+            if r.eof || got == 0 {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Write a whole file of any size: the first chunk replaces the file,
+    /// the next ones write at their offsets, and the mode comes with the last.
+    pub async fn write_file(
+        &self,
+        path: &str,
+        bytes: &[u8],
+        opts: WriteFileOptions,
+    ) -> Result<u64> {
+        let chunk = limits::MAX_WRITE_BYTES as usize;
+        let mut offset = 0usize;
+        loop {
+            let end = (offset + chunk).min(bytes.len());
+            let last = end == bytes.len();
+            let r = self
+                .call(&FilesWriteParams {
+                    path: path.to_string(),
+                    data: Bytes64(bytes[offset..end].to_vec()),
+                    offset: (offset > 0).then_some(offset as u64),
+                    append: None,
+                    mode: if last { opts.mode } else { None },
+                    parents: (offset == 0 && opts.parents).then_some(true),
+                })
+                .await?;
+            if last {
+                return Ok(r.size);
+            }
+            offset = end;
+        }
+    }
+
+    /// Push a tar archive from a byte stream into `dir` (made if missing).
+    /// Returns the entries extracted. The push is ended however this ends,
+    /// and the source is not read past the first failure.
+    pub async fn push_tar<S, B, E>(&self, dir: &str, source: S) -> Result<u64>
+    where
+        S: Stream<Item = std::result::Result<B, E>>,
+        B: AsRef<[u8]>,
+        E: std::fmt::Display,
+    {
+        let id = self
+            .call(&TarPushBeginParams {
+                path: dir.to_string(),
+            })
+            .await?
+            .id;
+        let end = EndOnDrop::push(self, &id);
+        let fed = self.feed_push(&id, source).await;
+        end.disarm();
+        let ended = self.call(&TarPushEndParams { id: id.clone() }).await;
+        fed?;
+        Ok(ended?.entries)
+    }
+
+    async fn feed_push<S, B, E>(&self, id: &str, source: S) -> Result<()>
+    where
+        S: Stream<Item = std::result::Result<B, E>>,
+        B: AsRef<[u8]>,
+        E: std::fmt::Display,
+    {
+        let max = limits::MAX_WRITE_BYTES as usize;
+        let mut source = std::pin::pin!(source);
+        while let Some(item) = source.next().await {
+            let bytes =
+                item.map_err(|e| ClientError::Source(format!("the tar source failed: {e}")))?;
+            for piece in bytes.as_ref().chunks(max) {
+                self.call(&TarPushWriteParams {
+                    id: id.to_string(),
+                    data: Bytes64(piece.to_vec()),
+                })
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Begin pulling `path` as a tar archive. Each [`TarPull::next`] is one
+    /// tar.pull.read, so a slow reader holds back only its own pull.
+    pub async fn pull_tar(&self, path: &str) -> Result<TarPull> {
+        let id = self
+            .call(&TarPullBeginParams {
+                path: path.to_string(),
+            })
+            .await?
+            .id;
+        Ok(TarPull {
+            client: self.clone(),
+            id,
+            done: false,
+        })
+    }
+
+    /// Pull a whole archive into memory.
+    pub async fn pull_tar_bytes(&self, path: &str) -> Result<Vec<u8>> {
+        let mut pull = self.pull_tar(path).await?;
+        let mut out = Vec::new();
+        while let Some(chunk) = pull.next().await? {
+            out.extend_from_slice(&chunk);
+        }
+        Ok(out)
+    }
+
+    /// Read a process stream from `offset` until the process has ended and
+    /// the stream is read to its end, waiting on the daemon between chunks.
+    pub async fn read_process_output(
+        &self,
+        id: &str,
+        stream: OutStream,
+        offset: u64,
+    ) -> Result<ProcessOutput> {
+        let mut out = ProcessOutput {
+            next_offset: offset,
+            ..Default::default()
+        };
+        let mut follow = self.follow_process(id, stream, offset);
+        while let Some(chunk) = follow.next().await? {
+            out.data.extend_from_slice(&chunk.data);
+            out.dropped += chunk.dropped;
+            out.next_offset = chunk.next_offset;
+        }
+        out.exited = true;
+        Ok(out)
+    }
+
+    /// Follow a process stream chunk by chunk, with one long-poll read in flight.
+    pub fn follow_process(&self, id: &str, stream: OutStream, offset: u64) -> ProcessFollow {
+        ProcessFollow {
+            client: self.clone(),
+            id: id.to_string(),
+            stream,
+            offset,
+            done: false,
+        }
+    }
+}
+
+/// A tar pull in progress. Ended on its last chunk, by [`TarPull::end`], or when dropped.
+pub struct TarPull {
+    client: DaemonClient,
+    id: String,
+    done: bool,
+}
+
+impl TarPull {
+    /// The next chunk of the archive; `None` at its end.
+    pub async fn next(&mut self) -> Result<Option<Vec<u8>>> {
+        if self.done {
+            return Ok(None);
+        }
+        let read = self
+            .client
+            .call(&TarPullReadParams {
+                id: self.id.clone(),
+                max_bytes: Some(limits::MAX_CHUNK_BYTES),
+            })
+            .await;
+        match read {
+            Ok(r) => {
+                if r.eof {
+                    self.end().await?;
+                }
+                if r.data.is_empty() && self.done {
+                    return Ok(None);
+                }
+                Ok(Some(r.data.into_inner()))
+            }
+            Err(e) => {
+                let _ = self.end().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Stop the pull and free it in the daemon.
+    pub async fn end(&mut self) -> Result<()> {
+        if self.done {
+            return Ok(());
+        }
+        self.done = true;
+        self.client
+            .call(&TarPullEndParams {
+                id: self.id.clone(),
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// The chunks as a `Stream`.
+    pub fn into_stream(self) -> impl Stream<Item = Result<Vec<u8>>> {
+        futures::stream::unfold(Some(self), |state| async move {
+            let mut pull = state?;
+            match pull.next().await {
+                Ok(Some(chunk)) => Some((Ok(chunk), Some(pull))),
+                Ok(None) => None,
+                Err(e) => Some((Err(e), None)),
+            }
+        })
+    }
+}
+
+impl Drop for TarPull {
+    fn drop(&mut self) {
+        if !self.done {
+            EndOnDrop {
+                client: &self.client,
+                method: End::Pull,
+                id: self.id.clone(),
+                armed: true,
+            };
+        }
+    }
+}
+
+/// Following a process stream; see [`DaemonClient::follow_process`].
+pub struct ProcessFollow {
+    client: DaemonClient,
+    id: String,
+    stream: OutStream,
+    offset: u64,
+    done: bool,
+}
+
+impl ProcessFollow {
+    /// The next bytes, waiting up to 30 s at a time for them; `None` once the
+    /// process has ended and the stream is read to its end.
+    pub async fn next(&mut self) -> Result<Option<FollowChunk>> {
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            let r: ProcessReadResult = self
+                .client
+                .call(&ProcessReadParams {
+                    id: self.id.clone(),
+                    stream: self.stream,
+                    offset: self.offset,
+                    max_bytes: Some(limits::MAX_CHUNK_BYTES),
+                    wait_ms: Some(limits::MAX_WAIT_MS),
+                })
+                .await?;
+            self.offset = r.next_offset;
+            self.done = r.exited;
+            if !r.data.is_empty() || r.dropped > 0 {
+                return Ok(Some(FollowChunk {
+                    data: r.data.into_inner(),
+                    dropped: r.dropped,
+                    next_offset: r.next_offset,
+                }));
+            }
+        }
+    }
+
+    /// Where the next read starts.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+}
+
+#[derive(Clone, Copy)]
+enum End {
+    Pull,
+    Push,
+}
+
+/// Ends a pull or push in the background when the future that owned it is dropped.
+struct EndOnDrop<'a> {
+    client: &'a DaemonClient,
+    method: End,
+    id: String,
+    armed: bool,
+}
+
+impl<'a> EndOnDrop<'a> {
+    fn push(client: &'a DaemonClient, id: &str) -> Self {
+        Self {
+            client,
+            method: End::Push,
+            id: id.to_string(),
+            armed: true,
+        }
+    }
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for EndOnDrop<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let client = self.client.clone();
+        let id = std::mem::take(&mut self.id);
+        let method = self.method;
+        // Without a runtime there is nothing to send with; the daemon ends
+        // the stream with the connection anyway.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = match method {
+                    End::Pull => client.call(&TarPullEndParams { id }).await.map(|_| ()),
+                    End::Push => client.call(&TarPushEndParams { id }).await.map(|_| ()),
+                };
+            });
+        }
+    }
+}

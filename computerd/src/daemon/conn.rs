@@ -1,0 +1,450 @@
+//! One connection: lines in, replies out, in any order.
+//!
+//! Every request runs at once in its own task. A line over 1 MiB gets an
+//! error reply and the connection goes on. `$/cancelRequest` cancels a
+//! request by id. When the input ends, the connection's exec.run calls and
+//! waits are cancelled (never its processes), its tar pulls and pushes are
+//! ended, every request still running gets its reply, and then the
+//! connection closes.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures::FutureExt;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::{Daemon, exec, files, tar};
+use crate::client::{LineRead, read_bounded_line};
+use crate::protocol::{
+    self, CancelParams, DeadlineExtendParams, DeadlineExtendResult, Empty, Envelope, HelloResult,
+    Id, RpcError, TarStreamId, decode_params, limits, method,
+};
+
+struct Conn {
+    daemon: Arc<Daemon>,
+    inflight: Mutex<HashMap<Id, Inflight>>,
+    pulls: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<tar::Pull>>>>>,
+    pushes: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<tar::Push>>>>>,
+}
+
+struct Inflight {
+    cancel: CancellationToken,
+    /// Cancelled when the input ends (runs and waits; never a start).
+    on_eof: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
+    let (read, mut write) = stream.into_split();
+    let (out, mut out_rx) = mpsc::unbounded_channel::<String>();
+    let writer = tokio::spawn(async move {
+        let mut buf = Vec::with_capacity(64 * 1024);
+        while let Some(line) = out_rx.recv().await {
+            buf.clear();
+            buf.extend_from_slice(line.as_bytes());
+            buf.push(b'\n');
+            // Gather what is already queued into one write.
+            while buf.len() < 256 * 1024 {
+                match out_rx.try_recv() {
+                    Ok(more) => {
+                        buf.extend_from_slice(more.as_bytes());
+                        buf.push(b'\n');
+                    }
+                    Err(_) => break,
+                }
+            }
+            if write.write_all(&buf).await.is_err() {
+                return;
+            }
+        }
+        let _ = write.shutdown().await;
+    });
+
+    let conn = Arc::new(Conn {
+        daemon,
+        inflight: Mutex::new(HashMap::new()),
+        pulls: Mutex::new(HashMap::new()),
+        pushes: Mutex::new(HashMap::new()),
+    });
+    let mut tasks = JoinSet::new();
+    let mut reader = BufReader::with_capacity(64 * 1024, read);
+    let mut line = Vec::with_capacity(4096);
+    loop {
+        line.clear();
+        match read_bounded_line(&mut reader, &mut line, limits::MAX_LINE_BYTES as usize).await {
+            Ok(LineRead::Eof) | Err(_) => break,
+            Ok(LineRead::TooLong) => {
+                let e = RpcError::limit(format!(
+                    "a line was longer than {} bytes (1 MiB) and was dropped; send less per call (files and tar take chunks of 512 KiB)",
+                    limits::MAX_LINE_BYTES
+                ));
+                let _ = out.send(Envelope::reply(None, Err(e)).to_line());
+                continue;
+            }
+            Ok(LineRead::Line) => {}
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let env: Envelope = match serde_json::from_slice(&line) {
+            Ok(env) => env,
+            Err(e) => {
+                let err = RpcError::invalid(format!("the line is not a JSON-RPC message: {e}"))
+                    .with_code(protocol::PARSE_ERROR);
+                let _ = out.send(Envelope::reply(None, Err(err)).to_line());
+                continue;
+            }
+        };
+        let Some(m) = env.method.clone() else {
+            // A reply from the client: nothing is ever asked of it.
+            continue;
+        };
+        if m == method::CANCEL_REQUEST {
+            if let Ok(c) = decode_params::<CancelParams>(env.params)
+                && let Some(f) = lock(&conn.inflight).get(&c.id)
+            {
+                f.cancel.cancel();
+            }
+            continue;
+        }
+        let Some(id) = env.id else { continue }; // a notification we do not know
+        if env.jsonrpc != "2.0" {
+            let err =
+                RpcError::invalid("jsonrpc must be \"2.0\"").with_code(protocol::INVALID_REQUEST);
+            let _ = out.send(Envelope::reply(Some(id), Err(err)).to_line());
+            continue;
+        }
+        let cancel = CancellationToken::new();
+        {
+            let mut inflight = lock(&conn.inflight);
+            if inflight.contains_key(&id) {
+                let err = RpcError::invalid(format!(
+                    "id {id} is already in use by a request still running"
+                ));
+                let _ = out.send(Envelope::reply(Some(id), Err(err)).to_line());
+                continue;
+            }
+            let on_eof = !matches!(m.as_str(), method::PROCESS_START);
+            inflight.insert(
+                id.clone(),
+                Inflight {
+                    cancel: cancel.clone(),
+                    on_eof,
+                },
+            );
+        }
+        let conn = Arc::clone(&conn);
+        let out = out.clone();
+        tasks.spawn(async move {
+            // A bug in one method must cost that call, not the connection.
+            let outcome = AssertUnwindSafe(dispatch(&conn, &m, env.params, cancel))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| {
+                    Err(RpcError::invalid(format!(
+                        "{m} failed inside the daemon (a bug); the daemon goes on"
+                    )))
+                });
+            lock(&conn.inflight).remove(&id);
+            let _ = out.send(Envelope::reply(Some(id), outcome).to_line());
+        });
+        // Reap finished tasks so the set does not grow with the connection's age.
+        while tasks.try_join_next().is_some() {}
+    }
+
+    for f in lock(&conn.inflight).values() {
+        if f.on_eof {
+            f.cancel.cancel();
+        }
+    }
+    while tasks.join_next().await.is_some() {}
+    conn.end_streams();
+    drop(out);
+    let _ = writer.await;
+}
+
+impl Conn {
+    /// Pulls and pushes still open when the connection ends are ended with it.
+    fn end_streams(&self) {
+        for (_, pull) in lock(&self.pulls).drain() {
+            if let Ok(mut p) = pull.try_lock() {
+                p.take();
+            }
+        }
+        for (_, push) in lock(&self.pushes).drain() {
+            if let Ok(mut p) = push.try_lock()
+                && let Some(p) = p.take()
+            {
+                p.abort();
+            }
+        }
+    }
+}
+
+fn to_value<T: Serialize>(r: Result<T, RpcError>) -> Result<Value, RpcError> {
+    r.and_then(|v| {
+        serde_json::to_value(v)
+            .map_err(|e| RpcError::invalid(format!("the reply could not be encoded: {e}")))
+    })
+}
+
+async fn blocking<T, F>(f: F) -> Result<T, RpcError>
+where
+    F: FnOnce() -> Result<T, RpcError> + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+        Err(RpcError::invalid(format!(
+            "the call failed inside the daemon: {e}"
+        )))
+    })
+}
+
+async fn dispatch(
+    conn: &Arc<Conn>,
+    m: &str,
+    params: Option<Value>,
+    cancel: CancellationToken,
+) -> Result<Value, RpcError> {
+    let d = &conn.daemon;
+    match m {
+        method::HELLO => {
+            let _: protocol::HelloParams = decode_params(params)?;
+            to_value(Ok(hello()))
+        }
+        method::PING => {
+            let _: protocol::PingParams = decode_params(params)?;
+            to_value(Ok(Empty {}))
+        }
+        method::EXEC_RUN => to_value(exec::run(d, decode_params(params)?, cancel).await),
+        method::FILES_READ => {
+            let p = decode_params(params)?;
+            to_value(blocking(move || files::read(p)).await)
+        }
+        method::FILES_WRITE => {
+            let p = decode_params(params)?;
+            to_value(blocking(move || files::write(p)).await)
+        }
+        method::FILES_STAT => {
+            let p = decode_params(params)?;
+            to_value(blocking(move || files::stat(p)).await)
+        }
+        method::FILES_LIST => {
+            let p = decode_params(params)?;
+            to_value(blocking(move || files::list(p)).await)
+        }
+        method::FILES_MKDIR => {
+            let p = decode_params(params)?;
+            to_value(blocking(move || files::mkdir(p)).await)
+        }
+        method::FILES_MOVE => {
+            let p = decode_params(params)?;
+            to_value(blocking(move || files::move_(p)).await)
+        }
+        method::FILES_REMOVE => {
+            let p = decode_params(params)?;
+            to_value(blocking(move || files::remove(p)).await)
+        }
+        method::TAR_PULL_BEGIN => to_value(conn.pull_begin(decode_params(params)?).await),
+        method::TAR_PULL_READ => to_value(conn.pull_read(decode_params(params)?).await),
+        method::TAR_PULL_END => to_value(conn.pull_end(decode_params(params)?).await),
+        method::TAR_PUSH_BEGIN => to_value(conn.push_begin(decode_params(params)?).await),
+        method::TAR_PUSH_WRITE => to_value(conn.push_write(decode_params(params)?).await),
+        method::TAR_PUSH_END => to_value(conn.push_end(decode_params(params)?).await),
+        method::PROCESS_START => {
+            to_value(d.processes.start(d, decode_params(params)?, cancel).await)
+        }
+        method::PROCESS_READ => to_value(d.processes.read(decode_params(params)?, cancel).await),
+        method::PROCESS_WRITE => to_value(d.processes.write(decode_params(params)?, cancel).await),
+        method::PROCESS_SIGNAL => to_value(d.processes.signal(decode_params(params)?).await),
+        method::PROCESS_RESIZE => to_value(d.processes.resize(decode_params(params)?)),
+        method::PROCESS_LIST => to_value(d.processes.list(decode_params(params)?)),
+        method::PROCESS_WAIT => to_value(d.processes.wait(decode_params(params)?, cancel).await),
+        method::DEADLINE_EXTEND => {
+            let p: DeadlineExtendParams = decode_params(params)?;
+            to_value(
+                d.life
+                    .deadline
+                    .extend(&p.at)
+                    .map(|at| DeadlineExtendResult { at }),
+            )
+        }
+        other => Err(RpcError::not_found(format!(
+            "unknown method {other:?}; this daemon answers: {}",
+            method::ALL.join(", ")
+        ))
+        .with_code(protocol::METHOD_NOT_FOUND)),
+    }
+}
+
+pub fn hello() -> HelloResult {
+    HelloResult {
+        version: crate::VERSION.to_string(),
+        os: "linux".into(),
+        kind: "linux".into(),
+        arch: match std::env::consts::ARCH {
+            "x86_64" => "amd64".into(),
+            "aarch64" => "arm64".into(),
+            other => other.into(),
+        },
+        groups: vec![
+            protocol::group::EXEC.into(),
+            protocol::group::FILES.into(),
+            protocol::group::PROCESSES.into(),
+        ],
+    }
+}
+
+type Slot<T> = Arc<tokio::sync::Mutex<Option<T>>>;
+
+fn get_slot<T>(
+    map: &Mutex<HashMap<String, Slot<T>>>,
+    id: &str,
+    what: &str,
+) -> Result<Slot<T>, RpcError> {
+    lock(map).get(id).cloned().ok_or_else(|| {
+        RpcError::not_found(format!(
+            "no tar {what} {id:?} is open on this connection (it ended, or never began here)"
+        ))
+        .with_field("id")
+    })
+}
+
+impl Conn {
+    async fn pull_begin(&self, p: protocol::TarPullBeginParams) -> Result<TarStreamId, RpcError> {
+        if lock(&self.pulls).len() >= limits::MAX_PULLS_PER_CONNECTION {
+            return Err(RpcError::limit(format!(
+                "{} tar pulls are already open on this connection; end one first",
+                limits::MAX_PULLS_PER_CONNECTION
+            )));
+        }
+        let pull = blocking(move || tar::Pull::begin(&p.path)).await?;
+        let mut pulls = lock(&self.pulls);
+        if pulls.len() >= limits::MAX_PULLS_PER_CONNECTION {
+            return Err(RpcError::limit(format!(
+                "{} tar pulls are already open on this connection; end one first",
+                limits::MAX_PULLS_PER_CONNECTION
+            )));
+        }
+        let id = self.daemon.stream_id();
+        pulls.insert(id.clone(), Arc::new(tokio::sync::Mutex::new(Some(pull))));
+        Ok(TarStreamId { id })
+    }
+
+    async fn pull_read(
+        &self,
+        p: protocol::TarPullReadParams,
+    ) -> Result<protocol::TarPullReadResult, RpcError> {
+        let max = p.max_bytes.unwrap_or(limits::MAX_CHUNK_BYTES);
+        if max == 0 {
+            return Err(RpcError::invalid_field(
+                "maxBytes",
+                "maxBytes must be at least 1",
+            ));
+        }
+        if max > limits::MAX_CHUNK_BYTES {
+            return Err(RpcError::over_limit(
+                "maxBytes",
+                max,
+                limits::MAX_CHUNK_BYTES,
+            ));
+        }
+        let slot = get_slot(&self.pulls, &p.id, "pull")?;
+        let mut guard = slot.lock_owned().await;
+        let Some(mut pull) = guard.take() else {
+            return Err(
+                RpcError::not_found(format!("tar pull {:?} has ended", p.id)).with_field("id"),
+            );
+        };
+        let (pull, r) = tokio::task::spawn_blocking(move || {
+            let r = pull.read(max as usize);
+            (pull, r)
+        })
+        .await
+        .map_err(|e| RpcError::invalid(format!("the pull failed inside the daemon: {e}")))?;
+        *guard = Some(pull);
+        let (data, eof) = r?;
+        Ok(protocol::TarPullReadResult {
+            data: protocol::Bytes64(data),
+            eof,
+        })
+    }
+
+    async fn pull_end(&self, p: protocol::TarPullEndParams) -> Result<Empty, RpcError> {
+        // Ending twice is fine: the second finds nothing and says nothing.
+        let slot = lock(&self.pulls).remove(&p.id);
+        if let Some(slot) = slot {
+            slot.lock().await.take();
+        }
+        Ok(Empty {})
+    }
+
+    async fn push_begin(&self, p: protocol::TarPushBeginParams) -> Result<TarStreamId, RpcError> {
+        if lock(&self.pushes).len() >= limits::MAX_PUSHES_PER_CONNECTION {
+            return Err(RpcError::limit(format!(
+                "{} tar pushes are already open on this connection; end one first",
+                limits::MAX_PUSHES_PER_CONNECTION
+            )));
+        }
+        let push = blocking(move || tar::Push::begin(&p.path)).await?;
+        let mut pushes = lock(&self.pushes);
+        if pushes.len() >= limits::MAX_PUSHES_PER_CONNECTION {
+            push.abort();
+            return Err(RpcError::limit(format!(
+                "{} tar pushes are already open on this connection; end one first",
+                limits::MAX_PUSHES_PER_CONNECTION
+            )));
+        }
+        let id = self.daemon.stream_id();
+        pushes.insert(id.clone(), Arc::new(tokio::sync::Mutex::new(Some(push))));
+        Ok(TarStreamId { id })
+    }
+
+    async fn push_write(&self, p: protocol::TarPushWriteParams) -> Result<Empty, RpcError> {
+        if p.data.len() as u64 > limits::MAX_WRITE_BYTES {
+            return Err(RpcError::over_limit(
+                "data",
+                p.data.len() as u64,
+                limits::MAX_WRITE_BYTES,
+            ));
+        }
+        let slot = get_slot(&self.pushes, &p.id, "push")?;
+        let mut guard = slot.lock().await;
+        let Some(push) = guard.as_mut() else {
+            return Err(
+                RpcError::not_found(format!("tar push {:?} has ended", p.id)).with_field("id"),
+            );
+        };
+        push.write(p.data.into_inner()).await.map(|()| Empty {})
+    }
+
+    async fn push_end(
+        &self,
+        p: protocol::TarPushEndParams,
+    ) -> Result<protocol::TarPushEndResult, RpcError> {
+        let slot = lock(&self.pushes).remove(&p.id).ok_or_else(|| {
+            RpcError::not_found(format!("no tar push {:?} is open on this connection", p.id))
+                .with_field("id")
+        })?;
+        let push = slot.lock().await.take();
+        match push {
+            Some(push) => push
+                .end()
+                .await
+                .map(|entries| protocol::TarPushEndResult { entries }),
+            None => {
+                Err(RpcError::not_found(format!("tar push {:?} has ended", p.id)).with_field("id"))
+            }
+        }
+    }
+}

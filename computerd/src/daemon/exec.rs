@@ -1,0 +1,206 @@
+//! exec.run: a program to its end under its own guard, output kept apart and capped.
+
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::pipe;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::guard::GuardCommand;
+use super::runner::{self, Exit, Stdio3};
+use super::{Daemon, KILL_GRACE, sys};
+use crate::protocol::{Bytes64, ExecParams, ExecResult, RpcError, limits};
+
+/// After TERM and the kill grace, how much longer the daemon waits for a
+/// guard before it kills the guard's tree itself.
+const GUARD_SLACK: Duration = Duration::from_secs(3);
+
+pub async fn run(
+    daemon: &Arc<Daemon>,
+    p: ExecParams,
+    cancel: CancellationToken,
+) -> Result<ExecResult, RpcError> {
+    let called = Instant::now();
+    let timeout_ms = p.timeout_ms.unwrap_or(limits::DEFAULT_EXEC_TIMEOUT_MS);
+    if timeout_ms == 0 {
+        return Err(RpcError::invalid_field(
+            "timeoutMs",
+            "timeoutMs must be at least 1",
+        ));
+    }
+    if timeout_ms > limits::MAX_EXEC_TIMEOUT_MS {
+        return Err(RpcError::over_limit(
+            "timeoutMs",
+            timeout_ms,
+            limits::MAX_EXEC_TIMEOUT_MS,
+        ));
+    }
+    let max_output = p.max_output.unwrap_or(limits::MAX_OUTPUT_BYTES);
+    if max_output > limits::MAX_OUTPUT_BYTES {
+        return Err(RpcError::over_limit(
+            "maxOutput",
+            max_output,
+            limits::MAX_OUTPUT_BYTES,
+        ));
+    }
+    let deadline = called + Duration::from_millis(timeout_ms);
+    let prepared = runner::prepare(
+        daemon,
+        &p.argv,
+        p.cwd.as_deref(),
+        p.env.as_ref(),
+        p.user.as_deref(),
+    )?;
+    let start = daemon.life.begin_start()?;
+
+    let io_err = |e: std::io::Error| {
+        RpcError::limit(format!(
+            "exec.run could not set up the program's pipes: {e}"
+        ))
+    };
+    let (out_r, out_w) = sys::pipe().map_err(io_err)?;
+    let (err_r, err_w) = sys::pipe().map_err(io_err)?;
+    let (stdin_fd, stdin_w): (OwnedFd, Option<OwnedFd>) = match &p.stdin {
+        Some(_) => {
+            let (r, w) = sys::pipe().map_err(io_err)?;
+            (r, Some(w))
+        }
+        None => (dev_null().map_err(io_err)?, None),
+    };
+    let run = runner::spawn(
+        daemon,
+        &prepared.spec,
+        Stdio3 {
+            stdin: stdin_fd,
+            stdout: out_w,
+            stderr: err_w,
+        },
+    )
+    .await
+    .map_err(|e| RpcError::limit(format!("exec.run could not start its guard: {e}")))?;
+
+    // The start counts against the timeout: a guard whose exec stalls is
+    // killed with everything under it, and the run times out.
+    tokio::select! {
+        started = run.started() => {
+            if let Err(f) = started {
+                return Err(f.into_rpc(&p.argv[0]));
+            }
+        }
+        _ = tokio::time::sleep_until(deadline) => {
+            run.kill_now();
+            let _ = run.exited().await;
+            return Ok(ExecResult { timed_out: true, exit_code: None, signal: Some("KILL".into()), ..Default::default() });
+        }
+        _ = cancel.cancelled() => {
+            run.kill_now();
+            let _ = run.exited().await;
+            return Err(RpcError::aborted("exec.run was cancelled before its program started"));
+        }
+    }
+    start.finish();
+
+    let stdout = tokio::spawn(read_capped(receiver(out_r), max_output));
+    let stderr = tokio::spawn(read_capped(receiver(err_r), max_output));
+    let feeder = match (stdin_w, p.stdin) {
+        (Some(w), Some(data)) => Some(tokio::spawn(async move {
+            if let Ok(mut tx) = pipe::Sender::from_owned_fd(w) {
+                // EPIPE is fine: the program does not have to read its stdin.
+                let _ = tx.write_all(&data).await;
+                let _ = tx.shutdown().await;
+            }
+        })),
+        _ => None,
+    };
+
+    let mut timed_out = false;
+    let mut aborted = false;
+    let mut force_at: Option<Instant> = None;
+    let exit = loop {
+        tokio::select! {
+            e = run.exited() => break e,
+            _ = tokio::time::sleep_until(deadline), if !timed_out && !aborted => {
+                timed_out = true;
+                force_at = Some(Instant::now() + KILL_GRACE + GUARD_SLACK);
+                run.command(&GuardCommand::Terminate).await;
+            }
+            _ = cancel.cancelled(), if !timed_out && !aborted => {
+                aborted = true;
+                force_at = Some(Instant::now() + KILL_GRACE + GUARD_SLACK);
+                run.command(&GuardCommand::Terminate).await;
+            }
+            _ = sleep_until_opt(force_at) => {
+                tracing::warn!(guard = run.guard_pid, "a guard did not end its run in time; killing its tree");
+                run.kill_now();
+                force_at = None;
+            }
+        }
+    };
+    if let Some(f) = feeder {
+        f.abort();
+    }
+    // Every writer is gone once the guard has reported, so both reads end.
+    let (out, out_cut) = stdout.await.unwrap_or_default();
+    let (err, err_cut) = stderr.await.unwrap_or_default();
+    if aborted {
+        return Err(RpcError::aborted(
+            "exec.run was cancelled; its program and everything it started were ended",
+        ));
+    }
+    let (exit_code, signal) = sys::decode_wait_status(match exit {
+        Exit::Program(s) | Exit::GuardEnded(s) => s,
+    });
+    Ok(ExecResult {
+        exit_code,
+        signal,
+        stdout: Bytes64(out),
+        stderr: Bytes64(err),
+        timed_out,
+        truncated: out_cut || err_cut,
+    })
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn receiver(fd: OwnedFd) -> Option<pipe::Receiver> {
+    pipe::Receiver::from_owned_fd(fd).ok()
+}
+
+/// Read to EOF, keeping the first `max` bytes and dropping the rest.
+async fn read_capped<R: AsyncRead + Unpin>(r: Option<R>, max: u64) -> (Vec<u8>, bool) {
+    let Some(mut r) = r else {
+        return (Vec::new(), false);
+    };
+    let max = max as usize;
+    let mut kept = Vec::new();
+    let mut cut = false;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => return (kept, cut),
+            Ok(n) => {
+                let room = max.saturating_sub(kept.len());
+                if n > room {
+                    cut = true;
+                }
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+}
+
+pub fn dev_null() -> std::io::Result<OwnedFd> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
+    Ok(OwnedFd::from(f))
+}

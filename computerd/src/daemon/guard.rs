@@ -1,0 +1,542 @@
+//! `computerd guard`: one per run, started by the daemon, never by hand.
+//!
+//! The guard is a child subreaper, so whatever the program starts stays under
+//! it even after a setsid or a double fork: the kernel hands every orphan to
+//! its nearest subreaper. It starts the program in a process group of its own
+//! (or, with a terminal, a session of its own with the terminal as its
+//! controlling terminal), reports the start and the end to the daemon, and
+//! when the program ends it kills and reaps every process left under it.
+//!
+//! The guard is plain blocking code with no async runtime: one `poll` over
+//! its control socket and a signalfd. Its descriptors on entry:
+//! - 0, 1, 2: the program's stdin, stdout and stderr (or the terminal);
+//! - 3: a unix stream socket to the daemon: a [`GuardSpec`] line, then
+//!   [`GuardCommand`] lines in; [`GuardEvent`] lines out. When it closes (the
+//!   daemon is gone) the program is ended with everything under it.
+//!
+//! SIGTERM, SIGINT and SIGHUP to the guard (init's shutdown) end the run as a
+//! timeout does: TERM to everything under the guard, KILL 2 s later.
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags, poll};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use serde::{Deserialize, Serialize};
+
+use super::{KILL_GRACE, proctree, sys};
+
+/// What the daemon asks the guard to run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct GuardSpec {
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub env: Vec<(String, String)>,
+    /// (uid, gid) to become; None to run as the guard's own user.
+    pub user: Option<(u32, u32)>,
+    /// fds 0, 1 and 2 are a terminal: start a session on it.
+    pub pty: bool,
+    /// Run until every process left in the program's group (session) ends.
+    pub wait_group: bool,
+    /// Leave what the program started running when it ends.
+    pub keep_orphans: bool,
+}
+
+/// Daemon to guard.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum GuardCommand {
+    /// Send `sig` to the program's group (with waitGroup, to each group of the run).
+    Signal { sig: i32 },
+    /// Send `sig` to the terminal's foreground group `pgid`, if a process of
+    /// the program's session is still in it; answered by `Signalled`.
+    SignalForeground { sig: i32, pgid: i32 },
+    /// End the run: TERM to everything, KILL what is left after the grace.
+    Terminate,
+}
+
+/// Guard to daemon.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "ev", rename_all = "snake_case")]
+pub enum GuardEvent {
+    /// The program runs.
+    Started { pid: i32 },
+    /// The program could not be started; errno from the failed step.
+    Failed { errno: i32, message: String },
+    /// The program has ended (with waitGroup, its group too); raw wait status.
+    Exited { status: i32 },
+    /// The reply to a signal command: `note` when it went elsewhere or nowhere.
+    Signalled { note: Option<String> },
+}
+
+const CONTROL_FD: RawFd = 3;
+/// How often a guard waiting for a group looks again.
+const GROUP_POLL: Duration = Duration::from_millis(50);
+
+/// The guard's entry point; returns the exit code.
+pub fn main() -> i32 {
+    match run() {
+        Ok(()) => 0,
+        Err(e) => {
+            // stderr is the program's: the daemon reads our failure from the
+            // control socket, so this is only for a person who ran us by hand.
+            eprintln!("computerd guard: {e}");
+            2
+        }
+    }
+}
+
+fn run() -> io::Result<()> {
+    // SAFETY: fd 3 is checked to be a socket before it is owned; a guard run
+    // by hand without one stops here.
+    let is_socket = unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::fstat(CONTROL_FD, &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFSOCK
+    };
+    if !is_socket {
+        return Err(io::Error::other(
+            "is started by computerd for each run, not by hand (no control socket on fd 3)",
+        ));
+    }
+    // SAFETY: fd 3 is the control socket the daemon passed; nothing else owns it.
+    let ctl = unsafe { OwnedFd::from_raw_fd(CONTROL_FD) };
+    nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::from)?;
+
+    let mut mask = SigSet::empty();
+    for s in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+    ] {
+        mask.add(s);
+    }
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None).map_err(io::Error::from)?;
+    let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+        .map_err(io::Error::from)?;
+
+    let mut lines = LineReader::default();
+    let spec: GuardSpec = {
+        let line = lines.read_blocking(&ctl)?;
+        serde_json::from_slice(&line).map_err(|e| io::Error::other(format!("bad spec: {e}")))?
+    };
+    let mut g = Guard::new(ctl, sfd, lines, spec);
+    g.start()?;
+    g.run_loop();
+    Ok(())
+}
+
+struct Guard {
+    ctl: OwnedFd,
+    ctl_open: bool,
+    sfd: SignalFd,
+    lines: LineReader,
+    spec: GuardSpec,
+    me: i32,
+    child: i32,
+    status: Option<i32>,
+    reported: bool,
+    kill_at: Option<Instant>,
+    killed: bool,
+}
+
+impl Guard {
+    fn new(ctl: OwnedFd, sfd: SignalFd, lines: LineReader, spec: GuardSpec) -> Self {
+        Self {
+            ctl,
+            ctl_open: true,
+            sfd,
+            lines,
+            spec,
+            me: std::process::id() as i32,
+            child: 0,
+            status: None,
+            reported: false,
+            kill_at: None,
+            killed: false,
+        }
+    }
+
+    fn send(&mut self, ev: &GuardEvent) {
+        if !self.ctl_open {
+            return;
+        }
+        let mut line = serde_json::to_vec(ev).unwrap_or_default();
+        line.push(b'\n');
+        let mut f = BorrowedWriter(self.ctl.as_fd());
+        if f.write_all(&line).is_err() {
+            self.control_lost();
+        }
+    }
+
+    fn start(&mut self) -> io::Result<()> {
+        let spec = &self.spec;
+        let Some(program) = spec.argv.first() else {
+            self.send(&GuardEvent::Failed {
+                errno: libc::EINVAL,
+                message: "argv is empty".into(),
+            });
+            return Ok(());
+        };
+        let mut cmd = Command::new(program);
+        cmd.args(&spec.argv[1..])
+            .env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&spec.cwd)
+            .stdin(Stdio::inherit())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit());
+        let pty = spec.pty;
+        let user = spec.user;
+        // SAFETY: the closure runs between fork and exec and makes only
+        // async-signal-safe calls (setsid, setpgid, ioctl, setgroups,
+        // setresgid, setresuid), allocating nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                if pty {
+                    if libc::setsid() < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    sys::tiocsctty(0)?;
+                } else if libc::setpgid(0, 0) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                if let Some((uid, gid)) = user
+                    && (libc::setgroups(0, std::ptr::null()) < 0
+                        || libc::setresgid(gid, gid, gid) < 0
+                        || libc::setresuid(uid, uid, uid) < 0)
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        match cmd.spawn() {
+            Ok(child) => {
+                self.child = child.id() as i32;
+                drop(child);
+                drop(cmd);
+                self.send(&GuardEvent::Started { pid: self.child });
+                if !pty {
+                    // Keep no copy of the program's pipes: its stdin closing
+                    // must be seen by a writer, its output ending by a reader.
+                    to_dev_null()?;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                self.send(&GuardEvent::Failed {
+                    errno,
+                    message: e.to_string(),
+                });
+                Ok(())
+            }
+        }
+    }
+
+    fn run_loop(&mut self) {
+        if self.child == 0 {
+            return;
+        }
+        loop {
+            self.reap();
+            if self.status.is_some() && !self.reported && self.finish_if_done() {
+                return;
+            }
+            if self.reported && self.no_children() {
+                return; // kept orphans have all ended
+            }
+            if let Some(at) = self.kill_at
+                && Instant::now() >= at
+                && !self.killed
+            {
+                self.kill_everything();
+                self.killed = true;
+            }
+            let timeout = self.poll_timeout();
+            self.wait_for_input(timeout);
+        }
+    }
+
+    /// The program has ended; returns true when the guard is finished.
+    fn finish_if_done(&mut self) -> bool {
+        let Some(status) = self.status else {
+            return false;
+        };
+        if self.spec.wait_group && !self.killed && self.group_alive() {
+            return false;
+        }
+        if !self.spec.keep_orphans || !self.ctl_open {
+            self.kill_everything();
+        }
+        if self.spec.pty {
+            let _ = to_dev_null();
+        }
+        self.send(&GuardEvent::Exited { status });
+        self.reported = true;
+        !self.spec.keep_orphans || !self.ctl_open || self.no_children()
+    }
+
+    fn poll_timeout(&self) -> Option<Duration> {
+        let mut t: Option<Duration> = None;
+        if let Some(at) = self.kill_at
+            && !self.killed
+        {
+            t = Some(at.saturating_duration_since(Instant::now()));
+        }
+        if self.status.is_some() && !self.reported {
+            t = Some(t.map_or(GROUP_POLL, |x| x.min(GROUP_POLL)));
+        }
+        t
+    }
+
+    fn wait_for_input(&mut self, timeout: Option<Duration>) {
+        let ms: i32 = timeout.map_or(-1, |d| d.as_millis().min(60_000) as i32);
+        let (ctl_ready, sig_ready) = {
+            let mut fds = vec![PollFd::new(self.sfd.as_fd(), PollFlags::POLLIN)];
+            if self.ctl_open {
+                fds.push(PollFd::new(self.ctl.as_fd(), PollFlags::POLLIN));
+            }
+            match poll(
+                &mut fds,
+                nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::NONE),
+            ) {
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => return,
+                Err(_) => {
+                    std::thread::sleep(Duration::from_millis(10));
+                    return;
+                }
+            }
+            let sig = fds[0].any().unwrap_or(false);
+            let ctl = fds.get(1).is_some_and(|f| f.any().unwrap_or(false));
+            (ctl, sig)
+        };
+        if sig_ready {
+            while let Ok(Some(info)) = self.sfd.read_signal() {
+                let signo = info.ssi_signo as i32;
+                if signo == libc::SIGTERM || signo == libc::SIGINT || signo == libc::SIGHUP {
+                    self.terminate();
+                }
+            }
+        }
+        if ctl_ready {
+            match self.lines.fill(&self.ctl) {
+                Ok(true) => {}
+                Ok(false) | Err(_) => self.control_lost(),
+            }
+            while let Some(line) = self.lines.next_line() {
+                match serde_json::from_slice::<GuardCommand>(&line) {
+                    Ok(cmd) => self.command(cmd),
+                    Err(_) => continue,
+                }
+            }
+        }
+    }
+
+    fn control_lost(&mut self) {
+        if self.ctl_open {
+            self.ctl_open = false;
+            // With no daemon, nothing may outlive the run, kept orphans included.
+            self.spec.keep_orphans = false;
+            self.terminate();
+        }
+    }
+
+    fn command(&mut self, cmd: GuardCommand) {
+        match cmd {
+            GuardCommand::Terminate => self.terminate(),
+            GuardCommand::Signal { sig } => {
+                if self.status.is_none() || self.spec.wait_group {
+                    self.signal_groups(sig);
+                }
+                self.send(&GuardEvent::Signalled { note: None });
+            }
+            GuardCommand::SignalForeground { sig, pgid } => {
+                let session = self.child;
+                let still_ours = proctree::all()
+                    .iter()
+                    .any(|p| !p.is_zombie() && p.pgrp == pgid && p.session == session);
+                let note = if still_ours {
+                    sys::kill(-pgid, sig);
+                    None
+                } else {
+                    Some(format!(
+                        "{} was not sent: the terminal's foreground group {pgid} has no process left in the program's session",
+                        sys::signal_name(sig)
+                    ))
+                };
+                self.send(&GuardEvent::Signalled { note });
+            }
+        }
+    }
+
+    /// The program's group, and with waitGroup every group its live processes are in.
+    fn signal_groups(&self, sig: i32) {
+        let mut groups = vec![self.child];
+        if self.spec.wait_group {
+            for p in proctree::descendants(self.me) {
+                if !groups.contains(&p.pgrp) && p.pgrp != self.me {
+                    groups.push(p.pgrp);
+                }
+            }
+        }
+        for g in groups {
+            sys::kill(-g, sig);
+        }
+    }
+
+    fn terminate(&mut self) {
+        if self.kill_at.is_some() {
+            return;
+        }
+        self.kill_at = Some(Instant::now() + KILL_GRACE);
+        if self.status.is_none() || self.spec.wait_group {
+            self.signal_groups(libc::SIGTERM);
+        }
+        for p in proctree::descendants(self.me) {
+            sys::kill(p.pid, libc::SIGTERM);
+        }
+    }
+
+    fn group_alive(&self) -> bool {
+        if self.spec.pty {
+            proctree::group_alive(None, Some(self.child))
+        } else {
+            proctree::group_alive(Some(self.child), None)
+        }
+    }
+
+    fn reap(&mut self) {
+        while let Ok(Some((pid, status))) = sys::reap_any() {
+            if pid == self.child && self.status.is_none() {
+                self.status = Some(status);
+                if self.spec.pty && self.spec.wait_group {
+                    // A terminal hangs up its foreground group when its
+                    // session leader goes.
+                    if let Ok(Some(fg)) = sys::tcgetpgrp(stdin_fd()) {
+                        sys::kill(-fg, libc::SIGHUP);
+                    }
+                }
+            }
+        }
+    }
+
+    fn no_children(&self) -> bool {
+        matches!(sys::reap_any(), Err(nix::errno::Errno::ECHILD))
+    }
+
+    /// SIGKILL every process under the guard and reap them, until none is left.
+    fn kill_everything(&mut self) {
+        for round in 0..10_000 {
+            self.reap();
+            if self.no_children() {
+                return;
+            }
+            let left = proctree::descendants(self.me);
+            for p in &left {
+                sys::kill(p.pid, libc::SIGKILL);
+            }
+            self.reap();
+            if round > 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+}
+
+fn stdin_fd() -> BorrowedFd<'static> {
+    // SAFETY: fd 0 stays open for the guard's whole life (a terminal or /dev/null).
+    unsafe { BorrowedFd::borrow_raw(0) }
+}
+
+/// Point fds 0, 1 and 2 at /dev/null.
+fn to_dev_null() -> io::Result<()> {
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
+    for fd in 0..3 {
+        // SAFETY: dup2 onto 0..3 replaces the guard's own stdio; no Rust
+        // object owns those numbers.
+        if unsafe { libc::dup2(null.as_raw_fd(), fd) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+struct BorrowedWriter<'a>(BorrowedFd<'a>);
+
+impl Write for BorrowedWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        nix::unistd::write(self.0, buf).map_err(io::Error::from)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Lines from the control socket; commands are small, so no bound is needed
+/// beyond a sanity cap.
+#[derive(Default)]
+struct LineReader {
+    buf: Vec<u8>,
+}
+
+impl LineReader {
+    const CAP: usize = 4 << 20;
+
+    /// Read what is there; false at EOF.
+    fn fill(&mut self, fd: &OwnedFd) -> io::Result<bool> {
+        let mut chunk = [0u8; 4096];
+        let n = BorrowedReader(fd.as_fd()).read(&mut chunk)?;
+        if n == 0 {
+            return Ok(false);
+        }
+        if self.buf.len() + n > Self::CAP {
+            return Err(io::Error::other("control line too long"));
+        }
+        self.buf.extend_from_slice(&chunk[..n]);
+        Ok(true)
+    }
+
+    fn next_line(&mut self) -> Option<Vec<u8>> {
+        let i = self.buf.iter().position(|&b| b == b'\n')?;
+        let mut line: Vec<u8> = self.buf.drain(..=i).collect();
+        line.pop();
+        Some(line)
+    }
+
+    fn read_blocking(&mut self, fd: &OwnedFd) -> io::Result<Vec<u8>> {
+        loop {
+            if let Some(line) = self.next_line() {
+                return Ok(line);
+            }
+            if !self.fill(fd)? {
+                return Err(io::Error::other(
+                    "the daemon closed the control socket before the spec",
+                ));
+            }
+        }
+    }
+}
+
+struct BorrowedReader<'a>(BorrowedFd<'a>);
+
+impl Read for BorrowedReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match nix::unistd::read(self.0, buf) {
+                Ok(n) => return Ok(n),
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}

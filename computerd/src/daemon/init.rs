@@ -1,0 +1,406 @@
+//! `computerd init`: the socket, the reaper and sweep, the deadline, shutdown.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::{Notify, oneshot};
+use tokio::time::Instant;
+
+use super::{Daemon, conn, proctree, sys};
+use crate::protocol::{RpcError, limits};
+
+/// Init's children that are guards, each with the channel its wait status goes to.
+pub struct Reaper {
+    guards: Mutex<HashMap<i32, Option<oneshot::Sender<i32>>>>,
+}
+
+impl Default for Reaper {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Reaper {
+    pub fn new() -> Self {
+        Self {
+            guards: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<i32, Option<oneshot::Sender<i32>>>> {
+        self.guards.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Spawn a guard and register it before anything can reap or sweep it:
+    /// the lock is held from fork to registration.
+    pub fn spawn(&self, cmd: &mut Command) -> io::Result<(i32, oneshot::Receiver<i32>)> {
+        let mut guards = self.lock();
+        let child = cmd.spawn()?;
+        let pid = child.id() as i32;
+        let (tx, rx) = oneshot::channel();
+        guards.insert(pid, Some(tx));
+        Ok((pid, rx))
+    }
+
+    /// Reap every child that has ended; a guard's status goes to its run.
+    pub fn reap(&self) {
+        let mut guards = self.lock();
+        while let Ok(Some((pid, status))) = sys::reap_any() {
+            if let Some(Some(tx)) = guards.remove(&pid) {
+                let _ = tx.send(status);
+            }
+        }
+    }
+
+    /// Kill every child of init that is not a guard, with everything under
+    /// it. Such a child can only be an orphan: of a guard that died (a
+    /// program may kill its own guard), or of something run in the computer
+    /// from outside the daemon.
+    pub fn sweep(&self) {
+        let guards = self.lock();
+        let me = std::process::id() as i32;
+        for child in proctree::children(me) {
+            if !guards.contains_key(&child) {
+                let alive = proctree::read_stat(child).is_some_and(|p| !p.is_zombie());
+                if alive {
+                    tracing::info!(pid = child, "sweeping an orphan that is under no guard");
+                    proctree::signal_tree(child, libc::SIGKILL);
+                }
+            }
+        }
+    }
+
+    pub fn guard_pids(&self) -> Vec<i32> {
+        self.lock().keys().copied().collect()
+    }
+}
+
+/// Init's deadline, and the most deadline.extend may move it to.
+pub struct Deadline {
+    state: Mutex<(OffsetDateTime, Option<OffsetDateTime>)>,
+    changed: Notify,
+}
+
+pub fn parse_time(field: &str, s: &str) -> Result<OffsetDateTime, String> {
+    OffsetDateTime::parse(s, &Rfc3339).map_err(|e| {
+        format!("{field} {s:?} is not an RFC 3339 time such as 2026-12-01T10:00:00Z ({e})")
+    })
+}
+
+pub fn format_time(t: OffsetDateTime) -> String {
+    t.to_offset(time::UtcOffset::UTC)
+        .format(&Rfc3339)
+        .unwrap_or_else(|_| t.unix_timestamp().to_string())
+}
+
+impl Deadline {
+    pub fn new(at: OffsetDateTime, max: Option<OffsetDateTime>) -> Self {
+        Self {
+            state: Mutex::new((at, max)),
+            changed: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, (OffsetDateTime, Option<OffsetDateTime>)> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn at(&self) -> OffsetDateTime {
+        self.lock().0
+    }
+
+    /// deadline.extend: move the deadline later, up to the maximum. A
+    /// refusal moves nothing.
+    pub fn extend(&self, to: &str) -> Result<String, RpcError> {
+        let want = parse_time("at", to).map_err(|m| RpcError::invalid_field("at", m))?;
+        let mut st = self.lock();
+        let Some(max) = st.1 else {
+            return Err(RpcError::unsupported(
+                "this computer's deadline cannot move: init was started without --max-deadline",
+            ));
+        };
+        if want < st.0 {
+            return Err(RpcError::invalid_field(
+                "at",
+                format!(
+                    "at {} is before the current deadline {}; a deadline only moves later",
+                    format_time(want),
+                    format_time(st.0)
+                ),
+            ));
+        }
+        if want > max {
+            return Err(RpcError::limit(format!(
+                "at {} is past the most this computer may live, {}",
+                format_time(want),
+                format_time(max)
+            ))
+            .with_field("at"));
+        }
+        st.0 = want;
+        drop(st);
+        self.changed.notify_waiters();
+        Ok(format_time(want))
+    }
+
+    /// Resolve when the deadline (as it stands then) has come.
+    pub async fn reached(&self) {
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let left = self.at() - OffsetDateTime::now_utc();
+            if left <= time::Duration::ZERO {
+                return;
+            }
+            let left = Duration::try_from(left).unwrap_or(Duration::from_secs(1));
+            tokio::select! {
+                _ = tokio::time::sleep(left) => {}
+                _ = &mut notified => {}
+            }
+        }
+    }
+}
+
+/// What `computerd init` was asked for.
+pub struct Options {
+    pub socket: PathBuf,
+    pub deadline: OffsetDateTime,
+    pub max_deadline: Option<OffsetDateTime>,
+}
+
+/// Check the flags' times: a deadline in the future, a maximum not before it.
+pub fn check_times(deadline: OffsetDateTime, max: Option<OffsetDateTime>) -> Result<(), String> {
+    let now = OffsetDateTime::now_utc();
+    if deadline <= now {
+        return Err(format!(
+            "--deadline {} is in the past (now is {})",
+            format_time(deadline),
+            format_time(now)
+        ));
+    }
+    if let Some(max) = max
+        && max < deadline
+    {
+        return Err(format!(
+            "--max-deadline {} is before --deadline {}; the most a computer may live cannot be less than its deadline",
+            format_time(max),
+            format_time(deadline)
+        ));
+    }
+    Ok(())
+}
+
+/// The socket's directory must exist, be a directory (not a link), belong
+/// to the daemon's user alone and be writable by it. Init never makes it: a
+/// non-root init cannot write under /run, so the provider gives it.
+pub fn check_socket_dir(socket: &Path) -> Result<(), String> {
+    let dir = socket
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| {
+        format!("the socket's directory {} is missing or unreadable ({e}); the provider must make it, mode 0700, owned by this user", dir.display())
+    })?;
+    if !meta.is_dir() {
+        return Err(format!(
+            "the socket's directory {} is not a directory (a symbolic link is not accepted)",
+            dir.display()
+        ));
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(format!(
+            "the socket's directory {} belongs to uid {}, not to this user (uid {me}); it must be this user's alone",
+            dir.display(),
+            meta.uid()
+        ));
+    }
+    let mode = meta.mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "the socket's directory {} has mode {mode:04o}; it must be this user's alone (0700)",
+            dir.display()
+        ));
+    }
+    if mode & 0o300 != 0o300 {
+        return Err(format!(
+            "the socket's directory {} is not writable by its owner (mode {mode:04o})",
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Bind the socket, 0600. A socket left by an init that is gone is replaced;
+/// one that answers is another init's, and is refused.
+pub fn bind_socket(socket: &Path) -> Result<UnixListener, String> {
+    match std::fs::symlink_metadata(socket) {
+        Ok(m) if m.file_type().is_socket() => match UnixStream::connect(socket) {
+            Ok(_) => {
+                return Err(format!(
+                    "another computerd is already listening on {}",
+                    socket.display()
+                ));
+            }
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                std::fs::remove_file(socket).map_err(|e| {
+                    format!(
+                        "could not replace the stale socket {}: {e}",
+                        socket.display()
+                    )
+                })?;
+            }
+            Err(e) => {
+                return Err(format!(
+                    "could not check the socket {} left there: {e}",
+                    socket.display()
+                ));
+            }
+        },
+        Ok(_) => {
+            return Err(format!(
+                "{} exists and is not a socket; refusing to replace it",
+                socket.display()
+            ));
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("could not read {}: {e}", socket.display())),
+    }
+    // umask makes the socket 0600 from its first moment.
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+    let bound = UnixListener::bind(socket);
+    nix::sys::stat::umask(old);
+    let listener = bound.map_err(|e| format!("could not listen on {}: {e}", socket.display()))?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("could not make {} 0600: {e}", socket.display()))?;
+    Ok(listener)
+}
+
+/// Serve until SIGTERM, SIGINT or the deadline, then shut down in order.
+/// Returns init's exit code.
+pub async fn serve(daemon: Arc<Daemon>, listener: UnixListener, socket: PathBuf) -> i32 {
+    let listener = match listener
+        .set_nonblocking(true)
+        .and_then(|()| tokio::net::UnixListener::from_std(listener))
+    {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("could not serve the socket: {e}");
+            return 1;
+        }
+    };
+    let (Ok(mut sigchld), Ok(mut sigterm), Ok(mut sigint)) = (
+        signal(SignalKind::child()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("could not install signal handlers");
+        return 1;
+    };
+    tracing::info!(socket = %socket.display(), deadline = %format_time(daemon.life.deadline.at()), "computerd init is listening");
+
+    let accept = tokio::spawn({
+        let daemon = Arc::clone(&daemon);
+        async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, _)) => {
+                        tokio::spawn(conn::serve(Arc::clone(&daemon), stream));
+                    }
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            }
+        }
+    });
+    let reaper = tokio::spawn({
+        let daemon = Arc::clone(&daemon);
+        async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            let mut last_sweep = Instant::now();
+            loop {
+                let chld = tokio::select! {
+                    _ = sigchld.recv() => true,
+                    _ = tick.tick() => false,
+                };
+                daemon.reaper.reap();
+                // Sweep on every SIGCHLD, at most every 50 ms under a storm
+                // of them, and once a second regardless.
+                if !chld || last_sweep.elapsed() >= Duration::from_millis(50) {
+                    daemon.reaper.sweep();
+                    last_sweep = Instant::now();
+                }
+            }
+        }
+    });
+
+    let reason = tokio::select! {
+        _ = sigterm.recv() => "SIGTERM",
+        _ = sigint.recv() => "SIGINT",
+        _ = daemon.life.deadline.reached() => "the deadline",
+    };
+    shutdown(&daemon, reason).await;
+    accept.abort();
+    reaper.abort();
+    let _ = std::fs::remove_file(&socket);
+    tracing::info!("computerd init exits");
+    0
+}
+
+/// The shutdown order: refuse new starts, give starts under way up to 3 s,
+/// TERM every guard (each KILLs its run 2 s later), and 5 s after the TERM
+/// KILL whatever is still under init. Every program that started gets TERM
+/// before any KILL.
+async fn shutdown(daemon: &Arc<Daemon>, reason: &str) {
+    tracing::info!("shutting down: {reason}");
+    daemon
+        .life
+        .stop_starts(Duration::from_millis(limits::SHUTDOWN_START_WAIT_MS))
+        .await;
+    let me = std::process::id() as i32;
+    let term_at = Instant::now();
+    for pid in daemon.reaper.guard_pids() {
+        sys::kill(pid, libc::SIGTERM);
+    }
+    let kill_at = term_at + Duration::from_millis(limits::SHUTDOWN_KILL_AFTER_MS);
+    loop {
+        daemon.reaper.reap();
+        if proctree::children(me).is_empty() {
+            break;
+        }
+        if Instant::now() >= kill_at {
+            kill_everything_under(me);
+            daemon.reaper.reap();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Let the runs see their guards' ends, so waits and reads answer truly.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+}
+
+fn kill_everything_under(me: i32) {
+    for _ in 0..1000 {
+        let left = proctree::descendants(me);
+        if left.is_empty() {
+            return;
+        }
+        for p in left {
+            sys::kill(p.pid, libc::SIGKILL);
+        }
+        while let Ok(Some(_)) = sys::reap_any() {}
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}

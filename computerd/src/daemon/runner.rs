@@ -1,0 +1,380 @@
+//! The daemon's side of a guard: prepare a run, start its guard, follow it.
+
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::sync::{Mutex, mpsc, oneshot};
+
+use super::guard::{GuardCommand, GuardEvent, GuardSpec};
+use super::{Daemon, proctree, sys, users};
+use crate::protocol::{RpcError, clean_path, limits};
+
+/// The validated parts every start shares (exec.run and process.start).
+pub struct Prepared {
+    pub spec: GuardSpec,
+}
+
+/// Check argv, cwd, env and user, and build the guard's spec.
+pub fn prepare(
+    daemon: &Daemon,
+    argv: &[String],
+    cwd: Option<&str>,
+    env: Option<&BTreeMap<String, String>>,
+    user: Option<&str>,
+) -> Result<Prepared, RpcError> {
+    if argv.is_empty() {
+        return Err(RpcError::invalid_field(
+            "argv",
+            "argv is empty; give the program and its arguments, such as [\"ls\", \"-l\"]",
+        ));
+    }
+    if argv.len() > limits::MAX_ARGV {
+        return Err(RpcError::over_limit(
+            "argv",
+            argv.len() as u64,
+            limits::MAX_ARGV as u64,
+        ));
+    }
+    if let Some(i) = argv.iter().position(|a| a.contains('\0')) {
+        return Err(RpcError::invalid_field(
+            "argv",
+            format!("argv[{i}] holds a NUL byte"),
+        ));
+    }
+    if argv[0].is_empty() {
+        return Err(RpcError::invalid_field(
+            "argv",
+            "argv[0] is empty; it names the program",
+        ));
+    }
+    let run_as = match user {
+        None => None,
+        Some(u) => {
+            let r = users::resolve(u)?;
+            let me = &daemon.identity;
+            if r.uid == me.uid && r.gid == me.gid {
+                None
+            } else if !(sys::has_effective_cap(sys::CAP_SETUID)
+                && sys::has_effective_cap(sys::CAP_SETGID))
+            {
+                return Err(RpcError::denied(format!(
+                    "user: this computerd runs as uid {} with no CAP_SETUID/CAP_SETGID, so it cannot run programs as {u:?}; leave user out to run as uid {}",
+                    me.uid, me.uid
+                ))
+                .with_field("user"));
+            } else {
+                Some(r)
+            }
+        }
+    };
+    let (name, home) = match &run_as {
+        Some(r) => (r.name.clone(), r.home.clone()),
+        None => (daemon.identity.name.clone(), daemon.identity.home.clone()),
+    };
+    let cwd = match cwd {
+        Some(c) => clean_path("cwd", c)?,
+        None => home.clone(),
+    };
+    match std::fs::metadata(&cwd) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(
+                RpcError::not_dir(format!("cwd {cwd} is not a directory")).with_field("cwd")
+            );
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(RpcError::not_found(format!("cwd {cwd} does not exist")).with_field("cwd"));
+        }
+        Err(_) => {} // let the start say why
+    }
+    let mut vars: BTreeMap<String, String> = BTreeMap::new();
+    vars.insert("PATH".into(), daemon.identity.path.clone());
+    vars.insert("HOME".into(), home);
+    vars.insert("USER".into(), name.clone());
+    vars.insert("LOGNAME".into(), name);
+    if let Some(env) = env {
+        for (k, v) in env {
+            if k.is_empty() || k.contains('=') || k.contains('\0') {
+                return Err(RpcError::invalid_field(
+                    "env",
+                    format!("env name {k:?} is not a variable name (empty, or holds = or NUL)"),
+                ));
+            }
+            if v.contains('\0') {
+                return Err(RpcError::invalid_field(
+                    "env",
+                    format!("env {k} holds a NUL byte"),
+                ));
+            }
+            vars.insert(k.clone(), v.clone());
+        }
+    }
+    Ok(Prepared {
+        spec: GuardSpec {
+            argv: argv.to_vec(),
+            cwd,
+            env: vars.into_iter().collect(),
+            user: run_as.map(|r| (r.uid, r.gid)),
+            pty: false,
+            wait_group: false,
+            keep_orphans: false,
+        },
+    })
+}
+
+/// The program's stdio, handed to the guard.
+pub struct Stdio3 {
+    pub stdin: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+}
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// The program's own wait status, as its guard reported it.
+    Program(i32),
+    /// The guard ended without reporting (it was killed): its wait status.
+    GuardEnded(i32),
+}
+
+impl Exit {
+    pub fn status(self) -> i32 {
+        match self {
+            Exit::Program(s) | Exit::GuardEnded(s) => s,
+        }
+    }
+}
+
+/// Why a start failed.
+pub enum StartFailure {
+    /// The program could not be started (errno from exec, chdir or setuid).
+    Program { errno: i32, message: String },
+    /// The guard ended before it said anything.
+    Guard(String),
+}
+
+impl StartFailure {
+    pub fn into_rpc(self, argv0: &str) -> RpcError {
+        match self {
+            StartFailure::Program { errno, message } => {
+                let e = nix::errno::Errno::from_raw(errno);
+                let words = match e {
+                    nix::errno::Errno::ENOENT => {
+                        format!("{argv0}: no such program (looked up in PATH when it has no /)")
+                    }
+                    nix::errno::Errno::EACCES => format!(
+                        "{argv0}: permission denied (not executable, or a directory on the way is closed)"
+                    ),
+                    nix::errno::Errno::EPERM => {
+                        format!("{argv0}: the user switch was refused ({message})")
+                    }
+                    nix::errno::Errno::ENOEXEC => format!("{argv0}: not an executable format"),
+                    _ => format!("{argv0}: could not be started: {message}"),
+                };
+                RpcError::new(sys::errno_kind(e), words)
+            }
+            StartFailure::Guard(why) => {
+                RpcError::invalid(format!("{argv0}: the run's guard failed: {why}"))
+            }
+        }
+    }
+}
+
+/// A running guard, from the daemon's side.
+pub struct Run {
+    pub guard_pid: i32,
+    ctl: Mutex<Option<OwnedWriteHalf>>,
+    lifecycle: Mutex<Lifecycle>,
+    replies: Mutex<mpsc::UnboundedReceiver<Option<String>>>,
+}
+
+struct Lifecycle {
+    events: mpsc::UnboundedReceiver<GuardEvent>,
+    guard_exit: Option<oneshot::Receiver<i32>>,
+    started: Option<i32>,
+    exit: Option<Exit>,
+}
+
+/// Start a guard for `spec` with the program's stdio.
+pub async fn spawn(daemon: &Arc<Daemon>, spec: &GuardSpec, stdio: Stdio3) -> std::io::Result<Run> {
+    let (ours, theirs) = sys::socketpair()?;
+    let theirs = sys::dup_above(theirs.as_fd(), 10)?;
+    let mut cmd = Command::new(&daemon.exe);
+    cmd.arg0("computerd")
+        .arg("guard")
+        .env_clear()
+        .current_dir("/")
+        .stdin(Stdio::from(stdio.stdin))
+        .stdout(Stdio::from(stdio.stdout))
+        .stderr(Stdio::from(stdio.stderr))
+        .process_group(0);
+    let raw = theirs.as_raw_fd();
+    // SAFETY: dup2 is async-signal-safe and touches only descriptor numbers.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(raw, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let (pid, guard_exit) = daemon.reaper.spawn(&mut cmd)?;
+    // The daemon must hold no copy of the program's stdio or of the guard's
+    // end of the socket: EOF on either side depends on it.
+    drop(cmd);
+    drop(theirs);
+
+    let ours = std::os::unix::net::UnixStream::from(ours);
+    ours.set_nonblocking(true)?;
+    let stream = UnixStream::from_std(ours)?;
+    let (read, mut write) = stream.into_split();
+    let mut line = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    write.write_all(&line).await?;
+
+    let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+    let (reply_tx, reply_rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(read);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match lines.read_until(b'\n', &mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            match serde_json::from_slice::<GuardEvent>(buf.trim_ascii_end()) {
+                Ok(GuardEvent::Signalled { note }) => {
+                    let _ = reply_tx.send(note);
+                }
+                Ok(ev) => {
+                    let _ = ev_tx.send(ev);
+                }
+                Err(e) => tracing::warn!(guard = pid, "guard sent an unreadable event: {e}"),
+            }
+        }
+    });
+    Ok(Run {
+        guard_pid: pid,
+        ctl: Mutex::new(Some(write)),
+        lifecycle: Mutex::new(Lifecycle {
+            events: ev_rx,
+            guard_exit: Some(guard_exit),
+            started: None,
+            exit: None,
+        }),
+        replies: Mutex::new(reply_rx),
+    })
+}
+
+impl Run {
+    /// Wait for the program to start: its pid, or why it could not.
+    pub async fn started(&self) -> Result<i32, StartFailure> {
+        let mut lc = self.lifecycle.lock().await;
+        if let Some(pid) = lc.started {
+            return Ok(pid);
+        }
+        match lc.events.recv().await {
+            Some(GuardEvent::Started { pid }) => {
+                lc.started = Some(pid);
+                Ok(pid)
+            }
+            Some(GuardEvent::Failed { errno, message }) => {
+                Err(StartFailure::Program { errno, message })
+            }
+            Some(other) => Err(StartFailure::Guard(format!("unexpected event {other:?}"))),
+            None => {
+                let status = match lc.guard_exit.take() {
+                    Some(rx) => rx.await.ok(),
+                    None => None,
+                };
+                let why = match status.map(sys::decode_wait_status) {
+                    Some((Some(code), _)) => format!("it exited with code {code}"),
+                    Some((_, Some(sig))) => format!("it was killed by {sig}"),
+                    _ => "it ended".to_string(),
+                };
+                Err(StartFailure::Guard(why))
+            }
+        }
+    }
+
+    /// Wait for the run's end.
+    pub async fn exited(&self) -> Exit {
+        let mut lc = self.lifecycle.lock().await;
+        if let Some(e) = lc.exit {
+            return e;
+        }
+        let exit = loop {
+            match lc.events.recv().await {
+                Some(GuardEvent::Exited { status }) => break Exit::Program(status),
+                Some(_) => continue,
+                None => {
+                    let status = match lc.guard_exit.take() {
+                        Some(rx) => rx.await.unwrap_or(libc::SIGKILL),
+                        None => libc::SIGKILL,
+                    };
+                    break Exit::GuardEnded(status);
+                }
+            }
+        };
+        lc.exit = Some(exit);
+        exit
+    }
+
+    /// Send a command; false when the guard is gone.
+    pub async fn command(&self, cmd: &GuardCommand) -> bool {
+        let mut ctl = self.ctl.lock().await;
+        let Some(w) = ctl.as_mut() else { return false };
+        let mut line = serde_json::to_vec(cmd).unwrap_or_default();
+        line.push(b'\n');
+        if w.write_all(&line).await.is_err() {
+            *ctl = None;
+            return false;
+        }
+        true
+    }
+
+    /// Send a signal command and wait for the guard's answer (its note).
+    pub async fn signal(&self, cmd: &GuardCommand) -> Result<Option<String>, ()> {
+        let mut replies = self.replies.lock().await;
+        if !self.command(cmd).await {
+            return Err(());
+        }
+        match tokio::time::timeout(Duration::from_secs(5), replies.recv()).await {
+            Ok(Some(note)) => Ok(note),
+            _ => Err(()),
+        }
+    }
+
+    /// End the run without the guard's help: SIGKILL the guard and every
+    /// process under it (a guard stuck before the start, or not answering).
+    pub fn kill_now(&self) {
+        let pid = self.guard_pid;
+        for p in proctree::descendants(pid) {
+            sys::kill(p.pid, libc::SIGKILL);
+        }
+        sys::kill(pid, libc::SIGKILL);
+    }
+
+    /// Wait until the guard process itself has ended (a guard that keeps
+    /// orphans lives on after the program's end).
+    pub async fn guard_gone(&self) {
+        let rx = self.lifecycle.lock().await.guard_exit.take();
+        if let Some(rx) = rx {
+            let _ = rx.await;
+        }
+    }
+
+    /// Close the control socket: the guard ends the program and everything under it.
+    pub async fn close(&self) {
+        self.ctl.lock().await.take();
+    }
+}

@@ -1,0 +1,207 @@
+//! Raw system calls and errno words, each in one small function.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+use nix::errno::Errno;
+
+use crate::protocol::{ErrorKind, RpcError};
+
+/// The protocol's error kind for an errno.
+pub fn errno_kind(e: Errno) -> ErrorKind {
+    match e {
+        Errno::ENOENT => ErrorKind::NotFound,
+        Errno::EACCES | Errno::EPERM | Errno::EROFS | Errno::ELOOP => ErrorKind::Denied,
+        Errno::EEXIST => ErrorKind::Exists,
+        Errno::ENOTDIR => ErrorKind::NotDir,
+        Errno::EISDIR | Errno::ENOTEMPTY => ErrorKind::IsDir,
+        Errno::EXDEV | Errno::EOPNOTSUPP => ErrorKind::Unsupported,
+        Errno::ENOSPC | Errno::EDQUOT | Errno::EFBIG | Errno::EMFILE | Errno::ENFILE => {
+            ErrorKind::Limit
+        }
+        Errno::ETIMEDOUT => ErrorKind::Timeout,
+        _ => ErrorKind::Invalid,
+    }
+}
+
+/// An error for `op` on `path` that failed with `e`, in words.
+pub fn path_error(op: &str, path: &str, e: Errno) -> RpcError {
+    let words = match e {
+        Errno::ENOENT => "no such file or directory".to_string(),
+        Errno::EACCES | Errno::EPERM => "permission denied".to_string(),
+        Errno::EROFS => "read-only file system".to_string(),
+        Errno::ELOOP => "a symbolic link is in the way".to_string(),
+        Errno::EEXIST => "something is already there".to_string(),
+        Errno::ENOTDIR => "a part of the path is not a directory".to_string(),
+        Errno::EISDIR => "it is a directory".to_string(),
+        Errno::ENOTEMPTY => "the directory is not empty".to_string(),
+        Errno::EXDEV => "from and to are on different filesystems".to_string(),
+        Errno::ENOSPC => "no space left on the device".to_string(),
+        Errno::EDQUOT => "the disk quota is used up".to_string(),
+        other => other.desc().to_lowercase(),
+    };
+    RpcError::new(errno_kind(e), format!("{op} {path}: {words}"))
+}
+
+/// Convert an io::Error from std into nix's Errno (EIO when it carries none).
+pub fn errno_of(e: &io::Error) -> Errno {
+    e.raw_os_error().map(Errno::from_raw).unwrap_or(Errno::EIO)
+}
+
+/// Duplicate `fd` to a number at or above `min`, close-on-exec.
+pub fn dup_above(fd: BorrowedFd<'_>, min: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC only reads the descriptor number; the new
+    // descriptor it returns is ours alone.
+    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, min) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: n is a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(n) })
+}
+
+/// A connected pair of unix stream sockets, close-on-exec.
+pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+    socketpair(
+        AddressFamily::Unix,
+        SockType::Stream,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(io::Error::from)
+}
+
+/// A pipe, close-on-exec at both ends: (read, write).
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
+}
+
+/// The foreground process group of a terminal (TIOCGPGRP); None when it has none.
+pub fn tcgetpgrp(fd: BorrowedFd<'_>) -> io::Result<Option<i32>> {
+    let mut pgrp: libc::pid_t = 0;
+    // SAFETY: TIOCGPGRP writes one pid_t to the pointer we pass, which lives
+    // for the call.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGPGRP, &mut pgrp) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        // ENOTTY: the terminal is no session's controlling terminal any more.
+        if e.raw_os_error() == Some(libc::ENOTTY) {
+            return Ok(None);
+        }
+        return Err(e);
+    }
+    Ok((pgrp > 0).then_some(pgrp))
+}
+
+/// Set a terminal's size (TIOCSWINSZ); its foreground group gets SIGWINCH.
+pub fn set_winsize(fd: BorrowedFd<'_>, cols: u16, rows: u16) -> io::Result<()> {
+    let ws = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one winsize from the pointer, valid for the call.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSWINSZ, &ws) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Make the terminal on `fd` the calling session's controlling terminal.
+/// Async-signal-safe: used between fork and exec.
+pub fn tiocsctty(fd: RawFd) -> io::Result<()> {
+    // SAFETY: TIOCSCTTY takes an int argument, no pointer.
+    let r = unsafe { libc::ioctl(fd, libc::TIOCSCTTY, 0) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// A signal's name without SIG ("TERM"), or its number when it has none.
+pub fn signal_name(sig: i32) -> String {
+    match nix::sys::signal::Signal::try_from(sig) {
+        Ok(s) => s.as_str().trim_start_matches("SIG").to_string(),
+        Err(_) => sig.to_string(),
+    }
+}
+
+/// (exit code, signal name) from a raw wait status.
+pub fn decode_wait_status(status: i32) -> (Option<i32>, Option<String>) {
+    if libc::WIFEXITED(status) {
+        (Some(libc::WEXITSTATUS(status)), None)
+    } else if libc::WIFSIGNALED(status) {
+        (None, Some(signal_name(libc::WTERMSIG(status))))
+    } else {
+        (None, None)
+    }
+}
+
+/// Reap one child without waiting: (pid, raw status), or None when no child
+/// has ended; Err(ECHILD) when there is no child at all.
+pub fn reap_any() -> Result<Option<(i32, i32)>, Errno> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: waitpid writes the status to a local we own.
+    let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+    if pid < 0 {
+        return Err(Errno::last());
+    }
+    if pid == 0 {
+        return Ok(None);
+    }
+    Ok(Some((pid, status)))
+}
+
+/// Send a signal; "no such process" is success.
+pub fn kill(pid: i32, sig: i32) {
+    // SAFETY: kill has no memory arguments.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// Whether the effective capability set holds `cap` (by number), read from
+/// /proc/self/status. An unreadable status reads as no.
+pub fn has_effective_cap(cap: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|bits| bits & (1u64 << cap) != 0)
+}
+
+pub const CAP_SETGID: u32 = 6;
+pub const CAP_SETUID: u32 = 7;
+
+/// The names in a directory, without `.` and `..`, sorted by their bytes.
+/// Read whole because every walk wants them in order.
+pub fn dir_names(dir: &mut nix::dir::Dir) -> Result<Vec<std::ffi::OsString>, Errno> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut names = Vec::new();
+    for entry in dir.iter() {
+        let name = entry?.file_name().to_bytes().to_vec();
+        if name != b"." && name != b".." {
+            names.push(std::ffi::OsStr::from_bytes(&name).to_os_string());
+        }
+    }
+    names.sort_unstable();
+    Ok(names)
+}
+
+/// Run a system call again for as long as a signal interrupts it.
+pub fn retry<T>(mut call: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
+    loop {
+        match call() {
+            Err(Errno::EINTR) => continue,
+            other => return other,
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! `computerd`: the daemon inside every computer, its wire protocol and its client.
+//!
+//! - [`protocol`] (every platform): method names, params and results, the error
+//!   object and its kinds, and every limit. The daemon and every client share it.
+//! - [`client`] (every platform): [`client::DaemonClient`], JSON-RPC over any
+//!   byte stream, with many calls in flight, cancel on drop, and helpers that
+//!   page files, tar archives and process output.
+//! - `daemon` (Linux only): `init` and its socket, the `stdio` bridge, the per-run
+//!   `guard`, and the exec, process, files and tar methods.
+
+pub mod client;
+pub mod protocol;
+
+#[cfg(target_os = "linux")]
+pub mod daemon;
+
+/// The daemon's version, reported by hello.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Where init listens unless told otherwise.
+pub const DEFAULT_SOCKET: &str = "/run/computerd/computerd.sock";
+
+/// The variable the bridge (`computerd stdio`) reads for the socket's path.
+pub const SOCKET_ENV: &str = "COMPUTERD_SOCKET";
+
+/// Where a provider puts the daemon inside a computer.
+pub const DAEMON_PATH: &str = "/opt/computerd/computerd";

@@ -1,0 +1,218 @@
+//! The `computerd` binary: `init`, `stdio` and the per-run `guard`.
+
+#[cfg(target_os = "linux")]
+fn main() {
+    // The guard is started once per run: keep its path short, before any
+    // argument parsing or logging is set up.
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|a| a == "guard") && args.next().is_none() {
+        std::process::exit(computerd::daemon::guard::main());
+    }
+    std::process::exit(linux::main());
+}
+
+#[cfg(not(target_os = "linux"))]
+fn main() {
+    eprintln!(
+        "computerd runs inside Linux computers only; this platform gets the library (protocol and client)"
+    );
+    std::process::exit(1);
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::path::PathBuf;
+
+    use clap::{Parser, Subcommand};
+    use computerd::daemon::{self, Daemon, Identity, Lifecycle, init};
+
+    /// computerd: the daemon inside a computer of computer-mcp.
+    ///
+    /// It speaks JSON-RPC 2.0, one JSON object per line, on a unix socket
+    /// (init) or over stdin/stdout (stdio, a bridge to init's socket). See
+    /// computerd/README.md for the wire reference.
+    #[derive(Parser)]
+    #[command(name = "computerd", version, about, long_about)]
+    struct Cli {
+        #[command(subcommand)]
+        command: Command,
+    }
+
+    #[derive(Subcommand)]
+    enum Command {
+        /// Run as the computer's first process: listen on the socket, run
+        /// programs under guards, end everything at the deadline.
+        Init {
+            /// When the computer ends (RFC 3339, e.g. 2026-12-01T10:00:00Z).
+            /// At the deadline every program gets TERM, then KILL.
+            #[arg(long, value_name = "TIME")]
+            deadline: String,
+            /// The latest time deadline.extend may move the deadline to.
+            /// Without it the deadline cannot move.
+            #[arg(long, value_name = "TIME")]
+            max_deadline: Option<String>,
+            /// The unix socket to listen on. Its directory must exist, be
+            /// this user's alone (0700) and writable; init never makes it.
+            #[arg(long, value_name = "PATH", default_value = computerd::DEFAULT_SOCKET)]
+            socket: PathBuf,
+        },
+        /// Bridge stdin/stdout to init's socket (waits up to 3 s for it).
+        Stdio {
+            /// The socket to reach.
+            #[arg(long, value_name = "PATH", env = computerd::SOCKET_ENV, default_value = computerd::DEFAULT_SOCKET)]
+            socket: PathBuf,
+        },
+    }
+
+    pub fn main() -> i32 {
+        let cli = match Cli::try_parse() {
+            Ok(c) => c,
+            Err(e) => {
+                let code = if e.use_stderr() { 1 } else { 0 };
+                let _ = e.print();
+                return code;
+            }
+        };
+        match cli.command {
+            Command::Init {
+                deadline,
+                max_deadline,
+                socket,
+            } => init_main(&deadline, max_deadline.as_deref(), socket),
+            Command::Stdio { socket } => {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        eprintln!("computerd stdio: {e}");
+                        return 1;
+                    }
+                };
+                rt.block_on(daemon::bridge::run(&socket))
+            }
+        }
+    }
+
+    fn refuse(why: impl std::fmt::Display) -> i32 {
+        eprintln!("computerd init: {why}");
+        1
+    }
+
+    fn init_main(deadline: &str, max_deadline: Option<&str>, socket: PathBuf) -> i32 {
+        let deadline = match init::parse_time("--deadline", deadline) {
+            Ok(t) => t,
+            Err(e) => return refuse(e),
+        };
+        let max = match max_deadline
+            .map(|m| init::parse_time("--max-deadline", m))
+            .transpose()
+        {
+            Ok(t) => t,
+            Err(e) => return refuse(e),
+        };
+        if let Err(e) = init::check_times(deadline, max) {
+            return refuse(e);
+        }
+        if let Err(e) = init::check_socket_dir(&socket) {
+            return refuse(e);
+        }
+        if let Err(e) = ensure_stdio() {
+            return refuse(format!("could not open /dev/null for fds 0-2: {e}"));
+        }
+        if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+            return refuse(format!("could not become a child subreaper: {e}"));
+        }
+        let exe = match std::fs::read_link("/proc/self/exe") {
+            Ok(p) => p,
+            Err(e) => {
+                return refuse(format!(
+                    "cannot find its own binary through /proc/self/exe: {e}"
+                ));
+            }
+        };
+        let listener = match init::bind_socket(&socket) {
+            Ok(l) => l,
+            Err(e) => return refuse(e),
+        };
+        init_logging();
+        let identity = identity();
+        let daemon = Daemon::new(
+            identity,
+            exe,
+            Lifecycle::new(init::Deadline::new(deadline, max)),
+        );
+        let rt = match tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => return refuse(format!("could not start the runtime: {e}")),
+        };
+        rt.block_on(init::serve(daemon, listener, socket))
+    }
+
+    /// Who the daemon is, for the programs it starts as itself.
+    fn identity() -> Identity {
+        let uid = nix::unistd::getuid().as_raw();
+        let gid = nix::unistd::getgid().as_raw();
+        let entry = daemon::users::by_uid(uid);
+        let name = entry
+            .as_ref()
+            .map(|e| e.0.clone())
+            .unwrap_or_else(|| uid.to_string());
+        let home = std::env::var("HOME")
+            .ok()
+            .filter(|h| h.starts_with('/'))
+            .or_else(|| entry.map(|e| e.1))
+            .unwrap_or_else(|| "/".into());
+        let path = std::env::var("PATH")
+            .ok()
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| {
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()
+            });
+        Identity {
+            uid,
+            gid,
+            name,
+            home,
+            path,
+        }
+    }
+
+    /// fds 0-2 must be open, so pipes and sockets never get those numbers.
+    fn ensure_stdio() -> std::io::Result<()> {
+        for fd in 0..3 {
+            // SAFETY: F_GETFD only asks whether the descriptor is open.
+            let open = unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0;
+            if !open {
+                let null = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open("/dev/null")?;
+                let raw = std::os::fd::IntoRawFd::into_raw_fd(null);
+                if raw != fd {
+                    // SAFETY: dup2 onto a closed low descriptor; raw is ours and closed after.
+                    unsafe {
+                        libc::dup2(raw, fd);
+                        libc::close(raw);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn init_logging() {
+        let filter = tracing_subscriber::EnvFilter::try_from_env("COMPUTERD_LOG")
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_target(false)
+            .try_init();
+    }
+}

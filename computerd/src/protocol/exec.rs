@@ -1,0 +1,52 @@
+//! exec.run: run a program to its end under its own guard.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::envelope::{Bytes64, Call};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ExecParams {
+    /// The program and its arguments; never a shell string.
+    pub argv: Vec<String>,
+    /// The working directory (absolute); the user's HOME when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Variables set over PATH, HOME, USER and LOGNAME.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+    /// A user name, or `uid[:gid]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Bytes for the program's stdin, which is closed after them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<Bytes64>,
+    /// Milliseconds from the call, the start included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Bytes kept of each of stdout and stderr (default and most 360 KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecResult {
+    /// The program's exit code; absent when a signal ended it.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the program, without SIG: `TERM`, `KILL`, or its number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    pub stdout: Bytes64,
+    pub stderr: Bytes64,
+    pub timed_out: bool,
+    /// True when either stream had more than maxOutput bytes.
+    pub truncated: bool,
+}
+
+impl Call for ExecParams {
+    const METHOD: &'static str = super::method::EXEC_RUN;
+    type Result = ExecResult;
+}

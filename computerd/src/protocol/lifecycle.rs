@@ -1,0 +1,73 @@
+//! hello, ping, deadline.extend and `$/cancelRequest`.
+
+use serde::{Deserialize, Serialize};
+
+use super::envelope::{Call, Id};
+
+/// An empty object, the result of methods that answer nothing but success.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HelloParams {
+    /// The caller's name, for the daemon's log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HelloResult {
+    /// The daemon's version.
+    pub version: String,
+    /// The platform: `linux`.
+    pub os: String,
+    /// The machine kind: `linux` (or `desktop` with a display).
+    pub kind: String,
+    /// `amd64` or `arm64`.
+    pub arch: String,
+    /// The capability groups this daemon answers.
+    pub groups: Vec<String>,
+}
+
+impl Call for HelloParams {
+    const METHOD: &'static str = super::method::HELLO;
+    type Result = HelloResult;
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PingParams {}
+
+impl Call for PingParams {
+    const METHOD: &'static str = super::method::PING;
+    type Result = Empty;
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DeadlineExtendParams {
+    /// The new deadline, an RFC 3339 time.
+    pub at: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeadlineExtendResult {
+    /// The deadline init holds after the call, RFC 3339 in UTC.
+    pub at: String,
+}
+
+impl Call for DeadlineExtendParams {
+    const METHOD: &'static str = super::method::DEADLINE_EXTEND;
+    type Result = DeadlineExtendResult;
+}
+
+/// Params of the `$/cancelRequest` notification.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelParams {
+    pub id: Id,
+}

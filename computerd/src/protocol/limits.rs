@@ -1,0 +1,58 @@
+//! Every limit of the protocol, by name. The daemon enforces these; clients
+//! use them to size their calls.
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+
+/// The longest line (one JSON message) either side sends or accepts.
+pub const MAX_LINE_BYTES: u64 = MIB;
+/// What exec.run keeps of each of stdout and stderr (both in base64 fit one line).
+pub const MAX_OUTPUT_BYTES: u64 = 360 * KIB;
+/// The most bytes one read returns: files.read, process.read, tar.pull.read.
+pub const MAX_CHUNK_BYTES: u64 = 512 * KIB;
+/// The most raw bytes one files.write or tar.push.write carries (fits a line in base64).
+pub const MAX_WRITE_BYTES: u64 = 512 * KIB;
+/// Each process stream keeps its last bytes in a ring of this size.
+pub const RING_BYTES: u64 = 8 * MIB;
+/// The rings of every process, running or ended, hold at most this much together.
+pub const RING_BUDGET_BYTES: u64 = 256 * MIB;
+/// Under budget pressure, a running process's ring never shrinks below this.
+pub const RING_MIN_SHARE_BYTES: u64 = 64 * KIB;
+/// The process table holds at most this many processes, running or ended.
+pub const MAX_PROCESSES: usize = 256;
+/// A process log file holds at most this much of the output.
+pub const MAX_LOG_BYTES: u64 = 16 * MIB;
+/// Tar pulls open at once on one connection.
+pub const MAX_PULLS_PER_CONNECTION: usize = 8;
+/// Tar pushes open at once on one connection.
+pub const MAX_PUSHES_PER_CONNECTION: usize = 8;
+/// The most JSON bytes of a files.list or process.list reply.
+pub const MAX_LIST_REPLY_BYTES: u64 = 768 * KIB;
+/// The most entries of one files.list reply.
+pub const MAX_LIST_ENTRIES: usize = 1000;
+/// files.list depth: 1 (default) to this.
+pub const MAX_LIST_DEPTH: u32 = 16;
+/// process.list shows at most this much of each argv, in JSON.
+pub const MAX_LISTED_ARGV_BYTES: usize = 64 * 1024;
+/// process.read's waitMs at most.
+pub const MAX_WAIT_MS: u64 = 30_000;
+/// process.wait's timeoutMs at most (a day).
+pub const MAX_PROCESS_WAIT_MS: u64 = 86_400_000;
+/// exec.run's timeoutMs when none is given.
+pub const DEFAULT_EXEC_TIMEOUT_MS: u64 = 60_000;
+/// exec.run's timeoutMs at most (a day).
+pub const MAX_EXEC_TIMEOUT_MS: u64 = 86_400_000;
+/// A process.write waits at most this long, its turn included.
+pub const WRITE_TIMEOUT_MS: u64 = 10_000;
+/// After SIGTERM, a run's processes get SIGKILL this much later.
+pub const KILL_GRACE_MS: u64 = 2_000;
+/// At shutdown, starts already under way get this long to start their program.
+pub const SHUTDOWN_START_WAIT_MS: u64 = 3_000;
+/// At shutdown, whatever is still under init this long after SIGTERM is killed.
+pub const SHUTDOWN_KILL_AFTER_MS: u64 = 5_000;
+/// `computerd stdio` waits this long for the socket to answer.
+pub const BRIDGE_CONNECT_WAIT_MS: u64 = 3_000;
+/// A terminal's columns and rows: 1 to this.
+pub const MAX_PTY_SIDE: u16 = 4096;
+/// exec.run and process.start: the most argv entries.
+pub const MAX_ARGV: usize = 65_536;

@@ -1,0 +1,101 @@
+//! tar.pull.* and tar.push.*: whole trees in and out, a chunk per call.
+
+use serde::{Deserialize, Serialize};
+
+use super::envelope::{Bytes64, Call};
+use super::lifecycle::Empty;
+
+/// `{id}`: what a begin returns.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TarStreamId {
+    pub id: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TarPullBeginParams {
+    /// A file (one entry, its name) or a directory (entries relative to it).
+    pub path: String,
+}
+
+impl Call for TarPullBeginParams {
+    const METHOD: &'static str = super::method::TAR_PULL_BEGIN;
+    type Result = TarStreamId;
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TarPullReadParams {
+    pub id: String,
+    /// Default and most 512 KiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TarPullReadResult {
+    pub data: Bytes64,
+    /// True once the archive has been read to its end.
+    pub eof: bool,
+}
+
+impl Call for TarPullReadParams {
+    const METHOD: &'static str = super::method::TAR_PULL_READ;
+    type Result = TarPullReadResult;
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TarPullEndParams {
+    pub id: String,
+}
+
+impl Call for TarPullEndParams {
+    const METHOD: &'static str = super::method::TAR_PULL_END;
+    type Result = Empty;
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TarPushBeginParams {
+    /// The directory to extract into; made when missing.
+    pub path: String,
+}
+
+impl Call for TarPushBeginParams {
+    const METHOD: &'static str = super::method::TAR_PUSH_BEGIN;
+    type Result = TarStreamId;
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TarPushWriteParams {
+    pub id: String,
+    /// The next bytes of the archive (at most 512 KiB).
+    pub data: Bytes64,
+}
+
+impl Call for TarPushWriteParams {
+    const METHOD: &'static str = super::method::TAR_PUSH_WRITE;
+    type Result = Empty;
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TarPushEndParams {
+    pub id: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TarPushEndResult {
+    /// Entries extracted.
+    pub entries: u64,
+}
+
+impl Call for TarPushEndParams {
+    const METHOD: &'static str = super::method::TAR_PUSH_END;
+    type Result = TarPushEndResult;
+}

@@ -1,0 +1,334 @@
+//! exec.run end to end, and what a connection promises around it.
+
+use std::time::{Duration, Instant};
+
+use computerd::protocol::{Bytes64, ErrorKind, ExecParams, ExecResult, PingParams, limits};
+use serde_json::json;
+use tokio::io::AsyncWriteExt;
+
+use super::support::*;
+
+fn sh(script: &str, marker: &str) -> ExecParams {
+    ExecParams {
+        argv: vec!["sh".into(), "-c".into(), script.into()],
+        env: Some(marked(marker)),
+        timeout_ms: Some(20_000),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_a_program_and_returns_its_streams_apart() {
+    let init = Init::start();
+    let c = init.client().await;
+    let r = c
+        .call(&sh("echo out; echo err >&2; exit 3", &init.marker))
+        .await
+        .unwrap();
+    assert_eq!(
+        r,
+        ExecResult {
+            exit_code: Some(3),
+            signal: None,
+            stdout: Bytes64(b"out\n".to_vec()),
+            stderr: Bytes64(b"err\n".to_vec()),
+            timed_out: false,
+            truncated: false,
+        }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_environment_is_exactly_path_home_user_logname_and_env() {
+    let init = Init::start();
+    let c = init.client().await;
+    let mut p = sh("env | sort", &init.marker);
+    p.env.as_mut().unwrap().insert("EXTRA".into(), "x y".into());
+    let r = c.call(&p).await.unwrap();
+    let out = String::from_utf8(r.stdout.0).unwrap();
+    let names: Vec<&str> = out
+        .lines()
+        .map(|l| l.split('=').next().unwrap())
+        .filter(|n| !["PWD", "SHLVL", "_"].contains(n))
+        .collect();
+    let mut want = vec![
+        "EXTRA",
+        "HOME",
+        "LOGNAME",
+        "PATH",
+        "USER",
+        init.marker.as_str(),
+    ];
+    want.sort();
+    assert_eq!(names, want, "{out}");
+    assert!(
+        out.contains(&format!("HOME={}\n", init.home().display())),
+        "{out}"
+    );
+    assert!(out.contains("EXTRA=x y\n"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdin_cwd_and_signal_come_through() {
+    let init = Init::start();
+    let c = init.client().await;
+    let mut p = sh("pwd; cat", &init.marker);
+    p.cwd = Some("/tmp".into());
+    p.stdin = Some(Bytes64(b"from stdin".to_vec()));
+    let r = c.call(&p).await.unwrap();
+    assert_eq!(r.stdout.0, b"/tmp\nfrom stdin");
+    let r = c.call(&sh("kill -KILL $$", &init.marker)).await.unwrap();
+    assert_eq!((r.exit_code, r.signal.as_deref()), (None, Some("KILL")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_double_fork_and_setsid_leave_nothing_behind() {
+    let init = Init::start();
+    let c = init.client().await;
+    let script = "setsid sh -c 'sleep 300 & sleep 300' >/dev/null 2>&1 & \
+                  (sh -c 'sleep 300 &' &) ; \
+                  nohup sleep 300 >/dev/null 2>&1 & \
+                  sleep 0.3; echo started";
+    let r = c.call(&sh(script, &init.marker)).await.unwrap();
+    assert_eq!(r.stdout.0, b"started\n");
+    assert_eq!(r.exit_code, Some(0));
+    // Everything the run started is gone by the time the reply is read.
+    assert_eq!(marked_processes(&init.marker), Vec::<i32>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_answers_timed_out_and_leaves_no_process() {
+    let init = Init::start();
+    let c = init.client().await;
+    let mut p = sh("(sleep 300 &); echo begun; sleep 300", &init.marker);
+    p.timeout_ms = Some(500);
+    let t = Instant::now();
+    let r = c.call(&p).await.unwrap();
+    assert!(r.timed_out);
+    assert_eq!(r.signal.as_deref(), Some("TERM"));
+    assert_eq!(r.stdout.0, b"begun\n");
+    assert!(
+        t.elapsed() < Duration::from_secs(4),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(marked_processes(&init.marker), Vec::<i32>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_that_ignores_term_is_killed_after_the_grace() {
+    let init = Init::start();
+    let c = init.client().await;
+    let mut p = sh(
+        "trap '' TERM; echo ready; while :; do sleep 0.05; done",
+        &init.marker,
+    );
+    p.timeout_ms = Some(300);
+    let t = Instant::now();
+    let r = c.call(&p).await.unwrap();
+    assert!(r.timed_out);
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(2000) && took < Duration::from_secs(5),
+        "took {took:?}"
+    );
+    assert_eq!(r.signal.as_deref(), Some("KILL"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_call_answers_aborted_and_ends_the_run() {
+    let init = Init::start();
+    let mut raw = init.raw().await;
+    raw.request(
+        7,
+        "exec.run",
+        json!({"argv": ["sh", "-c", "sleep 300"], "env": {init.marker.clone(): "1"}}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(marked_processes(&init.marker).len(), 2, "sh and sleep run");
+    raw.send(json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 7}}))
+        .await;
+    let t = Instant::now();
+    let reply = raw.reply_to(7).await;
+    assert_eq!(kind_of(&reply).as_deref(), Some("aborted"), "{reply:?}");
+    assert!(t.elapsed() < Duration::from_secs(3));
+    assert_eq!(marked_processes(&init.marker), Vec::<i32>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_end_of_input_cancels_the_connections_runs() {
+    let init = Init::start();
+    let mut raw = init.raw().await;
+    raw.request(
+        1,
+        "exec.run",
+        json!({"argv": ["sleep", "300"], "env": {init.marker.clone(): "1"}}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    raw.write.shutdown().await.unwrap();
+    let reply = raw.reply_to(1).await;
+    assert_eq!(kind_of(&reply).as_deref(), Some("aborted"), "{reply:?}");
+    assert_eq!(marked_processes(&init.marker), Vec::<i32>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mebibyte_of_output_is_cut_at_360_kib() {
+    let init = Init::start();
+    let c = init.client().await;
+    let r = c
+        .call(&sh(
+            "head -c 1048576 /dev/zero; head -c 1000 /dev/zero >&2",
+            &init.marker,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(r.stdout.len() as u64, limits::MAX_OUTPUT_BYTES);
+    assert_eq!(r.stderr.len(), 1000);
+    assert!(r.truncated);
+    assert_eq!(r.exit_code, Some(0));
+    let mut p = sh("head -c 5000 /dev/zero", &init.marker);
+    p.max_output = Some(100);
+    let r = c.call(&p).await.unwrap();
+    assert_eq!((r.stdout.len(), r.truncated), (100, true));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_two_mebibyte_line_gets_an_error_and_the_connection_goes_on() {
+    let init = Init::start();
+    let mut raw = init.raw().await;
+    let mut line = br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":""#.to_vec();
+    line.extend(std::iter::repeat_n(b'a', 2 << 20));
+    line.extend_from_slice(br#""}}"#);
+    raw.send_line(&line).await;
+    let reply = raw.recv().await;
+    assert_eq!(reply.id, None);
+    assert_eq!(kind_of(&reply).as_deref(), Some("limit"), "{reply:?}");
+    assert!(reply.error.unwrap().message.contains("1 MiB"));
+    raw.request(2, "ping", json!({})).await;
+    let reply = raw.reply_to(2).await;
+    assert_eq!(reply.result, Some(json!({})));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_runs_in_flight_on_one_connection_all_complete() {
+    let init = Init::start();
+    let c = init.client().await;
+    let calls = (0..64).map(|i| {
+        let c = c.clone();
+        let p = sh(&format!("sleep 0.2; echo {i}"), &init.marker);
+        async move { c.call(&p).await }
+    });
+    let results = futures::future::join_all(calls).await;
+    for (i, r) in results.into_iter().enumerate() {
+        let r = r.unwrap();
+        assert_eq!(r.stdout.0, format!("{i}\n").into_bytes());
+        assert_eq!(r.exit_code, Some(0));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_errors_naming_the_field() {
+    let init = Init::start();
+    let c = init.client().await;
+    let cases = [
+        (json!({"argv": []}), ErrorKind::Invalid, "argv is empty"),
+        (
+            json!({"argv": ["a\u{0}b"]}),
+            ErrorKind::Invalid,
+            "argv[0] holds a NUL byte",
+        ),
+        (
+            json!({"argv": ["true"], "cwd": "tmp"}),
+            ErrorKind::Invalid,
+            "cwd must be an absolute path",
+        ),
+        (
+            json!({"argv": ["true"], "cwd": "/no/such/dir"}),
+            ErrorKind::NotFound,
+            "cwd /no/such/dir does not exist",
+        ),
+        (
+            json!({"argv": ["true"], "timeoutMs": -5}),
+            ErrorKind::Invalid,
+            "timeoutMs: ",
+        ),
+        (
+            json!({"argv": ["true"], "timeoutMs": 99999999999u64}),
+            ErrorKind::Limit,
+            "timeoutMs is 99999999999; the most is 86400000",
+        ),
+        (
+            json!({"argv": ["true"], "maxOutput": 400000}),
+            ErrorKind::Limit,
+            "maxOutput is 400000; the most is 368640",
+        ),
+        (
+            json!({"argv": ["true"], "stdin": "***"}),
+            ErrorKind::Invalid,
+            "stdin: invalid base64",
+        ),
+        (
+            json!({"argv": ["true"], "bogus": 1}),
+            ErrorKind::Invalid,
+            "unknown field `bogus`",
+        ),
+        (
+            json!({"argv": ["true"], "env": {"A=B": "x"}}),
+            ErrorKind::Invalid,
+            "env name \"A=B\"",
+        ),
+        (
+            json!({"argv": ["/no/such/program"]}),
+            ErrorKind::NotFound,
+            "/no/such/program: no such program",
+        ),
+        (
+            json!({"argv": ["true"], "user": "no-such-user-here"}),
+            ErrorKind::NotFound,
+            "no user named",
+        ),
+    ];
+    for (params, kind, words) in cases {
+        let e = c.call_value("exec.run", params.clone()).await.unwrap_err();
+        assert_eq!(e.kind(), Some(kind), "{params}: {e}");
+        assert!(e.to_string().contains(words), "{params}: {e}");
+    }
+    let e = c.call_value("no.such.method", json!({})).await.unwrap_err();
+    assert!(
+        e.to_string().contains("unknown method \"no.such.method\""),
+        "{e}"
+    );
+    c.call(&PingParams {}).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_switch_runs_as_that_user() {
+    let init = Init::start();
+    let c = init.client().await;
+    let mut p = sh("id -u; id -g; id -G; echo $USER $HOME", &init.marker);
+    p.user = Some("65534:65534".into());
+    p.cwd = Some("/".into());
+    let r = c.call(&p).await.unwrap();
+    let out = String::from_utf8(r.stdout.0).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(&lines[..3], &["65534", "65534", "65534"], "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_without_setuid_denies_a_user_switch() {
+    let init = Init::start_with(InitOptions {
+        uid: Some(65534),
+        ..Default::default()
+    });
+    let c = init.client().await;
+    let mut p = sh("id -u", &init.marker);
+    p.user = Some("0".into());
+    let e = c.call(&p).await.unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Denied), "{e}");
+    assert!(e.to_string().contains("no CAP_SETUID"), "{e}");
+    p.user = None;
+    let r = c.call(&p).await.unwrap();
+    assert_eq!(r.stdout.0, b"65534\n");
+}

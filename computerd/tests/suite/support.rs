@@ -1,0 +1,319 @@
+//! Starting a real `computerd init`, clients for it, and the leftover checks.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use computerd::client::DaemonClient;
+use computerd::protocol::{Envelope, Id};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+
+pub const COMPUTERD: &str = env!("CARGO_BIN_EXE_computerd");
+
+/// A unique word for one test: set as an environment variable on every
+/// program the test starts, so its leftovers can be found in /proc.
+pub fn marker() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "CMT_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The env map that marks a test's programs.
+pub fn marked(marker: &str) -> std::collections::BTreeMap<String, String> {
+    [(marker.to_string(), "1".to_string())]
+        .into_iter()
+        .collect()
+}
+
+pub fn rfc3339_in(d: Duration) -> String {
+    let t = time::OffsetDateTime::now_utc() + d;
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
+
+pub struct Init {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub marker: String,
+}
+
+pub struct InitOptions {
+    pub deadline: Duration,
+    pub max_deadline: Option<Duration>,
+    pub extra: Vec<String>,
+    pub uid: Option<u32>,
+}
+
+impl Default for InitOptions {
+    fn default() -> Self {
+        Self {
+            deadline: Duration::from_secs(600),
+            max_deadline: Some(Duration::from_secs(3600)),
+            extra: vec![],
+            uid: None,
+        }
+    }
+}
+
+impl Init {
+    pub fn start() -> Init {
+        Self::start_with(InitOptions::default())
+    }
+
+    pub fn start_with(o: InitOptions) -> Init {
+        let dir = tempfile::Builder::new()
+            .prefix("computerd-test")
+            .tempdir()
+            .unwrap();
+        let sockdir = dir.path().join("run");
+        std::fs::create_dir(&sockdir).unwrap();
+        std::fs::set_permissions(&sockdir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        if let Some(uid) = o.uid {
+            std::os::unix::fs::chown(&sockdir, Some(uid), Some(uid)).unwrap();
+            std::os::unix::fs::chown(&home, Some(uid), Some(uid)).unwrap();
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let socket = sockdir.join("computerd.sock");
+        let mut cmd = Command::new(COMPUTERD);
+        cmd.arg("init")
+            .arg("--deadline")
+            .arg(rfc3339_in(o.deadline))
+            .arg("--socket")
+            .arg(&socket);
+        if let Some(m) = o.max_deadline {
+            cmd.arg("--max-deadline").arg(rfc3339_in(m));
+        }
+        cmd.args(&o.extra)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+            .env("HOME", &home)
+            .env("COMPUTERD_LOG", "warn")
+            .stdin(Stdio::null());
+        if let Some(uid) = o.uid {
+            use std::os::unix::process::CommandExt;
+            cmd.uid(uid).gid(uid);
+        }
+        let child = cmd.spawn().unwrap();
+        let init = Init {
+            child,
+            dir,
+            socket,
+            marker: marker(),
+        };
+        init.wait_for_socket();
+        init
+    }
+
+    fn wait_for_socket(&self) {
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        panic!(
+            "computerd init did not listen on {} within 10 s",
+            self.socket.display()
+        );
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    pub fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).to_str().unwrap().to_string()
+    }
+
+    pub async fn client(&self) -> DaemonClient {
+        DaemonClient::new(UnixStream::connect(&self.socket).await.unwrap())
+    }
+
+    pub async fn raw(&self) -> Raw {
+        let (r, w) = UnixStream::connect(&self.socket)
+            .await
+            .unwrap()
+            .into_split();
+        Raw {
+            read: BufReader::new(r),
+            write: w,
+        }
+    }
+
+    /// SIGTERM, and wait for init to exit (bounded).
+    pub fn stop(mut self) -> ExitStatus {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::SIGTERM,
+        )
+        .unwrap();
+        self.wait_exit(Duration::from_secs(15))
+    }
+
+    pub fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        let until = Instant::now() + within;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(
+                Instant::now() < until,
+                "computerd init did not exit within {within:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Init {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.child.id() as i32),
+                nix::sys::signal::SIGTERM,
+            );
+            let until = Instant::now() + Duration::from_secs(15);
+            while Instant::now() < until {
+                if self.child.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        // The test's own leftovers are checked whatever the test did.
+        if !std::thread::panicking() {
+            assert_no_leftovers(&self.marker);
+            assert_no_zombie_children();
+        }
+    }
+}
+
+/// Processes whose environment carries `marker`.
+pub fn marked_processes(marker: &str) -> Vec<i32> {
+    let needle = format!("{marker}=1");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if env.split(|&b| b == 0).any(|v| v == needle.as_bytes()) {
+            // A zombie still shows its environment only while unreaped; count it too.
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// No process of the test is left (waiting up to 3 s for them to go).
+pub fn assert_no_leftovers(marker: &str) {
+    let until = Instant::now() + Duration::from_secs(3);
+    loop {
+        let left = marked_processes(marker);
+        if left.is_empty() {
+            return;
+        }
+        if Instant::now() >= until {
+            let described: Vec<String> = left
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{p}: {}",
+                        std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                            .unwrap_or_default()
+                            .replace('\0', " ")
+                    )
+                })
+                .collect();
+            panic!("processes of the test are left behind: {described:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The test process has no zombie child.
+pub fn assert_no_zombie_children() {
+    let me = std::process::id().to_string();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split(' ').collect();
+        if f.len() > 2 && f[1] == me && f[0] == "Z" {
+            panic!("a zombie child of the test process is left: {stat}");
+        }
+    }
+}
+
+/// A raw line connection, for what the typed client hides (cancel replies,
+/// bad lines).
+pub struct Raw {
+    read: BufReader<OwnedReadHalf>,
+    pub write: OwnedWriteHalf,
+}
+
+impl Raw {
+    pub async fn send_line(&mut self, line: &[u8]) {
+        self.write.write_all(line).await.unwrap();
+        self.write.write_all(b"\n").await.unwrap();
+    }
+
+    pub async fn send(&mut self, v: Value) {
+        self.send_line(v.to_string().as_bytes()).await;
+    }
+
+    pub async fn request(&mut self, id: i64, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+    }
+
+    pub async fn recv(&mut self) -> Envelope {
+        let mut line = String::new();
+        let n = tokio::time::timeout(Duration::from_secs(20), self.read.read_line(&mut line))
+            .await
+            .expect("a reply within 20 s")
+            .unwrap();
+        assert!(n > 0, "the connection ended");
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// Wait for the reply to `id`, keeping others aside.
+    pub async fn reply_to(&mut self, id: i64) -> Envelope {
+        loop {
+            let env = self.recv().await;
+            if env.id == Some(Id::Num(id)) {
+                return env;
+            }
+        }
+    }
+}
+
+pub fn kind_of(env: &Envelope) -> Option<String> {
+    env.error
+        .as_ref()
+        .and_then(|e| e.kind())
+        .map(|k| k.as_str().to_string())
+}
+
+pub fn exists(p: impl AsRef<Path>) -> bool {
+    std::fs::symlink_metadata(p).is_ok()
+}
