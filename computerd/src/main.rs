@@ -5,8 +5,8 @@ fn main() {
     // The guard is started once per run: keep its path short, before any
     // argument parsing or logging is set up.
     let mut args = std::env::args_os();
-    if args.nth(1).is_some_and(|a| a == "guard") && args.next().is_none() {
-        std::process::exit(computerd::daemon::guard::main());
+    if args.nth(1).is_some_and(|a| a == "guard") {
+        std::process::exit(computerd::daemon::guard::main(args.next()));
     }
     std::process::exit(linux::main());
 }
@@ -132,10 +132,6 @@ mod linux {
                 ));
             }
         };
-        let listener = match init::bind_socket(&socket) {
-            Ok(l) => l,
-            Err(e) => return refuse(e),
-        };
         init_logging();
         let identity = identity();
         let daemon = Daemon::new(
@@ -151,7 +147,7 @@ mod linux {
             Ok(rt) => rt,
             Err(e) => return refuse(format!("could not start the runtime: {e}")),
         };
-        rt.block_on(init::serve(daemon, listener, socket))
+        rt.block_on(init::serve(daemon, socket))
     }
 
     /// Who the daemon is, for the programs it starts as itself.

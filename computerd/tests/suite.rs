@@ -1,3 +1,5 @@
 mod exec;
+mod files;
+mod lifecycle;
 mod process;
 mod support;

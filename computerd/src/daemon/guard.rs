@@ -10,7 +10,8 @@
 //! The guard is plain blocking code with no async runtime: one `poll` over
 //! its control socket and a signalfd. Its descriptors on entry:
 //! - 0, 1, 2: the program's stdin, stdout and stderr (or the terminal);
-//! - 3: a unix stream socket to the daemon: a [`GuardSpec`] line, then
+//! - the one named by its argument (`computerd guard <fd>`): a unix stream
+//!   socket to the daemon: a [`GuardSpec`] line, then
 //!   [`GuardCommand`] lines in; [`GuardEvent`] lines out. When it closes (the
 //!   daemon is gone) the program is ended with everything under it.
 //!
@@ -65,21 +66,34 @@ pub enum GuardCommand {
 pub enum GuardEvent {
     /// The program runs.
     Started { pid: i32 },
-    /// The program could not be started; errno from the failed step.
-    Failed { errno: i32, message: String },
+    /// The program could not be started: the step that failed (`cwd` or
+    /// `exec`) and its errno.
+    Failed {
+        stage: String,
+        errno: i32,
+        message: String,
+    },
     /// The program has ended (with waitGroup, its group too); raw wait status.
     Exited { status: i32 },
     /// The reply to a signal command: `note` when it went elsewhere or nowhere.
     Signalled { note: Option<String> },
 }
 
-const CONTROL_FD: RawFd = 3;
 /// How often a guard waiting for a group looks again.
 const GROUP_POLL: Duration = Duration::from_millis(50);
 
 /// The guard's entry point; returns the exit code.
-pub fn main() -> i32 {
-    match run() {
+pub fn main(control: Option<std::ffi::OsString>) -> i32 {
+    let fd = control
+        .and_then(|a| a.to_str().and_then(|s| s.parse::<RawFd>().ok()))
+        .filter(|&fd| fd > 2);
+    let Some(fd) = fd else {
+        eprintln!(
+            "computerd guard: is started by computerd for each run, not by hand (no control socket given)"
+        );
+        return 2;
+    };
+    match run(fd) {
         Ok(()) => 0,
         Err(e) => {
             // stderr is the program's: the daemon reads our failure from the
@@ -90,20 +104,26 @@ pub fn main() -> i32 {
     }
 }
 
-fn run() -> io::Result<()> {
-    // SAFETY: fd 3 is checked to be a socket before it is owned; a guard run
-    // by hand without one stops here.
+fn run(control: RawFd) -> io::Result<()> {
+    // SAFETY: the descriptor is checked to be a socket before it is owned; a
+    // guard run by hand without one stops here.
     let is_socket = unsafe {
         let mut st: libc::stat = std::mem::zeroed();
-        libc::fstat(CONTROL_FD, &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFSOCK
+        libc::fstat(control, &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFSOCK
     };
     if !is_socket {
         return Err(io::Error::other(
-            "is started by computerd for each run, not by hand (no control socket on fd 3)",
+            "is started by computerd for each run, not by hand (no control socket)",
         ));
     }
-    // SAFETY: fd 3 is the control socket the daemon passed; nothing else owns it.
-    let ctl = unsafe { OwnedFd::from_raw_fd(CONTROL_FD) };
+    // SAFETY: the control socket the daemon passed; nothing else owns it.
+    let ctl = unsafe { OwnedFd::from_raw_fd(control) };
+    // The program must not inherit it.
+    nix::fcntl::fcntl(
+        ctl.as_fd(),
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    )
+    .map_err(io::Error::from)?;
     nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::from)?;
 
     let mut mask = SigSet::empty();
@@ -173,47 +193,68 @@ impl Guard {
         }
     }
 
+    fn fail(&mut self, stage: &str, errno: i32, message: String) {
+        self.send(&GuardEvent::Failed {
+            stage: stage.into(),
+            errno,
+            message,
+        });
+    }
+
     fn start(&mut self) -> io::Result<()> {
-        let spec = &self.spec;
+        let spec = self.spec.clone();
         let Some(program) = spec.argv.first() else {
-            self.send(&GuardEvent::Failed {
-                errno: libc::EINVAL,
-                message: "argv is empty".into(),
-            });
+            self.fail("exec", libc::EINVAL, "argv is empty".into());
             return Ok(());
         };
-        let mut cmd = Command::new(program);
-        cmd.args(&spec.argv[1..])
+        // The guard enters the working directory itself: it has no other use
+        // for its own, and a Command without current_dir can use posix_spawn.
+        if let Err(e) = std::env::set_current_dir(&spec.cwd) {
+            self.fail("cwd", e.raw_os_error().unwrap_or(libc::EIO), e.to_string());
+            return Ok(());
+        }
+        let path_var = spec
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_str());
+        let mut cmd = Command::new(resolve_program(program, path_var));
+        cmd.arg0(program)
+            .args(&spec.argv[1..])
             .env_clear()
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .current_dir(&spec.cwd)
             .stdin(Stdio::inherit())
             .stdout(Stdio::inherit())
             .stderr(Stdio::inherit());
         let pty = spec.pty;
         let user = spec.user;
-        // SAFETY: the closure runs between fork and exec and makes only
-        // async-signal-safe calls (setsid, setpgid, ioctl, setgroups,
-        // setresgid, setresuid), allocating nothing.
-        unsafe {
-            cmd.pre_exec(move || {
-                if pty {
-                    if libc::setsid() < 0 {
+        if pty || user.is_some() {
+            // SAFETY: the closure runs between fork and exec and makes only
+            // async-signal-safe calls (setsid, setpgid, ioctl, setgroups,
+            // setresgid, setresuid), allocating nothing.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if pty {
+                        if libc::setsid() < 0 {
+                            return Err(io::Error::last_os_error());
+                        }
+                        sys::tiocsctty(0)?;
+                    } else if libc::setpgid(0, 0) < 0 {
                         return Err(io::Error::last_os_error());
                     }
-                    sys::tiocsctty(0)?;
-                } else if libc::setpgid(0, 0) < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                if let Some((uid, gid)) = user
-                    && (libc::setgroups(0, std::ptr::null()) < 0
-                        || libc::setresgid(gid, gid, gid) < 0
-                        || libc::setresuid(uid, uid, uid) < 0)
-                {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
+                    if let Some((uid, gid)) = user
+                        && (libc::setgroups(0, std::ptr::null()) < 0
+                            || libc::setresgid(gid, gid, gid) < 0
+                            || libc::setresuid(uid, uid, uid) < 0)
+                    {
+                        return Err(io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        } else {
+            // The common case takes posix_spawn's vfork path.
+            cmd.process_group(0);
         }
         match cmd.spawn() {
             Ok(child) => {
@@ -229,11 +270,7 @@ impl Guard {
                 Ok(())
             }
             Err(e) => {
-                let errno = e.raw_os_error().unwrap_or(libc::EIO);
-                self.send(&GuardEvent::Failed {
-                    errno,
-                    message: e.to_string(),
-                });
+                self.fail("exec", e.raw_os_error().unwrap_or(libc::EIO), e.to_string());
                 Ok(())
             }
         }
@@ -448,6 +485,27 @@ impl Guard {
             }
         }
     }
+}
+
+/// The program's path: a name without a slash is looked up in the
+/// program's PATH, as execvp would, so the spawn gets a path and may take
+/// posix_spawn's path. A name found nowhere is left for exec to refuse.
+fn resolve_program(name: &str, path_var: Option<&str>) -> std::path::PathBuf {
+    if name.contains('/') {
+        return name.into();
+    }
+    for dir in path_var
+        .unwrap_or("/usr/local/bin:/usr/bin:/bin")
+        .split(':')
+    {
+        let dir = if dir.is_empty() { "." } else { dir };
+        let candidate = std::path::Path::new(dir).join(name);
+        let is_file = std::fs::metadata(&candidate).is_ok_and(|m| m.is_file());
+        if is_file && nix::unistd::access(&candidate, nix::unistd::AccessFlags::X_OK).is_ok() {
+            return candidate;
+        }
+    }
+    name.into()
 }
 
 fn stdin_fd() -> BorrowedFd<'static> {

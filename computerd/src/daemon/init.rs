@@ -2,7 +2,10 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+
+use nix::fcntl::{FcntlArg, FdFlag};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -42,9 +45,22 @@ impl Reaper {
 
     /// Spawn a guard and register it before anything can reap or sweep it:
     /// the lock is held from fork to registration.
-    pub fn spawn(&self, cmd: &mut Command) -> io::Result<(i32, oneshot::Receiver<i32>)> {
+    /// `inherit` is made inheritable for this one spawn: every fork of the
+    /// daemon happens under this lock, so no other child can take it.
+    pub fn spawn(
+        &self,
+        cmd: &mut Command,
+        inherit: Option<BorrowedFd<'_>>,
+    ) -> io::Result<(i32, oneshot::Receiver<i32>)> {
         let mut guards = self.lock();
-        let child = cmd.spawn()?;
+        if let Some(fd) = inherit {
+            nix::fcntl::fcntl(fd, FcntlArg::F_SETFD(FdFlag::empty())).map_err(io::Error::from)?;
+        }
+        let spawned = cmd.spawn();
+        if let Some(fd) = inherit {
+            let _ = nix::fcntl::fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC));
+        }
+        let child = spawned?;
         let pid = child.id() as i32;
         let (tx, rx) = oneshot::channel();
         guards.insert(pid, Some(tx));
@@ -288,24 +304,27 @@ pub fn bind_socket(socket: &Path) -> Result<UnixListener, String> {
 
 /// Serve until SIGTERM, SIGINT or the deadline, then shut down in order.
 /// Returns init's exit code.
-pub async fn serve(daemon: Arc<Daemon>, listener: UnixListener, socket: PathBuf) -> i32 {
-    let listener = match listener
-        .set_nonblocking(true)
-        .and_then(|()| tokio::net::UnixListener::from_std(listener))
-    {
-        Ok(l) => l,
-        Err(e) => {
-            tracing::error!("could not serve the socket: {e}");
-            return 1;
-        }
-    };
+pub async fn serve(daemon: Arc<Daemon>, socket: PathBuf) -> i32 {
+    // The handlers come first: a SIGTERM that arrives once the socket
+    // answers must shut down in order, never kill init outright.
     let (Ok(mut sigchld), Ok(mut sigterm), Ok(mut sigint)) = (
         signal(SignalKind::child()),
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
     ) else {
-        tracing::error!("could not install signal handlers");
+        eprintln!("computerd init: could not install signal handlers");
         return 1;
+    };
+    let listener = match bind_socket(&socket).and_then(|l| {
+        l.set_nonblocking(true)
+            .and_then(|()| tokio::net::UnixListener::from_std(l))
+            .map_err(|e| format!("could not serve the socket: {e}"))
+    }) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("computerd init: {e}");
+            return 1;
+        }
     };
     tracing::info!(socket = %socket.display(), deadline = %format_time(daemon.life.deadline.at()), "computerd init is listening");
 

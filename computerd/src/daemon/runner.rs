@@ -157,6 +157,8 @@ impl Exit {
 pub enum StartFailure {
     /// The program could not be started (errno from exec, chdir or setuid).
     Program { errno: i32, message: String },
+    /// The working directory could not be entered.
+    Cwd { errno: i32, message: String },
     /// The guard ended before it said anything.
     Guard(String),
 }
@@ -180,6 +182,14 @@ impl StartFailure {
                     _ => format!("{argv0}: could not be started: {message}"),
                 };
                 RpcError::new(sys::errno_kind(e), words)
+            }
+            StartFailure::Cwd { errno, message } => {
+                let e = nix::errno::Errno::from_raw(errno);
+                RpcError::new(
+                    sys::errno_kind(e),
+                    format!("cwd could not be entered: {message}"),
+                )
+                .with_field("cwd")
             }
             StartFailure::Guard(why) => {
                 RpcError::invalid(format!("{argv0}: the run's guard failed: {why}"))
@@ -206,27 +216,22 @@ struct Lifecycle {
 /// Start a guard for `spec` with the program's stdio.
 pub async fn spawn(daemon: &Arc<Daemon>, spec: &GuardSpec, stdio: Stdio3) -> std::io::Result<Run> {
     let (ours, theirs) = sys::socketpair()?;
+    // Above the stdio numbers, so the guard's own dup2 onto 0-2 never hits it.
     let theirs = sys::dup_above(theirs.as_fd(), 10)?;
+    // No pre_exec: std can then start the guard with posix_spawn (vfork),
+    // which costs a multi-threaded daemon far less than fork. The socket is
+    // handed down by number and made inheritable only inside the reaper's
+    // spawn lock, where no other child can be forked.
     let mut cmd = Command::new(&daemon.exe);
     cmd.arg0("computerd")
         .arg("guard")
+        .arg(theirs.as_raw_fd().to_string())
         .env_clear()
-        .current_dir("/")
         .stdin(Stdio::from(stdio.stdin))
         .stdout(Stdio::from(stdio.stdout))
         .stderr(Stdio::from(stdio.stderr))
         .process_group(0);
-    let raw = theirs.as_raw_fd();
-    // SAFETY: dup2 is async-signal-safe and touches only descriptor numbers.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::dup2(raw, 3) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let (pid, guard_exit) = daemon.reaper.spawn(&mut cmd)?;
+    let (pid, guard_exit) = daemon.reaper.spawn(&mut cmd, Some(theirs.as_fd()))?;
     // The daemon must hold no copy of the program's stdio or of the guard's
     // end of the socket: EOF on either side depends on it.
     drop(cmd);
@@ -287,9 +292,15 @@ impl Run {
                 lc.started = Some(pid);
                 Ok(pid)
             }
-            Some(GuardEvent::Failed { errno, message }) => {
-                Err(StartFailure::Program { errno, message })
-            }
+            Some(GuardEvent::Failed {
+                stage,
+                errno,
+                message,
+            }) => Err(if stage == "cwd" {
+                StartFailure::Cwd { errno, message }
+            } else {
+                StartFailure::Program { errno, message }
+            }),
             Some(other) => Err(StartFailure::Guard(format!("unexpected event {other:?}"))),
             None => {
                 let status = match lc.guard_exit.take() {

@@ -597,6 +597,100 @@ impl Read for ChannelReader {
     }
 }
 
+/// The most bytes a metadata entry (GNU long name or link, PAX header) may
+/// hold. The tar crate reads such an entry whole into memory, so a hostile
+/// archive could otherwise make the daemon allocate whatever its header says.
+const MAX_META_ENTRY_BYTES: u64 = 1 << 20;
+
+/// Watches the archive go by, block by block, and refuses a metadata entry
+/// over [`MAX_META_ENTRY_BYTES`] before the tar crate allocates for it.
+struct MetaBound<R> {
+    inner: R,
+    header: [u8; BLOCK as usize],
+    have: usize,
+    /// Bytes of the current entry's data (with padding) still to pass.
+    skip: u64,
+}
+
+impl<R> MetaBound<R> {
+    fn new(inner: R) -> Self {
+        Self {
+            inner,
+            header: [0; BLOCK as usize],
+            have: 0,
+            skip: 0,
+        }
+    }
+
+    fn on_header(&mut self) -> io::Result<()> {
+        let h = &self.header;
+        if h.iter().all(|&b| b == 0) {
+            return Ok(());
+        }
+        let size = header_size(&h[124..136]).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "an entry's size field is not a number",
+            )
+        })?;
+        let meta = matches!(h[156], b'L' | b'K' | b'x' | b'g');
+        if meta && size > MAX_META_ENTRY_BYTES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "a long-name or PAX entry of {size} bytes is over the {MAX_META_ENTRY_BYTES} bytes tar.push reads"
+                ),
+            ));
+        }
+        self.skip = size.div_ceil(BLOCK).saturating_mul(BLOCK);
+        Ok(())
+    }
+}
+
+/// A header's size field: octal ASCII, or GNU base-256 when its top bit is set.
+fn header_size(field: &[u8]) -> Option<u64> {
+    if field.first().is_some_and(|b| b & 0x80 != 0) {
+        let mut n: u64 = u64::from(field[0] & 0x7f);
+        for &b in &field[1..] {
+            n = n.checked_mul(256)?.checked_add(u64::from(b))?;
+        }
+        return Some(n);
+    }
+    let digits: Vec<u8> = field
+        .iter()
+        .copied()
+        .filter(|b| !matches!(b, 0 | b' '))
+        .collect();
+    if digits.is_empty() {
+        return Some(0);
+    }
+    u64::from_str_radix(std::str::from_utf8(&digits).ok()?, 8).ok()
+}
+
+impl<R: Read> Read for MetaBound<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let mut i = 0;
+        while i < n {
+            if self.skip > 0 {
+                let k = (self.skip.min((n - i) as u64)) as usize;
+                self.skip -= k as u64;
+                i += k;
+                continue;
+            }
+            let k = (self.header.len() - self.have).min(n - i);
+            self.header[self.have..self.have + k].copy_from_slice(&buf[i..i + k]);
+            self.have += k;
+            i += k;
+            if self.have == self.header.len() {
+                self.have = 0;
+                self.on_header()?;
+            }
+        }
+        Ok(n)
+    }
+}
+
 /// The extraction, on its own thread.
 struct Extractor {
     /// The push's directory, opened once (O_PATH).
@@ -607,18 +701,21 @@ struct Extractor {
     abandoned: Arc<AtomicBool>,
 }
 
-type Entry<'a> = tar::Entry<'a, ChannelReader>;
+type Entry<'a> = tar::Entry<'a, MetaBound<ChannelReader>>;
 
 impl Extractor {
     fn run(mut self, reader: ChannelReader) -> Result<u64, RpcError> {
-        let mut archive = tar::Archive::new(reader);
+        let mut archive = tar::Archive::new(MetaBound::new(reader));
         let outcome = self.extract_all(&mut archive);
         // After a failure too: the entries before it stay, with their modes.
         self.apply_dir_modes();
         outcome.map(|()| self.entries)
     }
 
-    fn extract_all(&mut self, archive: &mut tar::Archive<ChannelReader>) -> Result<(), RpcError> {
+    fn extract_all(
+        &mut self,
+        archive: &mut tar::Archive<MetaBound<ChannelReader>>,
+    ) -> Result<(), RpcError> {
         let entries = archive.entries().map_err(|e| self.archive_error(&e))?;
         for entry in entries {
             let mut entry = entry.map_err(|e| self.archive_error(&e))?;
@@ -1505,6 +1602,30 @@ mod tests {
             ]
         );
         assert_eq!(std::fs::read(d.join("ro/inner/g")).unwrap(), b"g");
+    }
+
+    #[test]
+    fn push_refuses_a_huge_long_name_entry_before_reading_it() {
+        let dst = tempfile::tempdir().unwrap();
+        let mut h = Header::new_gnu();
+        h.set_entry_type(EntryType::GNULongName);
+        h.set_path("././@LongLink").unwrap();
+        h.set_mode(0o644);
+        h.set_size(8 << 30);
+        h.set_cksum();
+        let mut ar = h.as_bytes().to_vec();
+        ar.extend(std::iter::repeat_n(b'a', 4096));
+        let e = push_all(dst.path(), &ar, 1000).unwrap_err();
+        assert!(
+            e.message.contains("over the 1048576 bytes tar.push reads"),
+            "{}",
+            e.message
+        );
+        assert_eq!(header_size(b"00000001750\0"), Some(1000));
+        assert_eq!(
+            header_size(&[0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0]),
+            Some(256)
+        );
     }
 
     #[test]

@@ -525,7 +525,7 @@ async fn a_process_that_kills_its_guard_reports_the_guards_end_and_is_swept() {
     let c = init.client().await;
     let p = c
         .call(&start_sh(
-            "sleep 300 & kill -KILL $PPID; sleep 300",
+            "sleep 300 & sleep 0.2; kill -KILL $PPID; sleep 300",
             &init.marker,
         ))
         .await

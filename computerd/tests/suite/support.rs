@@ -179,7 +179,11 @@ impl Init {
 
 impl Drop for Init {
     fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
+        let running = self.child.try_wait().ok().flatten().is_none();
+        if running && !std::thread::panicking() {
+            assert_no_zombies_under(self.child.id() as i32);
+        }
+        if running {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(self.child.id() as i32),
                 nix::sys::signal::SIGTERM,
@@ -197,7 +201,6 @@ impl Drop for Init {
         // The test's own leftovers are checked whatever the test did.
         if !std::thread::panicking() {
             assert_no_leftovers(&self.marker);
-            assert_no_zombie_children();
         }
     }
 }
@@ -247,20 +250,31 @@ pub fn assert_no_leftovers(marker: &str) {
     }
 }
 
-/// The test process has no zombie child.
-pub fn assert_no_zombie_children() {
-    let me = std::process::id().to_string();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-            continue;
-        };
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
-            continue;
-        };
-        let f: Vec<&str> = rest.split(' ').collect();
-        if f.len() > 2 && f[1] == me && f[0] == "Z" {
-            panic!("a zombie child of the test process is left: {stat}");
+/// Init holds no zombie: every child of its that ended was reaped (waiting
+/// up to 2 s for the reaper to run).
+pub fn assert_no_zombies_under(pid: i32) {
+    let until = Instant::now() + Duration::from_secs(2);
+    loop {
+        let zombies: Vec<String> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+            .filter(|stat| {
+                let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+                    return false;
+                };
+                let f: Vec<&str> = rest.split(' ').collect();
+                f.len() > 2 && f[0] == "Z" && f[1] == pid.to_string()
+            })
+            .collect();
+        if zombies.is_empty() {
+            return;
         }
+        assert!(
+            Instant::now() < until,
+            "zombies are left under init {pid}: {zombies:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

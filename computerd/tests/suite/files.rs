@@ -1,0 +1,325 @@
+//! files.* and tar.* end to end, through the client's helpers.
+
+use std::time::{Duration, Instant};
+
+use computerd::client::WriteFileOptions;
+use computerd::protocol::*;
+
+use super::support::*;
+
+fn tar_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    for (name, data) in entries {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        b.append_data(&mut h, name, *data).unwrap();
+    }
+    b.into_inner().unwrap()
+}
+
+/// A raw entry whose name the tar crate would refuse to write (`..`, absolute).
+fn raw_entry(name: &str, data: &[u8]) -> Vec<u8> {
+    let mut h = tar::Header::new_old();
+    h.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+    h.set_size(data.len() as u64);
+    h.set_mode(0o644);
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_cksum();
+    let mut out = h.as_bytes().to_vec();
+    out.extend_from_slice(data);
+    out.resize(out.len().div_ceil(512) * 512, 0);
+    out
+}
+
+fn chunks(
+    bytes: Vec<u8>,
+    n: usize,
+) -> impl futures::Stream<Item = Result<Vec<u8>, std::io::Error>> {
+    futures::stream::iter(bytes.chunks(n).map(|c| Ok(c.to_vec())).collect::<Vec<_>>())
+}
+
+fn names_in(dir: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_is_refused_at_once_and_never_hangs_a_read() {
+    let init = Init::start();
+    let c = init.client().await;
+    let fifo = init.path("fifo");
+    nix::unistd::mkfifo(
+        fifo.as_str(),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let t = Instant::now();
+    let e = c
+        .call(&FilesReadParams {
+            path: fifo.clone(),
+            offset: None,
+            length: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Invalid), "{e}");
+    let e = c
+        .call(&FilesWriteParams {
+            path: fifo.clone(),
+            data: Bytes64(b"x".to_vec()),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Invalid), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_read_only_file_is_written_and_read_back_whole() {
+    let init = Init::start();
+    let c = init.client().await;
+    let path = init.path("big/dir/file.bin");
+    let data: Vec<u8> = (0..3 * 1024 * 1024 + 17).map(|i| (i % 251) as u8).collect();
+    let size = c
+        .write_file(
+            &path,
+            &data,
+            WriteFileOptions {
+                mode: Some(0o444),
+                parents: true,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(size, data.len() as u64);
+    assert_eq!(c.read_file(&path).await.unwrap(), data);
+    let st = c
+        .call(&FilesStatParams {
+            path: path.clone(),
+            follow: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (st.file_type, st.size, st.mode),
+        (FileType::File, data.len() as u64, 0o444)
+    );
+    let e = c
+        .call(&FilesReadParams {
+            path,
+            offset: None,
+            length: Some(512 * 1024 + 1),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Limit), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_other_file_methods_work_as_a_user_expects() {
+    let init = Init::start();
+    let c = init.client().await;
+    let d = init.path("tree");
+    c.call(&FilesMkdirParams {
+        path: format!("{d}/a/b"),
+        parents: Some(true),
+        mode: None,
+    })
+    .await
+    .unwrap();
+    c.write_file(
+        &format!("{d}/a/b/f.txt"),
+        b"hi",
+        WriteFileOptions::default(),
+    )
+    .await
+    .unwrap();
+    c.write_file(&format!("{d}/g.txt"), b"g", WriteFileOptions::default())
+        .await
+        .unwrap();
+    let l = c
+        .call(&FilesListParams {
+            path: d.clone(),
+            depth: Some(3),
+            offset: None,
+        })
+        .await
+        .unwrap();
+    let paths: Vec<String> = l
+        .entries
+        .iter()
+        .map(|e| e.path.trim_start_matches(&d).to_string())
+        .collect();
+    assert_eq!(paths, vec!["/a", "/a/b", "/a/b/f.txt", "/g.txt"]);
+    let e = c
+        .call(&FilesMoveParams {
+            from: format!("{d}/g.txt"),
+            to: format!("{d}/a/b/f.txt"),
+            overwrite: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Exists), "{e}");
+    assert_eq!(c.read_file(&format!("{d}/a/b/f.txt")).await.unwrap(), b"hi");
+    c.call(&FilesMoveParams {
+        from: format!("{d}/g.txt"),
+        to: format!("{d}/h.txt"),
+        overwrite: None,
+    })
+    .await
+    .unwrap();
+    let e = c
+        .call(&FilesRemoveParams {
+            path: format!("{d}/a"),
+            recursive: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::IsDir), "{e}");
+    c.call(&FilesRemoveParams {
+        path: format!("{d}/a"),
+        recursive: Some(true),
+    })
+    .await
+    .unwrap();
+    assert_eq!(names_in(&d), vec!["h.txt"]);
+    let e = c
+        .call(&FilesRemoveParams {
+            path: "/".into(),
+            recursive: Some(true),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Denied), "{e}");
+    let e = c
+        .call(&FilesStatParams {
+            path: "relative/x".into(),
+            follow: None,
+        })
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("absolute"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tree_copied_by_pull_and_push_on_one_connection_is_the_same() {
+    let init = Init::start();
+    let c = init.client().await;
+    let src = init.path("src");
+    std::fs::create_dir_all(format!("{src}/sub/deeper")).unwrap();
+    std::fs::write(
+        format!("{src}/sub/deeper/{}", "n".repeat(120)),
+        vec![7u8; 700_000],
+    )
+    .unwrap();
+    std::fs::write(format!("{src}/top.txt"), b"top").unwrap();
+    std::os::unix::fs::symlink("top.txt", format!("{src}/link")).unwrap();
+    let dst = init.path("dst");
+    let pull = c.pull_tar(&src).await.unwrap();
+    let entries = c.push_tar(&dst, pull.into_stream()).await.unwrap();
+    assert_eq!(entries, 5);
+    assert_eq!(
+        std::fs::read(format!("{dst}/sub/deeper/{}", "n".repeat(120))).unwrap(),
+        vec![7u8; 700_000]
+    );
+    assert_eq!(
+        std::fs::read_link(format!("{dst}/link")).unwrap().to_str(),
+        Some("top.txt")
+    );
+    assert_eq!(std::fs::read(format!("{dst}/top.txt")).unwrap(), b"top");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_refuses_dotdot_absolute_and_symlinked_entries_and_leaves_no_half_file() {
+    let init = Init::start();
+    let c = init.client().await;
+    let outside = init.path("outside");
+    std::fs::create_dir(&outside).unwrap();
+
+    for (bad, what) in [
+        (raw_entry("../x", b"evil"), "../x"),
+        (raw_entry("/abs", b"evil"), "/abs"),
+    ] {
+        let dst = init.path(&format!("dst-{}", what.len()));
+        let mut ar = tar_of(&[("ok.txt", b"fine")]);
+        ar.truncate(ar.len() - 1024);
+        ar.extend(bad);
+        ar.extend(tar_of(&[("after.txt", b"never")]));
+        let e = c.push_tar(&dst, chunks(ar, 700)).await.unwrap_err();
+        assert_eq!(e.kind(), Some(ErrorKind::Denied), "{what}: {e}");
+        assert_eq!(names_in(&dst), vec!["ok.txt"], "{what}");
+        assert!(!exists(init.path("x")) && !exists("/abs"), "{what} escaped");
+    }
+
+    // A symlink to a directory outside, then a file under it.
+    let dst = init.path("dst-link");
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Symlink);
+    h.set_size(0);
+    h.set_mode(0o777);
+    b.append_link(&mut h, "l", &outside).unwrap();
+    let mut h = tar::Header::new_gnu();
+    h.set_size(5 * 1024 * 1024);
+    h.set_mode(0o644);
+    b.append_data(
+        &mut h,
+        "l/f",
+        std::io::Read::take(std::io::repeat(1), 5 * 1024 * 1024),
+    )
+    .unwrap();
+    let ar = b.into_inner().unwrap();
+    let e = c.push_tar(&dst, chunks(ar, 64 * 1024)).await.unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Denied), "{e}");
+    assert!(
+        names_in(&outside).is_empty(),
+        "the push wrote outside: {:?}",
+        names_in(&outside)
+    );
+    assert_eq!(names_in(&dst), vec!["l"], "no temporary file is left");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_holds_at_most_eight_pulls() {
+    let init = Init::start();
+    let c = init.client().await;
+    let mut pulls = Vec::new();
+    for _ in 0..limits::MAX_PULLS_PER_CONNECTION {
+        pulls.push(
+            c.call(&TarPullBeginParams {
+                path: init.home().to_str().unwrap().into(),
+            })
+            .await
+            .unwrap(),
+        );
+    }
+    let e = c
+        .call(&TarPullBeginParams {
+            path: init.home().to_str().unwrap().into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Limit), "{e}");
+    c.call(&TarPullEndParams {
+        id: pulls[0].id.clone(),
+    })
+    .await
+    .unwrap();
+    c.call(&TarPullEndParams {
+        id: pulls[0].id.clone(),
+    })
+    .await
+    .unwrap();
+    c.call(&TarPullBeginParams {
+        path: init.home().to_str().unwrap().into(),
+    })
+    .await
+    .unwrap();
+}

@@ -1,0 +1,314 @@
+//! init's flags, socket, deadline and shutdown, and the stdio bridge.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use computerd::protocol::*;
+
+use super::support::*;
+
+fn init_refusal(args: &[&str], socket_dir_mode: u32) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(socket_dir_mode)).unwrap();
+    let socket = run.join("s.sock");
+    let out = Command::new(COMPUTERD)
+        .arg("init")
+        .arg("--socket")
+        .arg(&socket)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!socket.exists(), "a refused init must not listen");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_flags_and_times_are_refused_in_words_with_exit_1() {
+    let soon = rfc3339_in(Duration::from_secs(600));
+    let later = rfc3339_in(Duration::from_secs(1200));
+    let past = rfc3339_in(Duration::ZERO).replace("2026", "2001");
+    let cases: Vec<(Vec<&str>, u32, &str)> = vec![
+        (
+            vec!["--deadline", "tomorrow"],
+            0o700,
+            "is not an RFC 3339 time",
+        ),
+        (vec!["--deadline", &past], 0o700, "is in the past"),
+        (
+            vec!["--deadline", &later, "--max-deadline", &soon],
+            0o700,
+            "is before --deadline",
+        ),
+        (
+            vec!["--deadline", &soon],
+            0o755,
+            "must be this user's alone (0700)",
+        ),
+        (vec![], 0o700, "--deadline"),
+        (vec!["--deadline", &soon, "--bogus"], 0o700, "--bogus"),
+    ];
+    for (args, mode, words) in cases {
+        let (code, stderr) = init_refusal(&args, mode);
+        assert_eq!(code, 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(words), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_missing_socket_directory_is_refused() {
+    let out = Command::new(COMPUTERD)
+        .args([
+            "init",
+            "--deadline",
+            &rfc3339_in(Duration::from_secs(60)),
+            "--socket",
+            "/no/such/dir/s.sock",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is missing"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_socket_is_refused_and_a_stale_one_replaced() {
+    let init = Init::start();
+    let out = Command::new(COMPUTERD)
+        .args([
+            "init",
+            "--deadline",
+            &rfc3339_in(Duration::from_secs(60)),
+            "--socket",
+        ])
+        .arg(&init.socket)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already listening"));
+    init.client().await.call(&PingParams {}).await.unwrap();
+
+    // A socket nobody listens on any more is replaced.
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let stale = run.join("s.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    let mut second = Command::new(COMPUTERD)
+        .args([
+            "init",
+            "--deadline",
+            &rfc3339_in(Duration::from_secs(60)),
+            "--socket",
+        ])
+        .arg(&stale)
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(5);
+    while std::os::unix::net::UnixStream::connect(&stale).is_err() {
+        assert!(Instant::now() < until, "the stale socket was not replaced");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mode = std::fs::metadata(&stale).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(second.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(second.wait().unwrap().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_deadline_a_program_that_traps_term_logs_it_before_it_is_killed() {
+    let mut init = Init::start_with(InitOptions {
+        deadline: Duration::from_secs(3),
+        ..Default::default()
+    });
+    let c = init.client().await;
+    let log = init.path("term.log");
+    let script =
+        format!("trap 'echo got TERM >> {log}' TERM; echo ready; while :; do sleep 0.1; done");
+    let p = c
+        .call(&ProcessStartParams {
+            argv: vec!["sh".into(), "-c".into(), script],
+            env: Some(marked(&init.marker)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut follow = c.follow_process(&p.id, Stream::Stdout, 0);
+    assert_eq!(follow.next().await.unwrap().unwrap().data, b"ready\n");
+    let started = Instant::now();
+    let status = init.wait_exit(Duration::from_secs(20));
+    assert!(status.success(), "{status:?}");
+    // TERM at the deadline, KILL 2 s later (the trap does not exit).
+    assert!(
+        started.elapsed() < Duration::from_secs(12),
+        "{:?}",
+        started.elapsed()
+    );
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.starts_with("got TERM\n"), "{logged:?}");
+    assert_no_leftovers(&init.marker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutting_down_init_refuses_new_starts_and_still_answers_reads() {
+    let mut init = Init::start();
+    let c = init.client().await;
+    let p = c
+        .call(&ProcessStartParams {
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                "trap '' TERM; echo up; while :; do sleep 0.1; done".into(),
+            ],
+            env: Some(marked(&init.marker)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut follow = c.follow_process(&p.id, Stream::Stdout, 0);
+    follow.next().await.unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(init.child.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let e = c
+        .call(&ExecParams {
+            argv: vec!["true".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Unsupported), "{e}");
+    assert!(e.to_string().contains("shutting down"), "{e}");
+    let l = c.call(&ProcessListParams { from: None }).await.unwrap();
+    assert_eq!(l.processes.len(), 1);
+    let w = c
+        .call(&ProcessWaitParams {
+            id: p.id.clone(),
+            timeout_ms: 10_000,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        w.signal.as_deref(),
+        Some("KILL"),
+        "TERM was trapped, so KILL ended it"
+    );
+    assert!(init.wait_exit(Duration::from_secs(15)).success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadline_extend_moves_later_up_to_the_maximum_and_refuses_the_rest() {
+    let init = Init::start_with(InitOptions {
+        deadline: Duration::from_secs(60),
+        max_deadline: Some(Duration::from_secs(600)),
+        ..Default::default()
+    });
+    let c = init.client().await;
+    let to = rfc3339_in(Duration::from_secs(300));
+    let r = c
+        .call(&DeadlineExtendParams { at: to.clone() })
+        .await
+        .unwrap();
+    assert_eq!(
+        time::OffsetDateTime::parse(&r.at, &time::format_description::well_known::Rfc3339)
+            .unwrap()
+            .unix_timestamp(),
+        time::OffsetDateTime::parse(&to, &time::format_description::well_known::Rfc3339)
+            .unwrap()
+            .unix_timestamp()
+    );
+    let e = c
+        .call(&DeadlineExtendParams {
+            at: rfc3339_in(Duration::from_secs(100)),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Invalid), "{e}");
+    let e = c
+        .call(&DeadlineExtendParams {
+            at: rfc3339_in(Duration::from_secs(3600)),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Limit), "{e}");
+    let e = c
+        .call(&DeadlineExtendParams { at: "soon".into() })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Invalid), "{e}");
+
+    let fixed = Init::start_with(InitOptions {
+        max_deadline: None,
+        ..Default::default()
+    });
+    let e = fixed
+        .client()
+        .await
+        .call(&DeadlineExtendParams {
+            at: rfc3339_in(Duration::from_secs(900)),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Unsupported), "{e}");
+}
+
+#[test]
+fn the_stdio_bridge_carries_the_protocol_and_says_why_when_it_cannot() {
+    let init = Init::start();
+    let mut bridge = Command::new(COMPUTERD)
+        .arg("stdio")
+        .env("COMPUTERD_SOCKET", &init.socket)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = bridge.stdin.take().unwrap();
+    stdin
+        .write_all(
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hello\",\"params\":{\"client\":\"t\"}}\n",
+        )
+        .unwrap();
+    drop(stdin);
+    let out = bridge.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let reply: Envelope = serde_json::from_slice(&out.stdout).unwrap();
+    let hello: HelloResult = serde_json::from_value(reply.result.unwrap()).unwrap();
+    assert_eq!((hello.os.as_str(), hello.kind.as_str()), ("linux", "linux"));
+    assert_eq!(hello.groups, vec!["exec", "files", "processes"]);
+
+    let t = Instant::now();
+    let out = Command::new(COMPUTERD)
+        .arg("stdio")
+        .env("COMPUTERD_SOCKET", "/no/such/computerd.sock")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("could not reach computerd init") && said.contains("no socket is there"),
+        "{said}"
+    );
+    assert!(
+        t.elapsed() >= Duration::from_millis(2900),
+        "it waits 3 s for a starting init"
+    );
+}
