@@ -9,6 +9,8 @@
 //! `COMPUTERD_BIN` the daemon to measure (default: the bench profile's, which
 //! links glibc dynamically; the shipped daemon is the static build).
 
+#![allow(clippy::print_stdout)] // a bench prints its figures
+
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
