@@ -305,6 +305,9 @@ async fn bad_requests_get_errors_naming_the_field() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_switch_runs_as_that_user() {
+    if !need_root() {
+        return;
+    }
     let init = Init::start();
     let c = init.client().await;
     let mut p = sh("id -u; id -g; id -G; echo $USER $HOME", &init.marker);
@@ -318,6 +321,9 @@ async fn a_user_switch_runs_as_that_user() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_without_setuid_denies_a_user_switch() {
+    if !need_root() {
+        return;
+    }
     let init = Init::start_with(InitOptions {
         uid: Some(65534),
         ..Default::default()

@@ -331,3 +331,27 @@ pub fn kind_of(env: &Envelope) -> Option<String> {
 pub fn exists(p: impl AsRef<Path>) -> bool {
     std::fs::symlink_metadata(p).is_ok()
 }
+
+/// Whether a test that needs `what` (root, docker, x11...) can run here.
+/// When it cannot, the test skips with a sentence saying why, unless
+/// `COMPUTER_MCP_REQUIRE` (a comma list, as CI sets it) names `what`: then
+/// the missing need is a failure.
+pub fn need(what: &str, available: bool, why: &str) -> bool {
+    if available {
+        return true;
+    }
+    let required = std::env::var("COMPUTER_MCP_REQUIRE").unwrap_or_default();
+    if required.split(',').any(|r| r.trim() == what) {
+        panic!("COMPUTER_MCP_REQUIRE names {what}, but {why}");
+    }
+    eprintln!("skipped: {why} (set COMPUTER_MCP_REQUIRE={what} to make this a failure)");
+    false
+}
+
+pub fn need_root() -> bool {
+    need(
+        "root",
+        nix::unistd::geteuid().is_root(),
+        "this test needs root (to run programs or init as another user)",
+    )
+}
