@@ -20,6 +20,7 @@ pub mod exec;
 pub mod files;
 pub mod guard;
 pub mod init;
+pub mod isolate;
 pub mod process;
 pub mod proctree;
 pub mod ring;

@@ -24,7 +24,7 @@ mod linux {
     use std::path::PathBuf;
 
     use clap::{Parser, Subcommand};
-    use computerd::daemon::{self, Daemon, Identity, Lifecycle, init};
+    use computerd::daemon::{self, Daemon, Identity, Lifecycle, init, isolate};
 
     /// computerd: the daemon inside a computer of computer-mcp.
     ///
@@ -52,9 +52,21 @@ mod linux {
             #[arg(long, value_name = "TIME")]
             max_deadline: Option<String>,
             /// The unix socket to listen on. Its directory must exist, be
-            /// this user's alone (0700) and writable; init never makes it.
+            /// this user's alone (0700) and writable; init never makes it
+            /// (with --user, init makes it that user's).
             #[arg(long, value_name = "PATH", default_value = computerd::DEFAULT_SOCKET)]
             socket: PathBuf,
+            /// Start as root and become uid:gid with no groups, making $HOME
+            /// and the socket's directory that user's alone (0700). 0:0 is
+            /// root with no capability.
+            #[arg(long, value_name = "UID:GID")]
+            user: Option<String>,
+            /// Move init and every program into a network namespace of their
+            /// own with only loopback up: they reach nothing outside. Needs
+            /// root with CAP_SYS_ADMIN and CAP_NET_ADMIN, and a --user other
+            /// than 0 that no other process holds.
+            #[arg(long)]
+            own_network: bool,
         },
         /// Bridge stdin/stdout to init's socket (waits up to 3 s for it).
         Stdio {
@@ -78,7 +90,15 @@ mod linux {
                 deadline,
                 max_deadline,
                 socket,
-            } => init_main(&deadline, max_deadline.as_deref(), socket),
+                user,
+                own_network,
+            } => init_main(InitArgs {
+                deadline,
+                max_deadline,
+                socket,
+                user,
+                own_network,
+            }),
             Command::Stdio { socket } => {
                 let rt = match tokio::runtime::Builder::new_current_thread()
                     .enable_all()
@@ -100,12 +120,28 @@ mod linux {
         1
     }
 
-    fn init_main(deadline: &str, max_deadline: Option<&str>, socket: PathBuf) -> i32 {
-        let deadline = match init::parse_time("--deadline", deadline) {
+    struct InitArgs {
+        deadline: String,
+        max_deadline: Option<String>,
+        socket: PathBuf,
+        user: Option<String>,
+        own_network: bool,
+    }
+
+    fn init_main(args: InitArgs) -> i32 {
+        let InitArgs {
+            deadline,
+            max_deadline,
+            socket,
+            user,
+            own_network,
+        } = args;
+        let deadline = match init::parse_time("--deadline", &deadline) {
             Ok(t) => t,
             Err(e) => return refuse(e),
         };
         let max = match max_deadline
+            .as_deref()
             .map(|m| init::parse_time("--max-deadline", m))
             .transpose()
         {
@@ -115,8 +151,31 @@ mod linux {
         if let Err(e) = init::check_times(deadline, max) {
             return refuse(e);
         }
-        if let Err(e) = init::check_socket_dir(&socket) {
+        let user = match user.as_deref().map(isolate::parse_user).transpose() {
+            Ok(u) => u,
+            Err(e) => return refuse(e),
+        };
+        let mut plan = isolate::Plan {
+            user,
+            own_network,
+            user_dirs: Vec::new(),
+        };
+        if user.is_some() {
+            if let Some(home) = std::env::var_os("HOME").filter(|h| h != "/" && !h.is_empty()) {
+                plan.user_dirs.push(home.into());
+            }
+            if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty()) {
+                plan.user_dirs.push(dir.to_path_buf());
+            }
+        }
+        if let Err(e) = isolate::check(&plan) {
             return refuse(e);
+        }
+        // Whatever init was handed beyond stdio is not its programs' to see.
+        if let Err(e) = daemon::sys::cloexec_from(3) {
+            return refuse(format!(
+                "could not mark inherited descriptors close-on-exec: {e}"
+            ));
         }
         if let Err(e) = ensure_stdio() {
             return refuse(format!("could not open /dev/null for fds 0-2: {e}"));
@@ -132,7 +191,29 @@ mod linux {
                 ));
             }
         };
+        // Everything that must hold for every thread happens here, while
+        // init has one thread: the runtime's threads inherit it.
+        let outcome = match isolate::apply(&plan) {
+            Ok(o) => o,
+            Err(e) => return refuse(e),
+        };
+        if let Err(e) = init::check_socket_dir(&socket) {
+            return refuse(e);
+        }
         init_logging();
+        tracing::info!(
+            uid = outcome.uid,
+            gid = outcome.gid,
+            threads = outcome.threads,
+            own_network,
+            "no capability in any set, no_new_privs and the seccomp filter, read back"
+        );
+        if !outcome.idle_interfaces.is_empty() {
+            tracing::info!(
+                "the network namespace also holds {} (down, no address; no program can bring one up)",
+                outcome.idle_interfaces.join(", ")
+            );
+        }
         let identity = identity();
         let daemon = Daemon::new(
             identity,

@@ -1,5 +1,6 @@
 mod exec;
 mod files;
+mod isolate;
 mod lifecycle;
 mod process;
 mod support;

@@ -124,6 +124,8 @@ fn run(control: RawFd) -> io::Result<()> {
         nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
     )
     .map_err(io::Error::from)?;
+    // Nothing the guard inherited reaches the program but its stdio.
+    sys::cloexec_from(3)?;
     nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::from)?;
 
     let mut mask = SigSet::empty();

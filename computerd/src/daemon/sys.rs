@@ -205,3 +205,143 @@ pub fn retry<T>(mut call: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> 
         }
     }
 }
+
+/// Whether the bounding set still holds capability `cap`.
+pub fn bounding_has(cap: u32) -> bool {
+    // SAFETY: PR_CAPBSET_READ takes integers only.
+    unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0, 0, 0) == 1 }
+}
+
+/// Drop capability `cap` from the bounding set (needs CAP_SETPCAP).
+pub fn bounding_drop(cap: u32) -> Result<(), Errno> {
+    // SAFETY: PR_CAPBSET_DROP takes integers only.
+    let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+    if r < 0 { Err(Errno::last()) } else { Ok(()) }
+}
+
+/// Empty the ambient capability set.
+pub fn ambient_clear() -> Result<(), Errno> {
+    // SAFETY: PR_CAP_AMBIENT_CLEAR_ALL takes integers only.
+    let r = unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
+    if r < 0 { Err(Errno::last()) } else { Ok(()) }
+}
+
+fn ifreq_for(name: &str) -> Result<libc::ifreq, Errno> {
+    // SAFETY: ifreq is plain data; all zeros is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    let bytes = name.as_bytes();
+    if bytes.len() >= req.ifr_name.len() || bytes.contains(&0) {
+        return Err(Errno::EINVAL);
+    }
+    for (dst, &b) in req.ifr_name.iter_mut().zip(bytes) {
+        *dst = b as libc::c_char;
+    }
+    Ok(req)
+}
+
+fn inet_socket() -> Result<OwnedFd, Errno> {
+    // SAFETY: socket takes integers only; a non-negative result is ours.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: fd is a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn interface_flags(sock: &OwnedFd, name: &str) -> Result<libc::ifreq, Errno> {
+    let mut req = ifreq_for(name)?;
+    // SAFETY: SIOCGIFFLAGS fills the ifreq we pass, which lives for the call.
+    let r = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) };
+    if r < 0 { Err(Errno::last()) } else { Ok(req) }
+}
+
+/// Whether an interface of this network namespace is up.
+pub fn interface_is_up(name: &str) -> Result<bool, Errno> {
+    let sock = inet_socket()?;
+    let req = interface_flags(&sock, name)?;
+    // SAFETY: SIOCGIFFLAGS wrote the flags member of the union.
+    let flags = unsafe { req.ifr_ifru.ifru_flags };
+    Ok(i32::from(flags) & libc::IFF_UP != 0)
+}
+
+/// Bring an interface up (`ip link set <name> up`); needs CAP_NET_ADMIN.
+pub fn set_interface_up(name: &str) -> Result<(), Errno> {
+    let sock = inet_socket()?;
+    let mut req = interface_flags(&sock, name)?;
+    // SAFETY: the flags member is the one SIOCGIFFLAGS filled and
+    // SIOCSIFFLAGS reads; the ifreq lives for the call.
+    let r = unsafe {
+        req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req)
+    };
+    if r < 0 { Err(Errno::last()) } else { Ok(()) }
+}
+
+/// The interface names of this network namespace, sorted, from
+/// /proc/self/net/dev (which follows the reader's namespace).
+pub fn interface_names() -> io::Result<Vec<String>> {
+    let text = std::fs::read_to_string("/proc/self/net/dev")?;
+    let mut names: Vec<String> = text
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split(':').next())
+        .map(|n| n.trim().to_string())
+        .collect();
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+/// The interfaces that hold an IPv4 or IPv6 address.
+pub fn addressed_interfaces() -> Result<Vec<String>, Errno> {
+    let mut out: Vec<String> = nix::ifaddrs::getifaddrs()?
+        .filter(|a| {
+            a.address
+                .as_ref()
+                .is_some_and(|s| s.as_sockaddr_in().is_some() || s.as_sockaddr_in6().is_some())
+        })
+        .map(|a| a.interface_name)
+        .collect();
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// Mark every descriptor from `first` on close-on-exec, so nothing a
+/// process was handed at its start reaches the programs it runs.
+pub fn cloexec_from(first: u32) -> io::Result<()> {
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets flags on
+    // descriptor numbers; no memory is passed.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    // Kernels before 5.11: walk the open descriptors instead.
+    for e in std::fs::read_dir("/proc/self/fd")?.flatten() {
+        if let Some(fd) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())
+            && fd >= first as i32
+        {
+            // SAFETY: F_SETFD on a descriptor number; an already-closed one fails harmlessly.
+            unsafe {
+                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+            }
+        }
+    }
+    Ok(())
+}

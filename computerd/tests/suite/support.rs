@@ -50,7 +50,8 @@ pub struct InitOptions {
     pub deadline: Duration,
     pub max_deadline: Option<Duration>,
     pub extra: Vec<String>,
-    pub uid: Option<u32>,
+    /// `--user uid:uid`: init starts as root and becomes this user.
+    pub user: Option<u32>,
 }
 
 impl Default for InitOptions {
@@ -59,7 +60,7 @@ impl Default for InitOptions {
             deadline: Duration::from_secs(600),
             max_deadline: Some(Duration::from_secs(3600)),
             extra: vec![],
-            uid: None,
+            user: None,
         }
     }
 }
@@ -79,9 +80,8 @@ impl Init {
         std::fs::set_permissions(&sockdir, std::fs::Permissions::from_mode(0o700)).unwrap();
         let home = dir.path().join("home");
         std::fs::create_dir(&home).unwrap();
-        if let Some(uid) = o.uid {
-            std::os::unix::fs::chown(&sockdir, Some(uid), Some(uid)).unwrap();
-            std::os::unix::fs::chown(&home, Some(uid), Some(uid)).unwrap();
+        if o.user.is_some() {
+            // The user must reach its HOME and socket through the temp dir.
             std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         }
         let socket = sockdir.join("computerd.sock");
@@ -94,16 +94,15 @@ impl Init {
         if let Some(m) = o.max_deadline {
             cmd.arg("--max-deadline").arg(rfc3339_in(m));
         }
+        if let Some(uid) = o.user {
+            cmd.arg("--user").arg(format!("{uid}:{uid}"));
+        }
         cmd.args(&o.extra)
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
             .env("HOME", &home)
             .env("COMPUTERD_LOG", "warn")
             .stdin(Stdio::null());
-        if let Some(uid) = o.uid {
-            use std::os::unix::process::CommandExt;
-            cmd.uid(uid).gid(uid);
-        }
         let child = cmd.spawn().unwrap();
         let init = Init {
             child,
@@ -276,6 +275,13 @@ pub fn assert_no_zombies_under(pid: i32) {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A uid no other test of this run uses (--own-network refuses a uid that
+/// any other process holds).
+pub fn fresh_uid() -> u32 {
+    static N: AtomicU64 = AtomicU64::new(0);
+    40_000 + (std::process::id() % 400) * 50 + N.fetch_add(1, Ordering::Relaxed) as u32
 }
 
 /// A raw line connection, for what the typed client hides (cancel replies,

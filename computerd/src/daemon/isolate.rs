@@ -1,0 +1,434 @@
+//! What init makes true of itself before it serves, on every thread, and
+//! proves by reading it back: no capability in any set, no_new_privs, the
+//! seccomp filter of [`seccomp::POLICY`], optionally another user and a
+//! network namespace of its own with only loopback up.
+//!
+//! All of it runs in plain `fn main`, before the async runtime exists, so
+//! there is one thread to change; the read-back still walks every thread in
+//! /proc/self/task. Any shortfall is a refusal in words: init fails closed.
+
+pub mod seccomp;
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
+
+use super::sys;
+
+/// What `computerd init` was asked to become.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    /// `--user uid:gid`: become this user (init must start as root).
+    pub user: Option<(u32, u32)>,
+    /// `--own-network`: a network namespace with only loopback.
+    pub own_network: bool,
+    /// The directories made the user's alone with `--user` (HOME, the socket's).
+    pub user_dirs: Vec<std::path::PathBuf>,
+}
+
+/// What the isolation read back, for init's log.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    pub uid: u32,
+    pub gid: u32,
+    /// Interfaces other than lo that the kernel put in the new namespace
+    /// (fallback tunnels), all down with no address.
+    pub idle_interfaces: Vec<String>,
+    pub threads: usize,
+}
+
+/// Parse `--user uid:gid` (numbers only).
+pub fn parse_user(s: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("--user {s:?} is not uid:gid (two numbers, such as 1000:1000)");
+    let (u, g) = s.split_once(':').ok_or_else(bad)?;
+    let num = |x: &str| {
+        x.parse::<u32>()
+            .ok()
+            .filter(|&n| n != u32::MAX && !x.starts_with('+'))
+    };
+    Ok((num(u).ok_or_else(bad)?, num(g).ok_or_else(bad)?))
+}
+
+/// Check the flags against each other and who init is, before anything changes.
+pub fn check(plan: &Plan) -> Result<(), String> {
+    let root = nix::unistd::geteuid().is_root();
+    if plan.user.is_some() && !root {
+        return Err(format!(
+            "--user needs init to start as root (it runs as uid {}); a computer's user is given by the provider instead (docker run --user), without --user",
+            nix::unistd::geteuid()
+        ));
+    }
+    if plan.own_network {
+        let uid = plan
+            .user
+            .map(|u| u.0)
+            .unwrap_or_else(|| nix::unistd::geteuid().as_raw());
+        if uid == 0 {
+            return Err("--own-network refuses uid 0 for its programs: root shares its uid with every root process of the vendor's, which could then be signalled or traced; give --user uid:gid with a uid other than 0".into());
+        }
+        for (cap, name) in [
+            (CAP_SYS_ADMIN, "CAP_SYS_ADMIN"),
+            (CAP_NET_ADMIN, "CAP_NET_ADMIN"),
+        ] {
+            if !sys::has_effective_cap(cap) {
+                return Err(format!(
+                    "--own-network needs root with CAP_SYS_ADMIN and CAP_NET_ADMIN to make its network namespace, and {name} is missing"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+const CAP_NET_ADMIN: u32 = 12;
+const CAP_SYS_ADMIN: u32 = 21;
+
+/// Make the plan true, then prove it. Call with one thread only.
+pub fn apply(plan: &Plan) -> Result<Outcome, String> {
+    check(plan)?;
+    let netns_before = std::fs::read_link("/proc/thread-self/ns/net").ok();
+    let mut idle = Vec::new();
+    if plan.own_network {
+        let uid = plan
+            .user
+            .map(|u| u.0)
+            .unwrap_or_else(|| nix::unistd::geteuid().as_raw());
+        refuse_other_holders(uid)?;
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
+            .map_err(|e| format!("--own-network: could not make a network namespace ({e})"))?;
+        sys::set_interface_up("lo")
+            .map_err(|e| format!("--own-network: could not bring lo up ({e})"))?;
+        idle = check_only_loopback()?;
+    }
+    if let Some((uid, gid)) = plan.user {
+        for dir in &plan.user_dirs {
+            make_users_alone(dir, uid, gid)?;
+        }
+    }
+    drop_privileges(plan.user)?;
+    // A program of the same user could otherwise read init's memory or
+    // trace it; this also makes init's /proc files root's.
+    nix::sys::prctl::set_dumpable(false)
+        .map_err(|e| format!("could not make init non-dumpable ({e})"))?;
+    seccomp::install()?;
+    let threads = read_back(plan)?;
+    if plan.own_network {
+        let now = std::fs::read_link("/proc/thread-self/ns/net").ok();
+        if now.is_none() || now == netns_before {
+            return Err(
+                "--own-network: read back, init is still in the network namespace it started in"
+                    .into(),
+            );
+        }
+    }
+    Ok(Outcome {
+        uid: nix::unistd::getuid().as_raw(),
+        gid: nix::unistd::getgid().as_raw(),
+        idle_interfaces: idle,
+        threads,
+    })
+}
+
+/// The name of a capability by number ("CAP_SYS_ADMIN"), or its number.
+pub fn cap_name(n: u32) -> String {
+    caps::all()
+        .into_iter()
+        .find(|c| u32::from(c.index()) == n)
+        .map(|c| c.to_string())
+        .unwrap_or_else(|| format!("capability {n}"))
+}
+
+fn last_cap() -> Result<u32, String> {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or_else(|| {
+            "could not read /proc/sys/kernel/cap_last_cap; init cannot prove its bounding set empty"
+                .to_string()
+        })
+}
+
+/// no_new_privs; the bounding set emptied up to the kernel's last
+/// capability; the user switch; ambient cleared; effective, permitted and
+/// inheritable cleared by capset (a uid of 0 keeps them through any uid change).
+fn drop_privileges(user: Option<(u32, u32)>) -> Result<(), String> {
+    nix::sys::prctl::set_no_new_privs().map_err(|e| format!("could not set no_new_privs ({e})"))?;
+    for cap in 0..=last_cap()? {
+        // A capability already gone is not dropped again, so a process
+        // started with an empty bounding set needs no CAP_SETPCAP.
+        if sys::bounding_has(cap) {
+            sys::bounding_drop(cap).map_err(|e| {
+                format!(
+                    "init cannot drop {} from its bounding set ({e}): it holds a bounding set without CAP_SETPCAP. Drop every capability for its user (docker run --cap-drop ALL), or start it as root with CAP_SETPCAP so it drops them itself",
+                    cap_name(cap)
+                )
+            })?;
+        }
+    }
+    if let Some((uid, gid)) = user {
+        nix::unistd::setgroups(&[])
+            .map_err(|e| format!("--user: could not clear the supplementary groups ({e})"))?;
+        let g = nix::unistd::Gid::from_raw(gid);
+        nix::unistd::setresgid(g, g, g)
+            .map_err(|e| format!("--user: could not become gid {gid} ({e})"))?;
+        let u = nix::unistd::Uid::from_raw(uid);
+        nix::unistd::setresuid(u, u, u)
+            .map_err(|e| format!("--user: could not become uid {uid} ({e})"))?;
+    }
+    sys::ambient_clear()
+        .map_err(|e| format!("could not clear the ambient capability set ({e})"))?;
+    for set in [
+        caps::CapSet::Effective,
+        caps::CapSet::Inheritable,
+        caps::CapSet::Permitted,
+    ] {
+        caps::clear(None, set)
+            .map_err(|e| format!("could not clear the {set:?} capability set ({e})"))?;
+    }
+    Ok(())
+}
+
+/// One thread's status lines that the read-back checks.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ThreadStatus {
+    pub cap_inh: u64,
+    pub cap_prm: u64,
+    pub cap_eff: u64,
+    pub cap_bnd: u64,
+    pub cap_amb: u64,
+    pub no_new_privs: u32,
+    pub seccomp: u32,
+}
+
+pub fn parse_status(text: &str) -> ThreadStatus {
+    let mut st = ThreadStatus::default();
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        let v = v.trim();
+        let hex = || u64::from_str_radix(v, 16).unwrap_or(u64::MAX);
+        match k {
+            "CapInh" => st.cap_inh = hex(),
+            "CapPrm" => st.cap_prm = hex(),
+            "CapEff" => st.cap_eff = hex(),
+            "CapBnd" => st.cap_bnd = hex(),
+            "CapAmb" => st.cap_amb = hex(),
+            "NoNewPrivs" => st.no_new_privs = v.parse().unwrap_or(0),
+            "Seccomp" => st.seccomp = v.parse().unwrap_or(0),
+            _ => {}
+        }
+    }
+    st
+}
+
+fn first_cap(bits: u64) -> String {
+    (0..64)
+        .find(|b| bits & (1u64 << b) != 0)
+        .map(cap_name)
+        .unwrap_or_default()
+}
+
+/// Every thread: all five sets zero, NoNewPrivs 1, Seccomp 2 (filter), and
+/// with --own-network the same network namespace as init's main thread.
+fn read_back(plan: &Plan) -> Result<usize, String> {
+    let main_ns = std::fs::read_link("/proc/self/ns/net").ok();
+    let tasks = std::fs::read_dir("/proc/self/task")
+        .map_err(|e| format!("could not read back /proc/self/task ({e})"))?;
+    let mut n = 0;
+    for task in tasks.filter_map(|t| t.ok()) {
+        n += 1;
+        let tid = task.file_name().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(task.path().join("status"))
+            .map_err(|e| format!("could not read back thread {tid}'s status ({e})"))?;
+        let st = parse_status(&text);
+        for (name, bits) in [
+            ("CapInh", st.cap_inh),
+            ("CapPrm", st.cap_prm),
+            ("CapEff", st.cap_eff),
+            ("CapBnd", st.cap_bnd),
+            ("CapAmb", st.cap_amb),
+        ] {
+            if bits != 0 {
+                return Err(format!(
+                    "read back, thread {tid} still holds {} in {name} ({bits:016x}); init refuses to start with a capability it cannot prove gone",
+                    first_cap(bits)
+                ));
+            }
+        }
+        if st.no_new_privs != 1 {
+            return Err(format!(
+                "read back, thread {tid} has NoNewPrivs {}; init refuses to start",
+                st.no_new_privs
+            ));
+        }
+        if st.seccomp != 2 {
+            return Err(format!(
+                "read back, thread {tid} has Seccomp {} (2 is a filter); init refuses to start",
+                st.seccomp
+            ));
+        }
+        if plan.own_network {
+            let ns = std::fs::read_link(task.path().join("ns/net")).ok();
+            if ns.is_none() || ns != main_ns {
+                return Err(format!(
+                    "read back, thread {tid} stayed in another network namespace; init refuses to start"
+                ));
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// Refuse while any other process holds `uid` (real, effective, saved or
+/// filesystem): it could be signalled, traced or written to by the
+/// computer's programs, and a vendor's agent among them would be theirs.
+fn refuse_other_holders(uid: u32) -> Result<(), String> {
+    let me = std::process::id();
+    let mut holders = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Err(
+            "--own-network: could not read /proc to check who holds the programs' uid".into(),
+        );
+    };
+    for e in dir.filter_map(|e| e.ok()) {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(e.path().join("status")) else {
+            continue;
+        };
+        let name = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Name:"))
+            .map(str::trim)
+            .unwrap_or("?");
+        let holds = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .is_some_and(|ids| {
+                ids.split_whitespace()
+                    .any(|x| x.parse::<u32>().ok() == Some(uid))
+            });
+        if holds {
+            holders.push(format!("pid {pid} ({name})"));
+        }
+    }
+    if holders.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "--own-network refuses to start while other processes hold uid {uid}, which the computer's programs would share: {}",
+        holders.join(", ")
+    ))
+}
+
+/// In the new namespace: lo alone is up or addressed. A kernel with the
+/// tunnel modules loaded adds its fallback tunnels to every namespace,
+/// down and with no address; they stay so (no program can bring one up)
+/// and are returned so init can say so.
+fn check_only_loopback() -> Result<Vec<String>, String> {
+    let names = sys::interface_names()
+        .map_err(|e| format!("--own-network: could not list interfaces ({e})"))?;
+    let addressed = sys::addressed_interfaces()
+        .map_err(|e| format!("--own-network: could not list addresses ({e})"))?;
+    let mut idle = Vec::new();
+    let mut lo_up = false;
+    for name in names {
+        let up = sys::interface_is_up(&name)
+            .map_err(|e| format!("--own-network: could not read {name}'s flags ({e})"))?;
+        if name == "lo" {
+            lo_up = up;
+            continue;
+        }
+        if up || addressed.contains(&name) {
+            return Err(format!(
+                "--own-network: read back, {name} is up or has an address in the new namespace; only lo may be"
+            ));
+        }
+        idle.push(name);
+    }
+    if let Some(other) = addressed.iter().find(|n| n.as_str() != "lo") {
+        return Err(format!(
+            "--own-network: read back, {other} has an address; only lo may"
+        ));
+    }
+    if !lo_up {
+        return Err("--own-network: read back, lo is not up".into());
+    }
+    Ok(idle)
+}
+
+/// Make a directory the user's alone, 0700, reaching it from / one name at a
+/// time without following a symbolic link; the last part is made if missing.
+fn make_users_alone(path: &Path, uid: u32, gid: u32) -> Result<(), String> {
+    let shown = path.display();
+    let text = path
+        .to_str()
+        .ok_or_else(|| format!("--user: {shown} is not UTF-8"))?;
+    if !text.starts_with('/') || text == "/" {
+        return Err(format!(
+            "--user: {shown} must be an absolute path other than /"
+        ));
+    }
+    let parts: Vec<&str> = text.split('/').filter(|p| !p.is_empty()).collect();
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut dir: OwnedFd = nix::fcntl::open("/", flags, Mode::empty())
+        .map_err(|e| format!("--user: could not open / ({e})"))?;
+    for (i, part) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        let next = match nix::fcntl::openat(dir.as_fd(), *part, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(nix::errno::Errno::ENOENT) if last => {
+                nix::sys::stat::mkdirat(dir.as_fd(), *part, Mode::from_bits_truncate(0o700))
+                    .map_err(|e| format!("--user: could not make {shown} ({e})"))?;
+                nix::fcntl::openat(dir.as_fd(), *part, flags, Mode::empty())
+                    .map_err(|e| format!("--user: could not open {shown} ({e})"))?
+            }
+            Err(nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR) => {
+                return Err(format!(
+                    "--user: a part of {shown} ({part}) is a symbolic link or not a directory; it is never followed"
+                ));
+            }
+            Err(e) => return Err(format!("--user: could not open {shown} at {part} ({e})")),
+        };
+        dir = next;
+    }
+    nix::unistd::fchown(dir.as_fd(), Some(uid.into()), Some(gid.into()))
+        .map_err(|e| format!("--user: could not give {shown} to {uid}:{gid} ({e})"))?;
+    nix::sys::stat::fchmod(dir.as_fd(), Mode::from_bits_truncate(0o700))
+        .map_err(|e| format!("--user: could not make {shown} 0700 ({e})"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_flags_parse_or_are_refused_in_words() {
+        assert_eq!(parse_user("1000:1000"), Ok((1000, 1000)));
+        assert_eq!(parse_user("0:0"), Ok((0, 0)));
+        for bad in ["1000", "a:b", "1000:", ":1", "-1:0", "+1:1", "4294967295:0"] {
+            let e = parse_user(bad).unwrap_err();
+            assert!(e.contains("is not uid:gid"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn status_lines_parse() {
+        let st = parse_status(
+            "Name:\tx\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000001\nCapEff:\t0\nCapBnd:\t000001ffffffffff\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\n",
+        );
+        assert_eq!(st.cap_prm, 1);
+        assert_eq!(st.cap_bnd, 0x1ff_ffff_ffff);
+        assert_eq!((st.no_new_privs, st.seccomp), (1, 2));
+        assert_eq!(first_cap(st.cap_prm), "CAP_CHOWN");
+        assert_eq!(cap_name(21), "CAP_SYS_ADMIN");
+    }
+}
