@@ -171,6 +171,11 @@ mod linux {
         if let Err(e) = isolate::check(&plan) {
             return refuse(e);
         }
+        // Whatever init was started with (ignored signals, a blocked mask, a
+        // umask) is not handed on to its programs: they start as on a fresh
+        // login, files made 0644 and directories 0755 unless asked.
+        daemon::sys::reset_signals();
+        nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
         // Whatever init was handed beyond stdio is not its programs' to see.
         if let Err(e) = daemon::sys::cloexec_from(3) {
             return refuse(format!(

@@ -219,7 +219,8 @@ async fn dispatch(
     let d = &conn.daemon;
     match m {
         method::HELLO => {
-            let _: protocol::HelloParams = decode_params(params)?;
+            let p: protocol::HelloParams = decode_params(params)?;
+            tracing::info!(client = p.client.as_deref().unwrap_or("(unnamed)"), "hello");
             to_value(Ok(hello()))
         }
         method::PING => {

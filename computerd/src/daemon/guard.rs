@@ -25,9 +25,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, poll};
-use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
-use nix::sys::signalfd::{SfdFlags, SignalFd};
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use super::{KILL_GRACE, proctree, sys};
 
@@ -128,25 +127,18 @@ fn run(control: RawFd) -> io::Result<()> {
     sys::cloexec_from(3)?;
     nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::from)?;
 
-    let mut mask = SigSet::empty();
-    for s in [
-        Signal::SIGCHLD,
-        Signal::SIGTERM,
-        Signal::SIGINT,
-        Signal::SIGHUP,
-    ] {
-        mask.add(s);
-    }
-    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None).map_err(io::Error::from)?;
-    let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
-        .map_err(io::Error::from)?;
+    // Signals arrive through handlers that write to a pipe. A signalfd would
+    // need them blocked, and a blocked mask is inherited by the program
+    // (TERM would then never reach it); a handler is not inherited at all.
+    sys::reset_signals();
+    let wake = install_wakeup()?;
 
     let mut lines = LineReader::default();
     let spec: GuardSpec = {
         let line = lines.read_blocking(&ctl)?;
         serde_json::from_slice(&line).map_err(|e| io::Error::other(format!("bad spec: {e}")))?
     };
-    let mut g = Guard::new(ctl, sfd, lines, spec);
+    let mut g = Guard::new(ctl, wake, lines, spec);
     g.start()?;
     g.run_loop();
     Ok(())
@@ -155,7 +147,8 @@ fn run(control: RawFd) -> io::Result<()> {
 struct Guard {
     ctl: OwnedFd,
     ctl_open: bool,
-    sfd: SignalFd,
+    /// Read end of the pipe the signal handler writes to.
+    wake: OwnedFd,
     lines: LineReader,
     spec: GuardSpec,
     me: i32,
@@ -167,11 +160,11 @@ struct Guard {
 }
 
 impl Guard {
-    fn new(ctl: OwnedFd, sfd: SignalFd, lines: LineReader, spec: GuardSpec) -> Self {
+    fn new(ctl: OwnedFd, wake: OwnedFd, lines: LineReader, spec: GuardSpec) -> Self {
         Self {
             ctl,
             ctl_open: true,
-            sfd,
+            wake,
             lines,
             spec,
             me: std::process::id() as i32,
@@ -210,7 +203,7 @@ impl Guard {
             return Ok(());
         };
         // The guard enters the working directory itself: it has no other use
-        // for its own, and a Command without current_dir can use posix_spawn.
+        // for its own.
         if let Err(e) = std::env::set_current_dir(&spec.cwd) {
             self.fail("cwd", e.raw_os_error().unwrap_or(libc::EIO), e.to_string());
             return Ok(());
@@ -230,33 +223,34 @@ impl Guard {
             .stderr(Stdio::inherit());
         let pty = spec.pty;
         let user = spec.user;
-        if pty || user.is_some() {
-            // SAFETY: the closure runs between fork and exec and makes only
-            // async-signal-safe calls (setsid, setpgid, ioctl, setgroups,
-            // setresgid, setresuid), allocating nothing.
-            unsafe {
-                cmd.pre_exec(move || {
-                    if pty {
-                        if libc::setsid() < 0 {
-                            return Err(io::Error::last_os_error());
-                        }
-                        sys::tiocsctty(0)?;
-                    } else if libc::setpgid(0, 0) < 0 {
+        // fork, not posix_spawn: glibc's posix_spawn leaves its two internal
+        // signals (32 and 33) ignored in the child, and an ignore survives
+        // exec, so every program would start with them ignored.
+        // SAFETY: the closure runs between fork and exec and makes only
+        // async-signal-safe calls (rt_sigaction, setsid, setpgid, ioctl,
+        // setgroups, setresgid, setresuid), allocating nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                for sig in 32..=64 {
+                    sys::ignored_to_default(sig);
+                }
+                if pty {
+                    if libc::setsid() < 0 {
                         return Err(io::Error::last_os_error());
                     }
-                    if let Some((uid, gid)) = user
-                        && (libc::setgroups(0, std::ptr::null()) < 0
-                            || libc::setresgid(gid, gid, gid) < 0
-                            || libc::setresuid(uid, uid, uid) < 0)
-                    {
-                        return Err(io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-        } else {
-            // The common case takes posix_spawn's vfork path.
-            cmd.process_group(0);
+                    sys::tiocsctty(0)?;
+                } else if libc::setpgid(0, 0) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                if let Some((uid, gid)) = user
+                    && (libc::setgroups(0, std::ptr::null()) < 0
+                        || libc::setresgid(gid, gid, gid) < 0
+                        || libc::setresuid(uid, uid, uid) < 0)
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
         }
         match cmd.spawn() {
             Ok(child) => {
@@ -337,7 +331,7 @@ impl Guard {
     fn wait_for_input(&mut self, timeout: Option<Duration>) {
         let ms: i32 = timeout.map_or(-1, |d| d.as_millis().min(60_000) as i32);
         let (ctl_ready, sig_ready) = {
-            let mut fds = vec![PollFd::new(self.sfd.as_fd(), PollFlags::POLLIN)];
+            let mut fds = vec![PollFd::new(self.wake.as_fd(), PollFlags::POLLIN)];
             if self.ctl_open {
                 fds.push(PollFd::new(self.ctl.as_fd(), PollFlags::POLLIN));
             }
@@ -357,12 +351,17 @@ impl Guard {
             (ctl, sig)
         };
         if sig_ready {
-            while let Ok(Some(info)) = self.sfd.read_signal() {
-                let signo = info.ssi_signo as i32;
-                if signo == libc::SIGTERM || signo == libc::SIGINT || signo == libc::SIGHUP {
-                    self.terminate();
-                }
-            }
+            let mut drain = [0u8; 64];
+            while matches!(nix::unistd::read(self.wake.as_fd(), &mut drain), Ok(n) if n > 0) {}
+        }
+        // Checked on every wake-up, whatever woke it: a signal may land
+        // between the poll and here.
+        let pending = PENDING.swap(0, Ordering::SeqCst);
+        let ends = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+        if ends.iter().any(|&s| pending & (1 << s) != 0) {
+            // init's shutdown: nothing may outlive it, kept orphans included.
+            self.spec.keep_orphans = false;
+            self.terminate();
         }
         if ctl_ready {
             match self.lines.fill(&self.ctl) {
@@ -392,7 +391,7 @@ impl Guard {
             GuardCommand::Terminate => self.terminate(),
             GuardCommand::Signal { sig } => {
                 if self.status.is_none() || self.spec.wait_group {
-                    self.signal_groups(sig);
+                    let _ = self.signal_groups(sig);
                 }
                 self.send(&GuardEvent::Signalled { note: None });
             }
@@ -416,7 +415,8 @@ impl Guard {
     }
 
     /// The program's group, and with waitGroup every group its live processes are in.
-    fn signal_groups(&self, sig: i32) {
+    /// Returns the groups signalled.
+    fn signal_groups(&self, sig: i32) -> Vec<i32> {
         let mut groups = vec![self.child];
         if self.spec.wait_group {
             for p in proctree::descendants(self.me) {
@@ -425,9 +425,10 @@ impl Guard {
                 }
             }
         }
-        for g in groups {
+        for &g in &groups {
             sys::kill(-g, sig);
         }
+        groups
     }
 
     fn terminate(&mut self) {
@@ -435,11 +436,16 @@ impl Guard {
             return;
         }
         self.kill_at = Some(Instant::now() + KILL_GRACE);
+        let mut signalled = Vec::new();
         if self.status.is_none() || self.spec.wait_group {
-            self.signal_groups(libc::SIGTERM);
+            signalled = self.signal_groups(libc::SIGTERM);
         }
+        // Then every process under the guard that left those groups (a
+        // setsid, a job of its own): each gets TERM once.
         for p in proctree::descendants(self.me) {
-            sys::kill(p.pid, libc::SIGTERM);
+            if !signalled.contains(&p.pgrp) {
+                sys::kill(p.pid, libc::SIGTERM);
+            }
         }
     }
 
@@ -490,8 +496,8 @@ impl Guard {
 }
 
 /// The program's path: a name without a slash is looked up in the
-/// program's PATH, as execvp would, so the spawn gets a path and may take
-/// posix_spawn's path. A name found nowhere is left for exec to refuse.
+/// program's own PATH (never the guard's, which has none), as execvp would.
+/// A name found nowhere is left for exec to refuse with ENOENT.
 fn resolve_program(name: &str, path_var: Option<&str>) -> std::path::PathBuf {
     if name.contains('/') {
         return name.into();
@@ -508,6 +514,47 @@ fn resolve_program(name: &str, path_var: Option<&str>) -> std::path::PathBuf {
         }
     }
     name.into()
+}
+
+/// Signals seen by the handler, one bit each.
+static PENDING: AtomicU64 = AtomicU64::new(0);
+/// The write end of the wake-up pipe, for the handler.
+static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    PENDING.fetch_or(1 << (sig as u64 & 63), Ordering::SeqCst);
+    let fd = WAKE_FD.load(Ordering::SeqCst);
+    if fd >= 0 {
+        let byte = 1u8;
+        // SAFETY: write is async-signal-safe; the buffer is a local byte.
+        unsafe {
+            libc::write(fd, (&byte as *const u8).cast(), 1);
+        }
+    }
+}
+
+/// Install the handlers for SIGCHLD, SIGTERM, SIGINT and SIGHUP; returns the
+/// pipe's read end, which becomes readable whenever one arrives.
+fn install_wakeup() -> io::Result<OwnedFd> {
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+        .map_err(io::Error::from)?;
+    WAKE_FD.store(std::os::fd::IntoRawFd::into_raw_fd(w), Ordering::SeqCst);
+    let action = nix::sys::signal::SigAction::new(
+        nix::sys::signal::SigHandler::Handler(on_signal),
+        nix::sys::signal::SaFlags::SA_RESTART | nix::sys::signal::SaFlags::SA_NOCLDSTOP,
+        nix::sys::signal::SigSet::empty(),
+    );
+    for sig in [
+        nix::sys::signal::Signal::SIGCHLD,
+        nix::sys::signal::Signal::SIGTERM,
+        nix::sys::signal::Signal::SIGINT,
+        nix::sys::signal::Signal::SIGHUP,
+    ] {
+        // SAFETY: the handler only touches atomics and calls write(2), both
+        // async-signal-safe.
+        unsafe { nix::sys::signal::sigaction(sig, &action) }.map_err(io::Error::from)?;
+    }
+    Ok(r)
 }
 
 fn stdin_fd() -> BorrowedFd<'static> {

@@ -345,3 +345,81 @@ pub fn cloexec_from(first: u32) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Every signal back to its default action and none blocked, so whatever
+/// the process was started with (a shell's ignored SIGQUIT, a blocked mask)
+/// is not handed on to the programs it runs. SIGPIPE stays ignored: Rust
+/// writes expect EPIPE, and std gives children the default back.
+pub fn reset_signals() {
+    for sig in 1..32 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP || sig == libc::SIGPIPE {
+            continue;
+        }
+        // SAFETY: SIG_DFL is always a valid disposition; no handler is installed.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+    }
+    // The real-time range, through the raw call: libc refuses its own
+    // internal signals, whose handlers (never SIG_IGN) are left alone. Only
+    // an ignored one is reset, since an ignore survives exec.
+    for sig in 32..=64 {
+        ignored_to_default(sig);
+    }
+    // SAFETY: sigemptyset fills a local set; sigprocmask reads it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+    }
+}
+
+/// The kernel's sigaction, as rt_sigaction takes it on x86_64 and aarch64.
+#[repr(C)]
+struct KernelSigaction {
+    handler: usize,
+    flags: libc::c_ulong,
+    restorer: usize,
+    mask: u64,
+}
+
+/// Set signal `sig` back to its default action if it is ignored.
+/// Async-signal-safe (two raw system calls on locals).
+pub fn ignored_to_default(sig: i32) {
+    let mut old = KernelSigaction {
+        handler: 0,
+        flags: 0,
+        restorer: 0,
+        mask: 0,
+    };
+    // SAFETY: rt_sigaction reads no action (null) and writes the old one
+    // into a local of the kernel's layout; sigsetsize is 8 bytes.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            std::ptr::null::<KernelSigaction>(),
+            &mut old,
+            8usize,
+        )
+    };
+    if r != 0 || old.handler != libc::SIG_IGN {
+        return;
+    }
+    let dfl = KernelSigaction {
+        handler: libc::SIG_DFL,
+        flags: 0,
+        restorer: 0,
+        mask: 0,
+    };
+    // SAFETY: as above, setting SIG_DFL, which needs no restorer.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            &dfl,
+            std::ptr::null_mut::<KernelSigaction>(),
+            8usize,
+        );
+    }
+}

@@ -14,6 +14,8 @@ use serde_json::Value;
 pub enum Id {
     Num(i64),
     Str(String),
+    /// `null`: the id of a reply to a line whose own id could not be read.
+    Null,
 }
 
 impl fmt::Display for Id {
@@ -21,6 +23,7 @@ impl fmt::Display for Id {
         match self {
             Id::Num(n) => write!(f, "{n}"),
             Id::Str(s) => write!(f, "{s:?}"),
+            Id::Null => f.write_str("null"),
         }
     }
 }
@@ -31,7 +34,13 @@ impl fmt::Display for Id {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Envelope {
     pub jsonrpc: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Absent on a notification; `null` (present) on a request or reply
+    /// whose id is null, which is still a request or reply.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present_id"
+    )]
     pub id: Option<Id>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub method: Option<String>,
@@ -44,6 +53,11 @@ pub struct Envelope {
 }
 
 pub const JSONRPC_VERSION: &str = "2.0";
+
+/// A present id, `null` included (serde would read `null` as absent).
+fn present_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Id>, D::Error> {
+    Id::deserialize(d).map(Some)
+}
 
 impl Envelope {
     pub fn request(id: Id, method: &str, params: Value) -> Self {
@@ -67,6 +81,7 @@ impl Envelope {
 
     /// A reply. The id is JSON-RPC's `null` when the request's could not be read.
     pub fn reply(id: Option<Id>, outcome: Result<Value, RpcError>) -> Self {
+        let id = Some(id.unwrap_or(Id::Null));
         let (result, error) = match outcome {
             Ok(v) => (Some(v), None),
             Err(e) => (None, Some(e)),
@@ -369,6 +384,24 @@ mod tests {
         );
         let back: RpcError = serde_json::from_value(v).unwrap();
         assert_eq!(back, e);
+    }
+
+    #[test]
+    fn null_ids_are_present_and_absent_ids_are_notifications() {
+        let env: Envelope =
+            serde_json::from_str(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#).unwrap();
+        assert_eq!(env.id, Some(Id::Null));
+        let env: Envelope =
+            serde_json::from_str(r#"{"jsonrpc":"2.0","method":"$/cancelRequest"}"#).unwrap();
+        assert_eq!(env.id, None);
+        let reply = Envelope::reply(None, Err(RpcError::invalid("bad line")));
+        assert!(
+            reply
+                .to_line()
+                .starts_with(r#"{"jsonrpc":"2.0","id":null,"error""#),
+            "{}",
+            reply.to_line()
+        );
     }
 
     #[test]

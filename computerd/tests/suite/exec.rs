@@ -19,7 +19,9 @@ fn sh(script: &str, marker: &str) -> ExecParams {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_a_program_and_returns_its_streams_apart() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let r = c
         .call(&sh("echo out; echo err >&2; exit 3", &init.marker))
@@ -40,7 +42,9 @@ async fn runs_a_program_and_returns_its_streams_apart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_environment_is_exactly_path_home_user_logname_and_env() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let mut p = sh("env | sort", &init.marker);
     p.env.as_mut().unwrap().insert("EXTRA".into(), "x y".into());
@@ -70,7 +74,9 @@ async fn the_environment_is_exactly_path_home_user_logname_and_env() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdin_cwd_and_signal_come_through() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let mut p = sh("pwd; cat", &init.marker);
     p.cwd = Some("/tmp".into());
@@ -83,7 +89,9 @@ async fn stdin_cwd_and_signal_come_through() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_double_fork_and_setsid_leave_nothing_behind() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let script = "setsid sh -c 'sleep 300 & sleep 300' >/dev/null 2>&1 & \
                   (sh -c 'sleep 300 &' &) ; \
@@ -98,7 +106,9 @@ async fn a_double_fork_and_setsid_leave_nothing_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_answers_timed_out_and_leaves_no_process() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let mut p = sh("(sleep 300 &); echo begun; sleep 300", &init.marker);
     p.timeout_ms = Some(500);
@@ -116,8 +126,49 @@ async fn a_timeout_answers_timed_out_and_leaves_no_process() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn programs_start_with_no_signal_blocked_or_ignored_and_term_ends_them() {
+    let Some(init) = Init::start() else {
+        return;
+    };
+    let c = init.client().await;
+    let r = c
+        .call(&ExecParams {
+            argv: vec!["cat".into(), "/proc/self/status".into()],
+            env: Some(marked(&init.marker)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let status = String::from_utf8(r.stdout.0).unwrap();
+    for key in ["SigBlk:", "SigIgn:"] {
+        let line = status.lines().find(|l| l.starts_with(key)).unwrap();
+        assert!(line.ends_with("0000000000000000"), "{line}");
+    }
+    // A plain program ends at TERM, well before the KILL 2 s later.
+    let t = Instant::now();
+    let r = c
+        .call(&ExecParams {
+            argv: vec!["sleep".into(), "30".into()],
+            env: Some(marked(&init.marker)),
+            timeout_ms: Some(300),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(r.timed_out);
+    assert_eq!(r.signal.as_deref(), Some("TERM"));
+    assert!(
+        t.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_program_that_ignores_term_is_killed_after_the_grace() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let mut p = sh(
         "trap '' TERM; echo ready; while :; do sleep 0.05; done",
@@ -137,7 +188,9 @@ async fn a_program_that_ignores_term_is_killed_after_the_grace() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_call_answers_aborted_and_ends_the_run() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let mut raw = init.raw().await;
     raw.request(
         7,
@@ -158,7 +211,9 @@ async fn a_cancelled_call_answers_aborted_and_ends_the_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_end_of_input_cancels_the_connections_runs() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let mut raw = init.raw().await;
     raw.request(
         1,
@@ -175,7 +230,9 @@ async fn the_end_of_input_cancels_the_connections_runs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mebibyte_of_output_is_cut_at_360_kib() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let r = c
         .call(&sh(
@@ -196,14 +253,16 @@ async fn a_mebibyte_of_output_is_cut_at_360_kib() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_two_mebibyte_line_gets_an_error_and_the_connection_goes_on() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let mut raw = init.raw().await;
     let mut line = br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":""#.to_vec();
     line.extend(std::iter::repeat_n(b'a', 2 << 20));
     line.extend_from_slice(br#""}}"#);
     raw.send_line(&line).await;
     let reply = raw.recv().await;
-    assert_eq!(reply.id, None);
+    assert_eq!(reply.id, Some(computerd::protocol::Id::Null));
     assert_eq!(kind_of(&reply).as_deref(), Some("limit"), "{reply:?}");
     assert!(reply.error.unwrap().message.contains("1 MiB"));
     raw.request(2, "ping", json!({})).await;
@@ -213,7 +272,9 @@ async fn a_two_mebibyte_line_gets_an_error_and_the_connection_goes_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_runs_in_flight_on_one_connection_all_complete() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let calls = (0..64).map(|i| {
         let c = c.clone();
@@ -230,7 +291,9 @@ async fn sixty_four_runs_in_flight_on_one_connection_all_complete() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_errors_naming_the_field() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let cases = [
         (json!({"argv": []}), ErrorKind::Invalid, "argv is empty"),
@@ -307,7 +370,9 @@ async fn bad_requests_get_errors_naming_the_field() {
 async fn a_daemon_without_setuid_denies_a_user_switch() {
     // init drops every capability, so no user switch is possible, as root
     // or as another user.
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let mut p = sh("id -u", &init.marker);
     p.user = Some("65534".into());

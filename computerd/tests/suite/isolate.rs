@@ -70,7 +70,9 @@ async fn init_and_its_programs_hold_no_capability_on_any_thread() {
     if !need_root() {
         return;
     }
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     // Init's every thread, read from outside.
     let tasks: Vec<_> = std::fs::read_dir(format!("/proc/{}/task", init.child.id()))
         .unwrap()
@@ -101,10 +103,12 @@ async fn vsock_io_uring_user_namespaces_and_32_bit_calls_are_refused() {
     if !need_root() {
         return;
     }
-    let init = Init::start_with(InitOptions {
+    let Some(init) = Init::start_with(InitOptions {
         user: Some(fresh_uid()),
         ..Default::default()
-    });
+    }) else {
+        return;
+    };
     let c = init.client().await;
     let script = r#"
 import ctypes, errno, mmap, os, socket
@@ -149,10 +153,12 @@ async fn a_setuid_root_copy_of_id_runs_without_euid_0() {
         return;
     }
     let uid = fresh_uid();
-    let init = Init::start_with(InitOptions {
+    let Some(init) = Init::start_with(InitOptions {
         user: Some(uid),
         ..Default::default()
-    });
+    }) else {
+        return;
+    };
     let sudo_like = init.path("id-suid");
     std::fs::copy("/usr/bin/id", &sudo_like).unwrap();
     std::fs::set_permissions(&sudo_like, std::fs::Permissions::from_mode(0o4755)).unwrap();
@@ -179,10 +185,12 @@ async fn user_runs_programs_as_that_user_with_no_groups_and_only_stdio() {
         return;
     }
     let uid = fresh_uid();
-    let init = Init::start_with(InitOptions {
+    let Some(init) = Init::start_with(InitOptions {
         user: Some(uid),
         ..Default::default()
-    });
+    }) else {
+        return;
+    };
     let c = init.client().await;
     let r = c
         .call(&sh("id -u; id -g; id -G; ls /proc/$$/fd", &init.marker))
@@ -248,11 +256,13 @@ async fn own_network_reaches_only_its_own_loopback() {
         std::os::unix::net::SocketAddr::from_abstract_name(canary.as_bytes()).unwrap();
     let unix = std::os::unix::net::UnixListener::bind_addr(&abstract_addr).unwrap();
     let uid = fresh_uid();
-    let init = Init::start_with(InitOptions {
+    let Some(init) = Init::start_with(InitOptions {
         user: Some(uid),
         extra: vec!["--own-network".into()],
         ..Default::default()
-    });
+    }) else {
+        return;
+    };
     let c = init.client().await;
     let script = format!(
         r#"

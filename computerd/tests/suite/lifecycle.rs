@@ -83,7 +83,9 @@ fn a_missing_socket_directory_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_socket_is_refused_and_a_stale_one_replaced() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let out = Command::new(COMPUTERD)
         .args([
             "init",
@@ -132,10 +134,12 @@ async fn a_live_socket_is_refused_and_a_stale_one_replaced() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_the_deadline_a_program_that_traps_term_logs_it_before_it_is_killed() {
-    let mut init = Init::start_with(InitOptions {
+    let Some(mut init) = Init::start_with(InitOptions {
         deadline: Duration::from_secs(3),
         ..Default::default()
-    });
+    }) else {
+        return;
+    };
     let c = init.client().await;
     let log = init.path("term.log");
     let script =
@@ -166,7 +170,9 @@ async fn at_the_deadline_a_program_that_traps_term_logs_it_before_it_is_killed()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shutting_down_init_refuses_new_starts_and_still_answers_reads() {
-    let mut init = Init::start();
+    let Some(mut init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let p = c
         .call(&ProcessStartParams {
@@ -216,11 +222,13 @@ async fn a_shutting_down_init_refuses_new_starts_and_still_answers_reads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deadline_extend_moves_later_up_to_the_maximum_and_refuses_the_rest() {
-    let init = Init::start_with(InitOptions {
+    let Some(init) = Init::start_with(InitOptions {
         deadline: Duration::from_secs(60),
         max_deadline: Some(Duration::from_secs(600)),
         ..Default::default()
-    });
+    }) else {
+        return;
+    };
     let c = init.client().await;
     let to = rfc3339_in(Duration::from_secs(300));
     let r = c
@@ -255,10 +263,12 @@ async fn deadline_extend_moves_later_up_to_the_maximum_and_refuses_the_rest() {
         .unwrap_err();
     assert_eq!(e.kind(), Some(ErrorKind::Invalid), "{e}");
 
-    let fixed = Init::start_with(InitOptions {
+    let Some(fixed) = Init::start_with(InitOptions {
         max_deadline: None,
         ..Default::default()
-    });
+    }) else {
+        return;
+    };
     let e = fixed
         .client()
         .await
@@ -272,7 +282,9 @@ async fn deadline_extend_moves_later_up_to_the_maximum_and_refuses_the_rest() {
 
 #[test]
 fn the_stdio_bridge_carries_the_protocol_and_says_why_when_it_cannot() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let mut bridge = Command::new(COMPUTERD)
         .arg("stdio")
         .env("COMPUTERD_SOCKET", &init.socket)

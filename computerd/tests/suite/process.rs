@@ -26,7 +26,9 @@ async fn wait_end(c: &DaemonClient, id: &str) -> ProcessWaitResult {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_outlives_its_call_and_its_output_is_read_by_offset() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let p = c
         .call(&start_sh(
@@ -87,7 +89,9 @@ async fn a_process_outlives_its_call_and_its_output_is_read_by_offset() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_with_wait_ms_waits_for_output_without_polling() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let p = c
         .call(&start_sh("sleep 0.5; echo late", &init.marker))
@@ -147,7 +151,9 @@ async fn a_read_with_wait_ms_waits_for_output_without_polling() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_mebibytes_read_from_offset_zero_report_what_the_ring_dropped() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let p = c
         .call(&start_sh(
@@ -184,7 +190,9 @@ async fn twenty_mebibytes_read_from_offset_zero_report_what_the_ring_dropped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdin_writes_reach_the_program_and_close_ends_its_input() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let mut sp = start_sh("cat; echo done", &init.marker);
     sp.stdin = Some(true);
@@ -231,7 +239,9 @@ async fn stdin_writes_reach_the_program_and_close_ends_its_input() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_to_a_program_that_closed_stdin_fails_at_once() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let mut sp = start_sh("exec 0<&-; echo closed; sleep 30", &init.marker);
     sp.stdin = Some(true);
@@ -260,7 +270,9 @@ async fn a_write_to_a_program_that_closed_stdin_fails_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_nobody_reads_times_out_saying_how_much_went() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let mut sp = start_sh("sleep 60", &init.marker);
     sp.stdin = Some(true);
@@ -305,7 +317,9 @@ fn written_of(e: &computerd::client::ClientError) -> ClientErrorData {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminal_process_gets_a_pty_its_size_and_ctrl_c() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let mut sp = start_sh("stty size; tty; exec sh -i", &init.marker);
     sp.pty = Some(PtySize {
@@ -384,7 +398,9 @@ async fn a_terminal_process_gets_a_pty_its_size_and_ctrl_c() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_file_gets_the_output_and_refuses_links_and_existing_files() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let log = init.path("logs/deep/out.log");
     let mut sp = start_sh("echo to-log; echo err-too >&2", &init.marker);
@@ -417,7 +433,9 @@ async fn a_log_file_gets_the_output_and_refuses_links_and_existing_files() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_shows_processes_in_start_order_with_their_state() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let a = c.call(&start_sh("exit 2", &init.marker)).await.unwrap();
     let b = c.call(&start_sh("sleep 30", &init.marker)).await.unwrap();
@@ -468,7 +486,9 @@ async fn list_shows_processes_in_start_order_with_their_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_end_takes_everything_it_started_unless_orphans_are_kept() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let p = c
         .call(&start_sh("setsid sleep 300 & echo $!", &init.marker))
@@ -496,7 +516,9 @@ async fn a_process_end_takes_everything_it_started_unless_orphans_are_kept() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_group_runs_until_the_group_is_done() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let mut sp = start_sh(
         "(sleep 0.6; echo child-done) & echo parent-done",
@@ -521,7 +543,9 @@ async fn wait_group_runs_until_the_group_is_done() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_that_kills_its_guard_reports_the_guards_end_and_is_swept() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let p = c
         .call(&start_sh(
@@ -538,7 +562,9 @@ async fn a_process_that_kills_its_guard_reports_the_guards_end_and_is_swept() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_table_keeps_256_and_lets_the_first_ended_go() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     for _ in 0..limits::MAX_PROCESSES {
         c.call(&ProcessStartParams {
@@ -582,7 +608,9 @@ async fn the_table_keeps_256_and_lets_the_first_ended_go() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_process_requests_name_the_field() {
-    let init = Init::start();
+    let Some(init) = Init::start() else {
+        return;
+    };
     let c = init.client().await;
     let cases = [
         (
