@@ -23,7 +23,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::protocol::{Call, CancelParams, Envelope, ErrorKind, Id, RpcError, limits, method};
 
-pub use helpers::{FollowChunk, ProcessFollow, ProcessOutput, TarPull, WriteFileOptions};
+pub use helpers::{
+    ComputerExt, FollowChunk, ProcessFollow, ProcessOutput, TarPull, WriteFileOptions,
+};
 
 /// Why a call failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -98,6 +100,47 @@ impl Inner {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+}
+
+/// The client seam every tool sees: a call by method name, and close. A
+/// `DaemonClient` over a byte stream implements it, and so does a provider's
+/// in-process client (a phone over adb, a browser over CDP). Dropping the
+/// future of a call cancels it.
+pub trait ComputerClient: Send + Sync {
+    fn call_value<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+    ) -> futures::future::BoxFuture<'a, Result<Value>>;
+
+    /// Stop sending; calls already sent still get their replies.
+    fn close(&self);
+}
+
+impl<T: ComputerClient + ?Sized> ComputerClient for std::sync::Arc<T> {
+    fn call_value<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+    ) -> futures::future::BoxFuture<'a, Result<Value>> {
+        (**self).call_value(method, params)
+    }
+    fn close(&self) {
+        (**self).close()
+    }
+}
+
+impl ComputerClient for DaemonClient {
+    fn call_value<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+    ) -> futures::future::BoxFuture<'a, Result<Value>> {
+        Box::pin(DaemonClient::call_value(self, method, params))
+    }
+    fn close(&self) {
+        DaemonClient::close(self)
     }
 }
 

@@ -10,6 +10,9 @@
 //!   it; [`runner`] is the daemon's side of it.
 //! - [`exec`], [`process`] (with [`ring`]), [`files`], [`tar`]: the methods.
 //! - [`bridge`]: `computerd stdio`.
+//! - [`isolate`]: what init makes true of itself before it serves: no
+//!   capability, no_new_privs, seccomp, `--user`, `--own-network`.
+//! - [`probe`]: `computerd probe`, what the network answers, read from inside.
 //! - [`users`]: `/etc/passwd` read by hand, so no NSS module of the computer's
 //!   ever loads into the daemon.
 //! - [`proctree`], [`sys`]: `/proc` walks and the raw system calls.
@@ -21,6 +24,7 @@ pub mod files;
 pub mod guard;
 pub mod init;
 pub mod isolate;
+pub mod probe;
 pub mod process;
 pub mod proctree;
 pub mod ring;

@@ -68,6 +68,23 @@ mod linux {
             #[arg(long)]
             own_network: bool,
         },
+        /// Print one JSON line: the uid, gid, kernel and interfaces, and what
+        /// each target answered (refused, accepted or answered). Exit 0 when
+        /// the probe ran, whatever the targets answered. Only bytes that come
+        /// back count as reaching a target.
+        Probe {
+            /// A target: host:port is tried over TCP (with a request by port:
+            /// TLS ClientHello on 443, DNS on 53, HTTP HEAD otherwise),
+            /// host:port/udp is sent a DNS query. Repeat for more; all are
+            /// tried at once, 10 s to connect and 10 s to answer.
+            #[arg(long, value_name = "HOST:PORT[/udp]")]
+            connect: Vec<String>,
+            /// Also check 1.1.1.1, 8.8.8.8, 9.9.9.9 and 151.101.1.57 on
+            /// 443/tcp, 80/tcp and 53/udp (3 s each way) and give a verdict:
+            /// egress, accepted-only or none.
+            #[arg(long)]
+            diagnose: bool,
+        },
         /// Bridge stdin/stdout to init's socket (waits up to 3 s for it).
         Stdio {
             /// The socket to reach.
@@ -99,6 +116,7 @@ mod linux {
                 user,
                 own_network,
             }),
+            Command::Probe { connect, diagnose } => daemon::probe::main(&connect, diagnose),
             Command::Stdio { socket } => {
                 let rt = match tokio::runtime::Builder::new_current_thread()
                     .enable_all()
@@ -288,11 +306,20 @@ mod linux {
         Ok(())
     }
 
+    /// Logs go to stderr (stdout is the protocol's, for `stdio`), at the
+    /// level COMPUTERD_LOG names: error, warn, info (default), debug, trace
+    /// or off.
     fn init_logging() {
-        let filter = tracing_subscriber::EnvFilter::try_from_env("COMPUTERD_LOG")
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        let level = match std::env::var("COMPUTERD_LOG").as_deref().map(str::trim) {
+            Ok("off") => tracing_subscriber::filter::LevelFilter::OFF,
+            Ok("error") => tracing_subscriber::filter::LevelFilter::ERROR,
+            Ok("warn") => tracing_subscriber::filter::LevelFilter::WARN,
+            Ok("debug") => tracing_subscriber::filter::LevelFilter::DEBUG,
+            Ok("trace") => tracing_subscriber::filter::LevelFilter::TRACE,
+            _ => tracing_subscriber::filter::LevelFilter::INFO,
+        };
         let _ = tracing_subscriber::fmt()
-            .with_env_filter(filter)
+            .with_max_level(level)
             .with_writer(std::io::stderr)
             .with_target(false)
             .try_init();

@@ -9,12 +9,15 @@
 //! - [`RpcError`], [`ErrorKind`]: the error object `{code, message, data: {kind}}`.
 //! - [`Call`]: ties a params type to its method name and result type.
 //! - [`decode_params`]: params from JSON, with errors that name the field.
+//! - [`ProbeReport`]: the one JSON line `computerd probe` prints (no method:
+//!   providers run the probe through exec.run and parse its stdout).
 
 mod envelope;
 mod exec;
 mod files;
 mod lifecycle;
 pub mod limits;
+mod probe;
 mod process;
 mod tar;
 
@@ -31,6 +34,12 @@ pub use files::{
 pub use lifecycle::{
     CancelParams, DeadlineExtendParams, DeadlineExtendResult, Empty, HelloParams, HelloResult,
     PingParams,
+};
+pub use probe::{
+    DEFAULT_PROBE_TARGETS, DIAGNOSE_ANSWER_MS, DIAGNOSE_CONNECT_MS, DIAGNOSE_TARGETS,
+    DIAGNOSE_TOTAL_MS, PROBE_ANSWER_MS, PROBE_CONNECT_MS, PROBE_READ_BYTES, PROBE_TOTAL_MS,
+    ProbeOutcome, ProbeProtocol, ProbeReport, ProbeResult, ProbeTarget, ProbeVerdict, parse_target,
+    targets_with,
 };
 pub use process::{
     Orphans, ProcessInfo, ProcessListParams, ProcessListResult, ProcessReadParams,

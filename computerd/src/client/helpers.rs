@@ -2,14 +2,14 @@
 
 use futures::{Stream, StreamExt};
 
-use super::{ClientError, DaemonClient, Result};
+use super::{ClientError, ComputerClient, Result};
 use crate::protocol::{
     Bytes64, FilesReadParams, FilesWriteParams, ProcessReadParams, ProcessReadResult,
     Stream as OutStream, TarPullBeginParams, TarPullEndParams, TarPullReadParams,
     TarPushBeginParams, TarPushEndParams, TarPushWriteParams, limits,
 };
 
-/// Options of [`DaemonClient::write_file`].
+/// Options of [`ComputerExt::write_file`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WriteFileOptions {
     /// Permission bits, set with the last chunk (so a read-only file of any size can be written).
@@ -18,7 +18,7 @@ pub struct WriteFileOptions {
     pub parents: bool,
 }
 
-/// All of a process stream read so far, from [`DaemonClient::read_process_output`].
+/// All of a process stream read so far, from [`ComputerExt::read_process_output`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ProcessOutput {
     pub data: Vec<u8>,
@@ -38,151 +38,201 @@ pub struct FollowChunk {
     pub next_offset: u64,
 }
 
-impl DaemonClient {
+/// What goes past one call, for any client: whole files, tar streams,
+/// process output. Implemented for every cloneable [`ComputerClient`]
+/// (`DaemonClient`, `Arc<dyn ComputerClient>`).
+pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
+    /// Call a method by its typed params.
+    fn call_typed<P: crate::protocol::Call>(
+        &self,
+        params: &P,
+    ) -> impl std::future::Future<Output = Result<P::Result>> + Send {
+        // Encoded before the future, so it holds no reference to the params.
+        let value = serde_json::to_value(params).map_err(|e| ClientError::Decode {
+            method: P::METHOD.to_string(),
+            detail: format!("params could not be encoded: {e}"),
+        });
+        async move {
+            let reply = self.call_value(P::METHOD, value?).await?;
+            serde_json::from_value(reply).map_err(|e| ClientError::Decode {
+                method: P::METHOD.to_string(),
+                detail: e.to_string(),
+            })
+        }
+    }
+
     /// Read a whole file, a chunk per call.
-    pub async fn read_file(&self, path: &str) -> Result<Vec<u8>> {
-        let mut out = Vec::new();
-        loop {
-            let r = self
-                .call(&FilesReadParams {
-                    path: path.to_string(),
-                    offset: Some(out.len() as u64),
-                    length: Some(limits::MAX_CHUNK_BYTES),
-                })
-                .await?;
-            let got = r.data.len();
-            out.extend_from_slice(&r.data);
-            if r.eof || got == 0 {
-                return Ok(out);
+    fn read_file(&self, path: &str) -> impl std::future::Future<Output = Result<Vec<u8>>> + Send {
+        async move {
+            let mut out = Vec::new();
+            loop {
+                let r = self
+                    .call_typed(&FilesReadParams {
+                        path: path.to_string(),
+                        offset: Some(out.len() as u64),
+                        length: Some(limits::MAX_CHUNK_BYTES),
+                    })
+                    .await?;
+                let got = r.data.len();
+                out.extend_from_slice(&r.data);
+                if r.eof || got == 0 {
+                    return Ok(out);
+                }
             }
         }
     }
 
     /// Write a whole file of any size: the first chunk replaces the file,
     /// the next ones write at their offsets, and the mode comes with the last.
-    pub async fn write_file(
+    fn write_file(
         &self,
         path: &str,
         bytes: &[u8],
         opts: WriteFileOptions,
-    ) -> Result<u64> {
-        let chunk = limits::MAX_WRITE_BYTES as usize;
-        let mut offset = 0usize;
-        loop {
-            let end = (offset + chunk).min(bytes.len());
-            let last = end == bytes.len();
-            let r = self
-                .call(&FilesWriteParams {
-                    path: path.to_string(),
-                    data: Bytes64(bytes[offset..end].to_vec()),
-                    offset: (offset > 0).then_some(offset as u64),
-                    append: None,
-                    mode: if last { opts.mode } else { None },
-                    parents: (offset == 0 && opts.parents).then_some(true),
-                })
-                .await?;
-            if last {
-                return Ok(r.size);
+    ) -> impl std::future::Future<Output = Result<u64>> + Send {
+        async move {
+            let chunk = limits::MAX_WRITE_BYTES as usize;
+            let mut offset = 0usize;
+            loop {
+                let end = (offset + chunk).min(bytes.len());
+                let last = end == bytes.len();
+                let r = self
+                    .call_typed(&FilesWriteParams {
+                        path: path.to_string(),
+                        data: Bytes64(bytes[offset..end].to_vec()),
+                        offset: (offset > 0).then_some(offset as u64),
+                        append: None,
+                        mode: if last { opts.mode } else { None },
+                        parents: (offset == 0 && opts.parents).then_some(true),
+                    })
+                    .await?;
+                if last {
+                    return Ok(r.size);
+                }
+                offset = end;
             }
-            offset = end;
         }
     }
 
     /// Push a tar archive from a byte stream into `dir` (made if missing).
     /// Returns the entries extracted. The push is ended however this ends,
     /// and the source is not read past the first failure.
-    pub async fn push_tar<S, B, E>(&self, dir: &str, source: S) -> Result<u64>
+    fn push_tar<S, B, E>(
+        &self,
+        dir: &str,
+        source: S,
+    ) -> impl std::future::Future<Output = Result<u64>> + Send
     where
-        S: Stream<Item = std::result::Result<B, E>>,
-        B: AsRef<[u8]>,
-        E: std::fmt::Display,
+        S: Stream<Item = std::result::Result<B, E>> + Send,
+        B: AsRef<[u8]> + Send,
+        E: std::fmt::Display + Send,
     {
-        let id = self
-            .call(&TarPushBeginParams {
-                path: dir.to_string(),
-            })
-            .await?
-            .id;
-        let end = EndOnDrop::push(self, &id);
-        let fed = self.feed_push(&id, source).await;
-        end.disarm();
-        let ended = self.call(&TarPushEndParams { id: id.clone() }).await;
-        fed?;
-        Ok(ended?.entries)
+        async move {
+            let id = self
+                .call_typed(&TarPushBeginParams {
+                    path: dir.to_string(),
+                })
+                .await?
+                .id;
+            let end = EndOnDrop::push(self, &id);
+            let fed = self.feed_push(&id, source).await;
+            end.disarm();
+            let ended = self.call_typed(&TarPushEndParams { id: id.clone() }).await;
+            fed?;
+            Ok(ended?.entries)
+        }
     }
 
-    async fn feed_push<S, B, E>(&self, id: &str, source: S) -> Result<()>
+    fn feed_push<S, B, E>(
+        &self,
+        id: &str,
+        source: S,
+    ) -> impl std::future::Future<Output = Result<()>> + Send
     where
-        S: Stream<Item = std::result::Result<B, E>>,
-        B: AsRef<[u8]>,
-        E: std::fmt::Display,
+        S: Stream<Item = std::result::Result<B, E>> + Send,
+        B: AsRef<[u8]> + Send,
+        E: std::fmt::Display + Send,
     {
-        let max = limits::MAX_WRITE_BYTES as usize;
-        let mut source = std::pin::pin!(source);
-        while let Some(item) = source.next().await {
-            let bytes =
-                item.map_err(|e| ClientError::Source(format!("the tar source failed: {e}")))?;
-            for piece in bytes.as_ref().chunks(max) {
-                self.call(&TarPushWriteParams {
-                    id: id.to_string(),
-                    data: Bytes64(piece.to_vec()),
-                })
-                .await?;
+        async move {
+            let max = limits::MAX_WRITE_BYTES as usize;
+            let mut source = std::pin::pin!(source);
+            while let Some(item) = source.next().await {
+                let bytes =
+                    item.map_err(|e| ClientError::Source(format!("the tar source failed: {e}")))?;
+                for piece in bytes.as_ref().chunks(max) {
+                    self.call_typed(&TarPushWriteParams {
+                        id: id.to_string(),
+                        data: Bytes64(piece.to_vec()),
+                    })
+                    .await?;
+                }
             }
+            Ok(())
         }
-        Ok(())
     }
 
     /// Begin pulling `path` as a tar archive. Each [`TarPull::next`] is one
     /// tar.pull.read, so a slow reader holds back only its own pull.
-    pub async fn pull_tar(&self, path: &str) -> Result<TarPull> {
-        let id = self
-            .call(&TarPullBeginParams {
-                path: path.to_string(),
+    fn pull_tar(
+        &self,
+        path: &str,
+    ) -> impl std::future::Future<Output = Result<TarPull<Self>>> + Send {
+        async move {
+            let id = self
+                .call_typed(&TarPullBeginParams {
+                    path: path.to_string(),
+                })
+                .await?
+                .id;
+            Ok(TarPull {
+                client: self.clone(),
+                id,
+                done: false,
             })
-            .await?
-            .id;
-        Ok(TarPull {
-            client: self.clone(),
-            id,
-            done: false,
-        })
+        }
     }
 
     /// Pull a whole archive into memory.
-    pub async fn pull_tar_bytes(&self, path: &str) -> Result<Vec<u8>> {
-        let mut pull = self.pull_tar(path).await?;
-        let mut out = Vec::new();
-        while let Some(chunk) = pull.next().await? {
-            out.extend_from_slice(&chunk);
+    fn pull_tar_bytes(
+        &self,
+        path: &str,
+    ) -> impl std::future::Future<Output = Result<Vec<u8>>> + Send {
+        async move {
+            let mut pull = self.pull_tar(path).await?;
+            let mut out = Vec::new();
+            while let Some(chunk) = pull.next().await? {
+                out.extend_from_slice(&chunk);
+            }
+            Ok(out)
         }
-        Ok(out)
     }
 
     /// Read a process stream from `offset` until the process has ended and
     /// the stream is read to its end, waiting on the daemon between chunks.
-    pub async fn read_process_output(
+    fn read_process_output(
         &self,
         id: &str,
         stream: OutStream,
         offset: u64,
-    ) -> Result<ProcessOutput> {
-        let mut out = ProcessOutput {
-            next_offset: offset,
-            ..Default::default()
-        };
-        let mut follow = self.follow_process(id, stream, offset);
-        while let Some(chunk) = follow.next().await? {
-            out.data.extend_from_slice(&chunk.data);
-            out.dropped += chunk.dropped;
-            out.next_offset = chunk.next_offset;
+    ) -> impl std::future::Future<Output = Result<ProcessOutput>> + Send {
+        async move {
+            let mut out = ProcessOutput {
+                next_offset: offset,
+                ..Default::default()
+            };
+            let mut follow = self.follow_process(id, stream, offset);
+            while let Some(chunk) = follow.next().await? {
+                out.data.extend_from_slice(&chunk.data);
+                out.dropped += chunk.dropped;
+                out.next_offset = chunk.next_offset;
+            }
+            out.exited = true;
+            Ok(out)
         }
-        out.exited = true;
-        Ok(out)
     }
 
     /// Follow a process stream chunk by chunk, with one long-poll read in flight.
-    pub fn follow_process(&self, id: &str, stream: OutStream, offset: u64) -> ProcessFollow {
+    fn follow_process(&self, id: &str, stream: OutStream, offset: u64) -> ProcessFollow<Self> {
         ProcessFollow {
             client: self.clone(),
             id: id.to_string(),
@@ -194,13 +244,13 @@ impl DaemonClient {
 }
 
 /// A tar pull in progress. Ended on its last chunk, by [`TarPull::end`], or when dropped.
-pub struct TarPull {
-    client: DaemonClient,
+pub struct TarPull<C: ComputerClient + Clone + 'static> {
+    client: C,
     id: String,
     done: bool,
 }
 
-impl TarPull {
+impl<C: ComputerClient + Clone + 'static> TarPull<C> {
     /// The next chunk of the archive; `None` at its end.
     pub async fn next(&mut self) -> Result<Option<Vec<u8>>> {
         if self.done {
@@ -208,7 +258,7 @@ impl TarPull {
         }
         let read = self
             .client
-            .call(&TarPullReadParams {
+            .call_typed(&TarPullReadParams {
                 id: self.id.clone(),
                 max_bytes: Some(limits::MAX_CHUNK_BYTES),
             })
@@ -237,7 +287,7 @@ impl TarPull {
         }
         self.done = true;
         self.client
-            .call(&TarPullEndParams {
+            .call_typed(&TarPullEndParams {
                 id: self.id.clone(),
             })
             .await
@@ -257,29 +307,29 @@ impl TarPull {
     }
 }
 
-impl Drop for TarPull {
+impl<C: ComputerClient + Clone + 'static> Drop for TarPull<C> {
     fn drop(&mut self) {
         if !self.done {
-            EndOnDrop {
+            drop(EndOnDrop {
                 client: &self.client,
                 method: End::Pull,
                 id: self.id.clone(),
                 armed: true,
-            };
+            });
         }
     }
 }
 
-/// Following a process stream; see [`DaemonClient::follow_process`].
-pub struct ProcessFollow {
-    client: DaemonClient,
+/// Following a process stream; see [`ComputerExt::follow_process`].
+pub struct ProcessFollow<C: ComputerClient + Clone + 'static> {
+    client: C,
     id: String,
     stream: OutStream,
     offset: u64,
     done: bool,
 }
 
-impl ProcessFollow {
+impl<C: ComputerClient + Clone + 'static> ProcessFollow<C> {
     /// The next bytes, waiting up to 30 s at a time for them; `None` once the
     /// process has ended and the stream is read to its end.
     pub async fn next(&mut self) -> Result<Option<FollowChunk>> {
@@ -289,7 +339,7 @@ impl ProcessFollow {
             }
             let r: ProcessReadResult = self
                 .client
-                .call(&ProcessReadParams {
+                .call_typed(&ProcessReadParams {
                     id: self.id.clone(),
                     stream: self.stream,
                     offset: self.offset,
@@ -322,15 +372,15 @@ enum End {
 }
 
 /// Ends a pull or push in the background when the future that owned it is dropped.
-struct EndOnDrop<'a> {
-    client: &'a DaemonClient,
+struct EndOnDrop<'a, C: ComputerClient + Clone + 'static> {
+    client: &'a C,
     method: End,
     id: String,
     armed: bool,
 }
 
-impl<'a> EndOnDrop<'a> {
-    fn push(client: &'a DaemonClient, id: &str) -> Self {
+impl<'a, C: ComputerClient + Clone + 'static> EndOnDrop<'a, C> {
+    fn push(client: &'a C, id: &str) -> Self {
         Self {
             client,
             method: End::Push,
@@ -343,7 +393,7 @@ impl<'a> EndOnDrop<'a> {
     }
 }
 
-impl Drop for EndOnDrop<'_> {
+impl<C: ComputerClient + Clone + 'static> Drop for EndOnDrop<'_, C> {
     fn drop(&mut self) {
         if !self.armed {
             return;
@@ -356,10 +406,18 @@ impl Drop for EndOnDrop<'_> {
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
                 let _ = match method {
-                    End::Pull => client.call(&TarPullEndParams { id }).await.map(|_| ()),
-                    End::Push => client.call(&TarPushEndParams { id }).await.map(|_| ()),
+                    End::Pull => client
+                        .call_typed(&TarPullEndParams { id })
+                        .await
+                        .map(|_| ()),
+                    End::Push => client
+                        .call_typed(&TarPushEndParams { id })
+                        .await
+                        .map(|_| ()),
                 };
             });
         }
     }
 }
+
+impl<T: ComputerClient + Clone + 'static> ComputerExt for T {}

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use computerd::client::WriteFileOptions;
+use computerd::client::{ComputerExt, WriteFileOptions};
 use computerd::protocol::*;
 
 use super::support::*;

@@ -7,6 +7,7 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::Duration;
 
+use computerd::client::ComputerExt;
 use computerd::protocol::*;
 
 use super::support::*;
@@ -301,6 +302,71 @@ print(cli.recv(100).decode())
     );
     assert!(out.contains("canary ConnectionRefusedError"), "{out}");
     assert!(out.contains("own loopback answers"), "{out}");
+
+    // computerd probe, as a provider runs it: interfaces ["lo"], the host's
+    // listener refused, and a listener of the computer's own answers.
+    let server = c
+        .call(&ProcessStartParams {
+            argv: vec![
+                "python3".into(),
+                "-m".into(),
+                "http.server".into(),
+                "--bind".into(),
+                "127.0.0.1".into(),
+                "18765".into(),
+            ],
+            env: Some(marked(&init.marker)),
+            cwd: Some("/".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut report = None;
+    for _ in 0..50 {
+        let r = c
+            .call(&ExecParams {
+                argv: vec![
+                    COMPUTERD.into(),
+                    "probe".into(),
+                    "--connect".into(),
+                    format!("127.0.0.1:{port}"),
+                    "--connect".into(),
+                    "127.0.0.1:18765".into(),
+                ],
+                env: Some(marked(&init.marker)),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            r.exit_code,
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&r.stderr.0)
+        );
+        let rep: ProbeReport = serde_json::from_slice(&r.stdout.0).unwrap();
+        if rep.results[1].outcome == ProbeOutcome::Answered {
+            report = Some(rep);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let report = report.expect("the computer's own listener never answered the probe");
+    assert_eq!(report.interfaces, vec!["lo".to_string()]);
+    assert_eq!(report.uid, uid);
+    assert_eq!(
+        report.results[0].outcome,
+        ProbeOutcome::Refused,
+        "{:?}",
+        report.results[0]
+    );
+    assert_eq!(report.reached, vec!["127.0.0.1:18765".to_string()]);
+    c.call(&ProcessSignalParams {
+        id: server.id,
+        signal: Signal::Kill,
+    })
+    .await
+    .unwrap();
     drop((tcp, unix));
 }
 

@@ -5,6 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use computerd::client::ComputerExt;
 use computerd::protocol::*;
 
 use super::support::*;

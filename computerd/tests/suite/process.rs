@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use computerd::client::ComputerExt;
 use computerd::client::DaemonClient;
 use computerd::protocol::*;
 
