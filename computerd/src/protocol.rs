@@ -15,6 +15,7 @@
 mod envelope;
 mod exec;
 mod files;
+mod kinds;
 mod lifecycle;
 pub mod limits;
 mod probe;
@@ -31,6 +32,7 @@ pub use files::{
     FilesReadParams, FilesReadResult, FilesRemoveParams, FilesStatParams, FilesWriteParams,
     FilesWriteResult, ListEntry,
 };
+pub use kinds::{KindRow, MachineKind, SETTING_KINDS, SettingKind, serves, serving_refusals};
 pub use lifecycle::{
     CancelParams, DeadlineExtendParams, DeadlineExtendResult, Empty, HelloParams, HelloResult,
     PingParams,
