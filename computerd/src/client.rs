@@ -116,6 +116,11 @@ pub trait ComputerClient: Send + Sync {
 
     /// Stop sending; calls already sent still get their replies.
     fn close(&self);
+
+    /// True once the connection has ended (the computer is gone or closed).
+    fn is_closed(&self) -> bool {
+        false
+    }
 }
 
 impl<T: ComputerClient + ?Sized> ComputerClient for std::sync::Arc<T> {
@@ -129,6 +134,9 @@ impl<T: ComputerClient + ?Sized> ComputerClient for std::sync::Arc<T> {
     fn close(&self) {
         (**self).close()
     }
+    fn is_closed(&self) -> bool {
+        (**self).is_closed()
+    }
 }
 
 impl ComputerClient for DaemonClient {
@@ -141,6 +149,9 @@ impl ComputerClient for DaemonClient {
     }
     fn close(&self) {
         DaemonClient::close(self)
+    }
+    fn is_closed(&self) -> bool {
+        DaemonClient::is_closed(self)
     }
 }
 

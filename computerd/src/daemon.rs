@@ -18,6 +18,7 @@
 //! - [`proctree`], [`sys`]: `/proc` walks and the raw system calls.
 
 pub mod bridge;
+pub mod cli;
 pub mod conn;
 pub mod exec;
 pub mod files;

@@ -1,0 +1,816 @@
+//! The `local` provider: computers on this machine, no Docker needed.
+//!
+//! Each computer is a `computerd sandbox` (namespaces set up by computerd
+//! itself, as bubblewrap does: a read-only view of the host's root, a
+//! private /tmp, its own /proc and process space, and with network none
+//! only its own loopback) running `computerd init`, reached over init's
+//! unix socket. A computer's files live under the state directory the
+//! server owns:
+//!
+//! ```text
+//! <state>/computers/<id>/meta.json   what it was made from, its deadline, its processes
+//!                        work/       its HOME, the one writable place besides /tmp
+//!                        run/        init's socket
+//!                        daemon.log  computerd's stderr
+//! ```
+//!
+//! The deadline is init's: a computer ends itself then, whether or not the
+//! server is still there.
+
+mod state;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use computerd::client::DaemonClient;
+use computerd::protocol::{self, HelloParams, MachineKind};
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::provider::{Connection, Provider};
+use crate::types::{
+    AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
+    LifetimeMode, NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
+    check_labels, check_lifetime, human_ms,
+};
+use state::{Meta, Process};
+
+/// How a local computer is kept from its host.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Isolation {
+    /// `computerd sandbox`: mount, PID, IPC, UTS and (network none) network
+    /// namespaces; a user namespace too when the server is not root.
+    #[default]
+    Namespaces,
+    /// None at all: programs run on the host as the server's user. Unsafe;
+    /// only when asked for by name.
+    None,
+}
+
+fn default_max_lifetime() -> u64 {
+    7 * 24 * 3600 * 1000
+}
+
+/// The local provider's options (all the settings it has).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LocalOptions {
+    /// Where computers' files live (made if missing, 0700).
+    pub state_dir: PathBuf,
+    /// The computerd binary.
+    pub computerd: PathBuf,
+    #[serde(default)]
+    pub isolation: Isolation,
+    /// With a root server: the uid:gid programs run as (default 65534:65534).
+    #[serde(default)]
+    pub run_as: Option<String>,
+    #[serde(default = "default_max_lifetime")]
+    pub max_lifetime_ms: u64,
+    /// More host paths to hide from computers (the server's HOME, say).
+    #[serde(default)]
+    pub hide: Vec<PathBuf>,
+}
+
+pub struct LocalProvider {
+    opts: LocalOptions,
+    root: bool,
+    /// Children this server started, reaped on release.
+    children: tokio::sync::Mutex<std::collections::HashMap<String, tokio::process::Child>>,
+}
+
+/// How long a new computer gets to answer on its socket.
+const START_WAIT: Duration = Duration::from_secs(15);
+/// How long a release waits for init's orderly shutdown (3 s for starts,
+/// 5 s to KILL, a little more) before it kills what is left.
+const RELEASE_WAIT: Duration = Duration::from_secs(10);
+const DEFAULT_RUN_AS: &str = "65534:65534";
+
+impl LocalProvider {
+    pub fn from_options(options: serde_json::Value) -> Result<Self> {
+        let opts: LocalOptions = serde_json::from_value(options).map_err(|e| {
+            ProviderError::invalid("options", format!("local provider options: {e}"))
+        })?;
+        Self::new(opts)
+    }
+
+    pub fn new(opts: LocalOptions) -> Result<Self> {
+        if !opts.state_dir.is_absolute() {
+            return Err(ProviderError::invalid(
+                "stateDir",
+                "the state directory must be an absolute path",
+            ));
+        }
+        if !opts.computerd.is_absolute() {
+            return Err(ProviderError::invalid(
+                "computerd",
+                "the computerd path must be absolute",
+            ));
+        }
+        if let Some(u) = &opts.run_as {
+            parse_uid_gid(u)?;
+        }
+        Ok(Self {
+            opts,
+            root: nix::unistd::geteuid().is_root(),
+            children: tokio::sync::Mutex::new(Default::default()),
+        })
+    }
+
+    fn computers_dir(&self) -> PathBuf {
+        self.opts.state_dir.join("computers")
+    }
+
+    fn dir_of(&self, id: &str) -> Result<PathBuf> {
+        let ok = id.starts_with("local-")
+            && id.len() <= 64
+            && id[6..].bytes().all(|b| b.is_ascii_hexdigit());
+        if !ok {
+            return Err(ProviderError::not_found(format!(
+                "no local computer {id:?}"
+            )));
+        }
+        Ok(self.computers_dir().join(id))
+    }
+
+    fn isolation_words(&self) -> String {
+        match (self.opts.isolation, self.root) {
+            (Isolation::None, _) => "none: programs run on this machine as the server's user (unsafe)".into(),
+            (Isolation::Namespaces, true) => format!(
+                "namespaces (mount, pid, ipc, uts, network) set up by computerd as root: a read-only view of the host's root, a private /tmp, /run, /root and /home hidden; programs run as {} with no capability, no_new_privs and seccomp",
+                self.opts.run_as.as_deref().unwrap_or(DEFAULT_RUN_AS)
+            ),
+            (Isolation::Namespaces, false) => "a user namespace with mount, pid, ipc, uts and network namespaces set up by computerd: a read-only view of the host's root, a private /tmp, /run, /root and /home hidden; programs run as the server's user with no capability, no_new_privs and seccomp".into(),
+        }
+    }
+
+    /// The uid:gid programs run as.
+    fn programs_user(&self) -> String {
+        if self.root && self.opts.isolation == Isolation::Namespaces {
+            self.opts
+                .run_as
+                .clone()
+                .unwrap_or_else(|| DEFAULT_RUN_AS.into())
+        } else {
+            format!("{}:{}", nix::unistd::getuid(), nix::unistd::getgid())
+        }
+    }
+
+    fn meta_path(&self, id: &str) -> Result<PathBuf> {
+        Ok(self.dir_of(id)?.join("meta.json"))
+    }
+
+    fn read_meta(&self, id: &str) -> Result<Meta> {
+        let path = self.meta_path(id)?;
+        state::read_meta(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                ProviderError::not_found(format!("no local computer {id}"))
+            }
+            _ => ProviderError::failed(format!(
+                "could not read the local computer {id}'s state: {e}"
+            )),
+        })
+    }
+
+    fn to_ref(&self, meta: &Meta) -> ComputerRef {
+        ComputerRef {
+            provider: "local".into(),
+            id: meta.id.clone(),
+            labels: meta.labels.clone(),
+            created_at: state::format_ms(meta.created_ms),
+            deadline: state::format_ms(meta.deadline_ms),
+            running: meta.process.as_ref().is_some_and(Process::alive),
+            home: Some(meta.work_dir.clone()),
+            user: Some(self.programs_user()),
+        }
+    }
+
+    fn socket_of(&self, id: &str) -> Result<PathBuf> {
+        Ok(self.dir_of(id)?.join("run").join("computerd.sock"))
+    }
+
+    /// The words computerd left on stderr, for a start that failed.
+    fn last_words(&self, id: &str) -> String {
+        let log = self.dir_of(id).map(|d| d.join("daemon.log")).ok();
+        let text = log
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default();
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let tail = lines[lines.len().saturating_sub(3)..].join(" / ");
+        if tail.is_empty() {
+            "it said nothing".into()
+        } else {
+            tail
+        }
+    }
+
+    async fn spawn(
+        &self,
+        id: &str,
+        dir: &Path,
+        meta: &Meta,
+        spec: &ComputerSpec,
+    ) -> Result<tokio::process::Child> {
+        let work = dir.join("work");
+        let run = dir.join("run");
+        let socket = run.join("computerd.sock");
+        let log = std::fs::File::create(dir.join("daemon.log"))
+            .map_err(|e| ProviderError::failed(format!("could not make the daemon's log: {e}")))?;
+        let log2 = log
+            .try_clone()
+            .map_err(|e| ProviderError::failed(format!("could not open the daemon's log: {e}")))?;
+        let mut init_args: Vec<String> = vec![
+            "init".into(),
+            "--deadline".into(),
+            state::format_ms(meta.deadline_ms),
+            "--max-deadline".into(),
+            state::format_ms(meta.max_deadline_ms),
+            "--socket".into(),
+            socket.display().to_string(),
+        ];
+        let mut cmd = tokio::process::Command::new(&self.opts.computerd);
+        match self.opts.isolation {
+            Isolation::Namespaces => {
+                if self.root {
+                    init_args.push("--user".into());
+                    init_args.push(
+                        self.opts
+                            .run_as
+                            .clone()
+                            .unwrap_or_else(|| DEFAULT_RUN_AS.into()),
+                    );
+                }
+                cmd.arg("sandbox")
+                    .arg("--work")
+                    .arg(&work)
+                    .arg("--run")
+                    .arg(&run)
+                    .arg("--network")
+                    .arg(match spec.network {
+                        NetworkPolicy::Open => "host",
+                        _ => "none",
+                    })
+                    .arg("--hide")
+                    .arg(&self.opts.state_dir);
+                for h in &self.opts.hide {
+                    cmd.arg("--hide").arg(h);
+                }
+                if let Some(mb) = spec.sizes.disk_mb {
+                    cmd.arg("--tmp-size-mib").arg(mb.to_string());
+                }
+                cmd.arg("--");
+            }
+            Isolation::None => {}
+        }
+        cmd.args(&init_args)
+            .env_clear()
+            .env("HOME", &work)
+            .env(
+                "PATH",
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            )
+            .env("COMPUTERD_LOG", "warn")
+            .current_dir(&work)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2)
+            .kill_on_drop(false);
+        // Its own process group: a Ctrl-C at the server's terminal is the
+        // server's to handle, not every computer's.
+        cmd.process_group(0);
+        cmd.spawn()
+            .map_err(|e| {
+                ProviderError::failed(format!(
+                    "could not start computerd ({}): {e}",
+                    self.opts.computerd.display()
+                ))
+            })
+            .inspect(|_c| {
+                tracing::debug!(computer = id, "computerd started");
+            })
+    }
+
+    async fn wait_until_up(
+        &self,
+        id: &str,
+        child: &mut tokio::process::Child,
+        cancel: &CancellationToken,
+    ) -> Result<Connection> {
+        let socket = self.socket_of(id)?;
+        let until = tokio::time::Instant::now() + START_WAIT;
+        loop {
+            if cancel.is_cancelled() {
+                return Err(ProviderError::new(
+                    ErrorCode::Aborted,
+                    "creating the computer was cancelled",
+                ));
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(ProviderError::refused(format!(
+                    "the local computer could not start ({status}): {}",
+                    self.last_words(id)
+                )));
+            }
+            if let Ok(stream) = tokio::net::UnixStream::connect(&socket).await {
+                return self.hello(stream).await;
+            }
+            if tokio::time::Instant::now() >= until {
+                return Err(ProviderError::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "the local computer did not answer within {} s: {}",
+                        START_WAIT.as_secs(),
+                        self.last_words(id)
+                    ),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    async fn hello(&self, stream: tokio::net::UnixStream) -> Result<Connection> {
+        let client = DaemonClient::new(stream);
+        let hello = tokio::time::timeout(
+            Duration::from_secs(10),
+            client.call(&HelloParams {
+                client: Some(format!("computer-mcp {}", env!("CARGO_PKG_VERSION"))),
+            }),
+        )
+        .await
+        .map_err(|_| {
+            ProviderError::new(
+                ErrorCode::Unreachable,
+                "the computer's daemon did not answer hello within 10 s",
+            )
+        })?
+        .map_err(|e| {
+            ProviderError::new(
+                ErrorCode::Unreachable,
+                format!("the computer's daemon did not answer hello: {e}"),
+            )
+        })?;
+        if hello.kind != "linux" || !hello.groups.iter().any(|g| g == protocol::group::EXEC) {
+            return Err(ProviderError::refused(format!(
+                "the computer's daemon says kind {} with groups {:?}; a local computer is linux with exec, files and processes",
+                hello.kind, hello.groups
+            )));
+        }
+        Ok(Connection {
+            client: Arc::new(client),
+            hello,
+        })
+    }
+
+    /// The network of a running computer, read from its processes' namespace.
+    fn read_network(&self, meta: &Meta) -> Result<NetworkReadBack> {
+        if self.opts.isolation == Isolation::None || meta.network == NetworkKind::Open {
+            return Ok(NetworkReadBack {
+                kind: NetworkKind::Open,
+                detail: "the host's own network".into(),
+            });
+        }
+        let Some(p) = meta.process.as_ref().filter(|p| p.alive()) else {
+            return Err(ProviderError::gone(format!(
+                "the local computer {} is not running",
+                meta.id
+            )));
+        };
+        let read = |name: &str| std::fs::read_to_string(format!("/proc/{}/net/{name}", p.pid));
+        let dev = read("dev").map_err(|e| {
+            ProviderError::failed(format!("could not read the computer's interfaces: {e}"))
+        })?;
+        let names: Vec<String> = dev
+            .lines()
+            .skip(2)
+            .filter_map(|l| l.split(':').next())
+            .map(|n| n.trim().to_string())
+            .collect();
+        let routes = read("route").unwrap_or_default();
+        let v4_routes = routes
+            .lines()
+            .skip(1)
+            .filter(|l| !l.trim().is_empty())
+            .count();
+        let v6_addrs: Vec<String> = read("if_inet6")
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_whitespace().last().map(String::from))
+            .filter(|n| n != "lo")
+            .collect();
+        if v4_routes > 0 || !v6_addrs.is_empty() {
+            return Err(ProviderError::refused(format!(
+                "the local computer {} was asked for network none, but its namespace has {v4_routes} IPv4 routes and IPv6 addresses on {:?}",
+                meta.id, v6_addrs
+            )));
+        }
+        Ok(NetworkReadBack {
+            kind: NetworkKind::None,
+            detail: format!(
+                "a network namespace of its own: interfaces {}; no route out",
+                names.join(", ")
+            ),
+        })
+    }
+
+    async fn end(&self, meta: &mut Meta) -> Result<()> {
+        let child = self.children.lock().await.remove(&meta.id);
+        let Some(p) = meta.process.clone() else {
+            return Ok(());
+        };
+        if p.alive() {
+            // TERM: init shuts down in order (programs get TERM, then KILL).
+            p.signal(libc::SIGTERM);
+        }
+        let until = tokio::time::Instant::now() + RELEASE_WAIT;
+        let mut child = child;
+        loop {
+            if let Some(c) = child.as_mut()
+                && let Ok(Some(_)) = c.try_wait()
+            {
+                break;
+            }
+            if child.is_none() && !p.alive() {
+                break;
+            }
+            if tokio::time::Instant::now() >= until {
+                tracing::warn!(
+                    computer = meta.id,
+                    "did not end in order within {} s; killing it",
+                    RELEASE_WAIT.as_secs()
+                );
+                p.signal(libc::SIGKILL);
+                if let Some(c) = child.as_mut() {
+                    let _ = c.wait().await;
+                }
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        meta.process = None;
+        Ok(())
+    }
+}
+
+fn parse_uid_gid(s: &str) -> Result<(u32, u32)> {
+    let bad =
+        || ProviderError::invalid("runAs", format!("runAs {s:?} is not uid:gid (two numbers)"));
+    let (u, g) = s.split_once(':').ok_or_else(bad)?;
+    Ok((u.parse().map_err(|_| bad())?, g.parse().map_err(|_| bad())?))
+}
+
+fn random_id() -> String {
+    let mut b = [0u8; 8];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        let _ = std::io::Read::read_exact(&mut f, &mut b);
+    }
+    if b == [0; 8] {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        b = (t as u64 ^ u64::from(std::process::id())).to_le_bytes();
+    }
+    format!(
+        "local-{}",
+        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+    )
+}
+
+#[async_trait::async_trait]
+impl Provider for LocalProvider {
+    fn id(&self) -> &'static str {
+        "local"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let networks = match self.opts.isolation {
+            Isolation::Namespaces => vec![NetworkKind::None, NetworkKind::Open],
+            Isolation::None => vec![NetworkKind::Open],
+        };
+        Capabilities {
+            kind: MachineKind::Linux,
+            os: "linux".into(),
+            daemon: match self.opts.isolation {
+                Isolation::Namespaces => DaemonMode::Pid1,
+                Isolation::None => DaemonMode::Child,
+            },
+            groups: vec![
+                protocol::group::EXEC.into(),
+                protocol::group::FILES.into(),
+                protocol::group::PROCESSES.into(),
+            ],
+            lifetime: LifetimeMode::Enforced,
+            release: vec![Release::Stop, Release::Delete],
+            max_lifetime_ms: self.opts.max_lifetime_ms,
+            networks,
+            network_read_back: true,
+            isolation: self.isolation_words(),
+            extend: true,
+        }
+    }
+
+    fn check(&self, spec: &ComputerSpec) -> Result<()> {
+        let caps = self.capabilities();
+        check_lifetime(spec.lifetime_ms, &caps)?;
+        check_labels(&spec.labels)?;
+        if spec.kind != protocol::SettingKind::Sandbox {
+            return Err(ProviderError::unsupported(format!(
+                "the local provider makes sandboxes only, not a {}",
+                spec.kind.as_str()
+            ))
+            .with_field("kind"));
+        }
+        if let Some(image) = &spec.image {
+            return Err(ProviderError::invalid(
+                "image",
+                format!(
+                    "the local provider runs this machine's own system and takes no image (asked for {image:?}); leave image out"
+                ),
+            ));
+        }
+        if !caps.networks.contains(&spec.network.kind()) {
+            let offered: Vec<String> = caps.networks.iter().map(|n| n.to_string()).collect();
+            let why = if self.opts.isolation == Isolation::None {
+                "; with isolation none a computer shares this machine's network, so ask for network open"
+            } else {
+                ""
+            };
+            return Err(ProviderError::unsupported(format!(
+                "network {} is not offered by the local provider, which offers: {}{why}",
+                spec.network.kind(),
+                offered.join(", ")
+            ))
+            .with_field("network"));
+        }
+        if spec.mount.is_some() {
+            return Err(ProviderError::unsupported(
+                "the local provider mounts nothing yet; leave mount out",
+            )
+            .with_field("mount"));
+        }
+        if spec.user.is_some() {
+            return Err(ProviderError::unsupported(
+                "the local provider sets the programs' user itself (its runAs option); leave user out",
+            )
+            .with_field("user"));
+        }
+        for (field, set) in [
+            ("cpus", spec.sizes.cpus.is_some()),
+            ("memoryMb", spec.sizes.memory_mb.is_some()),
+            ("pids", spec.sizes.pids.is_some()),
+        ] {
+            if set {
+                return Err(ProviderError::unsupported(format!(
+                    "the local provider cannot limit {field} (no cgroup control); leave it out"
+                ))
+                .with_field(field));
+            }
+        }
+        Ok(())
+    }
+
+    async fn create(&self, spec: &ComputerSpec, cancel: &CancellationToken) -> Result<Created> {
+        self.check(spec)?;
+        std::fs::create_dir_all(self.computers_dir()).map_err(|e| {
+            ProviderError::failed(format!(
+                "could not make the state directory {}: {e}",
+                self.computers_dir().display()
+            ))
+        })?;
+        state::make_private(&self.opts.state_dir).map_err(|e| {
+            ProviderError::failed(format!(
+                "could not make {} private: {e}",
+                self.opts.state_dir.display()
+            ))
+        })?;
+        let id = random_id();
+        let dir = self.dir_of(&id)?;
+        for sub in ["", "work", "run"] {
+            let d = dir.join(sub);
+            std::fs::create_dir_all(&d).map_err(|e| {
+                ProviderError::failed(format!("could not make {}: {e}", d.display()))
+            })?;
+            state::make_private(&d).map_err(|e| {
+                ProviderError::failed(format!("could not make {} private: {e}", d.display()))
+            })?;
+        }
+        let now = state::now_ms();
+        let mut meta = Meta {
+            id: id.clone(),
+            labels: spec.labels.clone(),
+            created_ms: now,
+            deadline_ms: now.saturating_add(spec.lifetime_ms as i64),
+            max_deadline_ms: now.saturating_add(self.opts.max_lifetime_ms as i64),
+            network: spec.network.kind(),
+            process: None,
+            work_dir: dir.join("work").display().to_string(),
+        };
+        let mut child = match self.spawn(&id, &dir, &meta, spec).await {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
+        meta.process = child.id().and_then(|pid| Process::of(pid as i32));
+        if let Err(e) = state::write_meta(&dir.join("meta.json"), &meta) {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(ProviderError::failed(format!(
+                "could not write the computer's state: {e}"
+            )));
+        }
+        let up = self.wait_until_up(&id, &mut child, cancel).await;
+        let ready = match up {
+            Ok(conn) => {
+                conn.client.close();
+                self.read_network(&meta)
+            }
+            Err(e) => Err(e),
+        };
+        let network = match ready {
+            Ok(n) => n,
+            Err(e) => {
+                // A computer that could not be shown whole is not handed out.
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
+        self.children.lock().await.insert(id.clone(), child);
+        let notes = vec![
+            format!("network: {} ({})", network.kind, network.detail),
+            format!("isolation: {}", self.isolation_words()),
+        ];
+        Ok(Created {
+            computer: self.to_ref(&meta),
+            notes,
+        })
+    }
+
+    async fn attach(&self, by: &AttachBy, cancel: &CancellationToken) -> Result<ComputerRef> {
+        let meta = match by {
+            AttachBy::Id(id) => self.read_meta(id)?,
+            AttachBy::Labels(labels) => {
+                let mut found = self.list(labels, cancel).await?;
+                found.retain(|r| r.running);
+                match found.len() {
+                    0 => {
+                        return Err(ProviderError::not_found(
+                            "no running local computer carries those labels",
+                        ));
+                    }
+                    1 => self.read_meta(&found[0].id)?,
+                    n => {
+                        return Err(ProviderError::invalid(
+                            "labels",
+                            format!("{n} running local computers carry those labels; attach by id"),
+                        ));
+                    }
+                }
+            }
+        };
+        Ok(self.to_ref(&meta))
+    }
+
+    async fn list(&self, labels: &Labels, _cancel: &CancellationToken) -> Result<Vec<ComputerRef>> {
+        let Ok(entries) = std::fs::read_dir(self.computers_dir()) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for e in entries.flatten() {
+            let id = e.file_name().to_string_lossy().into_owned();
+            let Ok(meta) = self.read_meta(&id) else {
+                continue;
+            };
+            if labels.iter().all(|(k, v)| meta.labels.get(k) == Some(v)) {
+                out.push(self.to_ref(&meta));
+            }
+        }
+        out.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+        Ok(out)
+    }
+
+    async fn network(
+        &self,
+        computer: &ComputerRef,
+        policy: Option<&NetworkPolicy>,
+        _cancel: &CancellationToken,
+    ) -> Result<NetworkReadBack> {
+        let meta = self.read_meta(&computer.id)?;
+        if let Some(p) = policy
+            && p.kind() != meta.network
+        {
+            return Err(ProviderError::unsupported(format!(
+                "a local computer's network is set when it is made and cannot change (it is {}); make another computer",
+                meta.network
+            ))
+            .with_field("network"));
+        }
+        self.read_network(&meta)
+    }
+
+    async fn connect(
+        &self,
+        computer: &ComputerRef,
+        _cancel: &CancellationToken,
+    ) -> Result<Connection> {
+        let meta = self.read_meta(&computer.id)?;
+        if !meta.process.as_ref().is_some_and(Process::alive) {
+            return Err(ProviderError::gone(format!(
+                "the local computer {} has ended",
+                computer.id
+            )));
+        }
+        let stream = tokio::net::UnixStream::connect(self.socket_of(&computer.id)?)
+            .await
+            .map_err(|e| {
+                ProviderError::new(
+                    ErrorCode::Unreachable,
+                    format!("could not reach the local computer {}: {e}", computer.id),
+                )
+            })?;
+        self.hello(stream).await
+    }
+
+    async fn release(
+        &self,
+        computer: &ComputerRef,
+        how: Release,
+        _cancel: &CancellationToken,
+    ) -> Result<()> {
+        let mut meta = self.read_meta(&computer.id)?;
+        self.end(&mut meta).await?;
+        let dir = self.dir_of(&computer.id)?;
+        match how {
+            Release::Delete => std::fs::remove_dir_all(&dir).map_err(|e| {
+                ProviderError::failed(format!("could not remove {}: {e}", dir.display()))
+            }),
+            Release::Stop => state::write_meta(&dir.join("meta.json"), &meta).map_err(|e| {
+                ProviderError::failed(format!("could not write the computer's state: {e}"))
+            }),
+        }
+    }
+
+    async fn extend(
+        &self,
+        computer: &ComputerRef,
+        ttl_ms: u64,
+        cancel: &CancellationToken,
+    ) -> Result<String> {
+        let mut meta = self.read_meta(&computer.id)?;
+        let want = state::now_ms().saturating_add(ttl_ms.min(i64::MAX as u64) as i64);
+        if want < meta.deadline_ms {
+            return Err(ProviderError::invalid(
+                "ttl",
+                format!(
+                    "that would end the computer at {}, before its deadline {}; an extend never shortens a life",
+                    state::format_ms(want),
+                    state::format_ms(meta.deadline_ms)
+                ),
+            ));
+        }
+        if want > meta.max_deadline_ms {
+            return Err(ProviderError::new(
+                ErrorCode::Limit,
+                format!("that is past the most a local computer may live, {} from its creation (until {})", human_ms(self.opts.max_lifetime_ms), state::format_ms(meta.max_deadline_ms)),
+            )
+            .with_field("ttl"));
+        }
+        let conn = self.connect(computer, cancel).await?;
+        let at = state::format_ms(want);
+        let r = computerd::client::ComputerExt::call_typed(
+            &conn.client,
+            &protocol::DeadlineExtendParams { at },
+        )
+        .await
+        .map_err(|e| ProviderError::refused(format!("the computer refused the new deadline: {e}")));
+        conn.client.close();
+        let r = r?;
+        meta.deadline_ms = want;
+        let dir = self.dir_of(&computer.id)?;
+        state::write_meta(&dir.join("meta.json"), &meta).map_err(|e| {
+            ProviderError::failed(format!("could not write the computer's state: {e}"))
+        })?;
+        Ok(r.at)
+    }
+
+    async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {
+        let now = state::now_ms();
+        let mut released = Vec::new();
+        for r in self.list(&Labels::new(), cancel).await? {
+            let Ok(meta) = self.read_meta(&r.id) else {
+                continue;
+            };
+            if meta.deadline_ms <= now {
+                self.release(&r, Release::Delete, cancel).await?;
+                released.push(r.id);
+            }
+        }
+        Ok(released)
+    }
+}

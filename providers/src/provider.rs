@@ -1,0 +1,96 @@
+//! The provider seam: make, find, connect to and end computers.
+
+use std::sync::Arc;
+
+use computerd::client::ComputerClient;
+use computerd::protocol::HelloResult;
+use tokio_util::sync::CancellationToken;
+
+use crate::types::{
+    AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, Labels, NetworkPolicy,
+    NetworkReadBack, ProviderError, Release, Result,
+};
+
+/// A live connection to a computer: its client and what hello said.
+#[derive(Clone)]
+pub struct Connection {
+    pub client: Arc<dyn ComputerClient>,
+    pub hello: HelloResult,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("hello", &self.hello)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One kind of place computers come from. Every call is bounded in time and
+/// takes a cancel signal; every expected failure is a [`ProviderError`].
+#[async_trait::async_trait]
+pub trait Provider: Send + Sync {
+    /// The registry id ("local", "docker", ...).
+    fn id(&self) -> &'static str;
+
+    /// What this provider offers, as it will be enforced.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Refuse, in words and with no side effect, a spec this provider cannot honour.
+    fn check(&self, spec: &ComputerSpec) -> Result<()>;
+
+    /// Make a computer. A refused spec makes nothing.
+    async fn create(&self, spec: &ComputerSpec, cancel: &CancellationToken) -> Result<Created>;
+
+    /// Find a computer again.
+    async fn attach(&self, by: &AttachBy, cancel: &CancellationToken) -> Result<ComputerRef>;
+
+    /// The provider's computers carrying every one of `labels`.
+    async fn list(&self, labels: &Labels, cancel: &CancellationToken) -> Result<Vec<ComputerRef>>;
+
+    /// Read a computer's network back; with `policy`, change it first
+    /// (refused, with the network unchanged, where the provider cannot).
+    async fn network(
+        &self,
+        computer: &ComputerRef,
+        policy: Option<&NetworkPolicy>,
+        cancel: &CancellationToken,
+    ) -> Result<NetworkReadBack>;
+
+    /// Open a connection to the computer's daemon.
+    async fn connect(
+        &self,
+        computer: &ComputerRef,
+        cancel: &CancellationToken,
+    ) -> Result<Connection>;
+
+    /// Let a computer go.
+    async fn release(
+        &self,
+        computer: &ComputerRef,
+        how: Release,
+        cancel: &CancellationToken,
+    ) -> Result<()>;
+
+    /// Move the deadline to now + ttl, never earlier than it is and never
+    /// past the provider's cap from creation. Returns the new deadline.
+    async fn extend(
+        &self,
+        computer: &ComputerRef,
+        ttl_ms: u64,
+        cancel: &CancellationToken,
+    ) -> Result<String> {
+        let _ = (computer, ttl_ms, cancel);
+        Err(ProviderError::unsupported(format!(
+            "the {} provider cannot extend a computer's life",
+            self.id()
+        )))
+    }
+
+    /// Release every computer of this provider whose deadline has passed;
+    /// returns the ids released.
+    async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {
+        let _ = cancel;
+        Ok(Vec::new())
+    }
+}
