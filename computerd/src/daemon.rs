@@ -13,6 +13,8 @@
 //! - [`isolate`]: what init makes true of itself before it serves: no
 //!   capability, no_new_privs, seccomp, `--user`, `--own-network`.
 //! - [`probe`]: `computerd probe`, what the network answers, read from inside.
+//! - [`sandbox`]: `computerd sandbox`, the local provider's isolation
+//!   (namespaces and a read-only view of the host) around init.
 //! - [`users`]: `/etc/passwd` read by hand, so no NSS module of the computer's
 //!   ever loads into the daemon.
 //! - [`proctree`], [`sys`]: `/proc` walks and the raw system calls.
@@ -30,6 +32,7 @@ pub mod process;
 pub mod proctree;
 pub mod ring;
 pub mod runner;
+pub mod sandbox;
 pub mod sys;
 pub mod tar;
 pub mod users;

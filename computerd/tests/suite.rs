@@ -3,4 +3,5 @@ mod files;
 mod isolate;
 mod lifecycle;
 mod process;
+mod sandbox;
 mod support;

@@ -1,9 +1,39 @@
-//! computerd's command line: `init`, `stdio`, `probe` and the per-run `guard`.
+//! computerd's command line: `init`, `stdio`, `probe`, `sandbox` and the
+//! per-run `guard`.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::daemon::{self, Daemon, Identity, Lifecycle, init, isolate};
+use crate::daemon::{self, Daemon, Identity, Lifecycle, init, isolate, sandbox};
 use clap::{Parser, Subcommand};
+
+/// `computerd sandbox --help`: what the sandbox gives, and its security model.
+const SANDBOX_ABOUT: &str = "\
+Run `computerd init` on this host, isolated with namespaces, as bubblewrap
+does but with no other tool. Init and every program it starts see:
+
+  - the host's root read-only, nosuid and nodev;
+  - --work (their HOME) and --run (the socket's directory) read-write, at
+    the same paths;
+  - a private /tmp and /dev/shm, a minimal /dev (null, zero, full, random,
+    urandom, tty and a pty instance of their own; never the host's disks);
+  - their own /proc, PID (init is PID 1), IPC and UTS (hostname computer)
+    namespaces; with --network none, a network namespace with only lo up;
+  - empty read-only directories over /run, /var/run, /root, /home and each
+    --hide, with --work and --run still showing under them.
+
+As root (with CAP_SYS_ADMIN) init must be given --user UID:GID, a uid other
+than 0, so no program runs as root. Any other user gets a user namespace
+mapping only its own uid and gid (files in --work stay its own) and init
+starts with an empty bounding set; a host that forbids unprivileged user
+namespaces is refused in words. This process stays outside as a forwarder:
+it passes TERM, INT and HUP to init, exits with init's status (128+signal if
+killed), and if it is killed the computer dies with it. Every failure is a
+refusal on stderr with exit code 1.
+
+Example:
+  computerd sandbox --work /srv/c1/home --run /srv/c1/run -- \\
+    init --deadline 2026-12-01T10:00:00Z --socket /srv/c1/run/computerd.sock --user 1000:1000";
 
 /// computerd: the daemon inside a computer of computer-mcp.
 ///
@@ -64,6 +94,35 @@ enum Command {
         #[arg(long)]
         diagnose: bool,
     },
+    /// Run init isolated on this host (the local provider): a read-only
+    /// view of the host, private /tmp, /dev, /proc, PID, IPC, UTS and
+    /// network namespaces, masks over other users' files.
+    #[command(long_about = SANDBOX_ABOUT)]
+    Sandbox {
+        /// The computer's work directory and HOME (absolute, existing),
+        /// bound read-write at the same path; init starts in it.
+        #[arg(long, value_name = "DIR")]
+        work: PathBuf,
+        /// The directory of init's socket (absolute, existing), bound
+        /// read-write at the same path so the server reaches the socket.
+        #[arg(long, value_name = "DIR")]
+        run: PathBuf,
+        /// none: a network namespace of the computer's own with only lo
+        /// up, so it reaches nothing; host: the host's network, shared.
+        #[arg(long, value_name = "MODE", default_value = "none")]
+        network: sandbox::Network,
+        /// Another path to hide behind an empty read-only directory (or
+        /// file), such as the server's HOME or its state directory. It
+        /// must exist. Repeatable.
+        #[arg(long, value_name = "PATH")]
+        hide: Vec<PathBuf>,
+        /// The size of the private /tmp, and of /dev/shm, in MiB.
+        #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+        tmp_size_mib: u64,
+        /// `init` and its flags, after `--`.
+        #[arg(last = true, required = true, value_name = "INIT")]
+        command: Vec<OsString>,
+    },
     /// Bridge stdin/stdout to init's socket (waits up to 3 s for it).
     Stdio {
         /// The socket to reach.
@@ -107,6 +166,21 @@ pub fn main() -> i32 {
             own_network,
         }),
         Command::Probe { connect, diagnose } => daemon::probe::main(&connect, diagnose),
+        Command::Sandbox {
+            work,
+            run,
+            network,
+            hide,
+            tmp_size_mib,
+            command,
+        } => sandbox::main(sandbox::Options {
+            work,
+            run,
+            network,
+            hide,
+            tmp_size_mib,
+            command,
+        }),
         Command::Stdio { socket } => {
             let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()

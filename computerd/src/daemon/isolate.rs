@@ -100,7 +100,7 @@ pub fn apply(plan: &Plan) -> Result<Outcome, String> {
             .map_err(|e| format!("--own-network: could not make a network namespace ({e})"))?;
         sys::set_interface_up("lo")
             .map_err(|e| format!("--own-network: could not bring lo up ({e})"))?;
-        idle = check_only_loopback()?;
+        idle = check_only_loopback("--own-network")?;
     }
     if let Some((uid, gid)) = plan.user {
         for dir in &plan.user_dirs {
@@ -167,6 +167,7 @@ fn drop_privileges(user: Option<(u32, u32)>) -> Result<(), String> {
             })?;
         }
     }
+    let pdeathsig = nix::sys::prctl::get_pdeathsig().ok().flatten();
     if let Some((uid, gid)) = user {
         nix::unistd::setgroups(&[])
             .map_err(|e| format!("--user: could not clear the supplementary groups ({e})"))?;
@@ -176,6 +177,13 @@ fn drop_privileges(user: Option<(u32, u32)>) -> Result<(), String> {
         let u = nix::unistd::Uid::from_raw(uid);
         nix::unistd::setresuid(u, u, u)
             .map_err(|e| format!("--user: could not become uid {uid} ({e})"))?;
+        // The kernel clears the parent-death signal when the uid or gid
+        // changes; `computerd sandbox` sets SIGKILL so that the computer ends
+        // with its forwarder, so it is set again.
+        if let Some(sig) = pdeathsig {
+            nix::sys::prctl::set_pdeathsig(sig)
+                .map_err(|e| format!("--user: could not keep the parent-death signal ({e})"))?;
+        }
     }
     sys::ambient_clear()
         .map_err(|e| format!("could not clear the ambient capability set ({e})"))?;
@@ -331,35 +339,36 @@ fn refuse_other_holders(uid: u32) -> Result<(), String> {
 /// In the new namespace: lo alone is up or addressed. A kernel with the
 /// tunnel modules loaded adds its fallback tunnels to every namespace,
 /// down and with no address; they stay so (no program can bring one up)
-/// and are returned so init can say so.
-fn check_only_loopback() -> Result<Vec<String>, String> {
-    let names = sys::interface_names()
-        .map_err(|e| format!("--own-network: could not list interfaces ({e})"))?;
+/// and are returned so init can say so. `flag` names what asked for
+/// the namespace in a refusal (`--own-network`, `--network none`).
+pub fn check_only_loopback(flag: &str) -> Result<Vec<String>, String> {
+    let names =
+        sys::interface_names().map_err(|e| format!("{flag}: could not list interfaces ({e})"))?;
     let addressed = sys::addressed_interfaces()
-        .map_err(|e| format!("--own-network: could not list addresses ({e})"))?;
+        .map_err(|e| format!("{flag}: could not list addresses ({e})"))?;
     let mut idle = Vec::new();
     let mut lo_up = false;
     for name in names {
         let up = sys::interface_is_up(&name)
-            .map_err(|e| format!("--own-network: could not read {name}'s flags ({e})"))?;
+            .map_err(|e| format!("{flag}: could not read {name}'s flags ({e})"))?;
         if name == "lo" {
             lo_up = up;
             continue;
         }
         if up || addressed.contains(&name) {
             return Err(format!(
-                "--own-network: read back, {name} is up or has an address in the new namespace; only lo may be"
+                "{flag}: read back, {name} is up or has an address in the new namespace; only lo may be"
             ));
         }
         idle.push(name);
     }
     if let Some(other) = addressed.iter().find(|n| n.as_str() != "lo") {
         return Err(format!(
-            "--own-network: read back, {other} has an address; only lo may"
+            "{flag}: read back, {other} has an address; only lo may"
         ));
     }
     if !lo_up {
-        return Err("--own-network: read back, lo is not up".into());
+        return Err(format!("{flag}: read back, lo is not up"));
     }
     Ok(idle)
 }

@@ -423,3 +423,94 @@ pub fn ignored_to_default(sig: i32) {
         );
     }
 }
+
+/// `struct mount_attr` of `<linux/mount.h>`, which libc does not export.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// Mount attributes for [`mount_setattr`] (`MOUNT_ATTR_*` of `<linux/mount.h>`).
+pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+/// `AT_RECURSIVE` of `<linux/fcntl.h>`: the mount and every mount under it.
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+
+/// Add the attributes `set` to the mount at `path` (and with `recursive` to
+/// every mount under it): `mount_setattr(2)`, Linux 5.12 or later. A final
+/// symbolic link is not followed. Attributes can only be added here, so a
+/// lock a less privileged user namespace holds is never in the way.
+pub fn mount_setattr(path: &std::path::Path, recursive: bool, set: u64) -> Result<(), Errno> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let mut flags =
+        libc::AT_SYMLINK_NOFOLLOW as libc::c_uint | libc::AT_NO_AUTOMOUNT as libc::c_uint;
+    if recursive {
+        flags |= AT_RECURSIVE;
+    }
+    // SAFETY: the path is a NUL-terminated string and the attribute struct a
+    // local of the kernel's layout, both alive for the call; its size is given.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if r < 0 { Err(Errno::last()) } else { Ok(()) }
+}
+
+/// Wait up to `timeout` for one of the (blocked) signals in `set`: its
+/// number, or None when the time ran out. An interruption is retried.
+pub fn sigtimedwait(
+    set: &nix::sys::signal::SigSet,
+    timeout: std::time::Duration,
+) -> Result<Option<i32>, Errno> {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    loop {
+        // SAFETY: the set and the timespec are locals alive for the call; no
+        // siginfo is asked for (null).
+        let r = unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) };
+        if r >= 0 {
+            return Ok(Some(r));
+        }
+        match Errno::last() {
+            Errno::EAGAIN => return Ok(None),
+            Errno::EINTR => continue,
+            e => return Err(e),
+        }
+    }
+}
+
+/// Set the UTS namespace's hostname (needs CAP_SYS_ADMIN over it). nix has
+/// it behind a feature this workspace does not enable.
+pub fn sethostname(name: &str) -> Result<(), Errno> {
+    // SAFETY: the pointer and length describe `name`, alive for the call;
+    // sethostname needs no NUL.
+    let r = unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) };
+    if r < 0 { Err(Errno::last()) } else { Ok(()) }
+}
+
+/// End this process at once, with no exit handler or buffer flush: for a
+/// forked child that must not run what its parent's atexit set up.
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit takes an integer and does not return.
+    unsafe { libc::_exit(code) }
+}

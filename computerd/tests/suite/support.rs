@@ -1,6 +1,8 @@
-//! Starting a real `computerd init`, clients for it, and the leftover checks.
+//! Starting a real `computerd init` (alone or under `computerd sandbox`),
+//! clients for it, and the leftover checks.
 
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,6 +46,8 @@ pub struct Init {
     pub dir: tempfile::TempDir,
     pub socket: PathBuf,
     pub marker: String,
+    /// `child` is `computerd sandbox`'s forwarder, and init its child.
+    pub sandboxed: bool,
 }
 
 pub struct InitOptions {
@@ -115,9 +119,84 @@ impl Init {
             dir,
             socket,
             marker: marker(),
+            sandboxed: false,
         };
         init.wait_for_socket();
         Some(init)
+    }
+
+    /// `computerd sandbox --work <dir>/home --run <dir>/run <flags> -- init
+    /// …`: init as PID 1 of the sandbox, its socket reached from outside.
+    pub fn start_sandboxed(o: SandboxOptions) -> Option<Init> {
+        if !need_root() {
+            return None;
+        }
+        let base = o.base.clone().unwrap_or_else(std::env::temp_dir);
+        let dir = tempfile::Builder::new()
+            .prefix("computerd-sbx")
+            .tempdir_in(base)
+            .unwrap();
+        // The user (init's --user, or the unprivileged sandbox's) must reach
+        // its HOME and socket through the test's directory.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let home = dir.path().join("home");
+        let run = dir.path().join("run");
+        std::fs::create_dir(&home).unwrap();
+        std::fs::create_dir(&run).unwrap();
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+        if let Some((uid, _)) = o.unprivileged {
+            for d in [&home, &run] {
+                std::os::unix::fs::chown(d, Some(uid), Some(uid)).unwrap();
+            }
+        }
+        let socket = run.join("computerd.sock");
+        let mut cmd = Command::new(o.exe.as_deref().unwrap_or(Path::new(COMPUTERD)));
+        cmd.arg("sandbox")
+            .arg("--work")
+            .arg(&home)
+            .arg("--run")
+            .arg(&run)
+            .args(&o.flags)
+            .arg("--")
+            .arg("init")
+            .arg("--deadline")
+            .arg(rfc3339_in(Duration::from_secs(600)))
+            .arg("--max-deadline")
+            .arg(rfc3339_in(Duration::from_secs(3600)))
+            .arg("--socket")
+            .arg(&socket);
+        if let Some(uid) = o.user {
+            cmd.arg("--user").arg(format!("{uid}:{uid}"));
+        }
+        cmd.env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+            .env("COMPUTERD_LOG", "warn")
+            .stdin(Stdio::null());
+        if let Some((_, become_user)) = o.unprivileged {
+            // SAFETY: the function only makes prctl/set*id calls before exec.
+            unsafe {
+                cmd.pre_exec(become_user);
+            }
+        }
+        let child = cmd.spawn().unwrap();
+        let init = Init {
+            child,
+            dir,
+            socket,
+            marker: marker(),
+            sandboxed: true,
+        };
+        init.wait_for_socket();
+        Some(init)
+    }
+
+    /// Init's pid as the host sees it: under a sandbox, the forwarder's child.
+    pub fn init_pid(&self) -> i32 {
+        let pid = self.child.id() as i32;
+        if !self.sandboxed {
+            return pid;
+        }
+        children_of(pid).first().copied().unwrap_or(pid)
     }
 
     fn wait_for_socket(&self) {
@@ -187,6 +266,9 @@ impl Drop for Init {
         let running = self.child.try_wait().ok().flatten().is_none();
         if running && !std::thread::panicking() {
             assert_no_zombies_under(self.child.id() as i32);
+            if self.sandboxed {
+                assert_no_zombies_under(self.init_pid());
+            }
         }
         if running {
             let _ = nix::sys::signal::kill(
@@ -208,6 +290,35 @@ impl Drop for Init {
             assert_no_leftovers(&self.marker);
         }
     }
+}
+
+/// Run between fork and exec to make the process another user.
+pub type BecomeUser = fn() -> std::io::Result<()>;
+
+/// How to start `computerd sandbox … -- init …` ([`Init::start_sandboxed`]).
+#[derive(Default)]
+pub struct SandboxOptions {
+    /// The sandbox's own flags, before `--` (`--network host`, `--hide P`).
+    pub flags: Vec<String>,
+    /// init's `--user uid:uid` (required as root).
+    pub user: Option<u32>,
+    /// Where the test's directory (HOME and the socket's) is made; by
+    /// default the temp dir, which the sandbox replaces by its own /tmp.
+    pub base: Option<PathBuf>,
+    /// Start the sandbox as this uid (gid alike), made so by the function
+    /// run before exec; HOME and the socket's directory are given to it.
+    pub unprivileged: Option<(u32, BecomeUser)>,
+    /// Run this copy of computerd instead of the one cargo built.
+    pub exe: Option<PathBuf>,
+}
+
+/// The pids of a process's children.
+pub fn children_of(pid: i32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
 }
 
 /// Processes whose environment carries `marker`.

@@ -1,0 +1,830 @@
+//! `computerd sandbox`: what a program inside sees and cannot do, read from
+//! inside and from the host; the forwarder's signals; refusals.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use computerd::client::ComputerExt;
+use computerd::protocol::*;
+
+use super::support::*;
+
+fn sandbox_as(uid: u32, flags: &[&str]) -> Option<Init> {
+    Init::start_sandboxed(SandboxOptions {
+        flags: flags.iter().map(|s| s.to_string()).collect(),
+        user: Some(uid),
+        ..Default::default()
+    })
+}
+
+/// Run a shell script in the computer: (exit code, stdout, stderr).
+async fn sh(init: &Init, script: &str) -> (Option<i32>, String, String) {
+    let c = init.client().await;
+    let r = c
+        .call(&ExecParams {
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            env: Some(marked(&init.marker)),
+            timeout_ms: Some(20_000),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    (
+        r.exit_code,
+        String::from_utf8_lossy(&r.stdout.0).into_owned(),
+        String::from_utf8_lossy(&r.stderr.0).into_owned(),
+    )
+}
+
+async fn py(init: &Init, script: &str) -> String {
+    let c = init.client().await;
+    let r = c
+        .call(&ExecParams {
+            argv: vec!["python3".into(), "-c".into(), script.into()],
+            env: Some(marked(&init.marker)),
+            timeout_ms: Some(20_000),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let out = String::from_utf8_lossy(&r.stdout.0).into_owned();
+    assert_eq!(
+        r.exit_code,
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&r.stderr.0)
+    );
+    out
+}
+
+/// A host directory anyone may write, removed when dropped.
+struct HostDir(PathBuf);
+
+impl HostDir {
+    fn new(name: &str, mode: u32) -> HostDir {
+        let p = PathBuf::from(format!("/var/tmp/{name}"));
+        std::fs::create_dir(&p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        HostDir(p)
+    }
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for HostDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+const TRY_WRITE: &str = r#"
+import errno, os, sys
+for d in sys.argv[1:]:
+    p = os.path.join(d, 'computerd-probe')
+    try:
+        with open(p, 'w') as f:
+            f.write('x')
+        print(d, 'wrote')
+    except OSError as e:
+        print(d, errno.errorcode[e.errno])
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_writes_only_its_home_tmp_and_shm_and_the_host_is_read_only() {
+    if !need_root() {
+        return;
+    }
+    // A host directory that the program's uid could write, but for the
+    // read-only view.
+    let open = HostDir::new(&format!("computerd-open-{}", marker()), 0o777);
+    let uid = fresh_uid();
+    let Some(init) = sandbox_as(uid, &[]) else {
+        return;
+    };
+    let home = init.home();
+    let dirs = [
+        "/etc",
+        "/usr",
+        "/var/tmp",
+        open.path(),
+        "/work",
+        home.to_str().unwrap(),
+        "/tmp",
+        "/dev/shm",
+    ];
+    let script = format!(
+        "import sys; sys.argv = [''] + {dirs:?}\n{TRY_WRITE}",
+        dirs = dirs.to_vec()
+    );
+    let out = py(&init, &script).await;
+    let said: Vec<(&str, &str)> = out.lines().filter_map(|l| l.rsplit_once(' ')).collect();
+    for (dir, what) in &said {
+        let allowed = [home.to_str().unwrap(), "/tmp", "/dev/shm"].contains(dir);
+        if allowed {
+            assert_eq!(*what, "wrote", "{out}");
+        } else if *dir == open.path() {
+            assert_eq!(
+                *what, "EROFS",
+                "a 0777 host directory must be read-only: {out}"
+            );
+        } else {
+            assert!(*what == "EROFS" || *what == "EACCES", "{out}");
+        }
+    }
+    assert_eq!(said.len(), dirs.len(), "{out}");
+    assert!(!open.0.join("computerd-probe").exists());
+    // What the program wrote in HOME is on the host, the program's own.
+    let m = std::fs::metadata(home.join("computerd-probe")).unwrap();
+    assert_eq!((m.uid(), m.gid()), (uid, uid));
+    let (code, out, _) = sh(&init, "id -u; id -g; hostname; pwd; echo $HOME").await;
+    assert_eq!(code, Some(0));
+    let home = home.to_str().unwrap();
+    assert_eq!(out, format!("{uid}\n{uid}\ncomputer\n{home}\n{home}\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn its_tmp_is_its_own_both_ways() {
+    if !need_root() {
+        return;
+    }
+    let host_only = std::env::temp_dir().join(format!("computerd-host-only-{}", marker()));
+    std::fs::write(&host_only, "host").unwrap();
+    let Some(init) = sandbox_as(fresh_uid(), &[]) else {
+        return;
+    };
+    let inside_only = format!("/tmp/computerd-inside-only-{}", init.marker);
+    let (code, out, err) = sh(
+        &init,
+        &format!(
+            "test -e {h} && echo host file visible; echo inside > {inside_only} && cat {inside_only}; ls -A /tmp",
+            h = host_only.display()
+        ),
+    )
+    .await;
+    assert_eq!(code, Some(0), "{out}{err}");
+    // /tmp holds what the computer made, and the mount points leading to its
+    // HOME and socket (the test's directory lives in the host's /tmp).
+    let test_dir = init.dir.path().file_name().unwrap().to_str().unwrap();
+    let name = Path::new(&inside_only)
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap();
+    let mut want = [test_dir, name];
+    want.sort();
+    assert_eq!(out, format!("inside\n{}\n", want.join("\n")));
+    assert!(!Path::new(&inside_only).exists());
+    std::fs::remove_file(&host_only).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn it_sees_only_its_own_processes_and_init_is_pid_1() {
+    if !need_root() {
+        return;
+    }
+    let Some(init) = sandbox_as(fresh_uid(), &[]) else {
+        return;
+    };
+    let out = py(
+        &init,
+        r#"
+import os
+for p in sorted(int(d) for d in os.listdir('/proc') if d.isdigit()):
+    try:
+        argv = open(f'/proc/{p}/cmdline').read().split('\0')
+    except FileNotFoundError:
+        continue
+    print(p, os.path.basename(argv[0]), argv[1])
+"#,
+    )
+    .await;
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("1 computerd init"), "{out}");
+    // init, the run's guard and python, nothing of the host's.
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(lines[1].contains("computerd guard"), "{out}");
+    assert!(lines[2].contains("python3 -c"), "{out}");
+    // From the host: init runs under the forwarder, as the user, with no
+    // capability; the forwarder is the process the test started.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", init.init_pid())).unwrap();
+    assert!(status.contains("CapBnd:\t0000000000000000"), "{status}");
+    let nspid = status.lines().find(|l| l.starts_with("NSpid:")).unwrap();
+    assert!(
+        nspid.ends_with("\t1"),
+        "init is PID 1 of its namespace: {nspid}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_none_reaches_only_its_own_loopback() {
+    if !need_root() {
+        return;
+    }
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let Some(init) = sandbox_as(fresh_uid(), &[]) else {
+        return;
+    };
+    let out = py(&init, &connect_script(port)).await;
+    let ifaces = out.lines().find(|l| l.starts_with("interfaces")).unwrap();
+    // lo, and the kernel's fallback tunnels if their modules are loaded
+    // (down, with no address: init's read-back allows nothing else).
+    let tunnels = [
+        "tunl0", "gre0", "gretap0", "erspan0", "ip_vti0", "ip6_vti0", "sit0", "ip6tnl0", "ip6gre0",
+    ];
+    for name in ifaces.trim_start_matches("interfaces ").split(' ') {
+        assert!(name == "lo" || tunnels.contains(&name), "{out}");
+    }
+    assert!(ifaces.contains(" lo"), "{out}");
+    assert!(out.contains("host-tcp ConnectionRefusedError"), "{out}");
+    assert!(out.contains("own loopback answers"), "{out}");
+    // The provider reads the computer's network from the pid it started:
+    // the forwarder shares the computer's network namespace.
+    let forwarder = init.child.id();
+    let ns = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
+    assert_eq!(ns(forwarder), ns(init.init_pid() as u32));
+    assert_ne!(ns(forwarder), ns(std::process::id()));
+    let routes = std::fs::read_to_string(format!("/proc/{forwarder}/net/route")).unwrap();
+    assert_eq!(routes.lines().skip(1).count(), 0, "{routes}");
+    drop(tcp);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_host_shares_the_hosts_loopback() {
+    if !need_root() {
+        return;
+    }
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let Some(init) = sandbox_as(fresh_uid(), &["--network", "host"]) else {
+        return;
+    };
+    let out = py(&init, &connect_script(port)).await;
+    assert!(out.contains("host-tcp connected"), "{out}");
+    drop(tcp);
+}
+
+fn connect_script(port: u16) -> String {
+    format!(
+        r#"
+import socket
+names = sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:])
+print('interfaces', ' '.join(names))
+s = socket.socket()
+s.settimeout(5)
+try:
+    s.connect(('127.0.0.1', {port}))
+    print('host-tcp connected')
+except OSError as e:
+    print('host-tcp', type(e).__name__)
+srv = socket.socket()
+srv.bind(('127.0.0.1', 0))
+srv.listen(1)
+cli = socket.create_connection(srv.getsockname(), timeout=5)
+conn, _ = srv.accept()
+conn.sendall(b'own loopback answers')
+print(cli.recv(100).decode())
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_root_home_and_each_hide_are_empty_but_work_and_run_show_through() {
+    if !need_root() {
+        return;
+    }
+    let m = marker();
+    // A unix socket under /run that answers: a read-only mount alone would
+    // still let a program connect to it (as to /run/docker.sock).
+    let canary = PathBuf::from(format!("/run/computerd-canary-{m}.sock"));
+    let listener = std::os::unix::net::UnixListener::bind(&canary).unwrap();
+    std::fs::set_permissions(&canary, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let hidden = HostDir::new(&format!("computerd-hidden-{m}"), 0o755);
+    std::fs::write(hidden.0.join("secret"), "secret").unwrap();
+    let hidden_file = PathBuf::from(format!("/var/tmp/computerd-hidden-file-{m}"));
+    std::fs::write(&hidden_file, "secret").unwrap();
+    std::fs::set_permissions(&hidden_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let uid = fresh_uid();
+    // HOME and the socket's directory are under /run, inside its mask.
+    let Some(init) = Init::start_sandboxed(SandboxOptions {
+        flags: vec![
+            "--hide".into(),
+            hidden.path().into(),
+            "--hide".into(),
+            hidden_file.to_str().unwrap().into(),
+        ],
+        user: Some(uid),
+        base: Some("/run".into()),
+        ..Default::default()
+    }) else {
+        return;
+    };
+    let test_dir = init.dir.path().to_str().unwrap().to_string();
+    let test_name = init.dir.path().file_name().unwrap().to_str().unwrap();
+    let script = format!(
+        r#"
+for d in /root /home {hidden} /run {test_dir}; do echo "$d: $(ls -A $d | tr '\n' ' ')"; done
+echo "file: $(wc -c < {hidden_file})"
+touch {hidden}/x 2>/dev/null || echo "hidden read-only"
+touch /run/x 2>/dev/null || echo "run read-only"
+echo home > $HOME/h && cat $HOME/h
+python3 -c "
+import socket
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect('{canary}')
+    print('canary connected')
+except OSError as e:
+    print('canary', type(e).__name__)
+"
+"#,
+        hidden = hidden.path(),
+        hidden_file = hidden_file.display(),
+        canary = canary.display(),
+    );
+    let (code, out, err) = sh(&init, &script).await;
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(
+        out,
+        format!(
+            "/root: \n/home: \n{hidden}: \n/run: {test_name} \n{test_dir}: home run \nfile: 0\nhidden read-only\nrun read-only\nhome\ncanary FileNotFoundError\n",
+            hidden = hidden.path()
+        )
+    );
+    drop(init);
+    drop(listener);
+    let _ = std::fs::remove_file(&canary);
+    let _ = std::fs::remove_file(&hidden_file);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_computerd_under_a_hidden_path_still_runs_and_alone_shows_there() {
+    if !need_root() {
+        return;
+    }
+    // As a computerd installed in the server's HOME (~/.cargo/bin), which the
+    // server hides.
+    let bin = HostDir::new(&format!("computerd-bin-{}", marker()), 0o755);
+    std::fs::write(bin.0.join("secret"), "secret").unwrap();
+    let exe = bin.0.join("computerd");
+    std::fs::copy(COMPUTERD, &exe).unwrap();
+    let Some(init) = Init::start_sandboxed(SandboxOptions {
+        flags: vec!["--hide".into(), bin.path().into()],
+        user: Some(fresh_uid()),
+        exe: Some(exe.clone()),
+        ..Default::default()
+    }) else {
+        return;
+    };
+    // exec.run starts a guard from init's own binary, by its path inside.
+    let (code, out, err) = sh(&init, &format!("ls -A {}", bin.path())).await;
+    assert_eq!((code, out.as_str()), (Some(0), "computerd\n"), "{err}");
+    drop(init);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_holds_only_the_minimal_nodes_and_they_work() {
+    if !need_root() {
+        return;
+    }
+    let Some(init) = sandbox_as(fresh_uid(), &[]) else {
+        return;
+    };
+    let (code, out, err) = sh(
+        &init,
+        "ls -A /dev | tr '\\n' ' '; echo; head -c 16 /dev/urandom | wc -c; echo x > /dev/null && echo null; \
+         head -c 3 /dev/zero | wc -c; echo shm > /dev/shm/x && cat /dev/shm/x; touch /dev/x 2>/dev/null || echo dev read-only",
+    )
+    .await;
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(
+        out,
+        "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero \n16\nnull\n3\nshm\ndev read-only\n"
+    );
+    // A terminal from the computer's own devpts.
+    let c = init.client().await;
+    let mut sp = ProcessStartParams {
+        argv: vec!["sh".into(), "-c".into(), "tty; ls -1 /dev/pts".into()],
+        env: Some(marked(&init.marker)),
+        ..Default::default()
+    };
+    sp.pty = Some(PtySize { cols: 80, rows: 24 });
+    let p = c.call(&sp).await.unwrap();
+    let w = c
+        .call(&ProcessWaitParams {
+            id: p.id.clone(),
+            timeout_ms: 20_000,
+        })
+        .await
+        .unwrap();
+    assert_eq!(w.exit_code, Some(0));
+    let out = c.read_process_output(&p.id, Stream::Pty, 0).await.unwrap();
+    let text = String::from_utf8_lossy(&out.data).replace('\r', "");
+    assert_eq!(text, "/dev/pts/0\n0\nptmx\n");
+}
+
+/// A `sleep` started in the computer, and init's pid on the host.
+async fn start_sleep(init: &Init) -> i32 {
+    let c = init.client().await;
+    c.call(&ProcessStartParams {
+        argv: vec!["sleep".into(), "1000".into()],
+        env: Some(marked(&init.marker)),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(marked_processes(&init.marker).len(), 1);
+    init.init_pid()
+}
+
+fn wait_gone(pid: i32, within: Duration) {
+    let until = Instant::now() + within;
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, r)| r.starts_with(" Z")));
+        if zombie {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "pid {pid} still runs after {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_to_the_sandbox_ends_init_in_order_and_exits_0() {
+    if !need_root() {
+        return;
+    }
+    let Some(init) = sandbox_as(fresh_uid(), &[]) else {
+        return;
+    };
+    let init_pid = start_sleep(&init).await;
+    let marker = init.marker.clone();
+    let status = init.stop();
+    assert_eq!(status.code(), Some(0));
+    wait_gone(init_pid, Duration::from_secs(3));
+    assert_no_leftovers(&marker);
+}
+
+#[test]
+fn sigterm_before_init_listens_is_not_lost() {
+    if !need_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (home, run) = (dir.path().join("home"), dir.path().join("run"));
+    std::fs::create_dir(&home).unwrap();
+    std::fs::create_dir(&run).unwrap();
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let uid = fresh_uid();
+    let mut child = Command::new(COMPUTERD)
+        .arg("sandbox")
+        .arg("--work")
+        .arg(&home)
+        .arg("--run")
+        .arg(&run)
+        .args(["--", "init", "--deadline"])
+        .arg(rfc3339_in(Duration::from_secs(600)))
+        .arg("--socket")
+        .arg(run.join("s.sock"))
+        .args(["--user", &format!("{uid}:{uid}")])
+        .env("COMPUTERD_LOG", "warn")
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    // As soon as the forwarder has forked (it takes TERM over before that;
+    // a TERM earlier ends it before anything is made): the child is still
+    // making the root, or init has not yet installed its handlers, and a
+    // signal sent to it then would be dropped.
+    let until = Instant::now() + Duration::from_secs(5);
+    while children_of(child.id() as i32).is_empty() {
+        if Instant::now() >= until {
+            let _ = child.kill();
+            panic!("the sandbox never forked");
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    let listening = run.join("s.sock").exists();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() >= until {
+            let _ = child.kill();
+            panic!("the sandbox did not end on an early TERM");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(status.code(), Some(0));
+    assert!(!listening, "the TERM came too late to test anything");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_of_the_forwarder_kills_everything_inside() {
+    if !need_root() {
+        return;
+    }
+    let Some(mut init) = sandbox_as(fresh_uid(), &[]) else {
+        return;
+    };
+    let init_pid = start_sleep(&init).await;
+    assert_ne!(init_pid, init.child.id() as i32);
+    init.child.kill().unwrap();
+    init.child.wait().unwrap();
+    wait_gone(init_pid, Duration::from_secs(3));
+    assert_no_leftovers(&init.marker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_init_makes_the_sandbox_exit_137_with_nothing_left() {
+    if !need_root() {
+        return;
+    }
+    let Some(mut init) = sandbox_as(fresh_uid(), &[]) else {
+        return;
+    };
+    let init_pid = start_sleep(&init).await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(init_pid),
+        nix::sys::signal::SIGKILL,
+    )
+    .unwrap();
+    let status = init.wait_exit(Duration::from_secs(5));
+    assert_eq!(status.code(), Some(137));
+    assert_no_leftovers(&init.marker);
+}
+
+/// Processes whose command line mentions `needle`.
+fn processes_mentioning(needle: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+        .collect()
+}
+
+/// Run the sandbox with `flags` (before `--`) and `init` (after), `{dir}`
+/// standing for a fresh directory holding `home` and `run`: its exit code
+/// and stderr (with the directory written `{dir}` again), after checking it
+/// left no process and no socket.
+fn sandbox_refusal(flags: &[&str], init: &[&str]) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::create_dir(dir.path().join("home")).unwrap();
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let d = dir.path().to_str().unwrap();
+    let sub = |s: &str| s.replace("{dir}", d);
+    let socket = run.join("s.sock");
+    let out = Command::new(COMPUTERD)
+        .arg("sandbox")
+        .args(flags.iter().map(|f| sub(f)))
+        .arg("--")
+        .args(init.iter().map(|f| sub(f)))
+        .arg("--deadline")
+        .arg(rfc3339_in(Duration::from_secs(60)))
+        .arg("--socket")
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert!(!socket.exists(), "a refused sandbox must not listen");
+    assert_eq!(processes_mentioning(d), Vec::<i32>::new());
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).replace(d, "{dir}"),
+    )
+}
+
+#[test]
+fn refusals_are_said_in_words_and_nothing_starts() {
+    if !need_root() {
+        return;
+    }
+    let ok = ["--work", "{dir}/home", "--run", "{dir}/run"];
+    let user = ["init", "--user", "40000:40000"];
+    let cases: Vec<(Vec<&str>, Vec<&str>, &str)> = vec![
+        (vec!["--run", "{dir}/run"], user.to_vec(), "--work <DIR>"),
+        (
+            vec!["--work", "{dir}/missing", "--run", "{dir}/run"],
+            user.to_vec(),
+            "--work {dir}/missing: cannot resolve it",
+        ),
+        (
+            vec!["--work", "home", "--run", "{dir}/run"],
+            user.to_vec(),
+            "--work home is not an absolute path",
+        ),
+        (
+            [&ok[..], &["--network", "bridge"]].concat(),
+            user.to_vec(),
+            "--network is none (only the computer's own loopback) or host",
+        ),
+        (
+            [&ok[..], &["--hide", "{dir}/nothing"]].concat(),
+            user.to_vec(),
+            "only a path that exists can be hidden",
+        ),
+        (
+            [&ok[..], &["--hide", "relative"]].concat(),
+            user.to_vec(),
+            "--hide relative is not an absolute path",
+        ),
+        (
+            ok.to_vec(),
+            vec!["init"],
+            "as root, the sandbox runs init only with --user UID:GID",
+        ),
+        (
+            ok.to_vec(),
+            vec!["init", "--user", "0:0"],
+            "a uid other than 0",
+        ),
+        (ok.to_vec(), vec!["stdio"], "runs `computerd init` only"),
+    ];
+    for (flags, init, said) in cases {
+        let (code, stderr) = sandbox_refusal(&flags, &init);
+        assert_eq!(code, 1, "{flags:?}: {stderr}");
+        assert!(stderr.contains(said), "{flags:?}: {stderr}");
+    }
+}
+
+/// Whether uid 65534 with no capability may make a user namespace here.
+fn unprivileged_userns_works() -> bool {
+    let mut cmd = Command::new("true");
+    // SAFETY: the closure only makes prctl, set*id and unshare calls.
+    unsafe {
+        cmd.pre_exec(|| {
+            become_nobody_with_no_capability()?;
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER).map_err(std::io::Error::from)
+        });
+    }
+    cmd.status().is_ok_and(|s| s.success())
+}
+
+fn become_nobody_with_no_capability() -> std::io::Result<()> {
+    for cap in 0..64 {
+        // SAFETY: prctl with integer arguments; failures past the last cap are fine.
+        unsafe {
+            libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+        }
+    }
+    // SAFETY: set*id calls with integer arguments.
+    let failed = unsafe {
+        libc::setgroups(0, std::ptr::null()) < 0
+            || libc::setresgid(65534, 65534, 65534) < 0
+            || libc::setresuid(65534, 65534, 65534) < 0
+    };
+    if failed {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unprivileged_user_gets_the_same_sandbox_through_a_user_namespace() {
+    if !need_root() {
+        return;
+    }
+    if !need(
+        "userns",
+        unprivileged_userns_works(),
+        "this host does not let uid 65534 make a user namespace",
+    ) {
+        return;
+    }
+    let Some(init) = Init::start_sandboxed(SandboxOptions {
+        unprivileged: Some((65534, become_nobody_with_no_capability)),
+        ..Default::default()
+    }) else {
+        return;
+    };
+    let (code, out, err) = sh(
+        &init,
+        "id -u; id -g; cat /proc/self/uid_map | tr -s ' '; hostname; echo f > $HOME/f; \
+         touch /etc/x 2>&1 | grep -o 'Read-only file system'; ls /proc | grep -c '^[0-9]'; \
+         grep -E '^(CapBnd|CapEff|NoNewPrivs)' /proc/self/status | tr -d '\\t'",
+    )
+    .await;
+    assert_eq!(code, Some(0), "{out}{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[..5],
+        [
+            "65534",
+            "65534",
+            " 65534 65534 1",
+            "computer",
+            "Read-only file system"
+        ],
+        "{out}"
+    );
+    // init, its guard, sh, and the pipeline's ls and grep (if started yet).
+    let n: usize = lines[5].parse().unwrap();
+    assert!((4..=6).contains(&n), "{out}");
+    assert_eq!(
+        lines[6..],
+        [
+            "CapEff:0000000000000000",
+            "CapBnd:0000000000000000",
+            "NoNewPrivs:1"
+        ],
+        "{out}"
+    );
+    let m = std::fs::metadata(init.home().join("f")).unwrap();
+    assert_eq!((m.uid(), m.gid()), (65534, 65534));
+    // From the host: init is uid 65534 with an empty bounding set.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", init.init_pid())).unwrap();
+    assert!(status.contains("CapBnd:\t0000000000000000"), "{status}");
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().skip(1).all(|u| u == "65534")),
+        "{status}"
+    );
+}
+
+/// Become uid 65534 with no capability inside a user namespace whose
+/// `user.max_user_namespaces` is 0: a host that allows no more of them.
+fn nobody_where_user_namespaces_are_forbidden() -> std::io::Result<()> {
+    use std::io::Write;
+    let write = |p: &str, text: &[u8]| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(p)?
+            .write_all(text)
+    };
+    // As nobody, a user namespace of its own with only its own ids mapped
+    // (the unprivileged way), and every capability in it for a moment.
+    become_nobody_with_no_capability()?;
+    // The uid change made this process non-dumpable, and so its /proc files
+    // root's; an exec would undo that, but the maps are written before it.
+    nix::sys::prctl::set_dumpable(true)?;
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER)?;
+    write("/proc/self/setgroups", b"deny")?;
+    write("/proc/self/uid_map", b"65534 65534 1\n")?;
+    write("/proc/self/gid_map", b"65534 65534 1\n")?;
+    write("/proc/sys/user/max_user_namespaces", b"0\n")?;
+    for cap in 0..64 {
+        // SAFETY: prctl with integer arguments; failures past the last cap are fine.
+        unsafe {
+            libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_host_without_user_namespaces_is_refused_in_words() {
+    if !need_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (home, run) = (dir.path().join("home"), dir.path().join("run"));
+    for d in [&home, &run] {
+        std::fs::create_dir(d).unwrap();
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::chown(d, Some(65534), Some(65534)).unwrap();
+    }
+    let mut cmd = Command::new(COMPUTERD);
+    cmd.arg("sandbox")
+        .arg("--work")
+        .arg(&home)
+        .arg("--run")
+        .arg(&run)
+        .args(["--", "init", "--deadline"])
+        .arg(rfc3339_in(Duration::from_secs(60)))
+        .arg("--socket")
+        .arg(run.join("s.sock"));
+    // SAFETY: the function only opens and writes /proc files and makes
+    // unshare, prctl and set*id calls before exec.
+    unsafe {
+        cmd.pre_exec(nobody_where_user_namespaces_are_forbidden);
+    }
+    let out = cmd.output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert_eq!(
+        said.trim_end(),
+        "computerd sandbox: this host does not allow unprivileged user namespaces (user.max_user_namespaces is 0 or used up (ENOSPC); uid 65534); run as root, or pass --isolation none to the server, which runs computers unisolated and is unsafe"
+    );
+    assert!(!run.join("s.sock").exists());
+}
