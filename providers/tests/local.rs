@@ -1,0 +1,166 @@
+//! The local provider against real computers (needs root here, and the
+//! computerd binary the workspace build puts beside the test binaries).
+
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+
+use computer_providers::{
+    AttachBy, ComputerSpec, ErrorCode, Labels, NetworkKind, NetworkPolicy, Provider, Release,
+    label, provider_for,
+};
+use computerd::client::ComputerExt;
+use computerd::protocol::ExecParams;
+use tokio_util::sync::CancellationToken;
+
+fn need(what: &str, available: bool, why: &str) -> bool {
+    if available {
+        return true;
+    }
+    let required = std::env::var("COMPUTER_MCP_REQUIRE").unwrap_or_default();
+    if required.split(',').any(|r| r.trim() == what) {
+        panic!("COMPUTER_MCP_REQUIRE names {what}, but {why}");
+    }
+    eprintln!("skipped: {why}");
+    false
+}
+
+/// target/<profile>/computerd, beside target/<profile>/deps/<this test>.
+fn computerd() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.parent()?.join("computerd");
+    p.is_file().then_some(p)
+}
+
+fn provider(state: &std::path::Path) -> Option<Box<dyn Provider>> {
+    if !need(
+        "root",
+        nix::unistd::geteuid().is_root(),
+        "local computers need root here",
+    ) {
+        return None;
+    }
+    let bin = computerd();
+    if !need(
+        "root",
+        bin.is_some(),
+        "the computerd binary is not built (run cargo test --workspace)",
+    ) {
+        return None;
+    }
+    Some(
+        provider_for(
+            "local",
+            serde_json::json!({"stateDir": state, "computerd": bin.unwrap(), "maxLifetimeMs": 3_600_000}),
+        )
+        .unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_computer_is_made_reached_found_and_released() {
+    let state = tempfile::tempdir().unwrap();
+    let Some(p) = provider(state.path()) else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    let caps = p.capabilities();
+    assert_eq!(caps.groups, vec!["exec", "files", "processes"]);
+    assert!(caps.networks.contains(&NetworkKind::None));
+
+    let mut spec = ComputerSpec::sandbox(600_000);
+    spec.labels.insert(label::SESSION.into(), "s-test".into());
+    let made = p.create(&spec, &cancel).await.unwrap();
+    let c = made.computer.clone();
+    assert!(c.running && c.id.starts_with("local-"), "{c:?}");
+    assert!(
+        made.notes.iter().any(|n| n.starts_with("network: none")),
+        "{:?}",
+        made.notes
+    );
+
+    let conn = p.connect(&c, &cancel).await.unwrap();
+    let r = conn
+        .client
+        .call_typed(&ExecParams {
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                "id -u; echo $HOME; cat /proc/net/dev | tail -n +3 | cut -d: -f1".into(),
+            ],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let out = String::from_utf8(r.stdout.0).unwrap();
+    let lines: Vec<&str> = out.lines().map(str::trim).collect();
+    assert_eq!(lines[0], "65534", "{out}");
+    assert_eq!(Some(lines[1]), c.home.as_deref(), "{out}");
+    assert!(lines[2..].contains(&"lo"), "{out}");
+    conn.client.close();
+
+    let net = p.network(&c, None, &cancel).await.unwrap();
+    assert_eq!(net.kind, NetworkKind::None);
+    let e = p
+        .network(&c, Some(&NetworkPolicy::Open), &cancel)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Unsupported);
+
+    let mut by = Labels::new();
+    by.insert(label::SESSION.into(), "s-test".into());
+    assert_eq!(p.list(&by, &cancel).await.unwrap().len(), 1);
+    assert_eq!(
+        p.attach(&AttachBy::Labels(by.clone()), &cancel)
+            .await
+            .unwrap()
+            .id,
+        c.id
+    );
+
+    let deadline = p.extend(&c, 1_200_000, &cancel).await.unwrap();
+    assert!(deadline > c.deadline, "{deadline} vs {}", c.deadline);
+    let e = p.extend(&c, 10 * 3_600_000, &cancel).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Limit, "{e:?}");
+
+    p.release(&c, Release::Delete, &cancel).await.unwrap();
+    assert!(p.list(&by, &cancel).await.unwrap().is_empty());
+    assert!(!state.path().join("computers").join(&c.id).exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_the_local_provider_cannot_honour_is_refused_in_words() {
+    let state = tempfile::tempdir().unwrap();
+    let Some(p) = provider(state.path()) else {
+        return;
+    };
+    let mut spec = ComputerSpec::sandbox(600_000);
+    spec.image = Some("debian".into());
+    assert_eq!(p.check(&spec).unwrap_err().field.as_deref(), Some("image"));
+    let mut spec = ComputerSpec::sandbox(600_000);
+    spec.network = NetworkPolicy::Allow(vec!["pypi.org".into()]);
+    assert_eq!(
+        p.check(&spec).unwrap_err().field.as_deref(),
+        Some("network")
+    );
+    let mut spec = ComputerSpec::sandbox(600_000);
+    spec.sizes.memory_mb = Some(512);
+    assert_eq!(
+        p.check(&spec).unwrap_err().field.as_deref(),
+        Some("memoryMb")
+    );
+    let spec = ComputerSpec::sandbox(7_200_000);
+    assert_eq!(
+        p.check(&spec).unwrap_err().field.as_deref(),
+        Some("lifetime")
+    );
+    // Nothing was made by any of them.
+    assert!(
+        !state.path().join("computers").exists()
+            || std::fs::read_dir(state.path().join("computers"))
+                .unwrap()
+                .next()
+                .is_none()
+    );
+}
