@@ -1,1 +1,128 @@
-pub fn x() {}
+//! computer-mcp's tool families: for each kind of computer, the MCP tools a
+//! model gets (name, input and output schema from types, a description
+//! written for a model, annotations) and the handlers that turn a tool call
+//! into protocol calls on a [`ComputerClient`] and the reply into MCP content.
+//! No transport, no provider, no session: the server gives each call a
+//! [`ToolContext`].
+//!
+//! - [`sandbox`]: the sandbox family (`exec`, files, background processes,
+//!   `computer_info`, `computer_extend`): [`sandbox_tools`],
+//!   [`is_sandbox_tool`], [`call_sandbox_tool`].
+//! - `budget`: what keeps a result inside a model's context: the middle cut
+//!   and the file in the computer that keeps the whole output.
+//! - `text`: line numbering by offset and limit, image and binary detection.
+//! - `error`: [`ToolError`], and its one mapping to an `isError` result.
+
+mod budget;
+mod error;
+pub mod sandbox;
+mod text;
+
+use std::sync::Arc;
+
+use computerd::client::ComputerClient;
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+pub use error::{Result, ToolError};
+pub use sandbox::{call_sandbox_tool, is_sandbox_tool, sandbox_tools, sandbox_tools_with};
+
+/// What the server knows about the computer, from the provider and hello.
+/// `computer_info` shows it as it is.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, JsonSchema)]
+pub struct ComputerFacts {
+    /// The provider that made the computer (`local`, `docker`, ...).
+    pub provider: String,
+    /// The provider's id for the computer.
+    pub id: String,
+    /// The machine kind: `linux`.
+    pub kind: String,
+    /// The operating system: `linux`.
+    pub os: String,
+    /// `amd64` or `arm64`.
+    pub arch: String,
+    /// The user programs run as: `uid:gid` or a name.
+    pub user: String,
+    /// The work directory: HOME, an absolute path, the default cwd.
+    pub work_dir: String,
+    /// The network as read back, e.g. `none (only lo)`.
+    pub network: String,
+    /// When the computer and everything in it ends (RFC 3339), if it has a deadline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<String>,
+    /// How the computer is isolated from its host.
+    pub isolation: String,
+    /// Anything else the model should know.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// Limits the server may configure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolSettings {
+    /// The most text one result carries (stdout and stderr together for exec).
+    pub output_budget_bytes: usize,
+    /// exec's `timeout_ms` when none is given.
+    pub exec_default_timeout_ms: u64,
+    /// exec's `timeout_ms` at most.
+    pub exec_max_timeout_ms: u64,
+}
+
+impl Default for ToolSettings {
+    fn default() -> Self {
+        Self {
+            output_budget_bytes: 24 * 1024,
+            exec_default_timeout_ms: 120_000,
+            exec_max_timeout_ms: 600_000,
+        }
+    }
+}
+
+/// One progress report of a long call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// Milliseconds since the call began.
+    pub elapsed_ms: u64,
+    /// `"12s: <last line of output>"`.
+    pub message: String,
+}
+
+/// Called about once a second during a long exec, when the MCP client asked
+/// for progress.
+pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// Moves the computer's deadline to `ttl` milliseconds from now; gives the
+/// new deadline (RFC 3339) or the provider's refusal in words.
+pub type ExtendFn =
+    Arc<dyn Fn(u64) -> BoxFuture<'static, std::result::Result<String, String>> + Send + Sync>;
+
+/// Everything a tool call gets from the server.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The session's computer, already made.
+    pub client: Arc<dyn ComputerClient>,
+    /// What computer_info shows; `work_dir` also names the work directory
+    /// in refusals of relative paths.
+    pub facts: ComputerFacts,
+    /// The limits the tools apply.
+    pub settings: ToolSettings,
+    /// Some when the MCP client asked for progress.
+    pub progress: Option<ProgressFn>,
+    /// Some when the provider can extend the deadline.
+    pub extend: Option<ExtendFn>,
+    /// Fired when the MCP client cancels the call.
+    pub cancel: CancellationToken,
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("facts", &self.facts)
+            .field("settings", &self.settings)
+            .field("progress", &self.progress.is_some())
+            .field("extend", &self.extend.is_some())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,175 @@
+//! Tool-call latency through the whole stack: an rmcp client → stdio →
+//! computer-mcp → computerd (in a local computer) → the program, and back.
+//! Beside it, the daemon-only figure (exec.run straight to the same
+//! computer's socket), a cold session's first call (computer creation
+//! included), and spawn-to-initialized of the server.
+//!
+//! Run on demand (never part of `cargo test`), as root like the tests:
+//!
+//!     cargo bench -p computer-mcp --bench tool_call
+//!
+//! `CMCP_BENCH_CALLS` sets the warm calls (default 500).
+
+#![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use computerd::client::DaemonClient;
+use computerd::protocol::ExecParams;
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::TokioChildProcess;
+
+const SERVER: &str = env!("CARGO_BIN_EXE_computer-mcp");
+
+fn computerd() -> PathBuf {
+    let beside = Path::new(SERVER).with_file_name("computerd");
+    if beside.is_file() {
+        beside
+    } else {
+        PathBuf::from(SERVER)
+    }
+}
+
+fn pct(v: &mut [Duration], p: f64) -> Duration {
+    v.sort_unstable();
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn line(name: &str, v: &mut [Duration]) -> Duration {
+    let med = pct(v, 0.5);
+    let p99 = pct(v, 0.99);
+    println!(
+        "{name:<52} median {:>8.3} ms   p99 {:>8.3} ms   ({} runs)",
+        ms(med),
+        ms(p99),
+        v.len()
+    );
+    med
+}
+
+fn server_cmd(state: &Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(SERVER);
+    cmd.arg("serve")
+        .arg("--state-dir")
+        .arg(state)
+        .arg("--computerd")
+        .arg(computerd())
+        .arg("--log")
+        .arg("error");
+    cmd
+}
+
+fn exec_true() -> CallToolRequestParams {
+    let args = serde_json::json!({"argv": ["true"]});
+    CallToolRequestParams::new("exec").with_arguments(args.as_object().unwrap().clone())
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let calls: usize = std::env::var("CMCP_BENCH_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500);
+    let state = tempfile::tempdir()?;
+    println!(
+        "computer-mcp tool-call bench (computerd: {})",
+        computerd().display()
+    );
+
+    // Spawn to initialized: process start, MCP initialize and initialized.
+    let mut spawn = Vec::new();
+    for _ in 0..20 {
+        let t = Instant::now();
+        let client = ().serve(TokioChildProcess::new(server_cmd(state.path()))?).await?;
+        spawn.push(t.elapsed());
+        client.cancel().await?;
+    }
+    let spawn_med = line("spawn to initialized", &mut spawn);
+
+    // A cold session: the first exec makes the computer.
+    let mut cold = Vec::new();
+    for _ in 0..10 {
+        let client = ().serve(TokioChildProcess::new(server_cmd(state.path()))?).await?;
+        let t = Instant::now();
+        let r = client.call_tool(exec_true()).await?;
+        cold.push(t.elapsed());
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+        client.cancel().await?;
+    }
+    let cold_med = line("cold session: first exec `true` (computer made)", &mut cold);
+
+    // Warm: one session, many calls.
+    let client = ().serve(TokioChildProcess::new(server_cmd(state.path()))?).await?;
+    for _ in 0..20 {
+        client.call_tool(exec_true()).await?;
+    }
+    let mut warm = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t = Instant::now();
+        let r = client.call_tool(exec_true()).await?;
+        warm.push(t.elapsed());
+        assert_ne!(r.is_error, Some(true));
+    }
+    let warm_med = line("warm exec `true` through the whole stack", &mut warm);
+
+    // The daemon alone, on the same computer's socket.
+    let computers = std::fs::read_dir(state.path().join("computers"))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("run/computerd.sock").exists())
+        .collect::<Vec<_>>();
+    let sock = computers
+        .first()
+        .expect("the warm session's computer")
+        .join("run/computerd.sock");
+    let daemon = DaemonClient::new(tokio::net::UnixStream::connect(&sock).await?);
+    let params = ExecParams {
+        argv: vec!["true".into()],
+        ..Default::default()
+    };
+    for _ in 0..20 {
+        daemon.call(&params).await?;
+    }
+    let mut direct = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t = Instant::now();
+        daemon.call(&params).await?;
+        direct.push(t.elapsed());
+    }
+    let direct_med = line(
+        "daemon only: exec.run `true` on the same socket",
+        &mut direct,
+    );
+    daemon.close();
+    client.cancel().await?;
+
+    println!(
+        "MCP stack overhead over the daemon (median)          {:>8.3} ms",
+        ms(warm_med.saturating_sub(direct_med))
+    );
+    println!(
+        "targets: warm exec < 3 ms ({}), cold first call < 100 ms ({}), spawn-to-initialized < 50 ms ({})",
+        if warm_med < Duration::from_millis(3) {
+            "met"
+        } else {
+            "missed"
+        },
+        if cold_med < Duration::from_millis(100) {
+            "met"
+        } else {
+            "missed"
+        },
+        if spawn_med < Duration::from_millis(50) {
+            "met"
+        } else {
+            "missed"
+        },
+    );
+    Ok(())
+}

@@ -1,0 +1,276 @@
+//! `computer-mcp`: an MCP server that gives a model a computer.
+//!
+//! - [`config`]: flags, `COMPUTER_MCP_*` variables and a TOML file.
+//! - [`session`]: sessions and their lazily made computers.
+//! - [`server`]: the MCP handler (tools, progress, cancellation).
+//! - [`http`]: streamable HTTP with bearer auth and Host/Origin checks.
+//!
+//! The binary is also `computerd` when run as one of its subcommands (init,
+//! guard, sandbox, stdio, probe), so a build of this crate alone can make
+//! local computers; a `computerd` beside it (smaller, static) is preferred.
+
+mod config;
+mod http;
+mod server;
+mod session;
+
+use std::io::Write;
+use std::sync::Arc;
+
+use clap::Parser;
+use computer_providers::{ComputerSpec, NetworkPolicy, Provider, Release, label, provider_for};
+use computerd::client::ComputerExt;
+use computerd::protocol::ExecParams;
+use rmcp::ServiceExt;
+use tokio_util::sync::CancellationToken;
+
+use config::{Cli, Command, Config, IsolationArg, NetworkArg, ServeArgs};
+
+fn main() {
+    if let Some(code) = computerd_mode() {
+        std::process::exit(code);
+    }
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    std::process::exit(run(cli));
+}
+
+/// Run as computerd when called as one of its subcommands.
+fn computerd_mode() -> Option<i32> {
+    let first = std::env::args_os().nth(1)?;
+    let first = first.to_str()?;
+    computerd::daemon::cli::SUBCOMMANDS
+        .contains(&first)
+        .then(computerd::daemon::cli::main)
+}
+
+fn run(cli: Cli) -> i32 {
+    let serve_args = match &cli.command {
+        None => Some(ServeArgs::default()),
+        Some(Command::Serve(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let config = match Config::resolve(&cli.computer, serve_args.as_ref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("computer-mcp: {e}");
+            return 2;
+        }
+    };
+    init_logging(&config.log);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("computer-mcp: could not start the runtime: {e}");
+            return 1;
+        }
+    };
+    rt.block_on(async move {
+        let provider = match make_provider(&config) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("computer-mcp: {e}");
+                return 2;
+            }
+        };
+        let result = match cli.command {
+            None | Some(Command::Serve(_)) => serve(provider, config).await,
+            Some(Command::Exec(args)) => exec(provider, &config, args).await,
+            Some(Command::Sweep) => sweep(provider).await,
+        };
+        match result {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("computer-mcp: {e:#}");
+                1
+            }
+        }
+    })
+}
+
+fn init_logging(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // stdout belongs to the MCP stdio transport: logs go to stderr only.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+fn make_provider(config: &Config) -> Result<Arc<dyn Provider>, String> {
+    let options = match config.provider.as_str() {
+        "local" => {
+            let mut hide = Vec::new();
+            if let Some(home) = &config.home {
+                hide.push(home.clone());
+            }
+            serde_json::json!({
+                "stateDir": config.state_dir,
+                "computerd": config.computerd,
+                "isolation": match config.isolation { IsolationArg::Namespaces => "namespaces", IsolationArg::None => "none" },
+                "runAs": config.run_as,
+                "hide": hide,
+            })
+        }
+        _ => serde_json::json!({}),
+    };
+    if config.isolation == IsolationArg::None {
+        tracing::warn!(
+            "isolation none: computers run on this machine with the server's own rights; this is unsafe"
+        );
+    }
+    provider_for(&config.provider, options)
+        .map(Arc::from)
+        .map_err(|e| e.message)
+}
+
+/// Resolve on SIGTERM or SIGINT.
+async fn stopped() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
+async fn serve(provider: Arc<dyn Provider>, config: Config) -> anyhow::Result<i32> {
+    let http = config.http.clone();
+    let app = session::App::new(provider, config);
+    match http {
+        Some(http) => {
+            let stop = CancellationToken::new();
+            let stopper = stop.clone();
+            tokio::spawn(async move {
+                stopped().await;
+                stopper.cancel();
+            });
+            http::serve(Arc::clone(&app), &http, stop).await?;
+            app.release_all().await;
+            Ok(0)
+        }
+        None => {
+            let session = app.new_session();
+            let handler = server::ComputerMcp::new(Arc::clone(&session));
+            let running = handler.serve(rmcp::transport::stdio()).await?;
+            tokio::select! {
+                r = running.waiting() => {
+                    if let Err(e) = r {
+                        tracing::warn!("the MCP session ended with an error: {e}");
+                    }
+                }
+                _ = stopped() => {}
+            }
+            session.end().await;
+            Ok(0)
+        }
+    }
+}
+
+async fn exec(
+    provider: Arc<dyn Provider>,
+    config: &Config,
+    args: config::ExecArgs,
+) -> anyhow::Result<i32> {
+    let timeout = match &args.timeout {
+        Some(t) => config::parse_duration("--timeout", t).map_err(anyhow::Error::msg)?,
+        None => config.exec_timeout,
+    };
+    let mut spec = ComputerSpec::sandbox(config.lifetime.as_millis() as u64);
+    spec.network = match config.network {
+        NetworkArg::None => NetworkPolicy::None,
+        NetworkArg::Open => NetworkPolicy::Open,
+    };
+    spec.labels
+        .insert(label::INSTANCE.into(), config.instance.clone());
+    let cancel = CancellationToken::new();
+    let created = provider
+        .create(&spec, &cancel)
+        .await
+        .map_err(|e| anyhow::anyhow!("making a computer: {}", e.message))?;
+    let outcome = async {
+        let conn = provider
+            .connect(&created.computer, &cancel)
+            .await
+            .map_err(|e| anyhow::anyhow!("connecting: {}", e.message))?;
+        let params = ExecParams {
+            argv: args.argv.clone(),
+            timeout_ms: Some(timeout.as_millis() as u64),
+            ..Default::default()
+        };
+        let r = tokio::select! {
+            r = conn.client.call_typed(&params) => r.map_err(|e| anyhow::anyhow!("{e}"))?,
+            _ = stopped() => anyhow::bail!("interrupted"),
+        };
+        conn.client.close();
+        Ok::<_, anyhow::Error>(r)
+    }
+    .await;
+    let released = provider
+        .release(&created.computer, Release::Delete, &cancel)
+        .await;
+    let r = outcome?;
+    std::io::stdout().write_all(&r.stdout)?;
+    std::io::stdout().flush()?;
+    std::io::stderr().write_all(&r.stderr)?;
+    if let Err(e) = released {
+        eprintln!("computer-mcp: releasing the computer failed: {}", e.message);
+    }
+    if r.timed_out {
+        eprintln!("computer-mcp: timed out after {} s", timeout.as_secs());
+    }
+    if r.truncated {
+        eprintln!("computer-mcp: the output was cut at 360 KiB a stream");
+    }
+    Ok(match (r.exit_code, r.signal.as_deref()) {
+        (Some(code), _) => code,
+        (None, Some(sig)) => {
+            eprintln!("computer-mcp: the program was killed by SIG{sig}");
+            128 + signal_number(sig)
+        }
+        (None, None) => 1,
+    })
+}
+
+fn signal_number(name: &str) -> i32 {
+    match name {
+        "HUP" => 1,
+        "INT" => 2,
+        "KILL" => 9,
+        "TERM" => 15,
+        other => other.parse().unwrap_or(0),
+    }
+}
+
+#[allow(clippy::print_stdout)] // `sweep` is a terminal command, not the stdio server
+async fn sweep(provider: Arc<dyn Provider>) -> anyhow::Result<i32> {
+    let released = provider
+        .sweep(&CancellationToken::new())
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    for id in &released {
+        println!("released {id}");
+    }
+    eprintln!(
+        "computer-mcp: {} computer(s) past their deadline released",
+        released.len()
+    );
+    Ok(0)
+}

@@ -1,0 +1,3 @@
+mod http;
+mod stdio;
+mod support;

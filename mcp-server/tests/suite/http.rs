@@ -1,0 +1,140 @@
+//! The server over streamable HTTP: auth, Host and Origin, and a session.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::json;
+
+use super::support::*;
+
+struct HttpServer {
+    child: tokio::process::Child,
+    url: String,
+    token: String,
+    server: Server,
+}
+
+impl HttpServer {
+    async fn start() -> HttpServer {
+        let server = Server::new();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let token = "test-token-0123456789abcdef".to_string();
+        let child = tokio::process::Command::new(SERVER)
+            .arg("serve")
+            .args(server.args())
+            .arg("--http")
+            .arg(format!("127.0.0.1:{port}"))
+            .env("COMPUTER_MCP_TOKEN", &token)
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        HttpServer {
+            child,
+            url,
+            token,
+            server,
+        }
+    }
+
+    fn initialize_body() -> serde_json::Value {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_needs_a_token_and_checks_host_and_origin() {
+    if !need_root() {
+        return;
+    }
+    let s = HttpServer::start().await;
+    let http = reqwest::Client::new();
+    let post = |auth: Option<&str>, origin: Option<&str>, host: Option<&str>| {
+        let mut rq = http
+            .post(&s.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .json(&HttpServer::initialize_body());
+        if let Some(t) = auth {
+            rq = rq.header("authorization", format!("Bearer {t}"));
+        }
+        if let Some(o) = origin {
+            rq = rq.header("origin", o);
+        }
+        if let Some(h) = host {
+            rq = rq.header("host", h);
+        }
+        rq.send()
+    };
+    assert_eq!(post(None, None, None).await.unwrap().status(), 401);
+    assert_eq!(
+        post(Some("wrong-token-0123456789"), None, None)
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    assert_eq!(
+        post(Some(&s.token), Some("http://evil.example"), None)
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
+    assert_eq!(
+        post(Some(&s.token), None, Some("evil.example"))
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
+    let ok = post(Some(&s.token), Some("http://localhost:6274"), None)
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200, "{:?}", ok.text().await);
+    assert!(s.server.computers().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_session_runs_tools_and_its_computer_goes_with_it() {
+    if !need_root() {
+        return;
+    }
+    let mut s = HttpServer::start().await;
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(s.url.clone()).auth_header(s.token.clone()),
+    );
+    let client = ().serve(transport).await.unwrap();
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "exec"));
+    assert!(s.server.computers().is_empty());
+    let mut p = rmcp::model::CallToolRequestParams::new("exec");
+    p = p.with_arguments(args(json!({"command": "echo over-http"})).unwrap());
+    let r = client.call_tool(p).await.unwrap();
+    assert_eq!(structured(&r)["stdout"], "over-http\n", "{}", text(&r));
+    assert_eq!(s.server.computers().len(), 1);
+    // Closing the client ends the session (DELETE): the computer goes.
+    client.cancel().await.unwrap();
+    wait_until(
+        "the HTTP session's computer release",
+        Duration::from_secs(20),
+        || s.server.computers().is_empty(),
+    );
+    let _ = s.child.start_kill();
+    let _ = s.child.wait().await;
+}

@@ -1,0 +1,334 @@
+//! The server over stdio, driven by rmcp's client.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end() {
+    if !need_root() {
+        return;
+    }
+    let server = Server::new();
+    let (client, _) = server.stdio(&[]).await;
+    let info = client.peer_info().unwrap();
+    assert_eq!(info.server_info.as_ref().unwrap().name, "computer-mcp");
+    assert!(
+        info.instructions
+            .as_deref()
+            .unwrap_or("")
+            .contains("computer")
+    );
+
+    let tools = client.list_all_tools().await.unwrap();
+    let mut names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    names.sort();
+    for want in [
+        "exec",
+        "read_file",
+        "write_file",
+        "edit_file",
+        "list_files",
+        "process_start",
+        "process_read",
+        "process_write",
+        "process_signal",
+        "process_list",
+        "computer_info",
+        "computer_extend",
+    ] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "{want} missing from {names:?}"
+        );
+    }
+    let exec = tools.iter().find(|t| t.name == "exec").unwrap();
+    assert!(
+        exec.input_schema
+            .get("properties")
+            .is_some_and(|p| p.get("command").is_some()),
+        "{:?}",
+        exec.input_schema
+    );
+    assert!(exec.output_schema.is_some());
+    // Listing made no computer.
+    assert!(server.computers().is_empty(), "{:?}", server.computers());
+
+    let r = call(&client, "exec", json!({"command": "uname -a"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert!(
+        structured(&r)["stdout"]
+            .as_str()
+            .unwrap()
+            .starts_with("Linux"),
+        "{r:?}"
+    );
+    assert_eq!(structured(&r)["exit_code"], 0);
+    assert_eq!(server.computers().len(), 1);
+
+    let info = call(&client, "computer_info", json!({})).await;
+    let facts = structured(&info);
+    assert_eq!(facts["provider"], "local");
+    assert!(
+        facts["network"].as_str().unwrap().starts_with("none"),
+        "{facts}"
+    );
+    let home = facts["work_dir"].as_str().unwrap().to_string();
+
+    // write, edit, read.
+    let path = format!("{home}/notes/a.txt");
+    let r = call(
+        &client,
+        "write_file",
+        json!({"path": path, "content": "alpha\nbeta\ngamma\n"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let r = call(
+        &client,
+        "edit_file",
+        json!({"path": path, "old_string": "beta", "new_string": "BETA"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(structured(&r)["replacements"], 1);
+    let r = call(&client, "read_file", json!({"path": path})).await;
+    let t = text(&r);
+    assert!(t.contains("2\tBETA") && t.contains("3\tgamma"), "{t}");
+
+    // The session ends (stdin closes): the computer is released.
+    client.cancel().await.unwrap();
+    wait_until("the computer's release", Duration::from_secs(20), || {
+        server.computers().is_empty()
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_server_is_started_read_and_signalled() {
+    if !need_root() {
+        return;
+    }
+    let server = Server::new();
+    let (client, _) = server.stdio(&[]).await;
+    let r = call(
+        &client,
+        "process_start",
+        json!({"command": "python3 -u -m http.server 18777 --bind 127.0.0.1"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let id = structured(&r)["id"].as_str().unwrap().to_string();
+    let mut seen = String::new();
+    let mut since = 0;
+    let until = Instant::now() + Duration::from_secs(15);
+    while !seen.contains("Serving HTTP") {
+        assert!(Instant::now() < until, "no output from the server: {seen}");
+        let r = call(
+            &client,
+            "process_read",
+            json!({"id": id, "wait_ms": 2000, "since": since}),
+        )
+        .await;
+        let s = structured(&r);
+        seen.push_str(s["output"].as_str().unwrap_or(""));
+        since = s["next_offset"].as_u64().unwrap();
+    }
+    // The computer's own loopback answers it.
+    let r = call(&client, "exec", json!({"command": "python3 -c \"import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:18777/').status)\""})).await;
+    assert_eq!(
+        structured(&r)["stdout"].as_str().unwrap().trim(),
+        "200",
+        "{}",
+        text(&r)
+    );
+    let r = call(
+        &client,
+        "process_signal",
+        json!({"id": id, "signal": "TERM"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let mut exited = false;
+    for _ in 0..20 {
+        let r = call(
+            &client,
+            "process_read",
+            json!({"id": id, "wait_ms": 1000, "since": since}),
+        )
+        .await;
+        let s = structured(&r);
+        since = s["next_offset"].as_u64().unwrap();
+        if s["exited"] == true {
+            exited = true;
+            break;
+        }
+    }
+    assert!(exited, "the server did not end on TERM");
+    let r = call(&client, "process_list", json!({})).await;
+    assert!(text(&r).contains(&id), "{}", text(&r));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s() {
+    if !need_root() {
+        return;
+    }
+    let server = Server::new();
+    let (client, recorder) = server.stdio(&[]).await;
+    let r = call(
+        &client,
+        "exec",
+        json!({"command": "for i in 1 2 3; do echo step$i; sleep 1; done"}),
+    )
+    .await;
+    assert_eq!(structured(&r)["exit_code"], 0, "{}", text(&r));
+    let progress = recorder.progress.lock().unwrap().clone();
+    assert!(!progress.is_empty(), "no progress notification arrived");
+    assert!(
+        progress
+            .iter()
+            .any(|p| p.message.as_deref().unwrap_or("").contains("step")),
+        "{progress:?}"
+    );
+
+    // A 2-minute sleep, cancelled by the client (the future dropped sends
+    // notifications/cancelled): its process group ends within 3 s.
+    let m = marker();
+    let mut p = rmcp::model::CallToolRequestParams::new("exec");
+    p = p.with_arguments(args(json!({"command": "sleep 120", "env": {m.clone(): "1"}})).unwrap());
+    let pending = client.call_tool(p);
+    let waited = tokio::time::timeout(Duration::from_millis(1500), pending).await;
+    assert!(waited.is_err(), "the sleep ended by itself?");
+    assert!(!marked_processes(&m).is_empty(), "the sleep never ran");
+    let t = Instant::now();
+    wait_until("the cancelled sleep to end", Duration::from_secs(3), || {
+        marked_processes(&m).is_empty()
+    });
+    assert!(t.elapsed() < Duration::from_secs(3));
+    // The session goes on.
+    let r = call(&client, "exec", json!({"argv": ["echo", "still here"]})).await;
+    assert_eq!(structured(&r)["stdout"], "still here\n");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_computer_is_kept_from_the_host() {
+    if !need_root() {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = Server::new();
+    let (client, _) = server.stdio(&[]).await;
+    let script = format!(
+        "touch /etc/x 2>&1; touch /usr/x 2>&1; touch /var/x 2>&1; touch $HOME/ok && echo home-ok; touch /tmp/ok && echo tmp-ok; \
+         ps -e -o pid= | wc -l; \
+         python3 -c \"import socket; s=socket.socket(); s.settimeout(3)\ntry:\n s.connect(('127.0.0.1', {port})); print('connected')\nexcept OSError as e: print('refused', type(e).__name__)\""
+    );
+    let r = call(&client, "exec", json!({"command": script})).await;
+    let out = structured(&r)["stdout"].as_str().unwrap().to_string();
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l.contains("Read-only file system") || l.contains("Permission denied"))
+            .count()
+            >= 3,
+        "{out}"
+    );
+    assert!(out.contains("home-ok") && out.contains("tmp-ok"), "{out}");
+    let procs: usize = lines.iter().find_map(|l| l.trim().parse().ok()).unwrap();
+    assert!(procs < 10, "host processes are visible: {procs}\n{out}");
+    assert!(
+        out.contains("refused ConnectionRefusedError") || out.contains("refused OSError"),
+        "{out}"
+    );
+    drop(listener);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_answered_in_words_and_the_session_goes_on() {
+    if !need_root() {
+        return;
+    }
+    let server = Server::new();
+    let (client, _) = server.stdio(&[]).await;
+    // An unknown tool is a protocol error naming the tools.
+    let e = client
+        .call_tool(rmcp::model::CallToolRequestParams::new("no_such_tool"))
+        .await
+        .unwrap_err();
+    assert!(format!("{e}").contains("no_such_tool"), "{e}");
+    let cases = [
+        ("exec", json!({}), "command"),
+        (
+            "exec",
+            json!({"command": "true", "timeout_ms": 99_999_999}),
+            "timeout_ms",
+        ),
+        ("exec", json!({"command": 5}), "command"),
+        ("read_file", json!({"path": "relative/x"}), "absolute"),
+        ("process_read", json!({"id": "p999"}), "p999"),
+        (
+            "write_file",
+            json!({"path": "/x", "content": "y", "extra": 1}),
+            "extra",
+        ),
+    ];
+    for (tool, a, words) in cases {
+        let r = call(&client, tool, a.clone()).await;
+        assert!(is_error(&r), "{tool} {a}: {}", text(&r));
+        assert!(text(&r).contains(words), "{tool} {a}: {}", text(&r));
+    }
+    let r = call(&client, "exec", json!({"argv": ["true"]})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one() {
+    if !need_root() {
+        return;
+    }
+    let server = Server::new();
+    let (client, _) = server.stdio(&[]).await;
+    let r = call(&client, "exec", json!({"argv": ["true"]})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let first = server.computers();
+    assert_eq!(first.len(), 1);
+    // Kill the computer: its first process on the host, from its state.
+    let meta: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            server
+                .state
+                .path()
+                .join("computers")
+                .join(&first[0])
+                .join("meta.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let pid = meta["process"]["pid"].as_i64().unwrap() as i32;
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = call(&client, "exec", json!({"argv": ["true"]})).await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(
+        text(&r).contains("gone") || text(&r).contains("stopped answering"),
+        "{}",
+        text(&r)
+    );
+    let r = call(&client, "exec", json!({"argv": ["echo", "again"]})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert!(text(&r).contains("a new computer"), "{}", text(&r));
+    assert_eq!(structured(&r)["stdout"], "again\n");
+    client.cancel().await.unwrap();
+    wait_until("every computer's release", Duration::from_secs(20), || {
+        server.computers().is_empty()
+    });
+}

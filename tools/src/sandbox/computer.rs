@@ -1,0 +1,131 @@
+//! `computer_info` and `computer_extend`: the computer itself.
+
+use rmcp::model::{CallToolResult, Tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{done, hints, make_tool};
+use crate::error::{Result, ToolError};
+use crate::{ComputerFacts, ToolContext};
+
+/// computer_extend's `ttl_minutes` at most (a day).
+pub const MAX_TTL_MINUTES: u64 = 1440;
+
+// ------------------------------------------------------------ computer_info
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ComputerInfoArgs {}
+
+pub(crate) fn info_tool() -> Tool {
+    make_tool::<ComputerInfoArgs, ComputerFacts>(
+        "computer_info",
+        "Describe this computer: its provider and id, kind, OS and architecture, the user programs run as, the work directory (HOME, the default cwd, where your files belong), \
+the network as read back (e.g. `none (only lo)`: nothing outside the computer can be reached), the deadline at which it and everything in it ends, and how it is isolated. \
+Call it when you need to know where you are working; it costs nothing."
+            .to_string(),
+        hints("About this computer", true, false, true, false),
+    )
+}
+
+pub(crate) fn render_facts(f: &ComputerFacts) -> String {
+    let mut t = String::new();
+    t.push_str(&format!("provider: {} (id {})\n", f.provider, f.id));
+    t.push_str(&format!("kind: {} ({} {})\n", f.kind, f.os, f.arch));
+    t.push_str(&format!("user: {}\n", f.user));
+    t.push_str(&format!(
+        "work directory: {} (HOME and the default cwd)\n",
+        f.work_dir
+    ));
+    t.push_str(&format!("network: {}\n", f.network));
+    match &f.deadline {
+        Some(d) => t.push_str(&format!(
+            "deadline: {d} (the computer and everything in it ends then)\n"
+        )),
+        None => t.push_str("deadline: none\n"),
+    }
+    t.push_str(&format!("isolation: {}\n", f.isolation));
+    for n in &f.notes {
+        t.push_str(&format!("note: {n}\n"));
+    }
+    t
+}
+
+pub(crate) async fn info(ctx: &ToolContext, _a: ComputerInfoArgs) -> Result<CallToolResult> {
+    let mut text = render_facts(&ctx.facts);
+    if ctx.extend.is_some() && ctx.facts.deadline.is_some() {
+        text.push_str("The deadline can be moved later with computer_extend.\n");
+    }
+    Ok(done(text, &ctx.facts))
+}
+
+// ---------------------------------------------------------- computer_extend
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ComputerExtendArgs {
+    /// Minutes from now at which the computer should end, 1 to 1440 (a day). The provider may allow less.
+    #[schemars(range(min = 1, max = 1440))]
+    pub ttl_minutes: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ComputerExtendOutput {
+    /// The new deadline, RFC 3339.
+    pub deadline: String,
+}
+
+pub(crate) fn extend_tool() -> Tool {
+    make_tool::<ComputerExtendArgs, ComputerExtendOutput>(
+        "computer_extend",
+        "Move this computer's deadline: it will end `ttl_minutes` from now (1 to 1440) instead of at its current deadline, if the provider allows that long. \
+Returns the new deadline. Use it before long work when computer_info shows the deadline is near; at the deadline every program in the computer is ended and the computer is gone."
+            .to_string(),
+        hints("Extend the computer's life", false, false, true, false),
+    )
+}
+
+pub(crate) async fn extend(ctx: &ToolContext, a: ComputerExtendArgs) -> Result<CallToolResult> {
+    if a.ttl_minutes == 0 || a.ttl_minutes > MAX_TTL_MINUTES {
+        return Err(ToolError::Invalid(format!(
+            "ttl_minutes is {}; it is 1 to {MAX_TTL_MINUTES} (a day)",
+            a.ttl_minutes
+        )));
+    }
+    let Some(extend) = &ctx.extend else {
+        return Err(ToolError::Refused(
+            "this computer's provider cannot move its deadline; finish the work before it (see computer_info)".into(),
+        ));
+    };
+    let deadline = extend(a.ttl_minutes * 60_000)
+        .await
+        .map_err(|why| ToolError::Refused(format!("the deadline was not moved: {why}")))?;
+    let text = format!("the computer now ends at {deadline}");
+    Ok(done(text, &ComputerExtendOutput { deadline }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn facts_read_as_lines() {
+        let f = ComputerFacts {
+            provider: "local".into(),
+            id: "c1".into(),
+            kind: "linux".into(),
+            os: "linux".into(),
+            arch: "amd64".into(),
+            user: "1000:1000".into(),
+            work_dir: "/home/w".into(),
+            network: "none (only lo)".into(),
+            deadline: Some("2030-01-01T00:00:00Z".into()),
+            isolation: "namespaces".into(),
+            notes: vec!["a note".into()],
+        };
+        assert_eq!(
+            render_facts(&f),
+            "provider: local (id c1)\nkind: linux (linux amd64)\nuser: 1000:1000\nwork directory: /home/w (HOME and the default cwd)\nnetwork: none (only lo)\ndeadline: 2030-01-01T00:00:00Z (the computer and everything in it ends then)\nisolation: namespaces\nnote: a note\n"
+        );
+    }
+}

@@ -1,0 +1,853 @@
+//! Background and interactive programs: `process_start`, `process_read`,
+//! `process_write`, `process_signal`, `process_list`.
+//!
+//! A process started here without a terminal gets a stdin pipe (so
+//! process_write works) and a `log` file, which holds stdout and stderr
+//! together in the order they came: process_read reads that one stream from
+//! one offset. A terminal process is read from its `pty` stream.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use computerd::client::{ClientError, ComputerExt};
+use computerd::protocol::{
+    Bytes64, ErrorKind, ProcessListParams, ProcessReadParams, ProcessReadResult,
+    ProcessSignalParams, ProcessStartParams, ProcessWaitParams, ProcessWaitResult,
+    ProcessWriteParams, PtySize, Signal, Stream, limits,
+};
+use rmcp::model::{CallToolResult, Tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{absolute, done, hints, lock, make_tool, memo, program, start_owned};
+use crate::budget::{kib, save_dirs, unique_name};
+use crate::error::{Result, ToolError};
+use crate::text::incomplete_utf8_tail;
+use crate::{ToolContext, ToolSettings};
+
+/// process_read's `wait_ms` when none is given, and at most.
+pub const DEFAULT_WAIT_MS: u64 = 1000;
+pub const MAX_WAIT_MS: u64 = limits::MAX_WAIT_MS;
+/// After the first output of a read, how long more may come into the same reply.
+pub const LINGER_MS: u64 = 200;
+/// A terminal's size when `pty` gives none.
+pub const DEFAULT_COLS: u16 = 120;
+pub const DEFAULT_ROWS: u16 = 40;
+
+const NO_SUCH_ID: &str = "Use process_list to see the ids of this computer's processes.";
+
+fn id_error(doing: String, e: ClientError) -> ToolError {
+    ToolError::client(doing, e).hint_for(ErrorKind::NotFound, NO_SUCH_ID)
+}
+
+// ------------------------------------------------------------ process_start
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessStartArgs {
+    /// A shell command line, run with `bash -lc` (`sh -c` where the computer has no bash). Give this or `argv`, not both.
+    pub command: Option<String>,
+    /// The program and its arguments, run directly without a shell. Give this or `command`, not both.
+    pub argv: Option<Vec<String>>,
+    /// Run the program in a terminal of this size, for shells, REPLs and programs that need a terminal. Without it, the program gets a stdin pipe and its stdout and stderr are collected together.
+    pub pty: Option<PtyArgs>,
+    /// The working directory, an absolute path. Default: the work directory (HOME).
+    pub cwd: Option<String>,
+    /// Environment variables to set, over PATH, HOME, USER and LOGNAME.
+    pub env: Option<BTreeMap<String, String>>,
+}
+
+/// A terminal's size.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(inline)]
+pub struct PtyArgs {
+    /// Columns, 1 to 4096. Default 120.
+    #[schemars(range(min = 1, max = 4096))]
+    pub cols: Option<u16>,
+    /// Rows, 1 to 4096. Default 40.
+    #[schemars(range(min = 1, max = 4096))]
+    pub rows: Option<u16>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProcessStartOutput {
+    /// The process's id for the other process_ tools.
+    pub id: String,
+    /// Its pid in the computer.
+    pub pid: i32,
+    /// Whether it runs in a terminal.
+    pub pty: bool,
+    /// A file in the computer with its stdout and stderr together (the first 16 MiB), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_file: Option<String>,
+}
+
+pub(crate) fn start_tool() -> Tool {
+    make_tool::<ProcessStartArgs, ProcessStartOutput>(
+        "process_start",
+        "Start a program that keeps running in the background (a server, a watcher, a long build, an interactive program) and return its id at once. Give `command` (a shell command line, run with bash -lc) or `argv`. \
+Then read its output with process_read, send it input with process_write, and stop it with process_signal; process_list shows every process. \
+With `pty` the program runs in a terminal (for shells, REPLs and programs that need one); without it, it gets a stdin pipe and its stdout and stderr are collected together, also in a log file whose path the result gives. \
+It runs until it ends, is signalled, or the computer ends. For a command that just runs to completion, use exec."
+            .to_string(),
+        hints("Start a background process", false, false, false, true),
+    )
+}
+
+fn check_side(field: &str, v: Option<u16>, default: u16) -> Result<u16> {
+    match v {
+        None => Ok(default),
+        Some(n) if (1..=limits::MAX_PTY_SIDE).contains(&n) => Ok(n),
+        Some(n) => Err(ToolError::Invalid(format!(
+            "{field} is {n}; it is 1 to {}",
+            limits::MAX_PTY_SIDE
+        ))),
+    }
+}
+
+pub(crate) async fn start(ctx: &ToolContext, a: ProcessStartArgs) -> Result<CallToolResult> {
+    if let Some(cwd) = &a.cwd {
+        absolute("cwd", cwd, &ctx.facts.work_dir)?;
+    }
+    let pty = match a.pty {
+        None => None,
+        Some(p) => Some(PtySize {
+            cols: check_side("pty.cols", p.cols, DEFAULT_COLS)?,
+            rows: check_side("pty.rows", p.rows, DEFAULT_ROWS)?,
+        }),
+    };
+    let argv = program(ctx, a.command, a.argv).await?;
+    let base = ProcessStartParams {
+        argv,
+        cwd: a.cwd,
+        env: a.env,
+        pty,
+        stdin: pty.is_none().then_some(true),
+        ..Default::default()
+    };
+    // A terminal is read from its own stream; a pipe process also gets a
+    // log, tried in /tmp and then in the work directory, else none.
+    let mut tries: Vec<Option<String>> = Vec::new();
+    if pty.is_none() {
+        let name = format!("{}.log", unique_name("process"));
+        tries.extend(
+            save_dirs(&ctx.facts.work_dir)
+                .into_iter()
+                .map(|d| Some(format!("{d}/{name}"))),
+        );
+    }
+    tries.push(None);
+    let mut outcome = None;
+    for log in tries {
+        let params = ProcessStartParams {
+            log: log.clone(),
+            ..base.clone()
+        };
+        match start_owned(&ctx.client, params).await {
+            Ok(p) => {
+                outcome = Some((p, log));
+                break;
+            }
+            Err(ClientError::Rpc(e))
+                if log.is_some()
+                    && e.data.as_ref().and_then(|d| d.field.as_deref()) == Some("log") =>
+            {
+                tracing::debug!("process log {log:?} refused: {}", e.message);
+            }
+            Err(e) => return Err(ToolError::client("process_start failed", e)),
+        }
+    }
+    let Some((p, log)) = outcome else {
+        return Err(ToolError::Broken(
+            "process_start failed: no start was tried".into(),
+        ));
+    };
+    let stream = match (pty.is_some(), log.is_some()) {
+        (true, _) => Stream::Pty,
+        (false, true) => Stream::Log,
+        (false, false) => Stream::Stdout,
+    };
+    lock(&memo(&ctx.client)).set_stream(&p.id, stream);
+    let mut text = format!(
+        "started {} (pid {}){}. Read its output with process_read (id {:?}).",
+        p.id,
+        p.pid,
+        match pty {
+            Some(s) => format!(" in a {}x{} terminal", s.cols, s.rows),
+            None => String::new(),
+        },
+        p.id
+    );
+    if let Some(l) = &log {
+        text.push_str(&format!(
+            " Its stdout and stderr also go to {l} (the first 16 MiB)."
+        ));
+    }
+    let out = ProcessStartOutput {
+        id: p.id,
+        pid: p.pid,
+        pty: pty.is_some(),
+        log_file: log,
+    };
+    Ok(done(text, &out))
+}
+
+// ------------------------------------------------------------- process_read
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessReadArgs {
+    /// The process's id, from process_start or process_list (e.g. "p3").
+    pub id: String,
+    /// Read output from this byte offset on: the previous reply's next_offset. Default 0, the start.
+    pub since: Option<u64>,
+    /// When nothing new has come yet, wait up to this many milliseconds for output or the process's end. Default 1000, at most 30000; 0 does not wait.
+    #[schemars(range(max = 30000))]
+    pub wait_ms: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProcessReadOutput {
+    /// The process read.
+    pub id: String,
+    /// The new output, as UTF-8 (invalid bytes replaced).
+    pub output: String,
+    /// Where this output starts.
+    pub since: u64,
+    /// Pass this as `since` next time.
+    pub next_offset: u64,
+    /// Bytes already there past next_offset, not in this reply.
+    pub pending_bytes: u64,
+    /// Bytes lost between `since` and this output (the process keeps its last 8 MiB).
+    pub dropped: u64,
+    /// The process has ended and all its output has been read.
+    pub exited: bool,
+    /// Its exit code, once exited (absent when a signal ended it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, once exited, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// What was read: `log` (stdout and stderr together), `pty` (the terminal), or `stdout`.
+    pub stream: String,
+    /// The log file reached its 16 MiB and keeps nothing more.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub log_capped: bool,
+}
+
+pub(crate) fn read_tool(s: &ToolSettings) -> Tool {
+    make_tool::<ProcessReadArgs, ProcessReadOutput>(
+        "process_read",
+        format!(
+            "Read a background process's output (stdout and stderr together, or its terminal), waiting up to `wait_ms` (default 1000, at most 30000) when nothing new has come yet; once output comes, what follows within 0.2 s joins the same reply. \
+Pass the previous reply's `next_offset` as `since` to get only what came after it; `since` 0 reads from the start. Says whether the process has exited and how (exit code or signal). \
+A reply holds at most about {}; when more is already waiting it says so.",
+            kib(s.output_budget_bytes)
+        ),
+        hints("Read a process's output", true, false, false, false),
+    )
+}
+
+fn stream_name(s: Stream) -> &'static str {
+    match s {
+        Stream::Stdout => "stdout",
+        Stream::Stderr => "stderr",
+        Stream::Pty => "pty",
+        Stream::Log => "log",
+    }
+}
+
+pub(crate) async fn read(ctx: &ToolContext, a: ProcessReadArgs) -> Result<CallToolResult> {
+    let wait_ms = match a.wait_ms {
+        None => DEFAULT_WAIT_MS,
+        Some(w) if w > MAX_WAIT_MS => {
+            return Err(ToolError::Invalid(format!(
+                "wait_ms is {w}; the most is {MAX_WAIT_MS} (30 s). Call process_read again to wait longer."
+            )));
+        }
+        Some(w) => w,
+    };
+    let since = a.since.unwrap_or(0);
+    let started = Instant::now();
+    let memo = memo(&ctx.client);
+    let known = lock(&memo).stream(&a.id);
+    let order: Vec<Stream> = match known {
+        Some(s) => vec![s],
+        None => vec![Stream::Log, Stream::Pty, Stream::Stdout],
+    };
+    let max = (ctx.settings.output_budget_bytes as u64).clamp(1, limits::MAX_CHUNK_BYTES);
+    let mut got: Option<(Stream, ProcessReadResult)> = None;
+    for stream in order {
+        let r = ctx
+            .client
+            .call_typed(&ProcessReadParams {
+                id: a.id.clone(),
+                stream,
+                offset: since,
+                max_bytes: Some(max),
+                wait_ms: Some(wait_ms),
+            })
+            .await;
+        match r {
+            Ok(r) => {
+                got = Some((stream, r));
+                break;
+            }
+            Err(ClientError::Rpc(e))
+                if e.kind() == Some(ErrorKind::Invalid)
+                    && e.data.as_ref().and_then(|d| d.field.as_deref()) == Some("stream") =>
+            {
+                continue;
+            }
+            Err(e) => {
+                let e = id_error(format!("reading the output of {}", a.id), e);
+                return Err(if e.field() == Some("offset") {
+                    e.hint_for(
+                        ErrorKind::Invalid,
+                        "since must be at most the output's size so far: pass the next_offset of the last process_read, or 0.",
+                    )
+                } else {
+                    e
+                });
+            }
+        }
+    }
+    let Some((stream, r)) = got else {
+        return Err(ToolError::Refused(format!(
+            "{} has no output stream this tool can read",
+            a.id
+        )));
+    };
+    if known.is_none() {
+        lock(&memo).set_stream(&a.id, stream);
+    }
+    let mut dropped = r.dropped;
+    let mut data = r.data.0;
+    let mut r = ProcessReadResult {
+        data: Default::default(),
+        ..r
+    };
+    // Output comes in bursts (a prompt after a command's output, a test
+    // run's lines): once some came, take what follows within LINGER_MS too,
+    // so one reply holds the burst. Bounded by wait_ms and the budget.
+    let until = started + Duration::from_millis(wait_ms);
+    while !data.is_empty() && !r.exited && (data.len() as u64) < max {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let more = ctx
+            .client
+            .call_typed(&ProcessReadParams {
+                id: a.id.clone(),
+                stream,
+                offset: r.next_offset,
+                max_bytes: Some(max - data.len() as u64),
+                wait_ms: Some((left.as_millis() as u64).min(LINGER_MS)),
+            })
+            .await
+            .map_err(|e| id_error(format!("reading the output of {}", a.id), e))?;
+        let quiet = more.data.is_empty() && more.dropped == 0 && !more.exited;
+        dropped += more.dropped;
+        data.extend_from_slice(&more.data);
+        r = ProcessReadResult {
+            data: Default::default(),
+            ..more
+        };
+        if quiet {
+            break;
+        }
+    }
+    let mut next = r.next_offset;
+    let held = incomplete_utf8_tail(&data);
+    if !r.exited && held > 0 && held < data.len() {
+        data.truncate(data.len() - held);
+        next -= held as u64;
+    }
+    let exited = r.exited;
+    let ended = if exited {
+        Some(wait(ctx, &a.id, 0).await?)
+    } else {
+        None
+    };
+    let output = String::from_utf8_lossy(&data).into_owned();
+    // A terminal ends lines with CR LF; the text shows them as plain lines.
+    let shown = if stream == Stream::Pty {
+        output.replace("\r\n", "\n")
+    } else {
+        output.clone()
+    };
+    let pending = r.size.saturating_sub(next);
+    let capped = r.capped == Some(true);
+
+    let mut text = match &ended {
+        None => format!("{} is running.", a.id),
+        Some(w) => match (w.exit_code, &w.signal) {
+            (Some(c), _) => format!("{} has exited with code {c}.", a.id),
+            (None, Some(s)) => format!("{} was ended by signal {s}.", a.id),
+            _ => format!("{} has ended.", a.id),
+        },
+    };
+    if dropped > 0 {
+        text.push_str(&format!(
+            " {dropped} bytes after offset {since} were lost before they were read (a process keeps its last 8 MiB of output)."
+        ));
+    }
+    if data.is_empty() {
+        if !exited {
+            text.push_str(&format!(" No new output within {wait_ms} ms."));
+        } else if since == 0 {
+            text.push_str(" It wrote no output.");
+        } else {
+            text.push_str(" No more output.");
+        }
+        text.push('\n');
+    } else {
+        text.push_str(&format!(
+            " Output {}-{next} ({} bytes):\n{shown}",
+            next - data.len() as u64,
+            data.len()
+        ));
+        if !shown.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    if pending > 0 {
+        text.push_str(&format!(
+            "[{pending} more bytes are already waiting: process_read with since {next}]\n"
+        ));
+    } else if !exited {
+        text.push_str(&format!("[next: process_read with since {next}]\n"));
+    }
+    if capped {
+        text.push_str(
+            "[the log file reached its 16 MiB cap; output after that is not kept in it]\n",
+        );
+    }
+    if let Some(why) = &r.log_error {
+        text.push_str(&format!("[the log file stopped: {why}]\n"));
+    }
+    if stream == Stream::Stdout {
+        text.push_str("[this process has no combined log: only its stdout is shown]\n");
+    }
+    let out = ProcessReadOutput {
+        id: a.id,
+        output,
+        since,
+        next_offset: next,
+        pending_bytes: pending,
+        dropped,
+        exited,
+        exit_code: ended.as_ref().and_then(|w| w.exit_code),
+        signal: ended.and_then(|w| w.signal),
+        stream: stream_name(stream).to_string(),
+        log_capped: capped,
+    };
+    Ok(done(text, &out))
+}
+
+async fn wait(ctx: &ToolContext, id: &str, timeout_ms: u64) -> Result<ProcessWaitResult> {
+    ctx.client
+        .call_typed(&ProcessWaitParams {
+            id: id.to_string(),
+            timeout_ms,
+        })
+        .await
+        .map_err(|e| id_error(format!("asking how {id} ended"), e))
+}
+
+// ------------------------------------------------------------ process_write
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessWriteArgs {
+    /// The process's id, from process_start or process_list.
+    pub id: String,
+    /// Text to send. A line needs its end: "\n". For a terminal (pty), "\u0003" is Ctrl-C and "\u0004" is Ctrl-D.
+    pub input: Option<String>,
+    /// Close stdin after the input, so the program sees the end of its input. Default false. Not for a terminal: send "\u0004" (Ctrl-D) instead.
+    #[serde(default)]
+    pub close: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProcessWriteOutput {
+    /// The process written to.
+    pub id: String,
+    /// Bytes of input sent.
+    pub bytes_written: u64,
+    /// stdin is closed now.
+    pub closed: bool,
+}
+
+pub(crate) fn write_tool() -> Tool {
+    make_tool::<ProcessWriteArgs, ProcessWriteOutput>(
+        "process_write",
+        "Send text to a background process's stdin, or type it into its terminal (a pty process). A line needs its end: \"\\n\". \
+For a terminal, \"\\u0003\" is Ctrl-C and \"\\u0004\" is Ctrl-D (end of input). `close: true` closes stdin after the input so the program sees the end of its input (not for a terminal: send \"\\u0004\"). \
+A write waits up to 10 s for the program to take the input. Read the answer with process_read."
+            .to_string(),
+        hints("Write to a process", false, false, false, false),
+    )
+}
+
+pub(crate) async fn write(ctx: &ToolContext, a: ProcessWriteArgs) -> Result<CallToolResult> {
+    let input = a.input.unwrap_or_default().into_bytes();
+    if input.is_empty() && !a.close {
+        return Err(ToolError::Invalid(
+            "give input (the text to send) or close: true (or both)".into(),
+        ));
+    }
+    let chunk = limits::MAX_WRITE_BYTES as usize;
+    let mut pieces: Vec<&[u8]> = input.chunks(chunk).collect();
+    if pieces.is_empty() {
+        pieces.push(&[]);
+    }
+    let last = pieces.len() - 1;
+    let mut written = 0u64;
+    for (i, piece) in pieces.into_iter().enumerate() {
+        ctx.client
+            .call_typed(&ProcessWriteParams {
+                id: a.id.clone(),
+                data: (!piece.is_empty()).then(|| Bytes64(piece.to_vec())),
+                close: (a.close && i == last).then_some(true),
+            })
+            .await
+            .map_err(|e| {
+                let e = id_error(format!("writing to {}", a.id), e);
+                if written > 0 {
+                    ToolError::Refused(format!("{e} ({written} bytes were written before)"))
+                } else {
+                    e
+                }
+            })?;
+        written += piece.len() as u64;
+    }
+    let mut text = format!("wrote {written} bytes to {}", a.id);
+    if a.close {
+        text.push_str(" and closed its stdin");
+    }
+    text.push_str("; read the answer with process_read.");
+    let out = ProcessWriteOutput {
+        id: a.id,
+        bytes_written: written,
+        closed: a.close,
+    };
+    Ok(done(text, &out))
+}
+
+// ----------------------------------------------------------- process_signal
+
+/// A signal to send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
+pub enum SignalName {
+    #[serde(rename = "TERM")]
+    Term,
+    #[serde(rename = "INT")]
+    Int,
+    #[serde(rename = "HUP")]
+    Hup,
+    #[serde(rename = "KILL")]
+    Kill,
+}
+
+impl SignalName {
+    fn wire(self) -> Signal {
+        match self {
+            SignalName::Term => Signal::Term,
+            SignalName::Int => Signal::Int,
+            SignalName::Hup => Signal::Hup,
+            SignalName::Kill => Signal::Kill,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessSignalArgs {
+    /// The process's id, from process_start or process_list.
+    pub id: String,
+    /// TERM (ask it to stop), INT (Ctrl-C), HUP (hang up) or KILL (stop at once).
+    pub signal: SignalName,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProcessSignalOutput {
+    /// The process signalled.
+    pub id: String,
+    /// The signal sent.
+    pub signal: String,
+    /// The computer's note when the signal went elsewhere than asked, or nowhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Whether the process still runs a moment after the signal.
+    pub running: bool,
+    /// Its exit code, when it has exited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_by: Option<String>,
+}
+
+pub(crate) fn signal_tool() -> Tool {
+    make_tool::<ProcessSignalArgs, ProcessSignalOutput>(
+        "process_signal",
+        "Send a signal to a background process and everything in its process group: TERM (ask it to stop), INT (Ctrl-C; for a terminal process it goes to the foreground job), HUP (hang up) or KILL (stop at once; it cannot be caught). \
+Waits a moment and says whether the process has ended, and how. A process that ignores TERM can be ended with KILL."
+            .to_string(),
+        hints("Signal a process", false, true, false, false),
+    )
+}
+
+pub(crate) async fn signal(ctx: &ToolContext, a: ProcessSignalArgs) -> Result<CallToolResult> {
+    let r = ctx
+        .client
+        .call_typed(&ProcessSignalParams {
+            id: a.id.clone(),
+            signal: a.signal.wire(),
+        })
+        .await
+        .map_err(|e| id_error(format!("signalling {}", a.id), e))?;
+    // The wait ends as soon as the process does; the bound only costs a
+    // process that goes on (INT to a shell in a terminal usually does).
+    let settle = if a.signal == SignalName::Int {
+        200
+    } else {
+        1000
+    };
+    let w = wait(ctx, &a.id, settle).await?;
+    let name = a.signal.wire().name();
+    let mut text = format!("sent {name} to {}", a.id);
+    if let Some(n) = &r.note {
+        text.push_str(&format!(" ({n})"));
+    }
+    match (w.running, w.exit_code, &w.signal) {
+        (true, _, _) => text.push_str(&format!(
+            "; it is still running{}",
+            if a.signal == SignalName::Kill || a.signal == SignalName::Int {
+                ""
+            } else {
+                " (send KILL to end it at once)"
+            }
+        )),
+        (false, Some(c), _) => text.push_str(&format!("; it has exited with code {c}")),
+        (false, None, Some(s)) => text.push_str(&format!("; it was ended by signal {s}")),
+        (false, None, None) => text.push_str("; it has ended"),
+    }
+    text.push('.');
+    let out = ProcessSignalOutput {
+        id: a.id,
+        signal: name.to_string(),
+        note: r.note,
+        running: w.running,
+        exit_code: w.exit_code,
+        ended_by: w.signal,
+    };
+    Ok(done(text, &out))
+}
+
+// ------------------------------------------------------------- process_list
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessListArgs {}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ListedProcess {
+    /// Its id for the other process_ tools.
+    pub id: String,
+    /// Its pid in the computer.
+    pub pid: i32,
+    /// The command line as given (a shell command's own text).
+    pub command: String,
+    /// Runs in a terminal.
+    pub pty: bool,
+    /// Still running.
+    pub running: bool,
+    /// Its exit code, when it has exited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// When it started, in milliseconds since the epoch.
+    pub started_at_ms: i64,
+    /// When it ended, in milliseconds since the epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_at_ms: Option<i64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProcessListOutput {
+    /// Oldest first.
+    pub processes: Vec<ListedProcess>,
+    /// The text listing stopped at the output budget.
+    pub truncated: bool,
+}
+
+pub(crate) fn list_tool(s: &ToolSettings) -> Tool {
+    make_tool::<ProcessListArgs, ProcessListOutput>(
+        "process_list",
+        format!(
+            "List this computer's background processes, running and ended, oldest first: id, pid, state (running, exit code or signal) and command. \
+Ended processes stay listed (up to 256 processes in all) so their output can still be read with process_read. Runs of exec that reported progress are listed too. The listing fits about {}.",
+            kib(s.output_budget_bytes)
+        ),
+        hints("List processes", true, false, false, false),
+    )
+}
+
+/// How a process is shown: a shell command by its own text, else its argv.
+pub(crate) fn command_text(argv: &[String], clipped: bool) -> String {
+    let shell = matches!(
+        argv,
+        [sh, flag, _] if (sh == "/bin/bash" && flag == "-lc") || (sh == "/bin/sh" && flag == "-c")
+    );
+    let text = if shell {
+        argv[2].clone()
+    } else {
+        argv.iter()
+            .map(|a| {
+                if !a.is_empty()
+                    && a.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b))
+                {
+                    a.clone()
+                } else {
+                    format!("'{}'", a.replace('\'', "'\\''"))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut shown: String = text.chars().take(200).collect();
+    if shown.len() < text.len() || clipped {
+        shown.push_str("...");
+    }
+    shown
+}
+
+pub(crate) async fn list(ctx: &ToolContext, _a: ProcessListArgs) -> Result<CallToolResult> {
+    let mut all = Vec::new();
+    let mut from = None;
+    loop {
+        let page = ctx
+            .client
+            .call_typed(&ProcessListParams { from: from.take() })
+            .await
+            .map_err(|e| ToolError::client("listing the processes", e))?;
+        all.extend(page.processes);
+        match (page.truncated, page.next) {
+            (true, Some(next)) => from = Some(next),
+            _ => break,
+        }
+    }
+    let budget = ctx.settings.output_budget_bytes;
+    let mut lines = String::new();
+    let mut processes = Vec::new();
+    let mut truncated = false;
+    // The newest matter most: when the budget is short, the oldest go.
+    for p in all.into_iter().rev() {
+        let state = match (p.running, p.exit_code, &p.signal) {
+            (true, _, _) => "running".to_string(),
+            (false, Some(c), _) => format!("exited {c}"),
+            (false, None, Some(s)) => format!("killed by {s}"),
+            (false, None, None) => "ended".to_string(),
+        };
+        let command = command_text(&p.argv, p.argv_clipped);
+        let line = format!(
+            "{:<5} pid {:<7} {:<16} {}{}\n",
+            p.id,
+            p.pid,
+            state,
+            if p.pty { "[pty] " } else { "" },
+            command
+        );
+        if lines.len() + line.len() > budget {
+            truncated = true;
+            break;
+        }
+        lines.insert_str(0, &line);
+        processes.push(ListedProcess {
+            id: p.id,
+            pid: p.pid,
+            command,
+            pty: p.pty,
+            running: p.running,
+            exit_code: p.exit_code,
+            signal: p.signal,
+            started_at_ms: p.started_at,
+            ended_at_ms: p.ended_at,
+        });
+    }
+    processes.reverse();
+    let running = processes.iter().filter(|p| p.running).count();
+    let mut text = if processes.is_empty() {
+        "no processes: start one with process_start\n".to_string()
+    } else {
+        format!(
+            "{} process{} ({running} running), oldest first:\n{lines}",
+            processes.len(),
+            if processes.len() == 1 { "" } else { "es" }
+        )
+    };
+    if truncated {
+        text.push_str(&format!(
+            "[older processes are left out to fit the output budget ({})]\n",
+            kib(budget)
+        ));
+    }
+    Ok(done(
+        text,
+        &ProcessListOutput {
+            processes,
+            truncated,
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn commands_are_shown_as_given() {
+        assert_eq!(
+            command_text(
+                &v(&["/bin/bash", "-lc", "python3 -m http.server 8000"]),
+                false
+            ),
+            "python3 -m http.server 8000"
+        );
+        assert_eq!(
+            command_text(&v(&["/bin/sh", "-c", "echo hi"]), false),
+            "echo hi"
+        );
+        assert_eq!(
+            command_text(&v(&["grep", "-r", "a b", "it's"]), false),
+            "grep -r 'a b' 'it'\\''s'"
+        );
+        assert_eq!(command_text(&v(&["cat"]), true), "cat...");
+        let long = "x".repeat(300);
+        assert_eq!(command_text(&v(&[&long]), false).len(), 203);
+    }
+
+    #[test]
+    fn signals_are_the_four_the_daemon_sends() {
+        let s: SignalName = serde_json::from_value(serde_json::json!("TERM")).unwrap();
+        assert_eq!(s.wire(), Signal::Term);
+        let e = serde_json::from_value::<SignalName>(serde_json::json!("STOP")).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("expected one of `TERM`, `INT`, `HUP`, `KILL`"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,362 @@
+//! A real `computerd init` to drive the tools against, the tool context
+//! around its client, and the leftover checks (after computerd's own test
+//! support).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use computer_tools::{ComputerFacts, Progress, ToolContext, ToolSettings, call_sandbox_tool};
+use computerd::client::{ComputerClient, DaemonClient};
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::{Map, Value, json};
+use tokio::net::UnixStream;
+use tokio_util::sync::CancellationToken;
+
+/// Whether a test that needs `what` can run here. When it cannot, the test
+/// skips with a sentence saying why, unless `COMPUTER_MCP_REQUIRE` (a comma
+/// list, as CI sets it) names `what`: then the missing need is a failure.
+pub fn need(what: &str, available: bool, why: &str) -> bool {
+    if available {
+        return true;
+    }
+    let required = std::env::var("COMPUTER_MCP_REQUIRE").unwrap_or_default();
+    if required.split(',').any(|r| r.trim() == what) {
+        panic!("COMPUTER_MCP_REQUIRE names {what}, but {why}");
+    }
+    eprintln!("skipped: {why} (set COMPUTER_MCP_REQUIRE={what} to make this a failure)");
+    false
+}
+
+/// The computerd binary: `COMPUTERD_BIN`, else `computerd` in the target
+/// directory this test binary was built in (`target/<profile>/deps/..`).
+/// A dev-dependency builds only computerd's library, so the binary is there
+/// when `cargo build -p computerd` ran first.
+pub fn computerd_bin() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("COMPUTERD_BIN") {
+        let p = PathBuf::from(p);
+        return p.exists().then_some(p);
+    }
+    let exe = std::env::current_exe().ok()?;
+    let profile_dir = exe.parent()?.parent()?;
+    let bin = profile_dir.join("computerd");
+    bin.exists().then_some(bin)
+}
+
+/// A unique word for one test: set as an environment variable on every
+/// program the test starts, so its leftovers can be found in /proc.
+pub fn marker() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "CTT_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+pub fn rfc3339_in(d: Duration) -> String {
+    let t = time::OffsetDateTime::now_utc() + d;
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
+
+/// A running init with a tool context around a client of it.
+pub struct Sandbox {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub marker: String,
+    pub client: DaemonClient,
+    pub ctx: ToolContext,
+}
+
+impl Sandbox {
+    /// A running init, or None (the test then skips, saying why) when this
+    /// process is not root or the computerd binary was not built.
+    pub async fn start() -> Option<Sandbox> {
+        let root = need(
+            "root",
+            nix::unistd::geteuid().is_root(),
+            "computerd init needs root here: it refuses to start while it holds a bounding set it cannot empty, as an unprivileged user does",
+        );
+        if !root {
+            return None;
+        }
+        let Some(bin) = computerd_bin() else {
+            // Tests that must run (CI names root) must also find the daemon.
+            need(
+                "root",
+                false,
+                "the computerd binary is not built: run `cargo build -p computerd` first (with the same CARGO_TARGET_DIR), or set COMPUTERD_BIN",
+            );
+            return None;
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("computer-tools-test")
+            .tempdir()
+            .unwrap();
+        let sockdir = dir.path().join("run");
+        std::fs::create_dir(&sockdir).unwrap();
+        std::fs::set_permissions(&sockdir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        let socket = sockdir.join("computerd.sock");
+        let child = Command::new(&bin)
+            .arg("init")
+            .arg("--deadline")
+            .arg(rfc3339_in(Duration::from_secs(600)))
+            .arg("--max-deadline")
+            .arg(rfc3339_in(Duration::from_secs(3600)))
+            .arg("--socket")
+            .arg(&socket)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+            .env("HOME", &home)
+            .env("COMPUTERD_LOG", "warn")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(10);
+        let stream = loop {
+            match UnixStream::connect(&socket).await {
+                Ok(s) => break s,
+                Err(e) => {
+                    assert!(
+                        Instant::now() < until,
+                        "computerd init did not listen on {} within 10 s: {e}",
+                        socket.display()
+                    );
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        };
+        let client = DaemonClient::new(stream);
+        let facts = ComputerFacts {
+            provider: "test".into(),
+            id: "t1".into(),
+            kind: "linux".into(),
+            os: "linux".into(),
+            arch: "amd64".into(),
+            user: "0:0".into(),
+            work_dir: home.to_str().unwrap().to_string(),
+            network: "host (tests run without a network namespace)".into(),
+            deadline: Some(rfc3339_in(Duration::from_secs(600))),
+            isolation: "none (test)".into(),
+            notes: vec!["a test computer".into()],
+        };
+        let shared: Arc<dyn ComputerClient> = Arc::new(client.clone());
+        let ctx = ToolContext {
+            client: shared,
+            facts,
+            settings: ToolSettings::default(),
+            progress: None,
+            extend: None,
+            cancel: CancellationToken::new(),
+        };
+        Some(Sandbox {
+            child,
+            dir,
+            socket,
+            marker: marker(),
+            client,
+            ctx,
+        })
+    }
+
+    pub fn home(&self) -> String {
+        self.ctx.facts.work_dir.clone()
+    }
+
+    /// A path in the test's temporary directory (outside HOME).
+    pub fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).to_str().unwrap().to_string()
+    }
+
+    /// The env object that marks the test's programs.
+    pub fn env(&self) -> Value {
+        json!({ &self.marker: "1" })
+    }
+
+    /// Call a tool with this sandbox's context.
+    pub async fn call(&self, name: &str, args: Value) -> CallToolResult {
+        self.call_with(&self.ctx, name, args).await
+    }
+
+    pub async fn call_with(&self, ctx: &ToolContext, name: &str, args: Value) -> CallToolResult {
+        let args: Map<String, Value> = match args {
+            Value::Object(m) => m,
+            other => panic!("tool arguments must be an object, got {other}"),
+        };
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            call_sandbox_tool(name, Some(args), ctx),
+        )
+        .await
+        .expect("the tool answered within 60 s")
+        .expect("a known tool")
+    }
+
+    /// A call that must succeed: its structured content.
+    pub async fn ok(&self, name: &str, args: Value) -> (String, Value) {
+        let r = self.call(name, args.clone()).await;
+        let t = text(&r);
+        assert_eq!(r.is_error, Some(false), "{name} {args} failed: {t}");
+        (t, r.structured_content.expect("structured content"))
+    }
+
+    /// A call that must fail: its text.
+    pub async fn err(&self, name: &str, args: Value) -> String {
+        let r = self.call(name, args.clone()).await;
+        let t = text(&r);
+        assert_eq!(r.is_error, Some(true), "{name} {args} should fail: {t}");
+        assert!(r.structured_content.is_none());
+        t
+    }
+
+    /// A context that collects progress reports.
+    pub fn with_progress(&self) -> (ToolContext, Arc<Mutex<Vec<Progress>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let mut ctx = self.ctx.clone();
+        ctx.progress = Some(Arc::new(move |p: Progress| sink.lock().unwrap().push(p)));
+        (ctx, seen)
+    }
+
+    /// Wait until some program of the test runs (a `sleep` it started, say).
+    pub async fn wait_for_marked(&self) {
+        let until = Instant::now() + Duration::from_secs(10);
+        while marked_processes(&self.marker).is_empty() {
+            assert!(Instant::now() < until, "no program of the test started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let running = self.child.try_wait().ok().flatten().is_none();
+        if running {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.child.id() as i32),
+                nix::sys::signal::SIGTERM,
+            );
+            let until = Instant::now() + Duration::from_secs(15);
+            while Instant::now() < until {
+                if self.child.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if !std::thread::panicking() {
+            assert_no_leftovers(&self.marker);
+        }
+    }
+}
+
+/// The text of a result, its text blocks joined.
+pub fn text(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(ContentBlock::as_text)
+        .map(|t| t.text.clone())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Processes whose environment carries `marker`.
+pub fn marked_processes(marker: &str) -> Vec<i32> {
+    let needle = format!("{marker}=1");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if env.split(|&b| b == 0).any(|v| v == needle.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// No process of the test is left (waiting up to 4 s for them to go: a
+/// run's TERM is followed by KILL 2 s later).
+#[track_caller]
+pub fn assert_no_leftovers(marker: &str) {
+    assert_no_leftovers_after(marker, "the test");
+}
+
+/// [`assert_no_leftovers`], saying what the test had just done.
+#[track_caller]
+pub fn assert_no_leftovers_after(marker: &str, what: &str) {
+    let until = Instant::now() + Duration::from_secs(4);
+    loop {
+        let left = marked_processes(marker);
+        if left.is_empty() {
+            return;
+        }
+        if Instant::now() >= until {
+            let described: Vec<String> = left.iter().map(|p| describe(*p)).collect();
+            panic!("processes are left behind after {what}: {described:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Read process output until `needle` shows up (or 10 s pass); the output
+/// so far and the next offset.
+pub async fn read_until(s: &Sandbox, id: &str, needle: &str) -> (String, u64) {
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut seen = String::new();
+    let mut since = 0u64;
+    loop {
+        let (_, v) = s
+            .ok(
+                "process_read",
+                json!({"id": id, "since": since, "wait_ms": 1000}),
+            )
+            .await;
+        seen.push_str(v["output"].as_str().unwrap());
+        since = v["next_offset"].as_u64().unwrap();
+        if seen.contains(needle) {
+            return (seen, since);
+        }
+        assert!(
+            Instant::now() < until,
+            "{needle:?} did not come within 10 s; the output was {seen:?}"
+        );
+    }
+}
+
+/// A process and its ancestors, for a failure message.
+fn describe(pid: i32) -> String {
+    let mut out = Vec::new();
+    let mut p = pid;
+    for _ in 0..4 {
+        let cmd = std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+            .unwrap_or_default()
+            .replace('\0', " ");
+        let status = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.trim().to_string())
+                .unwrap_or_default()
+        };
+        out.push(format!("{p} [{}] ({cmd})", field("State:")));
+        match field("PPid:").parse::<i32>() {
+            Ok(pp) if pp > 1 => p = pp,
+            _ => break,
+        }
+    }
+    out.join(" <- ")
+}
