@@ -8,7 +8,8 @@
 //!
 //!     cargo bench -p computer-mcp --bench tool_call
 //!
-//! `CMCP_BENCH_CALLS` sets the warm calls (default 500).
+//! `CMCP_BENCH_CALLS` sets the warm calls (default 500); `COMPUTERD_BIN`
+//! the daemon (default: the one beside the server, else the server itself).
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
@@ -24,6 +25,9 @@ use rmcp::transport::TokioChildProcess;
 const SERVER: &str = env!("CARGO_BIN_EXE_computer-mcp");
 
 fn computerd() -> PathBuf {
+    if let Some(p) = std::env::var_os("COMPUTERD_BIN") {
+        return PathBuf::from(p);
+    }
     let beside = Path::new(SERVER).with_file_name("computerd");
     if beside.is_file() {
         beside
@@ -67,6 +71,11 @@ fn server_cmd(state: &Path) -> tokio::process::Command {
 
 fn exec_true() -> CallToolRequestParams {
     let args = serde_json::json!({"argv": ["true"]});
+    CallToolRequestParams::new("exec").with_arguments(args.as_object().unwrap().clone())
+}
+
+fn exec_command_true() -> CallToolRequestParams {
+    let args = serde_json::json!({"command": "true"});
     CallToolRequestParams::new("exec").with_arguments(args.as_object().unwrap().clone())
 }
 
@@ -116,7 +125,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         warm.push(t.elapsed());
         assert_ne!(r.is_error, Some(true));
     }
-    let warm_med = line("warm exec `true` through the whole stack", &mut warm);
+    let warm_med = line(
+        "warm exec {argv: [true]} through the whole stack",
+        &mut warm,
+    );
+    let mut warm_cmd = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t = Instant::now();
+        let r = client.call_tool(exec_command_true()).await?;
+        warm_cmd.push(t.elapsed());
+        assert_ne!(r.is_error, Some(true));
+    }
+    line(
+        "warm exec {command: \"true\"} (bash -lc) through the stack",
+        &mut warm_cmd,
+    );
 
     // The daemon alone, on the same computer's socket.
     let computers = std::fs::read_dir(state.path().join("computers"))?

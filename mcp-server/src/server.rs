@@ -76,9 +76,13 @@ impl ServerHandler for ComputerMcp {
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
         let caps = self.session.app().capabilities();
-        let listed =
-            computer_tools::sandbox_tools_with(&caps.groups, caps.extend, &self.settings());
-        if !listed.iter().any(|t| t.name == name) {
+        // The name is checked without building the list (and its schemas):
+        // that is only needed to say what the tools are.
+        let offered =
+            computer_tools::is_sandbox_tool(&name) && (name != "computer_extend" || caps.extend);
+        if !offered {
+            let listed =
+                computer_tools::sandbox_tools_with(&caps.groups, caps.extend, &self.settings());
             let names: Vec<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
             return Err(ErrorData::invalid_params(
                 format!("no tool {name:?}; the tools are: {}", names.join(", ")),

@@ -213,7 +213,24 @@ impl Guard {
             .iter()
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.as_str());
-        let mut cmd = Command::new(resolve_program(program, path_var));
+        let resolved = resolve_program(program, path_var);
+        if !spec.pty && spec.user.is_none() {
+            // The common case: posix_spawn (vfork) is the cheapest start.
+            return match spawn_plain(&resolved, &spec) {
+                Ok(pid) => {
+                    self.child = pid;
+                    self.send(&GuardEvent::Started { pid });
+                    // Keep no copy of the program's pipes: its stdin closing
+                    // must be seen by a writer, its output ending by a reader.
+                    to_dev_null()
+                }
+                Err(errno) => {
+                    self.fail("exec", errno as i32, errno.desc().to_string());
+                    Ok(())
+                }
+            };
+        }
+        let mut cmd = Command::new(resolved);
         cmd.arg0(program)
             .args(&spec.argv[1..])
             .env_clear()
@@ -223,9 +240,8 @@ impl Guard {
             .stderr(Stdio::inherit());
         let pty = spec.pty;
         let user = spec.user;
-        // fork, not posix_spawn: glibc's posix_spawn leaves its two internal
-        // signals (32 and 33) ignored in the child, and an ignore survives
-        // exec, so every program would start with them ignored.
+        // A terminal or a user switch needs steps between fork and exec;
+        // glibc's internal signals are reset there too (see spawn_plain).
         // SAFETY: the closure runs between fork and exec and makes only
         // async-signal-safe calls (rt_sigaction, setsid, setpgid, ioctl,
         // setgroups, setresgid, setresuid), allocating nothing.
@@ -493,6 +509,46 @@ impl Guard {
             }
         }
     }
+}
+
+/// Start the program with posix_spawn in a process group of its own, every
+/// signal at its default and none blocked. Every signal, glibc's internal
+/// 32 and 33 included, goes in the "set to default" set: otherwise glibc's
+/// posix_spawn leaves those two ignored in the child, and an ignore
+/// survives exec.
+fn spawn_plain(program: &std::path::Path, spec: &GuardSpec) -> Result<i32, nix::errno::Errno> {
+    use nix::spawn::{PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags, posix_spawn};
+    use std::ffi::CString;
+    let cstr = |s: &str| CString::new(s).map_err(|_| nix::errno::Errno::EINVAL);
+    let argv = spec
+        .argv
+        .iter()
+        .map(|a| cstr(a))
+        .collect::<Result<Vec<_>, _>>()?;
+    let envp = spec
+        .env
+        .iter()
+        .map(|(k, v)| cstr(&format!("{k}={v}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut attr = PosixSpawnAttr::init()?;
+    attr.set_flags(
+        PosixSpawnFlags::POSIX_SPAWN_SETPGROUP
+            | PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK
+            | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
+    )?;
+    attr.set_pgroup(nix::unistd::Pid::from_raw(0))?;
+    attr.set_sigmask(&nix::sys::signal::SigSet::empty())?;
+    // SAFETY: a zeroed sigset_t is a valid empty set; its first 64 bits are
+    // signals 1 to 64 on Linux, all of which are set by hand (sigfillset and
+    // sigaddset refuse glibc's internal ones).
+    let every = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        std::ptr::write((&mut set as *mut libc::sigset_t).cast::<u64>(), u64::MAX);
+        nix::sys::signal::SigSet::from_sigset_t_unchecked(set)
+    };
+    attr.set_sigdefault(&every)?;
+    let actions = PosixSpawnFileActions::init()?;
+    posix_spawn(program, &actions, &attr, &argv, &envp).map(|p| p.as_raw())
 }
 
 /// The program's path: a name without a slash is looked up in the

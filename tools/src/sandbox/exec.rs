@@ -379,6 +379,17 @@ async fn run_followed(ctx: &ToolContext, p: Plan, progress: &ProgressFn) -> Resu
         id: id.clone(),
         armed: true,
     };
+    // The end is asked for at once, beside the reads, so its answer comes
+    // with theirs instead of one round trip after.
+    let wait_client = client.clone();
+    let wait_params = ProcessWaitParams {
+        id: id.clone(),
+        timeout_ms: p
+            .timeout_ms
+            .saturating_add(limits::KILL_GRACE_MS + 10_000)
+            .min(limits::MAX_PROCESS_WAIT_MS),
+    };
+    let waiting = tokio::spawn(async move { wait_client.call_typed(&wait_params).await });
     let mut out = Collector::default();
     let mut err = Collector::default();
     let mut out_read = Some(read_next(client, &id, Stream::Stdout, 0));
@@ -429,13 +440,16 @@ async fn run_followed(ctx: &ToolContext, p: Plan, progress: &ProgressFn) -> Resu
         }
     }
     drop(stdin);
-    let w = client
-        .call_typed(&ProcessWaitParams {
-            id: id.clone(),
-            timeout_ms: 10_000,
-        })
-        .await
-        .map_err(failed)?;
+    let w = match waiting.await {
+        Ok(Ok(w)) if !w.running => w,
+        _ => client
+            .call_typed(&ProcessWaitParams {
+                id: id.clone(),
+                timeout_ms: 10_000,
+            })
+            .await
+            .map_err(failed)?,
+    };
     if !w.running {
         guard.armed = false;
     }
