@@ -126,3 +126,37 @@ impl std::fmt::Debug for ToolContext {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod golden {
+    use std::path::PathBuf;
+
+    /// The tools' names, descriptions and schemas are held to a golden file,
+    /// so a change to what models see is a reviewed change. On a mismatch the
+    /// new listing is written beside it as `*.current.json`;
+    /// `COMPUTER_MCP_ACCEPT_SCHEMAS=1` accepts it.
+    #[test]
+    fn the_sandbox_tools_match_their_golden_schemas() {
+        let groups: Vec<String> = ["exec", "files", "processes"].map(String::from).to_vec();
+        let tools = super::sandbox_tools(&groups, true);
+        let mut text = serde_json::to_string_pretty(&tools).unwrap();
+        text.push('\n');
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/schemas");
+        let golden = dir.join("sandbox-tools.json");
+        let current = dir.join("sandbox-tools.current.json");
+        if std::env::var("COMPUTER_MCP_ACCEPT_SCHEMAS").as_deref() == Ok("1") {
+            std::fs::write(&golden, &text).unwrap();
+            let _ = std::fs::remove_file(&current);
+            return;
+        }
+        let want = std::fs::read_to_string(&golden).unwrap_or_default();
+        if want != text {
+            std::fs::write(&current, &text).unwrap();
+            panic!(
+                "the sandbox tools' schemas changed: compare {} with {}, and run with COMPUTER_MCP_ACCEPT_SCHEMAS=1 to accept",
+                current.display(),
+                golden.display()
+            );
+        }
+    }
+}
