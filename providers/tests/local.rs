@@ -4,34 +4,14 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
-
 use computer_providers::{
     AttachBy, ComputerSpec, ErrorCode, Labels, NetworkKind, NetworkPolicy, Provider, Release,
     label, provider_for,
 };
+use computer_testkit::{computerd_bin as computerd, need};
 use computerd::client::ComputerExt;
 use computerd::protocol::ExecParams;
 use tokio_util::sync::CancellationToken;
-
-fn need(what: &str, available: bool, why: &str) -> bool {
-    if available {
-        return true;
-    }
-    let required = std::env::var("COMPUTER_MCP_REQUIRE").unwrap_or_default();
-    if required.split(',').any(|r| r.trim() == what) {
-        panic!("COMPUTER_MCP_REQUIRE names {what}, but {why}");
-    }
-    eprintln!("skipped: {why}");
-    false
-}
-
-/// target/<profile>/computerd, beside target/<profile>/deps/<this test>.
-fn computerd() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.parent()?.join("computerd");
-    p.is_file().then_some(p)
-}
 
 fn provider(state: &std::path::Path) -> Option<Box<dyn Provider>> {
     if !need(

@@ -1220,20 +1220,7 @@ mod tests {
         assert!(report.interfaces.iter().all(|i| all.contains(i)), "{all:?}");
     }
 
-    /// Whether a test that needs `what` can run here; when it cannot, it
-    /// skips saying why, unless `COMPUTER_MCP_REQUIRE` names `what` (as
-    /// tests/suite/support.rs's `need`).
-    fn need(what: &str, available: bool, why: &str) -> bool {
-        if available {
-            return true;
-        }
-        let required = std::env::var("COMPUTER_MCP_REQUIRE").unwrap_or_default();
-        if required.split(',').any(|r| r.trim() == what) {
-            panic!("COMPUTER_MCP_REQUIRE names {what}, but {why}");
-        }
-        eprintln!("skipped: {why} (set COMPUTER_MCP_REQUIRE={what} to make this a failure)");
-        false
-    }
+    use computer_testkit::need;
 
     #[test]
     fn interfaces_are_those_up_or_addressed_in_a_namespace_of_its_own() {

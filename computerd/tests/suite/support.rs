@@ -8,32 +8,20 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+pub use computer_testkit::{assert_no_leftovers, marked, marked_processes, need, need_root};
 use computerd::client::DaemonClient;
 use computerd::protocol::{Envelope, Id};
+
+/// A marker for one test of this crate.
+pub fn marker() -> String {
+    computer_testkit::marker("CMT")
+}
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 pub const COMPUTERD: &str = env!("CARGO_BIN_EXE_computerd");
-
-/// A unique word for one test: set as an environment variable on every
-/// program the test starts, so its leftovers can be found in /proc.
-pub fn marker() -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "CMT_{}_{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// The env map that marks a test's programs.
-pub fn marked(marker: &str) -> std::collections::BTreeMap<String, String> {
-    [(marker.to_string(), "1".to_string())]
-        .into_iter()
-        .collect()
-}
 
 pub fn rfc3339_in(d: Duration) -> String {
     let t = time::OffsetDateTime::now_utc() + d;
@@ -321,51 +309,6 @@ pub fn children_of(pid: i32) -> Vec<i32> {
         .collect()
 }
 
-/// Processes whose environment carries `marker`.
-pub fn marked_processes(marker: &str) -> Vec<i32> {
-    let needle = format!("{marker}=1");
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if env.split(|&b| b == 0).any(|v| v == needle.as_bytes()) {
-            // A zombie still shows its environment only while unreaped; count it too.
-            out.push(pid);
-        }
-    }
-    out
-}
-
-/// No process of the test is left (waiting up to 3 s for them to go).
-pub fn assert_no_leftovers(marker: &str) {
-    let until = Instant::now() + Duration::from_secs(3);
-    loop {
-        let left = marked_processes(marker);
-        if left.is_empty() {
-            return;
-        }
-        if Instant::now() >= until {
-            let described: Vec<String> = left
-                .iter()
-                .map(|p| {
-                    format!(
-                        "{p}: {}",
-                        std::fs::read_to_string(format!("/proc/{p}/cmdline"))
-                            .unwrap_or_default()
-                            .replace('\0', " ")
-                    )
-                })
-                .collect();
-            panic!("processes of the test are left behind: {described:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Init holds no zombie: every child of its that ended was reaped (waiting
 /// up to 2 s for the reaper to run).
 pub fn assert_no_zombies_under(pid: i32) {
@@ -453,28 +396,4 @@ pub fn kind_of(env: &Envelope) -> Option<String> {
 
 pub fn exists(p: impl AsRef<Path>) -> bool {
     std::fs::symlink_metadata(p).is_ok()
-}
-
-/// Whether a test that needs `what` (root, docker, x11...) can run here.
-/// When it cannot, the test skips with a sentence saying why, unless
-/// `COMPUTER_MCP_REQUIRE` (a comma list, as CI sets it) names `what`: then
-/// the missing need is a failure.
-pub fn need(what: &str, available: bool, why: &str) -> bool {
-    if available {
-        return true;
-    }
-    let required = std::env::var("COMPUTER_MCP_REQUIRE").unwrap_or_default();
-    if required.split(',').any(|r| r.trim() == what) {
-        panic!("COMPUTER_MCP_REQUIRE names {what}, but {why}");
-    }
-    eprintln!("skipped: {why} (set COMPUTER_MCP_REQUIRE={what} to make this a failure)");
-    false
-}
-
-pub fn need_root() -> bool {
-    need(
-        "root",
-        nix::unistd::geteuid().is_root(),
-        "computerd init needs root here: it refuses to start while it holds a bounding set it cannot empty, as an unprivileged user does",
-    )
 }

@@ -1,15 +1,20 @@
 //! The server under test, MCP clients for it, and the leftover checks.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
+
+pub use computer_testkit::{marked_processes, need_root, wait_until};
+
+/// A marker for one test of this crate.
+pub fn marker() -> String {
+    computer_testkit::marker("CMCP")
+}
 
 pub const SERVER: &str = env!("CARGO_BIN_EXE_computer-mcp");
 
@@ -21,65 +26,6 @@ pub fn computerd() -> PathBuf {
         beside
     } else {
         PathBuf::from(SERVER)
-    }
-}
-
-/// Whether a test that needs `what` can run; see computerd's support.rs.
-pub fn need(what: &str, available: bool, why: &str) -> bool {
-    if available {
-        return true;
-    }
-    let required = std::env::var("COMPUTER_MCP_REQUIRE").unwrap_or_default();
-    if required.split(',').any(|r| r.trim() == what) {
-        panic!("COMPUTER_MCP_REQUIRE names {what}, but {why}");
-    }
-    eprintln!("skipped: {why} (set COMPUTER_MCP_REQUIRE={what} to make this a failure)");
-    false
-}
-
-pub fn need_root() -> bool {
-    need(
-        "root",
-        nix::unistd::geteuid().is_root(),
-        "local computers need root here (or unprivileged user namespaces and an empty bounding set)",
-    )
-}
-
-pub fn marker() -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "CMCP_{}_{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// Processes whose environment carries `marker=1`.
-pub fn marked_processes(marker: &str) -> Vec<i32> {
-    let needle = format!("{marker}=1");
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if env.split(|&b| b == 0).any(|v| v == needle.as_bytes()) {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-pub fn wait_until(what: &str, within: Duration, mut ok: impl FnMut() -> bool) {
-    let until = Instant::now() + within;
-    while !ok() {
-        assert!(
-            Instant::now() < until,
-            "{what} did not happen within {within:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

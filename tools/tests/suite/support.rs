@@ -16,20 +16,7 @@ use serde_json::{Map, Value, json};
 use tokio::net::UnixStream;
 use tokio_util::sync::CancellationToken;
 
-/// Whether a test that needs `what` can run here. When it cannot, the test
-/// skips with a sentence saying why, unless `COMPUTER_MCP_REQUIRE` (a comma
-/// list, as CI sets it) names `what`: then the missing need is a failure.
-pub fn need(what: &str, available: bool, why: &str) -> bool {
-    if available {
-        return true;
-    }
-    let required = std::env::var("COMPUTER_MCP_REQUIRE").unwrap_or_default();
-    if required.split(',').any(|r| r.trim() == what) {
-        panic!("COMPUTER_MCP_REQUIRE names {what}, but {why}");
-    }
-    eprintln!("skipped: {why} (set COMPUTER_MCP_REQUIRE={what} to make this a failure)");
-    false
-}
+pub use computer_testkit::{describe, marked_processes, need};
 
 /// The computerd binary: `COMPUTERD_BIN`, else `computerd` in the target
 /// directory this test binary was built in (`target/<profile>/deps/..`).
@@ -269,24 +256,6 @@ pub fn text(r: &CallToolResult) -> String {
         .join("\n")
 }
 
-/// Processes whose environment carries `marker`.
-pub fn marked_processes(marker: &str) -> Vec<i32> {
-    let needle = format!("{marker}=1");
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if env.split(|&b| b == 0).any(|v| v == needle.as_bytes()) {
-            out.push(pid);
-        }
-    }
-    out
-}
-
 /// No process of the test is left (waiting up to 4 s for them to go: a
 /// run's TERM is followed by KILL 2 s later).
 #[track_caller]
@@ -334,29 +303,4 @@ pub async fn read_until(s: &Sandbox, id: &str, needle: &str) -> (String, u64) {
             "{needle:?} did not come within 10 s; the output was {seen:?}"
         );
     }
-}
-
-/// A process and its ancestors, for a failure message.
-fn describe(pid: i32) -> String {
-    let mut out = Vec::new();
-    let mut p = pid;
-    for _ in 0..4 {
-        let cmd = std::fs::read_to_string(format!("/proc/{p}/cmdline"))
-            .unwrap_or_default()
-            .replace('\0', " ");
-        let status = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap_or_default();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .map(|v| v.trim().to_string())
-                .unwrap_or_default()
-        };
-        out.push(format!("{p} [{}] ({cmd})", field("State:")));
-        match field("PPid:").parse::<i32>() {
-            Ok(pp) if pp > 1 => p = pp,
-            _ => break,
-        }
-    }
-    out.join(" <- ")
 }

@@ -1,0 +1,123 @@
+//! What the tests of every crate share.
+//!
+//! - [`need`]: a test that needs root, Docker, X or user namespaces skips in
+//!   words where it cannot run, and fails instead when `COMPUTER_MCP_REQUIRE`
+//!   (a comma list, as CI sets it) names the need.
+//! - [`marker`], [`marked_processes`], [`assert_no_leftovers`]: a test sets a
+//!   unique variable on every program it starts, and afterwards finds in
+//!   /proc whatever it left behind.
+//! - [`computerd_bin`]: the daemon the workspace build put beside the tests.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Whether a test that needs `what` can run here. When it cannot, it skips
+/// saying why, unless `COMPUTER_MCP_REQUIRE` names `what`: then it fails.
+pub fn need(what: &str, available: bool, why: &str) -> bool {
+    if available {
+        return true;
+    }
+    let required = std::env::var("COMPUTER_MCP_REQUIRE").unwrap_or_default();
+    if required.split(',').any(|r| r.trim() == what) {
+        panic!("COMPUTER_MCP_REQUIRE names {what}, but {why}");
+    }
+    eprintln!("skipped: {why} (set COMPUTER_MCP_REQUIRE={what} to make this a failure)");
+    false
+}
+
+/// `need("root", ...)`, with the reason every computer shares: init refuses
+/// to start while it holds a bounding set it cannot empty, which is every
+/// unprivileged user's case.
+pub fn need_root() -> bool {
+    need(
+        "root",
+        nix::unistd::geteuid().is_root(),
+        "computerd init needs root here: it refuses to start while it holds a bounding set it cannot empty, as an unprivileged user does",
+    )
+}
+
+/// A word unique to one test: set `<marker>=1` on every program it starts.
+pub fn marker(prefix: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{prefix}_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The environment map that marks a test's programs.
+pub fn marked(marker: &str) -> std::collections::BTreeMap<String, String> {
+    [(marker.to_string(), "1".to_string())]
+        .into_iter()
+        .collect()
+}
+
+/// Processes whose environment carries `marker=1`.
+pub fn marked_processes(marker: &str) -> Vec<i32> {
+    let needle = format!("{marker}=1");
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if env.split(|&b| b == 0).any(|v| v == needle.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// A process's command line, for a failure message.
+pub fn describe(pid: i32) -> String {
+    let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    format!("{pid}: {}", cmd.replace('\0', " ").trim())
+}
+
+/// No process of the test is left (waiting up to 3 s for them to go).
+pub fn assert_no_leftovers(marker: &str) {
+    let until = Instant::now() + Duration::from_secs(3);
+    loop {
+        let left = marked_processes(marker);
+        if left.is_empty() {
+            return;
+        }
+        if Instant::now() >= until {
+            let described: Vec<String> = left.iter().map(|&p| describe(p)).collect();
+            panic!("processes of the test are left behind: {described:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Wait (polling) until `ok`, failing after `within`.
+pub fn wait_until(what: &str, within: Duration, mut ok: impl FnMut() -> bool) {
+    let until = Instant::now() + within;
+    while !ok() {
+        assert!(
+            Instant::now() < until,
+            "{what} did not happen within {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The computerd binary: `COMPUTERD_BIN`, else `target/<profile>/computerd`
+/// beside the running test (`target/<profile>/deps/<test>`).
+pub fn computerd_bin() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("COMPUTERD_BIN") {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.parent()?.join("computerd");
+    p.is_file().then_some(p)
+}
