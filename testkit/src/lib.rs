@@ -121,3 +121,24 @@ pub fn computerd_bin() -> Option<PathBuf> {
     let p = exe.parent()?.parent()?.join("computerd");
     p.is_file().then_some(p)
 }
+
+/// End a child with SIGTERM (init shuts down in order), then SIGKILL what
+/// is still there after `grace`, and reap it.
+pub fn stop_child(child: &mut std::process::Child, grace: Duration) {
+    if child.try_wait().ok().flatten().is_some() {
+        return;
+    }
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::SIGTERM,
+    );
+    let until = Instant::now() + grace;
+    while Instant::now() < until {
+        if child.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

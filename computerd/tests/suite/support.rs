@@ -259,19 +259,7 @@ impl Drop for Init {
             }
         }
         if running {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(self.child.id() as i32),
-                nix::sys::signal::SIGTERM,
-            );
-            let until = Instant::now() + Duration::from_secs(15);
-            while Instant::now() < until {
-                if self.child.try_wait().ok().flatten().is_some() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+            computer_testkit::stop_child(&mut self.child, Duration::from_secs(15));
         }
         // The test's own leftovers are checked whatever the test did.
         if !std::thread::panicking() {
