@@ -332,3 +332,22 @@ async fn a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_
         server.computers().is_empty()
     });
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_first_calls_share_one_computer() {
+    if !need_root() {
+        return;
+    }
+    let server = Server::new();
+    let (client, _) = server.stdio(&[]).await;
+    let calls = (0..4).map(|i| {
+        let client = &client;
+        async move { call(client, "exec", json!({"argv": ["echo", format!("n{i}")]})).await }
+    });
+    let results = futures::future::join_all(calls).await;
+    for (i, r) in results.iter().enumerate() {
+        assert_eq!(structured(r)["stdout"], format!("n{i}\n"), "{}", text(r));
+    }
+    assert_eq!(server.computers().len(), 1, "{:?}", server.computers());
+    client.cancel().await.unwrap();
+}
