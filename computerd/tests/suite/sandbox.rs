@@ -174,7 +174,19 @@ async fn its_tmp_is_its_own_both_ways() {
         .unwrap()
         .to_str()
         .unwrap();
-    let mut want = [test_dir, name];
+    let mut want = vec![test_dir, name];
+    // A computerd that lives under the host's /tmp (a checkout there) is
+    // bound in at its own path, so its first directory shows too.
+    let bin_under_tmp = Path::new(COMPUTERD)
+        .strip_prefix("/tmp")
+        .ok()
+        .and_then(|rest| rest.components().next())
+        .and_then(|c| c.as_os_str().to_str());
+    if let Some(first) = bin_under_tmp
+        && !want.contains(&first)
+    {
+        want.push(first);
+    }
     want.sort();
     assert_eq!(out, format!("inside\n{}\n", want.join("\n")));
     assert!(!Path::new(&inside_only).exists());
