@@ -19,6 +19,10 @@ struct HttpServer {
 
 impl HttpServer {
     async fn start() -> HttpServer {
+        Self::start_with(&[]).await
+    }
+
+    async fn start_with(extra: &[&str]) -> HttpServer {
         let server = Server::new();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -31,6 +35,7 @@ impl HttpServer {
             .args(server.args())
             .arg("--http")
             .arg(format!("127.0.0.1:{port}"))
+            .args(extra)
             .env("COMPUTER_MCP_TOKEN", &token)
             .stdin(Stdio::null())
             .kill_on_drop(true)
@@ -133,6 +138,67 @@ async fn an_http_session_runs_tools_and_its_computer_goes_with_it() {
     wait_until(
         "the HTTP session's computer release",
         Duration::from_secs(20),
+        || s.server.computers().is_empty(),
+    );
+    let _ = s.child.start_kill();
+    let _ = s.child.wait().await;
+}
+
+/// POST one JSON-RPC message; the body (SSE or JSON) as text.
+async fn post(
+    http: &reqwest::Client,
+    s: &HttpServer,
+    session: Option<&str>,
+    body: serde_json::Value,
+) -> (u16, Option<String>, String) {
+    let mut rq = http
+        .post(&s.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("authorization", format!("Bearer {}", s.token))
+        .json(&body);
+    if let Some(id) = session {
+        rq = rq
+            .header("mcp-session-id", id)
+            .header("mcp-protocol-version", "2025-06-18");
+    }
+    let r = rq.send().await.unwrap();
+    let status = r.status().as_u16();
+    let sid = r
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(String::from);
+    (status, sid, r.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_http_session_expires_and_its_computer_is_released() {
+    if !need_root() {
+        return;
+    }
+    let mut s = HttpServer::start_with(&["--session-idle", "2s"]).await;
+    let http = reqwest::Client::new();
+    let (status, sid, _) = post(&http, &s, None, HttpServer::initialize_body()).await;
+    assert_eq!(status, 200);
+    let sid = sid.expect("a session id");
+    let (status, _, _) = post(
+        &http,
+        &s,
+        Some(&sid),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    assert_eq!(status, 202);
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "exec", "arguments": {"argv": ["echo", "idle"]}}});
+    let (status, _, body) = post(&http, &s, Some(&sid), call).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("idle"), "{body}");
+    assert_eq!(s.server.computers().len(), 1);
+    // Nobody calls for the idle time: the session ends and takes its computer.
+    wait_until(
+        "the idle session's computer release",
+        Duration::from_secs(30),
         || s.server.computers().is_empty(),
     );
     let _ = s.child.start_kill();
