@@ -409,25 +409,6 @@ fn drop_setpcap_from_bounding() -> std::io::Result<()> {
     Ok(())
 }
 
-fn become_nobody_with_no_capability() -> std::io::Result<()> {
-    for cap in 0..64 {
-        // SAFETY: prctl with integer arguments; failures past the last cap are fine.
-        unsafe {
-            libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
-        }
-    }
-    // SAFETY: set*id calls with integer arguments.
-    let failed = unsafe {
-        libc::setgroups(0, std::ptr::null()) < 0
-            || libc::setresgid(65534, 65534, 65534) < 0
-            || libc::setresuid(65534, 65534, 65534) < 0
-    };
-    if failed {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 #[test]
 fn refusals_are_said_in_words_and_nothing_starts() {
     if !need_root() {

@@ -691,25 +691,6 @@ fn unprivileged_userns_works() -> bool {
     cmd.status().is_ok_and(|s| s.success())
 }
 
-fn become_nobody_with_no_capability() -> std::io::Result<()> {
-    for cap in 0..64 {
-        // SAFETY: prctl with integer arguments; failures past the last cap are fine.
-        unsafe {
-            libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
-        }
-    }
-    // SAFETY: set*id calls with integer arguments.
-    let failed = unsafe {
-        libc::setgroups(0, std::ptr::null()) < 0
-            || libc::setresgid(65534, 65534, 65534) < 0
-            || libc::setresuid(65534, 65534, 65534) < 0
-    };
-    if failed {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unprivileged_user_gets_the_same_sandbox_through_a_user_namespace() {
     if !need_root() {

@@ -385,3 +385,24 @@ pub fn kind_of(env: &Envelope) -> Option<String> {
 pub fn exists(p: impl AsRef<Path>) -> bool {
     std::fs::symlink_metadata(p).is_ok()
 }
+
+/// For a pre_exec: drop the whole bounding set, then become 65534 with no
+/// groups, as an unprivileged user with no capability starts.
+pub fn become_nobody_with_no_capability() -> std::io::Result<()> {
+    for cap in 0..64 {
+        // SAFETY: prctl with integer arguments; failures past the last cap are fine.
+        unsafe {
+            libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+        }
+    }
+    // SAFETY: set*id calls with integer arguments.
+    let failed = unsafe {
+        libc::setgroups(0, std::ptr::null()) < 0
+            || libc::setresgid(65534, 65534, 65534) < 0
+            || libc::setresuid(65534, 65534, 65534) < 0
+    };
+    if failed {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
