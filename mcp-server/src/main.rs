@@ -11,6 +11,7 @@
 
 mod config;
 mod http;
+mod logging;
 mod server;
 mod session;
 
@@ -63,7 +64,13 @@ fn run(cli: Cli) -> i32 {
             return 2;
         }
     };
-    init_logging(&config.log);
+    let logs = match logging::init(&config.log) {
+        Ok(q) => q,
+        Err(e) => {
+            eprintln!("computer-mcp: {e}");
+            return 2;
+        }
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -74,7 +81,7 @@ fn run(cli: Cli) -> i32 {
             return 1;
         }
     };
-    rt.block_on(async move {
+    let code = rt.block_on(async move {
         let provider = match make_provider(&config) {
             Ok(p) => p,
             Err(e) => {
@@ -94,18 +101,14 @@ fn run(cli: Cli) -> i32 {
                 1
             }
         }
-    })
-}
-
-fn init_logging(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // stdout belongs to the MCP stdio transport: logs go to stderr only.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .try_init();
+    });
+    // Dropping the runtime would wait for its blocking threads, and the
+    // stdio transport's reader sits in a read of stdin that only the
+    // client's EOF ends: on a signal the server must not wait for that.
+    rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    // Whatever was logged last reaches stderr if stderr takes it soon.
+    logs.flush(std::time::Duration::from_millis(200));
+    code
 }
 
 fn make_provider(config: &Config) -> Result<Arc<dyn Provider>, String> {
@@ -178,7 +181,9 @@ async fn serve(provider: Arc<dyn Provider>, config: Config) -> anyhow::Result<i3
                 }
                 _ = stopped() => {}
             }
-            session.end().await;
+            // Ends the session, waits for a creation still under way, and
+            // releases every computer made.
+            app.release_all().await;
             Ok(0)
         }
     }

@@ -1,3 +1,4 @@
 mod http;
+mod lifecycle;
 mod stdio;
 mod support;

@@ -1,0 +1,292 @@
+//! The server on its own account: it never stalls on a stderr nobody reads,
+//! and a signal ends it promptly on every transport, leaving nothing behind.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::support::*;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_for_port(port: u16) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < until,
+            "the server never listened on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+const TOKEN: &str = "test-token-0123456789abcdef";
+
+/// `computer-mcp serve --http` with stderr a pipe that is never read.
+fn http_server(server: &Server, port: u16, extra: &[&str]) -> Child {
+    let mut args = server.args();
+    // A later --log replaces the test default's (clap takes a flag once).
+    if let Some(i) = extra.iter().position(|a| *a == "--log") {
+        let at = args.iter().position(|a| a == "--log").unwrap();
+        args[at + 1] = extra[i + 1].to_string();
+    }
+    let extra: Vec<&str> = match extra.iter().position(|a| *a == "--log") {
+        Some(i) => [&extra[..i], &extra[i + 2..]].concat(),
+        None => extra.to_vec(),
+    };
+    let child = std::process::Command::new(SERVER)
+        .arg("serve")
+        .args(args)
+        .arg("--http")
+        .arg(format!("127.0.0.1:{port}"))
+        .args(&extra)
+        .env("COMPUTER_MCP_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_port(port);
+    child
+}
+
+fn initialize() -> serde_json::Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+}
+
+async fn post(
+    http: &reqwest::Client,
+    port: u16,
+    session: Option<&str>,
+    body: serde_json::Value,
+) -> (u16, Option<String>, String) {
+    let mut rq = http
+        .post(format!("http://127.0.0.1:{port}/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .timeout(Duration::from_secs(20))
+        .json(&body);
+    if let Some(id) = session {
+        rq = rq
+            .header("mcp-session-id", id)
+            .header("mcp-protocol-version", "2025-06-18");
+    }
+    let r = rq.send().await.unwrap();
+    let status = r.status().as_u16();
+    let sid = r
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(String::from);
+    (status, sid, r.text().await.unwrap())
+}
+
+/// Open a session and run one exec in it, so it has a computer.
+async fn session_with_a_computer(http: &reqwest::Client, port: u16) -> String {
+    let (status, sid, body) = post(http, port, None, initialize()).await;
+    assert_eq!(status, 200, "{body}");
+    let sid = sid.expect("a session id");
+    let (status, _, _) = post(
+        http,
+        port,
+        Some(&sid),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    assert_eq!(status, 202);
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "exec", "arguments": {"argv": ["echo", "made"]}}});
+    let (status, _, body) = post(http, port, Some(&sid), call).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("made"), "{body}");
+    sid
+}
+
+/// Processes whose command line names `needle` (a computer's state
+/// directory appears in its sandbox's and init's arguments).
+fn processes_naming(needle: &str) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&cmd).contains(needle) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn sigterm(child: &Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+}
+
+/// Wait for the child's exit, at most `limit`; the time it took.
+fn exits_within(child: &mut Child, limit: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "the server exited with {status}");
+            return start.elapsed();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server did not exit within {limit:?} of SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_answers_600_http_requests_while_nobody_reads_its_stderr() {
+    if !need_root() {
+        return;
+    }
+    let server = Server::new();
+    let port = free_port();
+    // debug logs a few lines per request: far more than a pipe holds.
+    let mut child = http_server(&server, port, &["--log", "debug"]);
+    let http = reqwest::Client::new();
+    for i in 0..600 {
+        let (status, sid, body) = post(&http, port, None, initialize()).await;
+        assert_eq!(status, 200, "request {i}: {body}");
+        assert!(sid.is_some(), "request {i} got no session");
+        assert!(body.contains("serverInfo"), "request {i}: {body}");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn sigterm_ends_a_stdio_server_with_an_open_stdin_and_releases_its_computer() {
+    if !need_root() {
+        return;
+    }
+    let server = Server::new();
+    let mut child = std::process::Command::new(SERVER)
+        .arg("serve")
+        .args(server.args())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut send = |v: serde_json::Value| {
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(initialize());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("serverInfo"), "{line}");
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "exec", "arguments": {"argv": ["echo", "made"]}}}),
+    );
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("made"), "{line}");
+    assert_eq!(server.computers().len(), 1);
+    sigterm(&child);
+    // stdin stays open (held here) the whole time.
+    let took = exits_within(&mut child, Duration::from_secs(5));
+    assert!(
+        server.computers().is_empty(),
+        "computers left after SIGTERM ({took:?}): {:?}",
+        server.computers()
+    );
+    let state = server.state.path().display().to_string();
+    assert_eq!(processes_naming(&state), Vec::<i32>::new());
+    // Only now does stdin close.
+    drop(stdin);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_an_http_server_with_live_sessions_and_leaves_nothing() {
+    if !need_root() {
+        return;
+    }
+    let server = Server::new();
+    let port = free_port();
+    let mut child = http_server(&server, port, &[]);
+    let http = reqwest::Client::new();
+    session_with_a_computer(&http, port).await;
+    session_with_a_computer(&http, port).await;
+    assert_eq!(server.computers().len(), 2);
+    sigterm(&child);
+    let took = exits_within(&mut child, Duration::from_secs(20));
+    assert!(
+        server.computers().is_empty(),
+        "computers left after SIGTERM ({took:?}): {:?}",
+        server.computers()
+    );
+    let state = server.state.path().display().to_string();
+    assert_eq!(processes_naming(&state), Vec::<i32>::new());
+}
+
+#[test]
+fn a_call_cancelled_while_its_computer_is_made_leaves_no_computer() {
+    if !need_root() {
+        return;
+    }
+    let server = Server::new();
+    let mut child = std::process::Command::new(SERVER)
+        .arg("serve")
+        .args(server.args())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut send = move |v: serde_json::Value| {
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(initialize());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("serverInfo"), "{line}");
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    // The first call starts the computer's creation and is cancelled at once.
+    send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "exec", "arguments": {"argv": ["true"]}}}),
+    );
+    send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2, "reason": "test"}}),
+    );
+    // The session ends (EOF) while the creation may still be under way.
+    drop(send);
+    let took = exits_within(&mut child, Duration::from_secs(30));
+    assert!(
+        server.computers().is_empty(),
+        "computers left after the session ({took:?}): {:?}",
+        server.computers()
+    );
+    let state = server.state.path().display().to_string();
+    assert_eq!(processes_naming(&state), Vec::<i32>::new());
+}
