@@ -13,6 +13,7 @@
 pub mod local;
 pub mod provider;
 pub mod registry;
+pub mod share;
 pub mod types;
 
 pub use provider::{Connection, Provider};
