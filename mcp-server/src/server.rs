@@ -1,9 +1,12 @@
-//! The MCP face: one handler per session, tools from the family its
-//! computer's kind offers, progress and cancellation wired to the call.
+//! The MCP face: one handler per session, tools listed and called through
+//! the registry's family for the session's kind (never named here),
+//! progress and cancellation wired to the call.
 
 use std::sync::Arc;
 
-use computer_tools::{ExtendFn, Progress, ProgressFn, ToolContext, ToolSettings};
+use computer_tools::{
+    ExtendFn, Family, Offer, Progress, ProgressFn, ToolContext, ToolSettings, registry,
+};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
@@ -13,15 +16,6 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::session::Session;
-
-const INSTRUCTIONS: &str = "\
-This server gives you a computer: a Linux sandbox with a shell, files and \
-background processes. It is made on your first tool call and gone when the \
-session ends. Use `exec` for commands that finish, `process_start` and \
-`process_read` for servers and long or interactive programs, and the file \
-tools for reading and editing. Paths are absolute; your home directory is \
-the writable work directory (`computer_info` says where), and /tmp is \
-yours too. Unless told otherwise the computer has no network.";
 
 #[derive(Clone)]
 pub struct ComputerMcp {
@@ -41,6 +35,12 @@ impl ComputerMcp {
             exec_max_timeout_ms: c.exec_max_timeout.as_millis() as u64,
         }
     }
+
+    /// The tool family of the session's kind; None when this crate's
+    /// registry has none for it (then no tool is offered).
+    fn family(&self) -> Option<&'static Family> {
+        registry().family(self.session.app().kind())
+    }
 }
 
 fn tool_error(text: String) -> CallToolResponse {
@@ -49,12 +49,15 @@ fn tool_error(text: String) -> CallToolResponse {
 
 impl ServerHandler for ComputerMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new(
                 env!("CARGO_PKG_NAME"),
                 env!("CARGO_PKG_VERSION"),
-            ))
-            .with_instructions(INSTRUCTIONS)
+            ));
+        match self.family() {
+            Some(f) => config.with_instructions(f.instructions),
+            None => config,
+        }
     }
 
     async fn list_tools(
@@ -64,9 +67,15 @@ impl ServerHandler for ComputerMcp {
     ) -> Result<ListToolsResult, ErrorData> {
         // Listed from what the provider declares, so listing makes no computer.
         let caps = self.session.app().capabilities();
-        Ok(ListToolsResult::with_all_items(
-            computer_tools::sandbox_tools_with(&caps.groups, caps.extend, &self.settings()),
-        ))
+        let offer = Offer {
+            groups: &caps.groups,
+            extend: caps.extend,
+        };
+        let tools = match self.family() {
+            Some(f) => f.list(&offer, &self.settings()),
+            None => Vec::new(),
+        };
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(
@@ -76,19 +85,20 @@ impl ServerHandler for ComputerMcp {
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
         let caps = self.session.app().capabilities();
-        // The name is checked without building the list (and its schemas):
-        // that is only needed to say what the tools are.
-        let offered =
-            computer_tools::is_sandbox_tool(&name) && (name != "computer_extend" || caps.extend);
-        if !offered {
-            let listed =
-                computer_tools::sandbox_tools_with(&caps.groups, caps.extend, &self.settings());
-            let names: Vec<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
+        let offer = Offer {
+            groups: &caps.groups,
+            extend: caps.extend,
+        };
+        // Checked before a computer is made, against what is listed (and
+        // without building any schema).
+        let family = self.family().filter(|f| f.offers(&name, &offer));
+        let Some(family) = family else {
+            let names = self.family().map(|f| f.names(&offer)).unwrap_or_default();
             return Err(ErrorData::invalid_params(
                 format!("no tool {name:?}; the tools are: {}", names.join(", ")),
                 None,
             ));
-        }
+        };
         let cancel = context.ct.clone();
         let for_call = match self.session.computer(&cancel).await {
             Ok(c) => c,
@@ -122,9 +132,10 @@ impl ServerHandler for ComputerMcp {
             settings: self.settings(),
             progress,
             extend,
+            state: Arc::clone(&live.state),
             cancel: cancel.clone(),
         };
-        let result = computer_tools::call_sandbox_tool(&name, request.arguments, &ctx).await;
+        let result = family.call(&name, request.arguments, &ctx).await;
         self.session.check_lost(&live).await;
         let mut result = match result {
             Ok(r) => r,

@@ -13,8 +13,9 @@ use tokio_util::task::TaskTracker;
 use computer_providers::{
     Capabilities, ComputerRef, ComputerSpec, NetworkPolicy, Provider, ProviderError, Release, label,
 };
-use computer_tools::ComputerFacts;
+use computer_tools::{ComputerFacts, ComputerState};
 use computerd::client::ComputerClient;
+use computerd::protocol::SettingKind;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, NetworkArg};
@@ -45,6 +46,12 @@ impl App {
 
     pub fn capabilities(&self) -> Capabilities {
         self.provider.capabilities()
+    }
+
+    /// The setting kind of this server's computers, as its spec asks for
+    /// it: the kind whose tool family the sessions get.
+    pub fn kind(&self) -> SettingKind {
+        self.spec("").kind
     }
 
     pub fn new_session(self: &Arc<Self>) -> Arc<Session> {
@@ -144,6 +151,9 @@ pub struct Live {
     pub computer: ComputerRef,
     pub client: Arc<dyn ComputerClient>,
     pub facts: ComputerFacts,
+    /// What the tools remember about this computer (its shell, its
+    /// processes' streams): made with it, gone with it.
+    pub state: Arc<ComputerState>,
 }
 
 type Creation = Shared<BoxFuture<'static, Result<Live, String>>>;
@@ -419,6 +429,7 @@ async fn make(app: &Arc<App>, session: &str) -> Result<Live, String> {
         computer: created.computer,
         client: conn.client,
         facts,
+        state: ComputerState::new(),
     })
 }
 

@@ -5,17 +5,29 @@
 //! No transport, no provider, no session: the server gives each call a
 //! [`ToolContext`].
 //!
-//! - [`sandbox`]: the sandbox family (`exec`, files, background processes,
-//!   `computer_info`, `computer_extend`): [`sandbox_tools`],
-//!   [`is_sandbox_tool`], [`call_sandbox_tool`].
+//! - `registry`: [`registry()`], the table of families by setting kind;
+//!   [`Family`] (`list`, `names`, `offers`, `call`), [`ToolDef`] (one tool:
+//!   name, what it [`Needs`], schema builder, handler), [`Offer`] (what a
+//!   computer offers), [`offered`] (the one group comparison).
+//! - [`sandbox`]: the sandbox family (`exec`, files, background processes).
+//! - [`common`]: the tools every family lists (`computer_info`,
+//!   `computer_extend`).
+//! - `state`: [`ComputerState`], what the tools remember about one computer
+//!   (one slot per family's memo), made by the server per computer.
+//! - `define`: what a tool definition is made of: `make_tool` (schemas from
+//!   types), argument parsing that names the field, annotations, results.
 //! - `budget`: what keeps a result inside a model's context: the middle cut
 //!   and the file in the computer that keeps the whole output.
 //! - `text`: line numbering by offset and limit, image and binary detection.
 //! - `error`: [`ToolError`], and its one mapping to an `isError` result.
 
 mod budget;
+pub mod common;
+mod define;
 mod error;
+mod registry;
 pub mod sandbox;
+mod state;
 mod text;
 
 use std::sync::Arc;
@@ -27,7 +39,8 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 pub use error::{Result, ToolError};
-pub use sandbox::{call_sandbox_tool, is_sandbox_tool, sandbox_tools, sandbox_tools_with};
+pub use registry::{Family, Handler, Needs, Offer, Registry, ToolDef, offered, registry};
+pub use state::ComputerState;
 
 /// What the server knows about the computer, from the provider and hello.
 /// `computer_info` shows it as it is.
@@ -112,6 +125,9 @@ pub struct ToolContext {
     pub progress: Option<ProgressFn>,
     /// Some when the provider can extend the deadline.
     pub extend: Option<ExtendFn>,
+    /// What the tools remember about this computer: one per computer, the
+    /// same `Arc` for every call on it.
+    pub state: Arc<ComputerState>,
     /// Fired when the MCP client cancels the call.
     pub cancel: CancellationToken,
 }
@@ -124,39 +140,5 @@ impl std::fmt::Debug for ToolContext {
             .field("progress", &self.progress.is_some())
             .field("extend", &self.extend.is_some())
             .finish_non_exhaustive()
-    }
-}
-
-#[cfg(test)]
-mod golden {
-    use std::path::PathBuf;
-
-    /// The tools' names, descriptions and schemas are held to a golden file,
-    /// so a change to what models see is a reviewed change. On a mismatch the
-    /// new listing is written beside it as `*.current.json`;
-    /// `COMPUTER_MCP_ACCEPT_SCHEMAS=1` accepts it.
-    #[test]
-    fn the_sandbox_tools_match_their_golden_schemas() {
-        let groups: Vec<String> = ["exec", "files", "processes"].map(String::from).to_vec();
-        let tools = super::sandbox_tools(&groups, true);
-        let mut text = serde_json::to_string_pretty(&tools).unwrap();
-        text.push('\n');
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/schemas");
-        let golden = dir.join("sandbox-tools.json");
-        let current = dir.join("sandbox-tools.current.json");
-        if std::env::var("COMPUTER_MCP_ACCEPT_SCHEMAS").as_deref() == Ok("1") {
-            std::fs::write(&golden, &text).unwrap();
-            let _ = std::fs::remove_file(&current);
-            return;
-        }
-        let want = std::fs::read_to_string(&golden).unwrap_or_default();
-        if want != text {
-            std::fs::write(&current, &text).unwrap();
-            panic!(
-                "the sandbox tools' schemas changed: compare {} with {}, and run with COMPUTER_MCP_ACCEPT_SCHEMAS=1 to accept",
-                current.display(),
-                golden.display()
-            );
-        }
     }
 }

@@ -1,271 +1,72 @@
 //! The sandbox family: a shell, files and background processes in a Linux
-//! computer, plus `computer_info` and `computer_extend`.
+//! computer, plus the shared `computer_info` and `computer_extend`.
 //!
 //! - [`exec`]: `exec` (one round trip without progress; followed with
 //!   progress reports when the client asked for them).
 //! - [`files`]: `read_file`, `write_file`, `edit_file`, `list_files`.
 //! - [`process`]: `process_start`, `process_read`, `process_write`,
 //!   `process_signal`, `process_list`.
-//! - [`computer`]: `computer_info`, `computer_extend`.
 //!
-//! Every tool's input schema comes from its args type and its output schema
-//! from its result type; the group table below decides which are listed.
+//! [`FAMILY`] is the table: one entry per tool, in the order they are
+//! listed. Every tool's input schema comes from its args type and its
+//! output schema from its result type. Below it, what the tools share: path
+//! and program checks, owned starts, and the memo of the computer's shell
+//! and process streams (kept in the call's [`crate::ComputerState`]).
 
-pub mod computer;
 pub mod exec;
 pub mod files;
 pub mod process;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use computerd::client::{ClientError, ComputerClient, ComputerExt};
 use computerd::protocol::{
-    FileType, FilesStatParams, ProcessSignalParams, ProcessStartParams, ProcessStartResult, Signal,
-    Stream, group,
+    FileType, FilesStatParams, ProcessSignalParams, ProcessStartParams, ProcessStartResult,
+    SettingKind, Signal, Stream, group,
 };
-use rmcp::ErrorData;
-use rmcp::handler::server::tool::{schema_for_input, schema_for_output, schema_for_type};
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
-use schemars::JsonSchema;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::Value;
 
+use crate::ToolContext;
+use crate::common;
 use crate::error::{Result, ToolError};
-use crate::{ToolContext, ToolSettings};
+use crate::registry::{Family, Needs, ToolDef, handler};
 
-/// The tools of this family, in the order they are listed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Name {
-    Exec,
-    ReadFile,
-    WriteFile,
-    EditFile,
-    ListFiles,
-    ProcessStart,
-    ProcessRead,
-    ProcessWrite,
-    ProcessSignal,
-    ProcessList,
-    ComputerInfo,
-    ComputerExtend,
-}
+const EXEC: Needs = Needs::Group(group::EXEC);
+const FILES: Needs = Needs::Group(group::FILES);
+const PROCESSES: Needs = Needs::Group(group::PROCESSES);
 
-const ALL: [Name; 12] = [
-    Name::Exec,
-    Name::ReadFile,
-    Name::WriteFile,
-    Name::EditFile,
-    Name::ListFiles,
-    Name::ProcessStart,
-    Name::ProcessRead,
-    Name::ProcessWrite,
-    Name::ProcessSignal,
-    Name::ProcessList,
-    Name::ComputerInfo,
-    Name::ComputerExtend,
-];
+/// The sandbox family: its tools, in the order they are listed. A new
+/// tool is one line here (and its module's args, result, builder and
+/// handler).
+#[rustfmt::skip]
+pub const FAMILY: Family = Family {
+    kind: SettingKind::Sandbox,
+    instructions: INSTRUCTIONS,
+    tools: &[
+        ToolDef::new("exec",           EXEC,      exec::tool,           handler!(exec::run)),
+        ToolDef::new("read_file",      FILES,     files::read_tool,     handler!(files::read)),
+        ToolDef::new("write_file",     FILES,     files::write_tool,    handler!(files::write)),
+        ToolDef::new("edit_file",      FILES,     files::edit_tool,     handler!(files::edit)),
+        ToolDef::new("list_files",     FILES,     files::list_tool,     handler!(files::list)),
+        ToolDef::new("process_start",  PROCESSES, process::start_tool,  handler!(process::start)),
+        ToolDef::new("process_read",   PROCESSES, process::read_tool,   handler!(process::read)),
+        ToolDef::new("process_write",  PROCESSES, process::write_tool,  handler!(process::write)),
+        ToolDef::new("process_signal", PROCESSES, process::signal_tool, handler!(process::signal)),
+        ToolDef::new("process_list",   PROCESSES, process::list_tool,   handler!(process::list)),
+        common::INFO,
+        common::EXTEND,
+    ],
+};
 
-impl Name {
-    fn as_str(self) -> &'static str {
-        match self {
-            Name::Exec => "exec",
-            Name::ReadFile => "read_file",
-            Name::WriteFile => "write_file",
-            Name::EditFile => "edit_file",
-            Name::ListFiles => "list_files",
-            Name::ProcessStart => "process_start",
-            Name::ProcessRead => "process_read",
-            Name::ProcessWrite => "process_write",
-            Name::ProcessSignal => "process_signal",
-            Name::ProcessList => "process_list",
-            Name::ComputerInfo => "computer_info",
-            Name::ComputerExtend => "computer_extend",
-        }
-    }
-
-    fn from_str(name: &str) -> Option<Name> {
-        ALL.into_iter().find(|n| n.as_str() == name)
-    }
-
-    /// The capability group the tool needs; None: always listed (extend
-    /// aside, which the provider decides).
-    fn group(self) -> Option<&'static str> {
-        match self {
-            Name::Exec => Some(group::EXEC),
-            Name::ReadFile | Name::WriteFile | Name::EditFile | Name::ListFiles => {
-                Some(group::FILES)
-            }
-            Name::ProcessStart
-            | Name::ProcessRead
-            | Name::ProcessWrite
-            | Name::ProcessSignal
-            | Name::ProcessList => Some(group::PROCESSES),
-            Name::ComputerInfo | Name::ComputerExtend => None,
-        }
-    }
-
-    fn tool(self, s: &ToolSettings) -> Tool {
-        match self {
-            Name::Exec => exec::tool(s),
-            Name::ReadFile => files::read_tool(s),
-            Name::WriteFile => files::write_tool(),
-            Name::EditFile => files::edit_tool(),
-            Name::ListFiles => files::list_tool(s),
-            Name::ProcessStart => process::start_tool(),
-            Name::ProcessRead => process::read_tool(s),
-            Name::ProcessWrite => process::write_tool(),
-            Name::ProcessSignal => process::signal_tool(),
-            Name::ProcessList => process::list_tool(s),
-            Name::ComputerInfo => computer::info_tool(),
-            Name::ComputerExtend => computer::extend_tool(),
-        }
-    }
-}
-
-/// The tools of the sandbox family that `groups` (hello's groups) allow,
-/// with `extend` telling whether computer_extend is listed. Descriptions
-/// state the default [`ToolSettings`].
-pub fn sandbox_tools(groups: &[String], extend: bool) -> Vec<Tool> {
-    sandbox_tools_with(groups, extend, &ToolSettings::default())
-}
-
-/// [`sandbox_tools`] with the limits the server runs with, so that the
-/// descriptions and schemas state them (exec's timeout, the output budget).
-pub fn sandbox_tools_with(groups: &[String], extend: bool, settings: &ToolSettings) -> Vec<Tool> {
-    ALL.into_iter()
-        .filter(|n| match n.group() {
-            Some(g) => groups.iter().any(|x| x == g),
-            None => *n != Name::ComputerExtend || extend,
-        })
-        .map(|n| n.tool(settings))
-        .collect()
-}
-
-/// Whether `name` is one of this family's tools.
-pub fn is_sandbox_tool(name: &str) -> bool {
-    Name::from_str(name).is_some()
-}
-
-/// Run one tool call. Bad arguments, a refused path, a process id that does
-/// not exist, a daemon error: `Ok(CallToolResult::error(..))` whose text
-/// names the field and what is allowed. `Err(ErrorData)` only for an
-/// unknown tool name.
-///
-/// When `ctx.cancel` fires, or the returned future is dropped, the calls in
-/// flight are cancelled in the daemon and what the call started is ended.
-pub async fn call_sandbox_tool(
-    name: &str,
-    arguments: Option<serde_json::Map<String, Value>>,
-    ctx: &ToolContext,
-) -> std::result::Result<CallToolResult, ErrorData> {
-    let Some(tool) = Name::from_str(name) else {
-        let known: Vec<&str> = ALL.iter().map(|n| n.as_str()).collect();
-        return Err(ErrorData::invalid_params(
-            format!(
-                "tool {name:?} not found; the sandbox tools are {}",
-                known.join(", ")
-            ),
-            None,
-        ));
-    };
-    let args = Value::Object(arguments.unwrap_or_default());
-    let work = run(tool, args, ctx);
-    let outcome = tokio::select! {
-        biased;
-        _ = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
-        r = work => r,
-    };
-    Ok(outcome.unwrap_or_else(ToolError::into_result))
-}
-
-async fn run(tool: Name, args: Value, ctx: &ToolContext) -> Result<CallToolResult> {
-    let name = tool.as_str();
-    match tool {
-        Name::Exec => exec::run(ctx, parse(name, args)?).await,
-        Name::ReadFile => files::read(ctx, parse(name, args)?).await,
-        Name::WriteFile => files::write(ctx, parse(name, args)?).await,
-        Name::EditFile => files::edit(ctx, parse(name, args)?).await,
-        Name::ListFiles => files::list(ctx, parse(name, args)?).await,
-        Name::ProcessStart => process::start(ctx, parse(name, args)?).await,
-        Name::ProcessRead => process::read(ctx, parse(name, args)?).await,
-        Name::ProcessWrite => process::write(ctx, parse(name, args)?).await,
-        Name::ProcessSignal => process::signal(ctx, parse(name, args)?).await,
-        Name::ProcessList => process::list(ctx, parse(name, args)?).await,
-        Name::ComputerInfo => computer::info(ctx, parse(name, args)?).await,
-        Name::ComputerExtend => computer::extend(ctx, parse(name, args)?).await,
-    }
-}
-
-/// Arguments from JSON, with words that name the field at fault.
-pub(crate) fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T> {
-    serde_path_to_error::deserialize::<_, T>(args).map_err(|e| {
-        let mut path = e.path().to_string();
-        let inner = e.into_inner().to_string();
-        // An unknown field's path ends with the field itself, which serde names.
-        if inner.starts_with("unknown field") {
-            path = path
-                .rsplit_once('.')
-                .map(|(p, _)| p.to_string())
-                .unwrap_or_default();
-        }
-        if path == "." || path.is_empty() {
-            ToolError::Invalid(format!("{tool}: {inner}"))
-        } else {
-            ToolError::Invalid(format!("{tool}: {path}: {inner}"))
-        }
-    })
-}
-
-/// A tool from its args and result types.
-pub(crate) fn make_tool<A: JsonSchema + 'static, O: JsonSchema + 'static>(
-    name: &'static str,
-    description: String,
-    annotations: ToolAnnotations,
-) -> Tool {
-    let mut input = schema_for_input::<A>().unwrap_or_else(|_| schema_for_type::<A>());
-    if !input.contains_key("properties") {
-        // A tool without arguments still states its (empty) properties,
-        // which some clients expect.
-        let mut with = input.as_ref().clone();
-        with.insert("properties".into(), Value::Object(Default::default()));
-        input = Arc::new(with);
-    }
-    Tool::new(name, description, input)
-        .with_raw_output_schema(schema_for_output::<O>())
-        .annotate(annotations)
-}
-
-/// Replace one property's description in a generated input schema (for
-/// limits known only at run time), and set its maximum when given.
-pub(crate) fn restate_property(
-    tool: &mut Tool,
-    property: &str,
-    description: String,
-    maximum: Option<u64>,
-) {
-    let mut schema: JsonObject = tool.input_schema.as_ref().clone();
-    if let Some(Value::Object(props)) = schema.get_mut("properties")
-        && let Some(Value::Object(p)) = props.get_mut(property)
-    {
-        p.insert("description".into(), Value::String(description));
-        if let Some(m) = maximum {
-            p.insert("maximum".into(), Value::from(m));
-        }
-    }
-    tool.input_schema = Arc::new(schema);
-}
-
-/// A success: text for the model, the result as structured content.
-pub(crate) fn done<O: Serialize>(text: String, out: &O) -> CallToolResult {
-    with_structured(CallToolResult::success(vec![ContentBlock::text(text)]), out)
-}
-
-pub(crate) fn with_structured<O: Serialize>(mut r: CallToolResult, out: &O) -> CallToolResult {
-    r.structured_content = serde_json::to_value(out).ok();
-    r
-}
+/// What a session of this kind is told (MCP instructions).
+const INSTRUCTIONS: &str = "\
+This server gives you a computer: a Linux sandbox with a shell, files and \
+background processes. It is made on your first tool call and gone when the \
+session ends. Use `exec` for commands that finish, `process_start` and \
+`process_read` for servers and long or interactive programs, and the file \
+tools for reading and editing. Paths are absolute; your home directory is \
+the writable work directory (`computer_info` says where), and /tmp is \
+yours too. Unless told otherwise the computer has no network.";
 
 /// A path argument must be absolute; a relative one is refused with the
 /// work directory, and what it may have meant.
@@ -406,10 +207,10 @@ impl Shell {
     }
 }
 
-/// Whether the computer has bash: asked once per client (one files.stat),
-/// then remembered.
+/// Whether the computer has bash: asked once per computer (one
+/// files.stat), then remembered.
 async fn shell(ctx: &ToolContext) -> Result<Shell> {
-    let memo = memo(&ctx.client);
+    let memo = memo(ctx);
     if let Some(s) = lock(&memo).shell {
         return Ok(s);
     }
@@ -435,7 +236,7 @@ async fn shell(ctx: &ToolContext) -> Result<Shell> {
     Ok(s)
 }
 
-/// What the tools remember about one computer client: its shell, and which
+/// What the tools remember about one computer: its shell, and which
 /// stream each process's output is read from.
 #[derive(Debug, Default)]
 pub(crate) struct Memo {
@@ -457,53 +258,42 @@ impl Memo {
     }
 }
 
-type Memos = Vec<(Weak<dyn ComputerClient>, Arc<Mutex<Memo>>)>;
-
-/// The memo of `client`, kept while the client lives. Clients are told apart
-/// by address; a dead client's entry goes on the next lookup (its weak
-/// reference keeps the address from being reused until then).
-pub(crate) fn memo(client: &Arc<dyn ComputerClient>) -> Arc<Mutex<Memo>> {
-    static MEMOS: Mutex<Memos> = Mutex::new(Vec::new());
-    let mut all = MEMOS.lock().unwrap_or_else(|p| p.into_inner());
-    all.retain(|(w, _)| w.strong_count() > 0);
-    let me = Arc::as_ptr(client);
-    if let Some((_, m)) = all.iter().find(|(w, _)| std::ptr::addr_eq(w.as_ptr(), me)) {
-        return m.clone();
-    }
-    let m = Arc::new(Mutex::new(Memo::default()));
-    all.push((Arc::downgrade(client), m.clone()));
-    m
+/// The memo of the call's computer, kept in its [`crate::ComputerState`].
+pub(crate) fn memo(ctx: &ToolContext) -> Arc<Mutex<Memo>> {
+    ctx.state.slot::<Mutex<Memo>>()
 }
 
 pub(crate) fn lock(m: &Mutex<Memo>) -> std::sync::MutexGuard<'_, Memo> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Annotations, each hint stated.
-pub(crate) fn hints(
-    title: &str,
-    read_only: bool,
-    destructive: bool,
-    idempotent: bool,
-    open_world: bool,
-) -> ToolAnnotations {
-    let mut a = ToolAnnotations::with_title(title)
-        .read_only(read_only)
-        .open_world(open_world);
-    if !read_only {
-        a = a.destructive(destructive).idempotent(idempotent);
-    } else {
-        a = a.idempotent(idempotent);
-    }
-    a
-}
-
 #[cfg(test)]
 mod tests {
+    use computerd::protocol::SettingKind;
+    use futures::future::BoxFuture;
+    use rmcp::model::Tool;
+    use serde_json::Value;
+
     use super::*;
+    use crate::define::parse;
+    use crate::registry::{Offer, registry};
+    use crate::{ComputerState, ToolSettings};
 
     fn groups(g: &[&str]) -> Vec<String> {
         g.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// The family the registry gives for the sandbox kind.
+    fn family() -> &'static Family {
+        registry().family(SettingKind::Sandbox).unwrap()
+    }
+
+    fn sandbox_tools_with(groups: &[String], extend: bool, settings: &ToolSettings) -> Vec<Tool> {
+        family().list(&Offer { groups, extend }, settings)
+    }
+
+    fn sandbox_tools(groups: &[String], extend: bool) -> Vec<Tool> {
+        sandbox_tools_with(groups, extend, &ToolSettings::default())
     }
 
     fn names(tools: &[Tool]) -> Vec<String> {
@@ -546,9 +336,9 @@ mod tests {
         );
         assert_eq!(names(&sandbox_tools(&[], false)), ["computer_info"]);
         for t in &all {
-            assert!(is_sandbox_tool(&t.name));
+            assert!(family().tool(&t.name).is_some());
         }
-        assert!(!is_sandbox_tool("screenshot"));
+        assert!(family().tool("screenshot").is_none());
     }
 
     #[test]
@@ -658,7 +448,7 @@ mod tests {
             &'a self,
             _method: &'a str,
             _params: Value,
-        ) -> futures::future::BoxFuture<'a, computerd::client::Result<Value>> {
+        ) -> BoxFuture<'a, computerd::client::Result<Value>> {
             Box::pin(async { Err(computerd::client::ClientError::Closed("x".into())) })
         }
         fn close(&self) {}
@@ -671,6 +461,7 @@ mod tests {
             settings: Default::default(),
             progress: None,
             extend: None,
+            state: ComputerState::new(),
             cancel: Default::default(),
         }
     }
@@ -679,7 +470,7 @@ mod tests {
     fn a_call_can_run_on_any_thread() {
         fn send<T: Send>(_: &T) {}
         let ctx = dead_ctx();
-        let call = call_sandbox_tool("exec", None, &ctx);
+        let call = family().call("exec", None, &ctx);
         send(&call);
     }
 
@@ -687,21 +478,24 @@ mod tests {
     async fn a_cancelled_call_does_not_start() {
         let ctx = dead_ctx();
         ctx.cancel.cancel();
-        let r = call_sandbox_tool("computer_info", None, &ctx)
-            .await
-            .unwrap();
+        let r = family().call("computer_info", None, &ctx).await.unwrap();
         assert_eq!(r.is_error, Some(true));
         assert!(format!("{:?}", r.content).contains("cancelled"));
-        let e = call_sandbox_tool("nope", None, &ctx).await.unwrap_err();
+        let e = family().call("nope", None, &ctx).await.unwrap_err();
         assert!(e.message.contains("not found"), "{}", e.message);
     }
 
     #[test]
-    fn the_memo_is_per_client_and_goes_with_it() {
-        let a: Arc<dyn ComputerClient> = Arc::new(Dead);
-        let b: Arc<dyn ComputerClient> = Arc::new(Dead);
+    fn the_memo_is_per_computer_and_goes_with_it() {
+        let a = dead_ctx();
+        let b = dead_ctx();
         lock(&memo(&a)).shell = Some(Shell::Sh);
         assert_eq!(lock(&memo(&a.clone())).shell, Some(Shell::Sh));
         assert_eq!(lock(&memo(&b)).shell, None);
+        // Over the same client, a new computer state (a new computer) starts
+        // empty.
+        let mut c = a.clone();
+        c.state = ComputerState::new();
+        assert_eq!(lock(&memo(&c)).shell, None);
     }
 }

@@ -22,8 +22,9 @@ use rmcp::model::{CallToolResult, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{absolute, done, hints, make_tool, program, restate_property, spawn_kill, start_owned};
+use super::{absolute, program, spawn_kill, start_owned};
 use crate::budget::{kib, middle_cut, save_output, split_budget, unique_name};
+use crate::define::{done, hints, make_tool, restate_property};
 use crate::error::{Result, ToolError};
 use crate::{Progress, ProgressFn, ToolContext, ToolSettings};
 
@@ -83,7 +84,7 @@ pub struct ExecOutput {
     pub duration_ms: u64,
 }
 
-pub(crate) fn tool(s: &ToolSettings) -> Tool {
+pub(crate) fn tool(name: &'static str, s: &ToolSettings) -> Tool {
     let description = format!(
         "Run a command in the computer and wait for it to end. Give `command` (a shell command line, run with bash -lc: pipes, redirections, && and cd work) or `argv` (a program and its arguments, no shell). \
 Returns the exit code, stdout and stderr (as UTF-8 text) and whether it timed out. It runs in the work directory unless `cwd` says otherwise, with empty stdin unless `stdin` is given, and is ended after `timeout_ms` (default {} ms, at most {} ms). \
@@ -94,7 +95,7 @@ Nothing the command starts outlives it: for servers, watchers and programs that 
         kib(s.output_budget_bytes)
     );
     let mut t = make_tool::<ExecArgs, ExecOutput>(
-        "exec",
+        name,
         description,
         hints("Run a command", false, true, false, true),
     );

@@ -10,8 +10,9 @@ use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{absolute, done, hints, make_tool, with_structured};
+use super::absolute;
 use crate::budget::kib;
+use crate::define::{done, hints, make_tool, with_structured};
 use crate::error::{Result, ToolError};
 use crate::text::{LineWindow, Stop, human_bytes, image_mime, image_size, not_text};
 use crate::{ToolContext, ToolSettings};
@@ -75,9 +76,9 @@ pub struct ReadFileOutput {
     pub height: Option<u32>,
 }
 
-pub(crate) fn read_tool(s: &ToolSettings) -> Tool {
+pub(crate) fn read_tool(name: &'static str, s: &ToolSettings) -> Tool {
     make_tool::<ReadFileArgs, ReadFileOutput>(
-        "read_file",
+        name,
         format!(
             "Read a text file with line numbers (like `cat -n`: the number, a tab, the line), or look at an image. `path` is absolute. \
 Shows the first 2000 lines unless `offset` (the first line, 1-based) and `limit` (how many) say otherwise; lines over 2000 characters are cut. \
@@ -289,9 +290,9 @@ pub struct WriteFileOutput {
     pub bytes_written: u64,
 }
 
-pub(crate) fn write_tool() -> Tool {
+pub(crate) fn write_tool(name: &'static str, _s: &ToolSettings) -> Tool {
     make_tool::<WriteFileArgs, WriteFileOutput>(
-        "write_file",
+        name,
         "Create a file, or replace one, with the given text. `path` is absolute; missing parent directories are made. \
 The whole file is replaced: to change part of an existing file use edit_file. Returns the number of bytes written."
             .to_string(),
@@ -355,9 +356,9 @@ pub struct EditFileOutput {
     pub snippet: String,
 }
 
-pub(crate) fn edit_tool() -> Tool {
+pub(crate) fn edit_tool(name: &'static str, _s: &ToolSettings) -> Tool {
     make_tool::<EditFileArgs, EditFileOutput>(
-        "edit_file",
+        name,
         "Replace exact text in a text file. `old_string` must match the file exactly, spaces, tabs and line ends included: copy it from read_file's output without the line-number prefix. \
 By default it must occur exactly once: include enough surrounding lines to make it unique, or set `replace_all` to change every occurrence. \
 Refused, with the file unchanged, when there is no match or more than one (the count is given). Returns the number of replacements and the edited lines, numbered."
@@ -550,9 +551,9 @@ pub struct ListFilesOutput {
     pub truncated: bool,
 }
 
-pub(crate) fn list_tool(s: &ToolSettings) -> Tool {
+pub(crate) fn list_tool(name: &'static str, s: &ToolSettings) -> Tool {
     make_tool::<ListFilesArgs, ListFilesOutput>(
-        "list_files",
+        name,
         format!(
             "List a directory's files and subdirectories, `depth` levels down (default 2, at most 5). `path` is absolute. \
 Each line gives the type (d directory, f file, l symlink, o other), the size in bytes and the path relative to `path`; a symlink shows its target and is not followed. \

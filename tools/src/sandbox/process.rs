@@ -19,8 +19,9 @@ use rmcp::model::{CallToolResult, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{absolute, done, hints, lock, make_tool, memo, program, start_owned};
+use super::{absolute, lock, memo, program, start_owned};
 use crate::budget::{kib, save_dirs, unique_name};
+use crate::define::{done, hints, make_tool};
 use crate::error::{Result, ToolError};
 use crate::text::incomplete_utf8_tail;
 use crate::{ToolContext, ToolSettings};
@@ -83,9 +84,9 @@ pub struct ProcessStartOutput {
     pub log_file: Option<String>,
 }
 
-pub(crate) fn start_tool() -> Tool {
+pub(crate) fn start_tool(name: &'static str, _s: &ToolSettings) -> Tool {
     make_tool::<ProcessStartArgs, ProcessStartOutput>(
-        "process_start",
+        name,
         "Start a program that keeps running in the background (a server, a watcher, a long build, an interactive program) and return its id at once. Give `command` (a shell command line, run with bash -lc) or `argv`. \
 Then read its output with process_read, send it input with process_write, and stop it with process_signal; process_list shows every process. \
 With `pty` the program runs in a terminal (for shells, REPLs and programs that need one); without it, it gets a stdin pipe and its stdout and stderr are collected together, also in a log file whose path the result gives. \
@@ -168,7 +169,7 @@ pub(crate) async fn start(ctx: &ToolContext, a: ProcessStartArgs) -> Result<Call
         (false, true) => Stream::Log,
         (false, false) => Stream::Stdout,
     };
-    lock(&memo(&ctx.client)).set_stream(&p.id, stream);
+    lock(&memo(ctx)).set_stream(&p.id, stream);
     let mut text = format!(
         "started {} (pid {}){}. Read its output with process_read (id {:?}).",
         p.id,
@@ -236,9 +237,9 @@ pub struct ProcessReadOutput {
     pub log_capped: bool,
 }
 
-pub(crate) fn read_tool(s: &ToolSettings) -> Tool {
+pub(crate) fn read_tool(name: &'static str, s: &ToolSettings) -> Tool {
     make_tool::<ProcessReadArgs, ProcessReadOutput>(
-        "process_read",
+        name,
         format!(
             "Read a background process's output (stdout and stderr together, or its terminal), waiting up to `wait_ms` (default 1000, at most 30000) when nothing new has come yet; once output comes, what follows within 0.2 s joins the same reply. \
 Pass the previous reply's `next_offset` as `since` to get only what came after it; `since` 0 reads from the start. Says whether the process has exited and how (exit code or signal). \
@@ -270,7 +271,7 @@ pub(crate) async fn read(ctx: &ToolContext, a: ProcessReadArgs) -> Result<CallTo
     };
     let since = a.since.unwrap_or(0);
     let started = Instant::now();
-    let memo = memo(&ctx.client);
+    let memo = memo(ctx);
     let known = lock(&memo).stream(&a.id);
     let order: Vec<Stream> = match known {
         Some(s) => vec![s],
@@ -481,9 +482,9 @@ pub struct ProcessWriteOutput {
     pub closed: bool,
 }
 
-pub(crate) fn write_tool() -> Tool {
+pub(crate) fn write_tool(name: &'static str, _s: &ToolSettings) -> Tool {
     make_tool::<ProcessWriteArgs, ProcessWriteOutput>(
-        "process_write",
+        name,
         "Send text to a background process's stdin, or type it into its terminal (a pty process). A line needs its end: \"\\n\". \
 For a terminal, \"\\u0003\" is Ctrl-C and \"\\u0004\" is Ctrl-D (end of input). `close: true` closes stdin after the input so the program sees the end of its input (not for a terminal: send \"\\u0004\"). \
 A write waits up to 10 s for the program to take the input. Read the answer with process_read."
@@ -592,9 +593,9 @@ pub struct ProcessSignalOutput {
     pub ended_by: Option<String>,
 }
 
-pub(crate) fn signal_tool() -> Tool {
+pub(crate) fn signal_tool(name: &'static str, _s: &ToolSettings) -> Tool {
     make_tool::<ProcessSignalArgs, ProcessSignalOutput>(
-        "process_signal",
+        name,
         "Send a signal to a background process and everything in its process group: TERM (ask it to stop), INT (Ctrl-C; for a terminal process it goes to the foreground job), HUP (hang up) or KILL (stop at once; it cannot be caught). \
 Waits a moment and says whether the process has ended, and how. A process that ignores TERM can be ended with KILL."
             .to_string(),
@@ -688,9 +689,9 @@ pub struct ProcessListOutput {
     pub truncated: bool,
 }
 
-pub(crate) fn list_tool(s: &ToolSettings) -> Tool {
+pub(crate) fn list_tool(name: &'static str, s: &ToolSettings) -> Tool {
     make_tool::<ProcessListArgs, ProcessListOutput>(
-        "process_list",
+        name,
         format!(
             "List this computer's background processes, running and ended, oldest first: id, pid, state (running, exit code or signal) and command. \
 Ended processes stay listed (up to 256 processes in all) so their output can still be read with process_read. Runs of exec that reported progress are listed too. The listing fits about {}.",

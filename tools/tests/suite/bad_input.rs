@@ -1,7 +1,8 @@
 //! Every bad input the issue lists gets an isError result whose text names
 //! the field and what is allowed, and the session goes on.
 
-use computer_tools::call_sandbox_tool;
+use computer_tools::registry;
+use computerd::protocol::SettingKind;
 use serde_json::json;
 
 use super::support::*;
@@ -59,16 +60,15 @@ async fn bad_input_names_the_field_and_the_session_goes_on() {
         }
     }
     // An unknown tool is a protocol error, not a result.
-    let e = call_sandbox_tool("format_disk", None, &s.ctx)
-        .await
-        .unwrap_err();
+    let sandbox = registry().family(SettingKind::Sandbox).unwrap();
+    let e = sandbox.call("format_disk", None, &s.ctx).await.unwrap_err();
     assert!(
         e.message.contains("tool \"format_disk\" not found"),
         "{}",
         e.message
     );
     // No arguments at all read as {}.
-    let r = call_sandbox_tool("read_file", None, &s.ctx).await.unwrap();
+    let r = sandbox.call("read_file", None, &s.ctx).await.unwrap();
     assert_eq!(text(&r), "read_file: missing field `path`");
     // The session goes on.
     let (_, v) = s.ok("exec", json!({"command": "echo still here"})).await;

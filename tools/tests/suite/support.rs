@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use computer_tools::{ComputerFacts, Progress, ToolContext, ToolSettings, call_sandbox_tool};
+use computer_tools::{ComputerFacts, ComputerState, Progress, ToolContext, ToolSettings, registry};
 use computerd::client::{ComputerClient, DaemonClient};
+use computerd::protocol::SettingKind;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
 use tokio::net::UnixStream;
@@ -141,6 +142,7 @@ impl Sandbox {
             settings: ToolSettings::default(),
             progress: None,
             extend: None,
+            state: ComputerState::new(),
             cancel: CancellationToken::new(),
         };
         Some(Sandbox {
@@ -179,7 +181,10 @@ impl Sandbox {
         };
         tokio::time::timeout(
             Duration::from_secs(60),
-            call_sandbox_tool(name, Some(args), ctx),
+            registry()
+                .family(SettingKind::Sandbox)
+                .expect("the sandbox family")
+                .call(name, Some(args), ctx),
         )
         .await
         .expect("the tool answered within 60 s")

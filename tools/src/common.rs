@@ -1,12 +1,27 @@
-//! `computer_info` and `computer_extend`: the computer itself.
+//! The tools every family shares: `computer_info` and `computer_extend`,
+//! the computer itself. A family lists [`INFO`] and [`EXTEND`] in its table;
+//! extend is listed only where the provider can move the deadline
+//! ([`Needs::Extend`]).
 
 use rmcp::model::{CallToolResult, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{done, hints, make_tool};
+use crate::define::{done, hints, make_tool};
 use crate::error::{Result, ToolError};
-use crate::{ComputerFacts, ToolContext};
+use crate::registry::{Needs, ToolDef, handler};
+use crate::{ComputerFacts, ToolContext, ToolSettings};
+
+/// `computer_info`: what the server knows about the computer.
+pub const INFO: ToolDef = ToolDef::new("computer_info", Needs::Nothing, info_tool, handler!(info));
+
+/// `computer_extend`: move the deadline, where the provider can.
+pub const EXTEND: ToolDef = ToolDef::new(
+    "computer_extend",
+    Needs::Extend,
+    extend_tool,
+    handler!(extend),
+);
 
 /// computer_extend's `ttl_minutes` at most (a day).
 pub const MAX_TTL_MINUTES: u64 = 1440;
@@ -17,9 +32,9 @@ pub const MAX_TTL_MINUTES: u64 = 1440;
 #[serde(deny_unknown_fields)]
 pub struct ComputerInfoArgs {}
 
-pub(crate) fn info_tool() -> Tool {
+fn info_tool(name: &'static str, _s: &ToolSettings) -> Tool {
     make_tool::<ComputerInfoArgs, ComputerFacts>(
-        "computer_info",
+        name,
         "Describe this computer: its provider and id, kind, OS and architecture, the user programs run as, the work directory (HOME, the default cwd, where your files belong), \
 the network as read back (e.g. `none (only lo)`: nothing outside the computer can be reached), the deadline at which it and everything in it ends, and how it is isolated. \
 Call it when you need to know where you are working; it costs nothing."
@@ -51,7 +66,7 @@ pub(crate) fn render_facts(f: &ComputerFacts) -> String {
     t
 }
 
-pub(crate) async fn info(ctx: &ToolContext, _a: ComputerInfoArgs) -> Result<CallToolResult> {
+async fn info(ctx: &ToolContext, _a: ComputerInfoArgs) -> Result<CallToolResult> {
     let mut text = render_facts(&ctx.facts);
     if ctx.extend.is_some() && ctx.facts.deadline.is_some() {
         text.push_str("The deadline can be moved later with computer_extend.\n");
@@ -75,9 +90,9 @@ pub struct ComputerExtendOutput {
     pub deadline: String,
 }
 
-pub(crate) fn extend_tool() -> Tool {
+fn extend_tool(name: &'static str, _s: &ToolSettings) -> Tool {
     make_tool::<ComputerExtendArgs, ComputerExtendOutput>(
-        "computer_extend",
+        name,
         "Move this computer's deadline: it will end `ttl_minutes` from now (1 to 1440) instead of at its current deadline, if the provider allows that long. \
 Returns the new deadline. Use it before long work when computer_info shows the deadline is near; at the deadline every program in the computer is ended and the computer is gone."
             .to_string(),
@@ -85,7 +100,7 @@ Returns the new deadline. Use it before long work when computer_info shows the d
     )
 }
 
-pub(crate) async fn extend(ctx: &ToolContext, a: ComputerExtendArgs) -> Result<CallToolResult> {
+async fn extend(ctx: &ToolContext, a: ComputerExtendArgs) -> Result<CallToolResult> {
     if a.ttl_minutes == 0 || a.ttl_minutes > MAX_TTL_MINUTES {
         return Err(ToolError::Invalid(format!(
             "ttl_minutes is {}; it is 1 to {MAX_TTL_MINUTES} (a day)",

@@ -1,0 +1,473 @@
+//! The tool-family registry: for each setting kind, the family of tools it
+//! offers, each tool one [`ToolDef`] entry in its family's table.
+//!
+//! The server asks [`registry()`] for the family of its session's kind and
+//! lists and calls through it; it never names a family or a tool. A tool is
+//! listed when what it [`Needs`] is in the computer's [`Offer`] (a group
+//! hello declares, or a provider that can move the deadline).
+//!
+//! rmcp's `ToolRouter` is not used: its listing is sorted by name (the
+//! order a model reads, and the golden file, is the family's order), its
+//! tools are fixed values while ours state the server's limits
+//! ([`ToolSettings`]), it lists every tool while ours are filtered per
+//! computer, and its handlers take rmcp's request context where ours take
+//! a [`ToolContext`] (which unit tests build without a peer).
+
+use computerd::protocol::SettingKind;
+use futures::future::BoxFuture;
+use rmcp::ErrorData;
+use rmcp::model::{CallToolResult, JsonObject, Tool};
+use serde_json::Value;
+
+use crate::error::{Result, ToolError};
+use crate::{ToolContext, ToolSettings, sandbox};
+
+/// Every family, one entry per setting kind that has one.
+const FAMILIES: &[Family] = &[sandbox::FAMILY];
+
+/// The registry of every family this crate has.
+pub fn registry() -> &'static Registry {
+    static REGISTRY: Registry = Registry::new(FAMILIES);
+    &REGISTRY
+}
+
+/// Whether a computer that declares `groups` offers the group `needed`.
+/// The one place a needed group is compared with declared ones.
+pub fn offered(needed: &str, groups: &[String]) -> bool {
+    groups.iter().any(|g| g == needed)
+}
+
+/// The families, by setting kind.
+#[derive(Debug)]
+pub struct Registry {
+    families: &'static [Family],
+}
+
+impl Registry {
+    /// A registry of `families`, at most one per kind (the first wins; a
+    /// test holds the crate's table to one).
+    pub const fn new(families: &'static [Family]) -> Registry {
+        Registry { families }
+    }
+
+    /// The family of `kind`, if this crate has one.
+    pub fn family(&self, kind: SettingKind) -> Option<&'static Family> {
+        self.families.iter().find(|f| f.kind == kind)
+    }
+
+    /// Every family, in table order.
+    pub fn families(&self) -> &'static [Family] {
+        self.families
+    }
+}
+
+/// A setting kind and the tools it offers, in the order they are listed.
+#[derive(Debug)]
+pub struct Family {
+    pub kind: SettingKind,
+    /// The server's MCP instructions for a session of this kind.
+    pub instructions: &'static str,
+    pub tools: &'static [ToolDef],
+}
+
+/// What a tool needs of the computer to be listed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needs {
+    /// Nothing: always listed.
+    Nothing,
+    /// A capability group the computer declares.
+    Group(&'static str),
+    /// A provider that can move the computer's deadline.
+    Extend,
+}
+
+/// What a computer offers the tools: its declared groups, and whether its
+/// provider can move its deadline. Known from the provider before any
+/// computer exists, so listing makes no computer.
+#[derive(Clone, Copy, Debug)]
+pub struct Offer<'a> {
+    pub groups: &'a [String],
+    pub extend: bool,
+}
+
+impl Needs {
+    pub fn met_by(self, offer: &Offer<'_>) -> bool {
+        match self {
+            Needs::Nothing => true,
+            Needs::Group(g) => offered(g, offer.groups),
+            Needs::Extend => offer.extend,
+        }
+    }
+}
+
+/// A tool's handler: its arguments as JSON (parsed by the handler, which
+/// names the field at fault) and the call's context. Made from a typed
+/// `async fn(&ToolContext, Args) -> Result<CallToolResult>` by `handler!`.
+pub type Handler =
+    for<'a> fn(&'a ToolContext, &'static str, Value) -> BoxFuture<'a, Result<CallToolResult>>;
+
+/// One tool: everything about it in one entry.
+#[derive(Clone, Copy)]
+pub struct ToolDef {
+    pub name: &'static str,
+    pub needs: Needs,
+    /// The tool as listed, named `name`: schemas from its args and result
+    /// types (`make_tool`), a description stating the settings, annotations.
+    pub build: fn(&'static str, &ToolSettings) -> Tool,
+    pub call: Handler,
+}
+
+impl ToolDef {
+    pub const fn new(
+        name: &'static str,
+        needs: Needs,
+        build: fn(&'static str, &ToolSettings) -> Tool,
+        call: Handler,
+    ) -> ToolDef {
+        ToolDef {
+            name,
+            needs,
+            build,
+            call,
+        }
+    }
+
+    /// The tool as listed with `settings`.
+    pub fn tool(&self, settings: &ToolSettings) -> Tool {
+        (self.build)(self.name, settings)
+    }
+}
+
+impl std::fmt::Debug for ToolDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolDef")
+            .field("name", &self.name)
+            .field("needs", &self.needs)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A [`Handler`] from a typed async fn `f(&ToolContext, Args)`: the JSON
+/// arguments are parsed into `Args` first, with words naming the field.
+macro_rules! handler {
+    ($f:path) => {
+        |ctx, name, args| Box::pin(async move { $f(ctx, $crate::define::parse(name, args)?).await })
+    };
+}
+pub(crate) use handler;
+
+impl Family {
+    /// The entries `offer` allows, in order.
+    pub fn offered<'a>(&'a self, offer: &'a Offer<'a>) -> impl Iterator<Item = &'a ToolDef> + 'a {
+        self.tools.iter().filter(|t| t.needs.met_by(offer))
+    }
+
+    /// The tools `offer` allows, stating `settings` in their descriptions
+    /// and schemas.
+    pub fn list(&self, offer: &Offer<'_>, settings: &ToolSettings) -> Vec<Tool> {
+        self.offered(offer).map(|t| t.tool(settings)).collect()
+    }
+
+    /// The names of the tools `offer` allows (no schema is built).
+    pub fn names(&self, offer: &Offer<'_>) -> Vec<&'static str> {
+        self.offered(offer).map(|t| t.name).collect()
+    }
+
+    /// Whether `name` is listed for `offer`.
+    pub fn offers(&self, name: &str, offer: &Offer<'_>) -> bool {
+        self.offered(offer).any(|t| t.name == name)
+    }
+
+    /// The entry named `name`.
+    pub fn tool(&self, name: &str) -> Option<&ToolDef> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// Run one tool call. Bad arguments, a refused path, a process id that
+    /// does not exist, a daemon error: `Ok(CallToolResult::error(..))` whose
+    /// text names the field and what is allowed. `Err(ErrorData)` only for a
+    /// name that is not one of this family's tools.
+    ///
+    /// When `ctx.cancel` fires, or the returned future is dropped, the calls
+    /// in flight are cancelled in the daemon and what the call started is
+    /// ended.
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+        ctx: &ToolContext,
+    ) -> std::result::Result<CallToolResult, ErrorData> {
+        let Some(tool) = self.tool(name) else {
+            let known: Vec<&str> = self.tools.iter().map(|t| t.name).collect();
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "tool {name:?} not found; the {} tools are {}",
+                    self.kind.as_str(),
+                    known.join(", ")
+                ),
+                None,
+            ));
+        };
+        let args = Value::Object(arguments.unwrap_or_default());
+        let work = (tool.call)(ctx, tool.name, args);
+        let outcome = tokio::select! {
+            biased;
+            _ = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
+            r = work => r,
+        };
+        Ok(outcome.unwrap_or_else(ToolError::into_result))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use computerd::client::ComputerClient;
+    use rmcp::model::ContentBlock;
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+
+    use super::*;
+    use crate::define::{done, hints, make_tool};
+    use crate::{ComputerState, ToolContext};
+
+    fn strings(g: &[&str]) -> Vec<String> {
+        g.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// Every group a kind can have: what the golden listing shows.
+    fn every_group(kind: SettingKind) -> Vec<String> {
+        let row = kind.row();
+        strings(&[row.required, row.optional].concat())
+    }
+
+    /// Each family's names, descriptions and schemas are held to a golden
+    /// file, `fixtures/schemas/<kind>-tools.json`, so a change to what
+    /// models see is a reviewed change. On a mismatch the new listing is
+    /// written beside it as `*.current.json`; `COMPUTER_MCP_ACCEPT_SCHEMAS=1`
+    /// accepts it.
+    #[test]
+    fn every_family_matches_its_golden_schemas() {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/schemas");
+        let accept = std::env::var("COMPUTER_MCP_ACCEPT_SCHEMAS").as_deref() == Ok("1");
+        let mut changed = Vec::new();
+        for family in registry().families() {
+            let groups = every_group(family.kind);
+            let offer = Offer {
+                groups: &groups,
+                extend: true,
+            };
+            let tools = family.list(&offer, &ToolSettings::default());
+            let mut text = serde_json::to_string_pretty(&tools).unwrap();
+            text.push('\n');
+            let kind = family.kind.as_str();
+            let golden = dir.join(format!("{kind}-tools.json"));
+            let current = dir.join(format!("{kind}-tools.current.json"));
+            if accept {
+                std::fs::write(&golden, &text).unwrap();
+                let _ = std::fs::remove_file(&current);
+                continue;
+            }
+            let want = std::fs::read_to_string(&golden).unwrap_or_default();
+            if want != text {
+                std::fs::write(&current, &text).unwrap();
+                changed.push(format!(
+                    "the {kind} tools' schemas changed: compare {} with {}",
+                    current.display(),
+                    golden.display()
+                ));
+            }
+        }
+        assert!(
+            changed.is_empty(),
+            "{}; run with COMPUTER_MCP_ACCEPT_SCHEMAS=1 to accept",
+            changed.join("; ")
+        );
+    }
+
+    #[test]
+    fn the_sandbox_kind_lists_todays_twelve_tools_with_their_golden_schemas() {
+        let family = registry().family(SettingKind::Sandbox).unwrap();
+        let groups = strings(&["exec", "files", "processes"]);
+        let offer = Offer {
+            groups: &groups,
+            extend: true,
+        };
+        let tools = family.list(&offer, &ToolSettings::default());
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(
+            names,
+            [
+                "exec",
+                "read_file",
+                "write_file",
+                "edit_file",
+                "list_files",
+                "process_start",
+                "process_read",
+                "process_write",
+                "process_signal",
+                "process_list",
+                "computer_info",
+                "computer_extend"
+            ]
+        );
+        let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../fixtures/schemas/sandbox-tools.json");
+        let want: Value = serde_json::from_str(&std::fs::read_to_string(golden).unwrap()).unwrap();
+        assert_eq!(serde_json::to_value(&tools).unwrap(), want);
+        assert_eq!(family.names(&offer), names);
+    }
+
+    #[test]
+    fn the_table_is_one_family_per_kind_each_tool_named_once_needing_its_kinds_groups() {
+        let reg = registry();
+        for (i, f) in reg.families().iter().enumerate() {
+            assert!(
+                reg.families()[..i].iter().all(|g| g.kind != f.kind),
+                "two families for {}",
+                f.kind.as_str()
+            );
+            let kind_groups = every_group(f.kind);
+            for (j, t) in f.tools.iter().enumerate() {
+                assert!(
+                    f.tools[..j].iter().all(|u| u.name != t.name),
+                    "{} is listed twice in the {} family",
+                    t.name,
+                    f.kind.as_str()
+                );
+                if let Needs::Group(g) = t.needs {
+                    assert!(
+                        offered(g, &kind_groups),
+                        "{} needs {g}, which a {} never has",
+                        t.name,
+                        f.kind.as_str()
+                    );
+                }
+                assert_eq!(t.tool(&ToolSettings::default()).name, t.name);
+            }
+        }
+    }
+
+    // -------------------------------------------- a throwaway family
+
+    #[derive(Debug, Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct ShoutArgs {
+        /// The words to say louder, as they are.
+        words: String,
+    }
+
+    #[derive(Debug, Serialize, JsonSchema)]
+    struct ShoutOutput {
+        /// The words in capitals.
+        loud: String,
+    }
+
+    fn shout_tool(name: &'static str, s: &ToolSettings) -> Tool {
+        make_tool::<ShoutArgs, ShoutOutput>(
+            name,
+            format!(
+                "Say the words louder (at most {} bytes).",
+                s.output_budget_bytes
+            ),
+            hints("Shout", true, false, true, false),
+        )
+    }
+
+    async fn shout(ctx: &ToolContext, a: ShoutArgs) -> Result<CallToolResult> {
+        let loud = format!("{} ({})", a.words.to_uppercase(), ctx.facts.id);
+        Ok(done(loud.clone(), &ShoutOutput { loud }))
+    }
+
+    const THROWAWAY: &[Family] = &[Family {
+        kind: SettingKind::Browser,
+        instructions: "A test family.",
+        tools: &[
+            ToolDef::new("shout", Needs::Group("cdp"), shout_tool, handler!(shout)),
+            crate::common::INFO,
+        ],
+    }];
+
+    /// A computer whose connection has ended.
+    struct Dead;
+    impl ComputerClient for Dead {
+        fn call_value<'a>(
+            &'a self,
+            _method: &'a str,
+            _params: Value,
+        ) -> BoxFuture<'a, computerd::client::Result<Value>> {
+            Box::pin(async { Err(computerd::client::ClientError::Closed("x".into())) })
+        }
+        fn close(&self) {}
+    }
+
+    #[tokio::test]
+    async fn a_new_family_is_listed_and_called_through_the_registry_alone() {
+        let reg = Registry::new(THROWAWAY);
+        assert!(reg.family(SettingKind::Sandbox).is_none());
+        let family = reg.family(SettingKind::Browser).unwrap();
+        let groups = strings(&["cdp"]);
+        let offer = Offer {
+            groups: &groups,
+            extend: false,
+        };
+        let tools = family.list(&offer, &ToolSettings::default());
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(names, ["shout", "computer_info"]);
+        assert_eq!(
+            tools[0].description.as_deref(),
+            Some("Say the words louder (at most 24576 bytes).")
+        );
+        assert_eq!(
+            tools[0].input_schema["properties"]["words"]["type"],
+            "string"
+        );
+        let without = Offer {
+            groups: &[],
+            extend: false,
+        };
+        assert_eq!(family.names(&without), ["computer_info"]);
+        assert!(!family.offers("shout", &without));
+
+        let ctx = ToolContext {
+            client: Arc::new(Dead),
+            facts: crate::ComputerFacts {
+                id: "b1".into(),
+                ..Default::default()
+            },
+            settings: Default::default(),
+            progress: None,
+            extend: None,
+            state: ComputerState::new(),
+            cancel: Default::default(),
+        };
+        let args = serde_json::json!({"words": "hello"});
+        let r = family
+            .call("shout", args.as_object().cloned(), &ctx)
+            .await
+            .unwrap();
+        assert_eq!(r.is_error, Some(false));
+        assert_eq!(
+            r.content[0].as_text().map(|t| t.text.as_str()),
+            Some("HELLO (b1)")
+        );
+        assert_eq!(
+            r.structured_content,
+            Some(serde_json::json!({"loud": "HELLO (b1)"}))
+        );
+        let r = family.call("shout", None, &ctx).await.unwrap();
+        assert_eq!(r.is_error, Some(true));
+        assert_eq!(
+            r.content,
+            vec![ContentBlock::text("shout: missing field `words`")]
+        );
+        let e = family.call("exec", None, &ctx).await.unwrap_err();
+        assert_eq!(
+            e.message,
+            "tool \"exec\" not found; the browser tools are shout, computer_info"
+        );
+    }
+}
