@@ -340,6 +340,17 @@ impl Cgroups {
                 .any(|h| h.controllers.contains(&"freezer"))
     }
 
+    /// The same layout without the v1 freezer: a release then kills in
+    /// rounds until the cgroup is empty (for a host whose freezer must not
+    /// be used, and to test that path). No change on v2.
+    pub fn without_freezer(mut self) -> Cgroups {
+        for h in &mut self.hiers {
+            h.controllers.retain(|c| *c != "freezer");
+        }
+        self.hiers.retain(|h| !h.controllers.is_empty());
+        self
+    }
+
     /// Make computer `id`'s cgroup with `limits` written. Nothing is left
     /// behind on failure. An empty leftover of the same id is reused; one
     /// with processes is refused.
