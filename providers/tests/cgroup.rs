@@ -126,24 +126,34 @@ fn a_process_in_a_computer_cgroup_is_bounded_read_back_and_killed_on_release() {
     assert_no_leftovers(&mark);
 }
 
+/// The shell fork bomb of the issue: each shell that fails to fork exits,
+/// so under a bound it thins out and grows again.
+const SH_BOMB: &str = "exec sh -c 'f(){ f | f & }; f'";
+/// A bomb that never dies out: every process forks forever, a failed fork
+/// only retried (perl is in every Debian base system).
+const PERL_BOMB: &str = "exec perl -e 'while (1) { fork }'";
+
 /// A fork bomb, joined to the computer's cgroup by its own shell before
-/// that shell execs the bomb, so it is bounded from its first fork.
-fn bomb(cg: &ComputerCgroup, mark: &str) -> Child {
+/// that shell execs the bomb (giving up if a join fails), so it is bounded
+/// from its first fork.
+fn bomb(cg: &ComputerCgroup, mark: &str, bomb: &str) -> Child {
     let files: Vec<String> = cg
         .procs_files()
         .iter()
         .map(|p| p.display().to_string())
         .collect();
-    let mut args = vec![
-        "-c",
-        r#"set -e; for f in "$@"; do echo $$ > "$f"; done; exec sh -c 'f(){ f | f & }; f'"#,
-        "sh",
-    ];
+    let script = format!(r#"set -e; for f in "$@"; do echo $$ > "$f"; done; {bomb}"#);
+    let mut args = vec!["-c", script.as_str(), "sh"];
     args.extend(files.iter().map(String::as_str));
     spawn_marked(mark, "sh", &args)
 }
 
-fn fork_bomb_is_bounded_and_nothing_of_it_survives_release(cgs: &Cgroups, id: &str, pids: u64) {
+fn fork_bomb_is_bounded_and_nothing_of_it_survives_release(
+    cgs: &Cgroups,
+    id: &str,
+    pids: u64,
+    which: &str,
+) {
     let mark = marker("cgroup_bomb");
     let limits = Limits {
         cpus: 0.5,
@@ -151,7 +161,7 @@ fn fork_bomb_is_bounded_and_nothing_of_it_survives_release(cgs: &Cgroups, id: &s
         pids,
     };
     let cg = cgs.create(id, &limits).unwrap();
-    let mut child = bomb(&cg, &mark);
+    let mut child = bomb(&cg, &mark, which);
     wait_until(
         "the bomb fills its pids limit",
         Duration::from_secs(20),
@@ -167,6 +177,11 @@ fn fork_bomb_is_bounded_and_nothing_of_it_survives_release(cgs: &Cgroups, id: &s
     );
     assert!(usage.memory_bytes > 0, "the bomb's memory is not charged");
     assert!(can_fork(), "this test could not fork while the bomb ran");
+    if which == PERL_BOMB {
+        // Still racing its bound when the release starts.
+        let now = cg.usage().unwrap().pids;
+        assert!(now >= pids * 9 / 10, "the bomb thinned out to {now}");
+    }
 
     let started = Instant::now();
     cg.release().unwrap();
@@ -183,23 +198,25 @@ fn fork_bomb_is_bounded_and_nothing_of_it_survives_release(cgs: &Cgroups, id: &s
 #[test]
 fn a_fork_bomb_is_bounded_by_pids_and_killed_whole_on_release() {
     let Some(g) = group("bomb") else { return };
-    fork_bomb_is_bounded_and_nothing_of_it_survives_release(&g.cgs, "local-2", 64);
+    fork_bomb_is_bounded_and_nothing_of_it_survives_release(&g.cgs, "local-2", 64, SH_BOMB);
+    fork_bomb_is_bounded_and_nothing_of_it_survives_release(&g.cgs, "local-2p", 64, PERL_BOMB);
 }
 
 #[test]
 fn without_a_freezer_a_fork_bomb_is_killed_in_rounds_all_the_same() {
     let Some(g) = group("bomb-nf") else { return };
     let cgs = g.cgs.clone().without_freezer();
-    fork_bomb_is_bounded_and_nothing_of_it_survives_release(&cgs, "local-3", 64);
+    fork_bomb_is_bounded_and_nothing_of_it_survives_release(&cgs, "local-3", 64, SH_BOMB);
+    fork_bomb_is_bounded_and_nothing_of_it_survives_release(&cgs, "local-3p", 64, PERL_BOMB);
 }
 
 #[test]
 fn a_fork_bomb_at_the_default_pids_limit_is_killed_whole_with_and_without_a_freezer() {
     let Some(g) = group("bomb-big") else { return };
     let pids = computer_providers::local::cgroup::DEFAULT_PIDS;
-    fork_bomb_is_bounded_and_nothing_of_it_survives_release(&g.cgs, "local-4", pids);
+    fork_bomb_is_bounded_and_nothing_of_it_survives_release(&g.cgs, "local-4", pids, PERL_BOMB);
     let cgs = g.cgs.clone().without_freezer();
-    fork_bomb_is_bounded_and_nothing_of_it_survives_release(&cgs, "local-5", pids);
+    fork_bomb_is_bounded_and_nothing_of_it_survives_release(&cgs, "local-5", pids, PERL_BOMB);
 }
 
 #[test]

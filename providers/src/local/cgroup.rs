@@ -658,6 +658,12 @@ impl ComputerCgroup {
     /// freezer is), kills every process listed, thaws, and looks again: with
     /// `pids.max` bounding it a fork bomb cannot outrun the rounds.
     pub fn kill(&self, within: Duration) -> Result<()> {
+        self.kill_with(within, true)
+    }
+
+    /// [`ComputerCgroup::kill`], with v2's `cgroup.kill` used or not (a
+    /// kernel before 5.14 has none; a test takes the freezing path).
+    fn kill_with(&self, within: Duration, use_kill_file: bool) -> Result<()> {
         let until = Instant::now() + within;
         loop {
             if self.pids().is_empty() {
@@ -675,7 +681,7 @@ impl ComputerCgroup {
                     crate::types::human_ms(within.as_millis() as u64)
                 )));
             }
-            if self.version == Version::V2 {
+            if self.version == Version::V2 && use_kill_file {
                 let kill = self.dirs[0].path.join("cgroup.kill");
                 if kill.exists() {
                     write_file(&kill, "1")?;

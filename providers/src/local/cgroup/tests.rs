@@ -634,3 +634,113 @@ fn v1_writes_each_hierarchys_files() {
         )
     );
 }
+
+/// A fork bomb that never dies out (each process forks forever, a failed
+/// fork only retried), whose shell joins every `cgroup.procs` given before
+/// it execs the bomb (and gives up if any join fails).
+fn bomb(procs: &[PathBuf], mark: &str) -> std::process::Child {
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(r#"set -e; for f in "$@"; do echo $$ > "$f"; done; exec perl -e 'while (1) { fork }'"#)
+        .arg("sh")
+        .args(procs)
+        .env(mark, "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    cmd.spawn().unwrap()
+}
+
+/// This host mounts cgroup v2 without controllers beside cgroup v1; its
+/// `cgroup.kill` and `cgroup.freeze` still work, so the v2 kill paths are
+/// tried for real on a fork bomb that v1's pids controller bounds.
+#[test]
+fn v2_kill_and_freeze_end_a_real_fork_bomb_on_a_hybrid_host() {
+    use computer_testkit::{assert_no_leftovers, marker, need, wait_until};
+    if !need(
+        "root",
+        nix::unistd::geteuid().is_root(),
+        "making cgroups needs root here",
+    ) {
+        return;
+    }
+    let src = Sources::read().unwrap();
+    let group = format!("computer-mcp-unit-{}", marker("v2").replace('_', "-"));
+    let bound = Cgroups::detect_from(&src, &group);
+    let mounts = parse_mountinfo(&src.mountinfo);
+    let own = parse_self_cgroup(&src.self_cgroup);
+    let v2_dir = mounts
+        .iter()
+        .find(|m| m.fstype == "cgroup2")
+        .zip(own.iter().find(|m| m.hid == 0))
+        .and_then(|(m, me)| Some((on_disk(m, &me.path)?, me.path.clone())));
+    let (bound, (v2_parent, v2_rel)) = match (bound, v2_dir) {
+        (Ok(b), Some(v2)) if b.version() == Version::V1 => (b, v2),
+        _ => {
+            // A pure v2 host runs the real tests on v2 itself.
+            need(
+                "cgroup",
+                false,
+                "no hybrid host here (cgroup v1 controllers beside a cgroup v2 mount)",
+            );
+            return;
+        }
+    };
+    /// Whatever happens, nothing of the bombs outlives the test.
+    struct Cleanup(Cgroups, Vec<PathBuf>);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            for id in self.0.list_existing() {
+                if let Ok(cg) = self.0.open(&id) {
+                    let _ = cg.release();
+                }
+            }
+            for d in &self.1 {
+                let _ = fs::remove_dir(d);
+            }
+            self.0.remove_group();
+        }
+    }
+    let mut cleanup = Cleanup(bound.clone(), Vec::new());
+    for (n, use_kill_file) in [(0, true), (1, false)] {
+        let id = format!("local-u{n}");
+        let limits = Limits {
+            cpus: 0.5,
+            memory_mb: 256,
+            pids: 64,
+        };
+        let v1 = bound.create(&id, &limits).unwrap();
+        let dir = v2_parent.join(format!("{group}-{n}"));
+        fs::create_dir(&dir).unwrap();
+        cleanup.1.push(dir.clone());
+        let v2 = ComputerCgroup {
+            id: id.clone(),
+            version: Version::V2,
+            dirs: vec![Dir {
+                path: dir.clone(),
+                rel: join_rel(&v2_rel, &format!("{group}-{n}")),
+                hid: 0,
+                controllers: vec![],
+            }],
+        };
+        let mark = marker("v2_bomb");
+        let mut files = v1.procs_files();
+        files.extend(v2.procs_files());
+        let mut child = bomb(&files, &mark);
+        wait_until(
+            "the bomb fills its pids limit",
+            Duration::from_secs(20),
+            || v1.usage().is_ok_and(|u| u.pids >= 58),
+        );
+        // Still racing its bound when the kill starts.
+        assert!(v1.usage().unwrap().pids >= 58);
+        assert!(!v2.pids().is_empty());
+        let kept = v2.kill_with(Duration::from_secs(5), use_kill_file);
+        let _ = child.wait();
+        kept.unwrap();
+        assert_eq!(v1.pids(), Vec::<i32>::new());
+        v1.release().unwrap();
+        fs::remove_dir(&dir).unwrap();
+        assert_no_leftovers(&mark);
+        assert!(!dir.exists());
+    }
+}
