@@ -52,8 +52,10 @@ pub const MIN_PIDS: u64 = 16;
 pub const MAX_PIDS: u64 = 32768;
 /// The CPU quota's period: 100 ms, the kernel's default.
 pub const CPU_PERIOD_US: u64 = 100_000;
-/// The group computers' cgroups are made in.
+/// The group computers' cgroups are made in (see [`group_for`]).
 pub const GROUP: &str = "computer-mcp";
+/// The v2 leaf a server's processes are moved into, beside the groups.
+pub const SERVER_LEAF: &str = "computer-mcp-server";
 /// How long a release waits for a cgroup's processes to go, and then for
 /// its directories to be removable.
 pub const KILL_WAIT: Duration = Duration::from_secs(5);
@@ -63,6 +65,20 @@ const MIB: u64 = 1024 * 1024;
 /// How long one round of a kill waits for a freeze to take.
 const FREEZE_WAIT: Duration = Duration::from_millis(200);
 const POLL: Duration = Duration::from_millis(10);
+
+/// The group for the computers of one state directory:
+/// `computer-mcp-<16 hex digits>` of a stable hash (FNV-1a) of its path, so
+/// that servers with different state directories on one host never take
+/// each other's computers for leftovers in a sweep.
+pub fn group_for(state_dir: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in state_dir.as_os_str().as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{GROUP}-{h:016x}")
+}
 
 /// What the host has, to check a computer's sizes against.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -118,6 +134,18 @@ impl Default for Limits {
             memory_mb: DEFAULT_MEMORY_MB,
             pids: DEFAULT_PIDS,
         }
+    }
+}
+
+impl std::fmt::Display for Limits {
+    /// As a note or `computer_info` says it: `cpus 2, memoryMb 4096, pids
+    /// 1024`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cpus {}, memoryMb {}, pids {}",
+            self.cpus, self.memory_mb, self.pids
+        )
     }
 }
 
@@ -1090,6 +1118,19 @@ fn detect_v2(
         .iter()
         .find(|x| x.hid == 0 && x.controllers.is_empty())
         .ok_or("this process is in no cgroup v2 group")?;
+    // A server moved into the leaf by an earlier detection (in this process
+    // or another in the same cgroup) is already where it should be: its
+    // parent is the cgroup to use.
+    let own_path = match me.path.strip_suffix(&format!("/{SERVER_LEAF}")) {
+        Some("") => "/".to_string(),
+        Some(parent) => parent.to_string(),
+        None => me.path.clone(),
+    };
+    let me = &Membership {
+        hid: 0,
+        controllers: Vec::new(),
+        path: own_path,
+    };
     let own_dir = on_disk(m, &me.path).ok_or_else(|| {
         format!(
             "the server's cgroup {} is outside the cgroup v2 mount at {}",
@@ -1103,7 +1144,7 @@ fn detect_v2(
         let have = controllers_of(&own_dir)?;
         let missing = missing_of(&have);
         if missing.is_empty() {
-            let leaf = own_dir.join(format!("{group}-server"));
+            let leaf = own_dir.join(SERVER_LEAF);
             let base = own_dir.join(group);
             let done = move_into_leaf(&own_dir, &leaf)
                 .and_then(|n| enable(&own_dir).map(|()| n))
@@ -1112,10 +1153,15 @@ fn detect_v2(
             match done {
                 Ok(n) => {
                     let layout = format!(
-                        "cgroup v2, under the server's own cgroup {}: computers in {}, the server's {n} processes moved into {} (cgroup v2 lets a cgroup hand controllers to children only while it holds no process)",
+                        "cgroup v2, under the server's own cgroup {}: computers in {}, the server's processes in {} ({}; cgroup v2 lets a cgroup hand controllers to children only while it holds no process)",
                         me.path,
                         base.display(),
-                        leaf.display()
+                        leaf.display(),
+                        if n == 0 {
+                            "already there".to_string()
+                        } else {
+                            format!("{n} moved there")
+                        }
                     );
                     return Ok((
                         Hier {
@@ -1222,19 +1268,26 @@ fn detect_v1(
             },
         ));
     }
-    let hiers: Vec<Hier> = hiers.into_iter().map(|(_, h)| h).collect();
     let mut made = Vec::new();
-    for h in &hiers {
+    let mut usable = Vec::new();
+    for (_, h) in hiers {
         let existed = h.base.is_dir();
-        if let Err(e) = mkdir_ok(&h.base) {
-            remove_dirs(&made);
-            return Err(e);
-        }
-        if !existed {
-            made.push(h.base.clone());
+        match mkdir_ok(&h.base) {
+            Ok(()) => {
+                if !existed {
+                    made.push(h.base.clone());
+                }
+                usable.push(h);
+            }
+            // The freezer only helps a kill; without it a kill goes in rounds.
+            Err(_) if h.controllers == ["freezer"] => {}
+            Err(e) => {
+                remove_dirs(&made);
+                return Err(e);
+            }
         }
     }
-    Ok(hiers)
+    Ok(usable)
 }
 
 #[cfg(test)]

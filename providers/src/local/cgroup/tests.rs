@@ -125,6 +125,7 @@ fn sizes_out_of_range_are_refused_naming_the_field_and_the_limit() {
         pids: 16,
     };
     assert_eq!(edge.check(&h), Ok(()));
+    assert_eq!(edge.to_string(), "cpus 0.25, memoryMb 64, pids 16");
     let edge = Limits {
         cpus: 2.0,
         memory_mb: 8000,
@@ -358,7 +359,7 @@ fn v2_under_a_delegated_cgroup_moves_the_server_into_a_leaf() {
     assert_eq!(
         cgs.layout(),
         format!(
-            "cgroup v2, under the server's own cgroup /user.slice/svc: computers in {0}/computer-mcp, the server's 1 processes moved into {0}/computer-mcp-server (cgroup v2 lets a cgroup hand controllers to children only while it holds no process)",
+            "cgroup v2, under the server's own cgroup /user.slice/svc: computers in {0}/computer-mcp, the server's processes in {0}/computer-mcp-server (1 moved there; cgroup v2 lets a cgroup hand controllers to children only while it holds no process)",
             own.display()
         )
     );
@@ -743,4 +744,40 @@ fn v2_kill_and_freeze_end_a_real_fork_bomb_on_a_hybrid_host() {
         assert_no_leftovers(&mark);
         assert!(!dir.exists());
     }
+}
+
+#[test]
+fn a_server_already_in_its_leaf_uses_the_leafs_parent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let top = tmp.path();
+    v2_cgroup(top, "cpu memory pids\n");
+    let own = top.join("svc");
+    v2_cgroup(&own, "cpu memory pids\n");
+    write(&own.join("cgroup.subtree_control"), "cpu memory pids\n");
+    v2_cgroup(&own.join(SERVER_LEAF), "cpu memory pids\n");
+    v2_cgroup(&own.join("g"), "cpu memory pids\n");
+    let src = v2_sources(top, &format!("/svc/{SERVER_LEAF}"), false);
+    let cgs = Cgroups::detect_from(&src, "g").unwrap();
+    assert_eq!(cgs.hiers[0].base, own.join("g"));
+    assert_eq!(cgs.hiers[0].rel, "/svc/g");
+    // Nothing was moved, nothing enabled twice.
+    assert_eq!(read(&own.join(SERVER_LEAF).join("cgroup.procs")), "");
+    assert_eq!(
+        read(&own.join("cgroup.subtree_control")),
+        "cpu memory pids\n"
+    );
+    assert_eq!(
+        read(&own.join("g/cgroup.subtree_control")),
+        "+cpu +memory +pids"
+    );
+}
+
+#[test]
+fn each_state_directory_has_a_group_of_its_own() {
+    assert_eq!(
+        group_for(Path::new("/var/lib/computer-mcp")),
+        "computer-mcp-5c27a529d8e2336c"
+    );
+    assert_ne!(group_for(Path::new("/a")), group_for(Path::new("/b")));
+    assert!(check_name("group", &group_for(Path::new("/var/lib/x"))).is_ok());
 }
