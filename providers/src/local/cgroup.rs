@@ -28,6 +28,10 @@
 //! - **none**, with the reason in words (no controllers, an unprivileged
 //!   server without delegation).
 //!
+//! `computer-mcp` above stands for the group a server passes in: one per
+//! state directory ([`group_for`]: `computer-mcp-<hash>`), so a sweep sees
+//! only its own computers' cgroups.
+//!
 //! The calls block (release waits, bounded, for the processes to go): call
 //! them from a blocking thread in async code.
 
