@@ -17,7 +17,9 @@
 //! The deadline is init's: a computer ends itself then, whether or not the
 //! server is still there.
 
+pub mod cgroup;
 mod state;
+pub mod uids;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -1,0 +1,277 @@
+//! A uid per computer, for a root server: no host account, no running
+//! process and no other computer shares it (and so neither does a file a
+//! host user owns, nor a host user's `RLIMIT_NPROC` count). The gid is the
+//! same number.
+//!
+//! The range is [`FIRST_UID`]`..`[`FIRST_UID`]`+`[`UID_COUNT`]
+//! (1879048192 to 1879113727, `0x70000000..=0x7000ffff`): systemd's table of
+//! uid ranges (`UIDS-GIDS.md`) leaves 1879048192..=2147352575 unused, above
+//! the container ranges systemd-nspawn picks from (524288..=1879048191) and
+//! below its "foreign" range; it is far above login and system accounts
+//! (below 65536) and above where `useradd` hands out subordinate ranges
+//! (100000 onwards, 65536 a user); and it stays below 2^31, which tools
+//! that keep a uid in a signed 32-bit number mishandle. Whatever a host
+//! does put there is skipped all the same: every uid and gid in
+//! /etc/passwd and /etc/group, every range in /etc/subuid and /etc/subgid,
+//! and the real, effective, saved and filesystem uids and gids of every
+//! running thread.
+//!
+//! A uid is held by a file `<state>/uids/<uid>` made with `O_EXCL` and
+//! holding the computer's id, so two computers made at once, by one server
+//! or by two sharing a state directory, never get the same one; it is given
+//! back with [`UidAllocator::release`].
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::{self, Write};
+use std::ops::RangeInclusive;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::types::{ErrorCode, ProviderError, Result};
+
+pub const FIRST_UID: u32 = 0x7000_0000;
+pub const UID_COUNT: u32 = 0x1_0000;
+
+/// The default range: [`FIRST_UID`] and the [`UID_COUNT`] - 1 after it.
+pub fn default_range() -> RangeInclusive<u32> {
+    FIRST_UID..=FIRST_UID + (UID_COUNT - 1)
+}
+
+/// Where the host's accounts and processes are read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostFiles {
+    pub passwd: PathBuf,
+    pub group: PathBuf,
+    pub subuid: PathBuf,
+    pub subgid: PathBuf,
+    /// A procfs: every `<pid>/status` and `<pid>/task/<tid>/status` is read.
+    pub proc: PathBuf,
+}
+
+impl Default for HostFiles {
+    fn default() -> Self {
+        HostFiles {
+            passwd: "/etc/passwd".into(),
+            group: "/etc/group".into(),
+            subuid: "/etc/subuid".into(),
+            subgid: "/etc/subgid".into(),
+            proc: "/proc".into(),
+        }
+    }
+}
+
+/// Hands out uids from a range, each held by a file in a directory.
+#[derive(Clone, Debug)]
+pub struct UidAllocator {
+    dir: PathBuf,
+    range: RangeInclusive<u32>,
+    host: HostFiles,
+}
+
+impl UidAllocator {
+    /// The default range and host files, holding uids in `<state_dir>/uids`.
+    pub fn new(state_dir: &Path) -> Result<UidAllocator> {
+        UidAllocator::with(
+            state_dir.join("uids"),
+            default_range(),
+            HostFiles::default(),
+        )
+    }
+
+    /// Holding uids in `dir` (made if missing, 0700), from `range`.
+    pub fn with(dir: PathBuf, range: RangeInclusive<u32>, host: HostFiles) -> Result<UidAllocator> {
+        if range.is_empty() || *range.start() == 0 {
+            return Err(ProviderError::invalid(
+                "uids",
+                format!(
+                    "the uid range {}..={} must be non-empty and above 0",
+                    range.start(),
+                    range.end()
+                ),
+            ));
+        }
+        fs::create_dir_all(&dir)
+            .and_then(|()| fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)))
+            .map_err(|e| ProviderError::failed(format!("cannot make {}: {e}", dir.display())))?;
+        Ok(UidAllocator { dir, range, host })
+    }
+
+    pub fn range(&self) -> RangeInclusive<u32> {
+        self.range.clone()
+    }
+
+    /// A uid no host account, running process or other computer has, held
+    /// for `owner` (a computer id) until [`UidAllocator::release`].
+    pub fn allocate(&self, owner: &str) -> Result<u32> {
+        let used = Used::read(&self.host)?;
+        for uid in self.range.clone() {
+            if used.has(uid) {
+                continue;
+            }
+            let path = self.dir.join(uid.to_string());
+            let made = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path);
+            let mut f = match made {
+                Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(ProviderError::failed(format!(
+                        "cannot hold uid {uid} at {}: {e}",
+                        path.display()
+                    )));
+                }
+            };
+            if let Err(e) = f.write_all(format!("{owner}\n").as_bytes()) {
+                let _ = fs::remove_file(&path);
+                return Err(ProviderError::failed(format!(
+                    "cannot hold uid {uid} at {}: {e}",
+                    path.display()
+                )));
+            }
+            return Ok(uid);
+        }
+        Err(ProviderError::new(
+            ErrorCode::Limit,
+            format!(
+                "every uid of {}..={} is taken by a host account, a running process or another computer; release a computer first",
+                self.range.start(),
+                self.range.end()
+            ),
+        ))
+    }
+
+    /// Give `uid` back; one not held is fine.
+    pub fn release(&self, uid: u32) -> Result<()> {
+        let path = self.dir.join(uid.to_string());
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(ProviderError::failed(format!(
+                "cannot give uid {uid} back ({}): {e}",
+                path.display()
+            ))),
+        }
+    }
+
+    /// Every uid held, with its owner (for a sweep: those whose computer is
+    /// gone are released).
+    pub fn held(&self) -> Vec<(u32, String)> {
+        let Ok(rd) = fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut out: Vec<(u32, String)> = rd
+            .flatten()
+            .filter_map(|e| {
+                let uid = e.file_name().to_str()?.parse::<u32>().ok()?;
+                let owner = fs::read_to_string(e.path()).unwrap_or_default();
+                Some((uid, owner.trim().to_string()))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+/// The ids the host uses, as read once for one allocation.
+struct Used {
+    ids: BTreeSet<u32>,
+    ranges: Vec<(u64, u64)>,
+}
+
+impl Used {
+    fn read(host: &HostFiles) -> Result<Used> {
+        let mut ids = BTreeSet::new();
+        // name:password:uid:gid:... and name:password:gid:members
+        for (path, fields) in [(&host.passwd, &[2usize, 3][..]), (&host.group, &[2][..])] {
+            for line in read_optional(path)?.lines() {
+                let f: Vec<&str> = line.split(':').collect();
+                for &i in fields {
+                    if let Some(n) = f.get(i).and_then(|v| v.trim().parse().ok()) {
+                        ids.insert(n);
+                    }
+                }
+            }
+        }
+        // owner:start:count
+        let mut ranges = Vec::new();
+        for path in [&host.subuid, &host.subgid] {
+            for line in read_optional(path)?.lines() {
+                let f: Vec<&str> = line.split(':').collect();
+                if let (Some(Ok(start)), Some(Ok(count))) = (
+                    f.get(1).map(|v| v.trim().parse::<u64>()),
+                    f.get(2).map(|v| v.trim().parse::<u64>()),
+                ) && count > 0
+                {
+                    ranges.push((start, start + count - 1));
+                }
+            }
+        }
+        let rd = fs::read_dir(&host.proc).map_err(|e| {
+            ProviderError::failed(format!("cannot read {}: {e}", host.proc.display()))
+        })?;
+        for e in rd.flatten() {
+            if e.file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+                .is_none()
+            {
+                continue;
+            }
+            // A process gone meanwhile is skipped; its threads may differ
+            // from it (setuid(2) is per thread in the kernel).
+            status_ids(&e.path().join("status"), &mut ids);
+            if let Ok(tasks) = fs::read_dir(e.path().join("task")) {
+                for t in tasks.flatten() {
+                    status_ids(&t.path().join("status"), &mut ids);
+                }
+            }
+        }
+        Ok(Used { ids, ranges })
+    }
+
+    fn has(&self, id: u32) -> bool {
+        self.ids.contains(&id)
+            || self
+                .ranges
+                .iter()
+                .any(|&(a, b)| (a..=b).contains(&u64::from(id)))
+    }
+}
+
+/// The `Uid:` and `Gid:` lines of a /proc status file: real, effective,
+/// saved and filesystem ids.
+fn status_ids(path: &Path, ids: &mut BTreeSet<u32>) {
+    let Ok(text) = fs::read_to_string(path) else {
+        return;
+    };
+    for line in text.lines() {
+        if let Some(rest) = line
+            .strip_prefix("Uid:")
+            .or_else(|| line.strip_prefix("Gid:"))
+        {
+            ids.extend(
+                rest.split_whitespace()
+                    .filter_map(|v| v.parse::<u32>().ok()),
+            );
+        }
+    }
+}
+
+/// A host file that may be missing (a host without /etc/subuid).
+fn read_optional(path: &Path) -> Result<String> {
+    match fs::read_to_string(path) {
+        Ok(t) => Ok(t),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(ProviderError::failed(format!(
+            "cannot read {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests;
