@@ -566,7 +566,10 @@ mod tests {
                 "shares may not be one inside another",
             ),
             (
-                vec![share(&a, "/workspace", false), share(&b, "/workspace/b", false)],
+                vec![
+                    share(&a, "/workspace", false),
+                    share(&b, "/workspace/b", false),
+                ],
                 "shares may not be one inside another",
             ),
         ];

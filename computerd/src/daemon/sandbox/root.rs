@@ -113,8 +113,13 @@ fn stage() -> Result<(), String> {
 fn os_entry(entry: &OsEntry) -> Result<(), String> {
     let target = join(Path::new(NEW), entry.path());
     match entry {
-        OsEntry::Link { target: to, .. } => std::os::unix::fs::symlink(to, &target)
-            .map_err(|e| format!("could not link {} to {} ({e})", inside(&target), to.display())),
+        OsEntry::Link { target: to, .. } => std::os::unix::fs::symlink(to, &target).map_err(|e| {
+            format!(
+                "could not link {} to {} ({e})",
+                inside(&target),
+                to.display()
+            )
+        }),
         OsEntry::Dir(d) => {
             mkdir(&target, 0o755)?;
             mount(
