@@ -434,6 +434,12 @@ async fn start_sleep(init: &Init) -> i32 {
     })
     .await
     .unwrap();
+    // The start is answered once the exec is under way; the kernel fills in
+    // the new program's environment (where the marker is read) a moment later.
+    let until = Instant::now() + Duration::from_secs(2);
+    while marked_processes(&init.marker).is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     assert_eq!(marked_processes(&init.marker).len(), 1);
     init.init_pid()
 }
