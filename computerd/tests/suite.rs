@@ -4,4 +4,5 @@ mod isolate;
 mod lifecycle;
 mod process;
 mod sandbox;
+mod sandbox_view;
 mod support;

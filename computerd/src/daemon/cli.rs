@@ -10,30 +10,44 @@ use clap::{Parser, Subcommand};
 /// `computerd sandbox --help`: what the sandbox gives, and its security model.
 const SANDBOX_ABOUT: &str = "\
 Run `computerd init` on this host, isolated with namespaces, as bubblewrap
-does but with no other tool. Init and every program it starts see:
+does but with no other tool. Its root is a fresh tmpfs (read-only once made)
+holding only this; nothing else of the host is there, whatever the host adds:
 
-  - the host's root read-only, nosuid and nodev;
-  - --work (their HOME) and --run (the socket's directory) read-write, at
-    the same paths;
-  - a private /tmp and /dev/shm, a minimal /dev (null, zero, full, random,
-    urandom, tty and a pty instance of their own; never the host's disks);
+  - /usr, /bin, /sbin, /lib, /lib32, /lib64, /libx32 and /etc of the host
+    (those it has), read-only, nosuid and nodev; a host link such as
+    /bin -> usr/bin is made again as a link;
+  - /work, their HOME and init's working directory: a tmpfs of
+    --work-size-mib, owned by the computer's user (init's --user, or the
+    user who runs the sandbox), mode 0700, nosuid, nodev;
+  - /run/computerd: --run, read-write (init's socket; the host reaches it in
+    --run);
+  - /workspace: each --bind HOST_DIR:INSIDE[:ro], read-write or read-only,
+    nosuid and nodev;
+  - /tmp and /dev/shm, private tmpfs of --tmp-size-mib; a minimal /dev
+    (null, zero, full, random, urandom, tty and a pty instance of their
+    own; never the host's disks);
   - their own /proc, PID (init is PID 1), IPC and UTS (hostname computer)
-    namespaces; with --network none, a network namespace with only lo up;
-  - empty read-only directories over /run, /var/run, /root, /home and each
-    --hide, with --work and --run still showing under them.
+    namespaces; with --network none, a network namespace with only lo up
+    and at /sys a read-only sysfs of it (no /sys where the kernel refuses
+    one, and none with --network host);
+  - /opt/computerd/computerd: this binary, read-only, when no directory above
+    shows it; init and its guards run from there.
 
+Before anything else, the sandbox writes its pid into each --cgroup
+DIR/cgroup.procs, so init and all it starts are bounded from the start.
 As root (with CAP_SYS_ADMIN) init must be given --user UID:GID, a uid other
 than 0, so no program runs as root. Any other user gets a user namespace
-mapping only its own uid and gid (files in --work stay its own) and init
-starts with an empty bounding set; a host that forbids unprivileged user
-namespaces is refused in words. This process stays outside as a forwarder:
-it passes TERM, INT and HUP to init, exits with init's status (128+signal if
-killed), and if it is killed the computer dies with it. Every failure is a
-refusal on stderr with exit code 1.
+mapping only its own uid and gid and init starts with an empty bounding set;
+a host that forbids unprivileged user namespaces is refused in words. Init's
+--socket must be in /run/computerd (its default is). This process stays
+outside as a forwarder: it passes TERM, INT and HUP to init, exits with
+init's status (128+signal if killed), and if it is killed the computer dies
+with it. Every failure is a refusal on stderr with exit code 1.
 
 Example:
-  computerd sandbox --work /srv/c1/home --run /srv/c1/run -- \\
-    init --deadline 2026-12-01T10:00:00Z --socket /srv/c1/run/computerd.sock --user 1000:1000";
+  computerd sandbox --run /srv/c1/run --work-size-mib 2048 \\
+    --bind /srv/project:/workspace/project --cgroup /sys/fs/cgroup/pids/c1 -- \\
+    init --deadline 2026-12-01T10:00:00Z --user 1000:1000";
 
 /// computerd: the daemon inside a computer of computer-mcp.
 ///
@@ -94,31 +108,37 @@ enum Command {
         #[arg(long)]
         diagnose: bool,
     },
-    /// Run init isolated on this host (the local provider): a read-only
-    /// view of the host, private /tmp, /dev, /proc, PID, IPC, UTS and
-    /// network namespaces, masks over other users' files.
+    /// Run init isolated on this host (the local provider): a root of
+    /// the host's OS directories only (read-only), a tmpfs HOME at /work,
+    /// shares under /workspace, private /tmp, /dev, /proc, PID, IPC, UTS and
+    /// network namespaces, joined to its cgroups first.
     #[command(long_about = SANDBOX_ABOUT)]
     Sandbox {
-        /// The computer's work directory and HOME (absolute, existing),
-        /// bound read-write at the same path; init starts in it.
-        #[arg(long, value_name = "DIR")]
-        work: PathBuf,
-        /// The directory of init's socket (absolute, existing), bound
-        /// read-write at the same path so the server reaches the socket.
+        /// The directory of init's socket on the host (absolute, existing),
+        /// bound read-write at /run/computerd inside.
         #[arg(long, value_name = "DIR")]
         run: PathBuf,
         /// none: a network namespace of the computer's own with only lo
         /// up, so it reaches nothing; host: the host's network, shared.
         #[arg(long, value_name = "MODE", default_value = "none")]
         network: sandbox::Network,
-        /// Another path to hide behind an empty read-only directory (or
-        /// file), such as the server's HOME or its state directory. It
-        /// must exist. Repeatable.
-        #[arg(long, value_name = "PATH")]
-        hide: Vec<PathBuf>,
         /// The size of the private /tmp, and of /dev/shm, in MiB.
         #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
         tmp_size_mib: u64,
+        /// The size of /work (HOME, a tmpfs), in MiB: a write past it fails
+        /// with "No space left on device".
+        #[arg(long, value_name = "N", default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+        work_size_mib: u64,
+        /// Show the host directory HOST_DIR (absolute, existing) at INSIDE,
+        /// /workspace or a path under it, read-write, or read-only with
+        /// :ro. Shares may not nest. Repeatable.
+        #[arg(long = "bind", value_name = "HOST_DIR:INSIDE[:ro]")]
+        binds: Vec<sandbox::Share>,
+        /// A cgroup directory the sandbox joins (writes its pid into its
+        /// cgroup.procs) before it does anything else; one per cgroup v1
+        /// hierarchy. Repeatable.
+        #[arg(long = "cgroup", value_name = "DIR")]
+        cgroups: Vec<PathBuf>,
         /// `init` and its flags, after `--`.
         #[arg(last = true, required = true, value_name = "INIT")]
         command: Vec<OsString>,
@@ -167,18 +187,20 @@ pub fn main() -> i32 {
         }),
         Command::Probe { connect, diagnose } => daemon::probe::main(&connect, diagnose),
         Command::Sandbox {
-            work,
             run,
             network,
-            hide,
             tmp_size_mib,
+            work_size_mib,
+            binds,
+            cgroups,
             command,
         } => sandbox::main(sandbox::Options {
-            work,
             run,
             network,
-            hide,
             tmp_size_mib,
+            work_size_mib,
+            binds,
+            cgroups,
             command,
         }),
         Command::Stdio { socket } => {

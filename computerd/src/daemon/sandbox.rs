@@ -2,13 +2,18 @@
 //! itself with namespaces and mounts (as bubblewrap does, with no other
 //! tool), then `computerd init` exec'd as PID 1 inside it.
 //!
-//! What init and every program see: the host's root read-only (nosuid,
-//! nodev); the work directory (HOME) and the socket's directory read-write at
-//! their own paths; a private `/tmp`; a minimal `/dev` with a pty instance of
-//! its own; a `/proc` of their own PID namespace; their own IPC and UTS
-//! namespaces; with `--network none` a network namespace with only `lo` up;
-//! and empty read-only masks over `/run`, `/var/run`, `/root`, `/home` and
-//! every `--hide`.
+//! What init and every program see, built from an allowlist on a fresh
+//! tmpfs root (read-only once made): the host's `/usr`, `/bin`, `/sbin`,
+//! `/lib*` and `/etc`, read-only, nosuid and nodev, and nothing else of the
+//! host; `/work`, their HOME, a tmpfs of `--work-size-mib` that is their
+//! user's alone (0700); `--run` at `/run/computerd` (init's socket); each
+//! `--bind` under `/workspace`; a private `/tmp`; a minimal `/dev` with a pty
+//! instance of its own; a `/proc` of their own PID namespace; their own IPC
+//! and UTS namespaces; with `--network none` a network namespace with only
+//! `lo` up and a sysfs of it at `/sys` (no `/sys` otherwise).
+//!
+//! Before anything else changes, the sandbox joins each `--cgroup`, so init
+//! and everything it starts are bounded from their first instruction.
 //!
 //! Two paths: as root (euid 0 with CAP_SYS_ADMIN) the namespaces are the
 //! host's to make and init is told `--user` so no program runs as root;
@@ -21,8 +26,8 @@
 //! `/proc/<its pid>/net` shows the computer's network. Everything runs in
 //! plain `fn main`, before any thread exists.
 //!
-//! - [`plan`]: the flags checked and turned into the mounts to make, before
-//!   anything changes (pure, unit-tested).
+//! - [`plan`]: the flags checked and turned into what to mount, before
+//!   anything changes (pure where it can be, unit-tested).
 //! - [`root`]: the mounts, in the child, in its own mount namespace.
 //! - [`forward`]: the forwarder.
 
@@ -41,20 +46,23 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use nix::unistd::ForkResult;
 
 use super::{isolate, sys};
-pub use plan::{Network, Plan};
+pub use plan::{Network, Plan, Share};
 
 /// The flags of `computerd sandbox`.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// `--work`: the computer's HOME, bound read-write.
-    pub work: PathBuf,
-    /// `--run`: the socket's directory, bound read-write.
+    /// `--run`: the socket's directory on the host, bound read-write at
+    /// `/run/computerd`.
     pub run: PathBuf,
     pub network: Network,
-    /// `--hide`: more paths masked by an empty read-only directory or file.
-    pub hide: Vec<PathBuf>,
     /// `--tmp-size-mib`: the size of the private /tmp (and of /dev/shm).
     pub tmp_size_mib: u64,
+    /// `--work-size-mib`: the size of /work, the computer's HOME.
+    pub work_size_mib: u64,
+    /// `--bind`: host directories shown under /workspace.
+    pub binds: Vec<Share>,
+    /// `--cgroup`: cgroup directories to join first (one per v1 hierarchy).
+    pub cgroups: Vec<PathBuf>,
     /// What follows `--`: `init` and its flags.
     pub command: Vec<OsString>,
 }
@@ -75,6 +83,9 @@ pub fn main(opts: Options) -> i32 {
 
 fn run(opts: &Options) -> Result<i32, String> {
     let plan = Plan::new(opts)?;
+    // The first change this process makes: from here on it, init and
+    // everything they start are in the computer's cgroups.
+    join_cgroups(&plan.cgroups)?;
     // A new session before anything else: a Ctrl-C at the server's terminal
     // reaches the server's process group, never the computer (the server
     // ends computers itself). EPERM means this process already leads a
@@ -120,6 +131,24 @@ fn run(opts: &Options) -> Result<i32, String> {
         }
         Err(e) => Err(format!("could not fork the computer's first process ({e})")),
     }
+}
+
+/// Write this process's pid into each cgroup's `cgroup.procs` (v1 and v2
+/// alike): it moves there with the threads it has (one), and every process
+/// forked after is born in it.
+fn join_cgroups(cgroups: &[PathBuf]) -> Result<(), String> {
+    let pid = std::process::id().to_string();
+    for dir in cgroups {
+        let procs = dir.join("cgroup.procs");
+        write_proc(&procs, &pid).map_err(|e| {
+            format!(
+                "--cgroup {}: could not move the sandbox (pid {pid}) into it by writing {} ({e}); the provider makes the cgroup and lets this user write it",
+                dir.display(),
+                procs.display()
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// For a user without CAP_SYS_ADMIN first a user namespace that owns
@@ -169,7 +198,7 @@ fn enter_user_namespace(uid: u32, gid: u32) -> Result<(), String> {
     Ok(())
 }
 
-fn write_proc(file: &str, text: &str) -> std::io::Result<()> {
+fn write_proc(file: impl AsRef<std::path::Path>, text: &str) -> std::io::Result<()> {
     use std::io::Write;
     // No O_TRUNC or O_CREAT: these files take one write of the whole text.
     std::fs::OpenOptions::new()
@@ -215,12 +244,8 @@ fn child(
         isolate::check_only_loopback("--network none")?;
     }
     root::build(plan)?;
-    std::env::set_current_dir(&plan.work).map_err(|e| {
-        format!(
-            "could not enter the work directory {} ({e})",
-            plan.work.display()
-        )
-    })?;
+    std::env::set_current_dir(plan::WORK)
+        .map_err(|e| format!("could not enter {} ({e})", plan::WORK))?;
     if plan.userns.is_some() {
         // In a user namespace this process holds every capability, and the
         // new namespace's bounding set is full. Init runs as the user, so
@@ -242,11 +267,11 @@ fn child(
         .map_err(|e| format!("could not mark inherited descriptors close-on-exec ({e})"))?;
     nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(old_mask), None)
         .map_err(|e| format!("could not restore the signal mask ({e})"))?;
-    let exe = cstring(plan.exe.as_os_str())?;
+    let exe = cstring(plan.exe_inside.as_os_str())?;
     let e = nix::unistd::execve(&exe, &plan.argv, &plan.env).err();
     Err(format!(
         "could not start {} inside the sandbox ({})",
-        plan.exe.display(),
+        plan.exe_inside.display(),
         e.map(|e| e.to_string()).unwrap_or_default()
     ))
 }

@@ -113,8 +113,9 @@ impl Init {
         Some(init)
     }
 
-    /// `computerd sandbox --work <dir>/home --run <dir>/run <flags> -- init
-    /// …`: init as PID 1 of the sandbox, its socket reached from outside.
+    /// `computerd sandbox --run <dir>/run <flags> -- init … --socket
+    /// /run/computerd/computerd.sock`: init as PID 1 of the sandbox, its
+    /// socket reached from outside at `<dir>/run/computerd.sock`.
     pub fn start_sandboxed(o: SandboxOptions) -> Option<Init> {
         if !need_root() {
             return None;
@@ -140,8 +141,6 @@ impl Init {
         let socket = run.join("computerd.sock");
         let mut cmd = Command::new(o.exe.as_deref().unwrap_or(Path::new(COMPUTERD)));
         cmd.arg("sandbox")
-            .arg("--work")
-            .arg(&home)
             .arg("--run")
             .arg(&run)
             .args(&o.flags)
@@ -152,7 +151,7 @@ impl Init {
             .arg("--max-deadline")
             .arg(rfc3339_in(Duration::from_secs(3600)))
             .arg("--socket")
-            .arg(&socket);
+            .arg("/run/computerd/computerd.sock");
         if let Some(uid) = o.user {
             cmd.arg("--user").arg(format!("{uid}:{uid}"));
         }
@@ -274,7 +273,7 @@ pub type BecomeUser = fn() -> std::io::Result<()>;
 /// How to start `computerd sandbox … -- init …` ([`Init::start_sandboxed`]).
 #[derive(Default)]
 pub struct SandboxOptions {
-    /// The sandbox's own flags, before `--` (`--network host`, `--hide P`).
+    /// The sandbox's own flags, before `--` (`--network host`, `--bind S:D`).
     pub flags: Vec<String>,
     /// init's `--user uid:uid` (required as root).
     pub user: Option<u32>,

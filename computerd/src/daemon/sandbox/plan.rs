@@ -1,9 +1,11 @@
 //! The flags checked and turned into a plan before anything changes: the
-//! canonical paths, the mounts in the order they are made, init's argv and
-//! environment, and which of the two paths (root, or a user namespace).
+//! host's OS directories to show, the shares, the cgroups to join, where
+//! computerd is exec'd from, init's argv and environment, and which of the
+//! two paths (root, or a user namespace).
 
 use std::ffi::{CString, OsStr, OsString};
-use std::path::{Path, PathBuf};
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
 use std::str::FromStr;
 
 use super::{Options, cstring};
@@ -31,56 +33,111 @@ impl FromStr for Network {
     }
 }
 
-/// One mount over the read-only view of the host's root.
+/// The host's top-level directories the computer sees (read-only), those
+/// the host has: the OS a program needs, and nothing else of the host.
+pub const OS_DIRS: [&str; 8] = [
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+];
+
+/// HOME and init's working directory inside: a tmpfs of its own.
+pub const WORK: &str = "/work";
+/// Where `--run` is bound inside; init's socket must be in it.
+pub const RUN: &str = "/run/computerd";
+/// Every `--bind` goes here or under it.
+pub const WORKSPACE: &str = "/workspace";
+
+/// One of [`OS_DIRS`] as the host has it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// The private `/tmp`: a tmpfs, mode 1777.
-    Tmp,
-    /// An empty read-only directory over a host directory.
-    MaskDir,
-    /// An empty read-only file over a host file (or socket, or device).
-    MaskFile,
-    /// The host's path bound at the same path.
-    Bind { writable: bool, dir: bool },
+pub enum OsEntry {
+    /// A directory, bound read-only at the same path.
+    Dir(PathBuf),
+    /// A symbolic link (`/bin -> usr/bin`), made again inside with the same
+    /// target rather than bound.
+    Link { path: PathBuf, target: PathBuf },
 }
 
-impl Kind {
-    /// Whether this mount is a fresh filesystem that mount points for the
-    /// binds under it must be made in.
-    pub fn is_overlay(&self) -> bool {
-        matches!(self, Kind::Tmp | Kind::MaskDir)
-    }
-
-    /// At one path, a bind goes over a mask: never both (see [`layout`]).
-    fn rank(&self) -> u8 {
+impl OsEntry {
+    pub fn path(&self) -> &Path {
         match self {
-            Kind::Tmp => 0,
-            Kind::MaskDir | Kind::MaskFile => 1,
-            Kind::Bind { .. } => 2,
+            OsEntry::Dir(p) | OsEntry::Link { path: p, .. } => p,
         }
     }
 }
 
+/// `--bind HOST_DIR:INSIDE[:ro|:rw]`: a host directory shown at `INSIDE`
+/// (under `/workspace`), read-write unless `:ro`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Step {
-    /// A canonical host path, the same inside.
-    pub path: PathBuf,
-    pub kind: Kind,
+pub struct Share {
+    pub source: PathBuf,
+    pub inside: PathBuf,
+    pub read_only: bool,
+}
+
+impl FromStr for Share {
+    type Err = String;
+    /// The syntax only; [`Plan::new`] checks the paths.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let parts: Vec<&str> = s.split(':').collect();
+        let (source, inside, read_only) = match parts[..] {
+            [source, inside] => (source, inside, false),
+            [source, inside, "ro"] => (source, inside, true),
+            [source, inside, "rw"] => (source, inside, false),
+            [_, _, mode] => {
+                return Err(format!(
+                    "--bind {s:?}: the mode after the second ':' is ro or rw, not {mode:?}"
+                ));
+            }
+            _ => {
+                return Err(format!(
+                    "--bind {s:?} is not HOST_DIR:INSIDE[:ro] (a path holding ':' cannot be shared)"
+                ));
+            }
+        };
+        if source.is_empty() || inside.is_empty() {
+            return Err(format!(
+                "--bind {s:?} is not HOST_DIR:INSIDE[:ro]: a path is empty"
+            ));
+        }
+        Ok(Share {
+            source: source.into(),
+            inside: inside.into(),
+            read_only,
+        })
+    }
+}
+
+impl fmt::Display for Share {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.source.display(), self.inside.display())?;
+        if self.read_only {
+            f.write_str(":ro")?;
+        }
+        Ok(())
+    }
 }
 
 /// Everything the sandbox will do, decided before it does any of it.
 #[derive(Clone, Debug)]
 pub struct Plan {
-    /// `--work`, canonical: HOME, and init's working directory.
-    pub work: PathBuf,
-    /// `--run`, canonical.
+    /// `--run`, canonical, on the host; bound at [`RUN`].
     pub run: PathBuf,
-    /// This binary, canonical, exec'd by this path inside.
+    /// This binary, canonical, on the host.
     pub exe: PathBuf,
+    /// The path it is exec'd by inside: its own path when an OS directory
+    /// shows it, else [`crate::DAEMON_PATH`], where it is bound read-only.
+    pub exe_inside: PathBuf,
     pub network: Network,
     pub tmp_size_mib: u64,
-    /// The mounts over the read-only view, parents before children.
-    pub steps: Vec<Step>,
+    pub work_size_mib: u64,
+    /// The host's OS directories and links, in [`OS_DIRS`] order.
+    pub os: Vec<OsEntry>,
+    /// Canonical sources, normal insides, sorted by inside.
+    pub shares: Vec<Share>,
+    /// `--cgroup`: directories whose `cgroup.procs` this process joins.
+    pub cgroups: Vec<PathBuf>,
+    /// The uid and gid that own `/work`: init's `--user`, or in a user
+    /// namespace this process's own.
+    pub owner: (u32, u32),
     /// `Some((uid, gid))`: no CAP_SYS_ADMIN, so a user namespace mapping
     /// these ids to themselves.
     pub userns: Option<(u32, u32)>,
@@ -90,68 +147,58 @@ pub struct Plan {
     pub last_cap: u32,
 }
 
+impl Plan {
+    /// Whether computerd is bound at [`crate::DAEMON_PATH`] (no OS
+    /// directory shows it).
+    pub fn binds_exe(&self) -> bool {
+        self.exe_inside != self.exe
+    }
+}
+
 /// PATH when the sandbox was given none.
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-/// Paths masked whenever they are directories: a unix socket under /run on
-/// a read-only mount can still be connected to (/run/docker.sock), and
-/// /root and /home hold other users' files. /var/run is usually a link to
-/// /run, and then the same mask.
-pub const ALWAYS_MASKED: [&str; 4] = ["/run", "/var/run", "/root", "/home"];
 
 const CAP_SYS_ADMIN: u32 = 21;
 
 impl Plan {
     pub fn new(opts: &Options) -> Result<Plan, String> {
-        let work = existing_dir("--work", &opts.work)?;
         let run = existing_dir("--run", &opts.run)?;
+        if run == Path::new("/") || under_kernel(&run) {
+            return Err(format!(
+                "--run {} cannot be / or under /proc, /sys or /dev",
+                opts.run.display()
+            ));
+        }
         let exe = std::fs::read_link("/proc/self/exe")
             .and_then(std::fs::canonicalize)
             .map_err(|e| format!("cannot find its own binary through /proc/self/exe ({e})"))?;
-        let tmp = std::fs::canonicalize("/tmp")
-            .ok()
-            .filter(|t| t.is_dir())
-            .ok_or("the host has no /tmp directory to put the private /tmp on")?;
-        let mut masks = Vec::new();
-        for m in ALWAYS_MASKED {
-            if let Ok(c) = std::fs::canonicalize(m)
-                && c.is_dir()
-            {
-                masks.push((c, true));
+        let os = os_entries(Path::new("/"));
+        let exe_inside = exe_inside(&exe, &os);
+        let shares = check_shares(&opts.binds)?;
+        for c in &opts.cgroups {
+            if !c.is_absolute() {
+                return Err(format!("--cgroup {} is not an absolute path", c.display()));
             }
         }
-        for h in &opts.hide {
-            if !h.is_absolute() {
-                return Err(format!("--hide {} is not an absolute path", h.display()));
-            }
-            // A path missing now could appear later through the read-only
-            // view (it shows the live host filesystem), unmasked: refused.
-            let c = std::fs::canonicalize(h).map_err(|e| {
-                format!(
-                    "--hide {}: cannot resolve it ({e}); only a path that exists can be hidden",
-                    h.display()
-                )
-            })?;
-            let dir = c.is_dir();
-            masks.push((c, dir));
-        }
-        let steps = layout(&work, &run, &exe, &tmp, &masks)?;
 
         let Some((first, init_args)) = opts.command.split_first() else {
-            return Err("give init's command after --, e.g. -- init --deadline … --socket <RUN>/computerd.sock".into());
+            return Err("give init's command after --, e.g. -- init --deadline … --socket /run/computerd/computerd.sock".into());
         };
         if first != "init" {
             return Err(format!(
                 "the sandbox runs `computerd init` only, as its PID 1; after -- came {first:?}"
             ));
         }
-        let init_user = init_user_flag(init_args)?;
+        let init_user = init_flag(init_args, "--user")
+            .map(|u| isolate::parse_user(&u.to_string_lossy()))
+            .transpose()?;
+        check_socket(init_flag(init_args, "--socket").as_deref())?;
         let root = nix::unistd::geteuid().is_root() && sys::has_effective_cap(CAP_SYS_ADMIN);
-        let userns = if root {
-            if init_user.is_none_or(|(uid, _)| uid == 0) {
-                return Err("as root, the sandbox runs init only with --user UID:GID and a uid other than 0, so that no program in the computer is root, which could read root's files through the read-only view".into());
-            }
-            None
+        let (userns, owner) = if root {
+            let Some(user) = init_user.filter(|(uid, _)| *uid != 0) else {
+                return Err("as root, the sandbox runs init only with --user UID:GID and a uid other than 0, so that no program in the computer is root".into());
+            };
+            (None, user)
         } else {
             if init_user.is_some() {
                 return Err(format!(
@@ -160,15 +207,16 @@ impl Plan {
                 ));
             }
             if nix::unistd::geteuid().is_root() {
-                return Err("uid 0 without CAP_SYS_ADMIN: the computer's programs would be uid 0 and could read root's files through the read-only view; run with CAP_SYS_ADMIN (and init's --user), or as another user".into());
+                return Err("uid 0 without CAP_SYS_ADMIN: the computer's programs would be uid 0; run with CAP_SYS_ADMIN (and init's --user), or as another user".into());
             }
-            Some((
+            let me = (
                 nix::unistd::geteuid().as_raw(),
                 nix::unistd::getegid().as_raw(),
-            ))
+            );
+            (Some(me), me)
         };
 
-        let mut argv = vec![cstring(exe.as_os_str())?];
+        let mut argv = vec![cstring(exe_inside.as_os_str())?];
         for a in &opts.command {
             argv.push(cstring(a)?);
         }
@@ -179,7 +227,7 @@ impl Plan {
             env.push(cstring(&kv)?);
             Ok(())
         };
-        var("HOME", work.as_os_str())?;
+        var("HOME", OsStr::new(WORK))?;
         let path = std::env::var_os("PATH")
             .filter(|p| !p.is_empty())
             .unwrap_or_else(|| DEFAULT_PATH.into());
@@ -192,12 +240,16 @@ impl Plan {
             .and_then(|s| s.trim().parse().ok())
             .ok_or("could not read /proc/sys/kernel/cap_last_cap")?;
         Ok(Plan {
-            work,
             run,
             exe,
+            exe_inside,
             network: opts.network,
             tmp_size_mib: opts.tmp_size_mib,
-            steps,
+            work_size_mib: opts.work_size_mib,
+            os,
+            shares,
+            cgroups: opts.cgroups.clone(),
+            owner,
             userns,
             argv,
             env,
@@ -214,7 +266,7 @@ fn existing_dir(flag: &str, p: &Path) -> Result<PathBuf, String> {
     }
     let c = std::fs::canonicalize(p).map_err(|e| {
         format!(
-            "{flag} {}: cannot resolve it ({e}); the provider makes it before it starts the sandbox",
+            "{flag} {}: cannot resolve it ({e}); it must be an existing directory",
             p.display()
         )
     })?;
@@ -224,112 +276,135 @@ fn existing_dir(flag: &str, p: &Path) -> Result<PathBuf, String> {
     Ok(c)
 }
 
-/// init's `--user`, if it was given one.
-fn init_user_flag(args: &[OsString]) -> Result<Option<(u32, u32)>, String> {
-    let mut found = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let value = if a == "--user" {
-            it.next().cloned().unwrap_or_default()
-        } else if let Some(v) = a.to_str().and_then(|s| s.strip_prefix("--user=")) {
-            v.into()
-        } else {
-            continue;
-        };
-        let text = value.to_string_lossy();
-        found = Some(isolate::parse_user(&text)?);
-    }
-    Ok(found)
+/// Under the host's /proc, /sys or /dev: never shown to a computer.
+fn under_kernel(p: &Path) -> bool {
+    ["/proc", "/sys", "/dev"].iter().any(|k| p.starts_with(k))
 }
 
-/// The mounts over the read-only view, in the order they are made: sorted
-/// by path so a parent comes before anything under it (a mount point for a
-/// bind under an overlay is made in that overlay before it goes
-/// read-only). `masks` are canonical host paths, `true` for a directory.
-pub fn layout(
-    work: &Path,
-    run: &Path,
-    exe: &Path,
-    tmp: &Path,
-    masks: &[(PathBuf, bool)],
-) -> Result<Vec<Step>, String> {
-    // The sandbox makes these itself; nothing of the host's is put there.
-    let own = [Path::new("/proc"), Path::new("/dev")];
-    let under_own = |p: &Path| own.iter().any(|o| p.starts_with(o));
-    for (flag, p) in [("--work", work), ("--run", run)] {
-        if p == Path::new("/") || p == tmp || under_own(p) {
-            return Err(format!(
-                "{flag} {} cannot be /, /tmp, or under /proc or /dev, which the sandbox makes its own",
-                p.display()
-            ));
-        }
-    }
-    if under_own(exe) {
-        return Err(format!(
-            "computerd runs from {}, under /proc or /dev, which the sandbox replaces",
-            exe.display()
-        ));
-    }
-    let mut steps = vec![Step {
-        path: tmp.to_path_buf(),
-        kind: Kind::Tmp,
-    }];
-    for (m, dir) in masks {
-        if m == Path::new("/") || under_own(m) {
-            return Err(format!(
-                "--hide {} cannot be / or under /proc or /dev",
-                m.display()
-            ));
-        }
-        if m.starts_with(tmp) {
-            // The private /tmp shows nothing of the host's already.
+/// [`OS_DIRS`] as the host under `root` has them (those it has at all).
+pub fn os_entries(root: &Path) -> Vec<OsEntry> {
+    let mut out = Vec::new();
+    for d in OS_DIRS {
+        let at = root.join(d.trim_start_matches('/'));
+        let Ok(m) = std::fs::symlink_metadata(&at) else {
             continue;
+        };
+        if m.file_type().is_symlink() {
+            if let Ok(target) = std::fs::read_link(&at) {
+                out.push(OsEntry::Link {
+                    path: d.into(),
+                    target,
+                });
+            }
+        } else if m.is_dir() {
+            out.push(OsEntry::Dir(d.into()));
         }
-        if m == work || m == run {
-            return Err(format!(
-                "{} is both hidden and bound as --work or --run; hide a directory above it instead",
-                m.display()
-            ));
-        }
-        if m == exe {
-            return Err(format!(
-                "--hide {} is computerd itself, which init runs from",
-                m.display()
-            ));
-        }
-        steps.push(Step {
-            path: m.clone(),
-            kind: if *dir { Kind::MaskDir } else { Kind::MaskFile },
-        });
     }
-    for p in [work, run] {
-        steps.push(Step {
-            path: p.to_path_buf(),
-            kind: Kind::Bind {
-                writable: true,
-                dir: true,
-            },
-        });
-    }
-    // The binary is exec'd by its own path inside, and init starts its
-    // guards from it: where an overlay would hide it, it is bound read-only.
-    let hidden = steps
+    out
+}
+
+/// Where computerd (canonical `exe`) is exec'd from inside: its own path
+/// if an OS directory bound as a directory holds it (a canonical path has
+/// no link on its way), else [`crate::DAEMON_PATH`].
+pub fn exe_inside(exe: &Path, os: &[OsEntry]) -> PathBuf {
+    let shown = os
         .iter()
-        .any(|s| s.kind.is_overlay() && exe.starts_with(&s.path));
-    if hidden {
-        steps.push(Step {
-            path: exe.to_path_buf(),
-            kind: Kind::Bind {
-                writable: false,
-                dir: false,
-            },
+        .any(|e| matches!(e, OsEntry::Dir(d) if exe.starts_with(d)));
+    if shown {
+        exe.to_path_buf()
+    } else {
+        PathBuf::from(crate::DAEMON_PATH)
+    }
+}
+
+/// An absolute path with no `.`, `..` or empty part, written plainly.
+fn normal_inside(p: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::from("/");
+    let mut comps = p.components();
+    if comps.next() != Some(Component::RootDir) {
+        return None;
+    }
+    for c in comps {
+        match c {
+            Component::Normal(n) => out.push(n),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// The `--bind`s checked: each source an absolute existing directory
+/// (made canonical) that is not `/` nor under /proc, /sys or /dev; each
+/// inside `/workspace` or under it, none at or under another.
+pub fn check_shares(binds: &[Share]) -> Result<Vec<Share>, String> {
+    let mut out: Vec<Share> = Vec::new();
+    for b in binds {
+        let source = existing_dir(&format!("--bind {b}: HOST_DIR"), &b.source)?;
+        if source == Path::new("/") || under_kernel(&source) {
+            return Err(format!(
+                "--bind {b}: HOST_DIR cannot be / or under /proc, /sys or /dev"
+            ));
+        }
+        let inside = normal_inside(&b.inside)
+            .filter(|i| i.starts_with(WORKSPACE))
+            .ok_or_else(|| {
+                format!(
+                    "--bind {b}: INSIDE must be {WORKSPACE} or a path under it, absolute, with no . or .. part"
+                )
+            })?;
+        if let Some(other) = out
+            .iter()
+            .find(|o| o.inside.starts_with(&inside) || inside.starts_with(&o.inside))
+        {
+            return Err(format!(
+                "--bind {b}: INSIDE {} meets {} of --bind {other}; shares may not be one inside another",
+                inside.display(),
+                other.inside.display()
+            ));
+        }
+        out.push(Share {
+            source,
+            inside,
+            read_only: b.read_only,
         });
     }
-    // Path order is component by component, so /a comes before /a/b and
-    // /a/b before /a-b.
-    steps.sort_by(|a, b| a.path.cmp(&b.path).then(a.kind.rank().cmp(&b.kind.rank())));
-    steps.dedup();
-    Ok(steps)
+    out.sort_by(|a, b| a.inside.cmp(&b.inside));
+    Ok(out)
+}
+
+/// The last value of init's flag `name` (`--name V` or `--name=V`).
+fn init_flag(args: &[OsString], name: &str) -> Option<OsString> {
+    let mut found = None;
+    let mut it = args.iter();
+    let prefix = format!("{name}=");
+    while let Some(a) = it.next() {
+        if a == name {
+            found = Some(it.next().cloned().unwrap_or_default());
+        } else if let Some(v) = a.to_str().and_then(|s| s.strip_prefix(&prefix)) {
+            found = Some(v.into());
+        }
+    }
+    found
+}
+
+/// Init's socket must be in [`RUN`], the one directory the host reaches
+/// (init's default, [`crate::DEFAULT_SOCKET`], is).
+fn check_socket(socket: Option<&OsStr>) -> Result<(), String> {
+    let Some(s) = socket else {
+        return Ok(());
+    };
+    let p = Path::new(s);
+    let name_ok = p
+        .file_name()
+        .is_some_and(|n| p.parent() == Some(Path::new(RUN)) && n != "." && n != "..");
+    if name_ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "init's --socket {} must be a name in {RUN}, where --run is bound (the host reaches it at <run>/<name>)",
+            p.display()
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -340,101 +415,185 @@ mod tests {
         PathBuf::from(s)
     }
 
-    fn step(path: &str, kind: Kind) -> Step {
-        Step {
-            path: p(path),
-            kind,
-        }
-    }
-
-    const RW: Kind = Kind::Bind {
-        writable: true,
-        dir: true,
-    };
-    const EXE: Kind = Kind::Bind {
-        writable: false,
-        dir: false,
-    };
-
     #[test]
-    fn mounts_go_parents_first_with_binds_inside_masks() {
-        let steps = layout(
-            &p("/home/u/.local/state/cm/c1/work"),
-            &p("/run/user/1000/cm/c1"),
-            &p("/home/u/.cargo/bin/computerd"),
-            &p("/tmp"),
-            &[
-                (p("/run"), true),
-                (p("/root"), true),
-                (p("/home"), true),
-                (p("/home/u"), true),
-                (p("/home/u/.local/state/cm"), true),
-                (p("/tmp/x"), true),
-                (p("/etc/secret.key"), false),
-                (p("/home"), true),
-            ],
-        )
-        .unwrap();
+    fn os_entries_are_the_allowlisted_dirs_the_host_has_with_links_kept() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        for d in ["usr/bin", "usr/lib", "etc", "lib32", "srv", "opt", "home"] {
+            std::fs::create_dir_all(r.join(d)).unwrap();
+        }
+        std::os::unix::fs::symlink("usr/bin", r.join("bin")).unwrap();
+        std::os::unix::fs::symlink("/usr/lib", r.join("lib")).unwrap();
+        // A file where a directory is expected is not shown.
+        std::fs::write(r.join("libx32"), "").unwrap();
         assert_eq!(
-            steps,
+            os_entries(r),
             vec![
-                step("/etc/secret.key", Kind::MaskFile),
-                step("/home", Kind::MaskDir),
-                step("/home/u", Kind::MaskDir),
-                step("/home/u/.cargo/bin/computerd", EXE),
-                step("/home/u/.local/state/cm", Kind::MaskDir),
-                step("/home/u/.local/state/cm/c1/work", RW),
-                step("/root", Kind::MaskDir),
-                step("/run", Kind::MaskDir),
-                step("/run/user/1000/cm/c1", RW),
-                step("/tmp", Kind::Tmp),
+                OsEntry::Dir(p("/usr")),
+                OsEntry::Link {
+                    path: p("/bin"),
+                    target: p("usr/bin")
+                },
+                OsEntry::Link {
+                    path: p("/lib"),
+                    target: p("/usr/lib")
+                },
+                OsEntry::Dir(p("/lib32")),
+                OsEntry::Dir(p("/etc")),
             ]
         );
     }
 
     #[test]
-    fn a_visible_binary_is_not_bound_and_work_under_tmp_is() {
-        let steps = layout(
-            &p("/tmp/t/home"),
-            &p("/tmp/t/home"),
-            &p("/usr/bin/computerd"),
-            &p("/tmp"),
-            &[],
-        )
-        .unwrap();
+    fn computerd_runs_from_its_own_path_only_where_an_os_dir_shows_it() {
+        let os = vec![
+            OsEntry::Dir(p("/usr")),
+            OsEntry::Link {
+                path: p("/bin"),
+                target: p("usr/bin"),
+            },
+        ];
         assert_eq!(
-            steps,
-            vec![step("/tmp", Kind::Tmp), step("/tmp/t/home", RW)]
+            exe_inside(&p("/usr/bin/computerd"), &os),
+            p("/usr/bin/computerd")
         );
+        for outside in [
+            "/work/t/target/debug/computerd",
+            "/bin/computerd",
+            "/usr2/computerd",
+            "/home/u/.cargo/bin/computerd",
+        ] {
+            assert_eq!(
+                exe_inside(&p(outside), &os),
+                p(crate::DAEMON_PATH),
+                "{outside}"
+            );
+        }
     }
 
     #[test]
-    fn impossible_layouts_are_refused_in_words() {
-        let tmp = p("/tmp");
-        let exe = p("/usr/bin/computerd");
-        type Case<'a> = (&'a str, &'a str, &'a [(PathBuf, bool)], &'a str);
-        let cases: [Case; 7] = [
-            ("/", "/r", &[], "--work / cannot be"),
-            ("/w", "/proc/1", &[], "--run /proc/1 cannot be"),
-            ("/tmp", "/r", &[], "--work /tmp cannot be"),
-            ("/w", "/dev/shm/r", &[], "--run /dev/shm/r cannot be"),
-            ("/w", "/r", &[(p("/"), true)], "--hide / cannot be"),
+    fn shares_parse_and_print_back() {
+        for (text, read_only) in [("/a:/workspace/a", false), ("/a:/workspace:ro", true)] {
+            let s: Share = text.parse().unwrap();
+            assert_eq!(s.read_only, read_only);
+            assert_eq!(s.to_string(), text);
+        }
+        let rw: Share = "/a:/workspace/b:rw".parse().unwrap();
+        assert_eq!(
+            rw,
+            Share {
+                source: p("/a"),
+                inside: p("/workspace/b"),
+                read_only: false
+            }
+        );
+        for (bad, said) in [
+            ("/a", "is not HOST_DIR:INSIDE[:ro]"),
+            ("/a:/b:/c:ro", "a path holding ':'"),
+            ("/a:/workspace:rx", "ro or rw, not \"rx\""),
+            (":/workspace", "a path is empty"),
+        ] {
+            let e = bad.parse::<Share>().unwrap_err();
+            assert!(e.contains(said), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn shares_are_checked_made_canonical_and_sorted() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("a");
+        let b = d.path().join("b");
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        std::fs::write(d.path().join("f"), "").unwrap();
+        let share = |src: &Path, inside: &str, ro: bool| Share {
+            source: src.to_path_buf(),
+            inside: inside.into(),
+            read_only: ro,
+        };
+        let via_dots = d.path().join("b/../a");
+        let got = check_shares(&[
+            share(&b, "/workspace/z", false),
+            share(&via_dots, "/workspace//a/", true),
+        ])
+        .unwrap();
+        let canon = |x: &Path| std::fs::canonicalize(x).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                share(&canon(&a), "/workspace/a", true),
+                share(&canon(&b), "/workspace/z", false),
+            ]
+        );
+        let cases: Vec<(Vec<Share>, &str)> = vec![
             (
-                "/w",
-                "/r",
-                &[(p("/w"), true)],
-                "/w is both hidden and bound",
+                vec![share(Path::new("rel"), "/workspace/r", false)],
+                "HOST_DIR rel is not an absolute path",
             ),
             (
-                "/w",
-                "/r",
-                &[(p("/usr/bin/computerd"), false)],
-                "is computerd itself",
+                vec![share(&d.path().join("missing"), "/workspace/m", false)],
+                "cannot resolve it",
+            ),
+            (
+                vec![share(&d.path().join("f"), "/workspace/f", false)],
+                "is not a directory",
+            ),
+            (
+                vec![share(Path::new("/"), "/workspace/root", false)],
+                "HOST_DIR cannot be /",
+            ),
+            (
+                vec![share(Path::new("/proc/1"), "/workspace/p", false)],
+                "under /proc",
+            ),
+            (
+                vec![share(&a, "/work/a", false)],
+                "INSIDE must be /workspace or a path under it",
+            ),
+            (
+                vec![share(&a, "/workspace/../etc", false)],
+                "no . or .. part",
+            ),
+            (
+                vec![share(&a, "workspace/a", false)],
+                "INSIDE must be /workspace",
+            ),
+            (
+                vec![
+                    share(&a, "/workspace/a", false),
+                    share(&b, "/workspace/a/b", false),
+                ],
+                "shares may not be one inside another",
+            ),
+            (
+                vec![
+                    share(&a, "/workspace", false),
+                    share(&b, "/workspace/b", false),
+                ],
+                "shares may not be one inside another",
             ),
         ];
-        for (work, run, masks, said) in cases {
-            let e = layout(&p(work), &p(run), &exe, &tmp, masks).unwrap_err();
-            assert!(e.contains(said), "{work} {run} {masks:?}: {e}");
+        for (binds, said) in cases {
+            let e = check_shares(&binds).unwrap_err();
+            assert!(e.contains(said), "{binds:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn inits_socket_must_be_in_the_run_directory() {
+        assert_eq!(check_socket(None), Ok(()));
+        assert_eq!(
+            check_socket(Some(OsStr::new("/run/computerd/computerd.sock"))),
+            Ok(())
+        );
+        for bad in [
+            "/srv/c1/run/computerd.sock",
+            "/run/computerd",
+            "/run/computerd/x/s.sock",
+            "s.sock",
+        ] {
+            let e = check_socket(Some(OsStr::new(bad))).unwrap_err();
+            assert!(e.contains("must be a name in /run/computerd"), "{bad}: {e}");
         }
     }
 
@@ -447,14 +606,20 @@ mod tests {
     }
 
     #[test]
-    fn inits_user_flag_is_found_in_both_spellings() {
+    fn inits_flags_are_found_in_both_spellings() {
         let args = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
-        assert_eq!(init_user_flag(&args(&["--deadline", "x"])), Ok(None));
+        assert_eq!(init_flag(&args(&["--deadline", "x"]), "--user"), None);
         assert_eq!(
-            init_user_flag(&args(&["--user", "5:6", "--socket", "s"])),
-            Ok(Some((5, 6)))
+            init_flag(&args(&["--user", "5:6", "--socket", "s"]), "--user"),
+            Some("5:6".into())
         );
-        assert_eq!(init_user_flag(&args(&["--user=7:8"])), Ok(Some((7, 8))));
-        assert!(init_user_flag(&args(&["--user", "x"])).is_err());
+        assert_eq!(
+            init_flag(&args(&["--user=7:8"]), "--user"),
+            Some("7:8".into())
+        );
+        assert_eq!(
+            init_flag(&args(&["--user", "5:6", "--socket", "s"]), "--socket"),
+            Some("s".into())
+        );
     }
 }

@@ -1,26 +1,36 @@
-//! The computer's root, made in the child's own mount namespace:
+//! The computer's root, made in the child's own mount namespace from an
+//! allowlist, never from the host's root with masks over it:
 //!
 //! 1. Everything private, so no mount reaches the host or comes from it.
 //! 2. A staging tmpfs becomes the root for a moment, with the host's tree
 //!    under it at `/oldroot` (bubblewrap's way), so nothing is ever made on
-//!    the host and every path below is the host's own, prefixed.
-//! 3. `/newroot`: the host's tree bound again, recursively, then made
-//!    read-only, nosuid and nodev in one `mount_setattr`.
-//! 4. Over it: `/proc` of the new PID namespace (its `sys`, `sysrq-trigger`,
-//!    `irq` and `bus` read-only), a minimal `/dev`, then the plan's steps
-//!    (the private `/tmp`, the masks, the binds) parents first.
-//! 5. `pivot_root` into `/newroot`; the old root (staging and host tree) is
-//!    detached.
+//!    the host and every host path below is the host's own, prefixed.
+//! 3. `/newroot`: a fresh tmpfs. In it, and nothing else: the host's OS
+//!    directories (`/usr`, `/etc`, `/lib*`…) bound read-only, nosuid and
+//!    nodev, or their links made again; `/proc` of the new PID namespace; a
+//!    minimal `/dev`; `/tmp` and `/work` (HOME) tmpfs of bounded size; `--run`
+//!    at `/run/computerd`; the shares under `/workspace`; computerd itself at
+//!    `/opt/computerd/computerd` where no OS directory shows it; with
+//!    `--network none` a sysfs of the computer's own network namespace.
+//!    Then the root tmpfs itself goes read-only.
+//! 4. `pivot_root` into `/newroot`; the old root (staging and host tree) is
+//!    detached, so no `/old_root` or `/oldroot` is left.
 //!
-//! Every path given to a mount call is `/newroot` or `/oldroot` followed by
-//! a canonical host path: the parents are the host's and the server's, so no
-//! program of any computer can put a symbolic link in the way.
+//! A host path given to a mount call is `/oldroot` followed by a canonical
+//! host path whose parents are the host's or the server's, except the
+//! shares': a share's directory is reached from `/oldroot` one name at a
+//! time without following a link, and bound from that descriptor, so a host
+//! user who swaps a part of its path for a link after the server checked it
+//! binds nothing else.
 
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use nix::fcntl::OFlag;
 use nix::mount::{MntFlags, MsFlags};
+use nix::sys::stat::Mode;
 
-use super::plan::{Kind, Plan, Step};
+use super::plan::{self, Network, OsEntry, Plan};
 use crate::daemon::sys::{
     self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY,
 };
@@ -28,8 +38,6 @@ use crate::daemon::sys::{
 const STAGE: &str = "/tmp";
 const NEW: &str = "/newroot";
 const OLD: &str = "/oldroot";
-/// An empty file in the staging tmpfs, bound over each file mask.
-const EMPTY: &str = "/empty";
 
 /// The device nodes bound from the host's /dev: nothing that reaches a disk
 /// or the kernel's memory.
@@ -49,24 +57,31 @@ pub fn build(plan: &Plan) -> Result<(), String> {
     stage()?;
     let new = Path::new(NEW);
     mount(
-        Some(Path::new(OLD)),
+        Some(Path::new("tmpfs")),
         new,
-        None,
-        MsFlags::MS_BIND | MsFlags::MS_REC,
-        None,
-        "bind the host's root",
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=0755,size=1m"),
+        "mount the computer's root tmpfs",
     )?;
-    setattr(
-        new,
-        true,
-        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-        "make the host's root read-only, nosuid and nodev",
-    )?;
+    for entry in &plan.os {
+        os_entry(entry)?;
+    }
     proc()?;
     dev(plan)?;
-    for (i, step) in plan.steps.iter().enumerate() {
-        apply(plan, step, &plan.steps[i + 1..])?;
+    tmp(plan)?;
+    work(plan)?;
+    run(plan)?;
+    for share in &plan.shares {
+        share_dir(share)?;
     }
+    if plan.binds_exe() {
+        exe(plan)?;
+    }
+    if plan.network == Network::None {
+        sysfs(plan.userns.is_some())?;
+    }
+    setattr(new, false, MOUNT_ATTR_RDONLY, "make the root read-only")?;
     enter()
 }
 
@@ -85,7 +100,6 @@ fn stage() -> Result<(), String> {
     for (name, mode) in [(NEW, 0o755), (OLD, 0o700)] {
         mkdir(&join(stage, Path::new(name)), mode)?;
     }
-    make_file(&join(stage, Path::new(EMPTY)))?;
     nix::unistd::pivot_root(stage, &join(stage, Path::new(OLD))).map_err(|e| {
         format!("pivot_root into the staging tmpfs at {STAGE} failed ({e}); a process in a chroot cannot be sandboxed")
     })?;
@@ -94,10 +108,43 @@ fn stage() -> Result<(), String> {
     Ok(())
 }
 
+/// One OS directory of the host, bound read-only, nosuid and nodev with
+/// whatever is mounted under it; or its link, made again.
+fn os_entry(entry: &OsEntry) -> Result<(), String> {
+    let target = join(Path::new(NEW), entry.path());
+    match entry {
+        OsEntry::Link { target: to, .. } => std::os::unix::fs::symlink(to, &target).map_err(|e| {
+            format!(
+                "could not link {} to {} ({e})",
+                inside(&target),
+                to.display()
+            )
+        }),
+        OsEntry::Dir(d) => {
+            mkdir(&target, 0o755)?;
+            mount(
+                Some(&join(Path::new(OLD), d)),
+                &target,
+                None,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                None,
+                "bind an OS directory",
+            )?;
+            setattr(
+                &target,
+                true,
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                "make an OS directory read-only, nosuid and nodev",
+            )
+        }
+    }
+}
+
 /// /proc of the PID namespace this process is PID 1 of. nosuid, nodev and
 /// noexec as the host's /proc may be, which a user namespace requires.
 fn proc() -> Result<(), String> {
     let target = PathBuf::from(NEW).join("proc");
+    mkdir(&target, 0o555)?;
     mount(
         Some(Path::new("proc")),
         &target,
@@ -136,6 +183,7 @@ fn proc() -> Result<(), String> {
 /// then read-only. Never the host's /dev, which holds its raw disks.
 fn dev(plan: &Plan) -> Result<(), String> {
     let dev = PathBuf::from(NEW).join("dev");
+    mkdir(&dev, 0o755)?;
     mount(
         Some(Path::new("tmpfs")),
         &dev,
@@ -197,107 +245,142 @@ fn dev(plan: &Plan) -> Result<(), String> {
     setattr(&dev, false, MOUNT_ATTR_RDONLY, "make /dev read-only")
 }
 
-/// One step of the plan. `later` are the steps after it, among them the
-/// binds whose mount points an overlay must hold.
-fn apply(plan: &Plan, step: &Step, later: &[Step]) -> Result<(), String> {
-    let target = join(Path::new(NEW), &step.path);
-    match &step.kind {
-        Kind::Tmp => {
-            mount(
-                Some(Path::new("tmpfs")),
-                &target,
-                Some("tmpfs"),
-                MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-                Some(&format!("mode=1777,size={}m", plan.tmp_size_mib)),
-                "mount the private /tmp",
-            )?;
-            mount_points(step, later)?;
-        }
-        Kind::MaskDir => {
-            // Under an earlier mask, with no bind under it: hidden already.
-            if std::fs::symlink_metadata(&target).is_err() {
-                return Ok(());
-            }
-            mount(
-                Some(Path::new("tmpfs")),
-                &target,
-                Some("tmpfs"),
-                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-                Some("mode=0755,size=64k"),
-                "mask a directory",
-            )?;
-            mount_points(step, later)?;
-            setattr(&target, false, MOUNT_ATTR_RDONLY, "make a mask read-only")?;
-        }
-        Kind::MaskFile => {
-            if std::fs::symlink_metadata(&target).is_err() {
-                return Ok(());
-            }
-            mount(
-                Some(Path::new(EMPTY)),
-                &target,
-                None,
-                MsFlags::MS_BIND,
-                None,
-                "mask a file",
-            )?;
-            setattr(
-                &target,
-                false,
-                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-                "make a file mask read-only",
-            )?;
-        }
-        Kind::Bind { writable, .. } => {
-            let source = join(Path::new(OLD), &step.path);
-            mount(
-                Some(&source),
-                &target,
-                None,
-                MsFlags::MS_BIND | MsFlags::MS_REC,
-                None,
-                if *writable {
-                    "bind read-write"
-                } else {
-                    "bind read-only"
-                },
-            )?;
-            let mut set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-            if !writable {
-                set |= MOUNT_ATTR_RDONLY;
-            }
-            setattr(&target, true, set, "restrict a bind")?;
-        }
-    }
-    Ok(())
+/// The private /tmp: a tmpfs anyone may write, `--tmp-size-mib` large.
+fn tmp(plan: &Plan) -> Result<(), String> {
+    let target = PathBuf::from(NEW).join("tmp");
+    mkdir(&target, 0o755)?;
+    mount(
+        Some(Path::new("tmpfs")),
+        &target,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(&format!("mode=1777,size={}m", plan.tmp_size_mib)),
+        "mount the private /tmp",
+    )
 }
 
-/// In a fresh overlay, the directories (and for a file, the empty file) that
-/// the binds under it are mounted on.
-fn mount_points(overlay: &Step, later: &[Step]) -> Result<(), String> {
-    for bind in later {
-        let Kind::Bind { dir, .. } = bind.kind else {
-            continue;
-        };
-        let Ok(rel) = bind.path.strip_prefix(&overlay.path) else {
-            continue;
-        };
-        let mut at = join(Path::new(NEW), &overlay.path);
-        let parts: Vec<_> = rel.components().collect();
-        for (i, part) in parts.iter().enumerate() {
-            at.push(part);
-            let last = i + 1 == parts.len();
-            if std::fs::symlink_metadata(&at).is_ok() {
-                continue;
-            }
-            if last && !dir {
-                make_file(&at)?;
-            } else {
-                mkdir(&at, 0o755)?;
-            }
-        }
+/// HOME: a tmpfs of `--work-size-mib`, the computer's user's alone. A full
+/// /work fails a write with ENOSPC; its pages are charged to the cgroup of
+/// the program that writes them, the computer's.
+fn work(plan: &Plan) -> Result<(), String> {
+    let target = join(Path::new(NEW), Path::new(plan::WORK));
+    mkdir(&target, 0o755)?;
+    let (uid, gid) = plan.owner;
+    mount(
+        Some(Path::new("tmpfs")),
+        &target,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(&format!(
+            "mode=0700,uid={uid},gid={gid},size={}m",
+            plan.work_size_mib
+        )),
+        "mount /work",
+    )
+}
+
+/// `--run` at /run/computerd, read-write: init's socket, reached by the
+/// host at the same file.
+fn run(plan: &Plan) -> Result<(), String> {
+    let target = join(Path::new(NEW), Path::new(plan::RUN));
+    mkdir_all(Path::new(NEW), Path::new(plan::RUN))?;
+    mount(
+        Some(&join(Path::new(OLD), &plan.run)),
+        &target,
+        None,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None,
+        "bind --run",
+    )?;
+    setattr(
+        &target,
+        true,
+        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        "make --run nosuid and nodev",
+    )
+}
+
+/// One share under /workspace, bound from a descriptor reached without
+/// following any link; read-only for `:ro`, and nosuid, nodev either way,
+/// for it and every mount under it.
+fn share_dir(share: &plan::Share) -> Result<(), String> {
+    let target = join(Path::new(NEW), &share.inside);
+    mkdir_all(Path::new(NEW), &share.inside)?;
+    let fd = open_beneath(Path::new(OLD), &share.source).map_err(|e| {
+        format!(
+            "--bind {share}: could not open {} without following a link ({e}); a part of it changed since it was checked",
+            share.source.display()
+        )
+    })?;
+    // The host's /proc names this process's descriptor; the mount follows
+    // that link to the directory opened, not to a path.
+    let by_fd = PathBuf::from(format!("{OLD}/proc/self/fd/{}", fd.as_raw_fd()));
+    nix::mount::mount(
+        Some(&by_fd),
+        &target,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|e| {
+        format!(
+            "--bind {share}: mount on {} failed ({e})",
+            share.inside.display()
+        )
+    })?;
+    drop(fd);
+    let mut set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    if share.read_only {
+        set |= MOUNT_ATTR_RDONLY;
     }
-    Ok(())
+    setattr(&target, true, set, "restrict a share")
+}
+
+/// computerd at [`crate::DAEMON_PATH`], read-only: init runs from it and
+/// starts every run's guard from it (`/proc/self/exe` names it inside).
+fn exe(plan: &Plan) -> Result<(), String> {
+    let target = join(Path::new(NEW), &plan.exe_inside);
+    if let Some(parent) = plan.exe_inside.parent() {
+        mkdir_all(Path::new(NEW), parent)?;
+    }
+    make_file(&target)?;
+    mount(
+        Some(&join(Path::new(OLD), &plan.exe)),
+        &target,
+        None,
+        MsFlags::MS_BIND,
+        None,
+        "bind computerd",
+    )?;
+    setattr(
+        &target,
+        false,
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        "make computerd read-only",
+    )
+}
+
+/// /sys: a sysfs mounted from the computer's own network namespace (so
+/// `/sys/class/net` lists its interfaces only), read-only. In a user
+/// namespace the kernel may refuse it (it wants a fully visible sysfs
+/// already); then there is no /sys at all, never the host's.
+fn sysfs(in_userns: bool) -> Result<(), String> {
+    let target = PathBuf::from(NEW).join("sys");
+    mkdir(&target, 0o555)?;
+    let made = mount(
+        Some(Path::new("sysfs")),
+        &target,
+        Some("sysfs"),
+        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None,
+        "mount /sys",
+    );
+    match made {
+        Ok(()) => Ok(()),
+        Err(_) if in_userns => std::fs::remove_dir(&target)
+            .map_err(|e| format!("could not remove /sys after sysfs was refused ({e})")),
+        Err(e) => Err(e),
+    }
 }
 
 /// pivot_root into /newroot, detach the old root (the staging tmpfs with the
@@ -307,10 +390,21 @@ fn enter() -> Result<(), String> {
     nix::unistd::pivot_root(".", ".")
         .map_err(|e| format!("pivot_root into the new root failed ({e})"))?;
     // The old root now sits over the new one at "."; detaching it takes the
-    // host's tree out of this namespace.
+    // host's tree out of this namespace, and leaves no directory behind.
     nix::mount::umount2(".", MntFlags::MNT_DETACH)
         .map_err(|e| format!("could not detach the old root ({e})"))?;
     std::env::set_current_dir("/").map_err(|e| format!("could not enter / ({e})"))
+}
+
+/// `path` (absolute, canonical) under the directory `base`, opened one name
+/// at a time with `O_NOFOLLOW`: a link anywhere on the way is refused.
+fn open_beneath(base: &Path, path: &Path) -> nix::Result<OwnedFd> {
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut dir = nix::fcntl::open(base, flags, Mode::empty())?;
+    for part in path.components().skip(1) {
+        dir = nix::fcntl::openat(dir.as_fd(), part.as_os_str(), flags, Mode::empty())?;
+    }
+    Ok(dir)
 }
 
 /// `base` followed by the absolute `path` (whose leading / is dropped).
@@ -371,6 +465,19 @@ fn mkdir(p: &Path, mode: u32) -> Result<(), String> {
         .map_err(|e| format!("could not make the directory {} ({e})", inside(p)))
 }
 
+/// The directories of the absolute `path` under `base` that are missing,
+/// each 0755: mount points in the root tmpfs, which holds no link.
+fn mkdir_all(base: &Path, path: &Path) -> Result<(), String> {
+    let mut at = base.to_path_buf();
+    for part in path.components().skip(1) {
+        at.push(part);
+        if std::fs::symlink_metadata(&at).is_err() {
+            mkdir(&at, 0o755)?;
+        }
+    }
+    Ok(())
+}
+
 fn make_file(p: &Path) -> Result<(), String> {
     use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
@@ -397,6 +504,22 @@ mod tests {
         assert_eq!(
             inside(Path::new("/oldroot/dev/null")),
             "the host's /dev/null"
+        );
+    }
+
+    #[test]
+    fn a_link_on_the_way_to_a_share_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("real/inner")).unwrap();
+        std::os::unix::fs::symlink("real", d.path().join("link")).unwrap();
+        assert!(open_beneath(d.path(), Path::new("/real/inner")).is_ok());
+        assert_eq!(
+            open_beneath(d.path(), Path::new("/link/inner")).err(),
+            Some(nix::errno::Errno::ENOTDIR)
+        );
+        assert_eq!(
+            open_beneath(d.path(), Path::new("/link")).err(),
+            Some(nix::errno::Errno::ENOTDIR)
         );
     }
 }
