@@ -89,6 +89,10 @@ const START_WAIT: Duration = Duration::from_secs(15);
 /// 5 s to KILL, a little more) before it kills what is left.
 const RELEASE_WAIT: Duration = Duration::from_secs(10);
 const DEFAULT_RUN_AS: &str = "65534:65534";
+/// Where a sandbox shows its run directory (init's socket) inside.
+const SANDBOX_RUN: &str = "/run/computerd";
+/// HOME inside a sandbox: a tmpfs of its own.
+const SANDBOX_HOME: &str = "/work";
 
 impl LocalProvider {
     pub fn from_options(options: serde_json::Value) -> Result<Self> {
@@ -223,6 +227,12 @@ impl LocalProvider {
         let log2 = log
             .try_clone()
             .map_err(|e| ProviderError::failed(format!("could not open the daemon's log: {e}")))?;
+        // Inside a sandbox the run directory is /run/computerd; without
+        // one, init listens at its host path.
+        let socket_arg = match self.opts.isolation {
+            Isolation::Namespaces => format!("{}/computerd.sock", SANDBOX_RUN),
+            Isolation::None => socket.display().to_string(),
+        };
         let mut init_args: Vec<String> = vec![
             "init".into(),
             "--deadline".into(),
@@ -230,7 +240,7 @@ impl LocalProvider {
             "--max-deadline".into(),
             state::format_ms(meta.max_deadline_ms),
             "--socket".into(),
-            socket.display().to_string(),
+            socket_arg,
         ];
         let mut cmd = tokio::process::Command::new(&self.opts.computerd);
         match self.opts.isolation {
@@ -245,20 +255,13 @@ impl LocalProvider {
                     );
                 }
                 cmd.arg("sandbox")
-                    .arg("--work")
-                    .arg(&work)
                     .arg("--run")
                     .arg(&run)
                     .arg("--network")
                     .arg(match spec.network {
                         NetworkPolicy::Open => "host",
                         _ => "none",
-                    })
-                    .arg("--hide")
-                    .arg(&self.opts.state_dir);
-                for h in &self.opts.hide {
-                    cmd.arg("--hide").arg(h);
-                }
+                    });
                 if let Some(mb) = spec.sizes.disk_mb {
                     cmd.arg("--tmp-size-mib").arg(mb.to_string());
                 }
@@ -589,6 +592,8 @@ impl Provider for LocalProvider {
         })?;
         let id = random_id();
         let dir = self.dir_of(&id)?;
+        // With isolation none, programs run in work/ on the host; in a
+        // sandbox HOME is the sandbox's own tmpfs and work/ stays empty.
         for sub in ["", "work", "run"] {
             let d = dir.join(sub);
             std::fs::create_dir_all(&d).map_err(|e| {
@@ -607,7 +612,10 @@ impl Provider for LocalProvider {
             max_deadline_ms: now.saturating_add(self.opts.max_lifetime_ms as i64),
             network: spec.network.kind(),
             process: None,
-            work_dir: dir.join("work").display().to_string(),
+            work_dir: match self.opts.isolation {
+                Isolation::Namespaces => SANDBOX_HOME.to_string(),
+                Isolation::None => dir.join("work").display().to_string(),
+            },
         };
         let mut child = match self.spawn(&id, &dir, &meta, spec).await {
             Ok(c) => c,
