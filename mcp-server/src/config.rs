@@ -598,4 +598,64 @@ mod tests {
             ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
         );
     }
+
+    /// The flags and variables a text names: words starting `--` or
+    /// `COMPUTER_MCP_`, cut at the first character not in a name.
+    fn names(text: &str) -> std::collections::BTreeSet<String> {
+        let mut out = std::collections::BTreeSet::new();
+        for (i, _) in text
+            .match_indices("--")
+            .chain(text.match_indices("COMPUTER_MCP_"))
+        {
+            let name: String = text[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+                .collect();
+            let before = text[..i].chars().last();
+            let starts_word =
+                !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            if starts_word && name.len() > 2 && !name.ends_with('-') {
+                out.insert(name);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_readme_table_and_help_name_the_same_flags_and_variables() {
+        let readme = include_str!("../../README.md");
+        let start = readme.find("## Configuration").unwrap();
+        let end = start + readme[start..].find("\n## ").unwrap();
+        let rows: String = readme[start..end]
+            .lines()
+            .filter(|l| l.starts_with("| `"))
+            .map(|l| {
+                // The flag and variable columns only.
+                let l = l.replace("\\|", "/");
+                l.split('|').take(3).collect::<Vec<_>>().join("|") + "\n"
+            })
+            .collect();
+        let documented = names(&rows);
+        let mut cmd = command();
+        cmd.build();
+        let mut help = cmd.render_long_help().to_string();
+        let serve = cmd.find_subcommand_mut("serve").unwrap();
+        help.push_str(&serve.render_long_help().to_string());
+        let mut offered = std::collections::BTreeSet::new();
+        for line in help.lines().map(str::trim_start) {
+            if line.starts_with('-') {
+                offered.extend(names(line.split("  ").next().unwrap_or(line)));
+            }
+            if let Some(env) = line.strip_prefix("[env: ") {
+                offered.extend(names(env));
+            }
+        }
+        for builtin in ["--help", "--version"] {
+            offered.remove(builtin);
+        }
+        assert_eq!(
+            documented, offered,
+            "README's configuration tables vs --help"
+        );
+    }
 }

@@ -64,7 +64,7 @@ impl Constructor {
 }
 
 /// Every provider, by id.
-pub const PROVIDERS: &[(&'static str, Constructor)] =
+pub const PROVIDERS: &[(&str, Constructor)] =
     &[("local", Constructor::of::<crate::local::LocalProvider>())];
 
 /// Every id the registry holds, in the table's order.
@@ -320,7 +320,7 @@ mod tests {
         }
     }
 
-    const TWO: &[(&'static str, Constructor)] = &[
+    const TWO: &[(&str, Constructor)] = &[
         ("local", Constructor::of::<LocalProvider>()),
         ("echo", Constructor::of::<Echo>()),
     ];
