@@ -7,7 +7,7 @@
 //! [`layer`] is the one merge of flags, variables, a file's table and
 //! defaults; the server layers its own options with it too.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, FromArgMatches};
@@ -44,7 +44,7 @@ impl HostDefaults {
             Some(cwd) => Ok(cwd.join(path)),
             None => Err(format!(
                 "{option} {} is relative and the server's directory is unknown; give an absolute path",
-                Path::new(&path).display()
+                path.display()
             )),
         }
     }
