@@ -135,6 +135,7 @@ pub struct Config {
 
 /// `serve`'s options (the file's `[http]` table).
 #[derive(Args, Debug, Clone, Serialize, Deserialize)]
+#[command(next_help_heading = "Options of serve (the file's [http])")]
 #[serde(deny_unknown_fields)]
 pub struct ServeArgs {
     /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8700) instead of stdio.
