@@ -60,9 +60,9 @@ fn line(name: &str, v: &mut [Duration]) -> Duration {
 fn server_cmd(state: &Path) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(SERVER);
     cmd.arg("serve")
-        .arg("--state-dir")
+        .arg("--local-state-dir")
         .arg(state)
-        .arg("--computerd")
+        .arg("--local-computerd")
         .arg(computerd())
         .arg("--log")
         .arg("error");

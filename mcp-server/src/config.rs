@@ -1,13 +1,25 @@
 //! Configuration: flags, then `COMPUTER_MCP_*` variables, then an optional
 //! TOML file, then defaults. This crate is the only one that reads the
-//! environment; everything below it takes options.
+//! environment; everything below it takes typed options.
+//!
+//! Each option is defined once, as a field of a struct that is both a clap
+//! `Args` (its flag, variable and default) and serde's (its key in the file):
+//! [`Config`] for every command, [`ServeArgs`] for `serve` (the file's
+//! `[http]` table), and each provider's own settings (`--<id>-<key>`,
+//! `[providers.<id>]`, see `computer_providers::registry`). One generic merge,
+//! `computer_providers::layer`, layers them.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use serde::Deserialize;
+use clap::builder::BoolishValueParser;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{
+    ArgAction, ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum,
+};
+use computer_providers::{HostDefaults, Table, layer, unknown_option, with_provider_flags};
+use serde::{Deserialize, Serialize};
 
 const ABOUT: &str = "An MCP server that gives a model a computer: a shell, files and processes in an isolated computer made on the first tool call.";
 
@@ -22,8 +34,9 @@ Plug it into an MCP client over stdio (the default: `computer-mcp`, or
 
 Every option can be given as a flag, as a COMPUTER_MCP_* variable (named
 under each flag), or in a TOML file (--config; keys are the flags' names
-with '_' for '-', and `[http]` for the HTTP ones), in that order of
-precedence.";
+with '_' for '-', `[http]` for serve's, and `[providers.<id>]` for a
+provider's, without the `<id>-` of its flags), in that order of precedence.
+A provider's options are refused unless it is the --provider.";
 
 #[derive(Parser, Debug)]
 #[command(name = "computer-mcp", version, about = ABOUT, long_about = LONG_ABOUT)]
@@ -31,7 +44,7 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
     #[command(flatten)]
-    pub computer: ComputerArgs,
+    pub config: Config,
 }
 
 #[derive(Subcommand, Debug)]
@@ -45,20 +58,7 @@ pub enum Command {
     Sweep,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum IsolationArg {
-    /// computerd's own namespaces (the default): a read-only view of this
-    /// machine, a private /tmp, its own processes and, with network none,
-    /// only its own loopback.
-    Namespaces,
-    /// No isolation at all: programs run on this machine as the server's
-    /// user and can read and change anything it can. UNSAFE; only for
-    /// hosts that cannot make namespaces, and only when asked for by name.
-    None,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NetworkArg {
     /// Only the computer's own loopback (the default).
@@ -67,98 +67,80 @@ pub enum NetworkArg {
     Open,
 }
 
-/// Options of the computers the server makes (every subcommand).
-#[derive(Args, Debug, Default, Clone)]
-pub struct ComputerArgs {
+/// The server's options for every command (its root flags, which are taken
+/// after a subcommand too; the file's top-level keys), resolved.
+#[derive(Args, Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
     /// A TOML file with any of these options.
-    #[arg(long, global = true, value_name = "FILE", env = "COMPUTER_MCP_CONFIG")]
-    pub config: Option<PathBuf>,
-    /// Where computers come from. [default: local]
-    #[arg(long, global = true, value_name = "ID", env = "COMPUTER_MCP_PROVIDER")]
-    pub provider: Option<String>,
-    /// Where the local provider keeps computers' files. [default: /var/lib/computer-mcp as root, else $XDG_STATE_HOME/computer-mcp or ~/.local/state/computer-mcp]
+    #[arg(long = "config", value_name = "FILE", env = "COMPUTER_MCP_CONFIG")]
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
+    /// Where computers come from.
     #[arg(
         long,
-        global = true,
-        value_name = "DIR",
-        env = "COMPUTER_MCP_STATE_DIR"
+        value_name = "ID",
+        env = "COMPUTER_MCP_PROVIDER",
+        default_value = "local"
     )]
-    pub state_dir: Option<PathBuf>,
-    /// The computerd binary. [default: `computerd` beside this binary, else this binary itself]
-    #[arg(
-        long,
-        global = true,
-        value_name = "PATH",
-        env = "COMPUTER_MCP_COMPUTERD"
-    )]
-    pub computerd: Option<PathBuf>,
-    /// How a local computer is kept from this machine. [default: namespaces]
-    #[arg(long, global = true, value_enum, env = "COMPUTER_MCP_ISOLATION")]
-    pub isolation: Option<IsolationArg>,
-    /// With a root server: the uid:gid programs run as. [default: 65534:65534]
-    #[arg(
-        long,
-        global = true,
-        value_name = "UID:GID",
-        env = "COMPUTER_MCP_RUN_AS"
-    )]
-    pub run_as: Option<String>,
-    /// How long a computer may live (30m, 6h, 2d). [default: 6h]
-    #[arg(
-        long,
-        global = true,
-        value_name = "DURATION",
-        env = "COMPUTER_MCP_LIFETIME"
-    )]
-    pub lifetime: Option<String>,
-    /// The network a computer reaches. [default: none]
-    #[arg(long, global = true, value_enum, env = "COMPUTER_MCP_NETWORK")]
-    pub network: Option<NetworkArg>,
-    /// Keep computers when a session ends (they end at their lifetime).
-    #[arg(long, global = true, env = "COMPUTER_MCP_KEEP")]
-    pub keep: Option<bool>,
+    pub provider: String,
+    /// How long a computer may live (30m, 6h, 2d).
+    #[arg(long, value_name = "DURATION", env = "COMPUTER_MCP_LIFETIME")]
+    #[arg(default_value = "6h", value_parser = duration)]
+    #[serde(with = "text")]
+    pub lifetime: Duration,
+    /// The network a computer reaches.
+    #[arg(long, value_enum, env = "COMPUTER_MCP_NETWORK", default_value = "none")]
+    pub network: NetworkArg,
+    /// Keep computers when a session ends (they end at their lifetime). The variable takes true/false/1/0.
+    #[arg(long, action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    #[arg(env = "COMPUTER_MCP_KEEP")]
+    pub keep: bool,
     /// This server's name in its computers' labels. [default: a random one]
+    #[arg(long, value_name = "NAME", env = "COMPUTER_MCP_INSTANCE")]
+    #[arg(default_value_t = format!("cmcp-{}", random_hex(4)), hide_default_value = true)]
+    pub instance: String,
+    /// The most text one tool result carries before it is cut in the middle (bytes, 1024 to 1048576).
+    #[arg(long, value_name = "BYTES", env = "COMPUTER_MCP_OUTPUT_BUDGET")]
+    #[arg(default_value_t = 24 * 1024)]
+    pub output_budget: usize,
+    /// exec's timeout when the model gives none.
+    #[arg(long, value_name = "DURATION", env = "COMPUTER_MCP_EXEC_TIMEOUT")]
+    #[arg(default_value = "2m", value_parser = duration)]
+    #[serde(with = "text")]
+    pub exec_timeout: Duration,
+    /// The most timeout a model may ask of exec.
+    #[arg(long, value_name = "DURATION", env = "COMPUTER_MCP_EXEC_MAX_TIMEOUT")]
+    #[arg(default_value = "10m", value_parser = duration)]
+    #[serde(with = "text")]
+    pub exec_max_timeout: Duration,
+    /// Log level on stderr: error, warn, info, debug, trace, or a tracing filter.
     #[arg(
         long,
-        global = true,
-        value_name = "NAME",
-        env = "COMPUTER_MCP_INSTANCE"
+        value_name = "LEVEL",
+        env = "COMPUTER_MCP_LOG",
+        default_value = "info"
     )]
-    pub instance: Option<String>,
-    /// The most text one tool result carries before it is cut in the middle (bytes). [default: 24576]
-    #[arg(
-        long,
-        global = true,
-        value_name = "BYTES",
-        env = "COMPUTER_MCP_OUTPUT_BUDGET"
-    )]
-    pub output_budget: Option<usize>,
-    /// exec's timeout when the model gives none. [default: 2m]
-    #[arg(
-        long,
-        global = true,
-        value_name = "DURATION",
-        env = "COMPUTER_MCP_EXEC_TIMEOUT"
-    )]
-    pub exec_timeout: Option<String>,
-    /// The most timeout a model may ask of exec. [default: 10m]
-    #[arg(
-        long,
-        global = true,
-        value_name = "DURATION",
-        env = "COMPUTER_MCP_EXEC_MAX_TIMEOUT"
-    )]
-    pub exec_max_timeout: Option<String>,
-    /// Log level on stderr: error, warn, info, debug, trace, or a tracing filter. [default: info]
-    #[arg(long, global = true, value_name = "LEVEL", env = "COMPUTER_MCP_LOG")]
-    pub log: Option<String>,
+    pub log: String,
+    /// `serve`'s HTTP options, resolved; none for stdio and the other commands.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub http: Option<HttpConfig>,
+    /// The file's `[providers]` table: one table per provider id, for the
+    /// registry to check and the chosen provider to read.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub providers: Table,
 }
 
-#[derive(Args, Debug, Default, Clone)]
+/// `serve`'s options (the file's `[http]` table).
+#[derive(Args, Debug, Clone, Serialize, Deserialize)]
+#[command(next_help_heading = "Options of serve (the file's [http])")]
+#[serde(deny_unknown_fields)]
 pub struct ServeArgs {
     /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8700) instead of stdio.
-    #[arg(long, value_name = "ADDR", env = "COMPUTER_MCP_HTTP")]
-    pub http: Option<String>,
+    #[arg(long = "http", value_name = "ADDR", env = "COMPUTER_MCP_HTTP")]
+    pub listen: Option<String>,
     /// The bearer token HTTP clients must send. [default: a random one, printed to stderr; required for a non-loopback address]
     #[arg(
         long,
@@ -167,26 +149,33 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub token: Option<String>,
-    /// A browser Origin allowed to call (repeat). [default: http://localhost:*, http://127.0.0.1:*]
+    /// A browser Origin allowed to call (repeat).
     #[arg(
         long = "allowed-origin",
         value_name = "ORIGIN",
-        env = "COMPUTER_MCP_ALLOWED_ORIGINS",
-        value_delimiter = ','
+        env = "COMPUTER_MCP_ALLOWED_ORIGINS"
     )]
+    #[arg(value_delimiter = ',', default_values = DEFAULT_ORIGINS)]
     pub allowed_origins: Vec<String>,
-    /// A Host header allowed (repeat), beside the listening address's own. [default: localhost, 127.0.0.1, ::1]
+    /// A Host header allowed (repeat), beside the listening address's own and localhost, 127.0.0.1, ::1 (always allowed).
     #[arg(
         long = "allowed-host",
         value_name = "HOST",
-        env = "COMPUTER_MCP_ALLOWED_HOSTS",
-        value_delimiter = ','
+        env = "COMPUTER_MCP_ALLOWED_HOSTS"
     )]
+    #[arg(value_delimiter = ',')]
     pub allowed_hosts: Vec<String>,
-    /// An HTTP session idle this long is ended, and its computer released. [default: 30m]
+    /// An HTTP session idle this long is ended, and its computer released.
     #[arg(long, value_name = "DURATION", env = "COMPUTER_MCP_SESSION_IDLE")]
-    pub session_idle: Option<String>,
+    #[arg(default_value = "30m", value_parser = duration)]
+    #[serde(with = "text")]
+    pub session_idle: Duration,
 }
+
+/// The browser Origins allowed over HTTP when none are given.
+const DEFAULT_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
+/// The Host headers always allowed over HTTP.
+const LOOPBACK_HOSTS: [&str; 4] = ["localhost", "127.0.0.1", "::1", "[::1]"];
 
 #[derive(Args, Debug, Default, Clone)]
 pub struct ExecArgs {
@@ -203,65 +192,78 @@ pub struct ExecArgs {
     pub timeout: Option<String>,
 }
 
-/// The TOML file's shape.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
-    provider: Option<String>,
-    state_dir: Option<PathBuf>,
-    computerd: Option<PathBuf>,
-    isolation: Option<IsolationArg>,
-    run_as: Option<String>,
-    lifetime: Option<String>,
-    network: Option<NetworkArg>,
-    keep: Option<bool>,
-    instance: Option<String>,
-    output_budget: Option<usize>,
-    exec_timeout: Option<String>,
-    exec_max_timeout: Option<String>,
-    log: Option<String>,
-    http: Option<FileHttp>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileHttp {
-    listen: Option<String>,
-    token: Option<String>,
-    allowed_origins: Option<Vec<String>>,
-    allowed_hosts: Option<Vec<String>>,
-    session_idle: Option<String>,
-}
-
-/// Everything resolved.
-#[derive(Clone, Debug)]
-pub struct Config {
-    pub provider: String,
-    pub state_dir: PathBuf,
-    pub computerd: PathBuf,
-    pub isolation: IsolationArg,
-    pub run_as: Option<String>,
-    pub lifetime: Duration,
-    pub network: NetworkArg,
-    pub keep: bool,
-    pub instance: String,
-    pub output_budget: usize,
-    pub exec_timeout: Duration,
-    pub exec_max_timeout: Duration,
-    pub log: String,
-    pub http: Option<HttpConfig>,
-    pub home: Option<PathBuf>,
-}
-
+/// `serve`'s HTTP options, resolved.
 #[derive(Clone, Debug)]
 pub struct HttpConfig {
     pub listen: SocketAddr,
     /// The token, and whether it was given (false: made up and printed).
     pub token: String,
     pub token_given: bool,
-    pub allowed_origins: Vec<String>,
-    pub allowed_hosts: Vec<String>,
-    pub session_idle: Duration,
+    /// serve's options as layered, with the loopback names and the
+    /// listening address added to `allowed_hosts`.
+    pub options: ServeArgs,
+}
+
+/// The whole command line: the server's own options (every root option
+/// taken after a subcommand too) and every provider's.
+pub fn command() -> clap::Command {
+    with_provider_flags(Cli::command().mut_args(|a| a.global(true)))
+}
+
+/// A parsed command line: the typed one, and clap's matches for layering.
+pub struct Parsed {
+    pub cli: Cli,
+    pub matches: ArgMatches,
+}
+
+/// Why a command line was refused.
+pub enum ArgsError {
+    /// clap's own (usage, `--help`, `--version`).
+    Clap(clap::Error),
+    /// Ours, in words.
+    Words(String),
+}
+
+/// Parse a command line (argv with the binary's name first).
+pub fn parse_from<I, T>(argv: I) -> Result<Parsed, ArgsError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let matches = command().try_get_matches_from(argv).map_err(|e| {
+        // A provider-scoped flag that is none of the provider's options:
+        // name the ones it has (clap would name the closest one at most).
+        if e.kind() == ErrorKind::UnknownArgument
+            && let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg)
+            && let Some(words) = unknown_option(arg)
+        {
+            return ArgsError::Words(words);
+        }
+        ArgsError::Clap(e)
+    })?;
+    let cli = Cli::from_arg_matches(&matches).map_err(ArgsError::Clap)?;
+    Ok(Parsed { cli, matches })
+}
+
+/// Durations in the file and back (for layering): text, as on the command line.
+mod text {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{}ms", d.as_millis()))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        super::duration(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A duration option's value.
+fn duration(s: &str) -> Result<Duration, String> {
+    parse_duration("the value", s)
 }
 
 /// "90s", "30m", "6h", "2d", "1500ms", or a plain number of seconds.
@@ -302,198 +304,167 @@ pub fn random_token() -> String {
     random_hex(24)
 }
 
-fn default_state_dir(home: Option<&Path>) -> Result<PathBuf, String> {
+fn default_state_dir(home: Option<&Path>) -> Option<PathBuf> {
     if nix::unistd::geteuid().is_root() {
-        return Ok(PathBuf::from("/var/lib/computer-mcp"));
+        return Some(PathBuf::from("/var/lib/computer-mcp"));
     }
     if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(x).join("computer-mcp"));
+        return Some(PathBuf::from(x).join("computer-mcp"));
     }
-    match home {
-        Some(h) => Ok(h.join(".local/state/computer-mcp")),
-        None => Err("no state directory: set HOME, XDG_STATE_HOME or --state-dir".into()),
+    home.map(|h| h.join(".local/state/computer-mcp"))
+}
+
+fn default_computerd() -> Option<PathBuf> {
+    let me = std::env::current_exe().ok()?;
+    let beside = me.with_file_name("computerd");
+    if beside.is_file() {
+        return Some(beside);
+    }
+    // This binary is computerd too (a multi-call binary), only larger.
+    Some(me)
+}
+
+/// What providers' defaults need from the environment, found here (the
+/// only crate that reads it).
+pub fn host_defaults() -> HostDefaults {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    HostDefaults {
+        state_dir: default_state_dir(home.as_deref()),
+        computerd: default_computerd(),
+        home,
+        cwd: std::env::current_dir().ok(),
     }
 }
 
-fn default_computerd() -> Result<PathBuf, String> {
-    let me = std::env::current_exe()
-        .map_err(|e| format!("cannot find this binary ({e}); give --computerd"))?;
-    let beside = me.with_file_name("computerd");
-    if beside.is_file() {
-        return Ok(beside);
+/// The file's three parts: its top-level keys, `[http]` and `[providers]`.
+struct File {
+    root: Table,
+    http: Option<Table>,
+    providers: Table,
+}
+
+impl File {
+    fn read(path: Option<&Path>) -> Result<File, String> {
+        let Some(path) = path else {
+            return Ok(File {
+                root: Table::new(),
+                http: None,
+                providers: Table::new(),
+            });
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+        let value: toml::Table = toml::from_str(&text).map_err(|e| e.to_string())?;
+        let mut root = match serde_json::to_value(value) {
+            Ok(serde_json::Value::Object(m)) => m,
+            Ok(_) => return Err("the file is not a table of keys".into()),
+            Err(e) => return Err(e.to_string()),
+        };
+        let mut table = |key: &str| match root.remove(key) {
+            None => Ok(None),
+            Some(serde_json::Value::Object(t)) => Ok(Some(t)),
+            Some(_) => Err(format!("`{key}` must be a table ([{key}])")),
+        };
+        let http = table("http")?;
+        let providers = table("providers")?.unwrap_or_default();
+        Ok(File {
+            root,
+            http,
+            providers,
+        })
     }
-    // This binary is computerd too (a multi-call binary), only larger.
-    Ok(me)
+}
+
+/// Refuse a `COMPUTER_MCP_<ID>_*` variable that is none of provider
+/// `<id>`'s options (clap would let it pass unread).
+fn refuse_unknown_variables() -> Result<(), String> {
+    for (name, _) in std::env::vars_os() {
+        if let Some(words) = name.to_str().and_then(unknown_option) {
+            return Err(words);
+        }
+    }
+    Ok(())
 }
 
 impl Config {
-    pub fn resolve(args: &ComputerArgs, serve: Option<&ServeArgs>) -> Result<Config, String> {
-        let file: FileConfig = match &args.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("--config {}: {e}", path.display()))?;
-                toml::from_str(&text).map_err(|e| format!("--config {}: {e}", path.display()))?
-            }
-            None => FileConfig::default(),
+    /// Layer flags, variables, the file and defaults, and check the result.
+    pub fn resolve(parsed: &Parsed) -> Result<Config, String> {
+        refuse_unknown_variables()?;
+        let path = parsed.cli.config.file.as_deref();
+        let in_file = |e: String| match path {
+            Some(p) => format!("--config {}: {e}", p.display()),
+            None => e,
         };
-        let home = std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .map(PathBuf::from);
-        let pick_dur =
-            |field: &str, flag: &Option<String>, file: &Option<String>, default: &str| {
-                parse_duration(
-                    field,
-                    flag.as_deref().or(file.as_deref()).unwrap_or(default),
-                )
-            };
-        let state_dir = match args.state_dir.clone().or(file.state_dir.clone()) {
-            Some(d) => d,
-            None => default_state_dir(home.as_deref())?,
-        };
-        let computerd = match args.computerd.clone().or(file.computerd.clone()) {
-            Some(p) => p,
-            None => default_computerd()?,
-        };
-        let computerd = if computerd.is_absolute() {
-            computerd
-        } else {
-            std::env::current_dir()
-                .map_err(|e| format!("--computerd: {e}"))?
-                .join(computerd)
-        };
-        let state_dir = if state_dir.is_absolute() {
-            state_dir
-        } else {
-            std::env::current_dir()
-                .map_err(|e| format!("--state-dir: {e}"))?
-                .join(state_dir)
-        };
-        let exec_timeout = pick_dur(
-            "--exec-timeout",
-            &args.exec_timeout,
-            &file.exec_timeout,
-            "2m",
-        )?;
-        let exec_max_timeout = pick_dur(
-            "--exec-max-timeout",
-            &args.exec_max_timeout,
-            &file.exec_max_timeout,
-            "10m",
-        )?;
-        if exec_timeout > exec_max_timeout {
+        let file = File::read(path).map_err(in_file)?;
+        let mut config: Config = layer(&parsed.matches, Some(&file.root), "").map_err(in_file)?;
+        if config.exec_timeout > config.exec_max_timeout {
             return Err(format!(
                 "--exec-timeout ({} s) is over --exec-max-timeout ({} s)",
-                exec_timeout.as_secs(),
-                exec_max_timeout.as_secs()
+                config.exec_timeout.as_secs(),
+                config.exec_max_timeout.as_secs()
             ));
         }
-        let output_budget = args
-            .output_budget
-            .or(file.output_budget)
-            .unwrap_or(24 * 1024);
-        if !(1024..=1 << 20).contains(&output_budget) {
+        if !(1024..=1 << 20).contains(&config.output_budget) {
             return Err(format!(
-                "--output-budget {output_budget} must be from 1024 to 1048576 bytes"
+                "--output-budget {} must be from 1024 to 1048576 bytes",
+                config.output_budget
             ));
         }
-        let http = match serve {
-            Some(s) => Self::resolve_http(s, file.http.unwrap_or_default())?,
-            None => None,
-        };
-        Ok(Config {
-            provider: args
-                .provider
-                .clone()
-                .or(file.provider)
-                .unwrap_or_else(|| "local".into()),
-            state_dir,
-            computerd,
-            isolation: args
-                .isolation
-                .or(file.isolation)
-                .unwrap_or(IsolationArg::Namespaces),
-            run_as: args.run_as.clone().or(file.run_as),
-            lifetime: pick_dur("--lifetime", &args.lifetime, &file.lifetime, "6h")?,
-            network: args.network.or(file.network).unwrap_or(NetworkArg::None),
-            keep: args.keep.or(file.keep).unwrap_or(false),
-            instance: args
-                .instance
-                .clone()
-                .or(file.instance)
-                .unwrap_or_else(|| format!("cmcp-{}", random_hex(4))),
-            output_budget,
-            exec_timeout,
-            exec_max_timeout,
-            log: args
-                .log
-                .clone()
-                .or(file.log)
-                .unwrap_or_else(|| "info".into()),
-            http,
-            home,
-        })
-    }
-
-    fn resolve_http(s: &ServeArgs, file: FileHttp) -> Result<Option<HttpConfig>, String> {
-        let Some(listen) = s.http.clone().or(file.listen) else {
-            return Ok(None);
-        };
-        let listen: SocketAddr = listen
-            .parse()
-            .map_err(|_| format!("--http {listen:?} is not an address such as 127.0.0.1:8700"))?;
-        let given = s.token.clone().or(file.token).filter(|t| !t.is_empty());
-        if given.is_none() && !listen.ip().is_loopback() {
-            return Err(format!(
-                "--http {listen} is not a loopback address: give a --token (or COMPUTER_MCP_TOKEN) so only your clients can call"
-            ));
-        }
-        if let Some(t) = &given
-            && t.len() < 16
-        {
-            return Err("--token must be at least 16 characters".into());
-        }
-        let mut allowed_origins = if s.allowed_origins.is_empty() {
-            file.allowed_origins.unwrap_or_default()
-        } else {
-            s.allowed_origins.clone()
-        };
-        if allowed_origins.is_empty() {
-            allowed_origins = vec![
-                "http://localhost:*".into(),
-                "http://127.0.0.1:*".into(),
-                "http://[::1]:*".into(),
-            ];
-        }
-        let mut allowed_hosts = if s.allowed_hosts.is_empty() {
-            file.allowed_hosts.unwrap_or_default()
-        } else {
-            s.allowed_hosts.clone()
-        };
-        for h in ["localhost", "127.0.0.1", "::1", "[::1]"] {
-            if !allowed_hosts.iter().any(|x| x == h) {
-                allowed_hosts.push(h.to_string());
+        // Bare `computer-mcp` is `computer-mcp serve`: its options come from
+        // the variables, the file and the defaults.
+        let bare;
+        let serve = match parsed.matches.subcommand() {
+            Some(("serve", m)) => Some(m),
+            Some(_) => None,
+            None => {
+                bare = ServeArgs::augment_args(clap::Command::new("serve"))
+                    .no_binary_name(true)
+                    .try_get_matches_from(Vec::<String>::new())
+                    .map_err(|e| e.to_string())?;
+                Some(&bare)
             }
+        };
+        if let Some(m) = serve {
+            let options: ServeArgs =
+                layer(m, file.http.as_ref(), "").map_err(|e| in_file(format!("[http]: {e}")))?;
+            config.http = resolve_http(options)?;
         }
-        let own = listen.ip().to_string();
-        if !allowed_hosts.contains(&own) {
-            allowed_hosts.push(own);
-        }
-        let session_idle = parse_duration(
-            "--session-idle",
-            s.session_idle
-                .as_deref()
-                .or(file.session_idle.as_deref())
-                .unwrap_or("30m"),
-        )?;
-        Ok(Some(HttpConfig {
-            listen,
-            token_given: given.is_some(),
-            token: given.unwrap_or_else(random_token),
-            allowed_origins,
-            allowed_hosts,
-            session_idle,
-        }))
+        config.providers = file.providers;
+        Ok(config)
     }
+}
+
+fn resolve_http(mut options: ServeArgs) -> Result<Option<HttpConfig>, String> {
+    let Some(listen) = options.listen.clone() else {
+        return Ok(None);
+    };
+    let listen: SocketAddr = listen
+        .parse()
+        .map_err(|_| format!("--http {listen:?} is not an address such as 127.0.0.1:8700"))?;
+    let given = options.token.clone().filter(|t| !t.is_empty());
+    if given.is_none() && !listen.ip().is_loopback() {
+        return Err(format!(
+            "--http {listen} is not a loopback address: give a --token (or COMPUTER_MCP_TOKEN) so only your clients can call"
+        ));
+    }
+    if let Some(t) = &given
+        && t.len() < 16
+    {
+        return Err("--token must be at least 16 characters".into());
+    }
+    let own = listen.ip().to_string();
+    for h in LOOPBACK_HOSTS.iter().copied().chain([own.as_str()]) {
+        if !options.allowed_hosts.iter().any(|x| x == h) {
+            options.allowed_hosts.push(h.to_string());
+        }
+    }
+    Ok(Some(HttpConfig {
+        listen,
+        token_given: given.is_some(),
+        token: given.unwrap_or_else(random_token),
+        options,
+    }))
 }
 
 #[cfg(test)]
@@ -527,47 +498,165 @@ mod tests {
         assert!(parse_duration("x", "0s").is_err());
     }
 
+    fn resolved(argv: &[&str]) -> Result<Config, String> {
+        let parsed = match parse_from(std::iter::once("computer-mcp").chain(argv.iter().copied())) {
+            Ok(p) => p,
+            Err(ArgsError::Words(w)) => return Err(w),
+            Err(ArgsError::Clap(e)) => return Err(e.to_string()),
+        };
+        Config::resolve(&parsed)
+    }
+
     #[test]
     fn flags_beat_the_file_and_the_file_beats_defaults() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("c.toml");
         std::fs::write(&file, "lifetime = \"1h\"\nnetwork = \"open\"\noutput_budget = 4096\n[http]\nlisten = \"127.0.0.1:0\"\n").unwrap();
-        let args = ComputerArgs {
-            config: Some(file.clone()),
-            lifetime: Some("20m".into()),
-            state_dir: Some(dir.path().into()),
-            computerd: Some("/bin/true".into()),
-            ..Default::default()
-        };
-        let c = Config::resolve(&args, Some(&ServeArgs::default())).unwrap();
+        let f = file.to_str().unwrap();
+        let c = resolved(&["--config", f, "--lifetime", "20m", "serve"]).unwrap();
         assert_eq!(c.lifetime, Duration::from_secs(1200));
         assert_eq!(c.network, NetworkArg::Open);
         assert_eq!(c.output_budget, 4096);
+        assert_eq!(c.exec_timeout, Duration::from_secs(120));
         let http = c.http.unwrap();
         assert!(!http.token_given && http.token.len() == 48);
+        // A root option after the subcommand counts as a flag too.
+        let c = resolved(&["--config", f, "serve", "--lifetime", "20m"]).unwrap();
+        assert_eq!(c.lifetime, Duration::from_secs(1200));
+        // Bare computer-mcp is serve: the file's [http] applies.
+        assert!(resolved(&["--config", f]).unwrap().http.is_some());
+        assert!(resolved(&["--config", f, "sweep"]).unwrap().http.is_none());
         std::fs::write(&file, "bogus = 1\n").unwrap();
-        let e = Config::resolve(&args, None).unwrap_err();
+        let e = resolved(&["--config", f, "sweep"]).unwrap_err();
         assert!(e.contains("unknown field `bogus`"), "{e}");
+        assert!(e.contains("expected one of `provider`, `lifetime`"), "{e}");
+    }
+
+    #[test]
+    fn keep_is_a_plain_flag() {
+        assert!(!resolved(&["sweep"]).unwrap().keep);
+        assert!(resolved(&["--keep", "sweep"]).unwrap().keep);
+        assert!(resolved(&["sweep", "--keep"]).unwrap().keep);
+        let e = resolved(&["sweep", "--keep", "true"]).unwrap_err();
+        assert!(e.contains("unexpected argument 'true'"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "keep = true\n").unwrap();
+        let f = file.to_str().unwrap();
+        assert!(resolved(&["--config", f, "sweep"]).unwrap().keep);
+    }
+
+    #[test]
+    fn a_providers_table_and_scoped_flags_reach_the_provider_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "[providers.local]\nstate_dir = \"/s\"\n").unwrap();
+        let f = file.to_str().unwrap();
+        let c = resolved(&["--config", f, "sweep"]).unwrap();
+        assert_eq!(
+            serde_json::Value::Object(c.providers),
+            serde_json::json!({"local": {"state_dir": "/s"}})
+        );
+        std::fs::write(&file, "[http]\nlisten = 5\n").unwrap();
+        let e = resolved(&["--config", f, "serve"]).unwrap_err();
+        assert!(
+            e.ends_with("[http]: listen: invalid type: integer `5`, expected a string"),
+            "{e}"
+        );
+        std::fs::write(&file, "http = 5\n").unwrap();
+        let e = resolved(&["--config", f, "serve"]).unwrap_err();
+        assert!(e.ends_with("`http` must be a table ([http])"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_provider_flag_is_named_with_the_providers_flags() {
+        let e = resolved(&["--local-stat-dir", "/x", "sweep"]).unwrap_err();
+        assert_eq!(
+            e,
+            "flag --local-stat-dir is not an option of the local provider; its options are: --local-state-dir, --local-computerd, --local-isolation, --local-run-as"
+        );
+        let e = resolved(&["serve", "--local-bogus=1"]).unwrap_err();
+        assert!(
+            e.starts_with("flag --local-bogus is not an option of the local provider"),
+            "{e}"
+        );
     }
 
     #[test]
     fn a_non_loopback_address_needs_a_token() {
-        let s = ServeArgs {
-            http: Some("0.0.0.0:8700".into()),
-            ..Default::default()
-        };
-        let e = Config::resolve_http(&s, FileHttp::default()).unwrap_err();
+        let e = resolved(&["serve", "--http", "0.0.0.0:8700"]).unwrap_err();
         assert!(e.contains("give a --token"), "{e}");
-        let s = ServeArgs {
-            http: Some("0.0.0.0:8700".into()),
-            token: Some("x".repeat(20)),
-            ..Default::default()
-        };
-        assert!(
-            Config::resolve_http(&s, FileHttp::default())
-                .unwrap()
-                .unwrap()
-                .token_given
+        let token = "x".repeat(20);
+        let c = resolved(&["serve", "--http", "0.0.0.0:8700", "--token", &token]).unwrap();
+        let http = c.http.unwrap();
+        assert!(http.token_given);
+        assert_eq!(
+            http.options.allowed_hosts,
+            ["localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"]
+        );
+        assert_eq!(
+            http.options.allowed_origins,
+            ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
+        );
+    }
+
+    /// The flags and variables a text names: words starting `--` or
+    /// `COMPUTER_MCP_`, cut at the first character not in a name.
+    fn names(text: &str) -> std::collections::BTreeSet<String> {
+        let mut out = std::collections::BTreeSet::new();
+        for (i, _) in text
+            .match_indices("--")
+            .chain(text.match_indices("COMPUTER_MCP_"))
+        {
+            let name: String = text[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+                .collect();
+            let before = text[..i].chars().last();
+            let starts_word =
+                !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            if starts_word && name.len() > 2 && !name.ends_with('-') {
+                out.insert(name);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_readme_table_and_help_name_the_same_flags_and_variables() {
+        let readme = include_str!("../../README.md");
+        let start = readme.find("## Configuration").unwrap();
+        let end = start + readme[start..].find("\n## ").unwrap();
+        let rows: String = readme[start..end]
+            .lines()
+            .filter(|l| l.starts_with("| `"))
+            .map(|l| {
+                // The flag and variable columns only.
+                let l = l.replace("\\|", "/");
+                l.split('|').take(3).collect::<Vec<_>>().join("|") + "\n"
+            })
+            .collect();
+        let documented = names(&rows);
+        let mut cmd = command();
+        cmd.build();
+        let mut help = cmd.render_long_help().to_string();
+        let serve = cmd.find_subcommand_mut("serve").unwrap();
+        help.push_str(&serve.render_long_help().to_string());
+        let mut offered = std::collections::BTreeSet::new();
+        for line in help.lines().map(str::trim_start) {
+            if line.starts_with('-') {
+                offered.extend(names(line.split("  ").next().unwrap_or(line)));
+            }
+            if let Some(env) = line.strip_prefix("[env: ") {
+                offered.extend(names(env));
+            }
+        }
+        for builtin in ["--help", "--version"] {
+            offered.remove(builtin);
+        }
+        assert_eq!(
+            documented, offered,
+            "README's configuration tables vs --help"
         );
     }
 }

@@ -64,10 +64,10 @@ pub async fn serve(
         );
     }
     let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = Some(http.session_idle);
+    sessions.session_config.keep_alive = Some(http.options.session_idle);
     let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(http.allowed_hosts.clone())
-        .with_allowed_origins(http.allowed_origins.clone())
+        .with_allowed_hosts(http.options.allowed_hosts.clone())
+        .with_allowed_origins(http.options.allowed_origins.clone())
         .with_cancellation_token(stop.child_token());
     let factory_app = Arc::clone(&app);
     let service = StreamableHttpService::new(

@@ -1,7 +1,10 @@
 //! `computer-mcp`: an MCP server that gives a model a computer.
 //!
-//! - [`config`]: flags, `COMPUTER_MCP_*` variables and a TOML file.
-//! - [`session`]: sessions and their lazily made computers.
+//! - [`config`]: flags, `COMPUTER_MCP_*` variables and a TOML file, each
+//!   option defined once; a provider's own options come from its settings
+//!   in the registry (`--<id>-<key>`, `[providers.<id>]`).
+//! - [`session`]: sessions and their lazily made computers, and the facts
+//!   a model is told about each (its network as read back).
 //! - [`server`]: the MCP handler (tools, progress, cancellation).
 //! - [`http`]: streamable HTTP with bearer auth and Host/Origin checks.
 //!
@@ -18,28 +21,34 @@ mod session;
 use std::io::Write;
 use std::sync::Arc;
 
-use clap::Parser;
-use computer_providers::{ComputerSpec, NetworkPolicy, Provider, Release, label, provider_for};
+use clap::ArgMatches;
+use computer_providers::{
+    ComputerSpec, NetworkPolicy, Provider, Release, Sources, label, provider_for,
+};
 use computerd::client::ComputerExt;
 use computerd::protocol::ExecParams;
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
-use config::{Cli, Command, Config, IsolationArg, NetworkArg, ServeArgs};
+use config::{ArgsError, Command, Config, NetworkArg, Parsed};
 
 fn main() {
     if let Some(code) = computerd_mode() {
         std::process::exit(code);
     }
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => {
+    let parsed = match config::parse_from(std::env::args_os()) {
+        Ok(p) => p,
+        Err(ArgsError::Clap(e)) => {
             let code = if e.use_stderr() { 2 } else { 0 };
             let _ = e.print();
             std::process::exit(code);
         }
+        Err(ArgsError::Words(w)) => {
+            eprintln!("computer-mcp: {w}");
+            std::process::exit(2);
+        }
     };
-    std::process::exit(run(cli));
+    std::process::exit(run(parsed));
 }
 
 /// Run as computerd when called as one of its subcommands.
@@ -51,13 +60,8 @@ fn computerd_mode() -> Option<i32> {
         .then(computerd::daemon::cli::main)
 }
 
-fn run(cli: Cli) -> i32 {
-    let serve_args = match &cli.command {
-        None => Some(ServeArgs::default()),
-        Some(Command::Serve(s)) => Some(s.clone()),
-        _ => None,
-    };
-    let config = match Config::resolve(&cli.computer, serve_args.as_ref()) {
+fn run(parsed: Parsed) -> i32 {
+    let config = match Config::resolve(&parsed) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("computer-mcp: {e}");
@@ -82,14 +86,14 @@ fn run(cli: Cli) -> i32 {
         }
     };
     let code = rt.block_on(async move {
-        let provider = match make_provider(&config) {
+        let provider = match make_provider(&config, &parsed.matches) {
             Ok(p) => p,
             Err(e) => {
                 eprintln!("computer-mcp: {e}");
                 return 2;
             }
         };
-        let result = match cli.command {
+        let result = match parsed.cli.command {
             None | Some(Command::Serve(_)) => serve(provider, config).await,
             Some(Command::Exec(args)) => exec(provider, &config, args).await,
             Some(Command::Sweep) => sweep(provider).await,
@@ -111,29 +115,12 @@ fn run(cli: Cli) -> i32 {
     code
 }
 
-fn make_provider(config: &Config) -> Result<Arc<dyn Provider>, String> {
-    let options = match config.provider.as_str() {
-        "local" => {
-            let mut hide = Vec::new();
-            if let Some(home) = &config.home {
-                hide.push(home.clone());
-            }
-            serde_json::json!({
-                "stateDir": config.state_dir,
-                "computerd": config.computerd,
-                "isolation": match config.isolation { IsolationArg::Namespaces => "namespaces", IsolationArg::None => "none" },
-                "runAs": config.run_as,
-                "hide": hide,
-            })
-        }
-        _ => serde_json::json!({}),
+fn make_provider(config: &Config, matches: &ArgMatches) -> Result<Arc<dyn Provider>, String> {
+    let sources = Sources {
+        matches,
+        tables: Some(&config.providers),
     };
-    if config.isolation == IsolationArg::None {
-        tracing::warn!(
-            "isolation none: computers run on this machine with the server's own rights; this is unsafe"
-        );
-    }
-    provider_for(&config.provider, options)
+    provider_for(&config.provider, &sources, &config::host_defaults())
         .map(Arc::from)
         .map_err(|e| e.message)
 }

@@ -404,11 +404,9 @@ async fn make(app: &Arc<App>, session: &str) -> Result<Live, String> {
     };
     let caps = app.provider.capabilities();
     let network = created
-        .notes
-        .iter()
-        .find_map(|n| n.strip_prefix("network: "))
-        .unwrap_or("not read back")
-        .to_string();
+        .network
+        .as_ref()
+        .map_or_else(|| "not read back".to_string(), ToString::to_string);
     let facts = ComputerFacts {
         provider: app.provider.id().to_string(),
         id: created.computer.id.clone(),

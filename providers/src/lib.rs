@@ -1,23 +1,35 @@
 //! computer-mcp's providers: who makes, finds and ends computers.
 //!
-//! - [`types`]: the spec a computer is made from, its ref, a provider's
-//!   capabilities, [`ProviderError`], labels and [`check_lifetime`].
+//! - [`types`]: the spec a computer is made from, its ref, what create
+//!   returns (with the network read back as a [`NetworkReadBack`]), a
+//!   provider's capabilities, [`ProviderError`], labels and
+//!   [`check_lifetime`].
 //! - [`provider`]: the [`Provider`] trait and [`Connection`].
-//! - [`registry`]: [`provider_for`], the one place an id becomes a provider.
+//! - [`registry`]: [`PROVIDERS`], the one table of id → constructor from
+//!   which the id list, the lookup ([`provider_for`]) and every provider's
+//!   scoped flags come; the [`Configure`] trait a registered provider has.
+//! - [`settings`]: how a provider's typed settings are layered from flags,
+//!   variables and its `[providers.<id>]` table ([`layer`]), and the
+//!   [`HostDefaults`] the server finds for them.
 //! - [`local`]: computers on this machine, isolated by `computerd sandbox`.
 //!
 //! A provider never depends on MCP; a tool never knows which provider made
-//! its computer. Settings come in as options only: no provider reads the
-//! environment.
+//! its computer. Settings come in typed only: no provider reads the
+//! environment (the server's clap reads the variables a provider declares).
 
 pub mod local;
 pub mod provider;
 pub mod registry;
+pub mod settings;
 pub mod share;
 pub mod types;
 
 pub use provider::{Connection, Provider};
-pub use registry::{PROVIDER_IDS, provider_for};
+pub use registry::{
+    Configure, Constructor, PROVIDER_IDS, PROVIDERS, Sources, provider_for, unknown_option,
+    with_provider_flags,
+};
+pub use settings::{HostDefaults, Table, layer};
 pub use types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
     LifetimeMode, NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,

@@ -28,10 +28,12 @@ use std::time::Duration;
 
 use computerd::client::DaemonClient;
 use computerd::protocol::{self, HelloParams, MachineKind};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::provider::{Connection, Provider};
+use crate::registry::Configure;
+use crate::settings::HostDefaults;
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
     LifetimeMode, NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
@@ -40,15 +42,18 @@ use crate::types::{
 use state::{Meta, Process};
 
 /// How a local computer is kept from its host.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Isolation {
-    /// `computerd sandbox`: mount, PID, IPC, UTS and (network none) network
-    /// namespaces; a user namespace too when the server is not root.
+    /// computerd's own namespaces (the default): a read-only view of this
+    /// machine, a private /tmp, its own processes and, with network none,
+    /// only its own loopback (a user namespace too when the server is not
+    /// root).
     #[default]
     Namespaces,
-    /// None at all: programs run on the host as the server's user. Unsafe;
-    /// only when asked for by name.
+    /// No isolation at all: programs run on this machine as the server's
+    /// user and can read and change anything it can. UNSAFE; only for
+    /// hosts that cannot make namespaces, and only when asked for by name.
     None,
 }
 
@@ -56,24 +61,65 @@ fn default_max_lifetime() -> u64 {
     7 * 24 * 3600 * 1000
 }
 
-/// The local provider's options (all the settings it has).
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+/// What a user sets of the local provider: flags `--local-<key>`,
+/// variables `COMPUTER_MCP_LOCAL_<KEY>`, keys of `[providers.local]`.
+/// Defaults that need the environment come from [`HostDefaults`].
+#[derive(Clone, Debug, clap::Args, Serialize, Deserialize)]
+#[command(next_help_heading = "The local provider (--provider local)")]
+#[serde(deny_unknown_fields)]
+pub struct LocalSettings {
+    /// Where the local provider keeps computers' files. [default: /var/lib/computer-mcp as root, else $XDG_STATE_HOME/computer-mcp or ~/.local/state/computer-mcp]
+    #[arg(id = "local.state_dir", long = "local-state-dir", value_name = "DIR")]
+    #[arg(env = "COMPUTER_MCP_LOCAL_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// The computerd binary. [default: `computerd` beside this binary, else this binary itself]
+    #[arg(id = "local.computerd", long = "local-computerd", value_name = "PATH")]
+    #[arg(env = "COMPUTER_MCP_LOCAL_COMPUTERD")]
+    pub computerd: Option<PathBuf>,
+    /// How a local computer is kept from this machine.
+    #[arg(
+        id = "local.isolation",
+        long = "local-isolation",
+        value_name = "HOW",
+        value_enum
+    )]
+    #[arg(default_value = "namespaces")]
+    #[arg(env = "COMPUTER_MCP_LOCAL_ISOLATION")]
+    pub isolation: Isolation,
+    /// With a root server: the uid:gid programs run as. [default: 65534:65534]
+    #[arg(id = "local.run_as", long = "local-run-as", value_name = "UID:GID")]
+    #[arg(env = "COMPUTER_MCP_LOCAL_RUN_AS")]
+    pub run_as: Option<String>,
+}
+
+/// The local provider's options, resolved: everything it runs on.
+#[derive(Clone, Debug)]
 pub struct LocalOptions {
     /// Where computers' files live (made if missing, 0700).
     pub state_dir: PathBuf,
     /// The computerd binary.
     pub computerd: PathBuf,
-    #[serde(default)]
     pub isolation: Isolation,
     /// With a root server: the uid:gid programs run as (default 65534:65534).
-    #[serde(default)]
     pub run_as: Option<String>,
-    #[serde(default = "default_max_lifetime")]
     pub max_lifetime_ms: u64,
     /// More host paths to hide from computers (the server's HOME, say).
-    #[serde(default)]
     pub hide: Vec<PathBuf>,
+}
+
+impl LocalOptions {
+    /// Computers under `state_dir` from `computerd`, isolated by namespaces,
+    /// with the other options at their defaults.
+    pub fn new(state_dir: PathBuf, computerd: PathBuf) -> Self {
+        Self {
+            state_dir,
+            computerd,
+            isolation: Isolation::Namespaces,
+            run_as: None,
+            max_lifetime_ms: default_max_lifetime(),
+            hide: Vec::new(),
+        }
+    }
 }
 
 pub struct LocalProvider {
@@ -95,17 +141,10 @@ const SANDBOX_RUN: &str = "/run/computerd";
 const SANDBOX_HOME: &str = "/work";
 
 impl LocalProvider {
-    pub fn from_options(options: serde_json::Value) -> Result<Self> {
-        let opts: LocalOptions = serde_json::from_value(options).map_err(|e| {
-            ProviderError::invalid("options", format!("local provider options: {e}"))
-        })?;
-        Self::new(opts)
-    }
-
     pub fn new(opts: LocalOptions) -> Result<Self> {
         if !opts.state_dir.is_absolute() {
             return Err(ProviderError::invalid(
-                "stateDir",
+                "state_dir",
                 "the state directory must be an absolute path",
             ));
         }
@@ -459,8 +498,12 @@ impl LocalProvider {
 }
 
 fn parse_uid_gid(s: &str) -> Result<(u32, u32)> {
-    let bad =
-        || ProviderError::invalid("runAs", format!("runAs {s:?} is not uid:gid (two numbers)"));
+    let bad = || {
+        ProviderError::invalid(
+            "run_as",
+            format!("--local-run-as {s:?} is not uid:gid (two numbers)"),
+        )
+    };
     let (u, g) = s.split_once(':').ok_or_else(bad)?;
     Ok((u.parse().map_err(|_| bad())?, g.parse().map_err(|_| bad())?))
 }
@@ -481,6 +524,39 @@ fn random_id() -> String {
         "local-{}",
         b.iter().map(|x| format!("{x:02x}")).collect::<String>()
     )
+}
+
+impl Configure for LocalProvider {
+    type Settings = LocalSettings;
+
+    fn configure(settings: LocalSettings, host: &HostDefaults) -> Result<Self> {
+        let invalid = |field: &'static str| move |e: String| ProviderError::invalid(field, e);
+        let state_dir = settings
+            .state_dir
+            .or_else(|| host.state_dir.clone())
+            .ok_or_else(|| {
+                "no state directory: set HOME, XDG_STATE_HOME or --local-state-dir".to_string()
+            })
+            .and_then(|d| host.absolute("--local-state-dir", d))
+            .map_err(invalid("state_dir"))?;
+        let computerd = settings
+            .computerd
+            .or_else(|| host.computerd.clone())
+            .ok_or_else(|| "cannot find this binary; give --local-computerd".to_string())
+            .and_then(|p| host.absolute("--local-computerd", p))
+            .map_err(invalid("computerd"))?;
+        if settings.isolation == Isolation::None {
+            tracing::warn!(
+                "isolation none: computers run on this machine with the server's own rights; this is unsafe"
+            );
+        }
+        Self::new(LocalOptions {
+            isolation: settings.isolation,
+            run_as: settings.run_as,
+            hide: host.home.iter().cloned().collect(),
+            ..LocalOptions::new(state_dir, computerd)
+        })
+    }
 }
 
 #[async_trait::async_trait]
@@ -557,7 +633,7 @@ impl Provider for LocalProvider {
         }
         if spec.user.is_some() {
             return Err(ProviderError::unsupported(
-                "the local provider sets the programs' user itself (its runAs option); leave user out",
+                "the local provider sets the programs' user itself (its --local-run-as option); leave user out",
             )
             .with_field("user"));
         }
@@ -652,13 +728,10 @@ impl Provider for LocalProvider {
             }
         };
         self.children.lock().await.insert(id.clone(), child);
-        let notes = vec![
-            format!("network: {} ({})", network.kind, network.detail),
-            format!("isolation: {}", self.isolation_words()),
-        ];
         Ok(Created {
             computer: self.to_ref(&meta),
-            notes,
+            network: Some(network),
+            notes: vec![format!("isolation: {}", self.isolation_words())],
         })
     }
 

@@ -1,37 +1,503 @@
-//! The registry: the one place a provider id becomes a provider.
+//! The registry: the one place a provider id becomes a provider. It is one
+//! table, [`PROVIDERS`], from which the id list, the lookup and every
+//! provider's scoped flags all come.
+//!
+//! A provider's settings are its own typed struct ([`Configure::Settings`]):
+//! clap reads it from flags and variables scoped to the provider
+//! (`--local-state-dir`, `COMPUTER_MCP_LOCAL_STATE_DIR`; clap ids
+//! `local.state_dir`), serde from the provider's `[providers.<id>]` table of
+//! the server's TOML file (key `state_dir`), and [`layer`] merges the two.
+//! The names follow from the id and the key by rule, and a test holds every
+//! registered provider to that rule.
+
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, Command, FromArgMatches};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::provider::Provider;
+use crate::settings::{HostDefaults, Table, given, keys_of, layer};
 use crate::types::{ErrorCode, ProviderError, Result};
 
-/// Every id the registry holds.
-pub const PROVIDER_IDS: &[&str] = &["local"];
+/// A provider the registry can make from settings.
+pub trait Configure: Provider + Sized + 'static {
+    /// What a user can set, every field scoped by the naming rule (see the
+    /// module's words).
+    type Settings: Args + FromArgMatches + Serialize + DeserializeOwned;
 
-/// Build a provider from its id and its options (a JSON object whose shape
-/// each provider owns). An unknown id is refused, naming the known ones.
-pub fn provider_for(id: &str, options: serde_json::Value) -> Result<Box<dyn Provider>> {
-    match id {
-        "local" => Ok(Box::new(crate::local::LocalProvider::from_options(
-            options,
-        )?)),
-        other => Err(ProviderError::new(
-            ErrorCode::Invalid,
-            format!(
-                "no provider {other:?}; the providers are: {}",
-                PROVIDER_IDS.join(", ")
-            ),
-        )
-        .with_field("provider")),
+    /// Make the provider from its layered settings and the host's defaults.
+    fn configure(settings: Self::Settings, host: &HostDefaults) -> Result<Self>;
+}
+
+/// How the registry makes one provider: its flags, and the provider from
+/// them.
+#[derive(Clone, Copy)]
+pub struct Constructor {
+    settings: fn(Command) -> Command,
+    keys: fn(Command) -> Vec<String>,
+    make: fn(&str, &Sources<'_>, &HostDefaults) -> Result<Box<dyn Provider>>,
+}
+
+impl Constructor {
+    /// The constructor of provider `P`.
+    pub const fn of<P: Configure>() -> Self {
+        Self {
+            settings: P::Settings::augment_args,
+            keys: keys_of::<P::Settings>,
+            make: make::<P>,
+        }
     }
+
+    /// The provider's own flags, as clap arguments (global, so they are
+    /// taken after a subcommand too).
+    pub fn args(&self, id: &'static str) -> Vec<clap::Arg> {
+        (self.settings)(Command::new(id))
+            .get_arguments()
+            .map(|a| a.clone().global(true))
+            .collect()
+    }
+
+    /// The provider's keys in its `[providers.<id>]` table.
+    pub fn keys(&self, id: &'static str) -> Vec<String> {
+        (self.keys)((self.settings)(Command::new(id)))
+    }
+}
+
+/// Every provider, by id.
+pub const PROVIDERS: &[(&str, Constructor)] =
+    &[("local", Constructor::of::<crate::local::LocalProvider>())];
+
+/// Every id the registry holds, in the table's order.
+pub const PROVIDER_IDS: [&str; PROVIDERS.len()] = {
+    let mut ids = [""; PROVIDERS.len()];
+    let mut i = 0;
+    while i < PROVIDERS.len() {
+        ids[i] = PROVIDERS[i].0;
+        i += 1;
+    }
+    ids
+};
+
+/// Where a provider's settings come from besides the host's defaults.
+#[derive(Clone, Copy, Debug)]
+pub struct Sources<'a> {
+    /// The server's parsed command line (flags and variables), made with
+    /// [`with_provider_flags`].
+    pub matches: &'a ArgMatches,
+    /// The file's `[providers]` table: one table per provider id.
+    pub tables: Option<&'a Table>,
+}
+
+/// `cmd` with every provider's scoped flags added (each provider's
+/// settings name their own help heading).
+pub fn with_provider_flags(cmd: Command) -> Command {
+    with_flags_of(PROVIDERS, cmd)
+}
+
+fn with_flags_of(table: &[(&'static str, Constructor)], mut cmd: Command) -> Command {
+    for (id, c) in table {
+        cmd = cmd.args(c.args(id));
+    }
+    cmd
+}
+
+/// Build the provider `id` from its settings. Refused, in words: an unknown
+/// id (naming the known ones), an option or a table of a provider that is
+/// not `id`, an unknown key of its table (naming its keys).
+pub fn provider_for(
+    id: &str,
+    sources: &Sources<'_>,
+    host: &HostDefaults,
+) -> Result<Box<dyn Provider>> {
+    provider_in(PROVIDERS, id, sources, host)
+}
+
+fn provider_in(
+    table: &[(&'static str, Constructor)],
+    id: &str,
+    sources: &Sources<'_>,
+    host: &HostDefaults,
+) -> Result<Box<dyn Provider>> {
+    let known = || table.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ");
+    let Some((_, chosen)) = table.iter().find(|(k, _)| *k == id) else {
+        return Err(ProviderError::new(
+            ErrorCode::Invalid,
+            format!("no provider {id:?}; the providers are: {}", known()),
+        )
+        .with_field("provider"));
+    };
+    for (other, _) in sources.tables.into_iter().flatten() {
+        if !table.iter().any(|(k, _)| k == other) {
+            return Err(ProviderError::invalid(
+                "providers",
+                format!(
+                    "the config file has a [providers.{other}] table, but there is no provider {other:?}; the providers are: {}",
+                    known()
+                ),
+            ));
+        }
+        if other != id {
+            return Err(ProviderError::invalid(
+                "providers",
+                format!(
+                    "the config file has a [providers.{other}] table, but the provider is {id}: remove the table, or choose --provider {other}"
+                ),
+            ));
+        }
+    }
+    for (other, c) in table.iter().filter(|(k, _)| *k != id) {
+        for arg in c.args(other) {
+            let how = match given(sources.matches, arg.get_id().as_str()) {
+                Some(ValueSource::EnvVariable) => arg
+                    .get_env()
+                    .map(|e| format!("{} (set in the environment)", e.to_string_lossy())),
+                Some(_) => arg.get_long().map(|l| format!("--{l}")),
+                None => None,
+            };
+            if let Some(how) = how {
+                return Err(ProviderError::invalid(
+                    "provider",
+                    format!(
+                        "{how} is an option of the {other} provider, but the provider is {id}: leave it out, or choose --provider {other}"
+                    ),
+                ));
+            }
+        }
+    }
+    (chosen.make)(id, sources, host)
+}
+
+fn make<P: Configure>(
+    id: &str,
+    sources: &Sources<'_>,
+    host: &HostDefaults,
+) -> Result<Box<dyn Provider>> {
+    let own = match sources.tables.and_then(|t| t.get(id)) {
+        None => None,
+        Some(serde_json::Value::Object(t)) => Some(t),
+        Some(_) => {
+            return Err(ProviderError::invalid(
+                "providers",
+                format!("[providers.{id}] must be a table of keys"),
+            ));
+        }
+    };
+    let settings = layer::<P::Settings>(sources.matches, own, &format!("{id}."))
+        .map_err(|e| ProviderError::invalid("providers", format!("[providers.{id}]: {e}")))?;
+    Ok(Box::new(P::configure(settings, host)?))
+}
+
+/// Words for a flag (`--local-bogus`) or a variable
+/// (`COMPUTER_MCP_LOCAL_BOGUS`) that is scoped to a provider by its name but
+/// is none of that provider's options, naming the ones it has; `None` for a
+/// word that is an option, or not scoped to any provider.
+pub fn unknown_option(word: &str) -> Option<String> {
+    unknown_in(PROVIDERS, word)
+}
+
+fn unknown_in(table: &[(&'static str, Constructor)], word: &str) -> Option<String> {
+    let word = word.split('=').next().unwrap_or(word);
+    for (id, c) in table {
+        let args = c.args(id);
+        let (flag, name) = if let Some(rest) = word.strip_prefix("--") {
+            (true, rest.strip_prefix(&format!("{id}-")))
+        } else {
+            let prefix = format!("COMPUTER_MCP_{}_", id.to_uppercase());
+            (false, word.strip_prefix(prefix.as_str()))
+        };
+        if name.is_none() {
+            continue;
+        }
+        let names: Vec<String> = args
+            .iter()
+            .filter_map(|a| {
+                if flag {
+                    a.get_long().map(|l| format!("--{l}"))
+                } else {
+                    a.get_env().map(|e| e.to_string_lossy().into_owned())
+                }
+            })
+            .collect();
+        if names.iter().any(|n| n == word) {
+            return None;
+        }
+        let what = if flag { "flag" } else { "variable" };
+        return Some(format!(
+            "{what} {word} is not an option of the {id} provider; its options are: {}",
+            names.join(", ")
+        ));
+    }
+    None
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::{
+        AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, Labels, NetworkPolicy,
+        NetworkReadBack, Release,
+    };
+    use crate::{Connection, local::LocalProvider};
+    use serde::Deserialize;
+    use tokio_util::sync::CancellationToken;
+
+    /// A second provider, for the rules that need more than one.
+    struct Echo(EchoSettings);
+
+    #[derive(Clone, Debug, Args, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct EchoSettings {
+        /// How loud.
+        #[arg(
+            id = "echo.volume",
+            long = "echo-volume",
+            env = "COMPUTER_MCP_ECHO_VOLUME"
+        )]
+        volume: Option<u32>,
+    }
+
+    impl Configure for Echo {
+        type Settings = EchoSettings;
+        fn configure(settings: EchoSettings, _host: &HostDefaults) -> Result<Self> {
+            Ok(Echo(settings))
+        }
+    }
+
+    fn nothing<T>() -> Result<T> {
+        Err(ProviderError::unsupported("echo makes nothing"))
+    }
+
+    #[async_trait::async_trait]
+    impl Provider for Echo {
+        fn id(&self) -> &'static str {
+            "echo"
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities {
+                kind: computerd::protocol::MachineKind::Linux,
+                os: "linux".into(),
+                daemon: crate::types::DaemonMode::None,
+                groups: vec![],
+                lifetime: crate::types::LifetimeMode::Janitor,
+                release: vec![Release::Delete],
+                max_lifetime_ms: 1,
+                networks: vec![],
+                network_read_back: false,
+                isolation: format!("none ({:?})", self.0.volume),
+                extend: false,
+            }
+        }
+        fn check(&self, _spec: &ComputerSpec) -> Result<()> {
+            nothing()
+        }
+        async fn create(&self, _s: &ComputerSpec, _c: &CancellationToken) -> Result<Created> {
+            nothing()
+        }
+        async fn attach(&self, _b: &AttachBy, _c: &CancellationToken) -> Result<ComputerRef> {
+            nothing()
+        }
+        async fn list(&self, _l: &Labels, _c: &CancellationToken) -> Result<Vec<ComputerRef>> {
+            nothing()
+        }
+        async fn network(
+            &self,
+            _r: &ComputerRef,
+            _p: Option<&NetworkPolicy>,
+            _c: &CancellationToken,
+        ) -> Result<NetworkReadBack> {
+            nothing()
+        }
+        async fn connect(&self, _r: &ComputerRef, _c: &CancellationToken) -> Result<Connection> {
+            nothing()
+        }
+        async fn release(
+            &self,
+            _r: &ComputerRef,
+            _h: Release,
+            _c: &CancellationToken,
+        ) -> Result<()> {
+            nothing()
+        }
+    }
+
+    const TWO: &[(&str, Constructor)] = &[
+        ("local", Constructor::of::<LocalProvider>()),
+        ("echo", Constructor::of::<Echo>()),
+    ];
+
+    fn host() -> HostDefaults {
+        HostDefaults {
+            state_dir: Some("/tmp/cmcp-registry-test".into()),
+            computerd: Some("/bin/true".into()),
+            home: None,
+            cwd: Some("/".into()),
+        }
+    }
+
+    fn parsed(table: &[(&'static str, Constructor)], argv: &[&str]) -> ArgMatches {
+        with_flags_of(table, Command::new("t").no_binary_name(true))
+            .try_get_matches_from(argv)
+            .unwrap()
+    }
+
+    fn made(argv: &[&str], id: &str, tables: &str) -> Result<Box<dyn Provider>> {
+        let m = parsed(TWO, argv);
+        let t: Table = serde_json::from_str(tables).unwrap();
+        provider_in(
+            TWO,
+            id,
+            &Sources {
+                matches: &m,
+                tables: Some(&t),
+            },
+            &host(),
+        )
+    }
 
     #[test]
     fn an_unknown_id_is_refused_naming_the_known_ones() {
-        let e = provider_for("fly", serde_json::json!({})).err().unwrap();
+        let m = parsed(PROVIDERS, &[]);
+        let sources = Sources {
+            matches: &m,
+            tables: None,
+        };
+        let e = provider_for("fly", &sources, &host()).err().unwrap();
         assert_eq!(e.message, "no provider \"fly\"; the providers are: local");
         assert_eq!(e.field.as_deref(), Some("provider"));
+    }
+
+    #[test]
+    fn the_id_list_and_the_lookup_come_from_one_table() {
+        assert_eq!(PROVIDER_IDS, ["local"]);
+        let m = parsed(PROVIDERS, &[]);
+        let sources = Sources {
+            matches: &m,
+            tables: None,
+        };
+        for id in PROVIDER_IDS {
+            let p = provider_for(id, &sources, &host()).unwrap();
+            assert_eq!(p.id(), id);
+        }
+    }
+
+    #[test]
+    fn every_scoped_option_is_named_by_the_rule() {
+        for (id, c) in PROVIDERS.iter().chain(TWO) {
+            let mut from_args: Vec<String> = Vec::new();
+            for a in c.args(id) {
+                let key = a
+                    .get_id()
+                    .as_str()
+                    .strip_prefix(&format!("{id}."))
+                    .unwrap_or_else(|| panic!("{id}: clap id {} is not {id}.<key>", a.get_id()))
+                    .to_string();
+                assert_eq!(
+                    a.get_long().map(String::from),
+                    Some(format!("{id}-{}", key.replace('_', "-"))),
+                    "{id}.{key}'s flag"
+                );
+                assert_eq!(
+                    a.get_env().map(|e| e.to_string_lossy().into_owned()),
+                    Some(format!(
+                        "COMPUTER_MCP_{}_{}",
+                        id.to_uppercase(),
+                        key.to_uppercase()
+                    )),
+                    "{id}.{key}'s variable"
+                );
+                assert!(a.is_global_set(), "{id}.{key} is taken after a subcommand");
+                from_args.push(key);
+            }
+            from_args.sort();
+            assert_eq!(
+                from_args,
+                c.keys(id),
+                "{id}: every key is a flag and the reverse"
+            );
+        }
+    }
+
+    #[test]
+    fn the_selected_providers_table_and_flags_are_layered() {
+        let p = made(
+            &["--echo-volume", "3"],
+            "echo",
+            r#"{"echo": {"volume": 9}}"#,
+        )
+        .unwrap();
+        assert_eq!(p.id(), "echo");
+        let m = parsed(TWO, &[]);
+        let t: Table = serde_json::from_str(r#"{"echo": {"volume": 9}}"#).unwrap();
+        let s = Sources {
+            matches: &m,
+            tables: Some(&t),
+        };
+        let own = t.get("echo").and_then(|v| v.as_object());
+        let settings: EchoSettings = layer(s.matches, own, "echo.").unwrap();
+        assert_eq!(settings.volume, Some(9));
+        let m = parsed(TWO, &["--echo-volume", "3"]);
+        let settings: EchoSettings = layer(&m, own, "echo.").unwrap();
+        assert_eq!(settings.volume, Some(3));
+    }
+
+    #[test]
+    fn an_unknown_key_of_a_providers_table_is_refused_naming_its_keys() {
+        let e = made(&[], "local", r#"{"local": {"stat_dir": "/x"}}"#)
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.message,
+            "[providers.local]: unknown field `stat_dir`, expected one of `state_dir`, `computerd`, `isolation`, `run_as`"
+        );
+        let e = made(&[], "local", r#"{"local": 5}"#).err().unwrap();
+        assert_eq!(e.message, "[providers.local] must be a table of keys");
+    }
+
+    #[test]
+    fn an_option_of_a_provider_not_chosen_is_refused() {
+        let e = made(&["--local-state-dir", "/s"], "echo", "{}")
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.message,
+            "--local-state-dir is an option of the local provider, but the provider is echo: leave it out, or choose --provider local"
+        );
+        let e = made(&["--echo-volume", "1"], "local", "{}").err().unwrap();
+        assert_eq!(
+            e.message,
+            "--echo-volume is an option of the echo provider, but the provider is local: leave it out, or choose --provider echo"
+        );
+        let e = made(&[], "echo", r#"{"local": {"state_dir": "/s"}}"#)
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.message,
+            "the config file has a [providers.local] table, but the provider is echo: remove the table, or choose --provider local"
+        );
+        let e = made(&[], "local", r#"{"fly": {}}"#).err().unwrap();
+        assert_eq!(
+            e.message,
+            "the config file has a [providers.fly] table, but there is no provider \"fly\"; the providers are: local, echo"
+        );
+    }
+
+    #[test]
+    fn an_unknown_scoped_flag_or_variable_is_named_with_the_known_ones() {
+        assert_eq!(
+            unknown_in(TWO, "--echo-volum").as_deref(),
+            Some(
+                "flag --echo-volum is not an option of the echo provider; its options are: --echo-volume"
+            )
+        );
+        assert_eq!(
+            unknown_in(TWO, "COMPUTER_MCP_LOCAL_STATEDIR").as_deref(),
+            Some(
+                "variable COMPUTER_MCP_LOCAL_STATEDIR is not an option of the local provider; its options are: COMPUTER_MCP_LOCAL_STATE_DIR, COMPUTER_MCP_LOCAL_COMPUTERD, COMPUTER_MCP_LOCAL_ISOLATION, COMPUTER_MCP_LOCAL_RUN_AS"
+            )
+        );
+        assert_eq!(unknown_in(TWO, "--local-state-dir=/x"), None);
+        assert_eq!(unknown_in(TWO, "COMPUTER_MCP_LOCAL_RUN_AS"), None);
+        assert_eq!(unknown_in(TWO, "--lifetime"), None);
+        assert_eq!(unknown_in(TWO, "COMPUTER_MCP_LIFETIME"), None);
     }
 }

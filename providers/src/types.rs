@@ -134,10 +134,14 @@ pub struct ComputerRef {
     pub user: Option<String>,
 }
 
-/// What create returns: the computer and notes on what was read back.
+/// What create returns: the computer, its network as read back, and notes
+/// for the model.
 #[derive(Clone, Debug)]
 pub struct Created {
     pub computer: ComputerRef,
+    /// The network as read back from the new computer; `None` where the
+    /// provider cannot read it (its capabilities say so).
+    pub network: Option<NetworkReadBack>,
     pub notes: Vec<String>,
 }
 
@@ -206,6 +210,13 @@ pub struct NetworkReadBack {
     pub kind: NetworkKind,
     /// What was read, in words: "only lo; no route".
     pub detail: String,
+}
+
+/// "none (only lo; no route)": the kind, then what was read.
+impl fmt::Display for NetworkReadBack {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.kind, self.detail)
+    }
 }
 
 /// The codes a provider's failure carries.

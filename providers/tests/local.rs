@@ -4,9 +4,9 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use computer_providers::local::{LocalOptions, LocalProvider};
 use computer_providers::{
-    AttachBy, ComputerSpec, ErrorCode, Labels, NetworkKind, NetworkPolicy, Provider, Release,
-    label, provider_for,
+    AttachBy, ComputerSpec, ErrorCode, Labels, NetworkKind, NetworkPolicy, Provider, Release, label,
 };
 use computer_testkit::{computerd_bin as computerd, need};
 use computerd::client::ComputerExt;
@@ -29,13 +29,11 @@ fn provider(state: &std::path::Path) -> Option<Box<dyn Provider>> {
     ) {
         return None;
     }
-    Some(
-        provider_for(
-            "local",
-            serde_json::json!({"stateDir": state, "computerd": bin.unwrap(), "maxLifetimeMs": 3_600_000}),
-        )
-        .unwrap(),
-    )
+    let opts = LocalOptions {
+        max_lifetime_ms: 3_600_000,
+        ..LocalOptions::new(state.to_path_buf(), bin.unwrap())
+    };
+    Some(Box::new(LocalProvider::new(opts).unwrap()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,10 +52,13 @@ async fn a_local_computer_is_made_reached_found_and_released() {
     let made = p.create(&spec, &cancel).await.unwrap();
     let c = made.computer.clone();
     assert!(c.running && c.id.starts_with("local-"), "{c:?}");
+    let read_back = made.network.as_ref().unwrap();
+    assert_eq!(read_back.kind, NetworkKind::None, "{read_back:?}");
     assert!(
-        made.notes.iter().any(|n| n.starts_with("network: none")),
-        "{:?}",
-        made.notes
+        read_back
+            .to_string()
+            .starts_with("none (a network namespace of its own: interfaces "),
+        "{read_back}"
     );
 
     let conn = p.connect(&c, &cancel).await.unwrap();

@@ -181,7 +181,7 @@ fn enter_user_namespace(uid: u32, gid: u32) -> Result<(), String> {
             _ => "it could not make one",
         };
         format!(
-            "this host does not allow unprivileged user namespaces ({why}; uid {uid}); run as root, or pass --isolation none to the server, which runs computers unisolated and is unsafe"
+            "this host does not allow unprivileged user namespaces ({why}; uid {uid}); run as root, or pass --local-isolation none to the server, which runs computers unisolated and is unsafe"
         )
     })?;
     // The user's own ids, so the work directory's files stay the user's.

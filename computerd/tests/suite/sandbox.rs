@@ -858,7 +858,7 @@ fn a_host_without_user_namespaces_is_refused_in_words() {
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert_eq!(
         said.trim_end(),
-        "computerd sandbox: this host does not allow unprivileged user namespaces (user.max_user_namespaces is 0 or used up (ENOSPC); uid 65534); run as root, or pass --isolation none to the server, which runs computers unisolated and is unsafe"
+        "computerd sandbox: this host does not allow unprivileged user namespaces (user.max_user_namespaces is 0 or used up (ENOSPC); uid 65534); run as root, or pass --local-isolation none to the server, which runs computers unisolated and is unsafe"
     );
     assert!(!run.join("s.sock").exists());
 }

@@ -67,9 +67,9 @@ impl Server {
 
     pub fn args(&self) -> Vec<String> {
         vec![
-            "--state-dir".into(),
+            "--local-state-dir".into(),
             self.state.path().display().to_string(),
-            "--computerd".into(),
+            "--local-computerd".into(),
             computerd().display().to_string(),
             "--instance".into(),
             self.instance.clone(),
