@@ -17,6 +17,8 @@
 //!   (namespaces and a read-only view of the host) around init.
 //! - [`users`]: `/etc/passwd` read by hand, so no NSS module of the computer's
 //!   ever loads into the daemon.
+//! - [`walk`]: paths below a directory descriptor, never through a symlink,
+//!   and the depth-first directory walk.
 //! - [`proctree`], [`sys`]: `/proc` walks and the raw system calls.
 
 pub mod bridge;
@@ -36,6 +38,7 @@ pub mod sandbox;
 pub mod sys;
 pub mod tar;
 pub mod users;
+pub mod walk;
 
 use std::path::PathBuf;
 use std::sync::Arc;
