@@ -11,16 +11,16 @@
 //! Every function blocks; the caller runs it on a blocking thread.
 
 use std::ffi::{OsStr, OsString};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 
-use nix::dir::Dir;
 use nix::errno::Errno;
 use nix::fcntl::{AT_FDCWD, AtFlags, OFlag, RenameFlags};
 use nix::sys::stat::{FileStat as RawStat, Mode};
 use nix::unistd::UnlinkatFlags;
 
-use super::sys::{self, path_error, retry};
+use super::sys::{path_error, retry};
+use super::walk::{Listing, Step, Tree};
 use crate::protocol::{
     Bytes64, Empty, FileStat, FileType, FilesListParams, FilesListResult, FilesMkdirParams,
     FilesMoveParams, FilesReadParams, FilesReadResult, FilesRemoveParams, FilesStatParams,
@@ -413,59 +413,34 @@ fn move_error(from: &str, to: &str, overwrite: bool, e: Errno) -> RpcError {
 /// directory during the walk) is removed and never followed.
 fn remove_contents(path: &str) -> Result<(), RpcError> {
     const OP: &str = "files.remove";
-    struct Level {
-        dir: Dir,
-        path: String,
-        name: OsString,
-        names: Vec<OsString>,
-        next: usize,
-    }
-    let open_level = |at: &dyn AsFd, name: &OsStr, path: String| -> Result<Level, RpcError> {
-        let fd = nix::fcntl::openat(
-            at.as_fd(),
-            name,
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| path_error(OP, &path, e))?;
-        let mut dir = Dir::from_fd(fd).map_err(|e| path_error(OP, &path, e))?;
-        let names = sys::dir_names(&mut dir).map_err(|e| path_error(OP, &path, e))?;
-        Ok(Level {
-            dir,
-            path,
-            name: name.to_os_string(),
-            names,
-            next: 0,
-        })
-    };
-
+    // Each directory's path and its name in its parent.
+    let top = Listing::open_at(AT_FDCWD, OsStr::new(path)).map_err(|e| path_error(OP, path, e))?;
     // An explicit stack, not recursion: a tree can be deeper than a thread's stack.
-    let top = open_level(&AT_FDCWD, OsStr::new(path), path.to_string())?;
-    let mut stack = vec![top];
-    while let Some(level) = stack.last_mut() {
-        if level.next >= level.names.len() {
-            let done = stack.pop();
-            if let (Some(done), Some(parent)) = (done, stack.last()) {
+    let mut tree = Tree::new(top, (path.to_string(), OsString::new()));
+    while let Some(step) = tree.next() {
+        let (listing, (dir_path, _), name) = match step {
+            Step::Name(listing, data, name) => (listing, data, name),
+            Step::Left(_, (done_path, done_name), Some(parent)) => {
                 match nix::unistd::unlinkat(
                     &parent.dir,
-                    done.name.as_os_str(),
+                    done_name.as_os_str(),
                     UnlinkatFlags::RemoveDir,
                 ) {
                     Ok(()) | Err(Errno::ENOENT) => {}
-                    Err(e) => return Err(path_error(OP, &done.path, e)),
+                    Err(e) => return Err(path_error(OP, &done_path, e)),
                 }
+                continue;
             }
-            continue;
-        }
-        let name = std::mem::take(&mut level.names[level.next]);
-        level.next += 1;
-        let child = join(&level.path, &name);
+            Step::Left(_, _, None) => continue,
+        };
+        let child = join(dir_path, &name);
         // Linux's unlink answers EISDIR for a directory: only then is it entered.
-        match nix::unistd::unlinkat(&level.dir, name.as_os_str(), UnlinkatFlags::NoRemoveDir) {
+        match nix::unistd::unlinkat(&listing.dir, name.as_os_str(), UnlinkatFlags::NoRemoveDir) {
             Ok(()) | Err(Errno::ENOENT) => {}
             Err(Errno::EISDIR) => {
-                let next = open_level(&level.dir, &name, child)?;
-                stack.push(next);
+                let next =
+                    Listing::open_at(&listing.dir, &name).map_err(|e| path_error(OP, &child, e))?;
+                tree.push(next, (child, name));
             }
             Err(e) => return Err(path_error(OP, &child, e)),
         }
@@ -477,33 +452,17 @@ fn remove_contents(path: &str) -> Result<(), RpcError> {
 /// symlinks listed and never entered, subdirectories opened from their
 /// parent's descriptor.
 struct Walk {
-    stack: Vec<WalkLevel>,
+    /// Each directory's path, and how deep its entries are: 1 for the listed
+    /// directory's own.
+    tree: Tree<(String, u32)>,
     depth: u32,
-}
-
-struct WalkLevel {
-    dir: Dir,
-    path: String,
-    names: Vec<OsString>,
-    next: usize,
-    /// How deep this directory's entries are: 1 for the listed directory's own.
-    level: u32,
 }
 
 impl Walk {
     fn new(fd: OwnedFd, path: &str, depth: u32) -> Result<Walk, RpcError> {
-        const OP: &str = "files.list";
-        let mut dir = Dir::from_fd(fd).map_err(|e| path_error(OP, path, e))?;
-        let names = sys::dir_names(&mut dir).map_err(|e| path_error(OP, path, e))?;
-        let root = WalkLevel {
-            dir,
-            path: path.to_string(),
-            names,
-            next: 0,
-            level: 1,
-        };
+        let top = Listing::read(fd).map_err(|e| path_error("files.list", path, e))?;
         Ok(Walk {
-            stack: vec![root],
+            tree: Tree::new(top, (path.to_string(), 1)),
             depth,
         })
     }
@@ -513,16 +472,13 @@ impl Walk {
     fn next(&mut self, describe: bool) -> Result<Option<Option<ListEntry>>, RpcError> {
         const OP: &str = "files.list";
         loop {
-            let Some(top) = self.stack.last_mut() else {
-                return Ok(None);
+            let (top, (dir_path, level), name) = match self.tree.next() {
+                None => return Ok(None),
+                Some(Step::Left(..)) => continue,
+                Some(Step::Name(top, data, name)) => (top, data, name),
             };
-            if top.next >= top.names.len() {
-                self.stack.pop();
-                continue;
-            }
-            let name = std::mem::take(&mut top.names[top.next]);
-            top.next += 1;
-            let path = join(&top.path, &name);
+            let level = *level;
+            let path = join(dir_path, &name);
             let st = match nix::sys::stat::fstatat(
                 &top.dir,
                 name.as_os_str(),
@@ -544,27 +500,9 @@ impl Walk {
                     stat: file_stat(&st, target),
                 }
             });
-            if is_type(&st, libc::S_IFDIR) && top.level < self.depth {
-                let level = top.level + 1;
-                let opened = nix::fcntl::openat(
-                    &top.dir,
-                    name.as_os_str(),
-                    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                    Mode::empty(),
-                );
-                match opened {
-                    Ok(fd) => {
-                        let mut dir = Dir::from_fd(fd).map_err(|e| path_error(OP, &path, e))?;
-                        let names =
-                            sys::dir_names(&mut dir).map_err(|e| path_error(OP, &path, e))?;
-                        self.stack.push(WalkLevel {
-                            dir,
-                            path,
-                            names,
-                            next: 0,
-                            level,
-                        });
-                    }
+            if is_type(&st, libc::S_IFDIR) && level < self.depth {
+                match Listing::open_at(&top.dir, &name) {
+                    Ok(listing) => self.tree.push(listing, (path, level + 1)),
                     // Listed but not entered: unreadable, gone, or swapped for
                     // a symlink or a file since fstatat.
                     Err(

@@ -10,7 +10,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use nix::fcntl::OFlag;
+use nix::fcntl::{AT_FDCWD, OFlag};
 use nix::sys::stat::Mode;
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::guard::GuardCommand;
 use super::ring::Ring;
 use super::runner::{self, Exit, Run, Stdio3};
-use super::{Daemon, exec, now_ms, proctree, sys};
+use super::{Daemon, exec, now_ms, proctree, sys, walk};
 use crate::protocol::{
     Bytes64, Empty, ErrorData, ErrorKind, ProcessInfo, ProcessListParams, ProcessListResult,
     ProcessReadParams, ProcessReadResult, ProcessResizeParams, ProcessSignalParams,
@@ -302,49 +302,32 @@ impl NewLog {
 /// O_NOFOLLOW|O_DIRECTORY (missing ones made), the file with
 /// O_CREAT|O_EXCL|O_NOFOLLOW, so no link anywhere on the way is followed.
 fn create_log(path: &str) -> Result<NewLog, RpcError> {
-    let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let parts = walk::names(path);
     let Some((name, dirs)) = parts.split_last() else {
         return Err(RpcError::invalid_field(
             "log",
             "log must name a file, not /",
         ));
     };
-    let dir_flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let denied_link = |at: &str| {
         RpcError::denied(format!("log {path}: {at} is a symbolic link or not a directory; the log is never made through a link"))
             .with_field("log")
     };
-    let mut dir = nix::fcntl::open("/", dir_flags, Mode::empty())
+    let root = walk::dir_at(AT_FDCWD, "/".as_ref(), OFlag::O_PATH)
         .map_err(|e| sys::path_error("log", "/", e))?;
-    let mut walked = String::new();
-    for part in dirs {
-        walked.push('/');
-        walked.push_str(part);
-        let next = match nix::fcntl::openat(dir.as_fd(), *part, dir_flags, Mode::empty()) {
-            Ok(fd) => fd,
-            Err(nix::errno::Errno::ENOENT) => {
-                match nix::sys::stat::mkdirat(dir.as_fd(), *part, Mode::from_bits_truncate(0o755)) {
-                    Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
-                    Err(e) => {
-                        return Err(sys::path_error("log: making", &walked, e).with_field("log"));
-                    }
-                }
-                nix::fcntl::openat(dir.as_fd(), *part, dir_flags, Mode::empty()).map_err(|e| {
-                    match e {
-                        nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR => {
-                            denied_link(&walked)
-                        }
-                        e => sys::path_error("log: entering", &walked, e).with_field("log"),
-                    }
-                })?
+    let dir = walk::mkdirs_beneath(root.as_fd(), dirs, 0o755, OFlag::O_RDONLY, &mut |_| {})
+        .map_err(|stuck| {
+            let walked = dirs
+                .get(..=stuck.at)
+                .map_or_else(|| "/".to_string(), |way| format!("/{}", way.join("/")));
+            if stuck.is_link_or_file() {
+                denied_link(&walked)
+            } else if stuck.making {
+                sys::path_error("log: making", &walked, stuck.errno).with_field("log")
+            } else {
+                sys::path_error("log: entering", &walked, stuck.errno).with_field("log")
             }
-            Err(nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR) => {
-                return Err(denied_link(&walked));
-            }
-            Err(e) => return Err(sys::path_error("log: entering", &walked, e).with_field("log")),
-        };
-        dir = next;
-    }
+        })?;
     let flags =
         OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let fd = nix::fcntl::openat(dir.as_fd(), *name, flags, Mode::from_bits_truncate(0o644))

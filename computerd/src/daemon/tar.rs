@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,7 +31,8 @@ use nix::unistd::UnlinkatFlags;
 use tar::{EntryType, Header};
 use tokio::sync::{mpsc, oneshot};
 
-use super::sys::{self, errno_of, path_error};
+use super::sys::{errno_of, path_error};
+use super::walk::{self, Listing, Step, Stuck, Tree};
 use crate::protocol::{RpcError, clean_path, limits};
 
 const BLOCK: u64 = 512;
@@ -50,8 +51,9 @@ pub struct Pull {
     root: String,
     /// A single file was pulled (its entry's name is the root's basename).
     single: bool,
-    /// The directories the walk is in, the innermost last.
-    stack: Vec<Level>,
+    /// The directories the walk is in, each with its name in the archive
+    /// (empty for the pulled directory).
+    tree: Option<Tree<PathBuf>>,
     /// The file whose bytes come after `pending`.
     body: Option<Body>,
     /// A header (or padding, or the end blocks) made and not yet read in full.
@@ -65,14 +67,6 @@ pub struct Pull {
     /// Makes header bytes (GNU long names included); its output is taken
     /// out after every header, so it never holds more than one.
     headers: tar::Builder<Vec<u8>>,
-}
-
-struct Level {
-    dir: Dir,
-    /// The directory's name in the archive (empty for the pulled directory).
-    rel: PathBuf,
-    names: Vec<OsString>,
-    next: usize,
 }
 
 struct Body {
@@ -89,7 +83,7 @@ struct Body {
 /// An entry the walk found, opened and described from its descriptor.
 enum Found {
     File(RawStat, OwnedFd),
-    Dir(RawStat, Dir, Vec<OsString>),
+    Dir(RawStat, Listing),
     Link(RawStat, OsString),
 }
 
@@ -108,7 +102,7 @@ impl Pull {
         let mut pull = Pull {
             root: path.clone(),
             single: st.st_mode & libc::S_IFMT != libc::S_IFDIR,
-            stack: Vec::new(),
+            tree: None,
             body: None,
             pending: Vec::new(),
             sent: 0,
@@ -118,14 +112,8 @@ impl Pull {
         };
         match st.st_mode & libc::S_IFMT {
             libc::S_IFDIR => {
-                let mut dir = Dir::from_fd(fd).map_err(|e| path_error(OP, &path, e))?;
-                let names = sys::dir_names(&mut dir).map_err(|e| path_error(OP, &path, e))?;
-                pull.stack.push(Level {
-                    dir,
-                    rel: PathBuf::new(),
-                    names,
-                    next: 0,
-                });
+                let listing = Listing::read(fd).map_err(|e| path_error(OP, &path, e))?;
+                pull.tree = Some(Tree::new(listing, PathBuf::new()));
             }
             libc::S_IFREG => {
                 let Some(name) = Path::new(&path).file_name() else {
@@ -154,7 +142,7 @@ impl Pull {
         let mut out = Vec::with_capacity(max);
         if let Err(e) = self.fill(&mut out, max) {
             // The archive cannot go on past a broken entry; free what is held.
-            self.stack.clear();
+            self.tree = None;
             self.body = None;
             self.failed = Some(e.clone());
             return Err(e);
@@ -222,18 +210,16 @@ impl Pull {
 
     /// Make the next entry's header; false when the walk is over.
     fn next_entry(&mut self) -> Result<bool, RpcError> {
+        let Some(tree) = self.tree.as_mut() else {
+            return Ok(false);
+        };
         loop {
-            let Some(level) = self.stack.last_mut() else {
-                return Ok(false);
+            let (listing, rel, name) = match tree.next() {
+                None => return Ok(false),
+                Some(Step::Left(..)) => continue,
+                Some(Step::Name(listing, dir_rel, name)) => (listing, dir_rel.join(&name), name),
             };
-            if level.next >= level.names.len() {
-                self.stack.pop();
-                continue;
-            }
-            let name = std::mem::take(&mut level.names[level.next]);
-            level.next += 1;
-            let rel = level.rel.join(&name);
-            let found = match look(&level.dir, &name) {
+            let found = match look(&listing.dir, &name) {
                 Ok(Some(found)) => found,
                 Ok(None) => continue,
                 Err(e) => return Err(path_error("tar.pull", &self.shown(&rel), e)),
@@ -243,18 +229,15 @@ impl Pull {
                     let path = self.shown(&rel);
                     self.start_file(&st, fd, &rel, path)?;
                 }
-                Found::Dir(st, dir, names) => {
+                Found::Dir(st, listing) => {
                     let mut header = header_for(&st, EntryType::Directory, 0);
                     // A trailing slash, as tar writes a directory's name.
                     let mut slashed = rel.clone().into_os_string();
                     slashed.push("/");
                     self.emit(&mut header, Path::new(&slashed), None)?;
-                    self.stack.push(Level {
-                        dir,
-                        rel,
-                        names,
-                        next: 0,
-                    });
+                    if let Some(tree) = self.tree.as_mut() {
+                        tree.push(listing, rel);
+                    }
                 }
                 Found::Link(st, target) => {
                     let mut header = header_for(&st, EntryType::Symlink, 0);
@@ -366,20 +349,13 @@ fn look(dir: &Dir, name: &OsStr) -> Result<Option<Found>, Errno> {
             Ok(Some(Found::File(st, fd)))
         }
         libc::S_IFDIR => {
-            let fd = match nix::fcntl::openat(
-                dir,
-                name,
-                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            ) {
+            let fd = match walk::dir_at(dir, name, OFlag::O_RDONLY) {
                 Ok(fd) => fd,
                 Err(Errno::ENOENT | Errno::ELOOP | Errno::ENOTDIR) => return Ok(None),
                 Err(e) => return Err(e),
             };
             let st = nix::sys::stat::fstat(&fd)?;
-            let mut dir = Dir::from_fd(fd)?;
-            let names = sys::dir_names(&mut dir)?;
-            Ok(Some(Found::Dir(st, dir, names)))
+            Ok(Some(Found::Dir(st, Listing::read(fd)?)))
         }
         _ => Ok(None),
     }
@@ -938,36 +914,21 @@ impl Extractor {
     /// time, never through a symlink. A missing one is made 0700, and gets
     /// 0755 at the end unless an entry of its own says otherwise.
     fn parent(&mut self, parts: &[OsString], shown: &str) -> Result<OwnedFd, RpcError> {
-        let mut at = self
-            .root
-            .try_clone()
-            .map_err(|e| entry_error(shown, errno_of(&e)))?;
-        let Some((_, dirs)) = parts.split_last() else {
-            return Ok(at);
-        };
-        for (i, name) in dirs.iter().enumerate() {
-            let way = &parts[..=i];
-            at = match walk_dir(&at, name) {
-                Ok(fd) => fd,
-                Err(Errno::ENOENT) => {
-                    match nix::sys::stat::mkdirat(
-                        &at,
-                        name.as_os_str(),
-                        Mode::from_bits_truncate(0o700),
-                    ) {
-                        Ok(()) => {
-                            self.dir_modes.entry(way.to_vec()).or_insert(MADE_DIR_MODE);
-                        }
-                        // Made by someone else since: the open below checks what it is.
-                        Err(Errno::EEXIST) => {}
-                        Err(e) => return Err(entry_error(shown, e)),
-                    }
-                    walk_dir(&at, name).map_err(|e| way_error(shown, way, e))?
-                }
-                Err(e) => return Err(way_error(shown, way, e)),
-            };
-        }
-        Ok(at)
+        let dirs = parts.split_last().map_or(&[][..], |(_, dirs)| dirs);
+        let dir_modes = &mut self.dir_modes;
+        walk::mkdirs_beneath(self.root.as_fd(), dirs, 0o700, OFlag::O_PATH, &mut |i| {
+            dir_modes
+                .entry(parts[..=i].to_vec())
+                .or_insert(MADE_DIR_MODE);
+        })
+        .map_err(|stuck| match stuck {
+            Stuck {
+                making: true,
+                errno,
+                ..
+            } => entry_error(shown, errno),
+            Stuck { at, errno, .. } => way_error(shown, &parts[..=at], errno),
+        })
     }
 
     /// Give every directory its mode, deepest first: each is reached through
@@ -994,14 +955,7 @@ impl Extractor {
 
     /// A directory below the root, opened for fchmod.
     fn reach(&self, parts: &[OsString]) -> Result<OwnedFd, Errno> {
-        let Some((name, dirs)) = parts.split_last() else {
-            return Err(Errno::EINVAL);
-        };
-        let mut at = self.root.try_clone().map_err(|e| errno_of(&e))?;
-        for dir in dirs {
-            at = walk_dir(&at, dir)?;
-        }
-        open_dir(&at, name)
+        walk::open_dir_beneath(self.root.as_fd(), parts, OFlag::O_RDONLY).map_err(|s| s.errno)
     }
 }
 
@@ -1063,25 +1017,9 @@ fn entry_parts(raw: &[u8], shown: &str) -> Result<Vec<OsString>, RpcError> {
     Ok(parts)
 }
 
-/// One step down for a walk: O_PATH (searching needs no read permission),
-/// O_NOFOLLOW|O_DIRECTORY (a symlink or a file fails instead of being followed).
-fn walk_dir(at: &OwnedFd, name: &OsStr) -> Result<OwnedFd, Errno> {
-    nix::fcntl::openat(
-        at,
-        name,
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-}
-
 /// A directory opened so fchmod works on it (O_PATH descriptors refuse it).
 fn open_dir(at: &OwnedFd, name: &OsStr) -> Result<OwnedFd, Errno> {
-    nix::fcntl::openat(
-        at,
-        name,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
+    walk::dir_at(at, name, OFlag::O_RDONLY)
 }
 
 fn entry_error(shown: &str, e: Errno) -> RpcError {

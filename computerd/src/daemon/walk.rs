@@ -94,7 +94,10 @@ impl Resolver {
     fn best() -> Resolver {
         static HAS_OPENAT2: OnceLock<bool> = OnceLock::new();
         let has = *HAS_OPENAT2.get_or_init(|| {
-            nix::fcntl::openat2(nix::fcntl::AT_FDCWD, "/", how(OFlag::O_PATH)).is_ok()
+            // "." below /: RESOLVE_BENEATH refuses an absolute path itself.
+            nix::fcntl::open("/", OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
+                .and_then(|root| nix::fcntl::openat2(&root, ".", how(OFlag::O_PATH)))
+                .is_ok()
         });
         if has {
             Resolver::Openat2
@@ -328,9 +331,17 @@ mod tests {
         let r = root(dir.path());
         for how in resolvers() {
             let err = open(how, &r, &["a", "link", "b"]).unwrap_err();
-            assert_eq!((err.at, err.is_link_or_file()), (1, true), "{how:?} {err:?}");
+            assert_eq!(
+                (err.at, err.is_link_or_file()),
+                (1, true),
+                "{how:?} {err:?}"
+            );
             let err = open(how, &r, &["a", "link"]).unwrap_err();
-            assert_eq!((err.at, err.is_link_or_file()), (1, true), "{how:?} {err:?}");
+            assert_eq!(
+                (err.at, err.is_link_or_file()),
+                (1, true),
+                "{how:?} {err:?}"
+            );
             let err = open(how, &r, &["a", "file", "x"]).unwrap_err();
             assert_eq!((err.at, err.errno), (1, Errno::ENOTDIR), "{how:?}");
             let err = open(how, &r, &["a", "none"]).unwrap_err();
