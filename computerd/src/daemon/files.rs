@@ -417,7 +417,7 @@ fn remove_contents(path: &str) -> Result<(), RpcError> {
     let top = Listing::open_at(AT_FDCWD, OsStr::new(path)).map_err(|e| path_error(OP, path, e))?;
     // An explicit stack, not recursion: a tree can be deeper than a thread's stack.
     let mut tree = Tree::new(top, (path.to_string(), OsString::new()));
-    while let Some(step) = tree.next() {
+    while let Some(step) = tree.step() {
         let (listing, (dir_path, _), name) = match step {
             Step::Name(listing, data, name) => (listing, data, name),
             Step::Left(_, (done_path, done_name), Some(parent)) => {
@@ -472,7 +472,7 @@ impl Walk {
     fn next(&mut self, describe: bool) -> Result<Option<Option<ListEntry>>, RpcError> {
         const OP: &str = "files.list";
         loop {
-            let (top, (dir_path, level), name) = match self.tree.next() {
+            let (top, (dir_path, level), name) = match self.tree.step() {
                 None => return Ok(None),
                 Some(Step::Left(..)) => continue,
                 Some(Step::Name(top, data, name)) => (top, data, name),

@@ -263,7 +263,7 @@ impl<T> Tree<T> {
     }
 
     /// The next name, or the directory just left; None once the walk is over.
-    pub fn next(&mut self) -> Option<Step<'_, T>> {
+    pub fn step(&mut self) -> Option<Step<'_, T>> {
         let (top, _) = self.levels.last()?;
         if top.next >= top.names.len() {
             let (done, data) = self.levels.pop()?;
@@ -432,7 +432,7 @@ mod tests {
         let fd = nix::fcntl::open(dir.path(), OFlag::O_RDONLY, Mode::empty()).unwrap();
         let mut tree = Tree::new(Listing::read(fd).unwrap(), String::new());
         let mut seen = Vec::new();
-        while let Some(step) = tree.next() {
+        while let Some(step) = tree.step() {
             match step {
                 Step::Name(listing, path, name) => {
                     let path = format!("{path}/{}", name.to_string_lossy());
