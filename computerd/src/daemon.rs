@@ -8,7 +8,8 @@
 //! - [`guard`]: `computerd guard`, one per run: a child subreaper that starts
 //!   the program in a group (or session) of its own and ends everything under
 //!   it; [`runner`] is the daemon's side of it.
-//! - [`exec`], [`process`] (with [`ring`]), [`files`], [`tar`]: the methods.
+//! - [`exec`], [`process`] (with [`ring`]), [`files`], [`tar`]: the methods;
+//!   [`check`] the range checks they share.
 //! - [`bridge`]: `computerd stdio`.
 //! - [`isolate`]: what init makes true of itself before it serves: no
 //!   capability, no_new_privs, seccomp, `--user`, `--own-network`.
@@ -22,6 +23,7 @@
 //! - [`proctree`], [`sys`]: `/proc` walks and the raw system calls.
 
 pub mod bridge;
+pub mod check;
 pub mod cli;
 pub mod conn;
 pub mod exec;

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::guard::GuardCommand;
 use super::ring::Ring;
 use super::runner::{self, Exit, Run, Stdio3};
-use super::{Daemon, exec, now_ms, proctree, sys};
+use super::{Daemon, check, exec, now_ms, proctree, sys};
 use crate::protocol::{
     Bytes64, Empty, ErrorData, ErrorKind, ProcessListParams, ProcessListResult, ProcessReadParams,
     ProcessReadResult, ProcessResizeParams, ProcessSignalParams, ProcessSignalResult,
@@ -265,20 +265,11 @@ impl Table {
         p: ProcessReadParams,
         cancel: CancellationToken,
     ) -> Result<ProcessReadResult, RpcError> {
-        let max = p.max_bytes.unwrap_or(limits::MAX_CHUNK_BYTES);
-        if max == 0 {
-            return Err(RpcError::invalid_field(
-                "maxBytes",
-                "maxBytes must be at least 1",
-            ));
-        }
-        if max > limits::MAX_CHUNK_BYTES {
-            return Err(RpcError::over_limit(
-                "maxBytes",
-                max,
-                limits::MAX_CHUNK_BYTES,
-            ));
-        }
+        let max = check::one_to(
+            "maxBytes",
+            p.max_bytes.unwrap_or(limits::MAX_CHUNK_BYTES),
+            limits::MAX_CHUNK_BYTES,
+        )?;
         let wait = p.wait_ms.unwrap_or(0);
         if wait > limits::MAX_WAIT_MS {
             return Err(RpcError::over_limit("waitMs", wait, limits::MAX_WAIT_MS));

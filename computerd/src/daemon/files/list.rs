@@ -6,6 +6,7 @@ use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::Mode;
 
+use crate::daemon::check;
 use crate::daemon::sys::path_error;
 use crate::daemon::walk::{Listing, Step, Tree};
 use crate::protocol::{FilesListParams, FilesListResult, ListEntry, RpcError, clean_path, limits};
@@ -20,19 +21,7 @@ pub fn list(p: FilesListParams) -> Result<FilesListResult, RpcError> {
     const OP: &str = "files.list";
     let path = clean_path("path", &p.path)?;
     let depth = p.depth.unwrap_or(1);
-    if depth == 0 {
-        return Err(RpcError::invalid_field(
-            "depth",
-            format!("depth must be 1 to {}", limits::MAX_LIST_DEPTH),
-        ));
-    }
-    if depth > limits::MAX_LIST_DEPTH {
-        return Err(RpcError::over_limit(
-            "depth",
-            depth.into(),
-            limits::MAX_LIST_DEPTH.into(),
-        ));
-    }
+    check::one_to("depth", depth.into(), limits::MAX_LIST_DEPTH.into())?;
     let offset = p.offset.unwrap_or(0);
 
     let fd = nix::fcntl::open(
