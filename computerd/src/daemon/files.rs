@@ -23,15 +23,31 @@ pub(crate) use names::make_dirs;
 pub use names::{mkdir, move_, remove};
 
 use std::ffi::OsStr;
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 
-use nix::sys::stat::FileStat as RawStat;
+use nix::fcntl::OFlag;
+use nix::sys::stat::{FileStat as RawStat, Mode};
 
 use crate::daemon::sys::path_error;
 use crate::protocol::{FileStat, FileType, FilesStatParams, RpcError, clean_path};
 
 /// A directory's mode when the caller gives none, and that of parents made on the way.
 const DIR_MODE: u32 = 0o755;
+
+/// Open `path` by name to read it and describe what was opened. O_NONBLOCK:
+/// a FIFO opened for reading would otherwise wait for a writer before fstat
+/// could tell what it is.
+pub(crate) fn open_to_read(op: &str, path: &str) -> Result<(OwnedFd, RawStat), RpcError> {
+    let fd = nix::fcntl::open(
+        path,
+        OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| path_error(op, path, e))?;
+    let st = nix::sys::stat::fstat(&fd).map_err(|e| path_error(op, path, e))?;
+    Ok((fd, st))
+}
 
 pub fn stat(p: FilesStatParams) -> Result<FileStat, RpcError> {
     const OP: &str = "files.stat";

@@ -155,12 +155,17 @@ mod testing {
         ]
     }
 
-    pub(crate) fn push_all(dir: &Path, archive: &[u8], step: usize) -> Result<u64, RpcError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
+    /// Run `f` to its end on a runtime of its own.
+    pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .unwrap();
-        rt.block_on(async {
+            .unwrap()
+            .block_on(f)
+    }
+
+    pub(crate) fn push_all(dir: &Path, archive: &[u8], step: usize) -> Result<u64, RpcError> {
+        block_on(async {
             let mut push = Push::begin(&s(dir))?;
             for chunk in archive.chunks(step) {
                 push.write(chunk.to_vec()).await?;

@@ -376,6 +376,15 @@ mod tests {
         }
     }
 
+    fn mkdirs(
+        r: Resolver,
+        root: &OwnedFd,
+        names: &[&str],
+        made: &mut dyn FnMut(usize),
+    ) -> Result<OwnedFd, Stuck> {
+        resolve(r, root.as_fd(), names, OFlag::O_PATH, Some(0o700), made)
+    }
+
     #[test]
     fn mkdirs_makes_what_is_missing_and_says_which_it_made() {
         for how in resolvers() {
@@ -383,41 +392,17 @@ mod tests {
             std::fs::create_dir(dir.path().join("a")).unwrap();
             let r = root(dir.path());
             let mut made = Vec::new();
-            let fd = resolve(
-                how,
-                r.as_fd(),
-                &["a", "b", "c"],
-                OFlag::O_PATH,
-                Some(0o700),
-                &mut |i| made.push(i),
-            )
-            .unwrap();
+            let fd = mkdirs(how, &r, &["a", "b", "c"], &mut |i| made.push(i)).unwrap();
             assert!(same_dir(&fd, &dir.path().join("a/b/c")), "{how:?}");
             assert_eq!(made, vec![1, 2], "{how:?}");
             // Again: all there, nothing made.
             made.clear();
-            resolve(
-                how,
-                r.as_fd(),
-                &["a", "b", "c"],
-                OFlag::O_PATH,
-                Some(0o700),
-                &mut |i| made.push(i),
-            )
-            .unwrap();
+            mkdirs(how, &r, &["a", "b", "c"], &mut |i| made.push(i)).unwrap();
             assert_eq!(made, Vec::<usize>::new());
             // Nothing is made through a link.
             let outside = tempfile::tempdir().unwrap();
             symlink(outside.path(), dir.path().join("a/l")).unwrap();
-            let err = resolve(
-                how,
-                r.as_fd(),
-                &["a", "l", "x"],
-                OFlag::O_PATH,
-                Some(0o700),
-                &mut |_| {},
-            )
-            .unwrap_err();
+            let err = mkdirs(how, &r, &["a", "l", "x"], &mut |_| {}).unwrap_err();
             assert_eq!((err.at, err.is_link_or_file()), (1, true));
             assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
         }

@@ -11,7 +11,7 @@ use crate::protocol::{
     clean_path, limits,
 };
 
-use super::{DIR_MODE, check_mode, names::make_dirs, parent_of, stat_size};
+use super::{DIR_MODE, check_mode, names::make_dirs, open_to_read, parent_of, stat_size};
 
 /// A new file's mode (before the umask), as the spec promises.
 const NEW_FILE_MODE: u32 = 0o644;
@@ -30,15 +30,7 @@ pub fn read(p: FilesReadParams) -> Result<FilesReadResult, RpcError> {
     }
     let start = file_offset(offset, length)?;
 
-    // O_NONBLOCK: a FIFO opened for reading would otherwise wait for a writer
-    // before fstat could tell us what it is.
-    let fd = nix::fcntl::open(
-        path.as_str(),
-        OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| path_error(OP, &path, e))?;
-    let st = nix::sys::stat::fstat(&fd).map_err(|e| path_error(OP, &path, e))?;
+    let (fd, st) = open_to_read(OP, &path)?;
     regular_only(OP, &path, &st)?;
     let size = stat_size(&st);
 

@@ -70,14 +70,8 @@ impl Pull {
     pub fn begin(path: &str) -> Result<Pull, RpcError> {
         const OP: &str = "tar.pull.begin";
         let path = clean_path("path", path)?;
-        // O_NONBLOCK: a FIFO at the path answers at once and is refused below.
-        let fd = nix::fcntl::open(
-            path.as_str(),
-            OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| path_error(OP, &path, e))?;
-        let st = nix::sys::stat::fstat(&fd).map_err(|e| path_error(OP, &path, e))?;
+        // A FIFO at the path answers at once and is refused below.
+        let (fd, st) = crate::daemon::files::open_to_read(OP, &path)?;
         let mut pull = Pull {
             root: path.clone(),
             single: st.st_mode & libc::S_IFMT != libc::S_IFDIR,

@@ -314,11 +314,7 @@ mod tests {
             &vec![7u8; 300_000],
             None,
         )]);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
+        block_on(async {
             let mut push = Push::begin(&s(dst.path())).unwrap();
             push.write(ar[..100_000].to_vec()).await.unwrap();
             // The extractor consumed the bytes: the file is being written beside its name.
@@ -369,11 +365,7 @@ mod tests {
         ar.resize(10240, 0);
         assert_eq!(push_all(dst.path(), &ar, 1024).unwrap(), 1);
 
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
+        block_on(async {
             let mut push = Push::begin(&s(dst.path())).unwrap();
             let bad = archive(&[raw_entry("../x", EntryType::Regular, 0o644, b"x", None)]);
             assert_eq!(
