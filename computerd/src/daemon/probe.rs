@@ -338,6 +338,16 @@ mod tests {
         (port, handle)
     }
 
+    /// A server that says `greeting` first, then reads the request.
+    pub(super) fn speaking_server(
+        greeting: &'static [u8],
+    ) -> (u16, std::thread::JoinHandle<Vec<u8>>) {
+        tcp_server(move |conn| {
+            conn.write_all(greeting).unwrap();
+            read_request(conn)
+        })
+    }
+
     /// Read until the blank line that ends an HTTP request (or EOF).
     pub(super) fn read_request(conn: &mut TcpStream) -> Vec<u8> {
         let mut got = Vec::new();

@@ -273,10 +273,7 @@ mod tests {
 
     #[test]
     fn a_server_that_speaks_first_answers() {
-        let (port, server) = tcp_server(|conn| {
-            conn.write_all(b"SSH-2.0-x\r\n").unwrap();
-            read_request(conn)
-        });
+        let (port, server) = speaking_server(b"SSH-2.0-x\r\n");
         let t = format!("127.0.0.1:{port}");
         assert_eq!(
             probe_one(&t),
@@ -389,10 +386,7 @@ mod tests {
     #[test]
     fn a_name_is_resolved_and_every_address_tried() {
         // localhost may resolve to ::1 first, where nothing listens.
-        let (port, server) = tcp_server(|conn| {
-            conn.write_all(b"220 smtp\r\n").unwrap();
-            read_request(conn)
-        });
+        let (port, server) = speaking_server(b"220 smtp\r\n");
         let t = format!("localhost:{port}");
         assert_eq!(
             probe_one(&t),
