@@ -452,4 +452,35 @@ mod tests {
         assert_eq!(first_cap(st.cap_prm), "CAP_CHOWN");
         assert_eq!(cap_name(21), "CAP_SYS_ADMIN");
     }
+
+    #[test]
+    fn a_users_dir_is_made_0700_and_never_reached_through_a_link() {
+        use std::os::unix::fs::{PermissionsExt, symlink};
+        let (uid, gid) = (
+            nix::unistd::getuid().as_raw(),
+            nix::unistd::getgid().as_raw(),
+        );
+        let top = tempfile::tempdir().unwrap();
+        let home = top.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        let made = home.join("./me");
+        make_users_alone(&made, uid, gid).unwrap();
+        let mode = std::fs::metadata(home.join("me"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o700);
+
+        let outside = tempfile::tempdir().unwrap();
+        symlink(outside.path(), top.path().join("link")).unwrap();
+        let e = make_users_alone(&top.path().join("link/me"), uid, gid).unwrap_err();
+        assert!(e.contains("(link) is a symbolic link"), "{e}");
+        let e = make_users_alone(&top.path().join("link"), uid, gid).unwrap_err();
+        assert!(e.contains("(link) is a symbolic link"), "{e}");
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        let e = make_users_alone(&home.join("../x"), uid, gid).unwrap_err();
+        assert!(e.contains("has a .. part"), "{e}");
+        let e = make_users_alone(&home.join("none/me"), uid, gid).unwrap_err();
+        assert!(e.contains("at none"), "{e}");
+    }
 }
