@@ -8,7 +8,8 @@
 //! - [`guard`]: `computerd guard`, one per run: a child subreaper that starts
 //!   the program in a group (or session) of its own and ends everything under
 //!   it; [`runner`] is the daemon's side of it.
-//! - [`exec`], [`process`] (with [`ring`]), [`files`], [`tar`]: the methods.
+//! - [`exec`], [`process`] (with [`ring`]), [`files`], [`tar`]: the methods;
+//!   [`check`] the range checks they share.
 //! - [`bridge`]: `computerd stdio`.
 //! - [`isolate`]: what init makes true of itself before it serves: no
 //!   capability, no_new_privs, seccomp, `--user`, `--own-network`.
@@ -17,9 +18,12 @@
 //!   (namespaces and a read-only view of the host) around init.
 //! - [`users`]: `/etc/passwd` read by hand, so no NSS module of the computer's
 //!   ever loads into the daemon.
+//! - [`walk`]: paths below a directory descriptor, never through a symlink,
+//!   and the depth-first directory walk.
 //! - [`proctree`], [`sys`]: `/proc` walks and the raw system calls.
 
 pub mod bridge;
+pub mod check;
 pub mod cli;
 pub mod conn;
 pub mod exec;
@@ -36,6 +40,7 @@ pub mod sandbox;
 pub mod sys;
 pub mod tar;
 pub mod users;
+pub mod walk;
 
 use std::path::PathBuf;
 use std::sync::Arc;

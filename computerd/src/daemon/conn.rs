@@ -346,20 +346,11 @@ impl Conn {
         &self,
         p: protocol::TarPullReadParams,
     ) -> Result<protocol::TarPullReadResult, RpcError> {
-        let max = p.max_bytes.unwrap_or(limits::MAX_CHUNK_BYTES);
-        if max == 0 {
-            return Err(RpcError::invalid_field(
-                "maxBytes",
-                "maxBytes must be at least 1",
-            ));
-        }
-        if max > limits::MAX_CHUNK_BYTES {
-            return Err(RpcError::over_limit(
-                "maxBytes",
-                max,
-                limits::MAX_CHUNK_BYTES,
-            ));
-        }
+        let max = super::check::one_to(
+            "maxBytes",
+            p.max_bytes.unwrap_or(limits::MAX_CHUNK_BYTES),
+            limits::MAX_CHUNK_BYTES,
+        )?;
         let slot = get_slot(&self.pulls, &p.id, "pull")?;
         let mut guard = slot.lock_owned().await;
         let Some(mut pull) = guard.take() else {

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::guard::GuardCommand;
 use super::runner::{self, Exit, Stdio3};
-use super::{Daemon, KILL_GRACE, sys};
+use super::{Daemon, KILL_GRACE, check, sys};
 use crate::protocol::{Bytes64, ExecParams, ExecResult, RpcError, limits};
 
 /// After TERM and the kill grace, how much longer the daemon waits for a
@@ -24,20 +24,11 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> Result<ExecResult, RpcError> {
     let called = Instant::now();
-    let timeout_ms = p.timeout_ms.unwrap_or(limits::DEFAULT_EXEC_TIMEOUT_MS);
-    if timeout_ms == 0 {
-        return Err(RpcError::invalid_field(
-            "timeoutMs",
-            "timeoutMs must be at least 1",
-        ));
-    }
-    if timeout_ms > limits::MAX_EXEC_TIMEOUT_MS {
-        return Err(RpcError::over_limit(
-            "timeoutMs",
-            timeout_ms,
-            limits::MAX_EXEC_TIMEOUT_MS,
-        ));
-    }
+    let timeout_ms = check::one_to(
+        "timeoutMs",
+        p.timeout_ms.unwrap_or(limits::DEFAULT_EXEC_TIMEOUT_MS),
+        limits::MAX_EXEC_TIMEOUT_MS,
+    )?;
     let max_output = p.max_output.unwrap_or(limits::MAX_OUTPUT_BYTES);
     if max_output > limits::MAX_OUTPUT_BYTES {
         return Err(RpcError::over_limit(

@@ -9,13 +9,14 @@
 
 pub mod seccomp;
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::path::Path;
 
-use nix::fcntl::OFlag;
+use nix::errno::Errno;
+use nix::fcntl::{AT_FDCWD, OFlag};
 use nix::sys::stat::Mode;
 
-use super::sys;
+use super::{sys, walk};
 
 /// What `computerd init` was asked to become.
 #[derive(Clone, Debug, Default)]
@@ -385,29 +386,40 @@ fn make_users_alone(path: &Path, uid: u32, gid: u32) -> Result<(), String> {
             "--user: {shown} must be an absolute path other than /"
         ));
     }
-    let parts: Vec<&str> = text.split('/').filter(|p| !p.is_empty()).collect();
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let mut dir: OwnedFd = nix::fcntl::open("/", flags, Mode::empty())
-        .map_err(|e| format!("--user: could not open / ({e})"))?;
-    for (i, part) in parts.iter().enumerate() {
-        let last = i + 1 == parts.len();
-        let next = match nix::fcntl::openat(dir.as_fd(), *part, flags, Mode::empty()) {
-            Ok(fd) => fd,
-            Err(nix::errno::Errno::ENOENT) if last => {
-                nix::sys::stat::mkdirat(dir.as_fd(), *part, Mode::from_bits_truncate(0o700))
-                    .map_err(|e| format!("--user: could not make {shown} ({e})"))?;
-                nix::fcntl::openat(dir.as_fd(), *part, flags, Mode::empty())
-                    .map_err(|e| format!("--user: could not open {shown} ({e})"))?
-            }
-            Err(nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR) => {
-                return Err(format!(
-                    "--user: a part of {shown} ({part}) is a symbolic link or not a directory; it is never followed"
-                ));
-            }
-            Err(e) => return Err(format!("--user: could not open {shown} at {part} ({e})")),
-        };
-        dir = next;
+    // "." steps nowhere; ".." would step up, which a walk below / never does.
+    let mut parts = walk::names(text);
+    parts.retain(|p| *p != ".");
+    if parts.contains(&"..") {
+        return Err(format!(
+            "--user: {shown} has a .. part; give the directory's own path"
+        ));
     }
+    let Some((last, dirs)) = parts.split_last() else {
+        return Err(format!(
+            "--user: {shown} must be an absolute path other than /"
+        ));
+    };
+    let link = |part: &str| {
+        format!(
+            "--user: a part of {shown} ({part}) is a symbolic link or not a directory; it is never followed"
+        )
+    };
+    let root = walk::dir_at(AT_FDCWD, "/".as_ref(), OFlag::O_PATH)
+        .map_err(|e| format!("--user: could not open / ({e})"))?;
+    let parent = walk::open_dir_beneath(root.as_fd(), dirs, OFlag::O_PATH).map_err(|stuck| {
+        let part = dirs.get(stuck.at).copied().unwrap_or("/");
+        if stuck.is_link_or_file() {
+            link(part)
+        } else {
+            format!("--user: could not open {shown} at {part} ({})", stuck.errno)
+        }
+    })?;
+    let (dir, _) = walk::open_or_make_dir(parent.as_fd(), last.as_ref(), 0o700, OFlag::O_RDONLY)
+        .map_err(|(e, making)| match e {
+            _ if making => format!("--user: could not make {shown} ({e})"),
+            Errno::ELOOP | Errno::ENOTDIR => link(last),
+            e => format!("--user: could not open {shown} at {last} ({e})"),
+        })?;
     nix::unistd::fchown(dir.as_fd(), Some(uid.into()), Some(gid.into()))
         .map_err(|e| format!("--user: could not give {shown} to {uid}:{gid} ({e})"))?;
     nix::sys::stat::fchmod(dir.as_fd(), Mode::from_bits_truncate(0o700))
@@ -439,5 +451,36 @@ mod tests {
         assert_eq!((st.no_new_privs, st.seccomp), (1, 2));
         assert_eq!(first_cap(st.cap_prm), "CAP_CHOWN");
         assert_eq!(cap_name(21), "CAP_SYS_ADMIN");
+    }
+
+    #[test]
+    fn a_users_dir_is_made_0700_and_never_reached_through_a_link() {
+        use std::os::unix::fs::{PermissionsExt, symlink};
+        let (uid, gid) = (
+            nix::unistd::getuid().as_raw(),
+            nix::unistd::getgid().as_raw(),
+        );
+        let top = tempfile::tempdir().unwrap();
+        let home = top.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        let made = home.join("./me");
+        make_users_alone(&made, uid, gid).unwrap();
+        let mode = std::fs::metadata(home.join("me"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o700);
+
+        let outside = tempfile::tempdir().unwrap();
+        symlink(outside.path(), top.path().join("link")).unwrap();
+        let e = make_users_alone(&top.path().join("link/me"), uid, gid).unwrap_err();
+        assert!(e.contains("(link) is a symbolic link"), "{e}");
+        let e = make_users_alone(&top.path().join("link"), uid, gid).unwrap_err();
+        assert!(e.contains("(link) is a symbolic link"), "{e}");
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        let e = make_users_alone(&home.join("../x"), uid, gid).unwrap_err();
+        assert!(e.contains("has a .. part"), "{e}");
+        let e = make_users_alone(&home.join("none/me"), uid, gid).unwrap_err();
+        assert!(e.contains("at none"), "{e}");
     }
 }

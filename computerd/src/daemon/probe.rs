@@ -13,24 +13,26 @@
 //! DNS id, the target's own host name, and nothing of the computer's.
 //!
 //! The requests are built by hand (a few hundred bytes) so the daemon stays
-//! one small static binary with no TLS or DNS library.
+//! one small static binary with no TLS or DNS library; they are in `wire`,
+//! and one target's check is in `target`.
+
+mod target;
+mod wire;
 
 use std::collections::BTreeSet;
-use std::hash::{BuildHasher, Hasher};
-use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
+use std::io::{self, Write};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 
 use super::sys;
-
 use crate::protocol::{
     DIAGNOSE_ANSWER_MS, DIAGNOSE_CONNECT_MS, DIAGNOSE_TARGETS, DIAGNOSE_TOTAL_MS, PROBE_ANSWER_MS,
-    PROBE_CONNECT_MS, PROBE_READ_BYTES, PROBE_TOTAL_MS, ProbeOutcome, ProbeProtocol, ProbeReport,
-    ProbeResult, ProbeTarget, ProbeVerdict, parse_target, targets_with,
+    PROBE_CONNECT_MS, PROBE_TOTAL_MS, ProbeOutcome, ProbeReport, ProbeResult, ProbeTarget,
+    ProbeVerdict, parse_target, targets_with,
 };
+use target::check;
 
 /// How long one target (or `--diagnose` check) may take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,8 +70,6 @@ const JOIN_SLACK: Duration = Duration::from_millis(500);
 
 /// What a target whose thread never reported reads as.
 const STILL_CONNECTING: &str = "no answer within the bound (still connecting)";
-
-const DNS_ANSWER: &str = "DNS response with the query's id";
 
 /// `computerd probe --connect <target>... [--diagnose]`: print the report as
 /// one JSON line; 0 when the probe ran, whatever its targets answered, and 1
@@ -256,476 +256,6 @@ fn refused(target: &ProbeTarget, detail: String) -> ProbeResult {
     result(target, ProbeOutcome::Refused, 0, detail)
 }
 
-/// One target, on its own thread: resolve, connect, ask, read.
-fn check(target: &ProbeTarget, bounds: Bounds, start: Instant) -> ProbeResult {
-    let connect_by = start + bounds.connect;
-    let answer_cap = start + bounds.window();
-    let addrs = match resolve(target) {
-        Ok(a) => a,
-        Err(detail) => return refused(target, detail),
-    };
-    if Instant::now() >= connect_by {
-        return refused(
-            target,
-            format!(
-                "the name {} took more than {} to resolve",
-                target.host,
-                secs(bounds.connect)
-            ),
-        );
-    }
-    match target.protocol {
-        ProbeProtocol::Tcp => tcp(target, &addrs, bounds, connect_by, answer_cap),
-        ProbeProtocol::Udp => udp(target, &addrs, bounds, answer_cap),
-    }
-}
-
-/// The target's addresses: an IP literal as it is, a name through the
-/// system's resolver (getaddrinfo), on the target's own thread, so a slow
-/// resolver counts against that target's connect bound.
-fn resolve(target: &ProbeTarget) -> Result<Vec<SocketAddr>, String> {
-    if let Some(ip) = target.ip() {
-        return Ok(vec![SocketAddr::new(ip, target.port)]);
-    }
-    match (target.host.as_str(), target.port).to_socket_addrs() {
-        Ok(addrs) => {
-            let addrs: Vec<SocketAddr> = addrs.collect();
-            if addrs.is_empty() {
-                Err(format!("the name {} resolves to no address", target.host))
-            } else {
-                Ok(addrs)
-            }
-        }
-        Err(e) => Err(format!(
-            "the name {} does not resolve ({})",
-            target.host,
-            io_words(&e)
-        )),
-    }
-}
-
-/// Why the read of an answer ended.
-enum End {
-    /// The bytes so far say what they are, or fill the read's limit.
-    Enough,
-    /// The far side closed the connection.
-    Closed,
-    /// The bound passed.
-    Silent,
-    /// The read failed (a reset, most often).
-    Failed(io::Error),
-}
-
-fn tcp(
-    target: &ProbeTarget,
-    addrs: &[SocketAddr],
-    bounds: Bounds,
-    connect_by: Instant,
-    answer_cap: Instant,
-) -> ProbeResult {
-    let mut last: Option<io::Error> = None;
-    let mut stream = None;
-    for addr in addrs {
-        let left = connect_by.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        match TcpStream::connect_timeout(addr, left) {
-            Ok(s) => {
-                stream = Some(s);
-                break;
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    let Some(mut stream) = stream else {
-        let detail = match last {
-            Some(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                "the connection was refused".to_string()
-            }
-            Some(e) if e.kind() != io::ErrorKind::TimedOut => {
-                format!("no connection ({})", io_words(&e))
-            }
-            _ => format!("no connection within {}", secs(bounds.connect)),
-        };
-        return refused(target, detail);
-    };
-
-    let (request, dns_id) = tcp_request(target);
-    let asked = Instant::now();
-    let answer_by = (asked + bounds.answer).min(answer_cap);
-    // A server that closes at once may still have spoken first: whatever the
-    // write does, read what came back.
-    let sent = stream
-        .set_write_timeout(Some(at_least_a_ms(
-            answer_by.saturating_duration_since(asked),
-        )))
-        .and_then(|()| stream.write_all(&request));
-    let (buf, end) = read_answer(&mut stream, answer_by, dns_id);
-    if !buf.is_empty() {
-        let detail =
-            describe_tcp(&buf, dns_id, true).unwrap_or_else(|| no_expected_protocol(buf.len()));
-        return result(target, ProbeOutcome::Answered, buf.len(), detail);
-    }
-    let mut detail = match end {
-        End::Enough | End::Closed => "accepted, then closed with nothing sent back".to_string(),
-        End::Silent => format!(
-            "accepted and held open; nothing came back within {}",
-            secs(answer_by.saturating_duration_since(asked))
-        ),
-        End::Failed(e) if e.kind() == io::ErrorKind::ConnectionReset => {
-            "accepted, then reset with nothing sent back".to_string()
-        }
-        End::Failed(e) => format!(
-            "accepted, then the read failed with nothing sent back ({})",
-            io_words(&e)
-        ),
-    };
-    if let Err(e) = sent {
-        detail.push_str(&format!(
-            "; the request could not be sent ({})",
-            io_words(&e)
-        ));
-    }
-    result(target, ProbeOutcome::Accepted, 0, detail)
-}
-
-/// Read at most [`PROBE_READ_BYTES`] until the bytes say what they are, the
-/// far side closes, or `answer_by` passes.
-fn read_answer(stream: &mut TcpStream, answer_by: Instant, dns_id: Option<u16>) -> (Vec<u8>, End) {
-    let mut buf = vec![0u8; PROBE_READ_BYTES];
-    let mut got = 0;
-    let end = loop {
-        if got == buf.len() || (got > 0 && describe_tcp(&buf[..got], dns_id, false).is_some()) {
-            break End::Enough;
-        }
-        let left = answer_by.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break End::Silent;
-        }
-        if let Err(e) = stream.set_read_timeout(Some(left)) {
-            break End::Failed(e);
-        }
-        match stream.read(&mut buf[got..]) {
-            Ok(0) => break End::Closed,
-            Ok(n) => got += n,
-            // The clock above decides when the bound has passed.
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::Interrupted
-                        | io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                ) => {}
-            Err(e) => break End::Failed(e),
-        }
-    };
-    buf.truncate(got);
-    (buf, end)
-}
-
-fn udp(
-    target: &ProbeTarget,
-    addrs: &[SocketAddr],
-    bounds: Bounds,
-    answer_cap: Instant,
-) -> ProbeResult {
-    let id = u16::from_be_bytes(random_bytes::<2>());
-    let query = dns_query(id);
-    let mut last: Option<io::Error> = None;
-    let mut socket = None;
-    for addr in addrs {
-        let local: SocketAddr = if addr.is_ipv4() {
-            (Ipv4Addr::UNSPECIFIED, 0).into()
-        } else {
-            (Ipv6Addr::UNSPECIFIED, 0).into()
-        };
-        // Connected, so only the target's datagrams come back, and an ICMP
-        // port unreachable comes back as ECONNREFUSED.
-        let sent = UdpSocket::bind(local).and_then(|s| {
-            s.connect(addr)?;
-            s.send(&query)?;
-            Ok(s)
-        });
-        match sent {
-            Ok(s) => {
-                socket = Some(s);
-                break;
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    let Some(socket) = socket else {
-        let why = last.map_or_else(|| "no address".to_string(), |e| io_words(&e));
-        return refused(target, format!("the datagram could not be sent ({why})"));
-    };
-    let asked = Instant::now();
-    let answer_by = (asked + bounds.answer).min(answer_cap);
-    let mut buf = vec![0u8; PROBE_READ_BYTES];
-    loop {
-        let left = answer_by.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return refused(
-                target,
-                format!(
-                    "no reply within {}",
-                    secs(answer_by.saturating_duration_since(asked))
-                ),
-            );
-        }
-        if let Err(e) = socket.set_read_timeout(Some(left)) {
-            return refused(target, format!("no reply ({})", io_words(&e)));
-        }
-        match socket.recv(&mut buf) {
-            // Any datagram that came back is an answer, the empty one too.
-            Ok(n) => {
-                let detail = if is_dns_answer(&buf[..n], id) {
-                    DNS_ANSWER.to_string()
-                } else {
-                    "a UDP datagram that is not the DNS answer".to_string()
-                };
-                return result(target, ProbeOutcome::Answered, n, detail);
-            }
-            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                return refused(
-                    target,
-                    "ICMP port unreachable: the far side refused the datagram".to_string(),
-                );
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::Interrupted
-                        | io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                ) => {}
-            Err(e) => return refused(target, format!("no reply ({})", io_words(&e))),
-        }
-    }
-}
-
-/// The first bytes sent to a TCP target, by its port, and the DNS id when it
-/// is a DNS query.
-fn tcp_request(target: &ProbeTarget) -> (Vec<u8>, Option<u16>) {
-    match target.port {
-        443 => {
-            // An IP literal is no server name (RFC 6066, section 3).
-            let sni = target.ip().is_none().then_some(target.host.as_str());
-            (client_hello(sni, &random_bytes::<32>()), None)
-        }
-        53 => {
-            let id = u16::from_be_bytes(random_bytes::<2>());
-            let query = dns_query(id);
-            let mut framed = Vec::with_capacity(2 + query.len());
-            put_u16(&mut framed, query.len());
-            framed.extend_from_slice(&query);
-            (framed, Some(id))
-        }
-        // 80, and any other port: HTTP is the most common protocol where the
-        // client speaks first; a server that speaks first answers anything.
-        _ => (http_head(target), None),
-    }
-}
-
-/// `HEAD / HTTP/1.0` with the target's host.
-fn http_head(target: &ProbeTarget) -> Vec<u8> {
-    let host = if target.host.contains(':') {
-        format!("[{}]", target.host)
-    } else {
-        target.host.clone()
-    };
-    format!("HEAD / HTTP/1.0\r\nHost: {host}\r\n\r\n").into_bytes()
-}
-
-/// TLS 1.2 cipher suites a server of today accepts: ECDHE with AES-GCM and
-/// ChaCha20, then plain RSA key exchange for an old one.
-const CIPHER_SUITES: &[u16] = &[
-    0xc02b, 0xc02f, 0xc02c, 0xc030, 0xcca9, 0xcca8, 0x009c, 0x009d, 0x002f, 0x0035,
-];
-/// x25519, secp256r1, secp384r1.
-const GROUPS: &[u16] = &[0x001d, 0x0017, 0x0018];
-/// ECDSA, RSA-PSS and RSA PKCS#1 with SHA-256/384/512, and RSA with SHA-1.
-const SIGNATURE_ALGORITHMS: &[u16] = &[
-    0x0403, 0x0804, 0x0401, 0x0503, 0x0805, 0x0501, 0x0806, 0x0601, 0x0201,
-];
-
-/// A TLS 1.2 ClientHello record: enough for any TLS server to answer with a
-/// ServerHello or an alert. `server_name` becomes the SNI extension.
-fn client_hello(server_name: Option<&str>, random: &[u8; 32]) -> Vec<u8> {
-    let mut extensions = Vec::new();
-    if let Some(name) = server_name {
-        let mut list = vec![0u8]; // name_type host_name
-        put_u16(&mut list, name.len());
-        list.extend_from_slice(name.as_bytes());
-        let mut body = Vec::new();
-        put_u16(&mut body, list.len());
-        body.extend_from_slice(&list);
-        put_extension(&mut extensions, 0x0000, &body);
-    }
-    put_extension(&mut extensions, 0x000a, &u16_list(GROUPS));
-    put_extension(&mut extensions, 0x000b, &[1, 0]); // ec_point_formats: uncompressed
-    put_extension(&mut extensions, 0x000d, &u16_list(SIGNATURE_ALGORITHMS));
-    put_extension(&mut extensions, 0x0017, &[]); // extended_master_secret
-    put_extension(&mut extensions, 0xff01, &[0]); // renegotiation_info, initial
-
-    let mut hello = vec![0x03, 0x03]; // client_version TLS 1.2
-    hello.extend_from_slice(random);
-    hello.push(0); // no session id
-    hello.extend_from_slice(&u16_list(CIPHER_SUITES));
-    hello.extend_from_slice(&[1, 0]); // compression: null only
-    put_u16(&mut hello, extensions.len());
-    hello.extend_from_slice(&extensions);
-
-    let mut handshake = vec![1]; // client_hello
-    handshake.extend_from_slice(&(hello.len() as u32).to_be_bytes()[1..]);
-    handshake.extend_from_slice(&hello);
-
-    // Record version 1.0, as every client sends its first record.
-    let mut record = vec![0x16, 0x03, 0x01];
-    put_u16(&mut record, handshake.len());
-    record.extend_from_slice(&handshake);
-    record
-}
-
-fn put_extension(out: &mut Vec<u8>, kind: u16, body: &[u8]) {
-    out.extend_from_slice(&kind.to_be_bytes());
-    put_u16(out, body.len());
-    out.extend_from_slice(body);
-}
-
-/// A list of u16s behind its 2-byte length in bytes.
-fn u16_list(items: &[u16]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(2 + 2 * items.len());
-    put_u16(&mut out, 2 * items.len());
-    for i in items {
-        out.extend_from_slice(&i.to_be_bytes());
-    }
-    out
-}
-
-/// A length as 2 bytes; every length here is a few hundred bytes at most.
-fn put_u16(out: &mut Vec<u8>, n: usize) {
-    out.extend_from_slice(&(n as u16).to_be_bytes());
-}
-
-/// A recursive DNS query for example.com's A records.
-fn dns_query(id: u16) -> Vec<u8> {
-    let mut q = Vec::with_capacity(29);
-    q.extend_from_slice(&id.to_be_bytes());
-    q.extend_from_slice(&[0x01, 0x00]); // RD: recursion desired
-    q.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, 0]); // one question
-    for label in ["example", "com"] {
-        q.push(label.len() as u8);
-        q.extend_from_slice(label.as_bytes());
-    }
-    q.push(0);
-    q.extend_from_slice(&[0, 1, 0, 1]); // QTYPE A, QCLASS IN
-    q
-}
-
-/// A DNS message with the query's id and the response bit.
-fn is_dns_answer(msg: &[u8], id: u16) -> bool {
-    msg.len() >= 3 && msg[..2] == id.to_be_bytes() && msg[2] & 0x80 != 0
-}
-
-enum Match {
-    Yes(String),
-    Maybe,
-    No,
-}
-
-/// What the bytes from a TCP target are, or None while more bytes could still
-/// change that (`done` says no more will come).
-fn describe_tcp(buf: &[u8], dns_id: Option<u16>, done: bool) -> Option<String> {
-    let dns = match (dns_id, buf.get(2..)) {
-        (None, _) => Match::No,
-        (Some(_), None) => Match::Maybe,
-        (Some(id), Some(msg)) if msg.len() < 3 => {
-            if msg.len() < 2 || msg[..2] == id.to_be_bytes() {
-                Match::Maybe
-            } else {
-                Match::No
-            }
-        }
-        (Some(id), Some(msg)) if is_dns_answer(msg, id) => Match::Yes(DNS_ANSWER.into()),
-        (Some(_), Some(_)) => Match::No,
-    };
-    let mut maybe = false;
-    for m in [dns, tls_match(buf), http_match(buf, done)] {
-        match m {
-            Match::Yes(d) => return Some(d),
-            Match::Maybe => maybe = true,
-            Match::No => {}
-        }
-    }
-    (done || !maybe).then(|| no_expected_protocol(buf.len()))
-}
-
-fn tls_match(buf: &[u8]) -> Match {
-    match buf {
-        [0x15 | 0x16] => Match::Maybe,
-        [0x15, 0x03, ..] => Match::Yes("TLS alert".into()),
-        [0x16, 0x03, _, _, _, 2, ..] => Match::Yes("TLS ServerHello".into()),
-        [0x16, 0x03, rest @ ..] if rest.len() < 4 => Match::Maybe,
-        _ => Match::No,
-    }
-}
-
-/// The most of an HTTP status line a detail carries.
-const STATUS_LINE_CHARS: usize = 128;
-
-fn http_match(buf: &[u8], done: bool) -> Match {
-    const PREFIX: &[u8] = b"HTTP/1.";
-    if buf.len() < PREFIX.len() {
-        return if PREFIX.starts_with(buf) {
-            Match::Maybe
-        } else {
-            Match::No
-        };
-    }
-    if !buf.starts_with(PREFIX) {
-        return Match::No;
-    }
-    let end = buf.iter().position(|&b| b == b'\r' || b == b'\n');
-    if end.is_none() && !done && buf.len() < STATUS_LINE_CHARS {
-        return Match::Maybe;
-    }
-    let line = &buf[..end.unwrap_or(buf.len()).min(STATUS_LINE_CHARS)];
-    // Words only: anything but printable ASCII reads as '?'.
-    let line: String = line
-        .iter()
-        .map(|&b| {
-            if b.is_ascii_graphic() || b == b' ' {
-                b as char
-            } else {
-                '?'
-            }
-        })
-        .collect();
-    Match::Yes(format!("HTTP status line: {line}"))
-}
-
-fn no_expected_protocol(n: usize) -> String {
-    format!("{n} bytes of no expected protocol")
-}
-
-/// Random bytes from the kernel (/dev/urandom); where that cannot be read,
-/// from std's hasher keys, which std draws from getrandom(2). Only nonces and
-/// DNS ids use them: nothing is encrypted with them.
-fn random_bytes<const N: usize>() -> [u8; N] {
-    let mut out = [0u8; N];
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut out));
-    if read.is_err() {
-        for (i, chunk) in out.chunks_mut(8).enumerate() {
-            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_usize(i);
-            let word = h.finish().to_le_bytes();
-            chunk.copy_from_slice(&word[..chunk.len()]);
-        }
-    }
-    out
-}
-
 /// A duration in words: "10 s", "0.3 s".
 fn secs(d: Duration) -> String {
     if d.as_millis().is_multiple_of(1000) {
@@ -753,33 +283,36 @@ fn io_words(e: &io::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::net::TcpListener;
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream, UdpSocket};
+
+    use crate::protocol::ProbeProtocol;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use super::*;
 
     /// Short bounds, so a silent target costs a test a fraction of a second.
-    const SHORT: Bounds = Bounds {
+    pub(super) const SHORT: Bounds = Bounds {
         connect: Duration::from_secs(2),
         answer: Duration::from_millis(300),
         total: Duration::from_secs(5),
     };
 
-    fn target(s: &str) -> ProbeTarget {
+    pub(super) fn target(s: &str) -> ProbeTarget {
         parse_target(s).unwrap()
     }
 
-    fn probe(targets: &[ProbeTarget]) -> Vec<ProbeResult> {
+    pub(super) fn probe(targets: &[ProbeTarget]) -> Vec<ProbeResult> {
         let jobs: Vec<_> = targets.iter().map(|t| (t.clone(), SHORT)).collect();
         check_all(&jobs, check)
     }
 
-    fn probe_one(t: &str) -> ProbeResult {
+    pub(super) fn probe_one(t: &str) -> ProbeResult {
         probe(&[target(t)]).remove(0)
     }
 
-    fn want(t: &str, outcome: ProbeOutcome, bytes: u64, detail: &str) -> ProbeResult {
+    pub(super) fn want(t: &str, outcome: ProbeOutcome, bytes: u64, detail: &str) -> ProbeResult {
         let target = target(t);
         ProbeResult {
             target: target.to_string(),
@@ -792,7 +325,7 @@ mod tests {
 
     /// A TCP listener on 127.0.0.1 whose one connection `serve` handles;
     /// the port and what the listener read, once the connection ends.
-    fn tcp_server(
+    pub(super) fn tcp_server(
         serve: impl FnOnce(&mut TcpStream) -> Vec<u8> + Send + 'static,
     ) -> (u16, std::thread::JoinHandle<Vec<u8>>) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -805,8 +338,18 @@ mod tests {
         (port, handle)
     }
 
+    /// A server that says `greeting` first, then reads the request.
+    pub(super) fn speaking_server(
+        greeting: &'static [u8],
+    ) -> (u16, std::thread::JoinHandle<Vec<u8>>) {
+        tcp_server(move |conn| {
+            conn.write_all(greeting).unwrap();
+            read_request(conn)
+        })
+    }
+
     /// Read until the blank line that ends an HTTP request (or EOF).
-    fn read_request(conn: &mut TcpStream) -> Vec<u8> {
+    pub(super) fn read_request(conn: &mut TcpStream) -> Vec<u8> {
         let mut got = Vec::new();
         let mut byte = [0u8; 1];
         while !got.ends_with(b"\r\n\r\n") {
@@ -818,261 +361,9 @@ mod tests {
         got
     }
 
-    fn closed_port() -> u16 {
+    pub(super) fn closed_port() -> u16 {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
-    }
-
-    #[test]
-    fn a_server_that_speaks_first_answers() {
-        let (port, server) = tcp_server(|conn| {
-            conn.write_all(b"SSH-2.0-x\r\n").unwrap();
-            read_request(conn)
-        });
-        let t = format!("127.0.0.1:{port}");
-        assert_eq!(
-            probe_one(&t),
-            want(
-                &t,
-                ProbeOutcome::Answered,
-                11,
-                "11 bytes of no expected protocol"
-            )
-        );
-        // Any port but 443 and 53 is sent an HTTP HEAD with the target's host.
-        assert_eq!(
-            server.join().unwrap(),
-            b"HEAD / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"
-        );
-    }
-
-    #[test]
-    fn an_http_server_answers_with_its_status_line() {
-        let (port, server) = tcp_server(|conn| {
-            let got = read_request(conn);
-            conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-                .unwrap();
-            got
-        });
-        let t = format!("127.0.0.1:{port}");
-        let r = probe_one(&t);
-        assert_eq!(r.outcome, ProbeOutcome::Answered, "{r:?}");
-        assert_eq!(r.detail, "HTTP status line: HTTP/1.1 200 OK");
-        assert!(r.bytes >= 17, "{r:?}");
-        let got = server.join().unwrap();
-        assert!(got.starts_with(b"HEAD / HTTP/1.0\r\n"), "{got:?}");
-        assert_eq!(got, b"HEAD / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-    }
-
-    #[test]
-    fn a_tls_alert_is_an_answer() {
-        let (port, server) = tcp_server(|conn| {
-            let got = read_request(conn);
-            // fatal (2), handshake_failure (40)
-            conn.write_all(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28])
-                .unwrap();
-            got
-        });
-        let t = format!("127.0.0.1:{port}");
-        let r = probe_one(&t);
-        assert_eq!(r.outcome, ProbeOutcome::Answered, "{r:?}");
-        assert_eq!(r.detail, "TLS alert");
-        server.join().unwrap();
-    }
-
-    #[test]
-    fn a_silent_server_held_open_is_accepted_never_reached() {
-        let release = Arc::new(AtomicBool::new(false));
-        let held = Arc::clone(&release);
-        let (port, server) = tcp_server(move |conn| {
-            let got = read_request(conn);
-            while !held.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            got
-        });
-        let t = format!("127.0.0.1:{port}");
-        let results = probe(&[target(&t)]);
-        release.store(true, Ordering::SeqCst);
-        assert_eq!(
-            results,
-            [want(
-                &t,
-                ProbeOutcome::Accepted,
-                0,
-                "accepted and held open; nothing came back within 0.3 s"
-            )]
-        );
-        server.join().unwrap();
-        let report = report(results, None);
-        assert_eq!(report.accepted, [t]);
-        assert!(report.reached.is_empty());
-    }
-
-    #[test]
-    fn a_server_that_closes_silently_is_accepted() {
-        let (port, server) = tcp_server(|conn| {
-            let got = read_request(conn);
-            conn.shutdown(std::net::Shutdown::Both).unwrap();
-            got
-        });
-        let t = format!("127.0.0.1:{port}");
-        assert_eq!(
-            probe_one(&t),
-            want(
-                &t,
-                ProbeOutcome::Accepted,
-                0,
-                "accepted, then closed with nothing sent back"
-            )
-        );
-        server.join().unwrap();
-    }
-
-    #[test]
-    fn a_closed_port_is_refused() {
-        let t = format!("127.0.0.1:{}", closed_port());
-        assert_eq!(
-            probe_one(&t),
-            want(&t, ProbeOutcome::Refused, 0, "the connection was refused")
-        );
-    }
-
-    #[test]
-    fn a_name_is_resolved_and_every_address_tried() {
-        // localhost may resolve to ::1 first, where nothing listens.
-        let (port, server) = tcp_server(|conn| {
-            conn.write_all(b"220 smtp\r\n").unwrap();
-            read_request(conn)
-        });
-        let t = format!("localhost:{port}");
-        assert_eq!(
-            probe_one(&t),
-            want(
-                &t,
-                ProbeOutcome::Answered,
-                10,
-                "10 bytes of no expected protocol"
-            )
-        );
-        assert_eq!(
-            server.join().unwrap(),
-            b"HEAD / HTTP/1.0\r\nHost: localhost\r\n\r\n"
-        );
-    }
-
-    #[test]
-    fn a_name_that_does_not_resolve_is_refused_saying_so() {
-        let t = "nothing.invalid:80";
-        let r = probe_one(t);
-        assert_eq!(r.outcome, ProbeOutcome::Refused, "{r:?}");
-        assert!(
-            r.detail
-                .starts_with("the name nothing.invalid does not resolve (")
-                || r.detail == STILL_CONNECTING,
-            "{r:?}"
-        );
-    }
-
-    /// A DNS server on 127.0.0.1 that answers one query with `answer` made
-    /// from it; the port and the query it got.
-    fn udp_server(
-        answer: impl FnOnce(&[u8]) -> Vec<u8> + Send + 'static,
-    ) -> (u16, std::thread::JoinHandle<Vec<u8>>) {
-        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = socket.local_addr().unwrap().port();
-        let handle = std::thread::spawn(move || {
-            socket
-                .set_read_timeout(Some(Duration::from_secs(5)))
-                .unwrap();
-            let mut buf = [0u8; 512];
-            let (n, from) = socket.recv_from(&mut buf).unwrap();
-            let query = buf[..n].to_vec();
-            socket.send_to(&answer(&query), from).unwrap();
-            query
-        });
-        (port, handle)
-    }
-
-    #[test]
-    fn a_udp_dns_answer_with_the_query_id_is_reached() {
-        let (port, server) = udp_server(|query| {
-            let mut reply = query.to_vec();
-            reply[2] = 0x81; // QR, RD
-            reply[3] = 0x80; // RA
-            reply
-        });
-        let t = format!("127.0.0.1:{port}/udp");
-        assert_eq!(
-            probe_one(&t),
-            want(&t, ProbeOutcome::Answered, 29, DNS_ANSWER)
-        );
-        let query = server.join().unwrap();
-        assert_eq!(query.len(), 29);
-        assert_eq!(query[2..], dns_query(0)[2..], "{query:?}");
-    }
-
-    #[test]
-    fn a_udp_datagram_that_is_not_the_answer_still_answers() {
-        let (port, server) = udp_server(|query| {
-            let mut reply = query.to_vec();
-            reply[0] ^= 0xff; // another id
-            reply[2] |= 0x80;
-            reply
-        });
-        let t = format!("127.0.0.1:{port}/udp");
-        assert_eq!(
-            probe_one(&t),
-            want(
-                &t,
-                ProbeOutcome::Answered,
-                29,
-                "a UDP datagram that is not the DNS answer"
-            )
-        );
-        server.join().unwrap();
-
-        let (port, server) = udp_server(|_| b"hello".to_vec());
-        let t = format!("127.0.0.1:{port}/udp");
-        assert_eq!(
-            probe_one(&t),
-            want(
-                &t,
-                ProbeOutcome::Answered,
-                5,
-                "a UDP datagram that is not the DNS answer"
-            )
-        );
-        server.join().unwrap();
-    }
-
-    #[test]
-    fn a_udp_port_nobody_listens_on_is_refused() {
-        let port = {
-            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-            s.local_addr().unwrap().port()
-        };
-        let t = format!("127.0.0.1:{port}/udp");
-        assert_eq!(
-            probe_one(&t),
-            want(
-                &t,
-                ProbeOutcome::Refused,
-                0,
-                "ICMP port unreachable: the far side refused the datagram"
-            )
-        );
-    }
-
-    #[test]
-    fn a_silent_udp_server_is_refused() {
-        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let t = format!("127.0.0.1:{}/udp", socket.local_addr().unwrap().port());
-        assert_eq!(
-            probe_one(&t),
-            want(&t, ProbeOutcome::Refused, 0, "no reply within 0.3 s")
-        );
-        drop(socket);
     }
 
     #[test]
@@ -1276,180 +567,6 @@ mod tests {
     #[test]
     fn main_refuses_a_malformed_target_in_words() {
         assert_eq!(main(&["example.com".into()], false), 1);
-    }
-
-    /// The extensions of a ClientHello record, as (type, body), after
-    /// checking every length on the way.
-    fn hello_extensions(record: &[u8], random: &[u8; 32]) -> Vec<(u16, Vec<u8>)> {
-        let u16_at = |i: usize| u16::from_be_bytes([record[i], record[i + 1]]) as usize;
-        assert_eq!(record[0], 0x16, "handshake record");
-        assert_eq!(record[1..3], [0x03, 0x01], "record version");
-        assert_eq!(u16_at(3), record.len() - 5, "record length");
-        assert_eq!(record[5], 1, "client_hello");
-        let hs_len = u32::from_be_bytes([0, record[6], record[7], record[8]]) as usize;
-        assert_eq!(hs_len, record.len() - 9, "handshake length");
-        assert_eq!(record[9..11], [0x03, 0x03], "client_version TLS 1.2");
-        assert_eq!(&record[11..43], random);
-        assert_eq!(record[43], 0, "no session id");
-        let suites = u16_at(44);
-        assert!(suites > 0 && suites % 2 == 0);
-        let mut i = 46 + suites;
-        assert_eq!(record[i..i + 2], [1, 0], "null compression");
-        i += 2;
-        assert_eq!(u16_at(i), record.len() - i - 2, "extensions length");
-        i += 2;
-        let mut out = Vec::new();
-        while i < record.len() {
-            let kind = u16_at(i) as u16;
-            let len = u16_at(i + 2);
-            out.push((kind, record[i + 4..i + 4 + len].to_vec()));
-            i += 4 + len;
-        }
-        assert_eq!(i, record.len());
-        out
-    }
-
-    #[test]
-    fn a_client_hello_names_a_dns_name_and_never_an_ip_literal() {
-        let random = [7u8; 32];
-        for (sni, want_name) in [(None, None), (Some("example.com"), Some("example.com"))] {
-            let ext = hello_extensions(&client_hello(sni, &random), &random);
-            let kinds: Vec<u16> = ext.iter().map(|(k, _)| *k).collect();
-            let server_name = ext.iter().find(|(k, _)| *k == 0x0000);
-            match want_name {
-                None => assert!(server_name.is_none(), "{kinds:x?}"),
-                Some(name) => {
-                    let (_, body) = server_name.unwrap();
-                    let mut want = ((name.len() + 3) as u16).to_be_bytes().to_vec();
-                    want.push(0);
-                    want.extend_from_slice(&(name.len() as u16).to_be_bytes());
-                    want.extend_from_slice(name.as_bytes());
-                    assert_eq!(body, &want);
-                }
-            }
-            for needed in [0x000a, 0x000b, 0x000d] {
-                assert!(kinds.contains(&needed), "{kinds:x?}");
-            }
-        }
-
-        // By target: an IP literal, v4 or v6, gets no SNI; a name does.
-        for (t, name) in [
-            ("1.1.1.1:443", None),
-            ("[2606:4700:4700::1111]:443", None),
-            ("one.one.one.one:443", Some("one.one.one.one")),
-        ] {
-            let (request, dns_id) = tcp_request(&target(t));
-            assert_eq!(dns_id, None);
-            let random: [u8; 32] = request[11..43].try_into().unwrap();
-            let ext = hello_extensions(&request, &random);
-            let sni = ext
-                .iter()
-                .find(|(k, _)| *k == 0)
-                .map(|(_, body)| String::from_utf8(body[5..].to_vec()).unwrap());
-            assert_eq!(sni.as_deref(), name, "{t}");
-        }
-    }
-
-    #[test]
-    fn each_client_hello_has_a_fresh_nonce() {
-        let (a, _) = tcp_request(&target("1.1.1.1:443"));
-        let (b, _) = tcp_request(&target("1.1.1.1:443"));
-        assert_ne!(a[11..43], b[11..43]);
-        assert_eq!(a[..11], b[..11]);
-        assert_eq!(a[43..], b[43..]);
-    }
-
-    #[test]
-    fn the_dns_query_asks_recursively_for_example_com_a() {
-        let q = dns_query(0xbeef);
-        let want: Vec<u8> = [
-            &[0xbe, 0xef][..],         // id
-            &[0x01, 0x00],             // flags: RD only (a query, not a response)
-            &[0, 1, 0, 0, 0, 0, 0, 0], // QDCOUNT 1
-            b"\x07example\x03com\x00", // QNAME
-            &[0, 1],                   // QTYPE A
-            &[0, 1],                   // QCLASS IN
-        ]
-        .concat();
-        assert_eq!(q, want);
-
-        // Over TCP (port 53): the same behind its 2-byte length, a random id.
-        let (framed, id) = tcp_request(&target("1.1.1.1:53"));
-        let id = id.unwrap();
-        assert_eq!(framed[..2], [0, 29]);
-        assert_eq!(framed[2..], dns_query(id));
-    }
-
-    #[test]
-    fn port_80_and_any_other_get_http_head_with_the_host() {
-        for (t, want) in [
-            (
-                "example.com:80",
-                "HEAD / HTTP/1.0\r\nHost: example.com\r\n\r\n",
-            ),
-            ("10.0.0.1:8080", "HEAD / HTTP/1.0\r\nHost: 10.0.0.1\r\n\r\n"),
-            ("[::1]:22", "HEAD / HTTP/1.0\r\nHost: [::1]\r\n\r\n"),
-        ] {
-            let (request, dns_id) = tcp_request(&target(t));
-            assert_eq!(String::from_utf8(request).unwrap(), want);
-            assert_eq!(dns_id, None);
-        }
-    }
-
-    #[test]
-    fn answers_are_described_by_what_came_back() {
-        let d = |buf: &[u8], id, done| describe_tcp(buf, id, done);
-        let hello = [0x16, 0x03, 0x03, 0x00, 0x31, 0x02, 0x00];
-        assert_eq!(d(&hello, None, false).as_deref(), Some("TLS ServerHello"));
-        // Too few bytes to tell: wait for more, unless no more will come.
-        assert_eq!(d(&hello[..3], None, false), None);
-        assert_eq!(
-            d(&hello[..3], None, true).as_deref(),
-            Some("3 bytes of no expected protocol")
-        );
-        assert_eq!(
-            d(&[0x15, 0x03, 0x01], None, false).as_deref(),
-            Some("TLS alert")
-        );
-        assert_eq!(
-            d(&[0x16, 0x03, 0x03, 0x00, 0x04, 0x0b], None, false).as_deref(),
-            Some("6 bytes of no expected protocol")
-        );
-        assert_eq!(d(b"HTTP/1.1 301 Mo", None, false), None);
-        assert_eq!(
-            d(b"HTTP/1.1 301 Moved\r\nLocation: x", None, false).as_deref(),
-            Some("HTTP status line: HTTP/1.1 301 Moved")
-        );
-        assert_eq!(
-            d(b"HTTP/1.1 301 Mo", None, true).as_deref(),
-            Some("HTTP status line: HTTP/1.1 301 Mo")
-        );
-        assert_eq!(
-            d(b"HTTP/1.0 200 \x01\xff\n", None, false).as_deref(),
-            Some("HTTP status line: HTTP/1.0 200 ??")
-        );
-        assert_eq!(
-            d(b"SSH-2.0-x\r\n", None, false).as_deref(),
-            Some("11 bytes of no expected protocol")
-        );
-        // DNS over TCP: length, then the id and the response bit.
-        let dns = [0x00, 0x2d, 0xbe, 0xef, 0x81, 0x80];
-        assert_eq!(d(&dns, Some(0xbeef), false).as_deref(), Some(DNS_ANSWER));
-        assert_eq!(d(&dns[..4], Some(0xbeef), false), None);
-        assert_eq!(
-            d(&dns, Some(0x1234), false).as_deref(),
-            Some("6 bytes of no expected protocol")
-        );
-        let query_echo = [0x00, 0x1d, 0xbe, 0xef, 0x01, 0x00];
-        assert_eq!(
-            d(&query_echo, Some(0xbeef), false).as_deref(),
-            Some("6 bytes of no expected protocol")
-        );
-
-        assert!(is_dns_answer(&[0xbe, 0xef, 0x81], 0xbeef));
-        assert!(!is_dns_answer(&[0xbe, 0xef, 0x01], 0xbeef));
-        assert!(!is_dns_answer(&[0xbe, 0xee, 0x81], 0xbeef));
-        assert!(!is_dns_answer(&[0xbe, 0xef], 0xbeef));
     }
 
     #[test]

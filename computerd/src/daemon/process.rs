@@ -3,15 +3,18 @@
 //! One table serves every connection. Each process has its own guard (as an
 //! exec.run does), rings for its output under one budget, an optional log
 //! file, and a stdin or terminal that writers take turns on.
+//!
+//! `table` holds the entries and the ring budget, `log` the log files, `pty`
+//! the terminals; the methods are here.
 
-use std::collections::BTreeMap;
+mod log;
+mod pty;
+mod table;
+
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use nix::fcntl::OFlag;
-use nix::sys::stat::Mode;
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
@@ -22,72 +25,22 @@ use tokio_util::sync::CancellationToken;
 use super::guard::GuardCommand;
 use super::ring::Ring;
 use super::runner::{self, Exit, Run, Stdio3};
-use super::{Daemon, exec, now_ms, proctree, sys};
+use super::{Daemon, check, exec, now_ms, proctree, sys};
 use crate::protocol::{
-    Bytes64, Empty, ErrorData, ErrorKind, ProcessInfo, ProcessListParams, ProcessListResult,
-    ProcessReadParams, ProcessReadResult, ProcessResizeParams, ProcessSignalParams,
-    ProcessSignalResult, ProcessStartParams, ProcessStartResult, ProcessWaitParams,
-    ProcessWaitResult, ProcessWriteParams, RpcError, Signal, Stream, clean_path, limits,
+    Bytes64, Empty, ErrorData, ErrorKind, ProcessListParams, ProcessListResult, ProcessReadParams,
+    ProcessReadResult, ProcessResizeParams, ProcessSignalParams, ProcessSignalResult,
+    ProcessStartParams, ProcessStartResult, ProcessWaitParams, ProcessWaitResult,
+    ProcessWriteParams, RpcError, Signal, clean_path, limits,
 };
+
+use log::{NewLog, create_log};
+use pty::{check_pty_size, pump_terminal, write_terminal};
+use table::{Ended, Entry, Inner, Which, info_of, read_entry, seq_of, unknown};
 
 pub struct Table {
     inner: Mutex<Inner>,
     /// Starts take turns.
     start_turn: tokio::sync::Mutex<()>,
-}
-
-#[derive(Default)]
-struct Inner {
-    entries: BTreeMap<u64, Entry>,
-    next_seq: u64,
-    /// Bytes kept by every ring together.
-    kept: u64,
-    /// Counts ends, so "the process that ended first" is well defined.
-    end_counter: u64,
-}
-
-struct Entry {
-    pid: i32,
-    argv: Vec<String>,
-    pty: bool,
-    started_at: i64,
-    ended: Option<Ended>,
-    keep_orphans: bool,
-    /// stdout, or the terminal's one stream.
-    out: Ring,
-    err: Ring,
-    log: Option<Log>,
-    run: Arc<Run>,
-    input: Option<Arc<Input>>,
-    terminal: Option<Arc<AsyncFd<OwnedFd>>>,
-    changed: watch::Sender<u64>,
-}
-
-impl Entry {
-    fn bump(&self) {
-        self.changed.send_modify(|v| *v = v.wrapping_add(1));
-    }
-
-    /// Every output stream has reached its end (or, with kept orphans, the
-    /// process has ended: what it left running may hold them open for good).
-    fn output_done(&self) -> bool {
-        (self.out.closed && self.err.closed) || (self.ended.is_some() && self.keep_orphans)
-    }
-}
-
-#[derive(Clone)]
-struct Ended {
-    order: u64,
-    at: i64,
-    exit_code: Option<i32>,
-    signal: Option<String>,
-}
-
-struct Log {
-    file: std::fs::File,
-    written: u64,
-    capped: bool,
-    error: Option<String>,
 }
 
 enum InputKind {
@@ -100,12 +53,6 @@ struct Input {
     kind: tokio::sync::Mutex<InputKind>,
 }
 
-#[derive(Clone, Copy)]
-enum Which {
-    Out,
-    Err,
-}
-
 enum Io {
     Terminal(Arc<AsyncFd<OwnedFd>>),
     Pipes(OwnedFd, OwnedFd),
@@ -115,252 +62,6 @@ impl Default for Table {
     fn default() -> Self {
         Self::new()
     }
-}
-
-fn seq_of(id: &str) -> Result<u64, RpcError> {
-    id.strip_prefix('p')
-        .and_then(|n| n.parse::<u64>().ok())
-        .ok_or_else(|| {
-            RpcError::invalid_field("id", format!("id {id:?} is not a process id (p1, p2, ...)"))
-        })
-}
-
-fn unknown(id: &str) -> RpcError {
-    RpcError::not_found(format!(
-        "no process {id}: it never existed, or the table (256 entries) let it go"
-    ))
-    .with_field("id")
-}
-
-fn check_pty_size(cols: u16, rows: u16) -> Result<(), RpcError> {
-    for (field, v) in [("cols", cols), ("rows", rows)] {
-        if v == 0 || v > limits::MAX_PTY_SIDE {
-            return Err(RpcError::invalid_field(
-                field,
-                format!(
-                    "{field} is {v}; a terminal has 1 to {} {field}",
-                    limits::MAX_PTY_SIDE
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-impl Inner {
-    fn remove(&mut self, seq: u64) {
-        if let Some(e) = self.entries.remove(&seq) {
-            self.kept -= e.out.kept() + e.err.kept();
-            e.bump();
-        }
-    }
-
-    /// Keep every ring together under the budget: first let go of the rings
-    /// of the processes that ended first; then cap each running ring at an
-    /// equal share (never under 64 KiB).
-    fn enforce_budget(&mut self) {
-        if self.kept <= limits::RING_BUDGET_BYTES {
-            return;
-        }
-        let mut ended: Vec<(u64, u64)> = self
-            .entries
-            .iter()
-            .filter(|(_, e)| e.out.kept() + e.err.kept() > 0)
-            .filter_map(|(s, e)| e.ended.as_ref().map(|x| (x.order, *s)))
-            .collect();
-        ended.sort_unstable();
-        for (_, seq) in ended {
-            if self.kept <= limits::RING_BUDGET_BYTES {
-                return;
-            }
-            if let Some(e) = self.entries.get_mut(&seq) {
-                let freed = e.out.release() + e.err.release();
-                self.kept -= freed;
-                e.bump();
-            }
-        }
-        if self.kept <= limits::RING_BUDGET_BYTES {
-            return;
-        }
-        let rings: u64 = self
-            .entries
-            .values()
-            .filter(|e| e.ended.is_none())
-            .map(|e| if e.pty { 1 } else { 2 })
-            .sum();
-        if rings == 0 {
-            return;
-        }
-        let share = (limits::RING_BUDGET_BYTES / rings).max(limits::RING_MIN_SHARE_BYTES) as usize;
-        let mut freed = 0;
-        for e in self.entries.values_mut().filter(|e| e.ended.is_none()) {
-            freed += e.out.shrink_to(share) + e.err.shrink_to(share);
-        }
-        self.kept -= freed;
-    }
-
-    fn push(&mut self, seq: u64, which: Which, data: &[u8]) {
-        let Some(e) = self.entries.get_mut(&seq) else {
-            return;
-        };
-        let ring = match which {
-            Which::Out => &mut e.out,
-            Which::Err => &mut e.err,
-        };
-        let delta = ring.push(data);
-        if let Some(log) = e.log.as_mut() {
-            log.append(data);
-        }
-        e.bump();
-        self.kept = (self.kept as i64 + delta) as u64;
-        self.enforce_budget();
-    }
-
-    fn close(&mut self, seq: u64, which: Which) {
-        if let Some(e) = self.entries.get_mut(&seq) {
-            match which {
-                Which::Out => e.out.closed = true,
-                Which::Err => e.err.closed = true,
-            }
-            e.bump();
-        }
-    }
-}
-
-impl Log {
-    /// Append what fits under the cap. A failed or short write stops the log
-    /// for good, so the file stays a true prefix of the output.
-    fn append(&mut self, data: &[u8]) {
-        if self.error.is_some() || data.is_empty() {
-            return;
-        }
-        let room = limits::MAX_LOG_BYTES.saturating_sub(self.written) as usize;
-        if data.len() > room {
-            self.capped = true;
-        }
-        let mut todo = &data[..data.len().min(room)];
-        while !todo.is_empty() {
-            match self.file.write_at(todo, self.written) {
-                Ok(0) => {
-                    self.error = Some(format!(
-                        "writing the log stopped at {} bytes: the disk took no more",
-                        self.written
-                    ));
-                    return;
-                }
-                Ok(n) if n < todo.len() => {
-                    self.written += n as u64;
-                    self.error = Some(format!(
-                        "writing the log stopped at {} bytes: a write was short (is the disk full?)",
-                        self.written
-                    ));
-                    return;
-                }
-                Ok(n) => {
-                    self.written += n as u64;
-                    todo = &todo[n..];
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    self.error = Some(format!(
-                        "writing the log stopped at {} bytes: {e}",
-                        self.written
-                    ));
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// A log file made for a start, removed again if the start fails.
-struct NewLog {
-    file: std::fs::File,
-    parent: OwnedFd,
-    name: String,
-}
-
-impl NewLog {
-    fn remove(self) {
-        let _ = nix::unistd::unlinkat(
-            self.parent.as_fd(),
-            self.name.as_str(),
-            nix::unistd::UnlinkatFlags::NoRemoveDir,
-        );
-    }
-    fn into_log(self) -> Log {
-        Log {
-            file: self.file,
-            written: 0,
-            capped: false,
-            error: None,
-        }
-    }
-}
-
-/// Make the log file: each directory entered from the one above with
-/// O_NOFOLLOW|O_DIRECTORY (missing ones made), the file with
-/// O_CREAT|O_EXCL|O_NOFOLLOW, so no link anywhere on the way is followed.
-fn create_log(path: &str) -> Result<NewLog, RpcError> {
-    let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let Some((name, dirs)) = parts.split_last() else {
-        return Err(RpcError::invalid_field(
-            "log",
-            "log must name a file, not /",
-        ));
-    };
-    let dir_flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let denied_link = |at: &str| {
-        RpcError::denied(format!("log {path}: {at} is a symbolic link or not a directory; the log is never made through a link"))
-            .with_field("log")
-    };
-    let mut dir = nix::fcntl::open("/", dir_flags, Mode::empty())
-        .map_err(|e| sys::path_error("log", "/", e))?;
-    let mut walked = String::new();
-    for part in dirs {
-        walked.push('/');
-        walked.push_str(part);
-        let next = match nix::fcntl::openat(dir.as_fd(), *part, dir_flags, Mode::empty()) {
-            Ok(fd) => fd,
-            Err(nix::errno::Errno::ENOENT) => {
-                match nix::sys::stat::mkdirat(dir.as_fd(), *part, Mode::from_bits_truncate(0o755)) {
-                    Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
-                    Err(e) => {
-                        return Err(sys::path_error("log: making", &walked, e).with_field("log"));
-                    }
-                }
-                nix::fcntl::openat(dir.as_fd(), *part, dir_flags, Mode::empty()).map_err(|e| {
-                    match e {
-                        nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR => {
-                            denied_link(&walked)
-                        }
-                        e => sys::path_error("log: entering", &walked, e).with_field("log"),
-                    }
-                })?
-            }
-            Err(nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR) => {
-                return Err(denied_link(&walked));
-            }
-            Err(e) => return Err(sys::path_error("log: entering", &walked, e).with_field("log")),
-        };
-        dir = next;
-    }
-    let flags =
-        OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let fd = nix::fcntl::openat(dir.as_fd(), *name, flags, Mode::from_bits_truncate(0o644))
-        .map_err(|e| match e {
-            nix::errno::Errno::EEXIST => RpcError::exists(format!(
-                "log {path}: a file is already there; give a new path"
-            ))
-            .with_field("log"),
-            nix::errno::Errno::ELOOP => denied_link(path),
-            e => sys::path_error("log: creating", path, e).with_field("log"),
-        })?;
-    Ok(NewLog {
-        file: std::fs::File::from(fd),
-        parent: dir,
-        name: (*name).to_string(),
-    })
 }
 
 impl Table {
@@ -519,29 +220,8 @@ impl Table {
             ))
         };
         let (stdio, io, stdin_w) = if let Some(size) = p.pty {
-            let ws = nix::pty::Winsize {
-                ws_row: size.rows,
-                ws_col: size.cols,
-                ws_xpixel: 0,
-                ws_ypixel: 0,
-            };
-            let pty = nix::pty::openpty(&ws, None).map_err(|e| io_err(e.into()))?;
-            set_cloexec_nonblock(&pty.master).map_err(io_err)?;
-            set_cloexec(&pty.slave).map_err(io_err)?;
-            let s1 = sys::dup_above(pty.slave.as_fd(), 3).map_err(io_err)?;
-            let s2 = sys::dup_above(pty.slave.as_fd(), 3).map_err(io_err)?;
-            // SAFETY: the master is an OwnedFd moved into the AsyncFd, so it
-            // stays open and the same descriptor for the AsyncFd's whole life.
-            let master = unsafe { AsyncFd::register(pty.master) }.map_err(|e| io_err(e.into()))?;
-            (
-                Stdio3 {
-                    stdin: pty.slave,
-                    stdout: s1,
-                    stderr: s2,
-                },
-                Io::Terminal(Arc::new(master)),
-                None,
-            )
+            let (stdio, master) = pty::open(size).map_err(io_err)?;
+            (stdio, Io::Terminal(Arc::new(master)), None)
         } else {
             let (out_r, out_w) = sys::pipe().map_err(io_err)?;
             let (err_r, err_w) = sys::pipe().map_err(io_err)?;
@@ -585,20 +265,11 @@ impl Table {
         p: ProcessReadParams,
         cancel: CancellationToken,
     ) -> Result<ProcessReadResult, RpcError> {
-        let max = p.max_bytes.unwrap_or(limits::MAX_CHUNK_BYTES);
-        if max == 0 {
-            return Err(RpcError::invalid_field(
-                "maxBytes",
-                "maxBytes must be at least 1",
-            ));
-        }
-        if max > limits::MAX_CHUNK_BYTES {
-            return Err(RpcError::over_limit(
-                "maxBytes",
-                max,
-                limits::MAX_CHUNK_BYTES,
-            ));
-        }
+        let max = check::one_to(
+            "maxBytes",
+            p.max_bytes.unwrap_or(limits::MAX_CHUNK_BYTES),
+            limits::MAX_CHUNK_BYTES,
+        )?;
         let wait = p.wait_ms.unwrap_or(0);
         if wait > limits::MAX_WAIT_MS {
             return Err(RpcError::over_limit("waitMs", wait, limits::MAX_WAIT_MS));
@@ -875,146 +546,6 @@ fn write_timeout(id: &str, written: usize, total: usize) -> RpcError {
     e
 }
 
-fn info_of(seq: u64, e: &Entry) -> ProcessInfo {
-    let mut argv = Vec::new();
-    let mut bytes = 2usize;
-    let mut clipped = false;
-    for a in &e.argv {
-        let n = serde_json::to_string(a)
-            .map(|s| s.len() + 1)
-            .unwrap_or(usize::MAX);
-        if bytes.saturating_add(n) > limits::MAX_LISTED_ARGV_BYTES {
-            clipped = true;
-            break;
-        }
-        bytes += n;
-        argv.push(a.clone());
-    }
-    ProcessInfo {
-        id: format!("p{seq}"),
-        pid: e.pid,
-        argv,
-        argv_clipped: clipped,
-        pty: e.pty,
-        running: e.ended.is_none(),
-        exit_code: e.ended.as_ref().and_then(|x| x.exit_code),
-        signal: e.ended.as_ref().and_then(|x| x.signal.clone()),
-        started_at: e.started_at,
-        ended_at: e.ended.as_ref().map(|x| x.at),
-    }
-}
-
-fn read_entry(e: &Entry, p: &ProcessReadParams, max: usize) -> Result<ProcessReadResult, RpcError> {
-    let no_stream = |why: &str| {
-        RpcError::invalid_field(
-            "stream",
-            format!("{} has no {} stream: {why}", p.id, p.stream),
-        )
-    };
-    let ring = match p.stream {
-        Stream::Stdout if !e.pty => &e.out,
-        Stream::Stderr if !e.pty => &e.err,
-        Stream::Pty if e.pty => &e.out,
-        Stream::Stdout | Stream::Stderr => {
-            return Err(no_stream("it runs in a terminal; read stream pty"));
-        }
-        Stream::Pty => {
-            return Err(no_stream(
-                "it was started without pty; read stdout or stderr",
-            ));
-        }
-        Stream::Log => return read_log(e, p, max),
-    };
-    let r = ring.read(p.offset, max, &p.stream.to_string())?;
-    let stream_done = ring.closed || (e.ended.is_some() && e.keep_orphans) || ring.is_released();
-    Ok(ProcessReadResult {
-        exited: e.ended.is_some() && stream_done && r.next_offset == ring.size(),
-        size: ring.size(),
-        data: Bytes64(r.data),
-        next_offset: r.next_offset,
-        dropped: r.dropped,
-        capped: None,
-        log_error: None,
-    })
-}
-
-fn read_log(e: &Entry, p: &ProcessReadParams, max: usize) -> Result<ProcessReadResult, RpcError> {
-    let log = e.log.as_ref().ok_or_else(|| {
-        RpcError::invalid_field(
-            "stream",
-            format!("{} has no log stream: it was started without log", p.id),
-        )
-    })?;
-    let size = log.written;
-    if p.offset > size {
-        return Err(RpcError::invalid_field(
-            "offset",
-            format!(
-                "offset {} is past the end of the log ({size} bytes so far)",
-                p.offset
-            ),
-        ));
-    }
-    let n = ((size - p.offset) as usize).min(max);
-    let mut data = vec![0u8; n];
-    let mut got = 0;
-    while got < n {
-        match log.file.read_at(&mut data[got..], p.offset + got as u64) {
-            Ok(0) => break,
-            Ok(k) => got += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(err) => {
-                return Err(RpcError::invalid(format!(
-                    "reading the log of {} failed: {err}",
-                    p.id
-                )));
-            }
-        }
-    }
-    data.truncate(got);
-    let next = p.offset + got as u64;
-    Ok(ProcessReadResult {
-        exited: e.ended.is_some() && e.output_done() && next == size,
-        size,
-        data: Bytes64(data),
-        next_offset: next,
-        dropped: 0,
-        capped: Some(log.capped),
-        log_error: log.error.clone(),
-    })
-}
-
-fn set_cloexec(fd: &OwnedFd) -> std::io::Result<()> {
-    nix::fcntl::fcntl(
-        fd.as_fd(),
-        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
-    )
-    .map(|_| ())
-    .map_err(std::io::Error::from)
-}
-
-fn set_cloexec_nonblock(fd: &OwnedFd) -> std::io::Result<()> {
-    set_cloexec(fd)?;
-    let flags = nix::fcntl::fcntl(fd.as_fd(), nix::fcntl::FcntlArg::F_GETFL)
-        .map_err(std::io::Error::from)?;
-    let flags = OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK;
-    nix::fcntl::fcntl(fd.as_fd(), nix::fcntl::FcntlArg::F_SETFL(flags))
-        .map(|_| ())
-        .map_err(std::io::Error::from)
-}
-
-async fn write_terminal(fd: &AsyncFd<OwnedFd>, data: &[u8]) -> std::io::Result<usize> {
-    loop {
-        let mut ready = fd.writable().await?;
-        match ready
-            .try_io(|inner| nix::unistd::write(inner.get_ref(), data).map_err(std::io::Error::from))
-        {
-            Ok(r) => return r,
-            Err(_would_block) => continue,
-        }
-    }
-}
-
 async fn pump_pipe(daemon: Arc<Daemon>, seq: u64, which: Which, fd: OwnedFd) {
     if let Ok(mut rx) = pipe::Receiver::from_owned_fd(fd) {
         let mut buf = vec![0u8; 64 * 1024];
@@ -1026,24 +557,6 @@ async fn pump_pipe(daemon: Arc<Daemon>, seq: u64, which: Which, fd: OwnedFd) {
         }
     }
     daemon.processes.lock().close(seq, which);
-}
-
-async fn pump_terminal(daemon: Arc<Daemon>, seq: u64, fd: Arc<AsyncFd<OwnedFd>>) {
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let Ok(mut ready) = fd.readable().await else {
-            break;
-        };
-        match ready.try_io(|inner| {
-            nix::unistd::read(inner.get_ref(), &mut buf).map_err(std::io::Error::from)
-        }) {
-            // EIO: every holder of the terminal's other side has closed it.
-            Ok(Ok(0)) | Ok(Err(_)) => break,
-            Ok(Ok(n)) => daemon.processes.lock().push(seq, Which::Out, &buf[..n]),
-            Err(_would_block) => continue,
-        }
-    }
-    daemon.processes.lock().close(seq, Which::Out);
 }
 
 async fn wait_for_end(daemon: Arc<Daemon>, seq: u64, run: Arc<Run>) {
