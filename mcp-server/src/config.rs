@@ -98,7 +98,7 @@ pub struct Config {
     pub keep: bool,
     /// This server's name in its computers' labels. [default: a random one]
     #[arg(long, value_name = "NAME", env = "COMPUTER_MCP_INSTANCE")]
-    #[arg(default_value_t = format!("cmcp-{}", random_hex(4)), hide_default_value = true)]
+    #[arg(default_value = "", hide_default_value = true)]
     pub instance: String,
     /// The most text one tool result carries before it is cut in the middle (bytes, 1024 to 1048576).
     #[arg(long, value_name = "BYTES", env = "COMPUTER_MCP_OUTPUT_BUDGET")]
@@ -291,17 +291,10 @@ pub fn parse_duration(field: &str, s: &str) -> Result<Duration, String> {
     Ok(Duration::from_millis(ms))
 }
 
-fn random_hex(bytes: usize) -> String {
-    let mut b = vec![0u8; bytes];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = std::io::Read::read_exact(&mut f, &mut b);
-    }
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// A fresh random token or name.
-pub fn random_token() -> String {
-    random_hex(24)
+/// A fresh random token or name, from the OS's random source; an error
+/// (never a predictable value) when that cannot be read.
+pub fn random_token() -> Result<String, String> {
+    computer_providers::random::random_hex(24).map_err(|e| e.message)
 }
 
 fn default_state_dir(home: Option<&Path>) -> Option<PathBuf> {
@@ -398,6 +391,10 @@ impl Config {
         };
         let file = File::read(path).map_err(in_file)?;
         let mut config: Config = layer(&parsed.matches, Some(&file.root), "").map_err(in_file)?;
+        if config.instance.is_empty() {
+            let hex = random_token()?;
+            config.instance = format!("cmcp-{}", &hex[..8]);
+        }
         if config.exec_timeout > config.exec_max_timeout {
             return Err(format!(
                 "--exec-timeout ({} s) is over --exec-max-timeout ({} s)",
@@ -462,7 +459,10 @@ fn resolve_http(mut options: ServeArgs) -> Result<Option<HttpConfig>, String> {
     Ok(Some(HttpConfig {
         listen,
         token_given: given.is_some(),
-        token: given.unwrap_or_else(random_token),
+        token: match given {
+            Some(t) => t,
+            None => random_token()?,
+        },
         options,
     }))
 }

@@ -71,7 +71,12 @@ pub async fn serve(
         .with_cancellation_token(stop.child_token());
     let factory_app = Arc::clone(&app);
     let service = StreamableHttpService::new(
-        move || Ok(ComputerMcp::new(factory_app.new_session())),
+        move || {
+            factory_app
+                .new_session()
+                .map(ComputerMcp::new)
+                .map_err(std::io::Error::other)
+        },
         Arc::new(sessions),
         config,
     );

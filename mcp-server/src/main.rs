@@ -157,7 +157,7 @@ async fn serve(provider: Arc<dyn Provider>, config: Config) -> anyhow::Result<i3
             Ok(0)
         }
         None => {
-            let session = app.new_session();
+            let session = app.new_session().map_err(anyhow::Error::msg)?;
             let handler = server::ComputerMcp::new(Arc::clone(&session));
             let running = handler.serve(rmcp::transport::stdio()).await?;
             tokio::select! {

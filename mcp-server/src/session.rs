@@ -54,16 +54,18 @@ impl App {
         self.spec("").kind
     }
 
-    pub fn new_session(self: &Arc<Self>) -> Arc<Session> {
+    /// A new session, named from the OS's random source (which must answer).
+    pub fn new_session(self: &Arc<Self>) -> Result<Arc<Session>, String> {
         let session = Arc::new(Session {
             app: Arc::clone(self),
-            id: format!("s-{}", &crate::config::random_token()[..12]),
+            id: format!("s-{}", &crate::config::random_token()?[..12]),
             state: Arc::new(tokio::sync::Mutex::new(State::default())),
         });
         let mut all = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         all.retain(|w| w.strong_count() > 0);
         all.push(Arc::downgrade(&session));
-        session
+        tracing::info!(session = session.id, "session started");
+        Ok(session)
     }
 
     /// The server is stopping: end every live session, wait (bounded) for

@@ -19,6 +19,7 @@
 
 pub mod local;
 pub mod provider;
+pub mod random;
 pub mod registry;
 pub mod settings;
 pub mod share;

@@ -508,22 +508,8 @@ fn parse_uid_gid(s: &str) -> Result<(u32, u32)> {
     Ok((u.parse().map_err(|_| bad())?, g.parse().map_err(|_| bad())?))
 }
 
-fn random_id() -> String {
-    let mut b = [0u8; 8];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = std::io::Read::read_exact(&mut f, &mut b);
-    }
-    if b == [0; 8] {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        b = (t as u64 ^ u64::from(std::process::id())).to_le_bytes();
-    }
-    format!(
-        "local-{}",
-        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
-    )
+fn random_id() -> Result<String> {
+    Ok(format!("local-{}", crate::random::random_hex(8)?))
 }
 
 impl Configure for LocalProvider {
@@ -666,7 +652,7 @@ impl Provider for LocalProvider {
                 self.opts.state_dir.display()
             ))
         })?;
-        let id = random_id();
+        let id = random_id()?;
         let dir = self.dir_of(&id)?;
         // With isolation none, programs run in work/ on the host; in a
         // sandbox HOME is the sandbox's own tmpfs and work/ stays empty.
