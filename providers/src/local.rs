@@ -125,6 +125,13 @@ impl LocalOptions {
 pub struct LocalProvider {
     opts: LocalOptions,
     root: bool,
+    /// Where computers' cgroups are made, found once; the words say why
+    /// there are none.
+    cgroups: std::result::Result<cgroup::Cgroups, String>,
+    /// This machine's CPUs and memory, which sizes are checked against.
+    host: cgroup::Host,
+    /// A uid per computer, for a root server with no forced --run-as.
+    uids: Option<uids::UidAllocator>,
     /// Children this server started, reaped on release.
     children: tokio::sync::Mutex<std::collections::HashMap<String, tokio::process::Child>>,
 }
@@ -139,6 +146,20 @@ const DEFAULT_RUN_AS: &str = "65534:65534";
 const SANDBOX_RUN: &str = "/run/computerd";
 /// HOME inside a sandbox: a tmpfs of its own.
 const SANDBOX_HOME: &str = "/work";
+/// /work and /tmp when no memory bound sizes them (no cgroup).
+const UNBOUNDED_TMPFS_MIB: u64 = 1024;
+
+/// What a computer is given beyond its spec, decided before it starts.
+struct Prepared {
+    user: (u32, u32),
+    cgroup_dirs: Vec<PathBuf>,
+    /// Half of memoryMb each: a full /work fails writes with ENOSPC
+    /// before the OOM killer would take init (tmpfs pages count as the
+    /// computer's memory).
+    work_size_mib: u64,
+    tmp_size_mib: u64,
+    shares: Vec<crate::share::Share>,
+}
 
 impl LocalProvider {
     pub fn new(opts: LocalOptions) -> Result<Self> {
@@ -157,9 +178,28 @@ impl LocalProvider {
         if let Some(u) = &opts.run_as {
             parse_uid_gid(u)?;
         }
+        let root = nix::unistd::geteuid().is_root();
+        let cgroups = match opts.isolation {
+            Isolation::Namespaces => {
+                cgroup::Cgroups::detect(&cgroup::group_for(&opts.state_dir)).map_err(|e| e.message)
+            }
+            Isolation::None => Err("isolation none makes no cgroup".into()),
+        };
+        match &cgroups {
+            Ok(c) => tracing::debug!("computers' cgroups: {}", c.layout()),
+            Err(why) => tracing::warn!(
+                "local computers get no cgroup, so their memory and CPU are not bounded: {why}"
+            ),
+        }
+        let uids = (root && opts.isolation == Isolation::Namespaces && opts.run_as.is_none())
+            .then(|| uids::UidAllocator::new(&opts.state_dir))
+            .transpose()?;
         Ok(Self {
             opts,
-            root: nix::unistd::geteuid().is_root(),
+            root,
+            cgroups,
+            host: cgroup::Host::read()?,
+            uids,
             children: tokio::sync::Mutex::new(Default::default()),
         })
     }
@@ -184,23 +224,202 @@ impl LocalProvider {
         match (self.opts.isolation, self.root) {
             (Isolation::None, _) => "none: programs run on this machine as the server's user (unsafe)".into(),
             (Isolation::Namespaces, true) => format!(
-                "namespaces (mount, pid, ipc, uts, network) set up by computerd as root: a read-only view of the host's root, a private /tmp, /run, /root and /home hidden; programs run as {} with no capability, no_new_privs and seccomp",
-                self.opts.run_as.as_deref().unwrap_or(DEFAULT_RUN_AS)
+                "namespaces (mount, pid, ipc, uts, network) set up by computerd as root: of the host only its OS directories (/usr, /bin, /sbin, /lib*, /etc), read-only; HOME /work and /tmp are sized tmpfs of the computer's own; programs run as {} with no capability, no_new_privs and seccomp",
+                match &self.opts.run_as {
+                    Some(u) => u.clone(),
+                    None => "a uid of their own (no host account or other computer has it)".into(),
+                }
             ),
-            (Isolation::Namespaces, false) => "a user namespace with mount, pid, ipc, uts and network namespaces set up by computerd: a read-only view of the host's root, a private /tmp, /run, /root and /home hidden; programs run as the server's user with no capability, no_new_privs and seccomp".into(),
+            (Isolation::Namespaces, false) => "a user namespace with mount, pid, ipc, uts and network namespaces set up by computerd: of the host only its OS directories (/usr, /bin, /sbin, /lib*, /etc), read-only; HOME /work and /tmp are sized tmpfs of the computer's own; programs run as the server's user with no capability, no_new_privs and seccomp".into(),
         }
     }
 
-    /// The uid:gid programs run as.
-    fn programs_user(&self) -> String {
-        if self.root && self.opts.isolation == Isolation::Namespaces {
-            self.opts
-                .run_as
-                .clone()
-                .unwrap_or_else(|| DEFAULT_RUN_AS.into())
-        } else {
-            format!("{}:{}", nix::unistd::getuid(), nix::unistd::getgid())
+    /// The uid:gid a new computer's programs run as, and whether it was
+    /// allocated for it alone.
+    fn user_for(&self, id: &str) -> Result<((u32, u32), bool)> {
+        if !(self.root && self.opts.isolation == Isolation::Namespaces) {
+            return Ok((
+                (
+                    nix::unistd::getuid().as_raw(),
+                    nix::unistd::getgid().as_raw(),
+                ),
+                false,
+            ));
         }
+        if let Some(u) = &self.opts.run_as {
+            return Ok((parse_uid_gid(u)?, false));
+        }
+        match &self.uids {
+            Some(a) => {
+                let uid = a.allocate(id)?;
+                Ok(((uid, uid), true))
+            }
+            None => Ok((parse_uid_gid(DEFAULT_RUN_AS)?, false)),
+        }
+    }
+
+    /// The limits a spec gets: its sizes checked against this machine, the
+    /// defaults for the rest; None where no cgroup can be made, which
+    /// refuses an explicit size naming what is missing.
+    fn limits_for(&self, spec: &ComputerSpec) -> Result<Option<cgroup::Limits>> {
+        match &self.cgroups {
+            Ok(_) => cgroup::Limits::from_sizes(&spec.sizes, &self.host).map(Some),
+            Err(why) => {
+                for (field, set) in [
+                    ("cpus", spec.sizes.cpus.is_some()),
+                    ("memoryMb", spec.sizes.memory_mb.is_some()),
+                    ("pids", spec.sizes.pids.is_some()),
+                ] {
+                    if set {
+                        return Err(ProviderError::unsupported(format!(
+                            "this host cannot bound a local computer's {field}: {why}; leave {field} out"
+                        ))
+                        .with_field(field));
+                    }
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// The computer's cgroup, made with its limits (blocking file writes,
+    /// off the runtime's threads).
+    async fn make_cgroup(
+        &self,
+        id: &str,
+        limits: cgroup::Limits,
+    ) -> Result<Option<cgroup::ComputerCgroup>> {
+        let Ok(cgroups) = &self.cgroups else {
+            return Ok(None);
+        };
+        let cgroups = cgroups.clone();
+        let id = id.to_string();
+        tokio::task::spawn_blocking(move || cgroups.create(&id, &limits))
+            .await
+            .map_err(|e| {
+                ProviderError::failed(format!("making the computer's cgroup failed: {e}"))
+            })?
+            .map(Some)
+    }
+
+    /// Kill whatever is left in the computer's cgroup and remove it, and
+    /// give back its uid. Nothing of the computer survives this, whatever
+    /// it forked.
+    async fn release_bounds(&self, meta: &Meta) -> Result<()> {
+        if meta.limits.is_some()
+            && let Ok(cgroups) = &self.cgroups
+        {
+            let cgroups = cgroups.clone();
+            let id = meta.id.clone();
+            tokio::task::spawn_blocking(move || match cgroups.open(&id) {
+                Ok(cg) => cg.release(),
+                Err(e) if e.code == ErrorCode::NotFound => Ok(()),
+                Err(e) => Err(e),
+            })
+            .await
+            .map_err(|e| {
+                ProviderError::failed(format!("releasing the computer's cgroup failed: {e}"))
+            })??;
+        }
+        if meta.own_uid
+            && let (Some(a), Some((uid, _))) = (&self.uids, meta.user)
+        {
+            a.release(uid)?;
+        }
+        Ok(())
+    }
+
+    /// The part of create that can fail after the uid is taken: shares
+    /// checked, the cgroup made, computerd started and its limits and
+    /// network read back. The caller cleans up on an error.
+    async fn start(
+        &self,
+        spec: &ComputerSpec,
+        meta: &mut Meta,
+        dir: &Path,
+        cancel: &CancellationToken,
+    ) -> Result<Created> {
+        let id = meta.id.clone();
+        let user = meta.user.unwrap_or((0, 0));
+        let shares = crate::share::plan(&spec.shares, &self.opts.state_dir, user)?;
+        if !shares.is_empty() && self.opts.isolation == Isolation::None {
+            return Err(ProviderError::unsupported(
+                "with isolation none a computer sees this whole machine: there is nothing to share; leave share out",
+            )
+            .with_field("share"));
+        }
+        // With isolation none, programs run in work/ on the host; in a
+        // sandbox HOME is the sandbox's own tmpfs and work/ stays empty.
+        for sub in ["", "work", "run"] {
+            let d = dir.join(sub);
+            std::fs::create_dir_all(&d).map_err(|e| {
+                ProviderError::failed(format!("could not make {}: {e}", d.display()))
+            })?;
+            state::make_private(&d).map_err(|e| {
+                ProviderError::failed(format!("could not make {} private: {e}", d.display()))
+            })?;
+        }
+        let cg = match meta.limits {
+            Some(l) => self.make_cgroup(&id, l).await?,
+            None => None,
+        };
+        let half = meta
+            .limits
+            .map_or(UNBOUNDED_TMPFS_MIB, |l| (l.memory_mb / 2).max(1));
+        let prep = Prepared {
+            user,
+            cgroup_dirs: cg.as_ref().map(|c| c.dirs()).unwrap_or_default(),
+            work_size_mib: half,
+            tmp_size_mib: spec.sizes.disk_mb.unwrap_or(half),
+            shares,
+        };
+        if let Some(cg) = &cg {
+            let read = cg.read_back()?;
+            meta.limits = Some(read);
+        }
+        state::write_meta(&dir.join("meta.json"), meta).map_err(|e| {
+            ProviderError::failed(format!("could not write the computer's state: {e}"))
+        })?;
+        let mut child = self.spawn(&id, dir, meta, spec, &prep).await?;
+        meta.process = child.id().and_then(|pid| Process::of(pid as i32));
+        let written = state::write_meta(&dir.join("meta.json"), meta);
+        let up = match written {
+            Ok(()) => self.wait_until_up(&id, &mut child, cancel).await,
+            Err(e) => Err(ProviderError::failed(format!(
+                "could not write the computer's state: {e}"
+            ))),
+        };
+        // Held from here, so a failure below ends it.
+        self.children.lock().await.insert(id.clone(), child);
+        up?.client.close();
+        let network = self.read_network(meta)?;
+        let mut notes = vec![format!("isolation: {}", self.isolation_words())];
+        notes.push(match (&meta.limits, &self.cgroups) {
+            (Some(l), Ok(c)) => format!(
+                "limits: {l} (read back from its cgroup, {}); /work and /tmp are {half} MiB each and count as its memory",
+                match c.version() {
+                    cgroup::Version::V1 => "cgroup v1",
+                    cgroup::Version::V2 => "cgroup v2",
+                }
+            ),
+            (_, Err(why)) => format!(
+                "limits: none on memory, CPU or processes ({why}); /work and /tmp are {half} MiB each"
+            ),
+            (None, Ok(_)) => "limits: none".into(),
+        });
+        for s in &prep.shares {
+            notes.push(format!(
+                "share: {} at {}{}",
+                s.source.display(),
+                s.target,
+                if s.read_only { " (read-only)" } else { "" }
+            ));
+        }
+        Ok(Created {
+            computer: self.to_ref(meta),
+            network: Some(network),
+            notes,
+        })
     }
 
     fn meta_path(&self, id: &str) -> Result<PathBuf> {
@@ -228,7 +447,7 @@ impl LocalProvider {
             deadline: state::format_ms(meta.deadline_ms),
             running: meta.process.as_ref().is_some_and(Process::alive),
             home: Some(meta.work_dir.clone()),
-            user: Some(self.programs_user()),
+            user: meta.user.map(|(u, g)| format!("{u}:{g}")),
         }
     }
 
@@ -257,6 +476,7 @@ impl LocalProvider {
         dir: &Path,
         meta: &Meta,
         spec: &ComputerSpec,
+        prep: &Prepared,
     ) -> Result<tokio::process::Child> {
         let work = dir.join("work");
         let run = dir.join("run");
@@ -285,13 +505,9 @@ impl LocalProvider {
         match self.opts.isolation {
             Isolation::Namespaces => {
                 if self.root {
+                    let (uid, gid) = prep.user;
                     init_args.push("--user".into());
-                    init_args.push(
-                        self.opts
-                            .run_as
-                            .clone()
-                            .unwrap_or_else(|| DEFAULT_RUN_AS.into()),
-                    );
+                    init_args.push(format!("{uid}:{gid}"));
                 }
                 cmd.arg("sandbox")
                     .arg("--run")
@@ -300,9 +516,21 @@ impl LocalProvider {
                     .arg(match spec.network {
                         NetworkPolicy::Open => "host",
                         _ => "none",
-                    });
-                if let Some(mb) = spec.sizes.disk_mb {
-                    cmd.arg("--tmp-size-mib").arg(mb.to_string());
+                    })
+                    .arg("--work-size-mib")
+                    .arg(prep.work_size_mib.to_string())
+                    .arg("--tmp-size-mib")
+                    .arg(prep.tmp_size_mib.to_string());
+                for d in &prep.cgroup_dirs {
+                    cmd.arg("--cgroup").arg(d);
+                }
+                for b in &prep.shares {
+                    let mut arg = std::ffi::OsString::from(&b.source);
+                    arg.push(format!(":{}", b.target));
+                    if b.read_only {
+                        arg.push(":ro");
+                    }
+                    cmd.arg("--bind").arg(arg);
                 }
                 cmd.arg("--");
             }
@@ -623,23 +851,13 @@ impl Provider for LocalProvider {
             )
             .with_field("user"));
         }
-        for (field, set) in [
-            ("cpus", spec.sizes.cpus.is_some()),
-            ("memoryMb", spec.sizes.memory_mb.is_some()),
-            ("pids", spec.sizes.pids.is_some()),
-        ] {
-            if set {
-                return Err(ProviderError::unsupported(format!(
-                    "the local provider cannot limit {field} (no cgroup control); leave it out"
-                ))
-                .with_field(field));
-            }
-        }
+        self.limits_for(spec)?;
         Ok(())
     }
 
     async fn create(&self, spec: &ComputerSpec, cancel: &CancellationToken) -> Result<Created> {
         self.check(spec)?;
+        let limits = self.limits_for(spec)?;
         std::fs::create_dir_all(self.computers_dir()).map_err(|e| {
             ProviderError::failed(format!(
                 "could not make the state directory {}: {e}",
@@ -654,17 +872,7 @@ impl Provider for LocalProvider {
         })?;
         let id = random_id()?;
         let dir = self.dir_of(&id)?;
-        // With isolation none, programs run in work/ on the host; in a
-        // sandbox HOME is the sandbox's own tmpfs and work/ stays empty.
-        for sub in ["", "work", "run"] {
-            let d = dir.join(sub);
-            std::fs::create_dir_all(&d).map_err(|e| {
-                ProviderError::failed(format!("could not make {}: {e}", d.display()))
-            })?;
-            state::make_private(&d).map_err(|e| {
-                ProviderError::failed(format!("could not make {} private: {e}", d.display()))
-            })?;
-        }
+        let (user, own_uid) = self.user_for(&id)?;
         let now = state::now_ms();
         let mut meta = Meta {
             id: id.clone(),
@@ -678,47 +886,31 @@ impl Provider for LocalProvider {
                 Isolation::Namespaces => SANDBOX_HOME.to_string(),
                 Isolation::None => dir.join("work").display().to_string(),
             },
+            user: Some(user),
+            own_uid,
+            limits,
         };
-        let mut child = match self.spawn(&id, &dir, &meta, spec).await {
-            Ok(c) => c,
+        // From here on a failure gives back what was taken: the uid, the
+        // cgroup (with whatever runs in it), the directory.
+        let made = self.start(spec, &mut meta, &dir, cancel).await;
+        match made {
+            Ok(created) => Ok(created),
             Err(e) => {
+                if let Some(mut child) = self.children.lock().await.remove(&id) {
+                    let _ = child.start_kill();
+                    let _ = child.wait().await;
+                }
+                if let Err(more) = self.release_bounds(&meta).await {
+                    tracing::warn!(
+                        computer = id,
+                        "cleaning up a failed start: {}",
+                        more.message
+                    );
+                }
                 let _ = std::fs::remove_dir_all(&dir);
-                return Err(e);
+                Err(e)
             }
-        };
-        meta.process = child.id().and_then(|pid| Process::of(pid as i32));
-        if let Err(e) = state::write_meta(&dir.join("meta.json"), &meta) {
-            let _ = child.start_kill();
-            let _ = child.wait().await;
-            let _ = std::fs::remove_dir_all(&dir);
-            return Err(ProviderError::failed(format!(
-                "could not write the computer's state: {e}"
-            )));
         }
-        let up = self.wait_until_up(&id, &mut child, cancel).await;
-        let ready = match up {
-            Ok(conn) => {
-                conn.client.close();
-                self.read_network(&meta)
-            }
-            Err(e) => Err(e),
-        };
-        let network = match ready {
-            Ok(n) => n,
-            Err(e) => {
-                // A computer that could not be shown whole is not handed out.
-                let _ = child.start_kill();
-                let _ = child.wait().await;
-                let _ = std::fs::remove_dir_all(&dir);
-                return Err(e);
-            }
-        };
-        self.children.lock().await.insert(id.clone(), child);
-        Ok(Created {
-            computer: self.to_ref(&meta),
-            network: Some(network),
-            notes: vec![format!("isolation: {}", self.isolation_words())],
-        })
     }
 
     async fn attach(&self, by: &AttachBy, cancel: &CancellationToken) -> Result<ComputerRef> {
@@ -814,6 +1006,9 @@ impl Provider for LocalProvider {
     ) -> Result<()> {
         let mut meta = self.read_meta(&computer.id)?;
         self.end(&mut meta).await?;
+        // Whatever escaped init's shutdown (a fork racing it) is killed
+        // with the cgroup.
+        self.release_bounds(&meta).await?;
         let dir = self.dir_of(&computer.id)?;
         match how {
             Release::Delete => std::fs::remove_dir_all(&dir).map_err(|e| {
@@ -871,15 +1066,51 @@ impl Provider for LocalProvider {
     async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {
         let now = state::now_ms();
         let mut released = Vec::new();
+        let mut known = std::collections::HashSet::new();
         for r in self.list(&Labels::new(), cancel).await? {
+            known.insert(r.id.clone());
             let Ok(meta) = self.read_meta(&r.id) else {
                 continue;
             };
-            if meta.deadline_ms <= now {
+            // Past its deadline, or its init is gone (killed, crashed, the
+            // host rebooted): nothing of it will answer again.
+            let dead = !meta.process.as_ref().is_some_and(Process::alive);
+            if meta.deadline_ms <= now || dead {
                 self.release(&r, Release::Delete, cancel).await?;
                 released.push(r.id);
             }
         }
+        // Cgroups and uids whose computer's state is gone.
+        if let Ok(cgroups) = &self.cgroups {
+            let cgroups = cgroups.clone();
+            let known = known.clone();
+            let left = tokio::task::spawn_blocking(move || {
+                let mut left = Vec::new();
+                for id in cgroups.list_existing() {
+                    if !known.contains(&id)
+                        && let Ok(cg) = cgroups.open(&id)
+                    {
+                        if let Err(e) = cg.release() {
+                            tracing::warn!(computer = id, "a leftover cgroup: {}", e.message);
+                        }
+                        left.push(id);
+                    }
+                }
+                left
+            })
+            .await
+            .unwrap_or_default();
+            released.extend(left);
+        }
+        if let Some(a) = &self.uids {
+            for (uid, owner) in a.held() {
+                if !known.contains(&owner) || released.contains(&owner) {
+                    let _ = a.release(uid);
+                }
+            }
+        }
+        released.sort();
+        released.dedup();
         Ok(released)
     }
 }

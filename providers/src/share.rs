@@ -16,7 +16,8 @@ use crate::types::{ProviderError, Result};
 pub const WORKSPACE: &str = "/workspace";
 
 /// One host directory to share, as the user wrote it (`DIR` or `DIR:ro`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ShareArg {
     pub source: PathBuf,
     pub read_only: bool,

@@ -84,6 +84,10 @@ pub struct ComputerSpec {
     pub labels: Labels,
     /// A host directory to mount (bind), where the provider can.
     pub mount: Option<MountSpec>,
+    /// Host directories shown at `/workspace` (each checked before anything
+    /// is made), where the provider can.
+    #[serde(default)]
+    pub shares: Vec<crate::share::ShareArg>,
     /// The user programs run as (uid:gid); the provider's default when absent.
     pub user: Option<String>,
     pub sizes: Sizes,
@@ -99,6 +103,7 @@ impl ComputerSpec {
             network: NetworkPolicy::None,
             labels: Labels::new(),
             mount: None,
+            shares: Vec::new(),
             user: None,
             sizes: Sizes::default(),
         }

@@ -76,7 +76,10 @@ async fn a_local_computer_is_made_reached_found_and_released() {
         .unwrap();
     let out = String::from_utf8(r.stdout.0).unwrap();
     let lines: Vec<&str> = out.lines().map(str::trim).collect();
-    assert_eq!(lines[0], "65534", "{out}");
+    // A uid of its own, which no host account has, and the ref says which.
+    let user = c.user.clone().unwrap();
+    assert_eq!(Some(lines[0]), user.split(':').next(), "{out}");
+    assert!(lines[0].parse::<u32>().unwrap() >= 0x7000_0000, "{out}");
     assert_eq!(Some(lines[1]), c.home.as_deref(), "{out}");
     assert!(lines[2..].contains(&"lo"), "{out}");
     conn.client.close();
@@ -126,11 +129,13 @@ async fn a_spec_the_local_provider_cannot_honour_is_refused_in_words() {
         Some("network")
     );
     let mut spec = ComputerSpec::sandbox(600_000);
-    spec.sizes.memory_mb = Some(512);
-    assert_eq!(
-        p.check(&spec).unwrap_err().field.as_deref(),
-        Some("memoryMb")
-    );
+    spec.sizes.memory_mb = Some(10);
+    let e = p.check(&spec).unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("memoryMb"), "{e:?}");
+    let mut spec = ComputerSpec::sandbox(600_000);
+    spec.sizes.pids = Some(99_999);
+    let e = p.check(&spec).unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("pids"), "{e:?}");
     let spec = ComputerSpec::sandbox(7_200_000);
     assert_eq!(
         p.check(&spec).unwrap_err().field.as_deref(),

@@ -121,7 +121,8 @@ impl Host {
 }
 
 /// A computer's bounds.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Limits {
     /// A CPU quota: 1.5 is 150 ms of CPU time every 100 ms.
     pub cpus: f64,

@@ -22,6 +22,16 @@ pub struct Meta {
     /// The computer's first process on the host (the sandbox's forwarder),
     /// while it runs.
     pub process: Option<Process>,
+    /// The uid (and gid) programs run as.
+    #[serde(default)]
+    pub user: Option<(u32, u32)>,
+    /// Whether the uid was allocated for this computer alone (released
+    /// with it).
+    #[serde(default)]
+    pub own_uid: bool,
+    /// The limits its cgroup holds it to, as read back; None: no cgroup.
+    #[serde(default)]
+    pub limits: Option<super::cgroup::Limits>,
 }
 
 /// A process named by its pid and its start time, so a reused pid is never
