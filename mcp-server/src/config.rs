@@ -18,6 +18,8 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{
     ArgAction, ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum,
 };
+use computer_providers::share::ShareArg;
+use computer_providers::{ComputerSpec, NetworkPolicy, label};
 use computer_providers::{HostDefaults, Table, layer, unknown_option, with_provider_flags};
 use serde::{Deserialize, Serialize};
 
@@ -92,6 +94,19 @@ pub struct Config {
     /// The network a computer reaches.
     #[arg(long, value_enum, env = "COMPUTER_MCP_NETWORK", default_value = "none")]
     pub network: NetworkArg,
+    /// Each computer's CPU quota, 0.25 up to this machine's CPUs. [default: 2, or this machine's CPUs if fewer]
+    #[arg(long, value_name = "N", env = "COMPUTER_MCP_CPUS")]
+    pub cpus: Option<f64>,
+    /// Each computer's memory in MiB, 64 up to this machine's (swap the same); /work and /tmp hold half of it each. [default: 4096]
+    #[arg(long, value_name = "MIB", env = "COMPUTER_MCP_MEMORY_MB")]
+    pub memory_mb: Option<u64>,
+    /// The most processes and threads one computer runs at once, 16 to 32768. [default: 1024]
+    #[arg(long, value_name = "N", env = "COMPUTER_MCP_PIDS")]
+    pub pids: Option<u64>,
+    /// A host directory every computer sees at /workspace: DIR, or DIR:ro for read-only (repeat for more, each then at /workspace/<name>). It must exist, be canonical and be writable by the computer's user unless :ro.
+    #[arg(long = "share", value_name = "DIR[:ro]", env = "COMPUTER_MCP_SHARE")]
+    #[arg(value_delimiter = ',')]
+    pub share: Vec<String>,
     /// Keep computers when a session ends (they end at their lifetime). The variable takes true/false/1/0.
     #[arg(long, action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     #[arg(env = "COMPUTER_MCP_KEEP")]
@@ -391,6 +406,9 @@ impl Config {
         };
         let file = File::read(path).map_err(in_file)?;
         let mut config: Config = layer(&parsed.matches, Some(&file.root), "").map_err(in_file)?;
+        for share in &config.share {
+            share.parse::<ShareArg>()?;
+        }
         if config.instance.is_empty() {
             let hex = random_token()?;
             config.instance = format!("cmcp-{}", &hex[..8]);
@@ -465,6 +483,37 @@ fn resolve_http(mut options: ServeArgs) -> Result<Option<HttpConfig>, String> {
         },
         options,
     }))
+}
+
+impl Config {
+    /// The spec of every computer this server makes, labelled with its
+    /// instance (the session adds its own label).
+    pub fn spec(&self) -> Result<ComputerSpec, String> {
+        let mut spec = ComputerSpec::sandbox(self.lifetime.as_millis() as u64);
+        spec.network = match self.network {
+            NetworkArg::None => NetworkPolicy::None,
+            NetworkArg::Open => NetworkPolicy::Open,
+        };
+        spec.sizes.cpus = self.cpus;
+        spec.sizes.memory_mb = self.memory_mb;
+        spec.sizes.pids = self.pids;
+        spec.shares = self
+            .share
+            .iter()
+            .map(|s| s.parse::<ShareArg>())
+            .collect::<Result<_, _>>()?;
+        spec.labels
+            .insert(label::INSTANCE.into(), sanitize(&self.instance));
+        Ok(spec)
+    }
+}
+
+/// A label value: printable ASCII, at most 255 bytes.
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_ascii_graphic())
+        .take(255)
+        .collect()
 }
 
 #[cfg(test)]

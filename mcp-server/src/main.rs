@@ -22,15 +22,13 @@ use std::io::Write;
 use std::sync::Arc;
 
 use clap::ArgMatches;
-use computer_providers::{
-    ComputerSpec, NetworkPolicy, Provider, Release, Sources, label, provider_for,
-};
+use computer_providers::{Provider, Release, Sources, provider_for};
 use computerd::client::ComputerExt;
 use computerd::protocol::ExecParams;
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
-use config::{ArgsError, Command, Config, NetworkArg, Parsed};
+use config::{ArgsError, Command, Config, Parsed};
 
 fn main() {
     if let Some(code) = computerd_mode() {
@@ -185,13 +183,7 @@ async fn exec(
         Some(t) => config::parse_duration("--timeout", t).map_err(anyhow::Error::msg)?,
         None => config.exec_timeout,
     };
-    let mut spec = ComputerSpec::sandbox(config.lifetime.as_millis() as u64);
-    spec.network = match config.network {
-        NetworkArg::None => NetworkPolicy::None,
-        NetworkArg::Open => NetworkPolicy::Open,
-    };
-    spec.labels
-        .insert(label::INSTANCE.into(), config.instance.clone());
+    let spec = config.spec().map_err(anyhow::Error::msg)?;
     let cancel = CancellationToken::new();
     let created = provider
         .create(&spec, &cancel)

@@ -11,14 +11,14 @@ use futures::future::{BoxFuture, Shared};
 use tokio_util::task::TaskTracker;
 
 use computer_providers::{
-    Capabilities, ComputerRef, ComputerSpec, NetworkPolicy, Provider, ProviderError, Release, label,
+    Capabilities, ComputerRef, ComputerSpec, Provider, ProviderError, Release, label,
 };
 use computer_tools::{ComputerFacts, ComputerState};
 use computerd::client::ComputerClient;
 use computerd::protocol::SettingKind;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, NetworkArg};
+use crate::config::Config;
 
 /// What every session of one server shares.
 pub struct App {
@@ -51,7 +51,8 @@ impl App {
     /// The setting kind of this server's computers, as its spec asks for
     /// it: the kind whose tool family the sessions get.
     pub fn kind(&self) -> SettingKind {
-        self.spec("").kind
+        // Every computer of this server is a sandbox (Config::spec).
+        SettingKind::Sandbox
     }
 
     /// A new session, named from the OS's random source (which must answer).
@@ -123,29 +124,16 @@ impl App {
             .spawn(async move { app.release(&computer).await });
     }
 
-    fn spec(&self, session: &str) -> ComputerSpec {
-        let mut spec = ComputerSpec::sandbox(self.config.lifetime.as_millis() as u64);
-        spec.network = match self.config.network {
-            NetworkArg::None => NetworkPolicy::None,
-            NetworkArg::Open => NetworkPolicy::Open,
-        };
-        spec.labels
-            .insert(label::INSTANCE.into(), sanitize(&self.config.instance));
+    fn spec(&self, session: &str) -> Result<ComputerSpec, String> {
+        let mut spec = self.config.spec()?;
         spec.labels
             .insert(label::SESSION.into(), session.to_string());
-        spec
+        Ok(spec)
     }
 }
 
 /// How long one release, or shutdown's wait for those under way, may take.
 const RELEASE_WAIT: Duration = Duration::from_secs(30);
-
-fn sanitize(s: &str) -> String {
-    s.chars()
-        .filter(|c| c.is_ascii_graphic())
-        .take(255)
-        .collect()
-}
 
 /// A session's computer, while it lives.
 #[derive(Clone)]
@@ -387,7 +375,7 @@ impl Drop for Session {
 
 /// Make a computer for `session`, connect to it and gather its facts.
 async fn make(app: &Arc<App>, session: &str) -> Result<Live, String> {
-    let spec = app.spec(session);
+    let spec = app.spec(session)?;
     let cancel = CancellationToken::new();
     let created = app
         .provider
