@@ -740,6 +740,16 @@ fn random_id() -> Result<String> {
     Ok(format!("local-{}", crate::random::random_hex(8)?))
 }
 
+impl Drop for LocalProvider {
+    fn drop(&mut self) {
+        // The state directory's cgroup group goes when it holds no
+        // computer (rmdir refuses a group with kept computers in it).
+        if let Ok(c) = &self.cgroups {
+            c.remove_group();
+        }
+    }
+}
+
 impl Configure for LocalProvider {
     type Settings = LocalSettings;
 
