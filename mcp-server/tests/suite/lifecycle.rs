@@ -290,3 +290,29 @@ fn a_call_cancelled_while_its_computer_is_made_leaves_no_computer() {
     let state = server.state.path().display().to_string();
     assert_eq!(processes_naming(&state), Vec::<i32>::new());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allocation_past_the_computers_memory_is_killed_and_said_so() {
+    if !need_root() {
+        return;
+    }
+    let server = Server::new();
+    let (client, _) = server.stdio(&["--memory-mb", "128"]).await;
+    let r = call(
+        &client,
+        "exec",
+        json!({"argv": ["python3", "-c", "b = bytearray(256 * 1024 * 1024)"]}),
+    )
+    .await;
+    let t = text(&r);
+    assert_eq!(structured(&r)["signal"], "KILL", "{t}");
+    assert!(
+        t.contains("more memory than the computer has"),
+        "the result does not say why: {t}"
+    );
+    let r = call(&client, "computer_info", json!({})).await;
+    assert!(text(&r).contains("memoryMb 128"), "{}", text(&r));
+    let r = call(&client, "exec", json!({"argv": ["echo", "still here"]})).await;
+    assert_eq!(structured(&r)["stdout"], "still here\n");
+    client.cancel().await.unwrap();
+}

@@ -524,6 +524,11 @@ async fn finish(ctx: &ToolContext, ran: Ran, started: Instant) -> Result<CallToo
                 .unwrap_or_default()
         ),
         (Some(code), _) => format!("exit code: {code}"),
+        // Nothing in the computer sends KILL but its memory bound (the
+        // kernel's OOM killer) or a program told to: say the likely one.
+        (None, Some(sig)) if sig == "KILL" => format!(
+            "ended by signal {sig}: killed, most likely for using more memory than the computer has (computer_info shows its limits); use less at once, or ask for a computer with more memory"
+        ),
         (None, Some(sig)) => format!("ended by signal {sig}"),
         (None, None) => "ended without an exit code".to_string(),
     };
