@@ -105,6 +105,9 @@ pub struct LocalOptions {
     pub max_lifetime_ms: u64,
     /// More host paths to hide from computers (the server's HOME, say).
     pub hide: Vec<PathBuf>,
+    /// Bound each computer by a cgroup where the host allows (always, for
+    /// a server: no setting turns it off; the create bench compares).
+    pub cgroups: bool,
 }
 
 impl LocalOptions {
@@ -118,6 +121,7 @@ impl LocalOptions {
             run_as: None,
             max_lifetime_ms: default_max_lifetime(),
             hide: Vec::new(),
+            cgroups: true,
         }
     }
 }
@@ -180,6 +184,7 @@ impl LocalProvider {
         }
         let root = nix::unistd::geteuid().is_root();
         let cgroups = match opts.isolation {
+            Isolation::Namespaces if !opts.cgroups => Err("cgroups were turned off".into()),
             Isolation::Namespaces => {
                 cgroup::Cgroups::detect(&cgroup::group_for(&opts.state_dir)).map_err(|e| e.message)
             }
