@@ -9,6 +9,7 @@
 //!   `guard`, and the exec, process, files and tar methods.
 
 pub mod client;
+pub mod launch;
 pub mod protocol;
 
 #[cfg(target_os = "linux")]

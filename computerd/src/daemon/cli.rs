@@ -1,149 +1,33 @@
-//! computerd's command line: `init`, `stdio`, `probe`, `sandbox` and the
-//! per-run `guard`.
+//! computerd's command line: `init`, `stdio`, `probe`, `sandbox` (parsed
+//! by [`crate::launch`], the types every launcher renders) and the per-run
+//! `guard`.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 
 use crate::daemon::{self, Daemon, Identity, Lifecycle, init, isolate, sandbox};
-use clap::{Parser, Subcommand};
+use crate::launch::{self, Command, InitArgs, Network, SandboxArgs};
 
-/// `computerd sandbox --help`: what the sandbox gives, and its security model.
-const SANDBOX_ABOUT: &str = "\
-Run `computerd init` on this host, isolated with namespaces, as bubblewrap
-does but with no other tool. Init and every program it starts see:
-
-  - the host's root read-only, nosuid and nodev;
-  - --work (their HOME) and --run (the socket's directory) read-write, at
-    the same paths;
-  - a private /tmp and /dev/shm, a minimal /dev (null, zero, full, random,
-    urandom, tty and a pty instance of their own; never the host's disks);
-  - their own /proc, PID (init is PID 1), IPC and UTS (hostname computer)
-    namespaces; with --network none, a network namespace with only lo up;
-  - empty read-only directories over /run, /var/run, /root, /home and each
-    --hide, with --work and --run still showing under them.
-
-As root (with CAP_SYS_ADMIN) init must be given --user UID:GID, a uid other
-than 0, so no program runs as root. Any other user gets a user namespace
-mapping only its own uid and gid (files in --work stay its own) and init
-starts with an empty bounding set; a host that forbids unprivileged user
-namespaces is refused in words. This process stays outside as a forwarder:
-it passes TERM, INT and HUP to init, exits with init's status (128+signal if
-killed), and if it is killed the computer dies with it. Every failure is a
-refusal on stderr with exit code 1.
-
-Example:
-  computerd sandbox --work /srv/c1/home --run /srv/c1/run -- \\
-    init --deadline 2026-12-01T10:00:00Z --socket /srv/c1/run/computerd.sock --user 1000:1000";
-
-/// computerd: the daemon inside a computer of computer-mcp.
-///
-/// It speaks JSON-RPC 2.0, one JSON object per line, on a unix socket
-/// (init) or over stdin/stdout (stdio, a bridge to init's socket). See
-/// computerd/README.md for the wire reference.
-#[derive(Parser)]
-#[command(name = "computerd", version, about, long_about)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Run as the computer's first process: listen on the socket, run
-    /// programs under guards, end everything at the deadline.
-    Init {
-        /// When the computer ends (RFC 3339, e.g. 2026-12-01T10:00:00Z).
-        /// At the deadline every program gets TERM, then KILL.
-        #[arg(long, value_name = "TIME")]
-        deadline: String,
-        /// The latest time deadline.extend may move the deadline to.
-        /// Without it the deadline cannot move.
-        #[arg(long, value_name = "TIME")]
-        max_deadline: Option<String>,
-        /// The unix socket to listen on. Its directory must exist, be
-        /// this user's alone (0700) and writable; init never makes it
-        /// (with --user, init makes it that user's).
-        #[arg(long, value_name = "PATH", default_value = crate::DEFAULT_SOCKET)]
-        socket: PathBuf,
-        /// Start as root and become uid:gid with no groups, making $HOME
-        /// and the socket's directory that user's alone (0700). 0:0 is
-        /// root with no capability.
-        #[arg(long, value_name = "UID:GID")]
-        user: Option<String>,
-        /// Move init and every program into a network namespace of their
-        /// own with only loopback up: they reach nothing outside. Needs
-        /// root with CAP_SYS_ADMIN and CAP_NET_ADMIN, and a --user other
-        /// than 0 that no other process holds.
-        #[arg(long)]
-        own_network: bool,
-    },
-    /// Print one JSON line: the uid, gid, kernel and interfaces, and what
-    /// each target answered (refused, accepted or answered). Exit 0 when
-    /// the probe ran, whatever the targets answered. Only bytes that come
-    /// back count as reaching a target.
-    Probe {
-        /// A target: host:port is tried over TCP (with a request by port:
-        /// TLS ClientHello on 443, DNS on 53, HTTP HEAD otherwise),
-        /// host:port/udp is sent a DNS query. Repeat for more; all are
-        /// tried at once, 10 s to connect and 10 s to answer.
-        #[arg(long, value_name = "HOST:PORT[/udp]")]
-        connect: Vec<String>,
-        /// Also check 1.1.1.1, 8.8.8.8, 9.9.9.9 and 151.101.1.57 on
-        /// 443/tcp, 80/tcp and 53/udp (3 s each way) and give a verdict:
-        /// egress, accepted-only or none.
-        #[arg(long)]
-        diagnose: bool,
-    },
-    /// Run init isolated on this host (the local provider): a read-only
-    /// view of the host, private /tmp, /dev, /proc, PID, IPC, UTS and
-    /// network namespaces, masks over other users' files.
-    #[command(long_about = SANDBOX_ABOUT)]
-    Sandbox {
-        /// The computer's work directory and HOME (absolute, existing),
-        /// bound read-write at the same path; init starts in it.
-        #[arg(long, value_name = "DIR")]
-        work: PathBuf,
-        /// The directory of init's socket (absolute, existing), bound
-        /// read-write at the same path so the server reaches the socket.
-        #[arg(long, value_name = "DIR")]
-        run: PathBuf,
-        /// none: a network namespace of the computer's own with only lo
-        /// up, so it reaches nothing; host: the host's network, shared.
-        #[arg(long, value_name = "MODE", default_value = "none")]
-        network: sandbox::Network,
-        /// Another path to hide behind an empty read-only directory (or
-        /// file), such as the server's HOME or its state directory. It
-        /// must exist. Repeatable.
-        #[arg(long, value_name = "PATH")]
-        hide: Vec<PathBuf>,
-        /// The size of the private /tmp, and of /dev/shm, in MiB.
-        #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
-        tmp_size_mib: u64,
-        /// `init` and its flags, after `--`.
-        #[arg(last = true, required = true, value_name = "INIT")]
-        command: Vec<OsString>,
-    },
-    /// Bridge stdin/stdout to init's socket (waits up to 3 s for it).
-    Stdio {
-        /// The socket to reach.
-        #[arg(long, value_name = "PATH", env = crate::SOCKET_ENV, default_value = crate::DEFAULT_SOCKET)]
-        socket: PathBuf,
-    },
-}
-
-/// The subcommands of computerd, for a binary that is computerd among other
-/// things (computer-mcp runs as computerd when called with one of these).
-pub const SUBCOMMANDS: &[&str] = &["init", "guard", "sandbox", "stdio", "probe"];
-
-/// computerd's entry point; returns the exit code.
+/// The standalone computerd's entry point; returns the exit code. The word
+/// `computerd` before the subcommand is accepted here too, so a caller that
+/// takes this binary for a multi-call one still reaches it.
 pub fn main() -> i32 {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let args = launch::daemon_args(&argv)
+        .or_else(|| argv.get(1..))
+        .unwrap_or_default();
+    run(args)
+}
+
+/// Run computerd with `args`: what follows the program (and the word), the
+/// subcommand first. A multi-call binary calls this once
+/// [`launch::daemon_args`] says it was started as computerd.
+pub fn run(args: &[OsString]) -> i32 {
     // The guard is started once per run: keep its path short, before any
     // argument parsing or logging is set up.
-    let mut args = std::env::args_os();
-    if args.nth(1).is_some_and(|a| a == "guard") {
-        return daemon::guard::main(args.next());
+    if args.first().is_some_and(|a| a == "guard") {
+        return daemon::guard::main(args.get(1).cloned());
     }
-    let cli = match Cli::try_parse() {
+    let command = match launch::parse(args) {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { 1 } else { 0 };
@@ -151,37 +35,11 @@ pub fn main() -> i32 {
             return code;
         }
     };
-    match cli.command {
-        Command::Init {
-            deadline,
-            max_deadline,
-            socket,
-            user,
-            own_network,
-        } => init_main(InitArgs {
-            deadline,
-            max_deadline,
-            socket,
-            user,
-            own_network,
-        }),
-        Command::Probe { connect, diagnose } => daemon::probe::main(&connect, diagnose),
-        Command::Sandbox {
-            work,
-            run,
-            network,
-            hide,
-            tmp_size_mib,
-            command,
-        } => sandbox::main(sandbox::Options {
-            work,
-            run,
-            network,
-            hide,
-            tmp_size_mib,
-            command,
-        }),
-        Command::Stdio { socket } => {
+    match command {
+        Command::Init(a) => init_main(a),
+        Command::Probe(a) => daemon::probe::main(&a.connect, a.diagnose),
+        Command::Sandbox(a) => sandbox::main(sandbox_options(a)),
+        Command::Stdio(a) => {
             let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -192,22 +50,30 @@ pub fn main() -> i32 {
                     return 1;
                 }
             };
-            rt.block_on(daemon::bridge::run(&socket))
+            rt.block_on(daemon::bridge::run(&a.socket))
         }
+    }
+}
+
+/// The sandbox's own options from its command line; init's comes rendered
+/// again from its parsed flags, so the sandbox runs exactly what was read.
+fn sandbox_options(a: SandboxArgs) -> sandbox::Options {
+    sandbox::Options {
+        command: a.init.to_args(),
+        work: a.work,
+        run: a.run,
+        network: match a.network {
+            Network::None => sandbox::Network::None,
+            Network::Host => sandbox::Network::Host,
+        },
+        hide: a.hide,
+        tmp_size_mib: a.tmp_size_mib,
     }
 }
 
 fn refuse(why: impl std::fmt::Display) -> i32 {
     eprintln!("computerd init: {why}");
     1
-}
-
-struct InitArgs {
-    deadline: String,
-    max_deadline: Option<String>,
-    socket: PathBuf,
-    user: Option<String>,
-    own_network: bool,
 }
 
 fn init_main(args: InitArgs) -> i32 {
@@ -218,25 +84,11 @@ fn init_main(args: InitArgs) -> i32 {
         user,
         own_network,
     } = args;
-    let deadline = match init::parse_time("--deadline", &deadline) {
-        Ok(t) => t,
-        Err(e) => return refuse(e),
-    };
-    let max = match max_deadline
-        .as_deref()
-        .map(|m| init::parse_time("--max-deadline", m))
-        .transpose()
-    {
-        Ok(t) => t,
-        Err(e) => return refuse(e),
-    };
+    let (deadline, max) = (deadline.get(), max_deadline.map(launch::Time::get));
     if let Err(e) = init::check_times(deadline, max) {
         return refuse(e);
     }
-    let user = match user.as_deref().map(isolate::parse_user).transpose() {
-        Ok(u) => u,
-        Err(e) => return refuse(e),
-    };
+    let user = user.map(|u| (u.uid, u.gid));
     let mut plan = isolate::Plan {
         user,
         own_network,

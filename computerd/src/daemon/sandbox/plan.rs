@@ -168,7 +168,9 @@ impl Plan {
             ))
         };
 
-        let mut argv = vec![cstring(exe.as_os_str())?];
+        // argv[0] `computerd` makes a multi-call binary (the server) run as
+        // computerd too; the binary itself is exec'd by its path.
+        let mut argv = vec![cstring(OsStr::new(crate::launch::WORD))?];
         for a in &opts.command {
             argv.push(cstring(a)?);
         }
