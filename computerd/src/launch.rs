@@ -49,7 +49,10 @@ impl Time {
     /// Now plus `d` (saturating at the latest time that can be held).
     pub fn from_now(d: Duration) -> Self {
         let now = OffsetDateTime::now_utc();
-        Self::new(now.checked_add(d.try_into().unwrap_or(time::Duration::MAX)).unwrap_or(now))
+        Self::new(
+            now.checked_add(d.try_into().unwrap_or(time::Duration::MAX))
+                .unwrap_or(now),
+        )
     }
 
     pub fn get(self) -> OffsetDateTime {
@@ -66,9 +69,11 @@ impl From<OffsetDateTime> for Time {
 impl FromStr for Time {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        OffsetDateTime::parse(s, &Rfc3339).map(Self::new).map_err(|e| {
-            format!("{s:?} is not an RFC 3339 time such as 2026-12-01T10:00:00Z ({e})")
-        })
+        OffsetDateTime::parse(s, &Rfc3339)
+            .map(Self::new)
+            .map_err(|e| {
+                format!("{s:?} is not an RFC 3339 time such as 2026-12-01T10:00:00Z ({e})")
+            })
     }
 }
 
@@ -297,14 +302,14 @@ impl InitCommand {
         let Some(first) = argv.first() else {
             return Err(clap::Error::raw(
                 clap::error::ErrorKind::MissingRequiredArgument,
-                "give init's command after --, e.g. -- init --deadline … --socket <RUN>/computerd.sock\n",
+                "give init's command after --, e.g. -- init --deadline … --socket <RUN>/computerd.sock",
             ));
         };
         if first != "init" {
             return Err(clap::Error::raw(
                 clap::error::ErrorKind::InvalidValue,
                 format!(
-                    "the sandbox runs `computerd init` only, as its PID 1; after -- came {first:?}\n"
+                    "the sandbox runs `computerd init` only, as its PID 1; after -- came {first:?}"
                 ),
             ));
         }
@@ -735,8 +740,14 @@ mod tests {
         let said = |args: &[&str]| parse(args).unwrap_err().to_string();
         assert!(said(&["init", "--deadline", "tomorrow"]).contains("is not an RFC 3339 time"));
         assert!(
-            said(&["init", "--deadline", "2026-12-01T10:00:00Z", "--user", "1000"])
-                .contains("is not uid:gid")
+            said(&[
+                "init",
+                "--deadline",
+                "2026-12-01T10:00:00Z",
+                "--user",
+                "1000"
+            ])
+            .contains("is not uid:gid")
         );
         let s = said(&[
             "sandbox", "--work", "/w", "--run", "/r", "--", "stdio", "--socket", "/s",
@@ -754,7 +765,13 @@ mod tests {
     #[test]
     fn a_binary_is_computerd_by_its_word_or_its_name() {
         let v = |a: &[&str]| a.iter().map(OsString::from).collect::<Vec<_>>();
-        let server = v(&["/usr/bin/computer-mcp", "computerd", "init", "--deadline", "x"]);
+        let server = v(&[
+            "/usr/bin/computer-mcp",
+            "computerd",
+            "init",
+            "--deadline",
+            "x",
+        ]);
         assert_eq!(daemon_args(&server), Some(&server[2..]));
         let named = v(&["computerd", "guard", "3"]);
         assert_eq!(daemon_args(&named), Some(&named[1..]));
@@ -779,9 +796,6 @@ mod tests {
             Time::from_unix_ms(1_796_119_200_250).unwrap().to_string(),
             "2026-12-01T10:00:00.25Z"
         );
-        assert_eq!(
-            at("2026-12-01T11:00:00+01:00"),
-            at("2026-12-01T10:00:00Z")
-        );
+        assert_eq!(at("2026-12-01T11:00:00+01:00"), at("2026-12-01T10:00:00Z"));
     }
 }

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use computerd::client::DaemonClient;
+use computerd::launch::{InitArgs, Network, Program, SandboxArgs, Time, UserSpec};
 use computerd::protocol::{self, HelloParams, MachineKind};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
@@ -221,51 +222,42 @@ impl LocalProvider {
         let log2 = log
             .try_clone()
             .map_err(|e| ProviderError::failed(format!("could not open the daemon's log: {e}")))?;
-        let mut init_args: Vec<String> = vec![
-            "init".into(),
-            "--deadline".into(),
-            state::format_ms(meta.deadline_ms),
-            "--max-deadline".into(),
-            state::format_ms(meta.max_deadline_ms),
-            "--socket".into(),
-            socket.display().to_string(),
-        ];
-        let mut cmd = tokio::process::Command::new(&self.opts.computerd);
-        match self.opts.isolation {
+        let time = |field: &str, ms: i64| {
+            Time::from_unix_ms(ms).ok_or_else(|| {
+                ProviderError::invalid(
+                    field,
+                    format!("{field} {ms} ms is not a time computerd can hold"),
+                )
+            })
+        };
+        let mut init = InitArgs::new(time("deadline", meta.deadline_ms)?, &socket);
+        init.max_deadline = Some(time("maxDeadline", meta.max_deadline_ms)?);
+        let program = Program::at(&self.opts.computerd);
+        let cmd = match self.opts.isolation {
             Isolation::Namespaces => {
                 if self.root {
-                    init_args.push("--user".into());
-                    init_args.push(
-                        self.opts
-                            .run_as
-                            .clone()
-                            .unwrap_or_else(|| DEFAULT_RUN_AS.into()),
+                    let user = self.opts.run_as.as_deref().unwrap_or(DEFAULT_RUN_AS);
+                    init.user = Some(
+                        user.parse::<UserSpec>()
+                            .map_err(|e| ProviderError::invalid("runAs", e))?,
                     );
                 }
-                cmd.arg("sandbox")
-                    .arg("--work")
-                    .arg(&work)
-                    .arg("--run")
-                    .arg(&run)
-                    .arg("--network")
-                    .arg(match spec.network {
-                        NetworkPolicy::Open => "host",
-                        _ => "none",
-                    })
-                    .arg("--hide")
-                    .arg(&self.opts.state_dir);
-                for h in &self.opts.hide {
-                    cmd.arg("--hide").arg(h);
-                }
+                let mut sandbox = SandboxArgs::new(&work, &run, init);
+                sandbox.network = match spec.network {
+                    NetworkPolicy::Open => Network::Host,
+                    _ => Network::None,
+                };
+                sandbox.hide.push(self.opts.state_dir.clone());
+                sandbox.hide.extend(self.opts.hide.iter().cloned());
                 if let Some(mb) = spec.sizes.disk_mb {
-                    cmd.arg("--tmp-size-mib").arg(mb.to_string());
+                    sandbox.tmp_size_mib = mb;
                 }
-                cmd.arg("--");
+                program.command(sandbox)
             }
-            Isolation::None => {}
-        }
-        cmd.args(&init_args)
-            .env_clear()
+            Isolation::None => program.command(init),
+        };
+        let mut cmd = tokio::process::Command::from(cmd);
+        cmd.env_clear()
             .env("HOME", &work)
             .env(
                 "PATH",

@@ -64,14 +64,11 @@ fn bad_flags_and_times_are_refused_in_words_with_exit_1() {
 
 #[test]
 fn a_missing_socket_directory_is_refused() {
-    let out = Command::new(COMPUTERD)
-        .args([
-            "init",
-            "--deadline",
-            &rfc3339_in(Duration::from_secs(60)),
-            "--socket",
+    let out = Program::computerd(COMPUTERD)
+        .command(InitArgs::new(
+            Time::from_now(Duration::from_secs(60)),
             "/no/such/dir/s.sock",
-        ])
+        ))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -87,14 +84,11 @@ async fn a_live_socket_is_refused_and_a_stale_one_replaced() {
     let Some(init) = Init::start() else {
         return;
     };
-    let out = Command::new(COMPUTERD)
-        .args([
-            "init",
-            "--deadline",
-            &rfc3339_in(Duration::from_secs(60)),
-            "--socket",
-        ])
-        .arg(&init.socket)
+    let out = Program::computerd(COMPUTERD)
+        .command(InitArgs::new(
+            Time::from_now(Duration::from_secs(60)),
+            &init.socket,
+        ))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -108,14 +102,11 @@ async fn a_live_socket_is_refused_and_a_stale_one_replaced() {
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
     let stale = run.join("s.sock");
     drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
-    let mut second = Command::new(COMPUTERD)
-        .args([
-            "init",
-            "--deadline",
-            &rfc3339_in(Duration::from_secs(60)),
-            "--socket",
-        ])
-        .arg(&stale)
+    let mut second = Program::computerd(COMPUTERD)
+        .command(InitArgs::new(
+            Time::from_now(Duration::from_secs(60)),
+            &stale,
+        ))
         .spawn()
         .unwrap();
     let until = Instant::now() + Duration::from_secs(5);
@@ -308,9 +299,10 @@ fn the_stdio_bridge_carries_the_protocol_and_says_why_when_it_cannot() {
     assert_eq!(hello.groups, vec!["exec", "files", "processes"]);
 
     let t = Instant::now();
-    let out = Command::new(COMPUTERD)
-        .arg("stdio")
-        .env("COMPUTERD_SOCKET", "/no/such/computerd.sock")
+    let out = Program::computerd(COMPUTERD)
+        .command(StdioArgs {
+            socket: "/no/such/computerd.sock".into(),
+        })
         .stdin(Stdio::null())
         .output()
         .unwrap();

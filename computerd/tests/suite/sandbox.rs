@@ -12,9 +12,9 @@ use computerd::protocol::*;
 
 use super::support::*;
 
-fn sandbox_as(uid: u32, flags: &[&str]) -> Option<Init> {
+fn sandbox_as(uid: u32, network: Network) -> Option<Init> {
     Init::start_sandboxed(SandboxOptions {
-        flags: flags.iter().map(|s| s.to_string()).collect(),
+        network,
         user: Some(uid),
         ..Default::default()
     })
@@ -102,7 +102,7 @@ async fn a_program_writes_only_its_home_tmp_and_shm_and_the_host_is_read_only() 
     // read-only view.
     let open = HostDir::new(&format!("computerd-open-{}", marker()), 0o777);
     let uid = fresh_uid();
-    let Some(init) = sandbox_as(uid, &[]) else {
+    let Some(init) = sandbox_as(uid, Network::None) else {
         return;
     };
     let home = init.home();
@@ -153,7 +153,7 @@ async fn its_tmp_is_its_own_both_ways() {
     }
     let host_only = std::env::temp_dir().join(format!("computerd-host-only-{}", marker()));
     std::fs::write(&host_only, "host").unwrap();
-    let Some(init) = sandbox_as(fresh_uid(), &[]) else {
+    let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
         return;
     };
     let inside_only = format!("/tmp/computerd-inside-only-{}", init.marker);
@@ -198,7 +198,7 @@ async fn it_sees_only_its_own_processes_and_init_is_pid_1() {
     if !need_root() {
         return;
     }
-    let Some(init) = sandbox_as(fresh_uid(), &[]) else {
+    let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
         return;
     };
     let out = py(
@@ -238,7 +238,7 @@ async fn network_none_reaches_only_its_own_loopback() {
     }
     let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = tcp.local_addr().unwrap().port();
-    let Some(init) = sandbox_as(fresh_uid(), &[]) else {
+    let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
         return;
     };
     let out = py(&init, &connect_script(port)).await;
@@ -272,7 +272,7 @@ async fn network_host_shares_the_hosts_loopback() {
     }
     let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = tcp.local_addr().unwrap().port();
-    let Some(init) = sandbox_as(fresh_uid(), &["--network", "host"]) else {
+    let Some(init) = sandbox_as(fresh_uid(), Network::Host) else {
         return;
     };
     let out = py(&init, &connect_script(port)).await;
@@ -323,12 +323,7 @@ async fn run_root_home_and_each_hide_are_empty_but_work_and_run_show_through() {
     let uid = fresh_uid();
     // HOME and the socket's directory are under /run, inside its mask.
     let Some(init) = Init::start_sandboxed(SandboxOptions {
-        flags: vec![
-            "--hide".into(),
-            hidden.path().into(),
-            "--hide".into(),
-            hidden_file.to_str().unwrap().into(),
-        ],
+        hide: vec![hidden.path().into(), hidden_file.clone()],
         user: Some(uid),
         base: Some("/run".into()),
         ..Default::default()
@@ -385,7 +380,7 @@ async fn a_computerd_under_a_hidden_path_still_runs_and_alone_shows_there() {
     let exe = bin.0.join("computerd");
     std::fs::copy(COMPUTERD, &exe).unwrap();
     let Some(init) = Init::start_sandboxed(SandboxOptions {
-        flags: vec!["--hide".into(), bin.path().into()],
+        hide: vec![bin.path().into()],
         user: Some(fresh_uid()),
         exe: Some(exe.clone()),
         ..Default::default()
@@ -403,7 +398,7 @@ async fn dev_holds_only_the_minimal_nodes_and_they_work() {
     if !need_root() {
         return;
     }
-    let Some(init) = sandbox_as(fresh_uid(), &[]) else {
+    let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
         return;
     };
     let (code, out, err) = sh(
@@ -474,7 +469,7 @@ async fn sigterm_to_the_sandbox_ends_init_in_order_and_exits_0() {
     if !need_root() {
         return;
     }
-    let Some(init) = sandbox_as(fresh_uid(), &[]) else {
+    let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
         return;
     };
     let init_pid = start_sleep(&init).await;
@@ -497,17 +492,10 @@ fn sigterm_before_init_listens_is_not_lost() {
     std::fs::create_dir(&run).unwrap();
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
     let uid = fresh_uid();
-    let mut child = Command::new(COMPUTERD)
-        .arg("sandbox")
-        .arg("--work")
-        .arg(&home)
-        .arg("--run")
-        .arg(&run)
-        .args(["--", "init", "--deadline"])
-        .arg(rfc3339_in(Duration::from_secs(600)))
-        .arg("--socket")
-        .arg(run.join("s.sock"))
-        .args(["--user", &format!("{uid}:{uid}")])
+    let mut init = InitArgs::new(Time::from_now(Duration::from_secs(600)), run.join("s.sock"));
+    init.user = Some(UserSpec { uid, gid: uid });
+    let mut child = Program::computerd(COMPUTERD)
+        .command(SandboxArgs::new(&home, &run, init))
         .env("COMPUTERD_LOG", "warn")
         .stdin(Stdio::null())
         .spawn()
@@ -550,7 +538,7 @@ async fn sigkill_of_the_forwarder_kills_everything_inside() {
     if !need_root() {
         return;
     }
-    let Some(mut init) = sandbox_as(fresh_uid(), &[]) else {
+    let Some(mut init) = sandbox_as(fresh_uid(), Network::None) else {
         return;
     };
     let init_pid = start_sleep(&init).await;
@@ -566,7 +554,7 @@ async fn a_killed_init_makes_the_sandbox_exit_137_with_nothing_left() {
     if !need_root() {
         return;
     }
-    let Some(mut init) = sandbox_as(fresh_uid(), &[]) else {
+    let Some(mut init) = sandbox_as(fresh_uid(), Network::None) else {
         return;
     };
     let init_pid = start_sleep(&init).await;
@@ -797,16 +785,8 @@ fn a_host_without_user_namespaces_is_refused_in_words() {
         std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).unwrap();
         std::os::unix::fs::chown(d, Some(65534), Some(65534)).unwrap();
     }
-    let mut cmd = Command::new(COMPUTERD);
-    cmd.arg("sandbox")
-        .arg("--work")
-        .arg(&home)
-        .arg("--run")
-        .arg(&run)
-        .args(["--", "init", "--deadline"])
-        .arg(rfc3339_in(Duration::from_secs(60)))
-        .arg("--socket")
-        .arg(run.join("s.sock"));
+    let init = InitArgs::new(Time::from_now(Duration::from_secs(60)), run.join("s.sock"));
+    let mut cmd = Program::computerd(COMPUTERD).command(SandboxArgs::new(&home, &run, init));
     // SAFETY: the function only opens and writes /proc files and makes
     // unshare, prctl and set*id calls before exec.
     unsafe {
