@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use computerd::client::DaemonClient;
 use computerd::launch::{InitArgs, Network, Program, SandboxArgs, Time, UserSpec};
-use computerd::protocol::{self, HelloParams, MachineKind};
+use computerd::protocol::{self, Group, HelloParams, MachineKind};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
@@ -343,10 +343,11 @@ impl LocalProvider {
                 format!("the computer's daemon did not answer hello: {e}"),
             )
         })?;
-        if hello.kind != "linux" || !hello.groups.iter().any(|g| g == protocol::group::EXEC) {
+        if hello.kind != MachineKind::Linux || !hello.groups.contains(&Group::Exec) {
+            let groups: Vec<&str> = hello.groups.iter().map(|g| g.as_str()).collect();
             return Err(ProviderError::refused(format!(
-                "the computer's daemon says kind {} with groups {:?}; a local computer is linux with exec, files and processes",
-                hello.kind, hello.groups
+                "the computer's daemon says kind {} with groups {groups:?}; a local computer is linux with exec, files and processes",
+                hello.kind
             )));
         }
         Ok(Connection {
@@ -488,11 +489,7 @@ impl Provider for LocalProvider {
                 Isolation::Namespaces => DaemonMode::Pid1,
                 Isolation::None => DaemonMode::Child,
             },
-            groups: vec![
-                protocol::group::EXEC.into(),
-                protocol::group::FILES.into(),
-                protocol::group::PROCESSES.into(),
-            ],
+            groups: vec![Group::Exec, Group::Files, Group::Processes],
             lifetime: LifetimeMode::Enforced,
             release: vec![Release::Stop, Release::Delete],
             max_lifetime_ms: self.opts.max_lifetime_ms,

@@ -137,7 +137,8 @@ mod golden {
     /// `COMPUTER_MCP_ACCEPT_SCHEMAS=1` accepts it.
     #[test]
     fn the_sandbox_tools_match_their_golden_schemas() {
-        let groups: Vec<String> = ["exec", "files", "processes"].map(String::from).to_vec();
+        use computerd::protocol::Group;
+        let groups = [Group::Exec, Group::Files, Group::Processes];
         let tools = super::sandbox_tools(&groups, true);
         let mut text = serde_json::to_string_pretty(&tools).unwrap();
         text.push('\n');

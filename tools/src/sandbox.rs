@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex, Weak};
 
 use computerd::client::{ClientError, ComputerClient, ComputerExt};
 use computerd::protocol::{
-    FileType, FilesStatParams, ProcessSignalParams, ProcessStartParams, ProcessStartResult, Signal,
-    Stream, group,
+    FileType, FilesStatParams, Group, ProcessSignalParams, ProcessStartParams, ProcessStartResult,
+    Signal, Stream, group,
 };
 use rmcp::ErrorData;
 use rmcp::handler::server::tool::{schema_for_input, schema_for_output, schema_for_type};
@@ -127,13 +127,13 @@ impl Name {
 /// The tools of the sandbox family that `groups` (hello's groups) allow,
 /// with `extend` telling whether computer_extend is listed. Descriptions
 /// state the default [`ToolSettings`].
-pub fn sandbox_tools(groups: &[String], extend: bool) -> Vec<Tool> {
+pub fn sandbox_tools(groups: &[Group], extend: bool) -> Vec<Tool> {
     sandbox_tools_with(groups, extend, &ToolSettings::default())
 }
 
 /// [`sandbox_tools`] with the limits the server runs with, so that the
 /// descriptions and schemas state them (exec's timeout, the output budget).
-pub fn sandbox_tools_with(groups: &[String], extend: bool, settings: &ToolSettings) -> Vec<Tool> {
+pub fn sandbox_tools_with(groups: &[Group], extend: bool, settings: &ToolSettings) -> Vec<Tool> {
     ALL.into_iter()
         .filter(|n| match n.group() {
             Some(g) => groups.iter().any(|x| x == g),
@@ -502,8 +502,8 @@ pub(crate) fn hints(
 mod tests {
     use super::*;
 
-    fn groups(g: &[&str]) -> Vec<String> {
-        g.iter().map(|s| s.to_string()).collect()
+    fn groups(g: &[&str]) -> Vec<Group> {
+        g.iter().map(|s| s.parse().unwrap()).collect()
     }
 
     fn names(tools: &[Tool]) -> Vec<String> {
