@@ -35,24 +35,49 @@ pub fn run(args: &[OsString]) -> i32 {
             return code;
         }
     };
-    match command {
+    let outcome = match command {
         Command::Init(a) => init_main(a),
-        Command::Probe(a) => daemon::probe::main(&a.connect, a.diagnose),
-        Command::Sandbox(a) => sandbox::main(sandbox_options(a)),
-        Command::Stdio(a) => {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("computerd stdio: {e}");
-                    return 1;
-                }
-            };
-            rt.block_on(daemon::bridge::run(&a.socket))
-        }
-    }
+        Command::Probe(a) => Ok(daemon::probe::main(&a.connect, a.diagnose)),
+        Command::Sandbox(a) => Ok(sandbox::main(sandbox_options(a))),
+        Command::Stdio(a) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| StartError::Runtime("stdio", e))
+            .map(|rt| rt.block_on(daemon::bridge::run(&a.socket))),
+    };
+    outcome.unwrap_or_else(|e| {
+        eprintln!("{e}");
+        1
+    })
+}
+
+/// Why computerd did not start serving. Its words are said here, in one
+/// place, and on stderr with exit code 1 by [`run`]; each names the
+/// subcommand and the step. (The sandbox says its own refusals, `computerd
+/// sandbox: …`, before any thread exists.)
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The deadline is past, or the maximum is before it.
+    #[error("computerd init: {0}")]
+    Times(String),
+    /// The flags against who init is (`--user`, `--own-network`), or the
+    /// privilege drop failing or not reading back.
+    #[error("computerd init: {0}")]
+    Isolate(String),
+    /// The socket's directory or a socket already there.
+    #[error("computerd init: {0}")]
+    Socket(String),
+    #[error("computerd init: could not mark inherited descriptors close-on-exec: {0}")]
+    Cloexec(std::io::Error),
+    #[error("computerd init: could not open /dev/null for fds 0-2: {0}")]
+    Stdio(std::io::Error),
+    #[error("computerd init: could not become a child subreaper: {0}")]
+    Subreaper(nix::Error),
+    #[error("computerd init: cannot find its own binary through /proc/self/exe: {0}")]
+    OwnBinary(std::io::Error),
+    /// The async runtime of `init` or `stdio`.
+    #[error("computerd {0}: could not start the runtime: {1}")]
+    Runtime(&'static str, std::io::Error),
 }
 
 /// The sandbox's own options from its command line; init's comes rendered
@@ -71,12 +96,7 @@ fn sandbox_options(a: SandboxArgs) -> sandbox::Options {
     }
 }
 
-fn refuse(why: impl std::fmt::Display) -> i32 {
-    eprintln!("computerd init: {why}");
-    1
-}
-
-fn init_main(args: InitArgs) -> i32 {
+fn init_main(args: InitArgs) -> Result<i32, StartError> {
     let InitArgs {
         deadline,
         max_deadline,
@@ -85,9 +105,7 @@ fn init_main(args: InitArgs) -> i32 {
         own_network,
     } = args;
     let (deadline, max) = (deadline.get(), max_deadline.map(launch::Time::get));
-    if let Err(e) = init::check_times(deadline, max) {
-        return refuse(e);
-    }
+    init::check_times(deadline, max).map_err(StartError::Times)?;
     let user = user.map(|u| (u.uid, u.gid));
     let mut plan = isolate::Plan {
         user,
@@ -102,43 +120,21 @@ fn init_main(args: InitArgs) -> i32 {
             plan.user_dirs.push(dir.to_path_buf());
         }
     }
-    if let Err(e) = isolate::check(&plan) {
-        return refuse(e);
-    }
+    isolate::check(&plan).map_err(StartError::Isolate)?;
     // Whatever init was started with (ignored signals, a blocked mask, a
     // umask) is not handed on to its programs: they start as on a fresh
     // login, files made 0644 and directories 0755 unless asked.
     daemon::sys::reset_signals();
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
     // Whatever init was handed beyond stdio is not its programs' to see.
-    if let Err(e) = daemon::sys::cloexec_from(3) {
-        return refuse(format!(
-            "could not mark inherited descriptors close-on-exec: {e}"
-        ));
-    }
-    if let Err(e) = ensure_stdio() {
-        return refuse(format!("could not open /dev/null for fds 0-2: {e}"));
-    }
-    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
-        return refuse(format!("could not become a child subreaper: {e}"));
-    }
-    let exe = match std::fs::read_link("/proc/self/exe") {
-        Ok(p) => p,
-        Err(e) => {
-            return refuse(format!(
-                "cannot find its own binary through /proc/self/exe: {e}"
-            ));
-        }
-    };
+    daemon::sys::cloexec_from(3).map_err(StartError::Cloexec)?;
+    ensure_stdio().map_err(StartError::Stdio)?;
+    nix::sys::prctl::set_child_subreaper(true).map_err(StartError::Subreaper)?;
+    let exe = std::fs::read_link("/proc/self/exe").map_err(StartError::OwnBinary)?;
     // Everything that must hold for every thread happens here, while
     // init has one thread: the runtime's threads inherit it.
-    let outcome = match isolate::apply(&plan) {
-        Ok(o) => o,
-        Err(e) => return refuse(e),
-    };
-    if let Err(e) = init::check_socket_dir(&socket) {
-        return refuse(e);
-    }
+    let outcome = isolate::apply(&plan).map_err(StartError::Isolate)?;
+    init::check_socket_dir(&socket).map_err(StartError::Socket)?;
     init_logging();
     tracing::info!(
         uid = outcome.uid,
@@ -159,15 +155,12 @@ fn init_main(args: InitArgs) -> i32 {
         exe,
         Lifecycle::new(init::Deadline::new(deadline, max)),
     );
-    let rt = match tokio::runtime::Builder::new_multi_thread()
+    let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return refuse(format!("could not start the runtime: {e}")),
-    };
-    rt.block_on(init::serve(daemon, socket))
+        .map_err(|e| StartError::Runtime("init", e))?;
+    Ok(rt.block_on(init::serve(daemon, socket)))
 }
 
 /// Who the daemon is, for the programs it starts as itself.
@@ -237,4 +230,32 @@ fn init_logging() {
         .with_writer(std::io::stderr)
         .with_target(false)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_errors_name_the_subcommand_and_the_step() {
+        let io = || std::io::Error::from_raw_os_error(libc::EMFILE);
+        let said: Vec<String> = [
+            StartError::Times("--deadline 2001-01-01T00:00:00Z is in the past".into()),
+            StartError::Cloexec(io()),
+            StartError::Subreaper(nix::Error::EPERM),
+            StartError::Runtime("stdio", io()),
+        ]
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+        assert_eq!(
+            said,
+            [
+                "computerd init: --deadline 2001-01-01T00:00:00Z is in the past",
+                "computerd init: could not mark inherited descriptors close-on-exec: Too many open files (os error 24)",
+                "computerd init: could not become a child subreaper: EPERM: Operation not permitted",
+                "computerd stdio: could not start the runtime: Too many open files (os error 24)",
+            ]
+        );
+    }
 }
