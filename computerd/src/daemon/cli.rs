@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 
 use crate::daemon::{self, Daemon, Identity, Lifecycle, init, isolate, sandbox};
-use crate::launch::{self, Command, InitArgs, Network, SandboxArgs};
+use crate::launch::{self, Command, InitArgs, SandboxArgs};
 
 /// The standalone computerd's entry point; returns the exit code. The word
 /// `computerd` before the subcommand is accepted here too, so a caller that
@@ -87,10 +87,7 @@ fn sandbox_options(a: SandboxArgs) -> sandbox::Options {
         command: a.init.to_args(),
         work: a.work,
         run: a.run,
-        network: match a.network {
-            Network::None => sandbox::Network::None,
-            Network::Host => sandbox::Network::Host,
-        },
+        network: a.network,
         hide: a.hide,
         tmp_size_mib: a.tmp_size_mib,
     }

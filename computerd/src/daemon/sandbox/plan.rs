@@ -4,32 +4,12 @@
 
 use std::ffi::{CString, OsStr, OsString};
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use super::{Options, cstring};
 use crate::daemon::{isolate, sys};
 
-/// `--network`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Network {
-    /// A network namespace of the computer's own, with only `lo` up.
-    None,
-    /// The host's network, shared.
-    Host,
-}
-
-impl FromStr for Network {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "none" => Ok(Network::None),
-            "host" => Ok(Network::Host),
-            _ => Err(format!(
-                "--network is none (only the computer's own loopback) or host (the host's network); {s:?} is neither"
-            )),
-        }
-    }
-}
+/// `--network`, as the launch contract has it.
+pub use crate::launch::Network;
 
 /// One mount over the read-only view of the host's root.
 #[derive(Clone, Debug, PartialEq, Eq)]
