@@ -317,3 +317,25 @@ fn the_stdio_bridge_carries_the_protocol_and_says_why_when_it_cannot() {
         "it waits 3 s for a starting init"
     );
 }
+
+#[test]
+fn computerd_under_another_name_is_reached_through_its_word() {
+    // As the multi-call server is: a binary not named computerd is started
+    // with the word `computerd` before the subcommand.
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("computer-mcp");
+    std::fs::copy(COMPUTERD, &exe).unwrap();
+    let program = Program::at(&exe);
+    assert_eq!(program, Program::multi_call(&exe));
+    let past = Time::from_unix_ms(0).unwrap();
+    let out = program
+        .command(InitArgs::new(past, dir.path().join("s.sock")))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.starts_with("computerd init: --deadline 1970-01-01T00:00:00Z is in the past"),
+        "{said}"
+    );
+}
