@@ -354,22 +354,6 @@ mod tests {
         });
         let mut text = serde_json::to_string_pretty(&doc).unwrap();
         text.push('\n');
-        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/schemas");
-        let golden = dir.join("protocol.json");
-        let current = dir.join("protocol.current.json");
-        if std::env::var("COMPUTER_MCP_ACCEPT_SCHEMAS").as_deref() == Ok("1") {
-            std::fs::write(&golden, &text).unwrap();
-            let _ = std::fs::remove_file(&current);
-            return;
-        }
-        let want = std::fs::read_to_string(&golden).unwrap_or_default();
-        if want != text {
-            std::fs::write(&current, &text).unwrap();
-            panic!(
-                "the protocol's schemas changed: compare {} with {}, and run with COMPUTER_MCP_ACCEPT_SCHEMAS=1 to accept",
-                current.display(),
-                golden.display()
-            );
-        }
+        computer_testkit::assert_golden("protocol", &text);
     }
 }
