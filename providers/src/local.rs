@@ -27,7 +27,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use computerd::client::DaemonClient;
-use computerd::protocol::{self, HelloParams, MachineKind};
+use computerd::launch::{InitArgs, Network, Program, SandboxArgs, Time, UserSpec};
+use computerd::protocol::{self, Group, HelloParams, MachineKind};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
@@ -266,50 +267,46 @@ impl LocalProvider {
         let log2 = log
             .try_clone()
             .map_err(|e| ProviderError::failed(format!("could not open the daemon's log: {e}")))?;
+        let time = |field: &str, ms: i64| {
+            Time::from_unix_ms(ms).ok_or_else(|| {
+                ProviderError::invalid(
+                    field,
+                    format!("{field} {ms} ms is not a time computerd can hold"),
+                )
+            })
+        };
         // Inside a sandbox the run directory is /run/computerd; without
         // one, init listens at its host path.
         let socket_arg = match self.opts.isolation {
-            Isolation::Namespaces => format!("{}/computerd.sock", SANDBOX_RUN),
-            Isolation::None => socket.display().to_string(),
+            Isolation::Namespaces => Path::new(SANDBOX_RUN).join("computerd.sock"),
+            Isolation::None => socket.clone(),
         };
-        let mut init_args: Vec<String> = vec![
-            "init".into(),
-            "--deadline".into(),
-            state::format_ms(meta.deadline_ms),
-            "--max-deadline".into(),
-            state::format_ms(meta.max_deadline_ms),
-            "--socket".into(),
-            socket_arg,
-        ];
-        let mut cmd = tokio::process::Command::new(&self.opts.computerd);
-        match self.opts.isolation {
+        let mut init = InitArgs::new(time("deadline", meta.deadline_ms)?, socket_arg);
+        init.max_deadline = Some(time("maxDeadline", meta.max_deadline_ms)?);
+        let program = Program::at(&self.opts.computerd);
+        let cmd = match self.opts.isolation {
             Isolation::Namespaces => {
                 if self.root {
-                    init_args.push("--user".into());
-                    init_args.push(
-                        self.opts
-                            .run_as
-                            .clone()
-                            .unwrap_or_else(|| DEFAULT_RUN_AS.into()),
+                    let user = self.opts.run_as.as_deref().unwrap_or(DEFAULT_RUN_AS);
+                    init.user = Some(
+                        user.parse::<UserSpec>()
+                            .map_err(|e| ProviderError::invalid("runAs", e))?,
                     );
                 }
-                cmd.arg("sandbox")
-                    .arg("--run")
-                    .arg(&run)
-                    .arg("--network")
-                    .arg(match spec.network {
-                        NetworkPolicy::Open => "host",
-                        _ => "none",
-                    });
+                let mut sandbox = SandboxArgs::new(&run, init);
+                sandbox.network = match spec.network {
+                    NetworkPolicy::Open => Network::Host,
+                    _ => Network::None,
+                };
                 if let Some(mb) = spec.sizes.disk_mb {
-                    cmd.arg("--tmp-size-mib").arg(mb.to_string());
+                    sandbox.tmp_size_mib = mb;
                 }
-                cmd.arg("--");
+                program.command(sandbox)
             }
-            Isolation::None => {}
-        }
-        cmd.args(&init_args)
-            .env_clear()
+            Isolation::None => program.command(init),
+        };
+        let mut cmd = tokio::process::Command::from(cmd);
+        cmd.env_clear()
             .env("HOME", &work)
             .env(
                 "PATH",
@@ -395,10 +392,11 @@ impl LocalProvider {
                 format!("the computer's daemon did not answer hello: {e}"),
             )
         })?;
-        if hello.kind != "linux" || !hello.groups.iter().any(|g| g == protocol::group::EXEC) {
+        if hello.kind != MachineKind::Linux || !hello.groups.contains(&Group::Exec) {
+            let groups: Vec<&str> = hello.groups.iter().map(|g| g.as_str()).collect();
             return Err(ProviderError::refused(format!(
-                "the computer's daemon says kind {} with groups {:?}; a local computer is linux with exec, files and processes",
-                hello.kind, hello.groups
+                "the computer's daemon says kind {} with groups {groups:?}; a local computer is linux with exec, files and processes",
+                hello.kind
             )));
         }
         Ok(Connection {
@@ -563,11 +561,7 @@ impl Provider for LocalProvider {
                 Isolation::Namespaces => DaemonMode::Pid1,
                 Isolation::None => DaemonMode::Child,
             },
-            groups: vec![
-                protocol::group::EXEC.into(),
-                protocol::group::FILES.into(),
-                protocol::group::PROCESSES.into(),
-            ],
+            groups: vec![Group::Exec, Group::Files, Group::Processes],
             lifetime: LifetimeMode::Enforced,
             release: vec![Release::Stop, Release::Delete],
             max_lifetime_ms: self.opts.max_lifetime_ms,

@@ -13,7 +13,7 @@
 //! computer, and its handlers take rmcp's request context where ours take
 //! a [`ToolContext`] (which unit tests build without a peer).
 
-use computerd::protocol::SettingKind;
+use computerd::protocol::{Group, SettingKind};
 use futures::future::BoxFuture;
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, JsonObject, Tool};
@@ -33,8 +33,8 @@ pub fn registry() -> &'static Registry {
 
 /// Whether a computer that declares `groups` offers the group `needed`.
 /// The one place a needed group is compared with declared ones.
-pub fn offered(needed: &str, groups: &[String]) -> bool {
-    groups.iter().any(|g| g == needed)
+pub fn offered(needed: Group, groups: &[Group]) -> bool {
+    groups.contains(&needed)
 }
 
 /// The families, by setting kind.
@@ -76,7 +76,7 @@ pub enum Needs {
     /// Nothing: always listed.
     Nothing,
     /// A capability group the computer declares.
-    Group(&'static str),
+    Group(Group),
     /// A provider that can move the computer's deadline.
     Extend,
 }
@@ -86,7 +86,7 @@ pub enum Needs {
 /// computer exists, so listing makes no computer.
 #[derive(Clone, Copy, Debug)]
 pub struct Offer<'a> {
-    pub groups: &'a [String],
+    pub groups: &'a [Group],
     pub extend: bool,
 }
 
@@ -233,14 +233,10 @@ mod tests {
     use crate::define::{done, hints, make_tool};
     use crate::{ComputerState, ToolContext};
 
-    fn strings(g: &[&str]) -> Vec<String> {
-        g.iter().map(|s| s.to_string()).collect()
-    }
-
     /// Every group a kind can have: what the golden listing shows.
-    fn every_group(kind: SettingKind) -> Vec<String> {
+    fn every_group(kind: SettingKind) -> Vec<Group> {
         let row = kind.row();
-        strings(&[row.required, row.optional].concat())
+        [row.required, row.optional].concat()
     }
 
     /// Each family's names, descriptions and schemas are held to a golden
@@ -290,7 +286,7 @@ mod tests {
     #[test]
     fn the_sandbox_kind_lists_todays_twelve_tools_with_their_golden_schemas() {
         let family = registry().family(SettingKind::Sandbox).unwrap();
-        let groups = strings(&["exec", "files", "processes"]);
+        let groups = vec![Group::Exec, Group::Files, Group::Processes];
         let offer = Offer {
             groups: &groups,
             extend: true,
@@ -386,7 +382,12 @@ mod tests {
         kind: SettingKind::Browser,
         instructions: "A test family.",
         tools: &[
-            ToolDef::new("shout", Needs::Group("cdp"), shout_tool, handler!(shout)),
+            ToolDef::new(
+                "shout",
+                Needs::Group(Group::Cdp),
+                shout_tool,
+                handler!(shout),
+            ),
             crate::common::INFO,
         ],
     }];
@@ -409,7 +410,7 @@ mod tests {
         let reg = Registry::new(THROWAWAY);
         assert!(reg.family(SettingKind::Sandbox).is_none());
         let family = reg.family(SettingKind::Browser).unwrap();
-        let groups = strings(&["cdp"]);
+        let groups = vec![Group::Cdp];
         let offer = Offer {
             groups: &groups,
             extend: false,
