@@ -12,7 +12,8 @@
 //!   subcommand: a standalone `computerd`, or a multi-call binary (the
 //!   server) entered through the word [`WORD`].
 //! - [`daemon_args`]: how a binary tells that it was started as computerd.
-//! - [`Time`], [`UserSpec`], [`Network`]: the typed values of the flags.
+//! - [`Time`], [`UserSpec`], [`Network`], [`Share`]: the typed values of the
+//!   flags.
 
 mod values;
 

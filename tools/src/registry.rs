@@ -241,14 +241,11 @@ mod tests {
 
     /// Each family's names, descriptions and schemas are held to a golden
     /// file, `fixtures/schemas/<kind>-tools.json`, so a change to what
-    /// models see is a reviewed change. On a mismatch the new listing is
-    /// written beside it as `*.current.json`; `COMPUTER_MCP_ACCEPT_SCHEMAS=1`
-    /// accepts it.
+    /// models see is a reviewed change ([`computer_testkit::assert_golden`]:
+    /// on a mismatch the new listing is written beside it as
+    /// `*.current.json`; `COMPUTER_MCP_ACCEPT_SCHEMAS=1` accepts it).
     #[test]
     fn every_family_matches_its_golden_schemas() {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/schemas");
-        let accept = std::env::var("COMPUTER_MCP_ACCEPT_SCHEMAS").as_deref() == Ok("1");
-        let mut changed = Vec::new();
         for family in registry().families() {
             let groups = every_group(family.kind);
             let offer = Offer {
@@ -258,29 +255,8 @@ mod tests {
             let tools = family.list(&offer, &ToolSettings::default());
             let mut text = serde_json::to_string_pretty(&tools).unwrap();
             text.push('\n');
-            let kind = family.kind.as_str();
-            let golden = dir.join(format!("{kind}-tools.json"));
-            let current = dir.join(format!("{kind}-tools.current.json"));
-            if accept {
-                std::fs::write(&golden, &text).unwrap();
-                let _ = std::fs::remove_file(&current);
-                continue;
-            }
-            let want = std::fs::read_to_string(&golden).unwrap_or_default();
-            if want != text {
-                std::fs::write(&current, &text).unwrap();
-                changed.push(format!(
-                    "the {kind} tools' schemas changed: compare {} with {}",
-                    current.display(),
-                    golden.display()
-                ));
-            }
+            computer_testkit::assert_golden(&format!("{}-tools", family.kind.as_str()), &text);
         }
-        assert!(
-            changed.is_empty(),
-            "{}; run with COMPUTER_MCP_ACCEPT_SCHEMAS=1 to accept",
-            changed.join("; ")
-        );
     }
 
     #[test]

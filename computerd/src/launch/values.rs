@@ -1,5 +1,6 @@
-//! The typed values of computerd's flags: times, users and the sandbox's
-//! network, each parsed with the words the daemon refuses bad input in.
+//! The typed values of computerd's flags: times, users, and the sandbox's
+//! network and shares, each parsed with the words the daemon refuses bad
+//! input in.
 
 use std::fmt;
 use std::path::PathBuf;
