@@ -16,6 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use computerd::client::DaemonClient;
+use computerd::launch::{InitArgs, Program, Time};
 use computerd::protocol::ExecParams;
 
 const PROGRAM: &str = "/bin/true";
@@ -52,16 +53,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir(&run)?;
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700))?;
     let socket = run.join("computerd.sock");
-    let deadline = time::OffsetDateTime::now_utc() + Duration::from_secs(3600);
+    let deadline = Time::from_now(Duration::from_secs(3600));
     let bin = std::env::var("COMPUTERD_BIN")
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_computerd").to_string());
     println!("daemon: {bin}");
-    let mut init = Command::new(&bin)
-        .arg("init")
-        .arg("--deadline")
-        .arg(deadline.format(&time::format_description::well_known::Rfc3339)?)
-        .arg("--socket")
-        .arg(&socket)
+    let mut init = Program::at(&bin)
+        .command(InitArgs::new(deadline, &socket))
         .env("COMPUTERD_LOG", "warn")
         .stdin(Stdio::null())
         .spawn()?;

@@ -228,7 +228,7 @@ impl DaemonClient {
 
     /// Call a method by its typed params.
     pub async fn call<P: Call>(&self, params: &P) -> Result<P::Result> {
-        self.call_as(P::METHOD, params).await
+        self.call_as(P::METHOD.as_str(), params).await
     }
 
     /// Call a method by name with any serializable params and result.

@@ -1,14 +1,20 @@
 //! `computerd`: the daemon inside every computer, its wire protocol and its client.
 //!
-//! - [`protocol`] (every platform): method names, params and results, the error
-//!   object and its kinds, and every limit. The daemon and every client share it.
+//! - [`protocol`] (every platform): the method table ([`protocol::Method`]),
+//!   params and results, the error object and its kinds, machine kinds and
+//!   capability groups, and every limit. The daemon and every client share it.
+//! - [`launch`] (every platform): the launch contract, computerd's command
+//!   line as types (`init`, `sandbox`, `stdio`, `probe`), rendered by every
+//!   launcher and parsed by the daemon.
 //! - [`client`] (every platform): [`client::DaemonClient`], JSON-RPC over any
 //!   byte stream, with many calls in flight, cancel on drop, and helpers that
 //!   page files, tar archives and process output.
 //! - `daemon` (Linux only): `init` and its socket, the `stdio` bridge, the per-run
-//!   `guard`, and the exec, process, files and tar methods.
+//!   `guard`, the `sandbox`, the `probe`, and the exec, process, files and tar
+//!   methods.
 
 pub mod client;
+pub mod launch;
 pub mod protocol;
 
 #[cfg(target_os = "linux")]

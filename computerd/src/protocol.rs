@@ -7,7 +7,10 @@
 //!
 //! - [`Envelope`]: the one message shape, request, notification or reply.
 //! - [`RpcError`], [`ErrorKind`]: the error object `{code, message, data: {kind}}`.
-//! - [`Call`]: ties a params type to its method name and result type.
+//! - [`Method`]: the method table, each method's name, params and result
+//!   ([`Call`] ties a params type to its method and result type).
+//! - [`MachineKind`], [`Group`], [`SettingKind`]: what a computer is and
+//!   declares, and what an agent is given.
 //! - [`decode_params`]: params from JSON, with errors that name the field.
 //! - [`ProbeReport`]: the one JSON line `computerd probe` prints (no method:
 //!   providers run the probe through exec.run and parse its stdout).
@@ -32,7 +35,9 @@ pub use files::{
     FilesReadParams, FilesReadResult, FilesRemoveParams, FilesStatParams, FilesWriteParams,
     FilesWriteResult, ListEntry,
 };
-pub use kinds::{KindRow, MachineKind, SETTING_KINDS, SettingKind, serves, serving_refusals};
+pub use kinds::{
+    Group, KindRow, MachineKind, SETTING_KINDS, SettingKind, known_groups, serves, serving_refusals,
+};
 pub use lifecycle::{
     CancelParams, DeadlineExtendParams, DeadlineExtendResult, Empty, HelloParams, HelloResult,
     PingParams,
@@ -54,79 +59,147 @@ pub use tar::{
     TarPushEndParams, TarPushEndResult, TarPushWriteParams, TarStreamId,
 };
 
-/// The method names, exactly as they travel on the wire.
+/// The method table: every request method's wire name, its params and its
+/// result, in one place. [`Method`], [`Method::ALL`], [`method::ALL`] and
+/// every [`Call`] impl come from it, and the daemon dispatches by an
+/// exhaustive match on [`Method`], so no method can be listed and not
+/// answered, or answered and not listed.
+macro_rules! methods {
+    ($( $(#[$doc:meta])* $variant:ident = $name:literal : $params:ty => $result:ty; )*) => {
+        /// A request method. On the wire, its name ([`Method::as_str`]).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Method {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl Method {
+            /// Every request method, in the table's order.
+            pub const ALL: &'static [Method] = &[ $( Method::$variant, )* ];
+
+            /// The name on the wire.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $( Method::$variant => $name, )*
+                }
+            }
+
+            pub fn from_name(name: &str) -> Option<Method> {
+                match name {
+                    $( $name => Some(Method::$variant), )*
+                    _ => None,
+                }
+            }
+        }
+
+        $(
+            impl Call for $params {
+                const METHOD: Method = Method::$variant;
+                type Result = $result;
+            }
+        )*
+
+        /// Each method's name with the JSON schemas of its params and its
+        /// result, the types' definitions gathered in `generator`.
+        #[cfg(any(test, feature = "schemas"))]
+        pub fn method_schemas(
+            generator: &mut schemars::SchemaGenerator,
+        ) -> Vec<(Method, schemars::Schema, schemars::Schema)> {
+            vec![ $( (
+                Method::$variant,
+                generator.subschema_for::<$params>(),
+                generator.subschema_for::<$result>(),
+            ), )* ]
+        }
+    };
+}
+
+methods! {
+    /// The daemon's version, platform, kind and groups.
+    Hello = "hello": HelloParams => HelloResult;
+    Ping = "ping": PingParams => Empty;
+    ExecRun = "exec.run": ExecParams => ExecResult;
+    FilesRead = "files.read": FilesReadParams => FilesReadResult;
+    FilesWrite = "files.write": FilesWriteParams => FilesWriteResult;
+    FilesStat = "files.stat": FilesStatParams => FileStat;
+    FilesList = "files.list": FilesListParams => FilesListResult;
+    FilesMkdir = "files.mkdir": FilesMkdirParams => Empty;
+    FilesMove = "files.move": FilesMoveParams => Empty;
+    FilesRemove = "files.remove": FilesRemoveParams => Empty;
+    TarPullBegin = "tar.pull.begin": TarPullBeginParams => TarStreamId;
+    TarPullRead = "tar.pull.read": TarPullReadParams => TarPullReadResult;
+    TarPullEnd = "tar.pull.end": TarPullEndParams => Empty;
+    TarPushBegin = "tar.push.begin": TarPushBeginParams => TarStreamId;
+    TarPushWrite = "tar.push.write": TarPushWriteParams => Empty;
+    TarPushEnd = "tar.push.end": TarPushEndParams => TarPushEndResult;
+    ProcessStart = "process.start": ProcessStartParams => ProcessStartResult;
+    ProcessRead = "process.read": ProcessReadParams => ProcessReadResult;
+    ProcessWrite = "process.write": ProcessWriteParams => Empty;
+    ProcessSignal = "process.signal": ProcessSignalParams => ProcessSignalResult;
+    ProcessResize = "process.resize": ProcessResizeParams => Empty;
+    ProcessList = "process.list": ProcessListParams => ProcessListResult;
+    ProcessWait = "process.wait": ProcessWaitParams => ProcessWaitResult;
+    DeadlineExtend = "deadline.extend": DeadlineExtendParams => DeadlineExtendResult;
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Method {
+    type Err = RpcError;
+    /// An unknown name is the error the daemon answers with.
+    fn from_str(name: &str) -> Result<Self, RpcError> {
+        Method::from_name(name).ok_or_else(|| {
+            RpcError::not_found(format!(
+                "unknown method {name:?}; this daemon answers: {}",
+                method::ALL.join(", ")
+            ))
+            .with_code(METHOD_NOT_FOUND)
+        })
+    }
+}
+
+/// The method names as strings, from [`Method`].
 pub mod method {
-    pub const HELLO: &str = "hello";
-    pub const PING: &str = "ping";
-    pub const EXEC_RUN: &str = "exec.run";
-    pub const FILES_READ: &str = "files.read";
-    pub const FILES_WRITE: &str = "files.write";
-    pub const FILES_STAT: &str = "files.stat";
-    pub const FILES_LIST: &str = "files.list";
-    pub const FILES_MKDIR: &str = "files.mkdir";
-    pub const FILES_MOVE: &str = "files.move";
-    pub const FILES_REMOVE: &str = "files.remove";
-    pub const TAR_PULL_BEGIN: &str = "tar.pull.begin";
-    pub const TAR_PULL_READ: &str = "tar.pull.read";
-    pub const TAR_PULL_END: &str = "tar.pull.end";
-    pub const TAR_PUSH_BEGIN: &str = "tar.push.begin";
-    pub const TAR_PUSH_WRITE: &str = "tar.push.write";
-    pub const TAR_PUSH_END: &str = "tar.push.end";
-    pub const PROCESS_START: &str = "process.start";
-    pub const PROCESS_READ: &str = "process.read";
-    pub const PROCESS_WRITE: &str = "process.write";
-    pub const PROCESS_SIGNAL: &str = "process.signal";
-    pub const PROCESS_RESIZE: &str = "process.resize";
-    pub const PROCESS_LIST: &str = "process.list";
-    pub const PROCESS_WAIT: &str = "process.wait";
-    pub const DEADLINE_EXTEND: &str = "deadline.extend";
+    use super::Method;
+
     /// A notification (no id): cancel the request with the given id.
     pub const CANCEL_REQUEST: &str = "$/cancelRequest";
 
-    /// Every request method the daemon answers today.
-    pub const ALL: &[&str] = &[
-        HELLO,
-        PING,
-        EXEC_RUN,
-        FILES_READ,
-        FILES_WRITE,
-        FILES_STAT,
-        FILES_LIST,
-        FILES_MKDIR,
-        FILES_MOVE,
-        FILES_REMOVE,
-        TAR_PULL_BEGIN,
-        TAR_PULL_READ,
-        TAR_PULL_END,
-        TAR_PUSH_BEGIN,
-        TAR_PUSH_WRITE,
-        TAR_PUSH_END,
-        PROCESS_START,
-        PROCESS_READ,
-        PROCESS_WRITE,
-        PROCESS_SIGNAL,
-        PROCESS_RESIZE,
-        PROCESS_LIST,
-        PROCESS_WAIT,
-        DEADLINE_EXTEND,
-    ];
+    /// Every request method's name, in [`Method::ALL`]'s order.
+    pub const ALL: &[&str] = &names();
+
+    const fn names() -> [&'static str; Method::ALL.len()] {
+        let mut out = [""; Method::ALL.len()];
+        let mut i = 0;
+        while i < out.len() {
+            out[i] = Method::ALL[i].as_str();
+            i += 1;
+        }
+        out
+    }
 }
 
-/// Capability groups a computer declares (hello's `groups`).
+/// The capability groups' names, for tables that hold names; [`Group`] is
+/// the type on the wire.
 pub mod group {
-    pub const EXEC: &str = "exec";
-    pub const FILES: &str = "files";
-    pub const PROCESSES: &str = "processes";
-    pub const SCREEN: &str = "screen";
-    pub const INPUT_POINTER: &str = "input.pointer";
-    pub const INPUT_KEYS: &str = "input.keys";
-    pub const INPUT_TOUCH: &str = "input.touch";
-    pub const APPS: &str = "apps";
-    pub const APPS_INSTALL: &str = "apps.install";
-    pub const APPS_UI_TREE: &str = "apps.ui_tree";
-    pub const CDP: &str = "cdp";
-    pub const STREAM: &str = "stream";
-    pub const DOWNLOADS: &str = "downloads";
+    use super::Group;
+
+    pub const EXEC: &str = Group::Exec.as_str();
+    pub const FILES: &str = Group::Files.as_str();
+    pub const PROCESSES: &str = Group::Processes.as_str();
+    pub const SCREEN: &str = Group::Screen.as_str();
+    pub const INPUT_POINTER: &str = Group::InputPointer.as_str();
+    pub const INPUT_KEYS: &str = Group::InputKeys.as_str();
+    pub const INPUT_TOUCH: &str = Group::InputTouch.as_str();
+    pub const APPS: &str = Group::Apps.as_str();
+    pub const APPS_INSTALL: &str = Group::AppsInstall.as_str();
+    pub const APPS_UI_TREE: &str = Group::AppsUiTree.as_str();
+    pub const CDP: &str = Group::Cdp.as_str();
+    pub const STREAM: &str = Group::Stream.as_str();
+    pub const DOWNLOADS: &str = Group::Downloads.as_str();
 }
 
 /// Check that a path on the wire is absolute and clean it lexically: `.` and
@@ -198,5 +271,89 @@ mod tests {
         all.sort_unstable();
         all.dedup();
         assert_eq!(all.len(), method::ALL.len());
+    }
+
+    #[test]
+    fn every_method_is_found_by_its_name_and_no_other_is() {
+        for m in Method::ALL {
+            assert_eq!(m.as_str().parse::<Method>(), Ok(*m));
+        }
+        let names: Vec<&str> = Method::ALL.iter().map(|m| m.as_str()).collect();
+        assert_eq!(names, method::ALL);
+        let e = "files.delete".parse::<Method>().unwrap_err();
+        assert_eq!(
+            (e.code, e.kind()),
+            (METHOD_NOT_FOUND, Some(ErrorKind::NotFound))
+        );
+        assert!(
+            e.message
+                .contains("this daemon answers: hello, ping, exec.run")
+        );
+        assert_eq!(method::CANCEL_REQUEST.parse::<Method>().ok(), None);
+    }
+
+    #[test]
+    fn groups_and_kinds_travel_as_their_names() {
+        for g in Group::ALL {
+            assert_eq!(serde_json::to_value(g).unwrap(), g.as_str());
+            assert_eq!(g.as_str().parse::<Group>(), Ok(*g));
+        }
+        for k in MachineKind::ALL {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
+        }
+        assert_eq!(group::APPS_UI_TREE, "apps.ui_tree");
+        // A newer daemon's group this client does not know is left out; a
+        // kind it does not know is refused, naming it.
+        let hello: HelloResult = serde_json::from_value(serde_json::json!({
+            "version": "9", "os": "linux", "kind": "linux", "arch": "amd64",
+            "groups": ["exec", "teleport", "files"]
+        }))
+        .unwrap();
+        assert_eq!(hello.groups, vec![Group::Exec, Group::Files]);
+        let e = serde_json::from_value::<HelloResult>(serde_json::json!({
+            "version": "9", "os": "linux", "kind": "quantum", "arch": "amd64", "groups": []
+        }))
+        .unwrap_err();
+        assert!(e.to_string().contains("quantum"), "{e}");
+    }
+
+    /// The protocol's types are held to a golden file, so a change on the
+    /// wire is a reviewed change: every method's params and result, the
+    /// notification, the envelope, the error object and the probe's report.
+    /// On a mismatch the new schemas are written beside it as
+    /// `*.current.json`; `COMPUTER_MCP_ACCEPT_SCHEMAS=1` accepts them.
+    #[test]
+    fn the_protocol_matches_its_golden_schemas() {
+        use serde_json::{Map, Value, json};
+        let mut generator = schemars::generate::SchemaSettings::draft2020_12().into_generator();
+        let mut methods = Map::new();
+        for (m, params, result) in method_schemas(&mut generator) {
+            methods.insert(
+                m.as_str().into(),
+                json!({ "params": params, "result": result }),
+            );
+        }
+        let mut notifications = Map::new();
+        notifications.insert(
+            method::CANCEL_REQUEST.into(),
+            json!({ "params": generator.subschema_for::<CancelParams>() }),
+        );
+        let envelope = generator.subschema_for::<Envelope>();
+        let error = generator.subschema_for::<RpcError>();
+        let probe = generator.subschema_for::<ProbeReport>();
+        let defs: Map<String, Value> = generator.take_definitions(true);
+        let doc = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "computerd protocol",
+            "methods": methods,
+            "notifications": notifications,
+            "envelope": envelope,
+            "error": error,
+            "probeReport": probe,
+            "$defs": defs,
+        });
+        let mut text = serde_json::to_string_pretty(&doc).unwrap();
+        text.push('\n');
+        computer_testkit::assert_golden("protocol", &text);
     }
 }

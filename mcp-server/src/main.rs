@@ -8,9 +8,10 @@
 //! - [`server`]: the MCP handler (tools, progress, cancellation).
 //! - [`http`]: streamable HTTP with bearer auth and Host/Origin checks.
 //!
-//! The binary is also `computerd` when run as one of its subcommands (init,
-//! guard, sandbox, stdio, probe), so a build of this crate alone can make
-//! local computers; a `computerd` beside it (smaller, static) is preferred.
+//! On Linux the binary is also `computerd` when called through the word
+//! (`computer-mcp computerd init …`) or as argv[0] `computerd`, so a build of
+//! this crate alone can make local computers; a `computerd` beside it
+//! (smaller, static) is preferred.
 
 mod config;
 mod http;
@@ -49,13 +50,24 @@ fn main() {
     std::process::exit(run(parsed));
 }
 
-/// Run as computerd when called as one of its subcommands.
+/// Run as computerd when called as computerd: `computer-mcp computerd …`,
+/// or with argv[0] `computerd` (how computerd starts its own guards and
+/// how the sandbox starts init). The daemon is Linux's only.
+#[cfg(target_os = "linux")]
 fn computerd_mode() -> Option<i32> {
-    let first = std::env::args_os().nth(1)?;
-    let first = first.to_str()?;
-    computerd::daemon::cli::SUBCOMMANDS
-        .contains(&first)
-        .then(computerd::daemon::cli::main)
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    computerd::launch::daemon_args(&argv).map(computerd::daemon::cli::run)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn computerd_mode() -> Option<i32> {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    computerd::launch::daemon_args(&argv).map(|_| {
+        eprintln!(
+            "computer-mcp: computerd runs inside Linux computers only; this platform runs the server"
+        );
+        1
+    })
 }
 
 fn run(parsed: Parsed) -> i32 {

@@ -400,7 +400,7 @@ async fn make(app: &Arc<App>, session: &str) -> Result<Live, String> {
     let facts = ComputerFacts {
         provider: app.provider.id().to_string(),
         id: created.computer.id.clone(),
-        kind: conn.hello.kind.clone(),
+        kind: conn.hello.kind.to_string(),
         os: conn.hello.os.clone(),
         arch: conn.hello.arch.clone(),
         user: created.computer.user.clone().unwrap_or_default(),

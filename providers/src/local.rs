@@ -27,7 +27,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use computerd::client::DaemonClient;
-use computerd::protocol::{self, HelloParams, MachineKind};
+use computerd::launch::{InitArgs, Network, Program, SandboxArgs, Share, Time, UserSpec};
+use computerd::protocol::{self, Group, HelloParams, MachineKind};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
@@ -103,8 +104,6 @@ pub struct LocalOptions {
     /// With a root server: the uid:gid programs run as (default 65534:65534).
     pub run_as: Option<String>,
     pub max_lifetime_ms: u64,
-    /// More host paths to hide from computers (the server's HOME, say).
-    pub hide: Vec<PathBuf>,
     /// Bound each computer by a cgroup where the host allows (always, for
     /// a server: no setting turns it off; the create bench compares).
     pub cgroups: bool,
@@ -120,7 +119,6 @@ impl LocalOptions {
             isolation: Isolation::Namespaces,
             run_as: None,
             max_lifetime_ms: default_max_lifetime(),
-            hide: Vec::new(),
             cgroups: true,
         }
     }
@@ -491,58 +489,52 @@ impl LocalProvider {
         let log2 = log
             .try_clone()
             .map_err(|e| ProviderError::failed(format!("could not open the daemon's log: {e}")))?;
+        let time = |field: &str, ms: i64| {
+            Time::from_unix_ms(ms).ok_or_else(|| {
+                ProviderError::invalid(
+                    field,
+                    format!("{field} {ms} ms is not a time computerd can hold"),
+                )
+            })
+        };
         // Inside a sandbox the run directory is /run/computerd; without
         // one, init listens at its host path.
         let socket_arg = match self.opts.isolation {
-            Isolation::Namespaces => format!("{}/computerd.sock", SANDBOX_RUN),
-            Isolation::None => socket.display().to_string(),
+            Isolation::Namespaces => Path::new(SANDBOX_RUN).join("computerd.sock"),
+            Isolation::None => socket.clone(),
         };
-        let mut init_args: Vec<String> = vec![
-            "init".into(),
-            "--deadline".into(),
-            state::format_ms(meta.deadline_ms),
-            "--max-deadline".into(),
-            state::format_ms(meta.max_deadline_ms),
-            "--socket".into(),
-            socket_arg,
-        ];
-        let mut cmd = tokio::process::Command::new(&self.opts.computerd);
-        match self.opts.isolation {
+        let mut init = InitArgs::new(time("deadline", meta.deadline_ms)?, socket_arg);
+        init.max_deadline = Some(time("maxDeadline", meta.max_deadline_ms)?);
+        let program = Program::at(&self.opts.computerd);
+        let cmd = match self.opts.isolation {
             Isolation::Namespaces => {
                 if self.root {
                     let (uid, gid) = prep.user;
-                    init_args.push("--user".into());
-                    init_args.push(format!("{uid}:{gid}"));
+                    init.user = Some(UserSpec { uid, gid });
                 }
-                cmd.arg("sandbox")
-                    .arg("--run")
-                    .arg(&run)
-                    .arg("--network")
-                    .arg(match spec.network {
-                        NetworkPolicy::Open => "host",
-                        _ => "none",
+                let mut sandbox = SandboxArgs::new(&run, init);
+                sandbox.network = match spec.network {
+                    NetworkPolicy::Open => Network::Host,
+                    _ => Network::None,
+                };
+                sandbox.work_size_mib = prep.work_size_mib;
+                sandbox.tmp_size_mib = prep.tmp_size_mib;
+                sandbox.cgroups = prep.cgroup_dirs.clone();
+                sandbox.binds = prep
+                    .shares
+                    .iter()
+                    .map(|s| Share {
+                        source: s.source.clone(),
+                        inside: s.target.clone().into(),
+                        read_only: s.read_only,
                     })
-                    .arg("--work-size-mib")
-                    .arg(prep.work_size_mib.to_string())
-                    .arg("--tmp-size-mib")
-                    .arg(prep.tmp_size_mib.to_string());
-                for d in &prep.cgroup_dirs {
-                    cmd.arg("--cgroup").arg(d);
-                }
-                for b in &prep.shares {
-                    let mut arg = std::ffi::OsString::from(&b.source);
-                    arg.push(format!(":{}", b.target));
-                    if b.read_only {
-                        arg.push(":ro");
-                    }
-                    cmd.arg("--bind").arg(arg);
-                }
-                cmd.arg("--");
+                    .collect();
+                program.command(sandbox)
             }
-            Isolation::None => {}
-        }
-        cmd.args(&init_args)
-            .env_clear()
+            Isolation::None => program.command(init),
+        };
+        let mut cmd = tokio::process::Command::from(cmd);
+        cmd.env_clear()
             .env("HOME", &work)
             .env(
                 "PATH",
@@ -628,10 +620,11 @@ impl LocalProvider {
                 format!("the computer's daemon did not answer hello: {e}"),
             )
         })?;
-        if hello.kind != "linux" || !hello.groups.iter().any(|g| g == protocol::group::EXEC) {
+        if hello.kind != MachineKind::Linux || !hello.groups.contains(&Group::Exec) {
+            let groups: Vec<&str> = hello.groups.iter().map(|g| g.as_str()).collect();
             return Err(ProviderError::refused(format!(
-                "the computer's daemon says kind {} with groups {:?}; a local computer is linux with exec, files and processes",
-                hello.kind, hello.groups
+                "the computer's daemon says kind {} with groups {groups:?}; a local computer is linux with exec, files and processes",
+                hello.kind
             )));
         }
         Ok(Connection {
@@ -782,7 +775,6 @@ impl Configure for LocalProvider {
         Self::new(LocalOptions {
             isolation: settings.isolation,
             run_as: settings.run_as,
-            hide: host.home.iter().cloned().collect(),
             ..LocalOptions::new(state_dir, computerd)
         })
     }
@@ -806,11 +798,7 @@ impl Provider for LocalProvider {
                 Isolation::Namespaces => DaemonMode::Pid1,
                 Isolation::None => DaemonMode::Child,
             },
-            groups: vec![
-                protocol::group::EXEC.into(),
-                protocol::group::FILES.into(),
-                protocol::group::PROCESSES.into(),
-            ],
+            groups: vec![Group::Exec, Group::Files, Group::Processes],
             lifetime: LifetimeMode::Enforced,
             release: vec![Release::Stop, Release::Delete],
             max_lifetime_ms: self.opts.max_lifetime_ms,

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use computerd::protocol::{MachineKind, SettingKind};
+use computerd::protocol::{Group, MachineKind, SettingKind};
 use serde::{Deserialize, Serialize};
 
 /// Labels: small key/value strings a computer carries, to find it again.
@@ -196,7 +196,7 @@ pub struct Capabilities {
     pub kind: MachineKind,
     pub os: String,
     pub daemon: DaemonMode,
-    pub groups: Vec<String>,
+    pub groups: Vec<Group>,
     pub lifetime: LifetimeMode,
     pub release: Vec<Release>,
     pub max_lifetime_ms: u64,

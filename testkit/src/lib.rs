@@ -7,6 +7,8 @@
 //!   unique variable on every program it starts, and afterwards finds in
 //!   /proc whatever it left behind.
 //! - [`computerd_bin`]: the daemon the workspace build put beside the tests.
+//! - [`assert_golden`]: a text (a schema listing) held to a golden file
+//!   under `fixtures/schemas/`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -141,4 +143,28 @@ pub fn stop_child(child: &mut std::process::Child, grace: Duration) {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Hold `text` to the golden file `fixtures/schemas/<name>.json`, so a
+/// change to what clients or models see is a reviewed change. On a mismatch
+/// the new text is written beside it as `<name>.current.json` and the test
+/// fails; `COMPUTER_MCP_ACCEPT_SCHEMAS=1` accepts it (writes the golden file).
+pub fn assert_golden(name: &str, text: &str) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/schemas");
+    let golden = dir.join(format!("{name}.json"));
+    let current = dir.join(format!("{name}.current.json"));
+    if std::env::var("COMPUTER_MCP_ACCEPT_SCHEMAS").as_deref() == Ok("1") {
+        std::fs::write(&golden, text).unwrap();
+        let _ = std::fs::remove_file(&current);
+        return;
+    }
+    let want = std::fs::read_to_string(&golden).unwrap_or_default();
+    if want != text {
+        std::fs::write(&current, text).unwrap();
+        panic!(
+            "{name} changed: compare {} with {}, and run with COMPUTER_MCP_ACCEPT_SCHEMAS=1 to accept",
+            current.display(),
+            golden.display()
+        );
+    }
 }

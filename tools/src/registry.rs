@@ -13,7 +13,7 @@
 //! computer, and its handlers take rmcp's request context where ours take
 //! a [`ToolContext`] (which unit tests build without a peer).
 
-use computerd::protocol::SettingKind;
+use computerd::protocol::{Group, SettingKind};
 use futures::future::BoxFuture;
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, JsonObject, Tool};
@@ -33,8 +33,8 @@ pub fn registry() -> &'static Registry {
 
 /// Whether a computer that declares `groups` offers the group `needed`.
 /// The one place a needed group is compared with declared ones.
-pub fn offered(needed: &str, groups: &[String]) -> bool {
-    groups.iter().any(|g| g == needed)
+pub fn offered(needed: Group, groups: &[Group]) -> bool {
+    groups.contains(&needed)
 }
 
 /// The families, by setting kind.
@@ -76,7 +76,7 @@ pub enum Needs {
     /// Nothing: always listed.
     Nothing,
     /// A capability group the computer declares.
-    Group(&'static str),
+    Group(Group),
     /// A provider that can move the computer's deadline.
     Extend,
 }
@@ -86,7 +86,7 @@ pub enum Needs {
 /// computer exists, so listing makes no computer.
 #[derive(Clone, Copy, Debug)]
 pub struct Offer<'a> {
-    pub groups: &'a [String],
+    pub groups: &'a [Group],
     pub extend: bool,
 }
 
@@ -233,26 +233,19 @@ mod tests {
     use crate::define::{done, hints, make_tool};
     use crate::{ComputerState, ToolContext};
 
-    fn strings(g: &[&str]) -> Vec<String> {
-        g.iter().map(|s| s.to_string()).collect()
-    }
-
     /// Every group a kind can have: what the golden listing shows.
-    fn every_group(kind: SettingKind) -> Vec<String> {
+    fn every_group(kind: SettingKind) -> Vec<Group> {
         let row = kind.row();
-        strings(&[row.required, row.optional].concat())
+        [row.required, row.optional].concat()
     }
 
     /// Each family's names, descriptions and schemas are held to a golden
     /// file, `fixtures/schemas/<kind>-tools.json`, so a change to what
-    /// models see is a reviewed change. On a mismatch the new listing is
-    /// written beside it as `*.current.json`; `COMPUTER_MCP_ACCEPT_SCHEMAS=1`
-    /// accepts it.
+    /// models see is a reviewed change ([`computer_testkit::assert_golden`]:
+    /// on a mismatch the new listing is written beside it as
+    /// `*.current.json`; `COMPUTER_MCP_ACCEPT_SCHEMAS=1` accepts it).
     #[test]
     fn every_family_matches_its_golden_schemas() {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/schemas");
-        let accept = std::env::var("COMPUTER_MCP_ACCEPT_SCHEMAS").as_deref() == Ok("1");
-        let mut changed = Vec::new();
         for family in registry().families() {
             let groups = every_group(family.kind);
             let offer = Offer {
@@ -262,35 +255,14 @@ mod tests {
             let tools = family.list(&offer, &ToolSettings::default());
             let mut text = serde_json::to_string_pretty(&tools).unwrap();
             text.push('\n');
-            let kind = family.kind.as_str();
-            let golden = dir.join(format!("{kind}-tools.json"));
-            let current = dir.join(format!("{kind}-tools.current.json"));
-            if accept {
-                std::fs::write(&golden, &text).unwrap();
-                let _ = std::fs::remove_file(&current);
-                continue;
-            }
-            let want = std::fs::read_to_string(&golden).unwrap_or_default();
-            if want != text {
-                std::fs::write(&current, &text).unwrap();
-                changed.push(format!(
-                    "the {kind} tools' schemas changed: compare {} with {}",
-                    current.display(),
-                    golden.display()
-                ));
-            }
+            computer_testkit::assert_golden(&format!("{}-tools", family.kind.as_str()), &text);
         }
-        assert!(
-            changed.is_empty(),
-            "{}; run with COMPUTER_MCP_ACCEPT_SCHEMAS=1 to accept",
-            changed.join("; ")
-        );
     }
 
     #[test]
     fn the_sandbox_kind_lists_todays_twelve_tools_with_their_golden_schemas() {
         let family = registry().family(SettingKind::Sandbox).unwrap();
-        let groups = strings(&["exec", "files", "processes"]);
+        let groups = vec![Group::Exec, Group::Files, Group::Processes];
         let offer = Offer {
             groups: &groups,
             extend: true,
@@ -386,7 +358,12 @@ mod tests {
         kind: SettingKind::Browser,
         instructions: "A test family.",
         tools: &[
-            ToolDef::new("shout", Needs::Group("cdp"), shout_tool, handler!(shout)),
+            ToolDef::new(
+                "shout",
+                Needs::Group(Group::Cdp),
+                shout_tool,
+                handler!(shout),
+            ),
             crate::common::INFO,
         ],
     }];
@@ -409,7 +386,7 @@ mod tests {
         let reg = Registry::new(THROWAWAY);
         assert!(reg.family(SettingKind::Sandbox).is_none());
         let family = reg.family(SettingKind::Browser).unwrap();
-        let groups = strings(&["cdp"]);
+        let groups = vec![Group::Cdp];
         let offer = Offer {
             groups: &groups,
             extend: false,

@@ -22,8 +22,8 @@ use std::sync::{Arc, Mutex};
 
 use computerd::client::{ClientError, ComputerClient, ComputerExt};
 use computerd::protocol::{
-    FileType, FilesStatParams, ProcessSignalParams, ProcessStartParams, ProcessStartResult,
-    SettingKind, Signal, Stream, group,
+    FileType, FilesStatParams, Group, ProcessSignalParams, ProcessStartParams, ProcessStartResult,
+    SettingKind, Signal, Stream,
 };
 
 use crate::ToolContext;
@@ -31,9 +31,9 @@ use crate::common;
 use crate::error::{Result, ToolError};
 use crate::registry::{Family, Needs, ToolDef, handler};
 
-const EXEC: Needs = Needs::Group(group::EXEC);
-const FILES: Needs = Needs::Group(group::FILES);
-const PROCESSES: Needs = Needs::Group(group::PROCESSES);
+const EXEC: Needs = Needs::Group(Group::Exec);
+const FILES: Needs = Needs::Group(Group::Files);
+const PROCESSES: Needs = Needs::Group(Group::Processes);
 
 /// The sandbox family: its tools, in the order they are listed. A new
 /// tool is one line here (and its module's args, result, builder and
@@ -279,8 +279,8 @@ mod tests {
     use crate::registry::{Offer, registry};
     use crate::{ComputerState, ToolSettings};
 
-    fn groups(g: &[&str]) -> Vec<String> {
-        g.iter().map(|s| s.to_string()).collect()
+    fn groups(g: &[&str]) -> Vec<Group> {
+        g.iter().map(|s| s.parse().unwrap()).collect()
     }
 
     /// The family the registry gives for the sandbox kind.
@@ -288,11 +288,11 @@ mod tests {
         registry().family(SettingKind::Sandbox).unwrap()
     }
 
-    fn sandbox_tools_with(groups: &[String], extend: bool, settings: &ToolSettings) -> Vec<Tool> {
+    fn sandbox_tools_with(groups: &[Group], extend: bool, settings: &ToolSettings) -> Vec<Tool> {
         family().list(&Offer { groups, extend }, settings)
     }
 
-    fn sandbox_tools(groups: &[String], extend: bool) -> Vec<Tool> {
+    fn sandbox_tools(groups: &[Group], extend: bool) -> Vec<Tool> {
         sandbox_tools_with(groups, extend, &ToolSettings::default())
     }
 

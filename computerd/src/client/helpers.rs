@@ -49,13 +49,13 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
     ) -> impl std::future::Future<Output = Result<P::Result>> + Send {
         // Encoded before the future, so it holds no reference to the params.
         let value = serde_json::to_value(params).map_err(|e| ClientError::Decode {
-            method: P::METHOD.to_string(),
+            method: P::METHOD.as_str().to_string(),
             detail: format!("params could not be encoded: {e}"),
         });
         async move {
-            let reply = self.call_value(P::METHOD, value?).await?;
+            let reply = self.call_value(P::METHOD.as_str(), value?).await?;
             serde_json::from_value(reply).map_err(|e| ClientError::Decode {
-                method: P::METHOD.to_string(),
+                method: P::METHOD.as_str().to_string(),
                 detail: e.to_string(),
             })
         }

@@ -23,8 +23,8 @@ use tokio_util::sync::CancellationToken;
 use super::{Daemon, exec, files, tar};
 use crate::client::{LineRead, read_bounded_line};
 use crate::protocol::{
-    self, CancelParams, DeadlineExtendParams, DeadlineExtendResult, Empty, Envelope, HelloResult,
-    Id, RpcError, TarStreamId, decode_params, limits, method,
+    self, CancelParams, DeadlineExtendParams, DeadlineExtendResult, Empty, Envelope, Group,
+    HelloResult, Id, MachineKind, Method, RpcError, TarStreamId, decode_params, limits, method,
 };
 
 struct Conn {
@@ -134,7 +134,7 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
                 let _ = out.send(Envelope::reply(Some(id), Err(err)).to_line());
                 continue;
             }
-            let on_eof = !matches!(m.as_str(), method::PROCESS_START);
+            let on_eof = Method::from_name(&m) != Some(Method::ProcessStart);
             inflight.insert(
                 id.clone(),
                 Inflight {
@@ -210,6 +210,8 @@ where
     })
 }
 
+/// One request. The match is over every [`Method`]: a method added to the
+/// table does not compile until it is answered here.
 async fn dispatch(
     conn: &Arc<Conn>,
     m: &str,
@@ -217,61 +219,61 @@ async fn dispatch(
     cancel: CancellationToken,
 ) -> Result<Value, RpcError> {
     let d = &conn.daemon;
-    match m {
-        method::HELLO => {
+    match m.parse::<Method>()? {
+        Method::Hello => {
             let p: protocol::HelloParams = decode_params(params)?;
             tracing::info!(client = p.client.as_deref().unwrap_or("(unnamed)"), "hello");
             to_value(Ok(hello()))
         }
-        method::PING => {
+        Method::Ping => {
             let _: protocol::PingParams = decode_params(params)?;
             to_value(Ok(Empty {}))
         }
-        method::EXEC_RUN => to_value(exec::run(d, decode_params(params)?, cancel).await),
-        method::FILES_READ => {
+        Method::ExecRun => to_value(exec::run(d, decode_params(params)?, cancel).await),
+        Method::FilesRead => {
             let p = decode_params(params)?;
             to_value(blocking(move || files::read(p)).await)
         }
-        method::FILES_WRITE => {
+        Method::FilesWrite => {
             let p = decode_params(params)?;
             to_value(blocking(move || files::write(p)).await)
         }
-        method::FILES_STAT => {
+        Method::FilesStat => {
             let p = decode_params(params)?;
             to_value(blocking(move || files::stat(p)).await)
         }
-        method::FILES_LIST => {
+        Method::FilesList => {
             let p = decode_params(params)?;
             to_value(blocking(move || files::list(p)).await)
         }
-        method::FILES_MKDIR => {
+        Method::FilesMkdir => {
             let p = decode_params(params)?;
             to_value(blocking(move || files::mkdir(p)).await)
         }
-        method::FILES_MOVE => {
+        Method::FilesMove => {
             let p = decode_params(params)?;
             to_value(blocking(move || files::move_(p)).await)
         }
-        method::FILES_REMOVE => {
+        Method::FilesRemove => {
             let p = decode_params(params)?;
             to_value(blocking(move || files::remove(p)).await)
         }
-        method::TAR_PULL_BEGIN => to_value(conn.pull_begin(decode_params(params)?).await),
-        method::TAR_PULL_READ => to_value(conn.pull_read(decode_params(params)?).await),
-        method::TAR_PULL_END => to_value(conn.pull_end(decode_params(params)?).await),
-        method::TAR_PUSH_BEGIN => to_value(conn.push_begin(decode_params(params)?).await),
-        method::TAR_PUSH_WRITE => to_value(conn.push_write(decode_params(params)?).await),
-        method::TAR_PUSH_END => to_value(conn.push_end(decode_params(params)?).await),
-        method::PROCESS_START => {
+        Method::TarPullBegin => to_value(conn.pull_begin(decode_params(params)?).await),
+        Method::TarPullRead => to_value(conn.pull_read(decode_params(params)?).await),
+        Method::TarPullEnd => to_value(conn.pull_end(decode_params(params)?).await),
+        Method::TarPushBegin => to_value(conn.push_begin(decode_params(params)?).await),
+        Method::TarPushWrite => to_value(conn.push_write(decode_params(params)?).await),
+        Method::TarPushEnd => to_value(conn.push_end(decode_params(params)?).await),
+        Method::ProcessStart => {
             to_value(d.processes.start(d, decode_params(params)?, cancel).await)
         }
-        method::PROCESS_READ => to_value(d.processes.read(decode_params(params)?, cancel).await),
-        method::PROCESS_WRITE => to_value(d.processes.write(decode_params(params)?, cancel).await),
-        method::PROCESS_SIGNAL => to_value(d.processes.signal(decode_params(params)?).await),
-        method::PROCESS_RESIZE => to_value(d.processes.resize(decode_params(params)?)),
-        method::PROCESS_LIST => to_value(d.processes.list(decode_params(params)?)),
-        method::PROCESS_WAIT => to_value(d.processes.wait(decode_params(params)?, cancel).await),
-        method::DEADLINE_EXTEND => {
+        Method::ProcessRead => to_value(d.processes.read(decode_params(params)?, cancel).await),
+        Method::ProcessWrite => to_value(d.processes.write(decode_params(params)?, cancel).await),
+        Method::ProcessSignal => to_value(d.processes.signal(decode_params(params)?).await),
+        Method::ProcessResize => to_value(d.processes.resize(decode_params(params)?)),
+        Method::ProcessList => to_value(d.processes.list(decode_params(params)?)),
+        Method::ProcessWait => to_value(d.processes.wait(decode_params(params)?, cancel).await),
+        Method::DeadlineExtend => {
             let p: DeadlineExtendParams = decode_params(params)?;
             to_value(
                 d.life
@@ -280,11 +282,6 @@ async fn dispatch(
                     .map(|at| DeadlineExtendResult { at }),
             )
         }
-        other => Err(RpcError::not_found(format!(
-            "unknown method {other:?}; this daemon answers: {}",
-            method::ALL.join(", ")
-        ))
-        .with_code(protocol::METHOD_NOT_FOUND)),
     }
 }
 
@@ -292,17 +289,13 @@ pub fn hello() -> HelloResult {
     HelloResult {
         version: crate::VERSION.to_string(),
         os: "linux".into(),
-        kind: "linux".into(),
+        kind: MachineKind::Linux,
         arch: match std::env::consts::ARCH {
             "x86_64" => "amd64".into(),
             "aarch64" => "arm64".into(),
             other => other.into(),
         },
-        groups: vec![
-            protocol::group::EXEC.into(),
-            protocol::group::FILES.into(),
-            protocol::group::PROCESSES.into(),
-        ],
+        groups: vec![Group::Exec, Group::Files, Group::Processes],
     }
 }
 

@@ -40,16 +40,9 @@ pub struct Outcome {
     pub threads: usize,
 }
 
-/// Parse `--user uid:gid` (numbers only).
+/// Parse `--user uid:gid` (numbers only), as the launch contract does.
 pub fn parse_user(s: &str) -> Result<(u32, u32), String> {
-    let bad = || format!("--user {s:?} is not uid:gid (two numbers, such as 1000:1000)");
-    let (u, g) = s.split_once(':').ok_or_else(bad)?;
-    let num = |x: &str| {
-        x.parse::<u32>()
-            .ok()
-            .filter(|&n| n != u32::MAX && !x.starts_with('+'))
-    };
-    Ok((num(u).ok_or_else(bad)?, num(g).ok_or_else(bad)?))
+    s.parse::<crate::launch::UserSpec>().map(|u| (u.uid, u.gid))
 }
 
 /// Check the flags against each other and who init is, before anything changes.

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 /// A request id: JSON-RPC allows a number or a string.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(untagged)]
 pub enum Id {
     Num(i64),
@@ -32,6 +33,7 @@ impl fmt::Display for Id {
 /// `method`), a notification (`method`, no `id`) or a reply (`id` with
 /// `result` or `error`). One shape for all, so no second envelope exists.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 pub struct Envelope {
     pub jsonrpc: String,
     /// Absent on a notification; `null` (present) on a request or reply
@@ -106,6 +108,7 @@ impl Envelope {
 
 /// The kinds every error carries in `data.kind`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     NotFound,
@@ -162,6 +165,7 @@ impl fmt::Display for ErrorKind {
 
 /// `data` of an error object.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorData {
     pub kind: ErrorKind,
@@ -175,6 +179,7 @@ pub struct ErrorData {
 
 /// The error object: `{code, message, data: {kind}}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[error("{message}")]
 pub struct RpcError {
     pub code: i64,
@@ -315,9 +320,23 @@ impl<'de> Deserialize<'de> for Bytes64 {
     }
 }
 
+#[cfg(any(test, feature = "schemas"))]
+impl schemars::JsonSchema for Bytes64 {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Bytes64".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "contentEncoding": "base64",
+            "description": "Bytes as base64 (standard alphabet, padded)."
+        })
+    }
+}
+
 /// A params type and the method and result it belongs to.
 pub trait Call: Serialize {
-    const METHOD: &'static str;
+    const METHOD: super::Method;
     type Result: DeserializeOwned + Serialize;
 }
 

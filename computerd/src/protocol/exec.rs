@@ -4,9 +4,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::envelope::{Bytes64, Call};
+use super::envelope::Bytes64;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ExecParams {
     /// The program and its arguments; never a shell string.
@@ -32,6 +33,7 @@ pub struct ExecParams {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ExecResult {
     /// The program's exit code; absent when a signal ended it.
@@ -44,9 +46,4 @@ pub struct ExecResult {
     pub timed_out: bool,
     /// True when either stream had more than maxOutput bytes.
     pub truncated: bool,
-}
-
-impl Call for ExecParams {
-    const METHOD: &'static str = super::method::EXEC_RUN;
-    type Result = ExecResult;
 }

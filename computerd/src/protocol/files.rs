@@ -2,10 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::envelope::{Bytes64, Call};
-use super::lifecycle::Empty;
+use super::envelope::Bytes64;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FilesReadParams {
     pub path: String,
@@ -17,6 +17,7 @@ pub struct FilesReadParams {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct FilesReadResult {
     pub data: Bytes64,
@@ -26,12 +27,8 @@ pub struct FilesReadResult {
     pub size: u64,
 }
 
-impl Call for FilesReadParams {
-    const METHOD: &'static str = super::method::FILES_READ;
-    type Result = FilesReadResult;
-}
-
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FilesWriteParams {
     pub path: String,
@@ -51,18 +48,15 @@ pub struct FilesWriteParams {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct FilesWriteResult {
     /// The file's size after the write.
     pub size: u64,
 }
 
-impl Call for FilesWriteParams {
-    const METHOD: &'static str = super::method::FILES_WRITE;
-    type Result = FilesWriteResult;
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FilesStatParams {
     pub path: String,
@@ -72,6 +66,7 @@ pub struct FilesStatParams {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum FileType {
     File,
@@ -81,6 +76,7 @@ pub enum FileType {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct FileStat {
     #[serde(rename = "type")]
@@ -96,12 +92,8 @@ pub struct FileStat {
     pub target: Option<String>,
 }
 
-impl Call for FilesStatParams {
-    const METHOD: &'static str = super::method::FILES_STAT;
-    type Result = FileStat;
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FilesListParams {
     pub path: String,
@@ -114,6 +106,7 @@ pub struct FilesListParams {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ListEntry {
     pub path: String,
@@ -122,6 +115,7 @@ pub struct ListEntry {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct FilesListResult {
     pub entries: Vec<ListEntry>,
@@ -129,12 +123,8 @@ pub struct FilesListResult {
     pub truncated: bool,
 }
 
-impl Call for FilesListParams {
-    const METHOD: &'static str = super::method::FILES_LIST;
-    type Result = FilesListResult;
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FilesMkdirParams {
     pub path: String,
@@ -145,12 +135,8 @@ pub struct FilesMkdirParams {
     pub mode: Option<u32>,
 }
 
-impl Call for FilesMkdirParams {
-    const METHOD: &'static str = super::method::FILES_MKDIR;
-    type Result = Empty;
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FilesMoveParams {
     pub from: String,
@@ -159,20 +145,11 @@ pub struct FilesMoveParams {
     pub overwrite: Option<bool>,
 }
 
-impl Call for FilesMoveParams {
-    const METHOD: &'static str = super::method::FILES_MOVE;
-    type Result = Empty;
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FilesRemoveParams {
     pub path: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recursive: Option<bool>,
-}
-
-impl Call for FilesRemoveParams {
-    const METHOD: &'static str = super::method::FILES_REMOVE;
-    type Result = Empty;
 }

@@ -2,14 +2,17 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::envelope::{Call, Id};
+use super::envelope::Id;
+use super::kinds::{Group, MachineKind, known_groups};
 
 /// An empty object, the result of methods that answer nothing but success.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Empty {}
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct HelloParams {
     /// The caller's name, for the daemon's log.
@@ -18,6 +21,7 @@ pub struct HelloParams {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HelloResult {
     /// The daemon's version.
@@ -25,28 +29,22 @@ pub struct HelloResult {
     /// The platform: `linux`.
     pub os: String,
     /// The machine kind: `linux` (or `desktop` with a display).
-    pub kind: String,
+    pub kind: MachineKind,
     /// `amd64` or `arm64`.
     pub arch: String,
-    /// The capability groups this daemon answers.
-    pub groups: Vec<String>,
-}
-
-impl Call for HelloParams {
-    const METHOD: &'static str = super::method::HELLO;
-    type Result = HelloResult;
+    /// The capability groups this daemon answers. A client leaves out the
+    /// names it does not know (a newer daemon's).
+    #[serde(deserialize_with = "known_groups")]
+    pub groups: Vec<Group>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PingParams {}
 
-impl Call for PingParams {
-    const METHOD: &'static str = super::method::PING;
-    type Result = Empty;
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct DeadlineExtendParams {
     /// The new deadline, an RFC 3339 time.
@@ -54,19 +52,16 @@ pub struct DeadlineExtendParams {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DeadlineExtendResult {
     /// The deadline init holds after the call, RFC 3339 in UTC.
     pub at: String,
 }
 
-impl Call for DeadlineExtendParams {
-    const METHOD: &'static str = super::method::DEADLINE_EXTEND;
-    type Result = DeadlineExtendResult;
-}
-
 /// Params of the `$/cancelRequest` notification.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CancelParams {
     pub id: Id,

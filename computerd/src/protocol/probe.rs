@@ -63,6 +63,7 @@ pub const DIAGNOSE_TARGETS: &[&str] = &[
 
 /// The one line `computerd probe` prints.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ProbeReport {
     /// The uid the probe ran as.
@@ -87,6 +88,7 @@ pub struct ProbeReport {
 
 /// One target's result.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ProbeResult {
     /// The target as `host:port`, `[v6]:port`, with `/udp` for UDP.
@@ -100,6 +102,7 @@ pub struct ProbeResult {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ProbeProtocol {
     Tcp,
@@ -107,6 +110,7 @@ pub enum ProbeProtocol {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ProbeOutcome {
     /// No connection; for UDP no reply within the bound, or ICMP port unreachable.
@@ -119,6 +123,7 @@ pub enum ProbeOutcome {
 
 /// `--diagnose`'s verdict over its checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum ProbeVerdict {
     /// At least one check answered.

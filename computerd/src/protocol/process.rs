@@ -5,10 +5,10 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::envelope::{Bytes64, Call};
-use super::lifecycle::Empty;
+use super::envelope::Bytes64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PtySize {
     pub cols: u16,
@@ -17,12 +17,14 @@ pub struct PtySize {
 
 /// `orphans: "keep"`: what the process started and left running is not ended with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Orphans {
     Keep,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ProcessStartParams {
     pub argv: Vec<String>,
@@ -49,6 +51,7 @@ pub struct ProcessStartParams {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessStartResult {
     /// `p1`, `p2`, ...
@@ -57,13 +60,9 @@ pub struct ProcessStartResult {
     pub pid: i32,
 }
 
-impl Call for ProcessStartParams {
-    const METHOD: &'static str = super::method::PROCESS_START;
-    type Result = ProcessStartResult;
-}
-
 /// Which output a read is of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Stream {
     Stdout,
@@ -84,6 +83,7 @@ impl fmt::Display for Stream {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ProcessReadParams {
     pub id: String,
@@ -99,6 +99,7 @@ pub struct ProcessReadParams {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessReadResult {
     pub data: Bytes64,
@@ -117,12 +118,8 @@ pub struct ProcessReadResult {
     pub log_error: Option<String>,
 }
 
-impl Call for ProcessReadParams {
-    const METHOD: &'static str = super::method::PROCESS_READ;
-    type Result = ProcessReadResult;
-}
-
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ProcessWriteParams {
     pub id: String,
@@ -133,13 +130,9 @@ pub struct ProcessWriteParams {
     pub close: Option<bool>,
 }
 
-impl Call for ProcessWriteParams {
-    const METHOD: &'static str = super::method::PROCESS_WRITE;
-    type Result = Empty;
-}
-
 /// The signals process.signal sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 pub enum Signal {
     #[serde(rename = "TERM")]
     Term,
@@ -163,6 +156,7 @@ impl Signal {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ProcessSignalParams {
     pub id: String,
@@ -170,6 +164,7 @@ pub struct ProcessSignalParams {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessSignalResult {
     /// Said when the signal went somewhere other than asked, or not at all.
@@ -177,12 +172,8 @@ pub struct ProcessSignalResult {
     pub note: Option<String>,
 }
 
-impl Call for ProcessSignalParams {
-    const METHOD: &'static str = super::method::PROCESS_SIGNAL;
-    type Result = ProcessSignalResult;
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ProcessResizeParams {
     pub id: String,
@@ -190,12 +181,8 @@ pub struct ProcessResizeParams {
     pub rows: u16,
 }
 
-impl Call for ProcessResizeParams {
-    const METHOD: &'static str = super::method::PROCESS_RESIZE;
-    type Result = Empty;
-}
-
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ProcessListParams {
     /// List from this id on (the previous reply's `next`).
@@ -204,6 +191,7 @@ pub struct ProcessListParams {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessInfo {
     pub id: String,
@@ -220,6 +208,7 @@ pub struct ProcessInfo {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessListResult {
     pub processes: Vec<ProcessInfo>,
@@ -229,12 +218,8 @@ pub struct ProcessListResult {
     pub next: Option<String>,
 }
 
-impl Call for ProcessListParams {
-    const METHOD: &'static str = super::method::PROCESS_LIST;
-    type Result = ProcessListResult;
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ProcessWaitParams {
     pub id: String,
@@ -243,15 +228,11 @@ pub struct ProcessWaitParams {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessWaitResult {
     /// True when the wait timed out with the process still running.
     pub running: bool,
     pub exit_code: Option<i32>,
     pub signal: Option<String>,
-}
-
-impl Call for ProcessWaitParams {
-    const METHOD: &'static str = super::method::PROCESS_WAIT;
-    type Result = ProcessWaitResult;
 }

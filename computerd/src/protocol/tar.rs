@@ -2,29 +2,26 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::envelope::{Bytes64, Call};
-use super::lifecycle::Empty;
+use super::envelope::Bytes64;
 
 /// `{id}`: what a begin returns.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TarStreamId {
     pub id: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TarPullBeginParams {
     /// A file (one entry, its name) or a directory (entries relative to it).
     pub path: String,
 }
 
-impl Call for TarPullBeginParams {
-    const METHOD: &'static str = super::method::TAR_PULL_BEGIN;
-    type Result = TarStreamId;
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TarPullReadParams {
     pub id: String,
@@ -34,6 +31,7 @@ pub struct TarPullReadParams {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TarPullReadResult {
     pub data: Bytes64,
@@ -41,35 +39,23 @@ pub struct TarPullReadResult {
     pub eof: bool,
 }
 
-impl Call for TarPullReadParams {
-    const METHOD: &'static str = super::method::TAR_PULL_READ;
-    type Result = TarPullReadResult;
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TarPullEndParams {
     pub id: String,
 }
 
-impl Call for TarPullEndParams {
-    const METHOD: &'static str = super::method::TAR_PULL_END;
-    type Result = Empty;
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TarPushBeginParams {
     /// The directory to extract into; made when missing.
     pub path: String,
 }
 
-impl Call for TarPushBeginParams {
-    const METHOD: &'static str = super::method::TAR_PUSH_BEGIN;
-    type Result = TarStreamId;
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TarPushWriteParams {
     pub id: String,
@@ -77,25 +63,17 @@ pub struct TarPushWriteParams {
     pub data: Bytes64,
 }
 
-impl Call for TarPushWriteParams {
-    const METHOD: &'static str = super::method::TAR_PUSH_WRITE;
-    type Result = Empty;
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TarPushEndParams {
     pub id: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TarPushEndResult {
     /// Entries extracted.
     pub entries: u64,
-}
-
-impl Call for TarPushEndParams {
-    const METHOD: &'static str = super::method::TAR_PUSH_END;
-    type Result = TarPushEndResult;
 }

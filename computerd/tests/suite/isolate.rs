@@ -259,7 +259,7 @@ async fn own_network_reaches_only_its_own_loopback() {
     let uid = fresh_uid();
     let Some(init) = Init::start_with(InitOptions {
         user: Some(uid),
-        extra: vec!["--own-network".into()],
+        own_network: true,
         ..Default::default()
     }) else {
         return;

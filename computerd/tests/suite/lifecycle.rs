@@ -64,14 +64,11 @@ fn bad_flags_and_times_are_refused_in_words_with_exit_1() {
 
 #[test]
 fn a_missing_socket_directory_is_refused() {
-    let out = Command::new(COMPUTERD)
-        .args([
-            "init",
-            "--deadline",
-            &rfc3339_in(Duration::from_secs(60)),
-            "--socket",
+    let out = Program::computerd(COMPUTERD)
+        .command(InitArgs::new(
+            Time::from_now(Duration::from_secs(60)),
             "/no/such/dir/s.sock",
-        ])
+        ))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -87,14 +84,11 @@ async fn a_live_socket_is_refused_and_a_stale_one_replaced() {
     let Some(init) = Init::start() else {
         return;
     };
-    let out = Command::new(COMPUTERD)
-        .args([
-            "init",
-            "--deadline",
-            &rfc3339_in(Duration::from_secs(60)),
-            "--socket",
-        ])
-        .arg(&init.socket)
+    let out = Program::computerd(COMPUTERD)
+        .command(InitArgs::new(
+            Time::from_now(Duration::from_secs(60)),
+            &init.socket,
+        ))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -108,14 +102,11 @@ async fn a_live_socket_is_refused_and_a_stale_one_replaced() {
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
     let stale = run.join("s.sock");
     drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
-    let mut second = Command::new(COMPUTERD)
-        .args([
-            "init",
-            "--deadline",
-            &rfc3339_in(Duration::from_secs(60)),
-            "--socket",
-        ])
-        .arg(&stale)
+    let mut second = Program::computerd(COMPUTERD)
+        .command(InitArgs::new(
+            Time::from_now(Duration::from_secs(60)),
+            &stale,
+        ))
         .spawn()
         .unwrap();
     let until = Instant::now() + Duration::from_secs(5);
@@ -308,9 +299,10 @@ fn the_stdio_bridge_carries_the_protocol_and_says_why_when_it_cannot() {
     assert_eq!(hello.groups, vec!["exec", "files", "processes"]);
 
     let t = Instant::now();
-    let out = Command::new(COMPUTERD)
-        .arg("stdio")
-        .env("COMPUTERD_SOCKET", "/no/such/computerd.sock")
+    let out = Program::computerd(COMPUTERD)
+        .command(StdioArgs {
+            socket: "/no/such/computerd.sock".into(),
+        })
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -323,5 +315,27 @@ fn the_stdio_bridge_carries_the_protocol_and_says_why_when_it_cannot() {
     assert!(
         t.elapsed() >= Duration::from_millis(2900),
         "it waits 3 s for a starting init"
+    );
+}
+
+#[test]
+fn computerd_under_another_name_is_reached_through_its_word() {
+    // As the multi-call server is: a binary not named computerd is started
+    // with the word `computerd` before the subcommand.
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("computer-mcp");
+    std::fs::copy(COMPUTERD, &exe).unwrap();
+    let program = Program::at(&exe);
+    assert_eq!(program, Program::multi_call(&exe));
+    let past = Time::from_unix_ms(0).unwrap();
+    let out = program
+        .command(InitArgs::new(past, dir.path().join("s.sock")))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.starts_with("computerd init: --deadline 1970-01-01T00:00:00Z is in the past"),
+        "{said}"
     );
 }

@@ -12,9 +12,9 @@ use computerd::protocol::*;
 
 use super::support::*;
 
-fn sandbox_as(uid: u32, flags: &[&str]) -> Option<Init> {
+fn sandbox_as(uid: u32, network: Network) -> Option<Init> {
     Init::start_sandboxed(SandboxOptions {
-        flags: flags.iter().map(|s| s.to_string()).collect(),
+        network,
         user: Some(uid),
         ..Default::default()
     })
@@ -102,7 +102,7 @@ async fn a_program_writes_only_work_tmp_and_shm_and_the_os_dirs_are_read_only() 
     // allowlist: it is not there at all.
     let open = HostDir::new(&format!("computerd-open-{}", marker()), 0o777);
     let uid = fresh_uid();
-    let Some(init) = sandbox_as(uid, &[]) else {
+    let Some(init) = sandbox_as(uid, Network::None) else {
         return;
     };
     let host_dir = init.dir.path().to_str().unwrap().to_string();
@@ -157,7 +157,7 @@ async fn its_tmp_is_its_own_both_ways() {
     }
     let host_only = std::env::temp_dir().join(format!("computerd-host-only-{}", marker()));
     std::fs::write(&host_only, "host").unwrap();
-    let Some(init) = sandbox_as(fresh_uid(), &[]) else {
+    let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
         return;
     };
     let inside_only = format!("/tmp/computerd-inside-only-{}", init.marker);
@@ -187,7 +187,7 @@ async fn it_sees_only_its_own_processes_and_init_is_pid_1() {
     if !need_root() {
         return;
     }
-    let Some(init) = sandbox_as(fresh_uid(), &[]) else {
+    let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
         return;
     };
     let out = py(
@@ -227,7 +227,7 @@ async fn network_none_reaches_only_its_own_loopback() {
     }
     let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = tcp.local_addr().unwrap().port();
-    let Some(init) = sandbox_as(fresh_uid(), &[]) else {
+    let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
         return;
     };
     let out = py(&init, &connect_script(port)).await;
@@ -261,7 +261,7 @@ async fn network_host_shares_the_hosts_loopback() {
     }
     let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = tcp.local_addr().unwrap().port();
-    let Some(init) = sandbox_as(fresh_uid(), &["--network", "host"]) else {
+    let Some(init) = sandbox_as(fresh_uid(), Network::Host) else {
         return;
     };
     let out = py(&init, &connect_script(port)).await;
@@ -388,7 +388,7 @@ async fn dev_holds_only_the_minimal_nodes_and_they_work() {
     if !need_root() {
         return;
     }
-    let Some(init) = sandbox_as(fresh_uid(), &[]) else {
+    let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
         return;
     };
     let (code, out, err) = sh(
@@ -465,7 +465,7 @@ async fn sigterm_to_the_sandbox_ends_init_in_order_and_exits_0() {
     if !need_root() {
         return;
     }
-    let Some(init) = sandbox_as(fresh_uid(), &[]) else {
+    let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
         return;
     };
     let init_pid = start_sleep(&init).await;
@@ -487,14 +487,13 @@ fn sigterm_before_init_listens_is_not_lost() {
     std::fs::create_dir(&run).unwrap();
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
     let uid = fresh_uid();
-    let mut child = Command::new(COMPUTERD)
-        .arg("sandbox")
-        .arg("--run")
-        .arg(&run)
-        .args(["--", "init", "--deadline"])
-        .arg(rfc3339_in(Duration::from_secs(600)))
-        .args(["--socket", "/run/computerd/s.sock"])
-        .args(["--user", &format!("{uid}:{uid}")])
+    let mut init = InitArgs::new(
+        Time::from_now(Duration::from_secs(600)),
+        "/run/computerd/s.sock",
+    );
+    init.user = Some(UserSpec { uid, gid: uid });
+    let mut child = Program::computerd(COMPUTERD)
+        .command(SandboxArgs::new(&run, init))
         .env("COMPUTERD_LOG", "warn")
         .stdin(Stdio::null())
         .spawn()
@@ -537,7 +536,7 @@ async fn sigkill_of_the_forwarder_kills_everything_inside() {
     if !need_root() {
         return;
     }
-    let Some(mut init) = sandbox_as(fresh_uid(), &[]) else {
+    let Some(mut init) = sandbox_as(fresh_uid(), Network::None) else {
         return;
     };
     let init_pid = start_sleep(&init).await;
@@ -553,7 +552,7 @@ async fn a_killed_init_makes_the_sandbox_exit_137_with_nothing_left() {
     if !need_root() {
         return;
     }
-    let Some(mut init) = sandbox_as(fresh_uid(), &[]) else {
+    let Some(mut init) = sandbox_as(fresh_uid(), Network::None) else {
         return;
     };
     let init_pid = start_sleep(&init).await;
@@ -841,13 +840,11 @@ fn a_host_without_user_namespaces_is_refused_in_words() {
     std::fs::create_dir(&run).unwrap();
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
     std::os::unix::fs::chown(&run, Some(65534), Some(65534)).unwrap();
-    let mut cmd = Command::new(COMPUTERD);
-    cmd.arg("sandbox")
-        .arg("--run")
-        .arg(&run)
-        .args(["--", "init", "--deadline"])
-        .arg(rfc3339_in(Duration::from_secs(60)))
-        .args(["--socket", "/run/computerd/s.sock"]);
+    let init = InitArgs::new(
+        Time::from_now(Duration::from_secs(60)),
+        "/run/computerd/s.sock",
+    );
+    let mut cmd = Program::computerd(COMPUTERD).command(SandboxArgs::new(&run, init));
     // SAFETY: the function only opens and writes /proc files and makes
     // unshare, prctl and set*id calls before exec.
     unsafe {

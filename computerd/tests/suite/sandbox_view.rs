@@ -25,11 +25,11 @@ const TUNNELS: [&str; 9] = [
     "tunl0", "gre0", "gretap0", "erspan0", "ip_vti0", "ip6_vti0", "sit0", "ip6tnl0", "ip6gre0",
 ];
 
-fn start(uid: u32, flags: &[&str]) -> Option<Init> {
+/// A sandbox of `o`'s flags around an init of `--user uid:uid`.
+fn start(uid: u32, o: SandboxOptions) -> Option<Init> {
     Init::start_sandboxed(SandboxOptions {
-        flags: flags.iter().map(|s| s.to_string()).collect(),
         user: Some(uid),
-        ..Default::default()
+        ..o
     })
 }
 
@@ -81,7 +81,7 @@ async fn the_root_holds_only_the_allowlisted_host_dirs_and_nothing_at_old_root()
     if !need_root() {
         return;
     }
-    let Some(init) = start(fresh_uid(), &[]) else {
+    let Some(init) = start(fresh_uid(), SandboxOptions::default()) else {
         return;
     };
     let (code, out, err) = sh(&init, "ls -A /").await;
@@ -142,7 +142,7 @@ async fn sys_is_a_sysfs_of_its_own_network_and_absent_with_network_host() {
     if !need_root() {
         return;
     }
-    let Some(init) = start(fresh_uid(), &[]) else {
+    let Some(init) = start(fresh_uid(), SandboxOptions::default()) else {
         return;
     };
     let (code, out, err) = sh(
@@ -169,7 +169,13 @@ async fn sys_is_a_sysfs_of_its_own_network_and_absent_with_network_host() {
         "{out}"
     );
     drop(init);
-    let Some(init) = start(fresh_uid(), &["--network", "host"]) else {
+    let Some(init) = start(
+        fresh_uid(),
+        SandboxOptions {
+            network: Network::Host,
+            ..Default::default()
+        },
+    ) else {
         return;
     };
     let (code, out, err) = sh(&init, "test -e /sys || echo no sys").await;
@@ -182,7 +188,13 @@ async fn home_is_work_a_tmpfs_of_the_given_size_that_is_the_users_alone() {
         return;
     }
     let uid = fresh_uid();
-    let Some(init) = start(uid, &["--work-size-mib", "8"]) else {
+    let Some(init) = start(
+        uid,
+        SandboxOptions {
+            work_size_mib: Some(8),
+            ..Default::default()
+        },
+    ) else {
         return;
     };
     let (code, out, err) = sh(
@@ -214,7 +226,13 @@ async fn a_write_past_work_fails_with_enospc_and_the_hosts_disk_does_not_move() 
     if !need_root() {
         return;
     }
-    let Some(init) = start(fresh_uid(), &["--work-size-mib", "8"]) else {
+    let Some(init) = start(
+        fresh_uid(),
+        SandboxOptions {
+            work_size_mib: Some(8),
+            ..Default::default()
+        },
+    ) else {
         return;
     };
     // The host's disk holds the test's directory (and the socket's).
@@ -289,9 +307,25 @@ async fn a_bind_share_is_writable_and_an_ro_one_is_read_only_with_its_submounts(
         Some("mode=0777,size=1m"),
     )
     .unwrap();
-    let rw_flag = format!("{}:/workspace/rw", rw.path());
-    let ro_flag = format!("{}:/workspace/ro:ro", ro.path());
-    let Some(init) = start(uid, &["--bind", &rw_flag, "--bind", &ro_flag]) else {
+    let binds = vec![
+        Share {
+            source: rw.path().into(),
+            inside: "/workspace/rw".into(),
+            read_only: false,
+        },
+        Share {
+            source: ro.path().into(),
+            inside: "/workspace/ro".into(),
+            read_only: true,
+        },
+    ];
+    let Some(init) = start(
+        uid,
+        SandboxOptions {
+            binds,
+            ..Default::default()
+        },
+    ) else {
         return;
     };
     let (code, out, err) = sh(
@@ -403,8 +437,13 @@ async fn cgroup_holds_the_sandbox_init_and_every_program_from_the_start() {
     let Some(group) = PidsGroup::new(&format!("computerd-test-{}", marker())) else {
         return;
     };
-    let dir = group.0.to_str().unwrap().to_string();
-    let Some(init) = start(fresh_uid(), &["--cgroup", &dir]) else {
+    let Some(init) = start(
+        fresh_uid(),
+        SandboxOptions {
+            cgroups: vec![group.0.clone()],
+            ..Default::default()
+        },
+    ) else {
         return;
     };
     let forwarder = init.child.id() as i32;

@@ -4,12 +4,15 @@
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub use computer_testkit::{assert_no_leftovers, marked, marked_processes, need, need_root};
 use computerd::client::DaemonClient;
+pub use computerd::launch::{
+    InitArgs, Network, Program, SandboxArgs, Share, StdioArgs, Time, UserSpec,
+};
 use computerd::protocol::{Envelope, Id};
 
 /// A marker for one test of this crate.
@@ -41,7 +44,8 @@ pub struct Init {
 pub struct InitOptions {
     pub deadline: Duration,
     pub max_deadline: Option<Duration>,
-    pub extra: Vec<String>,
+    /// `--own-network`.
+    pub own_network: bool,
     /// `--user uid:uid`: init starts as root and becomes this user.
     pub user: Option<u32>,
 }
@@ -51,7 +55,7 @@ impl Default for InitOptions {
         Self {
             deadline: Duration::from_secs(600),
             max_deadline: Some(Duration::from_secs(3600)),
-            extra: vec![],
+            own_network: false,
             user: None,
         }
     }
@@ -83,20 +87,12 @@ impl Init {
             std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         }
         let socket = sockdir.join("computerd.sock");
-        let mut cmd = Command::new(COMPUTERD);
-        cmd.arg("init")
-            .arg("--deadline")
-            .arg(rfc3339_in(o.deadline))
-            .arg("--socket")
-            .arg(&socket);
-        if let Some(m) = o.max_deadline {
-            cmd.arg("--max-deadline").arg(rfc3339_in(m));
-        }
-        if let Some(uid) = o.user {
-            cmd.arg("--user").arg(format!("{uid}:{uid}"));
-        }
-        cmd.args(&o.extra)
-            .env_clear()
+        let mut init = InitArgs::new(Time::from_now(o.deadline), &socket);
+        init.max_deadline = o.max_deadline.map(Time::from_now);
+        init.user = o.user.map(|uid| UserSpec { uid, gid: uid });
+        init.own_network = o.own_network;
+        let mut cmd = Program::computerd(COMPUTERD).command(init);
+        cmd.env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
             .env("HOME", &home)
             .env("COMPUTERD_LOG", "warn")
@@ -139,22 +135,21 @@ impl Init {
             }
         }
         let socket = run.join("computerd.sock");
-        let mut cmd = Command::new(o.exe.as_deref().unwrap_or(Path::new(COMPUTERD)));
-        cmd.arg("sandbox")
-            .arg("--run")
-            .arg(&run)
-            .args(&o.flags)
-            .arg("--")
-            .arg("init")
-            .arg("--deadline")
-            .arg(rfc3339_in(Duration::from_secs(600)))
-            .arg("--max-deadline")
-            .arg(rfc3339_in(Duration::from_secs(3600)))
-            .arg("--socket")
-            .arg("/run/computerd/computerd.sock");
-        if let Some(uid) = o.user {
-            cmd.arg("--user").arg(format!("{uid}:{uid}"));
+        let mut init = InitArgs::new(
+            Time::from_now(Duration::from_secs(600)),
+            "/run/computerd/computerd.sock",
+        );
+        init.max_deadline = Some(Time::from_now(Duration::from_secs(3600)));
+        init.user = o.user.map(|uid| UserSpec { uid, gid: uid });
+        let mut sandbox = SandboxArgs::new(&run, init);
+        sandbox.network = o.network;
+        if let Some(n) = o.work_size_mib {
+            sandbox.work_size_mib = n;
         }
+        sandbox.binds = o.binds.clone();
+        sandbox.cgroups = o.cgroups.clone();
+        let exe = o.exe.clone().unwrap_or_else(|| COMPUTERD.into());
+        let mut cmd = Program::computerd(exe).command(sandbox);
         cmd.env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
             .env("COMPUTERD_LOG", "warn")
@@ -273,8 +268,14 @@ pub type BecomeUser = fn() -> std::io::Result<()>;
 /// How to start `computerd sandbox … -- init …` ([`Init::start_sandboxed`]).
 #[derive(Default)]
 pub struct SandboxOptions {
-    /// The sandbox's own flags, before `--` (`--network host`, `--bind S:D`).
-    pub flags: Vec<String>,
+    /// The sandbox's `--network`.
+    pub network: Network,
+    /// The sandbox's `--work-size-mib` (its default when None).
+    pub work_size_mib: Option<u64>,
+    /// The sandbox's `--bind`s.
+    pub binds: Vec<Share>,
+    /// The sandbox's `--cgroup`s.
+    pub cgroups: Vec<PathBuf>,
     /// init's `--user uid:uid` (required as root).
     pub user: Option<u32>,
     /// Where the test's directory (HOME and the socket's) is made; by

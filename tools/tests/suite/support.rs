@@ -4,13 +4,14 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use computer_tools::{ComputerFacts, ComputerState, Progress, ToolContext, ToolSettings, registry};
 use computerd::client::{ComputerClient, DaemonClient};
+use computerd::launch::{InitArgs, Program, Time};
 use computerd::protocol::SettingKind;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
@@ -92,14 +93,10 @@ impl Sandbox {
         let home = dir.path().join("home");
         std::fs::create_dir(&home).unwrap();
         let socket = sockdir.join("computerd.sock");
-        let child = Command::new(&bin)
-            .arg("init")
-            .arg("--deadline")
-            .arg(rfc3339_in(Duration::from_secs(600)))
-            .arg("--max-deadline")
-            .arg(rfc3339_in(Duration::from_secs(3600)))
-            .arg("--socket")
-            .arg(&socket)
+        let mut init = InitArgs::new(Time::from_now(Duration::from_secs(600)), &socket);
+        init.max_deadline = Some(Time::from_now(Duration::from_secs(3600)));
+        let child = Program::at(&bin)
+            .command(init)
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
             .env("HOME", &home)

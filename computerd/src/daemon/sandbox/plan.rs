@@ -4,34 +4,13 @@
 //! two paths (root, or a user namespace).
 
 use std::ffi::{CString, OsStr, OsString};
-use std::fmt;
 use std::path::{Component, Path, PathBuf};
-use std::str::FromStr;
 
 use super::{Options, cstring};
 use crate::daemon::{isolate, sys};
 
-/// `--network`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Network {
-    /// A network namespace of the computer's own, with only `lo` up.
-    None,
-    /// The host's network, shared.
-    Host,
-}
-
-impl FromStr for Network {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "none" => Ok(Network::None),
-            "host" => Ok(Network::Host),
-            _ => Err(format!(
-                "--network is none (only the computer's own loopback) or host (the host's network); {s:?} is neither"
-            )),
-        }
-    }
-}
+/// `--network` and `--bind`, as the launch contract has them.
+pub use crate::launch::{Network, Share};
 
 /// The host's top-level directories the computer sees (read-only), those
 /// the host has: the OS a program needs, and nothing else of the host.
@@ -61,58 +40,6 @@ impl OsEntry {
         match self {
             OsEntry::Dir(p) | OsEntry::Link { path: p, .. } => p,
         }
-    }
-}
-
-/// `--bind HOST_DIR:INSIDE[:ro|:rw]`: a host directory shown at `INSIDE`
-/// (under `/workspace`), read-write unless `:ro`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Share {
-    pub source: PathBuf,
-    pub inside: PathBuf,
-    pub read_only: bool,
-}
-
-impl FromStr for Share {
-    type Err = String;
-    /// The syntax only; [`Plan::new`] checks the paths.
-    fn from_str(s: &str) -> Result<Self, String> {
-        let parts: Vec<&str> = s.split(':').collect();
-        let (source, inside, read_only) = match parts[..] {
-            [source, inside] => (source, inside, false),
-            [source, inside, "ro"] => (source, inside, true),
-            [source, inside, "rw"] => (source, inside, false),
-            [_, _, mode] => {
-                return Err(format!(
-                    "--bind {s:?}: the mode after the second ':' is ro or rw, not {mode:?}"
-                ));
-            }
-            _ => {
-                return Err(format!(
-                    "--bind {s:?} is not HOST_DIR:INSIDE[:ro] (a path holding ':' cannot be shared)"
-                ));
-            }
-        };
-        if source.is_empty() || inside.is_empty() {
-            return Err(format!(
-                "--bind {s:?} is not HOST_DIR:INSIDE[:ro]: a path is empty"
-            ));
-        }
-        Ok(Share {
-            source: source.into(),
-            inside: inside.into(),
-            read_only,
-        })
-    }
-}
-
-impl fmt::Display for Share {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.source.display(), self.inside.display())?;
-        if self.read_only {
-            f.write_str(":ro")?;
-        }
-        Ok(())
     }
 }
 
@@ -216,7 +143,10 @@ impl Plan {
             (Some(me), me)
         };
 
-        let mut argv = vec![cstring(exe_inside.as_os_str())?];
+        // argv[0] `computerd` makes a multi-call binary (the server) run as
+        // computerd too; the binary itself is exec'd by its path inside
+        // (`exe_inside`).
+        let mut argv = vec![cstring(OsStr::new(crate::launch::WORD))?];
         for a in &opts.command {
             argv.push(cstring(a)?);
         }

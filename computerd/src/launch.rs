@@ -1,0 +1,707 @@
+//! The launch contract: computerd's command line as types, on every platform.
+//!
+//! Whoever starts a computerd (the local provider, Docker and the vendors,
+//! every test support and bench) builds one of these and renders it here;
+//! the daemon parses its own command line with the same types (they are its
+//! clap definitions), and a test holds every field to the round trip.
+//!
+//! - [`Command`]: one of [`InitArgs`], [`SandboxArgs`] (which holds the
+//!   [`InitArgs`] it runs), [`StdioArgs`], [`ProbeArgs`], with
+//!   [`Command::to_args`] (each type has its own `to_args` too).
+//! - [`Program`]: which binary to start and the words before the
+//!   subcommand: a standalone `computerd`, or a multi-call binary (the
+//!   server) entered through the word [`WORD`].
+//! - [`daemon_args`]: how a binary tells that it was started as computerd.
+//! - [`Time`], [`UserSpec`], [`Network`], [`Share`]: the typed values of the
+//!   flags.
+
+mod values;
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand};
+
+pub use values::{Network, Share, Time, UserSpec};
+
+/// The word that makes a multi-call binary computerd (`computer-mcp
+/// computerd init …`); a binary started with argv[0] `computerd` is
+/// computerd without it. computerd itself accepts the word too.
+pub const WORD: &str = "computerd";
+
+/// `computerd init`'s flags.
+#[derive(Args, Clone, Debug, PartialEq, Eq)]
+pub struct InitArgs {
+    /// When the computer ends (RFC 3339, e.g. 2026-12-01T10:00:00Z).
+    /// At the deadline every program gets TERM, then KILL.
+    #[arg(long, value_name = "TIME")]
+    pub deadline: Time,
+    /// The latest time deadline.extend may move the deadline to.
+    /// Without it the deadline cannot move.
+    #[arg(long, value_name = "TIME")]
+    pub max_deadline: Option<Time>,
+    /// The unix socket to listen on. Its directory must exist, be
+    /// this user's alone (0700) and writable; init never makes it
+    /// (with --user, init makes it that user's).
+    #[arg(long, value_name = "PATH", default_value = crate::DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Start as root and become uid:gid with no groups, making $HOME
+    /// and the socket's directory that user's alone (0700). 0:0 is
+    /// root with no capability.
+    #[arg(long, value_name = "UID:GID")]
+    pub user: Option<UserSpec>,
+    /// Move init and every program into a network namespace of their
+    /// own with only loopback up: they reach nothing outside. Needs
+    /// root with CAP_SYS_ADMIN and CAP_NET_ADMIN, and a --user other
+    /// than 0 that no other process holds.
+    #[arg(long)]
+    pub own_network: bool,
+}
+
+impl InitArgs {
+    /// An init with this deadline and socket and every other flag left out.
+    pub fn new(deadline: Time, socket: impl Into<PathBuf>) -> Self {
+        Self {
+            deadline,
+            max_deadline: None,
+            socket: socket.into(),
+            user: None,
+            own_network: false,
+        }
+    }
+
+    /// `init --deadline … --socket …` and the flags that are set.
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut a = Argv::new("init");
+        a.flag("--deadline", self.deadline.to_string());
+        if let Some(m) = self.max_deadline {
+            a.flag("--max-deadline", m.to_string());
+        }
+        a.flag("--socket", &self.socket);
+        if let Some(u) = self.user {
+            a.flag("--user", u.to_string());
+        }
+        if self.own_network {
+            a.word("--own-network");
+        }
+        a.0
+    }
+}
+
+/// The sandbox's size of /tmp (and /dev/shm) unless told otherwise.
+pub const DEFAULT_TMP_SIZE_MIB: u64 = 1024;
+/// The most `--tmp-size-mib` takes (1 TiB).
+pub const MAX_TMP_SIZE_MIB: u64 = 1_048_576;
+/// The sandbox's size of /work (HOME) unless told otherwise.
+pub const DEFAULT_WORK_SIZE_MIB: u64 = 2048;
+/// The most `--work-size-mib` takes (1 TiB).
+pub const MAX_WORK_SIZE_MIB: u64 = 1_048_576;
+
+/// `computerd sandbox`'s flags, and the init it runs after `--`.
+#[derive(Args, Clone, Debug, PartialEq, Eq)]
+pub struct SandboxArgs {
+    /// The directory of init's socket on the host (absolute, existing),
+    /// bound read-write at /run/computerd inside.
+    #[arg(long, value_name = "DIR")]
+    pub run: PathBuf,
+    /// none: a network namespace of the computer's own with only lo
+    /// up, so it reaches nothing; host: the host's network, shared.
+    #[arg(long, value_name = "MODE", default_value = "none")]
+    pub network: Network,
+    /// The size of the private /tmp, and of /dev/shm, in MiB.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_TMP_SIZE_MIB, value_parser = clap::value_parser!(u64).range(1..=MAX_TMP_SIZE_MIB))]
+    pub tmp_size_mib: u64,
+    /// The size of /work (HOME, a tmpfs), in MiB: a write past it fails
+    /// with "No space left on device".
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_WORK_SIZE_MIB, value_parser = clap::value_parser!(u64).range(1..=MAX_WORK_SIZE_MIB))]
+    pub work_size_mib: u64,
+    /// Show the host directory HOST_DIR (absolute, existing) at INSIDE,
+    /// /workspace or a path under it, read-write, or read-only with
+    /// :ro. Shares may not nest. Repeatable.
+    #[arg(long = "bind", value_name = "HOST_DIR:INSIDE[:ro]")]
+    pub binds: Vec<Share>,
+    /// A cgroup directory the sandbox joins (writes its pid into its
+    /// cgroup.procs) before it does anything else; one per cgroup v1
+    /// hierarchy. Repeatable.
+    #[arg(long = "cgroup", value_name = "DIR")]
+    pub cgroups: Vec<PathBuf>,
+    #[command(flatten)]
+    pub init: InitCommand,
+}
+
+impl SandboxArgs {
+    /// A sandbox of `run` around `init`, every other flag at its default.
+    pub fn new(run: impl Into<PathBuf>, init: InitArgs) -> Self {
+        Self {
+            run: run.into(),
+            network: Network::default(),
+            tmp_size_mib: DEFAULT_TMP_SIZE_MIB,
+            work_size_mib: DEFAULT_WORK_SIZE_MIB,
+            binds: Vec::new(),
+            cgroups: Vec::new(),
+            init: InitCommand(init),
+        }
+    }
+
+    /// `sandbox --run … [flags] -- init …`.
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut a = Argv::new("sandbox");
+        a.flag("--run", &self.run);
+        a.flag("--network", self.network.as_str());
+        a.flag("--tmp-size-mib", self.tmp_size_mib.to_string());
+        a.flag("--work-size-mib", self.work_size_mib.to_string());
+        for b in &self.binds {
+            a.flag("--bind", b.to_string());
+        }
+        for c in &self.cgroups {
+            a.flag("--cgroup", c);
+        }
+        a.word("--");
+        a.0.extend(self.init.0.to_args());
+        a.0
+    }
+}
+
+/// The init a sandbox runs: what follows `--` on its command line, parsed
+/// as `computerd init`'s own flags.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InitCommand(pub InitArgs);
+
+impl std::ops::Deref for InitCommand {
+    type Target = InitArgs;
+    fn deref(&self) -> &InitArgs {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for InitCommand {
+    fn deref_mut(&mut self) -> &mut InitArgs {
+        &mut self.0
+    }
+}
+
+const INIT_ARG: &str = "init_command";
+
+impl InitCommand {
+    /// `init` and its flags, as `computerd init` would read them.
+    pub fn parse(argv: &[OsString]) -> Result<Self, clap::Error> {
+        let Some(first) = argv.first() else {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "give init's command after --, e.g. -- init --deadline … --socket /run/computerd/computerd.sock",
+            ));
+        };
+        if first != "init" {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::InvalidValue,
+                format!(
+                    "the sandbox runs `computerd init` only, as its PID 1; after -- came {first:?}"
+                ),
+            ));
+        }
+        #[derive(Parser)]
+        #[command(name = "computerd init", no_binary_name = true)]
+        struct Init {
+            #[command(flatten)]
+            init: InitArgs,
+        }
+        Init::try_parse_from(&argv[1..]).map(|i| InitCommand(i.init))
+    }
+}
+
+impl FromArgMatches for InitCommand {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let argv: Vec<OsString> = m
+            .get_many::<OsString>(INIT_ARG)
+            .map(|v| v.cloned().collect())
+            .unwrap_or_default();
+        Self::parse(&argv)
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl Args for InitCommand {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        cmd.arg(
+            Arg::new(INIT_ARG)
+                .value_name("INIT")
+                .help("`init` and its flags, after `--`")
+                .last(true)
+                .required(true)
+                .num_args(1..)
+                .action(ArgAction::Append)
+                .value_parser(clap::value_parser!(OsString)),
+        )
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+/// `computerd stdio`'s flags.
+#[derive(Args, Clone, Debug, PartialEq, Eq)]
+pub struct StdioArgs {
+    /// The socket to reach.
+    #[arg(long, value_name = "PATH", env = crate::SOCKET_ENV, default_value = crate::DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+}
+
+impl Default for StdioArgs {
+    fn default() -> Self {
+        Self {
+            socket: crate::DEFAULT_SOCKET.into(),
+        }
+    }
+}
+
+impl StdioArgs {
+    /// `stdio --socket …` (always named, so no variable of the caller's
+    /// environment changes where it goes).
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut a = Argv::new("stdio");
+        a.flag("--socket", &self.socket);
+        a.0
+    }
+}
+
+/// `computerd probe`'s flags.
+#[derive(Args, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProbeArgs {
+    /// A target: host:port is tried over TCP (with a request by port:
+    /// TLS ClientHello on 443, DNS on 53, HTTP HEAD otherwise),
+    /// host:port/udp is sent a DNS query. Repeat for more; all are
+    /// tried at once, 10 s to connect and 10 s to answer.
+    #[arg(long, value_name = "HOST:PORT[/udp]")]
+    pub connect: Vec<String>,
+    /// Also check 1.1.1.1, 8.8.8.8, 9.9.9.9 and 151.101.1.57 on
+    /// 443/tcp, 80/tcp and 53/udp (3 s each way) and give a verdict:
+    /// egress, accepted-only or none.
+    #[arg(long)]
+    pub diagnose: bool,
+}
+
+impl ProbeArgs {
+    /// `probe --connect … [--diagnose]`.
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut a = Argv::new("probe");
+        for c in &self.connect {
+            a.flag("--connect", c);
+        }
+        if self.diagnose {
+            a.word("--diagnose");
+        }
+        a.0
+    }
+}
+
+/// `computerd sandbox --help`: what the sandbox gives, and its security model.
+const SANDBOX_ABOUT: &str = "\
+Run `computerd init` on this host, isolated with namespaces, as bubblewrap
+does but with no other tool. Its root is a fresh tmpfs (read-only once made)
+holding only this; nothing else of the host is there, whatever the host adds:
+
+  - /usr, /bin, /sbin, /lib, /lib32, /lib64, /libx32 and /etc of the host
+    (those it has), read-only, nosuid and nodev; a host link such as
+    /bin -> usr/bin is made again as a link;
+  - /work, their HOME and init's working directory: a tmpfs of
+    --work-size-mib, owned by the computer's user (init's --user, or the
+    user who runs the sandbox), mode 0700, nosuid, nodev;
+  - /run/computerd: --run, read-write (init's socket; the host reaches it in
+    --run);
+  - /workspace: each --bind HOST_DIR:INSIDE[:ro], read-write or read-only,
+    nosuid and nodev;
+  - /tmp and /dev/shm, private tmpfs of --tmp-size-mib; a minimal /dev
+    (null, zero, full, random, urandom, tty and a pty instance of their
+    own; never the host's disks);
+  - their own /proc, PID (init is PID 1), IPC and UTS (hostname computer)
+    namespaces; with --network none, a network namespace with only lo up
+    and at /sys a read-only sysfs of it (no /sys where the kernel refuses
+    one, and none with --network host);
+  - /opt/computerd/computerd: this binary, read-only, when no directory above
+    shows it; init and its guards run from there.
+
+Before anything else, the sandbox writes its pid into each --cgroup
+DIR/cgroup.procs, so init and all it starts are bounded from the start.
+As root (with CAP_SYS_ADMIN) init must be given --user UID:GID, a uid other
+than 0, so no program runs as root. Any other user gets a user namespace
+mapping only its own uid and gid and init starts with an empty bounding set;
+a host that forbids unprivileged user namespaces is refused in words. Init's
+--socket must be in /run/computerd (its default is). This process stays
+outside as a forwarder: it passes TERM, INT and HUP to init, exits with
+init's status (128+signal if killed), and if it is killed the computer dies
+with it. Every failure is a refusal on stderr with exit code 1.
+
+Example:
+  computerd sandbox --run /srv/c1/run --work-size-mib 2048 \\
+    --bind /srv/project:/workspace/project --cgroup /sys/fs/cgroup/pids/c1 -- \\
+    init --deadline 2026-12-01T10:00:00Z --user 1000:1000";
+
+/// computerd's subcommands (the per-run `guard` is not one: only computerd
+/// starts it, through its own binary).
+#[derive(Subcommand, Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Run as the computer's first process: listen on the socket, run
+    /// programs under guards, end everything at the deadline.
+    Init(InitArgs),
+    /// Print one JSON line: the uid, gid, kernel and interfaces, and what
+    /// each target answered (refused, accepted or answered). Exit 0 when
+    /// the probe ran, whatever the targets answered. Only bytes that come
+    /// back count as reaching a target.
+    Probe(ProbeArgs),
+    /// Run init isolated on this host (the local provider): a root of
+    /// the host's OS directories only (read-only), a tmpfs HOME at /work,
+    /// shares under /workspace, private /tmp, /dev, /proc, PID, IPC, UTS and
+    /// network namespaces, joined to its cgroups first.
+    #[command(long_about = SANDBOX_ABOUT)]
+    Sandbox(SandboxArgs),
+    /// Bridge stdin/stdout to init's socket (waits up to 3 s for it).
+    Stdio(StdioArgs),
+}
+
+impl Command {
+    /// The subcommand and its flags (what follows the program and its prefix).
+    pub fn to_args(&self) -> Vec<OsString> {
+        match self {
+            Command::Init(a) => a.to_args(),
+            Command::Probe(a) => a.to_args(),
+            Command::Sandbox(a) => a.to_args(),
+            Command::Stdio(a) => a.to_args(),
+        }
+    }
+}
+
+impl From<InitArgs> for Command {
+    fn from(a: InitArgs) -> Self {
+        Command::Init(a)
+    }
+}
+impl From<SandboxArgs> for Command {
+    fn from(a: SandboxArgs) -> Self {
+        Command::Sandbox(a)
+    }
+}
+impl From<StdioArgs> for Command {
+    fn from(a: StdioArgs) -> Self {
+        Command::Stdio(a)
+    }
+}
+impl From<ProbeArgs> for Command {
+    fn from(a: ProbeArgs) -> Self {
+        Command::Probe(a)
+    }
+}
+
+/// computerd: the daemon inside a computer of computer-mcp.
+///
+/// It speaks JSON-RPC 2.0, one JSON object per line, on a unix socket
+/// (init) or over stdin/stdout (stdio, a bridge to init's socket). See
+/// computerd/README.md for the wire reference.
+#[derive(Parser)]
+#[command(name = "computerd", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Parse computerd's command line: `args` are what follows the program
+/// (and the word, for a multi-call binary), the subcommand first. This is
+/// the daemon's own parser; `--help` and `--version` come back as errors
+/// to print, as clap has them.
+pub fn parse<I, T>(args: I) -> Result<Command, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let argv = std::iter::once(OsString::from(WORD)).chain(args.into_iter().map(Into::into));
+    Cli::try_parse_from(argv).map(|c| c.command)
+}
+
+/// If `argv` (argv[0] first) is a call of computerd, the daemon's
+/// arguments: what follows the word `computerd` when argv[1] is it, else
+/// what follows argv[0] when its file name is `computerd`. None otherwise
+/// (a multi-call binary then goes on as itself).
+pub fn daemon_args(argv: &[OsString]) -> Option<&[OsString]> {
+    let (first, rest) = argv.split_first()?;
+    if rest.first().is_some_and(|w| w == WORD) {
+        return Some(&rest[1..]);
+    }
+    (Path::new(first).file_name() == Some(OsStr::new(WORD))).then_some(rest)
+}
+
+/// The binary that is computerd, and the words that make it so.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Program {
+    pub exe: PathBuf,
+    /// Put between the program and the subcommand: empty for computerd
+    /// itself, `[WORD]` for a multi-call binary.
+    pub prefix: Vec<OsString>,
+}
+
+impl Program {
+    /// A standalone computerd.
+    pub fn computerd(exe: impl Into<PathBuf>) -> Self {
+        Self {
+            exe: exe.into(),
+            prefix: Vec::new(),
+        }
+    }
+
+    /// A multi-call binary (computer-mcp) entered through [`WORD`].
+    pub fn multi_call(exe: impl Into<PathBuf>) -> Self {
+        Self {
+            exe: exe.into(),
+            prefix: vec![WORD.into()],
+        }
+    }
+
+    /// By its file name: a binary named `computerd` is computerd itself;
+    /// any other is taken for a multi-call binary. Either way is safe, since
+    /// computerd also accepts the word.
+    pub fn at(exe: impl Into<PathBuf>) -> Self {
+        let exe = exe.into();
+        if exe.file_name() == Some(OsStr::new(WORD)) {
+            Self::computerd(exe)
+        } else {
+            Self::multi_call(exe)
+        }
+    }
+
+    /// The arguments after the program: the prefix, then `command`'s.
+    pub fn args(&self, command: &Command) -> Vec<OsString> {
+        let mut a = self.prefix.clone();
+        a.extend(command.to_args());
+        a
+    }
+
+    /// A process to start `command` (stdio, environment and the rest are
+    /// the caller's to set).
+    pub fn command(&self, command: impl Into<Command>) -> std::process::Command {
+        let mut cmd = std::process::Command::new(&self.exe);
+        cmd.args(self.args(&command.into()));
+        cmd
+    }
+}
+
+/// An argv being written.
+struct Argv(Vec<OsString>);
+
+impl Argv {
+    fn new(sub: &str) -> Self {
+        Self(vec![sub.into()])
+    }
+    fn word(&mut self, w: &str) {
+        self.0.push(w.into());
+    }
+    fn flag(&mut self, name: &str, value: impl AsRef<OsStr>) {
+        self.0.push(name.into());
+        self.0.push(value.as_ref().to_owned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> Time {
+        s.parse().unwrap()
+    }
+
+    fn every_init_field() -> InitArgs {
+        InitArgs {
+            deadline: at("2026-12-01T10:00:00.5Z"),
+            max_deadline: Some(at("2026-12-08T12:30:00+02:00")),
+            socket: "/srv/c1/run/computerd.sock".into(),
+            user: Some(UserSpec {
+                uid: 40000,
+                gid: 40001,
+            }),
+            own_network: true,
+        }
+    }
+
+    /// Render, parse with the daemon's own parser, compare the whole value.
+    fn round_trip(c: Command) {
+        let argv = c.to_args();
+        let back = parse(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        assert_eq!(back, c, "{argv:?}");
+    }
+
+    #[test]
+    fn every_field_of_every_command_survives_render_and_parse() {
+        // Every field set away from its default.
+        let sandbox = SandboxArgs {
+            run: "/srv/c1/run".into(),
+            network: Network::Host,
+            tmp_size_mib: 64,
+            work_size_mib: 512,
+            binds: vec![
+                "/srv/project:/workspace/project".parse().unwrap(),
+                "/srv/data dir:/workspace/data:ro".parse().unwrap(),
+            ],
+            cgroups: vec![
+                "/sys/fs/cgroup/pids/c1".into(),
+                "/sys/fs/cgroup/memory/c1".into(),
+            ],
+            init: InitCommand(every_init_field()),
+        };
+        round_trip(every_init_field().into());
+        round_trip(sandbox.into());
+        round_trip(
+            StdioArgs {
+                socket: "/srv/c1/run/s.sock".into(),
+            }
+            .into(),
+        );
+        round_trip(
+            ProbeArgs {
+                connect: vec!["1.1.1.1:443".into(), "9.9.9.9:53/udp".into()],
+                diagnose: true,
+            }
+            .into(),
+        );
+    }
+
+    #[test]
+    fn defaults_survive_render_and_parse() {
+        let init = InitArgs::new(at("2026-12-01T10:00:00Z"), crate::DEFAULT_SOCKET);
+        round_trip(init.clone().into());
+        round_trip(SandboxArgs::new("/r", init).into());
+        round_trip(StdioArgs::default().into());
+        round_trip(ProbeArgs::default().into());
+        // What the daemon fills in when a flag is left out is the default.
+        let parsed = parse(["init", "--deadline", "2026-12-01T10:00:00Z"]).unwrap();
+        assert_eq!(
+            parsed,
+            InitArgs::new(at("2026-12-01T10:00:00Z"), crate::DEFAULT_SOCKET).into()
+        );
+        let parsed = parse([
+            "sandbox",
+            "--run",
+            "/r",
+            "--",
+            "init",
+            "--deadline",
+            "2026-12-01T10:00:00Z",
+        ])
+        .unwrap();
+        assert_eq!(
+            parsed,
+            SandboxArgs::new(
+                "/r",
+                InitArgs::new(at("2026-12-01T10:00:00Z"), crate::DEFAULT_SOCKET)
+            )
+            .into()
+        );
+    }
+
+    #[test]
+    fn a_sandbox_renders_its_flags_then_init_after_the_dashes() {
+        let mut s = SandboxArgs::new(
+            "/r",
+            InitArgs::new(at("2026-12-01T10:00:00+01:00"), "/run/computerd/s.sock"),
+        );
+        s.init.user = Some(UserSpec {
+            uid: 1000,
+            gid: 1000,
+        });
+        let argv: Vec<String> = Program::at("/usr/bin/computer-mcp")
+            .args(&s.into())
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect();
+        assert_eq!(
+            argv,
+            [
+                "computerd",
+                "sandbox",
+                "--run",
+                "/r",
+                "--network",
+                "none",
+                "--tmp-size-mib",
+                "1024",
+                "--work-size-mib",
+                "2048",
+                "--",
+                "init",
+                "--deadline",
+                "2026-12-01T09:00:00Z",
+                "--socket",
+                "/run/computerd/s.sock",
+                "--user",
+                "1000:1000"
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_values_are_refused_in_words() {
+        let said = |args: &[&str]| parse(args).unwrap_err().to_string();
+        assert!(said(&["init", "--deadline", "tomorrow"]).contains("is not an RFC 3339 time"));
+        assert!(
+            said(&[
+                "init",
+                "--deadline",
+                "2026-12-01T10:00:00Z",
+                "--user",
+                "1000"
+            ])
+            .contains("is not uid:gid")
+        );
+        let s = said(&["sandbox", "--run", "/r", "--", "stdio", "--socket", "/s"]);
+        assert!(s.contains("runs `computerd init` only"), "{s}");
+        let s = said(&["sandbox", "--run", "/r", "--", "init"]);
+        assert!(s.contains("--deadline"), "{s}");
+        let s = said(&["sandbox", "--run", "/r", "--network", "x"]);
+        assert!(s.contains("--network is none"), "{s}");
+        let s = said(&["sandbox", "--run", "/r", "--bind", "/a"]);
+        assert!(s.contains("is not HOST_DIR:INSIDE[:ro]"), "{s}");
+        let s = said(&["sandbox", "--run", "/r", "--work-size-mib", "0"]);
+        assert!(s.contains("--work-size-mib"), "{s}");
+        assert!(said(&["sandbox", "--run", "/r"]).contains("INIT"));
+        assert!("4294967295:0".parse::<UserSpec>().is_err());
+        assert!("+1:0".parse::<UserSpec>().is_err());
+    }
+
+    #[test]
+    fn a_binary_is_computerd_by_its_word_or_its_name() {
+        let v = |a: &[&str]| a.iter().map(OsString::from).collect::<Vec<_>>();
+        let server = v(&[
+            "/usr/bin/computer-mcp",
+            "computerd",
+            "init",
+            "--deadline",
+            "x",
+        ]);
+        assert_eq!(daemon_args(&server), Some(&server[2..]));
+        let named = v(&["computerd", "guard", "3"]);
+        assert_eq!(daemon_args(&named), Some(&named[1..]));
+        let both = v(&["/opt/computerd/computerd", "computerd", "stdio"]);
+        assert_eq!(daemon_args(&both), Some(&both[2..]));
+        assert_eq!(daemon_args(&v(&["/usr/bin/computer-mcp", "serve"])), None);
+        assert_eq!(daemon_args(&v(&["/usr/bin/computer-mcp", "init"])), None);
+        assert_eq!(daemon_args(&v(&[])), None);
+        assert_eq!(
+            Program::at("/opt/computerd/computerd"),
+            Program::computerd("/opt/computerd/computerd")
+        );
+        assert_eq!(
+            Program::at("/usr/bin/computer-mcp").prefix,
+            vec![OsString::from(WORD)]
+        );
+    }
+
+    #[test]
+    fn times_are_rendered_in_utc_and_from_milliseconds() {
+        assert_eq!(
+            Time::from_unix_ms(1_796_119_200_250).unwrap().to_string(),
+            "2026-12-01T10:00:00.25Z"
+        );
+        assert_eq!(at("2026-12-01T11:00:00+01:00"), at("2026-12-01T10:00:00Z"));
+    }
+}

@@ -1,0 +1,190 @@
+//! The typed values of computerd's flags: times, users, and the sandbox's
+//! network and shares, each parsed with the words the daemon refuses bad
+//! input in.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+/// A time on computerd's command line: RFC 3339 (such as
+/// 2026-12-01T10:00:00Z), held and rendered in UTC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Time(OffsetDateTime);
+
+impl Time {
+    pub fn new(t: OffsetDateTime) -> Self {
+        Self(t.to_offset(time::UtcOffset::UTC))
+    }
+
+    /// Milliseconds since the epoch; None outside the years time can hold.
+    pub fn from_unix_ms(ms: i64) -> Option<Self> {
+        OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+            .ok()
+            .map(Self::new)
+    }
+
+    /// Now plus `d` (saturating at the latest time that can be held).
+    pub fn from_now(d: Duration) -> Self {
+        let now = OffsetDateTime::now_utc();
+        Self::new(
+            now.checked_add(d.try_into().unwrap_or(time::Duration::MAX))
+                .unwrap_or(now),
+        )
+    }
+
+    pub fn get(self) -> OffsetDateTime {
+        self.0
+    }
+}
+
+impl From<OffsetDateTime> for Time {
+    fn from(t: OffsetDateTime) -> Self {
+        Self::new(t)
+    }
+}
+
+impl FromStr for Time {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        OffsetDateTime::parse(s, &Rfc3339)
+            .map(Self::new)
+            .map_err(|e| {
+                format!("{s:?} is not an RFC 3339 time such as 2026-12-01T10:00:00Z ({e})")
+            })
+    }
+}
+
+impl fmt::Display for Time {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.format(&Rfc3339) {
+            Ok(s) => f.write_str(&s),
+            // Only a year outside 0..=9999 cannot be written as RFC 3339.
+            Err(_) => write!(f, "{}", self.0.unix_timestamp()),
+        }
+    }
+}
+
+/// `--user UID:GID`: the ids init becomes (with no supplementary groups).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct UserSpec {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl FromStr for UserSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("--user {s:?} is not uid:gid (two numbers, such as 1000:1000)");
+        let (u, g) = s.split_once(':').ok_or_else(bad)?;
+        // u32::MAX is (uid_t)-1, "no change" to set*id: never an id.
+        let num = |x: &str| {
+            x.parse::<u32>()
+                .ok()
+                .filter(|&n| n != u32::MAX && !x.starts_with('+'))
+        };
+        Ok(Self {
+            uid: num(u).ok_or_else(bad)?,
+            gid: num(g).ok_or_else(bad)?,
+        })
+    }
+}
+
+impl fmt::Display for UserSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.uid, self.gid)
+    }
+}
+
+/// The sandbox's `--network`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Network {
+    /// A network namespace of the computer's own, with only `lo` up.
+    #[default]
+    None,
+    /// The host's network, shared.
+    Host,
+}
+
+impl Network {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Network::None => "none",
+            Network::Host => "host",
+        }
+    }
+}
+
+impl FromStr for Network {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(Network::None),
+            "host" => Ok(Network::Host),
+            _ => Err(format!(
+                "--network is none (only the computer's own loopback) or host (the host's network); {s:?} is neither"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Network {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `--bind HOST_DIR:INSIDE[:ro|:rw]`: a host directory shown at `INSIDE`
+/// (under `/workspace`), read-write unless `:ro`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Share {
+    pub source: PathBuf,
+    pub inside: PathBuf,
+    pub read_only: bool,
+}
+
+impl FromStr for Share {
+    type Err = String;
+    /// The syntax only; the sandbox checks the paths.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let parts: Vec<&str> = s.split(':').collect();
+        let (source, inside, read_only) = match parts[..] {
+            [source, inside] => (source, inside, false),
+            [source, inside, "ro"] => (source, inside, true),
+            [source, inside, "rw"] => (source, inside, false),
+            [_, _, mode] => {
+                return Err(format!(
+                    "--bind {s:?}: the mode after the second ':' is ro or rw, not {mode:?}"
+                ));
+            }
+            _ => {
+                return Err(format!(
+                    "--bind {s:?} is not HOST_DIR:INSIDE[:ro] (a path holding ':' cannot be shared)"
+                ));
+            }
+        };
+        if source.is_empty() || inside.is_empty() {
+            return Err(format!(
+                "--bind {s:?} is not HOST_DIR:INSIDE[:ro]: a path is empty"
+            ));
+        }
+        Ok(Share {
+            source: source.into(),
+            inside: inside.into(),
+            read_only,
+        })
+    }
+}
+
+impl fmt::Display for Share {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.source.display(), self.inside.display())?;
+        if self.read_only {
+            f.write_str(":ro")?;
+        }
+        Ok(())
+    }
+}
