@@ -125,6 +125,12 @@ pub struct SandboxArgs {
     /// hierarchy. Repeatable.
     #[arg(long = "cgroup", value_name = "DIR")]
     pub cgroups: Vec<PathBuf>,
+    /// At most this many processes of the computer's user at once
+    /// (RLIMIT_NPROC, set just before init starts): the bound on processes
+    /// where no cgroup can be made. In a user namespace of its own, or for
+    /// a uid no other process has, it counts the computer's alone.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(16..=32768))]
+    pub max_procs: Option<u64>,
     #[command(flatten)]
     pub init: InitCommand,
 }
@@ -139,6 +145,7 @@ impl SandboxArgs {
             work_size_mib: DEFAULT_WORK_SIZE_MIB,
             binds: Vec::new(),
             cgroups: Vec::new(),
+            max_procs: None,
             init: InitCommand(init),
         }
     }
@@ -155,6 +162,9 @@ impl SandboxArgs {
         }
         for c in &self.cgroups {
             a.flag("--cgroup", c);
+        }
+        if let Some(n) = self.max_procs {
+            a.flag("--max-procs", n.to_string());
         }
         a.word("--");
         a.0.extend(self.init.0.to_args());
@@ -547,6 +557,7 @@ mod tests {
                 "/sys/fs/cgroup/pids/c1".into(),
                 "/sys/fs/cgroup/memory/c1".into(),
             ],
+            max_procs: Some(512),
             init: InitCommand(every_init_field()),
         };
         round_trip(every_init_field().into());

@@ -82,7 +82,11 @@ async fn main() {
         // One to warm the page cache.
         run(&p, 1).await;
         let (mut first, mut release) = run(&p, n).await;
-        let name = if cgroups { "with cgroups" } else { "without cgroups" };
+        let name = if cgroups {
+            "with cgroups"
+        } else {
+            "without cgroups"
+        };
         let med = pct(&mut first, 0.5);
         println!(
             "{name:<16} create → first exec result: median {:>7.2} ms  p90 {:>7.2} ms | release: median {:>7.2} ms  ({n} computers)",

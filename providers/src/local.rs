@@ -161,6 +161,8 @@ struct Prepared {
     work_size_mib: u64,
     tmp_size_mib: u64,
     shares: Vec<crate::share::Share>,
+    /// RLIMIT_NPROC, where no cgroup bounds the computer's processes.
+    max_procs: Option<u64>,
 }
 
 impl LocalProvider {
@@ -268,10 +270,22 @@ impl LocalProvider {
         match &self.cgroups {
             Ok(_) => cgroup::Limits::from_sizes(&spec.sizes, &self.host).map(Some),
             Err(why) => {
+                // pids is still bounded, by RLIMIT_NPROC (Prepared::max_procs).
+                if let Some(n) = spec.sizes.pids
+                    && !(cgroup::MIN_PIDS..=cgroup::MAX_PIDS).contains(&n)
+                {
+                    return Err(ProviderError::invalid(
+                        "pids",
+                        format!(
+                            "pids {n} is out of range: from {} to {}",
+                            cgroup::MIN_PIDS,
+                            cgroup::MAX_PIDS
+                        ),
+                    ));
+                }
                 for (field, set) in [
                     ("cpus", spec.sizes.cpus.is_some()),
                     ("memoryMb", spec.sizes.memory_mb.is_some()),
-                    ("pids", spec.sizes.pids.is_some()),
                 ] {
                     if set {
                         return Err(ProviderError::unsupported(format!(
@@ -375,6 +389,12 @@ impl LocalProvider {
             work_size_mib: half,
             tmp_size_mib: spec.sizes.disk_mb.unwrap_or(half),
             shares,
+            max_procs: match (&cg, self.opts.isolation) {
+                (None, Isolation::Namespaces) => {
+                    Some(spec.sizes.pids.unwrap_or(cgroup::DEFAULT_PIDS))
+                }
+                _ => None,
+            },
         };
         if let Some(cg) = &cg {
             let read = cg.read_back()?;
@@ -405,9 +425,14 @@ impl LocalProvider {
                     cgroup::Version::V2 => "cgroup v2",
                 }
             ),
-            (_, Err(why)) => format!(
-                "limits: none on memory, CPU or processes ({why}); /work and /tmp are {half} MiB each"
-            ),
+            (_, Err(why)) => match prep.max_procs {
+                Some(n) => format!(
+                    "limits: at most {n} processes (RLIMIT_NPROC); memory and CPU are NOT bounded ({why}); /work and /tmp are {half} MiB each"
+                ),
+                None => format!(
+                    "limits: none on memory, CPU or processes ({why}); /work and /tmp are {half} MiB each"
+                ),
+            },
             (None, Ok(_)) => "limits: none".into(),
         });
         for s in &prep.shares {
@@ -520,6 +545,7 @@ impl LocalProvider {
                 sandbox.work_size_mib = prep.work_size_mib;
                 sandbox.tmp_size_mib = prep.tmp_size_mib;
                 sandbox.cgroups = prep.cgroup_dirs.clone();
+                sandbox.max_procs = prep.max_procs;
                 sandbox.binds = prep
                     .shares
                     .iter()

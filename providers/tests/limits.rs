@@ -444,3 +444,77 @@ async fn shares_bind_read_write_and_read_only_and_a_bad_one_makes_nothing() {
     assert_eq!(left("computers"), 0);
     assert_eq!(left("uids"), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_cgroup_processes_are_still_bounded_and_sizes_refused_in_words() {
+    let state = tempfile::tempdir().unwrap();
+    if provider(state.path()).is_none() {
+        return;
+    }
+    // As on a host with no cgroup the server may use.
+    let p = LocalProvider::new(LocalOptions {
+        cgroups: false,
+        max_lifetime_ms: 3_600_000,
+        ..LocalOptions::new(state.path().to_path_buf(), computerd_bin().unwrap())
+    })
+    .unwrap();
+    let e = p
+        .check(&spec_with(|s| s.sizes.memory_mb = Some(512)))
+        .unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("memoryMb"));
+    assert!(e.message.contains("cannot bound"), "{}", e.message);
+    let cancel = CancellationToken::new();
+    let created = p
+        .create(&spec_with(|s| s.sizes.pids = Some(32)), &cancel)
+        .await
+        .unwrap();
+    let note = created.notes.join("\n");
+    assert!(
+        note.contains("at most 32 processes") && note.contains("NOT bounded"),
+        "{note}"
+    );
+    let conn = p.connect(&created.computer, &cancel).await.unwrap();
+    let m = Made {
+        computer: created.computer,
+        conn,
+    };
+    let mark = marker("LIMITS");
+    let params = ExecParams {
+        argv: vec![
+            "bash".into(),
+            "-c".into(),
+            "f(){ f | f & }; f; sleep 30".into(),
+        ],
+        env: Some(computer_testkit::marked(&mark)),
+        timeout_ms: Some(4000),
+        ..Default::default()
+    };
+    let pending = m.conn.client.call_typed(&params);
+    let most = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (most, stop, mark) = (most.clone(), stop.clone(), mark.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                most.fetch_max(marked_processes(&mark).len() as u64, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let r = pending.await.unwrap();
+    stop.store(true, Ordering::Relaxed);
+    watcher.join().unwrap();
+    assert!(r.timed_out, "{r:?}");
+    let most = most.load(Ordering::Relaxed);
+    assert!(
+        most <= 32,
+        "{most} processes ran at once under --max-procs 32"
+    );
+    assert!(most > 4, "the bomb never grew ({most})");
+    wait_until(
+        "the bomb's processes to end",
+        Duration::from_secs(5),
+        || marked_processes(&mark).is_empty(),
+    );
+    release(&p, m).await;
+}

@@ -91,6 +91,7 @@ fn sandbox_options(a: SandboxArgs) -> sandbox::Options {
         work_size_mib: a.work_size_mib,
         binds: a.binds,
         cgroups: a.cgroups,
+        max_procs: a.max_procs,
     }
 }
 

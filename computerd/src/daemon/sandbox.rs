@@ -63,6 +63,8 @@ pub struct Options {
     pub binds: Vec<Share>,
     /// `--cgroup`: cgroup directories to join first (one per v1 hierarchy).
     pub cgroups: Vec<PathBuf>,
+    /// `--max-procs`: RLIMIT_NPROC for init and all it starts.
+    pub max_procs: Option<u64>,
     /// What follows `--`: `init` and its flags.
     pub command: Vec<OsString>,
 }
@@ -265,6 +267,12 @@ fn child(
     // Nothing the sandbox was handed beyond stdio reaches init.
     sys::cloexec_from(3)
         .map_err(|e| format!("could not mark inherited descriptors close-on-exec ({e})"))?;
+    if let Some(n) = plan.max_procs {
+        // Set last, inside the namespaces: counted per user namespace (and
+        // for a uid of the computer's own), it bounds only the computer.
+        nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NPROC, n, n)
+            .map_err(|e| format!("--max-procs {n}: could not set RLIMIT_NPROC ({e})"))?;
+    }
     nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(old_mask), None)
         .map_err(|e| format!("could not restore the signal mask ({e})"))?;
     let exe = cstring(plan.exe_inside.as_os_str())?;

@@ -62,6 +62,8 @@ pub struct Plan {
     pub shares: Vec<Share>,
     /// `--cgroup`: directories whose `cgroup.procs` this process joins.
     pub cgroups: Vec<PathBuf>,
+    /// `--max-procs`: RLIMIT_NPROC set just before init starts.
+    pub max_procs: Option<u64>,
     /// The uid and gid that own `/work`: init's `--user`, or in a user
     /// namespace this process's own.
     pub owner: (u32, u32),
@@ -179,6 +181,7 @@ impl Plan {
             os,
             shares,
             cgroups: opts.cgroups.clone(),
+            max_procs: opts.max_procs,
             owner,
             userns,
             argv,
