@@ -151,25 +151,7 @@ async fn post(
     session: Option<&str>,
     body: serde_json::Value,
 ) -> (u16, Option<String>, String) {
-    let mut rq = http
-        .post(&s.url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("authorization", format!("Bearer {}", s.token))
-        .json(&body);
-    if let Some(id) = session {
-        rq = rq
-            .header("mcp-session-id", id)
-            .header("mcp-protocol-version", "2025-06-18");
-    }
-    let r = rq.send().await.unwrap();
-    let status = r.status().as_u16();
-    let sid = r
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .map(String::from);
-    (status, sid, r.text().await.unwrap())
+    mcp_post(http, &s.url, &s.token, session, body).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

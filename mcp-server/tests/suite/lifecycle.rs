@@ -69,26 +69,14 @@ async fn post(
     session: Option<&str>,
     body: serde_json::Value,
 ) -> (u16, Option<String>, String) {
-    let mut rq = http
-        .post(format!("http://127.0.0.1:{port}/mcp"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("authorization", format!("Bearer {TOKEN}"))
-        .timeout(Duration::from_secs(20))
-        .json(&body);
-    if let Some(id) = session {
-        rq = rq
-            .header("mcp-session-id", id)
-            .header("mcp-protocol-version", "2025-06-18");
-    }
-    let r = rq.send().await.unwrap();
-    let status = r.status().as_u16();
-    let sid = r
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .map(String::from);
-    (status, sid, r.text().await.unwrap())
+    mcp_post(
+        http,
+        &format!("http://127.0.0.1:{port}/mcp"),
+        TOKEN,
+        session,
+        body,
+    )
+    .await
 }
 
 /// Open a session and run one exec in it, so it has a computer.
@@ -178,41 +166,67 @@ async fn the_server_answers_600_http_requests_while_nobody_reads_its_stderr() {
     let _ = child.wait();
 }
 
+/// `computer-mcp serve` over stdio spoken to by hand, one JSON line at a
+/// time, its session initialized.
+struct RawStdio {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl RawStdio {
+    fn start(server: &Server) -> RawStdio {
+        let mut child = std::process::Command::new(SERVER)
+            .arg("serve")
+            .args(server.args())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut raw = RawStdio {
+            stdin: child.stdin.take(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+        };
+        raw.send(initialize());
+        let line = raw.line();
+        assert!(line.contains("serverInfo"), "{line}");
+        raw.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        raw
+    }
+
+    fn send(&mut self, v: serde_json::Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn line(&mut self) -> String {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        line
+    }
+
+    fn exec(id: u64, argv: &[&str]) -> serde_json::Value {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "exec", "arguments": {"argv": argv}}})
+    }
+}
+
 #[test]
 fn sigterm_ends_a_stdio_server_with_an_open_stdin_and_releases_its_computer() {
     if !need_root() {
         return;
     }
     let server = Server::new();
-    let mut child = std::process::Command::new(SERVER)
-        .arg("serve")
-        .args(server.args())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut send = |v: serde_json::Value| {
-        writeln!(stdin, "{v}").unwrap();
-        stdin.flush().unwrap();
-    };
-    send(initialize());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert!(line.contains("serverInfo"), "{line}");
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "exec", "arguments": {"argv": ["echo", "made"]}}}),
-    );
-    line.clear();
-    stdout.read_line(&mut line).unwrap();
+    let mut raw = RawStdio::start(&server);
+    raw.send(RawStdio::exec(2, &["echo", "made"]));
+    let line = raw.line();
     assert!(line.contains("made"), "{line}");
     assert_eq!(server.computers().len(), 1);
-    sigterm(&child);
-    // stdin stays open (held here) the whole time.
-    let took = exits_within(&mut child, Duration::from_secs(5));
+    sigterm(&raw.child);
+    // stdin stays open (held in `raw`) the whole time.
+    let took = exits_within(&mut raw.child, Duration::from_secs(5));
     assert!(
         server.computers().is_empty(),
         "computers left after SIGTERM ({took:?}): {:?}",
@@ -220,8 +234,6 @@ fn sigterm_ends_a_stdio_server_with_an_open_stdin_and_releases_its_computer() {
     );
     let state = server.state.path().display().to_string();
     assert_eq!(processes_naming(&state), Vec::<i32>::new());
-    // Only now does stdin close.
-    drop(stdin);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -253,35 +265,15 @@ fn a_call_cancelled_while_its_computer_is_made_leaves_no_computer() {
         return;
     }
     let server = Server::new();
-    let mut child = std::process::Command::new(SERVER)
-        .arg("serve")
-        .args(server.args())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut send = move |v: serde_json::Value| {
-        writeln!(stdin, "{v}").unwrap();
-        stdin.flush().unwrap();
-    };
-    send(initialize());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert!(line.contains("serverInfo"), "{line}");
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut raw = RawStdio::start(&server);
     // The first call starts the computer's creation and is cancelled at once.
-    send(
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "exec", "arguments": {"argv": ["true"]}}}),
-    );
-    send(
+    raw.send(RawStdio::exec(2, &["true"]));
+    raw.send(
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2, "reason": "test"}}),
     );
     // The session ends (EOF) while the creation may still be under way.
-    drop(send);
-    let took = exits_within(&mut child, Duration::from_secs(30));
+    raw.stdin = None;
+    let took = exits_within(&mut raw.child, Duration::from_secs(30));
     assert!(
         server.computers().is_empty(),
         "computers left after the session ({took:?}): {:?}",

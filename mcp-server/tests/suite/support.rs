@@ -136,3 +136,35 @@ pub fn is_error(r: &CallToolResult) -> bool {
 pub fn structured(r: &CallToolResult) -> Value {
     r.structured_content.clone().unwrap_or(Value::Null)
 }
+
+/// POST one JSON-RPC message to a streamable HTTP server with the bearer
+/// `token` (and the session's id, once it has one): the status, the
+/// session id the server gave, and the body (SSE or JSON) as text.
+pub async fn mcp_post(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    session: Option<&str>,
+    body: Value,
+) -> (u16, Option<String>, String) {
+    let mut rq = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("authorization", format!("Bearer {token}"))
+        .timeout(std::time::Duration::from_secs(20))
+        .json(&body);
+    if let Some(id) = session {
+        rq = rq
+            .header("mcp-session-id", id)
+            .header("mcp-protocol-version", "2025-06-18");
+    }
+    let r = rq.send().await.unwrap();
+    let status = r.status().as_u16();
+    let sid = r
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(String::from);
+    (status, sid, r.text().await.unwrap())
+}
