@@ -146,6 +146,19 @@ fn exits_within(child: &mut Child, limit: Duration) -> Duration {
     }
 }
 
+/// The server exits within `limit` and leaves no computer on disk and no
+/// process of one.
+fn exits_leaving_nothing(child: &mut Child, server: &Server, limit: Duration, after: &str) {
+    let took = exits_within(child, limit);
+    assert!(
+        server.computers().is_empty(),
+        "computers left after {after} ({took:?}): {:?}",
+        server.computers()
+    );
+    let state = server.state.path().display().to_string();
+    assert_eq!(processes_naming(&state), Vec::<i32>::new());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_answers_600_http_requests_while_nobody_reads_its_stderr() {
     if !need_root() {
@@ -226,14 +239,7 @@ fn sigterm_ends_a_stdio_server_with_an_open_stdin_and_releases_its_computer() {
     assert_eq!(server.computers().len(), 1);
     sigterm(&raw.child);
     // stdin stays open (held in `raw`) the whole time.
-    let took = exits_within(&mut raw.child, Duration::from_secs(5));
-    assert!(
-        server.computers().is_empty(),
-        "computers left after SIGTERM ({took:?}): {:?}",
-        server.computers()
-    );
-    let state = server.state.path().display().to_string();
-    assert_eq!(processes_naming(&state), Vec::<i32>::new());
+    exits_leaving_nothing(&mut raw.child, &server, Duration::from_secs(5), "SIGTERM");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -249,14 +255,7 @@ async fn sigterm_ends_an_http_server_with_live_sessions_and_leaves_nothing() {
     session_with_a_computer(&http, port).await;
     assert_eq!(server.computers().len(), 2);
     sigterm(&child);
-    let took = exits_within(&mut child, Duration::from_secs(20));
-    assert!(
-        server.computers().is_empty(),
-        "computers left after SIGTERM ({took:?}): {:?}",
-        server.computers()
-    );
-    let state = server.state.path().display().to_string();
-    assert_eq!(processes_naming(&state), Vec::<i32>::new());
+    exits_leaving_nothing(&mut child, &server, Duration::from_secs(20), "SIGTERM");
 }
 
 #[test]
@@ -273,14 +272,12 @@ fn a_call_cancelled_while_its_computer_is_made_leaves_no_computer() {
     );
     // The session ends (EOF) while the creation may still be under way.
     raw.stdin = None;
-    let took = exits_within(&mut raw.child, Duration::from_secs(30));
-    assert!(
-        server.computers().is_empty(),
-        "computers left after the session ({took:?}): {:?}",
-        server.computers()
+    exits_leaving_nothing(
+        &mut raw.child,
+        &server,
+        Duration::from_secs(30),
+        "the session",
     );
-    let state = server.state.path().display().to_string();
-    assert_eq!(processes_naming(&state), Vec::<i32>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
