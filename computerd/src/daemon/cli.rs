@@ -38,7 +38,7 @@ pub fn run(args: &[OsString]) -> i32 {
     let outcome = match command {
         Command::Init(a) => init_main(a),
         Command::Probe(a) => Ok(daemon::probe::main(&a.connect, a.diagnose)),
-        Command::Sandbox(a) => Ok(sandbox::main(sandbox_options(a))),
+        Command::Sandbox(a) => sandbox::main(sandbox_options(a)).map_err(StartError::Sandbox),
         Command::Stdio(a) => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -53,8 +53,7 @@ pub fn run(args: &[OsString]) -> i32 {
 
 /// Why computerd did not start serving. Its words are said here, in one
 /// place, and on stderr with exit code 1 by [`run`]; each names the
-/// subcommand and the step. (The sandbox says its own refusals, `computerd
-/// sandbox: …`, before any thread exists.)
+/// subcommand and the step.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// The deadline is past, or the maximum is before it.
@@ -75,6 +74,10 @@ pub enum StartError {
     Subreaper(nix::Error),
     #[error("computerd init: cannot find its own binary through /proc/self/exe: {0}")]
     OwnBinary(std::io::Error),
+    /// The sandbox could not be made (its flags against this host, a
+    /// namespace, a mount, a cgroup to join): nothing of it is left.
+    #[error("computerd sandbox: {0}")]
+    Sandbox(String),
     /// The async runtime of `init` or `stdio`.
     #[error("computerd {0}: could not start the runtime: {1}")]
     Runtime(&'static str, std::io::Error),

@@ -72,15 +72,10 @@ pub struct Options {
 /// The name the sandbox gives its UTS namespace.
 pub const HOSTNAME: &str = "computer";
 
-/// `computerd sandbox`: returns the exit code (init's, or 1 on a refusal).
-pub fn main(opts: Options) -> i32 {
-    match run(&opts) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("computerd sandbox: {e}");
-            1
-        }
-    }
+/// `computerd sandbox`: init's exit code, or the refusal in words (the
+/// caller says it, exit code 1).
+pub fn main(opts: Options) -> Result<i32, String> {
+    run(&opts)
 }
 
 fn run(opts: &Options) -> Result<i32, String> {
