@@ -103,6 +103,18 @@ fn run(parsed: Parsed) -> i32 {
                 return 2;
             }
         };
+        // What every computer will be made from is checked now (sizes,
+        // shares, lifetime), so a bad option stops the server in words
+        // instead of failing its first tool call. `sweep` makes none.
+        if !matches!(parsed.cli.command, Some(Command::Sweep)) {
+            let checked = config
+                .spec()
+                .and_then(|spec| provider.check(&spec).map_err(|e| e.message));
+            if let Err(e) = checked {
+                eprintln!("computer-mcp: {e}");
+                return 2;
+            }
+        }
         let result = match parsed.cli.command {
             None | Some(Command::Serve(_)) => serve(provider, config).await,
             Some(Command::Exec(args)) => exec(provider, &config, args).await,

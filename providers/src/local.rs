@@ -881,6 +881,7 @@ impl Provider for LocalProvider {
             .with_field("user"));
         }
         self.limits_for(spec)?;
+        crate::share::check(&spec.shares, &self.opts.state_dir)?;
         Ok(())
     }
 

@@ -95,6 +95,16 @@ pub fn plan(shares: &[ShareArg], state_dir: &Path, user: (u32, u32)) -> Result<V
     Ok(out)
 }
 
+/// What can be checked before the computer's user is known (every rule
+/// but writability): a provider's `check` runs it, so a bad share is
+/// refused when the server starts, not at the first tool call.
+pub fn check(shares: &[ShareArg], state_dir: &Path) -> Result<()> {
+    for s in shares {
+        check_not_state(&check_source(&s.source)?, state_dir)?;
+    }
+    Ok(())
+}
+
 /// Absolute, canonical (its own real path: no symlink anywhere in it, no
 /// `.` or `..`), an existing directory, and not `/`.
 fn check_source(path: &Path) -> Result<PathBuf> {

@@ -305,3 +305,43 @@ async fn an_allocation_past_the_computers_memory_is_killed_and_said_so() {
     assert_eq!(structured(&r)["stdout"], "still here\n");
     client.cancel().await.unwrap();
 }
+
+#[test]
+fn sizes_and_shares_out_of_range_stop_the_server_in_words_and_make_nothing() {
+    if !need_root() {
+        return;
+    }
+    let server = Server::new();
+    for (flags, words) in [
+        (
+            vec!["--memory-mb", "10"],
+            "memoryMb 10 is under the least, 64 MiB",
+        ),
+        (
+            vec!["--pids", "99999"],
+            "pids 99999 is over the most, 32768",
+        ),
+        (vec!["--pids", "8"], "pids 8 is under the least, 16"),
+        (vec!["--cpus", "0.1"], "cpus"),
+        (
+            vec!["--share", "relative/dir"],
+            "the share \"relative/dir\" is a relative path",
+        ),
+        (
+            vec!["--share", "/"],
+            "the share / is the host's whole filesystem",
+        ),
+    ] {
+        let out = std::process::Command::new(SERVER)
+            .arg("serve")
+            .args(server.args())
+            .args(&flags)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(words), "{flags:?}: {stderr}");
+    }
+    assert!(server.computers().is_empty());
+}
