@@ -887,6 +887,12 @@ impl Provider for LocalProvider {
 
     async fn create(&self, spec: &ComputerSpec, cancel: &CancellationToken) -> Result<Created> {
         self.check(spec)?;
+        if let Ok(c) = &self.cgroups {
+            // The kernel's wait for a first cgroup move, begun now so that
+            // it overlaps the rest of the creation (see `Cgroups::warm`).
+            let c = c.clone();
+            std::thread::spawn(move || c.warm());
+        }
         let limits = self.limits_for(spec)?;
         std::fs::create_dir_all(self.computers_dir()).map_err(|e| {
             ProviderError::failed(format!(
