@@ -11,7 +11,13 @@
 //! - [`settings`]: how a provider's typed settings are layered from flags,
 //!   variables and its `[providers.<id>]` table ([`layer`]), and the
 //!   [`HostDefaults`] the server finds for them.
-//! - [`local`]: computers on this machine, isolated by `computerd sandbox`.
+//! - [`local`]: computers on this machine, isolated by `computerd sandbox`,
+//!   bounded by a cgroup each ([`local::cgroup`]), with a uid each
+//!   ([`local::uids`]).
+//! - [`share`]: host directories shown at `/workspace`, and the rules a
+//!   share must pass before anything is made.
+//! - [`random`]: names and tokens from the OS's random source, failing
+//!   closed.
 //!
 //! A provider never depends on MCP; a tool never knows which provider made
 //! its computer. Settings come in typed only: no provider reads the

@@ -1,17 +1,22 @@
 //! The `local` provider: computers on this machine, no Docker needed.
 //!
 //! Each computer is a `computerd sandbox` (namespaces set up by computerd
-//! itself, as bubblewrap does: a read-only view of the host's root, a
-//! private /tmp, its own /proc and process space, and with network none
-//! only its own loopback) running `computerd init`, reached over init's
-//! unix socket. A computer's files live under the state directory the
-//! server owns:
+//! itself, as bubblewrap does: a root of its own holding only the host's OS
+//! directories, read-only; a tmpfs HOME at /work and a tmpfs /tmp, each
+//! half of its memory; its own /proc, /sys and process space; with network
+//! none only its own loopback) running `computerd init`, reached over
+//! init's unix socket. It is bounded by a cgroup of its own ([`cgroup`]:
+//! cpus, memoryMb, pids; killed whole on release) and, with a root server,
+//! runs as a uid of its own ([`uids`]). Host directories enter only as
+//! shares at /workspace. A computer's files live under the state directory
+//! the server owns:
 //!
 //! ```text
-//! <state>/computers/<id>/meta.json   what it was made from, its deadline, its processes
-//!                        work/       its HOME, the one writable place besides /tmp
-//!                        run/        init's socket
+//! <state>/computers/<id>/meta.json   what it was made from, its deadline, uid, limits, its process
+//!                        work/       HOME with isolation none only (a sandbox's is its tmpfs)
+//!                        run/        init's socket (/run/computerd inside)
 //!                        daemon.log  computerd's stderr
+//! <state>/uids/<uid>                 the lock that holds a computer's uid
 //! ```
 //!
 //! The deadline is init's: a computer ends itself then, whether or not the
