@@ -253,6 +253,40 @@ impl Args for InitCommand {
     }
 }
 
+/// `computerd spare`'s flags: a sandbox made ahead of its computer.
+#[derive(Args, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpareArgs {
+    /// A cgroup directory to join now, before the sandbox's arguments
+    /// arrive (one per cgroup v1 hierarchy). Repeatable.
+    #[arg(long = "cgroup", value_name = "DIR")]
+    pub cgroups: Vec<PathBuf>,
+}
+
+impl SpareArgs {
+    /// `spare --cgroup … --cgroup …`.
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut a = Argv::new("spare");
+        for c in &self.cgroups {
+            a.flag("--cgroup", c);
+        }
+        a.0
+    }
+
+    /// What a spare reads on its stdin to become a sandbox: `sandbox`'s
+    /// argv (without its cgroups, which the spare joined already), each
+    /// argument ended by a NUL.
+    pub fn go(sandbox: &SandboxArgs) -> Vec<u8> {
+        let mut s = sandbox.clone();
+        s.cgroups.clear();
+        let mut out = Vec::new();
+        for a in s.to_args() {
+            out.extend_from_slice(a.as_encoded_bytes());
+            out.push(0);
+        }
+        out
+    }
+}
+
 /// `computerd stdio`'s flags.
 #[derive(Args, Clone, Debug, PartialEq, Eq)]
 pub struct StdioArgs {
@@ -369,6 +403,11 @@ pub enum Command {
     /// network namespaces, joined to its cgroups first.
     #[command(long_about = SANDBOX_ABOUT)]
     Sandbox(SandboxArgs),
+    /// A sandbox made ahead of its computer: join the cgroups now (the
+    /// kernel's first move into a cgroup waits for an RCU grace period),
+    /// then read `sandbox`'s arguments on stdin, NUL-separated, and go on
+    /// as that sandbox. An empty stdin (the provider gone) ends it, exit 0.
+    Spare(SpareArgs),
     /// Bridge stdin/stdout to init's socket (waits up to 3 s for it).
     Stdio(StdioArgs),
 }
@@ -380,6 +419,7 @@ impl Command {
             Command::Init(a) => a.to_args(),
             Command::Probe(a) => a.to_args(),
             Command::Sandbox(a) => a.to_args(),
+            Command::Spare(a) => a.to_args(),
             Command::Stdio(a) => a.to_args(),
         }
     }
@@ -388,6 +428,11 @@ impl Command {
 impl From<InitArgs> for Command {
     fn from(a: InitArgs) -> Self {
         Command::Init(a)
+    }
+}
+impl From<SpareArgs> for Command {
+    fn from(a: SpareArgs) -> Self {
+        Command::Spare(a)
     }
 }
 impl From<SandboxArgs> for Command {
@@ -561,7 +606,26 @@ mod tests {
             init: InitCommand(every_init_field()),
         };
         round_trip(every_init_field().into());
-        round_trip(sandbox.into());
+        round_trip(sandbox.clone().into());
+        round_trip(
+            SpareArgs {
+                cgroups: vec![
+                    "/sys/fs/cgroup/pids/c1".into(),
+                    "/sys/fs/cgroup/cpu/c1".into(),
+                ],
+            }
+            .into(),
+        );
+        // What a spare is sent parses back to the sandbox, less its cgroups.
+        let sent = SpareArgs::go(&sandbox);
+        let argv: Vec<OsString> = sent
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| OsString::from(String::from_utf8(a.to_vec()).unwrap()))
+            .collect();
+        let mut want = sandbox.clone();
+        want.cgroups.clear();
+        assert_eq!(parse(argv).unwrap(), Command::Sandbox(want));
         round_trip(
             StdioArgs {
                 socket: "/srv/c1/run/s.sock".into(),

@@ -32,7 +32,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use computerd::client::DaemonClient;
-use computerd::launch::{InitArgs, Network, Program, SandboxArgs, Share, Time, UserSpec};
+use computerd::launch::{
+    InitArgs, Network, Program, SandboxArgs, Share, SpareArgs, Time, UserSpec,
+};
 use computerd::protocol::{self, Group, HelloParams, MachineKind};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -139,6 +141,10 @@ pub struct LocalProvider {
     host: cgroup::Host,
     /// A uid per computer, for a root server with no forced --run-as.
     uids: Option<uids::UidAllocator>,
+    /// The sandbox made ahead of the next computer, and whether one is
+    /// being made.
+    spare: Arc<std::sync::Mutex<Option<Spare>>>,
+    refilling: Arc<std::sync::atomic::AtomicBool>,
     /// Children this server started, reaped on release.
     children: tokio::sync::Mutex<std::collections::HashMap<String, tokio::process::Child>>,
 }
@@ -155,6 +161,43 @@ const SANDBOX_RUN: &str = "/run/computerd";
 const SANDBOX_HOME: &str = "/work";
 /// /work and /tmp when no memory bound sizes them (no cgroup).
 const UNBOUNDED_TMPFS_MIB: u64 = 1024;
+
+/// What computerd is started as.
+enum Launch {
+    Sandbox(SandboxArgs),
+    Init(InitArgs),
+}
+
+/// A `computerd spare` made ahead of the next computer: already in a fresh
+/// cgroup (so the kernel's wait for a first move into one is paid off the
+/// call's path), waiting on its stdin for its sandbox's arguments.
+struct Spare {
+    id: String,
+    child: tokio::process::Child,
+    cgroup: cgroup::ComputerCgroup,
+    /// Its stderr until it is a computer's (renamed to daemon.log then).
+    log: PathBuf,
+}
+
+/// computerd's environment and output, the same for every start: a clean
+/// environment, logs to `log`, a process group of its own (a Ctrl-C at the
+/// server's terminal is the server's to handle, not every computer's).
+fn computerd_env(cmd: &mut tokio::process::Command, log: std::fs::File) -> Result<()> {
+    let log2 = log
+        .try_clone()
+        .map_err(|e| ProviderError::failed(format!("could not open the daemon's log: {e}")))?;
+    cmd.env_clear()
+        .env(
+            "PATH",
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        )
+        .env("COMPUTERD_LOG", "warn")
+        .stdout(log)
+        .stderr(log2)
+        .kill_on_drop(false)
+        .process_group(0);
+    Ok(())
+}
 
 /// What a computer is given beyond its spec, decided before it starts.
 struct Prepared {
@@ -201,6 +244,18 @@ impl LocalProvider {
                 "local computers get no cgroup, so their memory and CPU are not bounded: {why}"
             ),
         }
+        if let Ok(c) = &cgroups {
+            // Cgroups left by a server that was killed (a spare's, or a
+            // computer's whose state is gone) go now rather than at a sweep.
+            let computers = opts.state_dir.join("computers");
+            for id in c.list_existing() {
+                if !computers.join(&id).exists()
+                    && let Ok(cg) = c.open(&id)
+                {
+                    let _ = cg.release();
+                }
+            }
+        }
         let uids = (root && opts.isolation == Isolation::Namespaces && opts.run_as.is_none())
             .then(|| uids::UidAllocator::new(&opts.state_dir))
             .transpose()?;
@@ -210,6 +265,8 @@ impl LocalProvider {
             cgroups,
             host: cgroup::Host::read()?,
             uids,
+            spare: Arc::new(std::sync::Mutex::new(None)),
+            refilling: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             children: tokio::sync::Mutex::new(Default::default()),
         })
     }
@@ -359,6 +416,7 @@ impl LocalProvider {
         spec: &ComputerSpec,
         meta: &mut Meta,
         dir: &Path,
+        spare: Option<Spare>,
         cancel: &CancellationToken,
     ) -> Result<Created> {
         let id = meta.id.clone();
@@ -381,9 +439,13 @@ impl LocalProvider {
                 ProviderError::failed(format!("could not make {} private: {e}", d.display()))
             })?;
         }
-        let cg = match meta.limits {
-            Some(l) => self.make_cgroup(&id, l).await?,
-            None => None,
+        let cg = match (meta.limits, &spare) {
+            (Some(l), Some(s)) => {
+                s.cgroup.set_limits(&l)?;
+                Some(s.cgroup.clone())
+            }
+            (Some(l), None) => self.make_cgroup(&id, l).await?,
+            (None, _) => None,
         };
         let half = meta
             .limits
@@ -408,7 +470,10 @@ impl LocalProvider {
         state::write_meta(&dir.join("meta.json"), meta).map_err(|e| {
             ProviderError::failed(format!("could not write the computer's state: {e}"))
         })?;
-        let mut child = self.spawn(&id, dir, meta, spec, &prep).await?;
+        let mut child = match spare {
+            Some(s) => self.start_spare(s, dir, meta, spec, &prep).await?,
+            None => self.spawn(&id, dir, meta, spec, &prep).await?,
+        };
         meta.process = child.id().and_then(|pid| Process::of(pid as i32));
         let written = state::write_meta(&dir.join("meta.json"), meta);
         let up = match written {
@@ -453,6 +518,57 @@ impl LocalProvider {
             network: Some(network),
             notes,
         })
+    }
+
+    /// The spare, if one is ready and still waiting.
+    fn take_spare(&self) -> Option<Spare> {
+        let mut spare = self
+            .spare
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()?;
+        match spare.child.try_wait() {
+            Ok(None) => Some(spare),
+            _ => {
+                // It ended (a sweep, a kill): its cgroup goes too.
+                let _ = spare.cgroup.release();
+                let _ = std::fs::remove_file(&spare.log);
+                None
+            }
+        }
+    }
+
+    /// Make the next spare in the background, unless one is ready or being
+    /// made (only where computers get cgroups).
+    fn refill(&self) {
+        use std::sync::atomic::Ordering;
+        let (Ok(cgroups), Isolation::Namespaces) = (&self.cgroups, self.opts.isolation) else {
+            return;
+        };
+        if self
+            .spare
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+            || self.refilling.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        let (cgroups, host) = (cgroups.clone(), self.host);
+        let (computerd, state) = (self.opts.computerd.clone(), self.opts.state_dir.clone());
+        let (slot, refilling) = (Arc::clone(&self.spare), Arc::clone(&self.refilling));
+        tokio::spawn(async move {
+            match make_spare(cgroups, host, &computerd, &state).await {
+                Ok(spare) => {
+                    let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+                    if slot.is_none() {
+                        *slot = Some(spare);
+                    }
+                }
+                Err(e) => tracing::debug!("no spare sandbox: {}", e.message),
+            }
+            refilling.store(false, Ordering::Release);
+        });
     }
 
     fn meta_path(&self, id: &str) -> Result<PathBuf> {
@@ -503,22 +619,17 @@ impl LocalProvider {
         }
     }
 
-    async fn spawn(
+    /// What computerd is started with: init's flags, and with namespaces
+    /// the sandbox around it.
+    fn command_of(
         &self,
-        id: &str,
         dir: &Path,
         meta: &Meta,
         spec: &ComputerSpec,
         prep: &Prepared,
-    ) -> Result<tokio::process::Child> {
-        let work = dir.join("work");
+    ) -> Result<Launch> {
         let run = dir.join("run");
         let socket = run.join("computerd.sock");
-        let log = std::fs::File::create(dir.join("daemon.log"))
-            .map_err(|e| ProviderError::failed(format!("could not make the daemon's log: {e}")))?;
-        let log2 = log
-            .try_clone()
-            .map_err(|e| ProviderError::failed(format!("could not open the daemon's log: {e}")))?;
         let time = |field: &str, ms: i64| {
             Time::from_unix_ms(ms).ok_or_else(|| {
                 ProviderError::invalid(
@@ -535,8 +646,7 @@ impl LocalProvider {
         };
         let mut init = InitArgs::new(time("deadline", meta.deadline_ms)?, socket_arg);
         init.max_deadline = Some(time("maxDeadline", meta.max_deadline_ms)?);
-        let program = Program::at(&self.opts.computerd);
-        let cmd = match self.opts.isolation {
+        Ok(match self.opts.isolation {
             Isolation::Namespaces => {
                 if self.root {
                     let (uid, gid) = prep.user;
@@ -560,26 +670,33 @@ impl LocalProvider {
                         read_only: s.read_only,
                     })
                     .collect();
-                program.command(sandbox)
+                Launch::Sandbox(sandbox)
             }
-            Isolation::None => program.command(init),
+            Isolation::None => Launch::Init(init),
+        })
+    }
+
+    async fn spawn(
+        &self,
+        id: &str,
+        dir: &Path,
+        meta: &Meta,
+        spec: &ComputerSpec,
+        prep: &Prepared,
+    ) -> Result<tokio::process::Child> {
+        let work = dir.join("work");
+        let log = std::fs::File::create(dir.join("daemon.log"))
+            .map_err(|e| ProviderError::failed(format!("could not make the daemon's log: {e}")))?;
+        let program = Program::at(&self.opts.computerd);
+        let cmd = match self.command_of(dir, meta, spec, prep)? {
+            Launch::Sandbox(sandbox) => program.command(sandbox),
+            Launch::Init(init) => program.command(init),
         };
         let mut cmd = tokio::process::Command::from(cmd);
-        cmd.env_clear()
-            .env("HOME", &work)
-            .env(
-                "PATH",
-                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            )
-            .env("COMPUTERD_LOG", "warn")
+        cmd.env("HOME", &work)
             .current_dir(&work)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log2)
-            .kill_on_drop(false);
-        // Its own process group: a Ctrl-C at the server's terminal is the
-        // server's to handle, not every computer's.
-        cmd.process_group(0);
+            .stdin(Stdio::null());
+        computerd_env(&mut cmd, log)?;
         cmd.spawn()
             .map_err(|e| {
                 ProviderError::failed(format!(
@@ -590,6 +707,44 @@ impl LocalProvider {
             .inspect(|_c| {
                 tracing::debug!(computer = id, "computerd started");
             })
+    }
+
+    /// Hand a spare its sandbox: the computer starts from there, its
+    /// cgroups joined long before.
+    async fn start_spare(
+        &self,
+        mut spare: Spare,
+        dir: &Path,
+        meta: &Meta,
+        spec: &ComputerSpec,
+        prep: &Prepared,
+    ) -> Result<tokio::process::Child> {
+        use tokio::io::AsyncWriteExt;
+        let Launch::Sandbox(sandbox) = self.command_of(dir, meta, spec, prep)? else {
+            return Err(ProviderError::failed("a spare is a sandbox's"));
+        };
+        // Its log becomes the computer's.
+        let _ = std::fs::rename(&spare.log, dir.join("daemon.log"));
+        let go = SpareArgs::go(&sandbox);
+        let mut stdin = spare
+            .child
+            .stdin
+            .take()
+            .ok_or_else(|| ProviderError::failed("the spare sandbox has no stdin"))?;
+        let sent = async {
+            stdin.write_all(&go).await?;
+            stdin.shutdown().await
+        }
+        .await;
+        drop(stdin);
+        if let Err(e) = sent {
+            let _ = spare.child.start_kill();
+            let _ = spare.child.wait().await;
+            return Err(ProviderError::failed(format!(
+                "the spare sandbox did not take its arguments: {e}"
+            )));
+        }
+        Ok(spare.child)
     }
 
     async fn wait_until_up(
@@ -754,6 +909,55 @@ impl LocalProvider {
     }
 }
 
+/// A spare: a fresh cgroup with the default limits and `computerd spare`
+/// in it, its log under `<state>/spares`.
+async fn make_spare(
+    cgroups: cgroup::Cgroups,
+    host: cgroup::Host,
+    computerd: &Path,
+    state: &Path,
+) -> Result<Spare> {
+    let id = random_id()?;
+    let limits = cgroup::Limits::from_sizes(&Default::default(), &host)?;
+    let cg = {
+        let id = id.clone();
+        tokio::task::spawn_blocking(move || cgroups.create(&id, &limits))
+            .await
+            .map_err(|e| ProviderError::failed(format!("making a spare's cgroup failed: {e}")))??
+    };
+    let made = async {
+        let dir = state.join("spares");
+        std::fs::create_dir_all(&dir)
+            .and_then(|()| state::make_private(&dir))
+            .map_err(|e| ProviderError::failed(format!("could not make {}: {e}", dir.display())))?;
+        let log_path = dir.join(format!("{id}.log"));
+        let log = std::fs::File::create(&log_path)
+            .map_err(|e| ProviderError::failed(format!("could not make a spare's log: {e}")))?;
+        let mut cmd = tokio::process::Command::from(
+            Program::at(computerd).command(SpareArgs { cgroups: cg.dirs() }),
+        );
+        cmd.current_dir("/").stdin(Stdio::piped());
+        computerd_env(&mut cmd, log)?;
+        let child = cmd.spawn().map_err(|e| {
+            ProviderError::failed(format!("could not start a spare computerd: {e}"))
+        })?;
+        Ok::<_, ProviderError>((child, log_path))
+    }
+    .await;
+    match made {
+        Ok((child, log)) => Ok(Spare {
+            id,
+            child,
+            cgroup: cg,
+            log,
+        }),
+        Err(e) => {
+            let _ = cg.release();
+            Err(e)
+        }
+    }
+}
+
 fn parse_uid_gid(s: &str) -> Result<(u32, u32)> {
     let bad = || {
         ProviderError::invalid(
@@ -771,6 +975,13 @@ fn random_id() -> Result<String> {
 
 impl Drop for LocalProvider {
     fn drop(&mut self) {
+        if let Some(mut s) = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            // Its stdin closes with it, so it would end by itself; kill it
+            // so that its cgroup can go now.
+            let _ = s.child.start_kill();
+            let _ = s.cgroup.release();
+            let _ = std::fs::remove_file(&s.log);
+        }
         // The state directory's cgroup group goes when it holds no
         // computer (rmdir refuses a group with kept computers in it).
         if let Ok(c) = &self.cgroups {
@@ -911,9 +1122,24 @@ impl Provider for LocalProvider {
                 self.opts.state_dir.display()
             ))
         })?;
-        let id = random_id()?;
+        let spare = match limits {
+            Some(_) => self.take_spare(),
+            None => None,
+        };
+        let id = match &spare {
+            Some(s) => s.id.clone(),
+            None => random_id()?,
+        };
         let dir = self.dir_of(&id)?;
-        let (user, own_uid) = self.user_for(&id)?;
+        let (user, own_uid) = match self.user_for(&id) {
+            Ok(u) => u,
+            Err(e) => {
+                if let Some(s) = spare {
+                    let _ = s.cgroup.release();
+                }
+                return Err(e);
+            }
+        };
         let now = state::now_ms();
         let mut meta = Meta {
             id: id.clone(),
@@ -933,7 +1159,9 @@ impl Provider for LocalProvider {
         };
         // From here on a failure gives back what was taken: the uid, the
         // cgroup (with whatever runs in it), the directory.
-        let made = self.start(spec, &mut meta, &dir, cancel).await;
+        let made = self.start(spec, &mut meta, &dir, spare, cancel).await;
+        // The next computer's sandbox, made while this one is used.
+        self.refill();
         match made {
             Ok(created) => Ok(created),
             Err(e) => {
@@ -1121,7 +1349,16 @@ impl Provider for LocalProvider {
                 released.push(r.id);
             }
         }
-        // Cgroups and uids whose computer's state is gone.
+        // Cgroups and uids whose computer's state is gone (the spare's
+        // cgroup is not one of them).
+        if let Some(s) = self
+            .spare
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            known.insert(s.id.clone());
+        }
         if let Ok(cgroups) = &self.cgroups {
             let cgroups = cgroups.clone();
             let known = known.clone();

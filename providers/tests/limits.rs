@@ -518,3 +518,54 @@ async fn without_a_cgroup_processes_are_still_bounded_and_sizes_refused_in_words
     );
     release(&p, m).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_computer_comes_from_a_spare_with_its_own_limits_and_none_outlives_the_provider() {
+    let state = tempfile::tempdir().unwrap();
+    let Some(p) = provider(state.path()) else {
+        return;
+    };
+    let a = make(&p, &ComputerSpec::sandbox(600_000)).await;
+    // The spare is made after the first creation, in the background.
+    let spares = state.path().join("spares");
+    let ready = || std::fs::read_dir(&spares).map_or(0, |d| d.count()) == 1;
+    wait_until("a spare sandbox", Duration::from_secs(10), ready);
+    let b = make(&p, &spec_with(|s| s.sizes.pids = Some(48))).await;
+    // b is the spare, held to b's own limits, and its log is b's.
+    let cg = cgroup_of(state.path(), &b.computer.id).expect("b's cgroup");
+    assert_eq!(cg.read_back().unwrap().pids, 48);
+    assert!(
+        state
+            .path()
+            .join("computers")
+            .join(&b.computer.id)
+            .join("daemon.log")
+            .exists()
+    );
+    let r = sh(&b, "echo from-the-spare", &BTreeMap::new(), 5000).await;
+    assert_eq!(out(&r), "from-the-spare\n");
+    release(&p, a).await;
+    release(&p, b).await;
+    wait_until("the next spare", Duration::from_secs(10), ready);
+    drop(p);
+    let spare_procs = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                std::fs::read(e.path().join("cmdline"))
+                    .map(|c| {
+                        let c = String::from_utf8_lossy(&c).into_owned();
+                        c.contains("spare") && c.contains(&cgroup::group_for(state.path()))
+                    })
+                    .unwrap_or(false)
+            })
+            .count()
+    };
+    wait_until(
+        "the spare to end with its provider",
+        Duration::from_secs(5),
+        || spare_procs() == 0,
+    );
+    assert_eq!(std::fs::read_dir(&spares).unwrap().count(), 0);
+}

@@ -39,6 +39,7 @@ pub fn run(args: &[OsString]) -> i32 {
         Command::Init(a) => init_main(a),
         Command::Probe(a) => Ok(daemon::probe::main(&a.connect, a.diagnose)),
         Command::Sandbox(a) => sandbox::main(sandbox_options(a)).map_err(StartError::Sandbox),
+        Command::Spare(a) => spare_main(a),
         Command::Stdio(a) => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -81,6 +82,55 @@ pub enum StartError {
     /// The async runtime of `init` or `stdio`.
     #[error("computerd {0}: could not start the runtime: {1}")]
     Runtime(&'static str, std::io::Error),
+}
+
+/// `computerd spare`: join the cgroups, wait for the sandbox's arguments,
+/// then be that sandbox.
+fn spare_main(a: launch::SpareArgs) -> Result<i32, StartError> {
+    sandbox::join(std::process::id(), &a.cgroups).map_err(StartError::Sandbox)?;
+    let mut sent = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::stdin(), &mut sent)
+        .map_err(|e| StartError::Sandbox(format!("spare: could not read its arguments ({e})")))?;
+    if sent.is_empty() {
+        // Its provider went away before it was needed: leave its cgroups
+        // for their parent and remove them (best effort: a v2 parent with
+        // controllers takes no process, and the provider's sweep is there).
+        let me = std::process::id().to_string();
+        for dir in &a.cgroups {
+            if let Some(parent) = dir.parent()
+                && std::fs::write(parent.join("cgroup.procs"), &me).is_ok()
+            {
+                let _ = std::fs::remove_dir(dir);
+            }
+        }
+        return Ok(0);
+    }
+    let argv: Vec<OsString> = sent
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| {
+            // The bytes are what `SpareArgs::go` encoded from OsStrs.
+            use std::os::unix::ffi::OsStrExt;
+            std::ffi::OsStr::from_bytes(a).to_os_string()
+        })
+        .collect();
+    let mut args = match launch::parse(&argv) {
+        Ok(Command::Sandbox(s)) => s,
+        Ok(_) => {
+            return Err(StartError::Sandbox(
+                "spare: its arguments must be a sandbox's".into(),
+            ));
+        }
+        Err(e) => return Err(StartError::Sandbox(format!("spare: {e}"))),
+    };
+    // Joined already; what the sandbox starts is born in them.
+    args.cgroups.clear();
+    // The provider's pipe is done with: init's stdin is /dev/null.
+    let null = std::fs::File::open("/dev/null")
+        .map_err(|e| StartError::Sandbox(format!("spare: /dev/null: {e}")))?;
+    nix::unistd::dup2_stdin(null)
+        .map_err(|e| StartError::Sandbox(format!("spare: could not reset stdin ({e})")))?;
+    sandbox::main(sandbox_options(args)).map_err(StartError::Sandbox)
 }
 
 /// The sandbox's own options from its command line; init's comes rendered

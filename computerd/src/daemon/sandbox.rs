@@ -82,7 +82,7 @@ fn run(opts: &Options) -> Result<i32, String> {
     let plan = Plan::new(opts)?;
     // The first change this process makes: from here on it, init and
     // everything they start are in the computer's cgroups.
-    join_cgroups(&plan.cgroups)?;
+    join(std::process::id(), &plan.cgroups)?;
     // A new session before anything else: a Ctrl-C at the server's terminal
     // reaches the server's process group, never the computer (the server
     // ends computers itself). EPERM means this process already leads a
@@ -130,11 +130,11 @@ fn run(opts: &Options) -> Result<i32, String> {
     }
 }
 
-/// Write this process's pid into each cgroup's `cgroup.procs` (v1 and v2
-/// alike): it moves there with the threads it has (one), and every process
-/// forked after is born in it.
-fn join_cgroups(cgroups: &[PathBuf]) -> Result<(), String> {
-    let pid = std::process::id().to_string();
+/// Write `pid` (this process's) into each cgroup's `cgroup.procs` (v1 and
+/// v2 alike): it moves there with the threads it has (one), and every
+/// process forked after is born in it.
+pub fn join(pid: u32, cgroups: &[PathBuf]) -> Result<(), String> {
+    let pid = pid.to_string();
     for dir in cgroups {
         let procs = dir.join("cgroup.procs");
         write_proc(&procs, &pid).map_err(|e| {

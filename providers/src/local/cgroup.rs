@@ -592,6 +592,12 @@ impl ComputerCgroup {
         })
     }
 
+    /// Hold the cgroup to other limits (a spare's, made with the
+    /// defaults, gets its computer's).
+    pub fn set_limits(&self, l: &Limits) -> Result<()> {
+        self.write_limits(l)
+    }
+
     fn write_limits(&self, l: &Limits) -> Result<()> {
         let pids = self.need_dir("pids")?;
         write_file(&pids.path.join("pids.max"), &l.pids.to_string())?;
