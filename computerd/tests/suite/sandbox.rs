@@ -20,25 +20,6 @@ fn sandbox_as(uid: u32, network: Network) -> Option<Init> {
     })
 }
 
-/// Run a shell script in the computer: (exit code, stdout, stderr).
-async fn sh(init: &Init, script: &str) -> (Option<i32>, String, String) {
-    let c = init.client().await;
-    let r = c
-        .call(&ExecParams {
-            argv: vec!["sh".into(), "-c".into(), script.into()],
-            env: Some(marked(&init.marker)),
-            timeout_ms: Some(20_000),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    (
-        r.exit_code,
-        String::from_utf8_lossy(&r.stdout.0).into_owned(),
-        String::from_utf8_lossy(&r.stderr.0).into_owned(),
-    )
-}
-
 async fn py(init: &Init, script: &str) -> String {
     let c = init.client().await;
     let r = c

@@ -7,8 +7,6 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use computerd::protocol::*;
-
 use super::support::*;
 
 /// The host's OS directories the computer is given, those the host has.
@@ -31,25 +29,6 @@ fn start(uid: u32, o: SandboxOptions) -> Option<Init> {
         user: Some(uid),
         ..o
     })
-}
-
-/// Run a shell script in the computer: (exit code, stdout, stderr).
-async fn sh(init: &Init, script: &str) -> (Option<i32>, String, String) {
-    let c = init.client().await;
-    let r = c
-        .call(&ExecParams {
-            argv: vec!["sh".into(), "-c".into(), script.into()],
-            env: Some(marked(&init.marker)),
-            timeout_ms: Some(20_000),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    (
-        r.exit_code,
-        String::from_utf8_lossy(&r.stdout.0).into_owned(),
-        String::from_utf8_lossy(&r.stderr.0).into_owned(),
-    )
 }
 
 /// Names in a directory of the host.

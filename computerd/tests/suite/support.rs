@@ -406,3 +406,23 @@ pub fn become_nobody_with_no_capability() -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// Run a shell script in the computer, marked as the test's: (exit code,
+/// stdout, stderr).
+pub async fn sh(init: &Init, script: &str) -> (Option<i32>, String, String) {
+    let c = init.client().await;
+    let r = c
+        .call(&computerd::protocol::ExecParams {
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            env: Some(marked(&init.marker)),
+            timeout_ms: Some(20_000),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    (
+        r.exit_code,
+        String::from_utf8_lossy(&r.stdout.0).into_owned(),
+        String::from_utf8_lossy(&r.stderr.0).into_owned(),
+    )
+}
