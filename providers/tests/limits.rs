@@ -13,11 +13,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use computer_providers::local::cgroup::{self, Cgroups, Limits};
+use computer_providers::local::cgroup::{self, Cgroups};
 use computer_providers::local::{LocalOptions, LocalProvider};
 use computer_providers::share::ShareArg;
 use computer_providers::{ComputerRef, ComputerSpec, Connection, Provider, Release};
@@ -26,37 +25,15 @@ use computerd::client::ComputerExt;
 use computerd::protocol::{ExecParams, ExecResult, ProcessStartParams};
 use tokio_util::sync::CancellationToken;
 
-/// The test's own bound around this whole test binary.
-const TEST_GROUP: &str = "cmcp-test-bound";
-
+/// The test's own bound around this whole test binary, made by hand
+/// (testkit), independent of the cgroup code under test: every computer's
+/// cgroup nests under it.
 fn bound_this_binary() -> bool {
-    static BOUND: OnceLock<Result<(), String>> = OnceLock::new();
-    let r = BOUND.get_or_init(|| {
-        let cgroups = Cgroups::detect(TEST_GROUP).map_err(|e| e.message)?;
-        // Bounds of earlier runs whose process is gone.
-        for id in cgroups.list_existing() {
-            let pid: Option<i32> = id.strip_prefix('t').and_then(|p| p.parse().ok());
-            if pid.is_some_and(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
-                && let Ok(cg) = cgroups.open(&id)
-            {
-                let _ = cg.release();
-            }
-        }
-        let host = cgroup::Host::read().map_err(|e| e.message)?;
-        let bound = Limits {
-            cpus: host.cpus,
-            memory_mb: 6144.min(host.memory_mb),
-            pids: 4096,
-        };
-        let cg = cgroups
-            .create(&format!("t{}", std::process::id()), &bound)
-            .map_err(|e| e.message)?;
-        cg.join(std::process::id()).map_err(|e| e.message)
-    });
+    let r = computer_testkit::bound_this_process(4096, 6144);
     need(
-        "root",
+        "cgroup-v1",
         r.is_ok(),
-        &format!("this test needs a cgroup of its own around it: {r:?}"),
+        &format!("hostile tests need a cgroup bound of their own: {r:?}"),
     )
 }
 

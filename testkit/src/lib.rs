@@ -168,3 +168,85 @@ pub fn assert_golden(name: &str, text: &str) {
         );
     }
 }
+
+/// Put this whole test process into cgroup v1 `pids` and `memory` groups
+/// made here, by hand, with `pids` processes and `memory_mb` MiB at most,
+/// once per process: the test's own bound around hostile programs (fork
+/// bombs, allocations) and around every cgroup the code under test makes,
+/// which nest below it. Written with plain file writes, independent of the
+/// code under test, so it holds even if that code's limits fail. Groups of
+/// earlier runs whose process is gone are removed first. False, with the
+/// reason, when the host has no cgroup v1 `pids` and `memory` hierarchies
+/// (a hostile test must then not run: `need("cgroup-v1", ...)`).
+pub fn bound_this_process(pids: u64, memory_mb: u64) -> Result<(), String> {
+    use std::sync::OnceLock;
+    static BOUND: OnceLock<Result<(), String>> = OnceLock::new();
+    BOUND
+        .get_or_init(|| {
+            let own = std::fs::read_to_string("/proc/self/cgroup")
+                .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+            let me = std::process::id();
+            for (controller, limit_file, limit) in [
+                ("pids", "pids.max", pids.to_string()),
+                (
+                    "memory",
+                    "memory.limit_in_bytes",
+                    (memory_mb << 20).to_string(),
+                ),
+            ] {
+                let path = own
+                    .lines()
+                    .find_map(|l| {
+                        let mut f = l.splitn(3, ':');
+                        let (_, cs, p) = (f.next()?, f.next()?, f.next()?);
+                        cs.split(',')
+                            .any(|c| c == controller)
+                            .then(|| p.to_string())
+                    })
+                    .ok_or_else(|| format!("this host has no cgroup v1 {controller} hierarchy"))?;
+                let parent = PathBuf::from("/sys/fs/cgroup")
+                    .join(controller)
+                    .join(path.trim_start_matches('/'))
+                    .join("computer-mcp-test-bound");
+                std::fs::create_dir_all(&parent)
+                    .map_err(|e| format!("cannot make {}: {e}", parent.display()))?;
+                if let Ok(old) = std::fs::read_dir(&parent) {
+                    for e in old.flatten() {
+                        let pid = e.file_name().to_string_lossy().parse::<u32>().ok();
+                        if pid.is_some_and(|p| !PathBuf::from(format!("/proc/{p}")).exists()) {
+                            remove_cgroup_tree(&e.path());
+                        }
+                    }
+                }
+                let dir = parent.join(me.to_string());
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+                std::fs::write(dir.join(limit_file), &limit)
+                    .map_err(|e| format!("cannot write {}/{limit_file}: {e}", dir.display()))?;
+                let read = std::fs::read_to_string(dir.join(limit_file)).unwrap_or_default();
+                if read.trim() != limit {
+                    return Err(format!(
+                        "{}/{limit_file} reads {read:?}, not {limit}",
+                        dir.display()
+                    ));
+                }
+                std::fs::write(dir.join("cgroup.procs"), me.to_string())
+                    .map_err(|e| format!("cannot join {}: {e}", dir.display()))?;
+            }
+            Ok(())
+        })
+        .clone()
+}
+
+/// Remove an empty cgroup directory and the empty groups under it, deepest
+/// first (a cgroup's control files go with its rmdir).
+fn remove_cgroup_tree(dir: &std::path::Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_cgroup_tree(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
