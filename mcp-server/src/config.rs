@@ -58,6 +58,23 @@ pub enum Command {
     Exec(ExecArgs),
     /// Release every computer of the provider whose deadline has passed.
     Sweep,
+    /// List or release the provider's computers from a terminal: kept
+    /// ones, those of a server that is gone, or any other.
+    #[command(subcommand)]
+    Computers(ComputersCommand),
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum ComputersCommand {
+    /// Every computer of the provider: its handle and name, whose it is
+    /// (a hash of the caller), kind, age, deadline, and whether it is kept.
+    List,
+    /// Release computers now, each named by handle, name or provider id.
+    Release {
+        /// Handles (c-...), names, or provider ids.
+        #[arg(required = true, value_name = "COMPUTER")]
+        which: Vec<String>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -141,6 +158,10 @@ pub struct Config {
     #[arg(skip)]
     #[serde(skip)]
     pub http: Option<HttpConfig>,
+    /// `serve`'s bounds on computers (defaults for the other commands).
+    #[arg(skip)]
+    #[serde(skip)]
+    pub fleet: FleetLimits,
     /// The file's `[providers]` table: one table per provider id, for the
     /// registry to check and the chosen provider to read.
     #[arg(skip)]
@@ -156,14 +177,15 @@ pub struct ServeArgs {
     /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8700) instead of stdio.
     #[arg(long = "http", value_name = "ADDR", env = "COMPUTER_MCP_HTTP")]
     pub listen: Option<String>,
-    /// The bearer token HTTP clients must send. [default: a random one, printed to stderr; required for a non-loopback address]
+    /// A bearer token HTTP clients may send (repeat for several callers: each token is its own caller, with its own computers). [default: a random one, printed to stderr; required for a non-loopback address]
     #[arg(
         long,
         value_name = "TOKEN",
         env = "COMPUTER_MCP_TOKEN",
         hide_env_values = true
     )]
-    pub token: Option<String>,
+    #[arg(value_delimiter = ',')]
+    pub token: Vec<String>,
     /// A browser Origin allowed to call (repeat).
     #[arg(
         long = "allowed-origin",
@@ -180,11 +202,38 @@ pub struct ServeArgs {
     )]
     #[arg(value_delimiter = ',')]
     pub allowed_hosts: Vec<String>,
-    /// An HTTP session idle this long is ended, and its computer released.
+    /// A computer unused this long is released, and an HTTP session idle this long is ended.
     #[arg(long, value_name = "DURATION", env = "COMPUTER_MCP_SESSION_IDLE")]
     #[arg(default_value = "30m", value_parser = duration)]
     #[serde(with = "text")]
     pub session_idle: Duration,
+    /// The most computers one caller (a token, or the stdio client) holds at once, its default one included.
+    #[arg(long, value_name = "N", env = "COMPUTER_MCP_MAX_COMPUTERS")]
+    #[arg(default_value_t = 4)]
+    pub max_computers: usize,
+    /// The most computers this server holds at once, all callers together.
+    #[arg(long, value_name = "N", env = "COMPUTER_MCP_MAX_SERVER_COMPUTERS")]
+    #[arg(default_value_t = 16)]
+    pub max_server_computers: usize,
+}
+
+/// How many computers a server holds, and for how long unused: serve's
+/// options, with their defaults for the other commands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FleetLimits {
+    pub idle: Duration,
+    pub max_computers: usize,
+    pub max_server_computers: usize,
+}
+
+impl Default for FleetLimits {
+    fn default() -> Self {
+        FleetLimits {
+            idle: Duration::from_secs(30 * 60),
+            max_computers: 4,
+            max_server_computers: 16,
+        }
+    }
 }
 
 /// The browser Origins allowed over HTTP when none are given.
@@ -211,8 +260,9 @@ pub struct ExecArgs {
 #[derive(Clone, Debug)]
 pub struct HttpConfig {
     pub listen: SocketAddr,
-    /// The token, and whether it was given (false: made up and printed).
-    pub token: String,
+    /// The tokens (each its own caller), and whether they were given
+    /// (false: one made up and printed).
+    pub tokens: Vec<String>,
     pub token_given: bool,
     /// serve's options as layered, with the loopback names and the
     /// listening address added to `allowed_hosts`.
@@ -443,6 +493,20 @@ impl Config {
         if let Some(m) = serve {
             let options: ServeArgs =
                 layer(m, file.http.as_ref(), "").map_err(|e| in_file(format!("[http]: {e}")))?;
+            if options.max_computers == 0 || options.max_server_computers == 0 {
+                return Err("--max-computers and --max-server-computers must be at least 1".into());
+            }
+            if options.max_computers > options.max_server_computers {
+                return Err(format!(
+                    "--max-computers ({}) is over --max-server-computers ({})",
+                    options.max_computers, options.max_server_computers
+                ));
+            }
+            config.fleet = FleetLimits {
+                idle: options.session_idle,
+                max_computers: options.max_computers,
+                max_server_computers: options.max_server_computers,
+            };
             config.http = resolve_http(options)?;
         }
         config.providers = file.providers;
@@ -457,16 +521,19 @@ fn resolve_http(mut options: ServeArgs) -> Result<Option<HttpConfig>, String> {
     let listen: SocketAddr = listen
         .parse()
         .map_err(|_| format!("--http {listen:?} is not an address such as 127.0.0.1:8700"))?;
-    let given = options.token.clone().filter(|t| !t.is_empty());
-    if given.is_none() && !listen.ip().is_loopback() {
+    let given: Vec<String> = options
+        .token
+        .iter()
+        .filter(|t| !t.is_empty())
+        .cloned()
+        .collect();
+    if given.is_empty() && !listen.ip().is_loopback() {
         return Err(format!(
             "--http {listen} is not a loopback address: give a --token (or COMPUTER_MCP_TOKEN) so only your clients can call"
         ));
     }
-    if let Some(t) = &given
-        && t.len() < 16
-    {
-        return Err("--token must be at least 16 characters".into());
+    if given.iter().any(|t| t.len() < 16) {
+        return Err("--token must be at least 16 characters (each of them)".into());
     }
     let own = listen.ip().to_string();
     for h in LOOPBACK_HOSTS.iter().copied().chain([own.as_str()]) {
@@ -476,10 +543,11 @@ fn resolve_http(mut options: ServeArgs) -> Result<Option<HttpConfig>, String> {
     }
     Ok(Some(HttpConfig {
         listen,
-        token_given: given.is_some(),
-        token: match given {
-            Some(t) => t,
-            None => random_token()?,
+        token_given: !given.is_empty(),
+        tokens: if given.is_empty() {
+            vec![random_token()?]
+        } else {
+            given
         },
         options,
     }))
@@ -487,7 +555,7 @@ fn resolve_http(mut options: ServeArgs) -> Result<Option<HttpConfig>, String> {
 
 impl Config {
     /// The spec of every computer this server makes, labelled with its
-    /// instance (the session adds its own label).
+    /// instance (the fleet adds the computer's own labels).
     pub fn spec(&self) -> Result<ComputerSpec, String> {
         let mut spec = ComputerSpec::sandbox(self.lifetime.as_millis() as u64);
         spec.network = match self.network {
@@ -504,6 +572,9 @@ impl Config {
             .collect::<Result<_, _>>()?;
         spec.labels
             .insert(label::INSTANCE.into(), sanitize(&self.instance));
+        if self.keep {
+            spec.labels.insert(label::KEEP.into(), "1".into());
+        }
         Ok(spec)
     }
 }
@@ -568,7 +639,7 @@ mod tests {
         assert_eq!(c.output_budget, 4096);
         assert_eq!(c.exec_timeout, Duration::from_secs(120));
         let http = c.http.unwrap();
-        assert!(!http.token_given && http.token.len() == 48);
+        assert!(!http.token_given && http.tokens.len() == 1 && http.tokens[0].len() == 48);
         // A root option after the subcommand counts as a flag too.
         let c = resolved(&["--config", f, "serve", "--lifetime", "20m"]).unwrap();
         assert_eq!(c.lifetime, Duration::from_secs(1200));
@@ -639,6 +710,22 @@ mod tests {
         let c = resolved(&["serve", "--http", "0.0.0.0:8700", "--token", &token]).unwrap();
         let http = c.http.unwrap();
         assert!(http.token_given);
+        assert_eq!(http.tokens, [token.clone()]);
+        let other = "y".repeat(20);
+        let both = format!("{token},{other}");
+        let c = resolved(&["serve", "--http", "127.0.0.1:0", "--token", &both]).unwrap();
+        assert_eq!(c.http.unwrap().tokens, [token.clone(), other.clone()]);
+        let e = resolved(&[
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--token",
+            &token,
+            "--token",
+            "short",
+        ])
+        .unwrap_err();
+        assert!(e.contains("at least 16 characters"), "{e}");
         assert_eq!(
             http.options.allowed_hosts,
             ["localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"]

@@ -1,5 +1,7 @@
-//! Streamable HTTP: loopback by default, a bearer token always, Host and
-//! Origin checked before any JSON-RPC (DNS rebinding).
+//! Streamable HTTP: loopback by default, a bearer token always (each token
+//! its own caller), Host and Origin checked before any JSON-RPC (DNS
+//! rebinding). Both revisions are served: 2025-11-25 and before with
+//! sessions (`Mcp-Session-Id`), 2026-07-28 stateless.
 
 use std::sync::Arc;
 
@@ -12,26 +14,35 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
+use crate::computers::Principal;
 use crate::config::HttpConfig;
 use crate::server::ComputerMcp;
 use crate::session::App;
 
 #[derive(Clone)]
 struct Auth {
-    token: Arc<String>,
+    /// Each token with its principal (the token's hash).
+    tokens: Arc<Vec<(String, Principal)>>,
 }
 
-/// 401 unless the request carries `Authorization: Bearer <token>`,
-/// compared in constant time.
-async fn require_bearer(State(auth): State<Auth>, req: Request, next: Next) -> Response {
+/// 401 unless the request carries `Authorization: Bearer <token>` with one
+/// of the tokens (each compared in constant time, every one of them tried);
+/// the request then carries the token's [`Principal`].
+async fn require_bearer(State(auth): State<Auth>, mut req: Request, next: Next) -> Response {
     let given = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
-    let ok: bool = given.as_bytes().ct_eq(auth.token.as_bytes()).into();
-    if !ok {
+    let mut found: Option<Principal> = None;
+    for (token, principal) in auth.tokens.iter() {
+        let ok: bool = given.as_bytes().ct_eq(token.as_bytes()).into();
+        if ok {
+            found = Some(principal.clone());
+        }
+    }
+    let Some(principal) = found else {
         let mut headers = HeaderMap::new();
         headers.insert(
             header::WWW_AUTHENTICATE,
@@ -43,7 +54,8 @@ async fn require_bearer(State(auth): State<Auth>, req: Request, next: Next) -> R
             "a bearer token is required (Authorization: Bearer <token>)\n",
         )
             .into_response();
-    }
+    };
+    req.extensions_mut().insert(principal);
     next.run(req).await
 }
 
@@ -56,11 +68,14 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(http.listen).await?;
     let addr = listener.local_addr()?;
     if http.token_given {
-        eprintln!("computer-mcp: serving MCP at http://{addr}/mcp (bearer token as configured)");
+        eprintln!(
+            "computer-mcp: serving MCP at http://{addr}/mcp ({} bearer token(s) as configured)",
+            http.tokens.len()
+        );
     } else {
         eprintln!(
             "computer-mcp: serving MCP at http://{addr}/mcp with bearer token {}",
-            http.token
+            http.tokens[0]
         );
     }
     let mut sessions = LocalSessionManager::default();
@@ -69,19 +84,21 @@ pub async fn serve(
         .with_allowed_hosts(http.options.allowed_hosts.clone())
         .with_allowed_origins(http.options.allowed_origins.clone())
         .with_cancellation_token(stop.child_token());
+    // One handler per session (2025-11-25 and before) or per stateless
+    // request (2026-07-28); it finds its caller in each request.
     let factory_app = Arc::clone(&app);
     let service = StreamableHttpService::new(
-        move || {
-            factory_app
-                .new_session()
-                .map(ComputerMcp::new)
-                .map_err(std::io::Error::other)
-        },
+        move || Ok(ComputerMcp::http(Arc::clone(&factory_app))),
         Arc::new(sessions),
         config,
     );
     let auth = Auth {
-        token: Arc::new(http.token.clone()),
+        tokens: Arc::new(
+            http.tokens
+                .iter()
+                .map(|t| (t.clone(), Principal::of_token(t)))
+                .collect(),
+        ),
     };
     let router = axum::Router::new()
         .nest_service("/mcp", service)

@@ -3,8 +3,11 @@
 //! - [`config`]: flags, `COMPUTER_MCP_*` variables and a TOML file, each
 //!   option defined once; a provider's own options come from its settings
 //!   in the registry (`--<id>-<key>`, `[providers.<id>]`).
-//! - [`session`]: sessions and their lazily made computers, and the facts
-//!   a model is told about each (its network as read back).
+//! - [`session`]: what the server's sessions share ([`session::App`]) and
+//!   MCP sessions, each with its lazily made default computer.
+//! - [`computers`]: every computer the server holds, under the handle it
+//!   minted, whose it is, found again by provider labels; bounds, idle
+//!   release, and the fleet tools' server side.
 //! - [`server`]: the MCP handler (tools, progress, cancellation).
 //! - [`http`]: streamable HTTP with bearer auth and Host/Origin checks.
 //!
@@ -13,6 +16,7 @@
 //! this crate alone can make local computers; a `computerd` beside it
 //! (smaller, static) is preferred.
 
+mod computers;
 mod config;
 mod http;
 mod logging;
@@ -106,7 +110,10 @@ fn run(parsed: Parsed) -> i32 {
         // What every computer will be made from is checked now (sizes,
         // shares, lifetime), so a bad option stops the server in words
         // instead of failing its first tool call. `sweep` makes none.
-        if !matches!(parsed.cli.command, Some(Command::Sweep)) {
+        if !matches!(
+            parsed.cli.command,
+            Some(Command::Sweep | Command::Computers(_))
+        ) {
             let checked = config
                 .spec()
                 .and_then(|spec| provider.check(&spec).map_err(|e| e.message));
@@ -119,6 +126,7 @@ fn run(parsed: Parsed) -> i32 {
             None | Some(Command::Serve(_)) => serve(provider, config).await,
             Some(Command::Exec(args)) => exec(provider, &config, args).await,
             Some(Command::Sweep) => sweep(provider).await,
+            Some(Command::Computers(c)) => manage(provider, c).await,
         };
         match result {
             Ok(code) => code,
@@ -166,6 +174,9 @@ async fn stopped() {
 async fn serve(provider: Arc<dyn Provider>, config: Config) -> anyhow::Result<i32> {
     let http = config.http.clone();
     let app = session::App::new(provider, config);
+    let reaper = CancellationToken::new();
+    app.start_reaper(reaper.clone());
+    let _stop_reaper = reaper.drop_guard();
     match http {
         Some(http) => {
             let stop = CancellationToken::new();
@@ -179,8 +190,10 @@ async fn serve(provider: Arc<dyn Provider>, config: Config) -> anyhow::Result<i3
             Ok(0)
         }
         None => {
-            let session = app.new_session().map_err(anyhow::Error::msg)?;
-            let handler = server::ComputerMcp::new(Arc::clone(&session));
+            let session = app
+                .new_session(&app.stdio_principal)
+                .map_err(anyhow::Error::msg)?;
+            let handler = server::ComputerMcp::stdio(Arc::clone(&session));
             let running = handler.serve(rmcp::transport::stdio()).await?;
             tokio::select! {
                 r = running.waiting() => {
@@ -281,4 +294,107 @@ async fn sweep(provider: Arc<dyn Provider>) -> anyhow::Result<i32> {
         released.len()
     );
     Ok(0)
+}
+
+/// `computers list` and `computers release`: the provider's computers seen
+/// from a terminal, by their labels.
+#[allow(clippy::print_stdout)] // a terminal command, not the stdio server
+async fn manage(
+    provider: Arc<dyn Provider>,
+    command: config::ComputersCommand,
+) -> anyhow::Result<i32> {
+    use computer_providers::{Labels, label};
+    let cancel = CancellationToken::new();
+    let all = provider
+        .list(&Labels::new(), &cancel)
+        .await
+        .map_err(|e| anyhow::anyhow!("listing the computers: {}", e.message))?;
+    match command {
+        config::ComputersCommand::List => {
+            println!(
+                "{:<34}  {:<16}  {:<10}  {:<8}  {:>8}  {:<20}  {:<4}  {:<7}  ID",
+                "HANDLE", "NAME", "PRINCIPAL", "KIND", "AGE", "DEADLINE", "KEPT", "RUNNING"
+            );
+            for r in &all {
+                let l = |k: &str| r.labels.get(k).cloned().unwrap_or_else(|| "-".into());
+                let name = match (r.labels.get(label::NAME), r.labels.get(label::DEFAULT)) {
+                    (Some(n), _) => n.clone(),
+                    (None, Some(scope)) => format!("default/{scope}"),
+                    (None, None) => "-".into(),
+                };
+                let principal: String = l(label::PRINCIPAL).chars().take(10).collect();
+                println!(
+                    "{:<34}  {:<16}  {:<10}  {:<8}  {:>8}  {:<20}  {:<4}  {:<7}  {}",
+                    l(label::HANDLE),
+                    name,
+                    principal,
+                    l(label::KIND),
+                    human_age(&r.created_at),
+                    r.deadline,
+                    if r.labels.contains_key(label::KEEP) {
+                        "yes"
+                    } else {
+                        "no"
+                    },
+                    if r.running { "yes" } else { "no" },
+                    r.id
+                );
+            }
+            eprintln!("computer-mcp: {} computer(s)", all.len());
+            Ok(0)
+        }
+        config::ComputersCommand::Release { which } => {
+            let mut code = 0;
+            for w in &which {
+                let hits: Vec<&computer_providers::ComputerRef> = all
+                    .iter()
+                    .filter(|r| {
+                        &r.id == w
+                            || r.labels.get(label::HANDLE) == Some(w)
+                            || r.labels.get(label::NAME) == Some(w)
+                    })
+                    .collect();
+                match hits.as_slice() {
+                    [] => {
+                        eprintln!(
+                            "computer-mcp: no computer {w:?} (not a handle, name or id of this provider's; see `computer-mcp computers list`)"
+                        );
+                        code = 1;
+                    }
+                    [one] => match provider.release(one, Release::Delete, &cancel).await {
+                        Ok(()) => println!("released {}", one.id),
+                        Err(e) => {
+                            eprintln!("computer-mcp: releasing {} failed: {}", one.id, e.message);
+                            code = 1;
+                        }
+                    },
+                    many => {
+                        let ids: Vec<&str> = many.iter().map(|r| r.id.as_str()).collect();
+                        eprintln!(
+                            "computer-mcp: {} computers are named {w:?} (of different callers): {}; release by handle or id",
+                            many.len(),
+                            ids.join(", ")
+                        );
+                        code = 1;
+                    }
+                }
+            }
+            Ok(code)
+        }
+    }
+}
+
+/// `3h12m` from an RFC 3339 time.
+fn human_age(created_at: &str) -> String {
+    let Ok(t) =
+        time::OffsetDateTime::parse(created_at, &time::format_description::well_known::Rfc3339)
+    else {
+        return "?".into();
+    };
+    let s = (time::OffsetDateTime::now_utc() - t).whole_seconds().max(0);
+    match s {
+        0..=119 => format!("{s}s"),
+        120..=7199 => format!("{}m", s / 60),
+        _ => format!("{}h{}m", s / 3600, (s % 3600) / 60),
+    }
 }

@@ -1,9 +1,18 @@
-//! The MCP face: one handler per session, tools listed and called through
-//! the registry's family for the session's kind (never named here),
-//! progress and cancellation wired to the call.
+//! The MCP face: tools listed and called through the registry's family for
+//! the server's kind (never named here) and the fleet tools; each call's
+//! computer found from its `computer` argument and its caller; progress and
+//! cancellation wired to the call.
+//!
+//! One handler serves a stdio session, an HTTP session (2025-11-25 and
+//! before: rmcp makes one per session), or one stateless request
+//! (2026-07-28: rmcp makes one per request). A request that carries an
+//! `Mcp-Session-Id` belongs to a session, whose default computer its calls
+//! share; one without is stateless, and its calls that name no computer
+//! share the principal's default computer.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use computer_tools::fleet::{self, FleetPolicy, NetworkChoice};
 use computer_tools::{
     ExtendFn, Family, Offer, Progress, ProgressFn, ToolContext, ToolSettings, registry,
 };
@@ -15,37 +24,119 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
-use crate::session::Session;
+use crate::computers::{Caller, CallerFleet, Principal};
+use crate::config::NetworkArg;
+use crate::session::{App, Session};
+
+/// Where a handler's calls come from.
+#[derive(Clone)]
+enum Mode {
+    /// A stdio client: one session, the server's own principal.
+    Stdio(Arc<Session>),
+    /// HTTP: the principal from each request's token; the session made on
+    /// the first call that carries a session id.
+    Http(Arc<OnceLock<Arc<Session>>>),
+}
 
 #[derive(Clone)]
 pub struct ComputerMcp {
-    session: Arc<Session>,
+    app: Arc<App>,
+    mode: Mode,
 }
 
 impl ComputerMcp {
-    pub fn new(session: Arc<Session>) -> Self {
-        Self { session }
+    /// The handler of a stdio session.
+    pub fn stdio(session: Arc<Session>) -> Self {
+        Self {
+            app: Arc::clone(session.app()),
+            mode: Mode::Stdio(session),
+        }
+    }
+
+    /// A handler for HTTP: one session's, or one stateless request's.
+    pub fn http(app: Arc<App>) -> Self {
+        Self {
+            app,
+            mode: Mode::Http(Arc::new(OnceLock::new())),
+        }
     }
 
     fn settings(&self) -> ToolSettings {
-        let c = &self.session.app().config;
+        let c = &self.app.config;
         ToolSettings {
             output_budget_bytes: c.output_budget,
             exec_default_timeout_ms: c.exec_timeout.as_millis() as u64,
             exec_max_timeout_ms: c.exec_max_timeout.as_millis() as u64,
+            idle_ms: c.fleet.idle.as_millis() as u64,
         }
     }
 
-    /// The tool family of the session's kind; None when this crate's
-    /// registry has none for it (then no tool is offered).
+    /// The tool family of the server's kind; None when this crate's
+    /// registry has none for it (then only the fleet tools are offered).
     fn family(&self) -> Option<&'static Family> {
-        registry().family(self.session.app().kind())
+        registry().family(self.app.kind())
+    }
+
+    /// Who is calling: over HTTP the request's principal (set by the auth
+    /// layer) and its session when it has one.
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Result<Caller, String> {
+        match &self.mode {
+            Mode::Stdio(session) => Ok(Caller {
+                principal: self.app.stdio_principal.clone(),
+                session: Some(Arc::clone(session)),
+            }),
+            Mode::Http(cell) => {
+                let parts = context
+                    .extensions
+                    .get::<axum::http::request::Parts>()
+                    .ok_or("the request's HTTP parts are missing")?;
+                let principal = parts
+                    .extensions
+                    .get::<Principal>()
+                    .cloned()
+                    .ok_or("the request carries no principal (no bearer token was checked)")?;
+                let session = if parts.headers.contains_key("mcp-session-id") {
+                    match cell.get() {
+                        Some(s) => Some(Arc::clone(s)),
+                        None => {
+                            let s = self.app.new_session(&principal)?;
+                            Some(Arc::clone(cell.get_or_init(|| s)))
+                        }
+                    }
+                } else {
+                    None
+                };
+                Ok(Caller { principal, session })
+            }
+        }
+    }
+}
+
+/// What computer_new may ask of this server.
+pub fn fleet_policy(app: &App) -> FleetPolicy {
+    use computer_providers::local::cgroup::{DEFAULT_CPUS, DEFAULT_MEMORY_MB, DEFAULT_PIDS};
+    let c = &app.config;
+    FleetPolicy {
+        kinds: vec![app.kind()],
+        max_lifetime_ms: c.lifetime.as_millis() as u64,
+        networks: match c.network {
+            NetworkArg::None => vec![NetworkChoice::None],
+            NetworkArg::Open => vec![NetworkChoice::None, NetworkChoice::Open],
+        },
+        max_cpus: c.cpus.unwrap_or(DEFAULT_CPUS),
+        max_memory_mb: c.memory_mb.unwrap_or(DEFAULT_MEMORY_MB),
+        max_pids: c.pids.unwrap_or(DEFAULT_PIDS),
+        idle_ms: c.fleet.idle.as_millis() as u64,
+        max_computers: c.fleet.max_computers,
     }
 }
 
 fn tool_error(text: String) -> CallToolResponse {
     CallToolResult::error(vec![ContentBlock::text(text)]).into()
 }
+
+/// The `_meta` key naming the computer a result came from.
+pub const META_COMPUTER: &str = "computer-mcp/computer";
 
 impl ServerHandler for ComputerMcp {
     fn get_info(&self) -> ServerConfig {
@@ -54,8 +145,14 @@ impl ServerHandler for ComputerMcp {
                 env!("CARGO_PKG_NAME"),
                 env!("CARGO_PKG_VERSION"),
             ));
+        let idle = computer_providers::human_ms(self.app.config.fleet.idle.as_millis() as u64);
+        let fleet_words = format!(
+            " Calls that name no `computer` run on your default computer. To keep work apart, \
+make more with computer_new and pass the handle or name it gives as `computer`; \
+computer_list shows yours. A computer unused for {idle} is released."
+        );
         match self.family() {
-            Some(f) => config.with_instructions(f.instructions),
+            Some(f) => config.with_instructions(format!("{}{fleet_words}", f.instructions)),
             None => config,
         }
     }
@@ -66,15 +163,16 @@ impl ServerHandler for ComputerMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         // Listed from what the provider declares, so listing makes no computer.
-        let caps = self.session.app().capabilities();
+        let caps = self.app.capabilities();
         let offer = Offer {
             groups: &caps.groups,
             extend: caps.extend,
         };
-        let tools = match self.family() {
+        let mut tools = match self.family() {
             Some(f) => f.list(&offer, &self.settings()),
             None => Vec::new(),
         };
+        tools.extend(fleet::tools(&fleet_policy(&self.app)));
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -84,7 +182,22 @@ impl ServerHandler for ComputerMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
-        let caps = self.session.app().capabilities();
+        let caller = match self.caller(&context) {
+            Ok(c) => c,
+            Err(why) => return Ok(tool_error(format!("{name} could not run: {why}"))),
+        };
+        if fleet::is_fleet_tool(&name) {
+            let fleet = CallerFleet {
+                app: Arc::clone(&self.app),
+                caller,
+            };
+            let policy = fleet_policy(&self.app);
+            let r = fleet::call(&name, request.arguments, &policy, &fleet).await;
+            return Ok(r
+                .unwrap_or_else(|| CallToolResult::error(vec![ContentBlock::text("no such tool")]))
+                .into());
+        }
+        let caps = self.app.capabilities();
         let offer = Offer {
             groups: &caps.groups,
             extend: caps.extend,
@@ -93,17 +206,25 @@ impl ServerHandler for ComputerMcp {
         // without building any schema).
         let family = self.family().filter(|f| f.offers(&name, &offer));
         let Some(family) = family else {
-            let names = self.family().map(|f| f.names(&offer)).unwrap_or_default();
+            let mut names = self.family().map(|f| f.names(&offer)).unwrap_or_default();
+            names.extend(fleet::NAMES);
             return Err(ErrorData::invalid_params(
                 format!("no tool {name:?}; the tools are: {}", names.join(", ")),
                 None,
             ));
         };
+        let mut arguments = request.arguments;
+        let which = match fleet::take_computer_arg(&mut arguments) {
+            Ok(w) => w,
+            Err(why) => return Ok(tool_error(format!("{name}: {why}"))),
+        };
         let cancel = context.ct.clone();
-        let for_call = match self.session.computer(&cancel).await {
+        let for_call = match self.app.resolve(&caller, &which, &cancel).await {
             Ok(c) => c,
             Err(why) => return Ok(tool_error(format!("{name} could not run: {why}"))),
         };
+        let entry = for_call.entry;
+        let _in_use = entry.begin_use();
         let progress: Option<ProgressFn> = context.meta.get_progress_token().map(|token| {
             let peer = context.peer.clone();
             let f: ProgressFn = Arc::new(move |p: Progress| {
@@ -118,38 +239,56 @@ impl ServerHandler for ComputerMcp {
             f
         });
         let extend: Option<ExtendFn> = caps.extend.then(|| {
-            let session = Arc::clone(&self.session);
+            let app = Arc::clone(&self.app);
+            let entry = Arc::clone(&entry);
             let f: ExtendFn = Arc::new(move |ttl_ms: u64| {
-                let session = Arc::clone(&session);
-                Box::pin(async move { session.extend(ttl_ms).await })
+                let app = Arc::clone(&app);
+                let entry = Arc::clone(&entry);
+                Box::pin(async move { app.extend(&entry, ttl_ms).await })
             });
             f
         });
-        let live = for_call.live;
         let ctx = ToolContext {
-            client: Arc::clone(&live.client),
-            facts: live.facts.clone(),
+            client: Arc::clone(&entry.client),
+            facts: entry.facts(),
             settings: self.settings(),
             progress,
             extend,
-            state: Arc::clone(&live.state),
+            state: Arc::clone(&entry.state),
             cancel: cancel.clone(),
         };
-        let result = family.call(&name, request.arguments, &ctx).await;
-        self.session.check_lost(&live).await;
-        let mut result = match result {
-            Ok(r) => r,
-            Err(e) => return Err(e),
-        };
+        let result = family.call(&name, arguments, &ctx).await;
+        if entry.default.is_some() {
+            caller
+                .default_slot(&self.app)
+                .check_lost(&self.app, &entry)
+                .await;
+        }
+        let mut result = result?;
         if let Some(note) = for_call.note {
             result.content.insert(0, ContentBlock::text(note));
         }
-        if live.client.is_closed() {
+        if entry.client.is_closed() {
+            let next = if entry.default.is_some() {
+                "the next tool call will make a new one"
+            } else {
+                "make another with computer_new"
+            };
             result.content.push(ContentBlock::text(format!(
-                "The computer {} stopped answering; the next tool call will make a new one.",
-                live.computer.id
+                "The computer {} stopped answering; {next}.",
+                entry.label()
             )));
         }
+        result.content.push(ContentBlock::text(format!(
+            "(on computer {})",
+            entry.label()
+        )));
+        let mut meta = result.meta.take().unwrap_or_default();
+        meta.0.insert(
+            META_COMPUTER.into(),
+            serde_json::json!({"handle": entry.handle, "name": entry.shown_name()}),
+        );
+        result.meta = Some(meta);
         Ok(result.into())
     }
 }

@@ -40,5 +40,5 @@ pub use settings::{HostDefaults, Table, layer};
 pub use types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
     LifetimeMode, NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
-    Sizes, check_labels, check_lifetime, label,
+    Sizes, check_labels, check_lifetime, human_ms, label,
 };

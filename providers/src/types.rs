@@ -18,6 +18,22 @@ pub mod label {
     pub const SESSION: &str = "computer-mcp.session";
     /// The computer's deadline, RFC 3339.
     pub const DEADLINE: &str = "computer-mcp.deadline";
+    /// The handle the server minted for the computer (what a model passes
+    /// as `computer`): opaque, random, never the provider's id.
+    pub const HANDLE: &str = "computer-mcp.handle";
+    /// The name the model gave the computer (`build`), if it gave one.
+    pub const NAME: &str = "computer-mcp.name";
+    /// Whose computer it is: a hash of the caller's identity (a bearer
+    /// token's, or a stdio server's instance), never the token itself.
+    pub const PRINCIPAL: &str = "computer-mcp.principal";
+    /// The setting kind it was made as (`sandbox`).
+    pub const KIND: &str = "computer-mcp.kind";
+    /// Which default computer it is, when it is one: `session` (one MCP
+    /// session's) or `principal` (the caller's, for stateless clients).
+    pub const DEFAULT: &str = "computer-mcp.default";
+    /// `1` when the server that made it keeps computers past its sessions
+    /// (`--keep`).
+    pub const KEEP: &str = "computer-mcp.keep";
 }
 
 /// The network a computer may reach.

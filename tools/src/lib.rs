@@ -12,6 +12,9 @@
 //! - [`sandbox`]: the sandbox family (`exec`, files, background processes).
 //! - [`common`]: the tools every family lists (`computer_info`,
 //!   `computer_extend`).
+//! - [`fleet`]: computers a model names: the `computer` argument every
+//!   family tool takes ([`fleet::Which`]), and `computer_new`,
+//!   `computer_list` and `computer_release` over the server's [`fleet::Fleet`].
 //! - `state`: [`ComputerState`], what the tools remember about one computer
 //!   (one slot per family's memo), made by the server per computer.
 //! - `define`: what a tool definition is made of: `make_tool` (schemas from
@@ -25,6 +28,7 @@ mod budget;
 pub mod common;
 mod define;
 mod error;
+pub mod fleet;
 mod registry;
 pub mod sandbox;
 mod state;
@@ -81,6 +85,9 @@ pub struct ToolSettings {
     pub exec_default_timeout_ms: u64,
     /// exec's `timeout_ms` at most.
     pub exec_max_timeout_ms: u64,
+    /// A computer unused this long is released (stated in every tool's
+    /// `computer` argument).
+    pub idle_ms: u64,
 }
 
 impl Default for ToolSettings {
@@ -89,6 +96,7 @@ impl Default for ToolSettings {
             output_budget_bytes: 24 * 1024,
             exec_default_timeout_ms: 120_000,
             exec_max_timeout_ms: 600_000,
+            idle_ms: 30 * 60_000,
         }
     }
 }
@@ -114,7 +122,7 @@ pub type ExtendFn =
 /// Everything a tool call gets from the server.
 #[derive(Clone)]
 pub struct ToolContext {
-    /// The session's computer, already made.
+    /// The computer the call runs on, already made.
     pub client: Arc<dyn ComputerClient>,
     /// What computer_info shows; `work_dir` also names the work directory
     /// in refusals of relative paths.

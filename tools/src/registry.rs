@@ -164,8 +164,12 @@ impl Family {
 
     /// The tools `offer` allows, stating `settings` in their descriptions
     /// and schemas.
+    /// Every one takes the `computer` argument ([`crate::fleet`]), which the
+    /// server takes out before [`Family::call`].
     pub fn list(&self, offer: &Offer<'_>, settings: &ToolSettings) -> Vec<Tool> {
-        self.offered(offer).map(|t| t.tool(settings)).collect()
+        self.offered(offer)
+            .map(|t| crate::fleet::with_computer_arg(t.tool(settings), settings.idle_ms))
+            .collect()
     }
 
     /// The names of the tools `offer` allows (no schema is built).

@@ -377,6 +377,7 @@ mod tests {
             output_budget_bytes: 8 * 1024,
             exec_default_timeout_ms: 30_000,
             exec_max_timeout_ms: 90_000,
+            idle_ms: 60_000,
         };
         let tools = sandbox_tools_with(&groups(&["exec"]), false, &s);
         let exec = &tools[0];
