@@ -312,7 +312,7 @@ async fn manage(
     match command {
         config::ComputersCommand::List => {
             println!(
-                "{:<34}  {:<16}  {:<10}  {:<8}  {:>8}  {:<20}  {:<4}  {:<7}  ID",
+                "{:<34}  {:<18}  {:<10}  {:<8}  {:>8}  {:<24}  {:<4}  {:<7}  ID",
                 "HANDLE", "NAME", "PRINCIPAL", "KIND", "AGE", "DEADLINE", "KEPT", "RUNNING"
             );
             for r in &all {
@@ -324,7 +324,7 @@ async fn manage(
                 };
                 let principal: String = l(label::PRINCIPAL).chars().take(10).collect();
                 println!(
-                    "{:<34}  {:<16}  {:<10}  {:<8}  {:>8}  {:<20}  {:<4}  {:<7}  {}",
+                    "{:<34}  {:<18}  {:<10}  {:<8}  {:>8}  {:<24}  {:<4}  {:<7}  {}",
                     l(label::HANDLE),
                     name,
                     principal,

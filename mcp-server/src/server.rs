@@ -149,7 +149,8 @@ impl ServerHandler for ComputerMcp {
         let fleet_words = format!(
             " Calls that name no `computer` run on your default computer. To keep work apart, \
 make more with computer_new and pass the handle or name it gives as `computer`; \
-computer_list shows yours. A computer unused for {idle} is released."
+computer_list shows yours. A computer unused for {idle} is released, and a session's \
+default computer when its session ends."
         );
         match self.family() {
             Some(f) => config.with_instructions(format!("{}{fleet_words}", f.instructions)),

@@ -61,8 +61,7 @@ pub const FAMILY: Family = Family {
 /// What a session of this kind is told (MCP instructions).
 const INSTRUCTIONS: &str = "\
 This server gives you a computer: a Linux sandbox with a shell, files and \
-background processes. It is made on your first tool call and gone when the \
-session ends. Use `exec` for commands that finish, `process_start` and \
+background processes. It is made on your first tool call. Use `exec` for commands that finish, `process_start` and \
 `process_read` for servers and long or interactive programs, and the file \
 tools for reading and editing. Paths are absolute; your home directory is \
 the writable work directory (`computer_info` says where), and /tmp is \
