@@ -629,7 +629,7 @@ impl App {
                 deadline: r.deadline.clone(),
             });
         }
-        out.sort_by(|a, b| b.age_seconds.cmp(&a.age_seconds));
+        out.sort_by_key(|c| std::cmp::Reverse(c.age_seconds));
         Ok(out)
     }
 

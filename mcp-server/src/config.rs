@@ -710,7 +710,7 @@ mod tests {
         let c = resolved(&["serve", "--http", "0.0.0.0:8700", "--token", &token]).unwrap();
         let http = c.http.unwrap();
         assert!(http.token_given);
-        assert_eq!(http.tokens, [token.clone()]);
+        assert_eq!(http.tokens, std::slice::from_ref(&token));
         let other = "y".repeat(20);
         let both = format!("{token},{other}");
         let c = resolved(&["serve", "--http", "127.0.0.1:0", "--token", &both]).unwrap();

@@ -1,3 +1,4 @@
+mod fleet;
 mod http;
 mod lifecycle;
 mod stdio;

@@ -1,6 +1,5 @@
 //! The server over streamable HTTP: auth, Host and Origin, and a session.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use rmcp::ServiceExt;
@@ -9,58 +8,6 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::json;
 
 use super::support::*;
-
-struct HttpServer {
-    child: tokio::process::Child,
-    url: String,
-    token: String,
-    server: Server,
-}
-
-impl HttpServer {
-    async fn start() -> HttpServer {
-        Self::start_with(&[]).await
-    }
-
-    async fn start_with(extra: &[&str]) -> HttpServer {
-        let server = Server::new();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let token = "test-token-0123456789abcdef".to_string();
-        let child = tokio::process::Command::new(SERVER)
-            .arg("serve")
-            .args(server.args())
-            .arg("--http")
-            .arg(format!("127.0.0.1:{port}"))
-            .args(extra)
-            .env("COMPUTER_MCP_TOKEN", &token)
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let url = format!("http://127.0.0.1:{port}/mcp");
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        HttpServer {
-            child,
-            url,
-            token,
-            server,
-        }
-    }
-
-    fn initialize_body() -> serde_json::Value {
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_needs_a_token_and_checks_host_and_origin() {
