@@ -512,3 +512,42 @@ fn a_stateless_client_over_stdio_keeps_its_default_computer() {
         server.computers().is_empty()
     });
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_over_one_provider_serve_the_same_handle() {
+    if !need_root() {
+        return;
+    }
+    let a = HttpServer::start().await;
+    // A second server over the same provider state, with its own instance.
+    let b = HttpServer::start_on(Server::replica_of(&a.server), &[], &[TOKEN]).await;
+    let ca = a.stateless(TOKEN);
+    let cb = b.stateless(TOKEN);
+    let made = ca.call("computer_new", json!({"name": "shared"})).await;
+    let h = made["structuredContent"]["handle"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ca.call(
+        "exec",
+        json!({"command": "echo from-a > ~/f", "computer": h}),
+    )
+    .await;
+    let r = cb
+        .call("exec", json!({"command": "cat ~/f", "computer": h}))
+        .await;
+    assert_eq!(r["structuredContent"]["stdout"], "from-a\n", "{r}");
+    let r = cb
+        .call("exec", json!({"command": "cat ~/f", "computer": "shared"}))
+        .await;
+    assert_eq!(jhandle(&r), h);
+    // Released through B, it is gone for A too.
+    cb.call("computer_release", json!({"computer": h})).await;
+    let r = ca
+        .call("exec", json!({"argv": ["true"], "computer": h}))
+        .await;
+    assert!(jerror(&r), "{r}");
+    let (_, _) = b.stop().await;
+    let (server, _) = a.stop().await;
+    assert!(server.computers().is_empty(), "{:?}", server.computers());
+}

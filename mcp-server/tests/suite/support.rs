@@ -50,6 +50,8 @@ pub type Client = RunningService<RoleClient, Recorder>;
 /// A state directory for one test's server.
 pub struct Server {
     pub state: tempfile::TempDir,
+    /// The provider's state directory: `state`, or another server's.
+    pub state_dir: PathBuf,
     pub instance: String,
 }
 
@@ -60,9 +62,19 @@ impl Server {
             .tempdir()
             .unwrap();
         Server {
+            state_dir: state.path().to_path_buf(),
             state,
             instance: format!("t{}", marker().to_lowercase()),
         }
+    }
+
+    /// A replica of `other`: another server (its own instance) over the
+    /// same provider state.
+    pub fn replica_of(other: &Server) -> Server {
+        let mut s = Server::new();
+        s.state_dir = other.state_dir.clone();
+        s.instance = format!("{}-b", other.instance);
+        s
     }
 
     pub fn args(&self) -> Vec<String> {
@@ -73,7 +85,7 @@ impl Server {
     pub fn args_logging(&self, level: &str) -> Vec<String> {
         vec![
             "--local-state-dir".into(),
-            self.state.path().display().to_string(),
+            self.state_dir.display().to_string(),
             "--local-computerd".into(),
             computerd().display().to_string(),
             "--instance".into(),
@@ -85,7 +97,7 @@ impl Server {
 
     /// The computers the server has on disk now.
     pub fn computers(&self) -> Vec<String> {
-        let Ok(dir) = std::fs::read_dir(self.state.path().join("computers")) else {
+        let Ok(dir) = std::fs::read_dir(self.state_dir.join("computers")) else {
             return Vec::new();
         };
         let mut v: Vec<String> = dir
