@@ -9,6 +9,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use subtle::ConstantTimeEq;
@@ -67,6 +68,14 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(http.listen).await?;
     let addr = listener.local_addr()?;
+    // Replies are small and often written in two parts (headers, then an
+    // SSE event): without TCP_NODELAY, Nagle holds the second part for the
+    // client's delayed ACK, 40 ms a call.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("could not set TCP_NODELAY: {e}");
+        }
+    });
     if http.token_given {
         eprintln!(
             "computer-mcp: serving MCP at http://{addr}/mcp ({} bearer token(s) as configured)",
