@@ -28,7 +28,9 @@ const ABOUT: &str = "An MCP server that gives a model a computer: a shell, files
 const LONG_ABOUT: &str = "\
 An MCP server that gives a model a computer: a shell, files and background
 processes in an isolated computer that is made on the first tool call and
-gone when the session ends.
+released when the session ends or after --session-idle unused. A model may
+make more with computer_new and name them; `computer-mcp computers` lists
+and releases them from a terminal.
 
 Plug it into an MCP client over stdio (the default: `computer-mcp`, or
 `computer-mcp serve`), or over streamable HTTP (`computer-mcp serve --http
