@@ -655,6 +655,22 @@ mod tests {
     }
 
     #[test]
+    fn the_bounds_on_computers_are_checked_and_reach_the_server() {
+        let c = resolved(&["serve"]).unwrap();
+        assert_eq!(c.fleet, FleetLimits::default());
+        let c = resolved(&["serve", "--max-computers", "2", "--session-idle", "5m"]).unwrap();
+        assert_eq!(c.fleet.max_computers, 2);
+        assert_eq!(c.fleet.idle, Duration::from_secs(300));
+        let e = resolved(&["serve", "--max-computers", "0"]).unwrap_err();
+        assert!(e.contains("must be at least 1"), "{e}");
+        let e = resolved(&["serve", "--max-computers", "20"]).unwrap_err();
+        assert_eq!(
+            e,
+            "--max-computers (20) is over --max-server-computers (16)"
+        );
+    }
+
+    #[test]
     fn keep_is_a_plain_flag() {
         assert!(!resolved(&["sweep"]).unwrap().keep);
         assert!(resolved(&["--keep", "sweep"]).unwrap().keep);
