@@ -241,6 +241,9 @@ async fn shell(ctx: &ToolContext) -> Result<Shell> {
 pub(crate) struct Memo {
     shell: Option<Shell>,
     streams: HashMap<String, Stream>,
+    /// Where the last process_read of each process ended: the next read
+    /// without `since` goes on from there.
+    read_to: HashMap<String, u64>,
 }
 
 impl Memo {
@@ -254,6 +257,17 @@ impl Memo {
             self.streams.clear();
         }
         self.streams.insert(id.to_string(), stream);
+    }
+
+    pub fn read_to(&self, id: &str) -> Option<u64> {
+        self.read_to.get(id).copied()
+    }
+
+    pub fn set_read_to(&mut self, id: &str, offset: u64) {
+        if self.read_to.len() >= 1024 {
+            self.read_to.clear();
+        }
+        self.read_to.insert(id.to_string(), offset);
     }
 }
 
