@@ -520,9 +520,7 @@ fn resolve_http(mut options: ServeArgs) -> Result<Option<HttpConfig>, String> {
     let Some(listen) = options.listen.clone() else {
         return Ok(None);
     };
-    let listen: SocketAddr = listen
-        .parse()
-        .map_err(|_| format!("--http {listen:?} is not an address such as 127.0.0.1:8700"))?;
+    let listen = listen_address(&listen)?;
     let given: Vec<String> = options
         .token
         .iter()
@@ -553,6 +551,21 @@ fn resolve_http(mut options: ServeArgs) -> Result<Option<HttpConfig>, String> {
         },
         options,
     }))
+}
+
+/// `--http`'s address: `IP:PORT`, or `localhost:PORT` (loopback).
+fn listen_address(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = text.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    if let Some(port) = text.strip_prefix("localhost:")
+        && let Ok(port) = port.parse::<u16>()
+    {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    Err(format!(
+        "--http {text:?} is not an address such as 127.0.0.1:8700 or localhost:8700"
+    ))
 }
 
 impl Config {
@@ -668,6 +681,25 @@ mod tests {
             e,
             "--max-computers (20) is over --max-server-computers (16)"
         );
+    }
+
+    #[test]
+    fn http_takes_an_ip_or_localhost() {
+        assert_eq!(
+            listen_address("localhost:8700").unwrap(),
+            "127.0.0.1:8700".parse().unwrap()
+        );
+        assert_eq!(
+            listen_address("[::1]:9").unwrap(),
+            "[::1]:9".parse().unwrap()
+        );
+        let e = listen_address("example.com:80").unwrap_err();
+        assert!(
+            e.contains("such as 127.0.0.1:8700 or localhost:8700"),
+            "{e}"
+        );
+        let c = resolved(&["serve", "--http", "localhost:8700"]).unwrap();
+        assert_eq!(c.http.unwrap().listen.port(), 8700);
     }
 
     #[test]

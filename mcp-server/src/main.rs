@@ -194,7 +194,23 @@ async fn serve(provider: Arc<dyn Provider>, config: Config) -> anyhow::Result<i3
                 .new_session(&app.stdio_principal)
                 .map_err(anyhow::Error::msg)?;
             let handler = server::ComputerMcp::stdio(Arc::clone(&session));
-            let running = handler.serve(rmcp::transport::stdio()).await?;
+            if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+                eprintln!(
+                    "computer-mcp: waiting for an MCP client on stdin (this is a stdio MCP server: plug it into a client, as the README's \"Plug it in\" shows; Ctrl-D or Ctrl-C ends it)"
+                );
+            }
+            let running = match handler.serve(rmcp::transport::stdio()).await {
+                Ok(r) => r,
+                Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+                    // Nobody spoke: not an error.
+                    eprintln!(
+                        "computer-mcp: stdin closed before any MCP message; nothing to serve"
+                    );
+                    app.release_all().await;
+                    return Ok(0);
+                }
+                Err(e) => return Err(e.into()),
+            };
             tokio::select! {
                 r = running.waiting() => {
                     if let Err(e) = r {

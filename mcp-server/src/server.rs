@@ -68,6 +68,7 @@ impl ComputerMcp {
             exec_default_timeout_ms: c.exec_timeout.as_millis() as u64,
             exec_max_timeout_ms: c.exec_max_timeout.as_millis() as u64,
             idle_ms: c.fleet.idle.as_millis() as u64,
+            open_world: c.network != NetworkArg::None,
         }
     }
 

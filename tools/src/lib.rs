@@ -88,6 +88,9 @@ pub struct ToolSettings {
     /// A computer unused this long is released (stated in every tool's
     /// `computer` argument).
     pub idle_ms: u64,
+    /// Programs may reach outside the computer (its network is not
+    /// `none`): the `openWorldHint` of the tools that run programs.
+    pub open_world: bool,
 }
 
 impl Default for ToolSettings {
@@ -97,6 +100,7 @@ impl Default for ToolSettings {
             exec_default_timeout_ms: 120_000,
             exec_max_timeout_ms: 600_000,
             idle_ms: 30 * 60_000,
+            open_world: false,
         }
     }
 }

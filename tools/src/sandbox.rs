@@ -391,6 +391,7 @@ mod tests {
             exec_default_timeout_ms: 30_000,
             exec_max_timeout_ms: 90_000,
             idle_ms: 60_000,
+            open_world: true,
         };
         let tools = sandbox_tools_with(&groups(&["exec"]), false, &s);
         let exec = &tools[0];
@@ -402,6 +403,16 @@ mod tests {
             "{d}"
         );
         assert!(exec.description.as_deref().unwrap().contains("8 KiB"));
+        // Programs reach out only where the network is not none.
+        let open_world = |s: &ToolSettings| {
+            sandbox_tools_with(&groups(&["exec", "processes"]), false, s)
+                .iter()
+                .filter(|t| t.annotations.as_ref().and_then(|a| a.open_world_hint) == Some(true))
+                .map(|t| t.name.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(open_world(&s), ["exec", "process_start"]);
+        assert!(open_world(&ToolSettings::default()).is_empty());
     }
 
     #[test]

@@ -97,7 +97,7 @@ Nothing the command starts outlives it: for servers, watchers and programs that 
     let mut t = make_tool::<ExecArgs, ExecOutput>(
         name,
         description,
-        hints("Run a command", false, true, false, true),
+        hints("Run a command", false, true, false, s.open_world),
     );
     restate_property(
         &mut t,

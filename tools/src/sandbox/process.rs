@@ -109,7 +109,7 @@ pub struct ProcessStartOutput {
     pub log_file: Option<String>,
 }
 
-pub(crate) fn start_tool(name: &'static str, _s: &ToolSettings) -> Tool {
+pub(crate) fn start_tool(name: &'static str, s: &ToolSettings) -> Tool {
     make_tool::<ProcessStartArgs, ProcessStartOutput>(
         name,
         "Start a program that keeps running in the background (a server, a watcher, a long build, an interactive program) and return its id at once. Give `command` (a shell command line, run with bash -lc) or `argv`. \
@@ -117,7 +117,7 @@ Then read its output with process_read, send it input with process_write, and st
 With `pty` the program runs in a terminal (for shells, REPLs and programs that need one); without it, it gets a stdin pipe and its stdout and stderr are collected together, also in a log file whose path the result gives. \
 It runs until it ends, is signalled, or the computer ends. For a command that just runs to completion, use exec."
             .to_string(),
-        hints("Start a background process", false, false, false, true),
+        hints("Start a background process", false, false, false, s.open_world),
     )
 }
 
