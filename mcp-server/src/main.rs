@@ -20,6 +20,7 @@ mod computers;
 mod config;
 mod http;
 mod logging;
+mod resources;
 mod server;
 mod session;
 

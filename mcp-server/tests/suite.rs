@@ -1,5 +1,6 @@
 mod fleet;
 mod http;
 mod lifecycle;
+mod skills;
 mod stdio;
 mod support;

@@ -15,6 +15,8 @@
 //! - [`fleet`]: computers a model names: the `computer` argument every
 //!   family tool takes ([`fleet::Which`]), and `computer_new`,
 //!   `computer_list` and `computer_release` over the server's [`fleet::Fleet`].
+//! - [`skills`]: each family's `SKILL.md` (from `skills/`), embedded,
+//!   parsed, and its example calls.
 //! - `state`: [`ComputerState`], what the tools remember about one computer
 //!   (one slot per family's memo), made by the server per computer.
 //! - `define`: what a tool definition is made of: `make_tool` (schemas from
@@ -31,6 +33,7 @@ mod error;
 pub mod fleet;
 mod registry;
 pub mod sandbox;
+pub mod skills;
 mod state;
 mod text;
 
@@ -142,6 +145,10 @@ pub struct ToolContext {
     pub state: Arc<ComputerState>,
     /// Fired when the MCP client cancels the call.
     pub cancel: CancellationToken,
+    /// The base of this computer's MCP resources (`computer://<handle>`),
+    /// when the server serves them: a saved output is then linked as
+    /// `<base>/file<path>`, which `resources/read` reads in pages.
+    pub resources: Option<String>,
 }
 
 impl std::fmt::Debug for ToolContext {

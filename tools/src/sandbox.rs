@@ -42,6 +42,7 @@ const PROCESSES: Needs = Needs::Group(Group::Processes);
 pub const FAMILY: Family = Family {
     kind: SettingKind::Sandbox,
     instructions: INSTRUCTIONS,
+    skill: crate::skills::SANDBOX_TEXT,
     tools: &[
         ToolDef::new("exec",           EXEC,      exec::tool,           handler!(exec::run)),
         ToolDef::new("read_file",      FILES,     files::read_tool,     handler!(files::read)),
@@ -481,6 +482,7 @@ mod tests {
 
     fn dead_ctx() -> ToolContext {
         ToolContext {
+            resources: None,
             client: Arc::new(Dead),
             facts: Default::default(),
             settings: Default::default(),

@@ -18,7 +18,7 @@ use computerd::protocol::{
     ProcessStartParams, ProcessWaitParams, ProcessWriteParams, Signal, Stream, limits,
 };
 use futures::future::BoxFuture;
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -567,7 +567,25 @@ async fn finish(ctx: &ToolContext, ran: Ran, started: Instant) -> Result<CallToo
         stderr_bytes: ran.stderr.len() as u64,
         duration_ms: started.elapsed().as_millis() as u64,
     };
-    Ok(done(text, &output))
+    let mut r = done(text, &output);
+    // Each saved output is also a resource the client can read in pages.
+    if let Some(base) = &ctx.resources {
+        for (file, size) in [
+            (&output.stdout_file, output.stdout_bytes),
+            (&output.stderr_file, output.stderr_bytes),
+        ] {
+            if let Some(path) = file {
+                let name = path.rsplit('/').next().unwrap_or(path);
+                r.content.push(ContentBlock::resource_link(
+                    rmcp::model::Resource::new(format!("{base}/file{path}"), name)
+                        .with_description("the whole output, saved in the computer; resources/read it in pages (?page=N)")
+                        .with_mime_type("text/plain")
+                        .with_size(size),
+                ));
+            }
+        }
+    }
+    Ok(r)
 }
 
 #[cfg(test)]
