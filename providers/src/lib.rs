@@ -14,6 +14,10 @@
 //! - [`local`]: computers on this machine, isolated by `computerd sandbox`,
 //!   bounded by a cgroup each ([`local::cgroup`]), with a uid each
 //!   ([`local::uids`]).
+//! - [`docker`]: hardened Docker containers with `computerd init` as PID 1,
+//!   made and read back through the engine's API, each checked for drift.
+//! - [`janitor`]: [`janitor::release_older`], the run/epoch fence shared by
+//!   every provider.
 //! - [`share`]: host directories shown at `/workspace`, and the rules a
 //!   share must pass before anything is made.
 //! - [`random`]: names and tokens from the OS's random source, failing
@@ -23,6 +27,8 @@
 //! its computer. Settings come in typed only: no provider reads the
 //! environment (the server's clap reads the variables a provider declares).
 
+pub mod docker;
+pub mod janitor;
 pub mod local;
 pub mod provider;
 pub mod random;
@@ -31,6 +37,8 @@ pub mod settings;
 pub mod share;
 pub mod types;
 
+pub use docker::{DockerOptions, DockerProvider, DockerSettings};
+pub use janitor::{ReleasedOlder, release_older, run_labels};
 pub use provider::{Connection, Provider};
 pub use registry::{
     Configure, Constructor, PROVIDER_IDS, PROVIDERS, Sources, provider_for, unknown_option,
