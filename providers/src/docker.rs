@@ -416,9 +416,10 @@ impl DockerProvider {
         let network = match hc["NetworkMode"].as_str() {
             Some("none") => NetworkKind::None,
             Some("bridge") | Some("default") => NetworkKind::Open,
-            other => {
+            _ => {
                 bad.push(format!(
-                    "HostConfig.NetworkMode is {other:?}, where a computer is on none or the default bridge"
+                    "HostConfig.NetworkMode is {}, where a computer is on \"none\" or the default \"bridge\"",
+                    hc["NetworkMode"]
                 ));
                 NetworkKind::None
             }
