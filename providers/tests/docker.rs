@@ -690,3 +690,57 @@ async fn a_computer_removed_from_outside_is_gone_on_the_next_call_within_5_s() {
     assert_eq!(err.code, ErrorCode::Gone, "{err:?}");
     e.clean().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recipe_is_built_once_by_one_flight_and_tagged_by_its_hash() {
+    let Some(e) = env("recipe").await else { return };
+    let cancel = CancellationToken::new();
+    // A recipe unique to this run, so the build really happens.
+    let recipe = format!(
+        "FROM {}\nRUN echo {} > /etc/recipe-run\n",
+        e.image,
+        std::process::id()
+    );
+    let tag = computer_providers::docker::image::recipe_tag(&recipe);
+    let mut opts = DockerOptions::new(e.computerd.clone(), e.cache.path().join("cache"));
+    opts.image = Some(ImageSource::Recipe(recipe.clone()));
+    let p = DockerProvider::new(opts).unwrap();
+    // Two concurrent creates share one build.
+    let spec = e.spec(600_000);
+    let (a, b) = tokio::join!(p.create(&spec, &cancel), p.create(&spec, &cancel));
+    let (a, b) = (a.unwrap().computer, b.unwrap().computer);
+    let img = e.docker.inspect_image(&tag).await.unwrap();
+    let labels = img.config.unwrap().labels.unwrap();
+    assert_eq!(
+        labels[label::RECIPE],
+        cache::sha256_bytes(recipe.as_bytes())
+    );
+    let conn = p.connect(&a, &cancel).await.unwrap();
+    assert_eq!(
+        text(&run(&conn, "cat /etc/recipe-run").await),
+        format!("{}\n", std::process::id())
+    );
+    conn.client.close();
+    for c in [&a, &b] {
+        p.release(c, Release::Delete, &cancel).await.unwrap();
+    }
+    // A recipe that fails says which step, in its own words.
+    let mut opts = DockerOptions::new(e.computerd.clone(), e.cache.path().join("cache"));
+    opts.image = Some(ImageSource::Recipe(format!(
+        "FROM {}\nRUN exit 3\n",
+        e.image
+    )));
+    let p = DockerProvider::new(opts).unwrap();
+    let err = p.create(&e.spec(600_000), &cancel).await.unwrap_err();
+    assert_eq!(err.field.as_deref(), Some("recipe"));
+    assert!(err.message.contains("exit 3"), "{}", err.message);
+    let _ = e
+        .docker
+        .remove_image(
+            &tag,
+            None::<bollard::query_parameters::RemoveImageOptions>,
+            None,
+        )
+        .await;
+    e.clean().await;
+}
