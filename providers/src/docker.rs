@@ -344,6 +344,15 @@ impl DockerProvider {
         Ok(())
     }
 
+    /// The provider's copy of the static daemon, made if missing.
+    async fn daemon_copy(&self) -> Result<PathBuf> {
+        cache::check_static(&self.opts.computerd)?;
+        let (computerd, cache_dir) = (self.opts.computerd.clone(), self.opts.cache_dir.clone());
+        tokio::task::spawn_blocking(move || cache::ensure_copy(&computerd, &cache_dir))
+            .await
+            .map_err(|e| ProviderError::failed(format!("copying the daemon failed: {e}")))?
+    }
+
     fn new_name() -> Result<String> {
         Ok(format!("computer-{}", &crate::random::random_hex(6)?))
     }
@@ -888,12 +897,7 @@ impl Provider for DockerProvider {
                 ),
             ));
         }
-        cache::check_static(&self.opts.computerd)?;
-        let (computerd, cache_dir) = (self.opts.computerd.clone(), self.opts.cache_dir.clone());
-        let daemon =
-            tokio::task::spawn_blocking(move || cache::ensure_copy(&computerd, &cache_dir))
-                .await
-                .map_err(|e| ProviderError::failed(format!("copying the daemon failed: {e}")))??;
+        let daemon = self.daemon_copy().await?;
         let user = self.user_for(spec)?;
         let limits = self.limits_for(spec, Some(&host))?;
         let shares = crate::share::plan(&spec.shares, &self.opts.cache_dir, user)?;
@@ -972,6 +976,16 @@ impl Provider for DockerProvider {
         };
         let plan = self.plan_of(&v).map_err(refuse)?;
         let mut drift = drift::inspect_drift(&plan, &v, &host);
+        // The daemon it binds is this provider's own copy (the same bytes
+        // give the same path in every process).
+        let own = self.daemon_copy().await?;
+        if plan.daemon != own {
+            drift.push(format!(
+                "it binds the daemon {}, where this provider's is {}",
+                plan.daemon.display(),
+                own.display()
+            ));
+        }
         if drift.is_empty() && v["State"]["Running"].as_bool() == Some(true) {
             let conn =
                 Self::hello(stream::open(&docker, &self.shown_socket(), &name).await?).await?;

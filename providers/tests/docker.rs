@@ -744,3 +744,55 @@ async fn a_recipe_is_built_once_by_one_flight_and_tagged_by_its_hash() {
         .await;
     e.clean().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_of_another_version_is_refused() {
+    let Some(e) = env("version").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    // A stand-in daemon: init sleeps, stdio answers hello as version 0.0.0.
+    let fake = e.cache.path().join("fake-computerd");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\ncase \"$1\" in\ninit) exec sleep 600;;\nstdio) read -r line; id=$(echo \"$line\" | sed 's/.*\"id\":\\([0-9]*\\).*/\\1/'); printf '{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"version\":\"0.0.0\",\"os\":\"linux\",\"kind\":\"linux\",\"arch\":\"amd64\",\"groups\":[\"exec\",\"files\",\"processes\"]}}\\n' \"$id\"; cat >/dev/null;;\nesac\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let name = "computer-00000000fe01";
+    let mut plan = e.plan(name, 600_000, &Labels::new());
+    plan.daemon = fake.clone();
+    e.make(plan.body(), name, true).await;
+    let c = computer_providers::ComputerRef {
+        provider: "docker".into(),
+        id: name.into(),
+        labels: Labels::new(),
+        created_at: String::new(),
+        deadline: String::new(),
+        running: true,
+        home: None,
+        user: None,
+    };
+    let err = e.p.connect(&c, &cancel).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Refused, "{err:?}");
+    assert!(
+        err.message.contains(&format!(
+            "the daemon is version 0.0.0, where this provider is {}",
+            computerd::VERSION
+        )),
+        "{}",
+        err.message
+    );
+    // attach names the daemon it binds, which is not the provider's copy.
+    let err =
+        e.p.attach(&AttachBy::Id(name.into()), &cancel)
+            .await
+            .unwrap_err();
+    assert!(
+        err.message.contains("it binds the daemon"),
+        "{}",
+        err.message
+    );
+    assert!(e.exists(name).await);
+    e.clean().await;
+}
