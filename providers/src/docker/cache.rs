@@ -172,7 +172,12 @@ pub fn ensure_copy(daemon: &Path, dir: &Path) -> Result<PathBuf> {
     if ok(&target) {
         return Ok(target);
     }
-    let tmp = dir.join(format!(".computerd-{sum}.{}", std::process::id()));
+    // A name of its own per writer: two creates may copy at once.
+    let tmp = dir.join(format!(
+        ".computerd-{sum}.{}.{}",
+        std::process::id(),
+        crate::random::random_hex(4)?
+    ));
     let copied = (|| -> std::io::Result<()> {
         let mut src = std::fs::File::open(daemon)?;
         let mut dst = std::fs::OpenOptions::new()
@@ -189,6 +194,9 @@ pub fn ensure_copy(daemon: &Path, dir: &Path) -> Result<PathBuf> {
     })();
     if let Err(e) = copied {
         let _ = std::fs::remove_file(&tmp);
+        if ok(&target) {
+            return Ok(target);
+        }
         return Err(ProviderError::failed(format!(
             "could not copy the daemon into {}: {e}",
             dir.display()
