@@ -222,7 +222,13 @@ impl DockerProvider {
                 .info()
                 .await
                 .map_err(self.err("reading docker info"))?;
-            Ok::<_, ProviderError>(Host::of(&info))
+            let version = docker
+                .version()
+                .await
+                .map_err(self.err("reading docker version"))?;
+            let mut host = Host::of(&info);
+            host.require_api(version.api_version.as_deref().unwrap_or(""));
+            Ok::<_, ProviderError>(host)
         });
         tokio::select! {
             h = read => h.cloned(),

@@ -796,3 +796,29 @@ async fn a_daemon_of_another_version_is_refused() {
     assert!(e.exists(name).await);
     e.clean().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_may_ask_for_root_which_holds_no_capability() {
+    let Some(e) = env("root").await else { return };
+    let cancel = CancellationToken::new();
+    let mut spec = e.spec(600_000);
+    spec.user = Some("0".into());
+    let c = e.p.create(&spec, &cancel).await.unwrap().computer;
+    assert_eq!(c.user.as_deref(), Some("0:0"));
+    let conn = e.p.connect(&c, &cancel).await.unwrap();
+    let out = text(
+        &run(
+            &conn,
+            "id -u; grep -E '^Cap(Eff|Bnd)' /proc/self/status; touch /etc/x 2>&1 && echo wrote",
+        )
+        .await,
+    );
+    assert!(out.starts_with("0\n"), "{out}");
+    assert!(
+        out.contains("CapEff:\t0000000000000000") && out.contains("CapBnd:\t0000000000000000"),
+        "{out}"
+    );
+    conn.client.close();
+    e.p.release(&c, Release::Delete, &cancel).await.unwrap();
+    e.clean().await;
+}

@@ -7,6 +7,9 @@ use bollard::models::SystemInfo;
 use crate::local::cgroup;
 use crate::types::{ErrorCode, ProviderError};
 
+/// The oldest engine API a computer can be made on.
+pub const MIN_API: (u32, u32) = (1, 41);
+
 /// What a computer's bounds rest on, read from `docker info`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Host {
@@ -95,6 +98,23 @@ impl Host {
             remap,
             missing,
             engine: info.server_version.clone().unwrap_or_default(),
+        }
+    }
+
+    /// An engine older than API [`MIN_API`] (Docker 20.10) lacks what a
+    /// computer is made with (private cgroup namespaces); bollard sends
+    /// unversioned paths, so an older engine would silently ignore it.
+    pub fn require_api(&mut self, api: &str) {
+        let parse = |s: &str| {
+            let (a, b) = s.split_once('.')?;
+            Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?))
+        };
+        match parse(api) {
+            Some(v) if v >= MIN_API => {}
+            _ => self.missing.push(format!(
+                "this Docker engine speaks API {api:?}, and a computer needs {}.{} or later (Docker 20.10) for its private cgroup namespace",
+                MIN_API.0, MIN_API.1
+            )),
         }
     }
 
@@ -217,13 +237,15 @@ mod tests {
             "name=apparmor".into(),
             "name=userns".into(),
         ]);
-        let h = Host::of(&i);
+        let mut h = Host::of(&i);
+        h.require_api("1.40");
         assert_eq!(
             h.missing,
             vec![
                 "this Docker host does not enforce swap limits, so a computer could swap past its memory size",
                 "this Docker host does not enforce pids limits, so a computer's pids limit is only configuration",
                 "this Docker host has no seccomp (its default seccomp profile is unconfined), so a computer could make any system call",
+                "this Docker engine speaks API \"1.40\", and a computer needs 1.41 or later (Docker 20.10) for its private cgroup namespace",
             ]
         );
         assert!(h.apparmor);
