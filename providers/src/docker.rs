@@ -74,6 +74,8 @@ const START_WAIT: Duration = Duration::from_secs(30);
 const HELLO_WAIT: Duration = Duration::from_secs(10);
 /// A janitor's allowance for clock skew on a deadline label.
 const SKEW_MS: i64 = 60_000;
+/// How long a removed computer may take to be gone from the engine.
+const REMOVE_WAIT: Duration = Duration::from_secs(10);
 /// Seconds `docker stop` waits before KILL (init ends in order in 2 s).
 const STOP_WAIT_S: i32 = 5;
 
@@ -610,14 +612,36 @@ impl DockerProvider {
             )
             .await
         {
-            Ok(()) => Ok(()),
-            Err(e) if host::is_not_found(&e) => Ok(()),
-            Err(e) => Err(host::docker_error(
-                &self.shown_socket(),
-                "removing the computer",
-                e,
-            )),
+            Ok(()) => {}
+            Err(e) if host::is_not_found(&e) => return Ok(()),
+            Err(e) => {
+                return Err(host::docker_error(
+                    &self.shown_socket(),
+                    "removing the computer",
+                    e,
+                ));
+            }
         }
+        // Read back: the name is free only once Docker has let it go.
+        let wait = crate::wait::Wait::new(format!("{name} to be removed"), REMOVE_WAIT);
+        crate::wait::wait_until(
+            &wait,
+            &CancellationToken::new(),
+            || async {
+                match docker
+                    .inspect_container(name, None::<InspectContainerOptions>)
+                    .await
+                {
+                    Err(e) if host::is_not_found(&e) => Ok(true),
+                    Ok(_) => Ok(false),
+                    Err(e) => Err(host::docker_error(&self.shown_socket(), "inspecting", e)),
+                }
+            },
+            |gone| *gone,
+            |_| "it is still there".into(),
+        )
+        .await
+        .map(|_| ())
     }
 
     /// The part of create after the container exists; the caller removes

@@ -20,6 +20,8 @@
 //!   every provider.
 //! - [`share`]: host directories shown at `/workspace`, and the rules a
 //!   share must pass before anything is made.
+//! - [`wait`]: [`wait::wait_until`], the one bounded wait for a state a
+//!   vendor reads back later than it acted.
 //! - [`random`]: names and tokens from the OS's random source, failing
 //!   closed.
 //!
@@ -36,6 +38,7 @@ pub mod registry;
 pub mod settings;
 pub mod share;
 pub mod types;
+pub mod wait;
 
 pub use docker::{DockerOptions, DockerProvider, DockerSettings};
 pub use janitor::{ReleasedOlder, release_older, run_labels};
