@@ -1063,6 +1063,12 @@ impl Provider for DockerProvider {
         computer: &ComputerRef,
         cancel: &CancellationToken,
     ) -> Result<Connection> {
+        if !plan::is_computer_name(&computer.id) {
+            return Err(ProviderError::not_found(format!(
+                "{:?} is not a Docker computer's name (computer-<12 hex digits>)",
+                computer.id
+            )));
+        }
         let docker = self.engine()?;
         let host = self.host(cancel).await?;
         let opened = stream::open(&docker, &self.shown_socket(), &computer.id).await;

@@ -734,6 +734,17 @@ async fn a_recipe_is_built_once_by_one_flight_and_tagged_by_its_hash() {
     let err = p.create(&e.spec(600_000), &cancel).await.unwrap_err();
     assert_eq!(err.field.as_deref(), Some("recipe"));
     assert!(err.message.contains("exit 3"), "{}", err.message);
+    // The failed step's container is not left behind.
+    let all = e
+        .docker
+        .list_containers(Some(ListContainersOptionsBuilder::new().all(true).build()))
+        .await
+        .unwrap();
+    assert!(
+        !all.iter()
+            .any(|c| c.command.as_deref().is_some_and(|c| c.contains("exit 3"))),
+        "{all:?}"
+    );
     let _ = e
         .docker
         .remove_image(

@@ -185,6 +185,7 @@ async fn make_ready(docker: &Docker, socket: &str, source: &ImageSource) -> Resu
                 .t(&tag)
                 .q(true)
                 .rm(true)
+                .forcerm(true)
                 .labels(&labels)
                 .build();
             let mut build =
