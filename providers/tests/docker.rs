@@ -595,7 +595,43 @@ async fn bad_input_is_refused_in_words_with_nothing_left_behind() {
         assert_eq!(err.field.as_deref(), Some("share"), "{share}");
         assert!(err.message.contains(words), "{share}: {}", err.message);
     }
+    // An image with a VOLUME (a mount the computer was not asked for).
+    let mut opts = DockerOptions::new(e.computerd.clone(), e.cache.path().join("cache"));
+    opts.image = Some(ImageSource::Recipe(format!(
+        "FROM {}\nVOLUME /data\n",
+        e.image
+    )));
+    let with_volume = DockerProvider::new(opts).unwrap();
+    let err = with_volume
+        .create(&e.spec(600_000), &cancel)
+        .await
+        .unwrap_err();
+    assert_eq!(err.field.as_deref(), Some("image"));
+    assert!(
+        err.message.contains("declares VOLUME [\"/data\"]"),
+        "{}",
+        err.message
+    );
     assert_eq!(count().await, 0);
+    // A container with a computer's name but not our label is not ours:
+    // attach does not find it, release and sweep never touch it.
+    let name = "computer-00000000aa01";
+    let mut body = e.plan(name, -60_000, &Labels::new()).body();
+    body.labels = Some(HashMap::from([(TEST_LABEL.to_string(), e.test.clone())]));
+    e.make(body, name, false).await;
+    let err =
+        e.p.attach(&AttachBy::Id(name.into()), &cancel)
+            .await
+            .unwrap_err();
+    assert_eq!(err.code, ErrorCode::NotFound, "{err:?}");
+    assert!(
+        !e.p.sweep(&cancel)
+            .await
+            .unwrap()
+            .contains(&name.to_string())
+    );
+    assert!(e.exists(name).await);
+    e.clean().await;
     // An engine that is not there.
     let mut opts = DockerOptions::new(e.computerd.clone(), e.cache.path().join("c2"));
     opts.socket = "/nonexistent/docker.sock".into();
