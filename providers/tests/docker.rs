@@ -422,6 +422,12 @@ async fn at_its_deadline_the_computer_stops_by_itself() {
     }
     let err = e.p.connect(&c, &cancel).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Gone, "{err:?}");
+    // A stopped computer is checked by its inspect alone, and attaches.
+    let found =
+        e.p.attach(&AttachBy::Id(c.id.clone()), &cancel)
+            .await
+            .unwrap();
+    assert!(!found.running);
     // The janitor deletes it; a live computer is kept.
     let live =
         e.p.create(&e.spec(600_000), &cancel)
