@@ -68,6 +68,9 @@ pub const MAX_LIFETIME_MS: u64 = 30 * 24 * 3600 * 1000;
 pub const DEFAULT_SOCKET: &str = "/var/run/docker.sock";
 /// A root server's computers run as this user unless told otherwise.
 pub const DEFAULT_USER: (u32, u32) = (1000, 1000);
+/// Every engine call's bound until its answer begins (a build's or a
+/// pull's stream, and an exec's attached stream, go on past it).
+const ENGINE_TIMEOUT_S: u64 = 30;
 /// How long a new computer gets until its daemon answers hello.
 const START_WAIT: Duration = Duration::from_secs(30);
 /// How long hello may take on a live connection.
@@ -205,8 +208,12 @@ impl DockerProvider {
         if let Some(d) = slot.as_ref() {
             return Ok(d.clone());
         }
-        let d = Docker::connect_with_unix(self.socket(), 120, bollard::API_DEFAULT_VERSION)
-            .map_err(|_| host::unreachable(&self.shown_socket()))?;
+        let d = Docker::connect_with_unix(
+            self.socket(),
+            ENGINE_TIMEOUT_S,
+            bollard::API_DEFAULT_VERSION,
+        )
+        .map_err(|_| host::unreachable(&self.shown_socket()))?;
         *slot = Some(d.clone());
         Ok(d)
     }
@@ -1234,6 +1241,53 @@ mod tests {
         assert_eq!(
             DockerProvider::new(o).err().unwrap().field.as_deref(),
             Some("user")
+        );
+    }
+
+    #[test]
+    fn attach_reads_the_plan_back_from_the_inspect() {
+        let p = provider();
+        let deadline: Time = "2026-12-01T10:00:00Z".parse().unwrap();
+        let mut labels = Labels::from([("k".to_string(), "v".to_string())]);
+        for (k, v) in Plan::own_labels(&deadline) {
+            labels.insert(k.into(), v);
+        }
+        let plan = Plan {
+            name: "computer-0123456789ab".into(),
+            image: "debian:bookworm".into(),
+            user: (1000, 1001),
+            network: NetworkKind::Open,
+            limits: Limits {
+                cpus: 1.5,
+                memory_mb: 512,
+                pids: 100,
+            },
+            deadline,
+            labels,
+            daemon: "/cache/computerd-abc".into(),
+            shares: vec![Share {
+                source: "/srv/ws".into(),
+                target: WORKSPACE.into(),
+                read_only: true,
+            }],
+        };
+        let body = serde_json::to_value(plan.body()).unwrap();
+        let mut config = body.clone();
+        config.as_object_mut().unwrap().remove("HostConfig");
+        let v = serde_json::json!({
+            "Name": "/computer-0123456789ab",
+            "Created": "2026-12-01T09:00:00Z",
+            "HostConfig": body["HostConfig"],
+            "Config": config,
+        });
+        assert_eq!(p.plan_of(&v).unwrap(), plan);
+        // A deadline further than 30 days from creation is not ours.
+        let mut far = v.clone();
+        far["Created"] = "2026-10-01T09:00:00Z".into();
+        let bad = p.plan_of(&far).unwrap_err();
+        assert!(
+            bad[0].contains("more than 30 days after it was made"),
+            "{bad:?}"
         );
     }
 
