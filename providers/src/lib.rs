@@ -14,8 +14,14 @@
 //! - [`local`]: computers on this machine, isolated by `computerd sandbox`,
 //!   bounded by a cgroup each ([`local::cgroup`]), with a uid each
 //!   ([`local::uids`]).
+//! - [`docker`]: hardened Docker containers with `computerd init` as PID 1,
+//!   made and read back through the engine's API, each checked for drift.
+//! - [`janitor`]: [`janitor::release_older`], the run/epoch fence shared by
+//!   every provider.
 //! - [`share`]: host directories shown at `/workspace`, and the rules a
 //!   share must pass before anything is made.
+//! - [`wait`]: [`wait::wait_until`], the one bounded wait for a state a
+//!   vendor reads back later than it acted.
 //! - [`random`]: names and tokens from the OS's random source, failing
 //!   closed.
 //!
@@ -23,6 +29,8 @@
 //! its computer. Settings come in typed only: no provider reads the
 //! environment (the server's clap reads the variables a provider declares).
 
+pub mod docker;
+pub mod janitor;
 pub mod local;
 pub mod provider;
 pub mod random;
@@ -30,7 +38,10 @@ pub mod registry;
 pub mod settings;
 pub mod share;
 pub mod types;
+pub mod wait;
 
+pub use docker::{DockerOptions, DockerProvider, DockerSettings};
+pub use janitor::{ReleasedOlder, release_older, run_labels};
 pub use provider::{Connection, Provider};
 pub use registry::{
     Configure, Constructor, PROVIDER_IDS, PROVIDERS, Sources, provider_for, unknown_option,
