@@ -58,12 +58,23 @@ pub enum Command {
     /// Make a computer, run one program in it, print its output, release it.
     /// For trying the server's computers from a terminal.
     Exec(ExecArgs),
-    /// Release every computer of the provider whose deadline has passed.
-    Sweep,
+    /// Release every computer of the provider whose deadline has passed;
+    /// with --run and --epoch, also the run's computers of lower epochs.
+    Sweep(SweepArgs),
     /// List or release the provider's computers from a terminal: kept
     /// ones, those of a server that is gone, or any other.
     #[command(subcommand)]
     Computers(ComputersCommand),
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct SweepArgs {
+    /// A run's name (its computers carry it in the label computer-mcp.run): release the run's computers of an epoch below --epoch, keep --epoch's; refused, releasing nothing, when the run has a computer of a higher epoch (a later claim holds it).
+    #[arg(long, value_name = "RUN", requires = "epoch")]
+    pub run: Option<String>,
+    /// The claim epoch of --run (a whole number).
+    #[arg(long, value_name = "N", requires = "run")]
+    pub epoch: Option<u64>,
 }
 
 #[derive(Subcommand, Debug, Clone)]

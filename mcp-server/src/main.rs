@@ -113,7 +113,7 @@ fn run(parsed: Parsed) -> i32 {
         // instead of failing its first tool call. `sweep` makes none.
         if !matches!(
             parsed.cli.command,
-            Some(Command::Sweep | Command::Computers(_))
+            Some(Command::Sweep(_) | Command::Computers(_))
         ) {
             let checked = config
                 .spec()
@@ -126,7 +126,7 @@ fn run(parsed: Parsed) -> i32 {
         let result = match parsed.cli.command {
             None | Some(Command::Serve(_)) => serve(provider, config).await,
             Some(Command::Exec(args)) => exec(provider, &config, args).await,
-            Some(Command::Sweep) => sweep(provider).await,
+            Some(Command::Sweep(a)) => sweep(provider, a).await,
             Some(Command::Computers(c)) => manage(provider, c).await,
         };
         match result {
@@ -298,9 +298,26 @@ fn signal_number(name: &str) -> i32 {
 }
 
 #[allow(clippy::print_stdout)] // `sweep` is a terminal command, not the stdio server
-async fn sweep(provider: Arc<dyn Provider>) -> anyhow::Result<i32> {
+async fn sweep(provider: Arc<dyn Provider>, args: config::SweepArgs) -> anyhow::Result<i32> {
+    let cancel = CancellationToken::new();
+    if let (Some(run), Some(epoch)) = (&args.run, args.epoch) {
+        let r = computer_providers::release_older(provider.as_ref(), run, epoch, &cancel)
+            .await
+            .map_err(|e| anyhow::anyhow!("run {run:?}: {}", e.message))?;
+        for id in &r.released {
+            println!("released {id} (run {run}, an epoch below {epoch})");
+        }
+        for (id, why) in &r.unproven {
+            println!("released {id} (run {run}: {why})");
+        }
+        eprintln!(
+            "computer-mcp: run {run:?}: {} released below epoch {epoch}, {} kept at it",
+            r.released.len() + r.unproven.len(),
+            r.kept.len()
+        );
+    }
     let released = provider
-        .sweep(&CancellationToken::new())
+        .sweep(&cancel)
         .await
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     for id in &released {
