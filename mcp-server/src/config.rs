@@ -61,6 +61,10 @@ pub enum Command {
     /// Release every computer of the provider whose deadline has passed;
     /// with --run and --epoch, also the run's computers of lower epochs.
     Sweep(SweepArgs),
+    /// Check what this host can give (namespaces, seccomp, cgroups, Docker,
+    /// Xvfb, Chromium), make one computer with the configured provider, and
+    /// say the next step for each thing that does not work.
+    Doctor,
     /// List or release the provider's computers from a terminal: kept
     /// ones, those of a server that is gone, or any other.
     #[command(subcommand)]

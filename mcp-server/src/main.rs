@@ -18,6 +18,7 @@
 
 mod computers;
 mod config;
+mod doctor;
 mod http;
 mod logging;
 mod resources;
@@ -113,7 +114,7 @@ fn run(parsed: Parsed) -> i32 {
         // instead of failing its first tool call. `sweep` makes none.
         if !matches!(
             parsed.cli.command,
-            Some(Command::Sweep(_) | Command::Computers(_))
+            Some(Command::Sweep(_) | Command::Computers(_) | Command::Doctor)
         ) {
             let checked = config
                 .spec()
@@ -128,6 +129,11 @@ fn run(parsed: Parsed) -> i32 {
             Some(Command::Exec(args)) => exec(provider, &config, args).await,
             Some(Command::Sweep(a)) => sweep(provider, a).await,
             Some(Command::Computers(c)) => manage(provider, c).await,
+            Some(Command::Doctor) => {
+                let (text, works) = doctor::run(provider, &config).await;
+                print_out(&text);
+                Ok(if works { 0 } else { 1 })
+            }
         };
         match result {
             Ok(code) => code,
@@ -416,6 +422,11 @@ async fn manage(
             Ok(code)
         }
     }
+}
+
+#[allow(clippy::print_stdout)] // a terminal command's report
+fn print_out(text: &str) {
+    print!("{text}");
 }
 
 /// `3h12m` from an RFC 3339 time.

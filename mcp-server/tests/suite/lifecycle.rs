@@ -374,3 +374,85 @@ fn stdin_closed_before_any_message_exits_0_with_one_line() {
     assert!(out.stdout.is_empty());
     assert!(server.computers().is_empty());
 }
+
+#[test]
+fn doctor_reports_this_host_and_makes_a_computer() {
+    if !need_root() {
+        return;
+    }
+    let server = Server::new();
+    let out = std::process::Command::new(SERVER)
+        .arg("doctor")
+        .args(server.args())
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{report}\n{out:?}");
+    for check in [
+        "user namespaces",
+        "network namespaces",
+        "seccomp",
+        "cgroups",
+        "Xvfb",
+        "Chromium",
+        "Docker",
+    ] {
+        assert!(
+            report.contains(&format!(" {check} ")),
+            "{check} missing:\n{report}"
+        );
+    }
+    let made = report
+        .lines()
+        .find(|l| l.contains("a computer"))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(made.starts_with("ok "), "{made}");
+    assert!(
+        made.contains("made by the local provider, ran `true`, released"),
+        "{made}"
+    );
+    // Every failed check names its next step.
+    let lines: Vec<&str> = report.lines().collect();
+    for (i, l) in lines.iter().enumerate() {
+        if l.starts_with("NO ") {
+            assert!(lines[i + 1].trim_start().starts_with("next: "), "{report}");
+        }
+    }
+    assert!(
+        server.computers().is_empty(),
+        "doctor left {:?}",
+        server.computers()
+    );
+}
+
+#[test]
+fn doctor_with_the_docker_engine_unreachable_says_so_and_names_the_next_step() {
+    let out = std::process::Command::new(SERVER)
+        .args([
+            "doctor",
+            "--provider",
+            "docker",
+            "--docker-socket",
+            "/nonexistent/docker.sock",
+            "--docker-image",
+            "computer-mcp-test/debian:bookworm",
+            "--docker-computerd",
+            SERVER,
+        ])
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{report}\n{out:?}");
+    let i = report
+        .lines()
+        .position(|l| l.contains("a computer"))
+        .unwrap_or_else(|| panic!("{report}"));
+    let lines: Vec<&str> = report.lines().collect();
+    assert!(lines[i].starts_with("NO "), "{report}");
+    assert!(lines[i].contains("is dockerd running"), "{report}");
+    assert!(lines[i + 1].contains("next: start the engine"), "{report}");
+    assert!(
+        report.contains("cannot make a computer here yet"),
+        "{report}"
+    );
+}
