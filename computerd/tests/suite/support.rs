@@ -48,6 +48,8 @@ pub struct InitOptions {
     pub own_network: bool,
     /// `--user uid:uid`: init starts as root and becomes this user.
     pub user: Option<u32>,
+    /// DISPLAY in init's environment.
+    pub display: Option<String>,
 }
 
 impl Default for InitOptions {
@@ -57,6 +59,7 @@ impl Default for InitOptions {
             max_deadline: Some(Duration::from_secs(3600)),
             own_network: false,
             user: None,
+            display: None,
         }
     }
 }
@@ -97,6 +100,9 @@ impl Init {
             .env("HOME", &home)
             .env("COMPUTERD_LOG", "warn")
             .stdin(Stdio::null());
+        if let Some(d) = &o.display {
+            cmd.env("DISPLAY", d);
+        }
         let child = cmd.spawn().unwrap();
         let init = Init {
             child,
