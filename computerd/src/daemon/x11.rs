@@ -25,6 +25,7 @@ pub mod wire;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
 use tokio::sync::Mutex;
@@ -43,6 +44,9 @@ pub struct Display {
     name: Option<String>,
     cookie_file: Option<PathBuf>,
     session: Arc<Mutex<Option<Session>>>,
+    /// Whether the display answered the last call: hello's answer while a
+    /// batch has the display.
+    up: Arc<AtomicBool>,
 }
 
 /// A shot's PNG and what it shows.
@@ -71,6 +75,7 @@ impl Display {
             name,
             cookie_file,
             session: Arc::new(Mutex::new(None)),
+            up: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -96,9 +101,16 @@ impl Display {
             }
         };
         let cookie = self.cookie_file.clone();
+        let up = Arc::clone(&self.up);
         tokio::task::spawn_blocking(move || {
             if guard.is_none() {
-                *guard = Some(Session::connect(&name, &target, cookie.as_deref())?);
+                match Session::connect(&name, &target, cookie.as_deref()) {
+                    Ok(s) => *guard = Some(s),
+                    Err(e) => {
+                        up.store(false, Ordering::SeqCst);
+                        return Err(e);
+                    }
+                }
             }
             let Some(s) = guard.as_mut() else {
                 return Err(RpcError::unsupported("the display went"));
@@ -107,6 +119,7 @@ impl Display {
             if r.is_err() && s.sync().is_err() {
                 *guard = None;
             }
+            up.store(guard.is_some(), Ordering::SeqCst);
             r
         })
         .await
@@ -118,9 +131,13 @@ impl Display {
     }
 
     /// Whether the display answers with XTEST now (reaching it if need be).
+    /// While another call has it, the answer is how its last call went.
     pub async fn answers(&self) -> bool {
         if self.name.is_none() {
             return false;
+        }
+        if Arc::clone(&self.session).try_lock_owned().is_err() {
+            return self.up.load(Ordering::SeqCst);
         }
         self.with(&CancellationToken::new(), |s| s.sync())
             .await
