@@ -832,7 +832,8 @@ async fn a_hostile_x_server_is_refused_in_words_before_the_daemon_allocates_for_
     huge[0] = 1;
     huge[2] = 1; // sequence 1
     huge[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
-    let cases: Vec<(&str, Vec<u8>, Option<Vec<u8>>, &str)> = vec![
+    type Case = (&'static str, Vec<u8>, Option<Vec<u8>>, &'static str);
+    let cases: Vec<Case> = vec![
         (
             "scanline pad",
             setup_bytes(|s| s.pixmap_formats[0].scanline_pad = 7),
