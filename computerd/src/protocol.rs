@@ -62,6 +62,7 @@ pub use process::{
 };
 pub use screen::{
     ImageFormat, Region, ScreenReadParams, ScreenReadResult, ScreenShotParams, ScreenShotResult,
+    ScreenWatchParams, ScreenWatchResult, WatchFrame,
 };
 pub use tar::{
     TarPullBeginParams, TarPullEndParams, TarPullReadParams, TarPullReadResult, TarPushBeginParams,
@@ -151,6 +152,8 @@ methods! {
     /// A PNG of the screen or a region of it (group screen).
     ScreenShot = "screen.shot": ScreenShotParams => ScreenShotResult;
     ScreenRead = "screen.read": ScreenReadParams => ScreenReadResult;
+    /// The live view's next frame (JPEG), paced by the caller's ack.
+    ScreenWatch = "screen.watch": ScreenWatchParams => ScreenWatchResult;
     /// A batch of pointer and key actions (groups input.pointer, input.keys).
     InputActions = "input.actions": InputActionsParams => InputActionsResult;
 }

@@ -34,6 +34,9 @@ struct Conn {
     pushes: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<tar::Push>>>>>,
     /// The one screen.shot this connection holds: its id and PNG.
     shot: Mutex<Option<(String, Arc<Vec<u8>>)>>,
+    /// The connection's screen.watch, and its newest frame held for screen.read.
+    watch: super::x11::watch::Watch,
+    frame: Mutex<Option<(String, Arc<Vec<u8>>)>>,
 }
 
 struct Inflight {
@@ -78,6 +81,8 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
         pulls: Mutex::new(HashMap::new()),
         pushes: Mutex::new(HashMap::new()),
         shot: Mutex::new(None),
+        watch: Default::default(),
+        frame: Mutex::new(None),
     });
     let mut tasks = JoinSet::new();
     let mut reader = BufReader::with_capacity(64 * 1024, read);
@@ -287,6 +292,18 @@ async fn dispatch(
         }
         Method::ScreenShot => to_value(conn.screen_shot(decode_params(params)?, cancel).await),
         Method::ScreenRead => to_value(conn.screen_read(decode_params(params)?)),
+        Method::ScreenWatch => {
+            let (r, held) = conn
+                .watch
+                .next(&d.display, decode_params(params)?, &cancel, || {
+                    format!("w{}", d.stream_id())
+                })
+                .await?;
+            if r.changed {
+                *lock(&conn.frame) = held;
+            }
+            to_value(Ok(r))
+        }
         Method::InputActions => {
             let p: RawActions = decode_params(params)?;
             to_value(d.display.actions(p.actions, cancel).await)
@@ -384,12 +401,17 @@ impl Conn {
             p.max_bytes.unwrap_or(limits::MAX_CHUNK_BYTES),
             limits::MAX_CHUNK_BYTES,
         )?;
-        let mut held = lock(&self.shot);
+        let slot = if p.id.starts_with('w') {
+            &self.frame
+        } else {
+            &self.shot
+        };
+        let mut held = lock(slot);
         let png = match held.as_ref() {
             Some((id, png)) if *id == p.id => Arc::clone(png),
             _ => {
                 return Err(RpcError::not_found(format!(
-                    "no shot {:?} is held on this connection (it was read to its end, or a later shot replaced it)",
+                    "no shot or frame {:?} is held on this connection (it was read to its end, or a later one replaced it)",
                     p.id
                 ))
                 .with_field("id"));

@@ -21,6 +21,7 @@ pub mod auth;
 pub mod input;
 pub mod keys;
 pub mod session;
+pub mod watch;
 pub mod wire;
 
 use std::path::PathBuf;
@@ -47,6 +48,14 @@ pub struct Display {
     /// Whether the display answered the last call: hello's answer while a
     /// batch has the display.
     up: Arc<AtomicBool>,
+}
+
+/// The whole screen's pixels, as RGB, and the pointer.
+pub struct Grab {
+    pub rgb: Vec<u8>,
+    pub width: u32,
+    pub height: u32,
+    pub cursor: Option<[i64; 2]>,
 }
 
 /// A shot's PNG and what it shows.
@@ -177,6 +186,21 @@ impl Display {
                 height: r.height,
                 screen_width: sw,
                 screen_height: sh,
+                cursor: same.then_some([x, y]),
+            })
+        })
+        .await
+    }
+
+    /// The whole screen, for screen.watch.
+    pub async fn grab(&self, cancel: &CancellationToken) -> Result<Grab, RpcError> {
+        self.with(cancel, |s| {
+            let rgb = s.pixels(0, 0, s.width, s.height)?;
+            let (x, y, same, _) = s.pointer()?;
+            Ok(Grab {
+                rgb,
+                width: u32::from(s.width),
+                height: u32::from(s.height),
                 cursor: same.then_some([x, y]),
             })
         })

@@ -85,3 +85,13 @@ pub const MAX_X11_REPLY_BYTES: u64 = 512 * KIB;
 pub const MAX_X11_SCREEN_SIDE: u32 = 16_384;
 /// X11: the screen's pixels at most (2^25, a 32 bpp root image of 128 MiB).
 pub const MAX_X11_SCREEN_PIXELS: u64 = 1 << 25;
+/// screen.watch: waitMs when none is given.
+pub const DEFAULT_WATCH_WAIT_MS: u64 = 2_000;
+/// screen.watch: waitMs at most.
+pub const MAX_WATCH_WAIT_MS: u64 = 10_000;
+/// screen.watch: maxWidth when none is given.
+pub const DEFAULT_WATCH_MAX_WIDTH: u32 = 1280;
+/// screen.watch: JPEG quality when none is given (1 to 100).
+pub const DEFAULT_WATCH_QUALITY: u8 = 60;
+/// screen.watch: how often the screen is looked at while waiting for a change.
+pub const WATCH_POLL_MS: u64 = 50;

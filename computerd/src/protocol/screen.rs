@@ -109,6 +109,60 @@ pub struct ScreenReadResult {
     pub eof: bool,
 }
 
+/// screen.watch: the next frame of the live view, paced by the caller.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScreenWatchParams {
+    /// The seq of the last frame the caller has whole (0: none yet). An
+    /// older one gets the newest frame at once.
+    #[serde(default)]
+    pub after: u64,
+    /// How long to wait for a change (default 2000, at most 10 000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+    /// The frame's width at most (default 1280); the height keeps the ratio.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_width: Option<u32>,
+    /// JPEG quality, 1 to 100 (default 60).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<u8>,
+}
+
+/// A frame of the live view, or `changed: false` when nothing changed
+/// within waitMs (then no frame comes).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ScreenWatchResult {
+    /// The newest frame's seq (1, 2, ...).
+    pub seq: u64,
+    /// A frame comes with this reply.
+    pub changed: bool,
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub frame: Option<WatchFrame>,
+}
+
+/// A frame's image: its first bytes in `data`, the rest by screen.read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct WatchFrame {
+    pub id: String,
+    pub format: ImageFormat,
+    pub data: Bytes64,
+    pub size: u64,
+    pub eof: bool,
+    /// The image's pixels (scaled to maxWidth).
+    pub frame_width: u32,
+    pub frame_height: u32,
+    /// The screen's pixels: the input space.
+    pub width: u32,
+    pub height: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<[i64; 2]>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

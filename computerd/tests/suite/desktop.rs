@@ -943,3 +943,55 @@ async fn the_cookie_comes_from_a_regular_xauthority_file_only() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn screen_watch_gives_a_first_frame_then_one_only_after_a_change() {
+    let Some(d) = Desktop::start() else { return };
+    let c = d.init.client().await;
+    let watch = |after: u64, wait: u64| ScreenWatchParams {
+        after,
+        wait_ms: Some(wait),
+        max_width: Some(640),
+        quality: None,
+    };
+    let r = c.call(&watch(0, 2000)).await.unwrap();
+    assert_eq!((r.seq, r.changed), (1, true));
+    let f = r.frame.unwrap();
+    assert_eq!(f.format, ImageFormat::Jpeg);
+    assert_eq!(
+        (f.frame_width, f.frame_height, f.width, f.height),
+        (640, 400, 1280, 800)
+    );
+    assert_eq!(&f.data.0[..2], &[0xff, 0xd8], "a JPEG");
+    assert!(f.eof && f.size == f.data.len() as u64);
+
+    // Nothing changed: changed false once waitMs is over, and no frame.
+    let t = Instant::now();
+    let r = c.call(&watch(1, 300)).await.unwrap();
+    assert_eq!((r.seq, r.changed, r.frame.is_none()), (1, false, true));
+    assert!(t.elapsed() >= Duration::from_millis(300));
+
+    // A pointer move is a change.
+    actions(&c, json!([{"type": "move", "point": [700, 500]}])).await;
+    let r = c.call(&watch(1, 5000)).await.unwrap();
+    assert_eq!((r.seq, r.changed), (2, true));
+    assert_eq!(r.frame.as_ref().unwrap().cursor, Some([700, 500]));
+    // An older ack gets the newest frame at once.
+    let t = Instant::now();
+    let again = c.call(&watch(1, 5000)).await.unwrap();
+    assert_eq!(again.seq, 2);
+    assert_eq!(again.frame, r.frame);
+    assert!(t.elapsed() < Duration::from_secs(1));
+
+    // Bounds, and one watch per connection.
+    let e = rpc(c.call(&watch(2, 10_001)).await.unwrap_err());
+    assert_eq!(e.kind(), Some(ErrorKind::Limit));
+    let e = rpc(c.call(&watch(9, 10)).await.unwrap_err());
+    assert_eq!(e.kind(), Some(ErrorKind::Invalid));
+    let c2 = c.clone();
+    let waiting = tokio::spawn(async move { c2.call(&watch(2, 1500)).await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let e = rpc(c.call(&watch(2, 100)).await.unwrap_err());
+    assert_eq!(e.kind(), Some(ErrorKind::Limit));
+    assert!(!waiting.await.unwrap().unwrap().changed);
+}
