@@ -20,6 +20,7 @@ pub mod addr;
 pub mod auth;
 pub mod input;
 pub mod keys;
+pub mod png;
 pub mod session;
 pub mod watch;
 pub mod wire;
@@ -179,7 +180,7 @@ impl Display {
             // Inside the screen, whose sides fit u16.
             let rgb = s.pixels(r.x as u16, r.y as u16, r.width as u16, r.height as u16)?;
             let (x, y, same, _) = s.pointer()?;
-            let png = session::png(&rgb, r.width, r.height)?;
+            let png = png::encode(&rgb, r.width, r.height)?;
             Ok(Shot {
                 png,
                 width: r.width,

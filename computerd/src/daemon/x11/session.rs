@@ -247,19 +247,3 @@ impl Session {
         Ok(())
     }
 }
-
-/// The PNG of RGB pixels: 8-bit, non-interlaced, fast compression.
-pub fn png(rgb: &[u8], w: u32, h: u32) -> Result<Vec<u8>, RpcError> {
-    let fail = |e: png::EncodingError| RpcError::invalid(format!("the PNG could not be made: {e}"));
-    let mut out = Vec::with_capacity(rgb.len() / 4);
-    {
-        let mut enc = png::Encoder::new(&mut out, w, h);
-        enc.set_color(png::ColorType::Rgb);
-        enc.set_depth(png::BitDepth::Eight);
-        enc.set_compression(png::Compression::Fast);
-        let mut writer = enc.write_header().map_err(fail)?;
-        writer.write_image_data(rgb).map_err(fail)?;
-        writer.finish().map_err(fail)?;
-    }
-    Ok(out)
-}
