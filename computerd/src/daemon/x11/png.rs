@@ -60,23 +60,47 @@ fn paeth(a: u8, b: u8, c: u8) -> u8 {
     }
 }
 
-/// One row filtered by `kind` (0 none, 1 sub, 2 up, 3 average, 4 paeth).
+/// One row filtered by `kind` (0 none, 1 sub, 2 up, 3 average, 4 paeth)
+/// into `out` (the filter byte first). One loop per filter, so each runs
+/// without a branch per byte.
 fn filter(kind: u8, row: &[u8], prev: &[u8], out: &mut Vec<u8>) {
     const BPP: usize = 3;
+    let n = row.len();
     out.clear();
-    out.push(kind);
-    for i in 0..row.len() {
-        let a = if i >= BPP { row[i - BPP] } else { 0 };
-        let b = prev[i];
-        let c = if i >= BPP { prev[i - BPP] } else { 0 };
-        let x = row[i];
-        out.push(match kind {
-            0 => x,
-            1 => x.wrapping_sub(a),
-            2 => x.wrapping_sub(b),
-            3 => x.wrapping_sub(((u16::from(a) + u16::from(b)) / 2) as u8),
-            _ => x.wrapping_sub(paeth(a, b, c)),
-        });
+    out.resize(n + 1, 0);
+    out[0] = kind;
+    let o = &mut out[1..];
+    let head = BPP.min(n);
+    match kind {
+        0 => o.copy_from_slice(row),
+        1 => {
+            o[..head].copy_from_slice(&row[..head]);
+            for ((d, x), a) in o[BPP..].iter_mut().zip(&row[BPP..]).zip(&row[..n - BPP]) {
+                *d = x.wrapping_sub(*a);
+            }
+        }
+        2 => {
+            for ((d, x), b) in o.iter_mut().zip(row).zip(prev) {
+                *d = x.wrapping_sub(*b);
+            }
+        }
+        3 => {
+            for i in 0..head {
+                o[i] = row[i].wrapping_sub(prev[i] / 2);
+            }
+            for i in BPP..n {
+                o[i] =
+                    row[i].wrapping_sub(((u16::from(row[i - BPP]) + u16::from(prev[i])) / 2) as u8);
+            }
+        }
+        _ => {
+            for i in 0..head {
+                o[i] = row[i].wrapping_sub(prev[i]);
+            }
+            for i in BPP..n {
+                o[i] = row[i].wrapping_sub(paeth(row[i - BPP], prev[i], prev[i - BPP]));
+            }
+        }
     }
 }
 

@@ -216,9 +216,11 @@ impl Session {
                 ),
             ));
         }
-        let mut rgb = Vec::with_capacity((want / 4 * 3) as usize);
-        for px in data.chunks_exact(4) {
-            rgb.extend_from_slice(&[px[2], px[1], px[0]]);
+        let mut rgb = vec![0u8; (want / 4 * 3) as usize];
+        for (d, px) in rgb.chunks_exact_mut(3).zip(data.chunks_exact(4)) {
+            d[0] = px[2];
+            d[1] = px[1];
+            d[2] = px[0];
         }
         Ok(rgb)
     }
