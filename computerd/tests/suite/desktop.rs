@@ -995,3 +995,46 @@ async fn screen_watch_gives_a_first_frame_then_one_only_after_a_change() {
     assert_eq!(e.kind(), Some(ErrorKind::Limit));
     assert!(!waiting.await.unwrap().unwrap().changed);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_remap_reuses_keycodes_once_settled_and_refuses_what_cannot_fit() {
+    let Some(d) = Desktop::start() else { return };
+    let c = d.init.client().await;
+    let f = &d.fixture;
+    let cjk =
+        |from: u32, n: u32| -> String { (from..from + n).filter_map(char::from_u32).collect() };
+    // More distinct characters than the map can lend at once: refused
+    // before any key, saying how many it can.
+    let n = f.events().len();
+    let r = actions(&c, json!([{"type": "type", "text": cjk(0x4e00, 300)}])).await;
+    let failed = r.failed.unwrap();
+    assert_eq!((r.done, failed.kind), (0, ErrorKind::Limit));
+    assert!(
+        failed.message.contains("type it in parts"),
+        "{}",
+        failed.message
+    );
+    let room: u32 = failed
+        .message
+        .split("can lend ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap();
+    assert!(room >= 2, "{}", failed.message);
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        f.since(n).iter().all(|e| e["event"] != "key"),
+        "no key was sent"
+    );
+
+    // As many as it can lend, then as many others: the second batch moves
+    // every binding, each once it has settled, and both arrive exactly.
+    for from in [0x4e00, 0x4e00 + room] {
+        let text = cjk(from, room);
+        let n = f.events().len();
+        let r = actions(&c, json!([{"type": "type", "text": text}])).await;
+        assert_eq!(r.failed, None);
+        f.wait_for("the CJK text", |_| f.text_since(n) == text);
+    }
+}
