@@ -295,6 +295,10 @@ async fn hello_declares_a_desktop_and_a_shot_shows_the_fixtures_colours() {
         ]
     );
 
+    // Programs get no DISPLAY from the daemon: it is given in env.
+    let (code, out, _) = sh(&d.init, "echo ${DISPLAY-unset}").await;
+    assert_eq!((code, out.trim()), (Some(0), "unset"));
+
     let (r, bytes) = shot(&c, None).await;
     assert_eq!((r.width, r.height), (1280, 800));
     assert_eq!((r.screen_width, r.screen_height), (1280, 800));
