@@ -298,19 +298,15 @@ pub fn check_actions_json(
                 ),
             ));
         }
-        match serde_path_to_error::deserialize::<_, Action>(v) {
+        // An internally tagged enum buffers its fields, so no path would
+        // survive; serde's own words name an unknown or missing field.
+        match Action::deserialize(v) {
             Ok(a) => out.push(a),
             Err(e) => {
-                let path = e.path().to_string();
-                let at = if path == "." || path.is_empty() {
-                    String::new()
-                } else {
-                    format!(" at {path}")
-                };
                 return Err(fail(
                     i,
                     ErrorKind::Invalid,
-                    format!("actions[{i}] is not an action{at}: {}", e.inner()),
+                    format!("actions[{i}] is not an action: {e}"),
                 ));
             }
         }
