@@ -20,6 +20,7 @@
 //!   ever loads into the daemon.
 //! - [`walk`]: paths below a directory descriptor, never through a symlink,
 //!   and the depth-first directory walk.
+//! - [`x11`]: the X display, for screen.* and input.actions.
 //! - [`proctree`], [`sys`]: `/proc` walks and the raw system calls.
 
 pub mod bridge;
@@ -41,6 +42,7 @@ pub mod sys;
 pub mod tar;
 pub mod users;
 pub mod walk;
+pub mod x11;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -72,12 +74,16 @@ pub struct Daemon {
     pub reaper: init::Reaper,
     pub processes: process::Table,
     pub life: Arc<Lifecycle>,
+    /// The X display, when DISPLAY named one at start (screen and input).
+    pub display: x11::Display,
     next_stream_id: AtomicU64,
 }
 
 impl Daemon {
     pub fn new(identity: Identity, exe: PathBuf, life: Lifecycle) -> Arc<Self> {
+        let display = x11::Display::from_env(&identity.home);
         Arc::new(Self {
+            display,
             identity,
             exe,
             reaper: init::Reaper::new(),

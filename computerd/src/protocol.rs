@@ -18,11 +18,13 @@
 mod envelope;
 mod exec;
 mod files;
+mod input;
 mod kinds;
 mod lifecycle;
 pub mod limits;
 mod probe;
 mod process;
+mod screen;
 mod tar;
 
 pub use envelope::{
@@ -34,6 +36,10 @@ pub use files::{
     FileStat, FileType, FilesListParams, FilesListResult, FilesMkdirParams, FilesMoveParams,
     FilesReadParams, FilesReadResult, FilesRemoveParams, FilesStatParams, FilesWriteParams,
     FilesWriteResult, ListEntry,
+};
+pub use input::{
+    Action, ActionFailure, Button, CheckOptions, InputActionsParams, InputActionsResult, KEYS,
+    PhoneButton, ScrollUnit, check_actions, check_actions_json, is_key,
 };
 pub use kinds::{
     Group, KindRow, MachineKind, SETTING_KINDS, SettingKind, known_groups, serves, serving_refusals,
@@ -53,6 +59,10 @@ pub use process::{
     ProcessReadResult, ProcessResizeParams, ProcessSignalParams, ProcessSignalResult,
     ProcessStartParams, ProcessStartResult, ProcessWaitParams, ProcessWaitResult,
     ProcessWriteParams, PtySize, Signal, Stream,
+};
+pub use screen::{
+    ImageFormat, Region, ScreenReadParams, ScreenReadResult, ScreenShotParams, ScreenShotResult,
+    ScreenWatchParams, ScreenWatchResult, WatchFrame,
 };
 pub use tar::{
     TarPullBeginParams, TarPullEndParams, TarPullReadParams, TarPullReadResult, TarPushBeginParams,
@@ -139,6 +149,13 @@ methods! {
     ProcessList = "process.list": ProcessListParams => ProcessListResult;
     ProcessWait = "process.wait": ProcessWaitParams => ProcessWaitResult;
     DeadlineExtend = "deadline.extend": DeadlineExtendParams => DeadlineExtendResult;
+    /// A PNG of the screen or a region of it (group screen).
+    ScreenShot = "screen.shot": ScreenShotParams => ScreenShotResult;
+    ScreenRead = "screen.read": ScreenReadParams => ScreenReadResult;
+    /// The live view's next frame (JPEG), paced by the caller's ack.
+    ScreenWatch = "screen.watch": ScreenWatchParams => ScreenWatchResult;
+    /// A batch of pointer and key actions (groups input.pointer, input.keys).
+    InputActions = "input.actions": InputActionsParams => InputActionsResult;
 }
 
 impl std::fmt::Display for Method {

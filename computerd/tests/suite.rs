@@ -1,3 +1,4 @@
+mod desktop;
 mod exec;
 mod files;
 mod isolate;

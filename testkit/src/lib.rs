@@ -41,6 +41,15 @@ pub fn need_root() -> bool {
     )
 }
 
+/// `need("xvfb", ...)`: the desktop tests start their own `Xvfb` (Debian's
+/// package `xvfb`), which must be on PATH.
+pub fn need_xvfb() -> bool {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join("Xvfb").is_file()))
+        .unwrap_or(false);
+    need("xvfb", found, "Xvfb is not on PATH (apt-get install xvfb)")
+}
+
 /// A word unique to one test: set `<marker>=1` on every program it starts.
 pub fn marker(prefix: &str) -> String {
     static N: AtomicU64 = AtomicU64::new(0);

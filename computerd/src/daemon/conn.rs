@@ -32,6 +32,11 @@ struct Conn {
     inflight: Mutex<HashMap<Id, Inflight>>,
     pulls: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<tar::Pull>>>>>,
     pushes: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<tar::Push>>>>>,
+    /// The one screen.shot this connection holds: its id and PNG.
+    shot: Mutex<Option<(String, Arc<Vec<u8>>)>>,
+    /// The connection's screen.watch, and its newest frame held for screen.read.
+    watch: super::x11::watch::Watch,
+    frame: Mutex<Option<(String, Arc<Vec<u8>>)>>,
 }
 
 struct Inflight {
@@ -75,6 +80,9 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
         inflight: Mutex::new(HashMap::new()),
         pulls: Mutex::new(HashMap::new()),
         pushes: Mutex::new(HashMap::new()),
+        shot: Mutex::new(None),
+        watch: Default::default(),
+        frame: Mutex::new(None),
     });
     let mut tasks = JoinSet::new();
     let mut reader = BufReader::with_capacity(64 * 1024, read);
@@ -223,7 +231,7 @@ async fn dispatch(
         Method::Hello => {
             let p: protocol::HelloParams = decode_params(params)?;
             tracing::info!(client = p.client.as_deref().unwrap_or("(unnamed)"), "hello");
-            to_value(Ok(hello()))
+            to_value(Ok(hello_with(d.display.groups().await)))
         }
         Method::Ping => {
             let _: protocol::PingParams = decode_params(params)?;
@@ -282,20 +290,59 @@ async fn dispatch(
                     .map(|at| DeadlineExtendResult { at }),
             )
         }
+        Method::ScreenShot => to_value(conn.screen_shot(decode_params(params)?, cancel).await),
+        Method::ScreenRead => to_value(conn.screen_read(decode_params(params)?)),
+        Method::ScreenWatch => {
+            let (r, held) = conn
+                .watch
+                .next(&d.display, decode_params(params)?, &cancel, || {
+                    format!("w{}", d.stream_id())
+                })
+                .await?;
+            if r.changed {
+                *lock(&conn.frame) = held;
+            }
+            to_value(Ok(r))
+        }
+        Method::InputActions => {
+            let p: RawActions = decode_params(params)?;
+            to_value(d.display.actions(p.actions, cancel).await)
+        }
     }
 }
 
+/// input.actions' params as they come: each action is decoded by the
+/// batch's check, so a bad one fails at its own index.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawActions {
+    actions: Vec<Value>,
+}
+
+/// hello without a display: kind linux, exec, files and processes.
 pub fn hello() -> HelloResult {
+    hello_with(Vec::new())
+}
+
+/// hello, with the display's groups (kind desktop when there are any).
+pub fn hello_with(display: Vec<Group>) -> HelloResult {
+    let kind = if display.is_empty() {
+        MachineKind::Linux
+    } else {
+        MachineKind::Desktop
+    };
+    let mut groups = vec![Group::Exec, Group::Files, Group::Processes];
+    groups.extend(display);
     HelloResult {
         version: crate::VERSION.to_string(),
         os: "linux".into(),
-        kind: MachineKind::Linux,
+        kind,
         arch: match std::env::consts::ARCH {
             "x86_64" => "amd64".into(),
             "aarch64" => "arm64".into(),
             other => other.into(),
         },
-        groups: vec![Group::Exec, Group::Files, Group::Processes],
+        groups,
     }
 }
 
@@ -315,6 +362,79 @@ fn get_slot<T>(
 }
 
 impl Conn {
+    async fn screen_shot(
+        &self,
+        p: protocol::ScreenShotParams,
+        cancel: CancellationToken,
+    ) -> Result<protocol::ScreenShotResult, RpcError> {
+        let shot = self.daemon.display.shot(p.region, &cancel).await?;
+        let id = format!("s{}", self.daemon.stream_id());
+        let png = Arc::new(shot.png);
+        let first = png.len().min(limits::MAX_CHUNK_BYTES as usize);
+        let eof = first == png.len();
+        *lock(&self.shot) = if eof {
+            None
+        } else {
+            Some((id.clone(), Arc::clone(&png)))
+        };
+        Ok(protocol::ScreenShotResult {
+            id,
+            format: protocol::ImageFormat::Png,
+            data: protocol::Bytes64(png[..first].to_vec()),
+            size: png.len() as u64,
+            eof,
+            width: shot.width,
+            height: shot.height,
+            screen_width: shot.screen_width,
+            screen_height: shot.screen_height,
+            scale: 1.0,
+            cursor: shot.cursor,
+        })
+    }
+
+    fn screen_read(
+        &self,
+        p: protocol::ScreenReadParams,
+    ) -> Result<protocol::ScreenReadResult, RpcError> {
+        let max = super::check::one_to(
+            "maxBytes",
+            p.max_bytes.unwrap_or(limits::MAX_CHUNK_BYTES),
+            limits::MAX_CHUNK_BYTES,
+        )?;
+        let slot = if p.id.starts_with('w') {
+            &self.frame
+        } else {
+            &self.shot
+        };
+        let mut held = lock(slot);
+        let png = match held.as_ref() {
+            Some((id, png)) if *id == p.id => Arc::clone(png),
+            _ => {
+                return Err(RpcError::not_found(format!(
+                    "no shot or frame {:?} is held on this connection (it was read to its end, or a later one replaced it)",
+                    p.id
+                ))
+                .with_field("id"));
+            }
+        };
+        if p.offset > png.len() as u64 {
+            return Err(RpcError::invalid_field(
+                "offset",
+                format!("offset {} is past the shot's {} bytes", p.offset, png.len()),
+            ));
+        }
+        let from = p.offset as usize;
+        let to = from.saturating_add(max as usize).min(png.len());
+        let eof = to == png.len();
+        if eof {
+            *held = None;
+        }
+        Ok(protocol::ScreenReadResult {
+            data: protocol::Bytes64(png[from..to].to_vec()),
+            eof,
+        })
+    }
+
     async fn pull_begin(&self, p: protocol::TarPullBeginParams) -> Result<TarStreamId, RpcError> {
         if lock(&self.pulls).len() >= limits::MAX_PULLS_PER_CONNECTION {
             return Err(RpcError::limit(format!(

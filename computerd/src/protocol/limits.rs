@@ -56,3 +56,42 @@ pub const BRIDGE_CONNECT_WAIT_MS: u64 = 3_000;
 pub const MAX_PTY_SIDE: u16 = 4096;
 /// exec.run and process.start: the most argv entries.
 pub const MAX_ARGV: usize = 65_536;
+
+/// input.actions: the most actions in one batch.
+pub const MAX_ACTIONS: usize = 100;
+/// input.actions: waits and holds of one batch together, at most (300 s).
+pub const MAX_BATCH_WAIT_MS: u64 = 300_000;
+/// input.actions: a click counts 1 to this (single, double, triple).
+pub const MAX_CLICK_COUNT: u64 = 3;
+/// input.actions: a key action repeats at most this many times.
+pub const MAX_KEY_REPEAT: u64 = 100;
+/// input.actions: the most characters of one type.
+pub const MAX_TYPE_CHARS: usize = 65_536;
+/// input.actions: the most wheel clicks of one scroll.
+pub const MAX_SCROLL_CLICKS: u64 = 10_000;
+/// input.actions: the most points of one drag.
+pub const MAX_DRAG_POINTS: usize = 1000;
+/// input.actions: the most keys held at once (a combo, a hold, a click's keys).
+pub const MAX_KEYS_AT_ONCE: usize = 16;
+/// X11: a remapped character's keycode is reused only this long after its last key.
+pub const X11_REMAP_SETTLE_MS: u64 = 250;
+/// X11: the Xauthority file is read only when it is at most this big.
+pub const MAX_XAUTHORITY_BYTES: u64 = 64 * KIB;
+/// X11: the most bytes of the server's setup reply.
+pub const MAX_X11_SETUP_BYTES: u64 = 256 * KIB;
+/// X11: the most bytes of any reply but a GetImage (bounded by its rectangle).
+pub const MAX_X11_REPLY_BYTES: u64 = 512 * KIB;
+/// X11: the largest screen side driven (a GetImage of the root is bounded by it).
+pub const MAX_X11_SCREEN_SIDE: u32 = 16_384;
+/// X11: the screen's pixels at most (2^25, a 32 bpp root image of 128 MiB).
+pub const MAX_X11_SCREEN_PIXELS: u64 = 1 << 25;
+/// screen.watch: waitMs when none is given.
+pub const DEFAULT_WATCH_WAIT_MS: u64 = 2_000;
+/// screen.watch: waitMs at most.
+pub const MAX_WATCH_WAIT_MS: u64 = 10_000;
+/// screen.watch: maxWidth when none is given.
+pub const DEFAULT_WATCH_MAX_WIDTH: u32 = 1280;
+/// screen.watch: JPEG quality when none is given (1 to 100).
+pub const DEFAULT_WATCH_QUALITY: u8 = 60;
+/// screen.watch: how often the screen is looked at while waiting for a change.
+pub const WATCH_POLL_MS: u64 = 50;

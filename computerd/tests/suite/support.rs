@@ -48,6 +48,8 @@ pub struct InitOptions {
     pub own_network: bool,
     /// `--user uid:uid`: init starts as root and becomes this user.
     pub user: Option<u32>,
+    /// More of init's environment (DISPLAY, XAUTHORITY).
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for InitOptions {
@@ -57,6 +59,7 @@ impl Default for InitOptions {
             max_deadline: Some(Duration::from_secs(3600)),
             own_network: false,
             user: None,
+            env: Vec::new(),
         }
     }
 }
@@ -97,6 +100,7 @@ impl Init {
             .env("HOME", &home)
             .env("COMPUTERD_LOG", "warn")
             .stdin(Stdio::null());
+        cmd.envs(o.env.iter().map(|(k, v)| (k, v)));
         let child = cmd.spawn().unwrap();
         let init = Init {
             child,

@@ -1,0 +1,207 @@
+//! screen.*: the display's pixels, as PNG.
+
+use serde::{Deserialize, Serialize};
+
+use super::envelope::{Bytes64, RpcError};
+
+/// A rectangle of the screen, in its pixels, origin top left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Region {
+    pub x: u32,
+    pub y: u32,
+    pub width: u32,
+    pub height: u32,
+}
+
+impl Region {
+    /// The region, when it lies inside a `width` x `height` screen and is not
+    /// empty; else invalid, naming `region` and the screen's size.
+    pub fn check_inside(&self, width: u32, height: u32) -> Result<(), RpcError> {
+        if self.width == 0 || self.height == 0 {
+            return Err(RpcError::invalid_field(
+                "region",
+                format!(
+                    "region is empty ({}x{}); give a width and a height of at least 1",
+                    self.width, self.height
+                ),
+            ));
+        }
+        let right = u64::from(self.x) + u64::from(self.width);
+        let bottom = u64::from(self.y) + u64::from(self.height);
+        if right > u64::from(width) || bottom > u64::from(height) {
+            return Err(RpcError::invalid_field(
+                "region",
+                format!(
+                    "region {}x{} at ({}, {}) is outside the {width}x{height} screen",
+                    self.width, self.height, self.x, self.y
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScreenShotParams {
+    /// A part of the screen; the whole root window when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<Region>,
+}
+
+/// A shot: a PNG (8-bit RGB, non-interlaced). `data` is its first bytes (at
+/// most 512 KiB); screen.read gives the rest by `id` and offset.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ScreenShotResult {
+    /// The shot's id on this connection, for screen.read.
+    pub id: String,
+    pub format: ImageFormat,
+    pub data: Bytes64,
+    /// The PNG's whole size in bytes.
+    pub size: u64,
+    /// `data` is the whole PNG.
+    pub eof: bool,
+    /// The image's pixels (the region's, for a region shot).
+    pub width: u32,
+    pub height: u32,
+    /// The screen's pixels: points are in this space, whatever the region.
+    pub screen_width: u32,
+    pub screen_height: u32,
+    /// Image pixels per screen pixel (1 from computerd).
+    pub scale: f64,
+    /// The pointer, in screen pixels, when it is on the screen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<[i64; 2]>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum ImageFormat {
+    Png,
+    Jpeg,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScreenReadParams {
+    /// The shot's id (only the connection's latest shot is held).
+    pub id: String,
+    /// Bytes into the PNG.
+    pub offset: u64,
+    /// Default and most 512 KiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ScreenReadResult {
+    pub data: Bytes64,
+    /// The read reached the PNG's end (the shot is then let go).
+    pub eof: bool,
+}
+
+/// screen.watch: the next frame of the live view, paced by the caller.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScreenWatchParams {
+    /// The seq of the last frame the caller has whole (0: none yet). An
+    /// older one gets the newest frame at once.
+    #[serde(default)]
+    pub after: u64,
+    /// How long to wait for a change (default 2000, at most 10 000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+    /// The frame's width at most (default 1280); the height keeps the ratio.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_width: Option<u32>,
+    /// JPEG quality, 1 to 100 (default 60).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<u8>,
+}
+
+/// A frame of the live view, or `changed: false` when nothing changed
+/// within waitMs (then no frame comes).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ScreenWatchResult {
+    /// The newest frame's seq (1, 2, ...).
+    pub seq: u64,
+    /// A frame comes with this reply.
+    pub changed: bool,
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub frame: Option<WatchFrame>,
+}
+
+/// A frame's image: its first bytes in `data`, the rest by screen.read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct WatchFrame {
+    pub id: String,
+    pub format: ImageFormat,
+    pub data: Bytes64,
+    pub size: u64,
+    pub eof: bool,
+    /// The image's pixels (scaled to maxWidth).
+    pub frame_width: u32,
+    pub frame_height: u32,
+    /// The screen's pixels: the input space.
+    pub width: u32,
+    pub height: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<[i64; 2]>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ErrorKind;
+
+    #[test]
+    fn a_region_must_lie_inside_the_screen() {
+        let r = |x, y, width, height| Region {
+            x,
+            y,
+            width,
+            height,
+        };
+        assert!(r(0, 0, 1280, 800).check_inside(1280, 800).is_ok());
+        assert!(r(1279, 799, 1, 1).check_inside(1280, 800).is_ok());
+        for bad in [
+            r(1200, 0, 100, 10),
+            r(0, 700, 10, 101),
+            r(u32::MAX, 0, 2, 2),
+            r(0, 0, 0, 5),
+        ] {
+            let e = bad.check_inside(1280, 800).unwrap_err();
+            assert_eq!(e.kind(), Some(ErrorKind::Invalid));
+            assert!(e.message.contains("region"), "{}", e.message);
+        }
+        let e = r(1200, 0, 100, 10).check_inside(1280, 800).unwrap_err();
+        assert!(
+            e.message.contains("outside the 1280x800 screen"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn shot_params_refuse_unknown_fields() {
+        let e = crate::protocol::decode_params::<ScreenShotParams>(Some(
+            serde_json::json!({"region": {"x": 0, "y": 0, "width": 1, "height": 1, "z": 1}}),
+        ))
+        .unwrap_err();
+        assert!(e.message.contains('z'), "{}", e.message);
+    }
+}
