@@ -19,6 +19,8 @@ pub mod protocol;
 
 #[cfg(target_os = "linux")]
 pub mod daemon;
+#[cfg(all(test, target_os = "linux"))]
+mod fuzz_tests;
 
 /// The daemon's version, reported by hello.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -17,7 +17,7 @@
 
 mod extract;
 mod pull;
-mod push;
+pub(crate) mod push;
 
 pub use pull::Pull;
 pub use push::Push;
