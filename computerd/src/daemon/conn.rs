@@ -287,7 +287,7 @@ async fn dispatch(
 
 pub fn hello() -> HelloResult {
     HelloResult {
-        version: crate::VERSION.to_string(),
+        version: crate::reported_version(),
         os: "linux".into(),
         kind: MachineKind::Linux,
         arch: match std::env::consts::ARCH {
