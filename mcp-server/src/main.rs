@@ -18,6 +18,9 @@
 
 mod computers;
 mod config;
+mod conformance;
+#[cfg(test)]
+mod fake_tests;
 mod http;
 mod logging;
 mod server;
@@ -109,10 +112,11 @@ fn run(parsed: Parsed) -> i32 {
         };
         // What every computer will be made from is checked now (sizes,
         // shares, lifetime), so a bad option stops the server in words
-        // instead of failing its first tool call. `sweep` makes none.
+        // instead of failing its first tool call. `sweep` makes none, and
+        // `conformance` checks its own specs.
         if !matches!(
             parsed.cli.command,
-            Some(Command::Sweep | Command::Computers(_))
+            Some(Command::Sweep | Command::Computers(_) | Command::Conformance(_))
         ) {
             let checked = config
                 .spec()
@@ -127,6 +131,7 @@ fn run(parsed: Parsed) -> i32 {
             Some(Command::Exec(args)) => exec(provider, &config, args).await,
             Some(Command::Sweep) => sweep(provider).await,
             Some(Command::Computers(c)) => manage(provider, c).await,
+            Some(Command::Conformance(args)) => conformance::run(provider, &config, args).await,
         };
         match result {
             Ok(code) => code,

@@ -1,0 +1,1 @@
+//! Server logic against the fake provider.
