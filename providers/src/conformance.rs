@@ -228,6 +228,9 @@ pub struct Bounds {
     pub create: Duration,
     /// release, sweep and list, and the run's final wait for creates.
     pub cleanup: Duration,
+    /// How long past its deadline a computer may still run (init's TERM,
+    /// KILL 2 s later, and a noisy host).
+    pub deadline_grace: Duration,
 }
 
 impl Default for Bounds {
@@ -236,6 +239,7 @@ impl Default for Bounds {
             case: Duration::from_secs(180),
             create: Duration::from_secs(180),
             cleanup: Duration::from_secs(60),
+            deadline_grace: Duration::from_secs(20),
         }
     }
 }
@@ -304,5 +308,25 @@ pub(crate) fn daemon_str(d: DaemonMode) -> &'static str {
 
 /// Run the suite against `provider` and report.
 pub async fn run(provider: Arc<dyn Provider>, options: RunOptions) -> Report {
-    ctx::run(provider, options).await
+    let selected = select(&options);
+    let partial = options.only.is_some();
+    ctx::run(provider, options, selected, partial).await
+}
+
+/// Run these cases of the table alone (by id), a partial run unless they
+/// are every Core case; an unknown id is refused naming it.
+pub async fn run_cases(
+    provider: Arc<dyn Provider>,
+    ids: &[&str],
+    options: RunOptions,
+) -> Result<Report, String> {
+    let all = cases();
+    let mut selected = Vec::new();
+    for id in ids {
+        match all.iter().find(|c| c.id == *id) {
+            Some(c) => selected.push(*c),
+            None => return Err(format!("no conformance case {id:?}")),
+        }
+    }
+    Ok(ctx::run(provider, options, selected, true).await)
 }

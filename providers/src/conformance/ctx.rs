@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::report::{CaseResult, Cleanup, ComputerNote, DaemonInfo, Report, Status};
 use super::verdict::{core_needs, core_not_run, core_summary, kind_verdict};
 use super::{
-    Bounds, Level, Need, RUN_LABEL, RUN_LIFETIME_MS, RunOptions, UserNeed, daemon_str, select,
+    Bounds, Case, Level, Need, RUN_LABEL, RUN_LIFETIME_MS, RunOptions, UserNeed, daemon_str,
 };
 use crate::provider::{Connection, Provider};
 use crate::types::{
@@ -110,7 +110,10 @@ pub async fn bounded<T>(
         Ok(r) => r,
         Err(_) => Err(ProviderError::new(
             ErrorCode::Timeout,
-            format!("{what} did not answer within {} s", within.as_secs()),
+            format!(
+                "{what} did not answer within {}",
+                crate::types::human_ms(within.as_millis() as u64)
+            ),
         )),
     }
 }
@@ -264,8 +267,8 @@ impl Ctx {
             Err(_) => Err(ProviderError::new(
                 ErrorCode::Timeout,
                 format!(
-                    "create did not answer within {} s",
-                    self.bounds.create.as_secs()
+                    "create did not answer within {}",
+                    crate::types::human_ms(self.bounds.create.as_millis() as u64)
                 ),
             )),
         }
@@ -458,7 +461,12 @@ fn random_run_id() -> String {
     })
 }
 
-pub(super) async fn run(provider: Arc<dyn Provider>, options: RunOptions) -> Report {
+pub(super) async fn run(
+    provider: Arc<dyn Provider>,
+    options: RunOptions,
+    selected: Vec<Case>,
+    partial: bool,
+) -> Report {
     let started = Instant::now();
     let caps = provider.capabilities();
     let bounds = options.bounds.unwrap_or_default();
@@ -474,7 +482,6 @@ pub(super) async fn run(provider: Arc<dyn Provider>, options: RunOptions) -> Rep
     let shared = Arc::new(OnceCell::new());
     let shared_slot = Arc::new(Mutex::new(Slot::default()));
     let cancel = options.cancel.clone().unwrap_or_default();
-    let selected = select(&options);
     let required = core_needs(caps.kind, caps.daemon);
     let mut results = Vec::new();
     let mut undeclared_all: Vec<String> = Vec::new();
@@ -545,8 +552,8 @@ pub(super) async fn run(provider: Arc<dyn Provider>, options: RunOptions) -> Rep
                     r = tokio::time::timeout(bounds.case, (case.run)(&ctx)) => match r {
                         Ok(r) => r,
                         Err(_) => Err(Outcome::Fail(format!(
-                            "the case ran past its bound, {} s",
-                            bounds.case.as_secs()
+                            "the case ran past its bound, {}",
+                            crate::types::human_ms(bounds.case.as_millis() as u64)
                         ))),
                     },
                     _ = cancel.cancelled() => Err(Outcome::Skip("the run was cancelled".into())),
@@ -611,8 +618,8 @@ pub(super) async fn run(provider: Arc<dyn Provider>, options: RunOptions) -> Rep
         if tokio::time::timeout_at(until, &mut task).await.is_err() {
             task.abort();
             lock(&tracker.cleanup).errors.push(format!(
-                "a create for {what} was still pending after {} s: what it makes may be left",
-                bounds.cleanup.as_secs()
+                "a create for {what} was still pending after {}: what it makes may be left",
+                crate::types::human_ms(bounds.cleanup.as_millis() as u64)
             ));
         }
     }
@@ -656,7 +663,7 @@ pub(super) async fn run(provider: Arc<dyn Provider>, options: RunOptions) -> Rep
             .push(format!("listing the run's label failed: {}", e.message)),
     }
     let cleanup = lock(&tracker.cleanup).clone();
-    let not_run = if options.only.is_some() {
+    let not_run = if partial {
         core_not_run(&selected)
     } else {
         Vec::new()

@@ -437,7 +437,7 @@ pub async fn deadline(t: &Ctx) -> Result<(), Outcome> {
         ))
     })?;
     // TERM at the deadline, KILL 2 s later, and some slack for a noisy host.
-    let until = deadline + time::Duration::seconds(20);
+    let until = deadline + time::Duration::milliseconds(t.bounds.deadline_grace.as_millis() as i64);
     loop {
         if t.caps.lifetime == LifetimeMode::Janitor && time::OffsetDateTime::now_utc() > deadline {
             let _ = bounded("sweep", t.bounds.cleanup, t.provider.sweep(&t.cancel)).await;
