@@ -175,7 +175,7 @@ impl Default for FakeProvider {
 
 impl FakeProvider {
     /// A linux computer's provider: exec, files and processes, network
-    /// none, release stop and delete, an hour at most. Programs answer
+    /// none, release stop and delete, a week at most. Programs answer
     /// what a well-behaved computer would to the few scripts the
     /// conformance cases that a fake can run use (a clean
     /// `/proc/self/status`, no process left).
@@ -189,7 +189,7 @@ impl FakeProvider {
                     groups: vec![Group::Exec, Group::Files, Group::Processes],
                     lifetime: LifetimeMode::Enforced,
                     release: vec![Release::Stop, Release::Delete],
-                    max_lifetime_ms: 3_600_000,
+                    max_lifetime_ms: 7 * 24 * 3_600_000,
                     networks: vec![NetworkKind::None],
                     network_read_back: true,
                     isolation: "none: a fake in the test's own process".into(),
