@@ -158,6 +158,13 @@ pub fn cases() -> Vec<Case> {
             provider::drift
         ),
         case!(
+            "provider.release-older",
+            Full,
+            Provider,
+            NONE,
+            provider::release_older
+        ),
+        case!(
             "lifetime.janitor",
             Full,
             Lifetime,

@@ -396,12 +396,14 @@ async fn end_slot(slot: &Mutex<Slot>, bounds: &Bounds, tracker: &Tracker) {
         c.client.close();
     }
     for (p, c) in made {
+        // One the case deleted itself (a takeover) is gone already.
         if let Err(e) = bounded(
             "release",
             bounds.cleanup,
             p.release(&c, Release::Delete, &CancellationToken::new()),
         )
         .await
+            && e.code != ErrorCode::NotFound
         {
             lock(&tracker.cleanup)
                 .errors

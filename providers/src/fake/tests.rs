@@ -250,3 +250,13 @@ async fn an_undeclared_need_skips_and_a_required_one_fails() {
         Some("the provider's check refuses a spec that asks for user:root")
     );
 }
+
+#[tokio::test]
+async fn release_older_takes_over_by_label_and_fences_an_older_epoch() {
+    let p = FakeProvider::new();
+    let report = run(&p, "provider.release-older", quick()).await;
+    let r = report.result("provider.release-older").unwrap();
+    assert_eq!(r.status, Status::Pass, "{r:?}");
+    assert!(report.cleanup.clean(), "{:?}", report.cleanup);
+    assert!(p.computers().is_empty());
+}

@@ -540,3 +540,87 @@ pub async fn mount_bind(_t: &Ctx) -> Result<(), Outcome> {
         why: "the provider API has no mount kind to declare yet".into(),
     })
 }
+
+pub async fn release_older(t: &Ctx) -> Result<(), Outcome> {
+    use crate::conformance::takeover::{self, EPOCH, RUN};
+    let run = format!("{}-a", t.run_id);
+    let other = format!("{}-b", t.run_id);
+    let mut made = Vec::new();
+    for (r, e) in [(&run, 1), (&run, 2), (&run, 3), (&other, 1)] {
+        let c = t
+            .create(|s| {
+                s.labels.insert(RUN.into(), r.clone());
+                s.labels.insert(EPOCH.into(), e.to_string());
+            })
+            .await?;
+        c.conn.client.close();
+        made.push((r.clone(), e, c.computer));
+    }
+    let listed = t
+        .list(&t.run_labels())
+        .await
+        .map_err(|e| Outcome::Fail(format!("list failed: {}", e.message)))?;
+    for (r, e, c) in &made {
+        let back = listed.iter().find(|l| l.id == c.id);
+        let ok = back.is_some_and(|b| {
+            b.labels.get(RUN) == Some(r) && b.labels.get(EPOCH) == Some(&e.to_string())
+        });
+        ensure(ok, || {
+            format!(
+                "{} does not read back {RUN}={r} and {EPOCH}={e}: {:?}",
+                c.id,
+                back.map(|b| &b.labels)
+            )
+        })?;
+    }
+    let scope = t.run_labels();
+    let released = takeover::release_older(&*t.provider, &scope, &run, 3, &t.cancel)
+        .await
+        .map_err(|e| Outcome::Fail(format!("releaseOlder at epoch 3 failed: {}", e.message)))?;
+    let mut want = vec![made[0].2.id.clone(), made[1].2.id.clone()];
+    want.sort();
+    ensure(released == want, || {
+        format!("releaseOlder at epoch 3 released {released:?}, want epochs 1 and 2: {want:?}")
+    })?;
+    let left = t
+        .list(&scope)
+        .await
+        .map_err(|e| Outcome::Fail(format!("list failed: {}", e.message)))?;
+    let mut ids: Vec<&str> = left
+        .iter()
+        .filter(|l| l.labels.contains_key(RUN))
+        .map(|l| l.id.as_str())
+        .collect();
+    ids.sort_unstable();
+    let mut keep = vec![made[2].2.id.as_str(), made[3].2.id.as_str()];
+    keep.sort_unstable();
+    ensure(ids == keep, || {
+        format!(
+            "after releaseOlder at epoch 3 the run's computers are {ids:?}, want epoch 3 and the other run's: {keep:?}"
+        )
+    })?;
+    for (_, _, c) in &made[..2] {
+        if t.provider
+            .attach(&AttachBy::Id(c.id.clone()), &t.cancel)
+            .await
+            .is_ok()
+        {
+            return fail(format!("{} was released, and attach still finds it", c.id));
+        }
+    }
+    match takeover::release_older(&*t.provider, &scope, &run, 2, &t.cancel).await {
+        Ok(r) => fail(format!(
+            "releaseOlder at epoch 2 after epoch 3 was not fenced: it released {r:?}"
+        )),
+        Err(e) => {
+            let still = t
+                .list(&scope)
+                .await
+                .map_err(|e| Outcome::Fail(format!("list failed: {}", e.message)))?;
+            ensure(
+                still.iter().filter(|l| l.labels.contains_key(RUN)).count() == 2,
+                || format!("a fenced releaseOlder ({}) released computers", e.message),
+            )
+        }
+    }
+}
