@@ -1,0 +1,97 @@
+//! `computer-mcp conformance` as a user runs it: the whole suite on the
+//! local provider through the real binary, and its usage errors.
+
+use std::path::Path;
+use std::process::Command;
+
+use super::support::{SERVER, computerd, need_root};
+
+fn conformance(state: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(SERVER)
+        .arg("conformance")
+        .args(["--local-state-dir", state.to_str().unwrap()])
+        .args(args)
+        .env_remove("COMPUTER_MCP_PROVIDER")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_local_provider_passes_core_through_the_command() {
+    if !need_root() {
+        return;
+    }
+    let drift = Path::new(SERVER).with_file_name("computerd-drift");
+    if !computer_testkit::need(
+        "root",
+        drift.is_file(),
+        "the drift build of computerd is not built (cargo build -p computerd --features drift-version --bin computerd-drift)",
+    ) {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let computerd = computerd();
+    let started = std::time::Instant::now();
+    let out = conformance(
+        state.path(),
+        &[
+            "--provider",
+            "local",
+            "--local-computerd",
+            computerd.to_str().unwrap(),
+            "--drifted-computerd",
+            drift.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    let took = started.elapsed();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "the report is not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let failed: Vec<&serde_json::Value> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "fail")
+        .collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+    assert_eq!(report["core"]["verdict"], "pass", "{report:#}");
+    assert_eq!(report["cleanup"]["left"], serde_json::json!([]));
+    assert_eq!(out.status.code(), Some(0));
+    println!(
+        "core {}/{} in {} ms",
+        report["core"]["passed"],
+        report["core"]["total"],
+        took.as_millis()
+    );
+}
+
+#[test]
+fn usage_errors_exit_2_in_words() {
+    let state = tempfile::tempdir().unwrap();
+    for (args, words) in [
+        (
+            &["--provider", "fly"][..],
+            "no provider \"fly\"; the providers are: local",
+        ),
+        (
+            &["--only", "exec,bogus"][..],
+            "--only: \"bogus\" is not a conformance group; the groups are: health,",
+        ),
+        (&["--kind", "none"][..], "--kind none is no computer"),
+        (
+            &["--image", "debian:nope"][..],
+            "the run's spec is refused: the local provider runs this machine's own system and takes no image",
+        ),
+    ] {
+        let out = conformance(state.path(), args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(words), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
