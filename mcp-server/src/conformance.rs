@@ -155,6 +155,19 @@ pub async fn run(
         Ok(d) => options.drifted = Some(d),
         Err(why) => notes.push(why),
     }
+    // Where the mount cases make their folders: a fresh directory under
+    // the temp directory, removed when the run ends.
+    let folders = std::env::temp_dir().join(format!(
+        "computer-mcp-conformance-{}",
+        &config::random_token().map_err(anyhow::Error::msg)?[..12]
+    ));
+    match std::fs::create_dir(&folders).and_then(|()| std::fs::canonicalize(&folders)) {
+        Ok(dir) => options.run_folders = Some(dir),
+        Err(e) => notes.push(format!(
+            "no run folder ({}: {e}): the mount cases skip",
+            folders.display()
+        )),
+    }
     let cancel = CancellationToken::new();
     options.cancel = Some(cancel.clone());
     let stopper = cancel.clone();
@@ -165,6 +178,7 @@ pub async fn run(
     });
     let mut report = conformance::run(provider, options).await;
     interrupt.abort();
+    let _ = std::fs::remove_dir_all(&folders);
     report.notes.extend(notes);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -266,6 +266,10 @@ pub struct RunOptions {
     pub cancel: Option<CancellationToken>,
     /// The run's id (default: random), the value of [`RUN_LABEL`].
     pub run_id: Option<String>,
+    /// A host directory, on the machine the provider's computers see
+    /// (local, Docker), under which a mount case makes a fresh folder to
+    /// share at `/workspace`. None: the mount cases skip in words.
+    pub run_folders: Option<std::path::PathBuf>,
 }
 
 /// The cases a run takes: a kind's, `only`'s groups', or the whole table.

@@ -57,6 +57,7 @@ async fn the_local_provider_passes_core() {
     ) {
         return;
     }
+    let folders = tempfile::tempdir().unwrap();
     let provider = local(state.path(), bin);
     let drifted = local(state.path(), drifted.unwrap());
     let only = std::env::var("CONFORMANCE_ONLY").ok().map(|o| {
@@ -68,6 +69,7 @@ async fn the_local_provider_passes_core() {
         provider,
         RunOptions {
             drifted: Some(drifted),
+            run_folders: Some(folders.path().canonicalize().unwrap()),
             only: only.clone(),
             ..Default::default()
         },

@@ -88,6 +88,8 @@ pub struct Ctx {
     pub bounds: Bounds,
     /// Where the daemon is inside a computer.
     pub daemon_path: String,
+    /// Where mount cases make their folders (see [`RunOptions::run_folders`]).
+    pub run_folders: Option<std::path::PathBuf>,
     pub cancel: CancellationToken,
     base: ComputerSpec,
     slot: Arc<Mutex<Slot>>,
@@ -419,6 +421,7 @@ async fn undeclared(
     caps: &Capabilities,
     base: &ComputerSpec,
     drifted: bool,
+    run_folders: Option<&std::path::Path>,
 ) -> Option<String> {
     let missing = match need {
         Need::Group(g) => !caps.groups.contains(g),
@@ -432,7 +435,17 @@ async fn undeclared(
             });
             provider.check(&spec).is_err()
         }
-        Need::Mount(_) => true,
+        Need::Mount(_) => match run_folders {
+            None => true,
+            Some(dir) => {
+                let mut spec = base.clone();
+                spec.shares = vec![crate::share::ShareArg {
+                    source: dir.to_path_buf(),
+                    read_only: false,
+                }];
+                provider.check(&spec).is_err()
+            }
+        },
         Need::Extend => !caps.extend,
         Need::Sizes => {
             let mut spec = base.clone();
@@ -446,7 +459,12 @@ async fn undeclared(
         Need::Drifted => "no drifted provider was given (a provider whose daemon reports another version); give one to run the drift checks".to_string(),
         Need::Sizes => "the provider's check refuses sizes (pids, memoryMb)".to_string(),
         Need::User(_) => format!("the provider's check refuses a spec that asks for {need}"),
-        Need::Mount(kind) => format!("the provider does not declare mount:{kind}"),
+        Need::Mount(kind) if run_folders.is_none() => {
+            format!("no run folder was given, so mount:{kind} cannot be checked")
+        }
+        Need::Mount(kind) => {
+            format!("the provider's check refuses a spec that shares a folder (mount:{kind})")
+        }
         _ => format!("the provider does not declare {need}"),
     })
 }
@@ -506,8 +524,15 @@ pub(super) async fn run(
         }
         let mut skip = None;
         for need in case.needs {
-            if let Some(why) =
-                undeclared(need, &provider, &caps, &base, options.drifted.is_some()).await
+            if let Some(why) = undeclared(
+                need,
+                &provider,
+                &caps,
+                &base,
+                options.drifted.is_some(),
+                options.run_folders.as_deref(),
+            )
+            .await
             {
                 skip = Some((need, why));
                 break;
@@ -543,6 +568,7 @@ pub(super) async fn run(
                         .daemon_path
                         .clone()
                         .unwrap_or_else(|| computerd::DAEMON_PATH.to_string()),
+                    run_folders: options.run_folders.clone(),
                     cancel: cancel.child_token(),
                     base: base.clone(),
                     slot: Arc::new(Mutex::new(Slot::default())),

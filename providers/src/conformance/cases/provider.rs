@@ -534,10 +534,85 @@ pub async fn janitor(t: &Ctx) -> Result<(), Outcome> {
     })
 }
 
-pub async fn mount_bind(_t: &Ctx) -> Result<(), Outcome> {
-    Err(Outcome::Undeclared {
-        need: "mount:bind".into(),
-        why: "the provider API has no mount kind to declare yet".into(),
+pub async fn mount_bind(t: &Ctx) -> Result<(), Outcome> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(root) = &t.run_folders else {
+        return Err(Outcome::Skip("no run folder was given".into()));
+    };
+    // A fresh folder any computer user may write (its uid is the
+    // provider's to choose), removed when the case ends.
+    let folder = root.join(format!("{}-{}", t.run_id, t.case_id.replace('.', "-")));
+    let made = std::fs::create_dir_all(&folder)
+        .and_then(|()| std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o777)))
+        .and_then(|()| std::fs::write(folder.join("outside.txt"), b"from outside"));
+    if let Err(e) = made {
+        return fail(format!(
+            "could not make the run folder {}: {e}",
+            folder.display()
+        ));
+    }
+    let r = mount_bind_in(t, &folder).await;
+    let _ = std::fs::remove_dir_all(&folder);
+    r
+}
+
+async fn mount_bind_in(t: &Ctx, folder: &std::path::Path) -> Result<(), Outcome> {
+    use computerd::protocol::{Bytes64, FilesReadParams, FilesWriteParams};
+    let c = t
+        .create(|s| {
+            s.shares = vec![crate::share::ShareArg {
+                source: folder.to_path_buf(),
+                read_only: false,
+            }]
+        })
+        .await?;
+    let inside = t
+        .call(
+            &c,
+            &FilesReadParams {
+                path: "/workspace/outside.txt".into(),
+                offset: None,
+                length: None,
+            },
+        )
+        .await?;
+    ensure(inside.data.0 == b"from outside", || {
+        format!(
+            "a file written outside reads at /workspace as {:?}",
+            inside.data.0
+        )
+    })?;
+    t.call(
+        &c,
+        &FilesWriteParams {
+            path: "/workspace/inside.txt".into(),
+            data: Bytes64(b"from inside".to_vec()),
+            offset: None,
+            append: None,
+            mode: None,
+            parents: None,
+        },
+    )
+    .await?;
+    let outside = std::fs::read(folder.join("inside.txt")).unwrap_or_default();
+    ensure(outside == b"from inside", || {
+        format!("a file written at /workspace reads outside as {outside:?}")
+    })?;
+    let r = t
+        .call(
+            &c,
+            &ExecParams {
+                argv: vec!["cat".into(), "outside.txt".into()],
+                cwd: Some("/workspace".into()),
+                ..Default::default()
+            },
+        )
+        .await?;
+    ensure(r.stdout.0 == b"from outside", || {
+        format!(
+            "cat in /workspace printed {:?}",
+            String::from_utf8_lossy(&r.stdout)
+        )
     })
 }
 
