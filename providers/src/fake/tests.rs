@@ -231,6 +231,24 @@ async fn a_partial_run_never_reads_pass_and_json_parses() {
     assert_eq!(report.exit_code(), 3);
     assert!(report.verdict_line().starts_with("core PARTIAL 4/4 · "));
     assert!(report.core_not_run.contains(&"exec.argv".to_string()));
+    let text = report.text();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("computer conformance · fake · linux, daemon pid1 · computerd "));
+    let health: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(
+        health,
+        [
+            "core",
+            "health",
+            "hello",
+            "ping",
+            "unknown-method",
+            "kind-consistent",
+            "✓",
+            "4"
+        ]
+    );
+    assert!(lines[2].starts_with("core not run: exec.argv "), "{text}");
     let json = serde_json::to_string(&report).unwrap();
     let back: Report = serde_json::from_str(&json).unwrap();
     assert_eq!(back, report);
