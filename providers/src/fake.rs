@@ -90,6 +90,10 @@ pub struct Breaks {
     /// hello reports this version (a drifted daemon), and create and
     /// connect hand it out.
     pub version: Option<String>,
+    /// An unknown method is answered (with an empty object).
+    pub answer_unknown: bool,
+    /// files.write keeps at most this many bytes of a file.
+    pub keep_bytes: Option<usize>,
 }
 
 type ProgramFn =
@@ -583,6 +587,9 @@ impl FakeClient {
                     data.truncate(at);
                     data.extend_from_slice(&p.data);
                 }
+                if let Some(n) = lock(&self.provider.inner.breaks).keep_bytes {
+                    data.truncate(n);
+                }
                 encode(&protocol::FilesWriteResult {
                     size: data.len() as u64,
                 })
@@ -628,6 +635,11 @@ impl FakeClient {
                 Ok(json!({"id": format!("p{n}"), "pid": n}))
             }
             "process.wait" => Ok(json!({"running": false, "exitCode": 0})),
+            _ if lock(&self.provider.inner.breaks).answer_unknown
+                && protocol::Method::from_name(method).is_none() =>
+            {
+                Ok(json!({}))
+            }
             other => match protocol::Method::from_name(other) {
                 Some(_) => Err(RpcError::unsupported(format!(
                     "the fake does not answer {other}"

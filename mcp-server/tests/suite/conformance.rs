@@ -23,7 +23,7 @@ fn the_local_provider_passes_core_through_the_command() {
     }
     let drift = Path::new(SERVER).with_file_name("computerd-drift");
     if !computer_testkit::need(
-        "root",
+        "drift",
         drift.is_file(),
         "the drift build of computerd is not built (cargo build -p computerd --features drift-version --bin computerd-drift)",
     ) {

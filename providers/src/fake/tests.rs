@@ -278,3 +278,33 @@ async fn release_older_takes_over_by_label_and_fences_an_older_epoch() {
     assert!(report.cleanup.clean(), "{:?}", report.cleanup);
     assert!(p.computers().is_empty());
 }
+
+#[tokio::test]
+async fn an_unknown_method_answered_fails_health() {
+    let p = FakeProvider::new();
+    p.set_breaks(Breaks {
+        answer_unknown: true,
+        ..Default::default()
+    });
+    fails_only_when_broken(
+        "health.unknown-method",
+        &p,
+        "an unknown method was answered with {}",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_file_that_reads_back_short_fails_files() {
+    let p = FakeProvider::new();
+    p.set_breaks(Breaks {
+        keep_bytes: Some(1000),
+        ..Default::default()
+    });
+    fails_only_when_broken(
+        "files.write-read",
+        &p,
+        "1300000 bytes written read back as 1000 bytes",
+    )
+    .await;
+}
