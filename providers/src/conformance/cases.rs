@@ -179,6 +179,13 @@ pub fn cases() -> Vec<Case> {
             provider::mount_bind
         ),
         case!(
+            "mount.undeclared-kind",
+            Full,
+            Mount,
+            NONE,
+            provider::mount_undeclared
+        ),
+        case!(
             "limits.pids",
             Full,
             Limits,

@@ -699,3 +699,52 @@ pub async fn release_older(t: &Ctx) -> Result<(), Outcome> {
         }
     }
 }
+
+/// A mount the provider does not take is refused by check with the field
+/// `mount`, and by create with check's words, making nothing.
+pub async fn mount_undeclared(t: &Ctx) -> Result<(), Outcome> {
+    let labels = case_labels(t);
+    let mut spec = t.spec();
+    spec.labels = labels.clone();
+    spec.mount = Some(crate::types::MountSpec {
+        source: "/computer-mcp-conformance-no-such-folder".into(),
+        target: "/workspace".into(),
+        read_only: false,
+    });
+    let checked = match t.provider.check(&spec) {
+        Ok(()) => {
+            return Err(Outcome::Undeclared {
+                need: "an undeclared mount".into(),
+                why: "the provider's check takes a bind mount, so there is none to refuse".into(),
+            });
+        }
+        Err(e) => e,
+    };
+    ensure(checked.field.as_deref() == Some("mount"), || {
+        format!(
+            "check refused a mount naming the field {:?}, not mount: {}",
+            checked.field, checked.message
+        )
+    })?;
+    match t.attempt(&t.provider, &spec).await {
+        Ok(c) => fail(format!(
+            "create made {} with a mount check refuses ({})",
+            c.computer.id, checked.message
+        )),
+        Err(e) => {
+            ensure(e.message == checked.message, || {
+                format!(
+                    "create refused the mount in other words than check: {:?} vs {:?}",
+                    e.message, checked.message
+                )
+            })?;
+            let left = t
+                .list(&labels)
+                .await
+                .map_err(|e| Outcome::Fail(format!("list failed: {}", e.message)))?;
+            ensure(left.is_empty(), || {
+                "a refused create left a computer".into()
+            })
+        }
+    }
+}
