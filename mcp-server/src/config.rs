@@ -58,8 +58,9 @@ pub enum Command {
     /// Make a computer, run one program in it, print its output, release it.
     /// For trying the server's computers from a terminal.
     Exec(ExecArgs),
-    /// Release every computer of the provider whose deadline has passed.
-    Sweep,
+    /// Release every computer of the provider whose deadline has passed;
+    /// with --run and --epoch, also the run's computers of lower epochs.
+    Sweep(SweepArgs),
     /// List or release the provider's computers from a terminal: kept
     /// ones, those of a server that is gone, or any other.
     #[command(subcommand)]
@@ -87,6 +88,16 @@ pub struct ConformanceArgs {
     /// A computerd built to report another version, for the drift case (`cargo build -p computerd --features drift-version --bin computerd-drift`). [default: computerd-drift beside this binary]
     #[arg(long, value_name = "PATH")]
     pub drifted_computerd: Option<std::path::PathBuf>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct SweepArgs {
+    /// A run's name (its computers carry it in the label computer-mcp.run): release the run's computers of an epoch below --epoch, keep --epoch's; refused, releasing nothing, when the run has a computer of a higher epoch (a later claim holds it).
+    #[arg(long, value_name = "RUN", requires = "epoch")]
+    pub run: Option<String>,
+    /// The claim epoch of --run (a whole number).
+    #[arg(long, value_name = "N", requires = "run")]
+    pub epoch: Option<u64>,
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -543,9 +554,7 @@ fn resolve_http(mut options: ServeArgs) -> Result<Option<HttpConfig>, String> {
     let Some(listen) = options.listen.clone() else {
         return Ok(None);
     };
-    let listen: SocketAddr = listen
-        .parse()
-        .map_err(|_| format!("--http {listen:?} is not an address such as 127.0.0.1:8700"))?;
+    let listen = listen_address(&listen)?;
     let given: Vec<String> = options
         .token
         .iter()
@@ -576,6 +585,21 @@ fn resolve_http(mut options: ServeArgs) -> Result<Option<HttpConfig>, String> {
         },
         options,
     }))
+}
+
+/// `--http`'s address: `IP:PORT`, or `localhost:PORT` (loopback).
+fn listen_address(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = text.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    if let Some(port) = text.strip_prefix("localhost:")
+        && let Ok(port) = port.parse::<u16>()
+    {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    Err(format!(
+        "--http {text:?} is not an address such as 127.0.0.1:8700 or localhost:8700"
+    ))
 }
 
 impl Config {
@@ -691,6 +715,25 @@ mod tests {
             e,
             "--max-computers (20) is over --max-server-computers (16)"
         );
+    }
+
+    #[test]
+    fn http_takes_an_ip_or_localhost() {
+        assert_eq!(
+            listen_address("localhost:8700").unwrap(),
+            "127.0.0.1:8700".parse().unwrap()
+        );
+        assert_eq!(
+            listen_address("[::1]:9").unwrap(),
+            "[::1]:9".parse().unwrap()
+        );
+        let e = listen_address("example.com:80").unwrap_err();
+        assert!(
+            e.contains("such as 127.0.0.1:8700 or localhost:8700"),
+            "{e}"
+        );
+        let c = resolved(&["serve", "--http", "localhost:8700"]).unwrap();
+        assert_eq!(c.http.unwrap().listen.port(), 8700);
     }
 
     #[test]

@@ -44,17 +44,26 @@ async fn require_bearer(State(auth): State<Auth>, mut req: Request, next: Next) 
         }
     }
     let Some(principal) = found else {
+        // RFC 6750: no error code for a missing token, invalid_token for a
+        // wrong one. No resource metadata is named: this server offers no
+        // OAuth, so a client has nothing to discover.
+        let (challenge, words) = if given.is_empty() {
+            (
+                "Bearer",
+                "no bearer token: send Authorization: Bearer <token>, with the token the server printed or was given (--token / COMPUTER_MCP_TOKEN)\n",
+            )
+        } else {
+            (
+                "Bearer error=\"invalid_token\"",
+                "the bearer token is not one of this server's (--token / COMPUTER_MCP_TOKEN)\n",
+            )
+        };
         let mut headers = HeaderMap::new();
         headers.insert(
             header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Bearer"),
+            header::HeaderValue::from_static(challenge),
         );
-        return (
-            StatusCode::UNAUTHORIZED,
-            headers,
-            "a bearer token is required (Authorization: Bearer <token>)\n",
-        )
-            .into_response();
+        return (StatusCode::UNAUTHORIZED, headers, words).into_response();
     };
     req.extensions_mut().insert(principal);
     next.run(req).await
@@ -66,7 +75,18 @@ pub async fn serve(
     http: &HttpConfig,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(http.listen).await?;
+    let listener = tokio::net::TcpListener::bind(http.listen)
+        .await
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AddrInUse {
+                anyhow::anyhow!(
+                    "--http {}: the address is in use (another server, or an earlier computer-mcp, listens there); pick another port",
+                    http.listen
+                )
+            } else {
+                anyhow::anyhow!("--http {}: {e}", http.listen)
+            }
+        })?;
     let addr = listener.local_addr()?;
     // Replies are small and often written in two parts (headers, then an
     // SSE event): without TCP_NODELAY, Nagle holds the second part for the

@@ -23,6 +23,7 @@ mod conformance;
 mod fake_tests;
 mod http;
 mod logging;
+mod resources;
 mod server;
 mod session;
 
@@ -116,7 +117,7 @@ fn run(parsed: Parsed) -> i32 {
         // `conformance` checks its own specs.
         if !matches!(
             parsed.cli.command,
-            Some(Command::Sweep | Command::Computers(_) | Command::Conformance(_))
+            Some(Command::Sweep(_) | Command::Computers(_) | Command::Conformance(_))
         ) {
             let checked = config
                 .spec()
@@ -129,7 +130,7 @@ fn run(parsed: Parsed) -> i32 {
         let result = match parsed.cli.command {
             None | Some(Command::Serve(_)) => serve(provider, config).await,
             Some(Command::Exec(args)) => exec(provider, &config, args).await,
-            Some(Command::Sweep) => sweep(provider).await,
+            Some(Command::Sweep(a)) => sweep(provider, a).await,
             Some(Command::Computers(c)) => manage(provider, c).await,
             Some(Command::Conformance(args)) => conformance::run(provider, &config, args).await,
         };
@@ -199,7 +200,23 @@ async fn serve(provider: Arc<dyn Provider>, config: Config) -> anyhow::Result<i3
                 .new_session(&app.stdio_principal)
                 .map_err(anyhow::Error::msg)?;
             let handler = server::ComputerMcp::stdio(Arc::clone(&session));
-            let running = handler.serve(rmcp::transport::stdio()).await?;
+            if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+                eprintln!(
+                    "computer-mcp: waiting for an MCP client on stdin (this is a stdio MCP server: plug it into a client, as the README's \"Plug it in\" shows; Ctrl-D or Ctrl-C ends it)"
+                );
+            }
+            let running = match handler.serve(rmcp::transport::stdio()).await {
+                Ok(r) => r,
+                Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+                    // Nobody spoke: not an error.
+                    eprintln!(
+                        "computer-mcp: stdin closed before any MCP message; nothing to serve"
+                    );
+                    app.release_all().await;
+                    return Ok(0);
+                }
+                Err(e) => return Err(e.into()),
+            };
             tokio::select! {
                 r = running.waiting() => {
                     if let Err(e) = r {
@@ -286,9 +303,26 @@ fn signal_number(name: &str) -> i32 {
 }
 
 #[allow(clippy::print_stdout)] // `sweep` is a terminal command, not the stdio server
-async fn sweep(provider: Arc<dyn Provider>) -> anyhow::Result<i32> {
+async fn sweep(provider: Arc<dyn Provider>, args: config::SweepArgs) -> anyhow::Result<i32> {
+    let cancel = CancellationToken::new();
+    if let (Some(run), Some(epoch)) = (&args.run, args.epoch) {
+        let r = computer_providers::release_older(provider.as_ref(), run, epoch, &cancel)
+            .await
+            .map_err(|e| anyhow::anyhow!("run {run:?}: {}", e.message))?;
+        for id in &r.released {
+            println!("released {id} (run {run}, an epoch below {epoch})");
+        }
+        for (id, why) in &r.unproven {
+            println!("released {id} (run {run}: {why})");
+        }
+        eprintln!(
+            "computer-mcp: run {run:?}: {} released below epoch {epoch}, {} kept at it",
+            r.released.len() + r.unproven.len(),
+            r.kept.len()
+        );
+    }
     let released = provider
-        .sweep(&CancellationToken::new())
+        .sweep(&cancel)
         .await
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     for id in &released {

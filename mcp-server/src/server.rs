@@ -17,9 +17,10 @@ use computer_tools::{
     ExtendFn, Family, Offer, Progress, ProgressFn, ToolContext, ToolSettings, registry,
 };
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-    ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -68,6 +69,7 @@ impl ComputerMcp {
             exec_default_timeout_ms: c.exec_timeout.as_millis() as u64,
             exec_max_timeout_ms: c.exec_max_timeout.as_millis() as u64,
             idle_ms: c.fleet.idle.as_millis() as u64,
+            open_world: c.network != NetworkArg::None,
         }
     }
 
@@ -140,11 +142,17 @@ pub const META_COMPUTER: &str = "computer-mcp/computer";
 
 impl ServerHandler for ComputerMcp {
     fn get_info(&self) -> ServerConfig {
-        let config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(
-                env!("CARGO_PKG_NAME"),
-                env!("CARGO_PKG_VERSION"),
-            ));
+        let config = ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_prompts()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            env!("CARGO_PKG_NAME"),
+            env!("CARGO_PKG_VERSION"),
+        ));
         let idle = computer_providers::human_ms(self.app.config.fleet.idle.as_millis() as u64);
         let fleet_words = format!(
             " Calls that name no `computer` run on your default computer. To keep work apart, \
@@ -153,9 +161,67 @@ computer_list shows yours. A computer unused for {idle} is released, and a sessi
 default computer when its session ends."
         );
         match self.family() {
-            Some(f) => config.with_instructions(format!("{}{fleet_words}", f.instructions)),
+            Some(f) => config.with_instructions(format!(
+                "{}{fleet_words}{}",
+                f.instructions,
+                crate::resources::instructions()
+            )),
             None => config,
         }
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(
+            crate::resources::prompts(),
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        crate::resources::get_prompt(&request.name).map(Into::into)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let caller = self
+            .caller(&context)
+            .map_err(|e| ErrorData::invalid_request(e, None))?;
+        Ok(ListResourcesResult::with_all_items(
+            crate::resources::list(&self.app, &caller).await,
+        ))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            crate::resources::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let caller = self
+            .caller(&context)
+            .map_err(|e| ErrorData::invalid_request(e, None))?;
+        crate::resources::read(&self.app, &caller, &request.uri)
+            .await
+            .map(Into::into)
     }
 
     async fn list_tools(
@@ -257,6 +323,7 @@ default computer when its session ends."
             extend,
             state: Arc::clone(&entry.state),
             cancel: cancel.clone(),
+            resources: Some(format!("computer://{}", entry.handle)),
         };
         let result = family.call(&name, arguments, &ctx).await;
         if entry.default.is_some() {

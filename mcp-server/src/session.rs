@@ -80,7 +80,7 @@ impl App {
         let mut all = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         all.retain(|w| w.strong_count() > 0);
         all.push(Arc::downgrade(&session));
-        tracing::info!(session = session.id, "session started");
+        tracing::debug!(session = session.id, "session started");
         Ok(session)
     }
 

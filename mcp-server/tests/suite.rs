@@ -2,5 +2,6 @@ mod conformance;
 mod fleet;
 mod http;
 mod lifecycle;
+mod skills;
 mod stdio;
 mod support;

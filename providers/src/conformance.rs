@@ -33,7 +33,6 @@
 mod cases;
 mod ctx;
 mod report;
-pub mod takeover;
 mod verdict;
 
 use std::fmt;
@@ -50,7 +49,6 @@ use crate::types::{DaemonMode, NetworkKind};
 pub use cases::cases;
 pub use ctx::{Computer, Ctx, Outcome};
 pub use report::{CaseResult, Cleanup, ComputerNote, CoreSummary, DaemonInfo, Report, Status};
-pub use takeover::release_older;
 pub use verdict::{KindVerdict, core_needs, kind_cases, kind_verdict};
 
 /// The label every computer of a run carries, with the run's id.

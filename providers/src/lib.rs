@@ -18,8 +18,14 @@
 //! - [`local`]: computers on this machine, isolated by `computerd sandbox`,
 //!   bounded by a cgroup each ([`local::cgroup`]), with a uid each
 //!   ([`local::uids`]).
+//! - [`docker`]: hardened Docker containers with `computerd init` as PID 1,
+//!   made and read back through the engine's API, each checked for drift.
+//! - [`janitor`]: [`janitor::release_older`], the run/epoch fence shared by
+//!   every provider.
 //! - [`share`]: host directories shown at `/workspace`, and the rules a
 //!   share must pass before anything is made.
+//! - [`wait`]: [`wait::wait_until`], the one bounded wait for a state a
+//!   vendor reads back later than it acted.
 //! - [`random`]: names and tokens from the OS's random source, failing
 //!   closed.
 //!
@@ -28,8 +34,10 @@
 //! environment (the server's clap reads the variables a provider declares).
 
 pub mod conformance;
+pub mod docker;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+pub mod janitor;
 pub mod local;
 pub mod provider;
 pub mod random;
@@ -37,7 +45,10 @@ pub mod registry;
 pub mod settings;
 pub mod share;
 pub mod types;
+pub mod wait;
 
+pub use docker::{DockerOptions, DockerProvider, DockerSettings};
+pub use janitor::{ReleasedOlder, release_older, run_labels};
 pub use provider::{Connection, Provider};
 pub use registry::{
     Configure, Constructor, PROVIDER_IDS, PROVIDERS, Sources, provider_for, unknown_option,

@@ -64,8 +64,10 @@ impl Constructor {
 }
 
 /// Every provider, by id.
-pub const PROVIDERS: &[(&str, Constructor)] =
-    &[("local", Constructor::of::<crate::local::LocalProvider>())];
+pub const PROVIDERS: &[(&str, Constructor)] = &[
+    ("local", Constructor::of::<crate::local::LocalProvider>()),
+    ("docker", Constructor::of::<crate::docker::DockerProvider>()),
+];
 
 /// Every id the registry holds, in the table's order.
 pub const PROVIDER_IDS: [&str; PROVIDERS.len()] = {
@@ -362,13 +364,16 @@ mod tests {
             tables: None,
         };
         let e = provider_for("fly", &sources, &host()).err().unwrap();
-        assert_eq!(e.message, "no provider \"fly\"; the providers are: local");
+        assert_eq!(
+            e.message,
+            "no provider \"fly\"; the providers are: local, docker"
+        );
         assert_eq!(e.field.as_deref(), Some("provider"));
     }
 
     #[test]
     fn the_id_list_and_the_lookup_come_from_one_table() {
-        assert_eq!(PROVIDER_IDS, ["local"]);
+        assert_eq!(PROVIDER_IDS, ["local", "docker"]);
         let m = parsed(PROVIDERS, &[]);
         let sources = Sources {
             matches: &m,

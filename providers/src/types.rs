@@ -34,6 +34,15 @@ pub mod label {
     /// `1` when the server that made it keeps computers past its sessions
     /// (`--keep`).
     pub const KEEP: &str = "computer-mcp.keep";
+    /// Marks a computer computer-mcp made (`1`), on providers whose
+    /// containers share an engine with others (Docker).
+    pub const COMPUTER: &str = "computer-mcp.computer";
+    /// The run a computer belongs to (see `janitor::release_older`).
+    pub const RUN: &str = "computer-mcp.run";
+    /// The claim epoch of the runner that made it, in decimal.
+    pub const EPOCH: &str = "computer-mcp.epoch";
+    /// On a Docker image built from a recipe: the recipe's whole sha256.
+    pub const RECIPE: &str = "computer-mcp.recipe";
 }
 
 /// The network a computer may reach.

@@ -29,7 +29,14 @@ pub(crate) struct Cut<'a> {
 impl Cut<'_> {
     /// The text with a marker line where the middle was cut. `saved`
     /// names the file that holds everything, when there is one.
+    /// `saved` is the file that keeps what the tool received; `all` says
+    /// whether that is all the program wrote (else only its first bytes).
+    #[cfg(test)]
     pub fn render(&self, saved: Option<&str>) -> String {
+        self.render_kept(saved, true)
+    }
+
+    pub fn render_kept(&self, saved: Option<&str>, all: bool) -> String {
         if self.cut == 0 {
             return self.head.to_string();
         }
@@ -39,8 +46,12 @@ impl Cut<'_> {
             out.push('\n');
         }
         match saved {
-            Some(path) => out.push_str(&format!(
+            Some(path) if all => out.push_str(&format!(
                 "[... {} bytes cut here to fit the output budget; the whole output is in {path} ...]\n",
+                self.cut
+            )),
+            Some(path) => out.push_str(&format!(
+                "[... {} bytes cut here to fit the output budget; {path} has the output up to where the tool stopped keeping it (the rest is lost: see the note below) ...]\n",
                 self.cut
             )),
             None => out.push_str(&format!(

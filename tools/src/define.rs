@@ -19,19 +19,67 @@ pub(crate) fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T> {
     serde_path_to_error::deserialize::<_, T>(args).map_err(|e| {
         let mut path = e.path().to_string();
         let inner = e.into_inner().to_string();
-        // An unknown field's path ends with the field itself, which serde names.
-        if inner.starts_with("unknown field") {
-            path = path
-                .rsplit_once('.')
-                .map(|(p, _)| p.to_string())
-                .unwrap_or_default();
+        // An unknown field's path ends with the field itself, which serde
+        // names: drop it (a custom parser's error may stop at the parent).
+        if let Some(rest) = inner.strip_prefix("unknown field `")
+            && let Some((field, _)) = rest.split_once('`')
+        {
+            let (parent, last) = path.rsplit_once('.').unwrap_or(("", path.as_str()));
+            if last == field {
+                path = parent.to_string();
+            }
         }
+        let inner = plain_words(&inner);
         if path == "." || path.is_empty() {
             ToolError::Invalid(format!("{tool}: {inner}"))
         } else {
             ToolError::Invalid(format!("{tool}: {path}: {inner}"))
         }
     })
+}
+
+/// serde's words without Rust's: `expected u32` is a whole number to a
+/// model, `a sequence` a list, `struct PtyArgs` an object.
+pub(crate) fn plain_words(text: &str) -> String {
+    let mut out = text.to_string();
+    for (rust, plain) in [
+        ("expected u8", "expected a whole number from 0 to 255"),
+        ("expected u16", "expected a whole number from 0 to 65535"),
+        ("expected u32", "expected a whole number, 0 or more"),
+        ("expected u64", "expected a whole number, 0 or more"),
+        ("expected usize", "expected a whole number, 0 or more"),
+        ("expected i32", "expected a whole number"),
+        ("expected i64", "expected a whole number"),
+        ("expected f32", "expected a number"),
+        ("expected f64", "expected a number"),
+        ("expected a sequence", "expected a list"),
+        ("expected a map", "expected an object"),
+        ("expected a boolean", "expected true or false"),
+    ] {
+        if let Some(i) = out.find(rust) {
+            let end = i + rust.len();
+            // Only the whole word (`u8`, not `u8x`).
+            if !out[end..].starts_with(|c: char| c.is_ascii_alphanumeric()) {
+                out.replace_range(i..end, plain);
+            }
+        }
+    }
+    // `expected struct PtyArgs`, `untagged enum Pty`: name no type.
+    for marker in ["expected struct ", "expected enum ", "untagged enum "] {
+        while let Some(i) = out.find(marker) {
+            let start = i + marker.len();
+            let end = out[start..]
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .map_or(out.len(), |n| start + n);
+            let plain = if marker == "untagged enum " {
+                "the allowed forms"
+            } else {
+                "expected an object"
+            };
+            out.replace_range(i..end, plain);
+        }
+    }
+    out
 }
 
 /// A tool from its args and result types.
@@ -48,10 +96,92 @@ pub(crate) fn make_tool<A: JsonSchema + 'static, O: JsonSchema + 'static>(
         with.insert("properties".into(), Value::Object(Default::default()));
         input = Arc::new(with);
     }
+    let input = Arc::new(plain_schema(input.as_ref().clone()));
+    // The output schema is for clients to check structured content; the
+    // model reads the words of the text result, so its fields go without
+    // descriptions (a listing's size is context every model pays for).
+    let mut output = plain_schema(schema_for_output::<O>().as_ref().clone());
+    strip_descriptions(&mut output);
+    let output = Arc::new(output);
     Tool::new(name, description, input)
-        .with_raw_output_schema(schema_for_output::<O>())
+        .with_raw_output_schema(output)
         .annotate(annotations)
 }
+
+/// A schema as strict clients read it cleanly: no `$schema` line, no
+/// non-standard `format` (`uint64`, `double`), an optional field typed as
+/// itself (not `[T, "null"]`, which some validators refuse) and without a
+/// `default: null`.
+pub(crate) fn plain_schema(mut schema: JsonObject) -> JsonObject {
+    schema.remove("$schema");
+    clean(&mut schema);
+    schema
+}
+
+fn clean(o: &mut JsonObject) {
+    if let Some(Value::String(f)) = o.get("format")
+        && !STANDARD_FORMATS.contains(&f.as_str())
+    {
+        o.remove("format");
+    }
+    if o.get("default") == Some(&Value::Null) {
+        o.remove("default");
+    }
+    if let Some(Value::Array(types)) = o.get("type") {
+        let kept: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+        if kept.len() == 1 {
+            o.insert("type".into(), kept[0].clone());
+        } else if kept.len() != types.len() {
+            o.insert("type".into(), Value::Array(kept));
+        }
+    }
+    for (_, v) in o.iter_mut() {
+        match v {
+            Value::Object(inner) => clean(inner),
+            Value::Array(items) => {
+                for i in items {
+                    if let Value::Object(inner) = i {
+                        clean(inner);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn strip_descriptions(o: &mut JsonObject) {
+    o.remove("description");
+    for (_, v) in o.iter_mut() {
+        match v {
+            Value::Object(inner) => strip_descriptions(inner),
+            Value::Array(items) => {
+                for i in items {
+                    if let Value::Object(inner) = i {
+                        strip_descriptions(inner);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The `format` values JSON Schema defines.
+const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "uuid",
+    "regex",
+];
 
 /// Replace one property's description in a generated input schema (for
 /// limits known only at run time), and set its maximum when given.
@@ -100,4 +230,30 @@ pub(crate) fn hints(
         a = a.idempotent(idempotent);
     }
     a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_words;
+
+    #[test]
+    fn serde_words_name_no_rust_type() {
+        assert_eq!(
+            plain_words("invalid type: string \"x\", expected u64"),
+            "invalid type: string \"x\", expected a whole number, 0 or more"
+        );
+        assert_eq!(
+            plain_words("invalid type: integer `3`, expected struct PtyArgs"),
+            "invalid type: integer `3`, expected an object"
+        );
+        assert_eq!(
+            plain_words("data did not match any variant of untagged enum Pty"),
+            "data did not match any variant of the allowed forms"
+        );
+        assert_eq!(plain_words("expected u8x"), "expected u8x");
+        assert_eq!(
+            plain_words("invalid type: map, expected a sequence"),
+            "invalid type: map, expected a list"
+        );
+    }
 }

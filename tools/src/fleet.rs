@@ -209,9 +209,7 @@ pub fn computer_property(idle_ms: u64) -> Value {
     serde_json::json!({
         "type": "string",
         "description": format!(
-            "Which computer to run on: a handle from computer_new (c-...) or the name you gave it there. \
-    Leave it out to use your default computer, made on first use and released after {} without use. \
-    computer_list shows your computers.",
+            "A handle or name from computer_new. Default: your default computer (released after {} unused).",
             human_minutes(idle_ms)
         ),
     })

@@ -15,6 +15,8 @@
 //! - [`fleet`]: computers a model names: the `computer` argument every
 //!   family tool takes ([`fleet::Which`]), and `computer_new`,
 //!   `computer_list` and `computer_release` over the server's [`fleet::Fleet`].
+//! - [`skills`]: each family's `SKILL.md` (from `skills/`), embedded,
+//!   parsed, and its example calls.
 //! - `state`: [`ComputerState`], what the tools remember about one computer
 //!   (one slot per family's memo), made by the server per computer.
 //! - `define`: what a tool definition is made of: `make_tool` (schemas from
@@ -31,6 +33,7 @@ mod error;
 pub mod fleet;
 mod registry;
 pub mod sandbox;
+pub mod skills;
 mod state;
 mod text;
 
@@ -88,6 +91,9 @@ pub struct ToolSettings {
     /// A computer unused this long is released (stated in every tool's
     /// `computer` argument).
     pub idle_ms: u64,
+    /// Programs may reach outside the computer (its network is not
+    /// `none`): the `openWorldHint` of the tools that run programs.
+    pub open_world: bool,
 }
 
 impl Default for ToolSettings {
@@ -97,6 +103,7 @@ impl Default for ToolSettings {
             exec_default_timeout_ms: 120_000,
             exec_max_timeout_ms: 600_000,
             idle_ms: 30 * 60_000,
+            open_world: false,
         }
     }
 }
@@ -138,6 +145,10 @@ pub struct ToolContext {
     pub state: Arc<ComputerState>,
     /// Fired when the MCP client cancels the call.
     pub cancel: CancellationToken,
+    /// The base of this computer's MCP resources (`computer://<handle>`),
+    /// when the server serves them: a saved output is then linked as
+    /// `<base>/file<path>`, which `resources/read` reads in pages.
+    pub resources: Option<String>,
 }
 
 impl std::fmt::Debug for ToolContext {

@@ -67,6 +67,8 @@ pub struct Family {
     pub kind: SettingKind,
     /// The server's MCP instructions for a session of this kind.
     pub instructions: &'static str,
+    /// Its `SKILL.md` ([`crate::skills`]), served as a prompt and a resource.
+    pub skill: &'static str,
     pub tools: &'static [ToolDef],
 }
 
@@ -361,6 +363,7 @@ mod tests {
     const THROWAWAY: &[Family] = &[Family {
         kind: SettingKind::Browser,
         instructions: "A test family.",
+        skill: "---\nname: browser\ndescription: A test.\n---\n# A test\n",
         tools: &[
             ToolDef::new(
                 "shout",
@@ -414,6 +417,7 @@ mod tests {
         assert!(!family.offers("shout", &without));
 
         let ctx = ToolContext {
+            resources: None,
             client: Arc::new(Dead),
             facts: crate::ComputerFacts {
                 id: "b1".into(),

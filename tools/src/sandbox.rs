@@ -42,6 +42,7 @@ const PROCESSES: Needs = Needs::Group(Group::Processes);
 pub const FAMILY: Family = Family {
     kind: SettingKind::Sandbox,
     instructions: INSTRUCTIONS,
+    skill: crate::skills::SANDBOX_TEXT,
     tools: &[
         ToolDef::new("exec",           EXEC,      exec::tool,           handler!(exec::run)),
         ToolDef::new("read_file",      FILES,     files::read_tool,     handler!(files::read)),
@@ -241,6 +242,9 @@ async fn shell(ctx: &ToolContext) -> Result<Shell> {
 pub(crate) struct Memo {
     shell: Option<Shell>,
     streams: HashMap<String, Stream>,
+    /// Where the last process_read of each process ended: the next read
+    /// without `since` goes on from there.
+    read_to: HashMap<String, u64>,
 }
 
 impl Memo {
@@ -254,6 +258,17 @@ impl Memo {
             self.streams.clear();
         }
         self.streams.insert(id.to_string(), stream);
+    }
+
+    pub fn read_to(&self, id: &str) -> Option<u64> {
+        self.read_to.get(id).copied()
+    }
+
+    pub fn set_read_to(&mut self, id: &str, offset: u64) {
+        if self.read_to.len() >= 1024 {
+            self.read_to.clear();
+        }
+        self.read_to.insert(id.to_string(), offset);
     }
 }
 
@@ -377,6 +392,7 @@ mod tests {
             exec_default_timeout_ms: 30_000,
             exec_max_timeout_ms: 90_000,
             idle_ms: 60_000,
+            open_world: true,
         };
         let tools = sandbox_tools_with(&groups(&["exec"]), false, &s);
         let exec = &tools[0];
@@ -388,6 +404,16 @@ mod tests {
             "{d}"
         );
         assert!(exec.description.as_deref().unwrap().contains("8 KiB"));
+        // Programs reach out only where the network is not none.
+        let open_world = |s: &ToolSettings| {
+            sandbox_tools_with(&groups(&["exec", "processes"]), false, s)
+                .iter()
+                .filter(|t| t.annotations.as_ref().and_then(|a| a.open_world_hint) == Some(true))
+                .map(|t| t.name.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(open_world(&s), ["exec", "process_start"]);
+        assert!(open_world(&ToolSettings::default()).is_empty());
     }
 
     #[test]
@@ -456,6 +482,7 @@ mod tests {
 
     fn dead_ctx() -> ToolContext {
         ToolContext {
+            resources: None,
             client: Arc::new(Dead),
             facts: Default::default(),
             settings: Default::default(),

@@ -33,13 +33,24 @@ async fn http_needs_a_token_and_checks_host_and_origin() {
         }
         rq.send()
     };
-    assert_eq!(post(None, None, None).await.unwrap().status(), 401);
+    let missing = post(None, None, None).await.unwrap();
+    assert_eq!(missing.status(), 401);
+    assert_eq!(missing.headers()["www-authenticate"], "Bearer");
+    assert!(missing.text().await.unwrap().starts_with("no bearer token"));
+    let wrong = post(Some("wrong-token-0123456789"), None, None)
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
     assert_eq!(
-        post(Some("wrong-token-0123456789"), None, None)
+        wrong.headers()["www-authenticate"],
+        "Bearer error=\"invalid_token\""
+    );
+    assert!(
+        wrong
+            .text()
             .await
             .unwrap()
-            .status(),
-        401
+            .contains("is not one of this server's")
     );
     assert_eq!(
         post(Some(&s.token), Some("http://evil.example"), None)
@@ -132,4 +143,26 @@ async fn an_idle_http_session_expires_and_its_computer_is_released() {
     );
     let _ = s.child.start_kill();
     let _ = s.child.wait().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_in_use_is_named() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let server = Server::new();
+    let out = tokio::process::Command::new(SERVER)
+        .arg("serve")
+        .args(server.args())
+        .arg("--http")
+        .arg(addr.to_string())
+        .env("COMPUTER_MCP_TOKEN", TOKEN)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("--http {addr}: the address is in use")),
+        "{err}"
+    );
 }

@@ -355,3 +355,22 @@ fn sizes_and_shares_out_of_range_stop_the_server_in_words_and_make_nothing() {
     }
     assert!(server.computers().is_empty());
 }
+
+#[test]
+fn stdin_closed_before_any_message_exits_0_with_one_line() {
+    let server = Server::new();
+    let out = std::process::Command::new(SERVER)
+        .arg("serve")
+        .args(server.args_logging("info"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.trim_end(),
+        "computer-mcp: stdin closed before any MCP message; nothing to serve"
+    );
+    assert!(out.stdout.is_empty());
+    assert!(server.computers().is_empty());
+}

@@ -11,7 +11,30 @@ async fn a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_a
     if !need_root() {
         return;
     }
-    let server = Server::new();
+    a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end_on(
+        Server::new(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end_on_docker()
+ {
+    if !need_root() {
+        return;
+    }
+    let Some(server) = Server::docker() else {
+        return;
+    };
+    let _shared = DOCKER_ENGINE.read().await;
+    a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end_on(server)
+        .await;
+}
+
+/// The same on either provider.
+async fn a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end_on(
+    server: Server,
+) {
     let (client, _) = server.stdio(&[]).await;
     let info = client.peer_info().unwrap();
     assert_eq!(info.server_info.as_ref().unwrap().name, "computer-mcp");
@@ -39,6 +62,11 @@ async fn a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_a
         "computer_info",
         "computer_extend",
     ] {
+        // Only a provider that can move a deadline offers computer_extend.
+        if want == "computer_extend" && server.provider() == "docker" {
+            assert!(!names.iter().any(|n| n == want), "{names:?}");
+            continue;
+        }
         assert!(
             names.iter().any(|n| n == want),
             "{want} missing from {names:?}"
@@ -70,7 +98,7 @@ async fn a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_a
 
     let info = call(&client, "computer_info", json!({})).await;
     let facts = structured(&info);
-    assert_eq!(facts["provider"], "local");
+    assert_eq!(facts["provider"], server.provider());
     assert!(
         facts["network"].as_str().unwrap().starts_with("none"),
         "{facts}"
@@ -110,7 +138,23 @@ async fn a_background_server_is_started_read_and_signalled() {
     if !need_root() {
         return;
     }
-    let server = Server::new();
+    a_background_server_is_started_read_and_signalled_on(Server::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_server_is_started_read_and_signalled_on_docker() {
+    if !need_root() {
+        return;
+    }
+    let Some(server) = Server::docker() else {
+        return;
+    };
+    let _shared = DOCKER_ENGINE.read().await;
+    a_background_server_is_started_read_and_signalled_on(server).await;
+}
+
+/// The same on either provider.
+async fn a_background_server_is_started_read_and_signalled_on(server: Server) {
     let (client, _) = server.stdio(&[]).await;
     let r = call(
         &client,
@@ -176,7 +220,23 @@ async fn a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s() {
     if !need_root() {
         return;
     }
-    let server = Server::new();
+    a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s_on(Server::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s_on_docker() {
+    if !need_root() {
+        return;
+    }
+    let Some(server) = Server::docker() else {
+        return;
+    };
+    let _shared = DOCKER_ENGINE.read().await;
+    a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s_on(server).await;
+}
+
+/// The same on either provider.
+async fn a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s_on(server: Server) {
     let (client, recorder) = server.stdio(&[]).await;
     let r = call(
         &client,
@@ -260,7 +320,23 @@ async fn bad_input_is_answered_in_words_and_the_session_goes_on() {
     if !need_root() {
         return;
     }
-    let server = Server::new();
+    bad_input_is_answered_in_words_and_the_session_goes_on_on(Server::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_answered_in_words_and_the_session_goes_on_on_docker() {
+    if !need_root() {
+        return;
+    }
+    let Some(server) = Server::docker() else {
+        return;
+    };
+    let _shared = DOCKER_ENGINE.read().await;
+    bad_input_is_answered_in_words_and_the_session_goes_on_on(server).await;
+}
+
+/// The same on either provider.
+async fn bad_input_is_answered_in_words_and_the_session_goes_on_on(server: Server) {
     let (client, _) = server.stdio(&[]).await;
     // An unknown tool is a protocol error naming the tools.
     let e = client
@@ -299,29 +375,46 @@ async fn a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_
     if !need_root() {
         return;
     }
-    let server = Server::new();
+    a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one_on(
+        Server::new(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one_on_docker()
+ {
+    if !need_root() {
+        return;
+    }
+    let Some(server) = Server::docker() else {
+        return;
+    };
+    let _shared = DOCKER_ENGINE.read().await;
+    a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one_on(server)
+        .await;
+}
+
+/// The same on either provider.
+async fn a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one_on(
+    server: Server,
+) {
     let (client, _) = server.stdio(&[]).await;
     let r = call(&client, "exec", json!({"argv": ["true"]})).await;
     assert!(!is_error(&r), "{}", text(&r));
     let first = server.computers();
     assert_eq!(first.len(), 1);
-    // Kill the computer: its first process on the host, from its state.
-    let meta: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(
-            server
-                .state
-                .path()
-                .join("computers")
-                .join(&first[0])
-                .join("meta.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    let pid = meta["process"]["pid"].as_i64().unwrap() as i32;
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL).unwrap();
+    // Kill the computer from outside: its first process on the host
+    // (local), or the container (Docker).
+    server.kill_computer(&first[0]);
     tokio::time::sleep(Duration::from_millis(300)).await;
+    let t = Instant::now();
     let r = call(&client, "exec", json!({"argv": ["true"]})).await;
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "the gone computer took {:?} to answer",
+        t.elapsed()
+    );
     assert!(is_error(&r), "{}", text(&r));
     assert!(
         text(&r).contains("gone") || text(&r).contains("stopped answering"),
@@ -343,7 +436,23 @@ async fn concurrent_first_calls_share_one_computer() {
     if !need_root() {
         return;
     }
-    let server = Server::new();
+    concurrent_first_calls_share_one_computer_on(Server::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_first_calls_share_one_computer_on_docker() {
+    if !need_root() {
+        return;
+    }
+    let Some(server) = Server::docker() else {
+        return;
+    };
+    let _shared = DOCKER_ENGINE.read().await;
+    concurrent_first_calls_share_one_computer_on(server).await;
+}
+
+/// The same on either provider.
+async fn concurrent_first_calls_share_one_computer_on(server: Server) {
     let (client, _) = server.stdio(&[]).await;
     let calls = (0..4).map(|i| {
         let client = &client;
@@ -355,4 +464,61 @@ async fn concurrent_first_calls_share_one_computer() {
     }
     assert_eq!(server.computers().len(), 1, "{:?}", server.computers());
     client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dockerd_restarted_under_a_live_session_is_answered_in_words_and_the_next_call_makes_a_new_computer()
+ {
+    if !need_root() {
+        return;
+    }
+    let Some(server) = Server::docker() else {
+        return;
+    };
+    let _alone = DOCKER_ENGINE.write().await;
+    let (client, _) = server.stdio(&[]).await;
+    let r = call(&client, "exec", json!({"argv": ["echo", "before"]})).await;
+    assert_eq!(structured(&r)["stdout"], "before\n", "{}", text(&r));
+    // Stop the engine (its containers end with it), and start it again.
+    let back = DockerdBack;
+    let pids = std::process::Command::new("pidof")
+        .arg("dockerd")
+        .output()
+        .unwrap();
+    let pids = String::from_utf8_lossy(&pids.stdout).to_string();
+    for pid in pids.split_whitespace() {
+        let pid: i32 = pid.parse().unwrap();
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGTERM);
+    }
+    // Gone, process and all (a new one refuses to start beside its pid file).
+    wait_until("dockerd to exit", Duration::from_secs(60), || {
+        std::process::Command::new("pidof")
+            .arg("dockerd")
+            .output()
+            .is_ok_and(|o| o.stdout.is_empty())
+    });
+    drop(back);
+    assert!(docker_up());
+    let t = Instant::now();
+    let r = call(&client, "exec", json!({"argv": ["true"]})).await;
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(
+        text(&r).contains("gone") || text(&r).contains("stopped answering"),
+        "{}",
+        text(&r)
+    );
+    let r = call(&client, "exec", json!({"argv": ["echo", "after"]})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert!(text(&r).contains("a new computer"), "{}", text(&r));
+    assert_eq!(structured(&r)["stdout"], "after\n");
+    client.cancel().await.unwrap();
+    // The new computer, and the one the stopped engine ended, are released.
+    wait_until("every computer's release", Duration::from_secs(30), || {
+        server.computers().is_empty()
+    });
 }

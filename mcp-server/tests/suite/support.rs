@@ -47,12 +47,22 @@ impl ClientHandler for Recorder {
 
 pub type Client = RunningService<RoleClient, Recorder>;
 
+/// Where a test server's computers come from.
+#[derive(Clone, Debug)]
+pub enum Backend {
+    /// The local provider, its state in the server's directory.
+    Local,
+    /// The Docker provider: the test image and the static daemon it binds.
+    Docker { image: String, computerd: PathBuf },
+}
+
 /// A state directory for one test's server.
 pub struct Server {
     pub state: tempfile::TempDir,
     /// The provider's state directory: `state`, or another server's.
     pub state_dir: PathBuf,
     pub instance: String,
+    pub backend: Backend,
 }
 
 impl Server {
@@ -65,6 +75,81 @@ impl Server {
             state_dir: state.path().to_path_buf(),
             state,
             instance: format!("t{}", marker().to_lowercase()),
+            backend: Backend::Local,
+        }
+    }
+
+    /// A server on the Docker provider, or None (skipped, or failed under
+    /// COMPUTER_MCP_REQUIRE=docker) where no engine, test image or static
+    /// daemon is there. The image is CMCP_TEST_DOCKER_IMAGE, the daemon
+    /// CMCP_TEST_DOCKER_COMPUTERD (as .ci/run sets them).
+    pub fn docker() -> Option<Server> {
+        let engine = std::process::Command::new("docker")
+            .args(["info", "--format", "{{.ServerVersion}}"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !computer_testkit::need("docker", engine, "no Docker engine answers (docker info)") {
+            return None;
+        }
+        let image = std::env::var("CMCP_TEST_DOCKER_IMAGE")
+            .unwrap_or_else(|_| "computer-mcp-test/debian:bookworm".into());
+        let have = std::process::Command::new("docker")
+            .args(["image", "inspect", &image])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !computer_testkit::need(
+            "docker",
+            have,
+            &format!("the test image {image} is not built (fixtures/images/build.sh)"),
+        ) {
+            return None;
+        }
+        let computerd = std::env::var_os("CMCP_TEST_DOCKER_COMPUTERD")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../target/x86_64-unknown-linux-gnu/release/computerd")
+            });
+        if !computer_testkit::need(
+            "docker",
+            computerd.is_file(),
+            &format!("the static computerd {} is not built", computerd.display()),
+        ) {
+            return None;
+        }
+        let mut s = Server::new();
+        s.backend = Backend::Docker { image, computerd };
+        Some(s)
+    }
+
+    /// The provider's id, as computer_info names it.
+    pub fn provider(&self) -> &'static str {
+        match self.backend {
+            Backend::Local => "local",
+            Backend::Docker { .. } => "docker",
+        }
+    }
+
+    /// End a computer from outside, as a crash or an operator would.
+    pub fn kill_computer(&self, id: &str) {
+        match &self.backend {
+            Backend::Local => {
+                let meta: serde_json::Value = serde_json::from_slice(
+                    &std::fs::read(self.state_dir.join("computers").join(id).join("meta.json"))
+                        .unwrap(),
+                )
+                .unwrap();
+                let pid = meta["process"]["pid"].as_i64().unwrap() as i32;
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL)
+                    .unwrap();
+            }
+            Backend::Docker { .. } => {
+                let out = std::process::Command::new("docker")
+                    .args(["kill", id])
+                    .output()
+                    .unwrap();
+                assert!(out.status.success(), "docker kill {id}: {out:?}");
+            }
         }
     }
 
@@ -83,20 +168,55 @@ impl Server {
 
     /// The server's arguments, logging at `level`.
     pub fn args_logging(&self, level: &str) -> Vec<String> {
-        vec![
-            "--local-state-dir".into(),
-            self.state_dir.display().to_string(),
-            "--local-computerd".into(),
-            computerd().display().to_string(),
+        let mut v: Vec<String> = match &self.backend {
+            Backend::Local => vec![
+                "--local-state-dir".into(),
+                self.state_dir.display().to_string(),
+                "--local-computerd".into(),
+                computerd().display().to_string(),
+            ],
+            Backend::Docker { image, computerd } => vec![
+                "--provider".into(),
+                "docker".into(),
+                "--docker-image".into(),
+                image.clone(),
+                "--docker-computerd".into(),
+                computerd.display().to_string(),
+                "--docker-cache-dir".into(),
+                self.state_dir.join("cache").display().to_string(),
+            ],
+        };
+        v.extend([
             "--instance".into(),
             self.instance.clone(),
             "--log".into(),
             level.into(),
-        ]
+        ]);
+        v
     }
 
-    /// The computers the server has on disk now.
+    /// The computers the server has now: on disk (local), or the
+    /// containers carrying its instance label (Docker).
     pub fn computers(&self) -> Vec<String> {
+        if let Backend::Docker { .. } = self.backend {
+            let out = std::process::Command::new("docker")
+                .args([
+                    "ps",
+                    "-a",
+                    "--format",
+                    "{{.Names}}",
+                    "--filter",
+                    &format!("label=computer-mcp.instance={}", self.instance),
+                ])
+                .output()
+                .unwrap();
+            let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(String::from)
+                .collect();
+            v.sort();
+            return v;
+        }
         let Ok(dir) = std::fs::read_dir(self.state_dir.join("computers")) else {
             return Vec::new();
         };
@@ -372,4 +492,52 @@ pub fn jhandle(result: &Value) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("no computer in {result}"))
         .to_string()
+}
+
+/// Docker tests of this binary share the engine; the one that restarts it
+/// takes it alone.
+pub static DOCKER_ENGINE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// Whether dockerd answers.
+pub fn docker_up() -> bool {
+    std::process::Command::new("docker")
+        .args(["info", "--format", "{{.ServerVersion}}"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Start dockerd the way .ci/run does, and wait (60 s) until it answers.
+pub fn start_dockerd() {
+    if docker_up() {
+        return;
+    }
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open("/tmp/dockerd.log")
+        .unwrap();
+    // setsid forks dockerd off and returns: wait for setsid itself.
+    let mut setsid = std::process::Command::new("setsid")
+        .arg("--fork")
+        .arg("dockerd")
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let _ = setsid.wait();
+    wait_until(
+        "dockerd to answer",
+        std::time::Duration::from_secs(60),
+        docker_up,
+    );
+}
+
+/// Starts dockerd again when dropped, whatever the test did.
+pub struct DockerdBack;
+
+impl Drop for DockerdBack {
+    fn drop(&mut self) {
+        start_dockerd();
+    }
 }

@@ -18,7 +18,7 @@ use computerd::protocol::{
     ProcessStartParams, ProcessWaitParams, ProcessWriteParams, Signal, Stream, limits,
 };
 use futures::future::BoxFuture;
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -88,16 +88,17 @@ pub(crate) fn tool(name: &'static str, s: &ToolSettings) -> Tool {
     let description = format!(
         "Run a command in the computer and wait for it to end. Give `command` (a shell command line, run with bash -lc: pipes, redirections, && and cd work) or `argv` (a program and its arguments, no shell). \
 Returns the exit code, stdout and stderr (as UTF-8 text) and whether it timed out. It runs in the work directory unless `cwd` says otherwise, with empty stdin unless `stdin` is given, and is ended after `timeout_ms` (default {} ms, at most {} ms). \
-Output over {} (stdout and stderr together) is cut in the middle, keeping the start and the end, and the whole output is saved to a file in the computer whose path the result gives: read or grep it there. \
+Output over {} (stdout and stderr together) is cut in the middle, keeping the start and the end, and the output is saved to a file in the computer whose path the result gives (up to {} a stream; past that the result says what was lost): read or grep it there. \
 Nothing the command starts outlives it: for servers, watchers and programs that must keep running or need input while they run, use process_start.",
         s.exec_default_timeout_ms,
         s.exec_max_timeout_ms,
-        kib(s.output_budget_bytes)
+        kib(s.output_budget_bytes),
+        kib(limits::MAX_OUTPUT_BYTES as usize)
     );
     let mut t = make_tool::<ExecArgs, ExecOutput>(
         name,
         description,
-        hints("Run a command", false, true, false, true),
+        hints("Run a command", false, true, false, s.open_world),
     );
     restate_property(
         &mut t,
@@ -511,8 +512,8 @@ async fn finish(ctx: &ToolContext, ran: Ran, started: Instant) -> Result<CallToo
     };
     let stdout_file = save(cut_out.cut, "stdout", &ran.stdout).await?;
     let stderr_file = save(cut_err.cut, "stderr", &ran.stderr).await?;
-    let shown_out = cut_out.render(stdout_file.as_deref());
-    let shown_err = cut_err.render(stderr_file.as_deref());
+    let shown_out = cut_out.render_kept(stdout_file.as_deref(), ran.stdout_lost.is_none());
+    let shown_err = cut_err.render_kept(stderr_file.as_deref(), ran.stderr_lost.is_none());
 
     let mut text = match (&ran.exit_code, &ran.signal) {
         _ if ran.timed_out => format!(
@@ -567,7 +568,25 @@ async fn finish(ctx: &ToolContext, ran: Ran, started: Instant) -> Result<CallToo
         stderr_bytes: ran.stderr.len() as u64,
         duration_ms: started.elapsed().as_millis() as u64,
     };
-    Ok(done(text, &output))
+    let mut r = done(text, &output);
+    // Each saved output is also a resource the client can read in pages.
+    if let Some(base) = &ctx.resources {
+        for (file, size) in [
+            (&output.stdout_file, output.stdout_bytes),
+            (&output.stderr_file, output.stderr_bytes),
+        ] {
+            if let Some(path) = file {
+                let name = path.rsplit('/').next().unwrap_or(path);
+                r.content.push(ContentBlock::resource_link(
+                    rmcp::model::Resource::new(format!("{base}/file{path}"), name)
+                        .with_description("the whole output, saved in the computer; resources/read it in pages (?page=N)")
+                        .with_mime_type("text/plain")
+                        .with_size(size),
+                ));
+            }
+        }
+    }
+    Ok(r)
 }
 
 #[cfg(test)]

@@ -50,12 +50,37 @@ pub struct ProcessStartArgs {
     pub command: Option<String>,
     /// The program and its arguments, run directly without a shell. Give this or `command`, not both.
     pub argv: Option<Vec<String>>,
-    /// Run the program in a terminal of this size, for shells, REPLs and programs that need a terminal. Without it, the program gets a stdin pipe and its stdout and stderr are collected together.
-    pub pty: Option<PtyArgs>,
+    /// Run the program in a terminal, for shells, REPLs and programs that need one: `true` (120x40), or a size. Without it, the program gets a stdin pipe and its stdout and stderr are collected together.
+    pub pty: Option<Pty>,
     /// The working directory, an absolute path. Default: the work directory (HOME).
     pub cwd: Option<String>,
     /// Environment variables to set, over PATH, HOME, USER and LOGNAME.
     pub env: Option<BTreeMap<String, String>>,
+}
+
+/// A terminal: yes or no, or its size.
+#[derive(Clone, Copy, Debug, JsonSchema)]
+#[serde(untagged)]
+pub enum Pty {
+    /// `true` for a terminal of the default size; `false` for none.
+    On(bool),
+    /// A terminal of this size.
+    Size(PtyArgs),
+}
+
+impl<'de> Deserialize<'de> for Pty {
+    /// By hand, so a wrong value is refused in words, not with a type's name.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::Bool(b) => Ok(Pty::On(b)),
+            v @ serde_json::Value::Object(_) => serde_json::from_value::<PtyArgs>(v)
+                .map(Pty::Size)
+                .map_err(serde::de::Error::custom),
+            other => Err(serde::de::Error::custom(format!(
+                "pty is {other}; it is true, false, or a size such as {{\"cols\": 120, \"rows\": 40}}"
+            ))),
+        }
+    }
 }
 
 /// A terminal's size.
@@ -84,7 +109,7 @@ pub struct ProcessStartOutput {
     pub log_file: Option<String>,
 }
 
-pub(crate) fn start_tool(name: &'static str, _s: &ToolSettings) -> Tool {
+pub(crate) fn start_tool(name: &'static str, s: &ToolSettings) -> Tool {
     make_tool::<ProcessStartArgs, ProcessStartOutput>(
         name,
         "Start a program that keeps running in the background (a server, a watcher, a long build, an interactive program) and return its id at once. Give `command` (a shell command line, run with bash -lc) or `argv`. \
@@ -92,7 +117,7 @@ Then read its output with process_read, send it input with process_write, and st
 With `pty` the program runs in a terminal (for shells, REPLs and programs that need one); without it, it gets a stdin pipe and its stdout and stderr are collected together, also in a log file whose path the result gives. \
 It runs until it ends, is signalled, or the computer ends. For a command that just runs to completion, use exec."
             .to_string(),
-        hints("Start a background process", false, false, false, true),
+        hints("Start a background process", false, false, false, s.open_world),
     )
 }
 
@@ -112,8 +137,12 @@ pub(crate) async fn start(ctx: &ToolContext, a: ProcessStartArgs) -> Result<Call
         absolute("cwd", cwd, &ctx.facts.work_dir)?;
     }
     let pty = match a.pty {
-        None => None,
-        Some(p) => Some(PtySize {
+        None | Some(Pty::On(false)) => None,
+        Some(Pty::On(true)) => Some(PtySize {
+            cols: DEFAULT_COLS,
+            rows: DEFAULT_ROWS,
+        }),
+        Some(Pty::Size(p)) => Some(PtySize {
             cols: check_side("pty.cols", p.cols, DEFAULT_COLS)?,
             rows: check_side("pty.rows", p.rows, DEFAULT_ROWS)?,
         }),
@@ -201,7 +230,7 @@ pub(crate) async fn start(ctx: &ToolContext, a: ProcessStartArgs) -> Result<Call
 pub struct ProcessReadArgs {
     /// The process's id, from process_start or process_list (e.g. "p3").
     pub id: String,
-    /// Read output from this byte offset on: the previous reply's next_offset. Default 0, the start.
+    /// Read output from this byte offset on (0 is the start). Default: where the last process_read of this process ended, so polling without it gets only new output.
     pub since: Option<u64>,
     /// When nothing new has come yet, wait up to this many milliseconds for output or the process's end. Default 1000, at most 30000; 0 does not wait.
     #[schemars(range(max = 30000))]
@@ -242,7 +271,7 @@ pub(crate) fn read_tool(name: &'static str, s: &ToolSettings) -> Tool {
         name,
         format!(
             "Read a background process's output (stdout and stderr together, or its terminal), waiting up to `wait_ms` (default 1000, at most 30000) when nothing new has come yet; once output comes, what follows within 0.2 s joins the same reply. \
-Pass the previous reply's `next_offset` as `since` to get only what came after it; `since` 0 reads from the start. Says whether the process has exited and how (exit code or signal). \
+Each read goes on where the last one of that process ended; `since` reads from another offset (0: the start). Says whether the process has exited and how (exit code or signal). \
 A reply holds at most about {}; when more is already waiting it says so.",
             kib(s.output_budget_bytes)
         ),
@@ -269,9 +298,12 @@ pub(crate) async fn read(ctx: &ToolContext, a: ProcessReadArgs) -> Result<CallTo
         }
         Some(w) => w,
     };
-    let since = a.since.unwrap_or(0);
     let started = Instant::now();
     let memo = memo(ctx);
+    let since = match a.since {
+        Some(s) => s,
+        None => lock(&memo).read_to(&a.id).unwrap_or(0),
+    };
     let known = lock(&memo).stream(&a.id);
     let order: Vec<Stream> = match known {
         Some(s) => vec![s],
@@ -379,6 +411,7 @@ pub(crate) async fn read(ctx: &ToolContext, a: ProcessReadArgs) -> Result<CallTo
     } else {
         output.clone()
     };
+    lock(&memo).set_read_to(&a.id, next);
     let pending = r.size.saturating_sub(next);
     let capped = r.capped == Some(true);
 
@@ -416,10 +449,10 @@ pub(crate) async fn read(ctx: &ToolContext, a: ProcessReadArgs) -> Result<CallTo
     }
     if pending > 0 {
         text.push_str(&format!(
-            "[{pending} more bytes are already waiting: process_read with since {next}]\n"
+            "[{pending} more bytes are already waiting: process_read again goes on from {next}]\n"
         ));
     } else if !exited {
-        text.push_str(&format!("[next: process_read with since {next}]\n"));
+        text.push_str(&format!("[process_read again goes on from {next}]\n"));
     }
     if capped {
         text.push_str(

@@ -257,3 +257,36 @@ async fn a_computer_that_died_says_so() {
         "{t}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_past_what_the_tool_keeps_says_exactly_what_was_kept() {
+    let Some(s) = Sandbox::start().await else {
+        return;
+    };
+    // 600 KiB: past the 360 KiB the tool keeps of a stream.
+    let (t, v) = s
+        .ok(
+            "exec",
+            json!({"command": "head -c 614400 /dev/zero | tr '\\0' x"}),
+        )
+        .await;
+    assert_eq!(v["truncated"], true);
+    assert_eq!(v["overflowed"], true);
+    let file = v["stdout_file"].as_str().unwrap().to_string();
+    let shown = v["stdout"].as_str().unwrap();
+    assert!(!shown.contains("the whole output is in"), "{shown}");
+    assert!(
+        shown.contains(&format!(
+            "{file} has the output up to where the tool stopped keeping it"
+        )),
+        "{shown}"
+    );
+    assert!(t.contains("[stdout: "), "the note says what was lost: {t}");
+    // The file holds what the tool kept, and says no more than that.
+    let (_, w) = s
+        .ok("exec", json!({"argv": ["stat", "-c", "%s", file]}))
+        .await;
+    let kept: u64 = w["stdout"].as_str().unwrap().trim().parse().unwrap();
+    assert_eq!(kept, v["stdout_bytes"].as_u64().unwrap());
+    assert!(kept <= 360 * 1024, "{kept}");
+}

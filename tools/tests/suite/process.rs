@@ -321,3 +321,67 @@ async fn a_process_that_ignores_term_is_ended_with_kill() {
     assert!(v["note"].as_str().unwrap().contains("has ended"), "{t}");
     std::fs::remove_file(&log).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polling_without_since_goes_on_where_the_last_read_ended() {
+    let Some(s) = Sandbox::start().await else {
+        return;
+    };
+    let (_, v) = s
+        .ok(
+            "process_start",
+            json!({"command": "echo one; sleep 0.5; echo two; sleep 0.5; echo three; sleep 30", "env": s.env()}),
+        )
+        .await;
+    let id = v["id"].as_str().unwrap().to_string();
+    let mut seen = String::new();
+    let mut starts = Vec::new();
+    for _ in 0..40 {
+        let (_, v) = s
+            .ok("process_read", json!({"id": id, "wait_ms": 1000}))
+            .await;
+        starts.push(v["since"].as_u64().unwrap());
+        seen.push_str(v["output"].as_str().unwrap());
+        if seen.contains("three\n") {
+            break;
+        }
+    }
+    // Each line once, in order: no poll started again at 0.
+    assert_eq!(seen, "one\ntwo\nthree\n", "{starts:?}");
+    assert!(starts.windows(2).all(|w| w[0] <= w[1]), "{starts:?}");
+    // `since` still reads from anywhere.
+    let (_, v) = s
+        .ok("process_read", json!({"id": id, "since": 0, "wait_ms": 0}))
+        .await;
+    assert_eq!(v["output"], "one\ntwo\nthree\n");
+    let (_, v) = s.ok("process_read", json!({"id": id, "wait_ms": 0})).await;
+    assert_eq!(v["output"], "", "{v}");
+    s.ok("process_signal", json!({"id": id, "signal": "KILL"}))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pty_true_is_a_terminal_of_the_default_size() {
+    let Some(s) = Sandbox::start().await else {
+        return;
+    };
+    let (_, v) = s
+        .ok(
+            "process_start",
+            json!({"argv": ["sh", "-c", "stty size; sleep 30"], "pty": true, "env": s.env()}),
+        )
+        .await;
+    assert_eq!(v["pty"], true, "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    let (seen, _) = read_until(&s, &id, "40 120").await;
+    assert!(seen.contains("40 120"), "{seen}");
+    let (_, v) = s
+        .ok(
+            "process_start",
+            json!({"argv": ["true"], "pty": false, "env": s.env()}),
+        )
+        .await;
+    assert_eq!(v["pty"], false, "{v}");
+    s.ok("process_signal", json!({"id": id, "signal": "KILL"}))
+        .await;
+}

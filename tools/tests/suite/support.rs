@@ -134,6 +134,7 @@ impl Sandbox {
         };
         let shared: Arc<dyn ComputerClient> = Arc::new(client.clone());
         let ctx = ToolContext {
+            resources: None,
             client: shared,
             facts,
             settings: ToolSettings::default(),

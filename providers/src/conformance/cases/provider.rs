@@ -617,7 +617,8 @@ async fn mount_bind_in(t: &Ctx, folder: &std::path::Path) -> Result<(), Outcome>
 }
 
 pub async fn release_older(t: &Ctx) -> Result<(), Outcome> {
-    use crate::conformance::takeover::{self, EPOCH, RUN};
+    use crate::janitor;
+    use crate::types::label::{EPOCH, RUN};
     let run = format!("{}-a", t.run_id);
     let other = format!("{}-b", t.run_id);
     let mut made = Vec::new();
@@ -649,9 +650,11 @@ pub async fn release_older(t: &Ctx) -> Result<(), Outcome> {
         })?;
     }
     let scope = t.run_labels();
-    let released = takeover::release_older(&*t.provider, &scope, &run, 3, &t.cancel)
+    let mut released = janitor::release_older(&*t.provider, &run, 3, &t.cancel)
         .await
-        .map_err(|e| Outcome::Fail(format!("releaseOlder at epoch 3 failed: {}", e.message)))?;
+        .map_err(|e| Outcome::Fail(format!("releaseOlder at epoch 3 failed: {}", e.message)))?
+        .released;
+    released.sort();
     let mut want = vec![made[0].2.id.clone(), made[1].2.id.clone()];
     want.sort();
     ensure(released == want, || {
@@ -683,9 +686,10 @@ pub async fn release_older(t: &Ctx) -> Result<(), Outcome> {
             return fail(format!("{} was released, and attach still finds it", c.id));
         }
     }
-    match takeover::release_older(&*t.provider, &scope, &run, 2, &t.cancel).await {
+    match janitor::release_older(&*t.provider, &run, 2, &t.cancel).await {
         Ok(r) => fail(format!(
-            "releaseOlder at epoch 2 after epoch 3 was not fenced: it released {r:?}"
+            "releaseOlder at epoch 2 after epoch 3 was not fenced: it released {:?}",
+            r.released
         )),
         Err(e) => {
             let still = t

@@ -1,0 +1,182 @@
+//! What a model and a client read besides tools: the skills as prompts and
+//! resources (their examples run for real), a computer's info, and a cut
+//! output read back in pages.
+
+use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams, ResourceContents};
+use serde_json::json;
+
+use super::support::*;
+
+fn contents_text(c: &ResourceContents) -> Vec<u8> {
+    use base64::Engine as _;
+    match c {
+        ResourceContents::TextResourceContents { text, .. } => text.clone().into_bytes(),
+        ResourceContents::BlobResourceContents { blob, .. } => {
+            base64::engine::general_purpose::STANDARD
+                .decode(blob)
+                .unwrap()
+        }
+        other => panic!("unexpected contents {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skills_are_prompts_and_resources_and_their_examples_run() {
+    if !need_root() {
+        return;
+    }
+    let server = Server::new();
+    let (client, _) = server.stdio(&[]).await;
+    let info = client.peer_info().unwrap();
+    let instructions = info.instructions.clone().unwrap_or_default();
+    assert!(
+        instructions.contains("skill://sandbox/SKILL.md"),
+        "{instructions}"
+    );
+
+    let prompts = client.list_all_prompts().await.unwrap();
+    assert!(prompts.iter().any(|p| p.name == "sandbox"), "{prompts:?}");
+    let got = client
+        .get_prompt(GetPromptRequestParams::new("sandbox"))
+        .await
+        .unwrap();
+    let body = serde_json::to_string(&got.messages).unwrap();
+    assert!(body.contains("Working in a sandbox"), "{body}");
+    let e = client
+        .get_prompt(GetPromptRequestParams::new("nope"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no prompt \\\"nope\\\"; the prompts are: sandbox")
+            || e.contains("no prompt \"nope\"; the prompts are: sandbox"),
+        "{e}"
+    );
+
+    let resources = client.list_all_resources().await.unwrap();
+    assert!(
+        resources
+            .iter()
+            .any(|r| r.uri == "skill://sandbox/SKILL.md"),
+        "{resources:?}"
+    );
+    let skill = client
+        .read_resource(ReadResourceRequestParams::new("skill://sandbox/SKILL.md"))
+        .await
+        .unwrap();
+    let md = String::from_utf8(contents_text(&skill.contents[0])).unwrap();
+    assert!(md.starts_with("---\nname: sandbox\n"), "{md}");
+
+    // Before the first call: no computer, said so, and none made.
+    let info = client
+        .read_resource(ReadResourceRequestParams::new("computer://default/info"))
+        .await
+        .unwrap();
+    let t = String::from_utf8(contents_text(&info.contents[0])).unwrap();
+    assert!(t.contains("no default computer yet"), "{t}");
+    assert!(server.computers().is_empty());
+
+    // Every example of the skill, in order, on one computer.
+    let skill_text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../skills/sandbox/SKILL.md"
+    ))
+    .unwrap();
+    let examples = computer_tools::skills::examples(&skill_text);
+    assert!(examples.len() >= 8);
+    // A process's id is the computer's next (`p1` in the skill is the
+    // first process_start's): the examples' ids map to the real ones.
+    let mut ids: Vec<(String, String)> = Vec::new();
+    let mut started = 0;
+    for (tool, a, want) in examples {
+        let mut a = a.clone();
+        let mut want = want.clone();
+        for (from, to) in &ids {
+            a = a.replace(&format!("\"{from}\""), &format!("\"{to}\""));
+        }
+        if tool == "process_start" {
+            started += 1;
+            want = want.replace(&format!("p{started}"), "p");
+        }
+        let args: serde_json::Value = serde_json::from_str(&a).unwrap();
+        let r = call(&client, &tool, args).await;
+        if tool == "process_start" {
+            let id = structured(&r)["id"].as_str().unwrap().to_string();
+            ids.push((format!("p{started}"), id));
+        }
+        assert!(!is_error(&r), "{tool} {a}: {}", text(&r));
+        assert!(
+            text(&r).contains(&want),
+            "{tool} {a}: want {want:?} in {}",
+            text(&r)
+        );
+    }
+
+    // After: the info is the computer's.
+    let info = client
+        .read_resource(ReadResourceRequestParams::new("computer://default/info"))
+        .await
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&contents_text(&info.contents[0])).unwrap();
+    assert_eq!(v["provider"], "local", "{v}");
+    assert!(v["handle"].as_str().unwrap().starts_with("c-"), "{v}");
+    assert_eq!(v["name"], "default");
+    let e = client
+        .read_resource(ReadResourceRequestParams::new("computer://nobody/info"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no computer"), "{e}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_output_is_linked_and_reads_back_in_pages_byte_for_byte() {
+    if !need_root() {
+        return;
+    }
+    let server = Server::new();
+    let (client, _) = server.stdio(&[]).await;
+    let r = call(&client, "exec", json!({"command": "seq 1 50000"})).await;
+    assert!(structured(&r)["truncated"] == true, "{}", text(&r));
+    let link = r
+        .content
+        .iter()
+        .find_map(|c| match c {
+            rmcp::model::ContentBlock::ResourceLink(l) => Some(l.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no resource_link in {:?}", r.content));
+    assert!(link.uri.starts_with("computer://c-"), "{}", link.uri);
+    assert!(link.uri.ends_with(".stdout"), "{}", link.uri);
+    let want: String = (1..=50000).map(|i| format!("{i}\n")).collect();
+    assert_eq!(link.size, Some(want.len() as u64));
+    let mut got = Vec::new();
+    let mut page = 1;
+    loop {
+        let uri = format!("{}?page={page}", link.uri);
+        let r = client
+            .read_resource(ReadResourceRequestParams::new(uri))
+            .await
+            .unwrap();
+        got.extend(contents_text(&r.contents[0]));
+        let meta = &r.meta.as_ref().unwrap().0["computer-mcp/page"];
+        if meta["page"] == meta["pages"] {
+            break;
+        }
+        page += 1;
+    }
+    assert_eq!(got.len(), want.len());
+    assert!(got == want.as_bytes(), "the pages differ from the output");
+    let past = format!("{}?page={}", link.uri, page + 1);
+    let e = client
+        .read_resource(ReadResourceRequestParams::new(past))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!("pages 1 to {page} of 65536 bytes")),
+        "{e}"
+    );
+    client.cancel().await.unwrap();
+}

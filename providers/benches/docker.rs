@@ -1,0 +1,184 @@
+//! The Docker provider against the docker CLI, on a real engine:
+//!
+//! - `exec` of `true` through a computer's one daemon connection versus
+//!   `docker exec <container> true`, 200 calls each in the same run
+//!   (target: at least 20x faster);
+//! - create → connect → the first `exec.run` result versus
+//!   `docker run --rm <image> true` (target: within 1.5x);
+//! - a 100 MB tree (100 files of 1 MiB) pushed in by tar through the
+//!   connection versus `docker cp` (target: not slower).
+//!
+//! Run on demand, as root, with dockerd up and the test image built
+//! (fixtures/images/build.sh):
+//!
+//!     cargo bench -p computer-providers --bench docker
+//!
+//! `CMCP_TEST_DOCKER_IMAGE` names the image (default
+//! computer-mcp-test/debian:bookworm), `CMCP_TEST_DOCKER_COMPUTERD`
+//! the static daemon (default the workspace's static release build),
+//! `CMCP_BENCH_EXECS` and `CMCP_BENCH_CREATES` the counts (200, 10).
+
+#![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource};
+use computer_providers::{ComputerSpec, Provider, Release};
+use computerd::client::ComputerExt;
+use computerd::protocol::ExecParams;
+use tokio_util::sync::CancellationToken;
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+fn count(var: &str, default: usize) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn docker_cli(args: &[&str]) {
+    let st = Command::new("docker").args(args).status().unwrap();
+    assert!(st.success(), "docker {args:?}: {st}");
+}
+
+async fn exec_true(conn: &computer_providers::Connection) {
+    let r = conn
+        .client
+        .call_typed(&ExecParams {
+            argv: vec!["true".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.exit_code, Some(0));
+}
+
+#[tokio::main]
+async fn main() {
+    if !std::path::Path::new("/var/run/docker.sock").exists() {
+        println!("skipped: no Docker engine at /var/run/docker.sock");
+        return;
+    }
+    let image = std::env::var("CMCP_TEST_DOCKER_IMAGE")
+        .unwrap_or_else(|_| "computer-mcp-test/debian:bookworm".into());
+    let computerd = std::env::var_os("CMCP_TEST_DOCKER_COMPUTERD")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../target/x86_64-unknown-linux-gnu/release/computerd")
+        });
+    let (execs, creates) = (
+        count("CMCP_BENCH_EXECS", 200),
+        count("CMCP_BENCH_CREATES", 10),
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let mut opts = DockerOptions::new(computerd, cache.path().join("cache"));
+    opts.image = Some(ImageSource::Name(image.clone()));
+    let p = DockerProvider::new(opts).unwrap();
+    let cancel = CancellationToken::new();
+    let spec = ComputerSpec::sandbox(600_000);
+
+    // exec through the connection vs docker exec, on one computer.
+    let made = p.create(&spec, &cancel).await.unwrap();
+    let conn = p.connect(&made.computer, &cancel).await.unwrap();
+    exec_true(&conn).await;
+    let mut ours = Vec::with_capacity(execs);
+    for _ in 0..execs {
+        let t = Instant::now();
+        exec_true(&conn).await;
+        ours.push(t.elapsed());
+    }
+    let mut cli = Vec::with_capacity(execs);
+    for _ in 0..execs {
+        let t = Instant::now();
+        docker_cli(&["exec", &made.computer.id, "true"]);
+        cli.push(t.elapsed());
+    }
+    // A 100 MB tree: pushed by tar through the connection, then docker cp.
+    let tree = tempfile::tempdir().unwrap();
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    for i in 0..100 {
+        let mut bytes = vec![0u8; 1 << 20];
+        for b in bytes.chunks_mut(8) {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            b.copy_from_slice(&seed.to_le_bytes()[..b.len()]);
+        }
+        std::fs::write(tree.path().join(format!("f{i:03}")), bytes).unwrap();
+    }
+    let t = Instant::now();
+    let mut archive = tar::Builder::new(Vec::new());
+    archive.append_dir_all(".", tree.path()).unwrap();
+    let archive = archive.into_inner().unwrap();
+    let chunks: Vec<std::io::Result<Vec<u8>>> =
+        archive.chunks(1 << 20).map(|c| Ok(c.to_vec())).collect();
+    let entries = conn
+        .client
+        .push_tar("/work/tree", futures::stream::iter(chunks))
+        .await
+        .unwrap();
+    let pushed = t.elapsed();
+    assert!(entries >= 100, "{entries}");
+    let t = Instant::now();
+    docker_cli(&[
+        "cp",
+        &format!("{}/.", tree.path().display()),
+        &format!("{}:/tmp", made.computer.id),
+    ]);
+    let copied = t.elapsed();
+    println!(
+        "100 MB tree: pushed by tar through the connection {:.0} ms, docker cp {:.0} ms: {:.2}x (target at most 1x)",
+        ms(pushed),
+        ms(copied),
+        pushed.as_secs_f64() / copied.as_secs_f64()
+    );
+    conn.client.close();
+    p.release(&made.computer, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    let (a, b) = (median(&mut ours), median(&mut cli));
+    println!(
+        "exec true: daemon connection median {:.2} ms, docker exec median {:.2} ms ({execs} each): {:.1}x faster (target at least 20x)",
+        ms(a),
+        ms(b),
+        b.as_secs_f64() / a.as_secs_f64()
+    );
+
+    // create → first result vs docker run --rm.
+    let mut first = Vec::with_capacity(creates);
+    for _ in 0..creates {
+        let t = Instant::now();
+        let made = p.create(&spec, &cancel).await.unwrap();
+        let conn = p.connect(&made.computer, &cancel).await.unwrap();
+        exec_true(&conn).await;
+        first.push(t.elapsed());
+        conn.client.close();
+        p.release(&made.computer, Release::Delete, &cancel)
+            .await
+            .unwrap();
+    }
+    let mut run = Vec::with_capacity(creates);
+    for _ in 0..creates {
+        let t = Instant::now();
+        docker_cli(&["run", "--rm", "--network", "none", &image, "true"]);
+        run.push(t.elapsed());
+    }
+    let (a, b) = (median(&mut first), median(&mut run));
+    println!(
+        "create → first exec result median {:.1} ms, docker run --rm median {:.1} ms ({creates} each): {:.2}x (target within 1.5x)",
+        ms(a),
+        ms(b),
+        a.as_secs_f64() / b.as_secs_f64()
+    );
+}

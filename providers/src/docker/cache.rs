@@ -1,0 +1,287 @@
+//! The provider's own copy of the daemon, the one a computer binds.
+//!
+//! The configured computerd may have any mode this process can read and
+//! may change under it (a rebuild); a computer binds
+//! `<cache>/computerd-<sha256 of its bytes>`, mode 0755, so every
+//! computer's user may run it, and the same bytes give the same path in
+//! every process (attach and the drift check compare it). The copy is
+//! written to a temporary file and renamed into place, and hashed again
+//! before each bind. The directory is made 0700 if missing and never
+//! changed: a link, another user's directory, another mode, or a directory
+//! above it another user may write is refused in words.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::types::{ProviderError, Result};
+
+/// The sha256 of a file's bytes, in hex.
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex(&h.finalize()))
+}
+
+pub fn sha256_bytes(b: &[u8]) -> String {
+    hex(&Sha256::digest(b))
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Refuse a daemon that is not a static Linux ELF executable for this
+/// machine: a computer's image may have no libc at all.
+pub fn check_static(path: &Path) -> Result<()> {
+    let shown = path.display();
+    let bad = |why: String| Err(ProviderError::invalid("computerd", why));
+    let mut head = vec![0u8; 4096];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .map_err(|e| {
+            ProviderError::invalid(
+                "computerd",
+                format!("cannot read the computerd at {shown}: {e}"),
+            )
+        })?;
+    head.truncate(n);
+    if n < 64 || &head[..4] != b"\x7fELF" || head[4] != 2 || head[5] != 1 {
+        return bad(format!(
+            "{shown} is not a 64-bit little-endian ELF executable: give the static Linux computerd (--docker-computerd)"
+        ));
+    }
+    let u16_at = |o: usize| u16::from_le_bytes([head[o], head[o + 1]]) as usize;
+    let u64_at = |o: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&head[o..o + 8]);
+        u64::from_le_bytes(b) as usize
+    };
+    let (phoff, phentsize, phnum) = (u64_at(32), u16_at(54), u16_at(56));
+    for i in 0..phnum {
+        let o = phoff + i * phentsize;
+        if o + 4 > head.len() {
+            break;
+        }
+        // PT_INTERP: the binary needs a dynamic loader the image may lack.
+        if u32::from_le_bytes([head[o], head[o + 1], head[o + 2], head[o + 3]]) == 3 {
+            return bad(format!(
+                "the computerd at {shown} is dynamically linked, and a computer's image may have no libc: build the static one (RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu -p computerd) and give it with --docker-computerd"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The cache directory, made 0700 if missing and checked as the module
+/// says.
+pub fn check_dir(dir: &Path) -> Result<()> {
+    let shown = dir.display();
+    let refuse = |why: String| Err(ProviderError::invalid("cache_dir", why));
+    if !dir.is_absolute() {
+        return refuse(format!("the daemon cache {shown} must be an absolute path"));
+    }
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(parent) = dir.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| {
+                    ProviderError::failed(format!("could not make {}: {e}", parent.display()))
+                })?;
+            }
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(dir)
+                .or_else(|e| {
+                    if e.kind() == std::io::ErrorKind::AlreadyExists {
+                        Ok(())
+                    } else {
+                        Err(e)
+                    }
+                })
+                .map_err(|e| ProviderError::failed(format!("could not make {shown}: {e}")))?;
+        }
+        Err(e) => return refuse(format!("the daemon cache {shown} cannot be read: {e}")),
+        Ok(_) => {}
+    }
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|e| ProviderError::failed(format!("the daemon cache {shown}: {e}")))?;
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.file_type().is_symlink() {
+        return refuse(format!(
+            "the daemon cache {shown} is a symlink: give the directory itself"
+        ));
+    }
+    if !meta.is_dir() {
+        return refuse(format!("the daemon cache {shown} is not a directory"));
+    }
+    if meta.uid() != me {
+        return refuse(format!(
+            "the daemon cache {shown} belongs to uid {}, not this process's {me}",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o777 != 0o700 {
+        return refuse(format!(
+            "the daemon cache {shown} has mode {:04o}; it must be 0700 (this provider never changes it)",
+            meta.mode() & 0o777
+        ));
+    }
+    let mut up = dir.parent();
+    while let Some(d) = up {
+        if let Ok(m) = std::fs::metadata(d) {
+            let others_write = m.mode() & 0o022 != 0 && m.mode() & 0o1000 == 0;
+            if (m.uid() != me && m.uid() != 0) || others_write {
+                return refuse(format!(
+                    "{} above the daemon cache {shown} may be written by another user (owner {}, mode {:04o}), who could swap the daemon computers run",
+                    d.display(),
+                    m.uid(),
+                    m.mode() & 0o7777
+                ));
+            }
+        }
+        up = d.parent();
+    }
+    Ok(())
+}
+
+/// The path of the cached copy of `daemon`, made if missing, and hashed
+/// again so a changed copy is never bound.
+pub fn ensure_copy(daemon: &Path, dir: &Path) -> Result<PathBuf> {
+    check_dir(dir)?;
+    let sum = sha256_file(daemon).map_err(|e| {
+        ProviderError::invalid(
+            "computerd",
+            format!("cannot read the computerd at {}: {e}", daemon.display()),
+        )
+    })?;
+    let target = dir.join(format!("computerd-{sum}"));
+    let ok = |p: &Path| -> bool {
+        std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file() && m.mode() & 0o777 == 0o755)
+            && sha256_file(p).is_ok_and(|s| s == sum)
+    };
+    if ok(&target) {
+        return Ok(target);
+    }
+    // A name of its own per writer: two creates may copy at once.
+    let tmp = dir.join(format!(
+        ".computerd-{sum}.{}.{}",
+        std::process::id(),
+        crate::random::random_hex(4)?
+    ));
+    let copied = (|| -> std::io::Result<()> {
+        let mut src = std::fs::File::open(daemon)?;
+        let mut dst = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o755)
+            .open(&tmp)?;
+        std::io::copy(&mut src, &mut dst)?;
+        dst.set_permissions(std::fs::Permissions::from_mode(0o755))?;
+        dst.flush()?;
+        dst.sync_all()?;
+        std::fs::rename(&tmp, &target)
+    })();
+    if let Err(e) = copied {
+        let _ = std::fs::remove_file(&tmp);
+        if ok(&target) {
+            return Ok(target);
+        }
+        return Err(ProviderError::failed(format!(
+            "could not copy the daemon into {}: {e}",
+            dir.display()
+        )));
+    }
+    if !ok(&target) {
+        return Err(ProviderError::failed(format!(
+            "the daemon's copy {} does not hash to {sum} after it was written",
+            target.display()
+        )));
+    }
+    Ok(target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_copy_is_named_by_its_hash_and_made_once() {
+        let src = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(src.path(), b"daemon bytes").unwrap();
+        let base = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let dir = base.path().join("cache");
+        let a = ensure_copy(src.path(), &dir).unwrap();
+        assert_eq!(
+            a.file_name().unwrap().to_str().unwrap(),
+            format!("computerd-{}", sha256_bytes(b"daemon bytes"))
+        );
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        assert_eq!(std::fs::metadata(&a).unwrap().mode() & 0o777, 0o755);
+        assert_eq!(ensure_copy(src.path(), &dir).unwrap(), a);
+        // A copy changed behind us is made again.
+        std::fs::write(&a, b"other").unwrap();
+        assert_eq!(ensure_copy(src.path(), &dir).unwrap(), a);
+        assert_eq!(std::fs::read(&a).unwrap(), b"daemon bytes");
+    }
+
+    #[test]
+    fn a_cache_of_another_mode_or_a_link_is_refused() {
+        let base = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let wide = base.path().join("wide");
+        std::fs::create_dir(&wide).unwrap();
+        std::fs::set_permissions(&wide, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let e = check_dir(&wide).unwrap_err();
+        assert!(
+            e.message
+                .ends_with("has mode 0755; it must be 0700 (this provider never changes it)"),
+            "{}",
+            e.message
+        );
+        let link = base.path().join("link");
+        std::os::unix::fs::symlink(&wide, &link).unwrap();
+        assert!(
+            check_dir(&link)
+                .unwrap_err()
+                .message
+                .contains("is a symlink")
+        );
+        let open = base.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = check_dir(&open.join("cache")).unwrap_err();
+        assert!(
+            e.message.contains("may be written by another user"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn a_dynamic_daemon_is_refused() {
+        // This test binary is dynamically linked (a normal cargo build).
+        let me = std::env::current_exe().unwrap();
+        let e = check_static(&me).unwrap_err();
+        assert!(e.message.contains("dynamically linked"), "{}", e.message);
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(f.path(), b"#!/bin/sh\n").unwrap();
+        assert!(
+            check_static(f.path())
+                .unwrap_err()
+                .message
+                .contains("not a 64-bit")
+        );
+    }
+}

@@ -1,0 +1,589 @@
+//! The drift check: a computer's own report (docker inspect, and its
+//! daemon's hello) held to its [`Plan`], one sentence per mismatch.
+//!
+//! The check is closed. Every field of `HostConfig` and `Config` is one
+//! create asks for, one with a stated default, or one that widens nothing
+//! the computer's bounds rest on (named in [`IRRELEVANT_HOST`] and
+//! [`IRRELEVANT_CONFIG`]); any other field must be empty (absent, null,
+//! "", 0, false, [] or {}), or it is drift naming it. The inspect is read
+//! through bollard's model (API 1.53), so every field that model knows is
+//! held, including those a Docker newer than this host's would fill.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use computerd::protocol::{Group, HelloResult, MachineKind};
+use serde_json::Value;
+
+use super::host::Host;
+use super::plan::{DAEMON_PATH, HOME, NO_NEW_PRIVILEGES, Plan, RUN_DIR};
+use crate::local::cgroup::CPU_PERIOD_US;
+
+/// Docker's own masked paths since 20.10; a newer Docker's extra are fine.
+pub const MASKED: &[&str] = &[
+    "/proc/acpi",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/sys/firmware",
+];
+pub const READONLY: &[&str] = &[
+    "/proc/bus",
+    "/proc/fs",
+    "/proc/irq",
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+];
+
+/// HostConfig fields that cannot widen a computer: the host's log driver,
+/// the console size, a client-side file, /dev/shm (charged to its memory),
+/// rlimits (which cannot raise a cgroup limit).
+pub const IRRELEVANT_HOST: &[&str] = &[
+    "LogConfig",
+    "ConsoleSize",
+    "ContainerIDFile",
+    "ShmSize",
+    "Ulimits",
+];
+/// Config fields that are the image's settings and act only inside.
+pub const IRRELEVANT_CONFIG: &[&str] = &[
+    "Hostname",
+    "Domainname",
+    "AttachStdin",
+    "AttachStdout",
+    "AttachStderr",
+    "Tty",
+    "OpenStdin",
+    "StdinOnce",
+    "ExposedPorts",
+    "Healthcheck",
+    "ArgsEscaped",
+    "OnBuild",
+    "StopSignal",
+    "StopTimeout",
+    "Shell",
+    "MacAddress",
+    "NetworkDisabled",
+];
+
+/// The groups a Docker computer's daemon answers, no more, no fewer.
+pub const GROUPS: &[Group] = &[Group::Exec, Group::Files, Group::Processes];
+
+fn empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+    }
+}
+
+fn strs(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn show(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => "nothing".into(),
+        Some(v) => v.to_string(),
+    }
+}
+
+/// Tmpfs options as a set, order aside.
+fn options(s: &str) -> BTreeSet<String> {
+    s.split(',')
+        .filter(|o| !o.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// The inspect half: every mismatch between `inspected` (docker inspect
+/// as JSON) and `plan`, on `host`.
+pub fn inspect_drift(plan: &Plan, inspected: &Value, host: &Host) -> Vec<String> {
+    let mut out = Vec::new();
+    let null = Value::Null;
+    let hc = inspected.get("HostConfig").unwrap_or(&null);
+    let cfg = inspected.get("Config").unwrap_or(&null);
+    let h = |k: &str| hc.get(k);
+    let mut checked: BTreeSet<&str> = IRRELEVANT_HOST.iter().copied().collect();
+    let mut want = |out: &mut Vec<String>, key: &'static str, ok: bool, must: String| {
+        checked.insert(key);
+        if !ok {
+            out.push(format!(
+                "HostConfig.{key} is {}, where it must be {must}",
+                show(hc.get(key))
+            ));
+        }
+    };
+
+    want(
+        &mut out,
+        "CapDrop",
+        strs(h("CapDrop")) == ["ALL"],
+        "[\"ALL\"]".into(),
+    );
+    want(
+        &mut out,
+        "CapAdd",
+        h("CapAdd").is_none_or(empty),
+        "nothing (no capability is added)".into(),
+    );
+    want(
+        &mut out,
+        "Privileged",
+        h("Privileged").is_none_or(empty),
+        "false".into(),
+    );
+    want(
+        &mut out,
+        "SecurityOpt",
+        strs(h("SecurityOpt")) == [NO_NEW_PRIVILEGES],
+        format!("exactly [\"{NO_NEW_PRIVILEGES}\"]"),
+    );
+    want(
+        &mut out,
+        "IpcMode",
+        h("IpcMode").and_then(Value::as_str) == Some("private"),
+        "\"private\"".into(),
+    );
+    want(
+        &mut out,
+        "CgroupnsMode",
+        h("CgroupnsMode").and_then(Value::as_str) == Some("private"),
+        "\"private\"".into(),
+    );
+    want(
+        &mut out,
+        "Runtime",
+        h("Runtime").and_then(Value::as_str) == Some("runc"),
+        "\"runc\"".into(),
+    );
+    let masked = strs(h("MaskedPaths"));
+    want(
+        &mut out,
+        "MaskedPaths",
+        MASKED.iter().all(|p| masked.iter().any(|m| m == p)),
+        format!("at least Docker's own {MASKED:?}"),
+    );
+    let ro = strs(h("ReadonlyPaths"));
+    want(
+        &mut out,
+        "ReadonlyPaths",
+        READONLY.iter().all(|p| ro.iter().any(|m| m == p)),
+        format!("at least Docker's own {READONLY:?}"),
+    );
+    let num = |k: &str| h(k).and_then(Value::as_i64);
+    want(
+        &mut out,
+        "PidsLimit",
+        num("PidsLimit") == Some(plan.limits.pids as i64),
+        plan.limits.pids.to_string(),
+    );
+    want(
+        &mut out,
+        "Memory",
+        num("Memory") == Some(plan.memory_bytes()),
+        format!("{} ({} MiB)", plan.memory_bytes(), plan.limits.memory_mb),
+    );
+    want(
+        &mut out,
+        "MemorySwap",
+        num("MemorySwap") == Some(plan.memory_bytes()),
+        format!("{} (the memory: no swap)", plan.memory_bytes()),
+    );
+    want(
+        &mut out,
+        "CpuPeriod",
+        num("CpuPeriod") == Some(CPU_PERIOD_US as i64),
+        CPU_PERIOD_US.to_string(),
+    );
+    want(
+        &mut out,
+        "CpuQuota",
+        num("CpuQuota") == Some(plan.cpu_quota()),
+        format!("{} ({} CPUs)", plan.cpu_quota(), plan.limits.cpus),
+    );
+    let tmpfs: BTreeMap<String, BTreeSet<String>> = h("Tmpfs")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), options(v.as_str().unwrap_or_default())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let planned: BTreeMap<String, BTreeSet<String>> = plan
+        .tmpfs()
+        .into_iter()
+        .map(|(k, v)| (k, options(&v)))
+        .collect();
+    want(
+        &mut out,
+        "Tmpfs",
+        tmpfs == planned,
+        format!("exactly {HOME} and {RUN_DIR} as planned ({planned:?})"),
+    );
+    let mounts: Vec<(String, String, bool, String)> = h("Mounts")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|m| {
+                    let s = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                    (
+                        s("Type"),
+                        format!("{} -> {}", s("Source"), s("Target")),
+                        m.get("ReadOnly").and_then(Value::as_bool).unwrap_or(false),
+                        m.get("BindOptions")
+                            .and_then(|b| b.get("Propagation"))
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let planned_mounts: Vec<(String, String, bool, String)> = plan
+        .mounts()
+        .iter()
+        .map(|m| {
+            (
+                "bind".to_string(),
+                format!(
+                    "{} -> {}",
+                    m.source.clone().unwrap_or_default(),
+                    m.target.clone().unwrap_or_default()
+                ),
+                m.read_only.unwrap_or(false),
+                "rprivate".to_string(),
+            )
+        })
+        .collect();
+    want(
+        &mut out,
+        "Mounts",
+        mounts == planned_mounts,
+        format!(
+            "exactly the daemon at {DAEMON_PATH} read-only and the shares asked for ({planned_mounts:?})"
+        ),
+    );
+    let mode = plan.network_mode();
+    want(
+        &mut out,
+        "NetworkMode",
+        h("NetworkMode").and_then(Value::as_str) == Some(mode),
+        format!("{mode:?}"),
+    );
+    want(
+        &mut out,
+        "RestartPolicy",
+        h("RestartPolicy")
+            .and_then(|r| r.get("Name"))
+            .and_then(Value::as_str)
+            .is_none_or(|n| n.is_empty() || n == "no"),
+        "no restart (a restart would bring a computer back after its deadline)".into(),
+    );
+    want(
+        &mut out,
+        "Isolation",
+        h("Isolation")
+            .and_then(Value::as_str)
+            .is_none_or(|i| i.is_empty() || i == "default"),
+        "empty or \"default\"".into(),
+    );
+    want(
+        &mut out,
+        "MemorySwappiness",
+        h("MemorySwappiness").is_none_or(|v| v.is_null() || v.as_i64() == Some(-1)),
+        "null or -1".into(),
+    );
+    if let Some(o) = hc.as_object() {
+        for (k, v) in o {
+            if !checked.contains(k.as_str()) && !empty(v) {
+                out.push(format!(
+                    "HostConfig.{k} is {v}, where it must be empty: a computer is made without it"
+                ));
+            }
+        }
+    }
+
+    // Config.
+    let c = |k: &str| cfg.get(k);
+    let mut checked: BTreeSet<&str> = IRRELEVANT_CONFIG.iter().copied().collect();
+    let mut want = |out: &mut Vec<String>, key: &'static str, ok: bool, must: String| {
+        checked.insert(key);
+        if !ok {
+            out.push(format!(
+                "Config.{key} is {}, where it must be {must}",
+                show(cfg.get(key))
+            ));
+        }
+    };
+    let user = plan.user_string();
+    want(
+        &mut out,
+        "User",
+        c("User").and_then(Value::as_str) == Some(user.as_str()),
+        format!("{user:?}"),
+    );
+    want(
+        &mut out,
+        "Image",
+        c("Image").and_then(Value::as_str) == Some(plan.image.as_str()),
+        format!("{:?}", plan.image),
+    );
+    want(
+        &mut out,
+        "WorkingDir",
+        c("WorkingDir").and_then(Value::as_str) == Some(HOME),
+        format!("{HOME:?}"),
+    );
+    let env = strs(c("Env"));
+    let homes: Vec<&String> = env.iter().filter(|e| e.starts_with("HOME=")).collect();
+    want(
+        &mut out,
+        "Env",
+        homes.len() == 1 && homes[0] == &format!("HOME={HOME}"),
+        format!("one HOME, HOME={HOME}"),
+    );
+    want(
+        &mut out,
+        "Entrypoint",
+        strs(c("Entrypoint")) == [DAEMON_PATH],
+        format!("[{DAEMON_PATH:?}]"),
+    );
+    want(
+        &mut out,
+        "Cmd",
+        strs(c("Cmd")) == plan.init_args(),
+        format!("{:?}", plan.init_args()),
+    );
+    let labels = c("Labels").and_then(Value::as_object);
+    let missing: Vec<String> = plan
+        .labels
+        .iter()
+        .filter(|(k, v)| labels.and_then(|l| l.get(*k)).and_then(Value::as_str) != Some(v))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    want(
+        &mut out,
+        "Labels",
+        missing.is_empty(),
+        format!("holding {missing:?} as written"),
+    );
+    want(
+        &mut out,
+        "Volumes",
+        c("Volumes").is_none_or(empty),
+        "empty (an image's VOLUME is a mount the computer was not asked for)".into(),
+    );
+    if let Some(o) = cfg.as_object() {
+        for (k, v) in o {
+            if !checked.contains(k.as_str()) && !empty(v) {
+                out.push(format!(
+                    "Config.{k} is {v}, where it must be empty: a computer is made without it"
+                ));
+            }
+        }
+    }
+
+    // The network it is on, and the host's own confinement.
+    let networks: Vec<String> = inspected
+        .get("NetworkSettings")
+        .and_then(|n| n.get("Networks"))
+        .and_then(Value::as_object)
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
+    if networks != [mode] {
+        out.push(format!(
+            "the computer is on the networks {networks:?}, where it must be on {mode:?} alone"
+        ));
+    }
+    let apparmor = inspected
+        .get("AppArmorProfile")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let want_apparmor = if host.apparmor { "docker-default" } else { "" };
+    if apparmor != want_apparmor {
+        out.push(format!(
+            "AppArmorProfile is {apparmor:?}, where this host gives every container {want_apparmor:?}"
+        ));
+    }
+    let label = inspected
+        .get("ProcessLabel")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if host.selinux != label.contains(":container_t:") {
+        out.push(format!(
+            "ProcessLabel is {label:?}, where it must be {}",
+            if host.selinux {
+                "of type container_t (this host has SELinux)"
+            } else {
+                "empty"
+            }
+        ));
+    }
+    out
+}
+
+/// The hello half: the provider's version, linux, exactly [`GROUPS`], and
+/// the host's architecture.
+pub fn hello_drift(hello: &HelloResult, host: &Host) -> Vec<String> {
+    let mut out = Vec::new();
+    if hello.version != computerd::VERSION {
+        out.push(format!(
+            "the daemon is version {}, where this provider is {}",
+            hello.version,
+            computerd::VERSION
+        ));
+    }
+    if hello.os != "linux" {
+        out.push(format!("the daemon says os {}, not linux", hello.os));
+    }
+    if hello.kind != MachineKind::Linux {
+        out.push(format!("the daemon says kind {}, not linux", hello.kind));
+    }
+    let got: BTreeSet<&str> = hello.groups.iter().map(|g| g.as_str()).collect();
+    let want: BTreeSet<&str> = GROUPS.iter().map(|g| g.as_str()).collect();
+    if got != want {
+        out.push(format!(
+            "the daemon answers the groups {got:?}, where a Docker computer answers exactly {want:?}"
+        ));
+    }
+    if !host.arch.is_empty() && hello.arch != host.arch {
+        out.push(format!(
+            "the daemon says arch {}, where the Docker host is {}",
+            hello.arch, host.arch
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local::cgroup::{Host as Size, Limits};
+    use crate::types::{Labels, NetworkKind};
+
+    fn plan() -> Plan {
+        let deadline = "2026-12-01T10:00:00Z".parse().unwrap();
+        let mut labels = Labels::new();
+        for (k, v) in Plan::own_labels(&deadline) {
+            labels.insert(k.into(), v);
+        }
+        Plan {
+            name: "computer-0123456789ab".into(),
+            image: "debian:bookworm".into(),
+            user: (1000, 1000),
+            network: NetworkKind::None,
+            limits: Limits::default(),
+            deadline,
+            labels,
+            daemon: "/cache/computerd-abc".into(),
+            shares: vec![],
+        }
+    }
+
+    fn host() -> Host {
+        Host {
+            arch: "amd64".into(),
+            size: Size {
+                cpus: 2.0,
+                memory_mb: 8192,
+            },
+            apparmor: false,
+            selinux: false,
+            remap: None,
+            missing: vec![],
+            engine: "20.10".into(),
+        }
+    }
+
+    /// What Docker reports for a container made from the plan's body.
+    fn inspected(p: &Plan) -> Value {
+        let body = serde_json::to_value(p.body()).unwrap();
+        let mut hc = body["HostConfig"].clone();
+        hc["Runtime"] = "runc".into();
+        hc["MaskedPaths"] = serde_json::json!(MASKED);
+        hc["ReadonlyPaths"] = serde_json::json!(READONLY);
+        hc["LogConfig"] = serde_json::json!({"Type": "json-file"});
+        hc["ShmSize"] = 67108864.into();
+        hc["BlkioWeight"] = 0.into();
+        hc["Tmpfs"]["/work"] = "size=2048m,exec,uid=1000,gid=1000,mode=0700,nosuid,nodev".into();
+        let mut cfg = body.clone();
+        cfg.as_object_mut().unwrap().remove("HostConfig");
+        cfg["Env"] = serde_json::json!(["PATH=/usr/bin:/bin", "HOME=/work"]);
+        cfg["Hostname"] = "abc".into();
+        serde_json::json!({
+            "HostConfig": hc,
+            "Config": cfg,
+            "NetworkSettings": {"Networks": {"none": {}}},
+            "AppArmorProfile": "",
+            "ProcessLabel": "",
+        })
+    }
+
+    #[test]
+    fn a_computer_as_planned_has_no_drift() {
+        let p = plan();
+        assert_eq!(
+            inspect_drift(&p, &inspected(&p), &host()),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn privilege_an_extra_capability_or_the_host_network_is_named() {
+        let p = plan();
+        let mut i = inspected(&p);
+        i["HostConfig"]["Privileged"] = true.into();
+        i["HostConfig"]["CapAdd"] = serde_json::json!(["NET_ADMIN"]);
+        i["HostConfig"]["NetworkMode"] = "host".into();
+        i["NetworkSettings"]["Networks"] = serde_json::json!({"host": {}});
+        i["HostConfig"]["PidMode"] = "host".into();
+        i["Config"]["Volumes"] = serde_json::json!({"/data": {}});
+        let d = inspect_drift(&p, &i, &host());
+        assert_eq!(
+            d,
+            vec![
+                "HostConfig.CapAdd is [\"NET_ADMIN\"], where it must be nothing (no capability is added)",
+                "HostConfig.Privileged is true, where it must be false",
+                "HostConfig.NetworkMode is \"host\", where it must be \"none\"",
+                "HostConfig.PidMode is \"host\", where it must be empty: a computer is made without it",
+                "Config.Volumes is {\"/data\":{}}, where it must be empty (an image's VOLUME is a mount the computer was not asked for)",
+                "the computer is on the networks [\"host\"], where it must be on \"none\" alone",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_hello_of_another_version_or_groups_is_drift() {
+        let hello = HelloResult {
+            version: "0.0.1".into(),
+            os: "linux".into(),
+            kind: MachineKind::Linux,
+            arch: "amd64".into(),
+            groups: vec![Group::Exec, Group::Files, Group::Processes, Group::Screen],
+        };
+        assert_eq!(
+            hello_drift(&hello, &host()),
+            vec![
+                format!(
+                    "the daemon is version 0.0.1, where this provider is {}",
+                    computerd::VERSION
+                ),
+                "the daemon answers the groups {\"exec\", \"files\", \"processes\", \"screen\"}, where a Docker computer answers exactly {\"exec\", \"files\", \"processes\"}".into(),
+            ]
+        );
+    }
+}

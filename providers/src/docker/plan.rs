@@ -1,0 +1,317 @@
+//! What a Docker computer is made with, decided before anything is made,
+//! and the container it becomes. [`Plan`] is the one source of both the
+//! `docker create` body ([`Plan::body`]) and what the drift check holds the
+//! container to, so the two cannot disagree.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use bollard::models::{
+    ContainerCreateBody, HostConfig, HostConfigCgroupnsModeEnum, Mount, MountBindOptions,
+    MountBindOptionsPropagationEnum, MountType, RestartPolicy, RestartPolicyNameEnum,
+};
+use computerd::launch::{InitArgs, StdioArgs, Time};
+
+use crate::local::cgroup::{CPU_PERIOD_US, Limits};
+use crate::share::Share;
+use crate::types::{Labels, NetworkKind, ProviderError, Result, label};
+
+/// Where the daemon is bound inside every computer (read-only), and run
+/// from as PID 1.
+pub const DAEMON_PATH: &str = computerd::DAEMON_PATH;
+/// The computer's HOME and working directory: a tmpfs of its own.
+pub const HOME: &str = "/work";
+/// Init's socket directory: a tmpfs of the computer's user alone.
+pub const RUN_DIR: &str = "/run/computerd";
+/// /run/computerd holds only the socket.
+pub const RUN_SIZE: &str = "1m";
+/// The only security option a computer is made with.
+pub const NO_NEW_PRIVILEGES: &str = "no-new-privileges";
+
+/// Everything a new computer is made with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// `computer-<12 hex digits>`.
+    pub name: String,
+    pub image: String,
+    /// uid:gid, numbers.
+    pub user: (u32, u32),
+    /// None or Open (an allowlist is refused before a plan is made).
+    pub network: NetworkKind,
+    pub limits: Limits,
+    pub deadline: Time,
+    /// Every label the container carries: the spec's and ours.
+    pub labels: Labels,
+    /// The provider's cached copy of the daemon on the Docker host.
+    pub daemon: PathBuf,
+    /// Host directories at /workspace (checked by [`crate::share::plan`]).
+    pub shares: Vec<Share>,
+}
+
+impl Plan {
+    /// The labels every computer carries besides the spec's.
+    pub fn own_labels(deadline: &Time) -> [(&'static str, String); 2] {
+        [
+            (label::COMPUTER, "1".to_string()),
+            (label::DEADLINE, deadline.to_string()),
+        ]
+    }
+
+    /// init's command line: `init --deadline <the deadline label> --socket
+    /// /run/computerd/computerd.sock`, from the launch contract.
+    pub fn init_args(&self) -> Vec<String> {
+        let init = InitArgs::new(self.deadline, format!("{RUN_DIR}/computerd.sock"));
+        strings(init.to_args())
+    }
+
+    /// `computerd stdio`'s, the bridge a connection runs as an exec.
+    pub fn stdio_command() -> Vec<String> {
+        let mut argv = vec![DAEMON_PATH.to_string()];
+        argv.extend(strings(
+            StdioArgs {
+                socket: format!("{RUN_DIR}/computerd.sock").into(),
+            }
+            .to_args(),
+        ));
+        argv
+    }
+
+    pub fn user_string(&self) -> String {
+        format!("{}:{}", self.user.0, self.user.1)
+    }
+
+    /// /work's size: half of memoryMb, so a full /work fails a write with
+    /// "No space left on device" before the memory limit kills PID 1.
+    pub fn work_size_mib(&self) -> u64 {
+        (self.limits.memory_mb / 2).max(1)
+    }
+
+    /// The two tmpfs, each the computer user's alone (0700).
+    pub fn tmpfs(&self) -> HashMap<String, String> {
+        let (u, g) = self.user;
+        HashMap::from([
+            (
+                HOME.to_string(),
+                format!(
+                    "uid={u},gid={g},mode=0700,nosuid,nodev,exec,size={}m",
+                    self.work_size_mib()
+                ),
+            ),
+            (
+                RUN_DIR.to_string(),
+                format!("uid={u},gid={g},mode=0700,noexec,nosuid,nodev,size={RUN_SIZE}"),
+            ),
+        ])
+    }
+
+    /// The daemon read-only, then every share; nothing else.
+    pub fn mounts(&self) -> Vec<Mount> {
+        let bind = |source: String, target: String, read_only: bool| Mount {
+            target: Some(target),
+            source: Some(source),
+            typ: Some(MountType::BIND),
+            read_only: Some(read_only),
+            bind_options: Some(MountBindOptions {
+                propagation: Some(MountBindOptionsPropagationEnum::RPRIVATE),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut out = vec![bind(
+            self.daemon.display().to_string(),
+            DAEMON_PATH.to_string(),
+            true,
+        )];
+        for s in &self.shares {
+            out.push(bind(
+                s.source.display().to_string(),
+                s.target.clone(),
+                s.read_only,
+            ));
+        }
+        out
+    }
+
+    pub fn network_mode(&self) -> &'static str {
+        match self.network {
+            NetworkKind::Open => "bridge",
+            _ => "none",
+        }
+    }
+
+    pub fn cpu_quota(&self) -> i64 {
+        self.limits.quota_us() as i64
+    }
+
+    pub fn memory_bytes(&self) -> i64 {
+        self.limits.memory_bytes() as i64
+    }
+
+    /// The body of `POST /containers/create`: every hardening flag.
+    pub fn body(&self) -> ContainerCreateBody {
+        ContainerCreateBody {
+            image: Some(self.image.clone()),
+            user: Some(self.user_string()),
+            working_dir: Some(HOME.to_string()),
+            env: Some(vec![format!("HOME={HOME}")]),
+            entrypoint: Some(vec![DAEMON_PATH.to_string()]),
+            cmd: Some(self.init_args()),
+            labels: Some(self.labels.clone().into_iter().collect()),
+            attach_stdin: Some(false),
+            attach_stdout: Some(false),
+            attach_stderr: Some(false),
+            tty: Some(false),
+            open_stdin: Some(false),
+            host_config: Some(HostConfig {
+                cap_drop: Some(vec!["ALL".into()]),
+                security_opt: Some(vec![NO_NEW_PRIVILEGES.into()]),
+                privileged: Some(false),
+                ipc_mode: Some("private".into()),
+                cgroupns_mode: Some(HostConfigCgroupnsModeEnum::PRIVATE),
+                network_mode: Some(self.network_mode().into()),
+                cpu_period: Some(CPU_PERIOD_US as i64),
+                cpu_quota: Some(self.cpu_quota()),
+                memory: Some(self.memory_bytes()),
+                memory_swap: Some(self.memory_bytes()),
+                pids_limit: Some(self.limits.pids as i64),
+                tmpfs: Some(self.tmpfs()),
+                mounts: Some(self.mounts()),
+                restart_policy: Some(RestartPolicy {
+                    name: Some(RestartPolicyNameEnum::NO),
+                    maximum_retry_count: None,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+}
+
+fn strings(args: Vec<OsString>) -> Vec<String> {
+    args.into_iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// `uid` or `uid:gid` in numbers (a uid alone is its own gid); a name is
+/// refused, since the image may not have it.
+pub fn parse_user(field: &str, s: &str) -> Result<(u32, u32)> {
+    let bad = || {
+        ProviderError::invalid(
+            field,
+            format!(
+                "{field} {s:?} is not a uid or uid:gid in numbers (a name is refused: the image may not have it)"
+            ),
+        )
+    };
+    let (u, g) = match s.split_once(':') {
+        Some((u, g)) => (u, g),
+        None => (s, s),
+    };
+    let num = |t: &str| {
+        (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| t.parse::<u32>().ok())
+            .flatten()
+    };
+    match (num(u), num(g)) {
+        (Some(u), Some(g)) => Ok((u, g)),
+        _ => Err(bad()),
+    }
+}
+
+/// A computer's name: `computer-` and 12 hex digits.
+pub fn is_computer_name(name: &str) -> bool {
+    name.strip_prefix("computer-")
+        .is_some_and(|h| h.len() == 12 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        let deadline: Time = "2026-12-01T10:00:00Z".parse().unwrap();
+        let mut labels = Labels::new();
+        for (k, v) in Plan::own_labels(&deadline) {
+            labels.insert(k.into(), v);
+        }
+        Plan {
+            name: "computer-0123456789ab".into(),
+            image: "debian:bookworm".into(),
+            user: (1000, 1000),
+            network: NetworkKind::None,
+            limits: Limits::default(),
+            deadline,
+            labels,
+            daemon: "/cache/computerd-abc".into(),
+            shares: vec![],
+        }
+    }
+
+    #[test]
+    fn the_body_carries_every_hardening_flag() {
+        let b = plan().body();
+        let h = b.host_config.clone().unwrap();
+        assert_eq!(h.cap_drop, Some(vec!["ALL".to_string()]));
+        assert_eq!(h.security_opt, Some(vec!["no-new-privileges".to_string()]));
+        assert_eq!(h.network_mode.as_deref(), Some("none"));
+        assert_eq!(h.ipc_mode.as_deref(), Some("private"));
+        assert_eq!(h.cgroupns_mode, Some(HostConfigCgroupnsModeEnum::PRIVATE));
+        assert_eq!((h.cpu_period, h.cpu_quota), (Some(100_000), Some(200_000)));
+        assert_eq!(h.memory, Some(4096 * 1024 * 1024));
+        assert_eq!(h.memory_swap, h.memory);
+        assert_eq!(h.pids_limit, Some(1024));
+        assert_eq!(
+            h.tmpfs.unwrap(),
+            HashMap::from([
+                (
+                    "/work".to_string(),
+                    "uid=1000,gid=1000,mode=0700,nosuid,nodev,exec,size=2048m".to_string()
+                ),
+                (
+                    "/run/computerd".to_string(),
+                    "uid=1000,gid=1000,mode=0700,noexec,nosuid,nodev,size=1m".to_string()
+                ),
+            ])
+        );
+        assert_eq!(b.user.as_deref(), Some("1000:1000"));
+        assert_eq!(b.entrypoint, Some(vec!["/opt/computerd/computerd".into()]));
+        assert_eq!(
+            b.cmd.unwrap(),
+            vec![
+                "init",
+                "--deadline",
+                "2026-12-01T10:00:00Z",
+                "--socket",
+                "/run/computerd/computerd.sock"
+            ]
+        );
+        assert_eq!(
+            Plan::stdio_command(),
+            vec![
+                "/opt/computerd/computerd",
+                "stdio",
+                "--socket",
+                "/run/computerd/computerd.sock"
+            ]
+        );
+    }
+
+    #[test]
+    fn users_are_numbers() {
+        assert_eq!(parse_user("user", "1000").unwrap(), (1000, 1000));
+        assert_eq!(parse_user("user", "1000:0").unwrap(), (1000, 0));
+        let e = parse_user("user", "www-data").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("user"));
+        assert!(parse_user("user", "1:").is_err());
+        assert!(parse_user("user", "+1").is_err());
+    }
+
+    #[test]
+    fn names_are_ours_only() {
+        assert!(is_computer_name("computer-0123456789ab"));
+        assert!(!is_computer_name("computer-0123"));
+        assert!(!is_computer_name("web-0123456789ab"));
+    }
+}

@@ -1,0 +1,877 @@
+//! The Docker provider against a real engine. Each test skips in words
+//! without one, and fails instead when COMPUTER_MCP_REQUIRE names docker
+//! (as CI does). The image is CMCP_TEST_DOCKER_IMAGE (default
+//! computer-mcp-test/debian:bookworm, built by fixtures/images/build.sh),
+//! the static daemon CMCP_TEST_DOCKER_COMPUTERD (default
+//! target/x86_64-unknown-linux-gnu/release/computerd).
+
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use bollard::Docker;
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
+    RemoveContainerOptionsBuilder,
+};
+use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource, Plan, cache};
+use computer_providers::local::cgroup::Limits;
+use computer_providers::{
+    AttachBy, ComputerSpec, ErrorCode, Labels, NetworkKind, NetworkPolicy, Provider, Release,
+    label, release_older, run_labels,
+};
+use computer_testkit::need;
+use computerd::client::ComputerExt;
+use computerd::protocol::{ExecParams, ExecResult};
+use tokio_util::sync::CancellationToken;
+
+const SOCKET: &str = "/var/run/docker.sock";
+/// Every container a test makes carries this label, with the test's name.
+const TEST_LABEL: &str = "computer-mcp.test";
+
+struct Env {
+    p: DockerProvider,
+    docker: Docker,
+    image: String,
+    computerd: PathBuf,
+    cache: tempfile::TempDir,
+    test: String,
+}
+
+impl Env {
+    fn spec(&self, lifetime_ms: u64) -> ComputerSpec {
+        let mut s = ComputerSpec::sandbox(lifetime_ms);
+        s.labels.insert(TEST_LABEL.into(), self.test.clone());
+        s
+    }
+
+    /// Remove every container of this test.
+    async fn clean(&self) {
+        let opts = ListContainersOptionsBuilder::new()
+            .all(true)
+            .filters(&HashMap::from([(
+                "label",
+                vec![format!("{TEST_LABEL}={}", self.test)],
+            )]))
+            .build();
+        for c in self.docker.list_containers(Some(opts)).await.unwrap() {
+            let _ = self
+                .docker
+                .remove_container(
+                    c.id.as_deref().unwrap(),
+                    Some(RemoveContainerOptionsBuilder::new().force(true).build()),
+                )
+                .await;
+        }
+    }
+
+    async fn exists(&self, name: &str) -> bool {
+        self.docker
+            .inspect_container(name, None::<InspectContainerOptions>)
+            .await
+            .is_ok()
+    }
+
+    /// A plan as the provider makes one, for containers a test makes by
+    /// hand with our labels.
+    fn plan(&self, name: &str, deadline_in_ms: i64, extra: &Labels) -> Plan {
+        let now = time::OffsetDateTime::now_utc().unix_timestamp() * 1000;
+        let deadline = computerd::launch::Time::from_unix_ms(now + deadline_in_ms).unwrap();
+        let mut labels: Labels = extra.clone();
+        labels.insert(TEST_LABEL.into(), self.test.clone());
+        for (k, v) in Plan::own_labels(&deadline) {
+            labels.insert(k.into(), v);
+        }
+        Plan {
+            name: name.into(),
+            image: self.image.clone(),
+            user: (1879048191, 1879048191),
+            network: NetworkKind::None,
+            limits: Limits {
+                cpus: 1.0,
+                memory_mb: 256,
+                pids: 64,
+            },
+            deadline,
+            labels,
+            daemon: cache::ensure_copy(&self.computerd, &self.cache.path().join("cache")).unwrap(),
+            shares: vec![],
+        }
+    }
+
+    async fn make(&self, body: bollard::models::ContainerCreateBody, name: &str, start: bool) {
+        self.docker
+            .create_container(
+                Some(CreateContainerOptionsBuilder::new().name(name).build()),
+                body,
+            )
+            .await
+            .unwrap();
+        if start {
+            self.docker
+                .start_container(
+                    name,
+                    None::<bollard::query_parameters::StartContainerOptions>,
+                )
+                .await
+                .unwrap();
+        }
+    }
+}
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The provider and the engine, or None (a skip) without Docker.
+async fn env(test: &str) -> Option<Env> {
+    let docker = Docker::connect_with_unix(SOCKET, 30, bollard::API_DEFAULT_VERSION).ok();
+    let up = match &docker {
+        Some(d) => d.ping().await.is_ok(),
+        None => false,
+    };
+    if !need(
+        "docker",
+        up,
+        &format!("no Docker engine answers at {SOCKET}"),
+    ) {
+        return None;
+    }
+    let docker = docker.unwrap();
+    let image = std::env::var("CMCP_TEST_DOCKER_IMAGE")
+        .unwrap_or_else(|_| "computer-mcp-test/debian:bookworm".into());
+    let have = docker.inspect_image(&image).await.is_ok();
+    if !need(
+        "docker",
+        have,
+        &format!(
+            "the test image {image} is not on this Docker host (fixtures/images/build.sh makes it)"
+        ),
+    ) {
+        return None;
+    }
+    let computerd = std::env::var_os("CMCP_TEST_DOCKER_COMPUTERD")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target/x86_64-unknown-linux-gnu/release/computerd"));
+    if !need(
+        "docker",
+        computerd.exists(),
+        &format!(
+            "the static computerd {} is not built (RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu -p computerd)",
+            computerd.display()
+        ),
+    ) {
+        return None;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let mut opts = DockerOptions::new(computerd.clone(), cache.path().join("cache"));
+    opts.image = Some(ImageSource::Name(image.clone()));
+    let p = DockerProvider::new(opts).unwrap();
+    let e = Env {
+        p,
+        docker,
+        image,
+        computerd,
+        cache,
+        test: test.to_string(),
+    };
+    e.clean().await;
+    Some(e)
+}
+
+async fn run(conn: &computer_providers::Connection, script: &str) -> ExecResult {
+    conn.client
+        .call_typed(&ExecParams {
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            timeout_ms: Some(20_000),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+}
+
+fn text(r: &ExecResult) -> String {
+    String::from_utf8_lossy(&r.stdout.0).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_docker_computer_is_made_hardened_reached_found_and_released() {
+    let Some(e) = env("made").await else { return };
+    let cancel = CancellationToken::new();
+    let mut spec = e.spec(600_000);
+    spec.labels.insert(label::SESSION.into(), "s-docker".into());
+    let made = e.p.create(&spec, &cancel).await.unwrap();
+    let c = made.computer.clone();
+    assert!(c.running && c.id.starts_with("computer-"), "{c:?}");
+    assert_eq!(c.user.as_deref(), Some("1879048191:1879048191"));
+    assert_eq!(made.network.as_ref().unwrap().kind, NetworkKind::None);
+
+    // docker inspect: every hardening flag.
+    let i = e
+        .docker
+        .inspect_container(&c.id, None::<InspectContainerOptions>)
+        .await
+        .unwrap();
+    let h = i.host_config.clone().unwrap();
+    assert_eq!(h.cap_drop, Some(vec!["ALL".to_string()]));
+    assert!(h.cap_add.unwrap_or_default().is_empty());
+    assert_eq!(h.privileged, Some(false));
+    assert_eq!(h.security_opt, Some(vec!["no-new-privileges".to_string()]));
+    assert_eq!(h.network_mode.as_deref(), Some("none"));
+    assert_eq!(h.ipc_mode.as_deref(), Some("private"));
+    assert_eq!(
+        h.cgroupns_mode,
+        Some(bollard::models::HostConfigCgroupnsModeEnum::PRIVATE)
+    );
+    assert_eq!((h.cpu_period, h.cpu_quota), (Some(100_000), Some(200_000)));
+    assert_eq!(h.memory, Some(4096 << 20));
+    assert_eq!(h.memory_swap, Some(4096 << 20));
+    assert_eq!(h.pids_limit, Some(1024));
+    let tmpfs = h.tmpfs.unwrap();
+    assert_eq!(
+        tmpfs
+            .keys()
+            .map(String::as_str)
+            .collect::<std::collections::BTreeSet<_>>(),
+        ["/run/computerd", "/work"].into()
+    );
+    let mounts = i.mounts.unwrap();
+    assert_eq!(mounts.len(), 1, "{mounts:?}");
+    assert_eq!(
+        mounts[0].destination.as_deref(),
+        Some("/opt/computerd/computerd")
+    );
+    assert_eq!(mounts[0].rw, Some(false));
+    let cfg = i.config.unwrap();
+    assert_eq!(cfg.user.as_deref(), Some("1879048191:1879048191"));
+    assert_eq!(
+        cfg.entrypoint,
+        Some(vec!["/opt/computerd/computerd".into()])
+    );
+    assert_eq!(
+        cfg.cmd.as_ref().unwrap()[..3],
+        ["init".to_string(), "--deadline".into(), c.deadline.clone()]
+    );
+    assert_eq!(cfg.labels.as_ref().unwrap()[label::COMPUTER], "1");
+    assert_eq!(cfg.labels.as_ref().unwrap()[label::DEADLINE], c.deadline);
+
+    // Inside: non-root, no capability, no_new_privs, seccomp; only lo.
+    let conn = e.p.connect(&c, &cancel).await.unwrap();
+    assert_eq!(conn.hello.version, computerd::VERSION);
+    let r = run(
+        &conn,
+        "id -u; id -g; grep -E '^(Cap|NoNewPrivs|Seccomp:)' /proc/self/status; echo HOME=$HOME; pwd",
+    )
+    .await;
+    let out = text(&r);
+    let fields: HashMap<&str, &str> = out
+        .lines()
+        .filter_map(|l| l.split_once(':').or_else(|| l.split_once('=')))
+        .map(|(k, v)| (k.trim(), v.trim()))
+        .collect();
+    assert!(out.starts_with("1879048191\n1879048191\n"), "{out}");
+    for cap in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert_eq!(fields.get(cap), Some(&"0000000000000000"), "{cap}: {out}");
+    }
+    assert_eq!(fields.get("NoNewPrivs"), Some(&"1"), "{out}");
+    assert_eq!(fields.get("Seccomp"), Some(&"2"), "{out}");
+    assert_eq!(fields.get("HOME"), Some(&"/work"), "{out}");
+    assert!(out.trim_end().ends_with("/work"), "{out}");
+    let r = run(&conn, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '").await;
+    assert_eq!(text(&r), "lo\n");
+    // The host's bridge address is not reached: no route at all.
+    let r = run(
+        &conn,
+        "bash -c 'exec 3<>/dev/tcp/172.17.0.1/2375' 2>&1; echo rc=$?",
+    )
+    .await;
+    let out = text(&r);
+    assert!(out.contains("rc=1") && out.contains("unreachable"), "{out}");
+    // The daemon is read-only to the computer.
+    let r = run(&conn, "echo x > /opt/computerd/computerd 2>&1; echo rc=$?").await;
+    assert!(
+        text(&r).contains("rc=1") || text(&r).contains("rc=2"),
+        "{}",
+        text(&r)
+    );
+    conn.client.close();
+
+    // Found again, by id and labels, and its network read back.
+    let by = Labels::from([(label::SESSION.to_string(), "s-docker".to_string())]);
+    let listed = e.p.list(&by, &cancel).await.unwrap();
+    assert_eq!(listed.iter().map(|r| &r.id).collect::<Vec<_>>(), [&c.id]);
+    assert_eq!(
+        e.p.attach(&AttachBy::Id(c.id.clone()), &cancel)
+            .await
+            .unwrap()
+            .id,
+        c.id
+    );
+    assert_eq!(
+        e.p.attach(&AttachBy::Labels(by.clone()), &cancel)
+            .await
+            .unwrap()
+            .id,
+        c.id
+    );
+    let net = e.p.network(&c, None, &cancel).await.unwrap();
+    assert_eq!(net.kind, NetworkKind::None);
+    let err =
+        e.p.network(&c, Some(&NetworkPolicy::Open), &cancel)
+            .await
+            .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Unsupported);
+
+    e.p.release(&c, Release::Stop, &cancel).await.unwrap();
+    assert!(!e.p.list(&by, &cancel).await.unwrap()[0].running);
+    e.p.release(&c, Release::Delete, &cancel).await.unwrap();
+    assert!(!e.exists(&c.id).await);
+    // Released twice is still ok.
+    e.p.release(&c, Release::Delete, &cancel).await.unwrap();
+    e.clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_bomb_stays_within_the_pids_limit_and_the_daemon_keeps_answering() {
+    let Some(e) = env("forkbomb").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    // The bound is the container's own pids cgroup (64), and the bomb runs
+    // as a uid no host account has.
+    let mut spec = e.spec(600_000);
+    spec.sizes.pids = Some(64);
+    spec.sizes.memory_mb = Some(512);
+    spec.sizes.cpus = Some(1.0);
+    spec.user = Some("61000:61000".into());
+    let c = e.p.create(&spec, &cancel).await.unwrap().computer;
+    let conn = e.p.connect(&c, &cancel).await.unwrap();
+    let params = ExecParams {
+        argv: vec![
+            "bash".into(),
+            "-c".into(),
+            "b() { b | b & }; b; sleep 3".into(),
+        ],
+        timeout_ms: Some(4_000),
+        ..Default::default()
+    };
+    let bomb = conn.client.call_typed(&params);
+    let r = tokio::time::timeout(Duration::from_secs(30), bomb)
+        .await
+        .expect("the bomb's run ends at its timeout");
+    drop(r);
+    // The cgroup held it: never above 64, and the daemon still answers.
+    let r = run(&conn, "cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids/pids.events 2>/dev/null || cat /sys/fs/cgroup/pids.max /sys/fs/cgroup/pids.events").await;
+    let out = text(&r);
+    assert!(out.starts_with("64\n"), "{out}");
+    let hit: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("max "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(hit > 0, "the bomb never reached the limit: {out}");
+    let r = run(&conn, "echo still here").await;
+    assert_eq!(text(&r), "still here\n");
+    // Everything the run started ended with it.
+    computer_testkit::wait_until("the bomb's processes end", Duration::from_secs(10), || {
+        !std::fs::read_dir("/proc").unwrap().flatten().any(|p| {
+            std::fs::read_to_string(p.path().join("status")).is_ok_and(|s| {
+                s.lines()
+                    .any(|l| l.starts_with("Uid:") && l.contains("61000"))
+                    && s.contains("Name:\tbash")
+            })
+        })
+    });
+    conn.client.close();
+    e.p.release(&c, Release::Delete, &cancel).await.unwrap();
+    e.clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_its_deadline_the_computer_stops_by_itself() {
+    let Some(e) = env("deadline").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    let c = e.p.create(&e.spec(4_000), &cancel).await.unwrap().computer;
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let i = e
+            .docker
+            .inspect_container(&c.id, None::<InspectContainerOptions>)
+            .await
+            .unwrap();
+        let st = i.state.unwrap();
+        if st.running != Some(true) {
+            assert_eq!(st.exit_code, Some(0), "init ends in order at its deadline");
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "still running 16 s past its deadline"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let err = e.p.connect(&c, &cancel).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Gone, "{err:?}");
+    // A stopped computer is checked by its inspect alone, and attaches.
+    let found =
+        e.p.attach(&AttachBy::Id(c.id.clone()), &cancel)
+            .await
+            .unwrap();
+    assert!(!found.running);
+    // The janitor deletes it; a live computer is kept.
+    let live =
+        e.p.create(&e.spec(600_000), &cancel)
+            .await
+            .unwrap()
+            .computer;
+    let swept = e.p.sweep(&cancel).await.unwrap();
+    assert!(swept.contains(&c.id), "{swept:?}");
+    assert!(!swept.contains(&live.id), "{swept:?}");
+    assert!(!e.exists(&c.id).await && e.exists(&live.id).await);
+    e.clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attach_refuses_a_container_with_our_labels_made_wider_naming_the_field() {
+    let Some(e) = env("drift").await else { return };
+    let cancel = CancellationToken::new();
+    type Widen = fn(&mut bollard::models::HostConfig);
+    let cases: [(&str, Widen, &str); 3] = [
+        (
+            "computer-00000000d001",
+            |h| h.privileged = Some(true),
+            "HostConfig.Privileged is true",
+        ),
+        (
+            "computer-00000000d002",
+            |h| h.cap_add = Some(vec!["NET_ADMIN".into()]),
+            "HostConfig.CapAdd is [\"NET_ADMIN\"]",
+        ),
+        (
+            "computer-00000000d003",
+            |h| h.network_mode = Some("host".into()),
+            "HostConfig.NetworkMode is \"host\"",
+        ),
+    ];
+    for (name, widen, words) in cases {
+        let plan = e.plan(name, 600_000, &Labels::new());
+        let mut body = plan.body();
+        widen(body.host_config.as_mut().unwrap());
+        e.make(body, name, true).await;
+        let err =
+            e.p.attach(&AttachBy::Id(name.into()), &cancel)
+                .await
+                .unwrap_err();
+        assert_eq!(err.code, ErrorCode::Refused, "{err:?}");
+        assert!(err.message.contains(words), "{name}: {}", err.message);
+        // attach did not make it, so it does not delete it.
+        assert!(e.exists(name).await);
+    }
+    // The same container as planned attaches.
+    let name = "computer-00000000d004";
+    e.make(e.plan(name, 600_000, &Labels::new()).body(), name, true)
+        .await;
+    let r = e.p.attach(&AttachBy::Id(name.into()), &cancel).await;
+    assert_eq!(r.unwrap().id, name);
+    // A container that is not ours is not found.
+    let err =
+        e.p.attach(&AttachBy::Id("computer-nothex".into()), &cancel)
+            .await
+            .unwrap_err();
+    assert_eq!(err.code, ErrorCode::NotFound);
+    e.clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_older_deletes_lower_epochs_keeps_its_own_and_another_runs_and_is_fenced() {
+    let Some(e) = env("epochs").await else { return };
+    let cancel = CancellationToken::new();
+    // Containers made (not started) with our labels: list sees them.
+    let made = [
+        ("computer-0000000e0001", "r1", "1"),
+        ("computer-0000000e0002", "r1", "2"),
+        ("computer-0000000e0003", "r1", "3"),
+        ("computer-0000000e0004", "r2", "1"),
+        ("computer-0000000e0005", "r1", "x"),
+    ];
+    for (name, run, epoch) in made {
+        let labels = Labels::from([
+            (label::RUN.to_string(), run.to_string()),
+            (label::EPOCH.to_string(), epoch.to_string()),
+        ]);
+        e.make(e.plan(name, 600_000, &labels).body(), name, false)
+            .await;
+    }
+    let r = release_older(&e.p, "r1", 3, &cancel).await.unwrap();
+    assert_eq!(
+        r.released,
+        ["computer-0000000e0001", "computer-0000000e0002"]
+    );
+    assert_eq!(r.kept, ["computer-0000000e0003"]);
+    assert_eq!(r.unproven.len(), 1);
+    assert_eq!(r.unproven[0].0, "computer-0000000e0005");
+    assert!(e.exists("computer-0000000e0003").await && e.exists("computer-0000000e0004").await);
+    assert!(!e.exists("computer-0000000e0001").await);
+    // A later claim holds the run: nothing is released.
+    let err = release_older(&e.p, "r1", 2, &cancel).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Refused);
+    assert!(
+        err.message.starts_with(
+            "fenced: run \"r1\" has computer-0000000e0003 at epoch 3, above this claim's epoch 2"
+        ),
+        "{}",
+        err.message
+    );
+    assert!(e.exists("computer-0000000e0003").await);
+    assert_eq!(run_labels("r1", 4).unwrap().len(), 2);
+    e.clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_refused_in_words_with_nothing_left_behind() {
+    let Some(e) = env("bad").await else { return };
+    let cancel = CancellationToken::new();
+    let count = || async {
+        let opts = ListContainersOptionsBuilder::new()
+            .all(true)
+            .filters(&HashMap::from([(
+                "label",
+                vec![format!("{TEST_LABEL}={}", e.test)],
+            )]))
+            .build();
+        e.docker.list_containers(Some(opts)).await.unwrap().len()
+    };
+    let mut spec = e.spec(600_000);
+    spec.image = Some("computer-mcp-test/none:missing".into());
+    let err = e.p.create(&spec, &cancel).await.unwrap_err();
+    assert_eq!(
+        (err.code, err.field.as_deref()),
+        (ErrorCode::NotFound, Some("image"))
+    );
+    assert!(
+        err.message
+            .starts_with("the image computer-mcp-test/none:missing is not on this Docker host"),
+        "{}",
+        err.message
+    );
+    let err =
+        e.p.create(&e.spec(31 * 24 * 3_600_000), &cancel)
+            .await
+            .unwrap_err();
+    assert_eq!(err.field.as_deref(), Some("lifetime"));
+    let mut spec = e.spec(600_000);
+    spec.network = NetworkPolicy::Allow(vec!["pypi.org".into()]);
+    assert_eq!(
+        e.p.create(&spec, &cancel)
+            .await
+            .unwrap_err()
+            .field
+            .as_deref(),
+        Some("network")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+    for (share, words) in [
+        ("rel/dir".to_string(), "is a relative path"),
+        (format!("{}/link", dir.path().display()), "is a symlink"),
+        (
+            format!("{}/missing", dir.path().display()),
+            "does not exist",
+        ),
+        (
+            real.display().to_string(),
+            "is not writable by the computer's user 1879048191:1879048191",
+        ),
+    ] {
+        let mut spec = e.spec(600_000);
+        spec.shares = vec![share.parse().unwrap()];
+        let err = e.p.create(&spec, &cancel).await.unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("share"), "{share}");
+        assert!(err.message.contains(words), "{share}: {}", err.message);
+    }
+    // An image with a VOLUME (a mount the computer was not asked for).
+    let mut opts = DockerOptions::new(e.computerd.clone(), e.cache.path().join("cache"));
+    opts.image = Some(ImageSource::Recipe(format!(
+        "FROM {}\nVOLUME /data\n",
+        e.image
+    )));
+    let with_volume = DockerProvider::new(opts).unwrap();
+    let err = with_volume
+        .create(&e.spec(600_000), &cancel)
+        .await
+        .unwrap_err();
+    assert_eq!(err.field.as_deref(), Some("image"));
+    assert!(
+        err.message.contains("declares VOLUME [\"/data\"]"),
+        "{}",
+        err.message
+    );
+    assert_eq!(count().await, 0);
+    // A container with a computer's name but not our label is not ours:
+    // attach does not find it, release and sweep never touch it.
+    let name = "computer-00000000aa01";
+    let mut body = e.plan(name, -60_000, &Labels::new()).body();
+    body.labels = Some(HashMap::from([(TEST_LABEL.to_string(), e.test.clone())]));
+    e.make(body, name, false).await;
+    let err =
+        e.p.attach(&AttachBy::Id(name.into()), &cancel)
+            .await
+            .unwrap_err();
+    assert_eq!(err.code, ErrorCode::NotFound, "{err:?}");
+    assert!(
+        !e.p.sweep(&cancel)
+            .await
+            .unwrap()
+            .contains(&name.to_string())
+    );
+    assert!(e.exists(name).await);
+    e.clean().await;
+    // An engine that is not there.
+    let mut opts = DockerOptions::new(e.computerd.clone(), e.cache.path().join("c2"));
+    opts.socket = "/nonexistent/docker.sock".into();
+    opts.image = Some(ImageSource::Name(e.image.clone()));
+    let p = DockerProvider::new(opts).unwrap();
+    let err = p.create(&e.spec(600_000), &cancel).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Unreachable);
+    assert_eq!(
+        err.message,
+        "the Docker engine at unix:///nonexistent/docker.sock did not answer: is dockerd running, and may this user reach its socket?"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_share_is_bound_at_workspace_and_a_busybox_image_works() {
+    let Some(e) = env("share").await else { return };
+    let cancel = CancellationToken::new();
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("ws");
+    std::fs::create_dir(&shared).unwrap();
+    nix::unistd::chown(&shared, Some(1879048191.into()), Some(1879048191.into())).unwrap();
+    let mut spec = e.spec(600_000);
+    spec.shares = vec![shared.display().to_string().parse().unwrap()];
+    let busybox = std::env::var("CMCP_TEST_DOCKER_BUSYBOX")
+        .unwrap_or_else(|_| "computer-mcp-test/busybox:latest".into());
+    let have_busybox = e.docker.inspect_image(&busybox).await.is_ok();
+    if need(
+        "docker",
+        have_busybox,
+        &format!("the busybox image {busybox} is not built"),
+    ) {
+        spec.image = Some(busybox);
+    }
+    let made = e.p.create(&spec, &cancel).await.unwrap();
+    assert!(
+        made.notes.iter().any(|n| n.starts_with("share: ")),
+        "{:?}",
+        made.notes
+    );
+    let c = made.computer;
+    let conn = e.p.connect(&c, &cancel).await.unwrap();
+    let r = run(&conn, "echo hi > /workspace/from-inside && id -u").await;
+    assert_eq!(text(&r), "1879048191\n");
+    assert_eq!(
+        std::fs::read_to_string(shared.join("from-inside")).unwrap(),
+        "hi\n"
+    );
+    conn.client.close();
+    // attach reads the share back and holds the computer to it.
+    assert_eq!(
+        e.p.attach(&AttachBy::Id(c.id.clone()), &cancel)
+            .await
+            .unwrap()
+            .id,
+        c.id
+    );
+    e.p.release(&c, Release::Delete, &cancel).await.unwrap();
+    e.clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_computer_removed_from_outside_is_gone_on_the_next_call_within_5_s() {
+    let Some(e) = env("killed").await else { return };
+    let cancel = CancellationToken::new();
+    let c =
+        e.p.create(&e.spec(600_000), &cancel)
+            .await
+            .unwrap()
+            .computer;
+    let conn = e.p.connect(&c, &cancel).await.unwrap();
+    assert_eq!(text(&run(&conn, "echo up").await), "up\n");
+    e.docker
+        .remove_container(
+            &c.id,
+            Some(RemoveContainerOptionsBuilder::new().force(true).build()),
+        )
+        .await
+        .unwrap();
+    let t = Instant::now();
+    let r = tokio::time::timeout(
+        Duration::from_secs(5),
+        conn.client.call_typed(&ExecParams {
+            argv: vec!["true".into()],
+            ..Default::default()
+        }),
+    )
+    .await
+    .expect("the next call answers within 5 s");
+    assert!(r.is_err(), "{r:?}");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let err = e.p.connect(&c, &cancel).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Gone, "{err:?}");
+    e.clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recipe_is_built_once_by_one_flight_and_tagged_by_its_hash() {
+    let Some(e) = env("recipe").await else { return };
+    let cancel = CancellationToken::new();
+    // A recipe unique to this run, so the build really happens.
+    let recipe = format!(
+        "FROM {}\nRUN echo {} > /etc/recipe-run\n",
+        e.image,
+        std::process::id()
+    );
+    let tag = computer_providers::docker::image::recipe_tag(&recipe);
+    let mut opts = DockerOptions::new(e.computerd.clone(), e.cache.path().join("cache"));
+    opts.image = Some(ImageSource::Recipe(recipe.clone()));
+    let p = DockerProvider::new(opts).unwrap();
+    // Two concurrent creates share one build.
+    let spec = e.spec(600_000);
+    let (a, b) = tokio::join!(p.create(&spec, &cancel), p.create(&spec, &cancel));
+    let (a, b) = (a.unwrap().computer, b.unwrap().computer);
+    let img = e.docker.inspect_image(&tag).await.unwrap();
+    let labels = img.config.unwrap().labels.unwrap();
+    assert_eq!(
+        labels[label::RECIPE],
+        cache::sha256_bytes(recipe.as_bytes())
+    );
+    let conn = p.connect(&a, &cancel).await.unwrap();
+    assert_eq!(
+        text(&run(&conn, "cat /etc/recipe-run").await),
+        format!("{}\n", std::process::id())
+    );
+    conn.client.close();
+    for c in [&a, &b] {
+        p.release(c, Release::Delete, &cancel).await.unwrap();
+    }
+    // A recipe that fails says which step, in its own words.
+    let mut opts = DockerOptions::new(e.computerd.clone(), e.cache.path().join("cache"));
+    opts.image = Some(ImageSource::Recipe(format!(
+        "FROM {}\nRUN exit 3\n",
+        e.image
+    )));
+    let p = DockerProvider::new(opts).unwrap();
+    let err = p.create(&e.spec(600_000), &cancel).await.unwrap_err();
+    assert_eq!(err.field.as_deref(), Some("recipe"));
+    assert!(err.message.contains("exit 3"), "{}", err.message);
+    // The failed step's container is not left behind.
+    let all = e
+        .docker
+        .list_containers(Some(ListContainersOptionsBuilder::new().all(true).build()))
+        .await
+        .unwrap();
+    assert!(
+        !all.iter()
+            .any(|c| c.command.as_deref().is_some_and(|c| c.contains("exit 3"))),
+        "{all:?}"
+    );
+    let _ = e
+        .docker
+        .remove_image(
+            &tag,
+            None::<bollard::query_parameters::RemoveImageOptions>,
+            None,
+        )
+        .await;
+    e.clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_of_another_version_is_refused() {
+    let Some(e) = env("version").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    // A stand-in daemon: init sleeps, stdio answers hello as version 0.0.0.
+    let fake = e.cache.path().join("fake-computerd");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\ncase \"$1\" in\ninit) exec sleep 600;;\nstdio) read -r line; id=$(echo \"$line\" | sed 's/.*\"id\":\\([0-9]*\\).*/\\1/'); printf '{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"version\":\"0.0.0\",\"os\":\"linux\",\"kind\":\"linux\",\"arch\":\"amd64\",\"groups\":[\"exec\",\"files\",\"processes\"]}}\\n' \"$id\"; cat >/dev/null;;\nesac\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let name = "computer-00000000fe01";
+    let mut plan = e.plan(name, 600_000, &Labels::new());
+    plan.daemon = fake.clone();
+    e.make(plan.body(), name, true).await;
+    let c = computer_providers::ComputerRef {
+        provider: "docker".into(),
+        id: name.into(),
+        labels: Labels::new(),
+        created_at: String::new(),
+        deadline: String::new(),
+        running: true,
+        home: None,
+        user: None,
+    };
+    let err = e.p.connect(&c, &cancel).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Refused, "{err:?}");
+    assert!(
+        err.message.contains(&format!(
+            "the daemon is version 0.0.0, where this provider is {}",
+            computerd::VERSION
+        )),
+        "{}",
+        err.message
+    );
+    // attach names the daemon it binds, which is not the provider's copy.
+    let err =
+        e.p.attach(&AttachBy::Id(name.into()), &cancel)
+            .await
+            .unwrap_err();
+    assert!(
+        err.message.contains("it binds the daemon"),
+        "{}",
+        err.message
+    );
+    assert!(e.exists(name).await);
+    e.clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_may_ask_for_root_which_holds_no_capability() {
+    let Some(e) = env("root").await else { return };
+    let cancel = CancellationToken::new();
+    let mut spec = e.spec(600_000);
+    spec.user = Some("0".into());
+    let c = e.p.create(&spec, &cancel).await.unwrap().computer;
+    assert_eq!(c.user.as_deref(), Some("0:0"));
+    let conn = e.p.connect(&c, &cancel).await.unwrap();
+    let out = text(
+        &run(
+            &conn,
+            "id -u; grep -E '^Cap(Eff|Bnd)' /proc/self/status; touch /etc/x 2>&1 && echo wrote",
+        )
+        .await,
+    );
+    assert!(out.starts_with("0\n"), "{out}");
+    assert!(
+        out.contains("CapEff:\t0000000000000000") && out.contains("CapBnd:\t0000000000000000"),
+        "{out}"
+    );
+    conn.client.close();
+    e.p.release(&c, Release::Delete, &cancel).await.unwrap();
+    e.clean().await;
+}

@@ -1,0 +1,185 @@
+//! Skills: one per tool family, a `SKILL.md` (front matter with `name` and
+//! `description`, then a body written for a model) kept in the repository's
+//! `skills/` folder, embedded at build time, served by the server as an MCP
+//! prompt and as the resource `skill://<name>/SKILL.md`.
+
+/// One skill as embedded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Skill {
+    /// The name in its front matter (`sandbox`).
+    pub name: &'static str,
+    /// The description in its front matter.
+    pub description: &'static str,
+    /// The whole file, front matter included.
+    pub text: &'static str,
+    /// The part after the front matter.
+    pub body: &'static str,
+}
+
+impl Skill {
+    /// The resource that serves it.
+    pub fn uri(&self) -> String {
+        format!("skill://{}/SKILL.md", self.name)
+    }
+}
+
+/// Read a `SKILL.md`: `---`, `name:` and `description:` lines, `---`, body.
+pub fn parse(text: &'static str) -> Result<Skill, String> {
+    let rest = text
+        .strip_prefix("---\n")
+        .ok_or("a SKILL.md starts with a front matter block (---)")?;
+    let (front, body) = rest
+        .split_once("\n---\n")
+        .ok_or("the front matter block has no closing ---")?;
+    let mut name = None;
+    let mut description = None;
+    for line in front.lines() {
+        match line.split_once(':') {
+            Some(("name", v)) => name = Some(v.trim()),
+            Some(("description", v)) => description = Some(v.trim()),
+            Some((k, _)) => return Err(format!("the front matter has an unknown key {k:?}")),
+            None => return Err(format!("front matter line {line:?} is not `key: value`")),
+        }
+    }
+    let name = name.ok_or("the front matter has no name")?;
+    let description = description.ok_or("the front matter has no description")?;
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return Err(format!(
+            "skill name {name:?} must be lowercase letters, digits and '-'"
+        ));
+    }
+    if description.is_empty() || description.len() > 1024 {
+        return Err("a skill's description is 1 to 1024 characters".into());
+    }
+    Ok(Skill {
+        name,
+        description,
+        text,
+        body: body.trim_start_matches('\n'),
+    })
+}
+
+/// The sandbox family's skill.
+pub const SANDBOX_TEXT: &str = include_str!("../../skills/sandbox/SKILL.md");
+
+/// Every example call in a skill: (tool, arguments as JSON text, the text
+/// its result must contain), from a ```call block (`tool {json}`) and the
+/// ```text block after it.
+pub fn examples(body: &str) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    let mut rest = body;
+    while let Some(i) = rest.find("```call\n") {
+        let after = &rest[i + 8..];
+        let Some(end) = after.find("\n```") else {
+            break;
+        };
+        let call = after[..end].trim();
+        let (tool, args) = call.split_once(' ').unwrap_or((call, "{}"));
+        let mut want = String::new();
+        let next = &after[end + 4..];
+        if let Some(t) = next.trim_start().strip_prefix("```text\n")
+            && let Some(e) = t.find("\n```")
+        {
+            want = t[..e].to_string();
+        }
+        out.push((tool.to_string(), args.trim().to_string(), want));
+        rest = next;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Offer, ToolSettings, registry};
+    use computerd::protocol::SettingKind;
+
+    #[test]
+    fn every_family_has_a_skill_that_parses() {
+        for f in registry().families() {
+            let s = parse(f.skill).unwrap_or_else(|e| panic!("{}: {e}", f.kind.as_str()));
+            assert_eq!(s.name, f.kind.as_str());
+            assert!(s.body.starts_with("# "), "{}", s.body);
+        }
+    }
+
+    #[test]
+    fn a_skill_names_only_tools_and_arguments_that_exist_and_every_tool_of_its_family() {
+        let family = registry().family(SettingKind::Sandbox).unwrap();
+        let skill = parse(family.skill).unwrap();
+        let groups = {
+            let row = SettingKind::Sandbox.row();
+            [row.required, row.optional].concat()
+        };
+        let offer = Offer {
+            groups: &groups,
+            extend: true,
+        };
+        let mut tools = family.list(&offer, &ToolSettings::default());
+        tools.extend(crate::fleet::tools(&crate::fleet::FleetPolicy::default()));
+        let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+        let mut args: Vec<String> = Vec::new();
+        for t in &tools {
+            if let Some(serde_json::Value::Object(p)) = t.input_schema.get("properties") {
+                args.extend(p.keys().cloned());
+            }
+        }
+        // Every `snake_case` word in backticks is a tool or an argument.
+        let mut rest = skill.body;
+        while let Some(i) = rest.find('`') {
+            let after = &rest[i + 1..];
+            let Some(end) = after.find('`') else { break };
+            let word = &after[..end];
+            if word.contains('_') && word.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+                assert!(
+                    names.iter().any(|n| n == word) || args.iter().any(|a| a == word),
+                    "the skill names `{word}`, which is no tool or argument"
+                );
+            }
+            rest = &after[end + 1..];
+        }
+        for n in family.names(&offer) {
+            assert!(
+                skill.body.contains(&format!("`{n}`")),
+                "the skill never names {n}"
+            );
+        }
+        // Its examples call tools that exist, with JSON arguments.
+        let ex = examples(skill.body);
+        assert!(ex.len() >= 8, "{ex:?}");
+        for (tool, a, want) in ex {
+            assert!(names.contains(&tool), "an example calls {tool}");
+            serde_json::from_str::<serde_json::Value>(&a)
+                .unwrap_or_else(|e| panic!("{tool} {a}: {e}"));
+            assert!(!want.is_empty(), "{tool} {a} says no result");
+        }
+    }
+
+    #[test]
+    fn a_bad_front_matter_is_named() {
+        assert!(
+            parse("# no front matter")
+                .unwrap_err()
+                .contains("starts with")
+        );
+        assert!(
+            parse("---\nname: x\n---\nbody")
+                .unwrap_err()
+                .contains("no description")
+        );
+        assert!(
+            parse("---\nname: X Y\ndescription: d\n---\nb")
+                .unwrap_err()
+                .contains("lowercase")
+        );
+        assert!(
+            parse("---\nname: x\ndescription: d\ncolour: red\n---\nb")
+                .unwrap_err()
+                .contains("unknown key")
+        );
+    }
+}
