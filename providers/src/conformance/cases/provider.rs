@@ -472,6 +472,9 @@ pub async fn drift(t: &Ctx) -> Result<(), Outcome> {
     let Some(drifted) = t.drifted.clone() else {
         return Err(Outcome::Skip("no drifted provider was given".into()));
     };
+    // A refusal counts only from a provider that makes computers at all:
+    // the run's own must, or the drifted one's refusal proves nothing.
+    t.shared().await?;
     let labels = case_labels(t);
     let mut spec = t.spec();
     spec.labels = labels.clone();
