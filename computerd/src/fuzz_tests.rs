@@ -6,6 +6,8 @@
 //! and kept in `proptest-regressions/` beside this file, so it is run again
 //! on every later test run.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -25,6 +25,31 @@ mod fuzz_tests;
 /// The daemon's version, reported by hello.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// The version hello reports: [`VERSION`], except in the test-only drift
+/// build (`computerd-drift`, feature `drift-version`), which reports
+/// another so the conformance suite can see a provider refuse it.
+pub fn reported_version() -> String {
+    #[cfg(feature = "drift-version")]
+    if drift::DRIFTED.load(std::sync::atomic::Ordering::Relaxed) {
+        return format!("{VERSION}-drift");
+    }
+    VERSION.to_string()
+}
+
+/// The drift build's switch, set once by `computerd-drift`'s main.
+#[cfg(feature = "drift-version")]
+pub mod drift {
+    pub static DRIFTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+    /// Run computerd as the drift build: every hello of this process
+    /// reports another version.
+    #[cfg(target_os = "linux")]
+    pub fn main() -> i32 {
+        DRIFTED.store(true, std::sync::atomic::Ordering::Relaxed);
+        crate::daemon::cli::main()
+    }
+}
+
 /// Where init listens unless told otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/computerd/computerd.sock";
 

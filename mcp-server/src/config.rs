@@ -69,6 +69,29 @@ pub enum Command {
     /// ones, those of a server that is gone, or any other.
     #[command(subcommand)]
     Computers(ComputersCommand),
+    /// Run the conformance suite against the provider: the contract every
+    /// provider must pass. Exits 0 when Core passes, 1 when it fails, 2 on a
+    /// usage error, 3 on a partial run (--only).
+    Conformance(ConformanceArgs),
+}
+
+#[derive(Args, Debug, Default, Clone)]
+pub struct ConformanceArgs {
+    /// The image every computer of the run starts from. [default: the provider's own]
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// Run only these groups' cases (comma list: health, exec, files, tar, process, provider, drift, isolation, lifetime, mount, limits); a run that leaves a Core case out is partial, never a pass.
+    #[arg(long, value_name = "GROUPS", value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Run a setting kind's cases and give its verdict: sandbox, desktop, phone or browser.
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// A computerd built to report another version, for the drift case (`cargo build -p computerd --features drift-version --bin computerd-drift`). [default: computerd-drift beside this binary]
+    #[arg(long, value_name = "PATH")]
+    pub drifted_computerd: Option<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug, Clone, Default)]

@@ -18,7 +18,10 @@
 
 mod computers;
 mod config;
+mod conformance;
 mod doctor;
+#[cfg(test)]
+mod fake_tests;
 mod http;
 mod logging;
 mod resources;
@@ -111,10 +114,16 @@ fn run(parsed: Parsed) -> i32 {
         };
         // What every computer will be made from is checked now (sizes,
         // shares, lifetime), so a bad option stops the server in words
-        // instead of failing its first tool call. `sweep` makes none.
+        // instead of failing its first tool call. `sweep` makes none, and
+        // `conformance` checks its own specs.
         if !matches!(
             parsed.cli.command,
-            Some(Command::Sweep(_) | Command::Computers(_) | Command::Doctor)
+            Some(
+                Command::Sweep(_)
+                    | Command::Computers(_)
+                    | Command::Doctor
+                    | Command::Conformance(_)
+            )
         ) {
             let checked = config
                 .spec()
@@ -134,6 +143,7 @@ fn run(parsed: Parsed) -> i32 {
                 print_out(&text);
                 Ok(if works { 0 } else { 1 })
             }
+            Some(Command::Conformance(args)) => conformance::run(provider, &config, args).await,
         };
         match result {
             Ok(code) => code,

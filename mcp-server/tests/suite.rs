@@ -1,3 +1,4 @@
+mod conformance;
 mod fleet;
 mod http;
 mod lifecycle;

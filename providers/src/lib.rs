@@ -11,6 +11,10 @@
 //! - [`settings`]: how a provider's typed settings are layered from flags,
 //!   variables and its `[providers.<id>]` table ([`layer`]), and the
 //!   [`HostDefaults`] the server finds for them.
+//! - [`conformance`]: the suite every provider must pass: cases as data,
+//!   the runner and its report.
+//! - `fake` (tests and the `fake` feature only): a scriptable in-process
+//!   provider, never in [`PROVIDERS`].
 //! - [`local`]: computers on this machine, isolated by `computerd sandbox`,
 //!   bounded by a cgroup each ([`local::cgroup`]), with a uid each
 //!   ([`local::uids`]).
@@ -29,7 +33,10 @@
 //! its computer. Settings come in typed only: no provider reads the
 //! environment (the server's clap reads the variables a provider declares).
 
+pub mod conformance;
 pub mod docker;
+#[cfg(any(test, feature = "fake"))]
+pub mod fake;
 pub mod janitor;
 pub mod local;
 pub mod provider;

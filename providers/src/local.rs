@@ -806,6 +806,14 @@ impl LocalProvider {
                 format!("the computer's daemon did not answer hello: {e}"),
             )
         })?;
+        // A daemon of another build (the drift check): never handed out.
+        if hello.version != computerd::VERSION {
+            return Err(ProviderError::refused(format!(
+                "the computer's daemon is computerd {}, and this server is built with {}: a computer of another daemon is not handed out",
+                hello.version,
+                computerd::VERSION
+            )));
+        }
         if hello.kind != MachineKind::Linux || !hello.groups.contains(&Group::Exec) {
             let groups: Vec<&str> = hello.groups.iter().map(|g| g.as_str()).collect();
             return Err(ProviderError::refused(format!(

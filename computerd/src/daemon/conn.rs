@@ -334,7 +334,7 @@ pub fn hello_with(display: Vec<Group>) -> HelloResult {
     let mut groups = vec![Group::Exec, Group::Files, Group::Processes];
     groups.extend(display);
     HelloResult {
-        version: crate::VERSION.to_string(),
+        version: crate::reported_version(),
         os: "linux".into(),
         kind,
         arch: match std::env::consts::ARCH {

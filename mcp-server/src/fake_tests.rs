@@ -1,0 +1,222 @@
+//! The server's session logic against the scriptable fake provider: no
+//! root, no namespaces, no Docker, so these run on any machine. Lazy,
+//! single-flight creation; release at the session's end; a dead computer
+//! answered in words, then replaced; a caller cancelled while its computer
+//! is made; a hanging creation that shutdown does not wait on forever;
+//! bounds refused in words.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use computer_providers::fake::{FakeProvider, Op, Script};
+use computer_providers::{ProviderError, label};
+use tokio_util::sync::CancellationToken;
+
+use crate::computers::{Ask, Principal};
+use crate::config::{self, Config};
+use crate::session::App;
+
+fn config(argv: &[&str]) -> Config {
+    let mut all = vec!["computer-mcp"];
+    all.extend_from_slice(argv);
+    let parsed = match config::parse_from(all) {
+        Ok(p) => p,
+        Err(_) => panic!("the test's command line {argv:?} did not parse"),
+    };
+    Config::resolve(&parsed).unwrap()
+}
+
+fn app_with(fake: &FakeProvider, argv: &[&str]) -> Arc<App> {
+    App::new(Arc::new(fake.clone()), config(argv))
+}
+
+fn me() -> Principal {
+    Principal::of_token("a-token-for-the-fake-tests")
+}
+
+#[tokio::test]
+async fn concurrent_first_calls_share_one_creation() {
+    let fake = FakeProvider::new();
+    fake.on(Op::Create, Script::Delay(Duration::from_millis(200)), None);
+    let app = app_with(&fake, &[]);
+    let session = app.new_session(&me()).unwrap();
+    let cancel = CancellationToken::new();
+    let calls = (0..5).map(|_| session.slot.computer(&app, &cancel));
+    let got = futures::future::join_all(calls).await;
+    let handles: Vec<String> = got
+        .into_iter()
+        .map(|r| r.unwrap().entry.handle.clone())
+        .collect();
+    assert!(handles.iter().all(|h| h == &handles[0]), "{handles:?}");
+    assert_eq!(fake.count(Op::Create), 1);
+    assert_eq!(fake.count(Op::Connect), 1);
+    // Nothing was made before the first call asked.
+    let lazy = app.new_session(&me()).unwrap();
+    assert_eq!(fake.count(Op::Create), 1);
+    lazy.end().await;
+    assert_eq!(fake.count(Op::Create), 1);
+}
+
+#[tokio::test]
+async fn a_sessions_computer_is_released_when_it_ends() {
+    let fake = FakeProvider::new();
+    let app = app_with(&fake, &[]);
+    let session = app.new_session(&me()).unwrap();
+    let c = session
+        .slot
+        .computer(&app, &CancellationToken::new())
+        .await
+        .unwrap();
+    let id = c.entry.computer.id.clone();
+    assert_eq!(
+        c.entry.computer.labels.get(label::SESSION),
+        Some(&session.id)
+    );
+    session.end().await;
+    assert_eq!(fake.count(Op::Release), 1);
+    assert!(fake.computers().is_empty(), "{:?}", fake.computers());
+    assert!(
+        fake.calls()
+            .iter()
+            .any(|x| x.op == Op::Release && x.on.as_deref() == Some(id.as_str()))
+    );
+    // A call after the end makes nothing.
+    let e = session
+        .slot
+        .computer(&app, &CancellationToken::new())
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(e, "this session has ended");
+    assert_eq!(fake.count(Op::Create), 1);
+}
+
+#[tokio::test]
+async fn a_dead_computer_is_answered_in_words_then_replaced() {
+    let fake = FakeProvider::new();
+    let app = app_with(&fake, &[]);
+    let session = app.new_session(&me()).unwrap();
+    let cancel = CancellationToken::new();
+    let first = session.slot.computer(&app, &cancel).await.unwrap();
+    fake.kill(&first.entry.computer.id);
+    let e = session.slot.computer(&app, &cancel).await.err().unwrap();
+    assert!(
+        e.ends_with("stopped answering (ended from outside, or crashed): its files and processes are gone. The next tool call makes a new computer."),
+        "{e}"
+    );
+    let second = session.slot.computer(&app, &cancel).await.unwrap();
+    assert_ne!(second.entry.handle, first.entry.handle);
+    let note = second.note.unwrap();
+    assert!(note.starts_with("Note: the computer default (c-"), "{note}");
+    assert!(note.contains("so a new computer (default (c-"), "{note}");
+    assert_eq!(fake.count(Op::Create), 2);
+    session.end().await;
+    app.release_all().await;
+    assert!(fake.computers().is_empty(), "{:?}", fake.computers());
+}
+
+#[tokio::test]
+async fn a_caller_cancelled_during_create_stops_waiting_and_the_creation_serves_the_next() {
+    let fake = FakeProvider::new();
+    fake.on(Op::Create, Script::Delay(Duration::from_millis(400)), None);
+    let app = app_with(&fake, &[]);
+    let session = app.new_session(&me()).unwrap();
+    let cancel = CancellationToken::new();
+    let canceller = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        canceller.cancel();
+    });
+    let e = session.slot.computer(&app, &cancel).await.err().unwrap();
+    assert_eq!(
+        e,
+        "the tool call was cancelled while its computer was being made (the making goes on, for the next call)"
+    );
+    let next = session
+        .slot
+        .computer(&app, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(next.note.is_none());
+    assert_eq!(fake.count(Op::Create), 1);
+    session.end().await;
+    assert!(fake.computers().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hanging_creation_holds_neither_the_caller_nor_shutdown_forever() {
+    let fake = FakeProvider::new();
+    fake.on(Op::Create, Script::Hang, None);
+    let app = app_with(&fake, &[]);
+    let session = app.new_session(&me()).unwrap();
+    let cancel = CancellationToken::new();
+    let canceller = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        canceller.cancel();
+    });
+    let e = session.slot.computer(&app, &cancel).await.err().unwrap();
+    assert!(e.starts_with("the tool call was cancelled"), "{e}");
+    // Shutdown waits for the creation at most RELEASE_WAIT, then goes on.
+    let started = tokio::time::Instant::now();
+    app.release_all().await;
+    let waited = started.elapsed();
+    assert!(
+        waited >= crate::session::RELEASE_WAIT && waited < crate::session::RELEASE_WAIT * 2,
+        "{waited:?}"
+    );
+    assert!(fake.computers().is_empty());
+}
+
+#[tokio::test]
+async fn a_failed_create_is_said_in_words_and_the_next_call_tries_again() {
+    let fake = FakeProvider::new();
+    fake.on(
+        Op::Create,
+        Script::Fail(ProviderError::refused("the vendor is out of computers")),
+        Some(1),
+    );
+    let app = app_with(&fake, &[]);
+    let session = app.new_session(&me()).unwrap();
+    let cancel = CancellationToken::new();
+    let e = session.slot.computer(&app, &cancel).await.err().unwrap();
+    assert_eq!(
+        e,
+        "making a computer failed (Refused): the vendor is out of computers"
+    );
+    assert!(session.slot.computer(&app, &cancel).await.is_ok());
+    assert_eq!(fake.count(Op::Create), 2);
+    session.end().await;
+}
+
+#[tokio::test]
+async fn bounds_are_refused_in_words_naming_the_limit() {
+    let fake = FakeProvider::new();
+    let app = app_with(&fake, &["serve", "--max-computers", "1"]);
+    let session = app.new_session(&me()).unwrap();
+    session
+        .slot
+        .computer(&app, &CancellationToken::new())
+        .await
+        .unwrap();
+    let e = app
+        .make(Ask {
+            principal: me(),
+            name: Some("build".into()),
+            default: None,
+            session: None,
+            spec: app.config.spec().unwrap(),
+        })
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        e.starts_with("you hold 1 computers, the most one caller may (--max-computers 1); release one with computer_release first: c-"),
+        "{e}"
+    );
+    assert_eq!(fake.count(Op::Create), 1);
+    session.end().await;
+    assert!(fake.computers().is_empty());
+}

@@ -1,0 +1,184 @@
+//! `computer-mcp conformance` as a user runs it: the whole suite on the
+//! local provider through the real binary, and its usage errors.
+
+use std::path::Path;
+use std::process::Command;
+
+use super::support::{SERVER, computerd, need_root};
+
+/// The command, with the local provider's state under `state` when given
+/// (another provider refuses the local provider's options).
+fn conformance(state: Option<&Path>, args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(SERVER);
+    cmd.arg("conformance");
+    if let Some(state) = state {
+        cmd.args(["--local-state-dir", state.to_str().unwrap()]);
+    }
+    cmd.args(args)
+        .env_remove("COMPUTER_MCP_PROVIDER")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_local_provider_passes_core_through_the_command() {
+    if !need_root() {
+        return;
+    }
+    let drift = Path::new(SERVER).with_file_name("computerd-drift");
+    if !computer_testkit::need(
+        "drift",
+        drift.is_file(),
+        "the drift build of computerd is not built (cargo build -p computerd --features drift-version --bin computerd-drift)",
+    ) {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let computerd = computerd();
+    let started = std::time::Instant::now();
+    let out = conformance(
+        Some(state.path()),
+        &[
+            "--provider",
+            "local",
+            "--local-computerd",
+            computerd.to_str().unwrap(),
+            "--drifted-computerd",
+            drift.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    let took = started.elapsed();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "the report is not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let failed: Vec<&serde_json::Value> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "fail")
+        .collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+    assert_eq!(report["core"]["verdict"], "pass", "{report:#}");
+    assert_eq!(report["cleanup"]["left"], serde_json::json!([]));
+    assert_eq!(out.status.code(), Some(0));
+    println!(
+        "core {}/{} in {} ms",
+        report["core"]["passed"],
+        report["core"]["total"],
+        took.as_millis()
+    );
+}
+
+/// Whether `docker` answers and has `image`.
+fn docker_with(image: &str) -> bool {
+    let ok = |args: &[&str]| {
+        Command::new("docker")
+            .args(args)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    ok(&["info", "--format", "{{.ServerVersion}}"]) && ok(&["image", "inspect", image])
+}
+
+#[test]
+fn the_docker_provider_passes_core_through_the_command() {
+    let image = std::env::var("CMCP_TEST_DOCKER_IMAGE")
+        .unwrap_or_else(|_| "computer-mcp-test/debian:bookworm".into());
+    if !computer_testkit::need(
+        "docker",
+        docker_with(&image),
+        &format!("no Docker engine answers, or the test image {image} is not built"),
+    ) {
+        return;
+    }
+    let computerd = std::env::var_os("CMCP_TEST_DOCKER_COMPUTERD")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../target/x86_64-unknown-linux-gnu/release/computerd")
+        });
+    let drift = computerd.with_file_name("computerd-drift");
+    if !computer_testkit::need(
+        "docker",
+        computerd.is_file(),
+        &format!("the static computerd {} is not built", computerd.display()),
+    ) || !computer_testkit::need(
+        "drift",
+        drift.is_file(),
+        &format!(
+            "the static drift build {} is not built (RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu -p computerd --features drift-version --bin computerd-drift)",
+            drift.display()
+        ),
+    ) {
+        return;
+    }
+    let started = std::time::Instant::now();
+    let out = conformance(
+        None,
+        &[
+            "--provider",
+            "docker",
+            "--image",
+            &image,
+            "--docker-computerd",
+            computerd.to_str().unwrap(),
+            "--drifted-computerd",
+            drift.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    let took = started.elapsed();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "the report is not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let failed: Vec<&serde_json::Value> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "fail")
+        .collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+    assert_eq!(report["core"]["verdict"], "pass", "{report:#}");
+    assert_eq!(out.status.code(), Some(0));
+    println!(
+        "docker: core {}/{} in {} ms",
+        report["core"]["passed"],
+        report["core"]["total"],
+        took.as_millis()
+    );
+}
+
+#[test]
+fn usage_errors_exit_2_in_words() {
+    let state = tempfile::tempdir().unwrap();
+    for (args, words) in [
+        (
+            &["--provider", "fly"][..],
+            "no provider \"fly\"; the providers are: local, docker",
+        ),
+        (
+            &["--only", "exec,bogus"][..],
+            "--only: \"bogus\" is not a conformance group; the groups are: health,",
+        ),
+        (&["--kind", "none"][..], "--kind none is no computer"),
+        (
+            &["--image", "debian:nope"][..],
+            "the run's spec is refused: the local provider runs this machine's own system and takes no image",
+        ),
+    ] {
+        let out = conformance(Some(state.path()), args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(words), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
