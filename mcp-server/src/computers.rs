@@ -454,6 +454,9 @@ pub async fn end_state(state: &tokio::sync::Mutex<SlotState>) -> Option<Arc<Entr
     st.current.take()
 }
 
+/// The most one creation may take, whatever the provider does.
+pub const CREATE_WAIT: Duration = Duration::from_secs(180);
+
 /// What a creation asks for.
 pub struct Ask {
     pub principal: Principal,
@@ -639,11 +642,23 @@ impl App {
         let handle = mint_handle()?;
         ask.spec.labels = entry_labels(&ask, &handle);
         let cancel = CancellationToken::new();
-        let created = self
-            .provider
-            .create(&ask.spec, &cancel)
-            .await
-            .map_err(|e| words(&e, "making a computer"))?;
+        // A provider bounds its own calls; this bound holds whatever one does.
+        let created = match tokio::time::timeout(
+            CREATE_WAIT,
+            self.provider.create(&ask.spec, &cancel),
+        )
+        .await
+        {
+            Ok(r) => r.map_err(|e| words(&e, "making a computer"))?,
+            Err(_) => {
+                cancel.cancel();
+                return Err(format!(
+                    "making a computer took over {} s and was given up; the provider ({}) may be overloaded or stuck",
+                    CREATE_WAIT.as_secs(),
+                    self.provider.id()
+                ));
+            }
+        };
         let conn = match self.provider.connect(&created.computer, &cancel).await {
             Ok(c) => c,
             Err(e) => {

@@ -220,3 +220,22 @@ async fn bounds_are_refused_in_words_naming_the_limit() {
     session.end().await;
     assert!(fake.computers().is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_creation_that_never_answers_is_given_up_in_words() {
+    let fake = FakeProvider::new();
+    fake.on(Op::Create, Script::Hang, None);
+    let app = app_with(&fake, &[]);
+    let session = app.new_session(&me()).unwrap();
+    let started = tokio::time::Instant::now();
+    let e = session
+        .slot
+        .computer(&app, &CancellationToken::new())
+        .await
+        .err()
+        .unwrap();
+    assert!(e.contains("took over 180 s and was given up"), "{e}");
+    assert!(started.elapsed() >= crate::computers::CREATE_WAIT);
+    // The bound freed its place: the next call tries again.
+    assert_eq!(fake.count(Op::Create), 1);
+}
