@@ -236,6 +236,6 @@ async fn a_creation_that_never_answers_is_given_up_in_words() {
         .unwrap();
     assert!(e.contains("took over 180 s and was given up"), "{e}");
     assert!(started.elapsed() >= crate::computers::CREATE_WAIT);
-    // The bound freed its place: the next call tries again.
+    // One create was asked, and given up.
     assert_eq!(fake.count(Op::Create), 1);
 }
