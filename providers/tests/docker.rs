@@ -395,11 +395,16 @@ async fn a_fork_bomb_stays_within_the_pids_limit_and_the_daemon_keeps_answering(
     e.clean().await;
 }
 
+/// sweep releases every expired computer of the engine, so the two tests
+/// that sweep take turns (one's expired computer is the other's to find).
+static SWEEPS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_its_deadline_the_computer_stops_by_itself() {
     let Some(e) = env("deadline").await else {
         return;
     };
+    let _turn = SWEEPS.lock().await;
     let cancel = CancellationToken::new();
     let c = e.p.create(&e.spec(4_000), &cancel).await.unwrap().computer;
     let until = Instant::now() + Duration::from_secs(20);
@@ -540,6 +545,7 @@ async fn release_older_deletes_lower_epochs_keeps_its_own_and_another_runs_and_i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_refused_in_words_with_nothing_left_behind() {
     let Some(e) = env("bad").await else { return };
+    let _turn = SWEEPS.lock().await;
     let cancel = CancellationToken::new();
     let count = || async {
         let opts = ListContainersOptionsBuilder::new()
