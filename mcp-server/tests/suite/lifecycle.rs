@@ -456,3 +456,34 @@ fn doctor_with_the_docker_engine_unreachable_says_so_and_names_the_next_step() {
         "{report}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_server_dropped_early_ends_its_computers() {
+    if !need_root() {
+        return;
+    }
+    let server = Server::new();
+    let (client, _) = server.stdio(&[]).await;
+    let r = call(&client, "exec", serde_json::json!({"argv": ["true"]})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let id = server.computers().pop().unwrap();
+    let meta: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            server
+                .state_dir
+                .join("computers")
+                .join(&id)
+                .join("meta.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let pid = meta["process"]["pid"].as_i64().unwrap();
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    // As a failed assertion would: the state goes while the server runs.
+    drop(server);
+    wait_until("the computer's end", Duration::from_secs(5), || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
+    });
+    client.cancel().await.unwrap();
+}

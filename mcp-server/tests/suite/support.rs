@@ -65,6 +65,59 @@ pub struct Server {
     pub backend: Backend,
 }
 
+/// A process's start time in clock ticks (field 22 of its stat), to tell
+/// it from a later process given the same pid.
+fn start_ticks(pid: i64) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(19)?.parse().ok()
+}
+
+impl Drop for Server {
+    /// A test that ends early (a failed assertion) drops its state with a
+    /// server's computers still running: end them first, so none runs on
+    /// to its deadline with its state gone.
+    fn drop(&mut self) {
+        if self.state_dir != self.state.path() {
+            return; // a replica's: the owner ends them
+        }
+        match &self.backend {
+            Backend::Local => {
+                let Ok(dir) = std::fs::read_dir(self.state_dir.join("computers")) else {
+                    return;
+                };
+                for e in dir.flatten() {
+                    let Ok(meta) = std::fs::read(e.path().join("meta.json")) else {
+                        continue;
+                    };
+                    let Ok(meta) = serde_json::from_slice::<serde_json::Value>(&meta) else {
+                        continue;
+                    };
+                    let (Some(pid), Some(ticks)) = (
+                        meta["process"]["pid"].as_i64(),
+                        meta["process"]["startTicks"].as_u64(),
+                    ) else {
+                        continue;
+                    };
+                    if start_ticks(pid) == Some(ticks) {
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(pid as i32),
+                            nix::sys::signal::SIGKILL,
+                        );
+                    }
+                }
+            }
+            Backend::Docker { .. } => {
+                for name in self.computers() {
+                    let _ = std::process::Command::new("docker")
+                        .args(["rm", "-f", &name])
+                        .output();
+                }
+            }
+        }
+    }
+}
+
 impl Server {
     pub fn new() -> Server {
         let state = tempfile::Builder::new()
