@@ -14,7 +14,6 @@
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rmcp::ServiceExt;
@@ -23,41 +22,11 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 
-const SERVER: &str = env!("CARGO_BIN_EXE_computer-mcp");
+#[path = "support.rs"]
+mod support;
+use support::{SERVER, computerd, line, ms};
+
 const TOKEN: &str = "bench-token-0123456789abcdef";
-
-fn computerd() -> PathBuf {
-    if let Some(p) = std::env::var_os("COMPUTERD_BIN") {
-        return PathBuf::from(p);
-    }
-    let beside = Path::new(SERVER).with_file_name("computerd");
-    if beside.is_file() {
-        beside
-    } else {
-        PathBuf::from(SERVER)
-    }
-}
-
-fn pct(v: &mut [Duration], p: f64) -> Duration {
-    v.sort_unstable();
-    v[((v.len() as f64 - 1.0) * p).round() as usize]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn line(name: &str, v: &mut [Duration]) -> Duration {
-    let med = pct(v, 0.5);
-    let p99 = pct(v, 0.99);
-    println!(
-        "{name:<52} median {:>8.3} ms   p99 {:>8.3} ms   ({} runs)",
-        ms(med),
-        ms(p99),
-        v.len()
-    );
-    med
-}
 
 /// One 2026-07-28 tools/call of exec `true`, optionally on `computer`.
 async fn stateless_exec(http: &reqwest::Client, url: &str, computer: Option<&str>) -> Value {

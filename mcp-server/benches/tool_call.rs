@@ -13,7 +13,7 @@
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use computerd::client::DaemonClient;
@@ -22,40 +22,9 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 
-const SERVER: &str = env!("CARGO_BIN_EXE_computer-mcp");
-
-fn computerd() -> PathBuf {
-    if let Some(p) = std::env::var_os("COMPUTERD_BIN") {
-        return PathBuf::from(p);
-    }
-    let beside = Path::new(SERVER).with_file_name("computerd");
-    if beside.is_file() {
-        beside
-    } else {
-        PathBuf::from(SERVER)
-    }
-}
-
-fn pct(v: &mut [Duration], p: f64) -> Duration {
-    v.sort_unstable();
-    v[((v.len() as f64 - 1.0) * p).round() as usize]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn line(name: &str, v: &mut [Duration]) -> Duration {
-    let med = pct(v, 0.5);
-    let p99 = pct(v, 0.99);
-    println!(
-        "{name:<52} median {:>8.3} ms   p99 {:>8.3} ms   ({} runs)",
-        ms(med),
-        ms(p99),
-        v.len()
-    );
-    med
-}
+#[path = "support.rs"]
+mod support;
+use support::{SERVER, computerd, line, ms};
 
 fn server_cmd(state: &Path) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(SERVER);

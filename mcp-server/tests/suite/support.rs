@@ -137,11 +137,11 @@ impl Server {
     /// daemon is there. The image is CMCP_TEST_DOCKER_IMAGE, the daemon
     /// CMCP_TEST_DOCKER_COMPUTERD (as .ci/run sets them).
     pub fn docker() -> Option<Server> {
-        let engine = std::process::Command::new("docker")
-            .args(["info", "--format", "{{.ServerVersion}}"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !computer_testkit::need("docker", engine, "no Docker engine answers (docker info)") {
+        if !computer_testkit::need(
+            "docker",
+            docker_up(),
+            "no Docker engine answers (docker info)",
+        ) {
             return None;
         }
         let image = std::env::var("CMCP_TEST_DOCKER_IMAGE")

@@ -472,26 +472,10 @@ pub fn hello_drift(hello: &HelloResult, host: &Host) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::local::cgroup::{Host as Size, Limits};
-    use crate::types::{Labels, NetworkKind};
+    use crate::local::cgroup::Host as Size;
 
     fn plan() -> Plan {
-        let deadline = "2026-12-01T10:00:00Z".parse().unwrap();
-        let mut labels = Labels::new();
-        for (k, v) in Plan::own_labels(&deadline) {
-            labels.insert(k.into(), v);
-        }
-        Plan {
-            name: "computer-0123456789ab".into(),
-            image: "debian:bookworm".into(),
-            user: (1000, 1000),
-            network: NetworkKind::None,
-            limits: Limits::default(),
-            deadline,
-            labels,
-            daemon: "/cache/computerd-abc".into(),
-            shares: vec![],
-        }
+        crate::docker::plan::tests::plan()
     }
 
     fn host() -> Host {

@@ -227,10 +227,11 @@ pub fn is_computer_name(name: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn plan() -> Plan {
+    /// A plan as create makes one, for the tests of plan and drift.
+    pub(crate) fn plan() -> Plan {
         let deadline: Time = "2026-12-01T10:00:00Z".parse().unwrap();
         let mut labels = Labels::new();
         for (k, v) in Plan::own_labels(&deadline) {

@@ -1,0 +1,41 @@
+//! What the benches of this crate share: the server under test, the
+//! daemon, and percentiles printed one way.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub const SERVER: &str = env!("CARGO_BIN_EXE_computer-mcp");
+
+pub fn computerd() -> PathBuf {
+    if let Some(p) = std::env::var_os("COMPUTERD_BIN") {
+        return PathBuf::from(p);
+    }
+    let beside = Path::new(SERVER).with_file_name("computerd");
+    if beside.is_file() {
+        beside
+    } else {
+        PathBuf::from(SERVER)
+    }
+}
+
+pub fn pct(v: &mut [Duration], p: f64) -> Duration {
+    v.sort_unstable();
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// One line of figures: median and p99 of `v`; returns the median.
+pub fn line(name: &str, v: &mut [Duration]) -> Duration {
+    let med = pct(v, 0.5);
+    let p99 = pct(v, 0.99);
+    println!(
+        "{name:<52} median {:>8.3} ms   p99 {:>8.3} ms   ({} runs)",
+        ms(med),
+        ms(p99),
+        v.len()
+    );
+    med
+}
