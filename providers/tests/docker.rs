@@ -343,14 +343,42 @@ async fn a_fork_bomb_stays_within_the_pids_limit_and_the_daemon_keeps_answering(
         return;
     };
     let cancel = CancellationToken::new();
-    // The bound is the container's own pids cgroup (64), and the bomb runs
-    // as a uid no host account has.
+    // The bound is the container's own pids cgroup (64), written by the
+    // provider and again by the test below, and the bomb runs as a uid no
+    // host account has.
     let mut spec = e.spec(600_000);
     spec.sizes.pids = Some(64);
     spec.sizes.memory_mb = Some(512);
     spec.sizes.cpus = Some(1.0);
     spec.user = Some("61000:61000".into());
     let c = e.p.create(&spec, &cancel).await.unwrap().computer;
+    // A bound of the test's own, whatever the provider set: the test writes
+    // the container's pids.max itself (found from its first process's
+    // cgroup), and runs no bomb where it cannot.
+    let pid = e
+        .docker
+        .inspect_container(&c.id, None::<InspectContainerOptions>)
+        .await
+        .unwrap()
+        .state
+        .and_then(|s| s.pid)
+        .unwrap();
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let max = cgroups
+        .lines()
+        .find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
+            match ctl {
+                "pids" => Some(format!("/sys/fs/cgroup/pids{path}/pids.max")),
+                "" => Some(format!("/sys/fs/cgroup{path}/pids.max")),
+                _ => None,
+            }
+        })
+        .expect("the container's pids cgroup");
+    std::fs::write(&max, "64")
+        .unwrap_or_else(|e| panic!("no bound of the test's own ({max}): {e}"));
+    assert_eq!(std::fs::read_to_string(&max).unwrap().trim(), "64");
     let conn = e.p.connect(&c, &cancel).await.unwrap();
     let params = ExecParams {
         argv: vec![
