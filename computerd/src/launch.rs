@@ -2,8 +2,8 @@
 //!
 //! Whoever starts a computerd (the local provider, Docker and the vendors,
 //! every test support and bench) builds one of these and renders it here;
-//! the daemon parses its own command line with the same types (they are its
-//! clap definitions), and a test holds every field to the round trip.
+//! the daemon parses its own command line into the same types ([`parse`]),
+//! and a test holds every field to the round trip.
 //!
 //! - [`Command`]: one of [`InitArgs`], [`SandboxArgs`] (which holds the
 //!   [`InitArgs`] it runs), [`StdioArgs`], [`ProbeArgs`], with
@@ -15,13 +15,13 @@
 //! - [`Time`], [`UserSpec`], [`Network`], [`Share`]: the typed values of the
 //!   flags.
 
+mod parse;
 mod values;
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand};
-
+pub use parse::{ParseError, parse};
 pub use values::{Network, Share, Time, UserSpec};
 
 /// The word that makes a multi-call binary computerd (`computer-mcp
@@ -30,31 +30,26 @@ pub use values::{Network, Share, Time, UserSpec};
 pub const WORD: &str = "computerd";
 
 /// `computerd init`'s flags.
-#[derive(Args, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InitArgs {
     /// When the computer ends (RFC 3339, e.g. 2026-12-01T10:00:00Z).
     /// At the deadline every program gets TERM, then KILL.
-    #[arg(long, value_name = "TIME")]
     pub deadline: Time,
     /// The latest time deadline.extend may move the deadline to.
     /// Without it the deadline cannot move.
-    #[arg(long, value_name = "TIME")]
     pub max_deadline: Option<Time>,
     /// The unix socket to listen on. Its directory must exist, be
     /// this user's alone (0700) and writable; init never makes it
     /// (with --user, init makes it that user's).
-    #[arg(long, value_name = "PATH", default_value = crate::DEFAULT_SOCKET)]
     pub socket: PathBuf,
     /// Start as root and become uid:gid with no groups, making $HOME
     /// and the socket's directory that user's alone (0700). 0:0 is
     /// root with no capability.
-    #[arg(long, value_name = "UID:GID")]
     pub user: Option<UserSpec>,
     /// Move init and every program into a network namespace of their
     /// own with only loopback up: they reach nothing outside. Needs
     /// root with CAP_SYS_ADMIN and CAP_NET_ADMIN, and a --user other
     /// than 0 that no other process holds.
-    #[arg(long)]
     pub own_network: bool,
 }
 
@@ -98,40 +93,32 @@ pub const DEFAULT_WORK_SIZE_MIB: u64 = 2048;
 pub const MAX_WORK_SIZE_MIB: u64 = 1_048_576;
 
 /// `computerd sandbox`'s flags, and the init it runs after `--`.
-#[derive(Args, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SandboxArgs {
     /// The directory of init's socket on the host (absolute, existing),
     /// bound read-write at /run/computerd inside.
-    #[arg(long, value_name = "DIR")]
     pub run: PathBuf,
     /// none: a network namespace of the computer's own with only lo
     /// up, so it reaches nothing; host: the host's network, shared.
-    #[arg(long, value_name = "MODE", default_value = "none")]
     pub network: Network,
     /// The size of the private /tmp, and of /dev/shm, in MiB.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_TMP_SIZE_MIB, value_parser = clap::value_parser!(u64).range(1..=MAX_TMP_SIZE_MIB))]
     pub tmp_size_mib: u64,
     /// The size of /work (HOME, a tmpfs), in MiB: a write past it fails
     /// with "No space left on device".
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_WORK_SIZE_MIB, value_parser = clap::value_parser!(u64).range(1..=MAX_WORK_SIZE_MIB))]
     pub work_size_mib: u64,
     /// Show the host directory HOST_DIR (absolute, existing) at INSIDE,
     /// /workspace or a path under it, read-write, or read-only with
     /// :ro. Shares may not nest. Repeatable.
-    #[arg(long = "bind", value_name = "HOST_DIR:INSIDE[:ro]")]
     pub binds: Vec<Share>,
     /// A cgroup directory the sandbox joins (writes its pid into its
     /// cgroup.procs) before it does anything else; one per cgroup v1
     /// hierarchy. Repeatable.
-    #[arg(long = "cgroup", value_name = "DIR")]
     pub cgroups: Vec<PathBuf>,
     /// At most this many processes of the computer's user at once
     /// (RLIMIT_NPROC, set just before init starts): the bound on processes
     /// where no cgroup can be made. In a user namespace of its own, or for
     /// a uid no other process has, it counts the computer's alone.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(16..=32768))]
     pub max_procs: Option<u64>,
-    #[command(flatten)]
     pub init: InitCommand,
 }
 
@@ -190,75 +177,11 @@ impl std::ops::DerefMut for InitCommand {
     }
 }
 
-const INIT_ARG: &str = "init_command";
-
-impl InitCommand {
-    /// `init` and its flags, as `computerd init` would read them.
-    pub fn parse(argv: &[OsString]) -> Result<Self, clap::Error> {
-        let Some(first) = argv.first() else {
-            return Err(clap::Error::raw(
-                clap::error::ErrorKind::MissingRequiredArgument,
-                "give init's command after --, e.g. -- init --deadline … --socket /run/computerd/computerd.sock",
-            ));
-        };
-        if first != "init" {
-            return Err(clap::Error::raw(
-                clap::error::ErrorKind::InvalidValue,
-                format!(
-                    "the sandbox runs `computerd init` only, as its PID 1; after -- came {first:?}"
-                ),
-            ));
-        }
-        #[derive(Parser)]
-        #[command(name = "computerd init", no_binary_name = true)]
-        struct Init {
-            #[command(flatten)]
-            init: InitArgs,
-        }
-        Init::try_parse_from(&argv[1..]).map(|i| InitCommand(i.init))
-    }
-}
-
-impl FromArgMatches for InitCommand {
-    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
-        let argv: Vec<OsString> = m
-            .get_many::<OsString>(INIT_ARG)
-            .map(|v| v.cloned().collect())
-            .unwrap_or_default();
-        Self::parse(&argv)
-    }
-
-    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
-        *self = Self::from_arg_matches(m)?;
-        Ok(())
-    }
-}
-
-impl Args for InitCommand {
-    fn augment_args(cmd: clap::Command) -> clap::Command {
-        cmd.arg(
-            Arg::new(INIT_ARG)
-                .value_name("INIT")
-                .help("`init` and its flags, after `--`")
-                .last(true)
-                .required(true)
-                .num_args(1..)
-                .action(ArgAction::Append)
-                .value_parser(clap::value_parser!(OsString)),
-        )
-    }
-
-    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
-        Self::augment_args(cmd)
-    }
-}
-
 /// `computerd spare`'s flags: a sandbox made ahead of its computer.
-#[derive(Args, Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SpareArgs {
     /// A cgroup directory to join now, before the sandbox's arguments
     /// arrive (one per cgroup v1 hierarchy). Repeatable.
-    #[arg(long = "cgroup", value_name = "DIR")]
     pub cgroups: Vec<PathBuf>,
 }
 
@@ -288,10 +211,9 @@ impl SpareArgs {
 }
 
 /// `computerd stdio`'s flags.
-#[derive(Args, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StdioArgs {
     /// The socket to reach.
-    #[arg(long, value_name = "PATH", env = crate::SOCKET_ENV, default_value = crate::DEFAULT_SOCKET)]
     pub socket: PathBuf,
 }
 
@@ -314,18 +236,16 @@ impl StdioArgs {
 }
 
 /// `computerd probe`'s flags.
-#[derive(Args, Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProbeArgs {
     /// A target: host:port is tried over TCP (with a request by port:
     /// TLS ClientHello on 443, DNS on 53, HTTP HEAD otherwise),
     /// host:port/udp is sent a DNS query. Repeat for more; all are
     /// tried at once, 10 s to connect and 10 s to answer.
-    #[arg(long, value_name = "HOST:PORT[/udp]")]
     pub connect: Vec<String>,
     /// Also check 1.1.1.1, 8.8.8.8, 9.9.9.9 and 151.101.1.57 on
     /// 443/tcp, 80/tcp and 53/udp (3 s each way) and give a verdict:
     /// egress, accepted-only or none.
-    #[arg(long)]
     pub diagnose: bool,
 }
 
@@ -344,7 +264,7 @@ impl ProbeArgs {
 }
 
 /// `computerd sandbox --help`: what the sandbox gives, and its security model.
-const SANDBOX_ABOUT: &str = "\
+pub(crate) const SANDBOX_ABOUT: &str = "\
 Run `computerd init` on this host, isolated with namespaces, as bubblewrap
 does but with no other tool. Its root is a fresh tmpfs (read-only once made)
 holding only this; nothing else of the host is there, whatever the host adds:
@@ -387,7 +307,7 @@ Example:
 
 /// computerd's subcommands (the per-run `guard` is not one: only computerd
 /// starts it, through its own binary).
-#[derive(Subcommand, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
     /// Run as the computer's first process: listen on the socket, run
     /// programs under guards, end everything at the deadline.
@@ -401,7 +321,6 @@ pub enum Command {
     /// the host's OS directories only (read-only), a tmpfs HOME at /work,
     /// shares under /workspace, private /tmp, /dev, /proc, PID, IPC, UTS and
     /// network namespaces, joined to its cgroups first.
-    #[command(long_about = SANDBOX_ABOUT)]
     Sandbox(SandboxArgs),
     /// A sandbox made ahead of its computer: join the cgroups now (the
     /// kernel's first move into a cgroup waits for an RCU grace period),
@@ -449,31 +368,6 @@ impl From<ProbeArgs> for Command {
     fn from(a: ProbeArgs) -> Self {
         Command::Probe(a)
     }
-}
-
-/// computerd: the daemon inside a computer of computer-mcp.
-///
-/// It speaks JSON-RPC 2.0, one JSON object per line, on a unix socket
-/// (init) or over stdin/stdout (stdio, a bridge to init's socket). See
-/// computerd/README.md for the wire reference.
-#[derive(Parser)]
-#[command(name = "computerd", version, about, long_about)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-/// Parse computerd's command line: `args` are what follows the program
-/// (and the word, for a multi-call binary), the subcommand first. This is
-/// the daemon's own parser; `--help` and `--version` come back as errors
-/// to print, as clap has them.
-pub fn parse<I, T>(args: I) -> Result<Command, clap::Error>
-where
-    I: IntoIterator<Item = T>,
-    T: Into<OsString> + Clone,
-{
-    let argv = std::iter::once(OsString::from(WORD)).chain(args.into_iter().map(Into::into));
-    Cli::try_parse_from(argv).map(|c| c.command)
 }
 
 /// If `argv` (argv[0] first) is a call of computerd, the daemon's
@@ -741,6 +635,47 @@ mod tests {
         assert!(said(&["sandbox", "--run", "/r"]).contains("INIT"));
         assert!("4294967295:0".parse::<UserSpec>().is_err());
         assert!("+1:0".parse::<UserSpec>().is_err());
+    }
+
+    #[test]
+    fn unknown_repeated_and_misplaced_flags_are_refused_naming_the_flag() {
+        let said = |args: &[&str]| parse(args).unwrap_err();
+        let e = said(&["init", "--deadlin", "x"]);
+        assert!(e.use_stderr());
+        let text = e.to_string();
+        assert!(
+            text.contains("--deadlin is not one of its flags") && text.contains("--deadline,"),
+            "{text}"
+        );
+        let text = said(&["stdio", "--socket=/a", "--socket", "/b"]).to_string();
+        assert!(text.contains("--socket was given more than once"), "{text}");
+        let text = said(&["probe", "--diagnose=yes"]).to_string();
+        assert!(text.contains("--diagnose takes no value"), "{text}");
+        let text = said(&["stdio", "--", "x"]).to_string();
+        assert!(text.contains("takes nothing after --"), "{text}");
+        let text = said(&["reboot"]).to_string();
+        assert!(text.contains("\"reboot\" is not a command") && text.contains("init, probe"));
+        let text = said(&["sandbox", "--run", "/r", "--max-procs", "8", "--", "init"]).to_string();
+        assert!(text.contains("--max-procs \"8\" is not a whole number from 16 to 32768"));
+        // Help and the version are not refusals: they print on stdout, exit 0.
+        for args in [
+            &["--help"][..],
+            &["init", "--help"],
+            &["-V"],
+            &["sandbox", "-h"],
+        ] {
+            assert!(!said(args).use_stderr(), "{args:?}");
+        }
+        assert!(
+            said(&["sandbox", "--help"])
+                .to_string()
+                .contains("bubblewrap")
+        );
+        assert!(
+            said(&["init", "--help"])
+                .to_string()
+                .contains("--own-network")
+        );
     }
 
     #[test]

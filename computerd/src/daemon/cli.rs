@@ -31,7 +31,7 @@ pub fn run(args: &[OsString]) -> i32 {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { 1 } else { 0 };
-            let _ = e.print();
+            e.print();
             return code;
         }
     };

@@ -626,17 +626,17 @@ fn refusals_are_said_in_words_and_nothing_starts() {
         (
             with(&["--work", "{dir}/home"]),
             user.to_vec(),
-            "unexpected argument '--work'",
+            "--work is not one of its flags",
         ),
         (
             with(&["--hide", "{dir}/home"]),
             user.to_vec(),
-            "unexpected argument '--hide'",
+            "--hide is not one of its flags",
         ),
         (
             with(&["--work-size-mib", "0"]),
             user.to_vec(),
-            "0 is not in 1..=1048576",
+            "--work-size-mib \"0\" is not a whole number from 1 to 1048576",
         ),
         (
             with(&["--bind", "{dir}/home"]),

@@ -1,0 +1,573 @@
+//! The daemon's own reading of its command line: long flags only
+//! (`--name value` or `--name=value`), `--help` and `--version` anywhere,
+//! and for `sandbox` init's command after `--`. Lexing is lexopt's; the
+//! flags, their help and their words are here, one table per subcommand.
+//!
+//! (computerd parses with this rather than clap: clap's runtime cost the
+//! static daemon about 230 KB of its 4 MiB.)
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use super::{
+    Command, DEFAULT_TMP_SIZE_MIB, DEFAULT_WORK_SIZE_MIB, InitArgs, InitCommand, MAX_TMP_SIZE_MIB,
+    MAX_WORK_SIZE_MIB, ProbeArgs, SANDBOX_ABOUT, SandboxArgs, SpareArgs, StdioArgs, WORD,
+};
+
+/// Why a command line is not run: help or the version to print (on
+/// stdout, exit 0), or a refusal (on stderr, exit 1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseError {
+    text: String,
+    refused: bool,
+}
+
+impl ParseError {
+    fn refused(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            refused: true,
+        }
+    }
+
+    fn shown(text: String) -> Self {
+        Self {
+            text,
+            refused: false,
+        }
+    }
+
+    /// A refusal (stderr, exit 1) rather than help or the version.
+    pub fn use_stderr(&self) -> bool {
+        self.refused
+    }
+
+    /// Print it where it belongs: a refusal on stderr, help on stdout.
+    pub fn print(&self) {
+        if self.refused {
+            eprintln!("{self}");
+        } else {
+            #[allow(clippy::print_stdout)]
+            {
+                println!("{}", self.text);
+            }
+        }
+    }
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.refused {
+            write!(f, "error: {}", self.text)
+        } else {
+            f.write_str(&self.text)
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// One flag of a subcommand: its long name, its value's name (none for a
+/// switch) and its help.
+struct Flag {
+    long: &'static str,
+    value: Option<&'static str>,
+    help: &'static str,
+}
+
+const fn flag(long: &'static str, value: &'static str, help: &'static str) -> Flag {
+    Flag {
+        long,
+        value: Some(value),
+        help,
+    }
+}
+
+const fn switch(long: &'static str, help: &'static str) -> Flag {
+    Flag {
+        long,
+        value: None,
+        help,
+    }
+}
+
+/// A subcommand: its word, its help and its flags.
+struct Sub {
+    word: &'static str,
+    about: &'static str,
+    long_about: Option<&'static str>,
+    usage: &'static str,
+    flags: &'static [Flag],
+}
+
+const INIT_FLAGS: &[Flag] = &[
+    flag(
+        "deadline",
+        "TIME",
+        "When the computer ends (RFC 3339, e.g. 2026-12-01T10:00:00Z). At the deadline every program gets TERM, then KILL. Required.",
+    ),
+    flag(
+        "max-deadline",
+        "TIME",
+        "The latest time deadline.extend may move the deadline to. Without it the deadline cannot move.",
+    ),
+    flag(
+        "socket",
+        "PATH",
+        "The unix socket to listen on (default /run/computerd/computerd.sock). Its directory must exist, be this user's alone (0700) and writable; init never makes it (with --user, init makes it that user's).",
+    ),
+    flag(
+        "user",
+        "UID:GID",
+        "Start as root and become uid:gid with no groups, making $HOME and the socket's directory that user's alone (0700). 0:0 is root with no capability.",
+    ),
+    switch(
+        "own-network",
+        "Move init and every program into a network namespace of their own with only loopback up: they reach nothing outside. Needs root with CAP_SYS_ADMIN and CAP_NET_ADMIN, and a --user other than 0 that no other process holds.",
+    ),
+];
+
+const SANDBOX_FLAGS: &[Flag] = &[
+    flag(
+        "run",
+        "DIR",
+        "The directory of init's socket on the host (absolute, existing), bound read-write at /run/computerd inside. Required.",
+    ),
+    flag(
+        "network",
+        "MODE",
+        "none (default): a network namespace of the computer's own with only lo up, so it reaches nothing; host: the host's network, shared.",
+    ),
+    flag(
+        "tmp-size-mib",
+        "N",
+        "The size of the private /tmp, and of /dev/shm, in MiB (default 1024, at most 1048576).",
+    ),
+    flag(
+        "work-size-mib",
+        "N",
+        "The size of /work (HOME, a tmpfs), in MiB (default 2048, at most 1048576): a write past it fails with \"No space left on device\".",
+    ),
+    flag(
+        "bind",
+        "HOST_DIR:INSIDE[:ro]",
+        "Show the host directory HOST_DIR (absolute, existing) at INSIDE, /workspace or a path under it, read-write, or read-only with :ro. Shares may not nest. Repeatable.",
+    ),
+    flag(
+        "cgroup",
+        "DIR",
+        "A cgroup directory the sandbox joins (writes its pid into its cgroup.procs) before it does anything else; one per cgroup v1 hierarchy. Repeatable.",
+    ),
+    flag(
+        "max-procs",
+        "N",
+        "At most this many processes of the computer's user at once (RLIMIT_NPROC, 16 to 32768, set just before init starts): the bound on processes where no cgroup can be made. In a user namespace of its own, or for a uid no other process has, it counts the computer's alone.",
+    ),
+];
+
+const SPARE_FLAGS: &[Flag] = &[flag(
+    "cgroup",
+    "DIR",
+    "A cgroup directory to join now, before the sandbox's arguments arrive (one per cgroup v1 hierarchy). Repeatable.",
+)];
+
+const STDIO_FLAGS: &[Flag] = &[flag(
+    "socket",
+    "PATH",
+    "The socket to reach (default $COMPUTERD_SOCKET, else /run/computerd/computerd.sock).",
+)];
+
+const PROBE_FLAGS: &[Flag] = &[
+    flag(
+        "connect",
+        "HOST:PORT[/udp]",
+        "A target: host:port is tried over TCP (with a request by port: TLS ClientHello on 443, DNS on 53, HTTP HEAD otherwise), host:port/udp is sent a DNS query. Repeat for more; all are tried at once, 10 s to connect and 10 s to answer.",
+    ),
+    switch(
+        "diagnose",
+        "Also check 1.1.1.1, 8.8.8.8, 9.9.9.9 and 151.101.1.57 on 443/tcp, 80/tcp and 53/udp (3 s each way) and give a verdict: egress, accepted-only or none.",
+    ),
+];
+
+const SUBS: &[Sub] = &[
+    Sub {
+        word: "init",
+        about: "Run as the computer's first process: listen on the socket, run programs under guards, end everything at the deadline.",
+        long_about: None,
+        usage: "computerd init --deadline <TIME> [OPTIONS]",
+        flags: INIT_FLAGS,
+    },
+    Sub {
+        word: "probe",
+        about: "Print one JSON line: the uid, gid, kernel and interfaces, and what each target answered (refused, accepted or answered). Exit 0 when the probe ran, whatever the targets answered. Only bytes that come back count as reaching a target.",
+        long_about: None,
+        usage: "computerd probe [--connect <HOST:PORT[/udp]>]... [--diagnose]",
+        flags: PROBE_FLAGS,
+    },
+    Sub {
+        word: "sandbox",
+        about: "Run init isolated on this host (the local provider): a root of the host's OS directories only (read-only), a tmpfs HOME at /work, shares under /workspace, private /tmp, /dev, /proc, PID, IPC, UTS and network namespaces, joined to its cgroups first.",
+        long_about: Some(SANDBOX_ABOUT),
+        usage: "computerd sandbox --run <DIR> [OPTIONS] -- init <INIT FLAGS>...",
+        flags: SANDBOX_FLAGS,
+    },
+    Sub {
+        word: "spare",
+        about: "A sandbox made ahead of its computer: join the cgroups now (the kernel's first move into a cgroup waits for an RCU grace period), then read `sandbox`'s arguments on stdin, NUL-separated, and go on as that sandbox. An empty stdin (the provider gone) ends it, exit 0.",
+        long_about: None,
+        usage: "computerd spare [--cgroup <DIR>]...",
+        flags: SPARE_FLAGS,
+    },
+    Sub {
+        word: "stdio",
+        about: "Bridge stdin/stdout to init's socket (waits up to 3 s for it).",
+        long_about: None,
+        usage: "computerd stdio [--socket <PATH>]",
+        flags: STDIO_FLAGS,
+    },
+];
+
+const ABOUT: &str = "computerd: the daemon inside a computer of computer-mcp.
+
+It speaks JSON-RPC 2.0, one JSON object per line, on a unix socket (init) or
+over stdin/stdout (stdio, a bridge to init's socket). See computerd/README.md
+for the wire reference.";
+
+fn version() -> String {
+    format!("{WORD} {}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Text wrapped at 76 columns, each line indented by `indent` spaces.
+fn wrapped(out: &mut String, text: &str, indent: usize) {
+    let mut col = 0;
+    for word in text.split_whitespace() {
+        if col > 0 && col + 1 + word.len() > 76 {
+            out.push('\n');
+            col = 0;
+        }
+        if col == 0 {
+            out.extend(std::iter::repeat_n(' ', indent));
+            col = indent;
+        } else {
+            out.push(' ');
+            col += 1;
+        }
+        out.push_str(word);
+        col += word.len();
+    }
+    out.push('\n');
+}
+
+fn top_help() -> String {
+    let mut s = format!("{ABOUT}\n\nUsage: computerd <COMMAND>\n\nCommands:\n");
+    for sub in SUBS {
+        s.push_str(&format!("  {}\n", sub.word));
+        wrapped(&mut s, sub.about, 10);
+    }
+    s.push_str("\nOptions:\n  -h, --help     Print help (see a command's own with `computerd <COMMAND> --help`)\n  -V, --version  Print version");
+    s
+}
+
+fn sub_help(sub: &Sub) -> String {
+    let mut s = String::new();
+    match sub.long_about {
+        Some(long) => {
+            s.push_str(long);
+            s.push('\n');
+        }
+        None => wrapped(&mut s, sub.about, 0),
+    }
+    s.push_str(&format!("\nUsage: {}\n\nOptions:\n", sub.usage));
+    for f in sub.flags {
+        match f.value {
+            Some(v) => s.push_str(&format!("  --{} <{v}>\n", f.long)),
+            None => s.push_str(&format!("  --{}\n", f.long)),
+        }
+        wrapped(&mut s, f.help, 10);
+    }
+    s.push_str("  -h, --help\n          Print help");
+    s
+}
+
+/// What a command line held: each flag's values in order, and what came
+/// after `--`.
+struct Seen {
+    sub: &'static Sub,
+    values: Vec<(&'static str, OsString)>,
+    rest: Option<Vec<OsString>>,
+}
+
+impl Seen {
+    fn refuse(&self, what: impl fmt::Display) -> ParseError {
+        ParseError::refused(format!(
+            "computerd {}: {what}\n\nUsage: {}\n\nFor more, try 'computerd {} --help'.",
+            self.sub.word, self.sub.usage, self.sub.word
+        ))
+    }
+
+    fn all(&self, long: &str) -> impl Iterator<Item = &OsString> {
+        self.values
+            .iter()
+            .filter(move |(l, _)| *l == long)
+            .map(|(_, v)| v)
+    }
+
+    fn switch(&self, long: &str) -> bool {
+        self.all(long).next().is_some()
+    }
+
+    /// At most one value of `long`.
+    fn one(&self, long: &str) -> Result<Option<&OsString>, ParseError> {
+        let mut it = self.all(long);
+        let first = it.next();
+        if it.next().is_some() {
+            return Err(self.refuse(format_args!(
+                "--{long} was given more than once; it takes one value"
+            )));
+        }
+        Ok(first)
+    }
+
+    fn text<'a>(&self, long: &str, v: &'a OsString) -> Result<&'a str, ParseError> {
+        v.to_str()
+            .ok_or_else(|| self.refuse(format_args!("--{long}: {v:?} is not UTF-8")))
+    }
+
+    fn value<T: FromStr<Err = String>>(&self, long: &str) -> Result<Option<T>, ParseError> {
+        match self.one(long)? {
+            None => Ok(None),
+            Some(v) => self
+                .text(long, v)?
+                .parse()
+                .map(Some)
+                .map_err(|e| self.refuse(e)),
+        }
+    }
+
+    fn required<T: FromStr<Err = String>>(&self, long: &str) -> Result<T, ParseError> {
+        self.value(long)?
+            .ok_or_else(|| self.refuse(format_args!("--{long} is required")))
+    }
+
+    fn many<T: FromStr<Err = String>>(&self, long: &str) -> Result<Vec<T>, ParseError> {
+        self.all(long)
+            .map(|v| self.text(long, v)?.parse().map_err(|e| self.refuse(e)))
+            .collect()
+    }
+
+    fn path(&self, long: &str) -> Result<Option<PathBuf>, ParseError> {
+        Ok(self.one(long)?.map(PathBuf::from))
+    }
+
+    fn paths(&self, long: &str) -> Vec<PathBuf> {
+        self.all(long).map(PathBuf::from).collect()
+    }
+
+    /// A number in `range`, or `default` when the flag is left out.
+    fn number(
+        &self,
+        long: &str,
+        range: std::ops::RangeInclusive<u64>,
+    ) -> Result<Option<u64>, ParseError> {
+        let Some(v) = self.one(long)? else {
+            return Ok(None);
+        };
+        let text = self.text(long, v)?;
+        match text.parse::<u64>() {
+            Ok(n) if range.contains(&n) => Ok(Some(n)),
+            _ => Err(self.refuse(format_args!(
+                "--{long} {text:?} is not a whole number from {} to {}",
+                range.start(),
+                range.end()
+            ))),
+        }
+    }
+}
+
+/// Read `args` (the subcommand first) as the flags of one subcommand.
+fn lex(args: Vec<OsString>) -> Result<Seen, ParseError> {
+    let mut p = lexopt::Parser::from_args(args);
+    let word = match p.next() {
+        Ok(Some(lexopt::Arg::Value(w))) => w,
+        Ok(Some(lexopt::Arg::Long("help") | lexopt::Arg::Short('h'))) => {
+            return Err(ParseError::shown(top_help()));
+        }
+        Ok(Some(lexopt::Arg::Long("version") | lexopt::Arg::Short('V'))) => {
+            return Err(ParseError::shown(version()));
+        }
+        Ok(None) => {
+            return Err(ParseError::refused(format!(
+                "computerd needs a command\n\n{}",
+                top_help()
+            )));
+        }
+        Ok(Some(other)) => {
+            return Err(ParseError::refused(format!(
+                "computerd: {} comes before any command; give the command first, e.g. computerd init --deadline …",
+                other.unexpected()
+            )));
+        }
+        Err(e) => return Err(ParseError::refused(format!("computerd: {e}"))),
+    };
+    let Some(sub) = SUBS.iter().find(|s| word == s.word) else {
+        let words: Vec<&str> = SUBS.iter().map(|s| s.word).collect();
+        return Err(ParseError::refused(format!(
+            "computerd: {word:?} is not a command; the commands are {}",
+            words.join(", ")
+        )));
+    };
+    let mut seen = Seen {
+        sub,
+        values: Vec::new(),
+        rest: None,
+    };
+    loop {
+        if let Ok(mut raw) = p.raw_args()
+            && raw.peek().is_some_and(|a| a == "--")
+        {
+            raw.next();
+            seen.rest = Some(raw.collect());
+            break;
+        }
+        let arg = match p.next() {
+            Ok(Some(a)) => a,
+            Ok(None) => break,
+            Err(e) => return Err(seen.refuse(e)),
+        };
+        match arg {
+            lexopt::Arg::Long("help") | lexopt::Arg::Short('h') => {
+                return Err(ParseError::shown(sub_help(sub)));
+            }
+            lexopt::Arg::Long("version") | lexopt::Arg::Short('V') => {
+                return Err(ParseError::shown(version()));
+            }
+            lexopt::Arg::Long(name) => {
+                let name = name.to_owned();
+                let Some(f) = sub.flags.iter().find(|f| f.long == name) else {
+                    let names: Vec<String> =
+                        sub.flags.iter().map(|f| format!("--{}", f.long)).collect();
+                    return Err(seen.refuse(format_args!(
+                        "--{name} is not one of its flags ({})",
+                        names.join(", ")
+                    )));
+                };
+                let value = match f.value {
+                    Some(_) => p.value().map_err(|e| seen.refuse(e))?,
+                    None => {
+                        if let Some(v) = p.optional_value() {
+                            return Err(seen.refuse(format_args!(
+                                "--{name} takes no value (it was given {v:?})"
+                            )));
+                        }
+                        OsString::new()
+                    }
+                };
+                seen.values.push((f.long, value));
+            }
+            other => {
+                return Err(seen.refuse(format_args!(
+                    "{} is not one of its flags (they are long flags, --name value)",
+                    other.unexpected()
+                )));
+            }
+        }
+    }
+    if seen.rest.is_some() && sub.word != "sandbox" {
+        return Err(seen.refuse("takes nothing after --"));
+    }
+    Ok(seen)
+}
+
+fn init_args(s: &Seen) -> Result<InitArgs, ParseError> {
+    Ok(InitArgs {
+        deadline: s.required("deadline")?,
+        max_deadline: s.value("max-deadline")?,
+        socket: s
+            .path("socket")?
+            .unwrap_or_else(|| crate::DEFAULT_SOCKET.into()),
+        user: s.value("user")?,
+        own_network: s.switch("own-network"),
+    })
+}
+
+impl InitCommand {
+    /// `init` and its flags, as `computerd init` would read them.
+    pub fn parse(argv: &[OsString]) -> Result<Self, ParseError> {
+        let Some(first) = argv.first() else {
+            return Err(ParseError::refused(
+                "computerd sandbox: give init's command (INIT) after --, e.g. -- init --deadline … --socket /run/computerd/computerd.sock",
+            ));
+        };
+        if first != "init" {
+            return Err(ParseError::refused(format!(
+                "computerd sandbox: the sandbox runs `computerd init` only, as its PID 1; after -- came {first:?}"
+            )));
+        }
+        let seen = lex(argv.to_vec())?;
+        init_args(&seen).map(InitCommand)
+    }
+}
+
+/// Parse computerd's command line: `args` are what follows the program
+/// (and the word, for a multi-call binary), the subcommand first. This is
+/// the daemon's own parser; `--help` and `--version` come back as errors
+/// to print ([`ParseError::use_stderr`] is false for them).
+pub fn parse<I, T>(args: I) -> Result<Command, ParseError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let seen = lex(args.into_iter().map(Into::into).collect())?;
+    Ok(match seen.sub.word {
+        "init" => Command::Init(init_args(&seen)?),
+        "probe" => Command::Probe(ProbeArgs {
+            connect: seen
+                .all("connect")
+                .map(|v| seen.text("connect", v).map(str::to_owned))
+                .collect::<Result<_, _>>()?,
+            diagnose: seen.switch("diagnose"),
+        }),
+        "sandbox" => {
+            let run = seen
+                .path("run")?
+                .ok_or_else(|| seen.refuse("--run is required"))?;
+            let network = seen.value("network")?.unwrap_or_default();
+            let tmp_size_mib = seen
+                .number("tmp-size-mib", 1..=MAX_TMP_SIZE_MIB)?
+                .unwrap_or(DEFAULT_TMP_SIZE_MIB);
+            let work_size_mib = seen
+                .number("work-size-mib", 1..=MAX_WORK_SIZE_MIB)?
+                .unwrap_or(DEFAULT_WORK_SIZE_MIB);
+            let binds = seen.many("bind")?;
+            let max_procs = seen.number("max-procs", 16..=32768)?;
+            // Init's command last, once every flag of the sandbox's own reads well.
+            let Some(rest) = &seen.rest else {
+                return Err(seen.refuse(
+                    "give init's command (INIT) after --, e.g. -- init --deadline … --socket /run/computerd/computerd.sock",
+                ));
+            };
+            Command::Sandbox(SandboxArgs {
+                run,
+                network,
+                tmp_size_mib,
+                work_size_mib,
+                binds,
+                cgroups: seen.paths("cgroup"),
+                max_procs,
+                init: InitCommand::parse(rest)?,
+            })
+        }
+        "spare" => Command::Spare(SpareArgs {
+            cgroups: seen.paths("cgroup"),
+        }),
+        "stdio" => Command::Stdio(StdioArgs {
+            socket: seen
+                .path("socket")?
+                .or_else(|| std::env::var_os(crate::SOCKET_ENV).map(PathBuf::from))
+                .unwrap_or_else(|| crate::DEFAULT_SOCKET.into()),
+        }),
+        other => return Err(seen.refuse(format_args!("{other:?} has no reader"))),
+    })
+}
