@@ -9,6 +9,9 @@ use crate::protocol::{
     TarPushBeginParams, TarPushEndParams, TarPushWriteParams, limits,
 };
 
+/// How many tar.push.write calls a push keeps on their way at once.
+const PUSH_WINDOW: usize = 4;
+
 /// Options of [`ComputerExt::write_file`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WriteFileOptions {
@@ -156,16 +159,31 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
         async move {
             let max = limits::MAX_WRITE_BYTES as usize;
             let mut source = std::pin::pin!(source);
+            // Pipelined: up to PUSH_WINDOW writes on their way at once, each
+            // with its offset, so the daemon extracts one while the next
+            // ones travel and decode.
+            let mut on_the_way = futures::stream::FuturesOrdered::new();
+            let mut offset = 0u64;
             while let Some(item) = source.next().await {
                 let bytes =
                     item.map_err(|e| ClientError::Source(format!("the tar source failed: {e}")))?;
                 for piece in bytes.as_ref().chunks(max) {
-                    self.call_typed(&TarPushWriteParams {
+                    if on_the_way.len() >= PUSH_WINDOW
+                        && let Some(done) = on_the_way.next().await
+                    {
+                        done?;
+                    }
+                    let params = TarPushWriteParams {
                         id: id.to_string(),
                         data: Bytes64(piece.to_vec()),
-                    })
-                    .await?;
+                        offset: Some(offset),
+                    };
+                    offset += piece.len() as u64;
+                    on_the_way.push_back(async move { self.call_typed(&params).await });
                 }
+            }
+            while let Some(done) = on_the_way.next().await {
+                done?;
             }
             Ok(())
         }

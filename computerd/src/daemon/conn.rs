@@ -524,13 +524,55 @@ impl Conn {
             ));
         }
         let slot = get_slot(&self.pushes, &p.id, "push")?;
-        let mut guard = slot.lock().await;
-        let Some(push) = guard.as_mut() else {
-            return Err(
-                RpcError::not_found(format!("tar push {:?} has ended", p.id)).with_field("id"),
-            );
+        let ended =
+            || RpcError::not_found(format!("tar push {:?} has ended", p.id)).with_field("id");
+        let mut data = Some(p.data.into_inner());
+        let sent = loop {
+            let mut guard = slot.lock().await;
+            let push = guard.as_mut().ok_or_else(ended)?;
+            if let Some(offset) = p.offset {
+                let at = push.received();
+                if offset < at {
+                    return Err(RpcError::invalid(format!(
+                        "offset {offset}: the push has {at} bytes already, so this write would repeat some"
+                    ))
+                    .with_field("offset"));
+                }
+                if offset - at > limits::MAX_PUSH_AHEAD_BYTES {
+                    return Err(RpcError::invalid(format!(
+                        "offset {offset} is {} bytes past the {at} received, over the {} a write may wait ahead",
+                        offset - at,
+                        limits::MAX_PUSH_AHEAD_BYTES
+                    ))
+                    .with_field("offset"));
+                }
+                if offset > at {
+                    // The writes before it are still on their way: wait for
+                    // them without holding the push.
+                    let mut progress = push.progress();
+                    drop(guard);
+                    if progress.wait_for(|&r| r >= offset).await.is_err() {
+                        return Err(ended());
+                    }
+                    continue;
+                }
+            }
+            break push.send(data.take().unwrap_or_default()).await;
         };
-        push.write(p.data.into_inner()).await.map(|()| Empty {})
+        // Waited for outside the lock, so the next write can go on to the
+        // extractor while this one's bytes are used.
+        match sent {
+            tar::push::Sent::Done(r) => r.map(|()| Empty {}),
+            tar::push::Sent::Waiting(w) => {
+                if w.consumed().await {
+                    return Ok(Empty {});
+                }
+                match slot.lock().await.as_mut() {
+                    Some(push) => push.settle().await.map(|_| Empty {}),
+                    None => Err(ended()),
+                }
+            }
+        }
     }
 
     async fn push_end(

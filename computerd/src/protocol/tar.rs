@@ -61,6 +61,13 @@ pub struct TarPushWriteParams {
     pub id: String,
     /// The next bytes of the archive (at most 512 KiB).
     pub data: Bytes64,
+    /// Where `data` starts in the archive. With it, writes may be sent
+    /// without waiting for each other's answers: each is extracted in
+    /// order, a write ahead of the bytes received waits for those before it
+    /// (at most 16 MiB ahead), and one at bytes already written is refused.
+    /// Without it, a write's bytes follow those already received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -335,3 +335,67 @@ async fn a_connection_holds_at_most_eight_pulls() {
     .await
     .unwrap();
 }
+
+/// Pipelined tar.push.write: a write that arrives ahead of its offset waits
+/// for the bytes before it, so the archive is extracted in order; a write
+/// at bytes already received, or too far ahead, is refused naming `offset`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_push_writes_are_extracted_in_offset_order() {
+    let Some(init) = Init::start() else {
+        return;
+    };
+    let c = init.client().await;
+    let body: Vec<u8> = (0..900_000u32).map(|i| (i % 251) as u8).collect();
+    let ar = tar_of(&[("big.bin", &body), ("small.txt", b"small")]);
+    let dst = init.path("dst");
+    let id = c
+        .call_value("tar.push.begin", serde_json::json!({"path": dst}))
+        .await
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let b64 = |b: &[u8]| serde_json::to_value(Bytes64(b.to_vec())).unwrap();
+    let cut = 400_000;
+    let (head, tail) = ar.split_at(cut);
+    // The tail is sent first; it waits for the head, sent 200 ms later.
+    let late = c.call_value(
+        "tar.push.write",
+        serde_json::json!({"id": id, "data": b64(tail), "offset": cut}),
+    );
+    let early = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        c.call_value(
+            "tar.push.write",
+            serde_json::json!({"id": id, "data": b64(head), "offset": 0}),
+        )
+        .await
+    };
+    let (l, e) = tokio::join!(late, early);
+    l.unwrap();
+    e.unwrap();
+    for (offset, words) in [
+        (0u64, "would repeat some"),
+        (
+            ar.len() as u64 + 17 * 1024 * 1024,
+            "over the 16777216 a write may wait ahead",
+        ),
+    ] {
+        let err = c
+            .call_value(
+                "tar.push.write",
+                serde_json::json!({"id": id, "data": b64(b"x"), "offset": offset}),
+            )
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(words) && err.contains("offset"), "{err}");
+    }
+    let end = c
+        .call_value("tar.push.end", serde_json::json!({"id": id}))
+        .await
+        .unwrap();
+    assert_eq!(end["entries"], 2, "{end}");
+    assert_eq!(std::fs::read(format!("{dst}/big.bin")).unwrap(), body);
+    assert_eq!(std::fs::read(format!("{dst}/small.txt")).unwrap(), b"small");
+}

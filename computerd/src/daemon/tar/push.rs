@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::daemon::sys::path_error;
 use crate::protocol::{RpcError, clean_path, limits};
@@ -27,8 +27,11 @@ enum Msg {
 pub struct Push {
     path: String,
     tx: mpsc::Sender<Msg>,
-    /// The number of each chunk the extractor used up.
-    consumed: mpsc::UnboundedReceiver<u64>,
+    /// The number of the last chunk the extractor used up.
+    consumed: watch::Receiver<u64>,
+    /// How many bytes were handed on so far: where the next write's
+    /// `offset` must be.
+    received: watch::Sender<u64>,
     result: Option<oneshot::Receiver<Result<u64, RpcError>>>,
     /// How the extraction ended, once it has.
     outcome: Option<Result<u64, RpcError>>,
@@ -51,7 +54,7 @@ impl Push {
         .map_err(|e| path_error(OP, &path, e))?;
 
         let (tx, rx) = mpsc::channel(1);
-        let (consumed_tx, consumed) = mpsc::unbounded_channel();
+        let (consumed_tx, consumed) = watch::channel(0);
         let (result_tx, result_rx) = oneshot::channel();
         let abandoned = Arc::new(AtomicBool::new(false));
         let reader = ChannelReader {
@@ -78,6 +81,7 @@ impl Push {
             path,
             tx,
             consumed,
+            received: watch::Sender::new(0),
             result: Some(result_rx),
             outcome: None,
             seq: 0,
@@ -88,33 +92,59 @@ impl Push {
     /// (or it failed: then the error, e.g. denied for a bad entry; entries
     /// before it stay).
     pub async fn write(&mut self, data: Vec<u8>) -> Result<(), RpcError> {
-        let len = data.len() as u64;
-        if len > limits::MAX_WRITE_BYTES {
-            return Err(RpcError::over_limit("data", len, limits::MAX_WRITE_BYTES));
-        }
-        if let Some(outcome) = &self.outcome {
-            // After a good end of the archive, what follows (tar pads to a
-            // record) is ignored; after a failure, the failure repeats.
-            return outcome.clone().map(drop);
-        }
-        if data.is_empty() {
-            return Ok(());
-        }
-        self.seq += 1;
-        let seq = self.seq;
-        if self.tx.send(Msg::Data(seq, data)).await.is_err() {
-            return self.settle().await.map(drop);
-        }
-        loop {
-            match self.consumed.recv().await {
-                Some(n) if n >= seq => return Ok(()),
-                // An earlier write's chunk, whose caller stopped waiting.
-                Some(_) => continue,
-                None => return self.settle().await.map(drop),
+        match self.send(data).await {
+            Sent::Done(r) => r,
+            Sent::Waiting(w) => {
+                if w.consumed().await {
+                    Ok(())
+                } else {
+                    self.settle().await.map(drop)
+                }
             }
         }
     }
 
+    /// How many bytes were handed on so far.
+    pub fn received(&self) -> u64 {
+        *self.received.borrow()
+    }
+
+    /// Watches [`Push::received`] (it closes when the push is dropped).
+    pub fn progress(&self) -> watch::Receiver<u64> {
+        self.received.subscribe()
+    }
+
+    /// Hand the next bytes on, in order; what to wait for comes back, so a
+    /// caller holding the push under a lock can wait without it and let the
+    /// next write in (pipelined writes).
+    pub async fn send(&mut self, data: Vec<u8>) -> Sent {
+        let len = data.len() as u64;
+        if len > limits::MAX_WRITE_BYTES {
+            return Sent::Done(Err(RpcError::over_limit(
+                "data",
+                len,
+                limits::MAX_WRITE_BYTES,
+            )));
+        }
+        if let Some(outcome) = &self.outcome {
+            // After a good end of the archive, what follows (tar pads to a
+            // record) is ignored; after a failure, the failure repeats.
+            return Sent::Done(outcome.clone().map(drop));
+        }
+        if data.is_empty() {
+            return Sent::Done(Ok(()));
+        }
+        self.seq += 1;
+        let seq = self.seq;
+        self.received.send_modify(|r| *r += len);
+        if self.tx.send(Msg::Data(seq, data)).await.is_err() {
+            return Sent::Done(self.settle().await.map(drop));
+        }
+        Sent::Waiting(Consumed {
+            seq,
+            consumed: self.consumed.clone(),
+        })
+    }
     /// End of the archive: waits for extraction to finish, applies directory
     /// modes deepest first, returns the number of entries extracted.
     pub async fn end(mut self) -> Result<u64, RpcError> {
@@ -133,7 +163,7 @@ impl Push {
         drop(self);
     }
 
-    async fn settle(&mut self) -> Result<u64, RpcError> {
+    pub async fn settle(&mut self) -> Result<u64, RpcError> {
         if let Some(outcome) = &self.outcome {
             return outcome.clone();
         }
@@ -154,10 +184,33 @@ impl Push {
     }
 }
 
-/// The archive as the extractor reads it: chunks from [`Push::write`].
+/// What a [`Push::send`] leaves to wait for.
+pub enum Sent {
+    /// Nothing: its outcome.
+    Done(Result<(), RpcError>),
+    /// The extractor using the bytes up.
+    Waiting(Consumed),
+}
+
+/// One write's bytes on their way through the extractor.
+pub struct Consumed {
+    seq: u64,
+    consumed: watch::Receiver<u64>,
+}
+
+impl Consumed {
+    /// True once the extractor used the bytes up; false when it ended
+    /// first (then [`Push::settle`]'s outcome says how).
+    pub async fn consumed(mut self) -> bool {
+        let seq = self.seq;
+        self.consumed.wait_for(|&n| n >= seq).await.is_ok()
+    }
+}
+
+/// The archive as the extractor reads it: chunks from [`Push::send`].
 pub(super) struct ChannelReader {
     rx: mpsc::Receiver<Msg>,
-    consumed: mpsc::UnboundedSender<u64>,
+    consumed: watch::Sender<u64>,
     chunk: Vec<u8>,
     at: usize,
     /// The number of the chunk being read, until it is used up.
@@ -181,7 +234,7 @@ impl Read for ChannelReader {
             }
             // The chunk is used up and more is wanted: its write returns now.
             if let Some(seq) = self.holding.take() {
-                let _ = self.consumed.send(seq);
+                self.consumed.send_replace(seq);
             }
             match self.rx.blocking_recv() {
                 Some(Msg::Data(seq, data)) => {
