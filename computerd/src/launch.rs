@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand};
 
-pub use values::{Network, Share, Time, UserSpec};
+pub use values::{Network, Screen, Share, Time, UserSpec};
 
 /// The word that makes a multi-call binary computerd (`computer-mcp
 /// computerd init …`); a binary started with argv[0] `computerd` is
@@ -56,6 +56,14 @@ pub struct InitArgs {
     /// than 0 that no other process holds.
     #[arg(long)]
     pub own_network: bool,
+    /// Make this computer a desktop: start this Xvfb (an absolute path)
+    /// as init's user before serving, on a display of the computer's own,
+    /// and give every program DISPLAY.
+    #[arg(long, value_name = "PATH")]
+    pub xvfb: Option<PathBuf>,
+    /// The desktop's screen with --xvfb, WIDTHxHEIGHT.
+    #[arg(long, value_name = "WxH", requires = "xvfb", default_value_t = Screen::DEFAULT)]
+    pub screen: Screen,
 }
 
 impl InitArgs {
@@ -67,6 +75,8 @@ impl InitArgs {
             socket: socket.into(),
             user: None,
             own_network: false,
+            xvfb: None,
+            screen: Screen::DEFAULT,
         }
     }
 
@@ -83,6 +93,10 @@ impl InitArgs {
         }
         if self.own_network {
             a.word("--own-network");
+        }
+        if let Some(x) = &self.xvfb {
+            a.flag("--xvfb", x);
+            a.flag("--screen", self.screen.to_string());
         }
         a.0
     }
@@ -576,6 +590,11 @@ mod tests {
                 gid: 40001,
             }),
             own_network: true,
+            xvfb: Some("/usr/bin/Xvfb".into()),
+            screen: Screen {
+                width: 1920,
+                height: 1080,
+            },
         }
     }
 

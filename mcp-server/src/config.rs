@@ -21,6 +21,8 @@ use clap::{
 use computer_providers::share::ShareArg;
 use computer_providers::{ComputerSpec, NetworkPolicy, label};
 use computer_providers::{HostDefaults, Table, layer, unknown_option, with_provider_flags};
+use computerd::launch::Screen;
+use computerd::protocol::SettingKind;
 use serde::{Deserialize, Serialize};
 
 const ABOUT: &str = "An MCP server that gives a model a computer: a shell, files and processes in an isolated computer made on the first tool call.";
@@ -117,6 +119,25 @@ pub enum ComputersCommand {
     },
 }
 
+/// `--kind`: the setting kind of every computer the server makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KindArg {
+    /// A shell, files and processes.
+    Sandbox,
+    /// A sandbox with a screen, a keyboard and a mouse.
+    Desktop,
+}
+
+impl KindArg {
+    pub fn setting(self) -> SettingKind {
+        match self {
+            KindArg::Sandbox => SettingKind::Sandbox,
+            KindArg::Desktop => SettingKind::Desktop,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NetworkArg {
@@ -151,6 +172,25 @@ pub struct Config {
     /// The network a computer reaches.
     #[arg(long, value_enum, env = "COMPUTER_MCP_NETWORK", default_value = "none")]
     pub network: NetworkArg,
+    /// What a computer is: a sandbox (a shell, files, processes) or a desktop (a screen, a keyboard and a mouse too; needs Xvfb, Debian's package xvfb).
+    #[arg(long, value_enum, env = "COMPUTER_MCP_KIND", default_value = "sandbox")]
+    pub kind: KindArg,
+    /// A desktop's screen in pixels.
+    #[arg(
+        long,
+        value_name = "WxH",
+        env = "COMPUTER_MCP_SCREEN",
+        default_value = "1280x800"
+    )]
+    pub screen: Screen,
+    /// The most a screenshot shows the model: it fits WxH (either way round) and about 1.15 megapixels, or WxH's pixels if more (1920x1080 for the newest models).
+    #[arg(
+        long,
+        value_name = "WxH",
+        env = "COMPUTER_MCP_SCREENSHOT_MAX",
+        default_value = "1280x800"
+    )]
+    pub screenshot_max: Screen,
     /// Each computer's CPU quota, 0.25 up to this machine's CPUs. [default: 2, or this machine's CPUs if fewer]
     #[arg(long, value_name = "N", env = "COMPUTER_MCP_CPUS")]
     pub cpus: Option<f64>,
@@ -433,6 +473,7 @@ pub fn host_defaults() -> HostDefaults {
         computerd: default_computerd(),
         home,
         cwd: std::env::current_dir().ok(),
+        desktop: None,
     }
 }
 
@@ -607,10 +648,17 @@ fn listen_address(text: &str) -> Result<SocketAddr, String> {
 }
 
 impl Config {
+    /// What the providers are told of the desktops they make: the screen,
+    /// when this server makes desktops.
+    pub fn desktop_screen(&self) -> Option<Screen> {
+        (self.kind == KindArg::Desktop).then_some(self.screen)
+    }
+
     /// The spec of every computer this server makes, labelled with its
     /// instance (the fleet adds the computer's own labels).
     pub fn spec(&self) -> Result<ComputerSpec, String> {
         let mut spec = ComputerSpec::sandbox(self.lifetime.as_millis() as u64);
+        spec.kind = self.kind.setting();
         spec.network = match self.network {
             NetworkArg::None => NetworkPolicy::None,
             NetworkArg::Open => NetworkPolicy::Open,

@@ -167,9 +167,24 @@ fn make_provider(config: &Config, matches: &ArgMatches) -> Result<Arc<dyn Provid
         matches,
         tables: Some(&config.providers),
     };
-    provider_for(&config.provider, &sources, &config::host_defaults())
+    let mut host = config::host_defaults();
+    host.desktop = config.desktop_screen();
+    let provider: Arc<dyn Provider> = provider_for(&config.provider, &sources, &host)
         .map(Arc::from)
-        .map_err(|e| e.message)
+        .map_err(|e| e.message)?;
+    // A kind the provider cannot make is refused before any client comes.
+    let caps = provider.capabilities();
+    let kind = config.kind.setting();
+    let why = computerd::protocol::serving_refusals(kind, caps.kind, &caps.groups);
+    if !why.is_empty() {
+        return Err(format!(
+            "--kind {}: the {} provider cannot make one here ({})",
+            kind.as_str(),
+            provider.id(),
+            why.join("; ")
+        ));
+    }
+    Ok(provider)
 }
 
 /// Resolve on SIGTERM or SIGINT.
