@@ -77,6 +77,9 @@ tool call. Look with `screenshot`; act with `computer` (Anthropic computer-use \
 actions) or `input` (OpenAI computer actions, a batch). Points are in the \
 pixels of the last screenshot you got. Programs you start get DISPLAY.";
 
+/// What a failed screen call adds.
+const NO_SCREEN: &str = "the computer's display is not answering; if its X server ended, this computer has no screen any more: release it (computer_release) and the next call makes a new one";
+
 /// The groups input needs; the tools are listed only where they are.
 const INPUT_GROUPS: &[Group] = &[Group::InputPointer, Group::InputKeys];
 
@@ -163,7 +166,14 @@ fn last_frame(ctx: &ToolContext) -> Option<Frame> {
 
 /// A whole shot: the first reply and screen.read for the rest.
 async fn fetch(ctx: &ToolContext, region: Option<Region>) -> Result<(ScreenShotResult, Vec<u8>)> {
-    let failed = |e| ToolError::client("taking the screenshot", e);
+    let failed = |e| match ToolError::client("taking the screenshot", e) {
+        ToolError::Daemon { doing, error, .. } => ToolError::Daemon {
+            doing,
+            error,
+            hint: Some(NO_SCREEN.into()),
+        },
+        other => other,
+    };
     let r = ctx
         .client
         .call_typed(&ScreenShotParams { region })
