@@ -146,13 +146,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The full stack: the first call makes the desktop.
     let client = ().serve(TokioChildProcess::new(server_cmd(state.path()))?).await?;
     let t = Instant::now();
-    let r = client.call_tool(call("screenshot", serde_json::json!({}))).await?;
+    let r = client
+        .call_tool(call("screenshot", serde_json::json!({})))
+        .await?;
     println!("first screenshot (desktop made): {:.1} ms", ms(t.elapsed()));
     assert_ne!(r.is_error, Some(true), "{r:?}");
     let mut shots = Vec::new();
     for _ in 0..n {
         let t = Instant::now();
-        let r = client.call_tool(call("screenshot", serde_json::json!({}))).await?;
+        let r = client
+            .call_tool(call("screenshot", serde_json::json!({})))
+            .await?;
         shots.push(t.elapsed());
         assert_ne!(r.is_error, Some(true), "{r:?}");
     }
@@ -226,6 +230,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ratio("screenshot vs xwd | convert (target >= 5x)", shot, xwd);
     ratio("screenshot vs import", shot, import);
     ratio("click vs xdotool click", click, xdo);
-    ratio("click vs xdotool click --delay 0 (target >= 1x)", click, xdo0);
+    ratio(
+        "click vs xdotool click --delay 0 (target >= 1x)",
+        click,
+        xdo0,
+    );
     Ok(())
 }

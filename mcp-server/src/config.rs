@@ -85,8 +85,9 @@ pub struct ConformanceArgs {
     /// Run only these groups' cases (comma list: health, exec, files, tar, process, provider, drift, isolation, lifetime, mount, limits); a run that leaves a Core case out is partial, never a pass.
     #[arg(long, value_name = "GROUPS", value_delimiter = ',')]
     pub only: Vec<String>,
-    /// Run a setting kind's cases and give its verdict: sandbox, desktop, phone or browser.
-    #[arg(long, value_name = "KIND")]
+    /// The root `--kind`, when given: run that setting kind's cases and
+    /// give its verdict (sandbox, desktop, phone or browser).
+    #[arg(skip)]
     pub kind: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]
@@ -117,25 +118,6 @@ pub enum ComputersCommand {
         #[arg(required = true, value_name = "COMPUTER")]
         which: Vec<String>,
     },
-}
-
-/// `--kind`: the setting kind of every computer the server makes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum KindArg {
-    /// A shell, files and processes.
-    Sandbox,
-    /// A sandbox with a screen, a keyboard and a mouse.
-    Desktop,
-}
-
-impl KindArg {
-    pub fn setting(self) -> SettingKind {
-        match self {
-            KindArg::Sandbox => SettingKind::Sandbox,
-            KindArg::Desktop => SettingKind::Desktop,
-        }
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -172,9 +154,14 @@ pub struct Config {
     /// The network a computer reaches.
     #[arg(long, value_enum, env = "COMPUTER_MCP_NETWORK", default_value = "none")]
     pub network: NetworkArg,
-    /// What a computer is: a sandbox (a shell, files, processes) or a desktop (a screen, a keyboard and a mouse too; needs Xvfb, Debian's package xvfb).
-    #[arg(long, value_enum, env = "COMPUTER_MCP_KIND", default_value = "sandbox")]
-    pub kind: KindArg,
+    /// What a computer is: sandbox (a shell, files, processes) or desktop (a screen, a keyboard and a mouse too; needs Xvfb, Debian's package xvfb). `conformance --kind` names the kind whose cases run (phone and browser too).
+    #[arg(
+        long,
+        value_name = "KIND",
+        env = "COMPUTER_MCP_KIND",
+        default_value = "sandbox"
+    )]
+    pub kind: String,
     /// A desktop's screen in pixels.
     #[arg(
         long,
@@ -544,6 +531,9 @@ impl Config {
             let hex = random_token()?;
             config.instance = format!("cmcp-{}", &hex[..8]);
         }
+        if !matches!(parsed.matches.subcommand(), Some(("conformance", _))) {
+            config.kind_of_computers()?;
+        }
         if config.exec_timeout > config.exec_max_timeout {
             return Err(format!(
                 "--exec-timeout ({} s) is over --exec-max-timeout ({} s)",
@@ -648,17 +638,35 @@ fn listen_address(text: &str) -> Result<SocketAddr, String> {
 }
 
 impl Config {
+    /// `--kind` as the kind of every computer this server makes: sandbox
+    /// or desktop (`conformance` takes any kind, which it checks itself).
+    pub fn kind_of_computers(&self) -> Result<SettingKind, String> {
+        match self.kind.trim() {
+            "sandbox" => Ok(SettingKind::Sandbox),
+            "desktop" => Ok(SettingKind::Desktop),
+            k => Err(format!(
+                "--kind {k:?}: this server makes sandbox or desktop computers"
+            )),
+        }
+    }
+
+    /// The kind of this server's computers (a sandbox where `--kind` names
+    /// none it makes, which only `conformance` accepts).
+    pub fn setting_kind(&self) -> SettingKind {
+        self.kind_of_computers().unwrap_or(SettingKind::Sandbox)
+    }
+
     /// What the providers are told of the desktops they make: the screen,
     /// when this server makes desktops.
     pub fn desktop_screen(&self) -> Option<Screen> {
-        (self.kind == KindArg::Desktop).then_some(self.screen)
+        (self.setting_kind() == SettingKind::Desktop).then_some(self.screen)
     }
 
     /// The spec of every computer this server makes, labelled with its
     /// instance (the fleet adds the computer's own labels).
     pub fn spec(&self) -> Result<ComputerSpec, String> {
         let mut spec = ComputerSpec::sandbox(self.lifetime.as_millis() as u64);
-        spec.kind = self.kind.setting();
+        spec.kind = self.setting_kind();
         spec.network = match self.network {
             NetworkArg::None => NetworkPolicy::None,
             NetworkArg::Open => NetworkPolicy::Open,

@@ -62,7 +62,7 @@ impl App {
     /// it: the kind whose tool family the sessions get.
     pub fn kind(&self) -> SettingKind {
         // Every computer of this server is of its --kind (Config::spec).
-        self.config.kind.setting()
+        self.config.setting_kind()
     }
 
     /// A new session, named from the OS's random source (which must answer).
