@@ -20,13 +20,15 @@
 //!   ever loads into the daemon.
 //! - [`walk`]: paths below a directory descriptor, never through a symlink,
 //!   and the depth-first directory walk.
-//! - [`x11`]: the X display, for screen.* and input.actions.
+//! - [`x11`]: the X display, for screen.* and input.actions; [`desktop`]
+//!   the Xvfb a desktop's init starts (`--xvfb`).
 //! - [`proctree`], [`sys`]: `/proc` walks and the raw system calls.
 
 pub mod bridge;
 pub mod check;
 pub mod cli;
 pub mod conn;
+pub mod desktop;
 pub mod exec;
 pub mod files;
 pub mod guard;
@@ -64,6 +66,9 @@ pub struct Identity {
     pub home: String,
     /// PATH for every program.
     pub path: String,
+    /// DISPLAY for every program: the display of a desktop's own Xvfb
+    /// ([`desktop`]), none otherwise.
+    pub display: Option<String>,
 }
 
 /// State shared by every connection of one init.

@@ -22,7 +22,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 pub use parse::{ParseError, parse};
-pub use values::{Network, Share, Time, UserSpec};
+pub use values::{Network, Screen, Share, Time, UserSpec};
 
 /// The word that makes a multi-call binary computerd (`computer-mcp
 /// computerd init …`); a binary started with argv[0] `computerd` is
@@ -51,6 +51,12 @@ pub struct InitArgs {
     /// root with CAP_SYS_ADMIN and CAP_NET_ADMIN, and a --user other
     /// than 0 that no other process holds.
     pub own_network: bool,
+    /// Make this computer a desktop: start this Xvfb (an absolute path)
+    /// as init's user before serving, on a display of the computer's own,
+    /// and give every program DISPLAY.
+    pub xvfb: Option<PathBuf>,
+    /// The desktop's screen with --xvfb, WIDTHxHEIGHT.
+    pub screen: Screen,
 }
 
 impl InitArgs {
@@ -62,6 +68,8 @@ impl InitArgs {
             socket: socket.into(),
             user: None,
             own_network: false,
+            xvfb: None,
+            screen: Screen::DEFAULT,
         }
     }
 
@@ -78,6 +86,10 @@ impl InitArgs {
         }
         if self.own_network {
             a.word("--own-network");
+        }
+        if let Some(x) = &self.xvfb {
+            a.flag("--xvfb", x);
+            a.flag("--screen", self.screen.to_string());
         }
         a.0
     }
@@ -470,6 +482,11 @@ mod tests {
                 gid: 40001,
             }),
             own_network: true,
+            xvfb: Some("/usr/bin/Xvfb".into()),
+            screen: Screen {
+                width: 1920,
+                height: 1080,
+            },
         }
     }
 

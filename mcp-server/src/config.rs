@@ -21,6 +21,8 @@ use clap::{
 use computer_providers::share::ShareArg;
 use computer_providers::{ComputerSpec, NetworkPolicy, label};
 use computer_providers::{HostDefaults, Table, layer, unknown_option, with_provider_flags};
+use computerd::launch::Screen;
+use computerd::protocol::SettingKind;
 use serde::{Deserialize, Serialize};
 
 const ABOUT: &str = "An MCP server that gives a model a computer: a shell, files and processes in an isolated computer made on the first tool call.";
@@ -83,8 +85,9 @@ pub struct ConformanceArgs {
     /// Run only these groups' cases (comma list: health, exec, files, tar, process, provider, drift, isolation, lifetime, mount, limits); a run that leaves a Core case out is partial, never a pass.
     #[arg(long, value_name = "GROUPS", value_delimiter = ',')]
     pub only: Vec<String>,
-    /// Run a setting kind's cases and give its verdict: sandbox, desktop, phone or browser.
-    #[arg(long, value_name = "KIND")]
+    /// The root `--kind`, when given: run that setting kind's cases and
+    /// give its verdict (sandbox, desktop, phone or browser).
+    #[arg(skip)]
     pub kind: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]
@@ -151,6 +154,30 @@ pub struct Config {
     /// The network a computer reaches.
     #[arg(long, value_enum, env = "COMPUTER_MCP_NETWORK", default_value = "none")]
     pub network: NetworkArg,
+    /// What a computer is: sandbox (a shell, files, processes) or desktop (a screen, a keyboard and a mouse too; needs Xvfb, Debian's package xvfb). `conformance --kind` names the kind whose cases run (phone and browser too).
+    #[arg(
+        long,
+        value_name = "KIND",
+        env = "COMPUTER_MCP_KIND",
+        default_value = "sandbox"
+    )]
+    pub kind: String,
+    /// A desktop's screen in pixels.
+    #[arg(
+        long,
+        value_name = "WxH",
+        env = "COMPUTER_MCP_SCREEN",
+        default_value = "1280x800"
+    )]
+    pub screen: Screen,
+    /// The most a screenshot shows the model: it fits WxH (either way round) and about 1.15 megapixels, or WxH's pixels if more (1920x1080 for the newest models).
+    #[arg(
+        long,
+        value_name = "WxH",
+        env = "COMPUTER_MCP_SCREENSHOT_MAX",
+        default_value = "1280x800"
+    )]
+    pub screenshot_max: Screen,
     /// Each computer's CPU quota, 0.25 up to this machine's CPUs. [default: 2, or this machine's CPUs if fewer]
     #[arg(long, value_name = "N", env = "COMPUTER_MCP_CPUS")]
     pub cpus: Option<f64>,
@@ -433,6 +460,7 @@ pub fn host_defaults() -> HostDefaults {
         computerd: default_computerd(),
         home,
         cwd: std::env::current_dir().ok(),
+        desktop: None,
     }
 }
 
@@ -502,6 +530,9 @@ impl Config {
         if config.instance.is_empty() {
             let hex = random_token()?;
             config.instance = format!("cmcp-{}", &hex[..8]);
+        }
+        if !matches!(parsed.matches.subcommand(), Some(("conformance", _))) {
+            config.kind_of_computers()?;
         }
         if config.exec_timeout > config.exec_max_timeout {
             return Err(format!(
@@ -607,10 +638,35 @@ fn listen_address(text: &str) -> Result<SocketAddr, String> {
 }
 
 impl Config {
+    /// `--kind` as the kind of every computer this server makes: sandbox
+    /// or desktop (`conformance` takes any kind, which it checks itself).
+    pub fn kind_of_computers(&self) -> Result<SettingKind, String> {
+        match self.kind.trim() {
+            "sandbox" => Ok(SettingKind::Sandbox),
+            "desktop" => Ok(SettingKind::Desktop),
+            k => Err(format!(
+                "--kind {k:?}: this server makes sandbox or desktop computers"
+            )),
+        }
+    }
+
+    /// The kind of this server's computers (a sandbox where `--kind` names
+    /// none it makes, which only `conformance` accepts).
+    pub fn setting_kind(&self) -> SettingKind {
+        self.kind_of_computers().unwrap_or(SettingKind::Sandbox)
+    }
+
+    /// What the providers are told of the desktops they make: the screen,
+    /// when this server makes desktops.
+    pub fn desktop_screen(&self) -> Option<Screen> {
+        (self.setting_kind() == SettingKind::Desktop).then_some(self.screen)
+    }
+
     /// The spec of every computer this server makes, labelled with its
     /// instance (the fleet adds the computer's own labels).
     pub fn spec(&self) -> Result<ComputerSpec, String> {
         let mut spec = ComputerSpec::sandbox(self.lifetime.as_millis() as u64);
+        spec.kind = self.setting_kind();
         spec.network = match self.network {
             NetworkArg::None => NetworkPolicy::None,
             NetworkArg::Open => NetworkPolicy::Open,

@@ -105,7 +105,8 @@ fn run(parsed: Parsed) -> i32 {
         }
     };
     let code = rt.block_on(async move {
-        let provider = match make_provider(&config, &parsed.matches) {
+        let conformance = matches!(parsed.cli.command, Some(Command::Conformance(_)));
+        let provider = match make_provider(&config, &parsed.matches, !conformance) {
             Ok(p) => p,
             Err(e) => {
                 eprintln!("computer-mcp: {e}");
@@ -143,7 +144,14 @@ fn run(parsed: Parsed) -> i32 {
                 print_out(&text);
                 Ok(if works { 0 } else { 1 })
             }
-            Some(Command::Conformance(args)) => conformance::run(provider, &config, args).await,
+            Some(Command::Conformance(mut args)) => {
+                // `--kind` is the root's (every command takes it): given,
+                // it names the kind whose cases run.
+                if computer_providers::settings::given(&parsed.matches, "kind").is_some() {
+                    args.kind = Some(config.kind.clone());
+                }
+                conformance::run(provider, &config, args).await
+            }
         };
         match result {
             Ok(code) => code,
@@ -162,14 +170,36 @@ fn run(parsed: Parsed) -> i32 {
     code
 }
 
-fn make_provider(config: &Config, matches: &ArgMatches) -> Result<Arc<dyn Provider>, String> {
+fn make_provider(
+    config: &Config,
+    matches: &ArgMatches,
+    check_kind: bool,
+) -> Result<Arc<dyn Provider>, String> {
     let sources = Sources {
         matches,
         tables: Some(&config.providers),
     };
-    provider_for(&config.provider, &sources, &config::host_defaults())
+    let mut host = config::host_defaults();
+    host.desktop = config.desktop_screen();
+    let provider: Arc<dyn Provider> = provider_for(&config.provider, &sources, &host)
         .map(Arc::from)
-        .map_err(|e| e.message)
+        .map_err(|e| e.message)?;
+    // A kind the provider cannot make is refused before any client comes.
+    if !check_kind {
+        return Ok(provider);
+    }
+    let caps = provider.capabilities();
+    let kind = config.setting_kind();
+    let why = computerd::protocol::serving_refusals(kind, caps.kind, &caps.groups);
+    if !why.is_empty() {
+        return Err(format!(
+            "--kind {}: the {} provider cannot make one here ({})",
+            kind.as_str(),
+            provider.id(),
+            why.join("; ")
+        ));
+    }
+    Ok(provider)
 }
 
 /// Resolve on SIGTERM or SIGINT.

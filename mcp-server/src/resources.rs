@@ -332,7 +332,10 @@ mod tests {
         let got = get_prompt("sandbox").unwrap();
         assert_eq!(got.messages.len(), 1);
         let e = get_prompt("nope").unwrap_err();
-        assert_eq!(e.message, "no prompt \"nope\"; the prompts are: sandbox");
+        assert_eq!(
+            e.message,
+            "no prompt \"nope\"; the prompts are: sandbox, desktop"
+        );
         assert!(instructions().contains("skill://sandbox/SKILL.md"));
     }
 }

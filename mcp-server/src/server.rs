@@ -70,6 +70,7 @@ impl ComputerMcp {
             exec_max_timeout_ms: c.exec_max_timeout.as_millis() as u64,
             idle_ms: c.fleet.idle.as_millis() as u64,
             open_world: c.network != NetworkArg::None,
+            screenshot_max: (c.screenshot_max.width, c.screenshot_max.height),
         }
     }
 

@@ -61,8 +61,8 @@ impl App {
     /// The setting kind of this server's computers, as its spec asks for
     /// it: the kind whose tool family the sessions get.
     pub fn kind(&self) -> SettingKind {
-        // Every computer of this server is a sandbox (Config::spec).
-        SettingKind::Sandbox
+        // Every computer of this server is of its --kind (Config::spec).
+        self.config.setting_kind()
     }
 
     /// A new session, named from the OS's random source (which must answer).

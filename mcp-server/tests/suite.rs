@@ -1,4 +1,5 @@
 mod conformance;
+mod desktop;
 mod fleet;
 mod http;
 mod lifecycle;

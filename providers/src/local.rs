@@ -23,6 +23,7 @@
 //! server is still there.
 
 pub mod cgroup;
+pub mod desktop;
 mod state;
 pub mod uids;
 
@@ -33,7 +34,7 @@ use std::time::Duration;
 
 use computerd::client::DaemonClient;
 use computerd::launch::{
-    InitArgs, Network, Program, SandboxArgs, Share, SpareArgs, Time, UserSpec,
+    InitArgs, Network, Program, SandboxArgs, Screen, Share, SpareArgs, Time, UserSpec,
 };
 use computerd::protocol::{self, Group, HelloParams, MachineKind};
 use serde::{Deserialize, Serialize};
@@ -114,6 +115,9 @@ pub struct LocalOptions {
     /// Bound each computer by a cgroup where the host allows (always, for
     /// a server: no setting turns it off; the create bench compares).
     pub cgroups: bool,
+    /// Make desktops with this screen (the server's `--kind desktop`):
+    /// each computer's init starts this machine's Xvfb ([`desktop`]).
+    pub desktop: Option<Screen>,
 }
 
 impl LocalOptions {
@@ -127,6 +131,7 @@ impl LocalOptions {
             run_as: None,
             max_lifetime_ms: default_max_lifetime(),
             cgroups: true,
+            desktop: None,
         }
     }
 }
@@ -147,6 +152,8 @@ pub struct LocalProvider {
     refilling: Arc<std::sync::atomic::AtomicBool>,
     /// Children this server started, reaped on release.
     children: tokio::sync::Mutex<std::collections::HashMap<String, tokio::process::Child>>,
+    /// The desktop's Xvfb and screen, when the provider makes desktops.
+    desktop: Option<desktop::Desktop>,
 }
 
 /// How long a new computer gets to answer on its socket.
@@ -230,6 +237,7 @@ impl LocalProvider {
         if let Some(u) = &opts.run_as {
             parse_uid_gid(u)?;
         }
+        let desktop = opts.desktop.map(desktop::Desktop::find).transpose()?;
         let root = nix::unistd::geteuid().is_root();
         let cgroups = match opts.isolation {
             Isolation::Namespaces if !opts.cgroups => Err("cgroups were turned off".into()),
@@ -268,6 +276,7 @@ impl LocalProvider {
             spare: Arc::new(std::sync::Mutex::new(None)),
             refilling: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             children: tokio::sync::Mutex::new(Default::default()),
+            desktop,
         })
     }
 
@@ -505,6 +514,12 @@ impl LocalProvider {
             },
             (None, Ok(_)) => "limits: none".into(),
         });
+        if let Some(d) = &self.desktop {
+            notes.push(format!(
+                "desktop: a {} screen (Xvfb, started by the computer's init as its user); programs get DISPLAY",
+                d.screen
+            ));
+        }
         for s in &prep.shares {
             notes.push(format!(
                 "share: {} at {}{}",
@@ -646,6 +661,9 @@ impl LocalProvider {
         };
         let mut init = InitArgs::new(time("deadline", meta.deadline_ms)?, socket_arg);
         init.max_deadline = Some(time("maxDeadline", meta.max_deadline_ms)?);
+        if let Some(d) = &self.desktop {
+            d.launch(&mut init);
+        }
         Ok(match self.opts.isolation {
             Isolation::Namespaces => {
                 if self.root {
@@ -814,7 +832,9 @@ impl LocalProvider {
                 computerd::VERSION
             )));
         }
-        if hello.kind != MachineKind::Linux || !hello.groups.contains(&Group::Exec) {
+        if let Some(d) = &self.desktop {
+            d.check_hello(&hello)?;
+        } else if hello.kind != MachineKind::Linux || !hello.groups.contains(&Group::Exec) {
             let groups: Vec<&str> = hello.groups.iter().map(|g| g.as_str()).collect();
             return Err(ProviderError::refused(format!(
                 "the computer's daemon says kind {} with groups {groups:?}; a local computer is linux with exec, files and processes",
@@ -1025,6 +1045,7 @@ impl Configure for LocalProvider {
         Self::new(LocalOptions {
             isolation: settings.isolation,
             run_as: settings.run_as,
+            desktop: host.desktop,
             ..LocalOptions::new(state_dir, computerd)
         })
     }
@@ -1041,14 +1062,21 @@ impl Provider for LocalProvider {
             Isolation::Namespaces => vec![NetworkKind::None, NetworkKind::Open],
             Isolation::None => vec![NetworkKind::Open],
         };
+        let mut groups = vec![Group::Exec, Group::Files, Group::Processes];
+        if self.desktop.is_some() {
+            groups.extend_from_slice(desktop::GROUPS);
+        }
         Capabilities {
-            kind: MachineKind::Linux,
+            kind: match self.desktop {
+                Some(_) => MachineKind::Desktop,
+                None => MachineKind::Linux,
+            },
             os: "linux".into(),
             daemon: match self.opts.isolation {
                 Isolation::Namespaces => DaemonMode::Pid1,
                 Isolation::None => DaemonMode::Child,
             },
-            groups: vec![Group::Exec, Group::Files, Group::Processes],
+            groups,
             lifetime: LifetimeMode::Enforced,
             release: vec![Release::Stop, Release::Delete],
             max_lifetime_ms: self.opts.max_lifetime_ms,
@@ -1063,13 +1091,7 @@ impl Provider for LocalProvider {
         let caps = self.capabilities();
         check_lifetime(spec.lifetime_ms, &caps)?;
         check_labels(&spec.labels)?;
-        if spec.kind != protocol::SettingKind::Sandbox {
-            return Err(ProviderError::unsupported(format!(
-                "the local provider makes sandboxes only, not a {}",
-                spec.kind.as_str()
-            ))
-            .with_field("kind"));
-        }
+        desktop::check_kind(spec.kind, self.desktop.as_ref())?;
         if let Some(image) = &spec.image {
             return Err(ProviderError::invalid(
                 "image",

@@ -333,6 +333,7 @@ mod tests {
             computerd: Some("/bin/true".into()),
             home: None,
             cwd: Some("/".into()),
+            desktop: None,
         }
     }
 

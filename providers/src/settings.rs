@@ -32,6 +32,9 @@ pub struct HostDefaults {
     pub home: Option<PathBuf>,
     /// The directory relative paths in options are taken from.
     pub cwd: Option<PathBuf>,
+    /// Some when the server makes desktops (`--kind desktop`): their
+    /// screen (`--screen`).
+    pub desktop: Option<computerd::launch::Screen>,
 }
 
 impl HostDefaults {

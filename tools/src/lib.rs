@@ -10,6 +10,8 @@
 //!   name, what it [`Needs`], schema builder, handler), [`Offer`] (what a
 //!   computer offers), [`offered`] (the one group comparison).
 //! - [`sandbox`]: the sandbox family (`exec`, files, background processes).
+//! - [`desktop`]: the desktop family (`screenshot`, `computer`, `input`, and
+//!   the sandbox's tools).
 //! - [`common`]: the tools every family lists (`computer_info`,
 //!   `computer_extend`).
 //! - [`fleet`]: computers a model names: the `computer` argument every
@@ -29,6 +31,7 @@
 mod budget;
 pub mod common;
 mod define;
+pub mod desktop;
 mod error;
 pub mod fleet;
 mod registry;
@@ -94,6 +97,9 @@ pub struct ToolSettings {
     /// Programs may reach outside the computer (its network is not
     /// `none`): the `openWorldHint` of the tools that run programs.
     pub open_world: bool,
+    /// A screenshot fits this (width, height), either way round
+    /// (`--screenshot-max`).
+    pub screenshot_max: (u32, u32),
 }
 
 impl Default for ToolSettings {
@@ -104,6 +110,7 @@ impl Default for ToolSettings {
             exec_max_timeout_ms: 600_000,
             idle_ms: 30 * 60_000,
             open_world: false,
+            screenshot_max: (1280, 800),
         }
     }
 }

@@ -393,6 +393,7 @@ mod tests {
             exec_max_timeout_ms: 90_000,
             idle_ms: 60_000,
             open_world: true,
+            ..ToolSettings::default()
         };
         let tools = sandbox_tools_with(&groups(&["exec"]), false, &s);
         let exec = &tools[0];

@@ -79,6 +79,9 @@ pub enum StartError {
     /// namespace, a mount, a cgroup to join): nothing of it is left.
     #[error("computerd sandbox: {0}")]
     Sandbox(String),
+    /// The desktop's Xvfb (`--xvfb`) did not start.
+    #[error("computerd init: {0}")]
+    Desktop(String),
     /// The async runtime of `init` or `stdio`.
     #[error("computerd {0}: could not start the runtime: {1}")]
     Runtime(&'static str, std::io::Error),
@@ -155,6 +158,8 @@ fn init_main(args: InitArgs) -> Result<i32, StartError> {
         socket,
         user,
         own_network,
+        xvfb,
+        screen,
     } = args;
     let (deadline, max) = (deadline.get(), max_deadline.map(launch::Time::get));
     init::check_times(deadline, max).map_err(StartError::Times)?;
@@ -201,7 +206,9 @@ fn init_main(args: InitArgs) -> Result<i32, StartError> {
             outcome.idle_interfaces.join(", ")
         );
     }
-    let identity = identity();
+    let mut identity = identity();
+    let desktop = start_desktop(xvfb.as_deref(), screen)?;
+    identity.display = desktop.as_ref().map(|x| x.display.clone());
     let daemon = Daemon::new(
         identity,
         exe,
@@ -212,7 +219,29 @@ fn init_main(args: InitArgs) -> Result<i32, StartError> {
         .enable_all()
         .build()
         .map_err(|e| StartError::Runtime("init", e))?;
-    Ok(rt.block_on(init::serve(daemon, socket)))
+    if let Some(x) = &desktop {
+        daemon.reaper.adopt(x.pid);
+    }
+    let code = rt.block_on(init::serve(daemon, socket));
+    drop(desktop);
+    Ok(code)
+}
+
+/// With `--xvfb`: the desktop's X server, started as init's user before
+/// the daemon is made, and DISPLAY set for the daemon's own display.
+fn start_desktop(
+    xvfb: Option<&std::path::Path>,
+    screen: launch::Screen,
+) -> Result<Option<daemon::desktop::Xvfb>, StartError> {
+    let Some(path) = xvfb else {
+        return Ok(None);
+    };
+    let x = daemon::desktop::start(path, screen).map_err(StartError::Desktop)?;
+    // SAFETY: init has one thread here (the runtime starts later, and the
+    // reader of Xvfb's display number was joined), so nothing reads the
+    // environment while it changes.
+    unsafe { std::env::set_var("DISPLAY", &x.display) };
+    Ok(Some(x))
 }
 
 /// Who the daemon is, for the programs it starts as itself.
@@ -239,6 +268,7 @@ fn identity() -> Identity {
         name,
         home,
         path,
+        display: None,
     }
 }
 

@@ -67,6 +67,13 @@ impl Reaper {
         Ok((pid, rx))
     }
 
+    /// Hold `pid`, a child init started before serving (a desktop's
+    /// Xvfb), as a guard: the sweep spares it, shutdown sends it TERM with
+    /// the guards, and its end is reaped.
+    pub fn adopt(&self, pid: i32) {
+        self.lock().insert(pid, None);
+    }
+
     /// Reap every child that has ended; a guard's status goes to its run.
     pub fn reap(&self) {
         let mut guards = self.lock();

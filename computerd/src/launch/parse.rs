@@ -127,6 +127,16 @@ const INIT_FLAGS: &[Flag] = &[
         "own-network",
         "Move init and every program into a network namespace of their own with only loopback up: they reach nothing outside. Needs root with CAP_SYS_ADMIN and CAP_NET_ADMIN, and a --user other than 0 that no other process holds.",
     ),
+    flag(
+        "xvfb",
+        "PATH",
+        "Make this computer a desktop: start this Xvfb (an absolute path) as init's user before serving, on a display of the computer's own, and give every program DISPLAY.",
+    ),
+    flag(
+        "screen",
+        "WxH",
+        "The desktop's screen with --xvfb, WIDTHxHEIGHT (default 1280x800).",
+    ),
 ];
 
 const SANDBOX_FLAGS: &[Flag] = &[
@@ -489,6 +499,13 @@ fn init_args(s: &Seen) -> Result<InitArgs, ParseError> {
             .unwrap_or_else(|| crate::DEFAULT_SOCKET.into()),
         user: s.value("user")?,
         own_network: s.switch("own-network"),
+        xvfb: s.path("xvfb")?,
+        screen: match (s.value("screen")?, s.one("xvfb")?) {
+            (Some(_), None) => {
+                return Err(s.refuse("--screen needs --xvfb (it is the Xvfb's screen)"));
+            }
+            (screen, _) => screen.unwrap_or_default(),
+        },
     })
 }
 

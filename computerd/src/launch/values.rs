@@ -188,3 +188,72 @@ impl fmt::Display for Share {
         Ok(())
     }
 }
+
+/// `--screen WxH`: a desktop's screen in pixels, each side from
+/// [`Screen::MIN_SIDE`] to [`Screen::MAX_SIDE`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Screen {
+    pub width: u32,
+    pub height: u32,
+}
+
+impl Screen {
+    /// The smallest side a screen may have.
+    pub const MIN_SIDE: u32 = 64;
+    /// The largest side a screen may have (8K is 7680 wide).
+    pub const MAX_SIDE: u32 = 8192;
+    /// The screen a desktop gets unless told otherwise.
+    pub const DEFAULT: Screen = Screen {
+        width: 1280,
+        height: 800,
+    };
+}
+
+impl Default for Screen {
+    fn default() -> Self {
+        Screen::DEFAULT
+    }
+}
+
+impl FromStr for Screen {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "screen {s:?} is not WIDTHxHEIGHT in pixels (such as 1280x800), each side {} to {}",
+                Screen::MIN_SIDE,
+                Screen::MAX_SIDE
+            )
+        };
+        let (w, h) = s.split_once(['x', 'X']).ok_or_else(bad)?;
+        let side = |x: &str| {
+            x.parse::<u32>().ok().filter(|n| {
+                !x.starts_with('+') && (Screen::MIN_SIDE..=Screen::MAX_SIDE).contains(n)
+            })
+        };
+        Ok(Self {
+            width: side(w).ok_or_else(bad)?,
+            height: side(h).ok_or_else(bad)?,
+        })
+    }
+}
+
+impl fmt::Display for Screen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}x{}", self.width, self.height)
+    }
+}
+
+/// As its flag is written, `1280x800`.
+impl serde::Serialize for Screen {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Screen {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}

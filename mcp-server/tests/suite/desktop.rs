@@ -1,0 +1,382 @@
+//! Desktops end to end: `computer-mcp serve --kind desktop` on the local
+//! provider, the X11 fixture (fixtures/x11) running inside the computer,
+//! and the desktop tools driven by a real MCP client with what Anthropic's
+//! and OpenAI's models send.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use rmcp::model::CallToolResult;
+use serde_json::{Value, json};
+
+use super::support::*;
+
+const GREEN: [u8; 3] = [0, 255, 0];
+
+/// The fixture beside the server (`cargo test --workspace` builds it).
+fn fixture_bin() -> Option<PathBuf> {
+    let p = Path::new(SERVER).with_file_name("computerd-x11-fixture");
+    computer_testkit::need(
+        "xvfb",
+        p.is_file(),
+        "the X11 fixture is not built (cargo build -p computerd --bin computerd-x11-fixture)",
+    )
+    .then_some(p)
+}
+
+/// The fixture in a directory the computer sees read-only at /workspace.
+fn fixture_share(bin: &Path) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("cmcp-x11")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let to = dir.path().join("fixture");
+    std::fs::copy(bin, &to).unwrap();
+    std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// The image of a result, decoded: width, height, RGB.
+fn image_of(r: &CallToolResult) -> (u32, u32, Vec<u8>) {
+    let img = r
+        .content
+        .iter()
+        .find_map(|c| c.as_image())
+        .unwrap_or_else(|| panic!("no image in {r:?}"));
+    assert_eq!(img.mime_type, "image/png");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(&img.data)
+        .unwrap();
+    let d = png::Decoder::new(std::io::Cursor::new(bytes));
+    let mut reader = d.read_info().unwrap();
+    let (w, h) = (reader.info().width, reader.info().height);
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let frame = reader.next_frame(&mut buf).unwrap();
+    buf.truncate(frame.buffer_size());
+    (w, h, buf)
+}
+
+/// The centre of the pixels of `colour` in an image.
+fn centre_of(w: u32, rgb: &[u8], colour: [u8; 3]) -> [i64; 2] {
+    let (mut x0, mut y0, mut x1, mut y1) = (u32::MAX, u32::MAX, 0, 0);
+    for (i, p) in rgb.chunks(3).enumerate() {
+        if p == colour {
+            let (x, y) = (i as u32 % w, i as u32 / w);
+            x0 = x0.min(x);
+            y0 = y0.min(y);
+            x1 = x1.max(x);
+            y1 = y1.max(y);
+        }
+    }
+    assert!(x0 <= x1, "no pixel of {colour:?}");
+    [i64::from((x0 + x1) / 2), i64::from((y0 + y1) / 2)]
+}
+
+async fn events(client: &Client) -> Vec<Value> {
+    let r = call(
+        client,
+        "exec",
+        json!({"command": "cat /tmp/events.jsonl 2>/dev/null"}),
+    )
+    .await;
+    structured(&r)["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Wait (bounded) until the fixture's log after event `from` satisfies `ok`.
+async fn wait_for(
+    client: &Client,
+    from: usize,
+    what: &str,
+    ok: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let until = Instant::now() + Duration::from_secs(15);
+    loop {
+        let ev = events(client).await;
+        let since: Vec<Value> = ev.into_iter().skip(from).collect();
+        if ok(&since) {
+            return since;
+        }
+        assert!(
+            Instant::now() < until,
+            "{what} did not show in the fixture's log within 15 s: {since:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn downs(ev: &[Value]) -> Vec<&Value> {
+    ev.iter().filter(|e| e["event"] == "down").collect()
+}
+
+fn in_green(e: &Value) -> bool {
+    let (x, y) = (e["x"].as_i64().unwrap(), e["y"].as_i64().unwrap());
+    (100..200).contains(&x) && (0..100).contains(&y)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
+    if !need_root() || !computer_testkit::need_xvfb() {
+        return;
+    }
+    let Some(bin) = fixture_bin() else { return };
+    let share = fixture_share(&bin);
+    let server = Server::new();
+    let share_arg = format!("{}:ro", share.path().display());
+    let (client, _) = server
+        .stdio(&["--kind", "desktop", "--share", &share_arg])
+        .await;
+
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    for want in ["screenshot", "computer", "input", "exec", "process_start"] {
+        assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
+    }
+
+    // The fixture, started in the computer like any program: it gets DISPLAY.
+    let r = call(
+        &client,
+        "process_start",
+        json!({"argv": ["/workspace/fixture", "--log", "/tmp/events.jsonl"]}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    wait_for(&client, 0, "the ready line", |e| {
+        e.iter().any(|e| e["event"] == "ready")
+    })
+    .await;
+    let info = call(&client, "computer_info", json!({})).await;
+    assert_eq!(structured(&info)["kind"], "desktop");
+
+    // A screenshot 640 wide: half the 1280x800 screen.
+    let shot = call(&client, "screenshot", json!({"max_width": 640})).await;
+    assert!(!is_error(&shot), "{}", text(&shot));
+    let s = structured(&shot);
+    assert_eq!(
+        (
+            &s["width"],
+            &s["height"],
+            &s["scale"],
+            &s["screen_width"],
+            &s["frame"]
+        ),
+        (
+            &json!(640),
+            &json!(400),
+            &json!(0.5),
+            &json!(1280),
+            &json!("f1")
+        )
+    );
+    let (w, h, rgb) = image_of(&shot);
+    assert_eq!((w, h), (640, 400));
+    let green = centre_of(w, &rgb, GREEN);
+    assert_eq!(green, [74, 24], "the green quadrant's centre at half size");
+
+    // input: a click at the scaled point lands in green at full resolution.
+    let n = events(&client).await.len();
+    let r = call(
+        &client,
+        "input",
+        json!({"actions": [{"type": "click", "x": green[0], "y": green[1]}]}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(structured(&r)["done"], 1);
+    assert!(text(&r).contains("frame f1"), "{}", text(&r));
+    let ev = wait_for(&client, n, "the click", |e| !downs(e).is_empty()).await;
+    let d = downs(&ev)[0];
+    assert!(in_green(d), "{d}");
+    assert_eq!(
+        (d["x"].as_i64(), d["button"].as_i64()),
+        (Some(149), Some(1))
+    );
+
+    // computer: Anthropic's left_click with shift held, at the same point.
+    let n = events(&client).await.len();
+    let r = call(
+        &client,
+        "computer",
+        json!({"action": "left_click", "coordinate": green, "text": "shift"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let ev = wait_for(&client, n, "the shift click", |e| !downs(e).is_empty()).await;
+    let d = downs(&ev)[0];
+    assert!(in_green(d), "{d}");
+    assert_eq!(
+        d["state"].as_i64().unwrap() & 1,
+        1,
+        "shift held during the click: {d}"
+    );
+
+    // computer: a zoom of the green quadrant (in the screenshot's pixels)
+    // is green, grown to the budget; the frame stays f1.
+    let r = call(
+        &client,
+        "computer",
+        json!({"action": "zoom", "region": [50, 0, 100, 50]}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let (zw, zh, zrgb) = image_of(&r);
+    assert_eq!((zw, zh), (800, 800));
+    assert!(zrgb.chunks(3).all(|p| p == GREEN), "the zoom is all green");
+    assert_eq!(structured(&r)["frame"], "f1");
+
+    // input: OpenAI's drag path and keypress ["CTRL", "A"].
+    let n = events(&client).await.len();
+    let r = call(
+        &client,
+        "input",
+        json!({"actions": [
+            {"type": "drag", "path": [{"x": 10, "y": 10}, {"x": 40, "y": 40}, {"x": 80, "y": 30}]},
+            {"type": "keypress", "keys": ["CTRL", "A"]}
+        ]}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(structured(&r)["done"], 2);
+    let ev = wait_for(&client, n, "the drag and the keys", |e| {
+        e.iter().any(|e| e["event"] == "up")
+            && e.iter()
+                .any(|e| e["event"] == "key" && e["keysym"] == 0x61 && e["up"] == false)
+    })
+    .await;
+    let d = downs(&ev)[0];
+    assert_eq!((d["x"].as_i64(), d["y"].as_i64()), (Some(21), Some(21)));
+    let up = ev.iter().find(|e| e["event"] == "up").unwrap();
+    assert_eq!((up["x"].as_i64(), up["y"].as_i64()), (Some(161), Some(61)));
+    assert!(in_green(up), "the drag ends in green: {up}");
+    let a = ev
+        .iter()
+        .find(|e| e["event"] == "key" && e["keysym"] == 0x61 && e["up"] == false)
+        .unwrap();
+    assert_eq!(a["state"].as_i64().unwrap() & 4, 4, "ctrl held with a: {a}");
+
+    // The same screen again, if_changed: a note, no image.
+    let again = call(
+        &client,
+        "screenshot",
+        json!({"max_width": 640, "if_changed": true}),
+    )
+    .await;
+    let s = structured(&again);
+    assert_eq!((&s["unchanged"], &s["frame"]), (&json!(true), &json!("f1")));
+    assert!(again.content.iter().all(|c| c.as_image().is_none()));
+    assert!(
+        text(&again).starts_with(
+            "unchanged since frame f1: the screen is as in that screenshot (no new image); its points still apply"
+        ),
+        "{}",
+        text(&again)
+    );
+
+    // Bad input: refused in words naming the field and the limit, nothing sent.
+    let many: Vec<Value> = (0..101).map(|_| json!({"type": "wait"})).collect();
+    for (tool, args, words) in [
+        (
+            "input",
+            json!({"actions": many}),
+            "actions holds 101 actions; at most 100 go in one batch",
+        ),
+        (
+            "computer",
+            json!({"action": "key", "text": "ctrl+Hyper"}),
+            "text: \"Hyper\" is not a key",
+        ),
+        (
+            "computer",
+            json!({"action": "left_click", "coordinate": [640, 10]}),
+            "coordinate [640, 10] is outside the 640x400 screenshot",
+        ),
+        (
+            "input",
+            json!({"actions": [{"type": "click", "x": 10, "y": 400}]}),
+            "actions[0] [10, 400] is outside the 640x400 screenshot",
+        ),
+        (
+            "input",
+            json!({"actions": [{"type": "wait"}, {"type": "type", "text": "a\u{7}b"}]}),
+            "actions[1].text holds the control character U+0007",
+        ),
+        (
+            "input",
+            json!({"actions": [{"type": "keypress", "keys": ["CTRL", "HYPER"]}]}),
+            "actions[0].keys[1]: \"HYPER\" is not a key",
+        ),
+        (
+            "computer",
+            json!({"action": "zoom", "region": [600, 0, 700, 10]}),
+            "region [600, 0, 700, 10] is not inside the 640x400 screenshot",
+        ),
+        (
+            "screenshot",
+            json!({"max_width": 10}),
+            "max_width is 10; give at least 64",
+        ),
+    ] {
+        let n = events(&client).await.len();
+        let r = call(&client, tool, args.clone()).await;
+        assert!(is_error(&r), "{tool} {args}: {}", text(&r));
+        assert!(text(&r).contains(words), "{tool} {args}: {}", text(&r));
+        let later = events(&client).await;
+        assert!(
+            later[n..]
+                .iter()
+                .all(|e| e["event"] != "down" && e["event"] != "text"),
+            "{tool} sent something: {:?}",
+            &later[n..]
+        );
+    }
+
+    // A computer whose display is gone: the screenshot says so.
+    let r = call(
+        &client,
+        "exec",
+        json!({"command": "for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = Xvfb ] && kill ${p#/proc/}; done; sleep 0.5"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let r = call(&client, "screenshot", json!({})).await;
+    assert!(is_error(&r));
+    assert!(
+        text(&r).starts_with("taking the screenshot: ")
+            && text(&r).contains("the computer's display is not answering"),
+        "{}",
+        text(&r)
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_server_lists_no_desktop_tool() {
+    if !need_root() {
+        return;
+    }
+    let server = Server::new();
+    let (client, _) = server.stdio(&[]).await;
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    for not in ["screenshot", "computer", "input"] {
+        assert!(!names.iter().any(|n| n == not), "{not} in {names:?}");
+    }
+    client.cancel().await.unwrap();
+}

@@ -1,0 +1,162 @@
+//! Local desktops: a local computer whose init starts this machine's Xvfb
+//! as the computer's user (`computerd init --xvfb … --screen …`), on a
+//! display socket in the computer's own /tmp, and gives its programs
+//! DISPLAY. The provider makes desktops when the server asks for them
+//! (`--kind desktop`) and only where Xvfb is installed; a computer is
+//! handed out once hello declares the screen.
+
+use std::path::{Path, PathBuf};
+
+use computerd::launch::{InitArgs, Screen};
+use computerd::protocol::{Group, HelloResult, MachineKind, SettingKind};
+
+use crate::types::{ProviderError, Result};
+
+/// The groups a desktop declares beside exec, files and processes.
+pub const GROUPS: &[Group] = &[Group::Screen, Group::InputPointer, Group::InputKeys];
+
+/// Where Xvfb is looked for, in this machine's OS directories (the ones a
+/// sandbox sees read-only at the same paths).
+pub const XVFB_PATHS: &[&str] = &["/usr/bin/Xvfb", "/usr/local/bin/Xvfb", "/bin/Xvfb"];
+
+/// The package that installs Xvfb, named in the refusal.
+pub const PACKAGE: &str = "xvfb";
+
+/// What a local desktop is started with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Desktop {
+    pub xvfb: PathBuf,
+    pub screen: Screen,
+}
+
+/// The first of `paths` that is an executable regular file.
+pub fn find_xvfb(paths: &[&str]) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    paths
+        .iter()
+        .map(Path::new)
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .map(Path::to_path_buf)
+}
+
+impl Desktop {
+    /// A desktop with `screen` from this machine's Xvfb; refused, naming
+    /// the package to install, where there is none.
+    pub fn find(screen: Screen) -> Result<Desktop> {
+        Self::find_in(screen, XVFB_PATHS)
+    }
+
+    pub fn find_in(screen: Screen, paths: &[&str]) -> Result<Desktop> {
+        match find_xvfb(paths) {
+            Some(xvfb) => Ok(Desktop { xvfb, screen }),
+            None => Err(ProviderError::unsupported(format!(
+                "--kind desktop needs Xvfb on this machine, and there is none at {}: install the package {PACKAGE} (apt-get install {PACKAGE}), or serve sandboxes",
+                paths.join(", ")
+            ))
+            .with_field("kind")),
+        }
+    }
+
+    /// Init's flags for this desktop.
+    pub fn launch(&self, init: &mut InitArgs) {
+        init.xvfb = Some(self.xvfb.clone());
+        init.screen = self.screen;
+    }
+
+    /// A desktop's hello: kind desktop with exec and the screen groups
+    /// (init answers only once its Xvfb listens, so the screen is there).
+    pub fn check_hello(&self, hello: &HelloResult) -> Result<()> {
+        let ok = hello.kind == MachineKind::Desktop
+            && hello.groups.contains(&Group::Exec)
+            && GROUPS.iter().all(|g| hello.groups.contains(g));
+        if ok {
+            return Ok(());
+        }
+        let groups: Vec<&str> = hello.groups.iter().map(|g| g.as_str()).collect();
+        Err(ProviderError::refused(format!(
+            "the computer's daemon says kind {} with groups {groups:?}; a local desktop is kind desktop with exec, screen, input.pointer and input.keys (its Xvfb may have failed: see the computer's daemon.log)",
+            hello.kind
+        )))
+    }
+}
+
+/// The kinds a local provider makes: sandboxes, or desktops when it was
+/// made for them.
+pub fn check_kind(kind: SettingKind, desktop: Option<&Desktop>) -> Result<()> {
+    let made = match desktop {
+        Some(_) => SettingKind::Desktop,
+        None => SettingKind::Sandbox,
+    };
+    if kind == made {
+        return Ok(());
+    }
+    let how = match made {
+        SettingKind::Desktop => "this server makes desktops (--kind desktop)",
+        _ => "a desktop needs a server started with --kind desktop",
+    };
+    let made = match made {
+        SettingKind::Desktop => "desktops",
+        _ => "sandboxes",
+    };
+    Err(ProviderError::unsupported(format!(
+        "the local provider makes {made} here, not a {}: {how}",
+        kind.as_str()
+    ))
+    .with_field("kind"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_xvfb_is_refused_naming_the_package() {
+        let e = Desktop::find_in(Screen::DEFAULT, &["/nonexistent/Xvfb"]).unwrap_err();
+        assert_eq!(
+            e.message,
+            "--kind desktop needs Xvfb on this machine, and there is none at /nonexistent/Xvfb: install the package xvfb (apt-get install xvfb), or serve sandboxes"
+        );
+        assert_eq!(e.field.as_deref(), Some("kind"));
+    }
+
+    #[test]
+    fn a_desktop_starts_its_xvfb_through_inits_flags() {
+        let d = Desktop {
+            xvfb: "/usr/bin/Xvfb".into(),
+            screen: "1920x1080".parse().unwrap(),
+        };
+        let mut init = InitArgs::new(
+            computerd::launch::Time::from_unix_ms(1_900_000_000_000).unwrap(),
+            "/run/computerd/computerd.sock",
+        );
+        d.launch(&mut init);
+        let argv: Vec<String> = init
+            .to_args()
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            argv.windows(4)
+                .any(|w| w == ["--xvfb", "/usr/bin/Xvfb", "--screen", "1920x1080"]),
+            "{argv:?}"
+        );
+    }
+
+    #[test]
+    fn the_kind_asked_must_be_the_kind_made() {
+        let d = Desktop {
+            xvfb: "/usr/bin/Xvfb".into(),
+            screen: Screen::DEFAULT,
+        };
+        assert!(check_kind(SettingKind::Sandbox, None).is_ok());
+        assert!(check_kind(SettingKind::Desktop, Some(&d)).is_ok());
+        let e = check_kind(SettingKind::Desktop, None).unwrap_err();
+        assert_eq!(
+            e.message,
+            "the local provider makes sandboxes here, not a desktop: a desktop needs a server started with --kind desktop"
+        );
+        assert!(check_kind(SettingKind::Sandbox, Some(&d)).is_err());
+    }
+}
