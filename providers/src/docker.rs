@@ -23,6 +23,7 @@
 //! - [`stream`]: the exec that carries a connection.
 
 pub mod cache;
+pub mod desktop;
 pub mod drift;
 pub mod host;
 pub mod image;
@@ -40,7 +41,7 @@ use bollard::query_parameters::{
     RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
 };
 use computerd::launch::Time;
-use computerd::protocol::{self, HelloParams, MachineKind};
+use computerd::protocol::{HelloParams, MachineKind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -138,6 +139,9 @@ pub struct DockerOptions {
     /// The provider's user; else this process's, or [`DEFAULT_USER`].
     pub user: Option<(u32, u32)>,
     pub max_lifetime_ms: u64,
+    /// Make desktops with this screen (the server's `--kind desktop`):
+    /// the image must have Xvfb ([`desktop`]).
+    pub desktop: Option<computerd::launch::Screen>,
 }
 
 impl DockerOptions {
@@ -149,6 +153,7 @@ impl DockerOptions {
             cache_dir,
             user: None,
             max_lifetime_ms: MAX_LIFETIME_MS,
+            desktop: None,
         }
     }
 }
@@ -310,13 +315,7 @@ impl DockerProvider {
                 ));
             }
         }
-        if spec.kind != protocol::SettingKind::Sandbox {
-            return Err(ProviderError::unsupported(format!(
-                "the Docker provider makes sandboxes only, not a {}",
-                spec.kind.as_str()
-            ))
-            .with_field("kind"));
-        }
+        desktop::check_kind(spec.kind, self.opts.desktop)?;
         self.image_of(spec)?.check()?;
         match &spec.network {
             NetworkPolicy::None | NetworkPolicy::Open => {}
@@ -483,6 +482,21 @@ impl DockerProvider {
                     .collect()
             })
             .unwrap_or_default();
+        let display = cfg["Env"].as_array().and_then(|env| {
+            env.iter()
+                .filter_map(Value::as_str)
+                .find_map(|e| e.strip_prefix("DISPLAY="))
+                .map(str::to_string)
+        });
+        match (&display, self.opts.desktop) {
+            (Some(d), None) => bad.push(format!(
+                "it is a desktop (DISPLAY={d}), where this provider makes sandboxes"
+            )),
+            (None, Some(_)) => bad.push(
+                "it is not a desktop (no DISPLAY), where this provider makes desktops".into(),
+            ),
+            _ => {}
+        }
         let p = Plan {
             name: name_of(v).to_string(),
             image: cfg["Image"].as_str().unwrap_or_default().to_string(),
@@ -493,6 +507,7 @@ impl DockerProvider {
             labels,
             daemon,
             shares,
+            display,
         };
         // The sizes as check allows them, on this host.
         let size = self.host.get().map(|h| h.size);
@@ -684,10 +699,23 @@ impl DockerProvider {
             }
             Err(e) => return Err(e),
         };
-        conn.client.close();
+        let hello = match self.opts.desktop {
+            Some(screen) => {
+                let x = tokio::select! {
+                    r = desktop::start_x(&conn.client, screen) => r,
+                    _ = cancel.cancelled() => Err(aborted("starting the desktop's X server")),
+                };
+                conn.client.close();
+                x?
+            }
+            None => {
+                conn.client.close();
+                conn.hello
+            }
+        };
         let v = self.find(docker, &plan.name).await?;
         let mut drift = drift::inspect_drift(plan, &v, host);
-        drift.extend(drift::hello_drift(&conn.hello, host));
+        drift.extend(drift::hello_drift(&hello, host, plan.display.is_some()));
         if !drift.is_empty() {
             return Err(ProviderError::refused(format!(
                 "the new computer is not what was declared, so it was deleted: {}",
@@ -875,6 +903,7 @@ impl Configure for DockerProvider {
         let mut opts = DockerOptions::new(computerd, cache_dir);
         opts.image = image;
         opts.user = user;
+        opts.desktop = host.desktop;
         if let Some(s) = settings.socket {
             opts.socket = s;
         }
@@ -889,11 +918,18 @@ impl Provider for DockerProvider {
     }
 
     fn capabilities(&self) -> Capabilities {
+        let mut groups = drift::GROUPS.to_vec();
+        if self.opts.desktop.is_some() {
+            groups.extend_from_slice(desktop::GROUPS);
+        }
         Capabilities {
-            kind: MachineKind::Linux,
+            kind: match self.opts.desktop {
+                Some(_) => MachineKind::Desktop,
+                None => MachineKind::Linux,
+            },
             os: "linux".into(),
             daemon: DaemonMode::Pid1,
-            groups: drift::GROUPS.to_vec(),
+            groups,
             lifetime: LifetimeMode::Janitor,
             release: vec![Release::Stop, Release::Delete],
             max_lifetime_ms: self.opts.max_lifetime_ms,
@@ -959,6 +995,7 @@ impl Provider for DockerProvider {
             labels,
             daemon,
             shares,
+            display: self.opts.desktop.map(|_| desktop::DISPLAY.to_string()),
         };
         if cancel.is_cancelled() {
             return Err(aborted("creating the computer"));
@@ -1029,7 +1066,11 @@ impl Provider for DockerProvider {
             let conn =
                 Self::hello(stream::open(&docker, &self.shown_socket(), &name).await?).await?;
             conn.client.close();
-            drift.extend(drift::hello_drift(&conn.hello, &host));
+            drift.extend(drift::hello_drift(
+                &conn.hello,
+                &host,
+                plan.display.is_some(),
+            ));
         }
         if !drift.is_empty() {
             return Err(refuse(drift));
@@ -1099,7 +1140,7 @@ impl Provider for DockerProvider {
             Err(e) => return Err(e),
         };
         let conn = Self::hello(client).await?;
-        let drift = drift::hello_drift(&conn.hello, &host);
+        let drift = drift::hello_drift(&conn.hello, &host, self.opts.desktop.is_some());
         if !drift.is_empty() {
             conn.client.close();
             return Err(ProviderError::refused(format!(
@@ -1267,6 +1308,7 @@ mod tests {
             deadline,
             labels,
             daemon: "/cache/computerd-abc".into(),
+            display: None,
             shares: vec![Share {
                 source: "/srv/ws".into(),
                 target: WORKSPACE.into(),

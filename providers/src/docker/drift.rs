@@ -356,6 +356,19 @@ pub fn inspect_drift(plan: &Plan, inspected: &Value, host: &Host) -> Vec<String>
         homes.len() == 1 && homes[0] == &format!("HOME={HOME}"),
         format!("one HOME, HOME={HOME}"),
     );
+    let displays: Vec<&str> = env
+        .iter()
+        .filter_map(|e| e.strip_prefix("DISPLAY="))
+        .collect();
+    want(
+        &mut out,
+        "Env",
+        displays == plan.display.as_deref().into_iter().collect::<Vec<_>>(),
+        match &plan.display {
+            Some(d) => format!("one DISPLAY, DISPLAY={d} (a desktop)"),
+            None => "no DISPLAY (not a desktop)".to_string(),
+        },
+    );
     want(
         &mut out,
         "Entrypoint",
@@ -436,9 +449,10 @@ pub fn inspect_drift(plan: &Plan, inspected: &Value, host: &Host) -> Vec<String>
     out
 }
 
-/// The hello half: the provider's version, linux, exactly [`GROUPS`], and
-/// the host's architecture.
-pub fn hello_drift(hello: &HelloResult, host: &Host) -> Vec<String> {
+/// The hello half: the provider's version, linux (or desktop), exactly
+/// [`GROUPS`] (with the screen groups on a desktop), and the host's
+/// architecture.
+pub fn hello_drift(hello: &HelloResult, host: &Host, desktop: bool) -> Vec<String> {
     let mut out = Vec::new();
     if hello.version != computerd::VERSION {
         out.push(format!(
@@ -450,14 +464,27 @@ pub fn hello_drift(hello: &HelloResult, host: &Host) -> Vec<String> {
     if hello.os != "linux" {
         out.push(format!("the daemon says os {}, not linux", hello.os));
     }
-    if hello.kind != MachineKind::Linux {
-        out.push(format!("the daemon says kind {}, not linux", hello.kind));
+    let kind = if desktop {
+        MachineKind::Desktop
+    } else {
+        MachineKind::Linux
+    };
+    if hello.kind != kind {
+        out.push(if desktop && hello.kind == MachineKind::Linux {
+            "the daemon says kind linux, not desktop: the desktop's X server has gone".to_string()
+        } else {
+            format!("the daemon says kind {}, not {kind}", hello.kind)
+        });
     }
     let got: BTreeSet<&str> = hello.groups.iter().map(|g| g.as_str()).collect();
-    let want: BTreeSet<&str> = GROUPS.iter().map(|g| g.as_str()).collect();
+    let mut want: BTreeSet<&str> = GROUPS.iter().map(|g| g.as_str()).collect();
+    if desktop {
+        want.extend(super::desktop::GROUPS.iter().map(|g| g.as_str()));
+    }
     if got != want {
         out.push(format!(
-            "the daemon answers the groups {got:?}, where a Docker computer answers exactly {want:?}"
+            "the daemon answers the groups {got:?}, where a Docker {} answers exactly {want:?}",
+            if desktop { "desktop" } else { "computer" }
         ));
     }
     if !host.arch.is_empty() && hello.arch != host.arch {
@@ -527,6 +554,42 @@ mod tests {
     }
 
     #[test]
+    fn a_desktop_holds_its_display_and_a_sandbox_none() {
+        let mut p = plan();
+        p.display = Some(":0".into());
+        let mut i = inspected(&p);
+        i["Config"]["Env"] = serde_json::json!(["PATH=/usr/bin:/bin", "HOME=/work", "DISPLAY=:0"]);
+        assert_eq!(inspect_drift(&p, &i, &host()), Vec::<String>::new());
+        // The display taken away (or another one) is drift, and so is a
+        // DISPLAY on a computer planned without one.
+        i["Config"]["Env"] = serde_json::json!(["HOME=/work", "DISPLAY=:1"]);
+        let d = inspect_drift(&p, &i, &host());
+        assert!(
+            d.iter()
+                .any(|m| m.contains("one DISPLAY, DISPLAY=:0 (a desktop)")),
+            "{d:?}"
+        );
+        p.display = None;
+        let d = inspect_drift(&p, &i, &host());
+        assert!(
+            d.iter().any(|m| m.contains("no DISPLAY (not a desktop)")),
+            "{d:?}"
+        );
+        // A desktop's hello must be kind desktop with the screen groups.
+        let hello = HelloResult {
+            version: computerd::VERSION.into(),
+            os: "linux".into(),
+            kind: MachineKind::Linux,
+            arch: "amd64".into(),
+            groups: GROUPS.to_vec(),
+        };
+        assert_eq!(
+            hello_drift(&hello, &host(), true)[0],
+            "the daemon says kind linux, not desktop: the desktop's X server has gone"
+        );
+    }
+
+    #[test]
     fn privilege_an_extra_capability_or_the_host_network_is_named() {
         let p = plan();
         let mut i = inspected(&p);
@@ -560,7 +623,7 @@ mod tests {
             groups: vec![Group::Exec, Group::Files, Group::Processes, Group::Screen],
         };
         assert_eq!(
-            hello_drift(&hello, &host()),
+            hello_drift(&hello, &host(), false),
             vec![
                 format!(
                     "the daemon is version 0.0.1, where this provider is {}",

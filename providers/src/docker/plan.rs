@@ -47,6 +47,8 @@ pub struct Plan {
     pub daemon: PathBuf,
     /// Host directories at /workspace (checked by [`crate::share::plan`]).
     pub shares: Vec<Share>,
+    /// A desktop's X display, given to the daemon as `DISPLAY`.
+    pub display: Option<String>,
 }
 
 impl Plan {
@@ -148,13 +150,22 @@ impl Plan {
         self.limits.memory_bytes() as i64
     }
 
+    /// The daemon's environment: HOME, and a desktop's DISPLAY.
+    pub fn env(&self) -> Vec<String> {
+        let mut env = vec![format!("HOME={HOME}")];
+        if let Some(d) = &self.display {
+            env.push(format!("DISPLAY={d}"));
+        }
+        env
+    }
+
     /// The body of `POST /containers/create`: every hardening flag.
     pub fn body(&self) -> ContainerCreateBody {
         ContainerCreateBody {
             image: Some(self.image.clone()),
             user: Some(self.user_string()),
             working_dir: Some(HOME.to_string()),
-            env: Some(vec![format!("HOME={HOME}")]),
+            env: Some(self.env()),
             entrypoint: Some(vec![DAEMON_PATH.to_string()]),
             cmd: Some(self.init_args()),
             labels: Some(self.labels.clone().into_iter().collect()),
@@ -247,6 +258,7 @@ pub(crate) mod tests {
             labels,
             daemon: "/cache/computerd-abc".into(),
             shares: vec![],
+            display: None,
         }
     }
 
