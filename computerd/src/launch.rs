@@ -57,6 +57,10 @@ pub struct InitArgs {
     pub xvfb: Option<PathBuf>,
     /// The desktop's screen with --xvfb, WIDTHxHEIGHT.
     pub screen: Screen,
+    /// A desktop whose X server its provider starts once init is up
+    /// (Docker): the display's name (`:0`). Screen and input reach it, and
+    /// every program gets DISPLAY. Not with --xvfb.
+    pub display: Option<String>,
 }
 
 impl InitArgs {
@@ -70,6 +74,7 @@ impl InitArgs {
             own_network: false,
             xvfb: None,
             screen: Screen::DEFAULT,
+            display: None,
         }
     }
 
@@ -90,6 +95,9 @@ impl InitArgs {
         if let Some(x) = &self.xvfb {
             a.flag("--xvfb", x);
             a.flag("--screen", self.screen.to_string());
+        }
+        if let Some(d) = &self.display {
+            a.flag("--display", d);
         }
         a.0
     }
@@ -487,6 +495,7 @@ mod tests {
                 width: 1920,
                 height: 1080,
             },
+            display: None,
         }
     }
 
@@ -693,6 +702,28 @@ mod tests {
                 .to_string()
                 .contains("--own-network")
         );
+    }
+
+    #[test]
+    fn a_display_started_by_the_provider_round_trips_and_is_checked() {
+        let mut init = InitArgs::new(at("2026-12-01T10:00:00Z"), crate::DEFAULT_SOCKET);
+        init.display = Some(":0".into());
+        round_trip(init.into());
+        let said = |args: &[&str]| parse(args).unwrap_err().to_string();
+        let t = "2026-12-01T10:00:00Z";
+        let text = said(&["init", "--deadline", t, "--display", "remote:0"]);
+        assert!(text.contains("is not a local display"), "{text}");
+        let text = said(&[
+            "init",
+            "--deadline",
+            t,
+            "--display",
+            ":0",
+            "--xvfb",
+            "/usr/bin/Xvfb",
+        ]);
+        assert!(text.contains("--display and --xvfb"), "{text}");
+        assert!(parse(["init", "--deadline", t, "--display", ":12.0"]).is_ok());
     }
 
     #[test]

@@ -482,15 +482,17 @@ impl DockerProvider {
                     .collect()
             })
             .unwrap_or_default();
-        let display = cfg["Env"].as_array().and_then(|env| {
-            env.iter()
-                .filter_map(Value::as_str)
-                .find_map(|e| e.strip_prefix("DISPLAY="))
-                .map(str::to_string)
-        });
+        let cmd: Vec<&str> = cfg["Cmd"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let display = cmd
+            .windows(2)
+            .find(|w| w[0] == "--display")
+            .map(|w| w[1].to_string());
         match (&display, self.opts.desktop) {
             (Some(d), None) => bad.push(format!(
-                "it is a desktop (DISPLAY={d}), where this provider makes sandboxes"
+                "it is a desktop (display {d}), where this provider makes sandboxes"
             )),
             (None, Some(_)) => bad.push(
                 "it is not a desktop (no DISPLAY), where this provider makes desktops".into(),

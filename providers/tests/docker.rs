@@ -984,21 +984,24 @@ async fn a_docker_desktop_starts_its_x_server_through_the_daemon_and_declares_th
         .iter()
         .find(|p| p.argv.first().map(String::as_str) == Some("Xvfb") && p.running)
         .expect("Xvfb in the process table");
-    // docker inspect holds DISPLAY for the daemon, and a sandbox provider
-    // refuses to attach a desktop, naming why.
+    // docker inspect holds the display in init's command, and a sandbox
+    // provider refuses to attach a desktop, naming why.
     let i = e
         .docker
         .inspect_container(&c.id, None::<InspectContainerOptions>)
         .await
         .unwrap();
-    let env = i.config.unwrap().env.unwrap();
-    assert!(env.contains(&"DISPLAY=:0".to_string()), "{env:?}");
+    let cmd = i.config.unwrap().cmd.unwrap();
+    assert!(cmd.windows(2).any(|w| w == ["--display", ":0"]), "{cmd:?}");
+    // Programs get DISPLAY, so a GUI program started from a shell finds it.
+    let r = run(&conn, "printf %s \"$DISPLAY\"").await;
+    assert_eq!(text(&r), ":0");
     let refused =
         e.p.attach(&AttachBy::Id(c.id.clone()), &cancel)
             .await
             .unwrap_err();
     assert!(
-        refused.message.contains("it is a desktop (DISPLAY=:0)"),
+        refused.message.contains("it is a desktop (display :0)"),
         "{}",
         refused.message
     );

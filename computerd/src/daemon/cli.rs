@@ -160,6 +160,7 @@ fn init_main(args: InitArgs) -> Result<i32, StartError> {
         own_network,
         xvfb,
         screen,
+        display,
     } = args;
     let (deadline, max) = (deadline.get(), max_deadline.map(launch::Time::get));
     init::check_times(deadline, max).map_err(StartError::Times)?;
@@ -209,6 +210,12 @@ fn init_main(args: InitArgs) -> Result<i32, StartError> {
     let mut identity = identity();
     let desktop = start_desktop(xvfb.as_deref(), screen)?;
     identity.display = desktop.as_ref().map(|x| x.display.clone());
+    if let Some(d) = display {
+        // SAFETY: init has one thread here (the runtime starts below), so
+        // nothing reads the environment while it changes.
+        unsafe { std::env::set_var("DISPLAY", &d) };
+        identity.display = Some(d);
+    }
     let daemon = Daemon::new(
         identity,
         exe,

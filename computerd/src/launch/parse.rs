@@ -137,6 +137,11 @@ const INIT_FLAGS: &[Flag] = &[
         "WxH",
         "The desktop's screen with --xvfb, WIDTHxHEIGHT (default 1280x800).",
     ),
+    flag(
+        "display",
+        "NAME",
+        "A desktop whose X server its provider starts once init is up (as Docker does, through process.start): the display's name, such as :0. Screen and input reach it, and every program gets DISPLAY. Not with --xvfb.",
+    ),
 ];
 
 const SANDBOX_FLAGS: &[Flag] = &[
@@ -506,7 +511,30 @@ fn init_args(s: &Seen) -> Result<InitArgs, ParseError> {
             }
             (screen, _) => screen.unwrap_or_default(),
         },
+        display: match (s.one("display")?, s.one("xvfb")?) {
+            (Some(_), Some(_)) => {
+                return Err(s.refuse(
+                    "--display and --xvfb are two ways to a desktop; give one (--xvfb starts the X server, --display names one the provider starts)",
+                ));
+            }
+            (Some(d), None) => Some(check_display(s.text("display", d)?).map_err(|e| s.refuse(e))?),
+            (None, _) => None,
+        },
     })
+}
+
+/// A local display's name: `:N` or `:N.S`, nothing that names a host.
+fn check_display(d: &str) -> Result<String, String> {
+    let rest = d.strip_prefix(':').unwrap_or("");
+    let (n, screen) = rest.split_once('.').unwrap_or((rest, "0"));
+    let digits = |x: &str| !x.is_empty() && x.len() <= 5 && x.bytes().all(|b| b.is_ascii_digit());
+    if digits(n) && digits(screen) {
+        Ok(d.to_string())
+    } else {
+        Err(format!(
+            "--display {d:?} is not a local display such as :0 (a display of another host is never used)"
+        ))
+    }
 }
 
 impl InitCommand {

@@ -1,5 +1,6 @@
-//! Docker desktops: a Docker computer whose image has an X server. The
-//! daemon is given `DISPLAY=:0` in its environment; once init answers,
+//! Docker desktops: a Docker computer whose image has an X server. Init is
+//! told its display (`--display :0`: screen and input reach it, programs
+//! get DISPLAY); once init answers,
 //! create starts `Xvfb :0 -screen 0 WxHx24 -nolisten tcp` through the
 //! daemon's `process.start`, as the computer's user and as any program
 //! (computerd stays PID 1 and starts nothing itself; the X server is one

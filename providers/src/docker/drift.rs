@@ -356,18 +356,13 @@ pub fn inspect_drift(plan: &Plan, inspected: &Value, host: &Host) -> Vec<String>
         homes.len() == 1 && homes[0] == &format!("HOME={HOME}"),
         format!("one HOME, HOME={HOME}"),
     );
-    let displays: Vec<&str> = env
-        .iter()
-        .filter_map(|e| e.strip_prefix("DISPLAY="))
-        .collect();
+    // A desktop's display comes by init's --display (in Cmd), never by a
+    // DISPLAY the daemon would take from its environment.
     want(
         &mut out,
         "Env",
-        displays == plan.display.as_deref().into_iter().collect::<Vec<_>>(),
-        match &plan.display {
-            Some(d) => format!("one DISPLAY, DISPLAY={d} (a desktop)"),
-            None => "no DISPLAY (not a desktop)".to_string(),
-        },
+        !env.iter().any(|e| e.starts_with("DISPLAY=")),
+        "no DISPLAY (a desktop's display is init's --display)".to_string(),
     );
     want(
         &mut out,
@@ -558,21 +553,19 @@ mod tests {
         let mut p = plan();
         p.display = Some(":0".into());
         let mut i = inspected(&p);
-        i["Config"]["Env"] = serde_json::json!(["PATH=/usr/bin:/bin", "HOME=/work", "DISPLAY=:0"]);
         assert_eq!(inspect_drift(&p, &i, &host()), Vec::<String>::new());
-        // The display taken away (or another one) is drift, and so is a
-        // DISPLAY on a computer planned without one.
+        assert!(p.init_args().windows(2).any(|w| w == ["--display", ":0"]));
+        // Another display in init's command, or a DISPLAY in the
+        // environment, is drift.
+        let mut other = p.clone();
+        other.display = Some(":1".into());
+        let d = inspect_drift(&other, &i, &host());
+        assert!(d.iter().any(|m| m.starts_with("Config.Cmd is")), "{d:?}");
         i["Config"]["Env"] = serde_json::json!(["HOME=/work", "DISPLAY=:1"]);
         let d = inspect_drift(&p, &i, &host());
         assert!(
             d.iter()
-                .any(|m| m.contains("one DISPLAY, DISPLAY=:0 (a desktop)")),
-            "{d:?}"
-        );
-        p.display = None;
-        let d = inspect_drift(&p, &i, &host());
-        assert!(
-            d.iter().any(|m| m.contains("no DISPLAY (not a desktop)")),
+                .any(|m| m.contains("no DISPLAY (a desktop's display is init's --display)")),
             "{d:?}"
         );
         // A desktop's hello must be kind desktop with the screen groups.

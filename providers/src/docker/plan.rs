@@ -47,7 +47,8 @@ pub struct Plan {
     pub daemon: PathBuf,
     /// Host directories at /workspace (checked by [`crate::share::plan`]).
     pub shares: Vec<Share>,
-    /// A desktop's X display, given to the daemon as `DISPLAY`.
+    /// A desktop's X display, which init is told of (`--display`) and the
+    /// provider starts an X server on.
     pub display: Option<String>,
 }
 
@@ -63,7 +64,8 @@ impl Plan {
     /// init's command line: `init --deadline <the deadline label> --socket
     /// /run/computerd/computerd.sock`, from the launch contract.
     pub fn init_args(&self) -> Vec<String> {
-        let init = InitArgs::new(self.deadline, format!("{RUN_DIR}/computerd.sock"));
+        let mut init = InitArgs::new(self.deadline, format!("{RUN_DIR}/computerd.sock"));
+        init.display = self.display.clone();
         strings(init.to_args())
     }
 
@@ -150,22 +152,13 @@ impl Plan {
         self.limits.memory_bytes() as i64
     }
 
-    /// The daemon's environment: HOME, and a desktop's DISPLAY.
-    pub fn env(&self) -> Vec<String> {
-        let mut env = vec![format!("HOME={HOME}")];
-        if let Some(d) = &self.display {
-            env.push(format!("DISPLAY={d}"));
-        }
-        env
-    }
-
     /// The body of `POST /containers/create`: every hardening flag.
     pub fn body(&self) -> ContainerCreateBody {
         ContainerCreateBody {
             image: Some(self.image.clone()),
             user: Some(self.user_string()),
             working_dir: Some(HOME.to_string()),
-            env: Some(self.env()),
+            env: Some(vec![format!("HOME={HOME}")]),
             entrypoint: Some(vec![DAEMON_PATH.to_string()]),
             cmd: Some(self.init_args()),
             labels: Some(self.labels.clone().into_iter().collect()),
