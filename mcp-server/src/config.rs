@@ -95,6 +95,9 @@ pub struct ConformanceArgs {
     /// A computerd built to report another version, for the drift case (`cargo build -p computerd --features drift-version --bin computerd-drift`). [default: computerd-drift beside this binary]
     #[arg(long, value_name = "PATH")]
     pub drifted_computerd: Option<std::path::PathBuf>,
+    /// The desktop fixture the screen and input cases write into the computer and read the log of: the static computerd-x11-fixture (built with the static computerd). [default: computerd-x11-fixture beside this binary]
+    #[arg(long, value_name = "PATH")]
+    pub fixture: Option<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug, Clone, Default)]

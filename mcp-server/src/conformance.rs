@@ -142,15 +142,40 @@ pub async fn run(
     };
     // An image (or any part of the run's spec) the provider cannot take
     // is a usage error, before anything is made.
+    let caps = provider.capabilities();
     let mut spec = computer_providers::ComputerSpec::sandbox(
-        conformance::RUN_LIFETIME_MS.min(provider.capabilities().max_lifetime_ms),
+        conformance::RUN_LIFETIME_MS.min(caps.max_lifetime_ms),
     );
     spec.image = options.image.clone();
+    spec.kind = options.kind.unwrap_or(match caps.kind {
+        computerd::protocol::MachineKind::Desktop => SettingKind::Desktop,
+        _ => SettingKind::Sandbox,
+    });
     if let Err(e) = provider.check(&spec) {
         eprintln!("computer-mcp: the run's spec is refused: {}", e.message);
         return Ok(USAGE);
     }
     let mut notes = Vec::new();
+    // The desktop fixture: given, or beside this binary; none is a note
+    // (the screen and input cases skip, so a desktop's Core cannot pass).
+    let fixture = match &args.fixture {
+        Some(p) => Some(p.clone()),
+        None => std::env::current_exe()
+            .ok()
+            .map(|e| e.with_file_name("computerd-x11-fixture"))
+            .filter(|p| p.is_file()),
+    };
+    match fixture {
+        Some(p) if p.is_file() => options.fixture = Some(std::path::absolute(&p).unwrap_or(p)),
+        Some(p) => {
+            eprintln!("computer-mcp: --fixture {} is not a file", p.display());
+            return Ok(USAGE);
+        }
+        None if spec.kind == SettingKind::Desktop => notes.push(
+            "no desktop fixture (computerd-x11-fixture beside this binary, or --fixture): the screen and input cases that read it skip".into(),
+        ),
+        None => {}
+    }
     match drifted(config, &args) {
         Ok(d) => options.drifted = Some(d),
         Err(why) => notes.push(why),

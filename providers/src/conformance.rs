@@ -90,6 +90,8 @@ pub enum CaseGroup {
     Lifetime,
     Mount,
     Limits,
+    Screen,
+    Input,
 }
 
 impl CaseGroup {
@@ -105,6 +107,8 @@ impl CaseGroup {
         CaseGroup::Lifetime,
         CaseGroup::Mount,
         CaseGroup::Limits,
+        CaseGroup::Screen,
+        CaseGroup::Input,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -120,6 +124,8 @@ impl CaseGroup {
             CaseGroup::Lifetime => "lifetime",
             CaseGroup::Mount => "mount",
             CaseGroup::Limits => "limits",
+            CaseGroup::Screen => "screen",
+            CaseGroup::Input => "input",
         }
     }
 }
@@ -268,6 +274,10 @@ pub struct RunOptions {
     /// (local, Docker), under which a mount case makes a fresh folder to
     /// share at `/workspace`. None: the mount cases skip in words.
     pub run_folders: Option<std::path::PathBuf>,
+    /// The desktop fixture on this machine (the static
+    /// `computerd-x11-fixture`), which the input cases write into the
+    /// computer and read the log of. None: those cases skip in words.
+    pub fixture: Option<std::path::PathBuf>,
 }
 
 /// The cases a run takes: a kind's, `only`'s groups', or the whole table.

@@ -157,6 +157,138 @@ fn the_docker_provider_passes_core_through_the_command() {
     );
 }
 
+/// A report's failures, its Core verdict and its kind verdict (asserted
+/// whole, so a failure prints what each case found).
+fn assert_desktop_passes(out: &std::process::Output, what: &str) {
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "the report is not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let results = report["results"].as_array().unwrap();
+    let failed: Vec<&serde_json::Value> =
+        results.iter().filter(|r| r["status"] == "fail").collect();
+    assert!(failed.is_empty(), "{what}: {failed:#?}");
+    // Every screen and input case ran and passed (none skipped).
+    for id in [
+        "screen.screenshot-size",
+        "screen.watch",
+        "input.click-lands",
+        "input.type-text",
+        "input.key-table-refuses-unknown",
+        "input.actions-stops-at-first-failure",
+    ] {
+        let r = results.iter().find(|r| r["id"] == id);
+        assert_eq!(
+            r.map(|r| r["status"].clone()),
+            Some("pass".into()),
+            "{what}: {id}: {r:?}"
+        );
+    }
+    assert_eq!(report["core"]["verdict"], "pass", "{what}: {report:#}");
+    assert_eq!(report["cleanup"]["left"], serde_json::json!([]), "{what}");
+    assert_eq!(out.status.code(), Some(0), "{what}");
+    println!(
+        "{what}: core {}/{}",
+        report["core"]["passed"], report["core"]["total"]
+    );
+}
+
+/// The static desktop fixture, built with the static computerd.
+fn static_fixture() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/x86_64-unknown-linux-gnu/release/computerd-x11-fixture")
+}
+
+#[test]
+fn a_docker_desktop_passes_the_desktop_kind_through_the_command() {
+    let image = std::env::var("CMCP_TEST_DOCKER_DESKTOP")
+        .unwrap_or_else(|_| "computer-mcp-test/desktop:bookworm".into());
+    if !computer_testkit::need(
+        "docker",
+        docker_with(&image),
+        &format!("no Docker engine answers, or the desktop image {image} is not built"),
+    ) {
+        return;
+    }
+    let computerd = std::env::var_os("CMCP_TEST_DOCKER_COMPUTERD")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../target/x86_64-unknown-linux-gnu/release/computerd")
+        });
+    let drift = computerd.with_file_name("computerd-drift");
+    let fixture = static_fixture();
+    if !computer_testkit::need(
+        "docker",
+        computerd.is_file() && drift.is_file() && fixture.is_file(),
+        "the static computerd, computerd-drift and computerd-x11-fixture are not all built",
+    ) {
+        return;
+    }
+    let out = conformance(
+        None,
+        &[
+            "--kind",
+            "desktop",
+            "--provider",
+            "docker",
+            "--image",
+            &image,
+            "--docker-computerd",
+            computerd.to_str().unwrap(),
+            "--drifted-computerd",
+            drift.to_str().unwrap(),
+            "--fixture",
+            fixture.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_desktop_passes(&out, "docker desktop");
+}
+
+#[test]
+fn a_local_desktop_passes_the_desktop_kind_through_the_command() {
+    if !need_root() || !computer_testkit::need_xvfb() {
+        return;
+    }
+    let drift = Path::new(SERVER).with_file_name("computerd-drift");
+    let fixture = Path::new(SERVER).with_file_name("computerd-x11-fixture");
+    let fixture = if fixture.is_file() {
+        fixture
+    } else {
+        static_fixture()
+    };
+    if !computer_testkit::need(
+        "drift",
+        drift.is_file() && fixture.is_file(),
+        "computerd-drift and computerd-x11-fixture are not built (cargo build -p computerd --features drift-version --bins)",
+    ) {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let computerd = computerd();
+    let out = conformance(
+        Some(state.path()),
+        &[
+            "--kind",
+            "desktop",
+            "--provider",
+            "local",
+            "--local-computerd",
+            computerd.to_str().unwrap(),
+            "--drifted-computerd",
+            drift.to_str().unwrap(),
+            "--fixture",
+            fixture.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_desktop_passes(&out, "local desktop");
+}
+
 #[test]
 fn usage_errors_exit_2_in_words() {
     let state = tempfile::tempdir().unwrap();

@@ -1,6 +1,7 @@
 //! The table of cases. Each case is one entry: its id, level, group, needs
 //! and body; the bodies live in a module per group.
 
+mod desktop;
 mod exec;
 mod files;
 mod health;
@@ -17,6 +18,25 @@ const EXEC: &[Need] = &[Need::Group(Group::Exec)];
 const FILES: &[Need] = &[Need::Group(Group::Files)];
 const PROCESSES: &[Need] = &[Need::Group(Group::Processes)];
 const NONE: &[Need] = &[];
+/// screen.watch, and a pointer move to change what it shows.
+const POINTER_WATCH: &[Need] = &[Need::Group(Group::Screen), Need::Group(Group::InputPointer)];
+/// What the fixture cases need: it is written in, started, and its log read.
+const SCREEN_FIXTURE: &[Need] = &[
+    Need::Group(Group::Screen),
+    Need::Group(Group::Files),
+    Need::Group(Group::Processes),
+];
+const POINTER_FIXTURE: &[Need] = &[
+    Need::Group(Group::InputPointer),
+    Need::Group(Group::Screen),
+    Need::Group(Group::Files),
+    Need::Group(Group::Processes),
+];
+const KEYS_FIXTURE: &[Need] = &[
+    Need::Group(Group::InputKeys),
+    Need::Group(Group::Files),
+    Need::Group(Group::Processes),
+];
 const EXEC_FILES: &[Need] = &[Need::Group(Group::Exec), Need::Group(Group::Files)];
 const EXEC_PROCESSES: &[Need] = &[Need::Group(Group::Exec), Need::Group(Group::Processes)];
 
@@ -205,6 +225,42 @@ pub fn cases() -> Vec<Case> {
             Limits,
             &[Need::Group(Group::Exec), Need::Sizes],
             limits::work_size
+        ),
+        case!(
+            "screen.screenshot-size",
+            Core,
+            Screen,
+            SCREEN_FIXTURE,
+            desktop::screenshot_size
+        ),
+        case!("screen.watch", Core, Screen, POINTER_WATCH, desktop::watch),
+        case!(
+            "input.click-lands",
+            Core,
+            Input,
+            POINTER_FIXTURE,
+            desktop::click_lands
+        ),
+        case!(
+            "input.type-text",
+            Core,
+            Input,
+            KEYS_FIXTURE,
+            desktop::type_text
+        ),
+        case!(
+            "input.key-table-refuses-unknown",
+            Core,
+            Input,
+            KEYS_FIXTURE,
+            desktop::key_table_refuses_unknown
+        ),
+        case!(
+            "input.actions-stops-at-first-failure",
+            Core,
+            Input,
+            POINTER_FIXTURE,
+            desktop::actions_stop_at_first_failure
         ),
     ]
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use computerd::client::{ClientError, ComputerExt};
-use computerd::protocol::{Call, ExecParams, ExecResult, HelloParams};
+use computerd::protocol::{Call, ExecParams, ExecResult, HelloParams, MachineKind, SettingKind};
 use tokio::sync::OnceCell;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -90,6 +90,8 @@ pub struct Ctx {
     pub daemon_path: String,
     /// Where mount cases make their folders (see [`RunOptions::run_folders`]).
     pub run_folders: Option<std::path::PathBuf>,
+    /// The desktop fixture (see [`RunOptions::fixture`]).
+    pub fixture: Option<std::path::PathBuf>,
     pub cancel: CancellationToken,
     base: ComputerSpec,
     slot: Arc<Mutex<Slot>>,
@@ -493,6 +495,12 @@ pub(super) async fn run(
     let run_id = options.run_id.clone().unwrap_or_else(random_run_id);
     let mut base = ComputerSpec::sandbox(RUN_LIFETIME_MS.min(caps.max_lifetime_ms));
     base.image = options.image.clone();
+    // The kind asked for, else what the provider makes (a desktop
+    // provider makes desktops).
+    base.kind = options.kind.unwrap_or(match caps.kind {
+        MachineKind::Desktop => SettingKind::Desktop,
+        _ => SettingKind::Sandbox,
+    });
     base.labels.insert(RUN_LABEL.to_string(), run_id.clone());
     let tracker = Arc::new(Tracker {
         cleanup: Mutex::new(Cleanup::default()),
@@ -569,6 +577,7 @@ pub(super) async fn run(
                         .clone()
                         .unwrap_or_else(|| computerd::DAEMON_PATH.to_string()),
                     run_folders: options.run_folders.clone(),
+                    fixture: options.fixture.clone(),
                     cancel: cancel.child_token(),
                     base: base.clone(),
                     slot: Arc::new(Mutex::new(Slot::default())),
