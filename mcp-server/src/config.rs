@@ -190,7 +190,7 @@ pub struct Config {
     /// The most processes and threads one computer runs at once, 16 to 32768. [default: 1024]
     #[arg(long, value_name = "N", env = "COMPUTER_MCP_PIDS")]
     pub pids: Option<u64>,
-    /// A host directory every computer sees at /workspace: DIR, or DIR:ro for read-only (repeat for more, each then at /workspace/<name>). It must exist, be canonical and be writable by the computer's user unless :ro.
+    /// A host directory every computer sees at /workspace: DIR, or DIR:ro for read-only (repeat for more, each then at /workspace/<name>). It must exist, be canonical and be writable by the computer's user unless :ro. An empty value shares nothing.
     #[arg(long = "share", value_name = "DIR[:ro]", env = "COMPUTER_MCP_SHARE")]
     #[arg(value_delimiter = ',')]
     pub share: Vec<String>,
@@ -527,6 +527,9 @@ impl Config {
         };
         let file = File::read(path).map_err(in_file)?;
         let mut config: Config = layer(&parsed.matches, Some(&file.root), "").map_err(in_file)?;
+        // An empty entry shares nothing: launchers that always pass the
+        // variable (a desktop extension's unset folder) give "".
+        config.share.retain(|s| !s.trim().is_empty());
         for share in &config.share {
             share.parse::<ShareArg>()?;
         }

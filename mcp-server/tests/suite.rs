@@ -1,3 +1,4 @@
+mod bundle;
 mod conformance;
 mod desktop;
 mod fleet;
