@@ -17,13 +17,13 @@ pub mod exec;
 pub mod files;
 pub mod process;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use computerd::client::{ClientError, ComputerClient, ComputerExt};
 use computerd::protocol::{
-    FileType, FilesStatParams, Group, ProcessSignalParams, ProcessStartParams, ProcessStartResult,
-    SettingKind, Signal, Stream,
+    ExecParams, FileType, FilesStatParams, Group, ProcessSignalParams, ProcessStartParams,
+    ProcessStartResult, SettingKind, Signal, Stream,
 };
 
 use crate::ToolContext;
@@ -102,7 +102,8 @@ pub(crate) async fn program(
     ctx: &ToolContext,
     command: Option<String>,
     argv: Option<Vec<String>>,
-) -> Result<Vec<String>> {
+    env: Option<BTreeMap<String, String>>,
+) -> Result<(Vec<String>, Option<BTreeMap<String, String>>)> {
     match (command, argv) {
         (Some(_), Some(_)) => Err(ToolError::Invalid(
             "give either command (a shell command line) or argv (a program and its arguments), not both".into(),
@@ -114,7 +115,20 @@ pub(crate) async fn program(
             if c.trim().is_empty() {
                 return Err(ToolError::Invalid("command is empty".into()));
             }
-            Ok(shell(ctx).await?.argv(c))
+            match shell(ctx).await? {
+                Shell::Bash => match login_env(ctx).await? {
+                    // The login profile's environment, read once per
+                    // computer, under the call's own: `bash -c` then costs
+                    // no profile on every call.
+                    Some(login) => {
+                        let mut all = (*login).clone();
+                        all.extend(env.unwrap_or_default());
+                        Ok((vec!["/bin/bash".into(), "-c".into(), c], Some(all)))
+                    }
+                    None => Ok((Shell::Bash.argv(c), env)),
+                },
+                Shell::Sh => Ok((Shell::Sh.argv(c), env)),
+            }
         }
         (None, Some(a)) => {
             if a.first().is_none_or(|p| p.is_empty()) {
@@ -122,9 +136,57 @@ pub(crate) async fn program(
                     "argv must start with the program to run (argv[0] may not be empty)".into(),
                 ));
             }
-            Ok(a)
+            Ok((a, env))
         }
     }
+}
+
+/// Variables of a login shell that belong to that one shell, not to the
+/// environment a command is given.
+const SHELL_OWN: &[&str] = &["_", "SHLVL", "PWD", "OLDPWD"];
+
+/// The environment `bash -lc` gives a command (the profile's PATH and
+/// variables), read once per computer with one exec.run and remembered;
+/// None when it could not be read (then commands run with `bash -lc`).
+async fn login_env(ctx: &ToolContext) -> Result<Option<Arc<BTreeMap<String, String>>>> {
+    let memo = memo(ctx);
+    if let Some(known) = &lock(&memo).login {
+        return Ok(known.clone());
+    }
+    let ran = ctx
+        .client
+        .call_typed(&ExecParams {
+            argv: vec!["/bin/bash".into(), "-lc".into(), "env -0".into()],
+            timeout_ms: Some(10_000),
+            ..Default::default()
+        })
+        .await;
+    let read = match ran {
+        Ok(r) if r.exit_code == Some(0) && !r.truncated => {
+            let vars: BTreeMap<String, String> = r
+                .stdout
+                .0
+                .split(|b| *b == 0)
+                .filter_map(|kv| {
+                    let kv = std::str::from_utf8(kv).ok()?;
+                    let (k, v) = kv.split_once('=')?;
+                    (!k.is_empty() && !SHELL_OWN.contains(&k))
+                        .then(|| (k.to_string(), v.to_string()))
+                })
+                .collect();
+            (!vars.is_empty()).then(|| Arc::new(vars))
+        }
+        Ok(_) => None,
+        Err(e) => {
+            let e = ToolError::client("reading the login environment", e);
+            if matches!(e, ToolError::Gone(_) | ToolError::Broken(_)) {
+                return Err(e);
+            }
+            None
+        }
+    };
+    lock(&memo).login = Some(read.clone());
+    Ok(read)
 }
 
 /// process.start that is never abandoned half way. The daemon finishes a
@@ -192,7 +254,8 @@ pub(crate) fn spawn_kill(client: Arc<dyn ComputerClient>, id: String) {
 /// The shell a `command` runs in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Shell {
-    /// `/bin/bash -lc`: a login shell, so the profile's PATH applies.
+    /// `/bin/bash -lc`: a login shell, so the profile's PATH applies (where
+    /// the login environment could not be read once and kept).
     Bash,
     /// `/bin/sh -c`, where the computer has no bash.
     Sh,
@@ -241,6 +304,9 @@ async fn shell(ctx: &ToolContext) -> Result<Shell> {
 #[derive(Debug, Default)]
 pub(crate) struct Memo {
     shell: Option<Shell>,
+    /// The login shell's environment (see [`login_env`]): None until read,
+    /// Some(None) when it could not be.
+    login: Option<Option<Arc<BTreeMap<String, String>>>>,
     streams: HashMap<String, Stream>,
     /// Where the last process_read of each process ended: the next read
     /// without `since` goes on from there.

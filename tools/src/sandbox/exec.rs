@@ -37,13 +37,13 @@ const KEEP_BYTES: usize = limits::MAX_OUTPUT_BYTES as usize;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecArgs {
-    /// A shell command line, run with `bash -lc` (`sh -c` where the computer has no bash): pipes, redirections, `&&`, globs, `cd` and variables work. Give this or `argv`, not both.
+    /// A shell command line for bash, with the login profile's environment (`sh -c` where the computer has no bash): pipes, redirections, `&&`, globs, `cd` and variables work. Give this or `argv`, not both.
     pub command: Option<String>,
     /// The program and its arguments, run directly without a shell (a program name without `/` is looked up in PATH). Give this or `command`, not both.
     pub argv: Option<Vec<String>>,
     /// The working directory, an absolute path. Default: the work directory (HOME).
     pub cwd: Option<String>,
-    /// Environment variables to set, over PATH, HOME, USER and LOGNAME, e.g. {"DEBUG": "1"}. With `command`, the login shell's profile may set PATH again: to change PATH, write `PATH=/x:$PATH ...` in the command.
+    /// Environment variables to set, over PATH, HOME, USER, LOGNAME and (with `command`) the login profile's, e.g. {"DEBUG": "1"}.
     pub env: Option<BTreeMap<String, String>>,
     /// Text fed to the program's standard input, which is then closed (at most 512 KiB). Without it, stdin is empty.
     pub stdin: Option<String>,
@@ -86,7 +86,7 @@ pub struct ExecOutput {
 
 pub(crate) fn tool(name: &'static str, s: &ToolSettings) -> Tool {
     let description = format!(
-        "Run a command in the computer and wait for it to end. Give `command` (a shell command line, run with bash -lc: pipes, redirections, && and cd work) or `argv` (a program and its arguments, no shell). \
+        "Run a command in the computer and wait for it to end. Give `command` (a shell command line for bash with the login profile's environment, read once per computer: pipes, redirections, && and cd work) or `argv` (a program and its arguments, no shell). \
 Returns the exit code, stdout and stderr (as UTF-8 text) and whether it timed out. It runs in the work directory unless `cwd` says otherwise, with empty stdin unless `stdin` is given, and is ended after `timeout_ms` (default {} ms, at most {} ms). \
 Output over {} (stdout and stderr together) is cut in the middle, keeping the start and the end, and the output is saved to a file in the computer whose path the result gives (up to {} a stream; past that the result says what was lost): read or grep it there. \
 Nothing the command starts outlives it: for servers, watchers and programs that must keep running or need input while they run, use process_start.",
@@ -151,11 +151,11 @@ async fn plan(ctx: &ToolContext, a: ExecArgs) -> Result<Plan> {
             stdin.len()
         )));
     }
-    let argv = program(ctx, a.command, a.argv).await?;
+    let (argv, env) = program(ctx, a.command, a.argv, a.env).await?;
     Ok(Plan {
         argv,
         cwd: a.cwd,
-        env: a.env,
+        env,
         stdin: a.stdin,
         timeout_ms,
     })

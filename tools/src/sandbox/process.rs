@@ -46,7 +46,7 @@ fn id_error(doing: String, e: ClientError) -> ToolError {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessStartArgs {
-    /// A shell command line, run with `bash -lc` (`sh -c` where the computer has no bash). Give this or `argv`, not both.
+    /// A shell command line for bash, with the login profile's environment (`sh -c` where the computer has no bash). Give this or `argv`, not both.
     pub command: Option<String>,
     /// The program and its arguments, run directly without a shell. Give this or `command`, not both.
     pub argv: Option<Vec<String>>,
@@ -112,7 +112,7 @@ pub struct ProcessStartOutput {
 pub(crate) fn start_tool(name: &'static str, s: &ToolSettings) -> Tool {
     make_tool::<ProcessStartArgs, ProcessStartOutput>(
         name,
-        "Start a program that keeps running in the background (a server, a watcher, a long build, an interactive program) and return its id at once. Give `command` (a shell command line, run with bash -lc) or `argv`. \
+        "Start a program that keeps running in the background (a server, a watcher, a long build, an interactive program) and return its id at once. Give `command` (a shell command line for bash with the login profile's environment) or `argv`. \
 Then read its output with process_read, send it input with process_write, and stop it with process_signal; process_list shows every process. \
 With `pty` the program runs in a terminal (for shells, REPLs and programs that need one); without it, it gets a stdin pipe and its stdout and stderr are collected together, also in a log file whose path the result gives. \
 It runs until it ends, is signalled, or the computer ends. For a command that just runs to completion, use exec."
@@ -147,11 +147,11 @@ pub(crate) async fn start(ctx: &ToolContext, a: ProcessStartArgs) -> Result<Call
             rows: check_side("pty.rows", p.rows, DEFAULT_ROWS)?,
         }),
     };
-    let argv = program(ctx, a.command, a.argv).await?;
+    let (argv, env) = program(ctx, a.command, a.argv, a.env).await?;
     let base = ProcessStartParams {
         argv,
         cwd: a.cwd,
-        env: a.env,
+        env,
         pty,
         stdin: pty.is_none().then_some(true),
         ..Default::default()

@@ -290,3 +290,43 @@ async fn output_past_what_the_tool_keeps_says_exactly_what_was_kept() {
     assert_eq!(kept, v["stdout_bytes"].as_u64().unwrap());
     assert!(kept <= 360 * 1024, "{kept}");
 }
+
+/// `command` runs `bash -c` with the login profile's environment, read
+/// once per computer: a command sees what `bash -lc` would show it, and the
+/// call's own variables (PATH too) win over the profile's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_sees_the_login_environment_and_its_own_variables_win() {
+    let Some(s) = Sandbox::start().await else {
+        return;
+    };
+    // Drop what belongs to one shell, not to the environment.
+    let strip = "env | grep -v -E '^(_|SHLVL|PWD|OLDPWD)=' | sort";
+    let (_, by_command) = s.ok("exec", json!({"command": strip})).await;
+    let (_, by_login) = s
+        .ok("exec", json!({"argv": ["/bin/bash", "-lc", strip]}))
+        .await;
+    assert_eq!(by_command["stdout"], by_login["stdout"]);
+    assert!(
+        by_command["stdout"].as_str().unwrap().contains("PATH="),
+        "{by_command}"
+    );
+    let (_, v) = s
+        .ok(
+            "exec",
+            json!({"command": "printf '%s %s' \"$PATH\" \"$FOO\"", "env": {"PATH": "/only/here:/usr/bin:/bin", "FOO": "1"}}),
+        )
+        .await;
+    assert_eq!(v["stdout"], "/only/here:/usr/bin:/bin 1");
+    // A background process started by command gets it too.
+    let (_, p) = s
+        .ok(
+            "process_start",
+            json!({"command": "printf %s \"$HOME\"", "env": {"X": "y"}}),
+        )
+        .await;
+    let id = p["id"].as_str().unwrap().to_string();
+    let (_, r) = s
+        .ok("process_read", json!({"id": id, "wait_ms": 5000}))
+        .await;
+    assert!(r.to_string().contains(&s.home()), "{r}");
+}
