@@ -20,6 +20,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use computerd::client::DaemonClient;
+use computerd::protocol::{ScreenReadParams, ScreenShotParams};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
@@ -185,6 +187,40 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         assert_ne!(r.is_error, Some(true), "{r:?}");
     }
     let click = line("MCP computer left_click", &mut clicks);
+
+    // The daemon alone: screen.shot (and screen.read for the rest) on the
+    // same desktop's socket, what the stack adds to.
+    let sock = std::fs::read_dir(state.path().join("computers"))?
+        .flatten()
+        .map(|e| e.path().join("run/computerd.sock"))
+        .find(|p| p.exists())
+        .expect("the desktop's socket");
+    let daemon = DaemonClient::new(tokio::net::UnixStream::connect(&sock).await?);
+    let mut direct = Vec::new();
+    let mut size = 0;
+    for _ in 0..n {
+        let t = Instant::now();
+        let r = daemon.call(&ScreenShotParams { region: None }).await?;
+        let mut got = r.data.len() as u64;
+        while got < r.size {
+            let more = daemon
+                .call(&ScreenReadParams {
+                    id: r.id.clone(),
+                    offset: got,
+                    max_bytes: None,
+                })
+                .await?;
+            got += more.data.len() as u64;
+        }
+        direct.push(t.elapsed());
+        size = r.size;
+    }
+    let direct_med = line("daemon only: screen.shot 1280x800 PNG", &mut direct);
+    println!(
+        "  (a {size}-byte PNG; the MCP stack adds {:.3} ms to it)",
+        ms(shot) - ms(direct_med)
+    );
+    daemon.close();
     client.cancel().await?;
 
     // The demos' way: a process per action, on a host display.

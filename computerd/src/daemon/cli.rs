@@ -244,9 +244,9 @@ fn start_desktop(
         return Ok(None);
     };
     let x = daemon::desktop::start(path, screen).map_err(StartError::Desktop)?;
-    // SAFETY: init has one thread here (the runtime starts later, and the
-    // reader of Xvfb's display number was joined), so nothing reads the
-    // environment while it changes.
+    // SAFETY: init has one thread here (the runtime starts later; Xvfb's
+    // display number was read by a poll on this thread), so nothing reads
+    // the environment while it changes.
     unsafe { std::env::set_var("DISPLAY", &x.display) };
     Ok(Some(x))
 }

@@ -57,6 +57,41 @@ pub fn parse_display(said: &[u8]) -> Result<String, String> {
     Ok(format!(":{text}"))
 }
 
+/// What Xvfb writes on `-displayfd`, up to its newline (at most 16
+/// bytes), waiting at most [`START_WAIT`] in all. A poll, not a thread:
+/// init has one thread here, and the daemon stays small.
+fn read_display(out: &mut ChildStdout) -> Result<Vec<u8>, String> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let until = std::time::Instant::now() + START_WAIT;
+    let mut said = Vec::new();
+    let mut byte = [0u8; 1];
+    while said.len() < 16 {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        let timeout = PollTimeout::try_from(left.as_millis() as i32).unwrap_or(PollTimeout::MAX);
+        let mut fds = [PollFd::new(out.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, timeout) {
+            Ok(0) => {
+                return Err(format!(
+                    "Xvfb did not say its display within {} s",
+                    START_WAIT.as_secs()
+                ));
+            }
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(format!("waiting for Xvfb's display failed: {e}")),
+        }
+        match out.read(&mut byte) {
+            Ok(1) if byte[0] == b'\n' => break,
+            Ok(1) => said.push(byte[0]),
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("reading Xvfb's display failed: {e}")),
+        }
+    }
+    Ok(said)
+}
+
 /// Start Xvfb at `path` with `screen` and wait (bounded) until it says its
 /// display, which it does once it listens.
 pub fn start(path: &Path, screen: Screen) -> Result<Xvfb, String> {
@@ -79,40 +114,15 @@ pub fn start(path: &Path, screen: Screen) -> Result<Xvfb, String> {
         let _ = child.wait();
         return Err("Xvfb's stdout was not a pipe".into());
     };
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut said = Vec::new();
-        let mut byte = [0u8; 1];
-        while said.len() < 16 {
-            match out.read(&mut byte) {
-                Ok(1) if byte[0] == b'\n' => break,
-                Ok(1) => said.push(byte[0]),
-                _ => break,
-            }
-        }
-        let _ = tx.send((said, out));
-    });
-    let got = rx.recv_timeout(START_WAIT);
     let fail = |child: &mut std::process::Child, why: String| {
         let _ = child.kill();
         let _ = child.wait();
         why
     };
-    let (said, out) = match got {
-        Ok(g) => g,
-        Err(_) => {
-            let why = fail(
-                &mut child,
-                format!(
-                    "Xvfb did not say its display within {} s",
-                    START_WAIT.as_secs()
-                ),
-            );
-            let _ = reader.join();
-            return Err(why);
-        }
+    let said = match read_display(&mut out) {
+        Ok(said) => said,
+        Err(why) => return Err(fail(&mut child, why)),
     };
-    let _ = reader.join();
     let name = match parse_display(&said) {
         Ok(d) => d,
         Err(e) => {
