@@ -56,6 +56,11 @@ pub struct InitArgs {
     /// than 0 that no other process holds.
     #[arg(long)]
     pub own_network: bool,
+    /// Relay 127.0.0.1:3128 to the egress proxy's socket at PATH and give
+    /// every program HTTP_PROXY, HTTPS_PROXY, ALL_PROXY (and lower case)
+    /// naming it, with NO_PROXY=localhost,127.0.0.1,::1.
+    #[arg(long, value_name = "PATH")]
+    pub egress: Option<PathBuf>,
 }
 
 impl InitArgs {
@@ -67,6 +72,7 @@ impl InitArgs {
             socket: socket.into(),
             user: None,
             own_network: false,
+            egress: None,
         }
     }
 
@@ -83,6 +89,9 @@ impl InitArgs {
         }
         if self.own_network {
             a.word("--own-network");
+        }
+        if let Some(e) = &self.egress {
+            a.flag("--egress", e);
         }
         a.0
     }
@@ -131,6 +140,11 @@ pub struct SandboxArgs {
     /// a uid no other process has, it counts the computer's alone.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(16..=32768))]
     pub max_procs: Option<u64>,
+    /// The egress proxy's socket directory on the host (absolute,
+    /// existing), bound read-only at /run/egress; init's --egress names
+    /// the socket there.
+    #[arg(long, value_name = "DIR")]
+    pub egress: Option<PathBuf>,
     #[command(flatten)]
     pub init: InitCommand,
 }
@@ -146,6 +160,7 @@ impl SandboxArgs {
             binds: Vec::new(),
             cgroups: Vec::new(),
             max_procs: None,
+            egress: None,
             init: InitCommand(init),
         }
     }
@@ -165,6 +180,9 @@ impl SandboxArgs {
         }
         if let Some(n) = self.max_procs {
             a.flag("--max-procs", n.to_string());
+        }
+        if let Some(e) = &self.egress {
+            a.flag("--egress", e);
         }
         a.word("--");
         a.0.extend(self.init.0.to_args());
@@ -343,6 +361,99 @@ impl ProbeArgs {
     }
 }
 
+/// `computerd egress`'s flags: a computer's egress proxy (see
+/// `computerd::daemon::egress`). The list is checked as
+/// [`crate::protocol::egress::Allowlist::parse`] checks it.
+#[derive(Args, Clone, Debug, PartialEq, Eq)]
+pub struct EgressArgs {
+    /// A list entry: a name (pypi.org), a wildcard (*.pythonhosted.org),
+    /// a CIDR (93.184.215.0/24), or * alone for every public host.
+    /// Repeatable; reached on ports 80 and 443 only.
+    #[arg(long = "allow", value_name = "ENTRY", required = true)]
+    pub allow: Vec<String>,
+    /// When the proxy stops (RFC 3339): every connection ends then.
+    #[arg(long, value_name = "TIME")]
+    pub deadline: Time,
+    /// The unix socket to listen on (0600, or 0660 with --client-gid).
+    #[arg(long, value_name = "PATH")]
+    pub socket: PathBuf,
+    /// Start as root, bind the socket, then become uid:gid (no groups,
+    /// no_new_privs); never 0.
+    #[arg(long, value_name = "UID:GID")]
+    pub user: Option<UserSpec>,
+    /// The group the socket is shared with (mode 0660): the computer's.
+    #[arg(long, value_name = "GID")]
+    pub client_gid: Option<u32>,
+    /// An address of this host that no interface shows (a NAT'd public
+    /// IP), refused as this-host like the interfaces' own. Repeatable.
+    #[arg(long = "host-address", value_name = "IP")]
+    pub host_addresses: Vec<std::net::IpAddr>,
+    /// The words a refusal ends with: how to allow a host (printable ASCII).
+    #[arg(long, value_name = "WORDS")]
+    pub hint: Option<String>,
+    /// End when this process (the computer's first) ends.
+    #[arg(long, value_name = "PID")]
+    pub with_pid: Option<i32>,
+    /// The DNS server names are asked of, instead of /etc/resolv.conf's
+    /// (for tests and embedders). Repeatable.
+    #[arg(long = "resolver", value_name = "IP:PORT")]
+    pub resolvers: Vec<std::net::SocketAddr>,
+    /// A cgroup directory the proxy joins before anything else. Repeatable.
+    #[arg(long = "cgroup", value_name = "DIR")]
+    pub cgroups: Vec<PathBuf>,
+}
+
+impl EgressArgs {
+    /// A proxy for `allow` until `deadline` on `socket`, the rest unset.
+    pub fn new(allow: Vec<String>, deadline: Time, socket: impl Into<PathBuf>) -> Self {
+        Self {
+            allow,
+            deadline,
+            socket: socket.into(),
+            user: None,
+            client_gid: None,
+            host_addresses: Vec::new(),
+            hint: None,
+            with_pid: None,
+            resolvers: Vec::new(),
+            cgroups: Vec::new(),
+        }
+    }
+
+    /// `egress --allow … --deadline … --socket …` and the flags set.
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut a = Argv::new("egress");
+        for e in &self.allow {
+            // `=` so an entry is never taken for a flag.
+            a.word(&format!("--allow={e}"));
+        }
+        a.flag("--deadline", self.deadline.to_string());
+        a.flag("--socket", &self.socket);
+        if let Some(u) = self.user {
+            a.flag("--user", u.to_string());
+        }
+        if let Some(g) = self.client_gid {
+            a.flag("--client-gid", g.to_string());
+        }
+        for h in &self.host_addresses {
+            a.flag("--host-address", h.to_string());
+        }
+        if let Some(h) = &self.hint {
+            a.word(&format!("--hint={h}"));
+        }
+        if let Some(p) = self.with_pid {
+            a.flag("--with-pid", p.to_string());
+        }
+        for r in &self.resolvers {
+            a.flag("--resolver", r.to_string());
+        }
+        for c in &self.cgroups {
+            a.flag("--cgroup", c);
+        }
+        a.0
+    }
+}
+
 /// `computerd sandbox --help`: what the sandbox gives, and its security model.
 const SANDBOX_ABOUT: &str = "\
 Run `computerd init` on this host, isolated with namespaces, as bubblewrap
@@ -410,6 +521,10 @@ pub enum Command {
     Spare(SpareArgs),
     /// Bridge stdin/stdout to init's socket (waits up to 3 s for it).
     Stdio(StdioArgs),
+    /// A computer's egress proxy, outside it: HTTP (CONNECT and plain) and
+    /// SOCKS5 CONNECT on a unix socket, to the hosts of its list only, on
+    /// ports 80 and 443, after checking every address a name resolves to.
+    Egress(EgressArgs),
 }
 
 impl Command {
@@ -421,6 +536,7 @@ impl Command {
             Command::Sandbox(a) => a.to_args(),
             Command::Spare(a) => a.to_args(),
             Command::Stdio(a) => a.to_args(),
+            Command::Egress(a) => a.to_args(),
         }
     }
 }
@@ -443,6 +559,11 @@ impl From<SandboxArgs> for Command {
 impl From<StdioArgs> for Command {
     fn from(a: StdioArgs) -> Self {
         Command::Stdio(a)
+    }
+}
+impl From<EgressArgs> for Command {
+    fn from(a: EgressArgs) -> Self {
+        Command::Egress(a)
     }
 }
 impl From<ProbeArgs> for Command {
@@ -576,6 +697,7 @@ mod tests {
                 gid: 40001,
             }),
             own_network: true,
+            egress: Some("/run/egress/egress.sock".into()),
         }
     }
 
@@ -603,6 +725,7 @@ mod tests {
                 "/sys/fs/cgroup/memory/c1".into(),
             ],
             max_procs: Some(512),
+            egress: Some("/srv/c1/egress".into()),
             init: InitCommand(every_init_field()),
         };
         round_trip(every_init_field().into());
@@ -629,6 +752,35 @@ mod tests {
         round_trip(
             StdioArgs {
                 socket: "/srv/c1/run/s.sock".into(),
+            }
+            .into(),
+        );
+        round_trip(
+            EgressArgs {
+                allow: vec![
+                    "pypi.org".into(),
+                    "*.pythonhosted.org".into(),
+                    "93.184.215.0/24".into(),
+                    "--x".into(),
+                ],
+                deadline: at("2026-12-01T10:00:00Z"),
+                socket: "/srv/c1/egress/egress.sock".into(),
+                user: Some(UserSpec {
+                    uid: 40002,
+                    gid: 40002,
+                }),
+                client_gid: Some(40001),
+                host_addresses: vec![
+                    "93.184.215.14".parse().unwrap(),
+                    "2001:db8::1".parse().unwrap(),
+                ],
+                hint: Some("--ask the operator".into()),
+                with_pid: Some(4242),
+                resolvers: vec![
+                    "10.0.0.2:53".parse().unwrap(),
+                    "[::1]:5353".parse().unwrap(),
+                ],
+                cgroups: vec!["/sys/fs/cgroup/pids/c1-egress".into()],
             }
             .into(),
         );

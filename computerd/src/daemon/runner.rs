@@ -99,6 +99,9 @@ pub fn prepare(
     vars.insert("HOME".into(), home);
     vars.insert("USER".into(), name.clone());
     vars.insert("LOGNAME".into(), name);
+    for (k, v) in &daemon.identity.extra_env {
+        vars.insert(k.clone(), v.clone());
+    }
     if let Some(env) = env {
         for (k, v) in env {
             if k.is_empty() || k.contains('=') || k.contains('\0') {
