@@ -292,13 +292,15 @@ pub fn classify(ip: IpAddr) -> Class {
 }
 
 /// The class of an address for a proxy on a host whose own addresses are
-/// `own`: [`Class::ThisHost`] for one of them, else [`classify`].
+/// `own`: [`classify`]'s, and [`Class::ThisHost`] for a public address
+/// that is one of them.
 pub fn classify_on(ip: IpAddr, own: &[IpAddr]) -> Class {
+    let class = classify(ip);
     let c = canonical(ip);
-    if own.iter().any(|o| canonical(*o) == c) {
+    if class == Class::Public && own.iter().any(|o| canonical(*o) == c) {
         return Class::ThisHost;
     }
-    classify(ip)
+    class
 }
 
 /// An IPv4-mapped IPv6 address as the IPv4 address it is; every other
