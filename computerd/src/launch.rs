@@ -363,45 +363,64 @@ impl ProbeArgs {
 
 /// `computerd egress`'s flags: a computer's egress proxy (see
 /// `computerd::daemon::egress`). The list is checked as
-/// [`crate::protocol::egress::Allowlist::parse`] checks it.
-#[derive(Args, Clone, Debug, PartialEq, Eq)]
+/// [`crate::protocol::egress::Allowlist::parse`] checks it. Parsed by hand
+/// ([`EgressArgs::parse`]), not by clap's derive, which costs the static
+/// binary tens of KiB for ten flags; [`EGRESS_ABOUT`] is its help.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EgressArgs {
-    /// A list entry: a name (pypi.org), a wildcard (*.pythonhosted.org),
-    /// a CIDR (93.184.215.0/24), or * alone for every public host.
-    /// Repeatable; reached on ports 80 and 443 only.
-    #[arg(long = "allow", value_name = "ENTRY", required = true)]
+    /// `--allow ENTRY`, repeated: a name, a `*.suffix` wildcard, a CIDR,
+    /// or `*` alone for every public host.
     pub allow: Vec<String>,
-    /// When the proxy stops (RFC 3339): every connection ends then.
-    #[arg(long, value_name = "TIME")]
+    /// `--deadline TIME`: every connection ends then.
     pub deadline: Time,
-    /// The unix socket to listen on (0600, or 0660 with --client-gid).
-    #[arg(long, value_name = "PATH")]
+    /// `--socket PATH`: made 0600, or 0660 with `client_gid`.
     pub socket: PathBuf,
-    /// Start as root, bind the socket, then become uid:gid (no groups,
-    /// no_new_privs); never 0.
-    #[arg(long, value_name = "UID:GID")]
+    /// `--user UID:GID`: bind as root, then become this user (never 0).
     pub user: Option<UserSpec>,
-    /// The group the socket is shared with (mode 0660): the computer's.
-    #[arg(long, value_name = "GID")]
+    /// `--client-gid GID`: the socket's group (the computer's).
     pub client_gid: Option<u32>,
-    /// An address of this host that no interface shows (a NAT'd public
-    /// IP), refused as this-host like the interfaces' own. Repeatable.
-    #[arg(long = "host-address", value_name = "IP")]
+    /// `--host-address IP`, repeated: this host's addresses beyond its
+    /// interfaces', refused as this-host.
     pub host_addresses: Vec<std::net::IpAddr>,
-    /// The words a refusal ends with: how to allow a host (printable ASCII).
-    #[arg(long, value_name = "WORDS")]
+    /// `--hint WORDS`: what a refusal ends with.
     pub hint: Option<String>,
-    /// End when this process (the computer's first) ends.
-    #[arg(long, value_name = "PID")]
+    /// `--with-pid PID`: end when that process ends.
     pub with_pid: Option<i32>,
-    /// The DNS server names are asked of, instead of /etc/resolv.conf's
-    /// (for tests and embedders). Repeatable.
-    #[arg(long = "resolver", value_name = "IP:PORT")]
+    /// `--resolver IP:PORT`, repeated: instead of /etc/resolv.conf's.
     pub resolvers: Vec<std::net::SocketAddr>,
-    /// A cgroup directory the proxy joins before anything else. Repeatable.
-    #[arg(long = "cgroup", value_name = "DIR")]
+    /// `--cgroup DIR`, repeated: joined before anything else.
     pub cgroups: Vec<PathBuf>,
 }
+
+/// `computerd egress --help`.
+pub const EGRESS_ABOUT: &str = "\
+A computer's egress proxy, outside it: HTTP (CONNECT and absolute-URI plain
+HTTP) and SOCKS5 CONNECT on a unix socket, to the hosts of its list only, on
+ports 80 and 443, after checking every address a name resolves to.
+
+  --allow ENTRY        a name (pypi.org), a wildcard (*.pythonhosted.org), a
+                       CIDR (93.184.215.0/24), or * alone for every public
+                       host; repeat for more (at least one)
+  --deadline TIME      when it stops (RFC 3339): every connection ends then
+  --socket PATH        the unix socket (0600, or 0660 with --client-gid)
+  --user UID:GID       start as root, bind, then become UID:GID (no groups,
+                       no_new_privs); never 0
+  --client-gid GID     the group the socket is shared with (the computer's)
+  --host-address IP    an address of this host no interface shows (a NAT'd
+                       public IP), refused as this-host; repeatable
+  --hint WORDS         what a refusal ends with: how to allow a host
+  --with-pid PID       end when this process (the computer's first) ends
+  --resolver IP:PORT   the DNS server asked instead of /etc/resolv.conf's
+                       (tests and embedders); repeatable
+  --cgroup DIR         a cgroup directory joined first; repeatable
+
+A name off the list is refused before any lookup; a listed name is resolved
+once and every answer checked (private, loopback, link-local, metadata,
+multicast, reserved, documentation and this host's own addresses refused, in
+every spelling); the checked address is the one dialled. Each decision is one
+log line on stderr: host, port, address and class, never a path or header.";
+
+const EGRESS_ARG: &str = "egress_args";
 
 impl EgressArgs {
     /// A proxy for `allow` until `deadline` on `socket`, the rest unset.
@@ -418,6 +437,101 @@ impl EgressArgs {
             resolvers: Vec::new(),
             cgroups: Vec::new(),
         }
+    }
+
+    /// Parse `egress`'s flags (what follows the word `egress`), each as
+    /// `--flag VALUE` or `--flag=VALUE`.
+    pub fn parse(argv: &[OsString]) -> Result<Self, clap::Error> {
+        use clap::error::ErrorKind;
+        let err =
+            |kind: ErrorKind, m: String| clap::Error::raw(kind, format!("computerd egress: {m}"));
+        fn value<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, clap::Error>
+        where
+            T::Err: std::fmt::Display,
+        {
+            v.parse::<T>().map_err(|e| {
+                clap::Error::raw(
+                    clap::error::ErrorKind::InvalidValue,
+                    format!("computerd egress: {flag} {v:?}: {e}"),
+                )
+            })
+        }
+        let (mut allow, mut deadline, mut socket) = (Vec::new(), None, None);
+        let mut a = EgressArgs {
+            allow: Vec::new(),
+            deadline: Time::from_now(std::time::Duration::ZERO),
+            socket: PathBuf::new(),
+            user: None,
+            client_gid: None,
+            host_addresses: Vec::new(),
+            hint: None,
+            with_pid: None,
+            resolvers: Vec::new(),
+            cgroups: Vec::new(),
+        };
+        let mut i = 0;
+        while i < argv.len() {
+            let word = argv[i].to_str().ok_or_else(|| {
+                err(
+                    ErrorKind::InvalidUtf8,
+                    format!("{:?} is not UTF-8", argv[i]),
+                )
+            })?;
+            if word == "--help" || word == "-h" {
+                return Err(clap::Error::raw(
+                    ErrorKind::DisplayHelp,
+                    format!("{EGRESS_ABOUT}\n"),
+                ));
+            }
+            let (flag, inline) = match word.split_once('=') {
+                Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+                _ => (word, None),
+            };
+            let v = match inline {
+                Some(v) => v,
+                None => {
+                    i += 1;
+                    argv.get(i)
+                        .and_then(|v| v.to_str())
+                        .map(String::from)
+                        .ok_or_else(|| {
+                            err(ErrorKind::InvalidValue, format!("{flag} needs a value"))
+                        })?
+                }
+            };
+            match flag {
+                "--allow" => allow.push(v),
+                "--deadline" => deadline = Some(value::<Time>(flag, &v)?),
+                "--socket" => socket = Some(PathBuf::from(v)),
+                "--user" => a.user = Some(value(flag, &v)?),
+                "--client-gid" => a.client_gid = Some(value(flag, &v)?),
+                "--host-address" => a.host_addresses.push(value(flag, &v)?),
+                "--hint" => a.hint = Some(v),
+                "--with-pid" => a.with_pid = Some(value(flag, &v)?),
+                "--resolver" => a.resolvers.push(value(flag, &v)?),
+                "--cgroup" => a.cgroups.push(PathBuf::from(v)),
+                other => {
+                    return Err(err(
+                        ErrorKind::UnknownArgument,
+                        format!("{other} is not a flag of egress (see computerd egress --help)"),
+                    ));
+                }
+            }
+            i += 1;
+        }
+        let missing = |f: &str| {
+            err(
+                ErrorKind::MissingRequiredArgument,
+                format!("{f} is required"),
+            )
+        };
+        if allow.is_empty() {
+            return Err(missing("--allow"));
+        }
+        a.allow = allow;
+        a.deadline = deadline.ok_or_else(|| missing("--deadline"))?;
+        a.socket = socket.ok_or_else(|| missing("--socket"))?;
+        Ok(a)
     }
 
     /// `egress --allow … --deadline … --socket …` and the flags set.
@@ -451,6 +565,40 @@ impl EgressArgs {
             a.flag("--cgroup", c);
         }
         a.0
+    }
+}
+
+impl FromArgMatches for EgressArgs {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let argv: Vec<OsString> = m
+            .get_many::<OsString>(EGRESS_ARG)
+            .map(|v| v.cloned().collect())
+            .unwrap_or_default();
+        Self::parse(&argv)
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl Args for EgressArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        cmd.disable_help_flag(true).arg(
+            Arg::new(EGRESS_ARG)
+                .value_name("FLAGS")
+                .help("see computerd egress --help")
+                .num_args(0..)
+                .trailing_var_arg(true)
+                .allow_hyphen_values(true)
+                .action(ArgAction::Append)
+                .value_parser(clap::value_parser!(OsString)),
+        )
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
     }
 }
 

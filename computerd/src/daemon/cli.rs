@@ -27,6 +27,13 @@ pub fn run(args: &[OsString]) -> i32 {
     if args.first().is_some_and(|a| a == "guard") {
         return daemon::guard::main(args.get(1).cloned());
     }
+    if args.first().is_some_and(|a| a == "egress")
+        && args.iter().skip(1).any(|a| a == "--help" || a == "-h")
+    {
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout(), "{}", launch::EGRESS_ABOUT);
+        return 0;
+    }
     let command = match launch::parse(args) {
         Ok(c) => c,
         Err(e) => {

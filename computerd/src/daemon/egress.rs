@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 
 use crate::protocol::egress::{Allowlist, Class, DEFAULT_HINT, Host, PORTS, classify_on};
@@ -48,8 +48,6 @@ pub const HEAD_WAIT: Duration = Duration::from_secs(30);
 pub const IDLE: Duration = Duration::from_secs(300);
 /// How long the dial of one host may take, over all its addresses.
 pub const DIAL_WAIT: Duration = Duration::from_secs(10);
-/// The relay's buffer, each way.
-const BUF: usize = 64 * 1024;
 
 /// What the proxy runs with, checked.
 #[derive(Clone, Debug)]
@@ -211,15 +209,18 @@ pub fn own_addresses() -> Vec<IpAddr> {
     if let Ok(addrs) = nix::ifaddrs::getifaddrs() {
         for a in addrs {
             let Some(addr) = a.address else { continue };
-            if let Some(v4) = addr.as_sockaddr_in() {
-                out.push(IpAddr::V4(v4.ip()));
+            let ip = if let Some(v4) = addr.as_sockaddr_in() {
+                IpAddr::V4(v4.ip())
             } else if let Some(v6) = addr.as_sockaddr_in6() {
-                out.push(IpAddr::V6(v6.ip()));
+                IpAddr::V6(v6.ip())
+            } else {
+                continue;
+            };
+            if !out.contains(&ip) {
+                out.push(ip);
             }
         }
     }
-    out.sort();
-    out.dedup();
     out
 }
 
@@ -481,7 +482,7 @@ impl Proxy {
         let class = r.class.map(Class::as_str).unwrap_or("-");
         tracing::info!(
             "egress refuse host={} port={port} address={addr} class={class} rule={}",
-            host.escape_debug(),
+            printable(host),
             r.rule
         );
     }
@@ -603,6 +604,21 @@ async fn http(mut client: UnixStream, first: u8, proxy: &Proxy) {
     relay(client, upstream, rest).await;
 }
 
+/// A program's text as it may go into a log line or a reply: printable
+/// ASCII, anything else a `?`, at most 255 bytes.
+fn printable(s: &str) -> String {
+    s.bytes()
+        .take(255)
+        .map(|b| {
+            if (0x20..0x7f).contains(&b) {
+                b as char
+            } else {
+                '?'
+            }
+        })
+        .collect()
+}
+
 fn authority_text(a: &Authority) -> String {
     if a.port == 80 {
         a.host.to_string()
@@ -634,7 +650,7 @@ fn check_plain(h: &head::Head, auth: &Authority) -> Option<Refusal> {
                 "host-header",
                 format!(
                     "the Host header names {}, another host than the request line's {}: a request reaches only the host its request line names, so send Host: {}",
-                    v.escape_debug(),
+                    printable(v),
                     authority_text(auth),
                     authority_text(auth)
                 ),
@@ -775,50 +791,48 @@ async fn read_more(
 }
 
 /// Carry bytes both ways until both ends are done or [`IDLE`] passes with
-/// none; `early` (bytes the program sent past its head) goes first.
-async fn relay(client: UnixStream, upstream: TcpStream, early: Vec<u8>) {
-    let (cr, mut cw) = client.into_split();
-    let (ur, mut uw) = upstream.into_split();
-    let born = tokio::time::Instant::now();
-    let last = AtomicU64::new(0);
-    if !early.is_empty() && uw.write_all(&early).await.is_err() {
+/// none either way (read from the upstream socket's TCP_INFO); `early`
+/// (bytes the program sent past its head) goes first.
+async fn relay(mut client: UnixStream, mut upstream: TcpStream, early: Vec<u8>) {
+    if !early.is_empty() && upstream.write_all(&early).await.is_err() {
         return;
     }
-    let up = pump(cr, &mut uw, &last, born);
-    let down = pump(ur, &mut cw, &last, born);
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&upstream);
     let idle = async {
         loop {
-            let seen = born + Duration::from_millis(last.load(Ordering::Relaxed));
-            let due = seen + IDLE;
-            if tokio::time::Instant::now() >= due {
+            let quiet = quiet_for(fd).unwrap_or(Duration::ZERO);
+            if quiet >= IDLE {
                 return;
             }
-            tokio::time::sleep_until(due).await;
+            tokio::time::sleep(IDLE - quiet).await;
         }
     };
+    // The same instantiation as init's relay (TCP first, then unix).
     tokio::select! {
-        _ = async { tokio::join!(up, down) } => {}
+        _ = tokio::io::copy_bidirectional(&mut upstream, &mut client) => {}
         _ = idle => {}
     }
 }
 
-async fn pump<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
-    mut from: R,
-    to: &mut W,
-    last: &AtomicU64,
-    born: tokio::time::Instant,
-) {
-    let mut buf = vec![0u8; BUF];
-    loop {
-        match from.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if to.write_all(&buf[..n]).await.is_err() {
-                    break;
-                }
-                last.store(born.elapsed().as_millis() as u64, Ordering::Relaxed);
-            }
-        }
-    }
-    let _ = to.shutdown().await;
+/// How long a TCP socket has neither sent nor received data.
+fn quiet_for(fd: std::os::fd::RawFd) -> Option<Duration> {
+    // SAFETY: tcp_info is plain data; zeroed is a valid value of it.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `info`, which
+    // lives for the call; `fd` is the caller's open socket.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then(|| {
+        Duration::from_millis(u64::from(
+            info.tcpi_last_data_sent.min(info.tcpi_last_data_recv),
+        ))
+    })
 }

@@ -554,8 +554,18 @@ impl Allowlist {
         list.names.dedup();
         list.suffixes.sort();
         list.suffixes.dedup();
-        list.cidrs.sort();
-        list.cidrs.dedup();
+        // By their text: no sort of another element type is compiled in.
+        let mut texts: Vec<String> = list.cidrs.iter().map(Cidr::to_string).collect();
+        texts.sort();
+        let mut cidrs: Vec<Cidr> = Vec::with_capacity(texts.len());
+        for t in &texts {
+            if let Ok(c) = Cidr::parse(t)
+                && !cidrs.contains(&c)
+            {
+                cidrs.push(c);
+            }
+        }
+        list.cidrs = cidrs;
         Ok(list)
     }
 
@@ -843,8 +853,8 @@ mod tests {
             [
                 "pypi.org",
                 "*.pythonhosted.org",
-                "93.184.215.0/24",
-                "2606:2800::/32"
+                "2606:2800::/32",
+                "93.184.215.0/24"
             ]
         );
         assert!(l.allows_name("pypi.org"));
