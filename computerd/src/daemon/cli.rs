@@ -234,7 +234,8 @@ fn init_main(args: InitArgs) -> Result<i32, StartError> {
         .build()
         .map_err(|e| StartError::Runtime("init", e))?;
     if let (Some(listener), Some(to)) = (relay, egress) {
-        rt.spawn(daemon::egress::relay::serve(listener, to));
+        let _guard = rt.enter();
+        daemon::egress::spawn(daemon::egress::relay::serve(listener, to));
     }
     Ok(rt.block_on(init::serve(daemon, socket)))
 }

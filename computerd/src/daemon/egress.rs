@@ -260,7 +260,7 @@ struct Proxy {
 
 async fn accept_loop(listener: tokio::net::UnixListener, proxy: Arc<Proxy>) {
     loop {
-        let mut stream = match listener.accept().await {
+        let stream = match listener.accept().await {
             Ok((s, _)) => s,
             Err(e) => {
                 tracing::warn!("egress: accept failed: {e}");
@@ -282,18 +282,26 @@ async fn accept_loop(listener: tokio::net::UnixListener, proxy: Arc<Proxy>) {
                     )
                 };
                 tracing::info!("egress refuse rule=bound {words}");
-                tokio::spawn(async move {
-                    let _ = stream.write_all(&http_reply(503, &words)).await;
-                });
+                // A few hundred bytes into a fresh socket's buffer: never
+                // blocks, so no task of its own.
+                let _ = stream.try_write(&http_reply(503, &words));
+                drop(stream);
                 continue;
             }
         };
         let proxy = Arc::clone(&proxy);
-        tokio::spawn(async move {
+        spawn(async move {
             serve(stream, &proxy).await;
             drop(permit);
         });
     }
+}
+
+/// Every task of the proxy and of init's relay is one boxed type, so the
+/// runtime's task code is compiled once for all of them.
+pub fn spawn(f: impl std::future::Future<Output = ()> + Send + 'static) {
+    let f: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = Box::pin(f);
+    tokio::spawn(f);
 }
 
 /// A refusal: the rule, the log's fields, the words the program sees.

@@ -53,7 +53,7 @@ pub async fn serve(listener: std::net::TcpListener, socket: PathBuf) {
             continue;
         };
         let socket = socket.clone();
-        tokio::spawn(async move {
+        super::spawn(async move {
             let _ = tcp.set_nodelay(true);
             match UnixStream::connect(&socket).await {
                 Ok(mut unix) => {
