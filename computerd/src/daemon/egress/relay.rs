@@ -57,7 +57,13 @@ pub async fn serve(listener: std::net::TcpListener, socket: PathBuf) {
             let _ = tcp.set_nodelay(true);
             match UnixStream::connect(&socket).await {
                 Ok(mut unix) => {
-                    let _ = tokio::io::copy_bidirectional(&mut tcp, &mut unix).await;
+                    let _ = tokio::io::copy_bidirectional_with_sizes(
+                        &mut tcp,
+                        &mut unix,
+                        super::RELAY_BUF,
+                        super::RELAY_BUF,
+                    )
+                    .await;
                 }
                 Err(e) => {
                     tracing::warn!(
