@@ -523,7 +523,7 @@ async fn http(mut client: UnixStream, first: u8, proxy: &Proxy) {
         if buf.len() > head::MAX_HEAD {
             let words = format!("the request head is over {} bytes", head::MAX_HEAD);
             tracing::info!("egress refuse rule=head-size");
-            let _ = client.write_all(&http_reply(431, &words)).await;
+            refuse_http(&mut client, 431, &words).await;
             return;
         }
         let mut chunk = [0u8; 4096];
@@ -532,7 +532,7 @@ async fn http(mut client: UnixStream, first: u8, proxy: &Proxy) {
             Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
             Err(_) => {
                 let words = format!("the request head did not come within {HEAD_WAIT:?}");
-                let _ = client.write_all(&http_reply(408, &words)).await;
+                refuse_http(&mut client, 408, &words).await;
                 return;
             }
         }
@@ -542,7 +542,7 @@ async fn http(mut client: UnixStream, first: u8, proxy: &Proxy) {
         Ok(h) => h,
         Err(e) => {
             tracing::info!("egress refuse rule=head status={}", e.status);
-            let _ = client.write_all(&http_reply(e.status, &e.words)).await;
+            refuse_http(&mut client, e.status, &e.words).await;
             return;
         }
     };
@@ -551,14 +551,14 @@ async fn http(mut client: UnixStream, first: u8, proxy: &Proxy) {
             Ok(a) => a,
             Err(why) => {
                 let words = format!("CONNECT {}: {why} (CONNECT host:port)", h.target);
-                let _ = client.write_all(&http_reply(400, &words)).await;
+                refuse_http(&mut client, 400, &words).await;
                 return;
             }
         };
         let upstream = match open(proxy, &auth.host_text, auth.port).await {
             Ok(u) => u,
             Err(r) => {
-                let _ = client.write_all(&http_reply(r.status, &r.words)).await;
+                refuse_http(&mut client, r.status, &r.words).await;
                 return;
             }
         };
@@ -576,19 +576,19 @@ async fn http(mut client: UnixStream, first: u8, proxy: &Proxy) {
         Ok(x) => x,
         Err(why) => {
             tracing::info!("egress refuse rule=target");
-            let _ = client.write_all(&http_reply(400, &why)).await;
+            refuse_http(&mut client, 400, &why).await;
             return;
         }
     };
     if let Some(r) = check_plain(&h, &auth) {
         proxy.log_refuse(&auth.host_text, auth.port, &r);
-        let _ = client.write_all(&http_reply(r.status, &r.words)).await;
+        refuse_http(&mut client, r.status, &r.words).await;
         return;
     }
     let mut upstream = match open(proxy, &auth.host_text, auth.port).await {
         Ok(u) => u,
         Err(r) => {
-            let _ = client.write_all(&http_reply(r.status, &r.words)).await;
+            refuse_http(&mut client, r.status, &r.words).await;
             return;
         }
     };
@@ -628,6 +628,25 @@ fn printable(s: &str) -> String {
             }
         })
         .collect()
+}
+
+/// Send a refusal and end the connection: the program's unread bytes
+/// (a head past its bound) are drained a little first, so the reply is
+/// read rather than lost to a reset.
+async fn refuse_http(client: &mut UnixStream, status: u16, words: &str) {
+    if client.write_all(&http_reply(status, words)).await.is_err() {
+        return;
+    }
+    let _ = client.shutdown().await;
+    let mut sink = [0u8; 4096];
+    let until = tokio::time::Instant::now() + Duration::from_secs(1);
+    let mut left = 256 * 1024;
+    while left > 0 {
+        match tokio::time::timeout_at(until, client.read(&mut sink)).await {
+            Ok(Ok(n)) if n > 0 => left -= n.min(left),
+            _ => break,
+        }
+    }
 }
 
 fn authority_text(a: &Authority) -> String {
