@@ -56,14 +56,8 @@ pub async fn serve(listener: std::net::TcpListener, socket: PathBuf) {
         super::spawn(async move {
             let _ = tcp.set_nodelay(true);
             match UnixStream::connect(&socket).await {
-                Ok(mut unix) => {
-                    let _ = tokio::io::copy_bidirectional_with_sizes(
-                        &mut tcp,
-                        &mut unix,
-                        super::RELAY_BUF,
-                        super::RELAY_BUF,
-                    )
-                    .await;
+                Ok(unix) => {
+                    super::splice::both(&tcp, &unix).await;
                 }
                 Err(e) => {
                     tracing::warn!(
