@@ -187,3 +187,43 @@ fn it_ends_itself_at_its_deadline_and_refuses_a_bad_list_in_words() {
         "computerd egress: network allow entry \"*.co.uk\": a wildcard on the public suffix co.uk, under which anyone registers a name: list the names you need under it\n"
     );
 }
+
+#[tokio::test]
+async fn past_64_connections_at_once_the_next_is_refused_in_words() {
+    let p = proxy(&["pypi.org"], Duration::from_secs(120));
+    // 64 connections that send nothing hold every place (each waits for
+    // its head); the 65th is told why and closed.
+    let mut held = Vec::new();
+    for _ in 0..64 {
+        let mut s = UnixStream::connect(&p.socket).await.unwrap();
+        s.write_all(b"G").await.unwrap();
+        held.push(s);
+    }
+    // Every one of them accepted before the next is tried.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The refusal comes at once, before anything is read: the write may
+    // meet a closed socket.
+    let mut s = UnixStream::connect(&p.socket).await.unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out).await;
+    let r = String::from_utf8_lossy(&out).into_owned();
+    assert_eq!(
+        body(&r),
+        "503 64 connections are open through this proxy, the most at once: close one and try again\n"
+    );
+    drop(held);
+    // Their places come back.
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut s = UnixStream::connect(&p.socket).await.unwrap();
+        let _ = s.write_all(b"CONNECT pypi.org:22 HTTP/1.1\r\n\r\n").await;
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out).await;
+        let r = String::from_utf8_lossy(&out).into_owned();
+        if r.starts_with("HTTP/1.1 403") {
+            break;
+        }
+        assert!(Instant::now() < until, "{r}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
