@@ -369,3 +369,57 @@ async fn the_proxy_ends_with_the_computer_and_nothing_is_left() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn public_reaches_every_public_host_and_still_no_private_one() {
+    if !can_run() {
+        return;
+    }
+    let net = net::Net::up(44).await.unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let p = provider(state.path(), &net).unwrap();
+    let cancel = CancellationToken::new();
+    let mut spec = ComputerSpec::sandbox(600_000);
+    // What `--network public` asks for.
+    spec.network = NetworkPolicy::Allow(vec!["*".into()]);
+    let made = p.create(&spec, &cancel).await.unwrap();
+    let rb = made.network.clone().unwrap();
+    assert!(rb.detail.starts_with("allow *: "), "{rb}");
+    let a = net.a;
+    let o = sh(
+        &p,
+        &made.computer,
+        &format!("curl -sS http://unlisted.eg.test/; curl -sS http://{a}/; curl -sS http://private.eg.test/; curl -sS http://10.0.0.1/; curl -sS http://self.eg.test/; curl -sS http://good.eg.test:8080/"),
+        &[],
+    )
+    .await;
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("served-by={a} host=unlisted.eg.test path=/"),
+        "{}",
+        o.stdout
+    );
+    assert_eq!(lines[1], format!("served-by={a} host={a} path=/"));
+    assert!(
+        lines[2].starts_with("403 private.eg.test resolves to 10.1.2.3, a private address"),
+        "{}",
+        lines[2]
+    );
+    assert!(
+        lines[3].starts_with("403 10.0.0.1 is a private address, which no network list can allow"),
+        "{}",
+        lines[3]
+    );
+    assert!(lines[4].contains("a this-host address"), "{}", lines[4]);
+    assert!(
+        lines[5].starts_with(
+            "403 good.eg.test:8080 is refused: a network list reaches ports 80 and 443 only"
+        ),
+        "{}",
+        lines[5]
+    );
+    p.release(&made.computer, Release::Delete, &cancel)
+        .await
+        .unwrap();
+}
