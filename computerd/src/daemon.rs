@@ -11,6 +11,7 @@
 //! - [`exec`], [`process`] (with [`ring`]), [`files`], [`tar`]: the methods;
 //!   [`check`] the range checks they share.
 //! - [`bridge`]: `computerd stdio`.
+//! - [`egress`]: `computerd egress`, a computer's allowlist proxy, outside it.
 //! - [`isolate`]: what init makes true of itself before it serves: no
 //!   capability, no_new_privs, seccomp, `--user`, `--own-network`.
 //! - [`probe`]: `computerd probe`, what the network answers, read from inside.
@@ -29,6 +30,7 @@ pub mod check;
 pub mod cli;
 pub mod conn;
 pub mod desktop;
+pub mod egress;
 pub mod exec;
 pub mod files;
 pub mod guard;
@@ -69,6 +71,9 @@ pub struct Identity {
     /// DISPLAY for every program: the display of a desktop's own Xvfb
     /// ([`desktop`]), none otherwise.
     pub display: Option<String>,
+    /// Set for every program after PATH, HOME, USER and LOGNAME (the
+    /// proxy variables with `init --egress`), before the call's own env.
+    pub extra_env: Vec<(String, String)>,
 }
 
 /// State shared by every connection of one init.

@@ -324,3 +324,61 @@ proptest! {
         prop_assert!(!std::path::Path::new("/abs-escape").exists());
     }
 }
+
+proptest! {
+    /// The egress proxy's parsers take whatever a program sends: never a
+    /// panic, and a head that parses holds only what the bounds allow.
+    #[test]
+    fn egress_request_parsers_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
+        use crate::daemon::egress::head;
+        if let Some(end) = head::head_end(&bytes)
+            && let Ok(h) = head::parse_head(&bytes[..end])
+        {
+            {
+                prop_assert!(h.headers.len() <= head::MAX_HEADERS);
+                let _ = head::parse_absolute(&h.target);
+                let _ = head::parse_authority(&h.target, None);
+            }
+        }
+        let _ = head::socks_request_len(&bytes);
+        let _ = head::parse_socks_request(&bytes);
+        let _ = crate::daemon::egress::dns::parse_answer(&bytes, 7);
+    }
+
+    /// Request-shaped input: a request line of fuzzed parts and headers.
+    #[test]
+    fn egress_heads_of_fuzzed_parts_never_panic(
+        method in "[A-Z]{0,8}",
+        target in "(http://|https://|)[a-zA-Z0-9.:\\[\\]@/%?#-]{0,40}",
+        headers in proptest::collection::vec(("[A-Za-z-]{0,12}", "[ -~]{0,24}"), 0..8),
+    ) {
+        use crate::daemon::egress::head;
+        let mut raw = format!("{method} {target} HTTP/1.1\r\n");
+        for (n, v) in &headers {
+            raw.push_str(&format!("{n}: {v}\r\n"));
+        }
+        raw.push_str("\r\n");
+        if let Ok(h) = head::parse_head(raw.as_bytes())
+            && let Ok((a, path)) = head::parse_absolute(&h.target)
+        {
+            {
+                prop_assert!(path.starts_with('/'));
+                prop_assert!(a.port != 0);
+            }
+        }
+    }
+
+    /// Any host text: parsed or refused, and an address always classed.
+    #[test]
+    fn hosts_and_list_entries_never_panic(s in "[ -~]{0,64}", n in any::<u128>()) {
+        use crate::protocol::egress::{self, Allowlist};
+        let _ = egress::parse_host(&s);
+        let _ = Allowlist::parse(&[s.as_str()]);
+        let ip = std::net::IpAddr::V6(std::net::Ipv6Addr::from(n));
+        let _ = egress::classify(ip);
+        let v4 = std::net::IpAddr::V4(std::net::Ipv4Addr::from(n as u32));
+        // Every IPv4 address is the same class mapped into IPv6.
+        let mapped = match v4 { std::net::IpAddr::V4(a) => std::net::IpAddr::V6(a.to_ipv6_mapped()), x => x };
+        prop_assert_eq!(egress::classify(v4), egress::classify(mapped));
+    }
+}

@@ -61,6 +61,10 @@ pub struct InitArgs {
     /// (Docker): the display's name (`:0`). Screen and input reach it, and
     /// every program gets DISPLAY. Not with --xvfb.
     pub display: Option<String>,
+    /// Relay 127.0.0.1:3128 to the egress proxy's socket at PATH and give
+    /// every program HTTP_PROXY, HTTPS_PROXY, ALL_PROXY (and lower case)
+    /// naming it, with NO_PROXY=localhost,127.0.0.1,::1.
+    pub egress: Option<PathBuf>,
 }
 
 impl InitArgs {
@@ -75,6 +79,7 @@ impl InitArgs {
             xvfb: None,
             screen: Screen::DEFAULT,
             display: None,
+            egress: None,
         }
     }
 
@@ -98,6 +103,9 @@ impl InitArgs {
         }
         if let Some(d) = &self.display {
             a.flag("--display", d);
+        }
+        if let Some(e) = &self.egress {
+            a.flag("--egress", e);
         }
         a.0
     }
@@ -139,6 +147,10 @@ pub struct SandboxArgs {
     /// where no cgroup can be made. In a user namespace of its own, or for
     /// a uid no other process has, it counts the computer's alone.
     pub max_procs: Option<u64>,
+    /// The egress proxy's socket directory on the host (absolute,
+    /// existing), bound read-only at /run/egress; init's --egress names
+    /// the socket there.
+    pub egress: Option<PathBuf>,
     pub init: InitCommand,
 }
 
@@ -153,6 +165,7 @@ impl SandboxArgs {
             binds: Vec::new(),
             cgroups: Vec::new(),
             max_procs: None,
+            egress: None,
             init: InitCommand(init),
         }
     }
@@ -172,6 +185,9 @@ impl SandboxArgs {
         }
         if let Some(n) = self.max_procs {
             a.flag("--max-procs", n.to_string());
+        }
+        if let Some(e) = &self.egress {
+            a.flag("--egress", e);
         }
         a.word("--");
         a.0.extend(self.init.0.to_args());
@@ -283,6 +299,115 @@ impl ProbeArgs {
     }
 }
 
+/// `computerd egress`'s flags: a computer's egress proxy (see
+/// `computerd::daemon::egress`). The list is checked as
+/// [`crate::protocol::egress::Allowlist::parse`] checks it; [`parse`] reads
+/// it, and [`EGRESS_ABOUT`] is its help.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EgressArgs {
+    /// `--allow ENTRY`, repeated: a name, a `*.suffix` wildcard, a CIDR,
+    /// or `*` alone for every public host.
+    pub allow: Vec<String>,
+    /// `--deadline TIME`: every connection ends then.
+    pub deadline: Time,
+    /// `--socket PATH`: made 0600, or 0660 with `client_gid`.
+    pub socket: PathBuf,
+    /// `--user UID:GID`: bind as root, then become this user (never 0).
+    pub user: Option<UserSpec>,
+    /// `--client-gid GID`: the socket's group (the computer's).
+    pub client_gid: Option<u32>,
+    /// `--host-address IP`, repeated: this host's addresses beyond its
+    /// interfaces', refused as this-host.
+    pub host_addresses: Vec<std::net::IpAddr>,
+    /// `--hint WORDS`: what a refusal ends with.
+    pub hint: Option<String>,
+    /// `--with-pid PID`: end when that process ends.
+    pub with_pid: Option<i32>,
+    /// `--resolver IP:PORT`, repeated: instead of /etc/resolv.conf's.
+    pub resolvers: Vec<std::net::SocketAddr>,
+    /// `--cgroup DIR`, repeated: joined before anything else.
+    pub cgroups: Vec<PathBuf>,
+}
+
+/// `computerd egress --help`.
+pub const EGRESS_ABOUT: &str = "\
+A computer's egress proxy, outside it: HTTP (CONNECT and absolute-URI plain
+HTTP) and SOCKS5 CONNECT on a unix socket, to the hosts of its list only, on
+ports 80 and 443, after checking every address a name resolves to.
+
+  --allow ENTRY        a name (pypi.org), a wildcard (*.pythonhosted.org), a
+                       CIDR (93.184.215.0/24), or * alone for every public
+                       host; repeat for more (at least one)
+  --deadline TIME      when it stops (RFC 3339): every connection ends then
+  --socket PATH        the unix socket (0600, or 0660 with --client-gid)
+  --user UID:GID       start as root, bind, then become UID:GID (no groups,
+                       no_new_privs); never 0
+  --client-gid GID     the group the socket is shared with (the computer's)
+  --host-address IP    an address of this host no interface shows (a NAT'd
+                       public IP), refused as this-host; repeatable
+  --hint WORDS         what a refusal ends with: how to allow a host
+  --with-pid PID       end when this process (the computer's first) ends
+  --resolver IP:PORT   the DNS server asked instead of /etc/resolv.conf's
+                       (tests and embedders); repeatable
+  --cgroup DIR         a cgroup directory joined first; repeatable
+
+A name off the list is refused before any lookup; a listed name is resolved
+once and every answer checked (private, loopback, link-local, metadata,
+multicast, reserved, documentation and this host's own addresses refused, in
+every spelling); the checked address is the one dialled. Each decision is one
+log line on stderr: host, port, address and class, never a path or header.";
+
+impl EgressArgs {
+    /// A proxy for `allow` until `deadline` on `socket`, the rest unset.
+    pub fn new(allow: Vec<String>, deadline: Time, socket: impl Into<PathBuf>) -> Self {
+        Self {
+            allow,
+            deadline,
+            socket: socket.into(),
+            user: None,
+            client_gid: None,
+            host_addresses: Vec::new(),
+            hint: None,
+            with_pid: None,
+            resolvers: Vec::new(),
+            cgroups: Vec::new(),
+        }
+    }
+
+    /// `egress --allow … --deadline … --socket …` and the flags set.
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut a = Argv::new("egress");
+        for e in &self.allow {
+            // `=` so an entry is never taken for a flag.
+            a.word(&format!("--allow={e}"));
+        }
+        a.flag("--deadline", self.deadline.to_string());
+        a.flag("--socket", &self.socket);
+        if let Some(u) = self.user {
+            a.flag("--user", u.to_string());
+        }
+        if let Some(g) = self.client_gid {
+            a.flag("--client-gid", g.to_string());
+        }
+        for h in &self.host_addresses {
+            a.flag("--host-address", h.to_string());
+        }
+        if let Some(h) = &self.hint {
+            a.word(&format!("--hint={h}"));
+        }
+        if let Some(p) = self.with_pid {
+            a.flag("--with-pid", p.to_string());
+        }
+        for r in &self.resolvers {
+            a.flag("--resolver", r.to_string());
+        }
+        for c in &self.cgroups {
+            a.flag("--cgroup", c);
+        }
+        a.0
+    }
+}
+
 /// `computerd sandbox --help`: what the sandbox gives, and its security model.
 pub(crate) const SANDBOX_ABOUT: &str = "\
 Run `computerd init` on this host, isolated with namespaces, as bubblewrap
@@ -349,6 +474,10 @@ pub enum Command {
     Spare(SpareArgs),
     /// Bridge stdin/stdout to init's socket (waits up to 3 s for it).
     Stdio(StdioArgs),
+    /// A computer's egress proxy, outside it: HTTP (CONNECT and plain) and
+    /// SOCKS5 CONNECT on a unix socket, to the hosts of its list only, on
+    /// ports 80 and 443, after checking every address a name resolves to.
+    Egress(EgressArgs),
 }
 
 impl Command {
@@ -360,6 +489,7 @@ impl Command {
             Command::Sandbox(a) => a.to_args(),
             Command::Spare(a) => a.to_args(),
             Command::Stdio(a) => a.to_args(),
+            Command::Egress(a) => a.to_args(),
         }
     }
 }
@@ -382,6 +512,11 @@ impl From<SandboxArgs> for Command {
 impl From<StdioArgs> for Command {
     fn from(a: StdioArgs) -> Self {
         Command::Stdio(a)
+    }
+}
+impl From<EgressArgs> for Command {
+    fn from(a: EgressArgs) -> Self {
+        Command::Egress(a)
     }
 }
 impl From<ProbeArgs> for Command {
@@ -496,6 +631,7 @@ mod tests {
                 height: 1080,
             },
             display: None,
+            egress: Some("/run/egress/egress.sock".into()),
         }
     }
 
@@ -523,6 +659,7 @@ mod tests {
                 "/sys/fs/cgroup/memory/c1".into(),
             ],
             max_procs: Some(512),
+            egress: Some("/srv/c1/egress".into()),
             init: InitCommand(every_init_field()),
         };
         round_trip(every_init_field().into());
@@ -549,6 +686,35 @@ mod tests {
         round_trip(
             StdioArgs {
                 socket: "/srv/c1/run/s.sock".into(),
+            }
+            .into(),
+        );
+        round_trip(
+            EgressArgs {
+                allow: vec![
+                    "pypi.org".into(),
+                    "*.pythonhosted.org".into(),
+                    "93.184.215.0/24".into(),
+                    "--x".into(),
+                ],
+                deadline: at("2026-12-01T10:00:00Z"),
+                socket: "/srv/c1/egress/egress.sock".into(),
+                user: Some(UserSpec {
+                    uid: 40002,
+                    gid: 40002,
+                }),
+                client_gid: Some(40001),
+                host_addresses: vec![
+                    "93.184.215.14".parse().unwrap(),
+                    "2001:db8::1".parse().unwrap(),
+                ],
+                hint: Some("--ask the operator".into()),
+                with_pid: Some(4242),
+                resolvers: vec![
+                    "10.0.0.2:53".parse().unwrap(),
+                    "[::1]:5353".parse().unwrap(),
+                ],
+                cgroups: vec!["/sys/fs/cgroup/pids/c1-egress".into()],
             }
             .into(),
         );

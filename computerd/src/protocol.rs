@@ -15,6 +15,7 @@
 //! - [`ProbeReport`]: the one JSON line `computerd probe` prints (no method:
 //!   providers run the probe through exec.run and parse its stdout).
 
+pub mod egress;
 mod envelope;
 mod exec;
 mod files;

@@ -1,4 +1,5 @@
 mod desktop;
+mod egress;
 mod exec;
 mod files;
 mod isolate;

@@ -1107,6 +1107,8 @@ impl CallerFleet {
         spec.network = match ask.network {
             fleet::NetworkChoice::None => computer_providers::NetworkPolicy::None,
             fleet::NetworkChoice::Open => computer_providers::NetworkPolicy::Open,
+            // The server's own list (every public host for public).
+            fleet::NetworkChoice::Allow | fleet::NetworkChoice::Public => spec.network,
         };
         if ask.cpus.is_some() {
             spec.sizes.cpus = ask.cpus;

@@ -15,9 +15,7 @@ use std::time::Duration;
 
 use clap::builder::BoolishValueParser;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::{
-    ArgAction, ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum,
-};
+use clap::{ArgAction, ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use computer_providers::share::ShareArg;
 use computer_providers::{ComputerSpec, NetworkPolicy, label};
 use computer_providers::{HostDefaults, Table, layer, unknown_option, with_provider_flags};
@@ -123,13 +121,102 @@ pub enum ComputersCommand {
     },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// The network every computer of this server reaches: `none`, `open`,
+/// `public` (every public host, through the egress proxy) or
+/// `allow:NAME[,NAME…]` (names, `*.suffix` wildcards and CIDRs). In a TOML
+/// file, also a list of entries.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NetworkArg {
     /// Only the computer's own loopback (the default).
     None,
-    /// Whatever this machine reaches.
+    /// Whatever this machine reaches, its own loopback services included.
     Open,
+    /// Every public host, through the egress proxy.
+    Public,
+    /// The names, wildcards and CIDRs of the list, through the egress
+    /// proxy (checked, normalized).
+    Allow(Vec<String>),
+}
+
+impl NetworkArg {
+    /// The policy every computer is made with.
+    pub fn policy(&self) -> NetworkPolicy {
+        match self {
+            NetworkArg::None => NetworkPolicy::None,
+            NetworkArg::Open => NetworkPolicy::Open,
+            NetworkArg::Public => {
+                NetworkPolicy::Allow(vec![computerd::protocol::egress::PUBLIC.into()])
+            }
+            NetworkArg::Allow(list) => NetworkPolicy::Allow(list.clone()),
+        }
+    }
+
+    fn from_list(entries: &[String]) -> Result<NetworkArg, String> {
+        let list = computerd::protocol::egress::Allowlist::parse(entries)
+            .map_err(|e| format!("--network allow: {e}"))?;
+        Ok(if list.public {
+            NetworkArg::Public
+        } else {
+            NetworkArg::Allow(list.entries())
+        })
+    }
+}
+
+impl std::str::FromStr for NetworkArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "none" => Ok(NetworkArg::None),
+            "open" => Ok(NetworkArg::Open),
+            "public" => Ok(NetworkArg::Public),
+            t => match t.strip_prefix("allow:") {
+                Some(list) => {
+                    let entries: Vec<String> = list
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|e| !e.is_empty())
+                        .map(String::from)
+                        .collect();
+                    NetworkArg::from_list(&entries)
+                }
+                None => Err(format!(
+                    "--network {t:?} is none, open, public or allow:NAME[,NAME...] (names, *.suffix wildcards and CIDRs, e.g. allow:pypi.org,*.pythonhosted.org)"
+                )),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for NetworkArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NetworkArg::None => f.write_str("none"),
+            NetworkArg::Open => f.write_str("open"),
+            NetworkArg::Public => f.write_str("public"),
+            NetworkArg::Allow(l) => write!(f, "allow:{}", l.join(",")),
+        }
+    }
+}
+
+impl Serialize for NetworkArg {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for NetworkArg {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Text(String),
+            List(Vec<String>),
+        }
+        match Written::deserialize(d)? {
+            Written::Text(t) => t.parse().map_err(serde::de::Error::custom),
+            Written::List(l) => NetworkArg::from_list(&l).map_err(serde::de::Error::custom),
+        }
+    }
 }
 
 /// The server's options for every command (its root flags, which are taken
@@ -154,8 +241,8 @@ pub struct Config {
     #[arg(default_value = "6h", value_parser = duration)]
     #[serde(with = "text")]
     pub lifetime: Duration,
-    /// The network a computer reaches.
-    #[arg(long, value_enum, env = "COMPUTER_MCP_NETWORK", default_value = "none")]
+    /// The network a computer reaches: none; open (whatever this machine reaches, its own loopback services included); public (every public host, through an egress proxy that refuses private, loopback, link-local, metadata and this machine's addresses); or allow:NAME[,NAME...] (only these names, *.suffix wildcards and CIDRs, on ports 80 and 443, through the same proxy).
+    #[arg(long, value_name = "NETWORK", env = "COMPUTER_MCP_NETWORK", default_value = "none", value_parser = |s: &str| s.parse::<NetworkArg>())]
     pub network: NetworkArg,
     /// What a computer is: sandbox (a shell, files, processes) or desktop (a screen, a keyboard and a mouse too; needs Xvfb, Debian's package xvfb). `conformance --kind` names the kind whose cases run (phone and browser too).
     #[arg(
@@ -673,10 +760,7 @@ impl Config {
     pub fn spec(&self) -> Result<ComputerSpec, String> {
         let mut spec = ComputerSpec::sandbox(self.lifetime.as_millis() as u64);
         spec.kind = self.setting_kind();
-        spec.network = match self.network {
-            NetworkArg::None => NetworkPolicy::None,
-            NetworkArg::Open => NetworkPolicy::Open,
-        };
+        spec.network = self.network.policy();
         spec.sizes.cpus = self.cpus;
         spec.sizes.memory_mb = self.memory_mb;
         spec.sizes.pids = self.pids;
@@ -740,6 +824,60 @@ mod tests {
             Err(ArgsError::Clap(e)) => return Err(e.to_string()),
         };
         Config::resolve(&parsed)
+    }
+
+    #[test]
+    fn network_takes_none_open_public_and_an_allow_list_checked() {
+        let c = resolved(&[
+            "--network",
+            "allow:PyPI.org, *.pythonhosted.org,93.184.215.0/24",
+            "serve",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.network,
+            NetworkArg::Allow(vec![
+                "pypi.org".into(),
+                "*.pythonhosted.org".into(),
+                "93.184.215.0/24".into()
+            ])
+        );
+        assert_eq!(
+            c.spec().unwrap().network,
+            NetworkPolicy::Allow(vec![
+                "pypi.org".into(),
+                "*.pythonhosted.org".into(),
+                "93.184.215.0/24".into()
+            ])
+        );
+        let c = resolved(&["--network", "public", "serve"]).unwrap();
+        assert_eq!(
+            c.spec().unwrap().network,
+            NetworkPolicy::Allow(vec!["*".into()])
+        );
+        for (bad, said) in [
+            ("allow:", "an empty list reaches nothing"),
+            (
+                "allow:10.0.0.0/8",
+                "\"10.0.0.0/8\": the range holds private addresses",
+            ),
+            ("allow:*.co.uk", "a wildcard on the public suffix co.uk"),
+            ("allow:pypi.org:443", "a port (:443)"),
+            ("internet", "is none, open, public or allow:NAME"),
+        ] {
+            let e = resolved(&["--network", bad, "serve"])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(said), "{bad}: {e}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "network = [\"pypi.org\", \"*.pythonhosted.org\"]\n").unwrap();
+        let c = resolved(&["--config", file.to_str().unwrap(), "serve"]).unwrap();
+        assert_eq!(
+            c.network,
+            NetworkArg::Allow(vec!["pypi.org".into(), "*.pythonhosted.org".into()])
+        );
     }
 
     #[test]

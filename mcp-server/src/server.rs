@@ -125,6 +125,8 @@ pub fn fleet_policy(app: &App) -> FleetPolicy {
         networks: match c.network {
             NetworkArg::None => vec![NetworkChoice::None],
             NetworkArg::Open => vec![NetworkChoice::None, NetworkChoice::Open],
+            NetworkArg::Public => vec![NetworkChoice::None, NetworkChoice::Public],
+            NetworkArg::Allow(_) => vec![NetworkChoice::None, NetworkChoice::Allow],
         },
         max_cpus: c.cpus.unwrap_or(DEFAULT_CPUS),
         max_memory_mb: c.memory_mb.unwrap_or(DEFAULT_MEMORY_MB),

@@ -24,6 +24,7 @@
 
 pub mod cgroup;
 pub mod desktop;
+pub mod egress;
 mod state;
 pub mod uids;
 
@@ -118,6 +119,10 @@ pub struct LocalOptions {
     /// Make desktops with this screen (the server's `--kind desktop`):
     /// each computer's init starts this machine's Xvfb ([`desktop`]).
     pub desktop: Option<Screen>,
+    /// The DNS servers an allowlist's egress proxy asks (`computerd egress
+    /// --resolver`); empty: this machine's /etc/resolv.conf. For tests
+    /// that bring their own resolver.
+    pub egress_resolvers: Vec<std::net::SocketAddr>,
 }
 
 impl LocalOptions {
@@ -132,6 +137,7 @@ impl LocalOptions {
             max_lifetime_ms: default_max_lifetime(),
             cgroups: true,
             desktop: None,
+            egress_resolvers: Vec::new(),
         }
     }
 }
@@ -257,7 +263,7 @@ impl LocalProvider {
             // computer's whose state is gone) go now rather than at a sweep.
             let computers = opts.state_dir.join("computers");
             for id in c.list_existing() {
-                if !computers.join(&id).exists()
+                if !computers.join(egress::computer_of(&id)).exists()
                     && let Ok(cg) = c.open(&id)
                 {
                     let _ = cg.release();
@@ -394,6 +400,7 @@ impl LocalProvider {
     /// give back its uid. Nothing of the computer survives this, whatever
     /// it forked.
     async fn release_bounds(&self, meta: &Meta) -> Result<()> {
+        self.end_egress(meta).await?;
         if meta.limits.is_some()
             && let Ok(cgroups) = &self.cgroups
         {
@@ -479,11 +486,34 @@ impl LocalProvider {
         state::write_meta(&dir.join("meta.json"), meta).map_err(|e| {
             ProviderError::failed(format!("could not write the computer's state: {e}"))
         })?;
+        let list = egress::list_of(&spec.network)?;
+        if list.is_some() {
+            let edir = egress::dir_of(dir);
+            std::fs::create_dir_all(&edir).map_err(|e| {
+                ProviderError::failed(format!("could not make {}: {e}", edir.display()))
+            })?;
+            // Root's, passable by the computer's user to reach the socket
+            // (0660, its group); with no root, the server's alone.
+            let mode = if self.root { 0o711 } else { 0o700 };
+            std::fs::set_permissions(&edir, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                .map_err(|e| {
+                    ProviderError::failed(format!("could not set {}'s mode: {e}", edir.display()))
+                })?;
+        }
         let mut child = match spare {
             Some(s) => self.start_spare(s, dir, meta, spec, &prep).await?,
             None => self.spawn(&id, dir, meta, spec, &prep).await?,
         };
         meta.process = child.id().and_then(|pid| Process::of(pid as i32));
+        let proxied = match (&list, child.id()) {
+            (Some(list), Some(pid)) => self.start_egress(meta, dir, list, pid).await,
+            _ => Ok(()),
+        };
+        if let Err(e) = proxied {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            return Err(e);
+        }
         let written = state::write_meta(&dir.join("meta.json"), meta);
         let up = match written {
             Ok(()) => self.wait_until_up(&id, &mut child, cancel).await,
@@ -670,11 +700,19 @@ impl LocalProvider {
                     let (uid, gid) = prep.user;
                     init.user = Some(UserSpec { uid, gid });
                 }
+                if matches!(spec.network, NetworkPolicy::Allow(_)) {
+                    // No route of its own; its one way out is the proxy's
+                    // socket, bound read-only.
+                    init.egress = Some(egress::SOCKET_INSIDE.into());
+                }
                 let mut sandbox = SandboxArgs::new(&run, init);
                 sandbox.network = match spec.network {
                     NetworkPolicy::Open => Network::Host,
                     _ => Network::None,
                 };
+                if matches!(spec.network, NetworkPolicy::Allow(_)) {
+                    sandbox.egress = Some(egress::dir_of(dir));
+                }
                 sandbox.work_size_mib = prep.work_size_mib;
                 sandbox.tmp_size_mib = prep.tmp_size_mib;
                 sandbox.cgroups = prep.cgroup_dirs.clone();
@@ -889,6 +927,17 @@ impl LocalProvider {
                 meta.id, v6_addrs
             )));
         }
+        if meta.network == NetworkKind::Allow {
+            let list = self.read_egress(meta)?;
+            return Ok(NetworkReadBack {
+                kind: NetworkKind::Allow,
+                detail: format!(
+                    "allow {}: a network namespace of its own (interfaces {}; no route out) whose one way out is its egress proxy, outside it, read back holding that list (ports 80 and 443; private, loopback, link-local, metadata and this machine's addresses always refused)",
+                    list.join(", "),
+                    names.join(", ")
+                ),
+            });
+        }
         Ok(NetworkReadBack {
             kind: NetworkKind::None,
             detail: format!(
@@ -1059,7 +1108,7 @@ impl Provider for LocalProvider {
 
     fn capabilities(&self) -> Capabilities {
         let networks = match self.opts.isolation {
-            Isolation::Namespaces => vec![NetworkKind::None, NetworkKind::Open],
+            Isolation::Namespaces => vec![NetworkKind::None, NetworkKind::Open, NetworkKind::Allow],
             Isolation::None => vec![NetworkKind::Open],
         };
         let mut groups = vec![Group::Exec, Group::Files, Group::Processes];
@@ -1114,6 +1163,7 @@ impl Provider for LocalProvider {
             ))
             .with_field("network"));
         }
+        egress::list_of(&spec.network)?;
         if spec.mount.is_some() {
             return Err(ProviderError::unsupported(
                 "the local provider mounts nothing yet; leave mount out",
@@ -1186,6 +1236,7 @@ impl Provider for LocalProvider {
             user: Some(user),
             own_uid,
             limits,
+            egress: None,
         };
         // From here on a failure gives back what was taken: the uid, the
         // cgroup (with whatever runs in it), the directory.
@@ -1270,6 +1321,20 @@ impl Provider for LocalProvider {
                 meta.network
             ))
             .with_field("network"));
+        }
+        if let Some(list) = policy.map(egress::list_of).transpose()?.flatten() {
+            let held = meta
+                .egress
+                .as_ref()
+                .map(|e| e.allow.clone())
+                .unwrap_or_default();
+            if list.entries() != held {
+                return Err(ProviderError::unsupported(format!(
+                    "a local computer's network is set when it is made and cannot change (it is allow {}); make another computer",
+                    held.join(", ")
+                ))
+                .with_field("network"));
+            }
         }
         self.read_network(&meta)
     }
@@ -1395,7 +1460,7 @@ impl Provider for LocalProvider {
             let left = tokio::task::spawn_blocking(move || {
                 let mut left = Vec::new();
                 for id in cgroups.list_existing() {
-                    if !known.contains(&id)
+                    if !known.contains(egress::computer_of(&id))
                         && let Ok(cg) = cgroups.open(&id)
                     {
                         if let Err(e) = cg.release() {
@@ -1412,6 +1477,7 @@ impl Provider for LocalProvider {
         }
         if let Some(a) = &self.uids {
             for (uid, owner) in a.held() {
+                let owner = egress::computer_of(&owner).to_string();
                 if !known.contains(&owner) || released.contains(&owner) {
                     let _ = a.release(uid);
                 }

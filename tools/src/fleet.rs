@@ -130,6 +130,10 @@ pub enum NetworkChoice {
     None,
     /// Whatever the server's host reaches.
     Open,
+    /// Every public host, through the server's egress proxy.
+    Public,
+    /// The server's allow list, through its egress proxy.
+    Allow,
 }
 
 impl NetworkChoice {
@@ -137,6 +141,8 @@ impl NetworkChoice {
         match self {
             NetworkChoice::None => "none",
             NetworkChoice::Open => "open",
+            NetworkChoice::Public => "public",
+            NetworkChoice::Allow => "allow",
         }
     }
 }

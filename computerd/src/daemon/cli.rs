@@ -45,6 +45,7 @@ pub fn run(args: &[OsString]) -> i32 {
             .build()
             .map_err(|e| StartError::Runtime("stdio", e))
             .map(|rt| rt.block_on(daemon::bridge::run(&a.socket))),
+        Command::Egress(a) => egress_main(a),
     };
     outcome.unwrap_or_else(|e| {
         eprintln!("{e}");
@@ -82,6 +83,9 @@ pub enum StartError {
     /// The desktop's Xvfb (`--xvfb`) did not start.
     #[error("computerd init: {0}")]
     Desktop(String),
+    /// The egress proxy's flags (its list, its hint).
+    #[error("computerd egress: {0}")]
+    Egress(String),
     /// The async runtime of `init` or `stdio`.
     #[error("computerd {0}: could not start the runtime: {1}")]
     Runtime(&'static str, std::io::Error),
@@ -148,6 +152,7 @@ fn sandbox_options(a: SandboxArgs) -> sandbox::Options {
         binds: a.binds,
         cgroups: a.cgroups,
         max_procs: a.max_procs,
+        egress: a.egress,
     }
 }
 
@@ -161,6 +166,7 @@ fn init_main(args: InitArgs) -> Result<i32, StartError> {
         xvfb,
         screen,
         display,
+        egress,
     } = args;
     let (deadline, max) = (deadline.get(), max_deadline.map(launch::Time::get));
     init::check_times(deadline, max).map_err(StartError::Times)?;
@@ -193,6 +199,11 @@ fn init_main(args: InitArgs) -> Result<i32, StartError> {
     // init has one thread: the runtime's threads inherit it.
     let outcome = isolate::apply(&plan).map_err(StartError::Isolate)?;
     init::check_socket_dir(&socket).map_err(StartError::Socket)?;
+    let relay = egress
+        .as_ref()
+        .map(|_| daemon::egress::relay::listen())
+        .transpose()
+        .map_err(StartError::Isolate)?;
     init_logging();
     tracing::info!(
         uid = outcome.uid,
@@ -216,6 +227,9 @@ fn init_main(args: InitArgs) -> Result<i32, StartError> {
         unsafe { std::env::set_var("DISPLAY", &d) };
         identity.display = Some(d);
     }
+    if egress.is_some() {
+        identity.extra_env = daemon::egress::relay::proxy_env();
+    }
     let daemon = Daemon::new(
         identity,
         exe,
@@ -228,6 +242,10 @@ fn init_main(args: InitArgs) -> Result<i32, StartError> {
         .map_err(|e| StartError::Runtime("init", e))?;
     if let Some(x) = &desktop {
         daemon.reaper.adopt(x.pid);
+    }
+    if let (Some(listener), Some(to)) = (relay, egress) {
+        let _guard = rt.enter();
+        daemon::egress::spawn(daemon::egress::relay::serve(listener, to));
     }
     let code = rt.block_on(init::serve(daemon, socket));
     drop(desktop);
@@ -249,6 +267,31 @@ fn start_desktop(
     // the environment while it changes.
     unsafe { std::env::set_var("DISPLAY", &x.display) };
     Ok(Some(x))
+}
+
+/// `computerd egress`: the list checked, then the proxy until its deadline.
+fn egress_main(a: launch::EgressArgs) -> Result<i32, StartError> {
+    let list = crate::protocol::egress::Allowlist::parse(&a.allow)
+        .map_err(|e| StartError::Egress(e.to_string()))?;
+    if let Some(h) = &a.hint
+        && !h.bytes().all(|b| (0x20..0x7f).contains(&b))
+    {
+        return Err(StartError::Egress("--hint must be printable ASCII".into()));
+    }
+    init_logging();
+    let deadline: std::time::SystemTime = a.deadline.get().into();
+    Ok(daemon::egress::main(daemon::egress::Options {
+        list,
+        deadline,
+        socket: a.socket,
+        user: a.user.map(|u| (u.uid, u.gid)),
+        client_gid: a.client_gid,
+        host_addresses: a.host_addresses,
+        hint: a.hint,
+        with_pid: a.with_pid,
+        resolvers: a.resolvers,
+        cgroups: a.cgroups,
+    }))
 }
 
 /// Who the daemon is, for the programs it starts as itself.
@@ -276,6 +319,7 @@ fn identity() -> Identity {
         home,
         path,
         display: None,
+        extra_env: Vec::new(),
     }
 }
 

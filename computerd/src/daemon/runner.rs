@@ -102,6 +102,9 @@ pub fn prepare(
     if let Some(d) = &daemon.identity.display {
         vars.insert("DISPLAY".into(), d.clone());
     }
+    for (k, v) in &daemon.identity.extra_env {
+        vars.insert(k.clone(), v.clone());
+    }
     if let Some(env) = env {
         for (k, v) in env {
             if k.is_empty() || k.contains('=') || k.contains('\0') {

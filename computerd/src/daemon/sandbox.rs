@@ -65,6 +65,9 @@ pub struct Options {
     pub cgroups: Vec<PathBuf>,
     /// `--max-procs`: RLIMIT_NPROC for init and all it starts.
     pub max_procs: Option<u64>,
+    /// `--egress`: the egress proxy's socket directory on the host, bound
+    /// read-only at [`plan::EGRESS`].
+    pub egress: Option<PathBuf>,
     /// What follows `--`: `init` and its flags.
     pub command: Vec<OsString>,
 }

@@ -12,8 +12,9 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use super::{
-    Command, DEFAULT_TMP_SIZE_MIB, DEFAULT_WORK_SIZE_MIB, InitArgs, InitCommand, MAX_TMP_SIZE_MIB,
-    MAX_WORK_SIZE_MIB, ProbeArgs, SANDBOX_ABOUT, SandboxArgs, SpareArgs, StdioArgs, WORD,
+    Command, DEFAULT_TMP_SIZE_MIB, DEFAULT_WORK_SIZE_MIB, EGRESS_ABOUT, EgressArgs, InitArgs,
+    InitCommand, MAX_TMP_SIZE_MIB, MAX_WORK_SIZE_MIB, ProbeArgs, SANDBOX_ABOUT, SandboxArgs,
+    SpareArgs, StdioArgs, WORD,
 };
 
 /// Why a command line is not run: help or the version to print (on
@@ -142,6 +143,11 @@ const INIT_FLAGS: &[Flag] = &[
         "NAME",
         "A desktop whose X server its provider starts once init is up (as Docker does, through process.start): the display's name, such as :0. Screen and input reach it, and every program gets DISPLAY. Not with --xvfb.",
     ),
+    flag(
+        "egress",
+        "PATH",
+        "Relay 127.0.0.1:3128 to the egress proxy's socket at PATH and give every program HTTP_PROXY, HTTPS_PROXY, ALL_PROXY (and lower case) naming it, with NO_PROXY=localhost,127.0.0.1,::1.",
+    ),
 ];
 
 const SANDBOX_FLAGS: &[Flag] = &[
@@ -176,6 +182,11 @@ const SANDBOX_FLAGS: &[Flag] = &[
         "A cgroup directory the sandbox joins (writes its pid into its cgroup.procs) before it does anything else; one per cgroup v1 hierarchy. Repeatable.",
     ),
     flag(
+        "egress",
+        "DIR",
+        "The egress proxy's socket directory on the host (absolute, existing), bound read-only at /run/egress; init's --egress names the socket there.",
+    ),
+    flag(
         "max-procs",
         "N",
         "At most this many processes of the computer's user at once (RLIMIT_NPROC, 16 to 32768, set just before init starts): the bound on processes where no cgroup can be made. In a user namespace of its own, or for a uid no other process has, it counts the computer's alone.",
@@ -203,6 +214,59 @@ const PROBE_FLAGS: &[Flag] = &[
     switch(
         "diagnose",
         "Also check 1.1.1.1, 8.8.8.8, 9.9.9.9 and 151.101.1.57 on 443/tcp, 80/tcp and 53/udp (3 s each way) and give a verdict: egress, accepted-only or none.",
+    ),
+];
+
+const EGRESS_FLAGS: &[Flag] = &[
+    flag(
+        "allow",
+        "ENTRY",
+        "A name (pypi.org), a wildcard (*.pythonhosted.org), a CIDR (93.184.215.0/24), or * alone for every public host. Repeat for more; at least one.",
+    ),
+    flag(
+        "deadline",
+        "TIME",
+        "When it stops (RFC 3339): every connection ends then. Required.",
+    ),
+    flag(
+        "socket",
+        "PATH",
+        "The unix socket (0600, or 0660 with --client-gid). Required.",
+    ),
+    flag(
+        "user",
+        "UID:GID",
+        "Start as root, bind, then become UID:GID (no groups, no_new_privs); never 0.",
+    ),
+    flag(
+        "client-gid",
+        "GID",
+        "The group the socket is shared with (the computer's).",
+    ),
+    flag(
+        "host-address",
+        "IP",
+        "An address of this host no interface shows (a NAT'd public IP), refused as this-host. Repeatable.",
+    ),
+    flag(
+        "hint",
+        "WORDS",
+        "What a refusal ends with: how to allow a host.",
+    ),
+    flag(
+        "with-pid",
+        "PID",
+        "End when this process (the computer's first) ends.",
+    ),
+    flag(
+        "resolver",
+        "IP:PORT",
+        "The DNS server asked instead of /etc/resolv.conf's (tests and embedders). Repeatable.",
+    ),
+    flag(
+        "cgroup",
+        "DIR",
+        "A cgroup directory joined first. Repeatable.",
     ),
 ];
 
@@ -241,6 +305,13 @@ const SUBS: &[Sub] = &[
         long_about: None,
         usage: "computerd stdio [--socket <PATH>]",
         flags: STDIO_FLAGS,
+    },
+    Sub {
+        word: "egress",
+        about: "A computer's egress proxy, outside it: HTTP (CONNECT and plain) and SOCKS5 CONNECT on a unix socket, to the hosts of its list only, on ports 80 and 443, after checking every address a name resolves to.",
+        long_about: Some(EGRESS_ABOUT),
+        usage: "computerd egress --allow <ENTRY>... --deadline <TIME> --socket <PATH> [OPTIONS]",
+        flags: EGRESS_FLAGS,
     },
 ];
 
@@ -369,6 +440,42 @@ impl Seen {
     fn many<T: FromStr<Err = String>>(&self, long: &str) -> Result<Vec<T>, ParseError> {
         self.all(long)
             .map(|v| self.text(long, v)?.parse().map_err(|e| self.refuse(e)))
+            .collect()
+    }
+
+    /// A value of any FromStr type, its words prefixed with the flag.
+    fn parsed<T: FromStr>(&self, long: &str) -> Result<Option<T>, ParseError>
+    where
+        T::Err: fmt::Display,
+    {
+        match self.one(long)? {
+            None => Ok(None),
+            Some(v) => {
+                let text = self.text(long, v)?;
+                text.parse()
+                    .map(Some)
+                    .map_err(|e| self.refuse(format_args!("--{long} {text:?}: {e}")))
+            }
+        }
+    }
+
+    /// Every value of a repeatable flag of any FromStr type.
+    fn all_parsed<T: FromStr>(&self, long: &str) -> Result<Vec<T>, ParseError>
+    where
+        T::Err: fmt::Display,
+    {
+        self.all(long)
+            .map(|v| {
+                let text = self.text(long, v)?;
+                text.parse()
+                    .map_err(|e| self.refuse(format_args!("--{long} {text:?}: {e}")))
+            })
+            .collect()
+    }
+
+    fn strings(&self, long: &str) -> Result<Vec<String>, ParseError> {
+        self.all(long)
+            .map(|v| self.text(long, v).map(str::to_owned))
             .collect()
     }
 
@@ -520,6 +627,7 @@ fn init_args(s: &Seen) -> Result<InitArgs, ParseError> {
             (Some(d), None) => Some(check_display(s.text("display", d)?).map_err(|e| s.refuse(e))?),
             (None, _) => None,
         },
+        egress: s.path("egress")?,
     })
 }
 
@@ -568,10 +676,7 @@ where
     Ok(match seen.sub.word {
         "init" => Command::Init(init_args(&seen)?),
         "probe" => Command::Probe(ProbeArgs {
-            connect: seen
-                .all("connect")
-                .map(|v| seen.text("connect", v).map(str::to_owned))
-                .collect::<Result<_, _>>()?,
+            connect: seen.strings("connect")?,
             diagnose: seen.switch("diagnose"),
         }),
         "sandbox" => {
@@ -601,6 +706,7 @@ where
                 binds,
                 cgroups: seen.paths("cgroup"),
                 max_procs,
+                egress: seen.path("egress")?,
                 init: InitCommand::parse(rest)?,
             })
         }
@@ -613,6 +719,29 @@ where
                 .or_else(|| std::env::var_os(crate::SOCKET_ENV).map(PathBuf::from))
                 .unwrap_or_else(|| crate::DEFAULT_SOCKET.into()),
         }),
+        "egress" => {
+            let allow = seen.strings("allow")?;
+            if allow.is_empty() {
+                return Err(seen.refuse("--allow is required (at least one entry)"));
+            }
+            let mut a = EgressArgs::new(
+                allow,
+                seen.required("deadline")?,
+                seen.path("socket")?
+                    .ok_or_else(|| seen.refuse("--socket is required"))?,
+            );
+            a.user = seen.value("user")?;
+            a.client_gid = seen.parsed("client-gid")?;
+            a.host_addresses = seen.all_parsed("host-address")?;
+            a.hint = seen
+                .one("hint")?
+                .map(|v| seen.text("hint", v).map(str::to_owned))
+                .transpose()?;
+            a.with_pid = seen.parsed("with-pid")?;
+            a.resolvers = seen.all_parsed("resolver")?;
+            a.cgroups = seen.paths("cgroup");
+            Command::Egress(a)
+        }
         other => return Err(seen.refuse(format_args!("{other:?} has no reader"))),
     })
 }

@@ -32,6 +32,9 @@ pub struct Meta {
     /// The limits its cgroup holds it to, as read back; None: no cgroup.
     #[serde(default)]
     pub limits: Option<super::cgroup::Limits>,
+    /// Its egress proxy, for an allowlist.
+    #[serde(default)]
+    pub egress: Option<super::egress::EgressMeta>,
 }
 
 /// A process named by its pid and its start time, so a reused pid is never

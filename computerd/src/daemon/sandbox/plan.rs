@@ -22,6 +22,9 @@ pub const OS_DIRS: [&str; 8] = [
 pub const WORK: &str = "/work";
 /// Where `--run` is bound inside; init's socket must be in it.
 pub const RUN: &str = "/run/computerd";
+/// Where `--egress` (the egress proxy's socket directory) is shown,
+/// read-only.
+pub const EGRESS: &str = "/run/egress";
 /// Every `--bind` goes here or under it.
 pub const WORKSPACE: &str = "/workspace";
 
@@ -64,6 +67,8 @@ pub struct Plan {
     pub cgroups: Vec<PathBuf>,
     /// `--max-procs`: RLIMIT_NPROC set just before init starts.
     pub max_procs: Option<u64>,
+    /// `--egress`, canonical, on the host; bound read-only at [`EGRESS`].
+    pub egress: Option<PathBuf>,
     /// The uid and gid that own `/work`: init's `--user`, or in a user
     /// namespace this process's own.
     pub owner: (u32, u32),
@@ -104,6 +109,11 @@ impl Plan {
         let os = os_entries(Path::new("/"));
         let exe_inside = exe_inside(&exe, &os);
         let shares = check_shares(&opts.binds)?;
+        let egress = opts
+            .egress
+            .as_ref()
+            .map(|e| existing_dir("--egress", e))
+            .transpose()?;
         for c in &opts.cgroups {
             if !c.is_absolute() {
                 return Err(format!("--cgroup {} is not an absolute path", c.display()));
@@ -182,6 +192,7 @@ impl Plan {
             shares,
             cgroups: opts.cgroups.clone(),
             max_procs: opts.max_procs,
+            egress,
             owner,
             userns,
             argv,

@@ -72,6 +72,9 @@ pub fn build(plan: &Plan) -> Result<(), String> {
     tmp(plan)?;
     work(plan)?;
     run(plan)?;
+    if let Some(dir) = &plan.egress {
+        egress(dir)?;
+    }
     for share in &plan.shares {
         share_dir(share)?;
     }
@@ -297,6 +300,28 @@ fn run(plan: &Plan) -> Result<(), String> {
         true,
         MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
         "make --run nosuid and nodev",
+    )
+}
+
+/// `--egress` at /run/egress, read-only: the egress proxy's socket (a
+/// socket on a read-only mount is still connected to; nothing there can
+/// be made, moved or removed from inside).
+fn egress(dir: &Path) -> Result<(), String> {
+    let target = join(Path::new(NEW), Path::new(plan::EGRESS));
+    mkdir_all(Path::new(NEW), Path::new(plan::EGRESS))?;
+    mount(
+        Some(&join(Path::new(OLD), dir)),
+        &target,
+        None,
+        MsFlags::MS_BIND,
+        None,
+        "bind --egress",
+    )?;
+    setattr(
+        &target,
+        false,
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+        "make --egress read-only",
     )
 }
 

@@ -1,0 +1,866 @@
+//! `computerd egress`: a computer's one way out when its network is an
+//! allowlist. It listens on a unix socket (bound read-only into the
+//! computer, where init relays 127.0.0.1:3128 to it) and speaks HTTP
+//! proxying (CONNECT for TLS, absolute-URI requests for plain HTTP) and
+//! SOCKS5 CONNECT, told apart by the first byte.
+//!
+//! Every request is decided before any socket opens: the port (80 and 443
+//! only), the host against the list (a name off the list is refused before
+//! any lookup, so it never leaves this host), then every address the name
+//! resolves to (asked once, of [`dns`]) against the address rule
+//! ([`crate::protocol::egress::classify_on`], this host's own addresses
+//! included). The addresses checked are the ones dialled: there is no
+//! second lookup to rebind. A plain-HTTP request goes to the host its
+//! request line names, its `Host` header must name the same, it is sent
+//! with `Connection: close`, and its response reaches the program as sent
+//! (a redirect is the program's to follow, through the proxy again).
+//!
+//! Bounds: [`MAX_OPEN`] connections at once (each a tunnel at most),
+//! [`MAX_TOTAL`] in all, a head of [`head::MAX_HEAD`] bytes read within
+//! [`HEAD_WAIT`], [`IDLE`] without a byte either way. At its deadline, or
+//! when the process it was started `--with-pid` ends, it stops: every
+//! connection ends with it. Each decision is one log line: host, port,
+//! address, class and rule; never a path, a header or a body.
+
+pub mod dns;
+pub mod head;
+pub mod relay;
+pub mod splice;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
+
+use crate::protocol::egress::{Allowlist, Class, DEFAULT_HINT, Host, PORTS, classify_on};
+use head::{Authority, SocksCommand};
+
+/// Connections (and so tunnels) open at once.
+pub const MAX_OPEN: usize = 64;
+/// Connections in the proxy's life.
+pub const MAX_TOTAL: u64 = 20_000;
+/// How long a program has to send its whole request head.
+pub const HEAD_WAIT: Duration = Duration::from_secs(30);
+/// A tunnel or request with no byte either way for this long is ended.
+pub const IDLE: Duration = Duration::from_secs(300);
+/// How long the dial of one host may take, over all its addresses.
+pub const DIAL_WAIT: Duration = Duration::from_secs(10);
+
+/// What the proxy runs with, checked.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub list: Allowlist,
+    pub deadline: SystemTime,
+    pub socket: PathBuf,
+    /// Bind as root, then become this uid:gid (no groups, no_new_privs).
+    pub user: Option<(u32, u32)>,
+    /// The socket's group: it is made 0660 for it (else 0600).
+    pub client_gid: Option<u32>,
+    /// This host's addresses beyond its interfaces' (refused as this-host).
+    pub host_addresses: Vec<IpAddr>,
+    /// What a refusal adds: how to allow the host.
+    pub hint: Option<String>,
+    /// End when this process ends.
+    pub with_pid: Option<i32>,
+    /// The DNS servers asked; empty: those of /etc/resolv.conf.
+    pub resolvers: Vec<SocketAddr>,
+    /// Cgroup directories joined first.
+    pub cgroups: Vec<PathBuf>,
+}
+
+/// Run the proxy; the exit code (1 with words on stderr when it cannot
+/// start).
+pub fn main(opts: Options) -> i32 {
+    match start(opts) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("computerd egress: {e}");
+            1
+        }
+    }
+}
+
+fn start(opts: Options) -> Result<i32, String> {
+    crate::daemon::sandbox::join(std::process::id(), &opts.cgroups)?;
+    if opts.deadline <= SystemTime::now() {
+        return Err("--deadline is in the past".into());
+    }
+    let listener = bind(&opts.socket, opts.user, opts.client_gid)?;
+    if let Some((uid, gid)) = opts.user {
+        become_user(uid, gid)?;
+    }
+    let mut own = own_addresses();
+    own.extend(&opts.host_addresses);
+    let resolvers = if opts.resolvers.is_empty() {
+        dns::resolvers_of(&std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default())
+    } else {
+        opts.resolvers.clone()
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("could not start the runtime ({e})"))?;
+    let proxy = Arc::new(Proxy {
+        list: opts.list.clone(),
+        own,
+        resolvers,
+        hint: opts
+            .hint
+            .clone()
+            .unwrap_or_else(|| DEFAULT_HINT.to_string()),
+        open: Arc::new(tokio::sync::Semaphore::new(MAX_OPEN)),
+        total: AtomicU64::new(0),
+    });
+    let socket = opts.socket.clone();
+    let code = rt.block_on(async move {
+        let listener = tokio::net::UnixListener::from_std(listener)
+            .map_err(|e| format!("could not listen on {} ({e})", socket.display()))?;
+        tracing::info!(
+            "egress ready on {}: {} ({} resolvers)",
+            socket.display(),
+            proxy.list,
+            proxy.resolvers.len()
+        );
+        let until = deadline_instant(opts.deadline);
+        tokio::select! {
+            _ = tokio::time::sleep_until(until) => {
+                tracing::info!("egress: the deadline came; every connection ends");
+            }
+            _ = watch_pid(opts.with_pid) => {
+                tracing::info!("egress: the computer ended; every connection ends");
+            }
+            _ = accept_loop(listener, Arc::clone(&proxy)) => {}
+        }
+        Ok::<i32, String>(0)
+    })?;
+    let _ = std::fs::remove_file(&opts.socket);
+    rt.shutdown_timeout(Duration::from_millis(100));
+    Ok(code)
+}
+
+fn deadline_instant(at: SystemTime) -> tokio::time::Instant {
+    let left = at
+        .duration_since(SystemTime::now())
+        .unwrap_or(Duration::ZERO);
+    tokio::time::Instant::now() + left
+}
+
+/// The socket: a stale one replaced, made 0600 (0660 with a client
+/// group), owned by the user the proxy becomes.
+fn bind(
+    path: &Path,
+    user: Option<(u32, u32)>,
+    client_gid: Option<u32>,
+) -> Result<std::os::unix::net::UnixListener, String> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if !m.file_type().is_socket() {
+            return Err(format!(
+                "--socket {} exists and is not a socket",
+                path.display()
+            ));
+        }
+        let _ = std::fs::remove_file(path);
+    }
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+    let listener = std::os::unix::net::UnixListener::bind(path);
+    nix::sys::stat::umask(old);
+    let listener = listener.map_err(|e| format!("could not listen on {} ({e})", path.display()))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("could not make the socket non-blocking ({e})"))?;
+    let mode = if client_gid.is_some() { 0o660 } else { 0o600 };
+    let owner = user.map(|(u, _)| nix::unistd::Uid::from_raw(u));
+    let group = client_gid
+        .or(user.map(|(_, g)| g))
+        .map(nix::unistd::Gid::from_raw);
+    if owner.is_some() || group.is_some() {
+        nix::unistd::chown(path, owner, group)
+            .map_err(|e| format!("could not give {} its owner ({e})", path.display()))?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("could not set {}'s mode ({e})", path.display()))?;
+    Ok(listener)
+}
+
+/// Become uid:gid with no supplementary group and no_new_privs; read back.
+fn become_user(uid: u32, gid: u32) -> Result<(), String> {
+    use nix::unistd::{Gid, Uid};
+    if uid == 0 {
+        return Err("--user 0:0: the proxy never runs as root".into());
+    }
+    nix::unistd::setgroups(&[]).map_err(|e| format!("--user: setgroups failed ({e})"))?;
+    nix::unistd::setgid(Gid::from_raw(gid)).map_err(|e| format!("--user: setgid failed ({e})"))?;
+    nix::unistd::setuid(Uid::from_raw(uid)).map_err(|e| format!("--user: setuid failed ({e})"))?;
+    nix::sys::prctl::set_no_new_privs().map_err(|e| format!("no_new_privs failed ({e})"))?;
+    if nix::unistd::geteuid().as_raw() != uid || nix::unistd::getegid().as_raw() != gid {
+        return Err("--user did not read back".into());
+    }
+    Ok(())
+}
+
+/// Every address on this host's interfaces.
+pub fn own_addresses() -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    if let Ok(addrs) = nix::ifaddrs::getifaddrs() {
+        for a in addrs {
+            let Some(addr) = a.address else { continue };
+            let ip = if let Some(v4) = addr.as_sockaddr_in() {
+                IpAddr::V4(v4.ip())
+            } else if let Some(v6) = addr.as_sockaddr_in6() {
+                IpAddr::V6(v6.ip())
+            } else {
+                continue;
+            };
+            if !out.contains(&ip) {
+                out.push(ip);
+            }
+        }
+    }
+    out
+}
+
+/// Resolves when `pid` has ended (gone, a zombie, or another process).
+async fn watch_pid(pid: Option<i32>) {
+    let Some(pid) = pid else {
+        return std::future::pending().await;
+    };
+    let start = start_of(pid);
+    loop {
+        let now = start_of(pid);
+        if now.is_none() || now != start {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn start_of(pid: i32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let f: Vec<&str> = rest.split(' ').collect();
+    if f.first().is_some_and(|s| *s == "Z" || *s == "X") {
+        return None;
+    }
+    f.get(19).map(|s| s.to_string())
+}
+
+struct Proxy {
+    list: Allowlist,
+    own: Vec<IpAddr>,
+    resolvers: Vec<SocketAddr>,
+    hint: String,
+    open: Arc<tokio::sync::Semaphore>,
+    total: AtomicU64,
+}
+
+async fn accept_loop(listener: tokio::net::UnixListener, proxy: Arc<Proxy>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                tracing::warn!("egress: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let n = proxy.total.fetch_add(1, Ordering::Relaxed);
+        let permit = match Arc::clone(&proxy.open).try_acquire_owned() {
+            Ok(p) if n < MAX_TOTAL => p,
+            other => {
+                let words = if other.is_ok() {
+                    format!(
+                        "this proxy has carried its {MAX_TOTAL} connections and takes no more: make a new computer"
+                    )
+                } else {
+                    format!(
+                        "{MAX_OPEN} connections are open through this proxy, the most at once: close one and try again"
+                    )
+                };
+                tracing::info!("egress refuse rule=bound {words}");
+                // A few hundred bytes into a fresh socket's buffer: never
+                // blocks, so no task of its own.
+                let _ = stream.try_write(&http_reply(503, &words));
+                drop(stream);
+                continue;
+            }
+        };
+        let proxy = Arc::clone(&proxy);
+        spawn(async move {
+            serve(stream, &proxy).await;
+            drop(permit);
+        });
+    }
+}
+
+/// Every task of the proxy and of init's relay is one boxed type, so the
+/// runtime's task code is compiled once for all of them.
+pub fn spawn(f: impl std::future::Future<Output = ()> + Send + 'static) {
+    let f: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = Box::pin(f);
+    tokio::spawn(f);
+}
+
+/// A refusal: the rule, the log's fields, the words the program sees.
+#[derive(Debug)]
+pub struct Refusal {
+    pub status: u16,
+    pub socks: u8,
+    pub rule: &'static str,
+    pub address: Option<IpAddr>,
+    pub class: Option<Class>,
+    pub words: String,
+}
+
+impl Refusal {
+    fn new(status: u16, socks: u8, rule: &'static str, words: String) -> Self {
+        Self {
+            status,
+            socks,
+            rule,
+            address: None,
+            class: None,
+            words,
+        }
+    }
+}
+
+/// The reply for a refused HTTP request: its status and the words.
+pub fn http_reply(status: u16, words: &str) -> Vec<u8> {
+    let reason = match status {
+        400 => "Bad Request",
+        403 => "Forbidden",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        414 => "URI Too Long",
+        431 => "Request Header Fields Too Large",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        _ => "Error",
+    };
+    let body = format!("{status} {words}\n");
+    format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\nX-Egress-Refused: {status}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+impl Proxy {
+    /// Decide a host and port: the addresses to dial, checked, or why not.
+    async fn decide(
+        &self,
+        host_text: &str,
+        port: u16,
+    ) -> Result<(Vec<SocketAddr>, Class), Refusal> {
+        let shown = host_text.trim_end_matches('.');
+        if !PORTS.contains(&port) {
+            return Err(Refusal::new(
+                403,
+                2,
+                "port",
+                format!(
+                    "{shown}:{port} is refused: a network list reaches ports 80 and 443 only, and no list can allow port {port}"
+                ),
+            ));
+        }
+        let host = crate::protocol::egress::parse_host(host_text).map_err(|why| {
+            Refusal::new(
+                400,
+                4,
+                "host",
+                format!("{host_text:?} is not a host: {why}"),
+            )
+        })?;
+        let addresses = match &host {
+            Host::Ip(ip) => {
+                if !self.list.allows_ip(*ip) {
+                    return Err(Refusal::new(
+                        403,
+                        2,
+                        "not-listed",
+                        format!(
+                            "{host} is not on this box's network list (an address is reached only inside a listed CIDR of its family): {}",
+                            self.hint
+                        ),
+                    ));
+                }
+                vec![*ip]
+            }
+            Host::Name(name) => {
+                if !self.list.allows_name(name) {
+                    return Err(Refusal::new(
+                        403,
+                        2,
+                        "not-listed",
+                        format!("{name} is not on this box's network list: {}", self.hint),
+                    ));
+                }
+                let found = dns::resolve(&self.resolvers, name).await.map_err(|why| {
+                    Refusal::new(
+                        502,
+                        4,
+                        "lookup",
+                        format!("{name} could not be looked up: {why}"),
+                    )
+                })?;
+                if found.is_empty() {
+                    return Err(Refusal::new(
+                        502,
+                        4,
+                        "lookup",
+                        format!("{name} has no address (the resolver answered none)"),
+                    ));
+                }
+                found
+            }
+        };
+        // Every answer checked: one refused address refuses the host, so a
+        // name that answers both a public and a private address reaches
+        // neither.
+        for ip in &addresses {
+            let class = classify_on(*ip, &self.own);
+            if class != Class::Public {
+                let words = match &host {
+                    Host::Ip(_) => {
+                        format!("{host} is a {class} address, which no network list can allow")
+                    }
+                    Host::Name(n) => format!(
+                        "{n} resolves to {ip}, a {class} address, which no network list can allow: a listed name reaches public addresses only"
+                    ),
+                };
+                let mut r = Refusal::new(403, 2, "address", words);
+                r.address = Some(*ip);
+                r.class = Some(class);
+                return Err(r);
+            }
+        }
+        Ok((
+            addresses
+                .into_iter()
+                .map(|ip| SocketAddr::new(ip, port))
+                .collect(),
+            Class::Public,
+        ))
+    }
+
+    /// Dial the checked addresses in order; the first that answers.
+    async fn dial(&self, host: &str, to: &[SocketAddr]) -> Result<TcpStream, Refusal> {
+        let until = tokio::time::Instant::now() + DIAL_WAIT;
+        let mut last = String::from("no address");
+        for a in to {
+            match tokio::time::timeout_at(until, TcpStream::connect(a)).await {
+                Ok(Ok(s)) => {
+                    let _ = s.set_nodelay(true);
+                    return Ok(s);
+                }
+                Ok(Err(e)) => last = format!("{a}: {e}"),
+                Err(_) => {
+                    last = format!("no answer within {DIAL_WAIT:?}");
+                    break;
+                }
+            }
+        }
+        Err(Refusal::new(
+            502,
+            5,
+            "connect",
+            format!("{host} could not be reached ({last})"),
+        ))
+    }
+
+    fn log_allow(&self, host: &str, port: u16, to: SocketAddr) {
+        tracing::info!(
+            "egress allow host={} port={port} address={} class=public",
+            host.trim_end_matches('.'),
+            to.ip()
+        );
+    }
+
+    fn log_refuse(&self, host: &str, port: u16, r: &Refusal) {
+        let addr = r
+            .address
+            .map(|a| a.to_string())
+            .unwrap_or_else(|| "-".into());
+        let class = r.class.map(Class::as_str).unwrap_or("-");
+        tracing::info!(
+            "egress refuse host={} port={port} address={addr} class={class} rule={}",
+            printable(host),
+            r.rule
+        );
+    }
+}
+
+async fn serve(mut client: UnixStream, proxy: &Proxy) {
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(HEAD_WAIT, client.read(&mut first)).await {
+        Ok(Ok(1)) => {}
+        _ => return,
+    }
+    if first[0] == 5 {
+        socks(client, proxy).await;
+    } else {
+        http(client, first[0], proxy).await;
+    }
+}
+
+async fn http(mut client: UnixStream, first: u8, proxy: &Proxy) {
+    let mut buf = Vec::with_capacity(4096);
+    buf.push(first);
+    let until = tokio::time::Instant::now() + HEAD_WAIT;
+    let end = loop {
+        if let Some(end) = head::head_end(&buf) {
+            break end;
+        }
+        if buf.len() > head::MAX_HEAD {
+            let words = format!("the request head is over {} bytes", head::MAX_HEAD);
+            tracing::info!("egress refuse rule=head-size");
+            refuse_http(&mut client, 431, &words).await;
+            return;
+        }
+        let mut chunk = [0u8; 4096];
+        match tokio::time::timeout_at(until, client.read(&mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return,
+            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+            Err(_) => {
+                let words = format!("the request head did not come within {HEAD_WAIT:?}");
+                refuse_http(&mut client, 408, &words).await;
+                return;
+            }
+        }
+    };
+    let rest = buf.split_off(end);
+    let h = match head::parse_head(&buf) {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::info!("egress refuse rule=head status={}", e.status);
+            refuse_http(&mut client, e.status, &e.words).await;
+            return;
+        }
+    };
+    if h.method.eq_ignore_ascii_case("CONNECT") {
+        let auth = match head::parse_authority(&h.target, None) {
+            Ok(a) => a,
+            Err(why) => {
+                let words = format!("CONNECT {}: {why} (CONNECT host:port)", h.target);
+                refuse_http(&mut client, 400, &words).await;
+                return;
+            }
+        };
+        let upstream = match open(proxy, &auth.host_text, auth.port).await {
+            Ok(u) => u,
+            Err(r) => {
+                refuse_http(&mut client, r.status, &r.words).await;
+                return;
+            }
+        };
+        if client
+            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .await
+            .is_err()
+        {
+            return;
+        }
+        relay(client, upstream, rest).await;
+        return;
+    }
+    let (auth, path) = match head::parse_absolute(&h.target) {
+        Ok(x) => x,
+        Err(why) => {
+            tracing::info!("egress refuse rule=target");
+            refuse_http(&mut client, 400, &why).await;
+            return;
+        }
+    };
+    if let Some(r) = check_plain(&h, &auth) {
+        proxy.log_refuse(&auth.host_text, auth.port, &r);
+        refuse_http(&mut client, r.status, &r.words).await;
+        return;
+    }
+    let mut upstream = match open(proxy, &auth.host_text, auth.port).await {
+        Ok(u) => u,
+        Err(r) => {
+            refuse_http(&mut client, r.status, &r.words).await;
+            return;
+        }
+    };
+    let mut out = format!("{} {path} {}\r\n", h.method, h.version);
+    let mut has_host = false;
+    for (n, v) in &h.headers {
+        let l = n.to_ascii_lowercase();
+        if l.starts_with("proxy-") || l == "connection" || l == "keep-alive" || l == "te" {
+            continue;
+        }
+        has_host |= l == "host";
+        out.push_str(n);
+        out.push_str(": ");
+        out.push_str(v);
+        out.push_str("\r\n");
+    }
+    if !has_host {
+        out.push_str(&format!("Host: {}\r\n", authority_text(&auth)));
+    }
+    out.push_str("Connection: close\r\n\r\n");
+    if upstream.write_all(out.as_bytes()).await.is_err() {
+        return;
+    }
+    relay(client, upstream, rest).await;
+}
+
+/// A program's text as it may go into a log line or a reply: printable
+/// ASCII, anything else a `?`, at most 255 bytes.
+fn printable(s: &str) -> String {
+    s.bytes()
+        .take(255)
+        .map(|b| {
+            if (0x20..0x7f).contains(&b) {
+                b as char
+            } else {
+                '?'
+            }
+        })
+        .collect()
+}
+
+/// Send a refusal and end the connection: the program's unread bytes
+/// (a head past its bound) are drained a little first, so the reply is
+/// read rather than lost to a reset.
+async fn refuse_http(client: &mut UnixStream, status: u16, words: &str) {
+    if client.write_all(&http_reply(status, words)).await.is_err() {
+        return;
+    }
+    let _ = client.shutdown().await;
+    let mut sink = [0u8; 4096];
+    let until = tokio::time::Instant::now() + Duration::from_secs(1);
+    let mut left = 256 * 1024;
+    while left > 0 {
+        match tokio::time::timeout_at(until, client.read(&mut sink)).await {
+            Ok(Ok(n)) if n > 0 => left -= n.min(left),
+            _ => break,
+        }
+    }
+}
+
+fn authority_text(a: &Authority) -> String {
+    if a.port == 80 {
+        a.host.to_string()
+    } else {
+        format!("{}:{}", a.host, a.port)
+    }
+}
+
+/// What a plain-HTTP request may not do: name another host in `Host`
+/// than on its request line, or ask for an upgrade.
+fn check_plain(h: &head::Head, auth: &Authority) -> Option<Refusal> {
+    let hosts: Vec<&str> = h.headers_named("host").collect();
+    if hosts.len() > 1 {
+        return Some(Refusal::new(
+            400,
+            2,
+            "host-header",
+            "the request has more than one Host header".into(),
+        ));
+    }
+    if let Some(v) = hosts.first() {
+        let same = head::parse_authority(v, Some(80))
+            .map(|b| head::same_host(auth, &b))
+            .unwrap_or(false);
+        if !same {
+            return Some(Refusal::new(
+                403,
+                2,
+                "host-header",
+                format!(
+                    "the Host header names {}, another host than the request line's {}: a request reaches only the host its request line names, so send Host: {}",
+                    printable(v),
+                    authority_text(auth),
+                    authority_text(auth)
+                ),
+            ));
+        }
+    }
+    if h.header("upgrade").is_some() {
+        return Some(Refusal::new(
+            403,
+            2,
+            "upgrade",
+            "an HTTP upgrade is not carried over plain HTTP: reach the host over TLS (CONNECT, wss://, https://)".into(),
+        ));
+    }
+    None
+}
+
+/// Decide, log, dial.
+async fn open(proxy: &Proxy, host: &str, port: u16) -> Result<TcpStream, Refusal> {
+    let (to, _) = match proxy.decide(host, port).await {
+        Ok(x) => x,
+        Err(r) => {
+            proxy.log_refuse(host, port, &r);
+            return Err(r);
+        }
+    };
+    match proxy.dial(host, &to).await {
+        Ok(s) => {
+            let peer = s.peer_addr().unwrap_or(to[0]);
+            proxy.log_allow(host, port, peer);
+            Ok(s)
+        }
+        Err(r) => {
+            proxy.log_refuse(host, port, &r);
+            Err(r)
+        }
+    }
+}
+
+fn socks_reply(code: u8) -> [u8; 10] {
+    [5, code, 0, 1, 0, 0, 0, 0, 0, 0]
+}
+
+async fn socks(mut client: UnixStream, proxy: &Proxy) {
+    let until = tokio::time::Instant::now() + HEAD_WAIT;
+    let mut buf = vec![5u8];
+    // The greeting: VER NMETHODS METHODS.
+    while buf.len() < 2 || buf.len() < 2 + buf[1] as usize {
+        if read_more(&mut client, &mut buf, until).await.is_none() {
+            return;
+        }
+    }
+    let methods = &buf[2..2 + buf[1] as usize];
+    if !methods.contains(&0) {
+        let _ = client.write_all(&[5, 0xff]).await;
+        return;
+    }
+    let mut buf = buf.split_off(2 + buf[1] as usize);
+    if client.write_all(&[5, 0]).await.is_err() {
+        return;
+    }
+    let len = loop {
+        match head::socks_request_len(&buf) {
+            Ok(Some(n)) => break n,
+            Ok(None) => {
+                if read_more(&mut client, &mut buf, until).await.is_none() {
+                    return;
+                }
+            }
+            Err(why) => {
+                tracing::info!("egress refuse rule=socks {why}");
+                let _ = client.write_all(&socks_reply(1)).await;
+                return;
+            }
+        }
+    };
+    let rest = buf.split_off(len);
+    let req = match head::parse_socks_request(&buf) {
+        Ok(r) => r,
+        Err(_) => {
+            let _ = client.write_all(&socks_reply(1)).await;
+            return;
+        }
+    };
+    let refused = match req.command {
+        SocksCommand::Connect => None,
+        SocksCommand::Bind => Some(
+            "SOCKS BIND is refused: this proxy carries outgoing TCP connections (CONNECT) to listed hosts only",
+        ),
+        SocksCommand::UdpAssociate => Some(
+            "SOCKS UDP ASSOCIATE is refused: this proxy carries outgoing TCP connections (CONNECT) to listed hosts only; UDP reaches nothing",
+        ),
+        SocksCommand::Other(_) => Some("an unknown SOCKS command is refused"),
+    };
+    if let Some(words) = refused {
+        let r = Refusal::new(403, 7, "socks-command", words.into());
+        proxy.log_refuse(&req.host_text, req.port, &r);
+        let _ = socks_refuse(&mut client, &r).await;
+        return;
+    }
+    let upstream = match open(proxy, &req.host_text, req.port).await {
+        Ok(u) => u,
+        Err(r) => {
+            let _ = socks_refuse(&mut client, &r).await;
+            return;
+        }
+    };
+    if client.write_all(&socks_reply(0)).await.is_err() {
+        return;
+    }
+    relay(client, upstream, rest).await;
+}
+
+/// A SOCKS refusal: the reply code, then the words on a line of their own
+/// (a client reads the reply; a person reading the bytes sees why).
+async fn socks_refuse(client: &mut UnixStream, r: &Refusal) -> std::io::Result<()> {
+    let mut out = socks_reply(r.socks).to_vec();
+    out.extend_from_slice(format!("{}\n", r.words).as_bytes());
+    client.write_all(&out).await
+}
+
+async fn read_more(
+    client: &mut UnixStream,
+    buf: &mut Vec<u8>,
+    until: tokio::time::Instant,
+) -> Option<()> {
+    if buf.len() > 600 {
+        return None;
+    }
+    let mut chunk = [0u8; 512];
+    match tokio::time::timeout_at(until, client.read(&mut chunk)).await {
+        Ok(Ok(n)) if n > 0 => {
+            buf.extend_from_slice(&chunk[..n]);
+            Some(())
+        }
+        _ => None,
+    }
+}
+
+/// Carry bytes both ways until both ends are done or [`IDLE`] passes with
+/// none either way (read from the upstream socket's TCP_INFO); `early`
+/// (bytes the program sent past its head) goes first.
+async fn relay(client: UnixStream, mut upstream: TcpStream, early: Vec<u8>) {
+    if !early.is_empty() && upstream.write_all(&early).await.is_err() {
+        return;
+    }
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&upstream);
+    let idle = async {
+        loop {
+            let quiet = quiet_for(fd).unwrap_or(Duration::ZERO);
+            if quiet >= IDLE {
+                return;
+            }
+            tokio::time::sleep(IDLE - quiet).await;
+        }
+    };
+    // Spliced, as init's relay is: the bytes stay in the kernel.
+    tokio::select! {
+        _ = splice::both(&upstream, &client) => {}
+        _ = idle => {}
+    }
+}
+
+/// How long a TCP socket has neither sent nor received data.
+fn quiet_for(fd: std::os::fd::RawFd) -> Option<Duration> {
+    // SAFETY: tcp_info is plain data; zeroed is a valid value of it.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `info`, which
+    // lives for the call; `fd` is the caller's open socket.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then(|| {
+        Duration::from_millis(u64::from(
+            info.tcpi_last_data_sent.min(info.tcpi_last_data_recv),
+        ))
+    })
+}

@@ -1,0 +1,76 @@
+//! `computerd init --egress <socket>`: inside the computer, init listens on
+//! [`PROXY_PORT`] of its own loopback and carries each connection, bytes
+//! only, to the egress proxy's socket; every program is given the proxy
+//! variables ([`proxy_env`]) naming that port. A program that ignores them
+//! reaches nothing (the computer has no route); one that dials the socket
+//! itself meets the same proxy.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+
+use tokio::net::{TcpListener, UnixStream};
+
+/// The port init listens on, on the computer's loopback.
+pub const PROXY_PORT: u16 = 3128;
+
+/// The variables every program gets when init relays to a proxy.
+pub fn proxy_env() -> Vec<(String, String)> {
+    let url = format!("http://127.0.0.1:{PROXY_PORT}");
+    let mut out = Vec::new();
+    for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+        out.push((name.to_string(), url.clone()));
+        out.push((name.to_ascii_lowercase(), url.clone()));
+    }
+    let none = "localhost,127.0.0.1,::1".to_string();
+    out.push(("NO_PROXY".into(), none.clone()));
+    out.push(("no_proxy".into(), none));
+    out
+}
+
+/// Listen on 127.0.0.1:[`PROXY_PORT`] (before the runtime starts, so init
+/// refuses to start when it cannot).
+pub fn listen() -> Result<std::net::TcpListener, String> {
+    let at = SocketAddr::from((Ipv4Addr::LOCALHOST, PROXY_PORT));
+    let l = std::net::TcpListener::bind(at)
+        .map_err(|e| format!("--egress: could not listen on {at} ({e})"))?;
+    l.set_nonblocking(true)
+        .map_err(|e| format!("--egress: could not listen on {at} ({e})"))?;
+    Ok(l)
+}
+
+/// Carry every connection to `socket` until init ends.
+pub async fn serve(listener: std::net::TcpListener, socket: PathBuf) {
+    let listener = match TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("--egress: the relay cannot listen: {e}");
+            return;
+        }
+    };
+    loop {
+        let Ok((mut tcp, _)) = listener.accept().await else {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            continue;
+        };
+        let socket = socket.clone();
+        super::spawn(async move {
+            let _ = tcp.set_nodelay(true);
+            match UnixStream::connect(&socket).await {
+                Ok(unix) => {
+                    super::splice::both(&tcp, &unix).await;
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "--egress: the proxy's socket {} does not answer: {e}",
+                        socket.display()
+                    );
+                    let words = format!(
+                        "the computer's egress proxy does not answer ({e}): its network reaches nothing now"
+                    );
+                    let reply = super::http_reply(502, &words);
+                    let _ = tokio::io::AsyncWriteExt::write_all(&mut tcp, &reply).await;
+                }
+            }
+        });
+    }
+}
