@@ -229,7 +229,7 @@ mod tests {
     fn usage_errors_are_words() {
         assert_eq!(
             options(&args(&["exec", "bogus"], None)).err().unwrap(),
-            "--only: \"bogus\" is not a conformance group; the groups are: health, exec, files, tar, process, provider, drift, isolation, lifetime, mount, limits"
+            "--only: \"bogus\" is not a conformance group; the groups are: health, exec, files, tar, process, provider, drift, isolation, lifetime, mount, limits, screen, input"
         );
         assert!(
             options(&args(&[], Some("none")))

@@ -75,7 +75,8 @@ pub struct KindVerdict {
 
 /// A provider passes a kind when it serves it, no case failed, every
 /// required group has a passing case, no Core case skipped but for an
-/// undeclared optional group, and the run left nothing behind.
+/// undeclared optional group or an undeclared need that is no group, and
+/// the run left nothing behind.
 pub fn kind_verdict(
     kind: SettingKind,
     caps: &Capabilities,
@@ -104,12 +105,16 @@ pub fn kind_verdict(
         .iter()
         .filter(|r| r.status == Status::Skip && r.level == Level::Core)
     {
-        let optional_group = r
-            .undeclared
-            .as_deref()
-            .and_then(Group::from_name)
-            .is_some_and(|g| row.optional.contains(&g));
-        if !optional_group {
+        // Skipped for an undeclared need: fine when the need is an optional
+        // group of the kind, or no group at all (a network the provider has
+        // none left to refuse, a janitor): a need the kind requires fails
+        // its case instead. Skipped for want of what the run was given (a
+        // fixture, a drifted daemon): not a pass.
+        let undeclared_optional = match r.undeclared.as_deref() {
+            Some(need) => Group::from_name(need).is_none_or(|g| row.optional.contains(&g)),
+            None => false,
+        };
+        if !undeclared_optional {
             reasons.push(format!(
                 "{} skipped: {}",
                 r.id,
@@ -160,4 +165,66 @@ pub(crate) fn core_not_run(selected: &[Case]) -> Vec<String> {
         .filter(|c| c.level == Level::Core && !selected.iter().any(|s| s.id == c.id))
         .map(|c| c.id.to_string())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conformance::CaseGroup;
+    use crate::types::{LifetimeMode, Release};
+
+    fn caps() -> Capabilities {
+        Capabilities {
+            kind: MachineKind::Linux,
+            os: "linux".into(),
+            daemon: DaemonMode::Pid1,
+            groups: vec![Group::Exec, Group::Files, Group::Processes],
+            lifetime: LifetimeMode::Enforced,
+            release: vec![Release::Delete],
+            max_lifetime_ms: 3_600_000,
+            networks: vec![NetworkKind::None, NetworkKind::Open, NetworkKind::Allow],
+            network_read_back: true,
+            isolation: String::new(),
+            extend: false,
+        }
+    }
+
+    fn result(id: &str, status: Status, undeclared: Option<&str>) -> CaseResult {
+        CaseResult {
+            id: id.into(),
+            level: Level::Core,
+            group: CaseGroup::Exec,
+            status,
+            reason: Some("why".into()),
+            undeclared: undeclared.map(String::from),
+            ms: 1,
+        }
+    }
+
+    #[test]
+    fn a_core_case_skipped_for_an_undeclared_need_that_is_no_group_passes_the_kind() {
+        let table = cases();
+        let mut results: Vec<CaseResult> = table
+            .iter()
+            .filter(|c| {
+                c.group == CaseGroup::Exec
+                    || c.group == CaseGroup::Files
+                    || c.group == CaseGroup::Process
+            })
+            .map(|c| result(c.id, Status::Pass, None))
+            .collect();
+        results.push(result(
+            "provider.network-change-refused",
+            Status::Skip,
+            Some("an undeclared network"),
+        ));
+        let clean = Cleanup::default();
+        let v = kind_verdict(SettingKind::Sandbox, &caps(), &table, &results, &clean);
+        assert_eq!(v.verdict, "pass", "{:?}", v.reasons);
+        // A skip for want of what the run was given is not a pass.
+        results.push(result("drift.refused", Status::Skip, None));
+        let v = kind_verdict(SettingKind::Sandbox, &caps(), &table, &results, &clean);
+        assert_eq!(v.verdict, "fail");
+        assert_eq!(v.reasons, vec!["drift.refused skipped: why".to_string()]);
+    }
 }
