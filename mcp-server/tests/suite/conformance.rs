@@ -49,23 +49,7 @@ fn the_local_provider_passes_core_through_the_command() {
         ],
     );
     let took = started.elapsed();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "the report is not JSON ({e}): {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    let failed: Vec<&serde_json::Value> = report["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["status"] == "fail")
-        .collect();
-    assert!(failed.is_empty(), "{failed:#?}");
-    assert_eq!(report["core"]["verdict"], "pass", "{report:#}");
-    assert_eq!(report["cleanup"]["left"], serde_json::json!([]));
-    assert_eq!(out.status.code(), Some(0));
+    let report = passing_report(&out, "local");
     println!(
         "core {}/{} in {} ms",
         report["core"]["passed"],
@@ -133,9 +117,22 @@ fn the_docker_provider_passes_core_through_the_command() {
         ],
     );
     let took = started.elapsed();
+    let report = passing_report(&out, "docker");
+    println!(
+        "docker: core {}/{} in {} ms",
+        report["core"]["passed"],
+        report["core"]["total"],
+        took.as_millis()
+    );
+}
+
+/// The JSON report of a run that passed: no case failed, Core passed,
+/// nothing was left behind, exit 0 (asserted whole, so a failure prints
+/// what each case found).
+fn passing_report(out: &std::process::Output, what: &str) -> serde_json::Value {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
-            "the report is not JSON ({e}): {}\n{}",
+            "{what}: the report is not JSON ({e}): {}\n{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         )
@@ -146,32 +143,18 @@ fn the_docker_provider_passes_core_through_the_command() {
         .iter()
         .filter(|r| r["status"] == "fail")
         .collect();
-    assert!(failed.is_empty(), "{failed:#?}");
-    assert_eq!(report["core"]["verdict"], "pass", "{report:#}");
-    assert_eq!(out.status.code(), Some(0));
-    println!(
-        "docker: core {}/{} in {} ms",
-        report["core"]["passed"],
-        report["core"]["total"],
-        took.as_millis()
-    );
+    assert!(failed.is_empty(), "{what}: {failed:#?}");
+    assert_eq!(report["core"]["verdict"], "pass", "{what}: {report:#}");
+    assert_eq!(report["cleanup"]["left"], serde_json::json!([]), "{what}");
+    assert_eq!(out.status.code(), Some(0), "{what}");
+    report
 }
 
-/// A report's failures, its Core verdict and its kind verdict (asserted
-/// whole, so a failure prints what each case found).
+/// A desktop run that passed, with every screen and input case run and
+/// passed (none skipped).
 fn assert_desktop_passes(out: &std::process::Output, what: &str) {
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "the report is not JSON ({e}): {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let report = passing_report(out, what);
     let results = report["results"].as_array().unwrap();
-    let failed: Vec<&serde_json::Value> =
-        results.iter().filter(|r| r["status"] == "fail").collect();
-    assert!(failed.is_empty(), "{what}: {failed:#?}");
-    // Every screen and input case ran and passed (none skipped).
     for id in [
         "screen.screenshot-size",
         "screen.watch",
@@ -187,9 +170,6 @@ fn assert_desktop_passes(out: &std::process::Output, what: &str) {
             "{what}: {id}: {r:?}"
         );
     }
-    assert_eq!(report["core"]["verdict"], "pass", "{what}: {report:#}");
-    assert_eq!(report["cleanup"]["left"], serde_json::json!([]), "{what}");
-    assert_eq!(out.status.code(), Some(0), "{what}");
     println!(
         "{what}: core {}/{}",
         report["core"]["passed"], report["core"]["total"]

@@ -13,6 +13,7 @@ use computerd::protocol::{
     ErrorKind, InputActionsResult, ProcessSignalParams, ProcessStartParams, Region,
     ScreenReadParams, ScreenShotParams, ScreenWatchParams, Signal,
 };
+use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use crate::conformance::ctx::{Computer, Ctx, Outcome, ensure, fail};
@@ -143,6 +144,19 @@ impl<'a> Fixture<'a> {
             )
             .await;
     }
+}
+
+/// A case's body, given the fixture up on the shared computer.
+type Body = for<'a> fn(&'a Fixture<'a>) -> BoxFuture<'a, Result<(), Outcome>>;
+
+/// Start the fixture on the shared computer, run `body`, and stop the
+/// fixture whatever the body found.
+async fn with_fixture(t: &Ctx, body: Body) -> Result<(), Outcome> {
+    let c = t.shared().await?;
+    let f = Fixture::start(t, c).await?;
+    let outcome = body(&f).await;
+    f.stop().await;
+    outcome
 }
 
 fn show(ev: &[Value]) -> String {
@@ -288,11 +302,9 @@ pub async fn screenshot_size(t: &Ctx) -> Result<(), Outcome> {
             )
         },
     )?;
-    let fc = t.shared().await?;
-    let f = Fixture::start(t, fc).await?;
-    let f = &f;
-    let outcome = async {
-        let (_, png) = shot(t, f.c, Some(Region { x: 0, y: 0, width: 200, height: 200 })).await?;
+    with_fixture(t, |f| {
+        Box::pin(async move {
+        let (_, png) = shot(f.t, f.c, Some(Region { x: 0, y: 0, width: 200, height: 200 })).await?;
         let (w, _, rgb) = decode(&png)?;
         for (name, x, y, want) in QUADRANTS {
             let got = pixel(&rgb, w, x, y);
@@ -301,19 +313,16 @@ pub async fn screenshot_size(t: &Ctx) -> Result<(), Outcome> {
             })?;
         }
         Ok(())
-    }
-    .await;
-    f.stop().await;
-    outcome
+        })
+    })
+    .await
 }
 
 /// A single and a double click each show in the fixture's log at their
 /// point, with their count.
 pub async fn click_lands(t: &Ctx) -> Result<(), Outcome> {
-    let fc = t.shared().await?;
-    let f = Fixture::start(t, fc).await?;
-    let f = &f;
-    let outcome = async {
+    with_fixture(t, |f| {
+        Box::pin(async move {
         let n = f.events().await.len();
         let r = actions(f.c,
             json!([
@@ -348,51 +357,45 @@ pub async fn click_lands(t: &Ctx) -> Result<(), Outcome> {
                 )
             },
         )
-    }
-    .await;
-    f.stop().await;
-    outcome
+        })
+    })
+    .await
 }
 
 /// `Hello, agentrun! 123` typed arrives exactly.
 pub async fn type_text(t: &Ctx) -> Result<(), Outcome> {
     const TEXT: &str = "Hello, agentrun! 123";
-    let fc = t.shared().await?;
-    let f = Fixture::start(t, fc).await?;
-    let f = &f;
-    let outcome = async {
-        let n = f.events().await.len();
-        let r = actions(f.c, json!([{"type": "type", "text": TEXT}])).await?;
-        ensure(r.done == 1 && r.failed.is_none(), || {
-            format!("type answered {r:?}")
-        })?;
-        let typed = |ev: &[Value]| -> String {
-            ev[n.min(ev.len())..]
-                .iter()
-                .filter(|e| e["event"] == "text")
-                .filter_map(|e| e["text"].as_str())
-                .collect()
-        };
-        let ev = f
-            .wait_for("the typed text", |ev| typed(ev).len() >= TEXT.len())
-            .await?;
-        let got = typed(&ev);
-        ensure(got == TEXT, || {
-            format!("typing {TEXT:?} arrived as {got:?}")
+    with_fixture(t, |f| {
+        Box::pin(async move {
+            let n = f.events().await.len();
+            let r = actions(f.c, json!([{"type": "type", "text": TEXT}])).await?;
+            ensure(r.done == 1 && r.failed.is_none(), || {
+                format!("type answered {r:?}")
+            })?;
+            let typed = |ev: &[Value]| -> String {
+                ev[n.min(ev.len())..]
+                    .iter()
+                    .filter(|e| e["event"] == "text")
+                    .filter_map(|e| e["text"].as_str())
+                    .collect()
+            };
+            let ev = f
+                .wait_for("the typed text", |ev| typed(ev).len() >= TEXT.len())
+                .await?;
+            let got = typed(&ev);
+            ensure(got == TEXT, || {
+                format!("typing {TEXT:?} arrived as {got:?}")
+            })
         })
-    }
-    .await;
-    f.stop().await;
-    outcome
+    })
+    .await
 }
 
 /// A batch whose second action names an unknown key is refused whole:
 /// done 0, failed.index 1, kind invalid, and nothing runs.
 pub async fn key_table_refuses_unknown(t: &Ctx) -> Result<(), Outcome> {
-    let fc = t.shared().await?;
-    let f = Fixture::start(t, fc).await?;
-    let f = &f;
-    let outcome = async {
+    with_fixture(t, |f| {
+        Box::pin(async move {
         let n = f.events().await.len();
         let r = actions(f.c,
             json!([{"type": "click", "point": [20, 20]}, {"type": "key", "keys": ["Hyper_Q"]}]),
@@ -407,88 +410,84 @@ pub async fn key_table_refuses_unknown(t: &Ctx) -> Result<(), Outcome> {
         ensure(ev.len() == n, || {
             format!("the refused batch still ran: the fixture logged {}", show(&ev[n..]))
         })
-    }
-    .await;
-    f.stop().await;
-    outcome
+        })
+    })
+    .await
 }
 
 /// move, press, a move off the screen, click: done 2, the press released
 /// where it was, no click; a later click lands (nothing was left held).
 pub async fn actions_stop_at_first_failure(t: &Ctx) -> Result<(), Outcome> {
-    let fc = t.shared().await?;
-    let f = Fixture::start(t, fc).await?;
-    let f = &f;
-    let outcome = async {
-        let (s, _) = shot(
-            t,
-            f.c,
-            Some(Region {
-                x: 0,
-                y: 0,
-                width: 1,
-                height: 1,
-            }),
-        )
-        .await?;
-        let off = s.screen_width + 10;
-        let n = f.events().await.len();
-        let r = actions(
-            f.c,
-            json!([
-                {"type": "move", "point": [20, 20]},
-                {"type": "down"},
-                {"type": "move", "point": [off, 5]},
-                {"type": "click", "point": [60, 60]}
-            ]),
-        )
-        .await?;
-        let got = r.failed.as_ref().map(|x| (r.done, x.index));
-        ensure(got == Some((2, 2)), || {
-            format!("a move off the screen answered {r:?}, want done 2 and failed index 2")
-        })?;
-        let ev = f
-            .wait_for("the press's release", |ev| {
-                ev[n.min(ev.len())..].iter().any(|e| e["event"] == "up")
-            })
-            .await?;
-        let seen: Vec<(&str, i64)> = ev[n..]
-            .iter()
-            .filter_map(|e| Some((e["event"].as_str()?, e["x"].as_i64()?)))
-            .collect();
-        ensure(seen == [("down", 20), ("up", 20)], || {
-            format!(
-                "want one press at x 20 and its release there, no click: {}",
-                show(&ev[n..])
+    with_fixture(t, |f| {
+        Box::pin(async move {
+            let (s, _) = shot(
+                f.t,
+                f.c,
+                Some(Region {
+                    x: 0,
+                    y: 0,
+                    width: 1,
+                    height: 1,
+                }),
             )
-        })?;
-        let n = ev.len();
-        let r = actions(
-            f.c,
-            json!([{"type": "wait", "ms": 450}, {"type": "click", "point": [150, 150]}]),
-        )
-        .await?;
-        ensure(r.failed.is_none(), || {
-            format!("the later click answered {r:?}")
-        })?;
-        let ev = f
-            .wait_for("the later click", |ev| {
-                ev[n.min(ev.len())..].iter().any(|e| e["event"] == "up")
-            })
             .await?;
-        let lands = ev[n..]
-            .iter()
-            .any(|e| e["event"] == "down" && e["x"] == 150 && e["y"] == 150 && e["count"] == 1);
-        ensure(lands, || {
-            format!(
-                "a later click at (150, 150) did not land as one click: {}",
-                show(&ev[n..])
+            let off = s.screen_width + 10;
+            let n = f.events().await.len();
+            let r = actions(
+                f.c,
+                json!([
+                    {"type": "move", "point": [20, 20]},
+                    {"type": "down"},
+                    {"type": "move", "point": [off, 5]},
+                    {"type": "click", "point": [60, 60]}
+                ]),
             )
+            .await?;
+            let got = r.failed.as_ref().map(|x| (r.done, x.index));
+            ensure(got == Some((2, 2)), || {
+                format!("a move off the screen answered {r:?}, want done 2 and failed index 2")
+            })?;
+            let ev = f
+                .wait_for("the press's release", |ev| {
+                    ev[n.min(ev.len())..].iter().any(|e| e["event"] == "up")
+                })
+                .await?;
+            let seen: Vec<(&str, i64)> = ev[n..]
+                .iter()
+                .filter_map(|e| Some((e["event"].as_str()?, e["x"].as_i64()?)))
+                .collect();
+            ensure(seen == [("down", 20), ("up", 20)], || {
+                format!(
+                    "want one press at x 20 and its release there, no click: {}",
+                    show(&ev[n..])
+                )
+            })?;
+            let n = ev.len();
+            let r = actions(
+                f.c,
+                json!([{"type": "wait", "ms": 450}, {"type": "click", "point": [150, 150]}]),
+            )
+            .await?;
+            ensure(r.failed.is_none(), || {
+                format!("the later click answered {r:?}")
+            })?;
+            let ev = f
+                .wait_for("the later click", |ev| {
+                    ev[n.min(ev.len())..].iter().any(|e| e["event"] == "up")
+                })
+                .await?;
+            let lands = ev[n..]
+                .iter()
+                .any(|e| e["event"] == "down" && e["x"] == 150 && e["y"] == 150 && e["count"] == 1);
+            ensure(lands, || {
+                format!(
+                    "a later click at (150, 150) did not land as one click: {}",
+                    show(&ev[n..])
+                )
+            })
         })
-    }
-    .await;
-    f.stop().await;
-    outcome
+    })
+    .await
 }
 
 /// screen.watch gives a first frame at once, and a new frame after the
