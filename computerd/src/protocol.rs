@@ -15,6 +15,7 @@
 //! - [`ProbeReport`]: the one JSON line `computerd probe` prints (no method:
 //!   providers run the probe through exec.run and parse its stdout).
 
+mod cdp;
 pub mod egress;
 mod envelope;
 mod exec;
@@ -28,6 +29,7 @@ mod process;
 mod screen;
 mod tar;
 
+pub use cdp::{CdpEvent, CdpEventsParams, CdpEventsResult, CdpSendParams, CdpSendResult};
 pub use envelope::{
     Bytes64, Call, Envelope, ErrorData, ErrorKind, INVALID_REQUEST, Id, METHOD_NOT_FOUND,
     PARSE_ERROR, RpcError, decode_params,
@@ -157,6 +159,11 @@ methods! {
     ScreenWatch = "screen.watch": ScreenWatchParams => ScreenWatchResult;
     /// A batch of pointer and key actions (groups input.pointer, input.keys).
     InputActions = "input.actions": InputActionsParams => InputActionsResult;
+    /// One CDP command to the browser (group cdp; answered by the
+    /// provider's client, never by computerd).
+    CdpSend = "cdp.send": CdpSendParams => CdpSendResult;
+    /// The browser's events kept since a sequence number (group cdp).
+    CdpEvents = "cdp.events": CdpEventsParams => CdpEventsResult;
 }
 
 impl std::fmt::Display for Method {

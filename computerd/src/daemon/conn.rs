@@ -308,6 +308,9 @@ async fn dispatch(
             let p: RawActions = decode_params(params)?;
             to_value(d.display.actions(p.actions, cancel).await)
         }
+        Method::CdpSend | Method::CdpEvents => Err(RpcError::unsupported(format!(
+            "{m} is answered by a browser's provider, not by computerd: this computer declares no cdp"
+        ))),
     }
 }
 

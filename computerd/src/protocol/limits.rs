@@ -99,3 +99,15 @@ pub const DEFAULT_WATCH_MAX_WIDTH: u32 = 1280;
 pub const DEFAULT_WATCH_QUALITY: u8 = 60;
 /// screen.watch: how often the screen is looked at while waiting for a change.
 pub const WATCH_POLL_MS: u64 = 50;
+/// cdp.send: how long the browser gets to answer, by default and at most (60 s).
+pub const CDP_SEND_MAX_MS: u64 = 60_000;
+/// cdp.events: waitMs at most.
+pub const CDP_EVENTS_WAIT_MAX_MS: u64 = 30_000;
+/// cdp.events: the most events one read returns.
+pub const CDP_EVENTS_MAX: u32 = 1000;
+/// cdp: the events a browser's client keeps, at most (oldest dropped first).
+pub const CDP_EVENTS_KEPT: usize = 4096;
+/// cdp: the bytes of events a browser's client keeps, at most (16 MiB).
+pub const CDP_EVENTS_KEPT_BYTES: usize = 16 * MIB as usize;
+/// cdp: the largest message from or to a browser (64 MiB: a full-page screenshot).
+pub const CDP_MESSAGE_MAX_BYTES: usize = 64 * MIB as usize;
