@@ -20,10 +20,10 @@ use rmcp::model::{CallToolResult, JsonObject, Tool};
 use serde_json::Value;
 
 use crate::error::{Result, ToolError};
-use crate::{ToolContext, ToolSettings, desktop, sandbox};
+use crate::{ToolContext, ToolSettings, browser, desktop, sandbox};
 
 /// Every family, one entry per setting kind that has one.
-const FAMILIES: &[Family] = &[sandbox::FAMILY, desktop::FAMILY];
+const FAMILIES: &[Family] = &[sandbox::FAMILY, desktop::FAMILY, browser::FAMILY];
 
 /// The registry of every family this crate has.
 pub fn registry() -> &'static Registry {

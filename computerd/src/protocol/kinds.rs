@@ -220,7 +220,15 @@ pub const SETTING_KINDS: &[KindRow] = &[
         kind: SettingKind::Browser,
         machines: &[MachineKind::Browser],
         required: &[Group::Cdp],
-        optional: &[Group::Stream, Group::Downloads],
+        // A local browser runs in a computer with a shell, files and
+        // processes, which its page tools list beside their own.
+        optional: &[
+            Group::Stream,
+            Group::Downloads,
+            Group::Exec,
+            Group::Files,
+            Group::Processes,
+        ],
     },
 ];
 
