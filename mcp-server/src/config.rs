@@ -244,7 +244,7 @@ pub struct Config {
     /// The network a computer reaches: none; open (whatever this machine reaches, its own loopback services included); public (every public host, through an egress proxy that refuses private, loopback, link-local, metadata and this machine's addresses); or allow:NAME[,NAME...] (only these names, *.suffix wildcards and CIDRs, on ports 80 and 443, through the same proxy).
     #[arg(long, value_name = "NETWORK", env = "COMPUTER_MCP_NETWORK", default_value = "none", value_parser = |s: &str| s.parse::<NetworkArg>())]
     pub network: NetworkArg,
-    /// What a computer is: sandbox (a shell, files, processes) or desktop (a screen, a keyboard and a mouse too; needs Xvfb, Debian's package xvfb). `conformance --kind` names the kind whose cases run (phone and browser too).
+    /// What a computer is: sandbox (a shell, files, processes); desktop (a screen, a keyboard and a mouse too; needs Xvfb, Debian's package xvfb); or browser (a headless Chromium in the computer, driven by page tools; needs Debian's package chromium). `conformance --kind` names the kind whose cases run (phone too).
     #[arg(
         long,
         value_name = "KIND",
@@ -551,6 +551,7 @@ pub fn host_defaults() -> HostDefaults {
         home,
         cwd: std::env::current_dir().ok(),
         desktop: None,
+        browser: false,
     }
 }
 
@@ -731,14 +732,16 @@ fn listen_address(text: &str) -> Result<SocketAddr, String> {
 }
 
 impl Config {
-    /// `--kind` as the kind of every computer this server makes: sandbox
-    /// or desktop (`conformance` takes any kind, which it checks itself).
+    /// `--kind` as the kind of every computer this server makes: sandbox,
+    /// desktop or browser (`conformance` takes any kind, which it checks
+    /// itself).
     pub fn kind_of_computers(&self) -> Result<SettingKind, String> {
         match self.kind.trim() {
             "sandbox" => Ok(SettingKind::Sandbox),
             "desktop" => Ok(SettingKind::Desktop),
+            "browser" => Ok(SettingKind::Browser),
             k => Err(format!(
-                "--kind {k:?}: this server makes sandbox or desktop computers"
+                "--kind {k:?}: this server makes sandbox, desktop or browser computers"
             )),
         }
     }

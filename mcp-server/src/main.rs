@@ -34,7 +34,7 @@ use std::sync::Arc;
 use clap::ArgMatches;
 use computer_providers::{Provider, Release, Sources, provider_for};
 use computerd::client::ComputerExt;
-use computerd::protocol::ExecParams;
+use computerd::protocol::{ExecParams, SettingKind};
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
@@ -181,6 +181,7 @@ fn make_provider(
     };
     let mut host = config::host_defaults();
     host.desktop = config.desktop_screen();
+    host.browser = config.setting_kind() == SettingKind::Browser;
     let provider: Arc<dyn Provider> = provider_for(&config.provider, &sources, &host)
         .map(Arc::from)
         .map_err(|e| e.message)?;

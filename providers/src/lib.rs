@@ -33,6 +33,7 @@
 //! its computer. Settings come in typed only: no provider reads the
 //! environment (the server's clap reads the variables a provider declares).
 
+pub mod cdp;
 pub mod conformance;
 pub mod docker;
 #[cfg(any(test, feature = "fake"))]

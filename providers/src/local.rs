@@ -22,6 +22,7 @@
 //! The deadline is init's: a computer ends itself then, whether or not the
 //! server is still there.
 
+pub mod browser;
 pub mod cgroup;
 pub mod desktop;
 pub mod egress;
@@ -119,6 +120,9 @@ pub struct LocalOptions {
     /// Make desktops with this screen (the server's `--kind desktop`):
     /// each computer's init starts this machine's Xvfb ([`desktop`]).
     pub desktop: Option<Screen>,
+    /// Make browsers (the server's `--kind browser`): each computer's
+    /// connection starts this machine's Chromium inside it ([`browser`]).
+    pub browser: bool,
     /// The DNS servers an allowlist's egress proxy asks (`computerd egress
     /// --resolver`); empty: this machine's /etc/resolv.conf. For tests
     /// that bring their own resolver.
@@ -137,6 +141,7 @@ impl LocalOptions {
             max_lifetime_ms: default_max_lifetime(),
             cgroups: true,
             desktop: None,
+            browser: false,
             egress_resolvers: Vec::new(),
         }
     }
@@ -160,6 +165,8 @@ pub struct LocalProvider {
     children: tokio::sync::Mutex<std::collections::HashMap<String, tokio::process::Child>>,
     /// The desktop's Xvfb and screen, when the provider makes desktops.
     desktop: Option<desktop::Desktop>,
+    /// The Chromium, when the provider makes browsers.
+    browser: Option<browser::Browser>,
 }
 
 /// How long a new computer gets to answer on its socket.
@@ -244,6 +251,13 @@ impl LocalProvider {
             parse_uid_gid(u)?;
         }
         let desktop = opts.desktop.map(desktop::Desktop::find).transpose()?;
+        let browser = opts.browser.then(browser::Browser::find).transpose()?;
+        if desktop.is_some() && browser.is_some() {
+            return Err(ProviderError::invalid(
+                "kind",
+                "a local provider makes desktops or browsers, not both",
+            ));
+        }
         let root = nix::unistd::geteuid().is_root();
         let cgroups = match opts.isolation {
             Isolation::Namespaces if !opts.cgroups => Err("cgroups were turned off".into()),
@@ -283,6 +297,7 @@ impl LocalProvider {
             refilling: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             children: tokio::sync::Mutex::new(Default::default()),
             desktop,
+            browser,
         })
     }
 
@@ -300,6 +315,16 @@ impl LocalProvider {
             )));
         }
         Ok(self.computers_dir().join(id))
+    }
+
+    /// The setting kind this provider's computers are.
+    fn made_kind(&self) -> computerd::protocol::SettingKind {
+        use computerd::protocol::SettingKind;
+        match (&self.desktop, &self.browser) {
+            (Some(_), _) => SettingKind::Desktop,
+            (None, Some(_)) => SettingKind::Browser,
+            (None, None) => SettingKind::Sandbox,
+        }
     }
 
     fn isolation_words(&self) -> String {
@@ -548,6 +573,13 @@ impl LocalProvider {
             notes.push(format!(
                 "desktop: a {} screen (Xvfb, started by the computer's init as its user); programs get DISPLAY",
                 d.screen
+            ));
+        }
+        if let Some(b) = &self.browser {
+            notes.push(format!(
+                "browser: {} started headless in the computer as its user when it is connected, its profile in {}, driven over its debugging pipe through the computer's daemon (no port opened); Chromium's own sandbox is off, the computer is the boundary",
+                b.chromium.display(),
+                browser::PROFILE
             ));
         }
         for s in &prep.shares {
@@ -885,6 +917,35 @@ impl LocalProvider {
         })
     }
 
+    /// A browser's connection: the computer's daemon, with the browser
+    /// started inside it on its pipe.
+    async fn with_browser(&self, daemon: Connection, meta: &Meta) -> Result<Connection> {
+        let Some(b) = &self.browser else {
+            return Ok(daemon);
+        };
+        let client = crate::cdp::BrowserClient::in_computer(
+            daemon.client,
+            &daemon.hello,
+            &b.launch(meta.network),
+            Default::default(),
+        )
+        .await
+        .map_err(|e| {
+            ProviderError::new(
+                e.code,
+                format!(
+                    "the local computer {}'s browser did not start: {}",
+                    meta.id, e.message
+                ),
+            )
+        })?;
+        let hello = client.hello().clone();
+        Ok(Connection {
+            client: Arc::new(client),
+            hello,
+        })
+    }
+
     /// The network of a running computer, read from its processes' namespace.
     fn read_network(&self, meta: &Meta) -> Result<NetworkReadBack> {
         if self.opts.isolation == Isolation::None || meta.network == NetworkKind::Open {
@@ -1095,6 +1156,7 @@ impl Configure for LocalProvider {
             isolation: settings.isolation,
             run_as: settings.run_as,
             desktop: host.desktop,
+            browser: host.browser,
             ..LocalOptions::new(state_dir, computerd)
         })
     }
@@ -1115,10 +1177,14 @@ impl Provider for LocalProvider {
         if self.desktop.is_some() {
             groups.extend_from_slice(desktop::GROUPS);
         }
+        if self.browser.is_some() {
+            groups.extend_from_slice(browser::GROUPS);
+        }
         Capabilities {
-            kind: match self.desktop {
-                Some(_) => MachineKind::Desktop,
-                None => MachineKind::Linux,
+            kind: match (&self.desktop, &self.browser) {
+                (Some(_), _) => MachineKind::Desktop,
+                (None, Some(_)) => MachineKind::Browser,
+                (None, None) => MachineKind::Linux,
             },
             os: "linux".into(),
             daemon: match self.opts.isolation {
@@ -1140,7 +1206,7 @@ impl Provider for LocalProvider {
         let caps = self.capabilities();
         check_lifetime(spec.lifetime_ms, &caps)?;
         check_labels(&spec.labels)?;
-        desktop::check_kind(spec.kind, self.desktop.as_ref())?;
+        desktop::check_kind(spec.kind, self.made_kind())?;
         if let Some(image) = &spec.image {
             return Err(ProviderError::invalid(
                 "image",
@@ -1359,7 +1425,8 @@ impl Provider for LocalProvider {
                     format!("could not reach the local computer {}: {e}", computer.id),
                 )
             })?;
-        self.hello(stream).await
+        let daemon = self.hello(stream).await?;
+        self.with_browser(daemon, &meta).await
     }
 
     async fn release(

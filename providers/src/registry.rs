@@ -334,6 +334,7 @@ mod tests {
             home: None,
             cwd: Some("/".into()),
             desktop: None,
+            browser: false,
         }
     }
 

@@ -35,6 +35,8 @@ pub struct HostDefaults {
     /// Some when the server makes desktops (`--kind desktop`): their
     /// screen (`--screen`).
     pub desktop: Option<computerd::launch::Screen>,
+    /// True when the server makes browsers (`--kind browser`).
+    pub browser: bool,
 }
 
 impl HostDefaults {

@@ -50,6 +50,19 @@ pub fn need_xvfb() -> bool {
     need("xvfb", found, "Xvfb is not on PATH (apt-get install xvfb)")
 }
 
+/// `need("chromium", ...)`: the browser tests drive Debian's Chromium
+/// (package `chromium`).
+pub fn need_chromium() -> bool {
+    let found = ["/usr/lib/chromium/chromium", "/usr/bin/chromium"]
+        .iter()
+        .any(|p| std::path::Path::new(p).is_file());
+    need(
+        "chromium",
+        found,
+        "Chromium is not installed (apt-get install chromium)",
+    )
+}
+
 /// A word unique to one test: set `<marker>=1` on every program it starts.
 pub fn marker(prefix: &str) -> String {
     static N: AtomicU64 = AtomicU64::new(0);

@@ -82,26 +82,28 @@ impl Desktop {
     }
 }
 
-/// The kinds a local provider makes: sandboxes, or desktops when it was
-/// made for them.
-pub fn check_kind(kind: SettingKind, desktop: Option<&Desktop>) -> Result<()> {
-    let made = match desktop {
-        Some(_) => SettingKind::Desktop,
-        None => SettingKind::Sandbox,
-    };
+/// The kinds a local provider makes: sandboxes, or the desktops or
+/// browsers it was made for (`made`).
+pub fn check_kind(kind: SettingKind, made: SettingKind) -> Result<()> {
     if kind == made {
         return Ok(());
     }
-    let how = match made {
-        SettingKind::Desktop => "this server makes desktops (--kind desktop)",
-        _ => "a desktop needs a server started with --kind desktop",
-    };
-    let made = match made {
+    let plural = |k: SettingKind| match k {
         SettingKind::Desktop => "desktops",
+        SettingKind::Browser => "browsers",
         _ => "sandboxes",
     };
+    let how = match made {
+        SettingKind::Sandbox => format!(
+            "a {} needs a server started with --kind {}",
+            kind.as_str(),
+            kind.as_str()
+        ),
+        m => format!("this server makes {} (--kind {})", plural(m), m.as_str()),
+    };
     Err(ProviderError::unsupported(format!(
-        "the local provider makes {made} here, not a {}: {how}",
+        "the local provider makes {} here, not a {}: {how}",
+        plural(made),
         kind.as_str()
     ))
     .with_field("kind"))
@@ -146,17 +148,19 @@ mod tests {
 
     #[test]
     fn the_kind_asked_must_be_the_kind_made() {
-        let d = Desktop {
-            xvfb: "/usr/bin/Xvfb".into(),
-            screen: Screen::DEFAULT,
-        };
-        assert!(check_kind(SettingKind::Sandbox, None).is_ok());
-        assert!(check_kind(SettingKind::Desktop, Some(&d)).is_ok());
-        let e = check_kind(SettingKind::Desktop, None).unwrap_err();
+        assert!(check_kind(SettingKind::Sandbox, SettingKind::Sandbox).is_ok());
+        assert!(check_kind(SettingKind::Desktop, SettingKind::Desktop).is_ok());
+        assert!(check_kind(SettingKind::Browser, SettingKind::Browser).is_ok());
+        let e = check_kind(SettingKind::Desktop, SettingKind::Sandbox).unwrap_err();
         assert_eq!(
             e.message,
             "the local provider makes sandboxes here, not a desktop: a desktop needs a server started with --kind desktop"
         );
-        assert!(check_kind(SettingKind::Sandbox, Some(&d)).is_err());
+        let e = check_kind(SettingKind::Sandbox, SettingKind::Browser).unwrap_err();
+        assert_eq!(
+            e.message,
+            "the local provider makes browsers here, not a sandbox: this server makes browsers (--kind browser)"
+        );
+        assert!(check_kind(SettingKind::Sandbox, SettingKind::Desktop).is_err());
     }
 }

@@ -1,0 +1,72 @@
+//! Local browsers: a local computer whose connection starts this machine's
+//! Chromium inside it, headless, as the computer's user, under its limits
+//! and its network (with an allowlist, through its egress proxy), its
+//! profile in the computer's own /work. CDP rides the computer's daemon
+//! connection ([`crate::cdp::pipe`]): nothing listens, in the computer or
+//! on this machine. The provider makes browsers when the server asks for
+//! them (`--kind browser`) and only where Chromium is installed.
+
+use std::path::PathBuf;
+
+use computerd::protocol::Group;
+
+use crate::cdp::chromium::{self, Debugging, Launch};
+use crate::types::{NetworkKind, Result};
+
+/// Where the browser keeps its profile, in the computer's own HOME.
+pub const PROFILE: &str = "/work/.browser";
+
+/// The proxy a computer with an allowlist reaches its egress by (init's
+/// relay on its loopback).
+pub const EGRESS_PROXY: &str = "http://127.0.0.1:3128";
+
+/// The groups a local browser declares beside exec, files and processes.
+pub const GROUPS: &[Group] = &[Group::Cdp];
+
+/// What a local browser is started with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Browser {
+    pub chromium: PathBuf,
+}
+
+impl Browser {
+    /// A browser from this machine's Chromium; refused, naming the package
+    /// to install, where there is none.
+    pub fn find() -> Result<Browser> {
+        Ok(Browser {
+            chromium: chromium::find()?,
+        })
+    }
+
+    /// How the browser of a computer with `network` is started.
+    pub fn launch(&self, network: NetworkKind) -> Launch {
+        Launch {
+            program: self.chromium.clone(),
+            profile: PROFILE.into(),
+            headless: true,
+            proxy: (network == NetworkKind::Allow).then(|| EGRESS_PROXY.to_string()),
+            debugging: Debugging::Pipe,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_allowlist_browser_goes_through_the_egress_and_others_do_not() {
+        let b = Browser {
+            chromium: "/usr/lib/chromium/chromium".into(),
+        };
+        assert_eq!(
+            b.launch(NetworkKind::Allow).proxy.as_deref(),
+            Some(EGRESS_PROXY)
+        );
+        assert_eq!(b.launch(NetworkKind::None).proxy, None);
+        assert_eq!(b.launch(NetworkKind::Open).proxy, None);
+        let argv = b.launch(NetworkKind::None).argv();
+        assert!(argv.contains(&"--user-data-dir=/work/.browser".to_string()));
+        assert!(argv.contains(&"--remote-debugging-pipe".to_string()));
+    }
+}

@@ -1,0 +1,302 @@
+//! Browsers over CDP: a headless Chromium on this machine through its
+//! WebSocket, and a local computer of kind browser whose Chromium runs
+//! inside it on its debugging pipe (needs root and Debian's chromium).
+
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use computer_providers::cdp::HostChromium;
+use computer_providers::local::{LocalOptions, LocalProvider};
+use computer_providers::{ComputerSpec, Provider, Release};
+use computer_testkit::{computerd_bin, need, need_chromium, need_root};
+use computerd::client::{ClientError, ComputerClient, ComputerExt};
+use computerd::protocol::{
+    CdpEventsParams, CdpSendParams, ErrorKind, ExecParams, Group, MachineKind, ProcessStartParams,
+    SettingKind,
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+async fn send(
+    c: &Arc<dyn ComputerClient>,
+    method: &str,
+    params: Value,
+    session: Option<&str>,
+) -> Result<Value, ClientError> {
+    c.call_typed(&CdpSendParams {
+        method: method.into(),
+        params: Some(params),
+        session_id: session.map(str::to_string),
+        timeout_ms: None,
+    })
+    .await
+    .map(|r| r.result)
+}
+
+/// A new page and its session, with Page and Runtime events on.
+async fn page(c: &Arc<dyn ComputerClient>) -> String {
+    let t = send(
+        c,
+        "Target.createTarget",
+        json!({"url": "about:blank"}),
+        None,
+    )
+    .await
+    .unwrap();
+    let s = send(
+        c,
+        "Target.attachToTarget",
+        json!({"targetId": t["targetId"], "flatten": true}),
+        None,
+    )
+    .await
+    .unwrap();
+    let session = s["sessionId"].as_str().unwrap().to_string();
+    send(c, "Page.enable", json!({}), Some(&session))
+        .await
+        .unwrap();
+    send(c, "Runtime.enable", json!({}), Some(&session))
+        .await
+        .unwrap();
+    session
+}
+
+async fn eval(c: &Arc<dyn ComputerClient>, session: &str, expr: &str) -> Value {
+    let r = send(
+        c,
+        "Runtime.evaluate",
+        json!({"expression": expr, "returnByValue": true, "awaitPromise": true}),
+        Some(session),
+    )
+    .await
+    .unwrap();
+    r["result"]["value"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_chromium_answers_cdp_and_keeps_its_events() {
+    if !need_chromium() {
+        return;
+    }
+    let chromium = HostChromium::start().await.unwrap();
+    assert!(chromium.ws_url().starts_with("ws://127.0.0.1:"));
+    let c: Arc<dyn ComputerClient> = Arc::new(chromium.client().await.unwrap());
+    let hello: computerd::protocol::HelloResult =
+        serde_json::from_value(c.call_value("hello", json!({})).await.unwrap()).unwrap();
+    assert_eq!(hello.kind, MachineKind::Browser);
+    assert_eq!(hello.groups, vec![Group::Cdp]);
+    assert!(hello.version.contains("Chrome"), "{}", hello.version);
+    c.call_value("ping", json!({})).await.unwrap();
+
+    let session = page(&c).await;
+    send(
+        &c,
+        "Page.navigate",
+        json!({"url": "data:text/html,<title>t1</title><script>console.log('hi from the page')</script>"}),
+        Some(&session),
+    )
+    .await
+    .unwrap();
+    let load = c
+        .call_typed(&CdpEventsParams {
+            methods: Some(vec!["Page.loadEventFired".into()]),
+            session_id: Some(session.clone()),
+            wait_ms: Some(10_000),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(load.events.len(), 1, "{load:?}");
+    assert_eq!(eval(&c, &session, "document.title").await, "t1");
+    let console = c
+        .call_typed(&CdpEventsParams {
+            methods: Some(vec!["Runtime.consoleAPICalled".into()]),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(
+        console
+            .events
+            .iter()
+            .any(|e| e.params["args"][0]["value"] == "hi from the page"),
+        "{console:?}"
+    );
+
+    // A CDP error names the method; bad params name the field.
+    let e = send(&c, "Page.navigate", json!({"url": 5}), Some(&session))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Invalid), "{e}");
+    assert!(e.to_string().starts_with("Page.navigate: "), "{e}");
+    let e = c
+        .call_value(
+            "cdp.send",
+            json!({"method": "Browser.getVersion", "timeoutMs": 600_000}),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("timeoutMs: 600000 is outside 1 to 60000"),
+        "{e}"
+    );
+    let e = c
+        .call_value("exec.run", json!({"argv": ["true"]}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Unsupported), "{e}");
+    assert!(
+        e.to_string()
+            .contains("a browser answers cdp.send and cdp.events"),
+        "{e}"
+    );
+
+    // The browser ending ends the connection, in words.
+    drop(chromium);
+    let e = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            match c.call_value("ping", json!({})).await {
+                Err(e) => return e,
+                Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert!(matches!(e, ClientError::Closed(_)), "{e:?}");
+    assert!(c.is_closed());
+}
+
+fn local_browsers(state: &std::path::Path) -> Option<LocalProvider> {
+    if !need_root() || !need_chromium() {
+        return None;
+    }
+    let bin = computerd_bin();
+    if !need("root", bin.is_some(), "the computerd binary is not built") {
+        return None;
+    }
+    let opts = LocalOptions {
+        browser: true,
+        max_lifetime_ms: 3_600_000,
+        ..LocalOptions::new(state.to_path_buf(), bin.unwrap())
+    };
+    Some(LocalProvider::new(opts).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_browser_runs_chromium_inside_the_computer_on_its_pipe() {
+    let state = tempfile::tempdir().unwrap();
+    let Some(p) = local_browsers(state.path()) else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    let caps = p.capabilities();
+    assert_eq!(caps.kind, MachineKind::Browser);
+    assert!(caps.groups.contains(&Group::Cdp), "{:?}", caps.groups);
+    let e = p.check(&ComputerSpec::sandbox(600_000)).unwrap_err();
+    assert!(
+        e.message.contains("makes browsers here, not a sandbox"),
+        "{e}"
+    );
+
+    let mut spec = ComputerSpec::sandbox(600_000);
+    spec.kind = SettingKind::Browser;
+    let made = p.create(&spec, &cancel).await.unwrap();
+    assert!(
+        made.notes
+            .iter()
+            .any(|n| n.starts_with("browser: ") && n.contains("no port opened")),
+        "{:?}",
+        made.notes
+    );
+    let conn = p.connect(&made.computer, &cancel).await.unwrap();
+    assert_eq!(conn.hello.kind, MachineKind::Browser);
+    for g in [Group::Cdp, Group::Exec, Group::Files, Group::Processes] {
+        assert!(conn.hello.groups.contains(&g), "{:?}", conn.hello.groups);
+    }
+    let c = conn.client.clone();
+
+    // A page the computer serves itself loads with network none; the
+    // browser runs as the computer's user, with no port of its own.
+    c.call_typed(&ProcessStartParams {
+        argv: vec![
+            "sh".into(),
+            "-c".into(),
+            "mkdir -p /work/site && echo '<title>inside</title><p id=p>served in the computer</p>' > /work/site/index.html && cd /work/site && exec python3 -m http.server 8123 --bind 127.0.0.1".into(),
+        ],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    c.call_typed(&ExecParams {
+        argv: vec![
+            "sh".into(),
+            "-c".into(),
+            "for i in $(seq 100); do grep -q ':1FBB 00000000:0000 0A' /proc/net/tcp && exit 0; sleep 0.05; done; exit 1".into(),
+        ],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let session = page(&c).await;
+    send(
+        &c,
+        "Page.navigate",
+        json!({"url": "http://127.0.0.1:8123/"}),
+        Some(&session),
+    )
+    .await
+    .unwrap();
+    c.call_typed(&CdpEventsParams {
+        methods: Some(vec!["Page.loadEventFired".into()]),
+        session_id: Some(session.clone()),
+        wait_ms: Some(15_000),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(eval(&c, &session, "document.title").await, "inside");
+    assert_eq!(
+        eval(&c, &session, "document.getElementById('p').textContent").await,
+        "served in the computer"
+    );
+    // Nothing outside loads: network none.
+    let r = send(
+        &c,
+        "Page.navigate",
+        json!({"url": "http://1.1.1.1/"}),
+        Some(&session),
+    )
+    .await
+    .unwrap();
+    assert!(r.get("errorText").is_some(), "{r}");
+
+    let ps = c
+        .call_typed(&ExecParams {
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                "ps -o user=,args= -C chromium | head -1; cat /proc/net/tcp /proc/net/tcp6 | awk 'NR>1 && $4==\"0A\"' | wc -l".into(),
+            ],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let out = String::from_utf8_lossy(&ps.stdout.0).to_string();
+    assert!(out.contains("--remote-debugging-pipe"), "{out}");
+    assert!(!out.starts_with("root"), "{out}");
+    // One listener: the test's own http.server.
+    assert_eq!(out.lines().last(), Some("1"), "{out}");
+
+    // A second connection ends the first one's browser and starts its own.
+    let again = p.connect(&made.computer, &cancel).await.unwrap();
+    let s2 = page(&again.client).await;
+    assert_eq!(eval(&again.client, &s2, "1 + 1").await, 2);
+    drop(conn);
+    p.release(&made.computer, Release::Delete, &cancel)
+        .await
+        .unwrap();
+}
