@@ -126,14 +126,25 @@ async fn not_loaded(ctx: &ToolContext, tab: &Tab, within: Duration) -> ToolError
 pub(crate) async fn goto(ctx: &ToolContext, tab: &Tab, url: &str, within: Duration) -> Result<()> {
     let frame = main_frame(ctx, tab).await?;
     let since = cursor(ctx, &tab.session).await?;
-    let r = send(
+    let started = std::time::Instant::now();
+    // Page.navigate answers once the response starts (or the request
+    // fails): a server that never answers holds it, so it gets the bound.
+    let r = match send(
         ctx,
         Some(&tab.session),
         "Page.navigate",
         json!({"url": url}),
-        None,
+        Some(within.as_millis() as u64),
     )
-    .await?;
+    .await
+    {
+        Ok(r) => r,
+        Err(e) if e.kind() == Some(computerd::protocol::ErrorKind::Timeout) => {
+            return Err(not_loaded(ctx, tab, within).await);
+        }
+        Err(e) => return Err(e),
+    };
+    let within = within.saturating_sub(started.elapsed());
     if let Some(err) = r["errorText"].as_str()
         && !err.is_empty()
     {
@@ -581,6 +592,13 @@ pub(super) async fn tabs(ctx: &ToolContext, a: TabsArgs) -> Result<CallToolResul
                 None,
             )
             .await?;
+            // The browser answers before the tab is gone from its list.
+            for _ in 0..100 {
+                if !page_targets(ctx).await?.iter().any(|t| t.id == id) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
             with_memo(ctx, |m| {
                 m.sessions.remove(&id);
                 if m.tab.as_ref().is_some_and(|t| t.target == id) {

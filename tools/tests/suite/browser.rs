@@ -1,0 +1,496 @@
+//! The browser family against a real headless Chromium (Debian's, started
+//! on this machine by the providers' `HostChromium`, driven through its
+//! `BrowserClient`), on pages a tiny HTTP server of the test serves on
+//! 127.0.0.1. Skips without Chromium unless COMPUTER_MCP_REQUIRE names
+//! chromium.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use computer_providers::cdp::HostChromium;
+use computer_testkit::need_chromium;
+use computer_tools::{ComputerState, ToolContext, registry};
+use computerd::protocol::SettingKind;
+use rmcp::model::CallToolResult;
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use super::support::text;
+
+const SECRET: &str = "hunter2-very-secret";
+
+const FORM: &str = r#"<!doctype html><html><head><title>Sign up</title></head><body>
+<h1>Sign up</h1>
+<form action="/submit" method="post">
+<label>Name <input name="name" id="name"></label>
+<label>Password <input type="password" name="pw" id="pw"></label>
+<label>Colour <select name="color" id="color"><option value="r">Red</option><option value="g">Green</option><option value="b">Blue</option></select></label>
+<label><input type="checkbox" name="agree" id="agree"> I agree</label>
+<button type="submit">Send</button>
+</form>
+<a href="/other">Other page</a>
+</body></html>"#;
+
+const OTHER: &str = r#"<!doctype html><html><head><title>Other</title></head><body><p>The other page.</p><button>Nothing</button></body></html>"#;
+
+/// A page that records every click: where and on what.
+const CLICKS: &str = r#"<!doctype html><html><head><title>Clicks</title>
+<style>body{margin:0} #pad{position:absolute; left:300px; top:200px; width:120px; height:80px; background:#c33}</style></head>
+<body><div id="pad">pad</div>
+<script>window.clicks=[]; document.addEventListener('click', e => window.clicks.push([e.clientX, e.clientY, e.target.id]));</script>
+</body></html>"#;
+
+/// A button with an overlay on top of it.
+const COVERED: &str = r#"<!doctype html><html><head><title>Covered</title>
+<style>#go{position:absolute; left:20px; top:20px; width:100px; height:40px}
+.overlay{position:fixed; left:0; top:0; width:100%; height:100%; background:rgba(0,0,0,.3)}</style></head>
+<body><button id="go" onclick="window.hit=1">Go</button><div class="overlay"></div></body></html>"#;
+
+/// What the test server saw: each request's line and body.
+#[derive(Default)]
+struct Seen(Mutex<Vec<(String, String)>>);
+
+/// A server on 127.0.0.1 for the pages above; `/hang` never answers.
+async fn serve() -> (String, Arc<Seen>) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", l.local_addr().unwrap());
+    let seen = Arc::new(Seen::default());
+    let s = Arc::clone(&seen);
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut c, _)) = l.accept().await else {
+                return;
+            };
+            let s = Arc::clone(&s);
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let (head, body_start) = loop {
+                    let Ok(n) = c.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break (String::from_utf8_lossy(&buf[..i]).to_string(), i + 4);
+                    }
+                };
+                let len = head
+                    .lines()
+                    .find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("content-length")
+                            .then(|| v.trim().parse::<usize>().ok())?
+                    })
+                    .unwrap_or(0);
+                while buf.len() < body_start + len {
+                    let Ok(n) = c.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                let body = String::from_utf8_lossy(&buf[body_start..]).to_string();
+                let line = head.lines().next().unwrap_or("").to_string();
+                let path = line.split(' ').nth(1).unwrap_or("/").to_string();
+                s.0.lock().unwrap().push((line, body));
+                let page = match path.as_str() {
+                    "/" => FORM.to_string(),
+                    "/submit" => "<!doctype html><title>Thanks</title><p>Thanks.</p>".into(),
+                    "/other" => OTHER.into(),
+                    "/clicks" => CLICKS.into(),
+                    "/covered" => COVERED.into(),
+                    "/hang" => {
+                        tokio::time::sleep(Duration::from_secs(120)).await;
+                        return;
+                    }
+                    _ => {
+                        let _ = c
+                            .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                            .await;
+                        return;
+                    }
+                };
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                    page.len()
+                );
+                let _ = c.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    (base, seen)
+}
+
+/// A browser and the tool context around its client; every result any
+/// call got, to hold the password to.
+struct Browser {
+    _chromium: HostChromium,
+    ctx: ToolContext,
+    results: Mutex<Vec<String>>,
+}
+
+impl Browser {
+    async fn start() -> Option<Browser> {
+        if !need_chromium() {
+            return None;
+        }
+        let chromium = HostChromium::start().await.unwrap();
+        let client = chromium.client().await.unwrap();
+        let ctx = ToolContext {
+            client: Arc::new(client),
+            facts: Default::default(),
+            settings: Default::default(),
+            progress: None,
+            extend: None,
+            state: ComputerState::new(),
+            cancel: Default::default(),
+            resources: None,
+        };
+        Some(Browser {
+            _chromium: chromium,
+            ctx,
+            results: Mutex::new(Vec::new()),
+        })
+    }
+
+    async fn call(&self, name: &str, args: Value) -> CallToolResult {
+        let Value::Object(m) = args else {
+            panic!("arguments are an object")
+        };
+        let m: Map<String, Value> = m;
+        let r = tokio::time::timeout(
+            Duration::from_secs(90),
+            registry()
+                .family(SettingKind::Browser)
+                .expect("the browser family")
+                .call(name, Some(m), &self.ctx),
+        )
+        .await
+        .expect("the tool answered within 90 s")
+        .expect("a known tool");
+        self.results.lock().unwrap().push(format!(
+            "{} {}",
+            serde_json::to_string(&r.content).unwrap(),
+            r.structured_content
+                .as_ref()
+                .map(|v| v.to_string())
+                .unwrap_or_default()
+        ));
+        r
+    }
+
+    async fn ok(&self, name: &str, args: Value) -> (String, Value) {
+        let r = self.call(name, args.clone()).await;
+        let t = text(&r);
+        assert_eq!(r.is_error, Some(false), "{name} {args} failed: {t}");
+        (t, r.structured_content.unwrap_or(Value::Null))
+    }
+
+    async fn err(&self, name: &str, args: Value) -> String {
+        let r = self.call(name, args.clone()).await;
+        let t = text(&r);
+        assert_eq!(r.is_error, Some(true), "{name} {args} should fail: {t}");
+        t
+    }
+
+    /// The ref on the snapshot line that contains `needle`.
+    fn ref_of(snapshot: &str, needle: &str) -> String {
+        let line = snapshot
+            .lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no line with {needle:?} in\n{snapshot}"));
+        let i = line.find("[ref=").expect("a ref on the line") + 5;
+        line[i..].split(']').next().unwrap().to_string()
+    }
+
+    /// The browser still answers.
+    async fn answers(&self) {
+        let (t, _) = self
+            .ok("browser_eval", json!({"expression": "1 + 1"}))
+            .await;
+        assert_eq!(t, "2");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let (base, seen) = serve().await;
+    let (t, out) = b
+        .ok("browser_navigate", json!({"url": format!("{base}/")}))
+        .await;
+    assert_eq!(out["title"], "Sign up", "{t}");
+    assert!(t.contains("browser_snapshot"), "{t}");
+
+    let (snap, out) = b.ok("browser_snapshot", json!({})).await;
+    assert_eq!(out["snapshot"], 1, "{snap}");
+    let name = Browser::ref_of(&snap, "textbox \"Name\"");
+    let pw = Browser::ref_of(&snap, "textbox \"Password\"");
+    let colour = Browser::ref_of(&snap, "combobox");
+    let agree = Browser::ref_of(&snap, "checkbox \"I agree\"");
+    let send = Browser::ref_of(&snap, "button \"Send\"");
+    assert!(snap.contains("- heading \"Sign up\" [level=1]"), "{snap}");
+    assert!(snap.contains("link \"Other page\""), "{snap}");
+
+    let (t, _) = b
+        .ok("browser_type", json!({"ref": name, "text": "Ada"}))
+        .await;
+    assert!(t.contains("it now holds \"Ada\""), "{t}");
+    let (t, _) = b
+        .ok("browser_type", json!({"ref": pw, "text": SECRET}))
+        .await;
+    assert!(t.contains("password field"), "{t}");
+    let (t, _) = b
+        .ok(
+            "browser_select",
+            json!({"ref": colour, "values": ["Green"]}),
+        )
+        .await;
+    assert!(t.contains("\"Green\" selected"), "{t}");
+    let (t, _) = b.ok("browser_click", json!({"ref": agree})).await;
+    assert!(t.starts_with(&format!("clicked {agree} (checkbox")), "{t}");
+
+    // The snapshot after filling shows the values, the password masked.
+    let (snap2, _) = b.ok("browser_snapshot", json!({})).await;
+    assert!(snap2.contains("(password, not shown)"), "{snap2}");
+    assert!(snap2.contains(": Ada"), "{snap2}");
+    assert!(snap2.contains("[checked]"), "{snap2}");
+    // The first snapshot's refs are older now: refused, never retargeted.
+    let e = b.err("browser_click", json!({"ref": send})).await;
+    assert!(e.contains("older snapshot"), "{e}");
+    assert!(e.contains("take a new snapshot"), "{e}");
+
+    let send = Browser::ref_of(&snap2, "button \"Send\"");
+    let (t, out) = b.ok("browser_click", json!({"ref": send})).await;
+    assert_eq!(out["navigated"], true, "{t}");
+    assert!(t.contains("/submit"), "{t}");
+    let posted = seen
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(l, _)| l.starts_with("POST /submit"))
+        .map(|(_, body)| body.clone())
+        .expect("the form was posted");
+    assert_eq!(posted, format!("name=Ada&pw={SECRET}&color=g&agree=on"));
+
+    // A ref from before the navigation is refused with the next step.
+    let e = b
+        .err("browser_type", json!({"ref": name, "text": "x"}))
+        .await;
+    assert!(e.contains("take a new snapshot"), "{e}");
+    let (snap3, _) = b.ok("browser_snapshot", json!({})).await;
+    assert!(snap3.contains("Thanks"), "{snap3}");
+
+    let all = b.results.lock().unwrap().join("\n");
+    assert!(!all.contains(SECRET), "the password showed in a result");
+    assert!(!all.contains('•'), "a masked value's bullets showed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ref_from_before_a_navigation_is_refused_and_bad_input_is_named() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let (base, _) = serve().await;
+    b.ok("browser_navigate", json!({"url": format!("{base}/")}))
+        .await;
+    let (snap, _) = b.ok("browser_snapshot", json!({})).await;
+    let link = Browser::ref_of(&snap, "link \"Other page\"");
+    let name = Browser::ref_of(&snap, "textbox \"Name\"");
+    let (t, _) = b.ok("browser_click", json!({"ref": link})).await;
+    assert!(t.contains("/other"), "{t}");
+    let e = b.err("browser_click", json!({"ref": name})).await;
+    assert!(
+        e.contains("taken before the page navigated") && e.contains("take a new snapshot"),
+        "{e}"
+    );
+    assert!(e.ends_with("nothing was done"), "{e}");
+
+    // Back and forward.
+    let (t, out) = b.ok("browser_navigate", json!({"action": "back"})).await;
+    assert_eq!(out["title"], "Sign up", "{t}");
+    let (_, out) = b.ok("browser_navigate", json!({"url": "forward"})).await;
+    assert_eq!(out["title"], "Other");
+
+    // Bad schemes are refused naming url, and nothing is sent.
+    for bad in [
+        "file:///etc/passwd",
+        "javascript:alert(1)",
+        "chrome://version",
+        "data:text/html,x",
+    ] {
+        let e = b.err("browser_navigate", json!({"url": bad})).await;
+        assert!(e.starts_with("url has the scheme "), "{e}");
+    }
+    // An unknown ref, a ref that is no ref.
+    let e = b.err("browser_click", json!({"ref": "e999"})).await;
+    assert!(e.contains("is no ref of any snapshot"), "{e}");
+    let e = b
+        .err("browser_click", json!({"ref": "submit-button"}))
+        .await;
+    assert!(e.contains("is not a ref"), "{e}");
+    // An expression past its bound.
+    let big = "1;".repeat(40 * 1024);
+    let e = b.err("browser_eval", json!({"expression": big})).await;
+    assert!(
+        e.starts_with("expression is 81920 bytes; at most 64 KiB"),
+        "{e}"
+    );
+    // An expression that throws says so.
+    let e = b
+        .err(
+            "browser_eval",
+            json!({"expression": "throw new Error('boom')"}),
+        )
+        .await;
+    assert!(e.contains("boom"), "{e}");
+
+    // A page that never loads ends within its bound, the browser answering.
+    let e = b
+        .err(
+            "browser_navigate",
+            json!({"url": format!("{base}/hang"), "timeout_ms": 2000}),
+        )
+        .await;
+    assert!(
+        e.starts_with("the page did not finish loading within 2 s"),
+        "{e}"
+    );
+    assert!(e.contains("the browser still answers"), "{e}");
+    b.answers().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicked() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let (base, _) = serve().await;
+    b.ok("browser_navigate", json!({"url": format!("{base}/clicks")}))
+        .await;
+    // A scaled screenshot: its pixels are not the viewport's.
+    let r = b
+        .call("browser_screenshot", json!({"max_width": 400}))
+        .await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    let img = r.content[0].as_image().expect("an image first");
+    assert_eq!(img.mime_type, "image/png");
+    let out = r.structured_content.clone().unwrap();
+    assert_eq!(out["frame"], "b1");
+    let (w, vw, vh) = (
+        out["width"].as_f64().unwrap(),
+        out["viewport_width"].as_f64().unwrap(),
+        out["viewport_height"].as_f64().unwrap(),
+    );
+    assert_eq!(w, 400.0, "{out}");
+    let scale = out["scale"].as_f64().unwrap();
+    // The pad is at 300..420 x 200..280 in the viewport: its middle, in image pixels.
+    let (x, y) = ((360.0 * scale) as i64, (240.0 * scale) as i64);
+    let (t, _) = b.ok("browser_click", json!({"x": x, "y": y})).await;
+    assert!(t.contains("frame b1"), "{t}");
+    assert!(t.contains("id=pad"), "{t}");
+    let (clicks, _) = b
+        .ok(
+            "browser_eval",
+            json!({"expression": "JSON.stringify(window.clicks)"}),
+        )
+        .await;
+    let clicks: Value =
+        serde_json::from_str(&serde_json::from_str::<String>(&clicks).unwrap()).unwrap();
+    assert_eq!(clicks.as_array().unwrap().len(), 1, "{clicks}");
+    assert_eq!(clicks[0][2], "pad", "{clicks}");
+    let (cx, cy) = (
+        clicks[0][0].as_f64().unwrap(),
+        clicks[0][1].as_f64().unwrap(),
+    );
+    assert!(
+        (cx - 360.0).abs() <= 2.0 / scale && (cy - 240.0).abs() <= 2.0 / scale,
+        "{clicks}"
+    );
+    // Outside the frame: refused, nothing clicked.
+    let e = b.err("browser_click", json!({"x": 400, "y": 10})).await;
+    assert!(e.contains("is outside the 400x"), "{e}");
+    assert!(vw > 0.0 && vh > 0.0);
+
+    // A covered button: what was confirmed, and that nothing was clicked.
+    b.ok(
+        "browser_navigate",
+        json!({"url": format!("{base}/covered")}),
+    )
+    .await;
+    let (snap, _) = b.ok("browser_snapshot", json!({})).await;
+    let go = Browser::ref_of(&snap, "button \"Go\"");
+    let e = b.err("browser_click", json!({"ref": go})).await;
+    assert!(
+        e.starts_with(&format!(
+            "scrolled {go} (button \"Go\") into view; the point"
+        )),
+        "{e}"
+    );
+    assert!(e.contains("covered by <div class=overlay>"), "{e}");
+    assert!(e.contains("nothing was clicked"), "{e}");
+    let (hit, _) = b
+        .ok(
+            "browser_eval",
+            json!({"expression": "window.hit === undefined"}),
+        )
+        .await;
+    assert_eq!(hit, "true");
+
+    // Keys, hover, text, console, network, tabs.
+    b.ok("browser_press", json!({"key": "Tab"})).await;
+    let (t, _) = b.ok("browser_get_text", json!({})).await;
+    assert!(t.contains("Go"), "{t}");
+    b.ok(
+        "browser_eval",
+        json!({"expression": "console.warn('careful', 3)"}),
+    )
+    .await;
+    let (t, _) = b.ok("browser_console", json!({})).await;
+    assert!(t.contains("warning: careful 3"), "{t}");
+    let (t, _) = b.ok("browser_network", json!({})).await;
+    assert!(t.contains("/covered -> 200 text/html"), "{t}");
+    let (t, out) = b
+        .ok(
+            "browser_tabs",
+            json!({"action": "new", "url": format!("{base}/other")}),
+        )
+        .await;
+    assert_eq!(out["tabs"].as_array().unwrap().len(), 2, "{t}");
+    let (snap, _) = b.ok("browser_snapshot", json!({})).await;
+    assert!(snap.contains("The other page."), "{snap}");
+    let tabs = out["tabs"].as_array().unwrap().clone();
+    let at = |end: &str| {
+        tabs.iter()
+            .find(|t| t["url"].as_str().unwrap().ends_with(end))
+            .unwrap_or_else(|| panic!("no tab at {end}: {tabs:?}"))["index"]
+            .clone()
+    };
+    let (covered, other) = (at("/covered"), at("/other"));
+    let (_, out) = b
+        .ok(
+            "browser_tabs",
+            json!({"action": "switch", "index": covered}),
+        )
+        .await;
+    let i = covered.as_u64().unwrap() as usize;
+    assert_eq!(out["tabs"][i]["current"], true, "{out}");
+    // The other tab's snapshot refs are refused here.
+    let nothing = Browser::ref_of(&snap, "button \"Nothing\"");
+    let e = b.err("browser_click", json!({"ref": nothing})).await;
+    assert!(e.contains("another tab"), "{e}");
+    let (_, out) = b
+        .ok("browser_tabs", json!({"action": "close", "index": other}))
+        .await;
+    assert_eq!(out["tabs"].as_array().unwrap().len(), 1);
+    b.answers().await;
+}
