@@ -507,7 +507,7 @@ pub(crate) async fn follow(
         &tab.session,
         since,
         &["Page.frameStartedLoading", "Page.frameRequestedNavigation"],
-        Duration::from_millis(300),
+        FOLLOW_START,
     )
     .await?;
     if !evs
@@ -535,12 +535,80 @@ pub(crate) fn followed_words(f: &Option<(Loaded, String, String)>) -> String {
     }
 }
 
+/// How long an action waits for a navigation to start: a click on a link
+/// or a submit button asks for it while the input is handled, so a short
+/// look finds it; a page that navigates later is seen by the next snapshot.
+pub(crate) const FOLLOW_START: Duration = Duration::from_millis(150);
+
 /// How long an action waits for a navigation it started.
 pub(crate) const FOLLOW: Duration = Duration::from_secs(10);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::Offer;
+    use crate::{ToolSettings, skills};
+
+    #[test]
+    fn the_skill_names_every_tool_and_only_arguments_that_exist() {
+        let skill = skills::parse(FAMILY.skill).unwrap();
+        assert_eq!(skill.name, "browser");
+        let row = SettingKind::Browser.row();
+        let groups = [row.required, row.optional].concat();
+        let offer = Offer {
+            groups: &groups,
+            extend: true,
+        };
+        let tools = FAMILY.list(&offer, &ToolSettings::default());
+        let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+        let mut args: Vec<String> = Vec::new();
+        for t in &tools {
+            if let Some(Value::Object(p)) = t.input_schema.get("properties") {
+                args.extend(p.keys().cloned());
+            }
+        }
+        let mut rest = skill.body;
+        while let Some(i) = rest.find('`') {
+            let after = &rest[i + 1..];
+            let Some(end) = after.find('`') else { break };
+            let word = &after[..end];
+            if word.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') && !word.is_empty() {
+                assert!(
+                    names.iter().any(|n| n == word) || args.iter().any(|a| a == word),
+                    "the skill names `{word}`, which is no tool or argument"
+                );
+            }
+            rest = &after[end + 1..];
+        }
+        for n in FAMILY.names(&offer) {
+            if n != "computer_extend" {
+                assert!(
+                    skill.body.contains(&format!("`{n}`")),
+                    "the skill never names {n}"
+                );
+            }
+        }
+        for (tool, a, want) in skills::examples(skill.body) {
+            assert!(names.contains(&tool), "an example calls {tool}");
+            serde_json::from_str::<Value>(&a).unwrap();
+            assert!(!want.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_vendor_browser_lists_the_page_tools_alone() {
+        let offer = Offer {
+            groups: &[Group::Cdp],
+            extend: false,
+        };
+        let names = FAMILY.names(&offer);
+        assert_eq!(names.len(), 14, "{names:?}");
+        assert!(
+            names
+                .iter()
+                .all(|n| n.starts_with("browser_") || *n == "computer_info")
+        );
+    }
 
     #[test]
     fn a_screenshot_point_lands_on_the_viewport_point_it_shows() {

@@ -494,3 +494,29 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
     assert_eq!(out["tabs"].as_array().unwrap().len(), 1);
     b.answers().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_skills_examples_run_as_written() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let (base, seen) = serve().await;
+    let skill = computer_tools::skills::parse(computer_tools::browser::SKILL_TEXT).unwrap();
+    let examples = computer_tools::skills::examples(skill.body);
+    assert!(examples.len() >= 3, "{examples:?}");
+    for (tool, a, want) in examples {
+        let a = a.replace("http://127.0.0.1:8080", &base);
+        let want = want.replace("http://127.0.0.1:8080", &base);
+        let (t, _) = b.ok(&tool, serde_json::from_str(&a).unwrap()).await;
+        assert!(t.contains(&want), "{tool} {a}: want {want:?} in {t}");
+    }
+    // The last example submitted the form.
+    assert!(
+        seen.0
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(l, body)| l.starts_with("POST /submit") && body.starts_with("name=Ada&")),
+        "the example's form was not posted"
+    );
+}
