@@ -492,6 +492,91 @@ pub(crate) async fn wait_load(
     }
 }
 
+/// How long an input event may take before the tools look for a dialog
+/// that holds it (a page in `alert()` answers no input until it closes).
+pub(crate) const INPUT_MS: u64 = 5_000;
+
+/// A dialog (`alert`, `confirm`, `prompt`, `beforeunload`) the page opened
+/// since `since` and left open, closed: the words saying so. A
+/// `beforeunload` is accepted (the navigation asked for goes on); every
+/// other is dismissed.
+pub(crate) async fn close_dialog(
+    ctx: &ToolContext,
+    tab: &Tab,
+    since: u64,
+) -> Result<Option<String>> {
+    let (evs, _) = events(
+        ctx,
+        &tab.session,
+        since,
+        &[
+            "Page.javascriptDialogOpening",
+            "Page.javascriptDialogClosed",
+        ],
+        Duration::ZERO,
+    )
+    .await?;
+    let mut open = None;
+    for e in evs {
+        if e.method == "Page.javascriptDialogOpening" {
+            open = Some(e.params);
+        } else {
+            open = None;
+        }
+    }
+    let Some(d) = open else {
+        return Ok(None);
+    };
+    let kind = d["type"].as_str().unwrap_or("alert").to_string();
+    let accept = kind == "beforeunload";
+    send(
+        ctx,
+        Some(&tab.session),
+        "Page.handleJavaScriptDialog",
+        json!({"accept": accept}),
+        None,
+    )
+    .await?;
+    let message: String = d["message"]
+        .as_str()
+        .unwrap_or("")
+        .chars()
+        .take(200)
+        .collect();
+    let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    Ok(Some(format!(
+        "the page opened {article} {kind} dialog saying {message:?}, which was {}",
+        if accept { "accepted" } else { "dismissed" }
+    )))
+}
+
+/// One input event (or a command the page may hold with a dialog): when it
+/// does not finish within [`INPUT_MS`] and the page opened a dialog since
+/// `since`, the dialog is closed and its words come back.
+pub(crate) async fn send_held(
+    ctx: &ToolContext,
+    tab: &Tab,
+    method: &str,
+    params: Value,
+    since: u64,
+    timeout_ms: u64,
+) -> Result<(Value, Option<String>)> {
+    match send(ctx, Some(&tab.session), method, params, Some(timeout_ms)).await {
+        Ok(v) => Ok((v, None)),
+        Err(e) if e.kind() == Some(computerd::protocol::ErrorKind::Timeout) => {
+            match close_dialog(ctx, tab, since).await? {
+                Some(words) => Ok((Value::Null, Some(words))),
+                None => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// After an action that may start a navigation (a click, Enter): whether
 /// the main frame started loading within a moment, and if so, the wait
 /// for it (at most `within`). None when nothing started.

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{
-    FOLLOW, ShotFrame, Tab, check, current, cursor, follow, followed_words, keys, main_frame, send,
-    snapshot::Element, with_memo,
+    FOLLOW, INPUT_MS, ShotFrame, Tab, check, current, cursor, follow, followed_words, keys,
+    main_frame, send, send_held, snapshot::Element, with_memo,
 };
 use crate::define::{hints, make_tool, with_structured};
 use crate::desktop::image;
@@ -336,6 +336,7 @@ async fn mouse_move(ctx: &ToolContext, tab: &Tab, x: f64, y: f64, modifiers: u32
     Ok(())
 }
 
+/// A click; the words of a dialog it opened (and that was closed).
 async fn mouse_click(
     ctx: &ToolContext,
     tab: &Tab,
@@ -343,21 +344,61 @@ async fn mouse_click(
     button: Button,
     count: u32,
     modifiers: u32,
-) -> Result<()> {
+    since: u64,
+) -> Result<Option<String>> {
     mouse_move(ctx, tab, x, y, modifiers).await?;
     for c in 1..=count {
         for (kind, buttons) in [("mousePressed", button.bit()), ("mouseReleased", 0)] {
-            send(
+            let (_, dialog) = send_held(
                 ctx,
-                Some(&tab.session),
+                tab,
                 "Input.dispatchMouseEvent",
                 json!({"type": kind, "x": x, "y": y, "button": button.name(), "buttons": buttons, "clickCount": c, "modifiers": modifiers}),
-                None,
+                since,
+                INPUT_MS,
             )
             .await?;
+            if dialog.is_some() {
+                return Ok(dialog);
+            }
         }
     }
-    Ok(())
+    Ok(None)
+}
+
+/// "; <words>" for a dialog an action met.
+fn dialog_words(d: &Option<String>) -> String {
+    d.as_ref().map(|w| format!("; {w}")).unwrap_or_default()
+}
+
+/// Key presses; the words of a dialog one opened (the rest not sent).
+async fn key_presses(
+    ctx: &ToolContext,
+    tab: &Tab,
+    presses: &[keys::Press],
+    repeat: u32,
+    since: u64,
+) -> Result<(usize, Option<String>)> {
+    let total = presses.len() * repeat as usize;
+    let mut sent = 0;
+    for _ in 0..repeat {
+        for p in presses {
+            for e in p.events() {
+                let (_, dialog) = send_held(ctx, tab, "Input.dispatchKeyEvent", e, since, INPUT_MS)
+                    .await
+                    .map_err(|e| {
+                        ToolError::Refused(format!(
+                            "{sent} of {total} presses were sent, then the browser refused: {e}"
+                        ))
+                    })?;
+                if dialog.is_some() {
+                    return Ok((sent + 1, dialog));
+                }
+            }
+            sent += 1;
+        }
+    }
+    Ok((sent, None))
 }
 
 // ------------------------------------------------------------- targets
@@ -526,7 +567,7 @@ pub(super) async fn click(ctx: &ToolContext, a: ClickArgs) -> Result<CallToolRes
     };
     let before = main_frame(ctx, &tab).await?;
     let since = cursor(ctx, &tab.session).await?;
-    mouse_click(ctx, &tab, point, button, count, modifiers).await?;
+    let dialog = mouse_click(ctx, &tab, point, button, count, modifiers, since).await?;
     let followed = follow(ctx, &tab, &before, since, FOLLOW).await?;
     let verb = match (button, count) {
         (Button::Left, 1) => "clicked".to_string(),
@@ -534,9 +575,10 @@ pub(super) async fn click(ctx: &ToolContext, a: ClickArgs) -> Result<CallToolRes
         (b, c) => format!("{}-clicked {c} times", b.name()),
     };
     let text = format!(
-        "{verb} {what} at viewport ({:.0}, {:.0}){}",
+        "{verb} {what} at viewport ({:.0}, {:.0}){}{}",
         point.0,
         point.1,
+        dialog_words(&dialog),
         followed_words(&followed)
     );
     let out = ActOutput {
@@ -705,14 +747,15 @@ pub(super) async fn type_text(ctx: &ToolContext, a: TypeArgs) -> Result<CallTool
     if a.submit == Some(true) {
         let before = main_frame(ctx, &tab).await?;
         let since = cursor(ctx, &tab.session).await?;
-        for p in keys::parse("submit", "Enter")? {
-            for e in p.events() {
-                send(ctx, Some(&tab.session), "Input.dispatchKeyEvent", e, None).await?;
-            }
-        }
+        let enter = keys::parse("submit", "Enter")?;
+        let (_, dialog) = key_presses(ctx, &tab, &enter, 1, since).await?;
         let f = follow(ctx, &tab, &before, since, FOLLOW).await?;
         navigated = f.is_some();
-        text.push_str(&format!("; pressed Enter{}", followed_words(&f)));
+        text.push_str(&format!(
+            "; pressed Enter{}{}",
+            dialog_words(&dialog),
+            followed_words(&f)
+        ));
     }
     let out = ActOutput {
         done: text.clone(),
@@ -996,31 +1039,17 @@ pub(super) async fn press(ctx: &ToolContext, a: PressArgs) -> Result<CallToolRes
     };
     let before = main_frame(ctx, &tab).await?;
     let since = cursor(ctx, &tab.session).await?;
-    let mut sent = 0;
-    for _ in 0..repeat {
-        for p in &presses {
-            for e in p.events() {
-                send(ctx, Some(&tab.session), "Input.dispatchKeyEvent", e, None)
-                    .await
-                    .map_err(|e| {
-                        ToolError::Refused(format!(
-                            "{sent} of {} presses were sent, then the browser refused: {e}",
-                            presses.len() * repeat as usize
-                        ))
-                    })?;
-            }
-            sent += 1;
-        }
-    }
+    let (_, dialog) = key_presses(ctx, &tab, &presses, repeat, since).await?;
     let f = follow(ctx, &tab, &before, since, FOLLOW).await?;
     let text = format!(
-        "pressed {}{}{on}{}",
+        "pressed {}{}{on}{}{}",
         keys_text.trim(),
         if repeat > 1 {
             format!(" {repeat} times")
         } else {
             String::new()
         },
+        dialog_words(&dialog),
         followed_words(&f)
     );
     let out = ActOutput {

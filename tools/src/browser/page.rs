@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::act::resolve;
 use super::{
     Loaded, Snap, Tab, attach, check, current, cursor, events, main_frame, page_targets, send,
-    snapshot as snap, title_url, wait_load, with_memo,
+    send_held, snapshot as snap, title_url, wait_load, with_memo,
 };
 use crate::define::{done, hints, make_tool};
 use crate::error::{Result, ToolError};
@@ -1050,9 +1050,10 @@ pub(super) async fn eval(ctx: &ToolContext, a: EvalArgs) -> Result<CallToolResul
         )));
     }
     let tab = current(ctx).await?;
-    let r = send(
+    let since = cursor(ctx, &tab.session).await?;
+    let (r, dialog) = send_held(
         ctx,
-        Some(&tab.session),
+        &tab,
         "Runtime.evaluate",
         json!({
             "expression": expr,
@@ -1061,9 +1062,15 @@ pub(super) async fn eval(ctx: &ToolContext, a: EvalArgs) -> Result<CallToolResul
             "userGesture": true,
             "timeout": ms,
         }),
-        Some((ms + 5_000).min(computerd::protocol::limits::CDP_SEND_MAX_MS)),
+        since,
+        (ms + 2_000).min(computerd::protocol::limits::CDP_SEND_MAX_MS),
     )
     .await?;
+    if let Some(words) = dialog {
+        return Err(ToolError::Refused(format!(
+            "the {field} was held by a dialog: {words}; its value was not read, and the page answers again"
+        )));
+    }
     if let Some(d) = r.get("exceptionDetails") {
         let what = d["exception"]["description"]
             .as_str()

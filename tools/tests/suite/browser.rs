@@ -47,6 +47,10 @@ const COVERED: &str = r#"<!doctype html><html><head><title>Covered</title>
 .overlay{position:fixed; left:0; top:0; width:100%; height:100%; background:rgba(0,0,0,.3)}</style></head>
 <body><button id="go" onclick="window.hit=1">Go</button><div class="overlay"></div></body></html>"#;
 
+/// A button that opens an alert.
+const DIALOG: &str = r#"<!doctype html><html><head><title>Dialog</title></head>
+<body><button onclick="alert('hello there'); window.after = 1">Alert me</button></body></html>"#;
+
 /// What the test server saw: each request's line and body.
 #[derive(Default)]
 struct Seen(Mutex<Vec<(String, String)>>);
@@ -105,6 +109,7 @@ async fn serve() -> (String, Arc<Seen>) {
                     "/other" => OTHER.into(),
                     "/clicks" => CLICKS.into(),
                     "/covered" => COVERED.into(),
+                    "/dialog" => DIALOG.into(),
                     "/hang" => {
                         tokio::time::sleep(Duration::from_secs(120)).await;
                         return;
@@ -445,6 +450,26 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
         )
         .await;
     assert_eq!(hit, "true");
+
+    // A click that opens an alert: the alert is dismissed, and said so.
+    b.ok("browser_navigate", json!({"url": format!("{base}/dialog")}))
+        .await;
+    let (snap, _) = b.ok("browser_snapshot", json!({})).await;
+    let alert = Browser::ref_of(&snap, "button \"Alert me\"");
+    let (t, _) = b.ok("browser_click", json!({"ref": alert})).await;
+    assert!(
+        t.contains("the page opened an alert dialog saying \"hello there\", which was dismissed"),
+        "{t}"
+    );
+    let (after, _) = b
+        .ok("browser_eval", json!({"expression": "window.after"}))
+        .await;
+    assert_eq!(after, "1");
+    b.ok(
+        "browser_navigate",
+        json!({"url": format!("{base}/covered")}),
+    )
+    .await;
 
     // Keys, hover, text, console, network, tabs.
     b.ok("browser_press", json!({"key": "Tab"})).await;
