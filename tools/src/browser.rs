@@ -621,9 +621,10 @@ pub(crate) fn followed_words(f: &Option<(Loaded, String, String)>) -> String {
 }
 
 /// How long an action waits for a navigation to start: a click on a link
-/// or a submit button asks for it while the input is handled, so a short
-/// look finds it; a page that navigates later is seen by the next snapshot.
-pub(crate) const FOLLOW_START: Duration = Duration::from_millis(150);
+/// or a submit button asks for it within a few milliseconds of the input,
+/// so a short look finds it; a page that navigates later is still known,
+/// by the next snapshot and by the refusal of older refs.
+pub(crate) const FOLLOW_START: Duration = Duration::from_millis(100);
 
 /// How long an action waits for a navigation it started.
 pub(crate) const FOLLOW: Duration = Duration::from_secs(10);

@@ -214,6 +214,20 @@ impl Browser {
         line[i..].split(']').next().unwrap().to_string()
     }
 
+    /// Wait (up to 20 s) until the tab's title is `title`.
+    async fn wait_title(&self, title: &str) {
+        for _ in 0..200 {
+            let r = self
+                .call("browser_eval", json!({"expression": "document.title"}))
+                .await;
+            if text(&r) == format!("{title:?}") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the page never got the title {title:?}");
+    }
+
     /// The browser still answers.
     async fn answers(&self) {
         let (t, _) = self
@@ -275,8 +289,12 @@ async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
 
     let send = Browser::ref_of(&snap2, "button \"Send\"");
     let (t, out) = b.ok("browser_click", json!({"ref": send})).await;
-    assert_eq!(out["navigated"], true, "{t}");
-    assert!(t.contains("/submit"), "{t}");
+    // Seen when it starts within the click's short look (a loaded machine
+    // may be slower; the refusal below holds either way).
+    if out["navigated"] == true {
+        assert!(t.contains("/submit"), "{t}");
+    }
+    b.wait_title("Thanks").await;
     let posted = seen
         .0
         .lock()
@@ -311,8 +329,11 @@ async fn a_ref_from_before_a_navigation_is_refused_and_bad_input_is_named() {
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let link = Browser::ref_of(&snap, "link \"Other page\"");
     let name = Browser::ref_of(&snap, "textbox \"Name\"");
-    let (t, _) = b.ok("browser_click", json!({"ref": link})).await;
-    assert!(t.contains("/other"), "{t}");
+    let (t, out) = b.ok("browser_click", json!({"ref": link})).await;
+    if out["navigated"] == true {
+        assert!(t.contains("/other"), "{t}");
+    }
+    b.wait_title("Other").await;
     let e = b.err("browser_click", json!({"ref": name})).await;
     assert!(
         e.contains("taken before the page navigated") && e.contains("take a new snapshot"),
@@ -536,6 +557,7 @@ async fn the_skills_examples_run_as_written() {
         assert!(t.contains(&want), "{tool} {a}: want {want:?} in {t}");
     }
     // The last example submitted the form.
+    b.wait_title("Thanks").await;
     assert!(
         seen.0
             .lock()
