@@ -165,7 +165,21 @@ async fn release(ctx: &ToolContext, tab: &Tab) {
 async fn describe_node(ctx: &ToolContext, tab: &Tab, backend: u64) -> String {
     const F: &str = "function(){ const e = this.nodeType === 1 ? this : this.parentElement; if (!e) return String(this.nodeName).toLowerCase(); let s = '<' + e.tagName.toLowerCase(); if (e.id) s += ' id=' + e.id; if (typeof e.className === 'string' && e.className.trim()) s += ' class=' + e.className.trim().split(/\\s+/).slice(0, 3).join('.'); const t = (e.innerText || '').trim().replace(/\\s+/g, ' ').slice(0, 40); return s + '>' + (t ? ' \"' + t + '\"' : ''); }";
     let Ok(obj) = object(ctx, tab, backend, "the element").await else {
-        return "an element".into();
+        let d = send(
+            ctx,
+            Some(&tab.session),
+            "DOM.describeNode",
+            json!({"backendNodeId": backend}),
+            None,
+        )
+        .await;
+        return match d
+            .ok()
+            .and_then(|d| d["node"]["nodeName"].as_str().map(str::to_lowercase))
+        {
+            Some(name) => format!("<{name}>"),
+            None => "an element".into(),
+        };
     };
     call_on(ctx, tab, &obj, F, vec![])
         .await
@@ -193,6 +207,35 @@ async fn viewport(ctx: &ToolContext, tab: &Tab) -> Result<(f64, f64, f64, f64)> 
         v["pageX"].as_f64().unwrap_or(0.0),
         v["pageY"].as_f64().unwrap_or(0.0),
     ))
+}
+
+/// The node the browser hits at a viewport point. `DOM.getNodeForLocation`
+/// takes the point in the document, so the page's scroll (`px`, `py`) is
+/// added.
+async fn hit_at(
+    ctx: &ToolContext,
+    tab: &Tab,
+    (x, y): (f64, f64),
+    (px, py): (f64, f64),
+) -> Result<Option<u64>> {
+    let r = send(
+        ctx,
+        Some(&tab.session),
+        "DOM.getNodeForLocation",
+        json!({
+            "x": (x + px).floor() as i64,
+            "y": (y + py).floor() as i64,
+            "includeUserAgentShadowDOM": false,
+        }),
+        None,
+    )
+    .await;
+    match r {
+        Ok(r) => Ok(r["backendNodeId"].as_u64()),
+        // No node there (outside the document).
+        Err(ToolError::Daemon { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Scroll the element into view and take the viewport point to act at,
@@ -223,7 +266,7 @@ async fn point_of(
     )
     .await
     .map_err(|_| gone(n, el))?;
-    let (vw, vh, _, _) = viewport(ctx, tab).await?;
+    let (vw, vh, px, py) = viewport(ctx, tab).await?;
     // The largest part of its box inside the viewport.
     let mut best: Option<(f64, f64, f64)> = None;
     for quad in q["quads"].as_array().cloned().unwrap_or_default() {
@@ -255,22 +298,24 @@ async fn point_of(
             describe_el(el)
         )));
     };
-    let hit = send(
-        ctx,
-        s,
-        "DOM.getNodeForLocation",
-        json!({"x": x.floor() as i64, "y": y.floor() as i64, "includeUserAgentShadowDOM": false}),
-        None,
-    )
-    .await?;
-    let Some(hit) = hit["backendNodeId"].as_u64() else {
+    let hit = hit_at(ctx, tab, (x, y), (px, py)).await?;
+    let Some(hit) = hit else {
         return Err(ToolError::Refused(format!(
             "scrolled e{n} into view; nothing of the page is at its point ({x:.0}, {y:.0}): {nothing}"
         )));
     };
     if hit != el.backend {
         let target = object(ctx, tab, el.backend, &format!("e{n}")).await?;
-        let hit_obj = object(ctx, tab, hit, "the element").await?;
+        // A pseudo-element (::marker, ::before) has no handle: it is
+        // named as what covers the point.
+        let Ok(hit_obj) = object(ctx, tab, hit, "the element").await else {
+            let what = describe_node(ctx, tab, hit).await;
+            release(ctx, tab).await;
+            return Err(ToolError::Refused(format!(
+                "scrolled e{n} ({}) into view; the point ({x:.0}, {y:.0}) of its box is covered by {what}: {nothing} (close or move what covers it, then take a new snapshot)",
+                describe_el(el)
+            )));
+        };
         // Inside it (through shadow roots), or a label of it.
         let r = send(
             ctx,
@@ -542,16 +587,8 @@ pub(super) async fn click(ctx: &ToolContext, a: ClickArgs) -> Result<CallToolRes
             let tab = current(ctx).await?;
             let f = frame_for_points(ctx, &tab).await?;
             let p = f.to_viewport(x, y)?;
-            let hit = send(
-                ctx,
-                Some(&tab.session),
-                "DOM.getNodeForLocation",
-                json!({"x": p.0.floor() as i64, "y": p.1.floor() as i64, "includeUserAgentShadowDOM": false}),
-                None,
-            )
-            .await
-            .ok()
-            .and_then(|h| h["backendNodeId"].as_u64());
+            let (_, _, px, py) = viewport(ctx, &tab).await?;
+            let hit = hit_at(ctx, &tab, p, (px, py)).await?;
             let on = match hit {
                 Some(b) => describe_node(ctx, &tab, b).await,
                 None => "nothing".into(),

@@ -51,6 +51,19 @@ const COVERED: &str = r#"<!doctype html><html><head><title>Covered</title>
 const DIALOG: &str = r#"<!doctype html><html><head><title>Dialog</title></head>
 <body><button onclick="alert('hello there'); window.after = 1">Alert me</button></body></html>"#;
 
+/// The benchmark's page: fifty links and a button that counts its clicks.
+fn bench_page() -> String {
+    let mut links = String::new();
+    for i in 0..50 {
+        links.push_str(&format!(
+            "<li><a href=\"#item{i}\">Item number {i}</a></li>"
+        ));
+    }
+    format!(
+        "<!doctype html><html><head><title>Bench</title></head><body><h1>Bench</h1><ul>{links}</ul><button onclick=\"document.getElementById('n').textContent = ++window.count\">Count</button><p id=\"n\">0</p><script>window.count = 0</script></body></html>"
+    )
+}
+
 /// What the test server saw: each request's line and body.
 #[derive(Default)]
 struct Seen(Mutex<Vec<(String, String)>>);
@@ -110,6 +123,7 @@ async fn serve() -> (String, Arc<Seen>) {
                     "/clicks" => CLICKS.into(),
                     "/covered" => COVERED.into(),
                     "/dialog" => DIALOG.into(),
+                    "/bench" => bench_page(),
                     "/hang" => {
                         tokio::time::sleep(Duration::from_secs(120)).await;
                         return;
@@ -565,5 +579,174 @@ async fn the_skills_examples_run_as_written() {
             .iter()
             .any(|(l, body)| l.starts_with("POST /submit") && body.starts_with("name=Ada&")),
         "the example's form was not posted"
+    );
+}
+
+/// An MCP server over stdio, one JSON line a message.
+struct StdioMcp {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    id: u64,
+}
+
+impl StdioMcp {
+    async fn start(program: &str, args: &[&str]) -> StdioMcp {
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        use tokio::io::AsyncBufReadExt;
+        let mut m = StdioMcp {
+            child,
+            stdin,
+            lines: tokio::io::BufReader::new(stdout).lines(),
+            id: 0,
+        };
+        m.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}),
+        )
+        .await;
+        m.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        m
+    }
+
+    async fn send(&mut self, v: Value) {
+        let mut line = v.to_string();
+        line.push('\n');
+        self.stdin.write_all(line.as_bytes()).await.unwrap();
+    }
+
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.id += 1;
+        let id = self.id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(60), self.lines.next_line())
+                .await
+                .expect("an answer within 60 s")
+                .unwrap()
+                .expect("the server is still there");
+            let v: Value = match serde_json::from_str(&line) {
+                Ok(v) => v,
+                Err(_) => continue,
+            };
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    /// A tool call's text.
+    async fn call(&mut self, name: &str, args: Value) -> String {
+        let r = self
+            .request("tools/call", json!({"name": name, "arguments": args}))
+            .await;
+        assert!(r.get("error").is_none(), "{name}: {r}");
+        r["result"]["content"]
+            .as_array()
+            .map(|c| {
+                c.iter()
+                    .filter_map(|b| b["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default()
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// On demand: a snapshot and a click by ref, round after round on the same
+/// page, through our tools and through `@playwright/mcp` (both with
+/// Debian's Chromium, headless), and the medians. Run:
+///
+/// ```text
+/// npm install --prefix /tmp/pwmcp @playwright/mcp
+/// COMPUTER_MCP_PLAYWRIGHT_MCP=/tmp/pwmcp/node_modules/@playwright/mcp/cli.js \
+///   cargo test --release -p computer-tools --test all -- --ignored --nocapture bench_
+/// ```
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: run on demand with COMPUTER_MCP_PLAYWRIGHT_MCP set"]
+async fn bench_snapshot_and_click_against_playwright_mcp() {
+    const ROUNDS: usize = 30;
+    const WARMUP: usize = 3;
+    let Some(cli) = std::env::var_os("COMPUTER_MCP_PLAYWRIGHT_MCP") else {
+        eprintln!("skipped: set COMPUTER_MCP_PLAYWRIGHT_MCP to @playwright/mcp's cli.js");
+        return;
+    };
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let (base, _) = serve().await;
+    let url = format!("{base}/bench");
+
+    b.ok("browser_navigate", json!({"url": url})).await;
+    let mut ours = Vec::new();
+    for i in 0..WARMUP + ROUNDS {
+        let t0 = std::time::Instant::now();
+        let (snap, _) = b.ok("browser_snapshot", json!({})).await;
+        let r = Browser::ref_of(&snap, "button \"Count\"");
+        b.ok("browser_click", json!({"ref": r})).await;
+        if i >= WARMUP {
+            ours.push(t0.elapsed());
+        }
+    }
+    let (count, _) = b
+        .ok("browser_eval", json!({"expression": "window.count"}))
+        .await;
+    assert_eq!(count, (WARMUP + ROUNDS).to_string());
+
+    let cli = cli.to_string_lossy().to_string();
+    let mut pw = StdioMcp::start(
+        "node",
+        &[
+            &cli,
+            "--headless",
+            "--isolated",
+            "--no-sandbox",
+            "--browser",
+            "chromium",
+            "--executable-path",
+            "/usr/bin/chromium",
+        ],
+    )
+    .await;
+    pw.call("browser_navigate", json!({"url": url})).await;
+    let mut theirs = Vec::new();
+    for i in 0..WARMUP + ROUNDS {
+        let t0 = std::time::Instant::now();
+        let snap = pw.call("browser_snapshot", json!({})).await;
+        let r = Browser::ref_of(&snap, "button \"Count\"");
+        let t = pw
+            .call(
+                "browser_click",
+                json!({"element": "Count button", "target": r}),
+            )
+            .await;
+        assert!(!t.contains("### Error"), "{t}");
+        if i >= WARMUP {
+            theirs.push(t0.elapsed());
+        }
+    }
+    let _ = pw.child.kill().await;
+    let (o, p) = (median(ours), median(theirs));
+    eprintln!(
+        "snapshot + click, median of {ROUNDS}: computer-mcp {:.1} ms, @playwright/mcp {:.1} ms, ratio {:.2}x",
+        o.as_secs_f64() * 1e3,
+        p.as_secs_f64() * 1e3,
+        p.as_secs_f64() / o.as_secs_f64()
     );
 }
