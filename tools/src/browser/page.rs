@@ -144,7 +144,7 @@ pub(crate) async fn goto(ctx: &ToolContext, tab: &Tab, url: &str, within: Durati
         }
         Err(e) => return Err(e),
     };
-    let within = within.saturating_sub(started.elapsed());
+    let left = within.saturating_sub(started.elapsed());
     if let Some(err) = r["errorText"].as_str()
         && !err.is_empty()
     {
@@ -163,7 +163,7 @@ pub(crate) async fn goto(ctx: &ToolContext, tab: &Tab, url: &str, within: Durati
         &frame.loader,
         Some(loader.to_string()),
         since,
-        within,
+        left,
     )
     .await?
     {

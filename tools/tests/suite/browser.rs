@@ -394,6 +394,29 @@ async fn a_ref_from_before_a_navigation_is_refused_and_bad_input_is_named() {
         .await;
     assert!(e.contains("boom"), "{e}");
 
+    // A server that is not there: the browser's words, and it answers.
+    let gone = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/", l.local_addr().unwrap())
+    };
+    let e = b.err("browser_navigate", json!({"url": gone})).await;
+    assert!(
+        e.starts_with(&format!("{gone} did not open: net::ERR_CONNECTION_REFUSED")),
+        "{e}"
+    );
+    b.answers().await;
+    // A timeout past its bound is named.
+    let e = b
+        .err(
+            "browser_navigate",
+            json!({"url": base, "timeout_ms": 90_000}),
+        )
+        .await;
+    assert!(
+        e.starts_with("timeout_ms is 90000; give 1000 to 60000"),
+        "{e}"
+    );
+
     // A page that never loads ends within its bound, the browser answering.
     let e = b
         .err(
