@@ -149,7 +149,7 @@ async fn serve() -> (String, Arc<Seen>) {
 /// A browser and the tool context around its client; every result any
 /// call got, to hold the password to.
 struct Browser {
-    _chromium: HostChromium,
+    _chromium: Option<HostChromium>,
     ctx: ToolContext,
     results: Mutex<Vec<String>>,
 }
@@ -172,7 +172,7 @@ impl Browser {
             resources: None,
         };
         Some(Browser {
-            _chromium: chromium,
+            _chromium: Some(chromium),
             ctx,
             results: Mutex::new(Vec::new()),
         })
@@ -772,4 +772,140 @@ async fn bench_snapshot_and_click_against_playwright_mcp() {
         p.as_secs_f64() * 1e3,
         p.as_secs_f64() / o.as_secs_f64()
     );
+}
+
+/// The page server a local browser computer runs for itself: the form on
+/// GET, each POST's body appended to a file.
+const INSIDE_SERVER: &str = r#"import http.server
+FORM = open('/tmp/site/form.html', 'rb').read()
+THANKS = b'<!doctype html><title>Thanks</title><p>Thanks.</p>'
+class H(http.server.BaseHTTPRequestHandler):
+    def reply(self, page):
+        self.send_response(200)
+        self.send_header('Content-Type', 'text/html; charset=utf-8')
+        self.send_header('Content-Length', str(len(page)))
+        self.end_headers()
+        self.wfile.write(page)
+    def do_GET(self):
+        self.reply(FORM)
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get('Content-Length', 0)))
+        with open('/tmp/site/posted.txt', 'ab') as f:
+            f.write(body + b'\n')
+        self.reply(THANKS)
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(('127.0.0.1', 8125), H).serve_forever()
+"#;
+
+/// The whole stack on a local computer of kind browser: Chromium inside it
+/// on its pipe, a page the computer serves itself (network none), written
+/// and started with the sandbox tools the family lists beside the page
+/// tools, filled by refs and posted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
+    use computer_providers::local::{LocalOptions, LocalProvider};
+    use computer_providers::{ComputerSpec, Provider, Release};
+    use computer_testkit::{computerd_bin, need, need_root};
+    use computer_tools::Offer;
+
+    if !need_root() || !need_chromium() {
+        return;
+    }
+    let Some(bin) = computerd_bin() else {
+        need("root", false, "the computerd binary is not built");
+        return;
+    };
+    let state = tempfile::tempdir().unwrap();
+    let p = LocalProvider::new(LocalOptions {
+        browser: true,
+        max_lifetime_ms: 3_600_000,
+        ..LocalOptions::new(state.path().to_path_buf(), bin)
+    })
+    .unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let mut spec = ComputerSpec::sandbox(600_000);
+    spec.kind = SettingKind::Browser;
+    let made = p.create(&spec, &cancel).await.unwrap();
+    let conn = p.connect(&made.computer, &cancel).await.unwrap();
+    let family = registry().family(SettingKind::Browser).unwrap();
+    let offer = Offer {
+        groups: &conn.hello.groups,
+        extend: false,
+    };
+    let names = family.names(&offer);
+    for n in ["browser_snapshot", "write_file", "process_start", "exec"] {
+        assert!(names.contains(&n), "{n} is not listed: {names:?}");
+    }
+    let b = Browser {
+        _chromium: None,
+        ctx: ToolContext {
+            client: conn.client.clone(),
+            facts: Default::default(),
+            settings: Default::default(),
+            progress: None,
+            extend: None,
+            state: ComputerState::new(),
+            cancel: Default::default(),
+            resources: None,
+        },
+        results: Mutex::new(Vec::new()),
+    };
+    b.ok(
+        "write_file",
+        json!({"path": "/tmp/site/form.html", "content": FORM}),
+    )
+    .await;
+    b.ok(
+        "write_file",
+        json!({"path": "/tmp/site/server.py", "content": INSIDE_SERVER}),
+    )
+    .await;
+    b.ok(
+        "process_start",
+        json!({"command": "exec python3 /tmp/site/server.py"}),
+    )
+    .await;
+    b.ok(
+        "exec",
+        json!({"command": "for i in $(seq 100); do grep -q ':1FBD 00000000:0000 0A' /proc/net/tcp && exit 0; sleep 0.05; done; exit 1"}),
+    )
+    .await;
+
+    b.ok("browser_navigate", json!({"url": "http://127.0.0.1:8125/"}))
+        .await;
+    let (snap, _) = b.ok("browser_snapshot", json!({})).await;
+    let name = Browser::ref_of(&snap, "textbox \"Name\"");
+    let pw = Browser::ref_of(&snap, "textbox \"Password\"");
+    let colour = Browser::ref_of(&snap, "combobox");
+    let agree = Browser::ref_of(&snap, "checkbox \"I agree\"");
+    b.ok("browser_type", json!({"ref": name, "text": "Grace"}))
+        .await;
+    b.ok("browser_type", json!({"ref": pw, "text": SECRET}))
+        .await;
+    b.ok("browser_select", json!({"ref": colour, "value": "Blue"}))
+        .await;
+    b.ok("browser_select", json!({"ref": agree, "value": true}))
+        .await;
+    let (snap, _) = b.ok("browser_snapshot", json!({})).await;
+    assert!(snap.contains("(password, not shown)"), "{snap}");
+    let send = Browser::ref_of(&snap, "button \"Send\"");
+    b.ok("browser_click", json!({"ref": send})).await;
+    b.wait_title("Thanks").await;
+    let all = b.results.lock().unwrap().join("\n");
+    assert!(!all.contains(SECRET), "the password showed in a result");
+
+    // What the computer's server got (read past the page tools).
+    let (posted, _) = b
+        .ok("exec", json!({"command": "cat /tmp/site/posted.txt"}))
+        .await;
+    assert!(
+        posted.contains(&format!("name=Grace&pw={SECRET}&color=b&agree=on")),
+        "{posted}"
+    );
+    drop(b);
+    drop(conn);
+    p.release(&made.computer, Release::Delete, &cancel)
+        .await
+        .unwrap();
 }
