@@ -377,6 +377,33 @@ pub(crate) async fn current(ctx: &ToolContext) -> Result<Tab> {
     attach(ctx, &target).await
 }
 
+/// Make the tab `tab_id` (a tab_id from `browser_tabs` list) the current
+/// one, when one is given (Anthropic's browser tool names the tab on every
+/// call).
+pub(crate) async fn use_tab(ctx: &ToolContext, tab_id: Option<&str>) -> Result<()> {
+    let Some(id) = tab_id else {
+        return Ok(());
+    };
+    if with_memo(ctx, |m| m.tab.as_ref().is_some_and(|t| t.target == id)) {
+        return Ok(());
+    }
+    if !page_targets(ctx).await?.iter().any(|t| t.id == id) {
+        return Err(ToolError::Invalid(format!(
+            "tab_id {id:?} is no open tab; browser_tabs list shows the tabs and their tab_id; nothing was done"
+        )));
+    }
+    send(
+        ctx,
+        None,
+        "Target.activateTarget",
+        json!({"targetId": id}),
+        None,
+    )
+    .await?;
+    attach(ctx, id).await?;
+    Ok(())
+}
+
 /// The main frame of a tab: its id, the document's loaderId and its URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct MainFrame {

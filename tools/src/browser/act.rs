@@ -539,6 +539,9 @@ pub struct ClickArgs {
     /// Keys held while clicking: "shift", "ctrl+shift", "cmd".
     #[serde(default)]
     pub modifiers: Option<String>,
+    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
+    #[serde(default)]
+    pub tab_id: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
@@ -565,6 +568,7 @@ fn act_done(text: String, out: &ActOutput) -> CallToolResult {
 }
 
 pub(super) async fn click(ctx: &ToolContext, a: ClickArgs) -> Result<CallToolResult> {
+    super::use_tab(ctx, a.tab_id.as_deref()).await?;
     let button = a.button.unwrap_or_default();
     let count = a.click_count.unwrap_or(1);
     if !(1..=3).contains(&count) {
@@ -642,6 +646,9 @@ pub struct HoverArgs {
     /// Instead: {"type": "ref", "ref": "e12"} or {"type": "coordinate", "x": 10, "y": 20}.
     #[serde(default)]
     pub target: Option<Target>,
+    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
+    #[serde(default)]
+    pub tab_id: Option<String>,
 }
 
 pub(super) fn hover_tool(name: &'static str, _s: &ToolSettings) -> Tool {
@@ -653,6 +660,7 @@ pub(super) fn hover_tool(name: &'static str, _s: &ToolSettings) -> Tool {
 }
 
 pub(super) async fn hover(ctx: &ToolContext, a: HoverArgs) -> Result<CallToolResult> {
+    super::use_tab(ctx, a.tab_id.as_deref()).await?;
     let (tab, p, what) = match where_of(a.element, a.x, a.y, a.target)? {
         Where::Ref(raw) => {
             let (tab, el, n) = resolve(ctx, "ref", &raw).await?;
@@ -695,6 +703,9 @@ pub struct TypeArgs {
     /// Press Enter after (submits most forms).
     #[serde(default)]
     pub submit: Option<bool>,
+    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
+    #[serde(default)]
+    pub tab_id: Option<String>,
 }
 
 pub(super) fn type_tool(name: &'static str, _s: &ToolSettings) -> Tool {
@@ -714,6 +725,7 @@ const VALUE_OF: &str = "function(){ if (this.type === 'password') return null; c
 const CLEAR: &str = "function(){ if ('value' in this) { this.value = ''; this.dispatchEvent(new Event('input', {bubbles: true})); return true; } if (this.isContentEditable) { this.textContent = ''; return true; } return false; }";
 
 pub(super) async fn type_text(ctx: &ToolContext, a: TypeArgs) -> Result<CallToolResult> {
+    super::use_tab(ctx, a.tab_id.as_deref()).await?;
     check::bounded("text", &a.text, check::MAX_TYPE_BYTES)?;
     let chars = a.text.chars().count();
     let (tab, into, obj) = match &a.element {
@@ -828,6 +840,9 @@ pub struct SelectArgs {
     /// Instead of values: one option; true or false to check or uncheck a checkbox; text for a text field.
     #[serde(default)]
     pub value: Option<FormValue>,
+    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
+    #[serde(default)]
+    pub tab_id: Option<String>,
 }
 
 /// The options to pick at most.
@@ -869,6 +884,7 @@ const SET_FORM: &str = r#"function(vals, flag, text){
 }"#;
 
 pub(super) async fn select(ctx: &ToolContext, a: SelectArgs) -> Result<CallToolResult> {
+    super::use_tab(ctx, a.tab_id.as_deref()).await?;
     let raw = match (a.element, a.target) {
         (Some(r), None) | (None, Some(Target::Ref { element: r })) => r,
         (None, Some(Target::Coordinate { .. })) => {
@@ -1006,6 +1022,9 @@ pub struct PressArgs {
     /// Press it this many times, 1 to 100 (default 1).
     #[serde(default)]
     pub repeat: Option<u32>,
+    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
+    #[serde(default)]
+    pub tab_id: Option<String>,
 }
 
 pub(super) fn press_tool(name: &'static str, _s: &ToolSettings) -> Tool {
@@ -1020,6 +1039,7 @@ pub(super) fn press_tool(name: &'static str, _s: &ToolSettings) -> Tool {
 }
 
 pub(super) async fn press(ctx: &ToolContext, a: PressArgs) -> Result<CallToolResult> {
+    super::use_tab(ctx, a.tab_id.as_deref()).await?;
     let (field, keys_text) = match (a.key, a.text) {
         (Some(k), None) => ("key", k),
         (None, Some(t)) => ("text", t),
@@ -1105,6 +1125,9 @@ pub struct ScreenshotArgs {
     /// At most this many pixels wide (saves context).
     #[serde(default)]
     pub max_width: Option<u32>,
+    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
+    #[serde(default)]
+    pub tab_id: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
@@ -1140,6 +1163,7 @@ pub fn png_size(png: &[u8]) -> Option<(u32, u32)> {
 }
 
 pub(super) async fn screenshot(ctx: &ToolContext, a: ScreenshotArgs) -> Result<CallToolResult> {
+    super::use_tab(ctx, a.tab_id.as_deref()).await?;
     if let Some(w) = a.max_width
         && w < crate::desktop::MIN_MAX_WIDTH
     {

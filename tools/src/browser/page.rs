@@ -70,6 +70,9 @@ pub struct NavigateArgs {
     /// How long to wait for the page to load, 1000 to 60000 ms (default 30000).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
+    #[serde(default)]
+    pub tab_id: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
@@ -220,6 +223,7 @@ async fn history(ctx: &ToolContext, tab: &Tab, h: History, within: Duration) -> 
 }
 
 pub(super) async fn navigate(ctx: &ToolContext, a: NavigateArgs) -> Result<CallToolResult> {
+    super::use_tab(ctx, a.tab_id.as_deref()).await?;
     let within = navigate_timeout(a.timeout_ms)?;
     let word = a.url.as_deref().map(str::to_ascii_lowercase);
     let from_url = match word.as_deref() {
@@ -274,6 +278,9 @@ pub struct SnapshotArgs {
     /// Which page of a long snapshot, from 1. Pages after the first are of the latest snapshot (no new one is taken).
     #[serde(default)]
     pub page: Option<u32>,
+    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
+    #[serde(default)]
+    pub tab_id: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
@@ -368,6 +375,7 @@ fn ref_range(s: &Snap) -> String {
 }
 
 pub(super) async fn snapshot(ctx: &ToolContext, a: SnapshotArgs) -> Result<CallToolResult> {
+    super::use_tab(ctx, a.tab_id.as_deref()).await?;
     let want = a.page.unwrap_or(1);
     if want == 0 {
         return Err(ToolError::Invalid(
@@ -624,6 +632,9 @@ pub struct GetTextArgs {
     /// Where to start, in bytes of the text (the previous answer's next_offset).
     #[serde(default)]
     pub offset: Option<usize>,
+    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
+    #[serde(default)]
+    pub tab_id: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
@@ -648,6 +659,7 @@ pub(super) fn get_text_tool(name: &'static str, s: &ToolSettings) -> Tool {
 }
 
 pub(super) async fn get_text(ctx: &ToolContext, a: GetTextArgs) -> Result<CallToolResult> {
+    super::use_tab(ctx, a.tab_id.as_deref()).await?;
     let tab = current(ctx).await?;
     let r = match &a.element {
         Some(raw) => {
@@ -720,6 +732,9 @@ pub struct RecentArgs {
     /// Only entries after this point (the previous answer's next).
     #[serde(default)]
     pub since: Option<u64>,
+    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
+    #[serde(default)]
+    pub tab_id: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
@@ -861,6 +876,7 @@ pub(crate) fn console_entry(e: &computerd::protocol::CdpEvent) -> Option<Console
 }
 
 pub(super) async fn console(ctx: &ToolContext, a: RecentArgs) -> Result<CallToolResult> {
+    super::use_tab(ctx, a.tab_id.as_deref()).await?;
     let max = entries_max(a.max)?;
     let tab = current(ctx).await?;
     let (evs, next) = all_events(
@@ -946,6 +962,7 @@ pub(crate) fn network_entries(evs: &[computerd::protocol::CdpEvent]) -> Vec<Netw
 }
 
 pub(super) async fn network(ctx: &ToolContext, a: RecentArgs) -> Result<CallToolResult> {
+    super::use_tab(ctx, a.tab_id.as_deref()).await?;
     let max = entries_max(a.max)?;
     let tab = current(ctx).await?;
     let (evs, next) = all_events(
@@ -1001,6 +1018,9 @@ pub struct EvalArgs {
     /// How long it may run, 100 to 60000 ms (default 10000).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
+    #[serde(default)]
+    pub tab_id: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
@@ -1028,6 +1048,7 @@ pub(super) fn eval_tool(name: &'static str, s: &ToolSettings) -> Tool {
 }
 
 pub(super) async fn eval(ctx: &ToolContext, a: EvalArgs) -> Result<CallToolResult> {
+    super::use_tab(ctx, a.tab_id.as_deref()).await?;
     let (field, expr) = match (a.expression, a.text) {
         (Some(e), None) => ("expression", e),
         (None, Some(t)) => ("text", t),

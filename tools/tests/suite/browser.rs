@@ -559,6 +559,16 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
             .clone()
     };
     let (covered, other) = (at("/covered"), at("/other"));
+    // Anthropic's tab_id: the call acts in that tab, which becomes current.
+    let covered_id = tabs[covered.as_u64().unwrap() as usize]["tab_id"].clone();
+    let (t, _) = b
+        .ok("browser_get_text", json!({"tab_id": covered_id}))
+        .await;
+    assert!(t.contains("Go"), "{t}");
+    let e = b.err("browser_get_text", json!({"tab_id": "NOPE"})).await;
+    assert!(e.starts_with("tab_id \"NOPE\" is no open tab"), "{e}");
+    b.ok("browser_tabs", json!({"action": "switch", "index": other}))
+        .await;
     let (_, out) = b
         .ok(
             "browser_tabs",
