@@ -166,9 +166,9 @@ pub fn build(nodes: &[Value], first: u64, passwords: &HashSet<u64>) -> Built {
         seen: HashSet::new(),
     };
     if let Some(r) = by_id.get(root) {
-        let children = r.children.clone();
-        for c in children {
-            w.node(c, 0, &r.name, false);
+        let skip = w.skip_for(r, &[]);
+        for c in r.children.clone() {
+            w.node(c, 0, &skip, false);
         }
     }
     out
@@ -183,7 +183,26 @@ struct Walk<'a, 'b> {
 }
 
 impl<'a> Walk<'a, '_> {
-    fn node(&mut self, id: &'a str, depth: usize, parent_name: &str, in_select: bool) {
+    /// The texts a child's StaticText would only repeat: what is shown
+    /// above it, and the names of the fields and buttons beside it (a
+    /// label's text is the name of the field it labels).
+    fn skip_for(&self, n: &Node<'a>, above: &[String]) -> Vec<String> {
+        let mut skip = above.to_vec();
+        if !n.name.is_empty() {
+            skip.push(n.name.clone());
+        }
+        for c in &n.children {
+            if let Some(k) = self.by_id.get(c)
+                && INTERACTIVE.contains(&k.role)
+                && !k.name.is_empty()
+            {
+                skip.push(k.name.clone());
+            }
+        }
+        skip
+    }
+
+    fn node(&mut self, id: &'a str, depth: usize, skip: &[String], in_select: bool) {
         if depth > MAX_DEPTH || !self.seen.insert(id) {
             return;
         }
@@ -195,13 +214,14 @@ impl<'a> Walk<'a, '_> {
             return;
         }
         if ignored || (WRAPPERS.contains(&n.role) && n.name.is_empty()) {
+            let skip = self.skip_for(n, skip);
             for c in n.children.clone() {
-                self.node(c, depth, parent_name, in_select);
+                self.node(c, depth, &skip, in_select);
             }
             return;
         }
         if n.role == "StaticText" {
-            if !n.name.is_empty() && n.name != parent_name {
+            if !n.name.is_empty() && !skip.contains(&n.name) {
                 self.line(depth, format!("- text: {}", n.name));
             }
             return;
@@ -260,7 +280,9 @@ impl<'a> Walk<'a, '_> {
             ));
         }
         let value = one_line(str_at(n.raw, &["value", "value"]));
-        if password {
+        if password && value.is_empty() {
+            line.push_str(": (password, empty)");
+        } else if password {
             line.push_str(&format!(": {MASKED}"));
         } else if !value.is_empty() && value != n.name {
             line.push_str(&format!(": {value}"));
@@ -270,8 +292,9 @@ impl<'a> Walk<'a, '_> {
             return;
         }
         let select = in_select || n.role == "combobox";
+        let skip = self.skip_for(n, &[]);
         for c in n.children.clone() {
-            self.node(c, depth + 1, &n.name, select);
+            self.node(c, depth + 1, &skip, select);
         }
     }
 
@@ -379,9 +402,7 @@ mod tests {
             b.lines,
             [
                 "- heading \"Sign in\" [level=1]",
-                "- text: Name",
                 "- textbox \"Name\" [ref=e7]: Ada",
-                "- text: Secret",
                 "- textbox \"Secret\" [ref=e8]: (password, not shown)",
                 "- combobox [expanded=false] [ref=e9]: Red",
                 "  - option \"Red\" [selected]",
@@ -416,7 +437,7 @@ mod tests {
         tree[9]["value"] = json!({"type": "string", "value": "plain-visible"});
         let b = build(&tree, 1, &HashSet::from([4]));
         assert_eq!(
-            b.lines[2],
+            b.lines[1],
             "- textbox \"Name\" [ref=e1]: (password, not shown)"
         );
         assert!(b.refs[0].1.password);

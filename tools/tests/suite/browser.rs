@@ -272,6 +272,12 @@ async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
     let send = Browser::ref_of(&snap, "button \"Send\"");
     assert!(snap.contains("- heading \"Sign up\" [level=1]"), "{snap}");
     assert!(snap.contains("link \"Other page\""), "{snap}");
+    assert!(
+        snap.contains(&format!(
+            "- textbox \"Password\" [ref={pw}]: (password, empty)"
+        )),
+        "{snap}"
+    );
 
     let (t, _) = b
         .ok("browser_type", json!({"ref": name, "text": "Ada"}))
