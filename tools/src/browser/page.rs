@@ -278,9 +278,33 @@ pub struct SnapshotArgs {
     /// Which page of a long snapshot, from 1. Pages after the first are of the latest snapshot (no new one is taken).
     #[serde(default)]
     pub page: Option<u32>,
+    /// "interactive": only the elements with a ref, one a line (shorter); default every line.
+    #[serde(default)]
+    pub filter: Option<Filter>,
     /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
     #[serde(default)]
     pub tab_id: Option<String>,
+}
+
+/// Which lines of a snapshot are shown.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Filter {
+    #[default]
+    All,
+    Interactive,
+}
+
+/// The lines `filter` shows: every one, or those with a ref, unindented.
+pub(crate) fn shown(lines: &[String], filter: Filter) -> Vec<String> {
+    match filter {
+        Filter::All => lines.to_vec(),
+        Filter::Interactive => lines
+            .iter()
+            .filter(|l| l.contains("[ref=e"))
+            .map(|l| l.trim_start().to_string())
+            .collect(),
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
@@ -402,7 +426,8 @@ pub(super) async fn snapshot(ctx: &ToolContext, a: SnapshotArgs) -> Result<CallT
     };
     let tab = current(ctx).await?;
     let (title, url) = title_url(ctx, &tab).await?;
-    let ranges = snap::pages(&s.lines, budget(&ctx.settings));
+    let lines = shown(&s.lines, a.filter.unwrap_or_default());
+    let ranges = snap::pages(&lines, budget(&ctx.settings));
     let pages = ranges.len() as u32;
     let Some(range) = ranges.get(want as usize - 1) else {
         return Err(ToolError::Invalid(format!(
@@ -416,10 +441,10 @@ pub(super) async fn snapshot(ctx: &ToolContext, a: SnapshotArgs) -> Result<CallT
         s.n,
         ref_range(&s)
     );
-    if s.lines.is_empty() {
+    if lines.is_empty() {
         text.push_str("(the page shows nothing an accessibility tree holds)\n");
     }
-    for l in &s.lines[range.clone()] {
+    for l in &lines[range.clone()] {
         text.push_str(l);
         text.push('\n');
     }
@@ -1218,6 +1243,19 @@ mod tests {
             (r[1].method.as_str(), r[1].failed.as_deref()),
             ("POST", Some("net::ERR_FAILED"))
         );
+    }
+
+    #[test]
+    fn the_interactive_filter_keeps_the_lines_with_refs() {
+        let lines: Vec<String> = ["- heading \"H\"", "- group", "  - button \"B\" [ref=e4]"]
+            .iter()
+            .map(|l| l.to_string())
+            .collect();
+        assert_eq!(
+            shown(&lines, Filter::Interactive),
+            ["- button \"B\" [ref=e4]"]
+        );
+        assert_eq!(shown(&lines, Filter::All), lines);
     }
 
     #[test]

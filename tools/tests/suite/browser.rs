@@ -330,6 +330,13 @@ async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
         .err("browser_type", json!({"ref": name, "text": "x"}))
         .await;
     assert!(e.contains("take a new snapshot"), "{e}");
+    let (only, _) = b
+        .ok(
+            "browser_snapshot",
+            json!({"page": 1, "filter": "interactive"}),
+        )
+        .await;
+    assert!(!only.contains("heading"), "{only}");
     let (snap3, _) = b.ok("browser_snapshot", json!({})).await;
     assert!(snap3.contains("Thanks"), "{snap3}");
 
@@ -346,6 +353,11 @@ async fn a_ref_from_before_a_navigation_is_refused_and_bad_input_is_named() {
     let (base, _) = serve().await;
     b.ok("browser_navigate", json!({"url": format!("{base}/")}))
         .await;
+    let (only, _) = b
+        .ok("browser_snapshot", json!({"filter": "interactive"}))
+        .await;
+    assert!(!only.contains("heading"), "{only}");
+    assert!(only.contains("\n- textbox \"Name\" [ref=e1]"), "{only}");
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let link = Browser::ref_of(&snap, "link \"Other page\"");
     let name = Browser::ref_of(&snap, "textbox \"Name\"");
