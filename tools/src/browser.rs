@@ -47,6 +47,25 @@ const EXEC: Needs = Needs::Group(Group::Exec);
 const FILES: Needs = Needs::Group(Group::Files);
 const PROCESSES: Needs = Needs::Group(Group::Processes);
 
+/// The page tools, each one entry another family can list too (a desktop
+/// whose computer declares `cdp` drives its visible browser with them).
+#[rustfmt::skip]
+pub const PAGE_TOOLS: [ToolDef; 13] = [
+    ToolDef::new("browser_navigate",   CDP, page::navigate_tool,  handler!(page::navigate)),
+    ToolDef::new("browser_snapshot",   CDP, page::snapshot_tool,  handler!(page::snapshot)),
+    ToolDef::new("browser_click",      CDP, act::click_tool,      handler!(act::click)),
+    ToolDef::new("browser_type",       CDP, act::type_tool,       handler!(act::type_text)),
+    ToolDef::new("browser_select",     CDP, act::select_tool,     handler!(act::select)),
+    ToolDef::new("browser_hover",      CDP, act::hover_tool,      handler!(act::hover)),
+    ToolDef::new("browser_press",      CDP, act::press_tool,      handler!(act::press)),
+    ToolDef::new("browser_screenshot", CDP, act::screenshot_tool, handler!(act::screenshot)),
+    ToolDef::new("browser_tabs",       CDP, page::tabs_tool,      handler!(page::tabs)),
+    ToolDef::new("browser_get_text",   CDP, page::get_text_tool,  handler!(page::get_text)),
+    ToolDef::new("browser_console",    CDP, page::console_tool,   handler!(page::console)),
+    ToolDef::new("browser_network",    CDP, page::network_tool,   handler!(page::network)),
+    ToolDef::new("browser_eval",       CDP, page::eval_tool,      handler!(page::eval)),
+];
+
 /// The browser family: the page tools, then the sandbox's (listed only
 /// where the computer declares their groups).
 #[rustfmt::skip]
@@ -55,29 +74,19 @@ pub const FAMILY: Family = Family {
     instructions: INSTRUCTIONS,
     skill: SKILL_TEXT,
     tools: &[
-        ToolDef::new("browser_navigate",   CDP,       page::navigate_tool,   handler!(page::navigate)),
-        ToolDef::new("browser_snapshot",   CDP,       page::snapshot_tool,   handler!(page::snapshot)),
-        ToolDef::new("browser_click",      CDP,       act::click_tool,       handler!(act::click)),
-        ToolDef::new("browser_type",       CDP,       act::type_tool,        handler!(act::type_text)),
-        ToolDef::new("browser_select",     CDP,       act::select_tool,      handler!(act::select)),
-        ToolDef::new("browser_hover",      CDP,       act::hover_tool,       handler!(act::hover)),
-        ToolDef::new("browser_press",      CDP,       act::press_tool,       handler!(act::press)),
-        ToolDef::new("browser_screenshot", CDP,       act::screenshot_tool,  handler!(act::screenshot)),
-        ToolDef::new("browser_tabs",       CDP,       page::tabs_tool,       handler!(page::tabs)),
-        ToolDef::new("browser_get_text",   CDP,       page::get_text_tool,   handler!(page::get_text)),
-        ToolDef::new("browser_console",    CDP,       page::console_tool,    handler!(page::console)),
-        ToolDef::new("browser_network",    CDP,       page::network_tool,    handler!(page::network)),
-        ToolDef::new("browser_eval",       CDP,       page::eval_tool,       handler!(page::eval)),
-        ToolDef::new("exec",               EXEC,      exec::tool,            handler!(exec::run)),
-        ToolDef::new("read_file",          FILES,     files::read_tool,      handler!(files::read)),
-        ToolDef::new("write_file",         FILES,     files::write_tool,     handler!(files::write)),
-        ToolDef::new("edit_file",          FILES,     files::edit_tool,      handler!(files::edit)),
-        ToolDef::new("list_files",         FILES,     files::list_tool,      handler!(files::list)),
-        ToolDef::new("process_start",      PROCESSES, process::start_tool,   handler!(process::start)),
-        ToolDef::new("process_read",       PROCESSES, process::read_tool,    handler!(process::read)),
-        ToolDef::new("process_write",      PROCESSES, process::write_tool,   handler!(process::write)),
-        ToolDef::new("process_signal",     PROCESSES, process::signal_tool,  handler!(process::signal)),
-        ToolDef::new("process_list",       PROCESSES, process::list_tool,    handler!(process::list)),
+        PAGE_TOOLS[0], PAGE_TOOLS[1], PAGE_TOOLS[2], PAGE_TOOLS[3], PAGE_TOOLS[4],
+        PAGE_TOOLS[5], PAGE_TOOLS[6], PAGE_TOOLS[7], PAGE_TOOLS[8], PAGE_TOOLS[9],
+        PAGE_TOOLS[10], PAGE_TOOLS[11], PAGE_TOOLS[12],
+        ToolDef::new("exec",           EXEC,      exec::tool,           handler!(exec::run)),
+        ToolDef::new("read_file",      FILES,     files::read_tool,     handler!(files::read)),
+        ToolDef::new("write_file",     FILES,     files::write_tool,    handler!(files::write)),
+        ToolDef::new("edit_file",      FILES,     files::edit_tool,     handler!(files::edit)),
+        ToolDef::new("list_files",     FILES,     files::list_tool,     handler!(files::list)),
+        ToolDef::new("process_start",  PROCESSES, process::start_tool,  handler!(process::start)),
+        ToolDef::new("process_read",   PROCESSES, process::read_tool,   handler!(process::read)),
+        ToolDef::new("process_write",  PROCESSES, process::write_tool,  handler!(process::write)),
+        ToolDef::new("process_signal", PROCESSES, process::signal_tool, handler!(process::signal)),
+        ToolDef::new("process_list",   PROCESSES, process::list_tool,   handler!(process::list)),
         common::INFO,
         common::EXTEND,
     ],
