@@ -218,9 +218,9 @@ pub(crate) async fn send(
     match r {
         Ok(r) => Ok(r.result),
         Err(e) => {
-            let e = ToolError::client("the browser", e);
+            let mut e = ToolError::client("the browser", e);
             // A tab closed under us: the next call picks a tab again.
-            if let (Some(s), ToolError::Daemon { error, .. }) = (session, &e)
+            if let (Some(s), ToolError::Daemon { error, hint, .. }) = (session, &mut e)
                 && (error.message.contains("ession with given id not found")
                     || error.message.contains("No target with given id"))
             {
@@ -230,6 +230,9 @@ pub(crate) async fn send(
                     }
                     m.sessions.retain(|_, v| v != s);
                 });
+                *hint = Some(
+                    "the tab is gone (closed by the page or the browser); the next call acts in another tab: browser_tabs list shows them".into(),
+                );
             }
             Err(e)
         }

@@ -603,6 +603,51 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
         .ok("browser_tabs", json!({"action": "close", "index": other}))
         .await;
     assert_eq!(out["tabs"].as_array().unwrap().len(), 1);
+    // A tab the page closes itself: one call says so, the next acts in
+    // another tab.
+    b.ok(
+        "browser_eval",
+        json!({"expression": "window.open('/other') !== null"}),
+    )
+    .await;
+    let mut popup = None;
+    for _ in 0..50 {
+        let (_, out) = b.ok("browser_tabs", json!({"action": "list"})).await;
+        popup = out["tabs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["url"].as_str().unwrap().ends_with("/other"))
+            .map(|t| t["index"].clone());
+        if popup.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    b.ok(
+        "browser_tabs",
+        json!({"action": "switch", "index": popup.expect("the popup")}),
+    )
+    .await;
+    let _ = b
+        .call("browser_eval", json!({"expression": "window.close()"}))
+        .await;
+    let mut words = String::new();
+    for _ in 0..50 {
+        let r = b
+            .call("browser_eval", json!({"expression": "location.pathname"}))
+            .await;
+        words = text(&r);
+        if r.is_error == Some(true) || words.contains("/covered") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(words.contains("the tab is gone"), "{words}");
+    let (t, _) = b
+        .ok("browser_eval", json!({"expression": "location.pathname"}))
+        .await;
+    assert_eq!(t, "\"/covered\"");
     b.answers().await;
 }
 
