@@ -38,6 +38,9 @@ use crate::types::{ErrorCode, ProviderError, Result};
 /// How long a new browser gets to answer its first command.
 pub const READY_WAIT: Duration = Duration::from_secs(30);
 
+/// The groups only a provider declares: hello never lists them.
+pub const PROVIDER_GROUPS: &[Group] = &[Group::Cdp, Group::Stream, Group::Downloads];
+
 /// How long `ping` waits for the browser.
 const PING_WAIT: Duration = Duration::from_secs(10);
 
@@ -84,12 +87,17 @@ async fn ready(conn: &CdpConn) -> Result<String> {
 
 impl BrowserClient {
     /// A browser at a CDP WebSocket `url` (which may be a secret: no word
-    /// of a failure holds it), declaring cdp and `groups`.
+    /// of a failure holds it) whose hello lists `groups`, less the
+    /// provider's own (cdp, stream and downloads are declared by the
+    /// provider's capabilities and never listed by hello): a vendor's
+    /// browser answers no other group.
     pub async fn websocket(url: &str, groups: Vec<Group>) -> Result<BrowserClient> {
         let conn = ws::connect(url).await?;
         let product = ready(&conn).await?;
-        let mut all = vec![Group::Cdp];
-        all.extend(groups.into_iter().filter(|g| *g != Group::Cdp));
+        let groups: Vec<Group> = groups
+            .into_iter()
+            .filter(|g| !PROVIDER_GROUPS.contains(g))
+            .collect();
         Ok(BrowserClient {
             conn,
             daemon: None,
@@ -101,7 +109,7 @@ impl BrowserClient {
                 arch: std::env::consts::ARCH
                     .replace("x86_64", "amd64")
                     .replace("aarch64", "arm64"),
-                groups: all,
+                groups,
             },
         })
     }
@@ -122,10 +130,7 @@ impl BrowserClient {
             started.conn.end("it did not answer");
             return Err(e);
         }
-        let mut groups = daemon_hello.groups.clone();
-        groups.push(Group::Cdp);
-        groups.sort();
-        groups.dedup();
+        let groups = daemon_hello.groups.clone();
         Ok(BrowserClient {
             conn: started.conn,
             daemon: Some(daemon),
@@ -138,7 +143,8 @@ impl BrowserClient {
         })
     }
 
-    /// What `hello` answers: kind browser, cdp among the groups.
+    /// What `hello` answers: kind browser, with the computer's own groups
+    /// (none for a vendor's browser; cdp is the provider's to declare).
     pub fn hello(&self) -> &HelloResult {
         &self.hello
     }
@@ -245,14 +251,16 @@ impl ComputerClient for BrowserClient {
                 "cdp.events" => self.events(params).await,
                 _ => match &self.daemon {
                     Some(d) => d.call_value(method, params).await,
+                    None if computerd::protocol::Method::from_name(method).is_none() => {
+                        Err(ClientError::Rpc(
+                            RpcError::not_found(format!(
+                                "unknown method {method:?}; a browser answers hello, ping, cdp.send and cdp.events"
+                            ))
+                            .with_code(computerd::protocol::METHOD_NOT_FOUND),
+                        ))
+                    }
                     None => Err(ClientError::Rpc(RpcError::unsupported(format!(
-                        "{method}: a browser answers cdp.send and cdp.events (its groups: {})",
-                        self.hello
-                            .groups
-                            .iter()
-                            .map(|g| g.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        "{method}: a browser answers hello, ping, cdp.send and cdp.events, and has no daemon for the rest"
                     )))),
                 },
             }

@@ -86,7 +86,8 @@ async fn a_host_chromium_answers_cdp_and_keeps_its_events() {
     let hello: computerd::protocol::HelloResult =
         serde_json::from_value(c.call_value("hello", json!({})).await.unwrap()).unwrap();
     assert_eq!(hello.kind, MachineKind::Browser);
-    assert_eq!(hello.groups, vec![Group::Cdp]);
+    // cdp is the provider's to declare: hello lists no group of its own.
+    assert!(hello.groups.is_empty(), "{:?}", hello.groups);
     assert!(hello.version.contains("Chrome"), "{}", hello.version);
     c.call_value("ping", json!({})).await.unwrap();
 
@@ -150,9 +151,11 @@ async fn a_host_chromium_answers_cdp_and_keeps_its_events() {
     assert_eq!(e.kind(), Some(ErrorKind::Unsupported), "{e}");
     assert!(
         e.to_string()
-            .contains("a browser answers cdp.send and cdp.events"),
+            .contains("a browser answers hello, ping, cdp.send and cdp.events"),
         "{e}"
     );
+    let e = c.call_value("no.such.method", json!({})).await.unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::NotFound), "{e}");
 
     // The browser ending ends the connection, in words.
     drop(chromium);
@@ -214,9 +217,10 @@ async fn a_local_browser_runs_chromium_inside_the_computer_on_its_pipe() {
     );
     let conn = p.connect(&made.computer, &cancel).await.unwrap();
     assert_eq!(conn.hello.kind, MachineKind::Browser);
-    for g in [Group::Cdp, Group::Exec, Group::Files, Group::Processes] {
-        assert!(conn.hello.groups.contains(&g), "{:?}", conn.hello.groups);
-    }
+    assert_eq!(
+        conn.hello.groups,
+        vec![Group::Exec, Group::Files, Group::Processes]
+    );
     let c = conn.client.clone();
 
     // A page the computer serves itself loads with network none; the
