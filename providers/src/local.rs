@@ -926,17 +926,14 @@ impl LocalProvider {
         let client = crate::cdp::BrowserClient::in_computer(
             daemon.client,
             &daemon.hello,
+            MachineKind::Browser,
             &b.launch(meta.network),
             Default::default(),
-        )
-        .await
-        .map_err(|e| {
+        );
+        client.start().await.map_err(|e| {
             ProviderError::new(
                 e.code,
-                format!(
-                    "the local computer {}'s browser did not start: {}",
-                    meta.id, e.message
-                ),
+                format!("the local computer {}: {}", meta.id, e.message),
             )
         })?;
         let hello = client.hello().clone();

@@ -295,6 +295,40 @@ async fn a_local_browser_runs_chromium_inside_the_computer_on_its_pipe() {
     // One listener: the test's own http.server.
     assert_eq!(out.lines().last(), Some("1"), "{out}");
 
+    // A browser that ends is started again by the next cdp call.
+    c.call_typed(&ExecParams {
+        argv: vec![
+            "sh".into(),
+            "-c".into(),
+            "pkill -KILL -x chromium; sleep 0.3".into(),
+        ],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let again = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            match send(&c, "Browser.getVersion", json!({}), None).await {
+                Ok(v) => return v,
+                Err(ClientError::Closed(_)) => {
+                    panic!("the computer's connection closed with its browser")
+                }
+                // A call that finds it ending says so; the next starts one.
+                Err(e) if e.kind() == Some(ErrorKind::Aborted) => {
+                    assert!(
+                        e.to_string().contains("the next call starts it again"),
+                        "{e}"
+                    );
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert!(again["product"].as_str().is_some(), "{again}");
+    assert!(!c.is_closed());
+
     // A second connection ends the first one's browser and starts its own.
     let again = p.connect(&made.computer, &cancel).await.unwrap();
     let s2 = page(&again.client).await;
