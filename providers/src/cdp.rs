@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use computerd::client::{ClientError, ComputerClient, ComputerExt};
 use computerd::protocol::{
-    CdpEventsParams, CdpSendParams, CdpSendResult, Group, HelloResult, MachineKind,
+    CdpEventsParams, CdpSendParams, CdpSendResult, ErrorKind, Group, HelloResult, MachineKind,
     ProcessListParams, ProcessSignalParams, RpcError, Signal, decode_params, limits,
 };
 use futures::future::BoxFuture;
@@ -38,62 +38,48 @@ use crate::types::{ErrorCode, ProviderError, Result};
 /// How long a new browser gets to answer its first command.
 pub const READY_WAIT: Duration = Duration::from_secs(30);
 
+/// The groups only a provider declares: hello never lists them.
+pub const PROVIDER_GROUPS: &[Group] = &[Group::Cdp, Group::Stream, Group::Downloads];
+
 /// How long `ping` waits for the browser.
 const PING_WAIT: Duration = Duration::from_secs(10);
 
-/// The client of a computer of kind browser.
+/// The client of a computer of kind browser (or of a desktop whose page
+/// tools drive its visible browser).
 pub struct BrowserClient {
-    conn: Arc<CdpConn>,
-    /// The computer's daemon, when the browser runs in one.
-    daemon: Option<Arc<dyn ComputerClient>>,
-    /// The browser's process in that daemon.
-    process: Option<String>,
+    browser: Browser,
     hello: HelloResult,
 }
 
-fn call_error(e: CallError) -> ClientError {
-    match e {
-        CallError::Browser(e) => ClientError::Rpc(e),
-        CallError::Timeout(w) => ClientError::Rpc(RpcError::timeout(w)),
-        CallError::Closed(w) => ClientError::Closed(w),
-    }
-}
-
-/// The browser's product ("HeadlessChrome/148.0.7778.167"), once it
-/// answers.
-async fn ready(conn: &CdpConn) -> Result<String> {
-    let version = conn
-        .call("Browser.getVersion", None, None, READY_WAIT)
-        .await
-        .map_err(|e| {
-            let words = match e {
-                CallError::Browser(e) => e.message,
-                CallError::Timeout(w) | CallError::Closed(w) => w,
-            };
-            ProviderError::new(
-                ErrorCode::Unreachable,
-                format!("the browser did not answer: {words}"),
-            )
-        })?;
-    Ok(version
-        .get("product")
-        .and_then(Value::as_str)
-        .unwrap_or("a browser")
-        .to_string())
+/// Where the browser is.
+enum Browser {
+    /// Reached over a WebSocket: it lives as long as the connection.
+    Remote(Arc<CdpConn>),
+    /// Run by the computer: started on its pipe when first needed, and
+    /// again after it ended. Every other method goes to the daemon.
+    InComputer {
+        daemon: Arc<dyn ComputerClient>,
+        argv: Vec<String>,
+        env: BTreeMap<String, String>,
+        running: tokio::sync::Mutex<Option<pipe::PipeBrowser>>,
+    },
 }
 
 impl BrowserClient {
     /// A browser at a CDP WebSocket `url` (which may be a secret: no word
-    /// of a failure holds it), declaring cdp and `groups`.
+    /// of a failure holds it) whose hello lists `groups`, less the
+    /// provider's own (cdp, stream and downloads are declared by the
+    /// provider's capabilities and never listed by hello): a vendor's
+    /// browser answers no other group.
     pub async fn websocket(url: &str, groups: Vec<Group>) -> Result<BrowserClient> {
         let conn = ws::connect(url).await?;
         let product = ready(&conn).await?;
-        let mut all = vec![Group::Cdp];
-        all.extend(groups.into_iter().filter(|g| *g != Group::Cdp));
+        let groups: Vec<Group> = groups
+            .into_iter()
+            .filter(|g| !PROVIDER_GROUPS.contains(g))
+            .collect();
         Ok(BrowserClient {
-            conn,
-            daemon: None,
-            process: None,
+            browser: Browser::Remote(conn),
             hello: HelloResult {
                 version: product,
                 os: "linux".into(),
@@ -101,46 +87,107 @@ impl BrowserClient {
                 arch: std::env::consts::ARCH
                     .replace("x86_64", "amd64")
                     .replace("aarch64", "arm64"),
-                groups: all,
+                groups,
             },
         })
     }
 
-    /// Start the browser `launch` in the computer behind `daemon` (whose
-    /// hello is `daemon_hello`), ending any an earlier connection started,
-    /// and wait until it answers. The computer's own groups stay: its
-    /// exec, files and processes go to the daemon.
-    pub async fn in_computer(
+    /// The browser `launch` in the computer behind `daemon` (whose hello
+    /// is `daemon_hello`), answering as `kind`: started when a cdp method
+    /// first needs it (ending any an earlier connection started), and
+    /// again after it ended. The computer's own groups stay: its exec,
+    /// files and processes (and a desktop's screen and input) go to the
+    /// daemon.
+    pub fn in_computer(
         daemon: Arc<dyn ComputerClient>,
         daemon_hello: &HelloResult,
+        kind: MachineKind,
         launch: &Launch,
         env: BTreeMap<String, String>,
-    ) -> Result<BrowserClient> {
-        end_earlier(&daemon).await;
-        let started = pipe::start(Arc::clone(&daemon), &launch.argv(), env).await?;
-        if let Err(e) = ready(&started.conn).await {
-            started.conn.end("it did not answer");
-            return Err(e);
-        }
-        let mut groups = daemon_hello.groups.clone();
-        groups.push(Group::Cdp);
-        groups.sort();
-        groups.dedup();
-        Ok(BrowserClient {
-            conn: started.conn,
-            daemon: Some(daemon),
-            process: Some(started.process),
+    ) -> BrowserClient {
+        BrowserClient {
+            browser: Browser::InComputer {
+                daemon,
+                argv: launch.argv(),
+                env,
+                running: tokio::sync::Mutex::new(None),
+            },
             hello: HelloResult {
-                kind: MachineKind::Browser,
-                groups,
+                kind,
                 ..daemon_hello.clone()
             },
+        }
+    }
+
+    /// Start the browser now (it starts on its own when first needed):
+    /// what a provider calls before handing a browser out, so a computer
+    /// that cannot run one fails at once.
+    pub async fn start(&self) -> Result<()> {
+        self.conn().await.map(|_| ()).map_err(|e| {
+            ProviderError::new(
+                match &e {
+                    ClientError::Rpc(r) if r.kind() == Some(ErrorKind::Timeout) => {
+                        ErrorCode::Timeout
+                    }
+                    _ => ErrorCode::Unreachable,
+                },
+                e.to_string(),
+            )
         })
     }
 
-    /// What `hello` answers: kind browser, cdp among the groups.
+    /// What `hello` answers: the computer's own groups (none for a
+    /// vendor's browser; cdp is the provider's to declare).
     pub fn hello(&self) -> &HelloResult {
         &self.hello
+    }
+
+    /// The connection to the browser, started (again) when it is not running.
+    async fn conn(&self) -> std::result::Result<Arc<CdpConn>, ClientError> {
+        match &self.browser {
+            Browser::Remote(conn) => match conn.closed() {
+                Some(why) => Err(ClientError::Closed(why)),
+                None => Ok(Arc::clone(conn)),
+            },
+            Browser::InComputer {
+                daemon,
+                argv,
+                env,
+                running,
+            } => {
+                let mut running = running.lock().await;
+                if let Some(b) = running.as_ref().filter(|b| b.conn.closed().is_none()) {
+                    return Ok(Arc::clone(&b.conn));
+                }
+                if let Some(old) = running.take() {
+                    tracing::info!(
+                        "the computer's browser ended ({}); starting it again",
+                        old.conn.closed().unwrap_or_default()
+                    );
+                }
+                end_earlier(daemon).await;
+                let started = pipe::start(Arc::clone(daemon), argv, env.clone())
+                    .await
+                    .map_err(|e| {
+                        ClientError::Rpc(RpcError::unsupported(format!(
+                            "the computer's browser did not start: {}",
+                            e.message
+                        )))
+                    })?;
+                if let Err(e) = ready(&started.conn).await {
+                    started.conn.end("it did not answer");
+                    let words = format!("the computer's browser did not start: {}", e.message);
+                    return Err(ClientError::Rpc(if e.code == ErrorCode::Timeout {
+                        RpcError::timeout(words)
+                    } else {
+                        RpcError::unsupported(words)
+                    }));
+                }
+                let conn = Arc::clone(&started.conn);
+                *running = Some(started);
+                Ok(conn)
+            }
+        }
     }
 
     async fn send(&self, params: Value) -> std::result::Result<Value, ClientError> {
@@ -158,7 +205,8 @@ impl BrowserClient {
             ))));
         }
         let result = self
-            .conn
+            .conn()
+            .await?
             .call(
                 &p.method,
                 p.params,
@@ -166,7 +214,7 @@ impl BrowserClient {
                 Duration::from_millis(ms),
             )
             .await
-            .map_err(call_error)?;
+            .map_err(|e| self.call_error(e))?;
         Ok(json!(CdpSendResult { result }))
     }
 
@@ -184,11 +232,58 @@ impl BrowserClient {
                 limits::CDP_EVENTS_MAX
             ))));
         }
-        if let Some(why) = self.conn.closed() {
-            return Err(ClientError::Closed(why));
-        }
-        Ok(json!(self.conn.events(&p).await))
+        let conn = self.conn().await?;
+        Ok(json!(conn.events(&p).await))
     }
+
+    /// A call's failure: a computer's browser that ended is no lost
+    /// connection (the next call starts it again).
+    fn call_error(&self, e: CallError) -> ClientError {
+        match (e, &self.browser) {
+            (CallError::Closed(why), Browser::InComputer { .. }) => {
+                ClientError::Rpc(RpcError::aborted(format!(
+                    "the computer's browser ended before it answered ({why}); the next call starts it again, with no page open"
+                )))
+            }
+            (e, _) => call_error(e),
+        }
+    }
+
+    fn daemon(&self) -> Option<&Arc<dyn ComputerClient>> {
+        match &self.browser {
+            Browser::Remote(_) => None,
+            Browser::InComputer { daemon, .. } => Some(daemon),
+        }
+    }
+}
+
+fn call_error(e: CallError) -> ClientError {
+    match e {
+        CallError::Browser(e) => ClientError::Rpc(e),
+        CallError::Timeout(w) => ClientError::Rpc(RpcError::timeout(w)),
+        CallError::Closed(w) => ClientError::Closed(w),
+    }
+}
+
+/// The browser's product ("HeadlessChrome/148.0.7778.167"), once it
+/// answers.
+async fn ready(conn: &CdpConn) -> Result<String> {
+    let version = conn
+        .call("Browser.getVersion", None, None, READY_WAIT)
+        .await
+        .map_err(|e| {
+            let (code, words) = match e {
+                CallError::Browser(e) => (ErrorCode::Unreachable, e.message),
+                CallError::Timeout(w) => (ErrorCode::Timeout, w),
+                CallError::Closed(w) => (ErrorCode::Unreachable, w),
+            };
+            ProviderError::new(code, format!("the browser did not answer: {words}"))
+        })?;
+    Ok(version
+        .get("product")
+        .and_then(Value::as_str)
+        .unwrap_or("a browser")
+        .to_string())
 }
 
 /// End the browsers an earlier connection started in this computer (its
@@ -231,28 +326,31 @@ impl ComputerClient for BrowserClient {
         Box::pin(async move {
             match method {
                 "hello" => Ok(json!(self.hello)),
-                "ping" => {
-                    self.conn
-                        .call("Browser.getVersion", None, None, PING_WAIT)
-                        .await
-                        .map_err(call_error)?;
-                    if let Some(d) = &self.daemon {
-                        d.call_value("ping", params).await?;
+                "ping" => match self.daemon() {
+                    Some(d) => d.call_value("ping", params).await,
+                    None => {
+                        self.conn()
+                            .await?
+                            .call("Browser.getVersion", None, None, PING_WAIT)
+                            .await
+                            .map_err(call_error)?;
+                        Ok(json!({}))
                     }
-                    Ok(json!({}))
-                }
+                },
                 "cdp.send" => self.send(params).await,
                 "cdp.events" => self.events(params).await,
-                _ => match &self.daemon {
+                _ => match self.daemon() {
                     Some(d) => d.call_value(method, params).await,
+                    None if computerd::protocol::Method::from_name(method).is_none() => {
+                        Err(ClientError::Rpc(
+                            RpcError::not_found(format!(
+                                "unknown method {method:?}; a browser answers hello, ping, cdp.send and cdp.events"
+                            ))
+                            .with_code(computerd::protocol::METHOD_NOT_FOUND),
+                        ))
+                    }
                     None => Err(ClientError::Rpc(RpcError::unsupported(format!(
-                        "{method}: a browser answers cdp.send and cdp.events (its groups: {})",
-                        self.hello
-                            .groups
-                            .iter()
-                            .map(|g| g.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        "{method}: a browser answers hello, ping, cdp.send and cdp.events, and has no daemon for the rest"
                     )))),
                 },
             }
@@ -260,35 +358,59 @@ impl ComputerClient for BrowserClient {
     }
 
     fn close(&self) {
-        self.conn.end("the connection was closed");
-        let Some(d) = self.daemon.clone() else {
-            return;
-        };
-        // The browser ends with its connection, then the daemon's
-        // connection closes.
-        match (self.process.clone(), tokio::runtime::Handle::try_current()) {
-            (Some(id), Ok(rt)) => {
-                rt.spawn(async move {
-                    let _ = d
-                        .call_typed(&ProcessSignalParams {
-                            id,
-                            signal: Signal::Kill,
-                        })
-                        .await;
-                    d.close();
-                });
+        match &self.browser {
+            Browser::Remote(conn) => conn.end("the connection was closed"),
+            Browser::InComputer {
+                daemon, running, ..
+            } => {
+                // The browser ends with its connection (its pipe's writer
+                // kills it), then the daemon's connection closes.
+                let d = Arc::clone(daemon);
+                let browser = running.try_lock().ok().and_then(|mut r| r.take());
+                match (browser, tokio::runtime::Handle::try_current()) {
+                    (Some(b), Ok(rt)) => {
+                        b.conn.end("the connection was closed");
+                        rt.spawn(async move {
+                            let _ = d
+                                .call_typed(&ProcessSignalParams {
+                                    id: b.process,
+                                    signal: Signal::Kill,
+                                })
+                                .await;
+                            d.close();
+                        });
+                    }
+                    (Some(b), Err(_)) => {
+                        b.conn.end("the connection was closed");
+                        d.close();
+                    }
+                    (None, _) => d.close(),
+                }
             }
-            _ => d.close(),
         }
     }
 
+    /// A vendor's browser is closed when its connection is; a computer's
+    /// when its daemon's is (a browser that ended starts again).
     fn is_closed(&self) -> bool {
-        self.conn.closed().is_some() || self.daemon.as_ref().is_some_and(|d| d.is_closed())
+        match &self.browser {
+            Browser::Remote(conn) => conn.closed().is_some(),
+            Browser::InComputer { daemon, .. } => daemon.is_closed(),
+        }
     }
 }
 
 impl Drop for BrowserClient {
     fn drop(&mut self) {
-        self.conn.end("the connection was let go");
+        match &self.browser {
+            Browser::Remote(conn) => conn.end("the connection was let go"),
+            Browser::InComputer { running, .. } => {
+                if let Ok(mut r) = running.try_lock()
+                    && let Some(b) = r.take()
+                {
+                    b.conn.end("the connection was let go");
+                }
+            }
+        }
     }
 }

@@ -92,6 +92,7 @@ pub enum CaseGroup {
     Limits,
     Screen,
     Input,
+    Browser,
 }
 
 impl CaseGroup {
@@ -109,6 +110,7 @@ impl CaseGroup {
         CaseGroup::Limits,
         CaseGroup::Screen,
         CaseGroup::Input,
+        CaseGroup::Browser,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -126,6 +128,7 @@ impl CaseGroup {
             CaseGroup::Limits => "limits",
             CaseGroup::Screen => "screen",
             CaseGroup::Input => "input",
+            CaseGroup::Browser => "browser",
         }
     }
 }
@@ -300,7 +303,9 @@ pub fn kind_refusals(kind: MachineKind, os: &str, daemon: DaemonMode) -> Vec<Str
         MachineKind::Desktop => matches!(os, "linux" | "windows" | "macos"),
         MachineKind::Android => os == "android" && daemon == DaemonMode::None,
         MachineKind::Ios => os == "ios" && daemon == DaemonMode::None,
-        MachineKind::Browser => os == "linux" && daemon == DaemonMode::None,
+        // A vendor's browser has no daemon; a browser in a computer of
+        // ours (local, Docker) has that computer's.
+        MachineKind::Browser => os == "linux",
     };
     if ok {
         Vec::new()

@@ -251,13 +251,19 @@ impl LocalProvider {
             parse_uid_gid(u)?;
         }
         let desktop = opts.desktop.map(desktop::Desktop::find).transpose()?;
-        let browser = opts.browser.then(browser::Browser::find).transpose()?;
-        if desktop.is_some() && browser.is_some() {
-            return Err(ProviderError::invalid(
-                "kind",
-                "a local provider makes desktops or browsers, not both",
-            ));
-        }
+        // A browser needs Chromium; a desktop drives its own where
+        // there is one.
+        let browser = match (&desktop, opts.browser) {
+            (Some(_), true) => {
+                return Err(ProviderError::invalid(
+                    "kind",
+                    "a local provider makes desktops or browsers, not both",
+                ));
+            }
+            (None, true) => Some(browser::Browser::find()?),
+            (Some(_), false) => browser::Browser::find().ok(),
+            (None, false) => None,
+        };
         let root = nix::unistd::geteuid().is_root();
         let cgroups = match opts.isolation {
             Isolation::Namespaces if !opts.cgroups => Err("cgroups were turned off".into()),
@@ -575,12 +581,21 @@ impl LocalProvider {
                 d.screen
             ));
         }
-        if let Some(b) = &self.browser {
-            notes.push(format!(
+        match (&self.browser, &self.desktop) {
+            (Some(b), None) => notes.push(format!(
                 "browser: {} started headless in the computer as its user when it is connected, its profile in {}, driven over its debugging pipe through the computer's daemon (no port opened); Chromium's own sandbox is off, the computer is the boundary",
                 b.chromium.display(),
                 browser::PROFILE
-            ));
+            )),
+            (Some(b), Some(_)) => notes.push(format!(
+                "browser: {} shown on the screen when a page tool first needs it, as the computer's user, its profile in {}, driven over its debugging pipe (no port opened); Chromium's own sandbox is off, the computer is the boundary",
+                b.chromium.display(),
+                browser::PROFILE
+            )),
+            (None, Some(_)) => notes.push(
+                "browser: none (this machine has no Chromium: apt-get install chromium gives the desktop page tools)".into(),
+            ),
+            (None, None) => {}
         }
         for s in &prep.shares {
             notes.push(format!(
@@ -923,22 +938,28 @@ impl LocalProvider {
         let Some(b) = &self.browser else {
             return Ok(daemon);
         };
+        let desktop = self.desktop.is_some();
         let client = crate::cdp::BrowserClient::in_computer(
             daemon.client,
             &daemon.hello,
-            &b.launch(meta.network),
+            if desktop {
+                daemon.hello.kind
+            } else {
+                MachineKind::Browser
+            },
+            &b.launch(meta.network, desktop),
             Default::default(),
-        )
-        .await
-        .map_err(|e| {
-            ProviderError::new(
-                e.code,
-                format!(
-                    "the local computer {}'s browser did not start: {}",
-                    meta.id, e.message
-                ),
-            )
-        })?;
+        );
+        // A browser is handed out running; a desktop's starts when a page
+        // tool first needs it.
+        if !desktop {
+            client.start().await.map_err(|e| {
+                ProviderError::new(
+                    e.code,
+                    format!("the local computer {}: {}", meta.id, e.message),
+                )
+            })?;
+        }
         let hello = client.hello().clone();
         Ok(Connection {
             client: Arc::new(client),

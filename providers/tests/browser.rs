@@ -86,7 +86,8 @@ async fn a_host_chromium_answers_cdp_and_keeps_its_events() {
     let hello: computerd::protocol::HelloResult =
         serde_json::from_value(c.call_value("hello", json!({})).await.unwrap()).unwrap();
     assert_eq!(hello.kind, MachineKind::Browser);
-    assert_eq!(hello.groups, vec![Group::Cdp]);
+    // cdp is the provider's to declare: hello lists no group of its own.
+    assert!(hello.groups.is_empty(), "{:?}", hello.groups);
     assert!(hello.version.contains("Chrome"), "{}", hello.version);
     c.call_value("ping", json!({})).await.unwrap();
 
@@ -150,9 +151,11 @@ async fn a_host_chromium_answers_cdp_and_keeps_its_events() {
     assert_eq!(e.kind(), Some(ErrorKind::Unsupported), "{e}");
     assert!(
         e.to_string()
-            .contains("a browser answers cdp.send and cdp.events"),
+            .contains("a browser answers hello, ping, cdp.send and cdp.events"),
         "{e}"
     );
+    let e = c.call_value("no.such.method", json!({})).await.unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::NotFound), "{e}");
 
     // The browser ending ends the connection, in words.
     drop(chromium);
@@ -214,9 +217,10 @@ async fn a_local_browser_runs_chromium_inside_the_computer_on_its_pipe() {
     );
     let conn = p.connect(&made.computer, &cancel).await.unwrap();
     assert_eq!(conn.hello.kind, MachineKind::Browser);
-    for g in [Group::Cdp, Group::Exec, Group::Files, Group::Processes] {
-        assert!(conn.hello.groups.contains(&g), "{:?}", conn.hello.groups);
-    }
+    assert_eq!(
+        conn.hello.groups,
+        vec![Group::Exec, Group::Files, Group::Processes]
+    );
     let c = conn.client.clone();
 
     // A page the computer serves itself loads with network none; the
@@ -290,6 +294,40 @@ async fn a_local_browser_runs_chromium_inside_the_computer_on_its_pipe() {
     assert!(!out.starts_with("root"), "{out}");
     // One listener: the test's own http.server.
     assert_eq!(out.lines().last(), Some("1"), "{out}");
+
+    // A browser that ends is started again by the next cdp call.
+    c.call_typed(&ExecParams {
+        argv: vec![
+            "sh".into(),
+            "-c".into(),
+            "pkill -KILL -x chromium; sleep 0.3".into(),
+        ],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let again = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            match send(&c, "Browser.getVersion", json!({}), None).await {
+                Ok(v) => return v,
+                Err(ClientError::Closed(_)) => {
+                    panic!("the computer's connection closed with its browser")
+                }
+                // A call that finds it ending says so; the next starts one.
+                Err(e) if e.kind() == Some(ErrorKind::Aborted) => {
+                    assert!(
+                        e.to_string().contains("the next call starts it again"),
+                        "{e}"
+                    );
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert!(again["product"].as_str().is_some(), "{again}");
+    assert!(!c.is_closed());
 
     // A second connection ends the first one's browser and starts its own.
     let again = p.connect(&made.computer, &cancel).await.unwrap();

@@ -197,12 +197,15 @@ pub const SETTING_KINDS: &[KindRow] = &[
         kind: SettingKind::Desktop,
         machines: &[MachineKind::Desktop],
         required: &[Group::Screen, Group::InputPointer, Group::InputKeys],
+        // cdp beside the seed's: the page tools drive a desktop's visible
+        // browser.
         optional: &[
             Group::Exec,
             Group::Files,
             Group::Processes,
             Group::Apps,
             Group::Stream,
+            Group::Cdp,
         ],
     },
     KindRow {

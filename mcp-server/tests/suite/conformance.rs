@@ -153,16 +153,31 @@ fn passing_report(out: &std::process::Output, what: &str) -> serde_json::Value {
 /// A desktop run that passed, with every screen and input case run and
 /// passed (none skipped).
 fn assert_desktop_passes(out: &std::process::Output, what: &str) {
+    assert_kind_passes(
+        out,
+        what,
+        &[
+            "screen.screenshot-size",
+            "screen.watch",
+            "input.click-lands",
+            "input.type-text",
+            "input.key-table-refuses-unknown",
+            "input.actions-stops-at-first-failure",
+        ],
+    );
+}
+
+/// A run of a kind that passed, its verdict pass and each of `ids` run
+/// and passed (none skipped).
+fn assert_kind_passes(out: &std::process::Output, what: &str, ids: &[&str]) {
     let report = passing_report(out, what);
+    assert_eq!(
+        report["kindVerdict"]["verdict"], "pass",
+        "{what}: {:#}",
+        report["kindVerdict"]
+    );
     let results = report["results"].as_array().unwrap();
-    for id in [
-        "screen.screenshot-size",
-        "screen.watch",
-        "input.click-lands",
-        "input.type-text",
-        "input.key-table-refuses-unknown",
-        "input.actions-stops-at-first-failure",
-    ] {
+    for id in ids.iter().copied() {
         let r = results.iter().find(|r| r["id"] == id);
         assert_eq!(
             r.map(|r| r["status"].clone()),
@@ -267,6 +282,51 @@ fn a_local_desktop_passes_the_desktop_kind_through_the_command() {
         ],
     );
     assert_desktop_passes(&out, "local desktop");
+    // Where Chromium is, a local desktop drives its visible browser too.
+    if computer_testkit::need_chromium() {
+        assert_kind_passes(&out, "local desktop's browser", BROWSER_CASES);
+    }
+}
+
+/// The browser cases, each run and passed where a computer declares cdp.
+const BROWSER_CASES: &[&str] = &[
+    "browser.version",
+    "browser.evaluate",
+    "browser.events",
+    "browser.refuses-in-words",
+    "browser.network-none",
+];
+
+#[test]
+fn a_local_browser_passes_the_browser_kind_through_the_command() {
+    if !need_root() || !computer_testkit::need_chromium() {
+        return;
+    }
+    let drift = Path::new(SERVER).with_file_name("computerd-drift");
+    if !computer_testkit::need(
+        "drift",
+        drift.is_file(),
+        "computerd-drift is not built (cargo build -p computerd --features drift-version --bins)",
+    ) {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let computerd = computerd();
+    let out = conformance(
+        Some(state.path()),
+        &[
+            "--kind",
+            "browser",
+            "--provider",
+            "local",
+            "--local-computerd",
+            computerd.to_str().unwrap(),
+            "--drifted-computerd",
+            drift.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_kind_passes(&out, "local browser", BROWSER_CASES);
 }
 
 #[test]

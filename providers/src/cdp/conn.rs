@@ -118,7 +118,7 @@ impl CdpConn {
         let pending = {
             let mut s = lock(&self.state);
             if s.closed.is_none() {
-                tracing::info!("the browser's CDP connection ended: {why}");
+                tracing::debug!("the browser's CDP connection ended: {why}");
                 s.closed = Some(why.clone());
             }
             std::mem::take(&mut s.pending)
@@ -273,7 +273,8 @@ impl CdpConn {
 
     fn read(&self, p: &CdpEventsParams) -> CdpEventsResult {
         let r = lock(&self.ring);
-        let since = p.since.unwrap_or(0).max(1);
+        // A since past the newest reads from now on.
+        let since = p.since.unwrap_or(0).max(1).min(r.next);
         let first = r.first_seq();
         let dropped = first.saturating_sub(since);
         let max = p.max.unwrap_or(limits::CDP_EVENTS_MAX) as usize;

@@ -1,6 +1,7 @@
 //! The table of cases. Each case is one entry: its id, level, group, needs
 //! and body; the bodies live in a module per group.
 
+mod browser;
 mod desktop;
 mod exec;
 mod files;
@@ -18,6 +19,7 @@ const EXEC: &[Need] = &[Need::Group(Group::Exec)];
 const FILES: &[Need] = &[Need::Group(Group::Files)];
 const PROCESSES: &[Need] = &[Need::Group(Group::Processes)];
 const NONE: &[Need] = &[];
+const CDP: &[Need] = &[Need::Group(Group::Cdp)];
 /// screen.watch, and a pointer move to change what it shows.
 const POINTER_WATCH: &[Need] = &[Need::Group(Group::Screen), Need::Group(Group::InputPointer)];
 /// What the fixture cases need: it is written in, started, and its log read.
@@ -261,6 +263,23 @@ pub fn cases() -> Vec<Case> {
             Input,
             POINTER_FIXTURE,
             desktop::actions_stop_at_first_failure
+        ),
+        case!("browser.version", Core, Browser, CDP, browser::version),
+        case!("browser.evaluate", Core, Browser, CDP, browser::evaluate),
+        case!("browser.events", Core, Browser, CDP, browser::events),
+        case!(
+            "browser.refuses-in-words",
+            Core,
+            Browser,
+            CDP,
+            browser::refuses_in_words
+        ),
+        case!(
+            "browser.network-none",
+            Core,
+            Browser,
+            &[Need::Group(Group::Cdp), Need::Network(NetworkKind::None)],
+            browser::network_none
         ),
     ]
 }

@@ -4,7 +4,9 @@
 //! profile in the computer's own /work. CDP rides the computer's daemon
 //! connection ([`crate::cdp::pipe`]): nothing listens, in the computer or
 //! on this machine. The provider makes browsers when the server asks for
-//! them (`--kind browser`) and only where Chromium is installed.
+//! them (`--kind browser`) and only where Chromium is installed. A
+//! desktop gets the same browser, shown on its screen and started only
+//! when a page tool first needs it, where Chromium is installed.
 
 use std::path::PathBuf;
 
@@ -38,12 +40,13 @@ impl Browser {
         })
     }
 
-    /// How the browser of a computer with `network` is started.
-    pub fn launch(&self, network: NetworkKind) -> Launch {
+    /// How the browser of a computer with `network` is started: headless,
+    /// or on a desktop's screen (`shown`).
+    pub fn launch(&self, network: NetworkKind, shown: bool) -> Launch {
         Launch {
             program: self.chromium.clone(),
             profile: PROFILE.into(),
-            headless: true,
+            headless: !shown,
             proxy: (network == NetworkKind::Allow).then(|| EGRESS_PROXY.to_string()),
             debugging: Debugging::Pipe,
         }
@@ -60,13 +63,20 @@ mod tests {
             chromium: "/usr/lib/chromium/chromium".into(),
         };
         assert_eq!(
-            b.launch(NetworkKind::Allow).proxy.as_deref(),
+            b.launch(NetworkKind::Allow, false).proxy.as_deref(),
             Some(EGRESS_PROXY)
         );
-        assert_eq!(b.launch(NetworkKind::None).proxy, None);
-        assert_eq!(b.launch(NetworkKind::Open).proxy, None);
-        let argv = b.launch(NetworkKind::None).argv();
+        assert_eq!(b.launch(NetworkKind::None, false).proxy, None);
+        assert_eq!(b.launch(NetworkKind::Open, false).proxy, None);
+        let argv = b.launch(NetworkKind::None, false).argv();
         assert!(argv.contains(&"--user-data-dir=/work/.browser".to_string()));
         assert!(argv.contains(&"--remote-debugging-pipe".to_string()));
+        assert!(argv.contains(&"--headless=new".to_string()));
+        // On a desktop it is shown.
+        let shown = b.launch(NetworkKind::None, true).argv();
+        assert!(
+            !shown.iter().any(|a| a.starts_with("--headless")),
+            "{shown:?}"
+        );
     }
 }
