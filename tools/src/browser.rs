@@ -678,8 +678,8 @@ mod tests {
     fn the_skill_names_every_tool_and_only_arguments_that_exist() {
         let skill = skills::parse(FAMILY.skill).unwrap();
         assert_eq!(skill.name, "browser");
-        let row = SettingKind::Browser.row();
-        let groups = [row.required, row.optional].concat();
+        // A local browser: cdp and its computer's sandbox groups.
+        let groups = [Group::Cdp, Group::Exec, Group::Files, Group::Processes];
         let offer = Offer {
             groups: &groups,
             extend: true,

@@ -223,15 +223,7 @@ pub const SETTING_KINDS: &[KindRow] = &[
         kind: SettingKind::Browser,
         machines: &[MachineKind::Browser],
         required: &[Group::Cdp],
-        // A local browser runs in a computer with a shell, files and
-        // processes, which its page tools list beside their own.
-        optional: &[
-            Group::Stream,
-            Group::Downloads,
-            Group::Exec,
-            Group::Files,
-            Group::Processes,
-        ],
+        optional: &[Group::Stream, Group::Downloads],
     },
 ];
 
