@@ -902,8 +902,11 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
     let made = p.create(&spec, &cancel).await.unwrap();
     let conn = p.connect(&made.computer, &cancel).await.unwrap();
     let family = registry().family(SettingKind::Browser).unwrap();
+    // cdp is the provider's to declare; the daemon's groups come in hello.
+    let mut groups = p.capabilities().groups.clone();
+    groups.extend(conn.hello.groups.iter().copied());
     let offer = Offer {
-        groups: &conn.hello.groups,
+        groups: &groups,
         extend: false,
     };
     let names = family.names(&offer);
