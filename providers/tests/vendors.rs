@@ -540,3 +540,33 @@ async fn a_provider_without_a_key_says_which_setting_to_give() {
         "Kernel has no API key: give --kernel-api-key (COMPUTER_MCP_KERNEL_API_KEY)"
     );
 }
+
+#[tokio::test]
+async fn an_unreachable_vendor_is_named_with_the_setting_to_check_and_no_url() {
+    for url in ["http://127.0.0.1:9", "https://127.0.0.1:9"] {
+        let p = from_registry(Kind::Browserbase, url, "some-key");
+        let cancel = CancellationToken::new();
+        let e = p
+            .create(&spec(&[("computer-mcp.session", "u")]), &cancel)
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(e.code, ErrorCode::Unreachable, "{url}: {e}");
+        assert_eq!(
+            e.message,
+            "Browserbase's create session call (POST /v1/sessions) could not connect to Browserbase: check --browserbase-api-url and the network",
+            "{url}"
+        );
+    }
+    let e = match BrowserbaseProvider::configure(
+        BrowserbaseSettings {
+            api_url: Some("ftp://x".into()),
+            ..Default::default()
+        },
+        &HostDefaults::default(),
+    ) {
+        Err(e) => e,
+        Ok(_) => panic!("an ftp API URL was taken"),
+    };
+    assert_eq!(e.field.as_deref(), Some("api_url"), "{e}");
+}
