@@ -59,6 +59,8 @@ pub enum Lose {
     Status500,
     /// Begin a 200 and cut the connection mid-body.
     Cut,
+    /// Answer 200 with no browser in the body.
+    Empty,
 }
 
 #[derive(Default)]
@@ -392,6 +394,7 @@ fn made(
     match lose {
         None => ok(body),
         Some(Lose::Status500) => words(500, ""),
+        Some(Lose::Empty) => ok(json!({})),
         Some(Lose::Cut) => {
             let text = body.to_string();
             let half = Bytes::from(text.as_bytes()[..text.len() / 2].to_vec());

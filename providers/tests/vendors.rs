@@ -277,7 +277,7 @@ async fn lost_create_leaves_nothing(kind: Kind) {
     let fake = FakeVendor::start(kind).await.unwrap();
     let p = from_registry(kind, fake.api_url(), fake.key());
     let cancel = CancellationToken::new();
-    for how in [Lose::Status500, Lose::Cut] {
+    for how in [Lose::Status500, Lose::Cut, Lose::Empty] {
         fake.lose_next_create(how);
         let before = fake.creates();
         let e = p
