@@ -17,7 +17,9 @@
 //!   releases each, and its failure says so. A 4xx made nothing.
 //! - The CDP URL and the live view are secrets ([`Secret`]): held in
 //!   memory by browser id, never in a [`ComputerRef`], a list, an error or
-//!   a log line.
+//!   a log line. (tungstenite writes a dialled request, path and query
+//!   included, to the `log` crate at trace: a host that bridges `log` into
+//!   its logs must keep `tungstenite` below trace.)
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Once};
