@@ -224,7 +224,7 @@ impl Vendor for Browserbase {
         if let Some(p) = &self.project_id {
             body["projectId"] = json!(p);
         }
-        let call = Call::new("create session", reqwest::Method::POST, "/v1/sessions").body(body);
+        let call = Call::new("create session", http::Method::POST, "/v1/sessions").body(body);
         let v = self.api.send(&call, cancel).await?;
         Ok(browser_of(&v))
     }
@@ -236,7 +236,7 @@ impl Vendor for Browserbase {
     ) -> Result<Vec<Browser>> {
         let mut all: Vec<Browser> = Vec::new();
         for status in ["RUNNING", "PENDING"] {
-            let mut call = Call::new("list sessions", reqwest::Method::GET, "/v1/sessions")
+            let mut call = Call::new("list sessions", http::Method::GET, "/v1/sessions")
                 .query("status", status);
             if let Some(q) = first.and_then(|(k, v)| query_of(k, v)) {
                 call = call.query("q", q);
@@ -257,7 +257,7 @@ impl Vendor for Browserbase {
     }
 
     async fn get(&self, id: &str, cancel: &CancellationToken) -> Result<Option<Browser>> {
-        let call = Call::new("read session", reqwest::Method::GET, "/v1/sessions/{id}").id(id);
+        let call = Call::new("read session", http::Method::GET, "/v1/sessions/{id}").id(id);
         match self.api.send(&call, cancel).await {
             Ok(v) => Ok(Some(browser_of(&v))),
             Err(f) => {
@@ -276,13 +276,9 @@ impl Vendor for Browserbase {
         if let Some(p) = &self.project_id {
             body["projectId"] = json!(p);
         }
-        let call = Call::new(
-            "release session",
-            reqwest::Method::POST,
-            "/v1/sessions/{id}",
-        )
-        .id(id)
-        .body(body);
+        let call = Call::new("release session", http::Method::POST, "/v1/sessions/{id}")
+            .id(id)
+            .body(body);
         match self.api.send(&call, cancel).await {
             Ok(_) => Ok(()),
             Err(f) => {
@@ -299,7 +295,7 @@ impl Vendor for Browserbase {
     async fn live_view(&self, browser: &Browser, cancel: &CancellationToken) -> Result<Secret> {
         let call = Call::new(
             "read live view",
-            reqwest::Method::GET,
+            http::Method::GET,
             "/v1/sessions/{id}/debug",
         )
         .id(&browser.id);

@@ -174,7 +174,7 @@ impl Vendor for Kernel {
             .iter()
             .map(|(k, v)| (k.clone(), Value::String(v.clone())))
             .collect();
-        let call = Call::new("create browser", reqwest::Method::POST, "/browsers").body(json!({
+        let call = Call::new("create browser", http::Method::POST, "/browsers").body(json!({
             "timeout_seconds": (lifetime_ms / 1000).max(MIN_LIFETIME_MS / 1000),
             "tags": tags,
         }));
@@ -189,7 +189,7 @@ impl Vendor for Kernel {
     ) -> Result<Vec<Browser>> {
         let mut all = Vec::new();
         for page in 0..MAX_PAGES {
-            let call = Call::new("list browsers", reqwest::Method::GET, "/browsers")
+            let call = Call::new("list browsers", http::Method::GET, "/browsers")
                 .query("status", "all")
                 .query("limit", PAGE.to_string())
                 .query("offset", (page * PAGE).to_string());
@@ -222,12 +222,12 @@ impl Vendor for Kernel {
     }
 
     async fn get(&self, id: &str, cancel: &CancellationToken) -> Result<Option<Browser>> {
-        let call = Call::new("read browser", reqwest::Method::GET, "/browsers/{id}").id(id);
+        let call = Call::new("read browser", http::Method::GET, "/browsers/{id}").id(id);
         Ok(not_found_is_none(self.api.send(&call, cancel).await)?.map(|v| browser_of(&v)))
     }
 
     async fn end(&self, id: &str, cancel: &CancellationToken) -> Result<()> {
-        let call = Call::new("delete browser", reqwest::Method::DELETE, "/browsers/{id}").id(id);
+        let call = Call::new("delete browser", http::Method::DELETE, "/browsers/{id}").id(id);
         not_found_is_none(self.api.send(&call, cancel).await)?;
         Ok(())
     }

@@ -25,7 +25,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
+use bytes::Bytes;
 use computerd::protocol::{Group, MachineKind, SettingKind};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -52,6 +58,8 @@ pub const RECOVER: Duration = Duration::from_secs(30);
 pub const CALL_WAIT: Duration = Duration::from_secs(30);
 /// How long a browser may stay pending before a connect gives up.
 pub const START_WAIT: Duration = Duration::from_secs(60);
+/// The most of an answer's body read.
+pub const BODY_MAX: usize = 4 * 1024 * 1024;
 /// How long a released browser may take to read back as ended.
 pub const RELEASE_WAIT: Duration = Duration::from_secs(60);
 
@@ -107,7 +115,7 @@ pub struct Browser {
 pub struct Call {
     /// What it does, in words: "create session".
     pub what: &'static str,
-    pub method: reqwest::Method,
+    pub method: http::Method,
     /// The route with placeholders, for words: `/v1/sessions/{id}`.
     pub route: &'static str,
     /// The path sent.
@@ -117,7 +125,7 @@ pub struct Call {
 }
 
 impl Call {
-    pub fn new(what: &'static str, method: reqwest::Method, route: &'static str) -> Self {
+    pub fn new(what: &'static str, method: http::Method, route: &'static str) -> Self {
         Self {
             what,
             method,
@@ -189,7 +197,7 @@ pub struct Api {
     key_setting: &'static str,
     /// The API URL's setting, for words.
     url_setting: &'static str,
-    http: reqwest::Client,
+    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 impl std::fmt::Debug for Api {
@@ -220,26 +228,47 @@ impl Api {
         key_setting: &'static str,
         url_setting: &'static str,
     ) -> Result<Api> {
-        let parsed = reqwest::Url::parse(base).map_err(|_| {
+        let not_url = || {
             ProviderError::invalid(
                 "api_url",
-                format!("{url_setting} is not a URL; give http(s)://host[:port]"),
+                format!("{url_setting} must be an http:// or https:// URL: http(s)://host[:port]"),
             )
-        })?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(ProviderError::invalid(
-                "api_url",
-                format!("{url_setting} must be an http:// or https:// URL"),
-            ));
+        };
+        let uri: http::Uri = base.parse().map_err(|_| not_url())?;
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return Err(not_url()),
+        };
+        if uri.authority().is_none() {
+            return Err(not_url());
         }
         install_tls();
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|_| {
-                ProviderError::failed(format!("{vendor}'s HTTP client could not be made"))
-            })?;
+        let mut plain = HttpConnector::new();
+        plain.enforce_http(false);
+        plain.set_connect_timeout(Some(Duration::from_secs(10)));
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = match hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_native_roots(Arc::clone(&provider))
+        {
+            Ok(b) => b,
+            Err(_) if !https => {
+                // A plain http API (a fake's) needs no roots.
+                let config = rustls::ClientConfig::builder_with_provider(provider)
+                    .with_safe_default_protocol_versions()
+                    .map_err(|_| ProviderError::failed("rustls refused its own defaults"))?
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth();
+                hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
+            }
+            Err(_) => {
+                return Err(ProviderError::failed(format!(
+                    "no TLS root certificates could be read on this machine, so {vendor}'s https API cannot be checked; install ca-certificates"
+                )));
+            }
+        };
+        let connector = builder.https_or_http().enable_http1().wrap_connector(plain);
+        let http = Client::builder(TokioExecutor::new()).build(connector);
         Ok(Api {
             vendor,
             base: base.trim_end_matches('/').to_string(),
@@ -268,45 +297,82 @@ impl Api {
                 .with_field("api_key"),
             ));
         };
-        let mut req = self
-            .http
-            .request(call.method.clone(), format!("{}{}", self.base, call.path))
+        let named = || call.named(self.vendor);
+        let mut uri = format!("{}{}", self.base, call.path);
+        if !call.query.is_empty() {
+            uri.push('?');
+            uri.push_str(
+                &form_urlencoded::Serializer::new(String::new())
+                    .extend_pairs(call.query.iter().map(|(k, v)| (*k, v.as_str())))
+                    .finish(),
+            );
+        }
+        let mut req = http::Request::builder()
+            .method(call.method.clone())
+            .uri(uri)
             .header("accept", "application/json");
         req = match self.auth {
             Auth::Header(h) => req.header(h, key.expose()),
-            Auth::Bearer => req.bearer_auth(key.expose()),
+            Auth::Bearer => req.header("authorization", format!("Bearer {}", key.expose())),
         };
-        if !call.query.is_empty() {
-            req = req.query(&call.query);
+        let body = match &call.body {
+            Some(b) => {
+                req = req.header("content-type", "application/json");
+                Bytes::from(b.to_string())
+            }
+            None => Bytes::new(),
+        };
+        let req = req.body(Full::new(body)).map_err(|_| {
+            // Never the builder's words: they may hold the key.
+            Failure::Refused(
+                ProviderError::invalid(
+                    "api_key",
+                    format!(
+                        "{} could not be sent: the key or the URL holds a character no HTTP header or path takes; check {} and {}",
+                        named(),
+                        self.key_setting,
+                        self.url_setting
+                    ),
+                ),
+            )
+        })?;
+        enum Lost {
+            Connect,
+            Before,
+            Cut,
         }
-        if let Some(b) = &call.body {
-            req = req.json(b);
-        }
-        let named = || call.named(self.vendor);
         let exchange = async {
-            let resp = req.send().await?;
+            let resp = self.http.request(req).await.map_err(|e| {
+                if e.is_connect() {
+                    Lost::Connect
+                } else {
+                    Lost::Before
+                }
+            })?;
             let status = resp.status().as_u16();
-            let body = resp.bytes().await?;
-            Ok::<_, reqwest::Error>((status, body))
+            let body = Limited::new(resp.into_body(), BODY_MAX)
+                .collect()
+                .await
+                .map_err(|_| Lost::Cut)?
+                .to_bytes();
+            Ok::<_, Lost>((status, body))
         };
         let (status, body) = tokio::select! {
             r = tokio::time::timeout(CALL_WAIT, exchange) => match r {
                 Ok(Ok(done)) => done,
-                Ok(Err(e)) => {
-                    // Never e's words: they hold the URL.
-                    if e.is_connect() {
-                        return Err(Failure::Refused(ProviderError::new(
-                            ErrorCode::Unreachable,
-                            format!(
-                                "{} could not connect to {}: check {} and the network",
-                                named(), self.vendor, self.url_setting
-                            ),
-                        )));
-                    }
-                    let how = if e.is_body() || e.is_decode() {
-                        "its answer was cut short"
-                    } else {
-                        "the connection failed before an answer"
+                Ok(Err(Lost::Connect)) => {
+                    return Err(Failure::Refused(ProviderError::new(
+                        ErrorCode::Unreachable,
+                        format!(
+                            "{} could not connect to {}: check {} and the network",
+                            named(), self.vendor, self.url_setting
+                        ),
+                    )));
+                }
+                Ok(Err(lost)) => {
+                    let how = match lost {
+                        Lost::Cut => "its answer was cut short",
+                        _ => "the connection failed before an answer",
                     };
                     return Err(Failure::Unknown(ProviderError::new(
                         ErrorCode::Unreachable,
