@@ -558,6 +558,29 @@ async fn an_unreachable_vendor_is_named_with_the_setting_to_check_and_no_url() {
             "{url}"
         );
     }
+    // https to a server that speaks no TLS: the handshake fails, in words.
+    let plain = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = plain.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = plain.accept().await {
+            use tokio::io::AsyncWriteExt;
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                .await;
+        }
+    });
+    let p = from_registry(Kind::Kernel, &format!("https://127.0.0.1:{port}"), "k");
+    let e = p
+        .list(
+            &[("computer-mcp.session".to_string(), "u".to_string())].into(),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.message,
+        "Kernel's list browsers call (GET /browsers) could not connect to Kernel: check --kernel-api-url and the network"
+    );
     let e = match BrowserbaseProvider::configure(
         BrowserbaseSettings {
             api_url: Some("ftp://x".into()),
