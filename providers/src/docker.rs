@@ -41,7 +41,7 @@ use bollard::query_parameters::{
     RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
 };
 use computerd::launch::Time;
-use computerd::protocol::{HelloParams, MachineKind};
+use computerd::protocol::{Group, HelloParams, MachineKind, SettingKind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -142,6 +142,10 @@ pub struct DockerOptions {
     /// Make desktops with this screen (the server's `--kind desktop`):
     /// the image must have Xvfb ([`desktop`]).
     pub desktop: Option<computerd::launch::Screen>,
+    /// Make browsers (the server's `--kind browser`): the image must have
+    /// Chromium, which each connection starts headless in the container
+    /// on its debugging pipe ([`crate::cdp`]).
+    pub browser: bool,
 }
 
 impl DockerOptions {
@@ -154,6 +158,7 @@ impl DockerOptions {
             user: None,
             max_lifetime_ms: MAX_LIFETIME_MS,
             desktop: None,
+            browser: false,
         }
     }
 }
@@ -297,6 +302,15 @@ impl DockerProvider {
         Limits::from_sizes(&spec.sizes, &size)
     }
 
+    /// The setting kind this provider's computers are.
+    fn made_kind(&self) -> SettingKind {
+        match (self.opts.desktop, self.opts.browser) {
+            (Some(_), _) => SettingKind::Desktop,
+            (None, true) => SettingKind::Browser,
+            (None, false) => SettingKind::Sandbox,
+        }
+    }
+
     fn check_spec(&self, spec: &ComputerSpec, host: Option<&Host>) -> Result<()> {
         let caps = self.capabilities();
         check_lifetime(spec.lifetime_ms, &caps)?;
@@ -315,7 +329,7 @@ impl DockerProvider {
                 ));
             }
         }
-        desktop::check_kind(spec.kind, self.opts.desktop)?;
+        desktop::check_kind(spec.kind, self.made_kind())?;
         self.image_of(spec)?.check()?;
         match &spec.network {
             NetworkPolicy::None | NetworkPolicy::Open => {}
@@ -701,6 +715,24 @@ impl DockerProvider {
             }
             Err(e) => return Err(e),
         };
+        if self.opts.browser {
+            let found = tokio::select! {
+                r = crate::cdp::chromium::find_in_computer(&conn.client) => r,
+                _ = cancel.cancelled() => {
+                    conn.client.close();
+                    return Err(aborted("looking for the image's Chromium"));
+                }
+            };
+            if found.is_none() {
+                conn.client.close();
+                return Err(ProviderError::refused(format!(
+                    "the image {} has no Chromium (none at {}), and a browser runs the image's own: use an image with Debian's package chromium (fixtures/images/build.sh makes computer-mcp-test/desktop:bookworm); the container was deleted",
+                    plan.image,
+                    crate::cdp::chromium::CHROMIUM_PATHS.join(", ")
+                ))
+                .with_field("image"));
+            }
+        }
         let hello = match self.opts.desktop {
             Some(screen) => {
                 let x = tokio::select! {
@@ -906,6 +938,7 @@ impl Configure for DockerProvider {
         opts.image = image;
         opts.user = user;
         opts.desktop = host.desktop;
+        opts.browser = host.browser;
         if let Some(s) = settings.socket {
             opts.socket = s;
         }
@@ -924,10 +957,14 @@ impl Provider for DockerProvider {
         if self.opts.desktop.is_some() {
             groups.extend_from_slice(desktop::GROUPS);
         }
+        if self.opts.browser {
+            groups.push(Group::Cdp);
+        }
         Capabilities {
-            kind: match self.opts.desktop {
-                Some(_) => MachineKind::Desktop,
-                None => MachineKind::Linux,
+            kind: match (self.opts.desktop, self.opts.browser) {
+                (Some(_), _) => MachineKind::Desktop,
+                (None, true) => MachineKind::Browser,
+                (None, false) => MachineKind::Linux,
             },
             os: "linux".into(),
             daemon: DaemonMode::Pid1,
@@ -1150,7 +1187,42 @@ impl Provider for DockerProvider {
                 drift.join("; ")
             )));
         }
-        Ok(conn)
+        if !self.opts.browser {
+            return Ok(conn);
+        }
+        let Some(program) = crate::cdp::chromium::find_in_computer(&conn.client).await else {
+            conn.client.close();
+            return Err(ProviderError::refused(format!(
+                "the Docker computer {} has no Chromium any more (none at {})",
+                computer.id,
+                crate::cdp::chromium::CHROMIUM_PATHS.join(", ")
+            )));
+        };
+        let launch = crate::cdp::Launch {
+            program: program.into(),
+            profile: crate::cdp::chromium::PROFILE.into(),
+            headless: true,
+            proxy: None,
+            debugging: crate::cdp::chromium::Debugging::Pipe,
+        };
+        let client = crate::cdp::BrowserClient::in_computer(
+            conn.client,
+            &conn.hello,
+            MachineKind::Browser,
+            &launch,
+            Default::default(),
+        );
+        client.start().await.map_err(|e| {
+            ProviderError::new(
+                e.code,
+                format!("the Docker computer {}: {}", computer.id, e.message),
+            )
+        })?;
+        let hello = client.hello().clone();
+        Ok(Connection {
+            client: Arc::new(client),
+            hello,
+        })
     }
 
     async fn release(

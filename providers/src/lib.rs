@@ -20,6 +20,12 @@
 //!   ([`local::uids`]).
 //! - [`docker`]: hardened Docker containers with `computerd init` as PID 1,
 //!   made and read back through the engine's API, each checked for drift.
+//! - [`vendor`]: what the browser vendors share: one request per call,
+//!   the create label that finds what a lost create made, CDP URLs held
+//!   as secrets; [`browserbase`] and [`kernel`] are its two vendors.
+//! - `vendor_fake` (tests and the `fake` feature only): fake Browserbase
+//!   and Kernel APIs on 127.0.0.1 whose browsers are a real headless
+//!   Chromium.
 //! - [`janitor`]: [`janitor::release_older`], the run/epoch fence shared by
 //!   every provider.
 //! - [`share`]: host directories shown at `/workspace`, and the rules a
@@ -33,12 +39,14 @@
 //! its computer. Settings come in typed only: no provider reads the
 //! environment (the server's clap reads the variables a provider declares).
 
+pub mod browserbase;
 pub mod cdp;
 pub mod conformance;
 pub mod docker;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
 pub mod janitor;
+pub mod kernel;
 pub mod local;
 pub mod provider;
 pub mod random;
@@ -46,10 +54,15 @@ pub mod registry;
 pub mod settings;
 pub mod share;
 pub mod types;
+pub mod vendor;
+#[cfg(any(test, feature = "fake"))]
+pub mod vendor_fake;
 pub mod wait;
 
+pub use browserbase::{BrowserbaseProvider, BrowserbaseSettings};
 pub use docker::{DockerOptions, DockerProvider, DockerSettings};
 pub use janitor::{ReleasedOlder, release_older, run_labels};
+pub use kernel::{KernelProvider, KernelSettings};
 pub use provider::{Connection, Provider};
 pub use registry::{
     Configure, Constructor, PROVIDER_IDS, PROVIDERS, Sources, provider_for, unknown_option,

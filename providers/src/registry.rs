@@ -67,6 +67,11 @@ impl Constructor {
 pub const PROVIDERS: &[(&str, Constructor)] = &[
     ("local", Constructor::of::<crate::local::LocalProvider>()),
     ("docker", Constructor::of::<crate::docker::DockerProvider>()),
+    (
+        "browserbase",
+        Constructor::of::<crate::browserbase::BrowserbaseProvider>(),
+    ),
+    ("kernel", Constructor::of::<crate::kernel::KernelProvider>()),
 ];
 
 /// Every id the registry holds, in the table's order.
@@ -368,14 +373,14 @@ mod tests {
         let e = provider_for("fly", &sources, &host()).err().unwrap();
         assert_eq!(
             e.message,
-            "no provider \"fly\"; the providers are: local, docker"
+            "no provider \"fly\"; the providers are: local, docker, browserbase, kernel"
         );
         assert_eq!(e.field.as_deref(), Some("provider"));
     }
 
     #[test]
     fn the_id_list_and_the_lookup_come_from_one_table() {
-        assert_eq!(PROVIDER_IDS, ["local", "docker"]);
+        assert_eq!(PROVIDER_IDS, ["local", "docker", "browserbase", "kernel"]);
         let m = parsed(PROVIDERS, &[]);
         let sources = Sources {
             matches: &m,

@@ -27,7 +27,7 @@ fn help_variables() -> BTreeSet<String> {
     let text = String::from_utf8(out.stdout).unwrap();
     text.split("[env: ")
         .skip(1)
-        .filter_map(|rest| rest.split('=').next())
+        .filter_map(|rest| rest.split(['=', ']']).next())
         .map(str::to_string)
         .collect()
 }

@@ -27,6 +27,10 @@ pub const CHROMIUM_PATHS: &[&str] = &[
 /// The package that installs it, named in the refusal.
 pub const PACKAGE: &str = "chromium";
 
+/// Where a computer's browser keeps its profile: in the computer's own
+/// HOME (a tmpfs of its own, local and Docker alike).
+pub const PROFILE: &str = "/work/.browser";
+
 /// The window a headless browser lays pages out in.
 pub const WINDOW: (u32, u32) = (1280, 800);
 
@@ -51,6 +55,30 @@ pub fn find() -> Result<PathBuf> {
         ))
         .with_field("kind")
     })
+}
+
+/// The first of [`CHROMIUM_PATHS`] that is an executable file in the
+/// computer behind `client` (read with files.stat), or none.
+pub async fn find_in_computer(
+    client: &std::sync::Arc<dyn computerd::client::ComputerClient>,
+) -> Option<String> {
+    use computerd::client::ComputerExt;
+    use computerd::protocol::{FileType, FilesStatParams};
+    for path in CHROMIUM_PATHS {
+        let st = client
+            .call_typed(&FilesStatParams {
+                path: (*path).to_string(),
+                follow: Some(true),
+            })
+            .await;
+        if let Ok(st) = st
+            && st.file_type == FileType::File
+            && st.mode & 0o111 != 0
+        {
+            return Some((*path).to_string());
+        }
+    }
+    None
 }
 
 /// How a browser is started.

@@ -49,19 +49,24 @@ pub fn declares_desktop(hello: &HelloResult) -> bool {
     hello.kind == MachineKind::Desktop && GROUPS.iter().all(|g| hello.groups.contains(g))
 }
 
-/// The kind a Docker provider makes: sandboxes, or desktops when it was
-/// made for them (the server's `--kind desktop`).
-pub fn check_kind(kind: SettingKind, desktop: Option<Screen>) -> Result<()> {
-    let made = match desktop {
-        Some(_) => SettingKind::Desktop,
-        None => SettingKind::Sandbox,
-    };
+/// The kind a Docker provider makes: sandboxes, or the desktops or
+/// browsers it was made for (the server's `--kind`).
+pub fn check_kind(kind: SettingKind, made: SettingKind) -> Result<()> {
     if kind == made {
         return Ok(());
     }
-    let how = match desktop {
-        Some(_) => "this server makes desktops (--kind desktop)",
-        None => "a desktop needs a server started with --kind desktop and a desktop image",
+    let how = match made {
+        SettingKind::Sandbox => format!(
+            "a {} needs a server started with --kind {} and an image that has {}",
+            kind.as_str(),
+            kind.as_str(),
+            if kind == SettingKind::Browser {
+                "Chromium"
+            } else {
+                "Xvfb"
+            }
+        ),
+        m => format!("this server makes {}s (--kind {})", m.as_str(), m.as_str()),
     };
     Err(ProviderError::unsupported(format!(
         "the Docker provider makes {}s here, not a {}: {how}",
@@ -157,11 +162,14 @@ mod tests {
 
     #[test]
     fn the_kind_asked_must_be_the_kind_made() {
-        assert!(check_kind(SettingKind::Sandbox, None).is_ok());
-        assert!(check_kind(SettingKind::Desktop, Some(Screen::DEFAULT)).is_ok());
-        let e = check_kind(SettingKind::Desktop, None).unwrap_err();
+        assert!(check_kind(SettingKind::Sandbox, SettingKind::Sandbox).is_ok());
+        assert!(check_kind(SettingKind::Desktop, SettingKind::Desktop).is_ok());
+        assert!(check_kind(SettingKind::Browser, SettingKind::Browser).is_ok());
+        let e = check_kind(SettingKind::Browser, SettingKind::Sandbox).unwrap_err();
+        assert!(e.message.contains("an image that has Chromium"), "{e}");
+        let e = check_kind(SettingKind::Desktop, SettingKind::Sandbox).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("kind"));
         assert!(e.message.contains("--kind desktop"), "{}", e.message);
-        assert!(check_kind(SettingKind::Sandbox, Some(Screen::DEFAULT)).is_err());
+        assert!(check_kind(SettingKind::Sandbox, SettingKind::Desktop).is_err());
     }
 }

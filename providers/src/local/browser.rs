@@ -15,8 +15,7 @@ use computerd::protocol::Group;
 use crate::cdp::chromium::{self, Debugging, Launch};
 use crate::types::{NetworkKind, Result};
 
-/// Where the browser keeps its profile, in the computer's own HOME.
-pub const PROFILE: &str = "/work/.browser";
+pub use chromium::PROFILE;
 
 /// The proxy a computer with an allowlist reaches its egress by (init's
 /// relay on its loopback).
