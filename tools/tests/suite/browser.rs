@@ -985,3 +985,102 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
         .await
         .unwrap();
 }
+
+/// The page tools on a vendor's browser: the Browserbase fake of the
+/// providers, whose sessions are a real headless Chromium behind a CDP URL
+/// that is a secret. Only the page tools are listed (no sandbox), the form
+/// is filled and posted, and the URL shows in no result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_tools_drive_a_vendors_browser_through_its_fake() {
+    use computer_providers::vendor_fake::{FakeVendor, Kind};
+    use computer_providers::{
+        BrowserbaseProvider, BrowserbaseSettings, ComputerSpec, Configure, HostDefaults,
+        NetworkPolicy, Provider, Release,
+    };
+    use computer_tools::Offer;
+
+    if !need_chromium() {
+        return;
+    }
+    let fake = FakeVendor::start(Kind::Browserbase).await.unwrap();
+    let p = BrowserbaseProvider::configure(
+        BrowserbaseSettings {
+            api_key: Some(fake.key().into()),
+            project_id: None,
+            api_url: Some(fake.api_url().into()),
+        },
+        &HostDefaults::default(),
+    )
+    .unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let mut spec = ComputerSpec::sandbox(10 * 60_000);
+    spec.kind = SettingKind::Browser;
+    spec.network = NetworkPolicy::Open;
+    let made = p.create(&spec, &cancel).await.unwrap();
+    let conn = p.connect(&made.computer, &cancel).await.unwrap();
+    let mut groups = p.capabilities().groups.clone();
+    groups.extend(conn.hello.groups.iter().copied());
+    let names = registry()
+        .family(SettingKind::Browser)
+        .unwrap()
+        .names(&Offer {
+            groups: &groups,
+            extend: false,
+        });
+    assert_eq!(names.len(), 14, "{names:?}");
+    assert!(!names.contains(&"exec"), "{names:?}");
+
+    let b = Browser {
+        _chromium: None,
+        ctx: ToolContext {
+            client: conn.client.clone(),
+            facts: Default::default(),
+            settings: Default::default(),
+            progress: None,
+            extend: None,
+            state: ComputerState::new(),
+            cancel: Default::default(),
+            resources: None,
+        },
+        results: Mutex::new(Vec::new()),
+    };
+    let (base, seen) = serve().await;
+    b.ok("browser_navigate", json!({"url": format!("{base}/")}))
+        .await;
+    let (snap, _) = b.ok("browser_snapshot", json!({})).await;
+    let name = Browser::ref_of(&snap, "textbox \"Name\"");
+    let pw = Browser::ref_of(&snap, "textbox \"Password\"");
+    b.ok("browser_type", json!({"ref": name, "text": "Lin"}))
+        .await;
+    b.ok(
+        "browser_type",
+        json!({"ref": pw, "text": SECRET, "submit": true}),
+    )
+    .await;
+    b.wait_title("Thanks").await;
+    let posted = seen
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(l, _)| l.starts_with("POST /submit"))
+        .map(|(_, body)| body.clone())
+        .expect("the form was posted");
+    assert!(
+        posted.starts_with(&format!("name=Lin&pw={SECRET}&")),
+        "{posted}"
+    );
+    let (shot, _) = b.ok("browser_screenshot", json!({})).await;
+    assert!(shot.starts_with("frame b1: "), "{shot}");
+    let all = b.results.lock().unwrap().join("\n");
+    assert!(!all.contains(SECRET), "the password showed in a result");
+    assert!(
+        !all.contains(fake.canary()),
+        "the CDP URL showed in a result"
+    );
+    drop(b);
+    drop(conn);
+    p.release(&made.computer, Release::Delete, &cancel)
+        .await
+        .unwrap();
+}
