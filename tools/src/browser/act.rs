@@ -943,6 +943,9 @@ pub(super) async fn select(ctx: &ToolContext, a: SelectArgs) -> Result<CallToolR
     .await
     .map_err(|_| gone(n, &el))?;
     let obj = object(ctx, &tab, el.backend, &format!("e{n}")).await?;
+    // A select whose change handler navigates is followed like a click.
+    let before = main_frame(ctx, &tab).await?;
+    let since = cursor(ctx, &tab.session).await?;
     let r = call_on(
         ctx,
         &tab,
@@ -997,10 +1000,12 @@ pub(super) async fn select(ctx: &ToolContext, a: SelectArgs) -> Result<CallToolR
     } else {
         format!("{who} was set")
     };
+    let f = follow(ctx, &tab, &before, since, FOLLOW).await?;
+    let text = format!("{text}{}", followed_words(&f));
     let out = ActOutput {
         done: text.clone(),
         at: None,
-        navigated: false,
+        navigated: f.is_some(),
     };
     Ok(act_done(text, &out))
 }

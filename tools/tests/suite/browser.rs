@@ -361,6 +361,26 @@ async fn a_ref_from_before_a_navigation_is_refused_and_bad_input_is_named() {
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let link = Browser::ref_of(&snap, "link \"Other page\"");
     let name = Browser::ref_of(&snap, "textbox \"Name\"");
+    // A select refuses an option it lacks, naming those it has; a field
+    // that is no select says what to use.
+    let colour = Browser::ref_of(&snap, "combobox");
+    let e = b
+        .err(
+            "browser_select",
+            json!({"ref": colour, "values": ["Purple"]}),
+        )
+        .await;
+    assert!(
+        e.ends_with("has no option \"Purple\"; its options are: Red (value r); Green (value g); Blue (value b); nothing was changed"),
+        "{e}"
+    );
+    let e = b
+        .err("browser_select", json!({"ref": name, "values": ["x"]}))
+        .await;
+    assert!(
+        e.contains("is a <input>, not a <select>: type into it with browser_type"),
+        "{e}"
+    );
     let (t, out) = b.ok("browser_click", json!({"ref": link})).await;
     if out["navigated"] == true {
         assert!(t.contains("/other"), "{t}");
