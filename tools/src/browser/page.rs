@@ -353,6 +353,54 @@ async fn password_fields(ctx: &ToolContext, tab: &Tab) -> Result<HashSet<u64>> {
     Ok(out)
 }
 
+/// Frames read into a snapshot at most.
+pub const MAX_FRAMES: usize = 20;
+
+/// The accessibility trees of the tab's frames that share its process
+/// (same-site iframes), each with the backend id of its `<iframe>`. A frame
+/// of another site runs in another process and is left out.
+async fn frame_trees(ctx: &ToolContext, tab: &Tab) -> Result<Vec<(u64, Vec<Value>)>> {
+    let s = Some(tab.session.as_str());
+    let tree = send(ctx, s, "Page.getFrameTree", json!({}), None).await?;
+    let mut ids = Vec::new();
+    let mut todo: Vec<Value> = tree["frameTree"]["childFrames"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    while let Some(f) = todo.pop() {
+        if ids.len() >= MAX_FRAMES {
+            break;
+        }
+        if let Some(id) = f["frame"]["id"].as_str() {
+            ids.push(id.to_string());
+        }
+        todo.extend(f["childFrames"].as_array().cloned().unwrap_or_default());
+    }
+    let mut out = Vec::new();
+    for id in ids {
+        let Ok(owner) = send(ctx, s, "DOM.getFrameOwner", json!({"frameId": id}), None).await
+        else {
+            continue;
+        };
+        let Some(owner) = owner["backendNodeId"].as_u64() else {
+            continue;
+        };
+        let Ok(t) = send(
+            ctx,
+            s,
+            "Accessibility.getFullAXTree",
+            json!({"frameId": id}),
+            None,
+        )
+        .await
+        else {
+            continue;
+        };
+        out.push((owner, t["nodes"].as_array().cloned().unwrap_or_default()));
+    }
+    Ok(out)
+}
+
 /// Take a snapshot of the current tab, remembered as the latest.
 pub(crate) async fn take_snapshot(ctx: &ToolContext) -> Result<Snap> {
     let tab = current(ctx).await?;
@@ -366,7 +414,9 @@ pub(crate) async fn take_snapshot(ctx: &ToolContext) -> Result<Snap> {
         None,
     )
     .await?;
-    let nodes = tree["nodes"].as_array().cloned().unwrap_or_default();
+    let main = tree["nodes"].as_array().cloned().unwrap_or_default();
+    let frames = frame_trees(ctx, &tab).await?;
+    let nodes = snap::merge_frames(&main, &frames);
     let snap = with_memo(ctx, |m| {
         // Refs are never reused: a snapshot starts past every earlier one.
         let first = m.next_ref;

@@ -128,6 +128,48 @@ fn is_password(node: &Value, backend: Option<u64>, passwords: &HashSet<u64>) -> 
         && node["role"]["value"] == "textbox"
 }
 
+/// One tree of nodes: the main frame's, with the trees of its frames (each
+/// with the backend id of the `<iframe>` that holds it) hung under their
+/// `Iframe` nodes, node ids made unique per frame. A frame whose tree is not
+/// given (another site's, in another process) stays an empty `Iframe`.
+pub fn merge_frames(main: &[Value], frames: &[(u64, Vec<Value>)]) -> Vec<Value> {
+    let mut out: Vec<Value> = main.to_vec();
+    for (k, (owner, nodes)) in frames.iter().enumerate() {
+        let prefix = format!("f{}:", k + 1);
+        let Some(root) = nodes.iter().find(|n| n.get("parentId").is_none()) else {
+            continue;
+        };
+        let root_id = format!("{prefix}{}", root["nodeId"].as_str().unwrap_or(""));
+        let Some(holder) = out.iter_mut().find(|n| {
+            n["role"]["value"] == "Iframe" && n["backendDOMNodeId"].as_u64() == Some(*owner)
+        }) else {
+            continue;
+        };
+        holder["childIds"] = Value::Array(vec![Value::String(root_id.clone())]);
+        let holder_id = holder["nodeId"].clone();
+        for n in nodes {
+            let mut n = n.clone();
+            let id = format!("{prefix}{}", n["nodeId"].as_str().unwrap_or(""));
+            n["nodeId"] = Value::String(id.clone());
+            if let Some(p) = n.get("parentId").and_then(Value::as_str) {
+                n["parentId"] = Value::String(format!("{prefix}{p}"));
+            } else {
+                n["parentId"] = holder_id.clone();
+            }
+            if let Some(c) = n["childIds"].as_array() {
+                let c: Vec<Value> = c
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(|c| Value::String(format!("{prefix}{c}")))
+                    .collect();
+                n["childIds"] = Value::Array(c);
+            }
+            out.push(n);
+        }
+    }
+    out
+}
+
 /// The snapshot of `nodes` (getFullAXTree's `nodes`), refs numbered from
 /// `first`. `passwords` are the backend ids of the page's password inputs.
 pub fn build(nodes: &[Value], first: u64, passwords: &HashSet<u64>) -> Built {
@@ -213,7 +255,8 @@ impl<'a> Walk<'a, '_> {
         if n.role == "InlineTextBox" {
             return;
         }
-        if ignored || (WRAPPERS.contains(&n.role) && n.name.is_empty()) {
+        // A frame's document shows as its content, under its Iframe line.
+        if ignored || n.role == "RootWebArea" || (WRAPPERS.contains(&n.role) && n.name.is_empty()) {
             let skip = self.skip_for(n, skip);
             for c in n.children.clone() {
                 self.node(c, depth, &skip, in_select);
@@ -458,6 +501,31 @@ mod tests {
         assert_eq!(pages(&lines, 35), [0..3, 3..6, 6..9, 9..10]);
         assert_eq!(pages(&[], 35), vec![(0..0)]);
         assert_eq!(pages(&lines[..1], 2), vec![(0..1)]);
+    }
+
+    #[test]
+    fn a_frames_tree_is_shown_under_its_iframe() {
+        let main = vec![
+            json!({"nodeId": "1", "role": {"value": "RootWebArea"}, "childIds": ["2", "3"]}),
+            json!({"nodeId": "2", "parentId": "1", "role": {"value": "button"}, "name": {"value": "Top"}, "backendDOMNodeId": 9}),
+            json!({"nodeId": "3", "parentId": "1", "role": {"value": "Iframe"}, "childIds": [], "backendDOMNodeId": 5}),
+        ];
+        // Its own node ids, which collide with the main frame's.
+        let inner = vec![
+            json!({"nodeId": "1", "role": {"value": "RootWebArea"}, "name": {"value": "Inner doc"}, "childIds": ["2"]}),
+            json!({"nodeId": "2", "parentId": "1", "role": {"value": "button"}, "name": {"value": "Inner"}, "backendDOMNodeId": 14}),
+        ];
+        let merged = merge_frames(&main, &[(5, inner), (77, vec![])]);
+        let b = build(&merged, 1, &HashSet::new());
+        assert_eq!(
+            b.lines,
+            [
+                "- button \"Top\" [ref=e1]",
+                "- Iframe",
+                "  - button \"Inner\" [ref=e2]",
+            ]
+        );
+        assert_eq!(b.refs[1].1.backend, 14);
     }
 
     #[test]

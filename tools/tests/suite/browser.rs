@@ -64,6 +64,12 @@ fn bench_page() -> String {
     )
 }
 
+/// A page whose button is inside a same-site iframe.
+const FRAMED: &str = r#"<!doctype html><html><head><title>Framed</title></head>
+<body><p>Outside.</p><iframe id="f" src="/inner" style="position:absolute; left:150px; top:120px; width:300px; height:150px"></iframe></body></html>"#;
+
+const INNER: &str = r#"<!doctype html><html><body><button onclick="parent.inner = (parent.inner || 0) + 1">Inside</button></body></html>"#;
+
 /// What the test server saw: each request's line and body.
 #[derive(Default)]
 struct Seen(Mutex<Vec<(String, String)>>);
@@ -124,6 +130,8 @@ async fn serve() -> (String, Arc<Seen>) {
                     "/covered" => COVERED.into(),
                     "/dialog" => DIALOG.into(),
                     "/bench" => bench_page(),
+                    "/framed" => FRAMED.into(),
+                    "/inner" => INNER.into(),
                     "/hang" => {
                         tokio::time::sleep(Duration::from_secs(120)).await;
                         return;
@@ -561,6 +569,26 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
         .ok("browser_eval", json!({"expression": "window.after"}))
         .await;
     assert_eq!(after, "1");
+    b.ok(
+        "browser_navigate",
+        json!({"url": format!("{base}/covered")}),
+    )
+    .await;
+
+    // A button inside a same-site iframe: shown under it, clicked by ref.
+    b.ok("browser_navigate", json!({"url": format!("{base}/framed")}))
+        .await;
+    let (snap, _) = b.ok("browser_snapshot", json!({})).await;
+    assert!(
+        snap.contains("- Iframe\n  - button \"Inside\" [ref="),
+        "{snap}"
+    );
+    let inside = Browser::ref_of(&snap, "button \"Inside\"");
+    b.ok("browser_click", json!({"ref": inside})).await;
+    let (n, _) = b
+        .ok("browser_eval", json!({"expression": "window.inner"}))
+        .await;
+    assert_eq!(n, "1");
     b.ok(
         "browser_navigate",
         json!({"url": format!("{base}/covered")}),
