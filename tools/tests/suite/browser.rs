@@ -854,10 +854,15 @@ async fn bench_snapshot_and_click_against_playwright_mcp() {
     assert_eq!(count, (WARMUP + ROUNDS).to_string());
 
     let cli = cli.to_string_lossy().to_string();
+    // Its snapshots and logs go to a directory of the test's, not the tree.
+    let out_dir = tempfile::tempdir().unwrap();
+    let out_path = out_dir.path().to_string_lossy().to_string();
     let mut pw = StdioMcp::start(
         "node",
         &[
             &cli,
+            "--output-dir",
+            &out_path,
             "--headless",
             "--isolated",
             "--no-sandbox",
