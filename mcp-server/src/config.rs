@@ -790,6 +790,9 @@ fn sanitize(s: &str) -> String {
 }
 
 #[cfg(test)]
+mod fuzz_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -143,14 +143,7 @@ pub async fn run(
     // An image (or any part of the run's spec) the provider cannot take
     // is a usage error, before anything is made.
     let caps = provider.capabilities();
-    let mut spec = computer_providers::ComputerSpec::sandbox(
-        conformance::RUN_LIFETIME_MS.min(caps.max_lifetime_ms),
-    );
-    spec.image = options.image.clone();
-    spec.kind = options.kind.unwrap_or(match caps.kind {
-        computerd::protocol::MachineKind::Desktop => SettingKind::Desktop,
-        _ => SettingKind::Sandbox,
-    });
+    let spec = conformance::run_spec(&caps, options.kind, options.image.clone());
     if let Err(e) = provider.check(&spec) {
         eprintln!("computer-mcp: the run's spec is refused: {}", e.message);
         return Ok(USAGE);
@@ -176,9 +169,12 @@ pub async fn run(
         ),
         None => {}
     }
-    match drifted(config, &args) {
-        Ok(d) => options.drifted = Some(d),
-        Err(why) => notes.push(why),
+    // A provider with no daemon (a vendor's browser) has none to drift.
+    if caps.daemon != computer_providers::DaemonMode::None {
+        match drifted(config, &args) {
+            Ok(d) => options.drifted = Some(d),
+            Err(why) => notes.push(why),
+        }
     }
     // Where the mount cases make their folders: a fresh directory under
     // the temp directory, removed when the run ends.

@@ -47,7 +47,7 @@ use crate::provider::Provider;
 use crate::types::{DaemonMode, NetworkKind};
 
 pub use cases::cases;
-pub use ctx::{Computer, Ctx, Outcome};
+pub use ctx::{Computer, Ctx, Outcome, run_spec};
 pub use report::{CaseResult, Cleanup, ComputerNote, CoreSummary, DaemonInfo, Report, Status};
 pub use verdict::{KindVerdict, core_needs, kind_cases, kind_verdict};
 

@@ -423,3 +423,113 @@ async fn public_reaches_every_public_host_and_still_no_private_one() {
         .await
         .unwrap();
 }
+
+/// A page's text, once it has loaded (a new page of `c`, navigated to `url`).
+async fn browse(c: &std::sync::Arc<dyn computerd::client::ComputerClient>, url: &str) -> String {
+    use computerd::protocol::{CdpEventsParams, CdpSendParams};
+    let send = |method: &str, params: serde_json::Value, session: Option<String>| {
+        let p = CdpSendParams {
+            method: method.into(),
+            params: Some(params),
+            session_id: session,
+            timeout_ms: None,
+        };
+        async move { c.call_typed(&p).await }
+    };
+    let t = send(
+        "Target.createTarget",
+        serde_json::json!({"url": "about:blank"}),
+        None,
+    )
+    .await
+    .unwrap()
+    .result;
+    let s = send(
+        "Target.attachToTarget",
+        serde_json::json!({"targetId": t["targetId"], "flatten": true}),
+        None,
+    )
+    .await
+    .unwrap()
+    .result;
+    let session = s["sessionId"].as_str().unwrap().to_string();
+    send("Page.enable", serde_json::json!({}), Some(session.clone()))
+        .await
+        .unwrap();
+    send(
+        "Page.navigate",
+        serde_json::json!({ "url": url }),
+        Some(session.clone()),
+    )
+    .await
+    .unwrap();
+    c.call_typed(&CdpEventsParams {
+        methods: Some(vec!["Page.loadEventFired".into()]),
+        session_id: Some(session.clone()),
+        wait_ms: Some(15_000),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let r = send(
+        "Runtime.evaluate",
+        serde_json::json!({"expression": "document.body ? document.body.innerText : ''", "returnByValue": true}),
+        Some(session),
+    )
+    .await
+    .unwrap()
+    .result;
+    r["result"]["value"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowlisted_browser_reaches_its_names_through_the_proxy_and_nothing_else() {
+    if !can_run() || !computer_testkit::need_chromium() {
+        return;
+    }
+    let net = net::Net::up(45).await.unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let opts = LocalOptions {
+        max_lifetime_ms: 3_600_000,
+        egress_resolvers: vec![net.dns],
+        browser: true,
+        ..LocalOptions::new(state.path().to_path_buf(), computerd_bin().unwrap())
+    };
+    let p = LocalProvider::new(opts).unwrap();
+    let cancel = CancellationToken::new();
+    let mut spec = ComputerSpec::sandbox(600_000);
+    spec.kind = computerd::protocol::SettingKind::Browser;
+    spec.network = NetworkPolicy::Allow(vec!["good.eg.test".into()]);
+    let made = p.create(&spec, &cancel).await.unwrap();
+    let conn = p.connect(&made.computer, &cancel).await.unwrap();
+    let c = conn.client.clone();
+
+    let listed = browse(&c, "http://good.eg.test/from-the-browser").await;
+    assert_eq!(
+        listed.trim(),
+        format!(
+            "served-by={} host=good.eg.test path=/from-the-browser",
+            net.a
+        ),
+        "{listed}"
+    );
+    // A name off the list, and the test host by its address: refused by
+    // the proxy, so the test host serves nothing of them.
+    let before = net.served.load(std::sync::atomic::Ordering::Relaxed);
+    for url in ["http://unlisted.eg.test/", &format!("http://{}/", net.a)] {
+        let text = browse(&c, url).await;
+        assert!(!text.contains("served-by"), "{url}: {text}");
+    }
+    assert_eq!(
+        net.served.load(std::sync::atomic::Ordering::Relaxed),
+        before,
+        "the test host served a page off the list"
+    );
+    conn.client.close();
+    p.release(&made.computer, Release::Delete, &cancel)
+        .await
+        .unwrap();
+}

@@ -329,6 +329,64 @@ fn a_local_browser_passes_the_browser_kind_through_the_command() {
     assert_kind_passes(&out, "local browser", BROWSER_CASES);
 }
 
+/// A vendor's browser, through the command, against our fake of its API
+/// (a real headless Chromium behind the CDP URL it hands out).
+fn vendor_passes(kind: computer_providers::vendor_fake::Kind, id: &str) {
+    if !computer_testkit::need_chromium() {
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let fake = rt
+        .block_on(computer_providers::vendor_fake::FakeVendor::start(kind))
+        .unwrap();
+    let url_flag = format!("--{id}-api-url");
+    let key_flag = format!("--{id}-api-key");
+    let out = conformance(
+        None,
+        &[
+            "--kind",
+            "browser",
+            "--provider",
+            id,
+            &url_flag,
+            fake.api_url(),
+            &key_flag,
+            fake.key(),
+            "--json",
+        ],
+    );
+    let ids: Vec<&str> = BROWSER_CASES
+        .iter()
+        .copied()
+        .filter(|c| *c != "browser.network-none")
+        .collect();
+    assert_kind_passes(&out, id, &ids);
+    // The signed CDP URL's secret is in no word of the report or the log.
+    for text in [&out.stdout, &out.stderr] {
+        let text = String::from_utf8_lossy(text);
+        assert!(
+            !text.contains(fake.canary()),
+            "{id}: the canary leaked: {text}"
+        );
+        assert!(!text.contains(fake.key()), "{id}: the key leaked: {text}");
+    }
+    // Everything the run made was released.
+    assert_eq!(fake.live(), Vec::<String>::new(), "{id}: browsers left");
+}
+
+#[test]
+fn browserbase_passes_the_browser_kind_against_its_fake() {
+    vendor_passes(
+        computer_providers::vendor_fake::Kind::Browserbase,
+        "browserbase",
+    );
+}
+
+#[test]
+fn kernel_passes_the_browser_kind_against_its_fake() {
+    vendor_passes(computer_providers::vendor_fake::Kind::Kernel, "kernel");
+}
+
 #[test]
 fn usage_errors_exit_2_in_words() {
     let state = tempfile::tempdir().unwrap();

@@ -483,6 +483,29 @@ fn random_run_id() -> String {
     })
 }
 
+/// The spec of a run's computers, before its labels: the kind asked for,
+/// else what the provider makes (a desktop provider makes desktops);
+/// network none where the provider gives it, else open (a vendor's
+/// browser reaches the open network only).
+pub fn run_spec(
+    caps: &crate::types::Capabilities,
+    kind: Option<SettingKind>,
+    image: Option<String>,
+) -> ComputerSpec {
+    use crate::types::{NetworkKind, NetworkPolicy};
+    let mut spec = ComputerSpec::sandbox(RUN_LIFETIME_MS.min(caps.max_lifetime_ms));
+    spec.image = image;
+    spec.kind = kind.unwrap_or(match caps.kind {
+        MachineKind::Desktop => SettingKind::Desktop,
+        MachineKind::Browser => SettingKind::Browser,
+        _ => SettingKind::Sandbox,
+    });
+    if !caps.networks.contains(&NetworkKind::None) && caps.networks.contains(&NetworkKind::Open) {
+        spec.network = NetworkPolicy::Open;
+    }
+    spec
+}
+
 pub(super) async fn run(
     provider: Arc<dyn Provider>,
     options: RunOptions,
@@ -493,14 +516,7 @@ pub(super) async fn run(
     let caps = provider.capabilities();
     let bounds = options.bounds.unwrap_or_default();
     let run_id = options.run_id.clone().unwrap_or_else(random_run_id);
-    let mut base = ComputerSpec::sandbox(RUN_LIFETIME_MS.min(caps.max_lifetime_ms));
-    base.image = options.image.clone();
-    // The kind asked for, else what the provider makes (a desktop
-    // provider makes desktops).
-    base.kind = options.kind.unwrap_or(match caps.kind {
-        MachineKind::Desktop => SettingKind::Desktop,
-        _ => SettingKind::Sandbox,
-    });
+    let mut base = run_spec(&caps, options.kind, options.image.clone());
     base.labels.insert(RUN_LABEL.to_string(), run_id.clone());
     let tracker = Arc::new(Tracker {
         cleanup: Mutex::new(Cleanup::default()),
@@ -553,6 +569,13 @@ pub(super) async fn run(
                     "a {} computer must declare {need}: {why}",
                     caps.kind
                 ));
+            }
+            Some((Need::Drifted, _)) if caps.daemon == crate::types::DaemonMode::None => {
+                // No daemon runs, so none can drift: not applicable.
+                result.status = Status::Skip;
+                result.reason =
+                    Some("the provider runs no daemon (daemon none), so none can drift".into());
+                result.undeclared = Some("a daemon".into());
             }
             Some((Need::Drifted, why)) => {
                 // Not a declaration: the run was not given what it needs.
@@ -711,7 +734,10 @@ pub(super) async fn run(
         .map(|k| kind_verdict(k, &caps, &selected, &results, &cleanup));
     let computer_notes = lock(&tracker.notes).clone();
     let mut notes = Vec::new();
-    if options.drifted.is_none() && selected.iter().any(|c| c.needs.contains(&Need::Drifted)) {
+    if options.drifted.is_none()
+        && caps.daemon != crate::types::DaemonMode::None
+        && selected.iter().any(|c| c.needs.contains(&Need::Drifted))
+    {
         notes.push("no drifted provider: the drift case skipped, so Core cannot pass".into());
     }
     Report {

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::conformance::RUN_LABEL;
 use crate::conformance::ctx::{Ctx, Outcome, bounded, ensure, fail};
 use crate::types::{
-    AttachBy, ErrorCode, Labels, LifetimeMode, NetworkKind, NetworkPolicy, Release,
+    AttachBy, DaemonMode, ErrorCode, Labels, LifetimeMode, NetworkKind, NetworkPolicy, Release,
 };
 
 /// Labels that find one computer of this case alone.
@@ -155,7 +155,9 @@ pub async fn attach(t: &Ctx) -> Result<(), Outcome> {
                         a.deadline, c.computer.deadline
                     ));
                 }
+                // A vendor's browser runs no program of ours: no user.
                 match a.user.as_deref().and_then(|u| u.split_once(':')) {
+                    _ if t.caps.daemon == DaemonMode::None => {}
                     Some((u, g)) if u.parse::<u32>().is_ok() && g.parse::<u32>().is_ok() => {
                         if u == "0" {
                             wrong.push(format!(
@@ -177,10 +179,11 @@ pub async fn attach(t: &Ctx) -> Result<(), Outcome> {
         t.provider.network(&c.computer, None, &t.cancel),
     )
     .await;
+    let asked = t.spec().network.kind();
     match net {
-        Ok(n) if n.kind == NetworkKind::None => {}
+        Ok(n) if n.kind == asked => {}
         Ok(n) => wrong.push(format!(
-            "the attached computer's network reads back as {n}, create asked for none"
+            "the attached computer's network reads back as {n}, create asked for {asked}"
         )),
         Err(e) => wrong.push(format!(
             "reading the attached computer's network failed: {}",

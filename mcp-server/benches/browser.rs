@@ -1,0 +1,206 @@
+//! Page tools through the whole stack: a snapshot and a click by its ref
+//! on the same test page, through computer-mcp (`--kind browser`: Chromium
+//! in a local computer, CDP over its debugging pipe) and through
+//! `@playwright/mcp` (npm) driving the same Debian Chromium, medians and
+//! ratio in one run.
+//!
+//! Run on demand (never part of `cargo test`), as root like the tests, with
+//! Debian's chromium and Node's npx (the first run fetches the package):
+//!
+//!     cargo bench -p computer-mcp --bench browser
+//!
+//! `CMCP_BENCH_ROUNDS` sets the round trips (default 50);
+//! `CMCP_BENCH_PLAYWRIGHT` the Playwright MCP command (default
+//! `npx -y @playwright/mcp@0.0.83`); `COMPUTERD_BIN` the daemon.
+
+#![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[path = "support.rs"]
+mod support;
+use support::{SERVER, computerd, line, ms};
+
+/// The test page: a counter button among enough else that a snapshot is
+/// more than a line (a form, fifty links).
+fn page() -> String {
+    let links: String = (1..=50)
+        .map(|i| format!("<li><a href=\"#item{i}\">Item {i}</a></li>"))
+        .collect();
+    format!(
+        "<!doctype html><html><head><title>bench</title></head><body>\
+         <h1>Bench page</h1>\
+         <form><label>Name <input name=name></label><label>Pass <input type=password name=pw></label>\
+         <select name=s><option>a</option><option>b</option></select></form>\
+         <p>Count: <span id=n>0</span></p>\
+         <button id=add onclick=\"document.getElementById('n').textContent = +document.getElementById('n').textContent + 1\">Add one</button>\
+         <ul>{links}</ul></body></html>"
+    )
+}
+
+fn call(name: &'static str, args: Value) -> CallToolRequestParams {
+    CallToolRequestParams::new(name).with_arguments(args.as_object().unwrap().clone())
+}
+
+fn text_of(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The ref of the "Add one" button in a snapshot's text.
+fn button_ref(snapshot: &str) -> String {
+    let line = snapshot
+        .lines()
+        .find(|l| l.contains("button") && l.contains("Add one"))
+        .unwrap_or_else(|| panic!("no Add one button in the snapshot:\n{snapshot}"));
+    let at = line.find("ref=").expect("a ref on the button's line") + 4;
+    line[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric())
+        .collect()
+}
+
+async fn ok(
+    client: &RunningService<RoleClient, ()>,
+    name: &'static str,
+    args: Value,
+) -> CallToolResult {
+    let r = client.call_tool(call(name, args)).await.unwrap();
+    assert_ne!(r.is_error, Some(true), "{name}: {}", text_of(&r));
+    r
+}
+
+/// Round trips of snapshot + click on `client`, whose click takes the
+/// ref (and Playwright's `element`, a description, too).
+async fn rounds(client: &RunningService<RoleClient, ()>, n: usize) -> Vec<Duration> {
+    let mut took = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let snap = ok(client, "browser_snapshot", json!({})).await;
+        let r = button_ref(&text_of(&snap));
+        ok(
+            client,
+            "browser_click",
+            json!({"ref": r, "element": "Add one button"}),
+        )
+        .await;
+        took.push(t.elapsed());
+    }
+    took
+}
+
+/// A one-page HTTP server on 127.0.0.1 for Playwright's browser.
+async fn serve(page: String) -> std::net::SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            let page = page.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    page.len()
+                );
+                let _ = s.write_all(head.as_bytes()).await;
+                let _ = s.write_all(page.as_bytes()).await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let n: usize = std::env::var("CMCP_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    let state = tempfile::tempdir()?;
+    println!("browser page-tools bench: snapshot + click by ref, {n} round trips each");
+
+    // Ours: Chromium in a local computer, the page served inside it.
+    let mut cmd = tokio::process::Command::new(SERVER);
+    cmd.arg("serve")
+        .args(["--kind", "browser"])
+        .arg("--local-state-dir")
+        .arg(state.path())
+        .arg("--local-computerd")
+        .arg(computerd())
+        .args(["--log", "error"]);
+    let ours = ().serve(TokioChildProcess::new(cmd)?).await?;
+    ok(
+        &ours,
+        "write_file",
+        json!({"path": "/work/site/index.html", "content": page()}),
+    )
+    .await;
+    ok(
+        &ours,
+        "process_start",
+        json!({"command": "cd /work/site && exec python3 -m http.server 8125 --bind 127.0.0.1"}),
+    )
+    .await;
+    ok(
+        &ours,
+        "exec",
+        json!({"command": "for i in $(seq 100); do grep -q ':1FBD 00000000:0000 0A' /proc/net/tcp && exit 0; sleep 0.05; done; exit 1"}),
+    )
+    .await;
+    ok(
+        &ours,
+        "browser_navigate",
+        json!({"url": "http://127.0.0.1:8125/"}),
+    )
+    .await;
+    rounds(&ours, 3).await;
+    let mut our = rounds(&ours, n).await;
+    let our_med = line("computer-mcp: snapshot + click", &mut our);
+    ours.cancel().await?;
+
+    // @playwright/mcp on the same Chromium, the page served on this machine.
+    let addr = serve(page()).await;
+    let pw_cmd = std::env::var("CMCP_BENCH_PLAYWRIGHT")
+        .unwrap_or_else(|_| "npx -y @playwright/mcp@0.0.83".into());
+    let chromium = ["/usr/lib/chromium/chromium", "/usr/bin/chromium"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).is_file())
+        .expect("Debian's chromium");
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c").arg(format!(
+        "exec {pw_cmd} --headless --isolated --no-sandbox --browser chromium --executable-path {chromium}"
+    ));
+    let pw = ().serve(TokioChildProcess::new(cmd)?).await?;
+    ok(
+        &pw,
+        "browser_navigate",
+        json!({ "url": format!("http://{addr}/") }),
+    )
+    .await;
+    rounds(&pw, 3).await;
+    let mut theirs = rounds(&pw, n).await;
+    let pw_med = line("@playwright/mcp: snapshot + click", &mut theirs);
+    pw.cancel().await?;
+
+    println!(
+        "ratio (playwright / computer-mcp, medians): {:.2}x ({:.2} ms vs {:.2} ms)",
+        ms(pw_med) / ms(our_med),
+        ms(pw_med),
+        ms(our_med)
+    );
+    Ok(())
+}
