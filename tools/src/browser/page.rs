@@ -223,7 +223,6 @@ async fn history(ctx: &ToolContext, tab: &Tab, h: History, within: Duration) -> 
 }
 
 pub(super) async fn navigate(ctx: &ToolContext, a: NavigateArgs) -> Result<CallToolResult> {
-    super::use_tab(ctx, a.tab_id.as_deref()).await?;
     let within = navigate_timeout(a.timeout_ms)?;
     let word = a.url.as_deref().map(str::to_ascii_lowercase);
     let from_url = match word.as_deref() {
@@ -232,8 +231,12 @@ pub(super) async fn navigate(ctx: &ToolContext, a: NavigateArgs) -> Result<CallT
         Some("reload") => Some(History::Reload),
         _ => None,
     };
-    let tab = current(ctx).await?;
-    let what = match (a.url, a.action.or(from_url)) {
+    /// Where to go, checked before anything is sent.
+    enum Go {
+        History(History),
+        Url(String),
+    }
+    let go = match (a.url, a.action.or(from_url)) {
         (Some(_), Some(h)) if from_url.is_none() => {
             return Err(ToolError::Invalid(format!(
                 "give url or action ({}), not both; nothing was sent",
@@ -244,7 +247,18 @@ pub(super) async fn navigate(ctx: &ToolContext, a: NavigateArgs) -> Result<CallT
                 }
             )));
         }
-        (_, Some(h)) => {
+        (_, Some(h)) => Go::History(h),
+        (Some(u), None) => Go::Url(check::url("url", &u)?),
+        (None, None) => {
+            return Err(ToolError::Invalid(
+                "give url (an http:// or https:// address) or action (back, forward or reload); nothing was sent".into(),
+            ));
+        }
+    };
+    super::use_tab(ctx, a.tab_id.as_deref()).await?;
+    let tab = current(ctx).await?;
+    let what = match go {
+        Go::History(h) => {
             history(ctx, &tab, h, within).await?;
             match h {
                 History::Back => "went back",
@@ -252,15 +266,9 @@ pub(super) async fn navigate(ctx: &ToolContext, a: NavigateArgs) -> Result<CallT
                 History::Reload => "reloaded",
             }
         }
-        (Some(u), None) => {
-            let url = check::url("url", &u)?;
+        Go::Url(url) => {
             goto(ctx, &tab, &url, within).await?;
             "opened"
-        }
-        (None, None) => {
-            return Err(ToolError::Invalid(
-                "give url (an http:// or https:// address) or action (back, forward or reload); nothing was sent".into(),
-            ));
         }
     };
     let (title, url) = title_url(ctx, &tab).await?;
