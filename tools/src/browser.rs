@@ -219,11 +219,23 @@ pub(crate) async fn send(
         Ok(r) => Ok(r.result),
         Err(e) => {
             let mut e = ToolError::client("the browser", e);
+            let gone = match (session, &e) {
+                (Some(_), ToolError::Daemon { error, .. })
+                    if error.message.contains("ession with given id not found")
+                        || error.message.contains("No target with given id") =>
+                {
+                    true
+                }
+                // A command sent while its tab closes may get no answer.
+                (Some(s), ToolError::Daemon { error, .. })
+                    if error.kind() == Some(computerd::protocol::ErrorKind::Timeout) =>
+                {
+                    session_gone(ctx, s).await
+                }
+                _ => false,
+            };
             // A tab closed under us: the next call picks a tab again.
-            if let (Some(s), ToolError::Daemon { error, hint, .. }) = (session, &mut e)
-                && (error.message.contains("ession with given id not found")
-                    || error.message.contains("No target with given id"))
-            {
+            if let (true, Some(s), ToolError::Daemon { hint, .. }) = (gone, session, &mut e) {
                 with_memo(ctx, |m| {
                     if m.tab.as_ref().is_some_and(|t| t.session == s) {
                         m.tab = None;
@@ -236,6 +248,34 @@ pub(crate) async fn send(
             }
             Err(e)
         }
+    }
+}
+
+/// Whether the tab of `session` is no longer among the browser's targets
+/// (asked directly: this runs inside [`send`]'s error path).
+async fn session_gone(ctx: &ToolContext, session: &str) -> bool {
+    let Some(target) = with_memo(ctx, |m| {
+        m.sessions
+            .iter()
+            .find(|(_, v)| v.as_str() == session)
+            .map(|(t, _)| t.clone())
+    }) else {
+        return false;
+    };
+    let r = ctx
+        .client
+        .call_typed(&CdpSendParams {
+            method: "Target.getTargets".into(),
+            params: Some(json!({})),
+            session_id: None,
+            timeout_ms: Some(5_000),
+        })
+        .await;
+    match r {
+        Ok(r) => !r.result["targetInfos"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|t| t["targetId"] == target.as_str())),
+        Err(_) => false,
     }
 }
 
