@@ -521,6 +521,9 @@ async fn frame_for_points(ctx: &ToolContext, tab: &Tab) -> Result<ShotFrame> {
 pub struct ClickArgs {
     /// The element's ref from the latest snapshot (e12).
     #[serde(default, rename = "ref")]
+    pub reference: Option<String>,
+    /// A few words naming the element, for the record (the ref decides what is acted on).
+    #[serde(default)]
     pub element: Option<String>,
     /// Instead of ref: a point in the latest browser_screenshot's pixels.
     #[serde(default)]
@@ -580,7 +583,7 @@ pub(super) async fn click(ctx: &ToolContext, a: ClickArgs) -> Result<CallToolRes
         Some(m) => keys::modifier_bits("modifiers", m)?,
         None => 0,
     };
-    let wh = where_of(a.element, a.x, a.y, a.target)?;
+    let wh = where_of(a.reference, a.x, a.y, a.target)?;
     let (tab, point, what) = match wh {
         Where::Ref(raw) => {
             let (tab, el, n) = resolve(ctx, "ref", &raw).await?;
@@ -637,6 +640,9 @@ pub(super) async fn click(ctx: &ToolContext, a: ClickArgs) -> Result<CallToolRes
 pub struct HoverArgs {
     /// The element's ref from the latest snapshot.
     #[serde(default, rename = "ref")]
+    pub reference: Option<String>,
+    /// A few words naming the element, for the record (the ref decides what is acted on).
+    #[serde(default)]
     pub element: Option<String>,
     /// Instead of ref: a point in the latest browser_screenshot's pixels.
     #[serde(default)]
@@ -661,7 +667,7 @@ pub(super) fn hover_tool(name: &'static str, _s: &ToolSettings) -> Tool {
 
 pub(super) async fn hover(ctx: &ToolContext, a: HoverArgs) -> Result<CallToolResult> {
     super::use_tab(ctx, a.tab_id.as_deref()).await?;
-    let (tab, p, what) = match where_of(a.element, a.x, a.y, a.target)? {
+    let (tab, p, what) = match where_of(a.reference, a.x, a.y, a.target)? {
         Where::Ref(raw) => {
             let (tab, el, n) = resolve(ctx, "ref", &raw).await?;
             let p = point_of(ctx, &tab, &el, n, "the pointer was not moved").await?;
@@ -694,6 +700,9 @@ pub(super) async fn hover(ctx: &ToolContext, a: HoverArgs) -> Result<CallToolRes
 pub struct TypeArgs {
     /// The field's ref from the latest snapshot; none types where the focus is.
     #[serde(default, rename = "ref")]
+    pub reference: Option<String>,
+    /// A few words naming the element, for the record (the ref decides what is acted on).
+    #[serde(default)]
     pub element: Option<String>,
     /// The text to type, as it is (at most 64 KiB).
     pub text: String,
@@ -728,7 +737,7 @@ pub(super) async fn type_text(ctx: &ToolContext, a: TypeArgs) -> Result<CallTool
     super::use_tab(ctx, a.tab_id.as_deref()).await?;
     check::bounded("text", &a.text, check::MAX_TYPE_BYTES)?;
     let chars = a.text.chars().count();
-    let (tab, into, obj) = match &a.element {
+    let (tab, into, obj) = match &a.reference {
         Some(raw) => {
             let (tab, el, n) = resolve(ctx, "ref", raw).await?;
             send(
@@ -830,6 +839,9 @@ pub enum FormValue {
 pub struct SelectArgs {
     /// The select's (or field's) ref from the latest snapshot.
     #[serde(default, rename = "ref")]
+    pub reference: Option<String>,
+    /// A few words naming the element, for the record (the ref decides what is acted on).
+    #[serde(default)]
     pub element: Option<String>,
     /// Instead of ref: {"type": "ref", "ref": "e12"} (Anthropic's form_input).
     #[serde(default)]
@@ -885,7 +897,7 @@ const SET_FORM: &str = r#"function(vals, flag, text){
 
 pub(super) async fn select(ctx: &ToolContext, a: SelectArgs) -> Result<CallToolResult> {
     super::use_tab(ctx, a.tab_id.as_deref()).await?;
-    let raw = match (a.element, a.target) {
+    let raw = match (a.reference, a.target) {
         (Some(r), None) | (None, Some(Target::Ref { element: r })) => r,
         (None, Some(Target::Coordinate { .. })) => {
             return Err(ToolError::Invalid(
@@ -1023,6 +1035,9 @@ pub struct PressArgs {
     pub text: Option<String>,
     /// Focus this element (a ref from the latest snapshot) first.
     #[serde(default, rename = "ref")]
+    pub reference: Option<String>,
+    /// A few words naming the element, for the record (the ref decides what is acted on).
+    #[serde(default)]
     pub element: Option<String>,
     /// Press it this many times, 1 to 100 (default 1).
     #[serde(default)]
@@ -1069,7 +1084,7 @@ pub(super) async fn press(ctx: &ToolContext, a: PressArgs) -> Result<CallToolRes
             keys::MAX_PRESSES
         )));
     }
-    let (tab, on) = match &a.element {
+    let (tab, on) = match &a.reference {
         Some(raw) => {
             let (tab, el, n) = resolve(ctx, "ref", raw).await?;
             send(

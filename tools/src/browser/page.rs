@@ -711,7 +711,7 @@ pub(super) async fn tabs(ctx: &ToolContext, a: TabsArgs) -> Result<CallToolResul
 pub struct GetTextArgs {
     /// An element's ref from the latest snapshot; none for the whole page.
     #[serde(default, rename = "ref")]
-    pub element: Option<String>,
+    pub reference: Option<String>,
     /// Where to start, in bytes of the text (the previous answer's next_offset).
     #[serde(default)]
     pub offset: Option<usize>,
@@ -744,7 +744,7 @@ pub(super) fn get_text_tool(name: &'static str, s: &ToolSettings) -> Tool {
 pub(super) async fn get_text(ctx: &ToolContext, a: GetTextArgs) -> Result<CallToolResult> {
     super::use_tab(ctx, a.tab_id.as_deref()).await?;
     let tab = current(ctx).await?;
-    let r = match &a.element {
+    let r = match &a.reference {
         Some(raw) => {
             let (tab, r, _) = resolve(ctx, "ref", raw).await?;
             let obj = super::act::object(ctx, &tab, r.backend, raw).await?;

@@ -302,7 +302,13 @@ async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
         )
         .await;
     assert!(t.contains("\"Green\" selected"), "{t}");
-    let (t, _) = b.ok("browser_click", json!({"ref": agree})).await;
+    // `element` (a description, as Playwright's MCP tools take it) rides along.
+    let (t, _) = b
+        .ok(
+            "browser_click",
+            json!({"ref": agree, "element": "the agree box"}),
+        )
+        .await;
     assert!(t.starts_with(&format!("clicked {agree} (checkbox")), "{t}");
 
     // The snapshot after filling shows the values, the password masked.
