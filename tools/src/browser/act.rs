@@ -448,10 +448,20 @@ async fn key_presses(
 
 // ------------------------------------------------------------- targets
 
-/// Anthropic's browser tool's `target`: an element by ref, or a point.
+/// `target`: a ref as it is ("e12", as Playwright's MCP tools take it), or
+/// Anthropic's browser tool's object (an element by ref, or a point).
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Target {
+    /// A ref from the latest snapshot.
+    Plain(String),
+    Typed(Typed),
+}
+
+/// Anthropic's form of a target.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
-pub enum Target {
+pub enum Typed {
     /// An element by its ref.
     Ref {
         #[serde(rename = "ref")]
@@ -476,8 +486,11 @@ fn where_of(
     match (element, x, y, target) {
         (Some(r), None, None, None) => Ok(Where::Ref(r)),
         (None, Some(x), Some(y), None) => Ok(Where::Point(x, y)),
-        (None, None, None, Some(Target::Ref { element })) => Ok(Where::Ref(element)),
-        (None, None, None, Some(Target::Coordinate { x, y })) => Ok(Where::Point(x, y)),
+        (None, None, None, Some(Target::Plain(element)))
+        | (None, None, None, Some(Target::Typed(Typed::Ref { element }))) => Ok(Where::Ref(element)),
+        (None, None, None, Some(Target::Typed(Typed::Coordinate { x, y }))) => {
+            Ok(Where::Point(x, y))
+        }
         (None, Some(_), None, None) | (None, None, Some(_), None) => Err(ToolError::Invalid(
             "give both x and y (a point of the latest screenshot); nothing was done".into(),
         )),
@@ -530,7 +543,7 @@ pub struct ClickArgs {
     pub x: Option<i64>,
     #[serde(default)]
     pub y: Option<i64>,
-    /// Instead of ref or x, y: {"type": "ref", "ref": "e12"} or {"type": "coordinate", "x": 10, "y": 20} (Anthropic's browser tool).
+    /// Instead of ref or x, y: "e12", {"type": "ref", "ref": "e12"} or {"type": "coordinate", "x": 10, "y": 20}.
     #[serde(default)]
     pub target: Option<Target>,
     /// left (default), right or middle.
@@ -649,7 +662,7 @@ pub struct HoverArgs {
     pub x: Option<i64>,
     #[serde(default)]
     pub y: Option<i64>,
-    /// Instead: {"type": "ref", "ref": "e12"} or {"type": "coordinate", "x": 10, "y": 20}.
+    /// Instead: "e12", {"type": "ref", "ref": "e12"} or {"type": "coordinate", "x": 10, "y": 20}.
     #[serde(default)]
     pub target: Option<Target>,
     /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
@@ -843,7 +856,7 @@ pub struct SelectArgs {
     /// A few words naming the element, for the record (the ref decides what is acted on).
     #[serde(default)]
     pub element: Option<String>,
-    /// Instead of ref: {"type": "ref", "ref": "e12"} (Anthropic's form_input).
+    /// Instead of ref: "e12" or {"type": "ref", "ref": "e12"}.
     #[serde(default)]
     pub target: Option<Target>,
     /// The options to pick, by value or by their text (one for a plain select).
@@ -898,8 +911,10 @@ const SET_FORM: &str = r#"function(vals, flag, text){
 pub(super) async fn select(ctx: &ToolContext, a: SelectArgs) -> Result<CallToolResult> {
     super::use_tab(ctx, a.tab_id.as_deref()).await?;
     let raw = match (a.reference, a.target) {
-        (Some(r), None) | (None, Some(Target::Ref { element: r })) => r,
-        (None, Some(Target::Coordinate { .. })) => {
+        (Some(r), None)
+        | (None, Some(Target::Plain(r)))
+        | (None, Some(Target::Typed(Typed::Ref { element: r }))) => r,
+        (None, Some(Target::Typed(Typed::Coordinate { .. }))) => {
             return Err(ToolError::Invalid(
                 "target is a coordinate; a form value is set on an element: give its ref; nothing was done".into(),
             ));
@@ -1274,11 +1289,20 @@ mod tests {
             Ok(Where::Ref(_))
         ));
         assert!(matches!(
+            where_of(None, None, None, Some(Target::Plain("e7".into()))),
+            Ok(Where::Ref(r)) if r == "e7"
+        ));
+        assert!(matches!(
             where_of(None, Some(1), Some(2), None),
             Ok(Where::Point(1, 2))
         ));
         assert!(matches!(
-            where_of(None, None, None, Some(Target::Coordinate { x: 3, y: 4 })),
+            where_of(
+                None,
+                None,
+                None,
+                Some(Target::Typed(Typed::Coordinate { x: 3, y: 4 }))
+            ),
             Ok(Where::Point(3, 4))
         ));
         let e = |r: Result<Where>| match r {

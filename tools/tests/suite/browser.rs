@@ -298,7 +298,7 @@ async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
     let (t, _) = b
         .ok(
             "browser_select",
-            json!({"ref": colour, "values": ["Green"]}),
+            json!({"target": colour, "values": ["Green"]}),
         )
         .await;
     assert!(t.contains("\"Green\" selected"), "{t}");
@@ -601,6 +601,15 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
     )
     .await;
 
+    // Anthropic's typed target.
+    let (t, _) = b
+        .ok(
+            "browser_hover",
+            json!({"target": {"type": "coordinate", "x": 5, "y": 5}}),
+        )
+        .await;
+    assert!(t.starts_with("the pointer is over (5, 5)"), "{t}");
+
     // Keys, hover, text, console, network, tabs.
     b.ok("browser_press", json!({"key": "Tab"})).await;
     let (t, _) = b.ok("browser_get_text", json!({})).await;
@@ -847,7 +856,12 @@ async fn bench_snapshot_and_click_against_playwright_mcp() {
         let t0 = std::time::Instant::now();
         let (snap, _) = b.ok("browser_snapshot", json!({})).await;
         let r = Browser::ref_of(&snap, "button \"Count\"");
-        b.ok("browser_click", json!({"ref": r})).await;
+        // The same arguments as the Playwright MCP call below.
+        b.ok(
+            "browser_click",
+            json!({"element": "Count button", "target": r}),
+        )
+        .await;
         if i >= WARMUP {
             ours.push(t0.elapsed());
         }
