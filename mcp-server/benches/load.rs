@@ -1,0 +1,170 @@
+//! Load on one computer through the whole stack: 1000 `exec` calls in
+//! flight at once on one MCP session, then 10 000 one after another, with
+//! the latencies (p50, p99, max) beside the single-call median and the
+//! server's and the computer's daemon's memory and open descriptors before
+//! and after.
+//!
+//! Run on demand (never part of `cargo test`), as root like the tests:
+//!
+//!     cargo bench -p computer-mcp --bench load
+//!
+//! `CMCP_BENCH_CONCURRENT` (default 1000) and `CMCP_BENCH_SEQUENTIAL`
+//! (default 10000) set the counts; `COMPUTERD_BIN` the daemon.
+
+#![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::TokioChildProcess;
+
+#[path = "support.rs"]
+mod support;
+use support::{SERVER, computerd, line, ms, pct};
+
+fn exec_true() -> CallToolRequestParams {
+    let args = serde_json::json!({"argv": ["true"]});
+    CallToolRequestParams::new("exec").with_arguments(args.as_object().unwrap().clone())
+}
+
+/// A process's resident memory (KiB) and open descriptors.
+fn usage(pid: u32) -> (u64, usize) {
+    let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0);
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    (rss, fds)
+}
+
+/// The computer's daemon: the init whose socket is under `state`.
+fn daemon_pid(state: &Path) -> Option<u32> {
+    let computers = std::fs::read_dir(state.join("computers")).ok()?;
+    for c in computers.flatten() {
+        let meta = std::fs::read_to_string(c.path().join("meta.json")).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&meta).ok()?;
+        if let Some(pid) = v["process"]["pid"].as_u64() {
+            return Some(pid as u32);
+        }
+    }
+    None
+}
+
+fn show(name: &str, before: (u64, usize), after: (u64, usize)) {
+    println!(
+        "{name:<40} RSS {:>7} KiB -> {:>7} KiB ({:+.1}%)   fds {} -> {}",
+        before.0,
+        after.0,
+        (after.0 as f64 - before.0 as f64) * 100.0 / (before.0.max(1) as f64),
+        before.1,
+        after.1
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let concurrent: usize = std::env::var("CMCP_BENCH_CONCURRENT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let sequential: usize = std::env::var("CMCP_BENCH_SEQUENTIAL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let state = tempfile::tempdir()?;
+    let mut cmd = tokio::process::Command::new(SERVER);
+    cmd.arg("serve")
+        .arg("--local-state-dir")
+        .arg(state.path())
+        .arg("--local-computerd")
+        .arg(computerd())
+        .args(["--log", "error"]);
+    let transport = TokioChildProcess::new(cmd)?;
+    let server_pid = transport.id().expect("the server's pid");
+    let client = ().serve(transport).await?;
+    println!("computer-mcp load bench: exec {{argv: [true]}} on one computer, one MCP session");
+
+    for _ in 0..50 {
+        client.call_tool(exec_true()).await?;
+    }
+    let mut single = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        client.call_tool(exec_true()).await?;
+        single.push(t.elapsed());
+    }
+    let single_med = line("one call at a time", &mut single);
+    let daemon = daemon_pid(state.path()).expect("the computer's daemon");
+    let server_before = usage(server_pid);
+    let daemon_before = usage(daemon);
+
+    // A thousand in flight.
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(concurrent);
+    for _ in 0..concurrent {
+        let peer = client.peer().clone();
+        tasks.push(tokio::spawn(async move {
+            let t = Instant::now();
+            let r = peer.call_tool(exec_true()).await;
+            (t.elapsed(), r)
+        }));
+    }
+    let mut took = Vec::with_capacity(concurrent);
+    let mut failed = Vec::new();
+    for t in tasks {
+        let (d, r) = t.await?;
+        took.push(d);
+        match r {
+            Ok(r) if r.is_error != Some(true) => {}
+            Ok(r) => failed.push(format!("{:?}", r.content.first())),
+            Err(e) => failed.push(e.to_string()),
+        }
+    }
+    let wall = started.elapsed();
+    let p50 = pct(&mut took, 0.5);
+    let p99 = pct(&mut took, 0.99);
+    let max = pct(&mut took, 1.0);
+    println!(
+        "{concurrent} at once: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms, all in {:.1} ms; {} failed",
+        ms(p50),
+        ms(p99),
+        ms(max),
+        ms(wall),
+        failed.len()
+    );
+    if let Some(f) = failed.first() {
+        println!("  first failure: {f}");
+    }
+    println!(
+        "  p99 over the single-call median: {:.1} ms (target: at most 50 ms)",
+        ms(p99.saturating_sub(single_med))
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    show("server after the burst", server_before, usage(server_pid));
+    show("daemon after the burst", daemon_before, usage(daemon));
+
+    // Ten thousand one after another.
+    let server_mid = usage(server_pid);
+    let daemon_mid = usage(daemon);
+    let mut seq = Vec::with_capacity(sequential);
+    for _ in 0..sequential {
+        let t = Instant::now();
+        let r = client.call_tool(exec_true()).await?;
+        seq.push(t.elapsed());
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+    }
+    line(&format!("{sequential} one after another"), &mut seq);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    show("server after the sequence", server_mid, usage(server_pid));
+    show("daemon after the sequence", daemon_mid, usage(daemon));
+    client.cancel().await?;
+    Ok(())
+}
