@@ -334,7 +334,7 @@ mod tests {
         let e = get_prompt("nope").unwrap_err();
         assert_eq!(
             e.message,
-            "no prompt \"nope\"; the prompts are: sandbox, desktop"
+            "no prompt \"nope\"; the prompts are: sandbox, desktop, browser"
         );
         assert!(instructions().contains("skill://sandbox/SKILL.md"));
     }

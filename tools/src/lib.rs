@@ -12,6 +12,9 @@
 //! - [`sandbox`]: the sandbox family (`exec`, files, background processes).
 //! - [`desktop`]: the desktop family (`screenshot`, `computer`, `input`, and
 //!   the sandbox's tools).
+//! - [`browser`]: the browser family (page tools over CDP: navigate,
+//!   snapshot with refs, act by ref, screenshot, tabs, text, console,
+//!   network, eval; and the sandbox's tools where the computer has them).
 //! - [`common`]: the tools every family lists (`computer_info`,
 //!   `computer_extend`).
 //! - [`fleet`]: computers a model names: the `computer` argument every
@@ -28,6 +31,7 @@
 //! - `text`: line numbering by offset and limit, image and binary detection.
 //! - `error`: [`ToolError`], and its one mapping to an `isError` result.
 
+pub mod browser;
 mod budget;
 pub mod common;
 mod define;

@@ -20,10 +20,10 @@ use rmcp::model::{CallToolResult, JsonObject, Tool};
 use serde_json::Value;
 
 use crate::error::{Result, ToolError};
-use crate::{ToolContext, ToolSettings, desktop, sandbox};
+use crate::{ToolContext, ToolSettings, browser, desktop, sandbox};
 
 /// Every family, one entry per setting kind that has one.
-const FAMILIES: &[Family] = &[sandbox::FAMILY, desktop::FAMILY];
+const FAMILIES: &[Family] = &[sandbox::FAMILY, desktop::FAMILY, browser::FAMILY];
 
 /// The registry of every family this crate has.
 pub fn registry() -> &'static Registry {
@@ -239,10 +239,21 @@ mod tests {
     use crate::define::{done, hints, make_tool};
     use crate::{ComputerState, ToolContext};
 
-    /// Every group a kind can have: what the golden listing shows.
+    /// Every group a kind can have: what the golden listing shows. Its
+    /// row's groups, and for a browser the sandbox's too: a browser in a
+    /// computer of ours keeps its daemon's exec, files and processes (a
+    /// vendor's has none), which the seed's row does not list.
     fn every_group(kind: SettingKind) -> Vec<Group> {
         let row = kind.row();
-        [row.required, row.optional].concat()
+        let mut groups = [row.required, row.optional].concat();
+        if kind == SettingKind::Browser {
+            for g in [Group::Exec, Group::Files, Group::Processes] {
+                if !groups.contains(&g) {
+                    groups.push(g);
+                }
+            }
+        }
+        groups
     }
 
     /// Each family's names, descriptions and schemas are held to a golden

@@ -1,4 +1,5 @@
 mod bad_input;
+mod browser;
 mod computer;
 mod exec;
 mod files;

@@ -1,0 +1,795 @@
+//! The browser family: page tools over the browser's DevTools protocol
+//! (`cdp.send`, `cdp.events`), plus the sandbox tools where the computer
+//! has them (a local browser does, a vendor's does not).
+//!
+//! A model reads a page as an accessibility snapshot ([`snapshot`]) whose
+//! interactive elements carry refs (`e12`), and acts on those refs; a
+//! screenshot is taken only when asked, and its pixels are a frame the
+//! click coordinates are in, as on a desktop.
+//!
+//! - [`page`]: `browser_navigate`, `browser_snapshot`, `browser_get_text`,
+//!   `browser_eval`, `browser_console`, `browser_network`, `browser_tabs`.
+//! - [`act`]: `browser_click`, `browser_type`, `browser_select`,
+//!   `browser_hover`, `browser_press`, `browser_screenshot`.
+//! - [`check`]: the address, ref and size checks made before anything is
+//!   sent; [`keys`]: key names to key events; [`snapshot`]: the tree as
+//!   text.
+//!
+//! What the family remembers of a computer ([`BrowserMemo`], one slot of
+//! [`crate::ComputerState`]): the current tab and its CDP session, the
+//! latest snapshot (its refs, the tab and the document it was taken of) and
+//! the latest screenshot's frame. Refs are numbered on across snapshots, so
+//! a ref from an older snapshot is known as older and refused, never
+//! retargeted; a ref used after the page navigated is refused the same way.
+
+pub mod act;
+pub mod check;
+pub mod keys;
+pub mod page;
+pub mod snapshot;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use computerd::client::ComputerExt;
+use computerd::protocol::{CdpEvent, CdpEventsParams, CdpSendParams, Group, SettingKind, limits};
+use serde_json::{Value, json};
+
+use crate::ToolContext;
+use crate::common;
+use crate::error::{Result, ToolError};
+use crate::registry::{Family, Needs, ToolDef, handler};
+use crate::sandbox::{exec, files, process};
+
+const CDP: Needs = Needs::Group(Group::Cdp);
+const EXEC: Needs = Needs::Group(Group::Exec);
+const FILES: Needs = Needs::Group(Group::Files);
+const PROCESSES: Needs = Needs::Group(Group::Processes);
+
+/// The page tools, each one entry another family can list too (a desktop
+/// whose computer declares `cdp` drives its visible browser with them).
+#[rustfmt::skip]
+pub const PAGE_TOOLS: [ToolDef; 13] = [
+    ToolDef::new("browser_navigate",   CDP, page::navigate_tool,  handler!(page::navigate)),
+    ToolDef::new("browser_snapshot",   CDP, page::snapshot_tool,  handler!(page::snapshot)),
+    ToolDef::new("browser_click",      CDP, act::click_tool,      handler!(act::click)),
+    ToolDef::new("browser_type",       CDP, act::type_tool,       handler!(act::type_text)),
+    ToolDef::new("browser_select",     CDP, act::select_tool,     handler!(act::select)),
+    ToolDef::new("browser_hover",      CDP, act::hover_tool,      handler!(act::hover)),
+    ToolDef::new("browser_press",      CDP, act::press_tool,      handler!(act::press)),
+    ToolDef::new("browser_screenshot", CDP, act::screenshot_tool, handler!(act::screenshot)),
+    ToolDef::new("browser_tabs",       CDP, page::tabs_tool,      handler!(page::tabs)),
+    ToolDef::new("browser_get_text",   CDP, page::get_text_tool,  handler!(page::get_text)),
+    ToolDef::new("browser_console",    CDP, page::console_tool,   handler!(page::console)),
+    ToolDef::new("browser_network",    CDP, page::network_tool,   handler!(page::network)),
+    ToolDef::new("browser_eval",       CDP, page::eval_tool,      handler!(page::eval)),
+];
+
+/// The browser family: the page tools, then the sandbox's (listed only
+/// where the computer declares their groups).
+#[rustfmt::skip]
+pub const FAMILY: Family = Family {
+    kind: SettingKind::Browser,
+    instructions: INSTRUCTIONS,
+    skill: SKILL_TEXT,
+    tools: &[
+        PAGE_TOOLS[0], PAGE_TOOLS[1], PAGE_TOOLS[2], PAGE_TOOLS[3], PAGE_TOOLS[4],
+        PAGE_TOOLS[5], PAGE_TOOLS[6], PAGE_TOOLS[7], PAGE_TOOLS[8], PAGE_TOOLS[9],
+        PAGE_TOOLS[10], PAGE_TOOLS[11], PAGE_TOOLS[12],
+        ToolDef::new("exec",           EXEC,      exec::tool,           handler!(exec::run)),
+        ToolDef::new("read_file",      FILES,     files::read_tool,     handler!(files::read)),
+        ToolDef::new("write_file",     FILES,     files::write_tool,    handler!(files::write)),
+        ToolDef::new("edit_file",      FILES,     files::edit_tool,     handler!(files::edit)),
+        ToolDef::new("list_files",     FILES,     files::list_tool,     handler!(files::list)),
+        ToolDef::new("process_start",  PROCESSES, process::start_tool,  handler!(process::start)),
+        ToolDef::new("process_read",   PROCESSES, process::read_tool,   handler!(process::read)),
+        ToolDef::new("process_write",  PROCESSES, process::write_tool,  handler!(process::write)),
+        ToolDef::new("process_signal", PROCESSES, process::signal_tool, handler!(process::signal)),
+        ToolDef::new("process_list",   PROCESSES, process::list_tool,   handler!(process::list)),
+        common::INFO,
+        common::EXTEND,
+    ],
+};
+
+/// The browser family's skill.
+pub const SKILL_TEXT: &str = include_str!("../../skills/browser/SKILL.md");
+
+const INSTRUCTIONS: &str = "\
+This server gives you a web browser (Chromium). It is made on your first tool \
+call. Open a page with `browser_navigate`, read it with `browser_snapshot` (the \
+page as text, each link, button and field with a ref such as e12), and act on \
+refs with `browser_click`, `browser_type`, `browser_select`, `browser_hover` and \
+`browser_press`. Refs come from the latest snapshot only: after the page changes, \
+take a new snapshot. Take `browser_screenshot` only when you need to see pixels; \
+`browser_click` also takes x and y in that screenshot's pixels.";
+
+// --------------------------------------------------------------- memory
+
+/// A tab the family drives: its target and the CDP session attached to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tab {
+    pub target: String,
+    pub session: String,
+}
+
+/// The latest snapshot: what its refs name, and what it was taken of.
+#[derive(Clone, Debug)]
+pub struct Snap {
+    /// 1, 2, ...
+    pub n: u64,
+    /// Its refs are e`first` to e`next - 1`.
+    pub first: u64,
+    pub next: u64,
+    /// The tab and the document (the main frame's loaderId) it was taken of.
+    pub target: String,
+    pub loader: String,
+    pub url: String,
+    pub refs: HashMap<u64, snapshot::Element>,
+    pub lines: Vec<String>,
+}
+
+/// The latest screenshot: the space `x`, `y` are in.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ShotFrame {
+    pub n: u64,
+    /// The image, in pixels.
+    pub width: u32,
+    pub height: u32,
+    /// The viewport it shows, in CSS pixels.
+    pub css_width: f64,
+    pub css_height: f64,
+}
+
+impl ShotFrame {
+    pub fn id(&self) -> String {
+        format!("b{}", self.n)
+    }
+
+    /// An image point as a viewport point (the centre of the image pixel),
+    /// or the words refusing it.
+    pub fn to_viewport(&self, x: i64, y: i64) -> Result<(f64, f64)> {
+        let (w, h) = (i64::from(self.width), i64::from(self.height));
+        if !(0..w).contains(&x) || !(0..h).contains(&y) {
+            return Err(ToolError::Invalid(format!(
+                "x, y ({x}, {y}) is outside the {}x{} screenshot (frame {}): x goes 0 to {} and y 0 to {}; nothing was clicked",
+                self.width,
+                self.height,
+                self.id(),
+                w - 1,
+                h - 1
+            )));
+        }
+        let f = |v: i64, img: i64, css: f64| (2 * v + 1) as f64 * css / (2 * img) as f64;
+        Ok((f(x, w, self.css_width), f(y, h, self.css_height)))
+    }
+}
+
+/// What the browser family remembers of one computer.
+#[derive(Debug, Default)]
+pub struct BrowserMemo {
+    /// The tab the tools act on; none until the first call picks one.
+    pub tab: Option<Tab>,
+    /// The CDP session of every tab attached so far, by target.
+    pub sessions: HashMap<String, String>,
+    /// The ref the next snapshot starts at (refs are never reused).
+    pub next_ref: u64,
+    pub snaps: u64,
+    pub latest: Option<Snap>,
+    /// The latest screenshot, and the tab it shows.
+    pub frame: Option<(ShotFrame, String)>,
+    pub shots: u64,
+}
+
+fn memo(ctx: &ToolContext) -> Arc<Mutex<BrowserMemo>> {
+    ctx.state.slot::<Mutex<BrowserMemo>>()
+}
+
+/// Read or change the memo (never held across an await).
+pub(crate) fn with_memo<T>(ctx: &ToolContext, f: impl FnOnce(&mut BrowserMemo) -> T) -> T {
+    let m = memo(ctx);
+    let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
+    if g.next_ref == 0 {
+        g.next_ref = 1;
+    }
+    f(&mut g)
+}
+
+// ------------------------------------------------------------------ CDP
+
+/// One CDP command on `session` (none: the browser). A CDP error comes back
+/// as the browser's words, prefixed with what the tool was doing.
+pub(crate) async fn send(
+    ctx: &ToolContext,
+    session: Option<&str>,
+    method: &str,
+    params: Value,
+    timeout_ms: Option<u64>,
+) -> Result<Value> {
+    let r = ctx
+        .client
+        .call_typed(&CdpSendParams {
+            method: method.to_string(),
+            params: Some(params),
+            session_id: session.map(str::to_string),
+            timeout_ms,
+        })
+        .await;
+    match r {
+        Ok(r) => Ok(r.result),
+        Err(e) => {
+            let mut e = ToolError::client("the browser", e);
+            let gone = match (session, &e) {
+                (Some(_), ToolError::Daemon { error, .. })
+                    if error.message.contains("ession with given id not found")
+                        || error.message.contains("No target with given id") =>
+                {
+                    true
+                }
+                // A command sent while its tab closes may get no answer.
+                (Some(s), ToolError::Daemon { error, .. })
+                    if error.kind() == Some(computerd::protocol::ErrorKind::Timeout) =>
+                {
+                    session_gone(ctx, s).await
+                }
+                _ => false,
+            };
+            // A tab closed under us: the next call picks a tab again.
+            if let (true, Some(s), ToolError::Daemon { hint, .. }) = (gone, session, &mut e) {
+                with_memo(ctx, |m| {
+                    if m.tab.as_ref().is_some_and(|t| t.session == s) {
+                        m.tab = None;
+                    }
+                    m.sessions.retain(|_, v| v != s);
+                });
+                *hint = Some(
+                    "the tab is gone (closed by the page or the browser); the next call acts in another tab: browser_tabs list shows them".into(),
+                );
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Whether the tab of `session` is no longer among the browser's targets
+/// (asked directly: this runs inside [`send`]'s error path).
+async fn session_gone(ctx: &ToolContext, session: &str) -> bool {
+    let Some(target) = with_memo(ctx, |m| {
+        m.sessions
+            .iter()
+            .find(|(_, v)| v.as_str() == session)
+            .map(|(t, _)| t.clone())
+    }) else {
+        return false;
+    };
+    let r = ctx
+        .client
+        .call_typed(&CdpSendParams {
+            method: "Target.getTargets".into(),
+            params: Some(json!({})),
+            session_id: None,
+            timeout_ms: Some(5_000),
+        })
+        .await;
+    match r {
+        Ok(r) => !r.result["targetInfos"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|t| t["targetId"] == target.as_str())),
+        Err(_) => false,
+    }
+}
+
+/// The events kept since `since` of `methods` on `session`, waiting up to
+/// `wait` for one.
+pub(crate) async fn events(
+    ctx: &ToolContext,
+    session: &str,
+    since: u64,
+    methods: &[&str],
+    wait: Duration,
+) -> Result<(Vec<CdpEvent>, u64)> {
+    let wait_ms = (wait.as_millis() as u64).min(limits::CDP_EVENTS_WAIT_MAX_MS);
+    let r = ctx
+        .client
+        .call_typed(&CdpEventsParams {
+            since: Some(since),
+            methods: Some(methods.iter().map(|m| m.to_string()).collect()),
+            session_id: Some(session.to_string()),
+            wait_ms: (wait_ms > 0).then_some(wait_ms),
+            max: Some(limits::CDP_EVENTS_MAX),
+        })
+        .await
+        .map_err(|e| ToolError::client("reading the browser's events", e))?;
+    Ok((r.events, r.next))
+}
+
+/// Where the event ring stands now: events after this are news.
+pub(crate) async fn cursor(ctx: &ToolContext, session: &str) -> Result<u64> {
+    let r = ctx
+        .client
+        .call_typed(&CdpEventsParams {
+            since: None,
+            methods: Some(vec!["PageTools.none".into()]),
+            session_id: Some(session.to_string()),
+            wait_ms: None,
+            max: Some(1),
+        })
+        .await
+        .map_err(|e| ToolError::client("reading the browser's events", e))?;
+    Ok(r.next)
+}
+
+/// The domains a tab's session needs, enabled once when it is attached
+/// (the client keeps every event it gets, so these are what it gets).
+async fn enable(ctx: &ToolContext, session: &str) -> Result<()> {
+    for m in [
+        "Page.enable",
+        "Runtime.enable",
+        "Network.enable",
+        "Log.enable",
+        "DOM.enable",
+    ] {
+        send(ctx, Some(session), m, json!({}), None).await?;
+    }
+    send(
+        ctx,
+        Some(session),
+        "Page.setLifecycleEventsEnabled",
+        json!({"enabled": true}),
+        None,
+    )
+    .await?;
+    Ok(())
+}
+
+/// Attach to `target` (once; later calls reuse its session) and make it
+/// the current tab.
+pub(crate) async fn attach(ctx: &ToolContext, target: &str) -> Result<Tab> {
+    if let Some(s) = with_memo(ctx, |m| m.sessions.get(target).cloned()) {
+        let tab = Tab {
+            target: target.to_string(),
+            session: s,
+        };
+        with_memo(ctx, |m| m.tab = Some(tab.clone()));
+        return Ok(tab);
+    }
+    let r = send(
+        ctx,
+        None,
+        "Target.attachToTarget",
+        json!({"targetId": target, "flatten": true}),
+        None,
+    )
+    .await?;
+    let Some(session) = r["sessionId"].as_str().map(str::to_string) else {
+        return Err(ToolError::Broken(
+            "the browser attached to the tab but named no session".into(),
+        ));
+    };
+    enable(ctx, &session).await?;
+    let tab = Tab {
+        target: target.to_string(),
+        session: session.clone(),
+    };
+    with_memo(ctx, |m| {
+        m.sessions.insert(target.to_string(), session);
+        m.tab = Some(tab.clone());
+    });
+    Ok(tab)
+}
+
+/// One open tab as the browser lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TargetInfo {
+    pub id: String,
+    pub title: String,
+    pub url: String,
+}
+
+/// The browser's page tabs, in its order.
+pub(crate) async fn page_targets(ctx: &ToolContext) -> Result<Vec<TargetInfo>> {
+    let r = send(ctx, None, "Target.getTargets", json!({}), None).await?;
+    Ok(r["targetInfos"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|t| t["type"] == "page")
+                .filter(|t| !t["url"].as_str().unwrap_or("").starts_with("devtools://"))
+                .map(|t| TargetInfo {
+                    id: t["targetId"].as_str().unwrap_or("").to_string(),
+                    title: t["title"].as_str().unwrap_or("").to_string(),
+                    url: t["url"].as_str().unwrap_or("").to_string(),
+                })
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// The current tab: the one the tools last used, else the browser's first
+/// page tab (a new blank one when it has none).
+pub(crate) async fn current(ctx: &ToolContext) -> Result<Tab> {
+    if let Some(t) = with_memo(ctx, |m| m.tab.clone()) {
+        return Ok(t);
+    }
+    let targets = page_targets(ctx).await?;
+    let target = match targets.first() {
+        Some(t) => t.id.clone(),
+        None => {
+            let r = send(
+                ctx,
+                None,
+                "Target.createTarget",
+                json!({"url": "about:blank"}),
+                None,
+            )
+            .await?;
+            r["targetId"].as_str().unwrap_or("").to_string()
+        }
+    };
+    attach(ctx, &target).await
+}
+
+/// Make the tab `tab_id` (a tab_id from `browser_tabs` list) the current
+/// one, when one is given (Anthropic's browser tool names the tab on every
+/// call).
+pub(crate) async fn use_tab(ctx: &ToolContext, tab_id: Option<&str>) -> Result<()> {
+    let Some(id) = tab_id else {
+        return Ok(());
+    };
+    if with_memo(ctx, |m| m.tab.as_ref().is_some_and(|t| t.target == id)) {
+        return Ok(());
+    }
+    if !page_targets(ctx).await?.iter().any(|t| t.id == id) {
+        return Err(ToolError::Invalid(format!(
+            "tab_id {id:?} is no open tab; browser_tabs list shows the tabs and their tab_id; nothing was done"
+        )));
+    }
+    send(
+        ctx,
+        None,
+        "Target.activateTarget",
+        json!({"targetId": id}),
+        None,
+    )
+    .await?;
+    attach(ctx, id).await?;
+    Ok(())
+}
+
+/// The main frame of a tab: its id, the document's loaderId and its URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct MainFrame {
+    pub id: String,
+    pub loader: String,
+    pub url: String,
+}
+
+pub(crate) async fn main_frame(ctx: &ToolContext, tab: &Tab) -> Result<MainFrame> {
+    let r = send(
+        ctx,
+        Some(&tab.session),
+        "Page.getFrameTree",
+        json!({}),
+        None,
+    )
+    .await?;
+    let f = &r["frameTree"]["frame"];
+    Ok(MainFrame {
+        id: f["id"].as_str().unwrap_or("").to_string(),
+        loader: f["loaderId"].as_str().unwrap_or("").to_string(),
+        url: f["url"].as_str().unwrap_or("").to_string(),
+    })
+}
+
+/// The tab's title and URL, from the browser (answers while a page loads).
+pub(crate) async fn title_url(ctx: &ToolContext, tab: &Tab) -> Result<(String, String)> {
+    let r = send(
+        ctx,
+        None,
+        "Target.getTargetInfo",
+        json!({"targetId": tab.target}),
+        Some(5_000),
+    )
+    .await?;
+    let i = &r["targetInfo"];
+    Ok((
+        i["title"].as_str().unwrap_or("").to_string(),
+        i["url"].as_str().unwrap_or("").to_string(),
+    ))
+}
+
+/// How a wait for a page load ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Loaded {
+    /// The document (this loaderId) fired its load event, or was restored
+    /// from the back-forward cache, or the navigation stayed in the document.
+    Done,
+    /// The deadline passed first.
+    TimedOut,
+}
+
+/// Wait until the main frame `frame` shows a new document (other than
+/// `old_loader`, or `want` when known) that has loaded, watching the events
+/// after `since`.
+pub(crate) async fn wait_load(
+    ctx: &ToolContext,
+    tab: &Tab,
+    frame: &str,
+    old_loader: &str,
+    mut want: Option<String>,
+    mut since: u64,
+    within: Duration,
+) -> Result<Loaded> {
+    let deadline = Instant::now() + within;
+    let methods = [
+        "Page.frameNavigated",
+        "Page.lifecycleEvent",
+        "Page.navigatedWithinDocument",
+    ];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (evs, next) = events(ctx, &tab.session, since, &methods, left).await?;
+        for e in &evs {
+            match e.method.as_str() {
+                "Page.frameNavigated" => {
+                    let f = &e.params["frame"];
+                    if f.get("parentId").is_some() {
+                        continue;
+                    }
+                    let l = f["loaderId"].as_str().unwrap_or("");
+                    if e.params["type"] == "BackForwardCacheRestore" {
+                        return Ok(Loaded::Done);
+                    }
+                    if want.is_none() && l != old_loader {
+                        want = Some(l.to_string());
+                    }
+                }
+                "Page.lifecycleEvent"
+                    if e.params["frameId"] == frame
+                        && e.params["name"] == "load"
+                        && want.as_deref() == e.params["loaderId"].as_str() =>
+                {
+                    return Ok(Loaded::Done);
+                }
+                "Page.navigatedWithinDocument"
+                    if e.params["frameId"] == frame && want.is_none() =>
+                {
+                    return Ok(Loaded::Done);
+                }
+                _ => {}
+            }
+        }
+        since = next.max(since);
+        if Instant::now() >= deadline {
+            return Ok(Loaded::TimedOut);
+        }
+        if evs.is_empty() {
+            // The wait found nothing new; a short pause keeps a client
+            // whose wait returns at once from spinning.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// How long an input event may take before the tools look for a dialog
+/// that holds it (a page in `alert()` answers no input until it closes).
+pub(crate) const INPUT_MS: u64 = 5_000;
+
+/// A dialog (`alert`, `confirm`, `prompt`, `beforeunload`) the page opened
+/// since `since` and left open, closed: the words saying so. A
+/// `beforeunload` is accepted (the navigation asked for goes on); every
+/// other is dismissed.
+pub(crate) async fn close_dialog(
+    ctx: &ToolContext,
+    tab: &Tab,
+    since: u64,
+) -> Result<Option<String>> {
+    let (evs, _) = events(
+        ctx,
+        &tab.session,
+        since,
+        &[
+            "Page.javascriptDialogOpening",
+            "Page.javascriptDialogClosed",
+        ],
+        Duration::ZERO,
+    )
+    .await?;
+    let mut open = None;
+    for e in evs {
+        if e.method == "Page.javascriptDialogOpening" {
+            open = Some(e.params);
+        } else {
+            open = None;
+        }
+    }
+    let Some(d) = open else {
+        return Ok(None);
+    };
+    let kind = d["type"].as_str().unwrap_or("alert").to_string();
+    let accept = kind == "beforeunload";
+    send(
+        ctx,
+        Some(&tab.session),
+        "Page.handleJavaScriptDialog",
+        json!({"accept": accept}),
+        None,
+    )
+    .await?;
+    let message: String = d["message"]
+        .as_str()
+        .unwrap_or("")
+        .chars()
+        .take(200)
+        .collect();
+    let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    Ok(Some(format!(
+        "the page opened {article} {kind} dialog saying {message:?}, which was {}",
+        if accept { "accepted" } else { "dismissed" }
+    )))
+}
+
+/// One input event (or a command the page may hold with a dialog): when it
+/// does not finish within [`INPUT_MS`] and the page opened a dialog since
+/// `since`, the dialog is closed and its words come back.
+pub(crate) async fn send_held(
+    ctx: &ToolContext,
+    tab: &Tab,
+    method: &str,
+    params: Value,
+    since: u64,
+    timeout_ms: u64,
+) -> Result<(Value, Option<String>)> {
+    match send(ctx, Some(&tab.session), method, params, Some(timeout_ms)).await {
+        Ok(v) => Ok((v, None)),
+        Err(e) if e.kind() == Some(computerd::protocol::ErrorKind::Timeout) => {
+            match close_dialog(ctx, tab, since).await? {
+                Some(words) => Ok((Value::Null, Some(words))),
+                None => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// After an action that may start a navigation (a click, Enter): whether
+/// the main frame started loading within a moment, and if so, the wait
+/// for it (at most `within`). None when nothing started.
+pub(crate) async fn follow(
+    ctx: &ToolContext,
+    tab: &Tab,
+    before: &MainFrame,
+    since: u64,
+    within: Duration,
+) -> Result<Option<(Loaded, String, String)>> {
+    let (evs, _) = events(
+        ctx,
+        &tab.session,
+        since,
+        &["Page.frameStartedLoading", "Page.frameRequestedNavigation"],
+        FOLLOW_START,
+    )
+    .await?;
+    if !evs
+        .iter()
+        .any(|e| e.params["frameId"] == before.id.as_str())
+    {
+        return Ok(None);
+    }
+    let l = wait_load(ctx, tab, &before.id, &before.loader, None, since, within).await?;
+    let (title, url) = title_url(ctx, tab).await?;
+    Ok(Some((l, title, url)))
+}
+
+/// The words a result adds after an action that navigated.
+pub(crate) fn followed_words(f: &Option<(Loaded, String, String)>) -> String {
+    match f {
+        None => String::new(),
+        Some((Loaded::Done, title, url)) => format!(
+            "; the page navigated to {url} ({title:?}): refs of earlier snapshots no longer apply, take browser_snapshot"
+        ),
+        Some((Loaded::TimedOut, _, url)) => format!(
+            "; a navigation started and was still loading after {} s (the tab shows {url}): take browser_snapshot to see what loaded",
+            FOLLOW.as_secs()
+        ),
+    }
+}
+
+/// How long an action waits for a navigation to start: a click on a link
+/// or a submit button asks for it within a few milliseconds of the input,
+/// so a short look finds it; a page that navigates later is still known,
+/// by the next snapshot and by the refusal of older refs.
+pub(crate) const FOLLOW_START: Duration = Duration::from_millis(100);
+
+/// How long an action waits for a navigation it started.
+pub(crate) const FOLLOW: Duration = Duration::from_secs(10);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Offer;
+    use crate::{ToolSettings, skills};
+
+    #[test]
+    fn the_skill_names_every_tool_and_only_arguments_that_exist() {
+        let skill = skills::parse(FAMILY.skill).unwrap();
+        assert_eq!(skill.name, "browser");
+        // A local browser: cdp and its computer's sandbox groups.
+        let groups = [Group::Cdp, Group::Exec, Group::Files, Group::Processes];
+        let offer = Offer {
+            groups: &groups,
+            extend: true,
+        };
+        let tools = FAMILY.list(&offer, &ToolSettings::default());
+        let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+        let mut args: Vec<String> = Vec::new();
+        for t in &tools {
+            if let Some(Value::Object(p)) = t.input_schema.get("properties") {
+                args.extend(p.keys().cloned());
+            }
+        }
+        let mut rest = skill.body;
+        while let Some(i) = rest.find('`') {
+            let after = &rest[i + 1..];
+            let Some(end) = after.find('`') else { break };
+            let word = &after[..end];
+            if word.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') && !word.is_empty() {
+                assert!(
+                    names.iter().any(|n| n == word) || args.iter().any(|a| a == word),
+                    "the skill names `{word}`, which is no tool or argument"
+                );
+            }
+            rest = &after[end + 1..];
+        }
+        for n in FAMILY.names(&offer) {
+            if n != "computer_extend" {
+                assert!(
+                    skill.body.contains(&format!("`{n}`")),
+                    "the skill never names {n}"
+                );
+            }
+        }
+        for (tool, a, want) in skills::examples(skill.body) {
+            assert!(names.contains(&tool), "an example calls {tool}");
+            serde_json::from_str::<Value>(&a).unwrap();
+            assert!(!want.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_vendor_browser_lists_the_page_tools_alone() {
+        let offer = Offer {
+            groups: &[Group::Cdp],
+            extend: false,
+        };
+        let names = FAMILY.names(&offer);
+        assert_eq!(names.len(), 14, "{names:?}");
+        assert!(
+            names
+                .iter()
+                .all(|n| n.starts_with("browser_") || *n == "computer_info")
+        );
+    }
+
+    #[test]
+    fn a_screenshot_point_lands_on_the_viewport_point_it_shows() {
+        let f = ShotFrame {
+            n: 2,
+            width: 640,
+            height: 360,
+            css_width: 1280.0,
+            css_height: 720.0,
+        };
+        assert_eq!(f.to_viewport(0, 0).unwrap(), (1.0, 1.0));
+        assert_eq!(f.to_viewport(100, 50).unwrap(), (201.0, 101.0));
+        assert_eq!(
+            f.to_viewport(640, 5).unwrap_err().to_string(),
+            "x, y (640, 5) is outside the 640x360 screenshot (frame b2): x goes 0 to 639 and y 0 to 359; nothing was clicked"
+        );
+        assert!(f.to_viewport(-1, 0).is_err());
+    }
+}
