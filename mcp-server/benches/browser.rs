@@ -80,8 +80,8 @@ async fn ok(
     r
 }
 
-/// Round trips of snapshot + click on `client`, whose click takes the
-/// ref (and Playwright's `element`, a description, too).
+/// Round trips of snapshot + click on `client`: the click in Playwright's
+/// form (`target`, the ref, and `element`, a description), which both take.
 async fn rounds(client: &RunningService<RoleClient, ()>, n: usize) -> Vec<Duration> {
     let mut took = Vec::with_capacity(n);
     for _ in 0..n {
@@ -91,7 +91,7 @@ async fn rounds(client: &RunningService<RoleClient, ()>, n: usize) -> Vec<Durati
         ok(
             client,
             "browser_click",
-            json!({"ref": r, "element": "Add one button"}),
+            json!({"target": r, "element": "Add one button"}),
         )
         .await;
         took.push(t.elapsed());

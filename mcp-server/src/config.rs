@@ -80,7 +80,7 @@ pub struct ConformanceArgs {
     /// The image every computer of the run starts from. [default: the provider's own]
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
-    /// Run only these groups' cases (comma list: health, exec, files, tar, process, provider, drift, isolation, lifetime, mount, limits, screen, input); a run that leaves a Core case out is partial, never a pass.
+    /// Run only these groups' cases (comma list: health, exec, files, tar, process, provider, drift, isolation, lifetime, mount, limits, screen, input, browser); a run that leaves a Core case out is partial, never a pass.
     #[arg(long, value_name = "GROUPS", value_delimiter = ',')]
     pub only: Vec<String>,
     /// The root `--kind`, when given: run that setting kind's cases and

@@ -225,7 +225,7 @@ mod tests {
     fn usage_errors_are_words() {
         assert_eq!(
             options(&args(&["exec", "bogus"], None)).err().unwrap(),
-            "--only: \"bogus\" is not a conformance group; the groups are: health, exec, files, tar, process, provider, drift, isolation, lifetime, mount, limits, screen, input"
+            "--only: \"bogus\" is not a conformance group; the groups are: health, exec, files, tar, process, provider, drift, isolation, lifetime, mount, limits, screen, input, browser"
         );
         assert!(
             options(&args(&[], Some("none")))

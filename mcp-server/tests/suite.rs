@@ -1,3 +1,4 @@
+mod browser;
 mod bundle;
 mod conformance;
 mod desktop;

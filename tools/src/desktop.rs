@@ -1,5 +1,7 @@
 //! The desktop family: a screen, a keyboard and a mouse, taken as the
-//! models are trained to send them, plus every sandbox tool.
+//! models are trained to send them, plus every sandbox tool, and the page
+//! tools of the browser family where the desktop declares cdp (its
+//! visible Chromium).
 //!
 //! - `screenshot`: the screen as an MCP image, scaled to the budget
 //!   (`--screenshot-max`, `max_width`), with its frame id.
@@ -28,6 +30,7 @@ use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::browser::PAGE_TOOLS;
 use crate::common;
 use crate::define::{hints, make_tool, with_structured};
 use crate::error::{Result, ToolError};
@@ -62,6 +65,10 @@ pub const FAMILY: Family = Family {
         ToolDef::new("process_write",  PROCESSES, process::write_tool,  handler!(process::write)),
         ToolDef::new("process_signal", PROCESSES, process::signal_tool, handler!(process::signal)),
         ToolDef::new("process_list",   PROCESSES, process::list_tool,   handler!(process::list)),
+        // The visible browser's page tools, where the desktop declares cdp.
+        PAGE_TOOLS[0], PAGE_TOOLS[1], PAGE_TOOLS[2], PAGE_TOOLS[3], PAGE_TOOLS[4],
+        PAGE_TOOLS[5], PAGE_TOOLS[6], PAGE_TOOLS[7], PAGE_TOOLS[8], PAGE_TOOLS[9],
+        PAGE_TOOLS[10], PAGE_TOOLS[11], PAGE_TOOLS[12],
         common::INFO,
         common::EXTEND,
     ],

@@ -1,0 +1,173 @@
+//! Browsers end to end: `computer-mcp serve --kind browser` on the local
+//! provider (Debian's Chromium inside the computer, on its debugging pipe),
+//! driven by a real MCP client: a form the computer serves itself is filled
+//! by refs and posted, and the computer's own server sees what was posted;
+//! the password is in no result; a ref from before a navigation is refused.
+
+use serde_json::{Value, json};
+
+use super::support::*;
+
+/// A server, in the computer, that serves a form and writes what is
+/// posted to it to /work/posted.txt.
+const SITE: &str = r#"import http.server
+FORM = b"""<!doctype html><title>Sign up</title>
+<form method=post action=/submit>
+<label>Name <input name=name></label>
+<label>Password <input type=password name=pw></label>
+<label>Plan <select name=plan><option>free</option><option>pro</option></select></label>
+<button type=submit>Send</button>
+</form>"""
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Type", "text/html"); self.end_headers(); self.wfile.write(FORM)
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        open("/work/posted.txt", "wb").write(body)
+        self.send_response(200); self.send_header("Content-Type", "text/html"); self.end_headers(); self.wfile.write(b"<title>Thanks</title><p>thanks")
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", 8126), H).serve_forever()
+"#;
+
+/// The ref on the first line of `snapshot` that holds every one of `words`.
+fn ref_of(snapshot: &str, words: &[&str]) -> String {
+    let line = snapshot
+        .lines()
+        .find(|l| l.contains("ref=") && words.iter().all(|w| l.contains(w)))
+        .unwrap_or_else(|| panic!("no line with {words:?} and a ref in:\n{snapshot}"));
+    let at = line.find("ref=").unwrap() + 4;
+    line[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_fills_and_posts_a_form_by_refs_and_the_password_stays_out() {
+    if !need_root() || !computer_testkit::need_chromium() {
+        return;
+    }
+    let server = Server::new();
+    let (client, _) = server.stdio(&["--kind", "browser"]).await;
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    for want in [
+        "browser_navigate",
+        "browser_snapshot",
+        "browser_click",
+        "browser_type",
+        "browser_select",
+        "browser_screenshot",
+        "browser_tabs",
+        "exec",
+        "write_file",
+        "process_start",
+    ] {
+        assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
+    }
+    for not in ["screenshot", "computer", "input"] {
+        assert!(!names.iter().any(|n| n == not), "{not} in {names:?}");
+    }
+
+    let mut said: Vec<String> = Vec::new();
+    let mut ok = async |name: &str, args: Value| {
+        let r = call(&client, name, args).await;
+        assert!(!is_error(&r), "{name}: {}", text(&r));
+        let t = format!("{}\n{}", text(&r), structured(&r));
+        said.push(t.clone());
+        t
+    };
+    ok(
+        "write_file",
+        json!({"path": "/work/site.py", "content": SITE}),
+    )
+    .await;
+    ok(
+        "process_start",
+        json!({"command": "exec python3 /work/site.py"}),
+    )
+    .await;
+    ok(
+        "exec",
+        json!({"command": "for i in $(seq 100); do grep -q ':1FBE 00000000:0000 0A' /proc/net/tcp && exit 0; sleep 0.05; done; exit 1"}),
+    )
+    .await;
+    let nav = ok("browser_navigate", json!({"url": "http://127.0.0.1:8126/"})).await;
+    assert!(nav.contains("Sign up"), "{nav}");
+    let snap = ok("browser_snapshot", json!({})).await;
+    let name = ref_of(&snap, &["textbox", "Name"]);
+    let pw = ref_of(&snap, &["Password"]);
+    let plan = ref_of(&snap, &["combobox"]);
+    let send = ref_of(&snap, &["button", "Send"]);
+    ok("browser_type", json!({"ref": name, "text": "Ada Lovelace"})).await;
+    ok(
+        "browser_type",
+        json!({"ref": pw, "text": "s3cret-horse-42"}),
+    )
+    .await;
+    ok("browser_select", json!({"ref": plan, "values": ["pro"]})).await;
+    // The filled form, snapshotted: the password is masked.
+    let filled = ok("browser_snapshot", json!({})).await;
+    assert!(filled.contains("Ada Lovelace"), "{filled}");
+    assert!(!filled.contains("s3cret-horse-42"), "{filled}");
+    // Refs are the latest snapshot's.
+    let send_now = ref_of(&filled, &["button", "Send"]);
+    if send_now != send {
+        let r = call(&client, "browser_click", json!({"ref": send})).await;
+        assert!(
+            is_error(&r),
+            "an older snapshot's ref was taken: {}",
+            text(&r)
+        );
+        assert!(text(&r).contains("snapshot"), "{}", text(&r));
+    }
+    ok("browser_click", json!({"ref": send_now})).await;
+
+    // The computer's server saw the posted values.
+    let mut posted = String::new();
+    for _ in 0..100 {
+        let r = call(&client, "exec", json!({"command": "cat /work/posted.txt"})).await;
+        if !is_error(&r) && text(&r).contains("name=") {
+            posted = text(&r);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        posted.contains("name=Ada+Lovelace")
+            && posted.contains("pw=s3cret-horse-42")
+            && posted.contains("plan=pro"),
+        "{posted}"
+    );
+    // No result of the page tools carried the password.
+    for t in &said {
+        assert!(
+            !t.contains("s3cret-horse-42"),
+            "the password is in a result: {t}"
+        );
+    }
+
+    // A ref from before the navigation is refused, in words saying to
+    // take a new snapshot, and nothing is clicked.
+    let r = call(&client, "browser_click", json!({"ref": name})).await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(text(&r).contains("snapshot"), "{}", text(&r));
+    // A scheme other than http(s) is refused naming the field.
+    let r = call(
+        &client,
+        "browser_navigate",
+        json!({"url": "file:///etc/passwd"}),
+    )
+    .await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(text(&r).contains("url"), "{}", text(&r));
+    // The browser still answers.
+    let again = call(&client, "browser_snapshot", json!({})).await;
+    assert!(text(&again).contains("thanks"), "{}", text(&again));
+    client.cancel().await.unwrap();
+}
