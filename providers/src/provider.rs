@@ -87,6 +87,21 @@ pub trait Provider: Send + Sync {
         )))
     }
 
+    /// The computer's live view (group stream): a URL a person opens to
+    /// watch it. A secret: never in a ref, a list, an error's words, a log
+    /// line or a report.
+    async fn live_view(
+        &self,
+        computer: &ComputerRef,
+        cancel: &CancellationToken,
+    ) -> Result<crate::vendor::Secret> {
+        let _ = (computer, cancel);
+        Err(ProviderError::unsupported(format!(
+            "the {} provider's computers have no live view (group stream)",
+            self.id()
+        )))
+    }
+
     /// Release every computer of this provider whose deadline has passed;
     /// returns the ids released.
     async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {

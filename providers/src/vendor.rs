@@ -695,18 +695,6 @@ impl<V: Vendor> BrowserVendor<V> {
         }
     }
 
-    /// A browser's live view (group stream): a secret, to hand to a person
-    /// and never to print.
-    pub async fn live_view(
-        &self,
-        computer: &ComputerRef,
-        cancel: &CancellationToken,
-    ) -> Result<Secret> {
-        check_id(&computer.id)?;
-        let b = self.read_live(&computer.id, cancel).await?;
-        self.vendor.live_view(&b, cancel).await
-    }
-
     /// The browser, refused as gone when it ended or the vendor forgot it.
     async fn read_live(&self, id: &str, cancel: &CancellationToken) -> Result<Browser> {
         match self.vendor.get(id, cancel).await? {
@@ -981,6 +969,18 @@ impl<V: Vendor> Provider for BrowserVendor<V> {
             client: Arc::new(client),
             hello,
         })
+    }
+
+    /// A browser's live view (group stream): a secret, to hand to a
+    /// person and never to print.
+    async fn live_view(
+        &self,
+        computer: &ComputerRef,
+        cancel: &CancellationToken,
+    ) -> Result<Secret> {
+        check_id(&computer.id)?;
+        let b = self.read_live(&computer.id, cancel).await?;
+        self.vendor.live_view(&b, cancel).await
     }
 
     async fn release(

@@ -355,11 +355,13 @@ fn vendor_passes(kind: computer_providers::vendor_fake::Kind, id: &str) {
             "--json",
         ],
     );
-    let ids: Vec<&str> = BROWSER_CASES
+    // A vendor's browser reaches the open network only, and has a live view.
+    let mut ids: Vec<&str> = BROWSER_CASES
         .iter()
         .copied()
         .filter(|c| *c != "browser.network-none")
         .collect();
+    ids.push("browser.live-view");
     assert_kind_passes(&out, id, &ids);
     // The signed CDP URL's secret is in no word of the report or the log.
     for text in [&out.stdout, &out.stderr] {

@@ -275,6 +275,13 @@ pub fn cases() -> Vec<Case> {
             browser::refuses_in_words
         ),
         case!(
+            "browser.live-view",
+            Core,
+            Browser,
+            &[Need::Group(Group::Cdp), Need::Group(Group::Stream)],
+            browser::live_view
+        ),
+        case!(
             "browser.network-none",
             Core,
             Browser,

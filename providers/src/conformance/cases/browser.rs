@@ -350,3 +350,27 @@ pub async fn network_none(t: &Ctx) -> Result<(), Outcome> {
     })
     .await
 }
+
+/// The live view (group stream): a URL a person opens, handed over by the
+/// provider and never shown (the case's words hold no part of it).
+pub async fn live_view(t: &Ctx) -> Result<(), Outcome> {
+    let c = t.shared().await?;
+    let view = crate::conformance::ctx::bounded(
+        "the live view",
+        t.bounds.cleanup,
+        t.provider.live_view(&c.computer, &t.cancel),
+    )
+    .await
+    .map_err(|e| Outcome::Fail(format!("live_view failed: {}", e.message)))?;
+    let url = view.expose();
+    ensure(
+        ["https://", "http://", "wss://", "ws://"]
+            .iter()
+            .any(|s| url.starts_with(s))
+            && url.len() > 10,
+        || "the live view is not an http(s) or ws(s) URL".into(),
+    )?;
+    ensure(!format!("{view:?}").contains(url), || {
+        "the live view's Debug shows the URL".into()
+    })
+}
