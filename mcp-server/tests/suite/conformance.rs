@@ -245,6 +245,51 @@ fn a_docker_desktop_passes_the_desktop_kind_through_the_command() {
 }
 
 #[test]
+fn a_docker_browser_passes_the_browser_kind_through_the_command() {
+    // The desktop test image has Chromium.
+    let image = std::env::var("CMCP_TEST_DOCKER_DESKTOP")
+        .unwrap_or_else(|_| "computer-mcp-test/desktop:bookworm".into());
+    if !computer_testkit::need(
+        "docker",
+        docker_with(&image),
+        &format!("no Docker engine answers, or the image {image} is not built"),
+    ) {
+        return;
+    }
+    let computerd = std::env::var_os("CMCP_TEST_DOCKER_COMPUTERD")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../target/x86_64-unknown-linux-gnu/release/computerd")
+        });
+    let drift = computerd.with_file_name("computerd-drift");
+    if !computer_testkit::need(
+        "docker",
+        computerd.is_file() && drift.is_file(),
+        "the static computerd and computerd-drift are not both built",
+    ) {
+        return;
+    }
+    let out = conformance(
+        None,
+        &[
+            "--kind",
+            "browser",
+            "--provider",
+            "docker",
+            "--image",
+            &image,
+            "--docker-computerd",
+            computerd.to_str().unwrap(),
+            "--drifted-computerd",
+            drift.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_kind_passes(&out, "docker browser", BROWSER_CASES);
+}
+
+#[test]
 fn a_local_desktop_passes_the_desktop_kind_through_the_command() {
     if !need_root() || !computer_testkit::need_xvfb() {
         return;
