@@ -517,17 +517,13 @@ async fn an_allowlisted_browser_reaches_its_names_through_the_proxy_and_nothing_
         "{listed}"
     );
     // A name off the list, and the test host by its address: refused by
-    // the proxy, so the test host serves nothing of them.
-    let before = net.served.load(std::sync::atomic::Ordering::Relaxed);
+    // the proxy, so the test host serves neither page. (The host's request
+    // counter is no witness: the browser may still ask the listed name for
+    // its favicon.)
     for url in ["http://unlisted.eg.test/", &format!("http://{}/", net.a)] {
         let text = browse(&c, url).await;
         assert!(!text.contains("served-by"), "{url}: {text}");
     }
-    assert_eq!(
-        net.served.load(std::sync::atomic::Ordering::Relaxed),
-        before,
-        "the test host served a page off the list"
-    );
     conn.client.close();
     p.release(&made.computer, Release::Delete, &cancel)
         .await
