@@ -80,13 +80,7 @@ fn the_docker_provider_passes_core_through_the_command() {
     ) {
         return;
     }
-    let computerd = std::env::var_os("CMCP_TEST_DOCKER_COMPUTERD")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../target/x86_64-unknown-linux-gnu/release/computerd")
-        });
-    let drift = computerd.with_file_name("computerd-drift");
+    let (computerd, drift) = docker_daemons();
     if !computer_testkit::need(
         "docker",
         computerd.is_file(),
@@ -191,6 +185,19 @@ fn assert_kind_passes(out: &std::process::Output, what: &str, ids: &[&str]) {
     );
 }
 
+/// The static computerd Docker computers bind (CMCP_TEST_DOCKER_COMPUTERD,
+/// as .ci/run sets it) and the drifted one beside it.
+fn docker_daemons() -> (std::path::PathBuf, std::path::PathBuf) {
+    let computerd = std::env::var_os("CMCP_TEST_DOCKER_COMPUTERD")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../target/x86_64-unknown-linux-gnu/release/computerd")
+        });
+    let drift = computerd.with_file_name("computerd-drift");
+    (computerd, drift)
+}
+
 /// The static desktop fixture, built with the static computerd.
 fn static_fixture() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -208,13 +215,7 @@ fn a_docker_desktop_passes_the_desktop_kind_through_the_command() {
     ) {
         return;
     }
-    let computerd = std::env::var_os("CMCP_TEST_DOCKER_COMPUTERD")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../target/x86_64-unknown-linux-gnu/release/computerd")
-        });
-    let drift = computerd.with_file_name("computerd-drift");
+    let (computerd, drift) = docker_daemons();
     let fixture = static_fixture();
     if !computer_testkit::need(
         "docker",
@@ -256,13 +257,7 @@ fn a_docker_browser_passes_the_browser_kind_through_the_command() {
     ) {
         return;
     }
-    let computerd = std::env::var_os("CMCP_TEST_DOCKER_COMPUTERD")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../target/x86_64-unknown-linux-gnu/release/computerd")
-        });
-    let drift = computerd.with_file_name("computerd-drift");
+    let (computerd, drift) = docker_daemons();
     if !computer_testkit::need(
         "docker",
         computerd.is_file() && drift.is_file(),
