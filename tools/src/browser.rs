@@ -11,6 +11,8 @@
 //!   `browser_eval`, `browser_console`, `browser_network`, `browser_tabs`.
 //! - [`act`]: `browser_click`, `browser_type`, `browser_select`,
 //!   `browser_hover`, `browser_press`, `browser_screenshot`.
+//! - [`gesture`]: `browser_scroll`, `browser_drag`; [`upload`]:
+//!   `browser_upload` (listed where the computer has files).
 //! - [`check`]: the address, ref and size checks made before anything is
 //!   sent; [`keys`]: key names to key events; [`snapshot`]: the tree as
 //!   text.
@@ -24,9 +26,11 @@
 
 pub mod act;
 pub mod check;
+pub mod gesture;
 pub mod keys;
 pub mod page;
 pub mod snapshot;
+pub mod upload;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -43,6 +47,7 @@ use crate::registry::{Family, Needs, ToolDef, handler};
 use crate::sandbox::{exec, files, process};
 
 const CDP: Needs = Needs::Group(Group::Cdp);
+const CDP_FILES: Needs = Needs::All(&[Group::Cdp, Group::Files]);
 const EXEC: Needs = Needs::Group(Group::Exec);
 const FILES: Needs = Needs::Group(Group::Files);
 const PROCESSES: Needs = Needs::Group(Group::Processes);
@@ -50,13 +55,16 @@ const PROCESSES: Needs = Needs::Group(Group::Processes);
 /// The page tools, each one entry another family can list too (a desktop
 /// whose computer declares `cdp` drives its visible browser with them).
 #[rustfmt::skip]
-pub const PAGE_TOOLS: [ToolDef; 13] = [
+pub const PAGE_TOOLS: [ToolDef; 16] = [
     ToolDef::new("browser_navigate",   CDP, page::navigate_tool,  handler!(page::navigate)),
     ToolDef::new("browser_snapshot",   CDP, page::snapshot_tool,  handler!(page::snapshot)),
     ToolDef::new("browser_click",      CDP, act::click_tool,      handler!(act::click)),
     ToolDef::new("browser_type",       CDP, act::type_tool,       handler!(act::type_text)),
     ToolDef::new("browser_select",     CDP, act::select_tool,     handler!(act::select)),
     ToolDef::new("browser_hover",      CDP, act::hover_tool,      handler!(act::hover)),
+    ToolDef::new("browser_scroll",     CDP, gesture::scroll_tool, handler!(gesture::scroll)),
+    ToolDef::new("browser_drag",       CDP, gesture::drag_tool,   handler!(gesture::drag)),
+    ToolDef::new("browser_upload",     CDP_FILES, upload::upload_tool, handler!(upload::upload)),
     ToolDef::new("browser_press",      CDP, act::press_tool,      handler!(act::press)),
     ToolDef::new("browser_screenshot", CDP, act::screenshot_tool, handler!(act::screenshot)),
     ToolDef::new("browser_tabs",       CDP, page::tabs_tool,      handler!(page::tabs)),
@@ -76,7 +84,8 @@ pub const FAMILY: Family = Family {
     tools: &[
         PAGE_TOOLS[0], PAGE_TOOLS[1], PAGE_TOOLS[2], PAGE_TOOLS[3], PAGE_TOOLS[4],
         PAGE_TOOLS[5], PAGE_TOOLS[6], PAGE_TOOLS[7], PAGE_TOOLS[8], PAGE_TOOLS[9],
-        PAGE_TOOLS[10], PAGE_TOOLS[11], PAGE_TOOLS[12],
+        PAGE_TOOLS[10], PAGE_TOOLS[11], PAGE_TOOLS[12], PAGE_TOOLS[13], PAGE_TOOLS[14],
+        PAGE_TOOLS[15],
         ToolDef::new("exec",           EXEC,      exec::tool,           handler!(exec::run)),
         ToolDef::new("read_file",      FILES,     files::read_tool,     handler!(files::read)),
         ToolDef::new("write_file",     FILES,     files::write_tool,    handler!(files::write)),
@@ -767,7 +776,14 @@ mod tests {
             extend: false,
         };
         let names = FAMILY.names(&offer);
-        assert_eq!(names.len(), 14, "{names:?}");
+        // Every page tool but browser_upload (it needs the computer's files).
+        assert_eq!(names.len(), 16, "{names:?}");
+        assert!(!names.contains(&"browser_upload"), "{names:?}");
+        let with_files = FAMILY.names(&Offer {
+            groups: &[Group::Cdp, Group::Files],
+            extend: false,
+        });
+        assert!(with_files.contains(&"browser_upload"), "{with_files:?}");
         assert!(
             names
                 .iter()

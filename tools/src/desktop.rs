@@ -68,7 +68,8 @@ pub const FAMILY: Family = Family {
         // The visible browser's page tools, where the desktop declares cdp.
         PAGE_TOOLS[0], PAGE_TOOLS[1], PAGE_TOOLS[2], PAGE_TOOLS[3], PAGE_TOOLS[4],
         PAGE_TOOLS[5], PAGE_TOOLS[6], PAGE_TOOLS[7], PAGE_TOOLS[8], PAGE_TOOLS[9],
-        PAGE_TOOLS[10], PAGE_TOOLS[11], PAGE_TOOLS[12],
+        PAGE_TOOLS[10], PAGE_TOOLS[11], PAGE_TOOLS[12], PAGE_TOOLS[13], PAGE_TOOLS[14],
+        PAGE_TOOLS[15],
         common::INFO,
         common::EXTEND,
     ],

@@ -79,6 +79,9 @@ pub enum Needs {
     Nothing,
     /// A capability group the computer declares.
     Group(Group),
+    /// Every one of these groups (a browser's file upload needs the page and
+    /// the computer's files both).
+    All(&'static [Group]),
     /// A provider that can move the computer's deadline.
     Extend,
 }
@@ -97,6 +100,7 @@ impl Needs {
         match self {
             Needs::Nothing => true,
             Needs::Group(g) => offered(g, offer.groups),
+            Needs::All(gs) => gs.iter().all(|g| offered(*g, offer.groups)),
             Needs::Extend => offer.extend,
         }
     }
@@ -327,9 +331,14 @@ mod tests {
                     t.name,
                     f.kind.as_str()
                 );
-                if let Needs::Group(g) = t.needs {
+                let needed: &[Group] = match &t.needs {
+                    Needs::Group(g) => std::slice::from_ref(g),
+                    Needs::All(gs) => gs,
+                    _ => &[],
+                };
+                for g in needed {
                     assert!(
-                        offered(g, &kind_groups),
+                        offered(*g, &kind_groups),
                         "{} needs {g}, which a {} never has",
                         t.name,
                         f.kind.as_str()

@@ -75,14 +75,14 @@ pub(crate) async fn resolve(
     Ok((tab, el, n))
 }
 
-fn gone(n: u64, el: &Element) -> ToolError {
+pub(super) fn gone(n: u64, el: &Element) -> ToolError {
     ToolError::Refused(format!(
         "e{n} ({}) is no longer in the page: it was removed or replaced since the snapshot was taken; take a new snapshot with browser_snapshot; nothing was done",
         describe_el(el)
     ))
 }
 
-fn describe_el(el: &Element) -> String {
+pub(super) fn describe_el(el: &Element) -> String {
     if el.name.is_empty() {
         el.role.clone()
     } else {
@@ -118,7 +118,7 @@ pub(crate) async fn object(
 
 /// Call `function` on the element (`this`), with `args` by value; its
 /// value back.
-async fn call_on(
+pub(super) async fn call_on(
     ctx: &ToolContext,
     tab: &Tab,
     object: &str,
@@ -150,7 +150,7 @@ async fn call_on(
     Ok(r["result"]["value"].clone())
 }
 
-async fn release(ctx: &ToolContext, tab: &Tab) {
+pub(super) async fn release(ctx: &ToolContext, tab: &Tab) {
     let _ = send(
         ctx,
         Some(&tab.session),
@@ -162,7 +162,7 @@ async fn release(ctx: &ToolContext, tab: &Tab) {
 }
 
 /// `<div id=x class=a.b>` for the node `backend`, for words.
-async fn describe_node(ctx: &ToolContext, tab: &Tab, backend: u64) -> String {
+pub(super) async fn describe_node(ctx: &ToolContext, tab: &Tab, backend: u64) -> String {
     const F: &str = "function(){ const e = this.nodeType === 1 ? this : this.parentElement; if (!e) return String(this.nodeName).toLowerCase(); let s = '<' + e.tagName.toLowerCase(); if (e.id) s += ' id=' + e.id; if (typeof e.className === 'string' && e.className.trim()) s += ' class=' + e.className.trim().split(/\\s+/).slice(0, 3).join('.'); const t = (e.innerText || '').trim().replace(/\\s+/g, ' ').slice(0, 40); return s + '>' + (t ? ' \"' + t + '\"' : ''); }";
     let Ok(obj) = object(ctx, tab, backend, "the element").await else {
         let d = send(
@@ -189,7 +189,7 @@ async fn describe_node(ctx: &ToolContext, tab: &Tab, backend: u64) -> String {
 }
 
 /// The viewport in CSS pixels: width, height, and the page's scroll.
-async fn viewport(ctx: &ToolContext, tab: &Tab) -> Result<(f64, f64, f64, f64)> {
+pub(super) async fn viewport(ctx: &ToolContext, tab: &Tab) -> Result<(f64, f64, f64, f64)> {
     let m = send(
         ctx,
         Some(&tab.session),
@@ -212,7 +212,7 @@ async fn viewport(ctx: &ToolContext, tab: &Tab) -> Result<(f64, f64, f64, f64)> 
 /// The node the browser hits at a viewport point. `DOM.getNodeForLocation`
 /// takes the point in the document, so the page's scroll (`px`, `py`) is
 /// added.
-async fn hit_at(
+pub(super) async fn hit_at(
     ctx: &ToolContext,
     tab: &Tab,
     (x, y): (f64, f64),
@@ -240,23 +240,44 @@ async fn hit_at(
 
 /// Scroll the element into view and take the viewport point to act at,
 /// checking the browser hits the element (or what is inside it) there.
-async fn point_of(
+pub(super) async fn point_of(
     ctx: &ToolContext,
     tab: &Tab,
     el: &Element,
     n: u64,
     nothing: &str,
 ) -> Result<(f64, f64)> {
+    point_in_view(ctx, tab, el, n, nothing, true).await
+}
+
+/// [`point_of`], scrolling the element into view first only when `scroll`
+/// (a drag's end must be in view with its start, so it is not scrolled).
+pub(super) async fn point_in_view(
+    ctx: &ToolContext,
+    tab: &Tab,
+    el: &Element,
+    n: u64,
+    nothing: &str,
+    scroll: bool,
+) -> Result<(f64, f64)> {
     let s = Some(tab.session.as_str());
-    send(
-        ctx,
-        s,
-        "DOM.scrollIntoViewIfNeeded",
-        json!({"backendNodeId": el.backend}),
-        None,
-    )
-    .await
-    .map_err(|_| gone(n, el))?;
+    if scroll {
+        send(
+            ctx,
+            s,
+            "DOM.scrollIntoViewIfNeeded",
+            json!({"backendNodeId": el.backend}),
+            None,
+        )
+        .await
+        .map_err(|_| gone(n, el))?;
+    }
+    let d = describe_el(el);
+    let shown = if scroll {
+        format!("scrolled e{n} ({d}) into view")
+    } else {
+        format!("e{n} ({d}) was left where it is")
+    };
     let q = send(
         ctx,
         s,
@@ -294,14 +315,18 @@ async fn point_of(
     }
     let Some((x, y, _)) = best else {
         return Err(ToolError::Refused(format!(
-            "scrolled e{n} ({}) into view, but it has no box inside the viewport (it is hidden, collapsed or of zero size): {nothing}",
-            describe_el(el)
+            "{shown}, but it has no box inside the viewport ({}): {nothing}",
+            if scroll {
+                "it is hidden, collapsed or of zero size"
+            } else {
+                "it is out of view, hidden or of zero size"
+            }
         )));
     };
     let hit = hit_at(ctx, tab, (x, y), (px, py)).await?;
     let Some(hit) = hit else {
         return Err(ToolError::Refused(format!(
-            "scrolled e{n} into view; nothing of the page is at its point ({x:.0}, {y:.0}): {nothing}"
+            "{shown}; nothing of the page is at its point ({x:.0}, {y:.0}): {nothing}"
         )));
     };
     if hit != el.backend {
@@ -312,8 +337,7 @@ async fn point_of(
             let what = describe_node(ctx, tab, hit).await;
             release(ctx, tab).await;
             return Err(ToolError::Refused(format!(
-                "scrolled e{n} ({}) into view; the point ({x:.0}, {y:.0}) of its box is covered by {what}: {nothing} (close or move what covers it, then take a new snapshot)",
-                describe_el(el)
+                "{shown}; the point ({x:.0}, {y:.0}) of its box is covered by {what}: {nothing} (close or move what covers it, then take a new snapshot)"
             )));
         };
         // Inside it (through shadow roots), or a label of it.
@@ -334,8 +358,7 @@ async fn point_of(
             let what = describe_node(ctx, tab, hit).await;
             release(ctx, tab).await;
             return Err(ToolError::Refused(format!(
-                "scrolled e{n} ({}) into view; the point ({x:.0}, {y:.0}) of its box is covered by {what}: {nothing} (close or move what covers it, then take a new snapshot)",
-                describe_el(el)
+                "{shown}; the point ({x:.0}, {y:.0}) of its box is covered by {what}: {nothing} (close or move what covers it, then take a new snapshot)"
             )));
         }
         release(ctx, tab).await;
@@ -353,14 +376,14 @@ pub enum Button {
 }
 
 impl Button {
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Button::Left => "left",
             Button::Right => "right",
             Button::Middle => "middle",
         }
     }
-    fn bit(self) -> u32 {
+    pub(super) fn bit(self) -> u32 {
         match self {
             Button::Left => 1,
             Button::Right => 2,
@@ -369,7 +392,13 @@ impl Button {
     }
 }
 
-async fn mouse_move(ctx: &ToolContext, tab: &Tab, x: f64, y: f64, modifiers: u32) -> Result<()> {
+pub(super) async fn mouse_move(
+    ctx: &ToolContext,
+    tab: &Tab,
+    x: f64,
+    y: f64,
+    modifiers: u32,
+) -> Result<()> {
     send(
         ctx,
         Some(&tab.session),
@@ -382,7 +411,7 @@ async fn mouse_move(ctx: &ToolContext, tab: &Tab, x: f64, y: f64, modifiers: u32
 }
 
 /// A click; the words of a dialog it opened (and that was closed).
-async fn mouse_click(
+pub(super) async fn mouse_click(
     ctx: &ToolContext,
     tab: &Tab,
     (x, y): (f64, f64),
@@ -412,7 +441,7 @@ async fn mouse_click(
 }
 
 /// "; <words>" for a dialog an action met.
-fn dialog_words(d: &Option<String>) -> String {
+pub(super) fn dialog_words(d: &Option<String>) -> String {
     d.as_ref().map(|w| format!("; {w}")).unwrap_or_default()
 }
 
@@ -472,12 +501,12 @@ pub enum Typed {
 }
 
 /// Where an action lands: a ref, or a point of the latest screenshot.
-enum Where {
+pub(super) enum Where {
     Ref(String),
     Point(i64, i64),
 }
 
-fn where_of(
+pub(super) fn where_of(
     element: Option<String>,
     x: Option<i64>,
     y: Option<i64>,
@@ -505,7 +534,7 @@ fn where_of(
 
 /// The frame points are in: the latest screenshot of this tab, or the
 /// space a screenshot would have now.
-async fn frame_for_points(ctx: &ToolContext, tab: &Tab) -> Result<ShotFrame> {
+pub(super) async fn frame_for_points(ctx: &ToolContext, tab: &Tab) -> Result<ShotFrame> {
     let last = with_memo(ctx, |m| m.frame.clone());
     if let Some((f, _)) = last.filter(|(_, t)| *t == tab.target) {
         return Ok(f);
@@ -579,7 +608,7 @@ pub(super) fn click_tool(name: &'static str, _s: &ToolSettings) -> Tool {
     )
 }
 
-fn act_done(text: String, out: &ActOutput) -> CallToolResult {
+pub(super) fn act_done(text: String, out: &ActOutput) -> CallToolResult {
     with_structured(CallToolResult::success(vec![ContentBlock::text(text)]), out)
 }
 

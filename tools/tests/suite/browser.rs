@@ -64,6 +64,45 @@ fn bench_page() -> String {
     )
 }
 
+/// A tall page with a list that scrolls on its own, and a button at its foot.
+fn scroll_page() -> String {
+    let items: String = (1..=40)
+        .map(|i| format!("<button style=\"display:block;height:40px\">Item {i}</button>"))
+        .collect();
+    format!(
+        r#"<!doctype html><html><head><title>Scroll</title>
+<style>body{{margin:0}} #list{{height:200px; width:300px; overflow:auto}}</style></head>
+<body><div id="list">{items}</div><div style="height:3000px"></div>
+<button id="bottom" onclick="window.bottom = 1">Bottom</button></body></html>"#
+    )
+}
+
+/// An HTML drag and drop, a knob moved by plain mouse events, and a button
+/// out of view.
+const DRAG: &str = r#"<!doctype html><html><head><title>Drag</title>
+<style>body{margin:0} div{position:absolute}
+#item{left:20px; top:20px; width:80px; height:40px; background:#36c}
+#zone{left:300px; top:20px; width:150px; height:100px; background:#eee}
+#knob{left:20px; top:200px; width:30px; height:30px; background:#c63}
+#after{position:absolute; left:400px; top:300px}
+#far{position:absolute; left:20px; top:4000px}</style></head>
+<body>
+<div id="item" draggable="true" role="button" aria-label="Item">Item</div>
+<div id="zone" role="button" aria-label="Zone">Drop here</div>
+<div id="knob" role="slider" aria-label="Knob" aria-valuenow="0" tabindex="0"></div>
+<button id="after" onclick="window.afterClicks = (window.afterClicks || 0) + 1">After</button>
+<button id="far">Far</button>
+<script>
+document.getElementById('item').addEventListener('dragstart', e => e.dataTransfer.setData('text/plain', 'payload-7'));
+const zone = document.getElementById('zone');
+zone.addEventListener('dragover', e => e.preventDefault());
+zone.addEventListener('drop', e => { e.preventDefault(); window.dropped = e.dataTransfer.getData('text/plain'); });
+const knob = document.getElementById('knob'); let down = null;
+knob.addEventListener('mousedown', e => { down = e.clientX; });
+document.addEventListener('mousemove', e => { if (down !== null) knob.style.left = (e.clientX - 15) + 'px'; });
+document.addEventListener('mouseup', e => { if (down !== null) { window.knob = [down, e.clientX]; down = null; } });
+</script></body></html>"#;
+
 /// A page whose button is inside a same-site iframe.
 const FRAMED: &str = r#"<!doctype html><html><head><title>Framed</title></head>
 <body><p>Outside.</p><iframe id="f" src="/inner" style="position:absolute; left:150px; top:120px; width:300px; height:150px"></iframe></body></html>"#;
@@ -132,6 +171,8 @@ async fn serve() -> (String, Arc<Seen>) {
                     "/bench" => bench_page(),
                     "/framed" => FRAMED.into(),
                     "/inner" => INNER.into(),
+                    "/scroll" => scroll_page(),
+                    "/drag" => DRAG.into(),
                     "/hang" => {
                         tokio::time::sleep(Duration::from_secs(120)).await;
                         return;
@@ -248,6 +289,13 @@ impl Browser {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         panic!("the page never got the title {title:?}");
+    }
+
+    /// An expression's value in the page, as the tool shows it.
+    async fn js(&self, expression: &str) -> String {
+        self.ok("browser_eval", json!({"expression": expression}))
+            .await
+            .0
     }
 
     /// The browser still answers.
@@ -741,6 +789,182 @@ async fn the_skills_examples_run_as_written() {
 
 /// The page server a local browser computer runs for itself: the form on
 /// GET, each POST's body appended to a file.
+/// The wheel scrolls the area under it and says where it stands; at an
+/// end it says nothing moved; a ref alone is scrolled into view, and refs
+/// stay valid across scrolls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let (base, _) = serve().await;
+    b.ok("browser_navigate", json!({"url": format!("{base}/scroll")}))
+        .await;
+    let (snap, _) = b.ok("browser_snapshot", json!({})).await;
+    let item1 = Browser::ref_of(&snap, "button \"Item 1\"");
+    let bottom = Browser::ref_of(&snap, "button \"Bottom\"");
+
+    // The viewport's middle is below the list: the page scrolls.
+    let (t, out) = b
+        .ok(
+            "browser_scroll",
+            json!({"direction": "down", "amount": 500}),
+        )
+        .await;
+    assert!(t.contains("the page scrolled to y 500 of"), "{t}");
+    assert_eq!(out["navigated"], false);
+    assert_eq!(b.js("window.scrollY").await, "500");
+    let (t, _) = b
+        .ok(
+            "browser_scroll",
+            json!({"direction": "up", "amount": 100000}),
+        )
+        .await;
+    assert!(t.contains("the page scrolled to y 0 of"), "{t}");
+    let (t, _) = b.ok("browser_scroll", json!({"direction": "up"})).await;
+    assert!(
+        t.contains("nothing moved: the page stands at y 0 of") && t.contains("cannot scroll up"),
+        "{t}"
+    );
+
+    // Over the list: the list scrolls, the page does not.
+    let (t, _) = b
+        .ok(
+            "browser_scroll",
+            json!({"ref": item1, "direction": "down", "amount": 120}),
+        )
+        .await;
+    assert!(
+        t.contains("the area <div id=list> scrolled to y 120 of"),
+        "{t}"
+    );
+    assert!(!t.contains("the page scrolled"), "{t}");
+    assert_eq!(
+        b.js("document.getElementById('list').scrollTop").await,
+        "120"
+    );
+    assert_eq!(b.js("window.scrollY").await, "0");
+
+    // A ref alone: into view; the same snapshot's refs still act.
+    let (t, _) = b.ok("browser_scroll", json!({"ref": bottom})).await;
+    assert!(
+        t.starts_with(&format!("scrolled {bottom} (button \"Bottom\") into view")),
+        "{t}"
+    );
+    assert_ne!(b.js("window.scrollY").await, "0");
+    b.ok("browser_click", json!({"ref": bottom})).await;
+    assert_eq!(b.js("window.bottom").await, "1");
+
+    // Bad input, named; nothing scrolled.
+    let y = b.js("window.scrollY").await;
+    let e = b
+        .err("browser_scroll", json!({"direction": "down", "amount": 0}))
+        .await;
+    assert!(e.contains("amount is 0; give 1 to 100000"), "{e}");
+    let e = b.err("browser_scroll", json!({})).await;
+    assert!(
+        e.contains("give direction (up, down, left or right)"),
+        "{e}"
+    );
+    let e = b
+        .err("browser_scroll", json!({"direction": "sideways"}))
+        .await;
+    assert!(e.contains("direction"), "{e}");
+    let e = b
+        .err("browser_scroll", json!({"ref": bottom, "amount": 10}))
+        .await;
+    assert!(e.contains("amount needs a direction"), "{e}");
+    assert_eq!(b.js("window.scrollY").await, y);
+    b.answers().await;
+}
+
+/// A drag by refs: an HTML drag and drop carries its data to the drop
+/// target; a knob of plain mouse events follows the pointer; the mouse is
+/// free after; an end out of view is refused with nothing done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drag_drops_by_refs_and_moves_a_knob_and_an_end_out_of_view_is_refused() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let (base, _) = serve().await;
+    b.ok("browser_navigate", json!({"url": format!("{base}/drag")}))
+        .await;
+    let (snap, _) = b.ok("browser_snapshot", json!({})).await;
+    let item = Browser::ref_of(&snap, "\"Item\"");
+    let zone = Browser::ref_of(&snap, "\"Zone\"");
+    let knob = Browser::ref_of(&snap, "\"Knob\"");
+    let after = Browser::ref_of(&snap, "button \"After\"");
+    let far = Browser::ref_of(&snap, "button \"Far\"");
+
+    let (t, out) = b
+        .ok("browser_drag", json!({"start_ref": item, "end_ref": zone}))
+        .await;
+    assert!(t.contains("the page took it as a drag and drop"), "{t}");
+    assert_eq!(out["at"][0], 375.0, "{out}");
+    assert_eq!(b.js("window.dropped").await, "\"payload-7\"");
+
+    let (t, _) = b
+        .ok("browser_drag", json!({"start_ref": knob, "end_ref": after}))
+        .await;
+    assert!(t.contains("the page started no drag and drop"), "{t}");
+    let (k, _) = b
+        .ok(
+            "browser_eval",
+            json!({"expression": "JSON.stringify(window.knob)"}),
+        )
+        .await;
+    let k: Value = serde_json::from_str(&serde_json::from_str::<String>(&k).unwrap()).unwrap();
+    assert_eq!(k[0], 35, "the press was at the knob's middle: {k}");
+    assert!(k[1].as_f64().unwrap() > 400.0, "released at After: {k}");
+
+    // The mouse is not left pressed: a click lands as a click.
+    b.ok("browser_click", json!({"ref": after})).await;
+    assert_eq!(b.js("window.afterClicks").await, "1");
+
+    // An end out of view: refused, nothing dragged.
+    let e = b
+        .err("browser_drag", json!({"start_ref": item, "end_ref": far}))
+        .await;
+    assert!(
+        e.contains("was left where it is, but it has no box inside the viewport")
+            && e.contains("nothing was dragged"),
+        "{e}"
+    );
+    let e = b.err("browser_drag", json!({"start_ref": item})).await;
+    assert!(
+        e.contains("give end_ref (from browser_snapshot), or end_x and end_y"),
+        "{e}"
+    );
+    let e = b
+        .err(
+            "browser_drag",
+            json!({"start_ref": item, "end_ref": zone, "end_x": 3, "end_y": 4}),
+        )
+        .await;
+    assert!(
+        e.contains("give end_ref or end_x and end_y, not both"),
+        "{e}"
+    );
+    assert_eq!(b.js("window.afterClicks").await, "1");
+    b.answers().await;
+}
+
+/// Two file inputs: one plain, one hidden behind a button that opens its
+/// chooser; what each gets is read back in the page (the title counts it).
+const UPLOAD: &str = r#"<!doctype html><html><head><title>Upload</title></head><body>
+<label>One <input type="file" id="one"></label>
+<input type="file" id="many" multiple style="display:none">
+<button id="pick" onclick="document.getElementById('many').click()">Choose files</button>
+<script>
+window.read = [];
+for (const id of ['one', 'many']) {
+  document.getElementById(id).addEventListener('change', async e => {
+    for (const f of e.target.files) window.read.push([id, f.name, await f.text()]);
+    document.title = 'Read ' + window.read.length;
+  });
+}
+</script></body></html>"#;
+
 const INSIDE_SERVER: &str = r#"import http.server
 FORM = open('/tmp/site/form.html', 'rb').read()
 THANKS = b'<!doctype html><title>Thanks</title><p>Thanks.</p>'
@@ -752,7 +976,10 @@ class H(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(page)
     def do_GET(self):
-        self.reply(FORM)
+        if self.path == '/':
+            self.reply(FORM)
+        else:
+            self.reply(open('/tmp/site/' + self.path.strip('/').replace('..', ''), 'rb').read())
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get('Content-Length', 0)))
         with open('/tmp/site/posted.txt', 'ab') as f:
@@ -871,6 +1098,90 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
         posted.contains(&format!("name=Grace&pw={SECRET}&color=b&agree=on")),
         "{posted}"
     );
+
+    // Files of the computer chosen in file inputs: one directly, two
+    // through the chooser a button opens; the page reads them back.
+    assert!(names.contains(&"browser_upload"), "{names:?}");
+    b.ok(
+        "write_file",
+        json!({"path": "/tmp/site/upload.html", "content": UPLOAD}),
+    )
+    .await;
+    b.ok(
+        "write_file",
+        json!({"path": "/tmp/up/a.txt", "content": "alpha"}),
+    )
+    .await;
+    b.ok(
+        "write_file",
+        json!({"path": "/tmp/up/b.txt", "content": "bravo-bravo"}),
+    )
+    .await;
+    b.ok(
+        "browser_navigate",
+        json!({"url": "http://127.0.0.1:8125/upload.html"}),
+    )
+    .await;
+    let (snap, _) = b.ok("browser_snapshot", json!({})).await;
+    let one = Browser::ref_of(&snap, "\"One\"");
+    let pick = Browser::ref_of(&snap, "button \"Choose files\"");
+    let e = b
+        .err(
+            "browser_upload",
+            json!({"ref": one, "paths": ["/tmp/up/a.txt", "/tmp/up/b.txt"]}),
+        )
+        .await;
+    assert!(e.contains("takes one file (it has no `multiple`)"), "{e}");
+    let e = b
+        .err(
+            "browser_upload",
+            json!({"ref": one, "paths": ["/tmp/up/none.txt"]}),
+        )
+        .await;
+    assert!(
+        e.contains("paths[0] /tmp/up/none.txt") && e.contains("write the file first"),
+        "{e}"
+    );
+    let e = b
+        .err("browser_upload", json!({"ref": one, "paths": ["a.txt"]}))
+        .await;
+    assert!(e.contains("paths[0] must be an absolute path"), "{e}");
+    let e = b
+        .err("browser_upload", json!({"ref": one, "paths": ["/tmp/up"]}))
+        .await;
+    assert!(e.contains("paths[0] /tmp/up is a directory"), "{e}");
+    let (t, _) = b
+        .ok(
+            "browser_upload",
+            json!({"ref": one, "paths": ["/tmp/up/a.txt"]}),
+        )
+        .await;
+    assert!(t.ends_with("now holds a.txt (5 bytes)"), "{t}");
+    let (t, _) = b
+        .ok(
+            "browser_upload",
+            json!({"ref": pick, "paths": ["/tmp/up/a.txt", "/tmp/up/b.txt"]}),
+        )
+        .await;
+    assert!(
+        t.contains("clicked it and answered the file chooser")
+            && t.contains("now holds a.txt (5 bytes), b.txt (11 bytes)"),
+        "{t}"
+    );
+    b.wait_title("Read 3").await;
+    let (read, _) = b
+        .ok(
+            "browser_eval",
+            json!({"expression": "JSON.stringify(window.read)"}),
+        )
+        .await;
+    assert_eq!(
+        read,
+        serde_json::to_string(
+            r#"[["one","a.txt","alpha"],["many","a.txt","alpha"],["many","b.txt","bravo-bravo"]]"#
+        )
+        .unwrap()
+    );
     drop(b);
     drop(conn);
     p.release(&made.computer, Release::Delete, &cancel)
@@ -919,7 +1230,8 @@ async fn the_page_tools_drive_a_vendors_browser_through_its_fake() {
             groups: &groups,
             extend: false,
         });
-    assert_eq!(names.len(), 14, "{names:?}");
+    assert_eq!(names.len(), 16, "{names:?}");
+    assert!(!names.contains(&"browser_upload"), "{names:?}");
     assert!(!names.contains(&"exec"), "{names:?}");
 
     let b = Browser {

@@ -1,0 +1,236 @@
+//! `browser_upload`: files of the computer chosen in a page's file input.
+//!
+//! The browser runs in the computer, so the files are the computer's: each
+//! path is checked there first (a regular file), then set on the input
+//! with `DOM.setFileInputFiles`. A ref that is not a file input itself (a
+//! styled "Choose file" button) is clicked with the file chooser caught,
+//! and the files go to the input that opened it. Listed only where the
+//! computer has files (a vendor's browser has none of ours).
+
+use std::time::Duration;
+
+use computerd::client::ComputerExt;
+use computerd::protocol::{ErrorKind, FileType, FilesStatParams};
+use rmcp::model::{CallToolResult, Tool};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::act::{
+    ActOutput, Button, act_done, call_on, describe_el, dialog_words, mouse_click, object, point_of,
+    release, resolve,
+};
+use super::{Tab, cursor, events, send};
+use crate::define::{hints, make_tool};
+use crate::error::{Result, ToolError};
+use crate::sandbox::absolute;
+use crate::{ToolContext, ToolSettings};
+
+/// The most files one upload chooses.
+pub const MAX_UPLOAD_FILES: usize = 100;
+
+/// How long a click may take to open a file chooser.
+const CHOOSER_WAIT: Duration = Duration::from_secs(3);
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UploadArgs {
+    /// The ref of the file input, or of the button that opens its file chooser, from the latest snapshot.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// A few words naming the element, for the record.
+    #[serde(default)]
+    pub element: Option<String>,
+    /// Absolute paths of files in the computer (at most 100); [] clears the input's choice.
+    pub paths: Vec<String>,
+    /// The tab to act in (a tab_id from browser_tabs list); default the current tab.
+    #[serde(default)]
+    pub tab_id: Option<String>,
+}
+
+pub(super) fn upload_tool(name: &'static str, _s: &ToolSettings) -> Tool {
+    make_tool::<UploadArgs, ActOutput>(
+        name,
+        "Choose files of the computer in a page's file input: ref is the input, or the button that opens its file chooser (it is clicked, and the chooser is answered with paths). paths are absolute paths of regular files in the computer (write them first with write_file or exec); an input without `multiple` takes one. Says what the input holds after (names and sizes). Submit the form after with browser_click.".to_string(),
+        hints("Upload files", false, true, true, false),
+    )
+}
+
+/// What the page says of the element: a file input or not, and its rules.
+const INPUT_FACTS: &str = "function(){ const f = this.tagName === 'INPUT' && String(this.type).toLowerCase() === 'file'; return {file: f, multiple: f && this.multiple, disabled: !!this.disabled, accept: f ? (this.accept || '') : ''}; }";
+
+/// The files the input holds now: [[name, size], ...].
+const INPUT_FILES: &str =
+    "function(){ return Array.from(this.files || []).map(f => [f.name, f.size]); }";
+
+pub(super) async fn upload(ctx: &ToolContext, a: UploadArgs) -> Result<CallToolResult> {
+    super::use_tab(ctx, a.tab_id.as_deref()).await?;
+    if a.paths.len() > MAX_UPLOAD_FILES {
+        return Err(ToolError::Invalid(format!(
+            "paths has {} entries; one upload takes at most {MAX_UPLOAD_FILES}; nothing was chosen",
+            a.paths.len()
+        )));
+    }
+    for (i, p) in a.paths.iter().enumerate() {
+        let field = format!("paths[{i}]");
+        absolute(&field, p, &ctx.facts.work_dir)?;
+        check_file(ctx, &field, p).await?;
+    }
+    let (tab, el, n) = resolve(ctx, "ref", &a.reference).await?;
+    let who = format!("e{n} ({})", describe_el(&el));
+    let obj = object(ctx, &tab, el.backend, &format!("e{n}")).await?;
+    let facts = call_on(ctx, &tab, &obj, INPUT_FACTS, vec![]).await;
+    release(ctx, &tab).await;
+    let facts = facts?;
+    if facts["disabled"] == true {
+        return Err(ToolError::Refused(format!(
+            "{who} is disabled: it takes no files; nothing was chosen"
+        )));
+    }
+    let (backend, multiple, via) = if facts["file"] == true {
+        (el.backend, facts["multiple"] == true, String::new())
+    } else {
+        let (backend, multiple, dialog) = chooser_of(ctx, &tab, &el, n, &who).await?;
+        (
+            backend,
+            multiple,
+            format!(
+                " (clicked it and answered the file chooser it opened{})",
+                dialog_words(&dialog)
+            ),
+        )
+    };
+    if !multiple && a.paths.len() > 1 {
+        return Err(ToolError::Refused(format!(
+            "{who} takes one file (it has no `multiple`), and paths has {}; give one path; nothing was chosen",
+            a.paths.len()
+        )));
+    }
+    send(
+        ctx,
+        Some(&tab.session),
+        "DOM.setFileInputFiles",
+        json!({"files": a.paths, "backendNodeId": backend}),
+        None,
+    )
+    .await?;
+    let held = holds(ctx, &tab, backend).await?;
+    let accept = facts["accept"].as_str().unwrap_or("");
+    let rule = if accept.is_empty() {
+        String::new()
+    } else {
+        format!("; the input asks for {accept:?}")
+    };
+    let text = format!("{who}{via} now holds {held}{rule}");
+    let out = ActOutput {
+        done: text.clone(),
+        at: None,
+        navigated: false,
+    };
+    Ok(act_done(text, &out))
+}
+
+/// The path is a regular file in the computer, or the words saying why not.
+async fn check_file(ctx: &ToolContext, field: &str, path: &str) -> Result<()> {
+    let st = ctx
+        .client
+        .call_typed(&FilesStatParams {
+            path: path.to_string(),
+            follow: Some(true),
+        })
+        .await
+        .map_err(|e| {
+            ToolError::client(format!("{field} {path}"), e).hint_for(
+                ErrorKind::NotFound,
+                "Nothing was chosen: write the file first (write_file or exec), or check the path with list_files.",
+            )
+        })?;
+    match st.file_type {
+        FileType::File => Ok(()),
+        FileType::Dir => Err(ToolError::Refused(format!(
+            "{field} {path} is a directory; give files (list_files shows what is in it); nothing was chosen"
+        ))),
+        _ => Err(ToolError::Refused(format!(
+            "{field} {path} is not a regular file; nothing was chosen"
+        ))),
+    }
+}
+
+/// Click `el` with file choosers caught: the input whose chooser opened,
+/// and whether it takes several files.
+async fn chooser_of(
+    ctx: &ToolContext,
+    tab: &Tab,
+    el: &super::snapshot::Element,
+    n: u64,
+    who: &str,
+) -> Result<(u64, bool, Option<String>)> {
+    let session = Some(tab.session.as_str());
+    let point = point_of(ctx, tab, el, n, "nothing was chosen").await?;
+    send(
+        ctx,
+        session,
+        "Page.setInterceptFileChooserDialog",
+        json!({"enabled": true}),
+        None,
+    )
+    .await?;
+    let r = async {
+        let since = cursor(ctx, &tab.session).await?;
+        let dialog = mouse_click(ctx, tab, point, Button::Left, 1, 0, since).await?;
+        let (evs, _) = events(
+            ctx,
+            &tab.session,
+            since,
+            &["Page.fileChooserOpened"],
+            CHOOSER_WAIT,
+        )
+        .await?;
+        Ok::<_, ToolError>((evs, dialog))
+    }
+    .await;
+    let _ = send(
+        ctx,
+        session,
+        "Page.setInterceptFileChooserDialog",
+        json!({"enabled": false}),
+        None,
+    )
+    .await;
+    let (evs, dialog) = r?;
+    let Some(e) = evs.into_iter().next() else {
+        return Err(ToolError::Refused(format!(
+            "{who} is not a file input, and clicking it opened no file chooser within {} s{}; nothing was chosen (it was clicked): take a new snapshot and give the ref of the file input or of its button",
+            CHOOSER_WAIT.as_secs(),
+            dialog_words(&dialog)
+        )));
+    };
+    let backend = e.params["backendNodeId"]
+        .as_u64()
+        .ok_or_else(|| ToolError::Broken("the browser's file chooser named no input".into()))?;
+    let multiple = e.params["mode"] == "selectMultiple";
+    Ok((backend, multiple, dialog))
+}
+
+/// "a.txt (12 bytes), b.png (3400 bytes)" for what the input holds.
+async fn holds(ctx: &ToolContext, tab: &Tab, backend: u64) -> Result<String> {
+    let obj = object(ctx, tab, backend, "the file input").await?;
+    let v = call_on(ctx, tab, &obj, INPUT_FILES, vec![]).await;
+    release(ctx, tab).await;
+    let files: Vec<String> = v?
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|f| {
+            let name = f[0].as_str().unwrap_or("");
+            let size = f[1].as_u64().unwrap_or(0);
+            format!("{name} ({size} bytes)")
+        })
+        .collect();
+    Ok(if files.is_empty() {
+        "no file".to_string()
+    } else {
+        files.join(", ")
+    })
+}
