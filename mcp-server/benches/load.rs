@@ -148,7 +148,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ms(p99.saturating_sub(single_med))
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
-    show("server after the burst", server_before, usage(server_pid));
+    show(
+        "server 1 s after the burst",
+        server_before,
+        usage(server_pid),
+    );
+    // The server gives the burst's free heap back within a few seconds.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    show(
+        "server 7 s after the burst",
+        server_before,
+        usage(server_pid),
+    );
     show("daemon after the burst", daemon_before, usage(daemon));
 
     // Ten thousand one after another.

@@ -24,6 +24,7 @@ mod doctor;
 mod fake_tests;
 mod http;
 mod logging;
+mod memory;
 mod resources;
 mod server;
 mod session;
@@ -135,7 +136,10 @@ fn run(parsed: Parsed) -> i32 {
             }
         }
         let result = match parsed.cli.command {
-            None | Some(Command::Serve(_)) => serve(provider, config).await,
+            None | Some(Command::Serve(_)) => {
+                memory::trim_when_idle();
+                serve(provider, config).await
+            }
             Some(Command::Exec(args)) => exec(provider, &config, args).await,
             Some(Command::Sweep(a)) => sweep(provider, a).await,
             Some(Command::Computers(c)) => manage(provider, c).await,
