@@ -100,6 +100,7 @@ impl Env {
             daemon: cache::ensure_copy(&self.computerd, &self.cache.path().join("cache")).unwrap(),
             shares: vec![],
             display: None,
+            egress: None,
         }
     }
 
