@@ -219,6 +219,8 @@ impl EgressPlan {
             entrypoint: Some(vec![DAEMON_PATH.to_string()]),
             cmd: Some(self.args()),
             labels: Some(self.labels.clone().into_iter().collect()),
+            // It keeps nothing to flush, and as PID 1 it would ignore TERM.
+            stop_signal: Some("SIGKILL".into()),
             attach_stdin: Some(false),
             attach_stdout: Some(false),
             attach_stderr: Some(false),
