@@ -468,8 +468,8 @@ async fn a_docker_allowlisted_computer_reaches_its_names_through_its_hardened_pr
     let labels = Labels::from([(TEST_LABEL.to_string(), e.test.clone())]);
     let listed = e.p.list(&labels, &cancel).await.unwrap();
     assert_eq!(
-        listed.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
-        [c.id.clone()]
+        listed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        [c.id.as_str()]
     );
     assert_eq!(
         e.left().await,
@@ -662,7 +662,7 @@ async fn the_proxy_ends_at_the_deadline_and_parts_left_with_no_computer_are_swep
     assert_eq!(e.left().await, (vec![proxy.clone()], vec![proxy.clone()]));
     // Within its life, with its computer gone only just now, it is kept.
     assert_eq!(e.p.sweep(&cancel).await.unwrap(), Vec::<String>::new());
-    assert_eq!(e.left().await.0, [proxy.clone()]);
+    assert_eq!(e.left().await.0, vec![proxy.clone()]);
 
     // At the deadline the proxy ends itself.
     let deadline: computerd::launch::Time = c.deadline.parse().unwrap();
