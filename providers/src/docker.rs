@@ -841,6 +841,14 @@ impl DockerProvider {
             ),
             format!("limits: {} (read back from docker inspect)", plan.limits),
         ];
+        if plan.egress.is_some() {
+            notes.push(format!(
+                "egress: its one way out is the proxy container {} (Docker's default bridge, no published port, read-only root, no capability, 0.5 CPU, 256 MiB, 64 pids), its socket in the volume {} mounted read-only at {}",
+                egress::name_of(&plan.name),
+                egress::name_of(&plan.name),
+                egress::MOUNT
+            ));
+        }
         for s in &plan.shares {
             notes.push(format!(
                 "share: {} at {}{}",
