@@ -531,11 +531,16 @@ async fn a_stopped_or_changed_proxy_reads_back_as_other_and_attach_refuses_it() 
         "{}",
         err.message
     );
+    // Init's relay answers 502 in words, which can be lost to a reset
+    // when it closes before reading the request; either way nothing is
+    // reached.
     let o = e.bash(&c, "get http://good.eg.test/ good.eg.test").await;
     assert!(
-        body(&o).starts_with("502 the computer's egress proxy does not answer"),
+        body(&o).starts_with("502 the computer's egress proxy does not answer")
+            || !o.contains("HTTP/1.1"),
         "{o}"
     );
+    assert!(!o.contains("served-by"), "{o}");
 
     // Another proxy, as create makes one but with another list.
     let v = e.inspect(&proxy).await;
