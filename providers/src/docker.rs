@@ -1137,7 +1137,19 @@ impl Provider for DockerProvider {
         if plan.egress.is_some() {
             let addresses = self.egress_addresses(&docker, &host).await?;
             if let Some(ep) = self.egress_plan(&plan, addresses) {
-                let started = self.start_egress(&docker, &ep, cancel).await;
+                let began = std::time::Instant::now();
+                let started = match self.start_egress(&docker, &ep, cancel).await {
+                    Err(e) if deadline_ms(&plan.deadline) <= now_ms() => Err(ProviderError::new(
+                        ErrorCode::Timeout,
+                        format!(
+                            "its lifetime of {} ended before its egress proxy was ready (it took {:.1} s): {}",
+                            crate::types::human_ms(spec.lifetime_ms),
+                            began.elapsed().as_secs_f64(),
+                            e.message
+                        ),
+                    )),
+                    r => r,
+                };
                 if started.is_err() || cancel.is_cancelled() {
                     if let Err(e) = self.remove_egress(&docker, &name).await {
                         tracing::warn!(

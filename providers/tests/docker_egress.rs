@@ -636,6 +636,25 @@ async fn the_proxy_ends_at_the_deadline_and_parts_left_with_no_computer_are_swep
         err.message
     );
     assert_eq!(e.left().await, (vec![], vec![]));
+    // A lifetime that ends before the proxy is ready fails create as a
+    // timeout, in words, with nothing left and no computer run.
+    let err =
+        e.p.create(&e.spec(1, &["good.eg.test"]), &cancel)
+            .await
+            .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Timeout, "{err:?}");
+    assert!(
+        err.message
+            .starts_with("its lifetime of 1 ms ended before its egress proxy was ready"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains("--deadline is in the past"),
+        "{}",
+        err.message
+    );
+    assert_eq!(e.left().await, (vec![], vec![]));
 
     // `public`: every public name, through the same proxy.
     let spec = e.spec(20_000, &["*"]);
