@@ -561,6 +561,29 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn an_allowlisted_computer_holds_its_socket_volume_and_init_relay() {
+        let mut p = plan();
+        p.network = crate::types::NetworkKind::Allow;
+        p.egress = Some(vec!["good.eg.test".into()]);
+        let i = inspected(&p);
+        assert_eq!(inspect_drift(&p, &i, &host()), Vec::<String>::new());
+        // The volume writable, or init not relaying, is drift.
+        let mut w = i.clone();
+        w["HostConfig"]["Mounts"][1]["ReadOnly"] = false.into();
+        let d = inspect_drift(&p, &w, &host());
+        assert!(d[0].starts_with("HostConfig.Mounts is"), "{d:?}");
+        let mut n = p.clone();
+        n.egress = None;
+        n.network = crate::types::NetworkKind::None;
+        let d = inspect_drift(&n, &i, &host());
+        assert!(d.iter().any(|m| m.starts_with("Config.Cmd is")), "{d:?}");
+        assert!(
+            d.iter().any(|m| m.starts_with("HostConfig.Mounts is")),
+            "{d:?}"
+        );
+    }
+
+    #[test]
     fn a_desktop_holds_its_display_and_a_sandbox_none() {
         let mut p = plan();
         p.display = Some(":0".into());
