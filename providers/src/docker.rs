@@ -1440,8 +1440,12 @@ impl Provider for DockerProvider {
         }
         // Proxies and volumes left with no computer (not computers: not
         // counted in what the sweep deleted).
-        if let Err(e) = self.sweep_egress(now, limit).await {
-            failed.push(e.message);
+        match self.sweep_egress(now, limit).await {
+            Ok(parts) if !parts.is_empty() => {
+                tracing::info!("the sweep removed egress proxies left behind: {parts:?}");
+            }
+            Ok(_) => {}
+            Err(e) => failed.push(e.message),
         }
         if !failed.is_empty() {
             return Err(ProviderError::failed(format!(

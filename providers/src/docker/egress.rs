@@ -829,8 +829,8 @@ impl super::DockerProvider {
         out
     }
 
-    /// Every part of `computer`'s (found by [`LABEL`], never by name
-    /// alone) that `f` acts on: containers first, then volumes.
+    /// The ids of `computer`'s proxy containers and the names of its
+    /// volumes, found by [`LABEL`], never by name alone.
     async fn parts(
         &self,
         docker: &bollard::Docker,
