@@ -21,10 +21,13 @@
 //! - [`cache`]: the daemon's copy the computers bind.
 //! - [`image`]: an image by name or from a recipe, one flight per image.
 //! - [`stream`]: the exec that carries a connection.
+//! - [`egress`]: an allowlist's proxy container and socket volume, made,
+//!   read back and removed with their computer.
 
 pub mod cache;
 pub mod desktop;
 pub mod drift;
+pub mod egress;
 pub mod host;
 pub mod image;
 pub mod plan;
@@ -146,6 +149,15 @@ pub struct DockerOptions {
     /// Chromium, which each connection starts headless in the container
     /// on its debugging pipe ([`crate::cdp`]).
     pub browser: bool,
+    /// The DNS servers an allowlist's proxy asks instead of its
+    /// container's resolv.conf (tests and embedders).
+    pub egress_resolvers: Vec<std::net::SocketAddr>,
+    /// The Docker host's own addresses beyond this process's interfaces'
+    /// (a NAT'd public IP), refused by every proxy as this-host; needed
+    /// for an allowlist when this process runs in a container.
+    pub egress_host_addresses: Vec<std::net::IpAddr>,
+    /// The root under which the signs of a container are read (`/`).
+    pub egress_host_root: PathBuf,
 }
 
 impl DockerOptions {
@@ -159,6 +171,9 @@ impl DockerOptions {
             max_lifetime_ms: MAX_LIFETIME_MS,
             desktop: None,
             browser: false,
+            egress_resolvers: Vec::new(),
+            egress_host_addresses: Vec::new(),
+            egress_host_root: PathBuf::from("/"),
         }
     }
 }
@@ -316,7 +331,11 @@ impl DockerProvider {
         check_lifetime(spec.lifetime_ms, &caps)?;
         check_labels(&spec.labels)?;
         for (k, v) in &spec.labels {
-            if k == label::COMPUTER || k == label::DEADLINE {
+            if k == label::COMPUTER
+                || k == label::DEADLINE
+                || k == egress::LABEL
+                || k == egress::LIST_LABEL
+            {
                 return Err(ProviderError::invalid(
                     "labels",
                     format!("the label {k} is the provider's own; leave it out"),
@@ -331,14 +350,18 @@ impl DockerProvider {
         }
         desktop::check_kind(spec.kind, self.made_kind())?;
         self.image_of(spec)?.check()?;
-        match &spec.network {
-            NetworkPolicy::None | NetworkPolicy::Open => {}
-            NetworkPolicy::Allow(_) => {
-                return Err(ProviderError::unsupported(
-                    "network allow (a list of hosts) needs the Docker provider's egress proxy, which is not built yet: ask for network none or open",
-                )
-                .with_field("network"));
-            }
+        let allow = egress::list_of(&spec.network)?.is_some();
+        if allow
+            && let Some(u) = &spec.user
+            && plan::parse_user("user", u)?.0 == egress::UID
+        {
+            return Err(ProviderError::invalid(
+                "user",
+                format!(
+                    "uid {} is the egress proxy's own: an allowlisted computer runs as another",
+                    egress::UID
+                ),
+            ));
         }
         if spec.mount.is_some() {
             return Err(ProviderError::unsupported(
@@ -369,6 +392,12 @@ impl DockerProvider {
                     "this Docker host remaps user ids ({remap}), so a share's owner on the host is not the computer's user: leave share out, or use a Docker without remapping"
                 ))
                 .with_field("share"));
+            }
+            if let (Some(remap), true) = (&h.remap, allow) {
+                return Err(ProviderError::unsupported(format!(
+                    "this Docker host remaps user ids ({remap}), so the egress proxy's socket volume would be owned by host ids the computer's user does not map to: ask for network none or open, or use a Docker without remapping"
+                ))
+                .with_field("network"));
             }
         }
         Ok(())
@@ -452,7 +481,21 @@ impl DockerProvider {
                 (0, 0)
             }
         };
+        let egress = labels
+            .get(egress::LIST_LABEL)
+            .map(|l| egress::list_in_label(l));
+        if let Some(l) = &egress {
+            match computerd::protocol::egress::Allowlist::parse(l) {
+                Ok(list) if list.entries() == *l => {}
+                _ => bad.push(format!(
+                    "its label {} holds {:?}, which is no network list create writes",
+                    egress::LIST_LABEL,
+                    l.join(",")
+                )),
+            }
+        }
         let network = match hc["NetworkMode"].as_str() {
+            Some("none") if egress.is_some() => NetworkKind::Allow,
             Some("none") => NetworkKind::None,
             Some("bridge") | Some("default") => NetworkKind::Open,
             _ => {
@@ -463,6 +506,13 @@ impl DockerProvider {
                 NetworkKind::None
             }
         };
+        if egress.is_some() && network != NetworkKind::Allow {
+            bad.push(format!(
+                "it carries a network list ({}) but is on network mode {}, where an allowlisted computer is on \"none\"",
+                egress::LIST_LABEL,
+                hc["NetworkMode"]
+            ));
+        }
         let memory = hc["Memory"].as_i64().unwrap_or(0).max(0) as u64 / (1024 * 1024);
         let quota = hc["CpuQuota"].as_i64().unwrap_or(0);
         let limits = Limits {
@@ -524,6 +574,7 @@ impl DockerProvider {
             daemon,
             shares,
             display,
+            egress,
         };
         // The sizes as check allows them, on this host.
         let size = self.host.get().map(|h| h.size);
@@ -684,6 +735,30 @@ impl DockerProvider {
         .map(|_| ())
     }
 
+    /// Remove a computer, then its egress proxy and volume (none is fine).
+    async fn remove_with_parts(&self, docker: &Docker, name: &str) -> Result<()> {
+        let computer = self.remove(docker, name).await;
+        let parts = self.remove_egress(docker, name).await;
+        computer.and(parts)
+    }
+
+    /// A computer's network, read back from docker inspect (`v`), and for
+    /// an allowlist from its proxy and volume too.
+    async fn read_net(&self, docker: &Docker, v: &Value) -> Result<NetworkReadBack> {
+        if v["Config"]["Labels"][egress::LIST_LABEL].is_null() {
+            return read_network(v);
+        }
+        let plan = self.plan_of(v).map_err(|why| {
+            ProviderError::refused(format!(
+                "the Docker computer {} has network allow, but it is not what this provider makes: {}",
+                name_of(v),
+                why.join("; ")
+            ))
+            .with_field("network")
+        })?;
+        self.read_egress(docker, v, &plan).await
+    }
+
     /// The part of create after the container exists; the caller removes
     /// it on an error.
     async fn start(
@@ -756,7 +831,7 @@ impl DockerProvider {
                 drift.join("; ")
             )));
         }
-        let network = read_network(&v)?;
+        let network = self.read_net(docker, &v).await?;
         let mut notes = vec![
             format!(
                 "isolation: a Docker container (engine {}) as {} with no capability, no-new-privileges and Docker's seccomp profile; private IPC and cgroup namespaces; /work (HOME) is a {} MiB tmpfs",
@@ -766,6 +841,14 @@ impl DockerProvider {
             ),
             format!("limits: {} (read back from docker inspect)", plan.limits),
         ];
+        if plan.egress.is_some() {
+            notes.push(format!(
+                "egress: its one way out is the proxy container {} (Docker's default bridge, no published port, read-only root, no capability, 0.5 CPU, 256 MiB, 64 pids), its socket in the volume {} mounted read-only at {}",
+                egress::name_of(&plan.name),
+                egress::name_of(&plan.name),
+                egress::MOUNT
+            ));
+        }
         for s in &plan.shares {
             notes.push(format!(
                 "share: {} at {}{}",
@@ -858,6 +941,12 @@ fn format_ms(ms: i64) -> String {
 /// on Docker's own none network alone (only lo inside); open the default
 /// bridge alone; anything else is refused in words, never a policy.
 pub fn read_network(v: &Value) -> Result<NetworkReadBack> {
+    if let Some(l) = v["Config"]["Labels"][egress::LIST_LABEL].as_str() {
+        return Err(ProviderError::refused(format!(
+            "the computer's network is the allowlist {l}, which is read back with its egress proxy (DockerProvider::network), not from its inspect alone"
+        ))
+        .with_field("network"));
+    }
     let mode = v["HostConfig"]["NetworkMode"].as_str().unwrap_or("");
     let nets: Vec<String> = v["NetworkSettings"]["Networks"]
         .as_object()
@@ -972,7 +1061,7 @@ impl Provider for DockerProvider {
             lifetime: LifetimeMode::Janitor,
             release: vec![Release::Stop, Release::Delete],
             max_lifetime_ms: self.opts.max_lifetime_ms,
-            networks: vec![NetworkKind::None, NetworkKind::Open],
+            networks: vec![NetworkKind::None, NetworkKind::Open, NetworkKind::Allow],
             network_read_back: true,
             isolation: "a Docker container: a non-root user (unless the spec asks for root), no capability, no-new-privileges, Docker's seccomp profile, private IPC and cgroup namespaces, bounded CPU, memory (no swap) and pids, read back after create".into(),
             extend: false,
@@ -1024,6 +1113,10 @@ impl Provider for DockerProvider {
         for (k, v) in Plan::own_labels(&deadline) {
             labels.insert(k.into(), v);
         }
+        let allow = egress::list_of(&spec.network)?;
+        if let Some(l) = &allow {
+            labels.insert(egress::LIST_LABEL.into(), l.join(","));
+        }
         let plan = Plan {
             name: name.clone(),
             image,
@@ -1035,20 +1128,54 @@ impl Provider for DockerProvider {
             daemon,
             shares,
             display: self.opts.desktop.map(|_| desktop::DISPLAY.to_string()),
+            egress: allow,
         };
         if cancel.is_cancelled() {
             return Err(aborted("creating the computer"));
         }
-        docker
+        // An allowlist's proxy first: the computer is never run without it.
+        if plan.egress.is_some() {
+            let addresses = self.egress_addresses(&docker, &host).await?;
+            if let Some(ep) = self.egress_plan(&plan, addresses) {
+                let began = std::time::Instant::now();
+                let started = match self.start_egress(&docker, &ep, cancel).await {
+                    Err(e) if deadline_ms(&plan.deadline) <= now_ms() => Err(ProviderError::new(
+                        ErrorCode::Timeout,
+                        format!(
+                            "its lifetime of {} ended before its egress proxy was ready (it took {:.1} s): {}",
+                            crate::types::human_ms(spec.lifetime_ms),
+                            began.elapsed().as_secs_f64(),
+                            e.message
+                        ),
+                    )),
+                    r => r,
+                };
+                if started.is_err() || cancel.is_cancelled() {
+                    if let Err(e) = self.remove_egress(&docker, &name).await {
+                        tracing::warn!(
+                            computer = name,
+                            "removing a failed egress proxy: {}",
+                            e.message
+                        );
+                    }
+                    started?;
+                    return Err(aborted("creating the computer"));
+                }
+            }
+        }
+        let made = match docker
             .create_container(
                 Some(CreateContainerOptionsBuilder::new().name(&name).build()),
                 plan.body(),
             )
             .await
-            .map_err(self.err("making the container"))?;
-        let made = self.start(&docker, &plan, &host, cancel).await;
+            .map_err(self.err("making the container"))
+        {
+            Ok(_) => self.start(&docker, &plan, &host, cancel).await,
+            Err(e) => Err(e),
+        };
         if made.is_err() || cancel.is_cancelled() {
-            if let Err(e) = self.remove(&docker, &name).await {
+            if let Err(e) = self.remove_with_parts(&docker, &name).await {
                 tracing::warn!(computer = name, "removing a failed computer: {}", e.message);
             }
             if cancel.is_cancelled() {
@@ -1101,6 +1228,12 @@ impl Provider for DockerProvider {
                 own.display()
             ));
         }
+        if drift.is_empty() && plan.egress.is_some() {
+            let docker = self.engine()?;
+            if let Err(e) = self.read_egress(&docker, &v, &plan).await {
+                drift.push(e.message);
+            }
+        }
         if drift.is_empty() && v["State"]["Running"].as_bool() == Some(true) {
             let conn =
                 Self::hello(stream::open(&docker, &self.shown_socket(), &name).await?).await?;
@@ -1130,11 +1263,12 @@ impl Provider for DockerProvider {
         &self,
         computer: &ComputerRef,
         policy: Option<&NetworkPolicy>,
-        _cancel: &CancellationToken,
+        cancel: &CancellationToken,
     ) -> Result<NetworkReadBack> {
         let docker = self.engine()?;
         let v = self.find(&docker, &computer.id).await?;
-        let read = read_network(&v)?;
+        self.host(cancel).await?;
+        let read = self.read_net(&docker, &v).await?;
         if let Some(p) = policy
             && p.kind() != read.kind
         {
@@ -1143,6 +1277,19 @@ impl Provider for DockerProvider {
                 read.kind
             ))
             .with_field("network"));
+        }
+        if let Some(asked) = policy.map(egress::list_of).transpose()?.flatten() {
+            let held = v["Config"]["Labels"][egress::LIST_LABEL]
+                .as_str()
+                .map(egress::list_in_label)
+                .unwrap_or_default();
+            if asked != held {
+                return Err(ProviderError::unsupported(format!(
+                    "a Docker computer's network is fixed when it is made (it is allow {}); make another computer",
+                    held.join(", ")
+                ))
+                .with_field("network"));
+            }
         }
         Ok(read)
     }
@@ -1236,12 +1383,13 @@ impl Provider for DockerProvider {
         match self.find(&docker, &computer.id).await {
             Ok(_) => {}
             Err(e) if e.code == ErrorCode::NotFound && plan::is_computer_name(&computer.id) => {
-                return Ok(());
+                // Its parts, should any be left.
+                return self.remove_egress(&docker, &computer.id).await;
             }
             Err(e) => return Err(e),
         }
         match how {
-            Release::Delete => self.remove(&docker, &computer.id).await,
+            Release::Delete => self.remove_with_parts(&docker, &computer.id).await,
             Release::Stop => match docker
                 .stop_container(
                     &computer.id,
@@ -1260,7 +1408,8 @@ impl Provider for DockerProvider {
                     "stopping the computer",
                     e,
                 )),
-            },
+            }
+            .and(self.stop_egress(&docker, &computer.id).await),
         }
     }
 
@@ -1284,10 +1433,19 @@ impl Provider for DockerProvider {
                 continue;
             }
             let docker = self.engine()?;
-            match self.remove(&docker, &name).await {
+            match self.remove_with_parts(&docker, &name).await {
                 Ok(()) => deleted.push(name),
                 Err(e) => failed.push(format!("{name}: {}", e.message)),
             }
+        }
+        // Proxies and volumes left with no computer (not computers: not
+        // counted in what the sweep deleted).
+        match self.sweep_egress(now, limit).await {
+            Ok(parts) if !parts.is_empty() => {
+                tracing::info!("the sweep removed egress proxies left behind: {parts:?}");
+            }
+            Ok(_) => {}
+            Err(e) => failed.push(e.message),
         }
         if !failed.is_empty() {
             return Err(ProviderError::failed(format!(
@@ -1326,10 +1484,26 @@ mod tests {
         );
         s.lifetime_ms = 60_000;
         assert!(provider().check(&s).is_ok());
-        s.network = NetworkPolicy::Allow(vec!["pypi.org".into()]);
+        s.network = NetworkPolicy::Allow(vec!["pypi.org".into(), "*.pythonhosted.org".into()]);
+        assert!(provider().check(&s).is_ok());
+        s.network = NetworkPolicy::Allow(vec!["pypi.org".into(), "10.0.0.0/8".into()]);
         let e = refused(&s);
         assert_eq!(e.field.as_deref(), Some("network"));
-        assert!(e.message.contains("egress proxy"), "{}", e.message);
+        assert!(
+            e.message
+                .contains("\"10.0.0.0/8\": the range holds private"),
+            "{}",
+            e.message
+        );
+        s.network = NetworkPolicy::Allow(vec![]);
+        assert_eq!(refused(&s).field.as_deref(), Some("network"));
+        s.network = NetworkPolicy::Allow(vec!["pypi.org".into()]);
+        s.user = Some(format!("{}", egress::UID));
+        assert_eq!(refused(&s).field.as_deref(), Some("user"));
+        s.user = None;
+        s.labels.insert(egress::LIST_LABEL.into(), "x.y".into());
+        assert_eq!(refused(&s).field.as_deref(), Some("labels"));
+        s.labels.clear();
         s.network = NetworkPolicy::None;
         s.user = Some("root".into());
         assert_eq!(refused(&s).field.as_deref(), Some("user"));
@@ -1383,6 +1557,7 @@ mod tests {
             labels,
             daemon: "/cache/computerd-abc".into(),
             display: None,
+            egress: None,
             shares: vec![Share {
                 source: "/srv/ws".into(),
                 target: WORKSPACE.into(),

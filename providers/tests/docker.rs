@@ -100,6 +100,7 @@ impl Env {
             daemon: cache::ensure_copy(&self.computerd, &self.cache.path().join("cache")).unwrap(),
             shares: vec![],
             display: None,
+            egress: None,
         }
     }
 
@@ -604,8 +605,10 @@ async fn bad_input_is_refused_in_words_with_nothing_left_behind() {
             .await
             .unwrap_err();
     assert_eq!(err.field.as_deref(), Some("lifetime"));
+    // A list the egress proxy does not take (allowlists themselves are
+    // tests/docker_egress.rs's).
     let mut spec = e.spec(600_000);
-    spec.network = NetworkPolicy::Allow(vec!["pypi.org".into()]);
+    spec.network = NetworkPolicy::Allow(vec!["pypi.org".into(), "10.0.0.0/8".into()]);
     assert_eq!(
         e.p.create(&spec, &cancel)
             .await

@@ -72,7 +72,8 @@ pub const IRRELEVANT_CONFIG: &[&str] = &[
 /// The groups a Docker computer's daemon answers, no more, no fewer.
 pub const GROUPS: &[Group] = &[Group::Exec, Group::Files, Group::Processes];
 
-fn empty(v: &Value) -> bool {
+/// Absent, null, "", 0, false, [] or {}.
+pub(crate) fn empty(v: &Value) -> bool {
     match v {
         Value::Null => true,
         Value::Bool(b) => !b,
@@ -257,15 +258,16 @@ pub fn inspect_drift(plan: &Plan, inspected: &Value, host: &Host) -> Vec<String>
         .mounts()
         .iter()
         .map(|m| {
+            let bind = m.typ == Some(bollard::models::MountType::BIND);
             (
-                "bind".to_string(),
+                if bind { "bind" } else { "volume" }.to_string(),
                 format!(
                     "{} -> {}",
                     m.source.clone().unwrap_or_default(),
                     m.target.clone().unwrap_or_default()
                 ),
                 m.read_only.unwrap_or(false),
-                "rprivate".to_string(),
+                if bind { "rprivate" } else { "" }.to_string(),
             )
         })
         .collect();
@@ -274,7 +276,7 @@ pub fn inspect_drift(plan: &Plan, inspected: &Value, host: &Host) -> Vec<String>
         "Mounts",
         mounts == planned_mounts,
         format!(
-            "exactly the daemon at {DAEMON_PATH} read-only and the shares asked for ({planned_mounts:?})"
+            "exactly the daemon at {DAEMON_PATH} read-only, the shares asked for and an allowlist's socket volume read-only ({planned_mounts:?})"
         ),
     );
     let mode = plan.network_mode();
@@ -417,6 +419,15 @@ pub fn inspect_drift(plan: &Plan, inspected: &Value, host: &Host) -> Vec<String>
             "the computer is on the networks {networks:?}, where it must be on {mode:?} alone"
         ));
     }
+    out.extend(confinement_drift(inspected, host));
+    out
+}
+
+/// The host's own confinement of a container: AppArmor's docker-default
+/// where the host has AppArmor, an SELinux label of type container_t where
+/// it has SELinux.
+pub(crate) fn confinement_drift(inspected: &Value, host: &Host) -> Vec<String> {
+    let mut out = Vec::new();
     let apparmor = inspected
         .get("AppArmorProfile")
         .and_then(Value::as_str)
@@ -492,7 +503,7 @@ pub fn hello_drift(hello: &HelloResult, host: &Host, desktop: bool) -> Vec<Strin
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::local::cgroup::Host as Size;
 
@@ -500,7 +511,7 @@ mod tests {
         crate::docker::plan::tests::plan()
     }
 
-    fn host() -> Host {
+    pub(crate) fn host() -> Host {
         Host {
             arch: "amd64".into(),
             size: Size {
@@ -512,6 +523,7 @@ mod tests {
             remap: None,
             missing: vec![],
             engine: "20.10".into(),
+            name: "host".into(),
         }
     }
 
@@ -545,6 +557,29 @@ mod tests {
         assert_eq!(
             inspect_drift(&p, &inspected(&p), &host()),
             Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn an_allowlisted_computer_holds_its_socket_volume_and_init_relay() {
+        let mut p = plan();
+        p.network = crate::types::NetworkKind::Allow;
+        p.egress = Some(vec!["good.eg.test".into()]);
+        let i = inspected(&p);
+        assert_eq!(inspect_drift(&p, &i, &host()), Vec::<String>::new());
+        // The volume writable, or init not relaying, is drift.
+        let mut w = i.clone();
+        w["HostConfig"]["Mounts"][1]["ReadOnly"] = false.into();
+        let d = inspect_drift(&p, &w, &host());
+        assert!(d[0].starts_with("HostConfig.Mounts is"), "{d:?}");
+        let mut n = p.clone();
+        n.egress = None;
+        n.network = crate::types::NetworkKind::None;
+        let d = inspect_drift(&n, &i, &host());
+        assert!(d.iter().any(|m| m.starts_with("Config.Cmd is")), "{d:?}");
+        assert!(
+            d.iter().any(|m| m.starts_with("HostConfig.Mounts is")),
+            "{d:?}"
         );
     }
 

@@ -29,6 +29,8 @@ pub struct Host {
     pub missing: Vec<String>,
     /// The engine's version, for notes.
     pub engine: String,
+    /// The engine host's name (`docker info`'s Name).
+    pub name: String,
 }
 
 impl Host {
@@ -98,6 +100,7 @@ impl Host {
             remap,
             missing,
             engine: info.server_version.clone().unwrap_or_default(),
+            name: info.name.clone().unwrap_or_default(),
         }
     }
 

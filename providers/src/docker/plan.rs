@@ -13,6 +13,7 @@ use bollard::models::{
 };
 use computerd::launch::{InitArgs, StdioArgs, Time};
 
+use super::egress;
 use crate::local::cgroup::{CPU_PERIOD_US, Limits};
 use crate::share::Share;
 use crate::types::{Labels, NetworkKind, ProviderError, Result, label};
@@ -37,7 +38,7 @@ pub struct Plan {
     pub image: String,
     /// uid:gid, numbers.
     pub user: (u32, u32),
-    /// None or Open (an allowlist is refused before a plan is made).
+    /// None, Open or Allow (then on network mode none, with `egress`).
     pub network: NetworkKind,
     pub limits: Limits,
     pub deadline: Time,
@@ -50,6 +51,10 @@ pub struct Plan {
     /// A desktop's X display, which init is told of (`--display`) and the
     /// provider starts an X server on.
     pub display: Option<String>,
+    /// An allowlist's entries, normalized: the computer mounts its proxy's
+    /// socket volume read-only and init relays to it (`--egress`); the
+    /// list is in its label [`egress::LIST_LABEL`].
+    pub egress: Option<Vec<String>>,
 }
 
 impl Plan {
@@ -66,6 +71,9 @@ impl Plan {
     pub fn init_args(&self) -> Vec<String> {
         let mut init = InitArgs::new(self.deadline, format!("{RUN_DIR}/computerd.sock"));
         init.display = self.display.clone();
+        if self.egress.is_some() {
+            init.egress = Some(egress::SOCKET.into());
+        }
         strings(init.to_args())
     }
 
@@ -109,7 +117,8 @@ impl Plan {
         ])
     }
 
-    /// The daemon read-only, then every share; nothing else.
+    /// The daemon read-only, then every share, then an allowlist's socket
+    /// volume read-only; nothing else.
     pub fn mounts(&self) -> Vec<Mount> {
         let bind = |source: String, target: String, read_only: bool| Mount {
             target: Some(target),
@@ -133,6 +142,9 @@ impl Plan {
                 s.target.clone(),
                 s.read_only,
             ));
+        }
+        if self.egress.is_some() {
+            out.push(egress::volume_mount(&egress::name_of(&self.name), true));
         }
         out
     }
@@ -252,6 +264,7 @@ pub(crate) mod tests {
             daemon: "/cache/computerd-abc".into(),
             shares: vec![],
             display: None,
+            egress: None,
         }
     }
 
@@ -300,6 +313,34 @@ pub(crate) mod tests {
                 "stdio",
                 "--socket",
                 "/run/computerd/computerd.sock"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_allowlisted_computer_is_on_none_with_its_socket_volume_and_init_relaying() {
+        let mut p = plan();
+        p.network = NetworkKind::Allow;
+        p.egress = Some(vec!["good.eg.test".into()]);
+        let b = p.body();
+        let h = b.host_config.clone().unwrap();
+        assert_eq!(h.network_mode.as_deref(), Some("none"));
+        let m = h.mounts.unwrap();
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[1].typ, Some(MountType::VOLUME));
+        assert_eq!(m[1].source.as_deref(), Some("computer-0123456789ab-egress"));
+        assert_eq!(m[1].target.as_deref(), Some("/run/egress"));
+        assert_eq!(m[1].read_only, Some(true));
+        assert_eq!(
+            b.cmd.unwrap(),
+            vec![
+                "init",
+                "--deadline",
+                "2026-12-01T10:00:00Z",
+                "--socket",
+                "/run/computerd/computerd.sock",
+                "--egress",
+                "/run/egress/egress.sock"
             ]
         );
     }
