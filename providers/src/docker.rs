@@ -126,6 +126,14 @@ pub struct DockerSettings {
     #[arg(id = "docker.cache_dir", long = "docker-cache-dir", value_name = "DIR")]
     #[arg(env = "COMPUTER_MCP_DOCKER_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// With --kind desktop: the image has Chromium, so desktops list the page tools and show the browser they drive on their screen (ignored by other kinds). [default: false]
+    #[arg(
+        id = "docker.desktop_browser",
+        long = "docker-desktop-browser",
+        value_name = "BOOL"
+    )]
+    #[arg(env = "COMPUTER_MCP_DOCKER_DESKTOP_BROWSER")]
+    pub desktop_browser: Option<bool>,
 }
 
 /// The Docker provider's options, resolved.
@@ -149,6 +157,10 @@ pub struct DockerOptions {
     /// Chromium, which each connection starts headless in the container
     /// on its debugging pipe ([`crate::cdp`]).
     pub browser: bool,
+    /// A desktop's image has Chromium: desktops declare cdp, and each
+    /// connection drives a Chromium shown on the screen, started when a
+    /// page tool first needs it.
+    pub desktop_browser: bool,
     /// The DNS servers an allowlist's proxy asks instead of its
     /// container's resolv.conf (tests and embedders).
     pub egress_resolvers: Vec<std::net::SocketAddr>,
@@ -171,6 +183,7 @@ impl DockerOptions {
             max_lifetime_ms: MAX_LIFETIME_MS,
             desktop: None,
             browser: false,
+            desktop_browser: false,
             egress_resolvers: Vec::new(),
             egress_host_addresses: Vec::new(),
             egress_host_root: PathBuf::from("/"),
@@ -315,6 +328,12 @@ impl DockerProvider {
             None => cgroup::Host::read()?,
         };
         Limits::from_sizes(&spec.sizes, &size)
+    }
+
+    /// Whether its computers run the image's Chromium: a browser always, a
+    /// desktop when told its image has one.
+    fn runs_chromium(&self) -> bool {
+        self.opts.browser || (self.opts.desktop.is_some() && self.opts.desktop_browser)
     }
 
     /// The setting kind this provider's computers are.
@@ -790,7 +809,7 @@ impl DockerProvider {
             }
             Err(e) => return Err(e),
         };
-        if self.opts.browser {
+        if self.runs_chromium() {
             let found = tokio::select! {
                 r = crate::cdp::chromium::find_in_computer(&conn.client) => r,
                 _ = cancel.cancelled() => {
@@ -801,9 +820,14 @@ impl DockerProvider {
             if found.is_none() {
                 conn.client.close();
                 return Err(ProviderError::refused(format!(
-                    "the image {} has no Chromium (none at {}), and a browser runs the image's own: use an image with Debian's package chromium (fixtures/images/build.sh makes computer-mcp-test/desktop:bookworm); the container was deleted",
+                    "the image {} has no Chromium (none at {}), and {} runs the image's own: use an image with Debian's package chromium (fixtures/images/build.sh makes computer-mcp-test/desktop:bookworm); the container was deleted",
                     plan.image,
-                    crate::cdp::chromium::CHROMIUM_PATHS.join(", ")
+                    crate::cdp::chromium::CHROMIUM_PATHS.join(", "),
+                    if self.opts.browser {
+                        "a browser"
+                    } else {
+                        "a desktop told it has one (--docker-desktop-browser)"
+                    }
                 ))
                 .with_field("image"));
             }
@@ -1028,6 +1052,9 @@ impl Configure for DockerProvider {
         opts.user = user;
         opts.desktop = host.desktop;
         opts.browser = host.browser;
+        // Without a desktop it means nothing (a browser always runs the
+        // image's Chromium): `runs_chromium` reads it with the desktop.
+        opts.desktop_browser = settings.desktop_browser.unwrap_or(false);
         if let Some(s) = settings.socket {
             opts.socket = s;
         }
@@ -1046,7 +1073,7 @@ impl Provider for DockerProvider {
         if self.opts.desktop.is_some() {
             groups.extend_from_slice(desktop::GROUPS);
         }
-        if self.opts.browser {
+        if self.runs_chromium() {
             groups.push(Group::Cdp);
         }
         Capabilities {
@@ -1334,9 +1361,18 @@ impl Provider for DockerProvider {
                 drift.join("; ")
             )));
         }
-        if !self.opts.browser {
+        if !self.runs_chromium() {
             return Ok(conn);
         }
+        // An allowlisted computer's browser goes through its proxy's relay.
+        let allowlisted = match self.find(&docker, &computer.id).await {
+            Ok(v) => !v["Config"]["Labels"][egress::LIST_LABEL].is_null(),
+            Err(e) => {
+                conn.client.close();
+                return Err(e);
+            }
+        };
+        let desktop = self.opts.desktop.is_some();
         let Some(program) = crate::cdp::chromium::find_in_computer(&conn.client).await else {
             conn.client.close();
             return Err(ProviderError::refused(format!(
@@ -1348,23 +1384,31 @@ impl Provider for DockerProvider {
         let launch = crate::cdp::Launch {
             program: program.into(),
             profile: crate::cdp::chromium::PROFILE.into(),
-            headless: true,
-            proxy: None,
+            headless: !desktop,
+            proxy: allowlisted.then(|| crate::local::browser::EGRESS_PROXY.to_string()),
             debugging: crate::cdp::chromium::Debugging::Pipe,
         };
         let client = crate::cdp::BrowserClient::in_computer(
             conn.client,
             &conn.hello,
-            MachineKind::Browser,
+            if desktop {
+                conn.hello.kind
+            } else {
+                MachineKind::Browser
+            },
             &launch,
             Default::default(),
         );
-        client.start().await.map_err(|e| {
-            ProviderError::new(
-                e.code,
-                format!("the Docker computer {}: {}", computer.id, e.message),
-            )
-        })?;
+        // A browser is handed out running; a desktop's starts when a page
+        // tool first needs it (shown on its screen).
+        if !desktop {
+            client.start().await.map_err(|e| {
+                ProviderError::new(
+                    e.code,
+                    format!("the Docker computer {}: {}", computer.id, e.message),
+                )
+            })?;
+        }
         let hello = client.hello().clone();
         Ok(Connection {
             client: Arc::new(client),
@@ -1467,6 +1511,23 @@ mod tests {
             DockerOptions::new("/usr/bin/computerd".into(), "/tmp/cmcp-docker-cache".into());
         o.image = Some(ImageSource::Name("debian:bookworm".into()));
         DockerProvider::new(o).unwrap()
+    }
+
+    #[test]
+    fn a_desktop_declares_the_page_tools_only_when_told_its_image_has_chromium() {
+        let made = |desktop: bool, desktop_browser: bool, browser: bool| {
+            let mut o = DockerOptions::new("/c".into(), "/tmp/x".into());
+            o.desktop = desktop.then(|| "1280x800".parse().unwrap());
+            o.desktop_browser = desktop_browser;
+            o.browser = browser;
+            let caps = DockerProvider::new(o).unwrap().capabilities();
+            (caps.kind, caps.groups.contains(&Group::Cdp))
+        };
+        assert_eq!(made(true, false, false), (MachineKind::Desktop, false));
+        assert_eq!(made(true, true, false), (MachineKind::Desktop, true));
+        assert_eq!(made(false, false, true), (MachineKind::Browser, true));
+        // Without a desktop the setting means nothing.
+        assert_eq!(made(false, true, false), (MachineKind::Linux, false));
     }
 
     fn refused(spec: &ComputerSpec) -> ProviderError {

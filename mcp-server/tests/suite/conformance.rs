@@ -239,10 +239,19 @@ fn a_docker_desktop_passes_the_desktop_kind_through_the_command() {
             drift.to_str().unwrap(),
             "--fixture",
             fixture.to_str().unwrap(),
+            // The test image has Chromium: the browser cases run on the
+            // desktop's visible browser too.
+            "--docker-desktop-browser",
+            "true",
             "--json",
         ],
     );
     assert_desktop_passes(&out, "docker desktop");
+    assert_kind_passes(
+        &out,
+        "docker desktop's browser",
+        &["browser.version", "browser.evaluate", "browser.events"],
+    );
 }
 
 #[test]
