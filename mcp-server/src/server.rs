@@ -68,7 +68,6 @@ impl ComputerMcp {
             output_budget_bytes: c.output_budget,
             exec_default_timeout_ms: c.exec_timeout.as_millis() as u64,
             exec_max_timeout_ms: c.exec_max_timeout.as_millis() as u64,
-            idle_ms: c.fleet.idle.as_millis() as u64,
             open_world: c.network != NetworkArg::None,
             screenshot_max: (c.screenshot_max.width, c.screenshot_max.height),
         }
