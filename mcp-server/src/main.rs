@@ -24,6 +24,8 @@ mod doctor;
 mod fake_tests;
 mod http;
 mod logging;
+#[cfg(test)]
+mod readme_tests;
 mod resources;
 mod server;
 mod session;

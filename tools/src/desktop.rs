@@ -523,7 +523,7 @@ fn screenshot_tool(name: &'static str, s: &ToolSettings) -> Tool {
             "See the screen: a PNG fit to {}x{} (about 1.15 MP), and its frame id. Points you give any tool are in the pixels of the last screenshot.",
             s.screenshot_max.0, s.screenshot_max.1
         ),
-        hints("Screenshot", true, false, false, false),
+        hints("See the screen", true, false, false, false),
     )
 }
 
@@ -545,7 +545,7 @@ fn computer_tool(name: &'static str, s: &ToolSettings) -> Tool {
     make_tool::<ComputerArgs, ActOutput>(
         name,
         "One computer-use action, Anthropic computer_20251124 input as sent (key, hold_key, type, cursor_position, mouse_move, left_mouse_down/up, left_click, left_click_drag, right/middle/double/triple_click, scroll, wait, screenshot, zoom). Points are in the last screenshot's pixels; a click without coordinate acts at the pointer.".to_string(),
-        hints("Computer", false, true, false, s.open_world),
+        hints("Act on the screen (Anthropic computer use)", false, true, false, s.open_world),
     )
 }
 
@@ -639,7 +639,13 @@ fn input_tool(name: &'static str, s: &ToolSettings) -> Tool {
             "A batch of OpenAI computer actions as sent (click, double_click, drag, keypress, move, scroll, type, wait, screenshot), at most {}, checked whole before any is sent; stops at the first failure and says what was done. Points are in the last screenshot's pixels.",
             limits::MAX_ACTIONS
         ),
-        hints("Input", false, true, false, s.open_world),
+        hints(
+            "Act on the screen (OpenAI computer actions)",
+            false,
+            true,
+            false,
+            s.open_world,
+        ),
     )
 }
 
