@@ -149,6 +149,7 @@ impl ServerHandler for ComputerMcp {
                 .enable_tools()
                 .enable_prompts()
                 .enable_resources()
+                .enable_resources_list_changed()
                 .build(),
         )
         .with_server_info(Implementation::new(
@@ -250,11 +251,37 @@ default computer when its session ends."
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let name = request.name.to_string();
         let caller = match self.caller(&context) {
             Ok(c) => c,
-            Err(why) => return Ok(tool_error(format!("{name} could not run: {why}"))),
+            Err(why) => {
+                return Ok(tool_error(format!("{} could not run: {why}", request.name)));
+            }
         };
+        // A call that makes or releases a computer changes the caller's
+        // `computer://<handle>/info` resources: a session-bound client is
+        // told (a stateless request has no stream to tell it on).
+        let before = self.app.held_handles(&caller.principal);
+        let principal = caller.principal.clone();
+        let session_bound = caller.session.is_some();
+        let r = self.call_tool_as(request, &context, caller).await;
+        if session_bound && self.app.held_handles(&principal) != before {
+            let peer = context.peer.clone();
+            tokio::spawn(async move {
+                let _ = peer.notify_resource_list_changed().await;
+            });
+        }
+        r
+    }
+}
+
+impl ComputerMcp {
+    async fn call_tool_as(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        caller: Caller,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
         if fleet::is_fleet_tool(&name) {
             let fleet = CallerFleet {
                 app: Arc::clone(&self.app),
