@@ -108,6 +108,11 @@ fn next_steps(src: &str) -> Vec<String> {
             .unwrap();
         if let Some(lit) = last.strip_prefix('"').and_then(|l| l.strip_suffix('"')) {
             out.push(lit.replace("\\\"", "\""));
+        } else if last.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+            // A named next step: its `const NAME: &str = "…";`.
+            let decl = format!("const {last}: &str = \"");
+            let at = code.find(&decl).expect("the next step's const") + decl.len();
+            out.push(code[at..at + code[at..].find("\";").unwrap()].to_string());
         }
     }
     let m = code
@@ -126,6 +131,7 @@ fn next_steps(src: &str) -> Vec<String> {
 fn the_readme_troubleshooting_names_every_next_step_doctor_gives() {
     let steps = next_steps(include_str!("doctor.rs"));
     assert!(steps.len() >= 15, "{steps:?}");
+    assert!(steps.iter().any(|s| s.contains("crt-static")), "{steps:?}");
     let body = &README[README.find("## Troubleshooting").unwrap()..];
     let section = &body[..body[1..].find("\n## ").map_or(body.len(), |e| e + 1)];
     for s in steps {
