@@ -21,7 +21,7 @@ pub mod map;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine;
-use computerd::client::ComputerExt;
+use computerd::client::{ComputerClient, ComputerExt};
 use computerd::protocol::{
     Action, CheckOptions, Group, InputActionsParams, Region, ScreenReadParams, ScreenShotParams,
     ScreenShotResult, SettingKind, check_actions, limits,
@@ -173,6 +173,19 @@ fn last_frame(ctx: &ToolContext) -> Option<Frame> {
 
 /// A whole shot: the first reply and screen.read for the rest.
 async fn fetch(ctx: &ToolContext, region: Option<Region>) -> Result<(ScreenShotResult, Vec<u8>)> {
+    fetch_from(&ctx.client, region).await
+}
+
+/// The whole screen now, as the computer's PNG at its own size: what the
+/// server's `computer://<handle>/screen` resource shows a person.
+pub async fn screen_png(client: &Arc<dyn ComputerClient>) -> Result<(ScreenShotResult, Vec<u8>)> {
+    fetch_from(client, None).await
+}
+
+async fn fetch_from(
+    client: &Arc<dyn ComputerClient>,
+    region: Option<Region>,
+) -> Result<(ScreenShotResult, Vec<u8>)> {
     let failed = |e| match ToolError::client("taking the screenshot", e) {
         ToolError::Daemon { doing, error, .. } => ToolError::Daemon {
             doing,
@@ -181,16 +194,14 @@ async fn fetch(ctx: &ToolContext, region: Option<Region>) -> Result<(ScreenShotR
         },
         other => other,
     };
-    let r = ctx
-        .client
+    let r = client
         .call_typed(&ScreenShotParams { region })
         .await
         .map_err(failed)?;
     let mut png = r.data.0.clone();
     let mut eof = r.eof;
     while !eof {
-        let more = ctx
-            .client
+        let more = client
             .call_typed(&ScreenReadParams {
                 id: r.id.clone(),
                 offset: png.len() as u64,
