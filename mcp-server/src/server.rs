@@ -258,11 +258,12 @@ default computer when its session ends."
             }
         };
         // A call that makes or releases a computer changes the caller's
-        // `computer://<handle>/info` resources: a session-bound client is
-        // told (a stateless request has no stream to tell it on).
+        // `computer://<handle>/info` resources: a client that initialized a
+        // session is told (a stateless request, over HTTP or stdio, has no
+        // session to tell it in).
         let before = self.app.held_handles(&caller.principal);
         let principal = caller.principal.clone();
-        let session_bound = caller.session.is_some();
+        let session_bound = caller.session.is_some() && context.peer.peer_info().is_some();
         let r = self.call_tool_as(request, &context, caller).await;
         if session_bound && self.app.held_handles(&principal) != before {
             let peer = context.peer.clone();
