@@ -535,6 +535,20 @@ impl App {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The handles of the principal's computers held here, sorted: what
+    /// its `computer://<handle>/info` resources are, read without asking
+    /// the provider (a tool call compares them before and after itself).
+    pub fn held_handles(&self, principal: &Principal) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .entries()
+            .values()
+            .filter(|e| &e.principal == principal && e.lost().is_none())
+            .map(|e| e.handle.clone())
+            .collect();
+        out.sort();
+        out
+    }
+
     /// Admit one creation for `principal` under the bounds, or refuse in
     /// words naming the limit and the computers to release.
     async fn admit(&self, ask: &Ask) -> Result<Admitted<'_>, String> {

@@ -6,10 +6,11 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::serve::ListenerExt;
+use rmcp::transport::streamable_http_server::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use subtle::ConstantTimeEq;
@@ -69,6 +70,40 @@ async fn require_bearer(State(auth): State<Auth>, mut req: Request, next: Next) 
     next.run(req).await
 }
 
+/// A client's DELETE of its session: 204 once it has ended, 404 when no
+/// such session is open (rmcp answers 202 to both, which SDK clients that
+/// expect 200 or 204, as the Python SDK does, log as a failed termination).
+/// The id is not echoed: it is the session's one credential besides the
+/// token.
+async fn end_session(
+    State(sessions): State<Arc<LocalSessionManager>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if req.method() != Method::DELETE {
+        return next.run(req).await;
+    }
+    let id = req
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(Arc::<str>::from);
+    if let Some(id) = &id
+        && !sessions.has_session(id).await.unwrap_or(true)
+    {
+        return (
+            StatusCode::NOT_FOUND,
+            "no such session: it has ended, or never began\n",
+        )
+            .into_response();
+    }
+    let mut response = next.run(req).await;
+    if response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    response
+}
+
 /// Serve until `stop` fires; returns when every connection has closed.
 pub async fn serve(
     app: Arc<App>,
@@ -116,9 +151,10 @@ pub async fn serve(
     // One handler per session (2025-11-25 and before) or per stateless
     // request (2026-07-28); it finds its caller in each request.
     let factory_app = Arc::clone(&app);
+    let sessions = Arc::new(sessions);
     let service = StreamableHttpService::new(
         move || Ok(ComputerMcp::http(Arc::clone(&factory_app))),
-        Arc::new(sessions),
+        Arc::clone(&sessions),
         config,
     );
     let auth = Auth {
@@ -131,6 +167,7 @@ pub async fn serve(
     };
     let router = axum::Router::new()
         .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(sessions, end_session))
         .layer(axum::middleware::from_fn_with_state(auth, require_bearer));
     axum::serve(listener, router)
         .with_graceful_shutdown(async move { stop.cancelled().await })

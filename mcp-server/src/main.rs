@@ -25,6 +25,8 @@ mod fake_tests;
 mod http;
 mod logging;
 mod memory;
+#[cfg(test)]
+mod readme_tests;
 mod resources;
 mod server;
 mod session;

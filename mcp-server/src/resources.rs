@@ -12,7 +12,7 @@ use computer_tools::fleet::Which;
 use computer_tools::registry;
 use computer_tools::skills::{self, Skill};
 use computerd::client::ComputerExt;
-use computerd::protocol::FilesReadParams;
+use computerd::protocol::{FilesReadParams, SettingKind};
 use rmcp::ErrorData;
 use rmcp::model::{
     GetPromptResult, Prompt, PromptMessage, ReadResourceResult, Resource, ResourceContents,
@@ -81,6 +81,16 @@ pub async fn list(app: &Arc<App>, caller: &Caller) -> Vec<Resource> {
             .with_description("what the server knows about this computer")
             .with_mime_type("application/json"),
         );
+        if c.kind == SettingKind::Desktop.as_str() {
+            out.push(
+                Resource::new(
+                    format!("computer://{}/screen", c.handle),
+                    format!("{} screen", c.label()),
+                )
+                .with_description("the desktop's screen now, a PNG at its own size")
+                .with_mime_type("image/png"),
+            );
+        }
     }
     out
 }
@@ -92,6 +102,11 @@ pub fn templates() -> Vec<ResourceTemplate> {
                 "A computer's facts (provider, user, work directory, network, deadline); {computer} is a handle, a name or default",
             )
             .with_mime_type("application/json"),
+        ResourceTemplate::new("computer://{computer}/screen", "a desktop's screen")
+            .with_description(
+                "A desktop's screen now, as a PNG at the screen's own size; {computer} is a handle, a name or default",
+            )
+            .with_mime_type("image/png"),
         ResourceTemplate::new("computer://{computer}/file/{+path}{?page}", "a file in a computer")
             .with_description(format!(
                 "A file in a computer, in pages of {} KiB from page 1 (a cut exec output links here)",
@@ -105,6 +120,7 @@ pub fn templates() -> Vec<ResourceTemplate> {
 enum Uri {
     Skill(String),
     Info(Which),
+    Screen(Which),
     File {
         which: Which,
         path: String,
@@ -124,15 +140,20 @@ fn parse(uri: &str) -> Result<Uri, ErrorData> {
         return Ok(Uri::Skill(name.to_string()));
     }
     let rest = uri.strip_prefix("computer://").ok_or_else(|| {
-        not_found(uri, "the resources are skill://<name>/SKILL.md and computer://<computer>/info or /file/<path>")
+        not_found(uri, "the resources are skill://<name>/SKILL.md and computer://<computer>/info, /screen or /file/<path>")
     })?;
     let (host, tail) = rest.split_once('/').unwrap_or((rest, ""));
     let which = Which::parse("computer", host).map_err(|e| not_found(uri, e))?;
-    if tail == "info" {
-        return Ok(Uri::Info(which));
+    match tail {
+        "info" => return Ok(Uri::Info(which)),
+        "screen" => return Ok(Uri::Screen(which)),
+        _ => {}
     }
     let Some(file) = tail.strip_prefix("file/") else {
-        return Err(not_found(uri, "a computer has /info and /file/<path>"));
+        return Err(not_found(
+            uri,
+            "a computer has /info, /screen (a desktop) and /file/<path>",
+        ));
     };
     let (path, query) = file.split_once('?').unwrap_or((file, ""));
     let mut page = 1;
@@ -218,6 +239,41 @@ pub async fn read(
                 "application/json",
             )]))
         }
+        Uri::Screen(which) => {
+            let entry = computer(app, caller, uri, &which).await?.ok_or_else(|| {
+                not_found(
+                    uri,
+                    "you have no default computer yet (it is made on your first tool call)",
+                )
+            })?;
+            if entry.kind != SettingKind::Desktop {
+                return Err(not_found(
+                    uri,
+                    format!(
+                        "{} is a {}, which has no screen; only a desktop has one",
+                        entry.label(),
+                        entry.kind.as_str()
+                    ),
+                ));
+            }
+            let (shot, png) = computer_tools::desktop::screen_png(&entry.client)
+                .await
+                .map_err(|e| not_found(uri, e))?;
+            let mut result =
+                ReadResourceResult::new(vec![ResourceContents::BlobResourceContents {
+                    uri: uri.to_string(),
+                    mime_type: Some("image/png".into()),
+                    blob: base64::engine::general_purpose::STANDARD.encode(png),
+                    meta: None,
+                }]);
+            let mut meta = rmcp::model::MetaObject::default();
+            meta.0.insert(
+                "computer-mcp/screen".into(),
+                serde_json::json!({"width": shot.width, "height": shot.height}),
+            );
+            result.meta = Some(meta);
+            Ok(result)
+        }
         Uri::File { which, path, page } => {
             let entry = computer(app, caller, uri, &which).await?.ok_or_else(|| {
                 not_found(
@@ -302,6 +358,10 @@ mod tests {
         assert_eq!(
             parse("computer://default/info").unwrap(),
             Uri::Info(Which::Default)
+        );
+        assert_eq!(
+            parse("computer://default/screen").unwrap(),
+            Uri::Screen(Which::Default)
         );
         assert_eq!(
             parse("computer://build/file/tmp/x.stdout?page=3").unwrap(),

@@ -68,7 +68,6 @@ impl ComputerMcp {
             output_budget_bytes: c.output_budget,
             exec_default_timeout_ms: c.exec_timeout.as_millis() as u64,
             exec_max_timeout_ms: c.exec_max_timeout.as_millis() as u64,
-            idle_ms: c.fleet.idle.as_millis() as u64,
             open_world: c.network != NetworkArg::None,
             screenshot_max: (c.screenshot_max.width, c.screenshot_max.height),
         }
@@ -150,6 +149,7 @@ impl ServerHandler for ComputerMcp {
                 .enable_tools()
                 .enable_prompts()
                 .enable_resources()
+                .enable_resources_list_changed()
                 .build(),
         )
         .with_server_info(Implementation::new(
@@ -251,11 +251,38 @@ default computer when its session ends."
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let name = request.name.to_string();
         let caller = match self.caller(&context) {
             Ok(c) => c,
-            Err(why) => return Ok(tool_error(format!("{name} could not run: {why}"))),
+            Err(why) => {
+                return Ok(tool_error(format!("{} could not run: {why}", request.name)));
+            }
         };
+        // A call that makes or releases a computer changes the caller's
+        // `computer://<handle>/info` resources: a client that initialized a
+        // session is told (a stateless request, over HTTP or stdio, has no
+        // session to tell it in).
+        let before = self.app.held_handles(&caller.principal);
+        let principal = caller.principal.clone();
+        let session_bound = caller.session.is_some() && context.peer.peer_info().is_some();
+        let r = self.call_tool_as(request, &context, caller).await;
+        if session_bound && self.app.held_handles(&principal) != before {
+            let peer = context.peer.clone();
+            tokio::spawn(async move {
+                let _ = peer.notify_resource_list_changed().await;
+            });
+        }
+        r
+    }
+}
+
+impl ComputerMcp {
+    async fn call_tool_as(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        caller: Caller,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
         if fleet::is_fleet_tool(&name) {
             let fleet = CallerFleet {
                 app: Arc::clone(&self.app),

@@ -35,9 +35,8 @@ pub struct ComputerInfoArgs {}
 fn info_tool(name: &'static str, _s: &ToolSettings) -> Tool {
     make_tool::<ComputerInfoArgs, ComputerFacts>(
         name,
-        "Describe this computer: its provider and id, kind, OS and architecture, the user programs run as, the work directory (HOME, the default cwd, where your files belong), \
-the network as read back (e.g. `none (only lo)`: nothing outside the computer can be reached), the deadline at which it and everything in it ends, and how it is isolated. \
-Call it when you need to know where you are working; it costs nothing."
+        "Describe this computer: provider, OS, user, work directory (HOME), \
+network as read back (`none (only lo)`: nothing outside reachable), deadline, isolation."
             .to_string(),
         hints("About this computer", true, false, true, false),
     )
@@ -79,7 +78,7 @@ async fn info(ctx: &ToolContext, _a: ComputerInfoArgs) -> Result<CallToolResult>
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ComputerExtendArgs {
-    /// Minutes from now at which the computer should end, 1 to 1440 (a day). The provider may allow less.
+    /// Minutes from now, 1 to 1440; the provider may allow less.
     #[schemars(range(min = 1, max = 1440))]
     pub ttl_minutes: u64,
 }
@@ -93,10 +92,10 @@ pub struct ComputerExtendOutput {
 fn extend_tool(name: &'static str, _s: &ToolSettings) -> Tool {
     make_tool::<ComputerExtendArgs, ComputerExtendOutput>(
         name,
-        "Move this computer's deadline: it will end `ttl_minutes` from now (1 to 1440) instead of at its current deadline, if the provider allows that long. \
-Returns the new deadline. Use it before long work when computer_info shows the deadline is near; at the deadline every program in the computer is ended and the computer is gone."
+        "Move this computer's deadline to `ttl_minutes` from now. \
+At the deadline every program ends and the computer is gone."
             .to_string(),
-        hints("Extend the computer's life", false, false, true, false),
+        hints("Extend the deadline", false, false, true, false),
     )
 }
 

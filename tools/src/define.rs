@@ -98,10 +98,9 @@ pub(crate) fn make_tool<A: JsonSchema + 'static, O: JsonSchema + 'static>(
     }
     let input = Arc::new(plain_schema(input.as_ref().clone()));
     // The output schema is for clients to check structured content; the
-    // model reads the words of the text result, so its fields go without
-    // descriptions (a listing's size is context every model pays for).
+    // model reads the words of the text result ([`slim_output`]).
     let mut output = plain_schema(schema_for_output::<O>().as_ref().clone());
-    strip_descriptions(&mut output);
+    slim_output(&mut output);
     let output = Arc::new(output);
     Tool::new(name, description, input)
         .with_raw_output_schema(output)
@@ -135,6 +134,20 @@ fn clean(o: &mut JsonObject) {
             o.insert("type".into(), Value::Array(kept));
         }
     }
+    // `Option<T>` of a composite T is `anyOf: [T, {type: null}]`: T alone
+    // (an absent field is already optional), merged into its property.
+    if let Some(Value::Array(alts)) = o.get_mut("anyOf") {
+        alts.retain(|a| a.get("type") != Some(&Value::from("null")));
+        if alts.len() == 1
+            && let Some(Value::Object(only)) = alts.pop()
+        {
+            o.remove("anyOf");
+            for (k, v) in only {
+                // The property's own words win over its type's.
+                o.entry(k).or_insert(v);
+            }
+        }
+    }
     for (_, v) in o.iter_mut() {
         match v {
             Value::Object(inner) => clean(inner),
@@ -150,15 +163,28 @@ fn clean(o: &mut JsonObject) {
     }
 }
 
-fn strip_descriptions(o: &mut JsonObject) {
-    o.remove("description");
+/// A result's schema as clients check structured content with it: types
+/// only. Descriptions go (the model reads the text result's words),
+/// `minimum: 0` on unsigned counts and `required` lists too: they check
+/// nothing a client acts on, and every listed byte is context a model pays
+/// for. Only keywords go, never a property that happens to share a name.
+fn slim_output(o: &mut JsonObject) {
+    if o.get("description").is_some_and(Value::is_string) {
+        o.remove("description");
+    }
+    if o.get("minimum") == Some(&Value::from(0)) {
+        o.remove("minimum");
+    }
+    if o.get("required").is_some_and(Value::is_array) {
+        o.remove("required");
+    }
     for (_, v) in o.iter_mut() {
         match v {
-            Value::Object(inner) => strip_descriptions(inner),
+            Value::Object(inner) => slim_output(inner),
             Value::Array(items) => {
                 for i in items {
                     if let Value::Object(inner) = i {
-                        strip_descriptions(inner);
+                        slim_output(inner);
                     }
                 }
             }
@@ -213,7 +239,11 @@ pub(crate) fn with_structured<O: Serialize>(mut r: CallToolResult, out: &O) -> C
     r
 }
 
-/// Annotations, each hint stated.
+/// Annotations: the title, `openWorldHint`, and `readOnlyHint: true` for a
+/// read; for a tool that changes things `destructiveHint` always and
+/// `idempotentHint` when true. The spec reads an absent `readOnlyHint` or
+/// `idempotentHint` as false and the other two as meaningless on a read,
+/// and every listed byte is context a model pays for.
 pub(crate) fn hints(
     title: &str,
     read_only: bool,
@@ -221,15 +251,14 @@ pub(crate) fn hints(
     idempotent: bool,
     open_world: bool,
 ) -> ToolAnnotations {
-    let mut a = ToolAnnotations::with_title(title)
-        .read_only(read_only)
-        .open_world(open_world);
-    if !read_only {
-        a = a.destructive(destructive).idempotent(idempotent);
+    let a = ToolAnnotations::with_title(title).open_world(open_world);
+    if read_only {
+        a.read_only(true)
+    } else if idempotent {
+        a.destructive(destructive).idempotent(true)
     } else {
-        a = a.idempotent(idempotent);
+        a.destructive(destructive)
     }
-    a
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ pub mod map;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine;
-use computerd::client::ComputerExt;
+use computerd::client::{ComputerClient, ComputerExt};
 use computerd::protocol::{
     Action, CheckOptions, Group, InputActionsParams, Region, ScreenReadParams, ScreenShotParams,
     ScreenShotResult, SettingKind, check_actions, limits,
@@ -174,6 +174,19 @@ fn last_frame(ctx: &ToolContext) -> Option<Frame> {
 
 /// A whole shot: the first reply and screen.read for the rest.
 async fn fetch(ctx: &ToolContext, region: Option<Region>) -> Result<(ScreenShotResult, Vec<u8>)> {
+    fetch_from(&ctx.client, region).await
+}
+
+/// The whole screen now, as the computer's PNG at its own size: what the
+/// server's `computer://<handle>/screen` resource shows a person.
+pub async fn screen_png(client: &Arc<dyn ComputerClient>) -> Result<(ScreenShotResult, Vec<u8>)> {
+    fetch_from(client, None).await
+}
+
+async fn fetch_from(
+    client: &Arc<dyn ComputerClient>,
+    region: Option<Region>,
+) -> Result<(ScreenShotResult, Vec<u8>)> {
     let failed = |e| match ToolError::client("taking the screenshot", e) {
         ToolError::Daemon { doing, error, .. } => ToolError::Daemon {
             doing,
@@ -182,16 +195,14 @@ async fn fetch(ctx: &ToolContext, region: Option<Region>) -> Result<(ScreenShotR
         },
         other => other,
     };
-    let r = ctx
-        .client
+    let r = client
         .call_typed(&ScreenShotParams { region })
         .await
         .map_err(failed)?;
     let mut png = r.data.0.clone();
     let mut eof = r.eof;
     while !eof {
-        let more = ctx
-            .client
+        let more = client
             .call_typed(&ScreenReadParams {
                 id: r.id.clone(),
                 offset: png.len() as u64,
@@ -524,7 +535,7 @@ fn screenshot_tool(name: &'static str, s: &ToolSettings) -> Tool {
             "See the screen: a PNG fit to {}x{} (about 1.15 MP), and its frame id. Points you give any tool are in the pixels of the last screenshot.",
             s.screenshot_max.0, s.screenshot_max.1
         ),
-        hints("Screenshot", true, false, false, false),
+        hints("See the screen", true, false, false, false),
     )
 }
 
@@ -546,7 +557,7 @@ fn computer_tool(name: &'static str, s: &ToolSettings) -> Tool {
     make_tool::<ComputerArgs, ActOutput>(
         name,
         "One computer-use action, Anthropic computer_20251124 input as sent (key, hold_key, type, cursor_position, mouse_move, left_mouse_down/up, left_click, left_click_drag, right/middle/double/triple_click, scroll, wait, screenshot, zoom). Points are in the last screenshot's pixels; a click without coordinate acts at the pointer.".to_string(),
-        hints("Computer", false, true, false, s.open_world),
+        hints("Act on the screen (Anthropic computer use)", false, true, false, s.open_world),
     )
 }
 
@@ -640,7 +651,13 @@ fn input_tool(name: &'static str, s: &ToolSettings) -> Tool {
             "A batch of OpenAI computer actions as sent (click, double_click, drag, keypress, move, scroll, type, wait, screenshot), at most {}, checked whole before any is sent; stops at the first failure and says what was done. Points are in the last screenshot's pixels.",
             limits::MAX_ACTIONS
         ),
-        hints("Input", false, true, false, s.open_world),
+        hints(
+            "Act on the screen (OpenAI computer actions)",
+            false,
+            true,
+            false,
+            s.open_world,
+        ),
     )
 }
 

@@ -209,23 +209,20 @@ fn human_minutes(ms: u64) -> String {
     }
 }
 
-/// The `computer` property every family tool gets, stating the retention
-/// (a computer unused `idle_ms` is released).
-pub fn computer_property(idle_ms: u64) -> Value {
+/// The `computer` property every family tool gets (the retention is
+/// stated once, in computer_new's description).
+pub fn computer_property() -> Value {
     serde_json::json!({
         "type": "string",
-        "description": format!(
-            "A handle or name from computer_new. Default: your default computer (released after {} unused).",
-            human_minutes(idle_ms)
-        ),
+        "description": "From computer_new; default: yours.",
     })
 }
 
 /// Add the `computer` property to a family tool's input schema.
-pub fn with_computer_arg(mut tool: Tool, idle_ms: u64) -> Tool {
+pub fn with_computer_arg(mut tool: Tool) -> Tool {
     let mut schema: JsonObject = tool.input_schema.as_ref().clone();
     if let Some(Value::Object(props)) = schema.get_mut("properties") {
-        props.insert(COMPUTER_ARG.into(), computer_property(idle_ms));
+        props.insert(COMPUTER_ARG.into(), computer_property());
     }
     tool.input_schema = Arc::new(schema);
     tool

@@ -95,9 +95,6 @@ pub struct ToolSettings {
     pub exec_default_timeout_ms: u64,
     /// exec's `timeout_ms` at most.
     pub exec_max_timeout_ms: u64,
-    /// A computer unused this long is released (stated in every tool's
-    /// `computer` argument).
-    pub idle_ms: u64,
     /// Programs may reach outside the computer (its network is not
     /// `none`): the `openWorldHint` of the tools that run programs.
     pub open_world: bool,
@@ -112,7 +109,6 @@ impl Default for ToolSettings {
             output_budget_bytes: 24 * 1024,
             exec_default_timeout_ms: 120_000,
             exec_max_timeout_ms: 600_000,
-            idle_ms: 30 * 60_000,
             open_world: false,
             screenshot_max: (1280, 800),
         }

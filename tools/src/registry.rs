@@ -174,7 +174,7 @@ impl Family {
     /// server takes out before [`Family::call`].
     pub fn list(&self, offer: &Offer<'_>, settings: &ToolSettings) -> Vec<Tool> {
         self.offered(offer)
-            .map(|t| crate::fleet::with_computer_arg(t.tool(settings), settings.idle_ms))
+            .map(|t| crate::fleet::with_computer_arg(t.tool(settings)))
             .collect()
     }
 
@@ -312,6 +312,24 @@ mod tests {
         let want: Value = serde_json::from_str(&std::fs::read_to_string(golden).unwrap()).unwrap();
         assert_eq!(serde_json::to_value(&tools).unwrap(), want);
         assert_eq!(family.names(&offer), names);
+    }
+
+    /// What `tools/list` sends for a sandbox, as compact JSON, is context
+    /// every model pays for on every turn: at most 12 KB (12,000 bytes).
+    #[test]
+    fn the_sandbox_listing_fits_in_12_kb() {
+        let family = registry().family(SettingKind::Sandbox).unwrap();
+        let groups = every_group(SettingKind::Sandbox);
+        let offer = Offer {
+            groups: &groups,
+            extend: true,
+        };
+        let tools = family.list(&offer, &ToolSettings::default());
+        let bytes = serde_json::to_string(&tools).unwrap().len();
+        assert!(
+            bytes <= 12_000,
+            "the sandbox tools/list is {bytes} bytes of compact JSON, over 12 KB"
+        );
     }
 
     #[test]

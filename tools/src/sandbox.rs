@@ -457,7 +457,6 @@ mod tests {
             output_budget_bytes: 8 * 1024,
             exec_default_timeout_ms: 30_000,
             exec_max_timeout_ms: 90_000,
-            idle_ms: 60_000,
             open_world: true,
             ..ToolSettings::default()
         };

@@ -448,3 +448,75 @@ async fn a_desktops_page_tools_drive_the_browser_its_screen_shows() {
     }
     client.cancel().await.unwrap();
 }
+
+/// `computer://<computer>/screen`: a desktop's screen now, a PNG at its own
+/// size, listed once the desktop exists; a sandbox has none, said in words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_desktops_screen_is_a_resource() {
+    use rmcp::model::{ReadResourceRequestParams, ResourceContents};
+    if !need_root() || !computer_testkit::need_xvfb() {
+        return;
+    }
+    let server = Server::new();
+    let (client, _) = server
+        .stdio(&["--kind", "desktop", "--screen", "640x400"])
+        .await;
+    let templates = client.list_all_resource_templates().await.unwrap();
+    assert!(
+        templates
+            .iter()
+            .any(|t| t.uri_template == "computer://{computer}/screen"),
+        "{templates:?}"
+    );
+    let e = client
+        .read_resource(ReadResourceRequestParams::new("computer://default/screen"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no default computer yet"), "{e}");
+    let r = call(&client, "exec", json!({"command": "true"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let listed: Vec<String> = client
+        .list_all_resources()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.uri.clone())
+        .filter(|u| u.ends_with("/screen"))
+        .collect();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    for uri in ["computer://default/screen", listed[0].as_str()] {
+        let got = client
+            .read_resource(ReadResourceRequestParams::new(uri))
+            .await
+            .unwrap();
+        let ResourceContents::BlobResourceContents {
+            blob, mime_type, ..
+        } = &got.contents[0]
+        else {
+            panic!("{got:?}");
+        };
+        assert_eq!(mime_type.as_deref(), Some("image/png"));
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(blob)
+            .unwrap();
+        let info = png::Decoder::new(std::io::Cursor::new(png))
+            .read_info()
+            .unwrap()
+            .info()
+            .clone();
+        assert_eq!((info.width, info.height), (640, 400), "{uri}");
+    }
+    client.cancel().await.unwrap();
+
+    let sandbox = Server::new();
+    let (client, _) = sandbox.stdio(&[]).await;
+    call(&client, "exec", json!({"command": "true"})).await;
+    let e = client
+        .read_resource(ReadResourceRequestParams::new("computer://default/screen"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("which has no screen"), "{e}");
+    client.cancel().await.unwrap();
+}

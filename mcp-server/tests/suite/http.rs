@@ -166,3 +166,67 @@ async fn an_address_in_use_is_named() {
         "{err}"
     );
 }
+
+/// A client's DELETE of its session is answered 204 (what SDK clients take
+/// as a clean close); a second one, or one of a session that never was, 404;
+/// without the token, 401 as ever. The session's computer goes with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_delete_is_204_then_404() {
+    if !need_root() {
+        return;
+    }
+    let mut s = HttpServer::start().await;
+    let http = reqwest::Client::new();
+    let (status, sid, _) = post(&http, &s, None, HttpServer::initialize_body()).await;
+    assert_eq!(status, 200);
+    let sid = sid.expect("a session id");
+    let (status, _, _) = post(
+        &http,
+        &s,
+        Some(&sid),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    assert_eq!(status, 202);
+    let (status, _, body) = post(
+        &http,
+        &s,
+        Some(&sid),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "exec", "arguments": {"command": "true"}}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(s.server.computers().len(), 1);
+    let delete = |token: Option<&str>, id: &str| {
+        let mut rq = http
+            .delete(&s.url)
+            .header("mcp-session-id", id)
+            .header("mcp-protocol-version", "2025-06-18")
+            .timeout(Duration::from_secs(20));
+        if let Some(t) = token {
+            rq = rq.header("authorization", format!("Bearer {t}"));
+        }
+        rq.send()
+    };
+    assert_eq!(delete(None, &sid).await.unwrap().status(), 401);
+    let r = delete(Some(&s.token), &sid).await.unwrap();
+    assert_eq!(r.status(), 204);
+    assert!(r.text().await.unwrap().is_empty());
+    wait_until(
+        "the deleted session's computer release",
+        Duration::from_secs(20),
+        || s.server.computers().is_empty(),
+    );
+    let r = delete(Some(&s.token), &sid).await.unwrap();
+    assert_eq!(r.status(), 404);
+    let words = r.text().await.unwrap();
+    assert!(words.contains("no such session"), "{words}");
+    assert!(!words.contains(&sid), "{words}");
+    assert_eq!(
+        delete(Some(&s.token), "never-was").await.unwrap().status(),
+        404
+    );
+    let _ = s.child.start_kill();
+    let _ = s.child.wait().await;
+}

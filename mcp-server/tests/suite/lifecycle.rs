@@ -215,10 +215,20 @@ impl RawStdio {
         stdin.flush().unwrap();
     }
 
+    /// The next line that is not a notification (a tool call that makes
+    /// a computer is followed by `notifications/resources/list_changed`,
+    /// which may come first), or "" at the end.
     fn line(&mut self) -> String {
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        line
+        loop {
+            let mut line = String::new();
+            self.stdout.read_line(&mut line).unwrap();
+            let v: Option<serde_json::Value> = serde_json::from_str(&line).ok();
+            let notification =
+                v.is_some_and(|v| v.get("method").is_some() && v.get("id").is_none());
+            if !notification {
+                return line;
+            }
+        }
     }
 
     fn exec(id: u64, argv: &[&str]) -> serde_json::Value {
@@ -375,6 +385,12 @@ fn stdin_closed_before_any_message_exits_0_with_one_line() {
     assert!(server.computers().is_empty());
 }
 
+/// doctor's line for the computer it made (`ok  a computer …`), not another
+/// check's words that mention one.
+fn is_the_computer_line(l: &str) -> bool {
+    l.get(4..).is_some_and(|r| r.starts_with("a computer "))
+}
+
 #[test]
 fn doctor_reports_this_host_and_makes_a_computer() {
     if !need_root() {
@@ -404,7 +420,7 @@ fn doctor_reports_this_host_and_makes_a_computer() {
     }
     let made = report
         .lines()
-        .find(|l| l.contains("a computer"))
+        .find(|l| is_the_computer_line(l))
         .unwrap_or_else(|| panic!("{report}"));
     assert!(made.starts_with("ok "), "{made}");
     assert!(
@@ -445,7 +461,7 @@ fn doctor_with_the_docker_engine_unreachable_says_so_and_names_the_next_step() {
     assert_eq!(out.status.code(), Some(1), "{report}\n{out:?}");
     let i = report
         .lines()
-        .position(|l| l.contains("a computer"))
+        .position(is_the_computer_line)
         .unwrap_or_else(|| panic!("{report}"));
     let lines: Vec<&str> = report.lines().collect();
     assert!(lines[i].starts_with("NO "), "{report}");

@@ -180,3 +180,64 @@ async fn a_cut_output_is_linked_and_reads_back_in_pages_byte_for_byte() {
     );
     client.cancel().await.unwrap();
 }
+
+/// Making or releasing a computer changes the caller's resources (its
+/// `computer://<handle>/info`): the server says so, and says it can.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn made_and_released_computers_change_the_resource_list() {
+    if !need_root() {
+        return;
+    }
+    let server = Server::new();
+    let (client, recorder) = server.stdio(&[]).await;
+    let caps = &client.peer_info().unwrap().capabilities;
+    assert_eq!(
+        caps.resources.as_ref().and_then(|r| r.list_changed),
+        Some(true),
+        "{caps:?}"
+    );
+    let infos = |rs: &[rmcp::model::Resource]| -> Vec<String> {
+        rs.iter()
+            .map(|r| r.uri.clone())
+            .filter(|u| u.starts_with("computer://"))
+            .collect()
+    };
+    assert!(infos(&client.list_all_resources().await.unwrap()).is_empty());
+
+    // A call that reads no new computer says nothing.
+    let r = call(&client, "computer_list", json!({})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    // The first call makes the default computer: one change, its info listed.
+    let r = call(&client, "exec", json!({"command": "true"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let changes = |n: usize| {
+        let recorder = recorder.clone();
+        async move {
+            for _ in 0..250 {
+                if recorder.resource_changes() >= n {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            assert_eq!(recorder.resource_changes(), n);
+        }
+    };
+    changes(1).await;
+    let listed = infos(&client.list_all_resources().await.unwrap());
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(listed[0].ends_with("/info"), "{listed:?}");
+    // Another call on it changes nothing.
+    call(&client, "exec", json!({"command": "true"})).await;
+    // computer_new and computer_release each change the list.
+    let r = call(&client, "computer_new", json!({"name": "build"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    changes(2).await;
+    assert_eq!(infos(&client.list_all_resources().await.unwrap()).len(), 2);
+    let r = call(&client, "computer_release", json!({"computer": "build"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    changes(3).await;
+    assert_eq!(infos(&client.list_all_resources().await.unwrap()), listed);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(recorder.resource_changes(), 3);
+    client.cancel().await.unwrap();
+}

@@ -29,10 +29,19 @@ pub fn computerd() -> PathBuf {
     }
 }
 
-/// Records progress notifications.
+/// Records progress notifications, and counts resource-list changes.
 #[derive(Clone, Default)]
 pub struct Recorder {
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    pub resources_changed: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Recorder {
+    /// How many `notifications/resources/list_changed` came so far.
+    pub fn resource_changes(&self) -> usize {
+        self.resources_changed
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl ClientHandler for Recorder {
@@ -42,6 +51,11 @@ impl ClientHandler for Recorder {
         _context: NotificationContext<RoleClient>,
     ) {
         self.progress.lock().unwrap().push(params);
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.resources_changed
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 

@@ -37,17 +37,17 @@ const KEEP_BYTES: usize = limits::MAX_OUTPUT_BYTES as usize;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecArgs {
-    /// A shell command line for bash, with the login profile's environment (`sh -c` where the computer has no bash): pipes, redirections, `&&`, globs, `cd` and variables work. Give this or `argv`, not both.
+    /// Bash command line (login profile). This or `argv`.
     pub command: Option<String>,
-    /// The program and its arguments, run directly without a shell (a program name without `/` is looked up in PATH). Give this or `command`, not both.
+    /// Program and arguments, no shell. This or `command`.
     pub argv: Option<Vec<String>>,
-    /// The working directory, an absolute path. Default: the work directory (HOME).
+    /// Absolute working directory. Default: HOME.
     pub cwd: Option<String>,
-    /// Environment variables to set, over PATH, HOME, USER, LOGNAME and (with `command`) the login profile's, e.g. {"DEBUG": "1"}.
+    /// Extra environment variables.
     pub env: Option<BTreeMap<String, String>>,
-    /// Text fed to the program's standard input, which is then closed (at most 512 KiB). Without it, stdin is empty.
+    /// Text for stdin, then closed (at most 512 KiB).
     pub stdin: Option<String>,
-    /// Milliseconds the program may run before it and everything it started are ended (TERM, then KILL 2 s later). Default 120000 (2 min), at most 600000 (10 min).
+    /// Then it and all it started end. Default 120000, at most 600000.
     #[schemars(range(min = 1))]
     pub timeout_ms: Option<u64>,
 }
@@ -86,12 +86,9 @@ pub struct ExecOutput {
 
 pub(crate) fn tool(name: &'static str, s: &ToolSettings) -> Tool {
     let description = format!(
-        "Run a command in the computer and wait for it to end. Give `command` (a shell command line for bash with the login profile's environment, read once per computer: pipes, redirections, && and cd work) or `argv` (a program and its arguments, no shell). \
-Returns the exit code, stdout and stderr (as UTF-8 text) and whether it timed out. It runs in the work directory unless `cwd` says otherwise, with empty stdin unless `stdin` is given, and is ended after `timeout_ms` (default {} ms, at most {} ms). \
-Output over {} (stdout and stderr together) is cut in the middle, keeping the start and the end, and the output is saved to a file in the computer whose path the result gives (up to {} a stream; past that the result says what was lost): read or grep it there. \
-Nothing the command starts outlives it: for servers, watchers and programs that must keep running or need input while they run, use process_start.",
-        s.exec_default_timeout_ms,
-        s.exec_max_timeout_ms,
+        "Run a command to its end: exit code, stdout, stderr. \
+Output over {} is cut in the middle, saved whole to a file the result names (up to {} a stream, else it says what was lost). \
+Nothing it starts outlives it: for servers or input, use process_start.",
         kib(s.output_budget_bytes),
         kib(limits::MAX_OUTPUT_BYTES as usize)
     );
@@ -104,7 +101,7 @@ Nothing the command starts outlives it: for servers, watchers and programs that 
         &mut t,
         "timeout_ms",
         format!(
-            "Milliseconds the program may run before it and everything it started are ended (TERM, then KILL 2 s later). Default {}, at most {}.",
+            "Then it and all it started end. Default {}, at most {}.",
             s.exec_default_timeout_ms, s.exec_max_timeout_ms
         ),
         Some(s.exec_max_timeout_ms),

@@ -32,12 +32,12 @@ pub const MAX_LIST_DEPTH: u32 = 5;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadFileArgs {
-    /// The file's absolute path.
+    /// Absolute path.
     pub path: String,
-    /// The first line to show, 1-based. Default 1.
+    /// First line, 1-based. Default 1.
     #[schemars(range(min = 1))]
     pub offset: Option<u64>,
-    /// How many lines to show. Default 2000.
+    /// Lines to show. Default 2000.
     #[schemars(range(min = 1))]
     pub limit: Option<u64>,
 }
@@ -80,10 +80,8 @@ pub(crate) fn read_tool(name: &'static str, s: &ToolSettings) -> Tool {
     make_tool::<ReadFileArgs, ReadFileOutput>(
         name,
         format!(
-            "Read a text file with line numbers (like `cat -n`: the number, a tab, the line), or look at an image. `path` is absolute. \
-Shows the first 2000 lines unless `offset` (the first line, 1-based) and `limit` (how many) say otherwise; lines over 2000 characters are cut. \
-A reply holds at most about {}: when the file goes on, it says which `offset` to pass next. \
-PNG, JPEG, GIF and WebP files (up to 3 MiB) come back as an image you can see. Other binary files are refused with their size: inspect them with exec (`file`, `xxd | head`). For a directory use list_files.",
+            "Read a text file as numbered lines, or see an image (PNG, JPEG, GIF, WebP; up to 3 MiB). \
+A reply holds about {}, lines over 2000 characters cut; when the file goes on it names the next `offset`.",
             kib(s.output_budget_bytes)
         ),
         hints("Read a file", true, false, true, false),
@@ -276,9 +274,9 @@ async fn read_image(
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteFileArgs {
-    /// The file's absolute path. Missing parent directories are made.
+    /// Absolute path.
     pub path: String,
-    /// The whole new content of the file, as text.
+    /// The whole new text.
     pub content: String,
 }
 
@@ -293,8 +291,8 @@ pub struct WriteFileOutput {
 pub(crate) fn write_tool(name: &'static str, _s: &ToolSettings) -> Tool {
     make_tool::<WriteFileArgs, WriteFileOutput>(
         name,
-        "Create a file, or replace one, with the given text. `path` is absolute; missing parent directories are made. \
-The whole file is replaced: to change part of an existing file use edit_file. Returns the number of bytes written."
+        "Create or replace a whole file with the given text; parent directories are made. \
+To change part of a file, use edit_file."
             .to_string(),
         hints("Write a file", false, true, true, false),
     )
@@ -331,13 +329,13 @@ pub(crate) async fn write(ctx: &ToolContext, a: WriteFileArgs) -> Result<CallToo
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditFileArgs {
-    /// The file's absolute path.
+    /// Absolute path.
     pub path: String,
-    /// The exact text to replace, whitespace, indentation and line ends included (without read_file's line-number prefixes). It must occur exactly once unless replace_all is true.
+    /// Exact text, whitespace included, without read_file's line numbers.
     pub old_string: String,
-    /// The text to put in its place (different from old_string; empty deletes it).
+    /// Replacement; empty deletes.
     pub new_string: String,
-    /// Replace every occurrence instead of exactly one. Default false.
+    /// Replace every occurrence, not exactly one.
     #[serde(default)]
     pub replace_all: bool,
 }
@@ -359,9 +357,8 @@ pub struct EditFileOutput {
 pub(crate) fn edit_tool(name: &'static str, _s: &ToolSettings) -> Tool {
     make_tool::<EditFileArgs, EditFileOutput>(
         name,
-        "Replace exact text in a text file. `old_string` must match the file exactly, spaces, tabs and line ends included: copy it from read_file's output without the line-number prefix. \
-By default it must occur exactly once: include enough surrounding lines to make it unique, or set `replace_all` to change every occurrence. \
-Refused, with the file unchanged, when there is no match or more than one (the count is given). Returns the number of replacements and the edited lines, numbered."
+        "Replace exact text in a file. Refused, file unchanged, on no match or several without `replace_all`: \
+add lines around `old_string` to make it unique. Returns the edited lines."
             .to_string(),
         hints("Edit a file", false, true, false, false),
     )
@@ -518,14 +515,15 @@ pub(crate) async fn edit(ctx: &ToolContext, a: EditFileArgs) -> Result<CallToolR
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListFilesArgs {
-    /// The directory's absolute path.
+    /// Absolute path.
     pub path: String,
-    /// How many levels to list: 1 is the directory's own entries. Default 2, at most 5.
+    /// Levels (1: its own entries). Default 2, at most 5.
     #[schemars(range(min = 1, max = 5))]
     pub depth: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
 pub struct ListedEntry {
     /// The path relative to the listed directory.
     pub path: String,
@@ -555,9 +553,8 @@ pub(crate) fn list_tool(name: &'static str, s: &ToolSettings) -> Tool {
     make_tool::<ListFilesArgs, ListFilesOutput>(
         name,
         format!(
-            "List a directory's files and subdirectories, `depth` levels down (default 2, at most 5). `path` is absolute. \
-Each line gives the type (d directory, f file, l symlink, o other), the size in bytes and the path relative to `path`; a symlink shows its target and is not followed. \
-A listing over about {} stops with a note: list a subdirectory or a smaller depth to see the rest. To search for files by name or content, use exec with find or grep.",
+            "List a directory tree: per entry its type (d, f, l symlink, o other), bytes and relative path; symlinks are not followed. \
+Over about {} it stops with a note: list less.",
             kib(s.output_budget_bytes)
         ),
         hints("List files", true, false, true, false),

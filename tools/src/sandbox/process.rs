@@ -46,25 +46,24 @@ fn id_error(doing: String, e: ClientError) -> ToolError {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessStartArgs {
-    /// A shell command line for bash, with the login profile's environment (`sh -c` where the computer has no bash). Give this or `argv`, not both.
+    /// Bash command line (login profile). This or `argv`.
     pub command: Option<String>,
-    /// The program and its arguments, run directly without a shell. Give this or `command`, not both.
+    /// Program and arguments, no shell. This or `command`.
     pub argv: Option<Vec<String>>,
-    /// Run the program in a terminal, for shells, REPLs and programs that need one: `true` (120x40), or a size. Without it, the program gets a stdin pipe and its stdout and stderr are collected together.
+    /// Terminal (shells, REPLs): `true` (120x40) or {cols, rows}. Default: stdin pipe, stdout+stderr merged.
     pub pty: Option<Pty>,
-    /// The working directory, an absolute path. Default: the work directory (HOME).
+    /// Absolute working directory. Default: HOME.
     pub cwd: Option<String>,
-    /// Environment variables to set, over PATH, HOME, USER and LOGNAME.
+    /// Extra environment variables.
     pub env: Option<BTreeMap<String, String>>,
 }
 
-/// A terminal: yes or no, or its size.
+// A terminal: yes or no, or its size.
 #[derive(Clone, Copy, Debug, JsonSchema)]
 #[serde(untagged)]
+#[schemars(inline)]
 pub enum Pty {
-    /// `true` for a terminal of the default size; `false` for none.
     On(bool),
-    /// A terminal of this size.
     Size(PtyArgs),
 }
 
@@ -83,15 +82,13 @@ impl<'de> Deserialize<'de> for Pty {
     }
 }
 
-/// A terminal's size.
+// A terminal's size.
 #[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(inline)]
 pub struct PtyArgs {
-    /// Columns, 1 to 4096. Default 120.
     #[schemars(range(min = 1, max = 4096))]
     pub cols: Option<u16>,
-    /// Rows, 1 to 4096. Default 40.
     #[schemars(range(min = 1, max = 4096))]
     pub rows: Option<u16>,
 }
@@ -112,12 +109,10 @@ pub struct ProcessStartOutput {
 pub(crate) fn start_tool(name: &'static str, s: &ToolSettings) -> Tool {
     make_tool::<ProcessStartArgs, ProcessStartOutput>(
         name,
-        "Start a program that keeps running in the background (a server, a watcher, a long build, an interactive program) and return its id at once. Give `command` (a shell command line for bash with the login profile's environment) or `argv`. \
-Then read its output with process_read, send it input with process_write, and stop it with process_signal; process_list shows every process. \
-With `pty` the program runs in a terminal (for shells, REPLs and programs that need one); without it, it gets a stdin pipe and its stdout and stderr are collected together, also in a log file whose path the result gives. \
-It runs until it ends, is signalled, or the computer ends. For a command that just runs to completion, use exec."
+        "Start a program in the background (server, watcher, long build, REPL); returns its id at once. \
+Without `pty` its output is also logged to a file the result names."
             .to_string(),
-        hints("Start a background process", false, false, false, s.open_world),
+        hints("Start a process", false, false, false, s.open_world),
     )
 }
 
@@ -228,11 +223,11 @@ pub(crate) async fn start(ctx: &ToolContext, a: ProcessStartArgs) -> Result<Call
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessReadArgs {
-    /// The process's id, from process_start or process_list (e.g. "p3").
+    /// The process's id (e.g. "p3").
     pub id: String,
-    /// Read output from this byte offset on (0 is the start). Default: where the last process_read of this process ended, so polling without it gets only new output.
+    /// Byte offset (0: start). Default: where the last read ended.
     pub since: Option<u64>,
-    /// When nothing new has come yet, wait up to this many milliseconds for output or the process's end. Default 1000, at most 30000; 0 does not wait.
+    /// Wait this long for new output or the exit. Default 1000, at most 30000; 0: none.
     #[schemars(range(max = 30000))]
     pub wait_ms: Option<u64>,
 }
@@ -270,12 +265,12 @@ pub(crate) fn read_tool(name: &'static str, s: &ToolSettings) -> Tool {
     make_tool::<ProcessReadArgs, ProcessReadOutput>(
         name,
         format!(
-            "Read a background process's output (stdout and stderr together, or its terminal), waiting up to `wait_ms` (default 1000, at most 30000) when nothing new has come yet; once output comes, what follows within 0.2 s joins the same reply. \
-Each read goes on where the last one of that process ended; `since` reads from another offset (0: the start). Says whether the process has exited and how (exit code or signal). \
-A reply holds at most about {}; when more is already waiting it says so.",
+            "Read a background process's new output and whether it has exited. \
+To follow it, call again: each call waits up to `wait_ms`, so no sleep is needed. \
+A reply holds about {}; when more is waiting it says so.",
             kib(s.output_budget_bytes)
         ),
-        hints("Read a process's output", true, false, false, false),
+        hints("Read process output", true, false, false, false),
     )
 }
 
@@ -496,11 +491,11 @@ async fn wait(ctx: &ToolContext, id: &str, timeout_ms: u64) -> Result<ProcessWai
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessWriteArgs {
-    /// The process's id, from process_start or process_list.
+    /// The process's id.
     pub id: String,
-    /// Text to send. A line needs its end: "\n". For a terminal (pty), "\u0003" is Ctrl-C and "\u0004" is Ctrl-D.
+    /// Text; a line needs "\n". In a terminal "\u0003" is Ctrl-C, "\u0004" Ctrl-D.
     pub input: Option<String>,
-    /// Close stdin after the input, so the program sees the end of its input. Default false. Not for a terminal: send "\u0004" (Ctrl-D) instead.
+    /// Close stdin after `input` (in a terminal: "\u0004").
     #[serde(default)]
     pub close: bool,
 }
@@ -518,9 +513,8 @@ pub struct ProcessWriteOutput {
 pub(crate) fn write_tool(name: &'static str, _s: &ToolSettings) -> Tool {
     make_tool::<ProcessWriteArgs, ProcessWriteOutput>(
         name,
-        "Send text to a background process's stdin, or type it into its terminal (a pty process). A line needs its end: \"\\n\". \
-For a terminal, \"\\u0003\" is Ctrl-C and \"\\u0004\" is Ctrl-D (end of input). `close: true` closes stdin after the input so the program sees the end of its input (not for a terminal: send \"\\u0004\"). \
-A write waits up to 10 s for the program to take the input. Read the answer with process_read."
+        "Send text to a background process's stdin or terminal. \
+Waits up to 10 s for it to be taken; read the answer with process_read."
             .to_string(),
         hints("Write to a process", false, false, false, false),
     )
@@ -601,9 +595,9 @@ impl SignalName {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessSignalArgs {
-    /// The process's id, from process_start or process_list.
+    /// The process's id.
     pub id: String,
-    /// TERM (ask it to stop), INT (Ctrl-C), HUP (hang up) or KILL (stop at once).
+    /// TERM (ask to stop), INT (Ctrl-C), HUP or KILL (at once).
     pub signal: SignalName,
 }
 
@@ -629,8 +623,8 @@ pub struct ProcessSignalOutput {
 pub(crate) fn signal_tool(name: &'static str, _s: &ToolSettings) -> Tool {
     make_tool::<ProcessSignalArgs, ProcessSignalOutput>(
         name,
-        "Send a signal to a background process and everything in its process group: TERM (ask it to stop), INT (Ctrl-C; for a terminal process it goes to the foreground job), HUP (hang up) or KILL (stop at once; it cannot be caught). \
-Waits a moment and says whether the process has ended, and how. A process that ignores TERM can be ended with KILL."
+        "Signal a background process and its group (in a terminal, INT goes to the foreground job). \
+Says whether it ended; KILL ends one that ignores TERM."
             .to_string(),
         hints("Signal a process", false, true, false, false),
     )
@@ -690,6 +684,7 @@ pub(crate) async fn signal(ctx: &ToolContext, a: ProcessSignalArgs) -> Result<Ca
 pub struct ProcessListArgs {}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
 pub struct ListedProcess {
     /// Its id for the other process_ tools.
     pub id: String,
@@ -726,8 +721,8 @@ pub(crate) fn list_tool(name: &'static str, s: &ToolSettings) -> Tool {
     make_tool::<ProcessListArgs, ProcessListOutput>(
         name,
         format!(
-            "List this computer's background processes, running and ended, oldest first: id, pid, state (running, exit code or signal) and command. \
-Ended processes stay listed (up to 256 processes in all) so their output can still be read with process_read. Runs of exec that reported progress are listed too. The listing fits about {}.",
+            "List background processes, oldest first: id, pid, state, command. \
+Ended ones stay (up to 256), output readable. Fits about {}.",
             kib(s.output_budget_bytes)
         ),
         hints("List processes", true, false, false, false),

@@ -1,0 +1,143 @@
+//! The README's parts that are read off the code: the tool table (from the
+//! tool registry and the fleet tools) and the troubleshooting table (every
+//! next step `doctor` names).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use computer_tools::fleet::{self, FleetPolicy};
+use computer_tools::{ToolSettings, registry};
+
+const README: &str = include_str!("../../README.md");
+const BEGIN: &str = "<!-- tools: generated from the registry -->\n";
+const END: &str = "<!-- /tools -->\n";
+
+/// One line per tool, in registry order, each with its title and the
+/// kinds that list it (a desktop or browser lists a tool only when its
+/// computer declares the tool's group).
+fn tool_table() -> String {
+    let mut rows: Vec<(String, String, Vec<&str>)> = Vec::new();
+    for family in registry().families() {
+        for t in family.tools {
+            let kind = family.kind.as_str();
+            if let Some(row) = rows.iter_mut().find(|r| r.0 == t.name) {
+                row.2.push(kind);
+                continue;
+            }
+            let tool = t.tool(&ToolSettings::default());
+            let title = tool
+                .annotations
+                .and_then(|a| a.title)
+                .unwrap_or_else(|| panic!("{} has no title", t.name));
+            rows.push((t.name.to_string(), title, vec![kind]));
+        }
+    }
+    let mut out = String::from("| tool | what | kinds |\n|---|---|---|\n");
+    for (name, title, kinds) in rows {
+        out.push_str(&format!("| `{name}` | {title} | {} |\n", kinds.join(", ")));
+    }
+    for t in fleet::tools(&FleetPolicy::default()) {
+        let title = t.annotations.and_then(|a| a.title).unwrap();
+        out.push_str(&format!("| `{}` | {title} | every session |\n", t.name));
+    }
+    out
+}
+
+#[test]
+fn the_readme_tool_table_is_the_registrys() {
+    let want = tool_table();
+    let start = README.find(BEGIN).expect("the README's tools marker") + BEGIN.len();
+    let end = start
+        + README[start..]
+            .find(END)
+            .expect("the README's tools end marker");
+    if std::env::var("COMPUTER_MCP_ACCEPT_README").as_deref() == Ok("1") {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
+        let now = std::fs::read_to_string(path).unwrap();
+        let s = now.find(BEGIN).unwrap() + BEGIN.len();
+        let e = s + now[s..].find(END).unwrap();
+        std::fs::write(path, format!("{}{want}{}", &now[..s], &now[e..])).unwrap();
+        return;
+    }
+    assert_eq!(
+        &README[start..end],
+        want,
+        "the README's tool table is not the registry's: run COMPUTER_MCP_ACCEPT_README=1 cargo test -p computer-mcp readme"
+    );
+}
+
+/// The string literals of `src` that are the last argument of a
+/// `Check::no(` call, and those of the `let next = match` arms.
+fn next_steps(src: &str) -> Vec<String> {
+    let code = &src[..src.find("#[cfg(test)]").unwrap_or(src.len())];
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("Check::no(") {
+        rest = &rest[i + "Check::no(".len()..];
+        // The call's arguments, split at top-level commas, strings skipped.
+        let (mut depth, mut in_str, mut esc) = (0i32, false, false);
+        let mut args = vec![String::new()];
+        for c in rest.chars() {
+            if in_str {
+                args.last_mut().unwrap().push(c);
+                match (esc, c) {
+                    (true, _) => esc = false,
+                    (false, '\\') => esc = true,
+                    (false, '"') => in_str = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match c {
+                '"' => in_str = true,
+                '(' | '[' | '{' => depth += 1,
+                ')' | ']' | '}' if depth == 0 => break,
+                ')' | ']' | '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    args.push(String::new());
+                    continue;
+                }
+                _ => {}
+            }
+            args.last_mut().unwrap().push(c);
+        }
+        let last = args
+            .iter()
+            .rev()
+            .map(|a| a.trim())
+            .find(|a| !a.is_empty())
+            .unwrap();
+        if let Some(lit) = last.strip_prefix('"').and_then(|l| l.strip_suffix('"')) {
+            out.push(lit.replace("\\\"", "\""));
+        } else if last.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+            // A named next step: its `const NAME: &str = "…";`.
+            let decl = format!("const {last}: &str = \"");
+            let at = code.find(&decl).expect("the next step's const") + decl.len();
+            out.push(code[at..at + code[at..].find("\";").unwrap()].to_string());
+        }
+    }
+    let m = code
+        .find("let next = match")
+        .expect("doctor's next-step match");
+    let block = &code[m..m + code[m..].find("};").unwrap()];
+    for line in block.lines().map(str::trim) {
+        if let Some(lit) = line.strip_prefix('"').and_then(|l| l.strip_suffix("\",")) {
+            out.push(lit.to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn the_readme_troubleshooting_names_every_next_step_doctor_gives() {
+    let steps = next_steps(include_str!("doctor.rs"));
+    assert!(steps.len() >= 15, "{steps:?}");
+    assert!(steps.iter().any(|s| s.contains("crt-static")), "{steps:?}");
+    let body = &README[README.find("## Troubleshooting").unwrap()..];
+    let section = &body[..body[1..].find("\n## ").map_or(body.len(), |e| e + 1)];
+    for s in steps {
+        assert!(
+            section.contains(&s),
+            "README's Troubleshooting lacks doctor's next step {s:?}"
+        );
+    }
+}
