@@ -2,6 +2,7 @@ mod browser;
 mod bundle;
 mod conformance;
 mod desktop;
+mod egress;
 mod fleet;
 mod http;
 mod lifecycle;
