@@ -632,6 +632,7 @@ impl DockerProvider {
             running: v["State"]["Running"].as_bool().unwrap_or(false),
             home: Some(plan::HOME.into()),
             user: v["Config"]["User"].as_str().map(String::from),
+            sizes: sizes_of(v),
         }
     }
 
@@ -1060,6 +1061,25 @@ impl Configure for DockerProvider {
         }
         Self::new(opts)
     }
+}
+
+/// The bounds an inspect shows the engine holds the container to: its CPU
+/// quota, memory (with swap the same, so no swap) and pids limit; none
+/// when any is unbounded.
+fn sizes_of(v: &Value) -> Option<crate::SizesReadBack> {
+    let h = &v["HostConfig"];
+    let quota = h["CpuQuota"].as_u64().filter(|n| *n > 0)?;
+    let period = h["CpuPeriod"].as_u64().filter(|n| *n > 0)?;
+    let memory = h["Memory"].as_u64().filter(|m| *m > 0)?;
+    let pids = h["PidsLimit"].as_u64().filter(|p| *p > 0)?;
+    if h["MemorySwap"].as_u64() != Some(memory) {
+        return None;
+    }
+    Some(crate::SizesReadBack {
+        cpus: quota as f64 / period as f64,
+        memory_mb: memory / (1024 * 1024),
+        pids,
+    })
 }
 
 #[async_trait::async_trait]

@@ -403,6 +403,8 @@ impl Provider for FakeProvider {
                 running: true,
                 home: Some("/home/fake".into()),
                 user: Some("1000:1000".into()),
+                // It bounds no size (its check refuses sizes).
+                sizes: None,
             }),
             network: spec.network.kind(),
             deadline_ms,

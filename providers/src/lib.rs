@@ -72,5 +72,5 @@ pub use settings::{HostDefaults, Table, layer};
 pub use types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
     LifetimeMode, NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
-    Sizes, check_labels, check_lifetime, human_ms, label,
+    Sizes, SizesReadBack, check_labels, check_lifetime, human_ms, label,
 };

@@ -689,6 +689,18 @@ impl LocalProvider {
             running: meta.process.as_ref().is_some_and(Process::alive),
             home: Some(meta.work_dir.clone()),
             user: meta.user.map(|(u, g)| format!("{u}:{g}")),
+            // Read from the cgroup's files now, not from what create wrote.
+            sizes: self
+                .cgroups
+                .as_ref()
+                .ok()
+                .and_then(|c| c.open(&meta.id).ok())
+                .and_then(|cg| cg.read_back().ok())
+                .map(|l| crate::SizesReadBack {
+                    cpus: l.cpus,
+                    memory_mb: l.memory_mb,
+                    pids: l.pids,
+                }),
         }
     }
 

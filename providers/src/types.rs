@@ -162,6 +162,23 @@ pub struct ComputerRef {
     /// The user programs run as (uid:gid), where the provider knows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// The bounds it is held to, read back from what enforces them (the
+    /// cgroup's files, the engine's inspect); none where the provider
+    /// bounds no size or cannot read them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sizes: Option<SizesReadBack>,
+}
+
+/// A computer's bounds as read back.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SizesReadBack {
+    /// CPUs of time per wall second (1.5 is 150 ms every 100 ms).
+    pub cpus: f64,
+    /// Memory, swap included, in MiB.
+    pub memory_mb: u64,
+    /// Processes and threads at once.
+    pub pids: u64,
 }
 
 /// What create returns: the computer, its network as read back, and notes

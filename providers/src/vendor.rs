@@ -581,6 +581,7 @@ impl<V: Vendor> BrowserVendor<V> {
             running: b.state != State::Ended,
             home: None,
             user: None,
+            sizes: None,
         }
     }
 

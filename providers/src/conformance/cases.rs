@@ -208,6 +208,13 @@ pub fn cases() -> Vec<Case> {
             provider::mount_undeclared
         ),
         case!(
+            "limits.read-back",
+            Full,
+            Limits,
+            &[Need::Sizes],
+            limits::read_back
+        ),
+        case!(
             "limits.pids",
             Full,
             Limits,

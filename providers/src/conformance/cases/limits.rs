@@ -1,9 +1,10 @@
 //! Sizes bounded as asked (Full, for a provider whose check takes them):
-//! processes, memory and HOME's size. Every hostile program here runs in a
-//! computer made for the case with small bounds, so only that computer's
-//! own cgroup holds it.
+//! the bounds read back, processes, memory and HOME's size. Every hostile
+//! program here runs in a computer made for the case with small bounds, so
+//! only that computer's own cgroup holds it.
 
-use crate::conformance::ctx::{Computer, Ctx, Outcome, ensure};
+use crate::conformance::ctx::{Computer, Ctx, Outcome, bounded, ensure, fail};
+use crate::types::{AttachBy, ComputerRef};
 
 const PIDS: u64 = 64;
 const MEMORY_MB: u64 = 256;
@@ -14,6 +15,43 @@ async fn bounded_computer(t: &Ctx) -> Result<Computer, Outcome> {
         s.sizes.memory_mb = Some(MEMORY_MB);
     })
     .await
+}
+
+/// The bounds as create and attach read them back: what was asked.
+pub async fn read_back(t: &Ctx) -> Result<(), Outcome> {
+    let c = bounded_computer(t).await?;
+    let attached = bounded(
+        "attach",
+        t.bounds.cleanup,
+        t.provider
+            .attach(&AttachBy::Id(c.computer.id.clone()), &t.cancel),
+    )
+    .await;
+    let attached = match attached {
+        Ok(a) => a,
+        Err(e) => return fail(format!("attach failed: {}", e.message)),
+    };
+    let wrong: Vec<String> = [("create", &c.computer), ("attach", &attached)]
+        .into_iter()
+        .filter_map(|(how, r)| held(how, r).err())
+        .collect();
+    ensure(wrong.is_empty(), || wrong.join("; "))
+}
+
+/// Whether `r` reads back the bounds [`bounded_computer`] asks for; the
+/// words of what it read otherwise.
+fn held(how: &str, r: &ComputerRef) -> Result<(), String> {
+    match r.sizes {
+        None => Err(format!(
+            "{how} reads no bounds back for a computer asked for pids {PIDS} and {MEMORY_MB} MiB"
+        )),
+        Some(s) if s.pids != PIDS || s.memory_mb != MEMORY_MB => Err(format!(
+            "{how} reads the bounds back as pids {} and {} MiB, not the pids {PIDS} and {MEMORY_MB} MiB asked",
+            s.pids, s.memory_mb
+        )),
+        Some(s) if s.cpus <= 0.0 => Err(format!("{how} reads the CPU bound back as {}", s.cpus)),
+        Some(_) => Ok(()),
+    }
 }
 
 pub async fn pids(t: &Ctx) -> Result<(), Outcome> {
@@ -88,4 +126,44 @@ pub async fn work_size(t: &Ctx) -> Result<(), Outcome> {
             )
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SizesReadBack;
+
+    #[test]
+    fn bounds_read_back_short_or_missing_are_named() {
+        let mut r = ComputerRef {
+            provider: "p".into(),
+            id: "c".into(),
+            labels: Default::default(),
+            created_at: String::new(),
+            deadline: String::new(),
+            running: true,
+            home: None,
+            user: None,
+            sizes: None,
+        };
+        assert_eq!(
+            held("attach", &r).unwrap_err(),
+            "attach reads no bounds back for a computer asked for pids 64 and 256 MiB"
+        );
+        r.sizes = Some(SizesReadBack {
+            cpus: 1.0,
+            memory_mb: 512,
+            pids: 64,
+        });
+        assert_eq!(
+            held("create", &r).unwrap_err(),
+            "create reads the bounds back as pids 64 and 512 MiB, not the pids 64 and 256 MiB asked"
+        );
+        r.sizes = Some(SizesReadBack {
+            cpus: 1.0,
+            memory_mb: 256,
+            pids: 64,
+        });
+        assert_eq!(held("create", &r), Ok(()));
+    }
 }
