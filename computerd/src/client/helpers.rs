@@ -6,11 +6,13 @@ use super::{ClientError, ComputerClient, Result};
 use crate::protocol::{
     Bytes64, FilesReadParams, FilesWriteParams, ProcessReadParams, ProcessReadResult,
     Stream as OutStream, TarPullBeginParams, TarPullEndParams, TarPullReadParams,
-    TarPushBeginParams, TarPushEndParams, TarPushWriteParams, limits,
+    TarPushBeginParams, TarPushEndParams, TarPushWriteParams, WithData, limits,
 };
+use serde_json::Value;
 
-/// How many tar.push.write calls a push keeps on their way at once.
-const PUSH_WINDOW: usize = 4;
+/// How many tar.push.write calls a push keeps on their way at once (4 MiB,
+/// well inside the daemon's 16 MiB ahead).
+const PUSH_WINDOW: usize = 8;
 
 /// Options of [`ComputerExt::write_file`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -64,13 +66,61 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
         }
     }
 
+    /// Call a method whose params' `data` may go as a bytes frame (see
+    /// [`ComputerClient::call_bytes`]).
+    fn call_sending_data<P: crate::protocol::Call + WithData + Send>(
+        &self,
+        mut params: P,
+    ) -> impl std::future::Future<Output = Result<P::Result>> + Send {
+        let data = std::mem::take(params.data_mut()).into_inner();
+        let value = encode_params::<P>(&params).map(|mut v| {
+            if let Value::Object(map) = &mut v {
+                map.remove("data");
+            }
+            v
+        });
+        async move {
+            let reply = self
+                .call_bytes(P::METHOD.as_str(), value?, Some(data), false)
+                .await?;
+            decode_result::<P>(reply.result)
+        }
+    }
+
+    /// Call a method whose result's `data` may come as a bytes frame.
+    fn call_taking_data<P: crate::protocol::Call>(
+        &self,
+        params: &P,
+    ) -> impl std::future::Future<Output = Result<P::Result>> + Send
+    where
+        P::Result: WithData,
+    {
+        let value = encode_params::<P>(params);
+        async move {
+            let reply = self
+                .call_bytes(P::METHOD.as_str(), value?, None, true)
+                .await?;
+            let Some(data) = reply.data else {
+                return decode_result::<P>(reply.result);
+            };
+            let mut result = reply.result;
+            if let Value::Object(map) = &mut result {
+                // A stand-in that decodes to no bytes; the frame's go in after.
+                map.insert("data".into(), Value::String(String::new()));
+            }
+            let mut r = decode_result::<P>(result)?;
+            *r.data_mut() = Bytes64(data);
+            Ok(r)
+        }
+    }
+
     /// Read a whole file, a chunk per call.
     fn read_file(&self, path: &str) -> impl std::future::Future<Output = Result<Vec<u8>>> + Send {
         async move {
             let mut out = Vec::new();
             loop {
                 let r = self
-                    .call_typed(&FilesReadParams {
+                    .call_taking_data(&FilesReadParams {
                         path: path.to_string(),
                         offset: Some(out.len() as u64),
                         length: Some(limits::MAX_CHUNK_BYTES),
@@ -100,7 +150,7 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
                 let end = (offset + chunk).min(bytes.len());
                 let last = end == bytes.len();
                 let r = self
-                    .call_typed(&FilesWriteParams {
+                    .call_sending_data(FilesWriteParams {
                         path: path.to_string(),
                         data: Bytes64(bytes[offset..end].to_vec()),
                         offset: (offset > 0).then_some(offset as u64),
@@ -179,7 +229,7 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
                         offset: Some(offset),
                     };
                     offset += piece.len() as u64;
-                    on_the_way.push_back(async move { self.call_typed(&params).await });
+                    on_the_way.push_back(self.call_sending_data(params));
                 }
             }
             while let Some(done) = on_the_way.next().await {
@@ -261,6 +311,20 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
     }
 }
 
+fn encode_params<P: crate::protocol::Call>(params: &P) -> Result<Value> {
+    serde_json::to_value(params).map_err(|e| ClientError::Decode {
+        method: P::METHOD.as_str().to_string(),
+        detail: format!("params could not be encoded: {e}"),
+    })
+}
+
+fn decode_result<P: crate::protocol::Call>(value: Value) -> Result<P::Result> {
+    serde_json::from_value(value).map_err(|e| ClientError::Decode {
+        method: P::METHOD.as_str().to_string(),
+        detail: e.to_string(),
+    })
+}
+
 /// A tar pull in progress. Ended on its last chunk, by [`TarPull::end`], or when dropped.
 pub struct TarPull<C: ComputerClient + Clone + 'static> {
     client: C,
@@ -276,7 +340,7 @@ impl<C: ComputerClient + Clone + 'static> TarPull<C> {
         }
         let read = self
             .client
-            .call_typed(&TarPullReadParams {
+            .call_taking_data(&TarPullReadParams {
                 id: self.id.clone(),
                 max_bytes: Some(limits::MAX_CHUNK_BYTES),
             })

@@ -21,10 +21,13 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::{Daemon, exec, files, tar};
+
+mod frame;
 use crate::client::{LineRead, read_bounded_line};
 use crate::protocol::{
     self, CancelParams, DeadlineExtendParams, DeadlineExtendResult, Empty, Envelope, Group,
-    HelloResult, Id, MachineKind, Method, RpcError, TarStreamId, decode_params, limits, method,
+    HelloResult, Id, MachineKind, Method, RpcError, TarStreamId, decode_params,
+    decode_params_with_bytes, limits, method,
 };
 
 struct Conn {
@@ -49,26 +52,52 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// One message for the writer: a line, and the bytes frame after it.
+struct Out {
+    line: String,
+    bytes: Option<Vec<u8>>,
+}
+
+impl Out {
+    fn line(line: String) -> Self {
+        Self { line, bytes: None }
+    }
+}
+
+/// A reply's result and the bytes that follow its line, when it sends them
+/// as a frame.
+type Answer = (Value, Option<Vec<u8>>);
+
 pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
     let (read, mut write) = stream.into_split();
-    let (out, mut out_rx) = mpsc::unbounded_channel::<String>();
+    let (out, mut out_rx) = mpsc::unbounded_channel::<Out>();
     let writer = tokio::spawn(async move {
-        let mut buf = Vec::with_capacity(64 * 1024);
-        while let Some(line) = out_rx.recv().await {
+        let mut buf = Vec::with_capacity(256 * 1024);
+        while let Some(first) = out_rx.recv().await {
             buf.clear();
-            buf.extend_from_slice(line.as_bytes());
-            buf.push(b'\n');
-            // Gather what is already queued into one write.
-            while buf.len() < 256 * 1024 {
-                match out_rx.try_recv() {
-                    Ok(more) => {
-                        buf.extend_from_slice(more.as_bytes());
-                        buf.push(b'\n');
+            let mut next = Some(first);
+            // Gather what is already queued into one write; a frame's bytes
+            // go out as they are, after the lines before them.
+            while let Some(msg) = next.take() {
+                buf.extend_from_slice(msg.line.as_bytes());
+                buf.push(b'\n');
+                if let Some(bytes) = msg.bytes {
+                    if bytes.len() <= 64 * 1024 {
+                        buf.extend_from_slice(&bytes);
+                    } else {
+                        if write.write_all(&buf).await.is_err()
+                            || write.write_all(&bytes).await.is_err()
+                        {
+                            return;
+                        }
+                        buf.clear();
                     }
-                    Err(_) => break,
+                }
+                if buf.len() < 256 * 1024 {
+                    next = out_rx.try_recv().ok();
                 }
             }
-            if write.write_all(&buf).await.is_err() {
+            if !buf.is_empty() && write.write_all(&buf).await.is_err() {
                 return;
             }
         }
@@ -85,8 +114,11 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
         frame: Mutex::new(None),
     });
     let mut tasks = JoinSet::new();
-    let mut reader = BufReader::with_capacity(64 * 1024, read);
+    let mut reader = BufReader::with_capacity(256 * 1024, read);
     let mut line = Vec::with_capacity(4096);
+    let send = |id: Option<Id>, e: RpcError| {
+        let _ = out.send(Out::line(Envelope::reply(id, Err(e)).to_line()));
+    };
     loop {
         line.clear();
         match read_bounded_line(&mut reader, &mut line, limits::MAX_LINE_BYTES as usize).await {
@@ -96,7 +128,7 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
                     "a line was longer than {} bytes (1 MiB) and was dropped; send less per call (files and tar take chunks of 512 KiB)",
                     limits::MAX_LINE_BYTES
                 ));
-                let _ = out.send(Envelope::reply(None, Err(e)).to_line());
+                send(None, e);
                 continue;
             }
             Ok(LineRead::Line) => {}
@@ -107,11 +139,29 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
         let env: Envelope = match serde_json::from_slice(&line) {
             Ok(env) => env,
             Err(e) => {
+                if let Some(why) = frame::unreadable_count(&line) {
+                    // Bytes may follow that cannot be counted: nothing after
+                    // this line can be read in step, so the connection ends.
+                    send(None, RpcError::invalid(why).with_field("bytes"));
+                    break;
+                }
                 let err = RpcError::invalid(format!("the line is not a JSON-RPC message: {e}"))
                     .with_code(protocol::PARSE_ERROR);
-                let _ = out.send(Envelope::reply(None, Err(err)).to_line());
+                send(None, err);
                 continue;
             }
+        };
+        // A frame's bytes are read before anything else is decided, so
+        // whatever becomes of the message the stream stays in step.
+        let bytes = match env.bytes {
+            None => None,
+            Some(n) => match frame::read(&mut reader, n).await {
+                Ok(b) => Some(b),
+                Err(why) => {
+                    send(env.id.clone(), why.with_field("bytes"));
+                    break;
+                }
+            },
         };
         let Some(m) = env.method.clone() else {
             // A reply from the client: nothing is ever asked of it.
@@ -129,7 +179,7 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
         if env.jsonrpc != "2.0" {
             let err =
                 RpcError::invalid("jsonrpc must be \"2.0\"").with_code(protocol::INVALID_REQUEST);
-            let _ = out.send(Envelope::reply(Some(id), Err(err)).to_line());
+            send(Some(id), err);
             continue;
         }
         let cancel = CancellationToken::new();
@@ -139,7 +189,7 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
                 let err = RpcError::invalid(format!(
                     "id {id} is already in use by a request still running"
                 ));
-                let _ = out.send(Envelope::reply(Some(id), Err(err)).to_line());
+                send(Some(id), err);
                 continue;
             }
             let on_eof = Method::from_name(&m) != Some(Method::ProcessStart);
@@ -153,9 +203,13 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
         }
         let conn = Arc::clone(&conn);
         let out = out.clone();
+        let frame = frame::Frame {
+            bytes,
+            reply_bytes: env.reply_bytes == Some(true),
+        };
         tasks.spawn(async move {
             // A bug in one method must cost that call, not the connection.
-            let outcome = AssertUnwindSafe(dispatch(&conn, &m, env.params, cancel))
+            let outcome = AssertUnwindSafe(dispatch_framed(&conn, &m, env.params, frame, cancel))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|_| {
@@ -164,7 +218,18 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
                     )))
                 });
             lock(&conn.inflight).remove(&id);
-            let _ = out.send(Envelope::reply(Some(id), outcome).to_line());
+            let msg = match outcome {
+                Ok((result, bytes)) => {
+                    let mut env = Envelope::reply(Some(id), Ok(result));
+                    env.bytes = bytes.as_ref().map(|b| b.len() as u64);
+                    Out {
+                        line: env.to_line(),
+                        bytes,
+                    }
+                }
+                Err(e) => Out::line(Envelope::reply(Some(id), Err(e)).to_line()),
+            };
+            let _ = out.send(msg);
         });
         // Reap finished tasks so the set does not grow with the connection's age.
         while tasks.try_join_next().is_some() {}
@@ -216,6 +281,45 @@ where
             "the call failed inside the daemon: {e}"
         )))
     })
+}
+
+/// One request with its bytes frame, if it came with one: the methods
+/// whose `data` may travel as a frame are answered here, every other one by
+/// [`dispatch`] (which takes no frame).
+async fn dispatch_framed(
+    conn: &Arc<Conn>,
+    m: &str,
+    params: Option<Value>,
+    frame: frame::Frame,
+    cancel: CancellationToken,
+) -> Result<Answer, RpcError> {
+    let frame::Frame { bytes, reply_bytes } = frame;
+    match Method::from_name(m) {
+        Some(Method::TarPushWrite) => {
+            let p = decode_params_with_bytes(params, bytes)?;
+            to_value(conn.push_write(p).await).map(|v| (v, None))
+        }
+        Some(Method::FilesWrite) => {
+            let p = decode_params_with_bytes(params, bytes)?;
+            to_value(blocking(move || files::write(p)).await).map(|v| (v, None))
+        }
+        Some(Method::TarPullRead) if bytes.is_none() => {
+            frame::answer(conn.pull_read(decode_params(params)?).await, reply_bytes)
+        }
+        Some(Method::FilesRead) if bytes.is_none() => {
+            let p = decode_params(params)?;
+            frame::answer(blocking(move || files::read(p)).await, reply_bytes)
+        }
+        _ if bytes.is_some() => Err(RpcError::invalid_field(
+            "bytes",
+            format!(
+                "{m} takes no bytes frame (only {} and {} do); its bytes were read and dropped",
+                Method::FilesWrite.as_str(),
+                Method::TarPushWrite.as_str()
+            ),
+        )),
+        _ => dispatch(conn, m, params, cancel).await.map(|v| (v, None)),
+    }
 }
 
 /// One request. The match is over every [`Method`]: a method added to the
@@ -346,6 +450,7 @@ pub fn hello_with(display: Vec<Group>) -> HelloResult {
             other => other.into(),
         },
         groups,
+        bytes_frames: Some(limits::MAX_FRAME_BYTES),
     }
 }
 

@@ -12,6 +12,8 @@ pub const MAX_OUTPUT_BYTES: u64 = 360 * KIB;
 pub const MAX_CHUNK_BYTES: u64 = 512 * KIB;
 /// The most raw bytes one files.write or tar.push.write carries (fits a line in base64).
 pub const MAX_WRITE_BYTES: u64 = 512 * KIB;
+/// The most raw bytes a bytes frame carries after its line (its `bytes`).
+pub const MAX_FRAME_BYTES: u64 = 512 * KIB;
 /// How far past the bytes a tar push has been handed a pipelined
 /// tar.push.write may start (its `offset`): it waits there for the writes
 /// before it.

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::envelope::Bytes64;
+use super::envelope::{Bytes64, WithData};
 
 /// `{id}`: what a begin returns.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -83,4 +83,16 @@ pub struct TarPushEndParams {
 pub struct TarPushEndResult {
     /// Entries extracted.
     pub entries: u64,
+}
+
+impl WithData for TarPullReadResult {
+    fn data_mut(&mut self) -> &mut Bytes64 {
+        &mut self.data
+    }
+}
+
+impl WithData for TarPushWriteParams {
+    fn data_mut(&mut self) -> &mut Bytes64 {
+        &mut self.data
+    }
 }

@@ -575,6 +575,7 @@ mod tests {
             kind: MachineKind::Linux,
             arch: "amd64".into(),
             groups: GROUPS.to_vec(),
+            bytes_frames: None,
         };
         assert_eq!(
             hello_drift(&hello, &host(), true)[0],
@@ -614,6 +615,7 @@ mod tests {
             kind: MachineKind::Linux,
             arch: "amd64".into(),
             groups: vec![Group::Exec, Group::Files, Group::Processes, Group::Screen],
+            bytes_frames: None,
         };
         assert_eq!(
             hello_drift(&hello, &host(), false),
