@@ -704,6 +704,120 @@ mod tests {
         assert!(matches!(again, ClientError::Closed(_)));
     }
 
+    /// A fake daemon that answers hello as `hello` and then records the next
+    /// request's line, answering it with `reply` (a line and raw bytes).
+    async fn one_call_after_hello(
+        hello: Value,
+        reply: Vec<u8>,
+        call: impl FnOnce(DaemonClient) -> futures::future::BoxFuture<'static, Result<BytesReply>>,
+    ) -> (Envelope, Result<BytesReply>) {
+        let (a, b) = tokio::io::duplex(1 << 20);
+        let client = DaemonClient::new(a);
+        let server = tokio::spawn(async move {
+            let (r, mut w) = tokio::io::split(b);
+            let mut lines = BufReader::new(r).lines();
+            let first: Envelope =
+                serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+            assert_eq!(first.method.as_deref(), Some("hello"));
+            let answer = Envelope::reply(first.id, Ok(hello));
+            w.write_all(format!("{}\n", answer.to_line()).as_bytes())
+                .await
+                .unwrap();
+            let second: Envelope =
+                serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+            w.write_all(&reply).await.unwrap();
+            w.shutdown().await.unwrap();
+            // Hold the other side open until the client is done reading.
+            let _ = lines.next_line().await;
+            second
+        });
+        let outcome = call(client.clone()).await;
+        client.close();
+        (server.await.unwrap(), outcome)
+    }
+
+    #[tokio::test]
+    async fn without_bytes_frames_in_hello_data_goes_as_base64() {
+        let reply = format!(
+            "{}\n",
+            Envelope::reply(Some(Id::Num(2)), Ok(json!({"size": 3}))).to_line()
+        );
+        let (sent, got) = one_call_after_hello(
+            json!({"version": "0", "os": "linux", "kind": "linux", "arch": "amd64", "groups": []}),
+            reply.into_bytes(),
+            |c| {
+                Box::pin(async move {
+                    c.call_bytes(
+                        "files.write",
+                        json!({"path": "/f"}),
+                        Some(b"abc".to_vec()),
+                        true,
+                    )
+                    .await
+                })
+            },
+        )
+        .await;
+        assert_eq!(sent.bytes, None);
+        assert_eq!(sent.reply_bytes, None);
+        assert_eq!(sent.params, Some(json!({"path": "/f", "data": "YWJj"})));
+        assert_eq!(
+            got.unwrap(),
+            BytesReply {
+                result: json!({"size": 3}),
+                data: None
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_reply_frame_cut_short_or_over_the_limit_ends_the_connection_in_words() {
+        let hello = json!({"version": "0", "os": "linux", "kind": "linux", "arch": "amd64",
+                           "groups": [], "bytesFrames": 524288});
+        let read = |c: DaemonClient| -> futures::future::BoxFuture<'static, Result<BytesReply>> {
+            Box::pin(async move {
+                c.call_bytes("tar.pull.read", json!({"id": "t"}), None, true)
+                    .await
+            })
+        };
+        let mut short = Envelope::reply(Some(Id::Num(2)), Ok(json!({"eof": false})));
+        short.bytes = Some(100);
+        let mut bytes = format!("{}\n", short.to_line()).into_bytes();
+        bytes.extend_from_slice(&[1; 10]);
+        let (sent, got) = one_call_after_hello(hello.clone(), bytes, read).await;
+        assert_eq!(sent.reply_bytes, Some(true));
+        let e = got.unwrap_err();
+        assert!(matches!(e, ClientError::Closed(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "the connection to computerd ended: computerd's bytes frame was cut short: 10 of its 100 bytes came before the end"
+        );
+
+        let mut over = Envelope::reply(Some(Id::Num(2)), Ok(json!({"eof": false})));
+        over.bytes = Some(limits::MAX_FRAME_BYTES + 1);
+        let bytes = format!("{}\n", over.to_line()).into_bytes();
+        let (_, got) = one_call_after_hello(hello.clone(), bytes, read).await;
+        assert_eq!(
+            got.unwrap_err().to_string(),
+            "the connection to computerd ended: computerd sent a bytes frame of 524289 bytes; the most is 524288"
+        );
+
+        // A whole frame arrives as the reply's data, and the stream goes on.
+        let mut whole = Envelope::reply(Some(Id::Num(2)), Ok(json!({"eof": true})));
+        whole.bytes = Some(4);
+        let mut bytes = format!("{}\n", whole.to_line()).into_bytes();
+        bytes.extend_from_slice(b"a\nb\n");
+        let (sent, got) = one_call_after_hello(hello, bytes, read).await;
+        assert_eq!(sent.method.as_deref(), Some("tar.pull.read"));
+        assert_eq!(
+            got.unwrap(),
+            BytesReply {
+                result: json!({"eof": true}),
+                data: Some(b"a\nb\n".to_vec())
+            }
+        );
+    }
+
     #[tokio::test]
     async fn bounded_line_reader_skips_long_lines_and_keeps_step() {
         let data = format!("{}\nshort\n", "x".repeat(100));
