@@ -6,9 +6,13 @@ use super::{ClientError, ComputerClient, Result};
 use crate::protocol::{
     Bytes64, FilesReadParams, FilesWriteParams, ProcessReadParams, ProcessReadResult,
     Stream as OutStream, TarPullBeginParams, TarPullEndParams, TarPullReadParams,
-    TarPushBeginParams, TarPushEndParams, TarPushWriteParams, WithData, limits,
+    TarPullReadResult, TarPushBeginParams, TarPushEndParams, TarPushWriteParams, WithData, limits,
 };
 use serde_json::Value;
+
+/// How many tar.pull.read calls a pull keeps on their way at once (2 MiB),
+/// once the daemon showed it takes their `offset`.
+const PULL_WINDOW: usize = 4;
 
 /// How many tar.push.write calls a push keeps on their way at once (4 MiB,
 /// well inside the daemon's 16 MiB ahead).
@@ -88,30 +92,14 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
     }
 
     /// Call a method whose result's `data` may come as a bytes frame.
-    fn call_taking_data<P: crate::protocol::Call>(
+    fn call_taking_data<P: crate::protocol::Call + Sync>(
         &self,
         params: &P,
     ) -> impl std::future::Future<Output = Result<P::Result>> + Send
     where
         P::Result: WithData,
     {
-        let value = encode_params::<P>(params);
-        async move {
-            let reply = self
-                .call_bytes(P::METHOD.as_str(), value?, None, true)
-                .await?;
-            let Some(data) = reply.data else {
-                return decode_result::<P>(reply.result);
-            };
-            let mut result = reply.result;
-            if let Value::Object(map) = &mut result {
-                // A stand-in that decodes to no bytes; the frame's go in after.
-                map.insert("data".into(), Value::String(String::new()));
-            }
-            let mut r = decode_result::<P>(result)?;
-            *r.data_mut() = Bytes64(data);
-            Ok(r)
-        }
+        async move { taking_data(self, params).await.map(|(r, _)| r) }
     }
 
     /// Read a whole file, a chunk per call.
@@ -256,6 +244,10 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
                 client: self.clone(),
                 id,
                 done: false,
+                ahead: futures::stream::FuturesOrdered::new(),
+                pipelined: false,
+                received: 0,
+                next_offset: 0,
             })
         }
     }
@@ -311,6 +303,32 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
     }
 }
 
+/// A call whose result's `data` may come as a bytes frame; true when it did
+/// (the daemon speaks frames, and with them a pull's `offset`).
+async fn taking_data<C: ComputerClient + ?Sized, P: crate::protocol::Call + Sync>(
+    client: &C,
+    params: &P,
+) -> Result<(P::Result, bool)>
+where
+    P::Result: WithData,
+{
+    let value = encode_params::<P>(params)?;
+    let reply = client
+        .call_bytes(P::METHOD.as_str(), value, None, true)
+        .await?;
+    let Some(data) = reply.data else {
+        return decode_result::<P>(reply.result).map(|r| (r, false));
+    };
+    let mut result = reply.result;
+    if let Value::Object(map) = &mut result {
+        // A stand-in that decodes to no bytes; the frame's go in after.
+        map.insert("data".into(), Value::String(String::new()));
+    }
+    let mut r = decode_result::<P>(result)?;
+    *r.data_mut() = Bytes64(data);
+    Ok((r, true))
+}
+
 fn encode_params<P: crate::protocol::Call>(params: &P) -> Result<Value> {
     serde_json::to_value(params).map_err(|e| ClientError::Decode {
         method: P::METHOD.as_str().to_string(),
@@ -330,7 +348,19 @@ pub struct TarPull<C: ComputerClient + Clone + 'static> {
     client: C,
     id: String,
     done: bool,
+    /// Reads on their way, in offset order.
+    ahead: futures::stream::FuturesOrdered<PullRead>,
+    /// The daemon answered a read in a bytes frame: it takes `offset`, so
+    /// reads go ahead of each other's answers.
+    pipelined: bool,
+    /// Bytes of the archive returned so far.
+    received: u64,
+    /// Where the next read sent ahead starts.
+    next_offset: u64,
 }
+
+/// One tar.pull.read on its way: its result, and whether it came in a frame.
+type PullRead = futures::future::BoxFuture<'static, Result<(TarPullReadResult, bool)>>;
 
 impl<C: ComputerClient + Clone + 'static> TarPull<C> {
     /// The next chunk of the archive; `None` at its end.
@@ -338,16 +368,40 @@ impl<C: ComputerClient + Clone + 'static> TarPull<C> {
         if self.done {
             return Ok(None);
         }
-        let read = self
-            .client
-            .call_taking_data(&TarPullReadParams {
-                id: self.id.clone(),
-                max_bytes: Some(limits::MAX_CHUNK_BYTES),
-            })
-            .await;
+        let window = if self.pipelined { PULL_WINDOW } else { 1 };
+        while self.ahead.len() < window {
+            self.send_read();
+        }
+        let read = match self.ahead.next().await {
+            Some(read) => read,
+            None => Err(ClientError::Closed("the pull's reads stopped".into())),
+        };
+        let read = read.and_then(|(r, framed)| {
+            let sent_ahead = self.pipelined;
+            if sent_ahead && !r.eof && r.data.len() as u64 != limits::MAX_CHUNK_BYTES {
+                return Err(ClientError::Decode {
+                    method: <TarPullReadParams as crate::protocol::Call>::METHOD
+                        .as_str()
+                        .to_string(),
+                    detail: format!(
+                        "a read before the end returned {} bytes, not the {} asked, so the reads sent ahead of it cannot follow",
+                        r.data.len(),
+                        limits::MAX_CHUNK_BYTES
+                    ),
+                });
+            }
+            self.received += r.data.len() as u64;
+            if framed && !self.pipelined {
+                self.pipelined = true;
+                self.next_offset = self.received;
+            }
+            Ok(r)
+        });
         match read {
             Ok(r) => {
                 if r.eof {
+                    // Reads sent past the end are dropped (and so cancelled).
+                    self.ahead = futures::stream::FuturesOrdered::new();
                     self.end().await?;
                 }
                 if r.data.is_empty() && self.done {
@@ -356,10 +410,27 @@ impl<C: ComputerClient + Clone + 'static> TarPull<C> {
                 Ok(Some(r.data.into_inner()))
             }
             Err(e) => {
+                self.ahead = futures::stream::FuturesOrdered::new();
                 let _ = self.end().await;
                 Err(e)
             }
         }
+    }
+
+    /// Send the next read: at its offset once the daemon takes them.
+    fn send_read(&mut self) {
+        let offset = self.pipelined.then_some(self.next_offset);
+        if self.pipelined {
+            self.next_offset += limits::MAX_CHUNK_BYTES;
+        }
+        let params = TarPullReadParams {
+            id: self.id.clone(),
+            max_bytes: Some(limits::MAX_CHUNK_BYTES),
+            offset,
+        };
+        let client = self.client.clone();
+        self.ahead
+            .push_back(Box::pin(async move { taking_data(&client, &params).await }));
     }
 
     /// Stop the pull and free it in the daemon.

@@ -33,13 +33,28 @@ use crate::protocol::{
 struct Conn {
     daemon: Arc<Daemon>,
     inflight: Mutex<HashMap<Id, Inflight>>,
-    pulls: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<tar::Pull>>>>>,
+    pulls: Mutex<HashMap<String, Arc<PullSlot>>>,
     pushes: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<tar::Push>>>>>,
     /// The one screen.shot this connection holds: its id and PNG.
     shot: Mutex<Option<(String, Arc<Vec<u8>>)>>,
     /// The connection's screen.watch, and its newest frame held for screen.read.
     watch: super::x11::watch::Watch,
     frame: Mutex<Option<(String, Arc<Vec<u8>>)>>,
+}
+
+/// An open pull, and how far it has gone: the bytes returned so far and
+/// whether it is done (its end read, failed or ended), watched by reads
+/// sent ahead with an `offset`.
+struct PullSlot {
+    pull: tokio::sync::Mutex<Option<tar::Pull>>,
+    at: tokio::sync::watch::Sender<(u64, bool)>,
+}
+
+impl PullSlot {
+    /// Wake every read waiting ahead: the pull goes no further.
+    fn finish(&self) {
+        self.at.send_modify(|(_, done)| *done = true);
+    }
 }
 
 struct Inflight {
@@ -249,8 +264,9 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
 impl Conn {
     /// Pulls and pushes still open when the connection ends are ended with it.
     fn end_streams(&self) {
-        for (_, pull) in lock(&self.pulls).drain() {
-            if let Ok(mut p) = pull.try_lock() {
+        for (_, slot) in lock(&self.pulls).drain() {
+            slot.finish();
+            if let Ok(mut p) = slot.pull.try_lock() {
                 p.take();
             }
         }
@@ -303,9 +319,10 @@ async fn dispatch_framed(
             let p = decode_params_with_bytes(params, bytes)?;
             to_value(blocking(move || files::write(p)).await).map(|v| (v, None))
         }
-        Some(Method::TarPullRead) if bytes.is_none() => {
-            frame::answer(conn.pull_read(decode_params(params)?).await, reply_bytes)
-        }
+        Some(Method::TarPullRead) if bytes.is_none() => frame::answer(
+            conn.pull_read(decode_params(params)?, cancel).await,
+            reply_bytes,
+        ),
         Some(Method::FilesRead) if bytes.is_none() => {
             let p = decode_params(params)?;
             frame::answer(blocking(move || files::read(p)).await, reply_bytes)
@@ -371,7 +388,7 @@ async fn dispatch(
             to_value(blocking(move || files::remove(p)).await)
         }
         Method::TarPullBegin => to_value(conn.pull_begin(decode_params(params)?).await),
-        Method::TarPullRead => to_value(conn.pull_read(decode_params(params)?).await),
+        Method::TarPullRead => to_value(conn.pull_read(decode_params(params)?, cancel).await),
         Method::TarPullEnd => to_value(conn.pull_end(decode_params(params)?).await),
         Method::TarPushBegin => to_value(conn.push_begin(decode_params(params)?).await),
         Method::TarPushWrite => to_value(conn.push_write(decode_params(params)?).await),
@@ -455,6 +472,26 @@ pub fn hello_with(display: Vec<Group>) -> HelloResult {
 }
 
 type Slot<T> = Arc<tokio::sync::Mutex<Option<T>>>;
+
+/// A pipelined tar.pull.read's `offset` against the `at` bytes returned:
+/// never a repeat, and at most [`limits::MAX_PULL_AHEAD_BYTES`] ahead.
+fn check_pull_offset(offset: u64, at: u64) -> Result<(), RpcError> {
+    if offset < at {
+        return Err(RpcError::invalid(format!(
+            "offset {offset}: the pull has returned {at} bytes already, so this read would repeat some"
+        ))
+        .with_field("offset"));
+    }
+    if offset - at > limits::MAX_PULL_AHEAD_BYTES {
+        return Err(RpcError::invalid(format!(
+            "offset {offset} is {} bytes past the {at} returned, over the {} a read may wait ahead",
+            offset - at,
+            limits::MAX_PULL_AHEAD_BYTES
+        ))
+        .with_field("offset"));
+    }
+    Ok(())
+}
 
 fn get_slot<T>(
     map: &Mutex<HashMap<String, Slot<T>>>,
@@ -559,25 +596,64 @@ impl Conn {
             )));
         }
         let id = self.daemon.stream_id();
-        pulls.insert(id.clone(), Arc::new(tokio::sync::Mutex::new(Some(pull))));
+        pulls.insert(
+            id.clone(),
+            Arc::new(PullSlot {
+                pull: tokio::sync::Mutex::new(Some(pull)),
+                at: tokio::sync::watch::Sender::new((0, false)),
+            }),
+        );
         Ok(TarStreamId { id })
     }
 
     async fn pull_read(
         &self,
         p: protocol::TarPullReadParams,
+        cancel: CancellationToken,
     ) -> Result<protocol::TarPullReadResult, RpcError> {
         let max = super::check::one_to(
             "maxBytes",
             p.max_bytes.unwrap_or(limits::MAX_CHUNK_BYTES),
             limits::MAX_CHUNK_BYTES,
         )?;
-        let slot = get_slot(&self.pulls, &p.id, "pull")?;
-        let mut guard = slot.lock_owned().await;
+        let slot = lock(&self.pulls).get(&p.id).cloned().ok_or_else(|| {
+            RpcError::not_found(format!(
+                "no tar pull {:?} is open on this connection (it ended, or never began here)",
+                p.id
+            ))
+            .with_field("id")
+        })?;
+        let ended =
+            || RpcError::not_found(format!("tar pull {:?} has ended", p.id)).with_field("id");
+        if let Some(offset) = p.offset {
+            let (at, done) = *slot.at.borrow();
+            check_pull_offset(offset, at)?;
+            if offset > at && !done {
+                // The reads before it are still on their way: wait for them
+                // without holding the pull.
+                let mut progress = slot.at.subscribe();
+                tokio::select! {
+                    r = progress.wait_for(|&(a, d)| a >= offset || d) => {
+                        if r.is_err() {
+                            return Err(ended());
+                        }
+                    }
+                    _ = cancel.cancelled() => {
+                        return Err(RpcError::aborted(format!(
+                            "tar.pull.read at offset {offset} was cancelled while it waited for the reads before it"
+                        )));
+                    }
+                }
+            }
+        }
+        let mut guard = slot.pull.lock().await;
+        if let Some(offset) = p.offset {
+            // Past the end or a failure, a read ahead reads on: it gets
+            // the end (no bytes, eof) or the failure again.
+            check_pull_offset(offset, slot.at.borrow().0)?;
+        }
         let Some(mut pull) = guard.take() else {
-            return Err(
-                RpcError::not_found(format!("tar pull {:?} has ended", p.id)).with_field("id"),
-            );
+            return Err(ended());
         };
         let (pull, r) = tokio::task::spawn_blocking(move || {
             let r = pull.read(max as usize);
@@ -586,7 +662,12 @@ impl Conn {
         .await
         .map_err(|e| RpcError::invalid(format!("the pull failed inside the daemon: {e}")))?;
         *guard = Some(pull);
+        let r = r.inspect_err(|_| slot.finish());
         let (data, eof) = r?;
+        slot.at.send_modify(|(at, done)| {
+            *at += data.len() as u64;
+            *done |= eof;
+        });
         Ok(protocol::TarPullReadResult {
             data: protocol::Bytes64(data),
             eof,
@@ -597,7 +678,8 @@ impl Conn {
         // Ending twice is fine: the second finds nothing and says nothing.
         let slot = lock(&self.pulls).remove(&p.id);
         if let Some(slot) = slot {
-            slot.lock().await.take();
+            slot.finish();
+            slot.pull.lock().await.take();
         }
         Ok(Empty {})
     }
