@@ -156,6 +156,7 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
     }
 
     /// Push a tar archive from a byte stream into `dir` (made if missing).
+    /// A chunk of at most 512 KiB goes as one write, without a copy.
     /// Returns the entries extracted. The push is ended however this ends,
     /// and the source is not read past the first failure.
     fn push_tar<S, B, E>(
@@ -165,7 +166,7 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
     ) -> impl std::future::Future<Output = Result<u64>> + Send
     where
         S: Stream<Item = std::result::Result<B, E>> + Send,
-        B: AsRef<[u8]> + Send,
+        B: Into<Vec<u8>> + Send,
         E: std::fmt::Display + Send,
     {
         async move {
@@ -191,7 +192,7 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
     ) -> impl std::future::Future<Output = Result<()>> + Send
     where
         S: Stream<Item = std::result::Result<B, E>> + Send,
-        B: AsRef<[u8]> + Send,
+        B: Into<Vec<u8>> + Send,
         E: std::fmt::Display + Send,
     {
         async move {
@@ -205,18 +206,26 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
             while let Some(item) = source.next().await {
                 let bytes =
                     item.map_err(|e| ClientError::Source(format!("the tar source failed: {e}")))?;
-                for piece in bytes.as_ref().chunks(max) {
+                let bytes: Vec<u8> = bytes.into();
+                // A chunk that fits one write goes as it is, without a copy.
+                let pieces: Vec<Vec<u8>> = if bytes.len() <= max {
+                    vec![bytes]
+                } else {
+                    bytes.chunks(max).map(<[u8]>::to_vec).collect()
+                };
+                for piece in pieces {
                     if on_the_way.len() >= PUSH_WINDOW
                         && let Some(done) = on_the_way.next().await
                     {
                         done?;
                     }
+                    let len = piece.len() as u64;
                     let params = TarPushWriteParams {
                         id: id.to_string(),
-                        data: Bytes64(piece.to_vec()),
+                        data: Bytes64(piece),
                         offset: Some(offset),
                     };
-                    offset += piece.len() as u64;
+                    offset += len;
                     on_the_way.push_back(self.call_sending_data(params));
                 }
             }

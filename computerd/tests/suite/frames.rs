@@ -230,3 +230,86 @@ async fn a_frame_cut_short_is_refused_and_its_request_never_runs() {
     assert!(raw.ends().await);
     assert!(!exists(&f), "a cut-short write ran");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_reads_sent_ahead_with_offsets_come_back_in_place() {
+    let Some(init) = Init::start() else {
+        return;
+    };
+    let src = init.path("one.bin");
+    let data: Vec<u8> = (0..5000u32).map(|i| (i % 249) as u8).collect();
+    std::fs::write(&src, &data).unwrap();
+    let mut raw = init.raw().await;
+    raw.request(1, "tar.pull.begin", json!({"path": src})).await;
+    let id = raw.reply_to(1).await.result.unwrap()["id"].clone();
+    // Sent last-first: each waits for the reads before it.
+    for k in (0..4u64).rev() {
+        raw.send(
+            json!({"jsonrpc": "2.0", "id": 10 + k, "method": "tar.pull.read",
+                        "params": {"id": id, "maxBytes": 1024, "offset": k * 1024},
+                        "replyBytes": true}),
+        )
+        .await;
+    }
+    let mut archive = vec![Vec::new(); 4];
+    for _ in 0..4 {
+        let env = raw.recv().await;
+        let Some(Id::Num(n)) = env.id else {
+            panic!("{env:?}")
+        };
+        assert_eq!(env.result, Some(json!({"eof": false})), "{n}");
+        archive[(n - 10) as usize] = raw.recv_bytes(env.bytes.unwrap() as usize).await;
+    }
+    let archive = archive.concat();
+    assert_eq!(&archive[..7], b"one.bin");
+    assert_eq!(&archive[512..1024], &data[..512]);
+    assert_eq!(&archive[1024..4096], &data[512..3584]);
+
+    // A repeat, and a read too far ahead, are refused naming offset.
+    raw.request(20, "tar.pull.read", json!({"id": id, "offset": 1024}))
+        .await;
+    let (kind, field, msg) = message(&raw.reply_to(20).await);
+    assert_eq!(
+        (kind.as_str(), field.as_deref()),
+        ("invalid", Some("offset"))
+    );
+    assert_eq!(
+        msg,
+        "offset 1024: the pull has returned 4096 bytes already, so this read would repeat some"
+    );
+    let far = 4096 + limits::MAX_PULL_AHEAD_BYTES + 1;
+    raw.request(21, "tar.pull.read", json!({"id": id, "offset": far}))
+        .await;
+    let (_, field, msg) = message(&raw.reply_to(21).await);
+    assert_eq!(field.as_deref(), Some("offset"));
+    assert!(
+        msg.contains("over the 16777216 a read may wait ahead"),
+        "{msg}"
+    );
+
+    // A read waiting ahead is cancelled by $/cancelRequest.
+    raw.request(
+        22,
+        "tar.pull.read",
+        json!({"id": id, "maxBytes": 16, "offset": 8192}),
+    )
+    .await;
+    raw.send(json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 22}}))
+        .await;
+    let (kind, _, _) = message(&raw.reply_to(22).await);
+    assert_eq!(kind, "aborted");
+
+    // The rest, then a read past the end gets the end.
+    raw.request(23, "tar.pull.read", json!({"id": id, "offset": 4096}))
+        .await;
+    let rest = raw.reply_to(23).await.result.unwrap();
+    assert_eq!(rest["eof"], json!(true));
+    raw.request(24, "tar.pull.read", json!({"id": id, "offset": 1 << 20}))
+        .await;
+    assert_eq!(
+        raw.reply_to(24).await.result,
+        Some(json!({"data": "", "eof": true}))
+    );
+    raw.request(25, "tar.pull.end", json!({"id": id})).await;
+    assert_eq!(raw.reply_to(25).await.result, Some(json!({})));
+}
