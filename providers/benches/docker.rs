@@ -255,6 +255,9 @@ async fn main() {
         b.as_secs_f64() / a.as_secs_f64()
     );
 
+    if creates == 0 {
+        return;
+    }
     // create → first result vs docker run --rm.
     let mut first = Vec::with_capacity(creates);
     for _ in 0..creates {
