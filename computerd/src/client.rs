@@ -15,13 +15,17 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::protocol::{Call, CancelParams, Envelope, ErrorKind, Id, RpcError, limits, method};
+use crate::protocol::{
+    Call, CancelParams, Envelope, ErrorKind, Id, Method, RpcError, limits, method,
+};
 
 pub use helpers::{
     ComputerExt, FollowChunk, ProcessFollow, ProcessOutput, TarPull, WriteFileOptions,
@@ -62,12 +66,28 @@ impl From<RpcError> for ClientError {
 
 pub type Result<T, E = ClientError> = std::result::Result<T, E>;
 
-type Pending = HashMap<i64, oneshot::Sender<Result<Value>>>;
+/// A reply: its result, and the bytes frame that came after its line.
+type Answer = (Value, Option<Vec<u8>>);
+
+type Pending = HashMap<i64, oneshot::Sender<Result<Answer>>>;
 
 enum Outgoing {
-    Line(String),
+    /// A line, and the bytes frame after it.
+    Line(String, Option<Vec<u8>>),
     Close,
 }
+
+/// What a call by [`ComputerClient::call_bytes`] got back.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BytesReply {
+    /// The result; without its `data` when that came as [`BytesReply::data`].
+    pub result: Value,
+    /// The result's `data`, when it came as a bytes frame.
+    pub data: Option<Vec<u8>>,
+}
+
+/// Whether the daemon takes bytes frames: not known before a hello reply.
+const FRAMES_UNKNOWN: i64 = -1;
 
 struct Inner {
     out: mpsc::UnboundedSender<Outgoing>,
@@ -75,6 +95,9 @@ struct Inner {
     /// Set once the stream has ended, with the reason; no call is sent after.
     closed: Mutex<Option<String>>,
     next_id: AtomicI64,
+    /// The most bytes a frame to the daemon may carry (0: none; the daemon
+    /// said nothing of frames), or [`FRAMES_UNKNOWN`] before any hello.
+    frames: AtomicI64,
 }
 
 impl Inner {
@@ -114,6 +137,30 @@ pub trait ComputerClient: Send + Sync {
         params: Value,
     ) -> futures::future::BoxFuture<'a, Result<Value>>;
 
+    /// A call whose `data` may travel as raw bytes beside its JSON (a bytes
+    /// frame, where the connection has them) instead of base64 inside it.
+    /// `data`, when given, is the params' `data` (which `params` leaves
+    /// out). With `reply_data`, the result's `data` may come back as
+    /// [`BytesReply::data`] instead of inside the result. A client without
+    /// frames (this default) sends `data` in base64 and returns the result
+    /// whole.
+    fn call_bytes<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+        data: Option<Vec<u8>>,
+        reply_data: bool,
+    ) -> futures::future::BoxFuture<'a, Result<BytesReply>> {
+        let _ = reply_data;
+        Box::pin(async move {
+            let params = with_base64_data(params, data);
+            Ok(BytesReply {
+                result: self.call_value(method, params).await?,
+                data: None,
+            })
+        })
+    }
+
     /// Stop sending; calls already sent still get their replies.
     fn close(&self);
 
@@ -131,6 +178,15 @@ impl<T: ComputerClient + ?Sized> ComputerClient for std::sync::Arc<T> {
     ) -> futures::future::BoxFuture<'a, Result<Value>> {
         (**self).call_value(method, params)
     }
+    fn call_bytes<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+        data: Option<Vec<u8>>,
+        reply_data: bool,
+    ) -> futures::future::BoxFuture<'a, Result<BytesReply>> {
+        (**self).call_bytes(method, params, data, reply_data)
+    }
     fn close(&self) {
         (**self).close()
     }
@@ -146,6 +202,17 @@ impl ComputerClient for DaemonClient {
         params: Value,
     ) -> futures::future::BoxFuture<'a, Result<Value>> {
         Box::pin(DaemonClient::call_value(self, method, params))
+    }
+    fn call_bytes<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+        data: Option<Vec<u8>>,
+        reply_data: bool,
+    ) -> futures::future::BoxFuture<'a, Result<BytesReply>> {
+        Box::pin(DaemonClient::call_bytes(
+            self, method, params, data, reply_data,
+        ))
     }
     fn close(&self) {
         DaemonClient::close(self)
@@ -190,6 +257,7 @@ impl DaemonClient {
             pending: Mutex::new(HashMap::new()),
             closed: Mutex::new(None),
             next_id: AtomicI64::new(1),
+            frames: AtomicI64::new(FRAMES_UNKNOWN),
         });
         tokio::spawn(write_loop(Arc::downgrade(&inner), rx, write));
         tokio::spawn(read_loop(Arc::downgrade(&inner), read));
@@ -198,14 +266,81 @@ impl DaemonClient {
 
     /// Call a method with raw JSON params; the raw result comes back.
     pub async fn call_value(&self, method: &str, params: Value) -> Result<Value> {
+        let (mut result, data) = self.send(method, params, None, false).await?;
+        // Asked for none, a frame's bytes still belong in the result.
+        if let Some(data) = data
+            && let Value::Object(map) = &mut result
+        {
+            map.insert("data".into(), Value::String(STANDARD.encode(data)));
+        }
+        Ok(result)
+    }
+
+    /// [`ComputerClient::call_bytes`]: frames once the daemon's hello said
+    /// it takes them (a hello is sent first when none was seen yet), base64
+    /// inside the JSON otherwise.
+    pub async fn call_bytes(
+        &self,
+        method: &str,
+        params: Value,
+        data: Option<Vec<u8>>,
+        reply_data: bool,
+    ) -> Result<BytesReply> {
+        let most = self.frames().await;
+        let (params, data) = match data {
+            Some(d) if d.len() as u64 > most => (with_base64_data(params, Some(d)), None),
+            d => (params, d),
+        };
+        let (result, data) = self
+            .send(method, params, data, reply_data && most > 0)
+            .await?;
+        Ok(BytesReply { result, data })
+    }
+
+    /// The most bytes a frame to the daemon may carry, 0 when it takes none.
+    async fn frames(&self) -> u64 {
+        let known = self.inner.frames.load(Ordering::Relaxed);
+        if known != FRAMES_UNKNOWN {
+            return known.max(0) as u64;
+        }
+        // Its reply sets what is known (see `send`); a failed hello means none.
+        if self
+            .call_value(method_name(Method::Hello), serde_json::json!({}))
+            .await
+            .is_err()
+        {
+            let _ = self.inner.frames.compare_exchange(
+                FRAMES_UNKNOWN,
+                0,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+        self.inner.frames.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    async fn send(
+        &self,
+        method: &str,
+        params: Value,
+        data: Option<Vec<u8>>,
+        reply_data: bool,
+    ) -> Result<Answer> {
         if let Some(reason) = self.inner.closed_reason() {
             return Err(ClientError::Closed(reason));
         }
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         self.inner.pending().insert(id, tx);
-        let line = Envelope::request(Id::Num(id), method, params).to_line();
-        if self.inner.out.send(Outgoing::Line(line)).is_err() {
+        let mut env = Envelope::request(Id::Num(id), method, params);
+        env.bytes = data.as_ref().map(|d| d.len() as u64);
+        env.reply_bytes = reply_data.then_some(true);
+        if self
+            .inner
+            .out
+            .send(Outgoing::Line(env.to_line(), data))
+            .is_err()
+        {
             self.inner.pending().remove(&id);
             return Err(ClientError::Closed("the writer has stopped".into()));
         }
@@ -216,14 +351,26 @@ impl DaemonClient {
         };
         let outcome = rx.await;
         guard.armed = false;
-        match outcome {
-            Ok(r) => r,
-            Err(_) => Err(ClientError::Closed(
-                self.inner
-                    .closed_reason()
-                    .unwrap_or_else(|| "the reader has stopped".into()),
-            )),
+        let answer = match outcome {
+            Ok(r) => r?,
+            Err(_) => {
+                return Err(ClientError::Closed(
+                    self.inner
+                        .closed_reason()
+                        .unwrap_or_else(|| "the reader has stopped".into()),
+                ));
+            }
+        };
+        if method == method_name(Method::Hello) {
+            // Negotiated in hello: frames go to a daemon that says it takes them.
+            let most = answer
+                .0
+                .get("bytesFrames")
+                .and_then(Value::as_u64)
+                .map_or(0, |n| n.min(limits::MAX_FRAME_BYTES) as i64);
+            self.inner.frames.store(most, Ordering::Relaxed);
         }
+        Ok(answer)
     }
 
     /// Call a method by its typed params.
@@ -285,7 +432,7 @@ impl Drop for CancelOnDrop<'_> {
         })
         .unwrap_or(Value::Null);
         let line = Envelope::notification(method::CANCEL_REQUEST, params).to_line();
-        let _ = self.inner.out.send(Outgoing::Line(line));
+        let _ = self.inner.out.send(Outgoing::Line(line, None));
     }
 }
 
@@ -294,24 +441,29 @@ async fn write_loop<W: AsyncWrite + Send>(
     mut rx: mpsc::UnboundedReceiver<Outgoing>,
     write: W,
 ) {
+    // Lines gather in the buffer; a frame's bytes of more than the buffer
+    // holds go past it straight to the stream.
+    let write = tokio::io::BufWriter::with_capacity(256 * 1024, write);
     let mut write = std::pin::pin!(write);
     while let Some(msg) = rx.recv().await {
-        let line = match msg {
-            Outgoing::Line(line) => line,
+        let (line, data) = match msg {
+            Outgoing::Line(line, data) => (line, data),
             Outgoing::Close => break,
         };
-        let mut buf = line.into_bytes();
-        buf.push(b'\n');
-        if let Err(e) = write.write_all(&buf).await {
-            if let Some(inner) = inner.upgrade() {
-                inner.close_with(format!("writing to computerd failed: {e}"));
-            }
-            return;
+        let mut sent = write.write_all(line.as_bytes()).await;
+        if sent.is_ok() {
+            sent = write.write_all(b"\n").await;
+        }
+        if sent.is_ok()
+            && let Some(data) = &data
+        {
+            sent = write.write_all(data).await;
         }
         // Flush when nothing else is queued, so a burst goes out as one write.
-        if rx.is_empty()
-            && let Err(e) = write.flush().await
-        {
+        if sent.is_ok() && rx.is_empty() {
+            sent = write.flush().await;
+        }
+        if let Err(e) = sent {
             if let Some(inner) = inner.upgrade() {
                 inner.close_with(format!("writing to computerd failed: {e}"));
             }
@@ -323,7 +475,7 @@ async fn write_loop<W: AsyncWrite + Send>(
 }
 
 async fn read_loop<R: AsyncRead + Send>(inner: std::sync::Weak<Inner>, read: R) {
-    let read = BufReader::with_capacity(64 * 1024, read);
+    let read = BufReader::with_capacity(256 * 1024, read);
     tokio::pin!(read);
     // A reply line may be as long as the protocol allows, and a little more
     // for the envelope around a full result.
@@ -340,9 +492,40 @@ async fn read_loop<R: AsyncRead + Send>(inner: std::sync::Weak<Inner>, read: R) 
             Err(e) => break format!("reading from computerd failed: {e}"),
         }
         let Some(inner) = inner.upgrade() else { return };
-        let Ok(env) = serde_json::from_slice::<Envelope>(&line) else {
-            tracing::warn!("computerd sent a line that is not JSON-RPC; ignored");
-            continue;
+        let env = match serde_json::from_slice::<Envelope>(&line) {
+            Ok(env) => env,
+            Err(_) => {
+                if let Ok(v) = serde_json::from_slice::<Value>(&line)
+                    && let Some(count) = v.get("bytes")
+                {
+                    break format!(
+                        "computerd sent a line whose bytes ({count}) is not a count of the bytes after it"
+                    );
+                }
+                tracing::warn!("computerd sent a line that is not JSON-RPC; ignored");
+                continue;
+            }
+        };
+        let data = match env.bytes {
+            None => None,
+            Some(n) if n > limits::MAX_FRAME_BYTES => {
+                break format!(
+                    "computerd sent a bytes frame of {n} bytes; the most is {}",
+                    limits::MAX_FRAME_BYTES
+                );
+            }
+            Some(n) => {
+                let mut buf = Vec::with_capacity(n as usize);
+                match (&mut read).take(n).read_to_end(&mut buf).await {
+                    Ok(got) if got as u64 == n => Some(buf),
+                    Ok(got) => {
+                        break format!(
+                            "computerd's bytes frame was cut short: {got} of its {n} bytes came before the end"
+                        );
+                    }
+                    Err(e) => break format!("reading from computerd failed: {e}"),
+                }
+            }
         };
         let Some(Id::Num(id)) = env.id else { continue };
         if env.method.is_some() {
@@ -353,13 +536,27 @@ async fn read_loop<R: AsyncRead + Send>(inner: std::sync::Weak<Inner>, read: R) 
         };
         let outcome = match env.error {
             Some(e) => Err(ClientError::Rpc(e)),
-            None => Ok(env.result.unwrap_or(Value::Null)),
+            None => Ok((env.result.unwrap_or(Value::Null), data)),
         };
         let _ = tx.send(outcome);
     };
     if let Some(inner) = inner.upgrade() {
         inner.close_with(reason);
     }
+}
+
+/// `params` with `data` in base64 inside it, as a call without frames sends it.
+fn with_base64_data(mut params: Value, data: Option<Vec<u8>>) -> Value {
+    if let Some(data) = data
+        && let Value::Object(map) = &mut params
+    {
+        map.insert("data".into(), Value::String(STANDARD.encode(data)));
+    }
+    params
+}
+
+fn method_name(m: Method) -> &'static str {
+    m.as_str()
 }
 
 pub(crate) enum LineRead {
@@ -505,6 +702,120 @@ mod tests {
         );
         let again = client.call(&PingParams {}).await.unwrap_err();
         assert!(matches!(again, ClientError::Closed(_)));
+    }
+
+    /// A fake daemon that answers hello as `hello` and then records the next
+    /// request's line, answering it with `reply` (a line and raw bytes).
+    async fn one_call_after_hello(
+        hello: Value,
+        reply: Vec<u8>,
+        call: impl FnOnce(DaemonClient) -> futures::future::BoxFuture<'static, Result<BytesReply>>,
+    ) -> (Envelope, Result<BytesReply>) {
+        let (a, b) = tokio::io::duplex(1 << 20);
+        let client = DaemonClient::new(a);
+        let server = tokio::spawn(async move {
+            let (r, mut w) = tokio::io::split(b);
+            let mut lines = BufReader::new(r).lines();
+            let first: Envelope =
+                serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+            assert_eq!(first.method.as_deref(), Some("hello"));
+            let answer = Envelope::reply(first.id, Ok(hello));
+            w.write_all(format!("{}\n", answer.to_line()).as_bytes())
+                .await
+                .unwrap();
+            let second: Envelope =
+                serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+            w.write_all(&reply).await.unwrap();
+            w.shutdown().await.unwrap();
+            // Hold the other side open until the client is done reading.
+            let _ = lines.next_line().await;
+            second
+        });
+        let outcome = call(client.clone()).await;
+        client.close();
+        (server.await.unwrap(), outcome)
+    }
+
+    #[tokio::test]
+    async fn without_bytes_frames_in_hello_data_goes_as_base64() {
+        let reply = format!(
+            "{}\n",
+            Envelope::reply(Some(Id::Num(2)), Ok(json!({"size": 3}))).to_line()
+        );
+        let (sent, got) = one_call_after_hello(
+            json!({"version": "0", "os": "linux", "kind": "linux", "arch": "amd64", "groups": []}),
+            reply.into_bytes(),
+            |c| {
+                Box::pin(async move {
+                    c.call_bytes(
+                        "files.write",
+                        json!({"path": "/f"}),
+                        Some(b"abc".to_vec()),
+                        true,
+                    )
+                    .await
+                })
+            },
+        )
+        .await;
+        assert_eq!(sent.bytes, None);
+        assert_eq!(sent.reply_bytes, None);
+        assert_eq!(sent.params, Some(json!({"path": "/f", "data": "YWJj"})));
+        assert_eq!(
+            got.unwrap(),
+            BytesReply {
+                result: json!({"size": 3}),
+                data: None
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_reply_frame_cut_short_or_over_the_limit_ends_the_connection_in_words() {
+        let hello = json!({"version": "0", "os": "linux", "kind": "linux", "arch": "amd64",
+                           "groups": [], "bytesFrames": 524288});
+        let read = |c: DaemonClient| -> futures::future::BoxFuture<'static, Result<BytesReply>> {
+            Box::pin(async move {
+                c.call_bytes("tar.pull.read", json!({"id": "t"}), None, true)
+                    .await
+            })
+        };
+        let mut short = Envelope::reply(Some(Id::Num(2)), Ok(json!({"eof": false})));
+        short.bytes = Some(100);
+        let mut bytes = format!("{}\n", short.to_line()).into_bytes();
+        bytes.extend_from_slice(&[1; 10]);
+        let (sent, got) = one_call_after_hello(hello.clone(), bytes, read).await;
+        assert_eq!(sent.reply_bytes, Some(true));
+        let e = got.unwrap_err();
+        assert!(matches!(e, ClientError::Closed(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "the connection to computerd ended: computerd's bytes frame was cut short: 10 of its 100 bytes came before the end"
+        );
+
+        let mut over = Envelope::reply(Some(Id::Num(2)), Ok(json!({"eof": false})));
+        over.bytes = Some(limits::MAX_FRAME_BYTES + 1);
+        let bytes = format!("{}\n", over.to_line()).into_bytes();
+        let (_, got) = one_call_after_hello(hello.clone(), bytes, read).await;
+        assert_eq!(
+            got.unwrap_err().to_string(),
+            "the connection to computerd ended: computerd sent a bytes frame of 524289 bytes; the most is 524288"
+        );
+
+        // A whole frame arrives as the reply's data, and the stream goes on.
+        let mut whole = Envelope::reply(Some(Id::Num(2)), Ok(json!({"eof": true})));
+        whole.bytes = Some(4);
+        let mut bytes = format!("{}\n", whole.to_line()).into_bytes();
+        bytes.extend_from_slice(b"a\nb\n");
+        let (sent, got) = one_call_after_hello(hello, bytes, read).await;
+        assert_eq!(sent.method.as_deref(), Some("tar.pull.read"));
+        assert_eq!(
+            got.unwrap(),
+            BytesReply {
+                result: json!({"eof": true}),
+                data: Some(b"a\nb\n".to_vec())
+            }
+        );
     }
 
     #[tokio::test]

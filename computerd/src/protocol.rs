@@ -32,7 +32,7 @@ mod tar;
 pub use cdp::{CdpEvent, CdpEventsParams, CdpEventsResult, CdpSendParams, CdpSendResult};
 pub use envelope::{
     Bytes64, Call, Envelope, ErrorData, ErrorKind, INVALID_REQUEST, Id, METHOD_NOT_FOUND,
-    PARSE_ERROR, RpcError, decode_params,
+    PARSE_ERROR, RpcError, WithData, decode_params, decode_params_with_bytes,
 };
 pub use exec::{ExecParams, ExecResult};
 pub use files::{

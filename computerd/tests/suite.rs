@@ -2,6 +2,7 @@ mod desktop;
 mod egress;
 mod exec;
 mod files;
+mod frames;
 mod isolate;
 mod lifecycle;
 mod process;

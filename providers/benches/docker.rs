@@ -6,7 +6,10 @@
 //! - create → connect → the first `exec.run` result versus
 //!   `docker run --rm <image> true` (target: within 1.5x);
 //! - a 100 MB tree (100 files of 1 MiB) pushed in by tar through the
-//!   connection versus `docker cp` (target: not slower).
+//!   connection versus `docker cp` in (target: not slower), and pulled out
+//!   by tar versus `docker cp` out (target: not slower). Each side reads
+//!   the files and writes them, as docker cp does: the push tars the host's
+//!   tree as it goes, the pull unpacks into a host directory as it comes.
 //!
 //! Run on demand, as root, with dockerd up and the test image built
 //! (fixtures/images/build.sh):
@@ -61,6 +64,83 @@ async fn exec_true(conn: &computer_providers::Connection) {
         .await
         .unwrap();
     assert_eq!(r.exit_code, Some(0));
+}
+
+/// The tree as a tar stream, made on a thread as it is read, in chunks of
+/// 512 KiB (each goes as one write, without a copy).
+fn tar_stream(
+    dir: PathBuf,
+) -> impl futures::Stream<Item = std::io::Result<Vec<u8>>> + Send + 'static {
+    const CHUNK: usize = computerd::protocol::limits::MAX_WRITE_BYTES as usize;
+    struct Chunks(tokio::sync::mpsc::Sender<std::io::Result<Vec<u8>>>, Vec<u8>);
+    impl std::io::Write for Chunks {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            // Never past a chunk: write_all hands the rest to the next call.
+            let n = b.len().min(CHUNK - self.1.len());
+            self.1.extend_from_slice(&b[..n]);
+            if self.1.len() == CHUNK {
+                self.flush()?;
+            }
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            if !self.1.is_empty() {
+                let chunk = std::mem::replace(&mut self.1, Vec::with_capacity(CHUNK));
+                self.0
+                    .blocking_send(Ok(chunk))
+                    .map_err(|_| std::io::Error::other("the push stopped"))?;
+            }
+            Ok(())
+        }
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    std::thread::spawn(move || {
+        let mut archive = tar::Builder::new(Chunks(tx.clone(), Vec::with_capacity(CHUNK)));
+        let made = archive
+            .append_dir_all(".", &dir)
+            .and_then(|()| archive.into_inner())
+            .and_then(|mut w| std::io::Write::flush(&mut w));
+        if let Err(e) = made {
+            let _ = tx.blocking_send(Err(e));
+        }
+    });
+    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) })
+}
+
+/// Unpack a tar stream into `dir` on a thread, as it comes.
+async fn untar_stream<S>(stream: S, dir: PathBuf)
+where
+    S: futures::Stream<Item = computerd::client::Result<Vec<u8>>>,
+{
+    use futures::StreamExt;
+    struct Chunks(tokio::sync::mpsc::Receiver<Vec<u8>>, Vec<u8>, usize);
+    impl std::io::Read for Chunks {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            while self.2 == self.1.len() {
+                match self.0.blocking_recv() {
+                    Some(next) => (self.1, self.2) = (next, 0),
+                    None => return Ok(0),
+                }
+            }
+            let n = buf.len().min(self.1.len() - self.2);
+            buf[..n].copy_from_slice(&self.1[self.2..self.2 + n]);
+            self.2 += n;
+            Ok(n)
+        }
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let unpack = tokio::task::spawn_blocking(move || {
+        std::fs::create_dir_all(&dir).unwrap();
+        tar::Archive::new(Chunks(rx, Vec::new(), 0))
+            .unpack(&dir)
+            .unwrap();
+    });
+    let mut stream = std::pin::pin!(stream);
+    while let Some(chunk) = stream.next().await {
+        tx.send(chunk.unwrap()).await.unwrap();
+    }
+    drop(tx);
+    unpack.await.unwrap();
 }
 
 #[tokio::main]
@@ -118,14 +198,9 @@ async fn main() {
         std::fs::write(tree.path().join(format!("f{i:03}")), bytes).unwrap();
     }
     let t = Instant::now();
-    let mut archive = tar::Builder::new(Vec::new());
-    archive.append_dir_all(".", tree.path()).unwrap();
-    let archive = archive.into_inner().unwrap();
-    let chunks: Vec<std::io::Result<Vec<u8>>> =
-        archive.chunks(1 << 20).map(|c| Ok(c.to_vec())).collect();
     let entries = conn
         .client
-        .push_tar("/work/tree", futures::stream::iter(chunks))
+        .push_tar("/work/tree", tar_stream(tree.path().to_path_buf()))
         .await
         .unwrap();
     let pushed = t.elapsed();
@@ -134,14 +209,39 @@ async fn main() {
     docker_cli(&[
         "cp",
         &format!("{}/.", tree.path().display()),
-        &format!("{}:/tmp", made.computer.id),
+        &format!("{}:/tmp/tree", made.computer.id),
     ]);
     let copied = t.elapsed();
     println!(
-        "100 MB tree: pushed by tar through the connection {:.0} ms, docker cp {:.0} ms: {:.2}x (target at most 1x)",
+        "100 MB tree in: pushed by tar through the connection {:.0} ms, docker cp {:.0} ms: {:.2}x (target at most 1x)",
         ms(pushed),
         ms(copied),
         pushed.as_secs_f64() / copied.as_secs_f64()
+    );
+    // And out again: pulled by tar and unpacked, then docker cp out.
+    let out = tempfile::tempdir().unwrap();
+    let t = Instant::now();
+    let pull = conn.client.pull_tar("/work/tree").await.unwrap();
+    untar_stream(pull.into_stream(), out.path().join("pulled")).await;
+    let pulled = t.elapsed();
+    assert_eq!(
+        std::fs::read_dir(out.path().join("pulled"))
+            .unwrap()
+            .count(),
+        100
+    );
+    let t = Instant::now();
+    docker_cli(&[
+        "cp",
+        &format!("{}:/tmp/tree", made.computer.id),
+        &out.path().join("copied").display().to_string(),
+    ]);
+    let copied_out = t.elapsed();
+    println!(
+        "100 MB tree out: pulled by tar through the connection {:.0} ms, docker cp {:.0} ms: {:.2}x (target at most 1x)",
+        ms(pulled),
+        ms(copied_out),
+        pulled.as_secs_f64() / copied_out.as_secs_f64()
     );
     conn.client.close();
     p.release(&made.computer, Release::Delete, &cancel)
@@ -155,6 +255,9 @@ async fn main() {
         b.as_secs_f64() / a.as_secs_f64()
     );
 
+    if creates == 0 {
+        return;
+    }
     // create → first result vs docker run --rm.
     let mut first = Vec::with_capacity(creates);
     for _ in 0..creates {

@@ -88,6 +88,7 @@ impl BrowserClient {
                     .replace("x86_64", "amd64")
                     .replace("aarch64", "arm64"),
                 groups,
+                bytes_frames: None,
             },
         })
     }

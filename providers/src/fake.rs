@@ -345,6 +345,7 @@ impl FakeProvider {
             kind: MachineKind::Linux,
             arch: "amd64".into(),
             groups: self.inner.caps.groups.clone(),
+            bytes_frames: None,
         }
     }
 }

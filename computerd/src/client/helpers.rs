@@ -6,11 +6,17 @@ use super::{ClientError, ComputerClient, Result};
 use crate::protocol::{
     Bytes64, FilesReadParams, FilesWriteParams, ProcessReadParams, ProcessReadResult,
     Stream as OutStream, TarPullBeginParams, TarPullEndParams, TarPullReadParams,
-    TarPushBeginParams, TarPushEndParams, TarPushWriteParams, limits,
+    TarPullReadResult, TarPushBeginParams, TarPushEndParams, TarPushWriteParams, WithData, limits,
 };
+use serde_json::Value;
 
-/// How many tar.push.write calls a push keeps on their way at once.
-const PUSH_WINDOW: usize = 4;
+/// How many tar.pull.read calls a pull keeps on their way at once (2 MiB),
+/// once the daemon showed it takes their `offset`.
+const PULL_WINDOW: usize = 4;
+
+/// How many tar.push.write calls a push keeps on their way at once (4 MiB,
+/// well inside the daemon's 16 MiB ahead).
+const PUSH_WINDOW: usize = 8;
 
 /// Options of [`ComputerExt::write_file`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -64,13 +70,45 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
         }
     }
 
+    /// Call a method whose params' `data` may go as a bytes frame (see
+    /// [`ComputerClient::call_bytes`]).
+    fn call_sending_data<P: crate::protocol::Call + WithData + Send>(
+        &self,
+        mut params: P,
+    ) -> impl std::future::Future<Output = Result<P::Result>> + Send {
+        let data = std::mem::take(params.data_mut()).into_inner();
+        let value = encode_params::<P>(&params).map(|mut v| {
+            if let Value::Object(map) = &mut v {
+                map.remove("data");
+            }
+            v
+        });
+        async move {
+            let reply = self
+                .call_bytes(P::METHOD.as_str(), value?, Some(data), false)
+                .await?;
+            decode_result::<P>(reply.result)
+        }
+    }
+
+    /// Call a method whose result's `data` may come as a bytes frame.
+    fn call_taking_data<P: crate::protocol::Call + Sync>(
+        &self,
+        params: &P,
+    ) -> impl std::future::Future<Output = Result<P::Result>> + Send
+    where
+        P::Result: WithData,
+    {
+        async move { taking_data(self, params).await.map(|(r, _)| r) }
+    }
+
     /// Read a whole file, a chunk per call.
     fn read_file(&self, path: &str) -> impl std::future::Future<Output = Result<Vec<u8>>> + Send {
         async move {
             let mut out = Vec::new();
             loop {
                 let r = self
-                    .call_typed(&FilesReadParams {
+                    .call_taking_data(&FilesReadParams {
                         path: path.to_string(),
                         offset: Some(out.len() as u64),
                         length: Some(limits::MAX_CHUNK_BYTES),
@@ -100,7 +138,7 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
                 let end = (offset + chunk).min(bytes.len());
                 let last = end == bytes.len();
                 let r = self
-                    .call_typed(&FilesWriteParams {
+                    .call_sending_data(FilesWriteParams {
                         path: path.to_string(),
                         data: Bytes64(bytes[offset..end].to_vec()),
                         offset: (offset > 0).then_some(offset as u64),
@@ -118,6 +156,7 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
     }
 
     /// Push a tar archive from a byte stream into `dir` (made if missing).
+    /// A chunk of at most 512 KiB goes as one write, without a copy.
     /// Returns the entries extracted. The push is ended however this ends,
     /// and the source is not read past the first failure.
     fn push_tar<S, B, E>(
@@ -127,7 +166,7 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
     ) -> impl std::future::Future<Output = Result<u64>> + Send
     where
         S: Stream<Item = std::result::Result<B, E>> + Send,
-        B: AsRef<[u8]> + Send,
+        B: Into<Vec<u8>> + Send,
         E: std::fmt::Display + Send,
     {
         async move {
@@ -153,7 +192,7 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
     ) -> impl std::future::Future<Output = Result<()>> + Send
     where
         S: Stream<Item = std::result::Result<B, E>> + Send,
-        B: AsRef<[u8]> + Send,
+        B: Into<Vec<u8>> + Send,
         E: std::fmt::Display + Send,
     {
         async move {
@@ -167,19 +206,27 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
             while let Some(item) = source.next().await {
                 let bytes =
                     item.map_err(|e| ClientError::Source(format!("the tar source failed: {e}")))?;
-                for piece in bytes.as_ref().chunks(max) {
+                let bytes: Vec<u8> = bytes.into();
+                // A chunk that fits one write goes as it is, without a copy.
+                let pieces: Vec<Vec<u8>> = if bytes.len() <= max {
+                    vec![bytes]
+                } else {
+                    bytes.chunks(max).map(<[u8]>::to_vec).collect()
+                };
+                for piece in pieces {
                     if on_the_way.len() >= PUSH_WINDOW
                         && let Some(done) = on_the_way.next().await
                     {
                         done?;
                     }
+                    let len = piece.len() as u64;
                     let params = TarPushWriteParams {
                         id: id.to_string(),
-                        data: Bytes64(piece.to_vec()),
+                        data: Bytes64(piece),
                         offset: Some(offset),
                     };
-                    offset += piece.len() as u64;
-                    on_the_way.push_back(async move { self.call_typed(&params).await });
+                    offset += len;
+                    on_the_way.push_back(self.call_sending_data(params));
                 }
             }
             while let Some(done) = on_the_way.next().await {
@@ -206,6 +253,10 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
                 client: self.clone(),
                 id,
                 done: false,
+                ahead: futures::stream::FuturesOrdered::new(),
+                pipelined: false,
+                received: 0,
+                next_offset: 0,
             })
         }
     }
@@ -261,12 +312,64 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
     }
 }
 
+/// A call whose result's `data` may come as a bytes frame; true when it did
+/// (the daemon speaks frames, and with them a pull's `offset`).
+async fn taking_data<C: ComputerClient + ?Sized, P: crate::protocol::Call + Sync>(
+    client: &C,
+    params: &P,
+) -> Result<(P::Result, bool)>
+where
+    P::Result: WithData,
+{
+    let value = encode_params::<P>(params)?;
+    let reply = client
+        .call_bytes(P::METHOD.as_str(), value, None, true)
+        .await?;
+    let Some(data) = reply.data else {
+        return decode_result::<P>(reply.result).map(|r| (r, false));
+    };
+    let mut result = reply.result;
+    if let Value::Object(map) = &mut result {
+        // A stand-in that decodes to no bytes; the frame's go in after.
+        map.insert("data".into(), Value::String(String::new()));
+    }
+    let mut r = decode_result::<P>(result)?;
+    *r.data_mut() = Bytes64(data);
+    Ok((r, true))
+}
+
+fn encode_params<P: crate::protocol::Call>(params: &P) -> Result<Value> {
+    serde_json::to_value(params).map_err(|e| ClientError::Decode {
+        method: P::METHOD.as_str().to_string(),
+        detail: format!("params could not be encoded: {e}"),
+    })
+}
+
+fn decode_result<P: crate::protocol::Call>(value: Value) -> Result<P::Result> {
+    serde_json::from_value(value).map_err(|e| ClientError::Decode {
+        method: P::METHOD.as_str().to_string(),
+        detail: e.to_string(),
+    })
+}
+
 /// A tar pull in progress. Ended on its last chunk, by [`TarPull::end`], or when dropped.
 pub struct TarPull<C: ComputerClient + Clone + 'static> {
     client: C,
     id: String,
     done: bool,
+    /// Reads on their way, in offset order.
+    ahead: futures::stream::FuturesOrdered<PullRead>,
+    /// The daemon answered a read in a bytes frame: it takes `offset`, so
+    /// reads go ahead of each other's answers.
+    pipelined: bool,
+    /// Bytes of the archive returned so far.
+    received: u64,
+    /// Where the next read sent ahead starts.
+    next_offset: u64,
 }
+
+/// One tar.pull.read on its way: its result, and whether it came in a frame.
+type PullRead = futures::future::BoxFuture<'static, Result<(TarPullReadResult, bool)>>;
 
 impl<C: ComputerClient + Clone + 'static> TarPull<C> {
     /// The next chunk of the archive; `None` at its end.
@@ -274,16 +377,40 @@ impl<C: ComputerClient + Clone + 'static> TarPull<C> {
         if self.done {
             return Ok(None);
         }
-        let read = self
-            .client
-            .call_typed(&TarPullReadParams {
-                id: self.id.clone(),
-                max_bytes: Some(limits::MAX_CHUNK_BYTES),
-            })
-            .await;
+        let window = if self.pipelined { PULL_WINDOW } else { 1 };
+        while self.ahead.len() < window {
+            self.send_read();
+        }
+        let read = match self.ahead.next().await {
+            Some(read) => read,
+            None => Err(ClientError::Closed("the pull's reads stopped".into())),
+        };
+        let read = read.and_then(|(r, framed)| {
+            let sent_ahead = self.pipelined;
+            if sent_ahead && !r.eof && r.data.len() as u64 != limits::MAX_CHUNK_BYTES {
+                return Err(ClientError::Decode {
+                    method: <TarPullReadParams as crate::protocol::Call>::METHOD
+                        .as_str()
+                        .to_string(),
+                    detail: format!(
+                        "a read before the end returned {} bytes, not the {} asked, so the reads sent ahead of it cannot follow",
+                        r.data.len(),
+                        limits::MAX_CHUNK_BYTES
+                    ),
+                });
+            }
+            self.received += r.data.len() as u64;
+            if framed && !self.pipelined {
+                self.pipelined = true;
+                self.next_offset = self.received;
+            }
+            Ok(r)
+        });
         match read {
             Ok(r) => {
                 if r.eof {
+                    // Reads sent past the end are dropped (and so cancelled).
+                    self.ahead = futures::stream::FuturesOrdered::new();
                     self.end().await?;
                 }
                 if r.data.is_empty() && self.done {
@@ -292,10 +419,27 @@ impl<C: ComputerClient + Clone + 'static> TarPull<C> {
                 Ok(Some(r.data.into_inner()))
             }
             Err(e) => {
+                self.ahead = futures::stream::FuturesOrdered::new();
                 let _ = self.end().await;
                 Err(e)
             }
         }
+    }
+
+    /// Send the next read: at its offset once the daemon takes them.
+    fn send_read(&mut self) {
+        let offset = self.pipelined.then_some(self.next_offset);
+        if self.pipelined {
+            self.next_offset += limits::MAX_CHUNK_BYTES;
+        }
+        let params = TarPullReadParams {
+            id: self.id.clone(),
+            max_bytes: Some(limits::MAX_CHUNK_BYTES),
+            offset,
+        };
+        let client = self.client.clone();
+        self.ahead
+            .push_back(Box::pin(async move { taking_data(&client, &params).await }));
     }
 
     /// Stop the pull and free it in the daemon.

@@ -21,22 +21,40 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::{Daemon, exec, files, tar};
+
+mod frame;
 use crate::client::{LineRead, read_bounded_line};
 use crate::protocol::{
     self, CancelParams, DeadlineExtendParams, DeadlineExtendResult, Empty, Envelope, Group,
-    HelloResult, Id, MachineKind, Method, RpcError, TarStreamId, decode_params, limits, method,
+    HelloResult, Id, MachineKind, Method, RpcError, TarStreamId, decode_params,
+    decode_params_with_bytes, limits, method,
 };
 
 struct Conn {
     daemon: Arc<Daemon>,
     inflight: Mutex<HashMap<Id, Inflight>>,
-    pulls: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<tar::Pull>>>>>,
+    pulls: Mutex<HashMap<String, Arc<PullSlot>>>,
     pushes: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<tar::Push>>>>>,
     /// The one screen.shot this connection holds: its id and PNG.
     shot: Mutex<Option<(String, Arc<Vec<u8>>)>>,
     /// The connection's screen.watch, and its newest frame held for screen.read.
     watch: super::x11::watch::Watch,
     frame: Mutex<Option<(String, Arc<Vec<u8>>)>>,
+}
+
+/// An open pull, and how far it has gone: the bytes returned so far and
+/// whether it is done (its end read, failed or ended), watched by reads
+/// sent ahead with an `offset`.
+struct PullSlot {
+    pull: tokio::sync::Mutex<Option<tar::Pull>>,
+    at: tokio::sync::watch::Sender<(u64, bool)>,
+}
+
+impl PullSlot {
+    /// Wake every read waiting ahead: the pull goes no further.
+    fn finish(&self) {
+        self.at.send_modify(|(_, done)| *done = true);
+    }
 }
 
 struct Inflight {
@@ -49,26 +67,52 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// One message for the writer: a line, and the bytes frame after it.
+struct Out {
+    line: String,
+    bytes: Option<Vec<u8>>,
+}
+
+impl Out {
+    fn line(line: String) -> Self {
+        Self { line, bytes: None }
+    }
+}
+
+/// A reply's result and the bytes that follow its line, when it sends them
+/// as a frame.
+type Answer = (Value, Option<Vec<u8>>);
+
 pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
     let (read, mut write) = stream.into_split();
-    let (out, mut out_rx) = mpsc::unbounded_channel::<String>();
+    let (out, mut out_rx) = mpsc::unbounded_channel::<Out>();
     let writer = tokio::spawn(async move {
-        let mut buf = Vec::with_capacity(64 * 1024);
-        while let Some(line) = out_rx.recv().await {
+        let mut buf = Vec::with_capacity(256 * 1024);
+        while let Some(first) = out_rx.recv().await {
             buf.clear();
-            buf.extend_from_slice(line.as_bytes());
-            buf.push(b'\n');
-            // Gather what is already queued into one write.
-            while buf.len() < 256 * 1024 {
-                match out_rx.try_recv() {
-                    Ok(more) => {
-                        buf.extend_from_slice(more.as_bytes());
-                        buf.push(b'\n');
+            let mut next = Some(first);
+            // Gather what is already queued into one write; a frame's bytes
+            // go out as they are, after the lines before them.
+            while let Some(msg) = next.take() {
+                buf.extend_from_slice(msg.line.as_bytes());
+                buf.push(b'\n');
+                if let Some(bytes) = msg.bytes {
+                    if bytes.len() <= 64 * 1024 {
+                        buf.extend_from_slice(&bytes);
+                    } else {
+                        if write.write_all(&buf).await.is_err()
+                            || write.write_all(&bytes).await.is_err()
+                        {
+                            return;
+                        }
+                        buf.clear();
                     }
-                    Err(_) => break,
+                }
+                if buf.len() < 256 * 1024 {
+                    next = out_rx.try_recv().ok();
                 }
             }
-            if write.write_all(&buf).await.is_err() {
+            if !buf.is_empty() && write.write_all(&buf).await.is_err() {
                 return;
             }
         }
@@ -85,8 +129,11 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
         frame: Mutex::new(None),
     });
     let mut tasks = JoinSet::new();
-    let mut reader = BufReader::with_capacity(64 * 1024, read);
+    let mut reader = BufReader::with_capacity(256 * 1024, read);
     let mut line = Vec::with_capacity(4096);
+    let send = |id: Option<Id>, e: RpcError| {
+        let _ = out.send(Out::line(Envelope::reply(id, Err(e)).to_line()));
+    };
     loop {
         line.clear();
         match read_bounded_line(&mut reader, &mut line, limits::MAX_LINE_BYTES as usize).await {
@@ -96,7 +143,7 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
                     "a line was longer than {} bytes (1 MiB) and was dropped; send less per call (files and tar take chunks of 512 KiB)",
                     limits::MAX_LINE_BYTES
                 ));
-                let _ = out.send(Envelope::reply(None, Err(e)).to_line());
+                send(None, e);
                 continue;
             }
             Ok(LineRead::Line) => {}
@@ -107,11 +154,29 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
         let env: Envelope = match serde_json::from_slice(&line) {
             Ok(env) => env,
             Err(e) => {
+                if let Some(why) = frame::unreadable_count(&line) {
+                    // Bytes may follow that cannot be counted: nothing after
+                    // this line can be read in step, so the connection ends.
+                    send(None, RpcError::invalid(why).with_field("bytes"));
+                    break;
+                }
                 let err = RpcError::invalid(format!("the line is not a JSON-RPC message: {e}"))
                     .with_code(protocol::PARSE_ERROR);
-                let _ = out.send(Envelope::reply(None, Err(err)).to_line());
+                send(None, err);
                 continue;
             }
+        };
+        // A frame's bytes are read before anything else is decided, so
+        // whatever becomes of the message the stream stays in step.
+        let bytes = match env.bytes {
+            None => None,
+            Some(n) => match frame::read(&mut reader, n).await {
+                Ok(b) => Some(b),
+                Err(why) => {
+                    send(env.id.clone(), why.with_field("bytes"));
+                    break;
+                }
+            },
         };
         let Some(m) = env.method.clone() else {
             // A reply from the client: nothing is ever asked of it.
@@ -129,7 +194,7 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
         if env.jsonrpc != "2.0" {
             let err =
                 RpcError::invalid("jsonrpc must be \"2.0\"").with_code(protocol::INVALID_REQUEST);
-            let _ = out.send(Envelope::reply(Some(id), Err(err)).to_line());
+            send(Some(id), err);
             continue;
         }
         let cancel = CancellationToken::new();
@@ -139,7 +204,7 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
                 let err = RpcError::invalid(format!(
                     "id {id} is already in use by a request still running"
                 ));
-                let _ = out.send(Envelope::reply(Some(id), Err(err)).to_line());
+                send(Some(id), err);
                 continue;
             }
             let on_eof = Method::from_name(&m) != Some(Method::ProcessStart);
@@ -153,9 +218,13 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
         }
         let conn = Arc::clone(&conn);
         let out = out.clone();
+        let frame = frame::Frame {
+            bytes,
+            reply_bytes: env.reply_bytes == Some(true),
+        };
         tasks.spawn(async move {
             // A bug in one method must cost that call, not the connection.
-            let outcome = AssertUnwindSafe(dispatch(&conn, &m, env.params, cancel))
+            let outcome = AssertUnwindSafe(dispatch_framed(&conn, &m, env.params, frame, cancel))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|_| {
@@ -164,7 +233,18 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
                     )))
                 });
             lock(&conn.inflight).remove(&id);
-            let _ = out.send(Envelope::reply(Some(id), outcome).to_line());
+            let msg = match outcome {
+                Ok((result, bytes)) => {
+                    let mut env = Envelope::reply(Some(id), Ok(result));
+                    env.bytes = bytes.as_ref().map(|b| b.len() as u64);
+                    Out {
+                        line: env.to_line(),
+                        bytes,
+                    }
+                }
+                Err(e) => Out::line(Envelope::reply(Some(id), Err(e)).to_line()),
+            };
+            let _ = out.send(msg);
         });
         // Reap finished tasks so the set does not grow with the connection's age.
         while tasks.try_join_next().is_some() {}
@@ -184,8 +264,9 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
 impl Conn {
     /// Pulls and pushes still open when the connection ends are ended with it.
     fn end_streams(&self) {
-        for (_, pull) in lock(&self.pulls).drain() {
-            if let Ok(mut p) = pull.try_lock() {
+        for (_, slot) in lock(&self.pulls).drain() {
+            slot.finish();
+            if let Ok(mut p) = slot.pull.try_lock() {
                 p.take();
             }
         }
@@ -216,6 +297,46 @@ where
             "the call failed inside the daemon: {e}"
         )))
     })
+}
+
+/// One request with its bytes frame, if it came with one: the methods
+/// whose `data` may travel as a frame are answered here, every other one by
+/// [`dispatch`] (which takes no frame).
+async fn dispatch_framed(
+    conn: &Arc<Conn>,
+    m: &str,
+    params: Option<Value>,
+    frame: frame::Frame,
+    cancel: CancellationToken,
+) -> Result<Answer, RpcError> {
+    let frame::Frame { bytes, reply_bytes } = frame;
+    match Method::from_name(m) {
+        Some(Method::TarPushWrite) => {
+            let p = decode_params_with_bytes(params, bytes)?;
+            to_value(conn.push_write(p).await).map(|v| (v, None))
+        }
+        Some(Method::FilesWrite) => {
+            let p = decode_params_with_bytes(params, bytes)?;
+            to_value(blocking(move || files::write(p)).await).map(|v| (v, None))
+        }
+        Some(Method::TarPullRead) if bytes.is_none() => frame::answer(
+            conn.pull_read(decode_params(params)?, cancel).await,
+            reply_bytes,
+        ),
+        Some(Method::FilesRead) if bytes.is_none() => {
+            let p = decode_params(params)?;
+            frame::answer(blocking(move || files::read(p)).await, reply_bytes)
+        }
+        _ if bytes.is_some() => Err(RpcError::invalid_field(
+            "bytes",
+            format!(
+                "{m} takes no bytes frame (only {} and {} do); its bytes were read and dropped",
+                Method::FilesWrite.as_str(),
+                Method::TarPushWrite.as_str()
+            ),
+        )),
+        _ => dispatch(conn, m, params, cancel).await.map(|v| (v, None)),
+    }
 }
 
 /// One request. The match is over every [`Method`]: a method added to the
@@ -267,7 +388,7 @@ async fn dispatch(
             to_value(blocking(move || files::remove(p)).await)
         }
         Method::TarPullBegin => to_value(conn.pull_begin(decode_params(params)?).await),
-        Method::TarPullRead => to_value(conn.pull_read(decode_params(params)?).await),
+        Method::TarPullRead => to_value(conn.pull_read(decode_params(params)?, cancel).await),
         Method::TarPullEnd => to_value(conn.pull_end(decode_params(params)?).await),
         Method::TarPushBegin => to_value(conn.push_begin(decode_params(params)?).await),
         Method::TarPushWrite => to_value(conn.push_write(decode_params(params)?).await),
@@ -346,10 +467,31 @@ pub fn hello_with(display: Vec<Group>) -> HelloResult {
             other => other.into(),
         },
         groups,
+        bytes_frames: Some(limits::MAX_FRAME_BYTES),
     }
 }
 
 type Slot<T> = Arc<tokio::sync::Mutex<Option<T>>>;
+
+/// A pipelined tar.pull.read's `offset` against the `at` bytes returned:
+/// never a repeat, and at most [`limits::MAX_PULL_AHEAD_BYTES`] ahead.
+fn check_pull_offset(offset: u64, at: u64) -> Result<(), RpcError> {
+    if offset < at {
+        return Err(RpcError::invalid(format!(
+            "offset {offset}: the pull has returned {at} bytes already, so this read would repeat some"
+        ))
+        .with_field("offset"));
+    }
+    if offset - at > limits::MAX_PULL_AHEAD_BYTES {
+        return Err(RpcError::invalid(format!(
+            "offset {offset} is {} bytes past the {at} returned, over the {} a read may wait ahead",
+            offset - at,
+            limits::MAX_PULL_AHEAD_BYTES
+        ))
+        .with_field("offset"));
+    }
+    Ok(())
+}
 
 fn get_slot<T>(
     map: &Mutex<HashMap<String, Slot<T>>>,
@@ -454,25 +596,64 @@ impl Conn {
             )));
         }
         let id = self.daemon.stream_id();
-        pulls.insert(id.clone(), Arc::new(tokio::sync::Mutex::new(Some(pull))));
+        pulls.insert(
+            id.clone(),
+            Arc::new(PullSlot {
+                pull: tokio::sync::Mutex::new(Some(pull)),
+                at: tokio::sync::watch::Sender::new((0, false)),
+            }),
+        );
         Ok(TarStreamId { id })
     }
 
     async fn pull_read(
         &self,
         p: protocol::TarPullReadParams,
+        cancel: CancellationToken,
     ) -> Result<protocol::TarPullReadResult, RpcError> {
         let max = super::check::one_to(
             "maxBytes",
             p.max_bytes.unwrap_or(limits::MAX_CHUNK_BYTES),
             limits::MAX_CHUNK_BYTES,
         )?;
-        let slot = get_slot(&self.pulls, &p.id, "pull")?;
-        let mut guard = slot.lock_owned().await;
+        let slot = lock(&self.pulls).get(&p.id).cloned().ok_or_else(|| {
+            RpcError::not_found(format!(
+                "no tar pull {:?} is open on this connection (it ended, or never began here)",
+                p.id
+            ))
+            .with_field("id")
+        })?;
+        let ended =
+            || RpcError::not_found(format!("tar pull {:?} has ended", p.id)).with_field("id");
+        if let Some(offset) = p.offset {
+            let (at, done) = *slot.at.borrow();
+            check_pull_offset(offset, at)?;
+            if offset > at && !done {
+                // The reads before it are still on their way: wait for them
+                // without holding the pull.
+                let mut progress = slot.at.subscribe();
+                tokio::select! {
+                    r = progress.wait_for(|&(a, d)| a >= offset || d) => {
+                        if r.is_err() {
+                            return Err(ended());
+                        }
+                    }
+                    _ = cancel.cancelled() => {
+                        return Err(RpcError::aborted(format!(
+                            "tar.pull.read at offset {offset} was cancelled while it waited for the reads before it"
+                        )));
+                    }
+                }
+            }
+        }
+        let mut guard = slot.pull.lock().await;
+        if let Some(offset) = p.offset {
+            // Past the end or a failure, a read ahead reads on: it gets
+            // the end (no bytes, eof) or the failure again.
+            check_pull_offset(offset, slot.at.borrow().0)?;
+        }
         let Some(mut pull) = guard.take() else {
-            return Err(
-                RpcError::not_found(format!("tar pull {:?} has ended", p.id)).with_field("id"),
-            );
+            return Err(ended());
         };
         let (pull, r) = tokio::task::spawn_blocking(move || {
             let r = pull.read(max as usize);
@@ -481,7 +662,12 @@ impl Conn {
         .await
         .map_err(|e| RpcError::invalid(format!("the pull failed inside the daemon: {e}")))?;
         *guard = Some(pull);
+        let r = r.inspect_err(|_| slot.finish());
         let (data, eof) = r?;
+        slot.at.send_modify(|(at, done)| {
+            *at += data.len() as u64;
+            *done |= eof;
+        });
         Ok(protocol::TarPullReadResult {
             data: protocol::Bytes64(data),
             eof,
@@ -492,7 +678,8 @@ impl Conn {
         // Ending twice is fine: the second finds nothing and says nothing.
         let slot = lock(&self.pulls).remove(&p.id);
         if let Some(slot) = slot {
-            slot.lock().await.take();
+            slot.finish();
+            slot.pull.lock().await.take();
         }
         Ok(Empty {})
     }

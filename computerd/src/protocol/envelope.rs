@@ -52,6 +52,22 @@ pub struct Envelope {
     pub result: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<RpcError>,
+    /// A bytes frame: this many raw bytes follow the line, right after its
+    /// newline. They are the `data` of the request's params or of the
+    /// reply's result, which the JSON then leaves out. At most
+    /// [`MAX_FRAME_BYTES`](super::limits::MAX_FRAME_BYTES); sent to a
+    /// daemon only once its hello said `bytesFrames`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// On a request: the caller takes the result's `data` as a bytes frame
+    /// (files.read and tar.pull.read send one; every other reply is JSON as
+    /// ever, and a daemon that knows no frames ignores this).
+    #[serde(
+        default,
+        rename = "replyBytes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reply_bytes: Option<bool>,
 }
 
 pub const JSONRPC_VERSION: &str = "2.0";
@@ -334,6 +350,12 @@ impl schemars::JsonSchema for Bytes64 {
     }
 }
 
+/// A params or result type with a `data` field of bytes, which may travel as
+/// a bytes frame beside its JSON instead of inside it.
+pub trait WithData {
+    fn data_mut(&mut self) -> &mut Bytes64;
+}
+
 /// A params type and the method and result it belongs to.
 pub trait Call: Serialize {
     const METHOD: super::Method;
@@ -359,6 +381,36 @@ pub fn decode_params<T: DeserializeOwned>(params: Option<Value>) -> Result<T, Rp
             RpcError::invalid(format!("{path}: {inner}")).with_field(&path)
         }
     })
+}
+
+/// Decode params whose `data` came as a bytes frame after the line: the
+/// JSON must leave `data` out, and the frame's bytes become it. Without a
+/// frame, the same as [`decode_params`].
+pub fn decode_params_with_bytes<T: DeserializeOwned + WithData>(
+    params: Option<Value>,
+    bytes: Option<Vec<u8>>,
+) -> Result<T, RpcError> {
+    let Some(bytes) = bytes else {
+        return decode_params(params);
+    };
+    let mut value = match params {
+        None | Some(Value::Null) => Value::Object(Default::default()),
+        Some(v) => v,
+    };
+    let Value::Object(map) = &mut value else {
+        return Err(RpcError::invalid("params must be a JSON object"));
+    };
+    if map.contains_key("data") {
+        return Err(RpcError::invalid_field(
+            "data",
+            "data is given twice: in params and as the bytes frame after the line; send it once",
+        ));
+    }
+    // A stand-in that decodes to no bytes, so the field's own rules hold.
+    map.insert("data".into(), Value::String(String::new()));
+    let mut p: T = decode_params(Some(value))?;
+    *p.data_mut() = Bytes64(bytes);
+    Ok(p)
 }
 
 #[cfg(test)]

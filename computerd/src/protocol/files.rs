@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::envelope::Bytes64;
+use super::envelope::{Bytes64, WithData};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
@@ -152,4 +152,16 @@ pub struct FilesRemoveParams {
     pub path: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recursive: Option<bool>,
+}
+
+impl WithData for FilesReadResult {
+    fn data_mut(&mut self) -> &mut Bytes64 {
+        &mut self.data
+    }
+}
+
+impl WithData for FilesWriteParams {
+    fn data_mut(&mut self) -> &mut Bytes64 {
+        &mut self.data
+    }
 }

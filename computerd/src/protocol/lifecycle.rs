@@ -36,6 +36,11 @@ pub struct HelloResult {
     /// names it does not know (a newer daemon's).
     #[serde(deserialize_with = "known_groups")]
     pub groups: Vec<Group>,
+    /// Present when the daemon reads and writes bytes frames (raw bytes
+    /// after a line, see the envelope's `bytes`): the most one may carry.
+    /// A client sends frames only to a daemon that says this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_frames: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

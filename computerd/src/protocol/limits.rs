@@ -12,10 +12,16 @@ pub const MAX_OUTPUT_BYTES: u64 = 360 * KIB;
 pub const MAX_CHUNK_BYTES: u64 = 512 * KIB;
 /// The most raw bytes one files.write or tar.push.write carries (fits a line in base64).
 pub const MAX_WRITE_BYTES: u64 = 512 * KIB;
+/// The most raw bytes a bytes frame carries after its line (its `bytes`).
+pub const MAX_FRAME_BYTES: u64 = 512 * KIB;
 /// How far past the bytes a tar push has been handed a pipelined
 /// tar.push.write may start (its `offset`): it waits there for the writes
 /// before it.
 pub const MAX_PUSH_AHEAD_BYTES: u64 = 16 * MIB;
+/// How far past the bytes a tar pull has returned a pipelined
+/// tar.pull.read may start (its `offset`): it waits there for the reads
+/// before it.
+pub const MAX_PULL_AHEAD_BYTES: u64 = 16 * MIB;
 /// Each process stream keeps its last bytes in a ring of this size.
 pub const RING_BYTES: u64 = 8 * MIB;
 /// The rings of every process, running or ended, hold at most this much together.

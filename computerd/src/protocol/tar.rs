@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::envelope::Bytes64;
+use super::envelope::{Bytes64, WithData};
 
 /// `{id}`: what a begin returns.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -28,6 +28,14 @@ pub struct TarPullReadParams {
     /// Default and most 512 KiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_bytes: Option<u64>,
+    /// Where the read starts in the archive. With it, reads may be sent
+    /// without waiting for each other's answers: a read ahead of the bytes
+    /// returned waits for the reads before it (at most 16 MiB ahead), one
+    /// at bytes already returned is refused, and one past the end gets the
+    /// end. Every read but the last returns `maxBytes` bytes, so the next
+    /// offset is known. Without it, a read follows the bytes returned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -83,4 +91,16 @@ pub struct TarPushEndParams {
 pub struct TarPushEndResult {
     /// Entries extracted.
     pub entries: u64,
+}
+
+impl WithData for TarPullReadResult {
+    fn data_mut(&mut self) -> &mut Bytes64 {
+        &mut self.data
+    }
+}
+
+impl WithData for TarPushWriteParams {
+    fn data_mut(&mut self) -> &mut Bytes64 {
+        &mut self.data
+    }
 }

@@ -20,7 +20,7 @@ pub fn marker() -> String {
     computer_testkit::marker("CMT")
 }
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
@@ -366,6 +366,32 @@ impl Raw {
             .unwrap();
         assert!(n > 0, "the connection ended");
         serde_json::from_str(&line).unwrap()
+    }
+
+    /// A line and the raw bytes of a bytes frame after it.
+    pub async fn send_frame(&mut self, v: Value, bytes: &[u8]) {
+        self.send(v).await;
+        self.write.write_all(bytes).await.unwrap();
+    }
+
+    /// The raw bytes of the frame after a reply line.
+    pub async fn recv_bytes(&mut self, n: usize) -> Vec<u8> {
+        let mut buf = vec![0u8; n];
+        tokio::time::timeout(Duration::from_secs(20), self.read.read_exact(&mut buf))
+            .await
+            .expect("the frame's bytes within 20 s")
+            .unwrap();
+        buf
+    }
+
+    /// True when the daemon ends the connection (within 20 s) with nothing more to say.
+    pub async fn ends(&mut self) -> bool {
+        let mut line = String::new();
+        let n = tokio::time::timeout(Duration::from_secs(20), self.read.read_line(&mut line))
+            .await
+            .expect("the end within 20 s")
+            .unwrap();
+        n == 0
     }
 
     /// Wait for the reply to `id`, keeping others aside.

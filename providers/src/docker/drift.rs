@@ -610,6 +610,7 @@ pub(crate) mod tests {
             kind: MachineKind::Linux,
             arch: "amd64".into(),
             groups: GROUPS.to_vec(),
+            bytes_frames: None,
         };
         assert_eq!(
             hello_drift(&hello, &host(), true)[0],
@@ -649,6 +650,7 @@ pub(crate) mod tests {
             kind: MachineKind::Linux,
             arch: "amd64".into(),
             groups: vec![Group::Exec, Group::Files, Group::Processes, Group::Screen],
+            bytes_frames: None,
         };
         assert_eq!(
             hello_drift(&hello, &host(), false),
