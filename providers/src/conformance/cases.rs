@@ -211,7 +211,7 @@ pub fn cases() -> Vec<Case> {
             "limits.read-back",
             Full,
             Limits,
-            &[Need::Sizes],
+            &[Need::Group(Group::Exec), Need::Sizes],
             limits::read_back
         ),
         case!(
