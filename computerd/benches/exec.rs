@@ -7,7 +7,9 @@
 //!
 //! `COMPUTERD_BENCH_CALLS` sets the number of calls (default 2000), and
 //! `COMPUTERD_BIN` the daemon to measure (default: the bench profile's, which
-//! links glibc dynamically; the shipped daemon is the static build).
+//! links glibc dynamically; the shipped daemon is the static build). Runs
+//! one at a time are measured twice: with init's idle guards (its default),
+//! and with none (`COMPUTERD_GUARD_POOL=0`, a guard started per run).
 
 #![allow(clippy::print_stdout)] // a bench prints its figures
 
@@ -42,32 +44,91 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// A `computerd init` of its own, in a fresh directory, with `pool` idle
+/// guards (None: the daemon's default).
+struct Daemon {
+    init: std::process::Child,
+    socket: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    fn start(bin: &str, pool: Option<usize>) -> Result<Self, Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run)?;
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700))?;
+        let socket = run.join("computerd.sock");
+        let deadline = Time::from_now(Duration::from_secs(3600));
+        let mut cmd = Program::at(bin).command(InitArgs::new(deadline, &socket));
+        cmd.env("COMPUTERD_LOG", "warn").stdin(Stdio::null());
+        if let Some(n) = pool {
+            cmd.env("COMPUTERD_GUARD_POOL", n.to_string());
+        }
+        let init = cmd.spawn()?;
+        let until = Instant::now() + Duration::from_secs(10);
+        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            if Instant::now() > until {
+                return Err("computerd init did not come up".into());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(Self {
+            init,
+            socket,
+            _dir: dir,
+        })
+    }
+
+    fn stop(mut self) -> Result<(), Box<dyn std::error::Error>> {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.init.id() as i32),
+            nix::sys::signal::SIGTERM,
+        )?;
+        self.init.wait()?;
+        Ok(())
+    }
+}
+
+fn params() -> ExecParams {
+    ExecParams {
+        argv: vec![PROGRAM.into()],
+        timeout_ms: Some(10_000),
+        ..Default::default()
+    }
+}
+
+/// `calls` exec.runs one at a time, after 50 to warm up: each one's latency.
+async fn one_at_a_time(
+    socket: &std::path::Path,
+    calls: usize,
+) -> Result<Vec<Duration>, Box<dyn std::error::Error>> {
+    let client = DaemonClient::new(tokio::net::UnixStream::connect(socket).await?);
+    let params = params();
+    for _ in 0..50 {
+        client.call(&params).await?;
+    }
+    let mut seq = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t = Instant::now();
+        let r = client.call(&params).await?;
+        seq.push(t.elapsed());
+        assert_eq!(r.exit_code, Some(0));
+    }
+    Ok(seq)
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // `cargo bench` passes --bench; a filter argument would be for another harness.
     let calls: usize = std::env::var("COMPUTERD_BENCH_CALLS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2000);
-    let dir = tempfile::tempdir()?;
-    let run = dir.path().join("run");
-    std::fs::create_dir(&run)?;
-    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700))?;
-    let socket = run.join("computerd.sock");
-    let deadline = Time::from_now(Duration::from_secs(3600));
     let bin = std::env::var("COMPUTERD_BIN")
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_computerd").to_string());
     println!("daemon: {bin}");
-    let mut init = Program::at(&bin)
-        .command(InitArgs::new(deadline, &socket))
-        .env("COMPUTERD_LOG", "warn")
-        .stdin(Stdio::null())
-        .spawn()?;
-    let until = Instant::now() + Duration::from_secs(10);
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        if Instant::now() > until {
-            return Err("computerd init did not come up".into());
-        }
-        std::thread::sleep(Duration::from_millis(5));
+    if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
+        println!("load average: {}", load.trim_end());
     }
 
     // The floor: what it costs this process to fork, exec and wait.
@@ -90,23 +151,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    // Without idle guards: every run starts its own (two execs a run).
+    let spawned = Daemon::start(&bin, Some(0))?;
+    let per_run = rt.block_on(one_at_a_time(&spawned.socket, calls))?;
+    spawned.stop()?;
+
+    let daemon = Daemon::start(&bin, None)?;
     let (seq, conc, conc_elapsed) = rt.block_on(async {
-        let client = DaemonClient::new(tokio::net::UnixStream::connect(&socket).await?);
-        let params = ExecParams {
-            argv: vec![PROGRAM.into()],
-            timeout_ms: Some(10_000),
-            ..Default::default()
-        };
-        for _ in 0..50 {
-            client.call(&params).await?;
-        }
-        let mut seq = Vec::with_capacity(calls);
-        for _ in 0..calls {
-            let t = Instant::now();
-            let r = client.call(&params).await?;
-            seq.push(t.elapsed());
-            assert_eq!(r.exit_code, Some(0));
-        }
+        let seq = one_at_a_time(&daemon.socket, calls).await?;
+        let client = DaemonClient::new(tokio::net::UnixStream::connect(&daemon.socket).await?);
+        let params = params();
         // 64 in flight at once, `calls` in all.
         let started = Instant::now();
         let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(64));
@@ -132,22 +186,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     })?;
 
     println!("exec.run of {PROGRAM} through DaemonClient over the unix socket");
-    let (floor_med, _) = summary("fork+exec+wait floor (this process)", floor);
-    let (seq_med, _) = summary("exec.run, one at a time", seq);
+    let (floor_med, floor_p99) = summary("fork+exec+wait floor (this process)", floor);
+    let (seq_med, seq_p99) = summary("exec.run, one at a time", seq);
+    let (spawn_med, _) = summary("exec.run, no idle guards (guard per run)", per_run);
     summary("exec.run, 64 in flight (latency each)", conc);
     println!(
-        "ratio exec.run / floor (median)              {:.2}x   (target: at most 3x)",
+        "ratio exec.run / floor (median)              {:.2}x   (target: at most 1.5x)",
         seq_med.as_secs_f64() / floor_med.as_secs_f64()
+    );
+    println!(
+        "ratio exec.run / floor (p99)                 {:.2}x",
+        seq_p99.as_secs_f64() / floor_p99.as_secs_f64()
+    );
+    println!(
+        "ratio with no idle guards / floor (median)   {:.2}x",
+        spawn_med.as_secs_f64() / floor_med.as_secs_f64()
     );
     println!(
         "throughput with 64 in flight                 {:.0} calls/s",
         calls as f64 / conc_elapsed.as_secs_f64()
     );
-
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(init.id() as i32),
-        nix::sys::signal::SIGTERM,
-    )?;
-    init.wait()?;
-    Ok(())
+    daemon.stop()
 }

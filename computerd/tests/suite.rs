@@ -5,6 +5,7 @@ mod files;
 mod frames;
 mod isolate;
 mod lifecycle;
+mod pool;
 mod process;
 mod sandbox;
 mod sandbox_view;

@@ -8,15 +8,29 @@
 //! when the program ends it kills and reaps every process left under it.
 //!
 //! The guard is plain blocking code with no async runtime: one `poll` over
-//! its control socket and a signalfd. Its descriptors on entry:
-//! - 0, 1, 2: the program's stdin, stdout and stderr (or the terminal);
+//! its control socket and a self-pipe its signal handlers write to. Its
+//! descriptors on entry:
+//! - 0, 1, 2: `/dev/null`;
 //! - the one named by its argument (`computerd guard <fd>`): a unix stream
-//!   socket to the daemon: a [`GuardSpec`] line, then
-//!   [`GuardCommand`] lines in; [`GuardEvent`] lines out. When it closes (the
-//!   daemon is gone) the program is ended with everything under it.
+//!   socket to the daemon. In: the program's stdin, stdout and stderr (or
+//!   the terminal, three times) as SCM_RIGHTS with the first bytes of a
+//!   [`GuardSpec`] line, then [`GuardCommand`] lines; out: [`GuardEvent`]
+//!   lines. When it closes (the daemon is gone) the program is ended with
+//!   everything under it.
 //!
-//! SIGTERM, SIGINT and SIGHUP to the guard (init's shutdown) end the run as a
-//! timeout does: TERM to everything under the guard, KILL 2 s later.
+//! A guard waits, idle, for its run: init keeps a few started ahead of the
+//! runs ([`super::runner::pool`]), so a run costs one exec (its program's),
+//! not two. An idle guard is what a freshly started one is before its
+//! spec arrives (init's credentials, cgroups, namespaces, seccomp filter and
+//! rlimits, an empty environment, a group of its own): everything that
+//! differs from run to run (the user, cwd, environment, stdio, terminal)
+//! comes in the spec and the descriptors and is applied after they arrive.
+//! An idle guard whose socket closes, or that gets SIGTERM, SIGINT or
+//! SIGHUP, exits 0 having started nothing.
+//!
+//! SIGTERM, SIGINT and SIGHUP to a guard with a run (init's shutdown) end
+//! the run as a timeout does: TERM to everything under the guard, KILL 2 s
+//! later.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -134,10 +148,15 @@ fn run(control: RawFd) -> io::Result<()> {
     let wake = install_wakeup()?;
 
     let mut lines = LineReader::default();
+    let Some(stdio) = wait_for_run(&ctl, &wake, &mut lines)? else {
+        // The daemon let this idle guard go (shutdown, or init is gone).
+        return Ok(());
+    };
     let spec: GuardSpec = {
         let line = lines.read_blocking(&ctl)?;
         serde_json::from_slice(&line).map_err(|e| io::Error::other(format!("bad spec: {e}")))?
     };
+    take_stdio(stdio)?;
     let mut g = Guard::new(ctl, wake, lines, spec);
     g.start()?;
     g.run_loop();
@@ -572,6 +591,91 @@ fn resolve_program(name: &str, path_var: Option<&str>) -> std::path::PathBuf {
     name.into()
 }
 
+/// Wait, idle, for the daemon to hand over a run: the program's stdin,
+/// stdout and stderr arrive as SCM_RIGHTS with the first bytes of the spec,
+/// which are left in `lines`. None when the socket closes first or init's
+/// shutdown signals this guard: it then has nothing to end.
+fn wait_for_run(
+    ctl: &OwnedFd,
+    wake: &OwnedFd,
+    lines: &mut LineReader,
+) -> io::Result<Option<[OwnedFd; 3]>> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    loop {
+        let mut fds = [
+            PollFd::new(wake.as_fd(), PollFlags::POLLIN),
+            PollFd::new(ctl.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, nix::poll::PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let ctl_ready = fds[1].any().unwrap_or(false);
+        let pending = PENDING.load(Ordering::SeqCst);
+        if [libc::SIGTERM, libc::SIGINT, libc::SIGHUP]
+            .iter()
+            .any(|&s| pending & (1 << s) != 0)
+        {
+            return Ok(None);
+        }
+        let mut drain = [0u8; 64];
+        while matches!(nix::unistd::read(wake.as_fd(), &mut drain), Ok(n) if n > 0) {}
+        if !ctl_ready {
+            continue;
+        }
+        let mut buf = [0u8; 4096];
+        let mut space = nix::cmsg_space!([RawFd; 3]);
+        let mut iov = [io::IoSliceMut::new(&mut buf)];
+        let (n, got) = match recvmsg::<()>(
+            ctl.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Ok(msg) => {
+                let mut got = Vec::new();
+                // cmsgs() refuses a truncated control part; the daemon
+                // sends exactly three descriptors, and room is made for three.
+                for c in msg.cmsgs().map_err(io::Error::from)? {
+                    if let ControlMessageOwned::ScmRights(v) = c {
+                        // SAFETY: each descriptor was just installed in this
+                        // process by the kernel; nothing else owns it.
+                        got.extend(v.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
+                    }
+                }
+                (msg.bytes, got)
+            }
+            Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        if n == 0 {
+            return Ok(None);
+        }
+        lines.push(&buf[..n])?;
+        let count = got.len();
+        let stdio: [OwnedFd; 3] = got.try_into().map_err(|_| {
+            io::Error::other(format!(
+                "the run came with {count} descriptors; its stdin, stdout and stderr are 3"
+            ))
+        })?;
+        return Ok(Some(stdio));
+    }
+}
+
+/// Put the program's stdio on 0, 1 and 2 (in place of /dev/null), and
+/// close the descriptors they came in on.
+fn take_stdio(stdio: [OwnedFd; 3]) -> io::Result<()> {
+    for (n, fd) in stdio.iter().enumerate() {
+        // SAFETY: dup2 onto 0..3 replaces the guard's /dev/null; no Rust
+        // object owns those numbers, and the received descriptors are all
+        // above 2 (0 to 2 were open when they arrived).
+        if unsafe { libc::dup2(fd.as_raw_fd(), n as RawFd) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// Signals seen by the handler, one bit each.
 static PENDING: AtomicU64 = AtomicU64::new(0);
 /// The write end of the wake-up pipe, for the handler.
@@ -667,6 +771,15 @@ impl LineReader {
         }
         self.buf.extend_from_slice(&chunk[..n]);
         Ok(true)
+    }
+
+    /// Bytes read by another way (the first of the spec, with the stdio).
+    fn push(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if self.buf.len() + bytes.len() > Self::CAP {
+            return Err(io::Error::other("control line too long"));
+        }
+        self.buf.extend_from_slice(bytes);
+        Ok(())
     }
 
     fn next_line(&mut self) -> Option<Vec<u8>> {

@@ -18,12 +18,15 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 
+use super::runner::pool::{self, Pool};
 use super::{Daemon, conn, proctree, sys};
 use crate::protocol::{RpcError, limits};
 
-/// Init's children that are guards, each with the channel its wait status goes to.
+/// Init's children that are guards, each with the channel its wait status
+/// goes to, and the idle guards waiting for a run.
 pub struct Reaper {
     guards: Mutex<HashMap<i32, Option<oneshot::Sender<i32>>>>,
+    pub pool: Pool,
 }
 
 impl Default for Reaper {
@@ -36,6 +39,7 @@ impl Reaper {
     pub fn new() -> Self {
         Self {
             guards: Mutex::new(HashMap::new()),
+            pool: Pool::new(),
         }
     }
 
@@ -322,6 +326,13 @@ pub async fn serve(daemon: Arc<Daemon>, socket: PathBuf) -> i32 {
         eprintln!("computerd init: could not install signal handlers");
         return 1;
     };
+    let pool_size = match pool::size_from_env() {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("computerd init: {e}");
+            return 1;
+        }
+    };
     let listener = match bind_socket(&socket).and_then(|l| {
         l.set_nonblocking(true)
             .and_then(|()| tokio::net::UnixListener::from_std(l))
@@ -335,6 +346,9 @@ pub async fn serve(daemon: Arc<Daemon>, socket: PathBuf) -> i32 {
     };
     tracing::info!(socket = %socket.display(), deadline = %format_time(daemon.life.deadline.at()), "computerd init is listening");
 
+    // Idle guards, started from here on, off every run's path.
+    daemon.reaper.pool.set_size(pool_size);
+    let filler = tokio::spawn(pool::keep_filled(Arc::clone(&daemon)));
     let accept = tokio::spawn({
         let daemon = Arc::clone(&daemon);
         async move {
@@ -378,6 +392,7 @@ pub async fn serve(daemon: Arc<Daemon>, socket: PathBuf) -> i32 {
         _ = daemon.life.deadline.reached() => "the deadline",
     };
     shutdown(&daemon, reason).await;
+    filler.abort();
     accept.abort();
     reaper.abort();
     let _ = std::fs::remove_file(&socket);
@@ -386,7 +401,7 @@ pub async fn serve(daemon: Arc<Daemon>, socket: PathBuf) -> i32 {
 }
 
 /// The shutdown order: refuse new starts, give starts under way up to 3 s,
-/// TERM every guard (each KILLs its run 2 s later), and 5 s after the TERM
+/// let the idle guards go, TERM every guard (each KILLs its run 2 s later), and 5 s after the TERM
 /// KILL whatever is still under init. Every program that started gets TERM
 /// before any KILL.
 async fn shutdown(daemon: &Arc<Daemon>, reason: &str) {
@@ -395,6 +410,9 @@ async fn shutdown(daemon: &Arc<Daemon>, reason: &str) {
         .life
         .stop_starts(Duration::from_millis(limits::SHUTDOWN_START_WAIT_MS))
         .await;
+    // Idle guards have no run to end: their sockets close and they exit
+    // (the TERM below reaches them too).
+    daemon.reaper.pool.close();
     let me = std::process::id() as i32;
     let term_at = Instant::now();
     for pid in daemon.reaper.guard_pids() {

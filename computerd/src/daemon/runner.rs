@@ -1,13 +1,15 @@
-//! The daemon's side of a guard: prepare a run, start its guard, follow it.
+//! The daemon's side of a guard: prepare a run, hand it to a guard (an idle
+//! one from [`pool`], or one started for it), follow it.
+
+pub mod pool;
 
 use std::collections::BTreeMap;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::io::IoSlice;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Interest};
 use tokio::net::UnixStream;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{Mutex, mpsc, oneshot};
@@ -219,37 +221,48 @@ struct Lifecycle {
     exit: Option<Exit>,
 }
 
-/// Start a guard for `spec` with the program's stdio.
+/// Start `spec` under a guard, with the program's stdio: an idle guard
+/// from the pool when one is there, a guard started for it otherwise.
 pub async fn spawn(daemon: &Arc<Daemon>, spec: &GuardSpec, stdio: Stdio3) -> std::io::Result<Run> {
-    let (ours, theirs) = sys::socketpair()?;
-    // Above the stdio numbers, so the guard's own dup2 onto 0-2 never hits it.
-    let theirs = sys::dup_above(theirs.as_fd(), 10)?;
-    // No pre_exec: std can then start the guard with posix_spawn (vfork),
-    // which costs a multi-threaded daemon far less than fork. The socket is
-    // handed down by number and made inheritable only inside the reaper's
-    // spawn lock, where no other child can be forked.
-    let mut cmd = Command::new(&daemon.exe);
-    cmd.arg0("computerd")
-        .arg("guard")
-        .arg(theirs.as_raw_fd().to_string())
-        .env_clear()
-        .stdin(Stdio::from(stdio.stdin))
-        .stdout(Stdio::from(stdio.stdout))
-        .stderr(Stdio::from(stdio.stderr))
-        .process_group(0);
-    let (pid, guard_exit) = daemon.reaper.spawn(&mut cmd, Some(theirs.as_fd()))?;
-    // The daemon must hold no copy of the program's stdio or of the guard's
-    // end of the socket: EOF on either side depends on it.
-    drop(cmd);
-    drop(theirs);
-
-    let ours = std::os::unix::net::UnixStream::from(ours);
-    ours.set_nonblocking(true)?;
-    let stream = UnixStream::from_std(ours)?;
-    let (read, mut write) = stream.into_split();
     let mut line = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
     line.push(b'\n');
-    write.write_all(&line).await?;
+    let fds = [
+        stdio.stdin.as_raw_fd(),
+        stdio.stdout.as_raw_fd(),
+        stdio.stderr.as_raw_fd(),
+    ];
+    let (pid, stream, guard_exit) = loop {
+        let (guard, pooled) = match daemon.reaper.pool.take() {
+            Some(g) => (g, true),
+            None => (pool::start_guard(daemon)?, false),
+        };
+        let mut guard = guard;
+        let stream = UnixStream::from_std(guard.socket)?;
+        match hand_over(&stream, &line, &fds).await {
+            Ok(()) => break (guard.pid, stream, guard.exit),
+            Err((sent, e)) => {
+                // A guard that cannot take its run is of no use: it is
+                // killed unless already reaped (its pid could be reused).
+                if matches!(
+                    guard.exit.try_recv(),
+                    Err(oneshot::error::TryRecvError::Empty)
+                ) {
+                    sys::kill(guard.pid, libc::SIGKILL);
+                }
+                // An idle guard can have died in the pool (a program may kill
+                // it): if nothing reached it, the run goes to the next.
+                if pooled && !sent {
+                    tracing::debug!(guard = guard.pid, "an idle guard could not take a run: {e}");
+                    continue;
+                }
+                return Err(e);
+            }
+        }
+    };
+    // The daemon must hold no copy of the program's stdio: EOF on its pipes
+    // depends on it.
+    drop(stdio);
+    let (read, write) = stream.into_split();
 
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
     let (reply_tx, reply_rx) = mpsc::unbounded_channel();
@@ -284,6 +297,47 @@ pub async fn spawn(daemon: &Arc<Daemon>, spec: &GuardSpec, stdio: Stdio3) -> std
         }),
         replies: Mutex::new(reply_rx),
     })
+}
+
+/// Send the spec line with the program's three stdio descriptors riding on
+/// its first bytes. On failure, whether the descriptors went (a guard that
+/// got them is not to be handed the run again).
+async fn hand_over(
+    stream: &UnixStream,
+    line: &[u8],
+    fds: &[RawFd; 3],
+) -> Result<(), (bool, std::io::Error)> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    let rights = [ControlMessage::ScmRights(fds)];
+    let mut sent = loop {
+        stream.writable().await.map_err(|e| (false, e))?;
+        let tried = stream.try_io(Interest::WRITABLE, || {
+            sendmsg::<()>(
+                stream.as_raw_fd(),
+                &[IoSlice::new(line)],
+                &rights,
+                MsgFlags::MSG_NOSIGNAL,
+                None,
+            )
+            .map_err(std::io::Error::from)
+        });
+        match tried {
+            Ok(n) => break n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err((false, e)),
+        }
+    };
+    // A long spec (a large env) may not go in one send; the rest follows
+    // as plain bytes.
+    while sent < line.len() {
+        stream.writable().await.map_err(|e| (true, e))?;
+        match stream.try_write(&line[sent..]) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err((true, e)),
+        }
+    }
+    Ok(())
 }
 
 impl Run {

@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use computerd::client::ComputerExt;
+use computerd::daemon::runner::pool;
 use computerd::protocol::*;
 
 use super::support::*;
@@ -186,10 +187,16 @@ for p in sorted(int(d) for d in os.listdir('/proc') if d.isdigit()):
     .await;
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].starts_with("1 computerd init"), "{out}");
-    // init, the run's guard and python, nothing of the host's.
-    assert_eq!(lines.len(), 3, "{out}");
-    assert!(lines[1].contains("computerd guard"), "{out}");
-    assert!(lines[2].contains("python3 -c"), "{out}");
+    // init, the run's guard, the idle guards init keeps for the next runs,
+    // and python: nothing of the host's.
+    let guards = lines
+        .iter()
+        .filter(|l| l.ends_with(" computerd guard"))
+        .count();
+    let pythons = lines.iter().filter(|l| l.ends_with(" python3 -c")).count();
+    assert_eq!(pythons, 1, "{out}");
+    assert!((1..=1 + pool::DEFAULT_SIZE).contains(&guards), "{out}");
+    assert_eq!(lines.len(), 1 + guards + pythons, "{out}");
     // From the host: init runs under the forwarder, as the user, with no
     // capability; the forwarder is the process the test started.
     let status = std::fs::read_to_string(format!("/proc/{}/status", init.init_pid())).unwrap();
@@ -751,9 +758,10 @@ async fn an_unprivileged_user_gets_the_same_sandbox_through_a_user_namespace() {
         ],
         "{out}"
     );
-    // init, its guard, sh, and the pipeline's ls and grep (if started yet).
+    // init, its guard, sh, and the pipeline's ls and grep (if started yet),
+    // and the idle guards init keeps for the next runs.
     let n: usize = lines[5].parse().unwrap();
-    assert!((4..=6).contains(&n), "{out}");
+    assert!((4..=6 + pool::DEFAULT_SIZE).contains(&n), "{out}");
     assert_eq!(
         lines[6..],
         [

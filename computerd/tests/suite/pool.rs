@@ -1,0 +1,292 @@
+//! The idle guards init keeps for its runs: they keep every promise of a
+//! guard started for the run, refill after a burst, never outnumber their
+//! bound, and none outlives init.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use computerd::daemon::runner::pool::{DEFAULT_SIZE, MAX_SIZE, SIZE_VAR};
+use computerd::protocol::ExecParams;
+
+use super::support::*;
+
+fn sh(script: &str, marker: &str) -> ExecParams {
+    ExecParams {
+        argv: vec!["sh".into(), "-c".into(), script.into()],
+        env: Some(marked(marker)),
+        cwd: Some("/".into()),
+        timeout_ms: Some(20_000),
+        ..Default::default()
+    }
+}
+
+/// The live guards that are children of `init`, idle or with a run:
+/// processes whose parent is init and whose command line is
+/// `computerd guard <fd>`.
+fn guards_of(init: i32) -> BTreeSet<i32> {
+    let mut out = BTreeSet::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...: comm may hold spaces, so split after ')'.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let mut f = rest.split_whitespace();
+        let (state, ppid) = (f.next(), f.next().and_then(|p| p.parse::<i32>().ok()));
+        if ppid != Some(init) || state == Some("Z") {
+            continue;
+        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if cmdline.starts_with(b"computerd\0guard\0") {
+            out.insert(pid);
+        }
+    }
+    out
+}
+
+/// Wait (up to 10 s) until init has exactly `n` guards, all idle, and
+/// return them.
+fn idle_guards(init: i32, n: usize) -> BTreeSet<i32> {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let g = guards_of(init);
+        if g.len() == n {
+            return g;
+        }
+        assert!(
+            Instant::now() < until,
+            "init {init} has guards {g:?}, not {n} idle ones"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether `pid` is a live process (not gone, not a zombie).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, r)| r.trim_start().to_string()))
+        .is_some_and(|r| !r.starts_with('Z'))
+}
+
+fn wait_all_gone(pids: &BTreeSet<i32>, within: Duration) {
+    let until = Instant::now() + within;
+    loop {
+        let left: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < until, "guards {left:?} are still alive");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn with_pool(size: usize) -> InitOptions {
+    InitOptions {
+        env: vec![(SIZE_VAR.into(), size.to_string())],
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooled_guard_ends_the_setsid_and_double_fork_escapees_of_its_run() {
+    let Some(init) = Init::start() else {
+        return;
+    };
+    let idle = idle_guards(init.init_pid(), DEFAULT_SIZE);
+    let c = init.client().await;
+    let script = "echo $PPID; \
+                  setsid sh -c 'sleep 300 & sleep 300' >/dev/null 2>&1 & \
+                  (sh -c 'sleep 300 &' &) ; \
+                  nohup sleep 300 >/dev/null 2>&1 & \
+                  sleep 0.3; echo started";
+    let r = c.call(&sh(script, &init.marker)).await.unwrap();
+    let out = String::from_utf8(r.stdout.0).unwrap();
+    let (guard, rest) = out.split_once('\n').unwrap();
+    let guard: i32 = guard.parse().unwrap();
+    assert!(
+        idle.contains(&guard),
+        "the run's guard {guard} was not one of the idle {idle:?}"
+    );
+    assert_eq!((rest, r.exit_code), ("started\n", Some(0)));
+    // Everything the run started is gone by the time the reply is read.
+    assert_eq!(marked_processes(&init.marker), Vec::<i32>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_burst_of_fifty_runs_the_pool_is_back_to_its_size_and_no_guard_is_left() {
+    let Some(init) = Init::start() else {
+        return;
+    };
+    let pid = init.init_pid();
+    let before = idle_guards(pid, DEFAULT_SIZE);
+    let c = init.client().await;
+    let p = sh("echo $PPID", &init.marker);
+    let calls = (0..50).map(|_| {
+        let c = c.clone();
+        let p = p.clone();
+        tokio::spawn(async move { c.call(&p).await })
+    });
+    let mut guards = BTreeSet::new();
+    for call in calls.collect::<Vec<_>>() {
+        let r = call.await.unwrap().unwrap();
+        assert_eq!(r.exit_code, Some(0));
+        guards.insert(
+            String::from_utf8(r.stdout.0)
+                .unwrap()
+                .trim()
+                .parse::<i32>()
+                .unwrap(),
+        );
+    }
+    // One guard per run, those idle before the burst among them.
+    assert_eq!(guards.len(), 50);
+    assert!(before.is_subset(&guards), "{before:?} not in {guards:?}");
+    // The runs' guards are gone, and the pool is full again: DEFAULT_SIZE
+    // guards, none of them one that had a run.
+    let after = idle_guards(pid, DEFAULT_SIZE);
+    assert!(after.is_disjoint(&guards), "{after:?} had runs");
+    // A run after the burst takes one of the refilled guards.
+    let r = c.call(&p).await.unwrap();
+    let guard: i32 = String::from_utf8(r.stdout.0)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(after.contains(&guard), "{guard} not in {after:?}");
+    idle_guards(pid, DEFAULT_SIZE);
+    assert_no_zombies_under(pid);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooled_run_sees_the_same_user_cwd_environment_and_confinement_as_a_started_one() {
+    let probe = "echo $PPID; id -u; id -G; pwd; umask; env | sort; \
+                 grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status; \
+                 cat /proc/self/cgroup; grep -E '^(Max processes|Max open files)' /proc/self/limits; \
+                 for n in /proc/self/ns/*; do readlink $n; done";
+    let mut seen = Vec::new();
+    for size in [MAX_SIZE, 0] {
+        let Some(init) = Init::start_with(with_pool(size)) else {
+            return;
+        };
+        let idle = idle_guards(init.init_pid(), size);
+        let c = init.client().await;
+        let mut p = sh(probe, &init.marker);
+        p.cwd = Some("/tmp".into());
+        p.env
+            .get_or_insert_default()
+            .insert("ASKED".into(), "yes".into());
+        let r = c.call(&p).await.unwrap();
+        assert_eq!(
+            r.exit_code,
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&r.stderr.0)
+        );
+        let out = String::from_utf8(r.stdout.0).unwrap();
+        let (guard, rest) = out.split_once('\n').unwrap();
+        let guard: i32 = guard.parse().unwrap();
+        // With a pool the run went to an idle guard; without, to its own.
+        assert_eq!(
+            idle.contains(&guard),
+            size > 0,
+            "guard {guard}, idle {idle:?}"
+        );
+        // Each init has a HOME and a test marker of its own; all else must match.
+        let home = init.dir.path().join("home");
+        seen.push(
+            rest.replace(home.to_str().unwrap(), "<home>")
+                .replace(&init.marker, "<marker>"),
+        );
+    }
+    assert!(seen[0].contains("\nASKED=yes\n"), "{}", seen[0]);
+    assert!(seen[0].contains("\n/tmp\n"), "{}", seen[0]);
+    assert_eq!(seen[0], seen[1]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_guard_killed_in_the_pool_is_passed_over() {
+    let Some(init) = Init::start() else {
+        return;
+    };
+    let idle = idle_guards(init.init_pid(), DEFAULT_SIZE);
+    let first = *idle.iter().next().unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(first), nix::sys::signal::SIGKILL).unwrap();
+    wait_all_gone(&[first].into(), Duration::from_secs(5));
+    let c = init.client().await;
+    let r = c.call(&sh("echo $PPID", &init.marker)).await.unwrap();
+    assert_eq!(r.exit_code, Some(0));
+    let guard: i32 = String::from_utf8(r.stdout.0)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_ne!(guard, first);
+    idle_guards(init.init_pid(), DEFAULT_SIZE);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_leaves_no_idle_guard_behind() {
+    let Some(init) = Init::start_with(with_pool(MAX_SIZE)) else {
+        return;
+    };
+    let idle = idle_guards(init.init_pid(), MAX_SIZE);
+    let status = init.stop();
+    assert_eq!(status.code(), Some(0));
+    // Init reaped them before it exited: not one is left, not even a zombie.
+    let left: Vec<i32> = idle
+        .iter()
+        .copied()
+        .filter(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
+        .collect();
+    assert_eq!(left, Vec::<i32>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_guards_exit_when_init_is_killed() {
+    let Some(mut init) = Init::start_with(with_pool(MAX_SIZE)) else {
+        return;
+    };
+    let idle = idle_guards(init.init_pid(), MAX_SIZE);
+    init.child.kill().unwrap();
+    init.child.wait().unwrap();
+    // Their control sockets closed with init: each exits on its own.
+    wait_all_gone(&idle, Duration::from_secs(5));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_over_its_bound_is_refused_naming_the_variable_and_the_most() {
+    if !need_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let socket = run.join("computerd.sock");
+    let out = Program::computerd(COMPUTERD)
+        .command(InitArgs::new(
+            Time::from_now(Duration::from_secs(60)),
+            &socket,
+        ))
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env(SIZE_VAR, "9")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).lines().last(),
+        Some("computerd init: COMPUTERD_GUARD_POOL is 9; the most is 4 idle guards")
+    );
+    assert!(!socket.exists());
+}
