@@ -147,10 +147,37 @@ fn run(control: RawFd) -> io::Result<()> {
     sys::reset_signals();
     let wake = install_wakeup()?;
 
+    let mut ctl = ctl;
+    let mut wake = wake;
     let mut lines = LineReader::default();
-    let Some(stdio) = wait_for_run(&ctl, &wake, &mut lines)? else {
-        // The daemon let this idle guard go (shutdown, or init is gone).
-        return Ok(());
+    let stdio = loop {
+        match wait_for_run(&ctl, &wake, &mut lines)? {
+            // The daemon let this idle guard go (shutdown, or init is gone).
+            None => return Ok(()),
+            Some(Handed::Run(stdio)) => break stdio,
+            Some(Handed::Fork(theirs)) => {
+                // Named before the first fork, so that no one ever sees the
+                // template under a guard's name once it has a guard forked.
+                name_template();
+                match fork_idle()? {
+                    Some(pid) => {
+                        // This guard is the template: it says the new one's pid
+                        // and waits for the next request.
+                        drop(theirs);
+                        let line = format!("{pid}\n");
+                        BorrowedWriter(ctl.as_fd()).write_all(line.as_bytes())?;
+                    }
+                    None => {
+                        // The new guard: init's child (CLONE_PARENT), idle on
+                        // the socket that came with the request, with a group,
+                        // a subreaper flag and a wake-up pipe of its own.
+                        drop(std::mem::replace(&mut ctl, theirs));
+                        lines = LineReader::default();
+                        wake = become_forked(wake)?;
+                    }
+                }
+            }
+        }
     };
     let spec: GuardSpec = {
         let line = lines.read_blocking(&ctl)?;
@@ -591,15 +618,25 @@ fn resolve_program(name: &str, path_var: Option<&str>) -> std::path::PathBuf {
     name.into()
 }
 
+/// What the daemon hands an idle guard.
+enum Handed {
+    /// A run: the program's stdin, stdout and stderr.
+    Run([OwnedFd; 3]),
+    /// `fork`: make another idle guard, whose control socket this is.
+    Fork(OwnedFd),
+}
+
 /// Wait, idle, for the daemon to hand over a run: the program's stdin,
 /// stdout and stderr arrive as SCM_RIGHTS with the first bytes of the spec,
-/// which are left in `lines`. None when the socket closes first or init's
-/// shutdown signals this guard: it then has nothing to end.
+/// which are left in `lines`. Or a `fork` line with one descriptor: the
+/// daemon's way to get another idle guard without an exec. None when the
+/// socket closes first or init's shutdown signals this guard: it then has
+/// nothing to end.
 fn wait_for_run(
     ctl: &OwnedFd,
     wake: &OwnedFd,
     lines: &mut LineReader,
-) -> io::Result<Option<[OwnedFd; 3]>> {
+) -> io::Result<Option<Handed>> {
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
     loop {
         let mut fds = [
@@ -626,7 +663,7 @@ fn wait_for_run(
         let mut buf = [0u8; 4096];
         let mut space = nix::cmsg_space!([RawFd; 3]);
         let mut iov = [io::IoSliceMut::new(&mut buf)];
-        let (n, got) = match recvmsg::<()>(
+        let (n, mut got) = match recvmsg::<()>(
             ctl.as_raw_fd(),
             &mut iov,
             Some(&mut space),
@@ -653,13 +690,86 @@ fn wait_for_run(
         }
         lines.push(&buf[..n])?;
         let count = got.len();
+        if count == 1 {
+            // A fork request is one line by itself, sent alone.
+            if lines.next_line().as_deref() != Some(b"fork".as_slice()) {
+                return Err(io::Error::other("a descriptor came without a fork request"));
+            }
+            return Ok(got.pop().map(Handed::Fork));
+        }
         let stdio: [OwnedFd; 3] = got.try_into().map_err(|_| {
             io::Error::other(format!(
                 "the run came with {count} descriptors; its stdin, stdout and stderr are 3"
             ))
         })?;
-        return Ok(Some(stdio));
+        return Ok(Some(Handed::Run(stdio)));
     }
+}
+
+/// Fork this idle guard with CLONE_PARENT, so the new one is init's child
+/// (init reaps it and sweeps its orphans, as for any guard). Some(pid) in
+/// this guard, None in the new one.
+fn fork_idle() -> io::Result<Option<i32>> {
+    // SAFETY: an idle guard has one thread and holds no lock, so the child
+    // may go on running any of its code, as after fork(2). The raw call
+    // (glibc's fork has no CLONE_PARENT) passes no stack, so the child runs
+    // on a copy of this one; both argument orders (x86_64, aarch64) are
+    // zero past the flags.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (libc::CLONE_PARENT | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    match pid {
+        p if p < 0 => Err(io::Error::last_os_error()),
+        0 => Ok(None),
+        p => Ok(Some(p as i32)),
+    }
+}
+
+/// The name (comm) a guard had before it became the template, given back to
+/// each guard forked from it.
+static OWN_NAME: std::sync::Mutex<Option<std::ffi::CString>> = std::sync::Mutex::new(None);
+
+/// What the template is called in ps and /proc/PID/comm (its command line
+/// stays `computerd guard <fd>`): it never takes a run.
+pub const TEMPLATE_NAME: &str = "guard template";
+
+fn name_template() {
+    let mut own = OWN_NAME.lock().unwrap_or_else(|p| p.into_inner());
+    if own.is_none() {
+        *own = nix::sys::prctl::get_name().ok();
+        if let Ok(name) = std::ffi::CString::new(TEMPLATE_NAME) {
+            let _ = nix::sys::prctl::set_name(&name);
+        }
+    }
+}
+
+/// In a guard just forked from the template: what is per guard and not
+/// inherited, or inherited but shared, made its own.
+fn become_forked(template_wake: OwnedFd) -> io::Result<OwnedFd> {
+    drop(template_wake);
+    let old = WAKE_FD.swap(-1, Ordering::SeqCst);
+    if old >= 0 {
+        // SAFETY: the write end of the template's wake-up pipe, inherited
+        // by this process and owned by no Rust object (its number lives in
+        // WAKE_FD alone).
+        unsafe { libc::close(old) };
+    }
+    // Its own process group, as a guard started by init gets one.
+    nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))
+        .map_err(io::Error::from)?;
+    if let Some(name) = OWN_NAME.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        let _ = nix::sys::prctl::set_name(name);
+    }
+    // The subreaper flag is not inherited across fork.
+    nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::from)?;
+    install_wakeup()
 }
 
 /// Put the program's stdio on 0, 1 and 2 (in place of /dev/null), and

@@ -71,6 +71,21 @@ impl Reaper {
         Ok((pid, rx))
     }
 
+    /// Register a child that `start` makes some other way than by a spawn
+    /// of init's own (a guard forked with CLONE_PARENT): the lock is held
+    /// from before it exists to its registration, so neither the reap nor
+    /// the sweep can see it unregistered.
+    pub fn register(
+        &self,
+        start: impl FnOnce() -> io::Result<i32>,
+    ) -> io::Result<(i32, oneshot::Receiver<i32>)> {
+        let mut guards = self.lock();
+        let pid = start()?;
+        let (tx, rx) = oneshot::channel();
+        guards.insert(pid, Some(tx));
+        Ok((pid, rx))
+    }
+
     /// Hold `pid`, a child init started before serving (a desktop's
     /// Xvfb), as a guard: the sweep spares it, shutdown sends it TERM with
     /// the guards, and its end is reaped.

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use computerd::daemon::guard::TEMPLATE_NAME;
 use computerd::daemon::runner::pool::{DEFAULT_SIZE, MAX_SIZE, SIZE_VAR};
 use computerd::protocol::ExecParams;
 
@@ -22,8 +23,19 @@ fn sh(script: &str, marker: &str) -> ExecParams {
 
 /// The live guards that are children of `init`, idle or with a run:
 /// processes whose parent is init and whose command line is
-/// `computerd guard <fd>`.
+/// `computerd guard <fd>`, but for the template idle guards are forked from.
 fn guards_of(init: i32) -> BTreeSet<i32> {
+    let mut all = every_guard_of(init);
+    all.retain(|p| !is_template(*p));
+    all
+}
+
+fn is_template(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .is_ok_and(|c| c.trim_end() == TEMPLATE_NAME)
+}
+
+fn every_guard_of(init: i32) -> BTreeSet<i32> {
     let mut out = BTreeSet::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return out;
@@ -154,6 +166,18 @@ async fn after_a_burst_of_fifty_runs_the_pool_is_back_to_its_size_and_no_guard_i
     // guards, none of them one that had a run.
     let after = idle_guards(pid, DEFAULT_SIZE);
     assert!(after.is_disjoint(&guards), "{after:?} had runs");
+    // With the template they are forked from, no more guard processes.
+    let every = every_guard_of(pid);
+    let names: Vec<String> = every
+        .iter()
+        .map(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default())
+        .collect();
+    assert_eq!(every.len(), DEFAULT_SIZE + 1, "{every:?} {names:?}");
+    assert_eq!(
+        every.iter().filter(|&&p| is_template(p)).count(),
+        1,
+        "{every:?}"
+    );
     // A run after the burst takes one of the refilled guards.
     let r = c.call(&p).await.unwrap();
     let guard: i32 = String::from_utf8(r.stdout.0)
@@ -238,7 +262,9 @@ async fn shutdown_leaves_no_idle_guard_behind() {
     let Some(init) = Init::start_with(with_pool(MAX_SIZE)) else {
         return;
     };
-    let idle = idle_guards(init.init_pid(), MAX_SIZE);
+    idle_guards(init.init_pid(), MAX_SIZE);
+    let idle = every_guard_of(init.init_pid());
+    assert_eq!(idle.len(), MAX_SIZE + 1, "{idle:?}");
     let status = init.stop();
     assert_eq!(status.code(), Some(0));
     // Init reaped them before it exited: not one is left, not even a zombie.
@@ -255,7 +281,9 @@ async fn idle_guards_exit_when_init_is_killed() {
     let Some(mut init) = Init::start_with(with_pool(MAX_SIZE)) else {
         return;
     };
-    let idle = idle_guards(init.init_pid(), MAX_SIZE);
+    idle_guards(init.init_pid(), MAX_SIZE);
+    let idle = every_guard_of(init.init_pid());
+    assert_eq!(idle.len(), MAX_SIZE + 1, "{idle:?}");
     init.child.kill().unwrap();
     init.child.wait().unwrap();
     // Their control sockets closed with init: each exits on its own.

@@ -187,15 +187,15 @@ for p in sorted(int(d) for d in os.listdir('/proc') if d.isdigit()):
     .await;
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].starts_with("1 computerd init"), "{out}");
-    // init, the run's guard, the idle guards init keeps for the next runs,
-    // and python: nothing of the host's.
+    // init, the run's guard, the idle guards init keeps for the next runs
+    // and the template they are forked from, and python: nothing of the host's.
     let guards = lines
         .iter()
         .filter(|l| l.ends_with(" computerd guard"))
         .count();
     let pythons = lines.iter().filter(|l| l.ends_with(" python3 -c")).count();
     assert_eq!(pythons, 1, "{out}");
-    assert!((1..=1 + pool::DEFAULT_SIZE).contains(&guards), "{out}");
+    assert!((1..=2 + pool::DEFAULT_SIZE).contains(&guards), "{out}");
     assert_eq!(lines.len(), 1 + guards + pythons, "{out}");
     // From the host: init runs under the forwarder, as the user, with no
     // capability; the forwarder is the process the test started.
@@ -759,9 +759,9 @@ async fn an_unprivileged_user_gets_the_same_sandbox_through_a_user_namespace() {
         "{out}"
     );
     // init, its guard, sh, and the pipeline's ls and grep (if started yet),
-    // and the idle guards init keeps for the next runs.
+    // and the idle guards init keeps for the next runs with their template.
     let n: usize = lines[5].parse().unwrap();
-    assert!((4..=6 + pool::DEFAULT_SIZE).contains(&n), "{out}");
+    assert!((4..=7 + pool::DEFAULT_SIZE).contains(&n), "{out}");
     assert_eq!(
         lines[6..],
         [

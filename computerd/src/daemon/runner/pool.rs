@@ -1,11 +1,18 @@
 //! Idle guards, started ahead of the runs that will take them.
 //!
-//! A guard costs an exec of computerd (a few hundred microseconds of
-//! loading and setting up) before the program's own. Init keeps up to
-//! [`MAX_SIZE`] guards started and waiting on their control socket, and
+//! A guard costs an exec of computerd (milliseconds of loading, relocating
+//! and faulting in a 3 MB binary) before the program's own. Init keeps up
+//! to [`MAX_SIZE`] guards started and waiting on their control socket, and
 //! tops the pool up in the background whenever a run takes one, so a run
 //! costs one exec on its path: its program's. With the pool empty (a burst,
 //! or a size of 0) a run starts its own guard, as it always could.
+//!
+//! Topping up is not an exec either, since on a busy machine the
+//! background's CPU is the runs' CPU: one guard, started by exec, is the
+//! template, and each new idle guard is forked from it (`fork` with one
+//! descriptor, the new guard's control socket; the answer is its pid). The
+//! fork uses CLONE_PARENT, so the new guard is init's child like any other,
+//! and init holds its reaper's lock from the request to the registration.
 //!
 //! The pool is not keyed: every guard, idle or not, is started the same
 //! way by the same init, so it has init's credentials, cgroups, namespaces,
@@ -42,6 +49,9 @@ pub const SIZE_VAR: &str = "COMPUTERD_GUARD_POOL";
 /// (the computer's process limit, most likely).
 const RETRY: Duration = Duration::from_secs(1);
 
+/// How long the template has to answer a fork request.
+const TEMPLATE_ANSWER: Duration = Duration::from_secs(2);
+
 /// A guard started and waiting for its run.
 pub struct Guard {
     pub pid: i32,
@@ -54,6 +64,8 @@ pub struct Guard {
 /// The idle guards, and how many to keep.
 pub struct Pool {
     idle: Mutex<VecDeque<Guard>>,
+    /// The idle guard new ones are forked from; it never takes a run.
+    template: Mutex<Option<Guard>>,
     size: AtomicUsize,
     closed: AtomicBool,
     /// Wakes [`keep_filled`] when a run took a guard.
@@ -71,6 +83,7 @@ impl Pool {
     pub fn new() -> Self {
         Self {
             idle: Mutex::new(VecDeque::new()),
+            template: Mutex::new(None),
             size: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             taken: Notify::new(),
@@ -109,8 +122,13 @@ impl Pool {
     pub fn close(&self) -> usize {
         self.closed.store(true, Ordering::SeqCst);
         let gone: Vec<Guard> = self.lock().drain(..).collect();
+        let template = self
+            .template
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         self.taken.notify_one();
-        gone.len()
+        gone.len() + usize::from(template.is_some())
     }
 
     pub fn idle(&self) -> usize {
@@ -181,6 +199,97 @@ pub fn start_guard(daemon: &Daemon) -> std::io::Result<Guard> {
     Ok(Guard { pid, socket, exit })
 }
 
+/// An idle guard forked from the template (started first if there is
+/// none): a clone of an exec'd, idle guard, which costs a fraction of an
+/// exec. If the template fails it is let go, and the guard is started by exec.
+pub fn fork_guard(daemon: &Daemon) -> std::io::Result<Guard> {
+    let pool = &daemon.reaper.pool;
+    let mut template = pool.template.lock().unwrap_or_else(|p| p.into_inner());
+    if pool.closed.load(Ordering::SeqCst) {
+        return Err(std::io::Error::other("the pool is closed"));
+    }
+    let alive = template
+        .as_mut()
+        .is_some_and(|t| matches!(t.exit.try_recv(), Err(oneshot::error::TryRecvError::Empty)));
+    if !alive {
+        let t = start_guard(daemon)?;
+        t.socket.set_nonblocking(false)?;
+        // A template that does not answer in time (stopped by a program of
+        // the computer) is let go: the reaper's lock is held meanwhile.
+        t.socket.set_read_timeout(Some(TEMPLATE_ANSWER))?;
+        t.socket.set_write_timeout(Some(TEMPLATE_ANSWER))?;
+        *template = Some(t);
+    }
+    let Some(t) = template.as_ref() else {
+        return start_guard(daemon);
+    };
+    let (ours, theirs) = sys::socketpair()?;
+    let asked = daemon.reaper.register(|| ask_fork(&t.socket, &theirs));
+    drop(theirs);
+    match asked {
+        Ok((pid, exit)) => {
+            let socket = std::os::unix::net::UnixStream::from(ours);
+            socket.set_nonblocking(true)?;
+            Ok(Guard { pid, socket, exit })
+        }
+        Err(e) => {
+            tracing::info!("the guard template did not fork ({e}); starting one by exec");
+            if let Some(mut t) = template.take()
+                && matches!(t.exit.try_recv(), Err(oneshot::error::TryRecvError::Empty))
+            {
+                sys::kill(t.pid, libc::SIGKILL);
+            }
+            drop(template);
+            start_guard(daemon)
+        }
+    }
+}
+
+/// Send the template `fork` with the new guard's end of its control socket;
+/// its answer is the new guard's pid.
+fn ask_fork(
+    template: &std::os::unix::net::UnixStream,
+    theirs: &std::os::fd::OwnedFd,
+) -> std::io::Result<i32> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    use std::io::Read;
+    let fd = [theirs.as_raw_fd()];
+    // With a timeout set, a signal to init (SIGCHLD, under a burst) breaks
+    // the blocking call with EINTR whatever SA_RESTART says: try again.
+    let sent = sys::retry(|| {
+        sendmsg::<()>(
+            template.as_raw_fd(),
+            &[std::io::IoSlice::new(b"fork\n")],
+            &[ControlMessage::ScmRights(&fd)],
+            MsgFlags::MSG_NOSIGNAL,
+            None,
+        )
+    })?;
+    if sent != 5 {
+        return Err(std::io::Error::other("the fork request went in part"));
+    }
+    let mut answer = Vec::with_capacity(16);
+    let mut byte = [0u8; 1];
+    let mut reader = template;
+    while answer.len() < 16 {
+        match reader.read(&mut byte) {
+            Ok(0) => return Err(std::io::Error::other("the template closed its socket")),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+        if byte[0] == b'\n' {
+            return std::str::from_utf8(&answer)
+                .ok()
+                .and_then(|s| s.parse::<i32>().ok())
+                .filter(|&p| p > 0)
+                .ok_or_else(|| std::io::Error::other("the template's answer is not a pid"));
+        }
+        answer.push(byte[0]);
+    }
+    Err(std::io::Error::other("the template's answer is too long"))
+}
+
 /// Keep the pool at its size until it is closed: start a guard whenever a
 /// run took one. Runs in init's background, never on a run's path.
 pub async fn keep_filled(daemon: Arc<Daemon>) {
@@ -192,7 +301,7 @@ pub async fn keep_filled(daemon: Arc<Daemon>) {
         taken.as_mut().enable();
         while pool.wants_more() {
             let d = Arc::clone(&daemon);
-            match tokio::task::spawn_blocking(move || start_guard(&d)).await {
+            match tokio::task::spawn_blocking(move || fork_guard(&d)).await {
                 Ok(Ok(g)) => {
                     failing = false;
                     pool.put(g);
