@@ -479,7 +479,7 @@ async fn key_presses(
 
 /// `target`: a ref as it is ("e12", as Playwright's MCP tools take it), or
 /// Anthropic's browser tool's object (an element by ref, or a point).
-#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(untagged)]
 pub enum Target {
     /// A ref from the latest snapshot.
@@ -487,8 +487,39 @@ pub enum Target {
     Typed(Typed),
 }
 
+/// Listed inline and flat: both forms in one object schema, so the five
+/// tools that take a target do not each carry two definitions (about 700
+/// bytes apiece of every `tools/list`). Deserializing stays exact: a typed
+/// target with a field of the other form is refused.
+impl JsonSchema for Target {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Target".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "anyOf": [
+                {"type": "string"},
+                {
+                    "type": "object",
+                    "properties": {
+                        "type": {"enum": ["ref", "coordinate"]},
+                        "ref": {"type": "string"},
+                        "x": {"type": "integer"},
+                        "y": {"type": "integer"}
+                    },
+                    "required": ["type"],
+                    "additionalProperties": false
+                }
+            ]
+        })
+    }
+}
+
 /// Anthropic's form of a target.
-#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Typed {
     /// An element by its ref.
@@ -1301,6 +1332,32 @@ pub(super) async fn screenshot(ctx: &ToolContext, a: ScreenshotArgs) -> Result<C
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The flat listed schema takes both forms; decoding stays exact.
+    #[test]
+    fn a_target_is_a_ref_or_one_typed_form_and_nothing_mixed() {
+        let t = |v: Value| serde_json::from_value::<Target>(v);
+        assert!(matches!(t(json!("e12")), Ok(Target::Plain(r)) if r == "e12"));
+        assert!(matches!(
+            t(json!({"type": "ref", "ref": "e3"})),
+            Ok(Target::Typed(Typed::Ref { element })) if element == "e3"
+        ));
+        assert!(matches!(
+            t(json!({"type": "coordinate", "x": 4, "y": 5})),
+            Ok(Target::Typed(Typed::Coordinate { x: 4, y: 5 }))
+        ));
+        for bad in [
+            json!({"type": "ref", "ref": "e3", "x": 1}),
+            json!({"type": "coordinate", "x": 4}),
+            json!({"type": "point", "x": 4, "y": 5}),
+            json!({"ref": "e3"}),
+            json!(7),
+        ] {
+            assert!(t(bad.clone()).is_err(), "{bad} was taken as a target");
+        }
+        let schema = serde_json::to_value(schemars::schema_for!(Target)).unwrap();
+        assert!(schema.get("$defs").is_none(), "{schema}");
+    }
 
     #[test]
     fn a_png_header_gives_its_size() {
