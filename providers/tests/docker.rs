@@ -23,12 +23,11 @@ use computer_providers::{
     AttachBy, ComputerSpec, ErrorCode, Labels, NetworkKind, NetworkPolicy, Provider, Release,
     label, release_older, run_labels,
 };
-use computer_testkit::need;
+use computer_testkit::{DockerEnv, docker_env, need};
 use computerd::client::ComputerExt;
 use computerd::protocol::{ExecParams, ExecResult};
 use tokio_util::sync::CancellationToken;
 
-const SOCKET: &str = "/var/run/docker.sock";
 /// Every container a test makes carries this label, with the test's name.
 const TEST_LABEL: &str = "computer-mcp.test";
 
@@ -124,53 +123,13 @@ impl Env {
     }
 }
 
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
 /// The provider and the engine, or None (a skip) without Docker.
 async fn env(test: &str) -> Option<Env> {
-    let docker = Docker::connect_with_unix(SOCKET, 30, bollard::API_DEFAULT_VERSION).ok();
-    let up = match &docker {
-        Some(d) => d.ping().await.is_ok(),
-        None => false,
-    };
-    if !need(
-        "docker",
-        up,
-        &format!("no Docker engine answers at {SOCKET}"),
-    ) {
-        return None;
-    }
-    let docker = docker.unwrap();
-    let image = std::env::var("CMCP_TEST_DOCKER_IMAGE")
-        .unwrap_or_else(|_| "computer-mcp-test/debian:bookworm".into());
-    let have = docker.inspect_image(&image).await.is_ok();
-    if !need(
-        "docker",
-        have,
-        &format!(
-            "the test image {image} is not on this Docker host (fixtures/images/build.sh makes it)"
-        ),
-    ) {
-        return None;
-    }
-    let computerd = std::env::var_os("CMCP_TEST_DOCKER_COMPUTERD")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target/x86_64-unknown-linux-gnu/release/computerd"));
-    if !need(
-        "docker",
-        computerd.exists(),
-        &format!(
-            "the static computerd {} is not built (RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu -p computerd)",
-            computerd.display()
-        ),
-    ) {
-        return None;
-    }
+    let DockerEnv {
+        docker,
+        image,
+        computerd,
+    } = docker_env().await?;
     let cache = tempfile::tempdir().unwrap();
     let mut opts = DockerOptions::new(computerd.clone(), cache.path().join("cache"));
     opts.image = Some(ImageSource::Name(image.clone()));
