@@ -633,6 +633,7 @@ impl DockerProvider {
             home: Some(plan::HOME.into()),
             user: v["Config"]["User"].as_str().map(String::from),
             sizes: sizes_of(v),
+            image: v["Config"]["Image"].as_str().map(String::from),
         }
     }
 

@@ -696,11 +696,9 @@ impl LocalProvider {
                 .ok()
                 .and_then(|c| c.open(&meta.id).ok())
                 .and_then(|cg| cg.read_back().ok())
-                .map(|l| crate::SizesReadBack {
-                    cpus: l.cpus,
-                    memory_mb: l.memory_mb,
-                    pids: l.pids,
-                }),
+                .map(sizes_read_back),
+            // It runs this machine's own system: no image (check refuses one).
+            image: None,
         }
     }
 
@@ -1586,5 +1584,14 @@ impl Provider for LocalProvider {
         released.sort();
         released.dedup();
         Ok(released)
+    }
+}
+
+/// A cgroup's limits as a ref shows them.
+fn sizes_read_back(l: cgroup::Limits) -> crate::SizesReadBack {
+    crate::SizesReadBack {
+        cpus: l.cpus,
+        memory_mb: l.memory_mb,
+        pids: l.pids,
     }
 }

@@ -171,6 +171,7 @@ async fn a_docker_computer_is_made_hardened_reached_found_and_released() {
     let c = made.computer.clone();
     assert!(c.running && c.id.starts_with("computer-"), "{c:?}");
     assert_eq!(c.user.as_deref(), Some("1879048191:1879048191"));
+    assert_eq!(c.image.as_deref(), Some(e.image.as_str()));
     assert_eq!(made.network.as_ref().unwrap().kind, NetworkKind::None);
 
     // docker inspect: every hardening flag.
@@ -267,13 +268,13 @@ async fn a_docker_computer_is_made_hardened_reached_found_and_released() {
     let by = Labels::from([(label::SESSION.to_string(), "s-docker".to_string())]);
     let listed = e.p.list(&by, &cancel).await.unwrap();
     assert_eq!(listed.iter().map(|r| &r.id).collect::<Vec<_>>(), [&c.id]);
-    assert_eq!(
+    let attached =
         e.p.attach(&AttachBy::Id(c.id.clone()), &cancel)
             .await
-            .unwrap()
-            .id,
-        c.id
-    );
+            .unwrap();
+    assert_eq!(attached.id, c.id);
+    // The image as the engine holds it (Config.Image), not as create said.
+    assert_eq!(attached.image.as_deref(), Some(e.image.as_str()));
     assert_eq!(
         e.p.attach(&AttachBy::Labels(by.clone()), &cancel)
             .await
@@ -823,6 +824,7 @@ async fn a_daemon_of_another_version_is_refused() {
         home: None,
         user: None,
         sizes: None,
+        image: None,
     };
     let err = e.p.connect(&c, &cancel).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Refused, "{err:?}");
