@@ -47,8 +47,8 @@ impl Env {
         s
     }
 
-    /// Remove every container of this test.
-    async fn clean(&self) {
+    /// Every container of this test, running or not.
+    async fn ours(&self) -> Vec<bollard::models::ContainerSummary> {
         let opts = ListContainersOptionsBuilder::new()
             .all(true)
             .filters(&HashMap::from([(
@@ -56,7 +56,12 @@ impl Env {
                 vec![format!("{TEST_LABEL}={}", self.test)],
             )]))
             .build();
-        for c in self.docker.list_containers(Some(opts)).await.unwrap() {
+        self.docker.list_containers(Some(opts)).await.unwrap()
+    }
+
+    /// Remove every container of this test.
+    async fn clean(&self) {
+        for c in self.ours().await {
             let _ = self
                 .docker
                 .remove_container(
@@ -537,16 +542,6 @@ async fn bad_input_is_refused_in_words_with_nothing_left_behind() {
     let Some(e) = env("bad").await else { return };
     let _turn = SWEEPS.lock().await;
     let cancel = CancellationToken::new();
-    let count = || async {
-        let opts = ListContainersOptionsBuilder::new()
-            .all(true)
-            .filters(&HashMap::from([(
-                "label",
-                vec![format!("{TEST_LABEL}={}", e.test)],
-            )]))
-            .build();
-        e.docker.list_containers(Some(opts)).await.unwrap().len()
-    };
     let mut spec = e.spec(600_000);
     spec.image = Some("computer-mcp-test/none:missing".into());
     let err = e.p.create(&spec, &cancel).await.unwrap_err();
@@ -616,7 +611,7 @@ async fn bad_input_is_refused_in_words_with_nothing_left_behind() {
         "{}",
         err.message
     );
-    assert_eq!(count().await, 0);
+    assert_eq!(e.ours().await.len(), 0);
     // A container with a computer's name but not our label is not ours:
     // attach does not find it, release and sweep never touch it.
     let name = "computer-00000000aa01";
@@ -848,6 +843,105 @@ async fn a_daemon_of_another_version_is_refused() {
     );
     assert!(e.exists(name).await);
     e.clean().await;
+}
+
+/// A static x86-64 Linux program of `code` alone: the smallest ELF
+/// executable (one loadable segment, no interpreter), so the provider's
+/// static check takes it as a daemon.
+#[cfg(target_arch = "x86_64")]
+fn tiny_elf(code: &[u8]) -> Vec<u8> {
+    const BASE: u64 = 0x40_0000;
+    let size = (64 + 56 + code.len()) as u64;
+    let mut f = Vec::new();
+    f.extend_from_slice(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0");
+    f.extend_from_slice(&2u16.to_le_bytes()); // ET_EXEC
+    f.extend_from_slice(&0x3eu16.to_le_bytes()); // x86-64
+    f.extend_from_slice(&1u32.to_le_bytes());
+    f.extend_from_slice(&(BASE + 64 + 56).to_le_bytes()); // entry
+    f.extend_from_slice(&64u64.to_le_bytes()); // program headers
+    f.extend_from_slice(&0u64.to_le_bytes()); // no sections
+    f.extend_from_slice(&0u32.to_le_bytes());
+    for h in [64u16, 56, 1, 0, 0, 0] {
+        f.extend_from_slice(&h.to_le_bytes());
+    }
+    f.extend_from_slice(&1u32.to_le_bytes()); // PT_LOAD
+    f.extend_from_slice(&5u32.to_le_bytes()); // read, execute
+    for v in [0, BASE, BASE, size, size, 0x1000] {
+        f.extend_from_slice(&v.to_le_bytes());
+    }
+    f.extend_from_slice(code);
+    f
+}
+
+/// A provider whose daemon is `program` (a stand-in made by the test).
+#[cfg(target_arch = "x86_64")]
+fn provider_with_daemon(e: &Env, name: &str, program: &[u8]) -> DockerProvider {
+    let path = e.cache.path().join(name);
+    std::fs::write(&path, program).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut opts = DockerOptions::new(path, e.cache.path().join(format!("cache-{name}")));
+    opts.image = Some(ImageSource::Name(e.image.clone()));
+    DockerProvider::new(opts).unwrap()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_whose_daemon_never_answers_hello_deletes_its_container_and_names_the_step() {
+    let Some(e) = env("no-hello").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    // A daemon that exits at once with code 3 (mov eax, 60; mov edi, 3;
+    // syscall): the container stops before any hello.
+    let exits = provider_with_daemon(
+        &e,
+        "exits-at-once",
+        &tiny_elf(&[0xb8, 0x3c, 0, 0, 0, 0xbf, 3, 0, 0, 0, 0x0f, 0x05]),
+    );
+    let err = exits.create(&e.spec(600_000), &cancel).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Refused, "{err:?}");
+    assert!(
+        err.message.starts_with(
+            "creating the Docker computer failed at waiting for its daemon's hello: the computer stopped as it started (exit code 3)"
+        ),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains(" was deleted") && !err.message.contains("could not be deleted"),
+        "{}",
+        err.message
+    );
+    let left = e.ours().await;
+    assert!(left.is_empty(), "left behind: {left:?}");
+
+    // A daemon that runs and never answers (pause in a loop): its hello
+    // times out, and the running container goes too.
+    let hangs = provider_with_daemon(
+        &e,
+        "never-answers",
+        &tiny_elf(&[0xb8, 0x22, 0, 0, 0, 0x0f, 0x05, 0xeb, 0xf7]),
+    );
+    let err = hangs.create(&e.spec(600_000), &cancel).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Timeout, "{err:?}");
+    assert!(
+        err.message.starts_with(
+            "creating the Docker computer failed at waiting for its daemon's hello: the computer's daemon did not answer within 30 s: the computer's daemon did not answer hello within 10 s"
+        ),
+        "{}",
+        err.message
+    );
+    let name = err
+        .message
+        .split("the container ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap()
+        .to_string();
+    assert!(name.starts_with("computer-"), "{}", err.message);
+    assert!(!e.exists(&name).await, "{name} is still there");
+    let left = e.ours().await;
+    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
