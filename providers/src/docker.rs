@@ -1483,8 +1483,11 @@ impl Provider for DockerProvider {
             return Ok(conn);
         }
         // An allowlisted computer's browser goes through its proxy's relay.
-        let allowlisted = match self.find(&docker, &computer.id).await {
-            Ok(v) => !v["Config"]["Labels"][egress::LIST_LABEL].is_null(),
+        let (allowlisted, bounds) = match self.find(&docker, &computer.id).await {
+            Ok(v) => (
+                !v["Config"]["Labels"][egress::LIST_LABEL].is_null(),
+                sizes_of(&v),
+            ),
             Err(e) => {
                 conn.client.close();
                 return Err(e);
@@ -1516,7 +1519,8 @@ impl Provider for DockerProvider {
             },
             &launch,
             Default::default(),
-        );
+        )
+        .bounded_by(bounds);
         // A browser is handed out running; a desktop's starts when a page
         // tool first needs it (shown on its screen).
         if !desktop {

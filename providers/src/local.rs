@@ -959,7 +959,8 @@ impl LocalProvider {
             },
             &b.launch(meta.network, desktop),
             Default::default(),
-        );
+        )
+        .bounded_by(meta.limits.map(sizes_read_back));
         // A browser is handed out running; a desktop's starts when a page
         // tool first needs it.
         if !desktop {

@@ -1118,3 +1118,40 @@ async fn a_desktop_on_an_image_without_xvfb_is_refused_in_words_and_deleted() {
     let left = e.docker.list_containers(Some(opts)).await.unwrap();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_docker_browser_bounded_below_what_chromium_needs_names_the_bound_and_the_setting() {
+    let Some(e) = env("browser-pids").await else {
+        return;
+    };
+    let Some(image) = desktop_image(&e).await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    let mut opts = DockerOptions::new(e.computerd.clone(), e.cache.path().join("cache"));
+    opts.image = Some(ImageSource::Name(image));
+    opts.browser = true;
+    let p = DockerProvider::new(opts).unwrap();
+    let mut spec = e.spec(600_000);
+    spec.kind = computerd::protocol::SettingKind::Browser;
+    spec.sizes.pids = Some(32);
+    let made = p.create(&spec, &cancel).await.unwrap();
+    assert_eq!(made.computer.sizes.map(|s| s.pids), Some(32));
+    // Connect starts the browser, which cannot run in 32 tasks.
+    let err = match p.connect(&made.computer, &cancel).await {
+        Ok(_) => panic!("a browser started within 32 pids"),
+        Err(err) => err,
+    };
+    assert!(
+        err.message.contains(&format!(
+            "the computer's browser did not start: the computer's pids bound (32 processes and threads) is too low for Chromium, which needs about {} of them with a page open: raise it with the server's --pids or COMPUTER_MCP_PIDS",
+            computer_providers::cdp::chromium::NEEDS_PIDS
+        )),
+        "{}",
+        err.message
+    );
+    p.release(&made.computer, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    e.clean().await;
+}
