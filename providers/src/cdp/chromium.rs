@@ -376,6 +376,21 @@ mod tests {
             None
         );
         let few = SizesReadBack { pids: 64, ..roomy };
+        // A browser that ran and ended: a bound only on Chromium's words
+        // (killed from inside, by pkill, is no bound's doing).
+        assert_eq!(
+            bounds_reached(&few, "the browser in the computer ended (killed by KILL)"),
+            None
+        );
+        let w = bounds_reached(
+            &few,
+            "pthread_create: Resource temporarily unavailable (11)",
+        )
+        .unwrap();
+        assert!(
+            w.starts_with("the computer's pids bound (64 processes"),
+            "{w}"
+        );
         let w = bounds_too_low(&few, "the browser in the computer ended").unwrap();
         assert!(
             w.starts_with("the computer's pids bound (64 processes and threads) is too low for Chromium, which needs about 160 of them")
@@ -400,29 +415,6 @@ mod tests {
         assert!(
             w.starts_with("the computer's memory bound (64 MiB) is too low for Chromium")
                 && w.contains("--memory-mb or COMPUTER_MCP_MEMORY_MB"),
-            "{w}"
-        );
-    }
-
-    #[test]
-    fn a_browser_that_ran_and_ended_names_a_bound_only_on_chromiums_words() {
-        let few = SizesReadBack {
-            cpus: 1.0,
-            memory_mb: 4096,
-            pids: 64,
-        };
-        // Killed from inside (pkill): no bound is in question.
-        assert_eq!(
-            bounds_reached(&few, "the browser in the computer ended (killed by KILL)"),
-            None
-        );
-        let w = bounds_reached(
-            &few,
-            "pthread_create: Resource temporarily unavailable (11)",
-        )
-        .unwrap();
-        assert!(
-            w.starts_with("the computer's pids bound (64 processes"),
             "{w}"
         );
     }
