@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 pub use chromium::{HostChromium, Launch};
 pub use conn::{CallError, CdpConn};
 
-use crate::types::{ErrorCode, ProviderError, Result};
+use crate::types::{ErrorCode, ProviderError, Result, SizesReadBack};
 
 /// How long a new browser gets to answer its first command.
 pub const READY_WAIT: Duration = Duration::from_secs(30);
@@ -62,6 +62,9 @@ enum Browser {
         argv: Vec<String>,
         env: BTreeMap<String, String>,
         running: tokio::sync::Mutex<Option<pipe::PipeBrowser>>,
+        /// The computer's bounds as read back, for words when Chromium
+        /// cannot start within them.
+        bounds: Option<SizesReadBack>,
     },
 }
 
@@ -112,12 +115,22 @@ impl BrowserClient {
                 argv: launch.argv(),
                 env,
                 running: tokio::sync::Mutex::new(None),
+                bounds: None,
             },
             hello: HelloResult {
                 kind,
                 ..daemon_hello.clone()
             },
         }
+    }
+
+    /// The computer's bounds (pids, memory) as read back: a browser that
+    /// cannot start says when they are below what Chromium needs.
+    pub fn bounded_by(mut self, sizes: Option<SizesReadBack>) -> BrowserClient {
+        if let Browser::InComputer { bounds, .. } = &mut self.browser {
+            *bounds = sizes;
+        }
+        self
     }
 
     /// Start the browser now (it starts on its own when first needed):
@@ -155,7 +168,13 @@ impl BrowserClient {
                 argv,
                 env,
                 running,
+                bounds,
             } => {
+                let did_not_start =
+                    |why: &str| match bounds.and_then(|b| chromium::bounds_too_low(&b, why)) {
+                        Some(low) => format!("the computer's browser did not start: {low}; {why}"),
+                        None => format!("the computer's browser did not start: {why}"),
+                    };
                 let mut running = running.lock().await;
                 if let Some(b) = running.as_ref().filter(|b| b.conn.closed().is_none()) {
                     return Ok(Arc::clone(&b.conn));
@@ -170,14 +189,11 @@ impl BrowserClient {
                 let started = pipe::start(Arc::clone(daemon), argv, env.clone())
                     .await
                     .map_err(|e| {
-                        ClientError::Rpc(RpcError::unsupported(format!(
-                            "the computer's browser did not start: {}",
-                            e.message
-                        )))
+                        ClientError::Rpc(RpcError::unsupported(did_not_start(&e.message)))
                     })?;
                 if let Err(e) = ready(&started.conn).await {
                     started.conn.end("it did not answer");
-                    let words = format!("the computer's browser did not start: {}", e.message);
+                    let words = did_not_start(&e.message);
                     return Err(ClientError::Rpc(if e.code == ErrorCode::Timeout {
                         RpcError::timeout(words)
                     } else {
@@ -241,9 +257,13 @@ impl BrowserClient {
     /// connection (the next call starts it again).
     fn call_error(&self, e: CallError) -> ClientError {
         match (e, &self.browser) {
-            (CallError::Closed(why), Browser::InComputer { .. }) => {
+            (CallError::Closed(why), Browser::InComputer { bounds, .. }) => {
+                let reached = bounds
+                    .and_then(|b| chromium::bounds_reached(&b, &why))
+                    .map(|w| format!(": {w}"))
+                    .unwrap_or_default();
                 ClientError::Rpc(RpcError::aborted(format!(
-                    "the computer's browser ended before it answered ({why}); the next call starts it again, with no page open"
+                    "the computer's browser ended before it answered{reached} ({why}); the next call starts it again, with no page open"
                 )))
             }
             (e, _) => call_error(e),

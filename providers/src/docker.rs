@@ -77,6 +77,8 @@ pub const DEFAULT_USER: (u32, u32) = (0x6fff_ffff, 0x6fff_ffff);
 /// Every engine call's bound until its answer begins (a build's or a
 /// pull's stream, and an exec's attached stream, go on past it).
 const ENGINE_TIMEOUT_S: u64 = 30;
+/// The create step that makes the container (which may then not exist).
+const MAKING: &str = "making the container";
 /// How long a new computer gets until its daemon answers hello.
 const START_WAIT: Duration = Duration::from_secs(30);
 /// How long hello may take on a live connection.
@@ -633,6 +635,7 @@ impl DockerProvider {
             home: Some(plan::HOME.into()),
             user: v["Config"]["User"].as_str().map(String::from),
             sizes: sizes_of(v),
+            image: v["Config"]["Image"].as_str().map(String::from),
         }
     }
 
@@ -684,9 +687,11 @@ impl DockerProvider {
                 .map_err(self.err("inspecting the new computer"))?;
             let st = state.state.unwrap_or_default();
             if st.running != Some(true) {
+                // Read now: the container and its logs go with the failed create.
                 return Err(ProviderError::refused(format!(
-                    "the computer stopped as it started (exit code {}); its daemon's words are in docker logs {name}",
-                    st.exit_code.unwrap_or(-1)
+                    "the computer stopped as it started (exit code {}); its daemon said: {}",
+                    st.exit_code.unwrap_or(-1),
+                    daemon_words(docker, name).await
                 )));
             }
             let last = match stream::open(docker, &self.shown_socket(), name).await {
@@ -779,15 +784,16 @@ impl DockerProvider {
         self.read_egress(docker, v, &plan).await
     }
 
-    /// The part of create after the container exists; the caller removes
-    /// it on an error.
+    /// The part of create after the container exists; its failure names
+    /// the step that failed, and the caller removes the container.
     async fn start(
         &self,
         docker: &Docker,
         plan: &Plan,
         host: &Host,
         cancel: &CancellationToken,
-    ) -> Result<Created> {
+    ) -> std::result::Result<Created, (&'static str, ProviderError)> {
+        let at = |step: &'static str| move |e: ProviderError| (step, e);
         let started = std::time::Instant::now();
         docker
             .start_container(
@@ -795,42 +801,64 @@ impl DockerProvider {
                 None::<bollard::query_parameters::StartContainerOptions>,
             )
             .await
-            .map_err(self.err("starting the computer"))?;
+            .map_err(self.err("starting the computer"))
+            .map_err(at("starting the container"))?;
+        let hello_step = "waiting for its daemon's hello";
         let conn = match self.wait_until_up(docker, &plan.name, cancel).await {
             Ok(c) => c,
             Err(e) if deadline_ms(&plan.deadline) <= now_ms() => {
-                return Err(ProviderError::new(
-                    ErrorCode::Timeout,
-                    format!(
-                        "its lifetime ended before the computer finished starting (it took {:.1} s): {}",
-                        started.elapsed().as_secs_f64(),
-                        e.message
+                return Err((
+                    hello_step,
+                    ProviderError::new(
+                        ErrorCode::Timeout,
+                        format!(
+                            "its lifetime ended before the computer finished starting (it took {:.1} s): {}",
+                            started.elapsed().as_secs_f64(),
+                            e.message
+                        ),
                     ),
                 ));
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err((hello_step, e)),
         };
         if self.runs_chromium() {
+            let step = "looking for the image's Chromium";
             let found = tokio::select! {
-                r = crate::cdp::chromium::find_in_computer(&conn.client) => r,
+                r = tokio::time::timeout(HELLO_WAIT, crate::cdp::chromium::find_in_computer(&conn.client)) => r,
                 _ = cancel.cancelled() => {
                     conn.client.close();
-                    return Err(aborted("looking for the image's Chromium"));
+                    return Err((step, aborted(step)));
                 }
             };
+            let found = found.map_err(|_| {
+                conn.client.close();
+                (
+                    step,
+                    ProviderError::new(
+                        ErrorCode::Timeout,
+                        format!(
+                            "the computer's daemon did not answer files.stat within {} s",
+                            HELLO_WAIT.as_secs()
+                        ),
+                    ),
+                )
+            })?;
             if found.is_none() {
                 conn.client.close();
-                return Err(ProviderError::refused(format!(
-                    "the image {} has no Chromium (none at {}), and {} runs the image's own: use an image with Debian's package chromium (fixtures/images/build.sh makes computer-mcp-test/desktop:bookworm); the container was deleted",
-                    plan.image,
-                    crate::cdp::chromium::CHROMIUM_PATHS.join(", "),
-                    if self.opts.browser {
-                        "a browser"
-                    } else {
-                        "a desktop told it has one (--docker-desktop-browser)"
-                    }
-                ))
-                .with_field("image"));
+                return Err((
+                    step,
+                    ProviderError::refused(format!(
+                        "the image {} has no Chromium (none at {}), and {} runs the image's own: use an image with Debian's package chromium (fixtures/images/build.sh makes computer-mcp-test/desktop:bookworm)",
+                        plan.image,
+                        crate::cdp::chromium::CHROMIUM_PATHS.join(", "),
+                        if self.opts.browser {
+                            "a browser"
+                        } else {
+                            "a desktop told it has one (--docker-desktop-browser)"
+                        }
+                    ))
+                    .with_field("image"),
+                ));
             }
         }
         let hello = match self.opts.desktop {
@@ -840,23 +868,32 @@ impl DockerProvider {
                     _ = cancel.cancelled() => Err(aborted("starting the desktop's X server")),
                 };
                 conn.client.close();
-                x?
+                x.map_err(at("starting the desktop's X server"))?
             }
             None => {
                 conn.client.close();
                 conn.hello
             }
         };
-        let v = self.find(docker, &plan.name).await?;
+        let v = self
+            .find(docker, &plan.name)
+            .await
+            .map_err(at("reading the new computer back"))?;
         let mut drift = drift::inspect_drift(plan, &v, host);
         drift.extend(drift::hello_drift(&hello, host, plan.display.is_some()));
         if !drift.is_empty() {
-            return Err(ProviderError::refused(format!(
-                "the new computer is not what was declared, so it was deleted: {}",
-                drift.join("; ")
-            )));
+            return Err((
+                "the drift check",
+                ProviderError::refused(format!(
+                    "the new computer is not what was declared: {}",
+                    drift.join("; ")
+                )),
+            ));
         }
-        let network = self.read_net(docker, &v).await?;
+        let network = self
+            .read_net(docker, &v)
+            .await
+            .map_err(at("reading its network back"))?;
         let mut notes = vec![
             format!(
                 "isolation: a Docker container (engine {}) as {} with no capability, no-new-privileges and Docker's seccomp profile; private IPC and cgroup namespaces; /work (HOME) is a {} MiB tmpfs",
@@ -929,6 +966,29 @@ impl DockerProvider {
         }
         out.sort_by_key(created_ms);
         Ok(out)
+    }
+}
+
+/// The last lines a container's daemon wrote (stdout and stderr).
+async fn daemon_words(docker: &Docker, name: &str) -> String {
+    use futures::StreamExt;
+    let opts = bollard::query_parameters::LogsOptionsBuilder::new()
+        .stdout(true)
+        .stderr(true)
+        .tail("3")
+        .build();
+    let chunks: Vec<String> = docker
+        .logs(name, Some(opts))
+        .take_while(|c| std::future::ready(c.is_ok()))
+        .filter_map(|c| async move { c.ok() })
+        .map(|c| String::from_utf8_lossy(&c.into_bytes()).trim().to_string())
+        .collect()
+        .await;
+    let said = chunks.join(" / ");
+    if said.is_empty() {
+        "nothing".into()
+    } else {
+        said
     }
 }
 
@@ -1219,17 +1279,55 @@ impl Provider for DockerProvider {
             .map_err(self.err("making the container"))
         {
             Ok(_) => self.start(&docker, &plan, &host, cancel).await,
-            Err(e) => Err(e),
+            // An engine that failed its answer may still have made it.
+            Err(e) => Err((MAKING, e)),
         };
-        if made.is_err() || cancel.is_cancelled() {
-            if let Err(e) = self.remove_with_parts(&docker, &name).await {
-                tracing::warn!(computer = name, "removing a failed computer: {}", e.message);
-            }
-            if cancel.is_cancelled() {
-                return Err(aborted("creating the computer"));
-            }
+        if made.is_ok() && !cancel.is_cancelled() {
+            return made.map_err(|(_, e)| e);
         }
-        made
+        // From here the container (and an allowlist's proxy and volume)
+        // may exist: gone before the error returns.
+        let removed = self.remove_with_parts(&docker, &name).await;
+        if let Err(e) = &removed {
+            tracing::warn!(computer = name, "removing a failed computer: {}", e.message);
+        }
+        if cancel.is_cancelled() {
+            return Err(aborted("creating the computer"));
+        }
+        let Err((step, e)) = made else {
+            return Err(aborted("creating the computer"));
+        };
+        let proxy = plan.egress.is_some();
+        let after = match removed {
+            // It may never have been made: nothing by its name is left.
+            Ok(()) if step == MAKING => format!(
+                "no container {name} is left{}",
+                if proxy {
+                    ", and its egress proxy and volume were deleted"
+                } else {
+                    ""
+                }
+            ),
+            Ok(()) => format!(
+                "the container {name} was deleted{}",
+                if proxy {
+                    " with its egress proxy and volume"
+                } else {
+                    ""
+                }
+            ),
+            Err(r) => format!(
+                "the container {name} could not be deleted ({}); `computer-mcp sweep` deletes it after its deadline, or docker rm -f {name}",
+                r.message
+            ),
+        };
+        Err(ProviderError {
+            message: format!(
+                "creating the Docker computer failed at {step}: {}; {after}",
+                e.message
+            ),
+            ..e
+        })
     }
 
     async fn attach(&self, by: &AttachBy, cancel: &CancellationToken) -> Result<ComputerRef> {
@@ -1385,8 +1483,11 @@ impl Provider for DockerProvider {
             return Ok(conn);
         }
         // An allowlisted computer's browser goes through its proxy's relay.
-        let allowlisted = match self.find(&docker, &computer.id).await {
-            Ok(v) => !v["Config"]["Labels"][egress::LIST_LABEL].is_null(),
+        let (allowlisted, bounds) = match self.find(&docker, &computer.id).await {
+            Ok(v) => (
+                !v["Config"]["Labels"][egress::LIST_LABEL].is_null(),
+                sizes_of(&v),
+            ),
             Err(e) => {
                 conn.client.close();
                 return Err(e);
@@ -1418,7 +1519,8 @@ impl Provider for DockerProvider {
             },
             &launch,
             Default::default(),
-        );
+        )
+        .bounded_by(bounds);
         // A browser is handed out running; a desktop's starts when a page
         // tool first needs it (shown on its screen).
         if !desktop {

@@ -94,6 +94,8 @@ pub struct Breaks {
     pub answer_unknown: bool,
     /// files.write keeps at most this many bytes of a file.
     pub keep_bytes: Option<usize>,
+    /// Every ref reads this image back, whatever create asked for.
+    pub image_reads: Option<String>,
 }
 
 type ProgramFn =
@@ -322,8 +324,12 @@ impl FakeProvider {
     fn shown(&self, c: &FakeComputer) -> ComputerRef {
         let mut r = lock(&c.r).clone();
         r.running = self.running(c);
-        if let Some(k) = &lock(&self.inner.breaks).forget_label {
+        let breaks = lock(&self.inner.breaks);
+        if let Some(k) = &breaks.forget_label {
             r.labels.remove(k);
+        }
+        if let Some(i) = &breaks.image_reads {
+            r.image = Some(i.clone());
         }
         r
     }
@@ -370,8 +376,8 @@ impl Provider for FakeProvider {
             ))
             .with_field("network"));
         }
+        // An image is only a name it reads back (its computers run nothing).
         for (field, set) in [
-            ("image", spec.image.is_some()),
             ("user", spec.user.is_some()),
             ("mount", spec.mount.is_some()),
             ("sizes", spec.sizes != Default::default()),
@@ -406,6 +412,7 @@ impl Provider for FakeProvider {
                 user: Some("1000:1000".into()),
                 // It bounds no size (its check refuses sizes).
                 sizes: None,
+                image: spec.image.clone(),
             }),
             network: spec.network.kind(),
             deadline_ms,

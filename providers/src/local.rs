@@ -696,11 +696,9 @@ impl LocalProvider {
                 .ok()
                 .and_then(|c| c.open(&meta.id).ok())
                 .and_then(|cg| cg.read_back().ok())
-                .map(|l| crate::SizesReadBack {
-                    cpus: l.cpus,
-                    memory_mb: l.memory_mb,
-                    pids: l.pids,
-                }),
+                .map(sizes_read_back),
+            // It runs this machine's own system: no image (check refuses one).
+            image: None,
         }
     }
 
@@ -961,7 +959,8 @@ impl LocalProvider {
             },
             &b.launch(meta.network, desktop),
             Default::default(),
-        );
+        )
+        .bounded_by(meta.limits.map(sizes_read_back));
         // A browser is handed out running; a desktop's starts when a page
         // tool first needs it.
         if !desktop {
@@ -1586,5 +1585,14 @@ impl Provider for LocalProvider {
         released.sort();
         released.dedup();
         Ok(released)
+    }
+}
+
+/// A cgroup's limits as a ref shows them.
+fn sizes_read_back(l: cgroup::Limits) -> crate::SizesReadBack {
+    crate::SizesReadBack {
+        cpus: l.cpus,
+        memory_mb: l.memory_mb,
+        pids: l.pids,
     }
 }

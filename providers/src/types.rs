@@ -167,6 +167,11 @@ pub struct ComputerRef {
     /// bounds no size or cannot read them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sizes: Option<SizesReadBack>,
+    /// The image it runs, as read back from what runs it (Docker: the
+    /// inspect's Config.Image); none where the provider runs no image (the
+    /// local provider runs this machine's own system).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 /// A computer's bounds as read back.

@@ -338,3 +338,53 @@ async fn a_local_browser_runs_chromium_inside_the_computer_on_its_pipe() {
         .await
         .unwrap();
 }
+
+/// A browser computer bounded below what Chromium needs: connect (which
+/// starts the browser) fails in our words, naming the bound, what Chromium
+/// needs and the setting that raises it; Chromium's own words follow.
+async fn too_small(p: &LocalProvider, tune: impl FnOnce(&mut ComputerSpec)) -> String {
+    let cancel = CancellationToken::new();
+    let mut spec = ComputerSpec::sandbox(600_000);
+    spec.kind = SettingKind::Browser;
+    tune(&mut spec);
+    let made = p.create(&spec, &cancel).await.unwrap();
+    let err = match p.connect(&made.computer, &cancel).await {
+        Ok(_) => panic!("a browser started under {:?}", spec.sizes),
+        Err(e) => e,
+    };
+    p.release(&made.computer, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    err.message
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_bounded_below_what_chromium_needs_names_the_bound_and_the_setting() {
+    let state = tempfile::tempdir().unwrap();
+    let Some(p) = local_browsers(state.path()) else {
+        return;
+    };
+    let words = too_small(&p, |s| s.sizes.pids = Some(32)).await;
+    assert!(
+        words.contains(&format!(
+            "the computer's browser did not start: the computer's pids bound (32 processes and threads) is too low for Chromium, which needs about {} of them with a page open: raise it with the server's --pids or COMPUTER_MCP_PIDS",
+            computer_providers::cdp::chromium::NEEDS_PIDS
+        )),
+        "{words}"
+    );
+    assert!(!words.contains("memory bound"), "{words}");
+    // Chromium's own words stay, after ours.
+    assert!(
+        words.contains("the browser in the computer ended"),
+        "{words}"
+    );
+
+    let words = too_small(&p, |s| s.sizes.memory_mb = Some(64)).await;
+    assert!(
+        words.contains(&format!(
+            "the computer's memory bound (64 MiB) is too low for Chromium, which needs about {} MiB with a page open: raise it with the server's --memory-mb or COMPUTER_MCP_MEMORY_MB",
+            computer_providers::cdp::chromium::NEEDS_MEMORY_MB
+        )),
+        "{words}"
+    );
+}

@@ -23,12 +23,11 @@ use computer_providers::{
     AttachBy, ComputerSpec, ErrorCode, Labels, NetworkKind, NetworkPolicy, Provider, Release,
     label, release_older, run_labels,
 };
-use computer_testkit::need;
+use computer_testkit::{DockerEnv, docker_env, need};
 use computerd::client::ComputerExt;
 use computerd::protocol::{ExecParams, ExecResult};
 use tokio_util::sync::CancellationToken;
 
-const SOCKET: &str = "/var/run/docker.sock";
 /// Every container a test makes carries this label, with the test's name.
 const TEST_LABEL: &str = "computer-mcp.test";
 
@@ -48,8 +47,8 @@ impl Env {
         s
     }
 
-    /// Remove every container of this test.
-    async fn clean(&self) {
+    /// Every container of this test, running or not.
+    async fn ours(&self) -> Vec<bollard::models::ContainerSummary> {
         let opts = ListContainersOptionsBuilder::new()
             .all(true)
             .filters(&HashMap::from([(
@@ -57,7 +56,12 @@ impl Env {
                 vec![format!("{TEST_LABEL}={}", self.test)],
             )]))
             .build();
-        for c in self.docker.list_containers(Some(opts)).await.unwrap() {
+        self.docker.list_containers(Some(opts)).await.unwrap()
+    }
+
+    /// Remove every container of this test.
+    async fn clean(&self) {
+        for c in self.ours().await {
             let _ = self
                 .docker
                 .remove_container(
@@ -124,53 +128,13 @@ impl Env {
     }
 }
 
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
 /// The provider and the engine, or None (a skip) without Docker.
 async fn env(test: &str) -> Option<Env> {
-    let docker = Docker::connect_with_unix(SOCKET, 30, bollard::API_DEFAULT_VERSION).ok();
-    let up = match &docker {
-        Some(d) => d.ping().await.is_ok(),
-        None => false,
-    };
-    if !need(
-        "docker",
-        up,
-        &format!("no Docker engine answers at {SOCKET}"),
-    ) {
-        return None;
-    }
-    let docker = docker.unwrap();
-    let image = std::env::var("CMCP_TEST_DOCKER_IMAGE")
-        .unwrap_or_else(|_| "computer-mcp-test/debian:bookworm".into());
-    let have = docker.inspect_image(&image).await.is_ok();
-    if !need(
-        "docker",
-        have,
-        &format!(
-            "the test image {image} is not on this Docker host (fixtures/images/build.sh makes it)"
-        ),
-    ) {
-        return None;
-    }
-    let computerd = std::env::var_os("CMCP_TEST_DOCKER_COMPUTERD")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target/x86_64-unknown-linux-gnu/release/computerd"));
-    if !need(
-        "docker",
-        computerd.exists(),
-        &format!(
-            "the static computerd {} is not built (RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu -p computerd)",
-            computerd.display()
-        ),
-    ) {
-        return None;
-    }
+    let DockerEnv {
+        docker,
+        image,
+        computerd,
+    } = docker_env().await?;
     let cache = tempfile::tempdir().unwrap();
     let mut opts = DockerOptions::new(computerd.clone(), cache.path().join("cache"));
     opts.image = Some(ImageSource::Name(image.clone()));
@@ -212,6 +176,7 @@ async fn a_docker_computer_is_made_hardened_reached_found_and_released() {
     let c = made.computer.clone();
     assert!(c.running && c.id.starts_with("computer-"), "{c:?}");
     assert_eq!(c.user.as_deref(), Some("1879048191:1879048191"));
+    assert_eq!(c.image.as_deref(), Some(e.image.as_str()));
     assert_eq!(made.network.as_ref().unwrap().kind, NetworkKind::None);
 
     // docker inspect: every hardening flag.
@@ -308,13 +273,13 @@ async fn a_docker_computer_is_made_hardened_reached_found_and_released() {
     let by = Labels::from([(label::SESSION.to_string(), "s-docker".to_string())]);
     let listed = e.p.list(&by, &cancel).await.unwrap();
     assert_eq!(listed.iter().map(|r| &r.id).collect::<Vec<_>>(), [&c.id]);
-    assert_eq!(
+    let attached =
         e.p.attach(&AttachBy::Id(c.id.clone()), &cancel)
             .await
-            .unwrap()
-            .id,
-        c.id
-    );
+            .unwrap();
+    assert_eq!(attached.id, c.id);
+    // The image as the engine holds it (Config.Image), not as create said.
+    assert_eq!(attached.image.as_deref(), Some(e.image.as_str()));
     assert_eq!(
         e.p.attach(&AttachBy::Labels(by.clone()), &cancel)
             .await
@@ -577,16 +542,6 @@ async fn bad_input_is_refused_in_words_with_nothing_left_behind() {
     let Some(e) = env("bad").await else { return };
     let _turn = SWEEPS.lock().await;
     let cancel = CancellationToken::new();
-    let count = || async {
-        let opts = ListContainersOptionsBuilder::new()
-            .all(true)
-            .filters(&HashMap::from([(
-                "label",
-                vec![format!("{TEST_LABEL}={}", e.test)],
-            )]))
-            .build();
-        e.docker.list_containers(Some(opts)).await.unwrap().len()
-    };
     let mut spec = e.spec(600_000);
     spec.image = Some("computer-mcp-test/none:missing".into());
     let err = e.p.create(&spec, &cancel).await.unwrap_err();
@@ -656,7 +611,7 @@ async fn bad_input_is_refused_in_words_with_nothing_left_behind() {
         "{}",
         err.message
     );
-    assert_eq!(count().await, 0);
+    assert_eq!(e.ours().await.len(), 0);
     // A container with a computer's name but not our label is not ours:
     // attach does not find it, release and sweep never touch it.
     let name = "computer-00000000aa01";
@@ -864,6 +819,7 @@ async fn a_daemon_of_another_version_is_refused() {
         home: None,
         user: None,
         sizes: None,
+        image: None,
     };
     let err = e.p.connect(&c, &cancel).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Refused, "{err:?}");
@@ -887,6 +843,105 @@ async fn a_daemon_of_another_version_is_refused() {
     );
     assert!(e.exists(name).await);
     e.clean().await;
+}
+
+/// A static x86-64 Linux program of `code` alone: the smallest ELF
+/// executable (one loadable segment, no interpreter), so the provider's
+/// static check takes it as a daemon.
+#[cfg(target_arch = "x86_64")]
+fn tiny_elf(code: &[u8]) -> Vec<u8> {
+    const BASE: u64 = 0x40_0000;
+    let size = (64 + 56 + code.len()) as u64;
+    let mut f = Vec::new();
+    f.extend_from_slice(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0");
+    f.extend_from_slice(&2u16.to_le_bytes()); // ET_EXEC
+    f.extend_from_slice(&0x3eu16.to_le_bytes()); // x86-64
+    f.extend_from_slice(&1u32.to_le_bytes());
+    f.extend_from_slice(&(BASE + 64 + 56).to_le_bytes()); // entry
+    f.extend_from_slice(&64u64.to_le_bytes()); // program headers
+    f.extend_from_slice(&0u64.to_le_bytes()); // no sections
+    f.extend_from_slice(&0u32.to_le_bytes());
+    for h in [64u16, 56, 1, 0, 0, 0] {
+        f.extend_from_slice(&h.to_le_bytes());
+    }
+    f.extend_from_slice(&1u32.to_le_bytes()); // PT_LOAD
+    f.extend_from_slice(&5u32.to_le_bytes()); // read, execute
+    for v in [0, BASE, BASE, size, size, 0x1000] {
+        f.extend_from_slice(&v.to_le_bytes());
+    }
+    f.extend_from_slice(code);
+    f
+}
+
+/// A provider whose daemon is `program` (a stand-in made by the test).
+#[cfg(target_arch = "x86_64")]
+fn provider_with_daemon(e: &Env, name: &str, program: &[u8]) -> DockerProvider {
+    let path = e.cache.path().join(name);
+    std::fs::write(&path, program).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut opts = DockerOptions::new(path, e.cache.path().join(format!("cache-{name}")));
+    opts.image = Some(ImageSource::Name(e.image.clone()));
+    DockerProvider::new(opts).unwrap()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_whose_daemon_never_answers_hello_deletes_its_container_and_names_the_step() {
+    let Some(e) = env("no-hello").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    // A daemon that exits at once with code 3 (mov eax, 60; mov edi, 3;
+    // syscall): the container stops before any hello.
+    let exits = provider_with_daemon(
+        &e,
+        "exits-at-once",
+        &tiny_elf(&[0xb8, 0x3c, 0, 0, 0, 0xbf, 3, 0, 0, 0, 0x0f, 0x05]),
+    );
+    let err = exits.create(&e.spec(600_000), &cancel).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Refused, "{err:?}");
+    assert!(
+        err.message.starts_with(
+            "creating the Docker computer failed at waiting for its daemon's hello: the computer stopped as it started (exit code 3)"
+        ),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains(" was deleted") && !err.message.contains("could not be deleted"),
+        "{}",
+        err.message
+    );
+    let left = e.ours().await;
+    assert!(left.is_empty(), "left behind: {left:?}");
+
+    // A daemon that runs and never answers (pause in a loop): its hello
+    // times out, and the running container goes too.
+    let hangs = provider_with_daemon(
+        &e,
+        "never-answers",
+        &tiny_elf(&[0xb8, 0x22, 0, 0, 0, 0x0f, 0x05, 0xeb, 0xf7]),
+    );
+    let err = hangs.create(&e.spec(600_000), &cancel).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Timeout, "{err:?}");
+    assert!(
+        err.message.starts_with(
+            "creating the Docker computer failed at waiting for its daemon's hello: the computer's daemon did not answer within 30 s: the computer's daemon did not answer hello within 10 s"
+        ),
+        "{}",
+        err.message
+    );
+    let name = err
+        .message
+        .split("the container ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap()
+        .to_string();
+    assert!(name.starts_with("computer-"), "{}", err.message);
+    assert!(!e.exists(&name).await, "{name} is still there");
+    let left = e.ours().await;
+    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1062,4 +1117,41 @@ async fn a_desktop_on_an_image_without_xvfb_is_refused_in_words_and_deleted() {
         .build();
     let left = e.docker.list_containers(Some(opts)).await.unwrap();
     assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_docker_browser_bounded_below_what_chromium_needs_names_the_bound_and_the_setting() {
+    let Some(e) = env("browser-pids").await else {
+        return;
+    };
+    let Some(image) = desktop_image(&e).await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    let mut opts = DockerOptions::new(e.computerd.clone(), e.cache.path().join("cache"));
+    opts.image = Some(ImageSource::Name(image));
+    opts.browser = true;
+    let p = DockerProvider::new(opts).unwrap();
+    let mut spec = e.spec(600_000);
+    spec.kind = computerd::protocol::SettingKind::Browser;
+    spec.sizes.pids = Some(32);
+    let made = p.create(&spec, &cancel).await.unwrap();
+    assert_eq!(made.computer.sizes.map(|s| s.pids), Some(32));
+    // Connect starts the browser, which cannot run in 32 tasks.
+    let err = match p.connect(&made.computer, &cancel).await {
+        Ok(_) => panic!("a browser started within 32 pids"),
+        Err(err) => err,
+    };
+    assert!(
+        err.message.contains(&format!(
+            "the computer's browser did not start: the computer's pids bound (32 processes and threads) is too low for Chromium, which needs about {} of them with a page open: raise it with the server's --pids or COMPUTER_MCP_PIDS",
+            computer_providers::cdp::chromium::NEEDS_PIDS
+        )),
+        "{}",
+        err.message
+    );
+    p.release(&made.computer, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    e.clean().await;
 }

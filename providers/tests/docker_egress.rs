@@ -20,7 +20,6 @@
 mod net;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use bollard::Docker;
@@ -35,13 +34,12 @@ use computer_providers::{
     AttachBy, ComputerRef, ComputerSpec, ErrorCode, Labels, NetworkKind, NetworkPolicy, Provider,
     Release, label,
 };
-use computer_testkit::need;
+use computer_testkit::{DockerEnv, docker_env, need};
 use computerd::client::ComputerExt;
 use computerd::protocol::ExecParams;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-const SOCKET: &str = "/var/run/docker.sock";
 const TEST_LABEL: &str = "computer-mcp.test";
 
 /// One test at a time (see the file's note).
@@ -62,13 +60,6 @@ struct Env {
     _cache: tempfile::TempDir,
 }
 
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
 /// The provider, the engine and the test hosts, or None (a skip, in
 /// words) where these tests cannot run.
 async fn env(test: &str, n: u8) -> Option<Env> {
@@ -79,43 +70,11 @@ async fn env(test: &str, n: u8) -> Option<Env> {
     ) {
         return None;
     }
-    let docker = Docker::connect_with_unix(SOCKET, 30, bollard::API_DEFAULT_VERSION).ok();
-    let up = match &docker {
-        Some(d) => d.ping().await.is_ok(),
-        None => false,
-    };
-    if !need(
-        "docker",
-        up,
-        &format!("no Docker engine answers at {SOCKET}"),
-    ) {
-        return None;
-    }
-    let docker = docker.unwrap();
-    let image = std::env::var("CMCP_TEST_DOCKER_IMAGE")
-        .unwrap_or_else(|_| "computer-mcp-test/debian:bookworm".into());
-    if !need(
-        "docker",
-        docker.inspect_image(&image).await.is_ok(),
-        &format!(
-            "the test image {image} is not on this Docker host (fixtures/images/build.sh makes it)"
-        ),
-    ) {
-        return None;
-    }
-    let computerd = std::env::var_os("CMCP_TEST_DOCKER_COMPUTERD")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target/x86_64-unknown-linux-gnu/release/computerd"));
-    if !need(
-        "docker",
-        computerd.exists(),
-        &format!(
-            "the static computerd {} is not built (RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu -p computerd)",
-            computerd.display()
-        ),
-    ) {
-        return None;
-    }
+    let DockerEnv {
+        docker,
+        image,
+        computerd,
+    } = docker_env().await?;
     let net = net::Net::up(n).await.unwrap();
     let cache = tempfile::tempdir().unwrap();
     let mut opts = DockerOptions::new(computerd, cache.path().join("cache"));

@@ -9,62 +9,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use bollard::Docker;
 use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource};
 use computer_providers::{ComputerSpec, Provider, Release};
-use computer_testkit::need;
+use computer_testkit::docker_env;
 use computerd::client::ComputerExt;
 use computerd::protocol::{ExecParams, limits};
 use tokio_util::sync::CancellationToken;
 
-const SOCKET: &str = "/var/run/docker.sock";
-
 /// The provider, or None (a skip) without Docker, the image or the daemon.
 async fn provider(cache: &Path) -> Option<DockerProvider> {
-    let docker = Docker::connect_with_unix(SOCKET, 30, bollard::API_DEFAULT_VERSION).ok();
-    let up = match &docker {
-        Some(d) => d.ping().await.is_ok(),
-        None => false,
-    };
-    if !need(
-        "docker",
-        up,
-        &format!("no Docker engine answers at {SOCKET}"),
-    ) {
-        return None;
-    }
-    let image = std::env::var("CMCP_TEST_DOCKER_IMAGE")
-        .unwrap_or_else(|_| "computer-mcp-test/debian:bookworm".into());
-    let have = docker.unwrap().inspect_image(&image).await.is_ok();
-    if !need(
-        "docker",
-        have,
-        &format!(
-            "the test image {image} is not on this Docker host (fixtures/images/build.sh makes it)"
-        ),
-    ) {
-        return None;
-    }
-    let computerd = std::env::var_os("CMCP_TEST_DOCKER_COMPUTERD")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../target/x86_64-unknown-linux-gnu/release/computerd")
-        });
-    if !need(
-        "docker",
-        computerd.exists(),
-        &format!(
-            "the static computerd {} is not built (RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu -p computerd)",
-            computerd.display()
-        ),
-    ) {
-        return None;
-    }
-    let mut opts = DockerOptions::new(computerd, cache.join("cache"));
-    opts.image = Some(ImageSource::Name(image));
+    let e = docker_env().await?;
+    let mut opts = DockerOptions::new(e.computerd, cache.join("cache"));
+    opts.image = Some(ImageSource::Name(e.image));
     Some(DockerProvider::new(opts).unwrap())
 }
 

@@ -9,6 +9,8 @@
 //! - [`computerd_bin`]: the daemon the workspace build put beside the tests.
 //! - [`assert_golden`]: a text (a schema listing) held to a golden file
 //!   under `fixtures/schemas/`.
+//! - [`docker_env`] (feature `docker`): the engine, the test image and the
+//!   static daemon the Docker tests share, or a skip in words.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -144,6 +146,79 @@ pub fn computerd_bin() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let p = exe.parent()?.parent()?.join("computerd");
     p.is_file().then_some(p)
+}
+
+/// What every Docker test needs: an engine that answers, the test image
+/// on it and the static computerd a container binds.
+#[cfg(feature = "docker")]
+pub struct DockerEnv {
+    pub docker: bollard::Docker,
+    /// `CMCP_TEST_DOCKER_IMAGE`, else `computer-mcp-test/debian:bookworm`
+    /// (made by `fixtures/images/build.sh`).
+    pub image: String,
+    /// `CMCP_TEST_DOCKER_COMPUTERD`, else the workspace's
+    /// `target/x86_64-unknown-linux-gnu/release/computerd`.
+    pub computerd: PathBuf,
+}
+
+/// The engine's socket the Docker tests reach.
+#[cfg(feature = "docker")]
+pub const DOCKER_SOCKET: &str = "/var/run/docker.sock";
+
+/// The Docker tests' set-up: the engine at [`DOCKER_SOCKET`] answers a
+/// ping, the test image is on it and the static daemon is built. Where one
+/// is missing the test skips (None) saying which and how to get it, or
+/// fails instead when `COMPUTER_MCP_REQUIRE` names docker (see [`need`]).
+#[cfg(feature = "docker")]
+pub async fn docker_env() -> Option<DockerEnv> {
+    let docker =
+        bollard::Docker::connect_with_unix(DOCKER_SOCKET, 30, bollard::API_DEFAULT_VERSION).ok();
+    let up = match &docker {
+        Some(d) => d.ping().await.is_ok(),
+        None => false,
+    };
+    if !need(
+        "docker",
+        up,
+        &format!("no Docker engine answers at {DOCKER_SOCKET}"),
+    ) {
+        return None;
+    }
+    let docker = docker.unwrap();
+    let image = std::env::var("CMCP_TEST_DOCKER_IMAGE")
+        .unwrap_or_else(|_| "computer-mcp-test/debian:bookworm".into());
+    if !need(
+        "docker",
+        docker.inspect_image(&image).await.is_ok(),
+        &format!(
+            "the test image {image} is not on this Docker host (fixtures/images/build.sh makes it)"
+        ),
+    ) {
+        return None;
+    }
+    let computerd = std::env::var_os("CMCP_TEST_DOCKER_COMPUTERD")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .unwrap()
+                .join("target/x86_64-unknown-linux-gnu/release/computerd")
+        });
+    if !need(
+        "docker",
+        computerd.exists(),
+        &format!(
+            "the static computerd {} is not built (RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu -p computerd)",
+            computerd.display()
+        ),
+    ) {
+        return None;
+    }
+    Some(DockerEnv {
+        docker,
+        image,
+        computerd,
+    })
 }
 
 /// End a child with SIGTERM (init shuts down in order), then SIGKILL what

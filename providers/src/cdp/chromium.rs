@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use crate::types::{ErrorCode, ProviderError, Result};
+use crate::types::{ErrorCode, ProviderError, Result, SizesReadBack};
 
 /// Where Chromium is looked for: Debian's program first (its
 /// `/usr/bin/chromium` is a shell wrapper around it), then the usual
@@ -33,6 +33,77 @@ pub const PROFILE: &str = "/work/.browser";
 
 /// The window a headless browser lays pages out in.
 pub const WINDOW: (u32, u32) = (1280, 800);
+
+/// What a headless Chromium with a page open holds at once (its
+/// processes and their threads, each counted by the computer's pids
+/// bound), with room for the computer's own programs. Measured with
+/// Debian's Chromium 156: 108 tasks at about:blank in a cgroup of its
+/// own, 138 in a local computer with two pages open; it may fail to start
+/// in 64 (pthread_create: Resource temporarily unavailable) and does in 32.
+pub const NEEDS_PIDS: u64 = 160;
+
+/// The memory (MiB) a headless Chromium with a page open takes, with
+/// room: measured as [`NEEDS_PIDS`], 166 MiB at most (146 MiB resident)
+/// at about:blank, 199 MiB at most in a local computer with two pages
+/// open; in 128 MiB the kernel kills it as it starts.
+pub const NEEDS_MEMORY_MB: u64 = 256;
+
+/// What Chromium says when it cannot make a thread or a process: the
+/// computer's pids bound is reached.
+const NO_MORE_TASKS: &[&str] = &[
+    "pthread_create",
+    "Resource temporarily unavailable",
+    "EAGAIN",
+    "fork: ",
+];
+
+/// What it says (or how it ends) when its memory runs out.
+const NO_MORE_MEMORY: &[&str] = &[
+    "Out of memory",
+    "out of memory",
+    "Cannot allocate memory",
+    "ENOMEM",
+];
+
+/// Our words for a browser that did not start (`said`: how it ended and
+/// its last words) in a computer bounded by `b`, when a bound is below
+/// what Chromium needs or Chromium's words say it was reached: the bound,
+/// what Chromium needs, and the setting that raises it. None when neither
+/// bound is in question.
+pub fn bounds_too_low(b: &SizesReadBack, said: &str) -> Option<String> {
+    bound_words(
+        b,
+        b.pids < NEEDS_PIDS || says(said, NO_MORE_TASKS),
+        b.memory_mb < NEEDS_MEMORY_MB || says(said, NO_MORE_MEMORY),
+    )
+}
+
+/// The same words for a browser that ran and ended, only where
+/// Chromium's own words say it reached a bound.
+pub fn bounds_reached(b: &SizesReadBack, said: &str) -> Option<String> {
+    bound_words(b, says(said, NO_MORE_TASKS), says(said, NO_MORE_MEMORY))
+}
+
+fn says(said: &str, words: &[&str]) -> bool {
+    words.iter().any(|w| said.contains(w))
+}
+
+fn bound_words(b: &SizesReadBack, pids: bool, memory: bool) -> Option<String> {
+    let mut low = Vec::new();
+    if pids {
+        low.push(format!(
+            "the computer's pids bound ({} processes and threads) is too low for Chromium, which needs about {NEEDS_PIDS} of them with a page open: raise it with the server's --pids or COMPUTER_MCP_PIDS (computer_new's pids asks for more, up to the server's)",
+            b.pids
+        ));
+    }
+    if memory {
+        low.push(format!(
+            "the computer's memory bound ({} MiB) is too low for Chromium, which needs about {NEEDS_MEMORY_MB} MiB with a page open: raise it with the server's --memory-mb or COMPUTER_MCP_MEMORY_MB (computer_new's memory_mb asks for more, up to the server's)",
+            b.memory_mb
+        ));
+    }
+    (!low.is_empty()).then(|| low.join("; "))
+}
 
 /// The first of `paths` that is an executable regular file.
 pub fn find_in(paths: &[&str]) -> Option<PathBuf> {
@@ -289,6 +360,62 @@ mod tests {
             !argv
                 .iter()
                 .any(|a| a.starts_with("--remote-debugging-port"))
+        );
+    }
+
+    #[test]
+    fn a_bound_below_chromium_or_reached_is_named_with_its_setting() {
+        let roomy = SizesReadBack {
+            cpus: 1.0,
+            memory_mb: 4096,
+            pids: 1024,
+        };
+        // Roomy bounds and words of another failure: none of ours.
+        assert_eq!(
+            bounds_too_low(&roomy, "the browser in the computer ended (exit code 1)"),
+            None
+        );
+        let few = SizesReadBack { pids: 64, ..roomy };
+        // A browser that ran and ended: a bound only on Chromium's words
+        // (killed from inside, by pkill, is no bound's doing).
+        assert_eq!(
+            bounds_reached(&few, "the browser in the computer ended (killed by KILL)"),
+            None
+        );
+        let w = bounds_reached(
+            &few,
+            "pthread_create: Resource temporarily unavailable (11)",
+        )
+        .unwrap();
+        assert!(
+            w.starts_with("the computer's pids bound (64 processes"),
+            "{w}"
+        );
+        let w = bounds_too_low(&few, "the browser in the computer ended").unwrap();
+        assert!(
+            w.starts_with("the computer's pids bound (64 processes and threads) is too low for Chromium, which needs about 160 of them")
+                && w.contains("--pids or COMPUTER_MCP_PIDS"),
+            "{w}"
+        );
+        assert!(!w.contains("memory"), "{w}");
+        // Chromium's own words that it could not make a thread name the
+        // pids bound even where it looks roomy (other programs hold it).
+        let w = bounds_too_low(
+            &roomy,
+            "its last words: [12:12:1201/223000.1:FATAL:platform_thread_posix.cc(155)] Check failed: ret == 0. pthread_create: Resource temporarily unavailable (11)",
+        )
+        .unwrap();
+        assert!(w.contains("pids bound (1024 processes"), "{w}");
+        let small = SizesReadBack {
+            memory_mb: 64,
+            ..roomy
+        };
+        let w =
+            bounds_too_low(&small, "the browser in the computer ended (killed by KILL)").unwrap();
+        assert!(
+            w.starts_with("the computer's memory bound (64 MiB) is too low for Chromium")
+                && w.contains("--memory-mb or COMPUTER_MCP_MEMORY_MB"),
+            "{w}"
         );
     }
 

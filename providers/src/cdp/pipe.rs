@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use computerd::client::{ComputerClient, ComputerExt};
 use computerd::protocol::{
-    Bytes64, ProcessReadParams, ProcessSignalParams, ProcessStartParams, ProcessWriteParams,
-    Signal, Stream, limits,
+    Bytes64, ProcessReadParams, ProcessSignalParams, ProcessStartParams, ProcessWaitParams,
+    ProcessWriteParams, Signal, Stream, limits,
 };
 
 use super::conn::CdpConn;
@@ -206,7 +206,21 @@ async fn ended_words(daemon: &Arc<dyn ComputerClient>, id: &str) -> String {
         }
         Err(_) => String::new(),
     };
-    format!("the browser in the computer ended{tail}")
+    let how = match daemon
+        .call_typed(&ProcessWaitParams {
+            id: id.to_string(),
+            timeout_ms: 1000,
+        })
+        .await
+    {
+        Ok(w) if !w.running => match (w.exit_code, w.signal) {
+            (_, Some(s)) => format!(" (killed by {s})"),
+            (Some(c), None) => format!(" (exit code {c})"),
+            (None, None) => String::new(),
+        },
+        _ => String::new(),
+    };
+    format!("the browser in the computer ended{how}{tail}")
 }
 
 fn clip(s: &str, max: usize) -> String {

@@ -75,6 +75,8 @@ struct Slot {
 struct Tracker {
     cleanup: Mutex<Cleanup>,
     notes: Mutex<Vec<ComputerNote>>,
+    /// What a case that passed could not check, in its words.
+    case_notes: Mutex<Vec<String>>,
     creates: Mutex<Vec<(String, JoinHandle<()>)>>,
 }
 
@@ -128,6 +130,12 @@ impl Ctx {
     /// none, the run's image.
     pub fn spec(&self) -> ComputerSpec {
         self.base.clone()
+    }
+
+    /// Say in the report what this case could not check here (a promise
+    /// with nothing to hold it to), so a pass is never a silent one.
+    pub fn note(&self, words: impl Into<String>) {
+        lock(&self.tracker.case_notes).push(format!("{}: {}", self.case_id, words.into()));
     }
 
     /// The labels every computer of the run carries.
@@ -521,6 +529,7 @@ pub(super) async fn run(
     let tracker = Arc::new(Tracker {
         cleanup: Mutex::new(Cleanup::default()),
         notes: Mutex::new(Vec::new()),
+        case_notes: Mutex::new(Vec::new()),
         creates: Mutex::new(Vec::new()),
     });
     let shared = Arc::new(OnceCell::new());
@@ -740,6 +749,7 @@ pub(super) async fn run(
     {
         notes.push("no drifted provider: the drift case skipped, so Core cannot pass".into());
     }
+    notes.extend(lock(&tracker.case_notes).iter().cloned());
     Report {
         provider: provider.id().to_string(),
         run_id,

@@ -102,6 +102,59 @@ async fn a_forgotten_label_fails_create() {
 }
 
 #[tokio::test]
+async fn another_image_read_back_fails_attach() {
+    let with_image = || RunOptions {
+        image: Some("computer-mcp-test/debian:bookworm".into()),
+        ..quick()
+    };
+    // Kept: the image asked for reads back, and no note says otherwise.
+    let report = run(&FakeProvider::new(), "provider.attach", with_image()).await;
+    let r = report.result("provider.attach").unwrap();
+    assert_eq!(r.status, Status::Pass, "{}", report.text());
+    assert!(
+        !report.notes.iter().any(|n| n.contains("image")),
+        "{:?}",
+        report.notes
+    );
+    let p = FakeProvider::new();
+    p.set_breaks(Breaks {
+        image_reads: Some("busybox:latest".into()),
+        ..Default::default()
+    });
+    let report = run(&p, "provider.attach", with_image()).await;
+    let r = report.result("provider.attach").unwrap();
+    assert_eq!(r.status, Status::Fail, "{}", report.text());
+    let words = r.reason.clone().unwrap();
+    assert!(
+        words.contains(
+            "create asked for the image computer-mcp-test/debian:bookworm, and attach by id reads back the image busybox:latest"
+        ),
+        "{words}"
+    );
+    assert!(report.cleanup.clean(), "{:?}", report.cleanup);
+}
+
+#[tokio::test]
+async fn no_image_asked_and_none_read_back_is_said_not_passed_silently() {
+    let report = run(&FakeProvider::new(), "provider.attach", quick()).await;
+    assert_eq!(
+        report.result("provider.attach").unwrap().status,
+        Status::Pass
+    );
+    assert!(
+        report.notes.iter().any(|n| n
+            == "provider.attach: no image was asked for and the fake provider reads none back (it runs no image), so attach's image read-back had nothing to hold"),
+        "{:?}",
+        report.notes
+    );
+    assert!(
+        report
+            .text()
+            .contains("note: provider.attach: no image was asked for")
+    );
+}
+
+#[tokio::test]
 async fn a_computer_past_its_deadline_fails_the_lifetime_case() {
     let p = FakeProvider::new();
     p.set_breaks(Breaks {

@@ -145,6 +145,7 @@ mod tests {
             home: None,
             user: None,
             sizes: None,
+            image: None,
         };
         assert_eq!(
             held("attach", &r).unwrap_err(),

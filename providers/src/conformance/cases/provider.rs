@@ -116,7 +116,21 @@ pub async fn create(t: &Ctx) -> Result<(), Outcome> {
 pub async fn attach(t: &Ctx) -> Result<(), Outcome> {
     let labels = case_labels(t);
     let c = t.create(|s| s.labels = labels.clone()).await?;
-    let mut wrong = Vec::new();
+    let asked_image = t.spec().image;
+    if asked_image.is_none() && c.computer.image.is_none() {
+        t.note(format!(
+            "no image was asked for and the {} provider reads none back (it runs no image), so attach's image read-back had nothing to hold",
+            t.provider.id()
+        ));
+    }
+    let mut wrong: Vec<String> = image_wrong(
+        asked_image.as_deref(),
+        c.computer.image.as_deref(),
+        "create's ref",
+        c.computer.image.as_deref(),
+    )
+    .into_iter()
+    .collect();
     let by_id = bounded(
         "attach",
         t.bounds.cleanup,
@@ -155,6 +169,14 @@ pub async fn attach(t: &Ctx) -> Result<(), Outcome> {
                         a.deadline, c.computer.deadline
                     ));
                 }
+                if let Some(w) = image_wrong(
+                    asked_image.as_deref(),
+                    c.computer.image.as_deref(),
+                    &format!("attach {how}"),
+                    a.image.as_deref(),
+                ) {
+                    wrong.push(w);
+                }
                 // A vendor's browser runs no program of ours: no user.
                 match a.user.as_deref().and_then(|u| u.split_once(':')) {
                     _ if t.caps.daemon == DaemonMode::None => {}
@@ -191,6 +213,33 @@ pub async fn attach(t: &Ctx) -> Result<(), Outcome> {
         )),
     }
     ensure(wrong.is_empty(), || wrong.join("; "))
+}
+
+/// What is wrong with the image `who` reads back (`read`): it must be the
+/// image create asked for, or with none asked (`asked` None) the one
+/// create's ref read back (`created`), the provider's own.
+fn image_wrong(
+    asked: Option<&str>,
+    created: Option<&str>,
+    who: &str,
+    read: Option<&str>,
+) -> Option<String> {
+    let shown = |i: Option<&str>| match i {
+        Some(i) => format!("the image {i}"),
+        None => "no image".to_string(),
+    };
+    match asked {
+        Some(want) if read != Some(want) => Some(format!(
+            "create asked for the image {want}, and {who} reads back {}",
+            shown(read)
+        )),
+        None if read != created => Some(format!(
+            "create asked for no image and its ref reads back {}, but {who} reads back {}",
+            shown(created),
+            shown(read)
+        )),
+        _ => None,
+    }
 }
 
 pub async fn list(t: &Ctx) -> Result<(), Outcome> {
