@@ -58,8 +58,8 @@ use crate::settings::HostDefaults;
 use crate::share::{Share, WORKSPACE};
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
-    LifetimeMode, NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
-    check_labels, check_lifetime, label,
+    LifetimeMode, NetworkKind, NetworkPolicy, NetworkRead, NetworkReadBack, ProviderError, Release,
+    Result, check_labels, check_lifetime, label,
 };
 pub use host::Host;
 pub use image::ImageSource;
@@ -633,6 +633,7 @@ impl DockerProvider {
             home: Some(plan::HOME.into()),
             user: v["Config"]["User"].as_str().map(String::from),
             sizes: sizes_of(v),
+            network: None,
         }
     }
 
@@ -882,8 +883,10 @@ impl DockerProvider {
                 if s.read_only { " (read-only)" } else { "" }
             ));
         }
+        let mut computer = self.to_ref(&v);
+        computer.network = Some(NetworkRead::Policy(network.clone()));
         Ok(Created {
-            computer: self.to_ref(&v),
+            computer,
             network: Some(network),
             notes,
         })
@@ -1275,11 +1278,13 @@ impl Provider for DockerProvider {
                 own.display()
             ));
         }
-        if drift.is_empty() && plan.egress.is_some() {
-            let docker = self.engine()?;
-            if let Err(e) = self.read_egress(&docker, &v, &plan).await {
-                drift.push(e.message);
+        let mut network = None;
+        if drift.is_empty() {
+            let read = self.read_net(&docker, &v).await;
+            if let (Some(_), Err(e)) = (&plan.egress, &read) {
+                drift.push(e.message.clone());
             }
+            network = Some(NetworkRead::of(read));
         }
         if drift.is_empty() && v["State"]["Running"].as_bool() == Some(true) {
             let conn =
@@ -1294,16 +1299,33 @@ impl Provider for DockerProvider {
         if !drift.is_empty() {
             return Err(refuse(drift));
         }
-        Ok(self.to_ref(&v))
+        let mut r = self.to_ref(&v);
+        r.network = network;
+        Ok(r)
     }
 
+    /// Each computer with its network read back as `network` reads it (an
+    /// allowlist from its proxy and volume too, in one more inspect each).
     async fn list(&self, labels: &Labels, cancel: &CancellationToken) -> Result<Vec<ComputerRef>> {
-        Ok(self
-            .listed(labels, cancel)
-            .await?
+        let listed = self.listed(labels, cancel).await?;
+        let docker = self.engine()?;
+        if listed
             .iter()
-            .map(|v| self.to_ref(v))
-            .collect())
+            .any(|v| !v["Config"]["Labels"][egress::LIST_LABEL].is_null())
+        {
+            // An allowlist's read-back holds its proxy to the host; a host
+            // that cannot be read leaves those computers `other`, in words.
+            let _ = self.host(cancel).await;
+        }
+        let reads = listed.iter().map(|v| {
+            let docker = &docker;
+            async move {
+                let mut r = self.to_ref(v);
+                r.network = Some(NetworkRead::of(self.read_net(docker, v).await));
+                r
+            }
+        });
+        Ok(futures::future::join_all(reads).await)
     }
 
     async fn network(

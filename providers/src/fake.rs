@@ -406,6 +406,7 @@ impl Provider for FakeProvider {
                 user: Some("1000:1000".into()),
                 // It bounds no size (its check refuses sizes).
                 sizes: None,
+                network: None,
             }),
             network: spec.network.kind(),
             deadline_ms,

@@ -701,6 +701,7 @@ impl LocalProvider {
                     memory_mb: l.memory_mb,
                     pids: l.pids,
                 }),
+            network: None,
         }
     }
 

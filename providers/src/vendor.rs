@@ -582,6 +582,7 @@ impl<V: Vendor> BrowserVendor<V> {
             home: None,
             user: None,
             sizes: None,
+            network: None,
         }
     }
 

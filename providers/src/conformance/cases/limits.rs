@@ -145,6 +145,7 @@ mod tests {
             home: None,
             user: None,
             sizes: None,
+            network: None,
         };
         assert_eq!(
             held("attach", &r).unwrap_err(),
