@@ -134,6 +134,33 @@ pub struct DockerSettings {
     )]
     #[arg(env = "COMPUTER_MCP_DOCKER_DESKTOP_BROWSER")]
     pub desktop_browser: Option<bool>,
+    /// For --network allow: and public: the Docker host's own IP addresses, comma-separated, which every egress proxy refuses as this host's. Needed when the server runs in a container (it cannot see the host's interfaces), and for a public IP no interface holds (a cloud machine's NAT'd address). [default: none; this machine's public interface addresses are always refused]
+    #[arg(
+        id = "docker.host_addresses",
+        long = "docker-host-addresses",
+        value_name = "IP[,IP...]"
+    )]
+    #[arg(env = "COMPUTER_MCP_DOCKER_HOST_ADDRESSES")]
+    pub host_addresses: Option<String>,
+}
+
+/// `--docker-host-addresses`: IP addresses, comma-separated, each once.
+pub fn parse_host_addresses(text: &str) -> Result<Vec<std::net::IpAddr>> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let ip: std::net::IpAddr = part.parse().map_err(|_| {
+            ProviderError::invalid(
+                "host_addresses",
+                format!(
+                    "--docker-host-addresses: {part:?} is not an IP address; give the Docker host's own addresses, comma-separated (203.0.113.7,2001:db8::7)"
+                ),
+            )
+        })?;
+        if !out.contains(&ip) {
+            out.push(ip);
+        }
+    }
+    Ok(out)
 }
 
 /// The Docker provider's options, resolved.
@@ -1059,6 +1086,9 @@ impl Configure for DockerProvider {
         // Without a desktop it means nothing (a browser always runs the
         // image's Chromium): `runs_chromium` reads it with the desktop.
         opts.desktop_browser = settings.desktop_browser.unwrap_or(false);
+        if let Some(a) = settings.host_addresses.as_deref() {
+            opts.egress_host_addresses = parse_host_addresses(a)?;
+        }
         if let Some(s) = settings.socket {
             opts.socket = s;
         }
@@ -1553,6 +1583,27 @@ mod tests {
             DockerOptions::new("/usr/bin/computerd".into(), "/tmp/cmcp-docker-cache".into());
         o.image = Some(ImageSource::Name("debian:bookworm".into()));
         DockerProvider::new(o).unwrap()
+    }
+
+    #[test]
+    fn host_addresses_are_ip_addresses_and_a_bad_one_is_refused_naming_the_flag() {
+        assert_eq!(
+            parse_host_addresses(" 203.0.113.7,2001:db8::7 ,203.0.113.7").unwrap(),
+            [
+                "203.0.113.7".parse::<std::net::IpAddr>().unwrap(),
+                "2001:db8::7".parse().unwrap()
+            ]
+        );
+        for bad in ["", "203.0.113.7,", "example.com", "203.0.113.0/24"] {
+            let e = parse_host_addresses(bad).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some("host_addresses"), "{bad}");
+            assert!(
+                e.message.starts_with("--docker-host-addresses: ")
+                    && e.message.contains("is not an IP address"),
+                "{bad}: {}",
+                e.message
+            );
+        }
     }
 
     #[test]
