@@ -58,8 +58,8 @@ use crate::settings::HostDefaults;
 use crate::share::{Share, WORKSPACE};
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
-    LifetimeMode, NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
-    check_labels, check_lifetime, label,
+    LifetimeMode, NetworkKind, NetworkPolicy, NetworkRead, NetworkReadBack, ProviderError, Release,
+    Result, check_labels, check_lifetime, label,
 };
 pub use host::Host;
 pub use image::ImageSource;
@@ -136,6 +136,33 @@ pub struct DockerSettings {
     )]
     #[arg(env = "COMPUTER_MCP_DOCKER_DESKTOP_BROWSER")]
     pub desktop_browser: Option<bool>,
+    /// For --network allow: and public: the Docker host's own IP addresses, comma-separated, which every egress proxy refuses as this host's. Needed when the server runs in a container (it cannot see the host's interfaces), and for a public IP no interface holds (a cloud machine's NAT'd address). [default: none; this machine's public interface addresses are always refused]
+    #[arg(
+        id = "docker.host_addresses",
+        long = "docker-host-addresses",
+        value_name = "IP[,IP...]"
+    )]
+    #[arg(env = "COMPUTER_MCP_DOCKER_HOST_ADDRESSES")]
+    pub host_addresses: Option<String>,
+}
+
+/// `--docker-host-addresses`: IP addresses, comma-separated, each once.
+pub fn parse_host_addresses(text: &str) -> Result<Vec<std::net::IpAddr>> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let ip: std::net::IpAddr = part.parse().map_err(|_| {
+            ProviderError::invalid(
+                "host_addresses",
+                format!(
+                    "--docker-host-addresses: {part:?} is not an IP address; give the Docker host's own addresses, comma-separated (203.0.113.7,2001:db8::7)"
+                ),
+            )
+        })?;
+        if !out.contains(&ip) {
+            out.push(ip);
+        }
+    }
+    Ok(out)
 }
 
 /// The Docker provider's options, resolved.
@@ -636,6 +663,7 @@ impl DockerProvider {
             user: v["Config"]["User"].as_str().map(String::from),
             sizes: sizes_of(v),
             image: v["Config"]["Image"].as_str().map(String::from),
+            network: None,
         }
     }
 
@@ -919,8 +947,10 @@ impl DockerProvider {
                 if s.read_only { " (read-only)" } else { "" }
             ));
         }
+        let mut computer = self.to_ref(&v);
+        computer.network = Some(NetworkRead::Policy(network.clone()));
         Ok(Created {
-            computer: self.to_ref(&v),
+            computer,
             network: Some(network),
             notes,
         })
@@ -1116,6 +1146,9 @@ impl Configure for DockerProvider {
         // Without a desktop it means nothing (a browser always runs the
         // image's Chromium): `runs_chromium` reads it with the desktop.
         opts.desktop_browser = settings.desktop_browser.unwrap_or(false);
+        if let Some(a) = settings.host_addresses.as_deref() {
+            opts.egress_host_addresses = parse_host_addresses(a)?;
+        }
         if let Some(s) = settings.socket {
             opts.socket = s;
         }
@@ -1373,11 +1406,13 @@ impl Provider for DockerProvider {
                 own.display()
             ));
         }
-        if drift.is_empty() && plan.egress.is_some() {
-            let docker = self.engine()?;
-            if let Err(e) = self.read_egress(&docker, &v, &plan).await {
-                drift.push(e.message);
+        let mut network = None;
+        if drift.is_empty() {
+            let read = self.read_net(&docker, &v).await;
+            if let (Some(_), Err(e)) = (&plan.egress, &read) {
+                drift.push(e.message.clone());
             }
+            network = Some(NetworkRead::of(read));
         }
         if drift.is_empty() && v["State"]["Running"].as_bool() == Some(true) {
             let conn =
@@ -1392,16 +1427,33 @@ impl Provider for DockerProvider {
         if !drift.is_empty() {
             return Err(refuse(drift));
         }
-        Ok(self.to_ref(&v))
+        let mut r = self.to_ref(&v);
+        r.network = network;
+        Ok(r)
     }
 
+    /// Each computer with its network read back as `network` reads it (an
+    /// allowlist from its proxy and volume too, in one more inspect each).
     async fn list(&self, labels: &Labels, cancel: &CancellationToken) -> Result<Vec<ComputerRef>> {
-        Ok(self
-            .listed(labels, cancel)
-            .await?
+        let listed = self.listed(labels, cancel).await?;
+        let docker = self.engine()?;
+        if listed
             .iter()
-            .map(|v| self.to_ref(v))
-            .collect())
+            .any(|v| !v["Config"]["Labels"][egress::LIST_LABEL].is_null())
+        {
+            // An allowlist's read-back holds its proxy to the host; a host
+            // that cannot be read leaves those computers `other`, in words.
+            let _ = self.host(cancel).await;
+        }
+        let reads = listed.iter().map(|v| {
+            let docker = &docker;
+            async move {
+                let mut r = self.to_ref(v);
+                r.network = Some(NetworkRead::of(self.read_net(docker, v).await));
+                r
+            }
+        });
+        Ok(futures::future::join_all(reads).await)
     }
 
     async fn network(
@@ -1633,6 +1685,27 @@ mod tests {
             DockerOptions::new("/usr/bin/computerd".into(), "/tmp/cmcp-docker-cache".into());
         o.image = Some(ImageSource::Name("debian:bookworm".into()));
         DockerProvider::new(o).unwrap()
+    }
+
+    #[test]
+    fn host_addresses_are_ip_addresses_and_a_bad_one_is_refused_naming_the_flag() {
+        assert_eq!(
+            parse_host_addresses(" 203.0.113.7,2001:db8::7 ,203.0.113.7").unwrap(),
+            [
+                "203.0.113.7".parse::<std::net::IpAddr>().unwrap(),
+                "2001:db8::7".parse().unwrap()
+            ]
+        );
+        for bad in ["", "203.0.113.7,", "example.com", "203.0.113.0/24"] {
+            let e = parse_host_addresses(bad).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some("host_addresses"), "{bad}");
+            assert!(
+                e.message.starts_with("--docker-host-addresses: ")
+                    && e.message.contains("is not an IP address"),
+                "{bad}: {}",
+                e.message
+            );
+        }
     }
 
     #[test]

@@ -413,6 +413,7 @@ impl Provider for FakeProvider {
                 // It bounds no size (its check refuses sizes).
                 sizes: None,
                 image: spec.image.clone(),
+                network: None,
             }),
             network: spec.network.kind(),
             deadline_ms,

@@ -71,6 +71,6 @@ pub use registry::{
 pub use settings::{HostDefaults, Table, layer};
 pub use types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
-    LifetimeMode, NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
-    Sizes, SizesReadBack, check_labels, check_lifetime, human_ms, label,
+    LifetimeMode, NetworkKind, NetworkPolicy, NetworkRead, NetworkReadBack, ProviderError, Release,
+    Result, Sizes, SizesReadBack, check_labels, check_lifetime, human_ms, label,
 };

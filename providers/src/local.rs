@@ -699,6 +699,7 @@ impl LocalProvider {
                 .map(sizes_read_back),
             // It runs this machine's own system: no image (check refuses one).
             image: None,
+            network: None,
         }
     }
 

@@ -172,6 +172,30 @@ pub struct ComputerRef {
     /// local provider runs this machine's own system).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// The network as read back with the rest, where the provider reads
+    /// it there (Docker: an allowlist from its proxy too); none where it
+    /// is read by [`crate::Provider::network`] alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkRead>,
+}
+
+/// A network as read back with a computer: a policy's read-back, or the
+/// words for one that is none of the policies (never reported as one).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum NetworkRead {
+    Policy(NetworkReadBack),
+    Other(String),
+}
+
+impl NetworkRead {
+    /// A read-back, or its refusal's words.
+    pub fn of(read: Result<NetworkReadBack>) -> Self {
+        match read {
+            Ok(r) => NetworkRead::Policy(r),
+            Err(e) => NetworkRead::Other(e.message),
+        }
+    }
 }
 
 /// A computer's bounds as read back.

@@ -583,6 +583,7 @@ impl<V: Vendor> BrowserVendor<V> {
             user: None,
             sizes: None,
             image: None,
+            network: None,
         }
     }
 

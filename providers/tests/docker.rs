@@ -820,6 +820,7 @@ async fn a_daemon_of_another_version_is_refused() {
         user: None,
         sizes: None,
         image: None,
+        network: None,
     };
     let err = e.p.connect(&c, &cancel).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Refused, "{err:?}");

@@ -430,6 +430,11 @@ async fn a_docker_allowlisted_computer_reaches_its_names_through_its_hardened_pr
         listed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
         [c.id.as_str()]
     );
+    // Create, list and attach each show the list as read back from the
+    // proxy, as network does.
+    let read = Some(computer_providers::NetworkRead::Policy(rb.clone()));
+    assert_eq!(c.network, read);
+    assert_eq!(listed[0].network, read);
     assert_eq!(
         e.left().await,
         (vec![c.id.clone(), proxy.clone()], vec![proxy.clone()])
@@ -440,6 +445,7 @@ async fn a_docker_allowlisted_computer_reaches_its_names_through_its_hardened_pr
             .await
             .unwrap();
     assert_eq!(at.id, c.id);
+    assert_eq!(at.network, read);
 
     e.p.release(&c, Release::Delete, &cancel).await.unwrap();
     assert_eq!(e.left().await, (vec![], vec![]));
@@ -490,6 +496,20 @@ async fn a_stopped_or_changed_proxy_reads_back_as_other_and_attach_refuses_it() 
         "{}",
         err.message
     );
+    // List shows it too: another network, in the read-back's words.
+    let labels = Labels::from([(TEST_LABEL.to_string(), e.test.clone())]);
+    let listed = e.p.list(&labels, &cancel).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    match &listed[0].network {
+        Some(computer_providers::NetworkRead::Other(words)) => assert!(
+            words.starts_with(&format!(
+                "the Docker computer {} has network allow, but its egress proxy is not running (it is exited)",
+                c.id
+            )),
+            "{words}"
+        ),
+        other => panic!("listed as {other:?}"),
+    }
     // Init's relay answers 502 in words, which can be lost to a reset
     // when it closes before reading the request; either way nothing is
     // reached.

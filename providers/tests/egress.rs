@@ -272,6 +272,34 @@ async fn an_allowlisted_computer_reaches_its_names_and_nothing_else() {
         o.stderr
     );
 
+    // A refused SOCKS5 CONNECT gets its reply code (a SOCKS reply carries
+    // no words): 2, not allowed by ruleset, for a name off the list, a
+    // port and an address no list allows; 4, host unreachable, for a
+    // listed name with no address. The proxy's log names the rule and
+    // what to do.
+    let o = sh(&p, &c, "for u in http://unlisted.eg.test/ http://good.eg.test:22/ http://private.eg.test/ http://nx.wild.eg.test/; do curl -sS --socks5-hostname 127.0.0.1:3128 $u; echo $?; done", &[]).await;
+    assert_eq!(o.stdout, "97\n97\n97\n97\n", "{}", o.stderr);
+    assert_eq!(
+        o.stderr,
+        "curl: (97) Can't complete SOCKS5 connection to unlisted.eg.test. (2)\ncurl: (97) Can't complete SOCKS5 connection to good.eg.test. (2)\ncurl: (97) Can't complete SOCKS5 connection to private.eg.test. (2)\ncurl: (97) Can't complete SOCKS5 connection to nx.wild.eg.test. (4)\n"
+    );
+    let log = std::fs::read_to_string(
+        state
+            .path()
+            .join("computers")
+            .join(&c.id)
+            .join("egress.log"),
+    )
+    .unwrap();
+    for line in [
+        "egress refuse host=unlisted.eg.test port=80 address=- class=- rule=not-listed socks=2 fix=ask for a computer whose network allow list names it (network: {allow: [...]}; --network allow:NAME)",
+        "egress refuse host=good.eg.test port=22 address=- class=- rule=port socks=2 fix=none: a network list reaches ports 80 and 443 only",
+        "egress refuse host=private.eg.test port=80 address=10.1.2.3 class=private rule=address socks=2 fix=none: a listed name reaches public addresses only",
+        "egress refuse host=nx.wild.eg.test port=80 address=- class=- rule=lookup socks=4 fix=check the name: its resolver gave no address",
+    ] {
+        assert!(log.contains(line), "{line}\nnot in the log:\n{log}");
+    }
+
     // A program that ignores the proxy reaches nothing: no route.
     let direct = format!(
         "import socket\nfor t in (('{a}', 80), ('{a}', 53)):\n    try:\n        socket.create_connection(t, timeout=5)\n        print('reached', t)\n    except OSError as e:\n        print(e.errno)\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ntry:\n    s.sendto(b'x', ('{a}', 53))\n    print('sent')\nexcept OSError as e:\n    print(e.errno)\n"

@@ -100,8 +100,10 @@ fn start(opts: Options) -> Result<i32, String> {
     } else {
         opts.resolvers.clone()
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread: the proxy's work per byte is the kernel's (splice), and
+    // in its half-CPU cgroup a second worker only adds the wake-ups of
+    // handing a ready socket from one thread to the other.
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("could not start the runtime ({e})"))?;
@@ -454,14 +456,25 @@ impl Proxy {
     async fn dial(&self, host: &str, to: &[SocketAddr]) -> Result<TcpStream, Refusal> {
         let until = tokio::time::Instant::now() + DIAL_WAIT;
         let mut last = String::from("no address");
+        // SOCKS5's reply for the last failure: 5 refused, 3 network and 4
+        // host unreachable (no answer in time is the host's).
+        let mut code = 4;
         for a in to {
             match tokio::time::timeout_at(until, TcpStream::connect(a)).await {
                 Ok(Ok(s)) => {
                     let _ = s.set_nodelay(true);
                     return Ok(s);
                 }
-                Ok(Err(e)) => last = format!("{a}: {e}"),
+                Ok(Err(e)) => {
+                    code = match e.raw_os_error() {
+                        Some(libc::ECONNREFUSED) => 5,
+                        Some(libc::ENETUNREACH) => 3,
+                        _ => 4,
+                    };
+                    last = format!("{a}: {e}");
+                }
                 Err(_) => {
+                    code = 4;
                     last = format!("no answer within {DIAL_WAIT:?}");
                     break;
                 }
@@ -469,7 +482,7 @@ impl Proxy {
         }
         Err(Refusal::new(
             502,
-            5,
+            code,
             "connect",
             format!("{host} could not be reached ({last})"),
         ))
@@ -490,10 +503,30 @@ impl Proxy {
             .unwrap_or_else(|| "-".into());
         let class = r.class.map(Class::as_str).unwrap_or("-");
         tracing::info!(
-            "egress refuse host={} port={port} address={addr} class={class} rule={}",
+            "egress refuse host={} port={port} address={addr} class={class} rule={} socks={} fix={}",
             printable(host),
-            r.rule
+            r.rule,
+            r.socks,
+            self.fix(r.rule)
         );
+    }
+
+    /// What to do about a refusal by `rule`, for the log: a SOCKS reply
+    /// carries a code and no words, so the log is where a SOCKS client's
+    /// user reads which rule refused and how to allow the host.
+    fn fix(&self, rule: &str) -> String {
+        match rule {
+            "not-listed" => self.hint.clone(),
+            "port" => "none: a network list reaches ports 80 and 443 only".into(),
+            "address" => "none: a listed name reaches public addresses only, and no list allows a private, loopback, link-local, metadata, reserved or this host's address".into(),
+            "host" => "send a host name or an IP address".into(),
+            "lookup" => "check the name: its resolver gave no address".into(),
+            "connect" => "the host did not take the connection: try again later".into(),
+            "socks-command" => "use SOCKS CONNECT (TCP) alone".into(),
+            "host-header" => "send the request line's host in Host".into(),
+            "upgrade" => "reach the host over TLS (CONNECT)".into(),
+            _ => "-".into(),
+        }
     }
 }
 
@@ -749,8 +782,11 @@ async fn socks(mut client: UnixStream, proxy: &Proxy) {
                 }
             }
             Err(why) => {
-                tracing::info!("egress refuse rule=socks {why}");
-                let _ = client.write_all(&socks_reply(1)).await;
+                // 8, address type not supported, for an ATYP of none of
+                // 1, 3 and 4; else 1, a general failure.
+                let code = if buf.len() > 3 && buf[0] == 5 { 8 } else { 1 };
+                tracing::info!("egress refuse rule=socks socks={code} {why}");
+                let _ = client.write_all(&socks_reply(code)).await;
                 return;
             }
         }
@@ -819,48 +855,96 @@ async fn read_more(
 }
 
 /// Carry bytes both ways until both ends are done or [`IDLE`] passes with
-/// none either way (read from the upstream socket's TCP_INFO); `early`
-/// (bytes the program sent past its head) goes first.
+/// none either way; `early` (bytes the program sent past its head) goes
+/// first.
 async fn relay(client: UnixStream, mut upstream: TcpStream, early: Vec<u8>) {
     if !early.is_empty() && upstream.write_all(&early).await.is_err() {
         return;
     }
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&upstream);
-    let idle = async {
-        loop {
-            let quiet = quiet_for(fd).unwrap_or(Duration::ZERO);
-            if quiet >= IDLE {
-                return;
-            }
-            tokio::time::sleep(IDLE - quiet).await;
-        }
-    };
+    let seen = splice::Activity::new();
     // Spliced, as init's relay is: the bytes stay in the kernel.
     tokio::select! {
-        _ = splice::both(&upstream, &client) => {}
-        _ = idle => {}
+        _ = splice::both(&upstream, &client, &seen) => {}
+        _ = seen.idle_for(IDLE) => {
+            tracing::info!(
+                "egress: a tunnel moved no byte either way for {} s and was ended",
+                IDLE.as_secs()
+            );
+        }
     }
 }
 
-/// How long a TCP socket has neither sent nor received data.
-fn quiet_for(fd: std::os::fd::RawFd) -> Option<Duration> {
-    // SAFETY: tcp_info is plain data; zeroed is a valid value of it.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `info`, which
-    // lives for the call; `fd` is the caller's open socket.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    (r == 0).then(|| {
-        Duration::from_millis(u64::from(
-            info.tcpi_last_data_sent.min(info.tcpi_last_data_recv),
-        ))
-    })
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+    use tokio::time::Instant;
+
+    /// A relay between socket pairs: the program's end of the unix socket,
+    /// the far (server's) end of the TCP connection, and the relay's task.
+    async fn tunnel() -> (UnixStream, TcpStream, tokio::task::JoinHandle<()>) {
+        let (program, client) = UnixStream::pair().unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let upstream = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (far, _) = l.accept().await.unwrap();
+        let task = tokio::spawn(relay(client, upstream, b"early".to_vec()));
+        (program, far, task)
+    }
+
+    async fn read_exact(s: &mut (impl AsyncReadExt + Unpin), n: usize) -> Vec<u8> {
+        let mut b = vec![0; n];
+        s.read_exact(&mut b).await.unwrap();
+        b
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tunnel_with_no_byte_either_way_for_idle_is_ended() {
+        let (mut program, mut far, task) = tunnel().await;
+        assert_eq!(read_exact(&mut far, 5).await, b"early");
+        let quiet_from = Instant::now();
+        // Nothing moves: the relay's idle timer is all that is left, so the
+        // paused clock runs to it (or to this bound, were there none).
+        let mut b = [0u8; 1];
+        let end = tokio::time::timeout(IDLE * 2, program.read(&mut b)).await;
+        assert_eq!(end.expect("the tunnel outlived its idle bound").unwrap(), 0);
+        assert_eq!(far.read(&mut b).await.unwrap(), 0);
+        task.await.unwrap();
+        let waited = quiet_from.elapsed();
+        assert!(
+            waited >= IDLE && waited < IDLE + Duration::from_secs(1),
+            "ended after {waited:?}, where the bound is {IDLE:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tunnel_with_a_byte_either_way_within_idle_is_kept() {
+        let (mut program, mut far, task) = tunnel().await;
+        assert_eq!(read_exact(&mut far, 5).await, b"early");
+        let start = Instant::now();
+        // A byte every half of IDLE for four times IDLE, each way in turn:
+        // one way alone keeps it.
+        for i in 0..8u8 {
+            tokio::time::sleep(IDLE / 2).await;
+            if i % 2 == 0 {
+                program.write_all(&[i]).await.unwrap();
+                assert_eq!(read_exact(&mut far, 1).await, [i]);
+            } else {
+                far.write_all(&[i]).await.unwrap();
+                assert_eq!(read_exact(&mut program, 1).await, [i]);
+            }
+            assert!(!task.is_finished(), "ended at {:?}", start.elapsed());
+        }
+        assert!(start.elapsed() >= IDLE * 4);
+        // Then quiet: it ends IDLE after the last byte.
+        let last = Instant::now();
+        let mut b = [0u8; 1];
+        let end = tokio::time::timeout(IDLE * 2, far.read(&mut b)).await;
+        assert_eq!(end.expect("the tunnel outlived its idle bound").unwrap(), 0);
+        task.await.unwrap();
+        let waited = last.elapsed();
+        assert!(
+            waited >= IDLE && waited < IDLE + Duration::from_secs(1),
+            "ended {waited:?} after the last byte"
+        );
+    }
 }

@@ -38,9 +38,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bollard::models::{
-    ContainerCreateBody, HostConfig, HostConfigCgroupnsModeEnum, HostConfigLogConfig, Mount,
-    MountBindOptions, MountBindOptionsPropagationEnum, MountType, MountVolumeOptions,
-    ResourcesUlimits, RestartPolicy, RestartPolicyNameEnum, VolumeCreateRequest,
+    ContainerCreateBody, HostConfig, HostConfigLogConfig, Mount, MountBindOptions,
+    MountBindOptionsPropagationEnum, MountType, MountVolumeOptions, ResourcesUlimits,
+    VolumeCreateRequest,
 };
 use computerd::launch::{EgressArgs, Time};
 use computerd::protocol::egress::{Allowlist, Class, classify};
@@ -48,8 +48,7 @@ use serde_json::Value;
 
 use super::drift;
 use super::host::Host;
-use super::plan::{DAEMON_PATH, NO_NEW_PRIVILEGES};
-use crate::local::cgroup::CPU_PERIOD_US;
+use super::plan::{Bounds, DAEMON_PATH, NO_NEW_PRIVILEGES, Runs, daemon_body, hardened};
 use crate::types::{Labels, NetworkPolicy, ProviderError, Result, label};
 
 /// Where the proxy's socket directory is, in the computer (read-only) and
@@ -211,55 +210,42 @@ impl EgressPlan {
     /// `POST /containers/create` for the proxy: every hardening flag and
     /// bound.
     pub fn body(&self) -> ContainerCreateBody {
+        let runs = Runs {
+            image: self.image.clone(),
+            user: self.user_string(),
+            working_dir: "/".into(),
+            env: vec!["COMPUTERD_LOG=info".into()],
+            cmd: self.args(),
+            labels: &self.labels,
+        };
+        let bounds = Bounds {
+            cpu_quota: CPU_QUOTA_US,
+            memory: MEMORY_BYTES,
+            pids: PIDS,
+        };
         ContainerCreateBody {
-            image: Some(self.image.clone()),
-            user: Some(self.user_string()),
-            working_dir: Some("/".into()),
-            env: Some(vec!["COMPUTERD_LOG=info".into()]),
-            entrypoint: Some(vec![DAEMON_PATH.to_string()]),
-            cmd: Some(self.args()),
-            labels: Some(self.labels.clone().into_iter().collect()),
             // It keeps nothing to flush, and as PID 1 it would ignore TERM.
             stop_signal: Some("SIGKILL".into()),
-            attach_stdin: Some(false),
-            attach_stdout: Some(false),
-            attach_stderr: Some(false),
-            tty: Some(false),
-            open_stdin: Some(false),
-            host_config: Some(HostConfig {
-                cap_drop: Some(vec!["ALL".into()]),
-                security_opt: Some(vec![NO_NEW_PRIVILEGES.into()]),
-                privileged: Some(false),
-                readonly_rootfs: Some(true),
-                ipc_mode: Some("private".into()),
-                cgroupns_mode: Some(HostConfigCgroupnsModeEnum::PRIVATE),
-                network_mode: Some(NETWORK.into()),
-                publish_all_ports: Some(false),
-                cpu_period: Some(CPU_PERIOD_US as i64),
-                cpu_quota: Some(CPU_QUOTA_US),
-                memory: Some(MEMORY_BYTES),
-                memory_swap: Some(MEMORY_BYTES),
-                pids_limit: Some(PIDS),
-                ulimits: Some(vec![ResourcesUlimits {
-                    name: Some("nofile".into()),
-                    soft: Some(NOFILE),
-                    hard: Some(NOFILE),
-                }]),
-                log_config: Some(HostConfigLogConfig {
-                    typ: Some("json-file".into()),
-                    config: Some(HashMap::from([
-                        ("max-size".to_string(), LOG_MAX_SIZE.to_string()),
-                        ("max-file".to_string(), LOG_MAX_FILE.to_string()),
-                    ])),
-                }),
-                mounts: Some(self.mounts()),
-                restart_policy: Some(RestartPolicy {
-                    name: Some(RestartPolicyNameEnum::NO),
-                    maximum_retry_count: None,
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
+            ..daemon_body(
+                runs,
+                HostConfig {
+                    readonly_rootfs: Some(true),
+                    publish_all_ports: Some(false),
+                    ulimits: Some(vec![ResourcesUlimits {
+                        name: Some("nofile".into()),
+                        soft: Some(NOFILE),
+                        hard: Some(NOFILE),
+                    }]),
+                    log_config: Some(HostConfigLogConfig {
+                        typ: Some("json-file".into()),
+                        config: Some(HashMap::from([
+                            ("max-size".to_string(), LOG_MAX_SIZE.to_string()),
+                            ("max-file".to_string(), LOG_MAX_FILE.to_string()),
+                        ])),
+                    }),
+                    ..hardened(NETWORK, bounds, self.mounts())
+                },
+            )
         }
     }
 }
@@ -713,7 +699,7 @@ impl super::DockerProvider {
                 .and_then(|g| g.parse::<IpAddr>().ok());
             if !engine_is_here(&host.name, gateway) {
                 return Err(ProviderError::unsupported(format!(
-                    "this process runs in a container ({sign}) and its Docker engine is not in its network namespace, so it cannot know the Docker host's own addresses, which an egress proxy must refuse: give the provider the host's addresses (DockerOptions::egress_host_addresses), or ask for network none or open"
+                    "this process runs in a container ({sign}) and its Docker engine is not in its network namespace, so it cannot know the Docker host's own addresses, which an egress proxy must refuse: give the server the host's addresses (--docker-host-addresses IP[,IP...], or DockerOptions::egress_host_addresses), or ask for network none or open"
                 ))
                 .with_field("network"));
             }
@@ -829,14 +815,17 @@ impl super::DockerProvider {
         out
     }
 
-    /// The ids of `computer`'s proxy containers and the names of its
-    /// volumes, found by [`LABEL`], never by name alone.
-    async fn parts(
+    /// The proxy containers and volumes carrying `label` (`k` or `k=v`),
+    /// stopped ones included.
+    async fn labelled(
         &self,
         docker: &bollard::Docker,
-        computer: &str,
-    ) -> Result<(Vec<String>, Vec<String>)> {
-        let filter = HashMap::from([("label", vec![format!("{LABEL}={computer}")])]);
+        label: String,
+    ) -> Result<(
+        Vec<bollard::models::ContainerSummary>,
+        Vec<bollard::models::Volume>,
+    )> {
+        let filter = HashMap::from([("label", vec![label])]);
         let containers = docker
             .list_containers(Some(
                 bollard::query_parameters::ListContainersOptionsBuilder::new()
@@ -845,10 +834,7 @@ impl super::DockerProvider {
                     .build(),
             ))
             .await
-            .map_err(self.err("listing the egress proxy"))?
-            .into_iter()
-            .filter_map(|c| c.id)
-            .collect();
+            .map_err(self.err("listing egress proxies"))?;
         let volumes = docker
             .list_volumes(Some(
                 bollard::query_parameters::ListVolumesOptionsBuilder::new()
@@ -856,13 +842,24 @@ impl super::DockerProvider {
                     .build(),
             ))
             .await
-            .map_err(self.err("listing the egress proxy's volume"))?
+            .map_err(self.err("listing egress volumes"))?
             .volumes
-            .unwrap_or_default()
-            .into_iter()
-            .map(|v| v.name)
-            .collect();
+            .unwrap_or_default();
         Ok((containers, volumes))
+    }
+
+    /// The ids of `computer`'s proxy containers and the names of its
+    /// volumes, found by [`LABEL`], never by name alone.
+    async fn parts(
+        &self,
+        docker: &bollard::Docker,
+        computer: &str,
+    ) -> Result<(Vec<String>, Vec<String>)> {
+        let (containers, volumes) = self.labelled(docker, format!("{LABEL}={computer}")).await?;
+        Ok((
+            containers.into_iter().filter_map(|c| c.id).collect(),
+            volumes.into_iter().map(|v| v.name).collect(),
+        ))
     }
 
     /// Remove a computer's proxy and its volume (after the computer). Gone
@@ -1060,18 +1057,9 @@ impl super::DockerProvider {
     /// a create could take. Returns what it removed.
     pub(super) async fn sweep_egress(&self, now_ms: i64, limit_ms: i64) -> Result<Vec<String>> {
         let docker = self.engine()?;
-        let filter = HashMap::from([("label", vec![LABEL.to_string()])]);
+        let (containers, volumes) = self.labelled(&docker, LABEL.to_string()).await?;
         let mut parts: Vec<(String, Labels, i64)> = Vec::new();
-        for c in docker
-            .list_containers(Some(
-                bollard::query_parameters::ListContainersOptionsBuilder::new()
-                    .all(true)
-                    .filters(&filter)
-                    .build(),
-            ))
-            .await
-            .map_err(self.err("listing egress proxies"))?
-        {
+        for c in containers {
             let labels: Labels = c.labels.unwrap_or_default().into_iter().collect();
             parts.push((
                 c.id.unwrap_or_default(),
@@ -1079,17 +1067,7 @@ impl super::DockerProvider {
                 c.created.unwrap_or(0) * 1000,
             ));
         }
-        for v in docker
-            .list_volumes(Some(
-                bollard::query_parameters::ListVolumesOptionsBuilder::new()
-                    .filters(&filter)
-                    .build(),
-            ))
-            .await
-            .map_err(self.err("listing egress volumes"))?
-            .volumes
-            .unwrap_or_default()
-        {
+        for v in volumes {
             let created = v
                 .created_at
                 .as_deref()

@@ -166,41 +166,92 @@ impl Plan {
 
     /// The body of `POST /containers/create`: every hardening flag.
     pub fn body(&self) -> ContainerCreateBody {
-        ContainerCreateBody {
-            image: Some(self.image.clone()),
-            user: Some(self.user_string()),
-            working_dir: Some(HOME.to_string()),
-            env: Some(vec![format!("HOME={HOME}")]),
-            entrypoint: Some(vec![DAEMON_PATH.to_string()]),
-            cmd: Some(self.init_args()),
-            labels: Some(self.labels.clone().into_iter().collect()),
-            attach_stdin: Some(false),
-            attach_stdout: Some(false),
-            attach_stderr: Some(false),
-            tty: Some(false),
-            open_stdin: Some(false),
-            host_config: Some(HostConfig {
-                cap_drop: Some(vec!["ALL".into()]),
-                security_opt: Some(vec![NO_NEW_PRIVILEGES.into()]),
-                privileged: Some(false),
-                ipc_mode: Some("private".into()),
-                cgroupns_mode: Some(HostConfigCgroupnsModeEnum::PRIVATE),
-                network_mode: Some(self.network_mode().into()),
-                cpu_period: Some(CPU_PERIOD_US as i64),
-                cpu_quota: Some(self.cpu_quota()),
-                memory: Some(self.memory_bytes()),
-                memory_swap: Some(self.memory_bytes()),
-                pids_limit: Some(self.limits.pids as i64),
+        daemon_body(
+            Runs {
+                image: self.image.clone(),
+                user: self.user_string(),
+                working_dir: HOME.to_string(),
+                env: vec![format!("HOME={HOME}")],
+                cmd: self.init_args(),
+                labels: &self.labels,
+            },
+            HostConfig {
                 tmpfs: Some(self.tmpfs()),
-                mounts: Some(self.mounts()),
-                restart_policy: Some(RestartPolicy {
-                    name: Some(RestartPolicyNameEnum::NO),
-                    maximum_retry_count: None,
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
+                ..hardened(
+                    self.network_mode(),
+                    Bounds {
+                        cpu_quota: self.cpu_quota(),
+                        memory: self.memory_bytes(),
+                        pids: self.limits.pids as i64,
+                    },
+                    self.mounts(),
+                )
+            },
+        )
+    }
+}
+
+/// What a container of ours runs: the daemon, as `user`, with `cmd`.
+pub struct Runs<'a> {
+    pub image: String,
+    pub user: String,
+    pub working_dir: String,
+    pub env: Vec<String>,
+    pub cmd: Vec<String>,
+    pub labels: &'a Labels,
+}
+
+/// A container's CPU quota (per [`CPU_PERIOD_US`]), memory (swap the
+/// same: none) and pids limit.
+pub struct Bounds {
+    pub cpu_quota: i64,
+    pub memory: i64,
+    pub pids: i64,
+}
+
+/// `POST /containers/create` for a container that runs the daemon bound
+/// at [`DAEMON_PATH`] (a computer, or its egress proxy), nothing attached.
+pub fn daemon_body(runs: Runs<'_>, host_config: HostConfig) -> ContainerCreateBody {
+    ContainerCreateBody {
+        image: Some(runs.image),
+        user: Some(runs.user),
+        working_dir: Some(runs.working_dir),
+        env: Some(runs.env),
+        entrypoint: Some(vec![DAEMON_PATH.to_string()]),
+        cmd: Some(runs.cmd),
+        labels: Some(runs.labels.clone().into_iter().collect()),
+        attach_stdin: Some(false),
+        attach_stdout: Some(false),
+        attach_stderr: Some(false),
+        tty: Some(false),
+        open_stdin: Some(false),
+        host_config: Some(host_config),
+        ..Default::default()
+    }
+}
+
+/// The hardening every container of ours is made with: no capability,
+/// no-new-privileges, never privileged, private IPC and cgroup
+/// namespaces, its bounds, `mounts` and no restart.
+pub fn hardened(network_mode: &str, bounds: Bounds, mounts: Vec<Mount>) -> HostConfig {
+    HostConfig {
+        cap_drop: Some(vec!["ALL".into()]),
+        security_opt: Some(vec![NO_NEW_PRIVILEGES.into()]),
+        privileged: Some(false),
+        ipc_mode: Some("private".into()),
+        cgroupns_mode: Some(HostConfigCgroupnsModeEnum::PRIVATE),
+        network_mode: Some(network_mode.into()),
+        cpu_period: Some(CPU_PERIOD_US as i64),
+        cpu_quota: Some(bounds.cpu_quota),
+        memory: Some(bounds.memory),
+        memory_swap: Some(bounds.memory),
+        pids_limit: Some(bounds.pids),
+        mounts: Some(mounts),
+        restart_policy: Some(RestartPolicy {
+            name: Some(RestartPolicyNameEnum::NO),
+            maximum_retry_count: None,
+        }),
+        ..Default::default()
     }
 }
 

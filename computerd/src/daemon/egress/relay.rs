@@ -57,7 +57,7 @@ pub async fn serve(listener: std::net::TcpListener, socket: PathBuf) {
             let _ = tcp.set_nodelay(true);
             match UnixStream::connect(&socket).await {
                 Ok(unix) => {
-                    super::splice::both(&tcp, &unix).await;
+                    super::splice::both(&tcp, &unix, &super::splice::Activity::new()).await;
                 }
                 Err(e) => {
                     tracing::warn!(

@@ -7,8 +7,11 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use tokio::io::Interest;
 use tokio::net::{TcpStream, UnixStream};
+use tokio::time::{Duration, Instant};
 
 /// The most moved by one splice.
 const CHUNK: usize = 1 << 20;
@@ -43,7 +46,9 @@ impl Side<'_> {
     }
 }
 
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+/// A pipe and its capacity: [`CHUNK`] where the kernel gives it, else
+/// what it has (64 KiB by default).
+fn pipe() -> io::Result<(OwnedFd, OwnedFd, usize)> {
     let mut fds = [0; 2];
     // SAFETY: pipe2 writes two descriptors into `fds`, which we then own.
     let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) };
@@ -52,12 +57,38 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     }
     // SAFETY: both descriptors were just made by pipe2 and are ours alone.
     let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // A bigger pipe moves more per call; the default (64 KiB) where refused.
+    // A bigger pipe moves more per call and wakes each side less often.
     // SAFETY: F_SETPIPE_SZ takes an int and changes only the pipe's size.
-    unsafe {
-        libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, CHUNK as libc::c_int);
+    let mut size = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, CHUNK as libc::c_int) };
+    if size < 0 {
+        // SAFETY: F_GETPIPE_SZ only reads the pipe's size.
+        size = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_GETPIPE_SZ) };
     }
-    Ok((r, w))
+    let cap = usize::try_from(size)
+        .ok()
+        .filter(|n| *n > 0)
+        .unwrap_or(64 * 1024);
+    Ok((r, w, cap))
+}
+
+/// A unix socket's send buffer, which bounds what is in flight to the
+/// other relay: the default (208 KiB) makes each side wake about five
+/// times a pipe; past `net.core.wmem_max` the kernel keeps its own.
+const UNIX_SNDBUF: libc::c_int = CHUNK as libc::c_int;
+
+fn widen_send_buffer(fd: RawFd) {
+    let v = UNIX_SNDBUF;
+    // SAFETY: setsockopt reads an int from `v`, which lives for the call;
+    // `fd` is the caller's open socket.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
 }
 
 fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
@@ -80,32 +111,84 @@ fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
     }
 }
 
+/// When a relay last moved a byte either way, on tokio's clock (so a
+/// test under a paused clock sees the idle bound without waiting it out).
+pub struct Activity {
+    since: Instant,
+    /// Milliseconds after `since`.
+    last_ms: AtomicU64,
+}
+
+impl Activity {
+    pub fn new() -> Self {
+        Self {
+            since: Instant::now(),
+            last_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = Instant::now()
+            .saturating_duration_since(self.since)
+            .as_millis();
+        self.last_ms
+            .store(u64::try_from(ms).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// Resolves once no byte has moved for `bound`.
+    pub async fn idle_for(&self, bound: Duration) {
+        loop {
+            let last = self.since + Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+            let quiet = Instant::now().saturating_duration_since(last);
+            if quiet >= bound {
+                return;
+            }
+            tokio::time::sleep(bound - quiet).await;
+        }
+    }
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Move everything `from` sends to `to`, then end `to`'s writing.
-pub async fn pump(from: Side<'_>, to: Side<'_>) {
-    let _ = pump_inner(from, to).await;
+pub async fn pump(from: Side<'_>, to: Side<'_>, seen: &Activity) {
+    let _ = pump_inner(from, to, seen).await;
     // SAFETY: shutdown takes the descriptor `to` holds open.
     unsafe {
         libc::shutdown(to.fd(), libc::SHUT_WR);
     }
 }
 
-async fn pump_inner(from: Side<'_>, to: Side<'_>) -> io::Result<()> {
-    let (pr, pw) = pipe()?;
+/// Fill the empty pipe from `from`, then empty it into `to`, until `from`
+/// ends. The pipe is read into only when empty: splice's EAGAIN cannot
+/// tell a full pipe from a socket with nothing to read, and taking one for
+/// the other would clear the socket's readiness while it still holds
+/// bytes. The bytes that arrive meanwhile wait in the socket's own buffer.
+async fn pump_inner(from: Side<'_>, to: Side<'_>, seen: &Activity) -> io::Result<()> {
+    let (pr, pw, cap) = pipe()?;
     loop {
         from.ready(Interest::READABLE).await?;
         let n = match from.try_io(Interest::READABLE, || {
-            splice(from.fd(), pw.as_raw_fd(), CHUNK)
+            splice(from.fd(), pw.as_raw_fd(), cap)
         }) {
             Ok(0) => return Ok(()),
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             Err(e) => return Err(e),
         };
+        seen.touch();
         let mut left = n;
         while left > 0 {
             to.ready(Interest::WRITABLE).await?;
             match to.try_io(Interest::WRITABLE, || splice(pr.as_raw_fd(), to.fd(), left)) {
-                Ok(m) => left -= m.min(left),
+                Ok(m) => {
+                    left -= m.min(left);
+                    seen.touch();
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Err(e),
             }
@@ -113,9 +196,11 @@ async fn pump_inner(from: Side<'_>, to: Side<'_>) -> io::Result<()> {
     }
 }
 
-/// Both ways at once, until both ends are done.
-pub async fn both(tcp: &TcpStream, unix: &UnixStream) {
-    let up = pump(Side::Unix(unix), Side::Tcp(tcp));
-    let down = pump(Side::Tcp(tcp), Side::Unix(unix));
+/// Both ways at once, until both ends are done; every byte moved is
+/// marked in `seen`.
+pub async fn both(tcp: &TcpStream, unix: &UnixStream, seen: &Activity) {
+    widen_send_buffer(unix.as_raw_fd());
+    let up = pump(Side::Unix(unix), Side::Tcp(tcp), seen);
+    let down = pump(Side::Tcp(tcp), Side::Unix(unix), seen);
     tokio::join!(up, down);
 }

@@ -146,6 +146,7 @@ mod tests {
             user: None,
             sizes: None,
             image: None,
+            network: None,
         };
         assert_eq!(
             held("attach", &r).unwrap_err(),
