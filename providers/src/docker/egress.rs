@@ -319,24 +319,35 @@ pub fn container_sign(root: &Path) -> Option<String> {
 
 /// Whether the engine plainly shares this network namespace: its name is
 /// this host's and its default bridge's gateway is one of this process's
-/// interface addresses.
-pub fn engine_is_here(engine_name: &str, bridge_gateway: Option<IpAddr>) -> bool {
+/// interface addresses. Err: which of the two it is not, in words.
+pub fn engine_is_here(engine_name: &str, bridge_gateway: Option<IpAddr>) -> Result<(), String> {
     // This UTS namespace's name.
     let ours = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_default();
+    if ours.is_empty() || ours != engine_name {
+        return Err(format!(
+            "the engine's host is named {engine_name:?} and this one {ours:?}"
+        ));
+    }
     let Some(gw) = bridge_gateway else {
-        return false;
+        return Err(format!("the engine's {NETWORK:?} network shows no gateway"));
     };
-    let on_ours = nix::ifaddrs::getifaddrs().is_ok_and(|mut a| {
-        a.any(|i| {
-            i.address.is_some_and(|s| {
-                s.as_sockaddr_in().map(|v| IpAddr::V4(v.ip())) == Some(gw)
-                    || s.as_sockaddr_in6().map(|v| IpAddr::V6(v.ip())) == Some(gw)
-            })
+    let addrs = nix::ifaddrs::getifaddrs()
+        .map_err(|e| format!("this process's interfaces could not be read ({e})"))?;
+    let on_ours = addrs.into_iter().any(|i| {
+        i.address.is_some_and(|s| {
+            s.as_sockaddr_in().map(|v| IpAddr::V4(v.ip())) == Some(gw)
+                || s.as_sockaddr_in6().map(|v| IpAddr::V6(v.ip())) == Some(gw)
         })
     });
-    !ours.is_empty() && ours == engine_name && on_ours
+    if on_ours {
+        Ok(())
+    } else {
+        Err(format!(
+            "the gateway {gw} of the engine's {NETWORK:?} network is none of this process's addresses"
+        ))
+    }
 }
 
 /// The Docker host's own addresses every proxy must refuse now: this
@@ -686,20 +697,41 @@ impl super::DockerProvider {
         if extra.is_empty()
             && let Some(sign) = container_sign(&self.opts.egress_host_root)
         {
-            let gateway = docker
-                .inspect_network(
-                    NETWORK,
-                    None::<bollard::query_parameters::InspectNetworkOptions>,
-                )
-                .await
-                .ok()
-                .and_then(|n| n.ipam)
-                .and_then(|i| i.config)
-                .and_then(|c| c.into_iter().find_map(|c| c.gateway))
-                .and_then(|g| g.parse::<IpAddr>().ok());
-            if !engine_is_here(&host.name, gateway) {
+            // Read up to three times: a busy engine's answer (or a network
+            // being changed by another container's start) can miss once.
+            let mut why = String::new();
+            for attempt in 0..3 {
+                if attempt > 0 {
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                let gateway = match docker
+                    .inspect_network(
+                        NETWORK,
+                        None::<bollard::query_parameters::InspectNetworkOptions>,
+                    )
+                    .await
+                {
+                    Ok(n) => n
+                        .ipam
+                        .and_then(|i| i.config)
+                        .and_then(|c| c.into_iter().find_map(|c| c.gateway))
+                        .and_then(|g| g.parse::<IpAddr>().ok()),
+                    Err(e) => {
+                        why = format!("the engine's {NETWORK:?} network could not be read ({e})");
+                        continue;
+                    }
+                };
+                match engine_is_here(&host.name, gateway) {
+                    Ok(()) => {
+                        why.clear();
+                        break;
+                    }
+                    Err(w) => why = w,
+                }
+            }
+            if !why.is_empty() {
                 return Err(ProviderError::unsupported(format!(
-                    "this process runs in a container ({sign}) and its Docker engine is not in its network namespace, so it cannot know the Docker host's own addresses, which an egress proxy must refuse: give the server the host's addresses (--docker-host-addresses IP[,IP...], or DockerOptions::egress_host_addresses), or ask for network none or open"
+                    "this process runs in a container ({sign}) and its Docker engine is not plainly in its network namespace ({why}), so it cannot know the Docker host's own addresses, which an egress proxy must refuse: give the server the host's addresses (--docker-host-addresses IP[,IP...], or DockerOptions::egress_host_addresses), or ask for network none or open"
                 ))
                 .with_field("network"));
             }
