@@ -47,8 +47,8 @@ use crate::registry::Configure;
 use crate::settings::HostDefaults;
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
-    LifetimeMode, NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
-    check_labels, check_lifetime, human_ms,
+    LifetimeMode, NetworkKind, NetworkPolicy, NetworkRead, NetworkReadBack, ProviderError, Release,
+    Result, check_labels, check_lifetime, human_ms,
 };
 use state::{Meta, Process};
 
@@ -1398,7 +1398,12 @@ impl Provider for LocalProvider {
                 continue;
             };
             if labels.iter().all(|(k, v)| meta.labels.get(k) == Some(v)) {
-                out.push(self.to_ref(&meta));
+                // The network as read back from the computer itself (its
+                // namespace's interfaces and routes, an allowlist's proxy),
+                // as attach and network read it.
+                let mut r = self.to_ref(&meta);
+                r.network = Some(NetworkRead::of(self.read_network(&meta)));
+                out.push(r);
             }
         }
         out.sort_by(|a, b| a.created_at.cmp(&b.created_at));

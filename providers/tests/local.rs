@@ -6,7 +6,8 @@
 
 use computer_providers::local::{LocalOptions, LocalProvider};
 use computer_providers::{
-    AttachBy, ComputerSpec, ErrorCode, Labels, NetworkKind, NetworkPolicy, Provider, Release, label,
+    AttachBy, ComputerSpec, ErrorCode, Labels, NetworkKind, NetworkPolicy, NetworkRead, Provider,
+    Release, label,
 };
 use computer_testkit::{computerd_bin as computerd, need};
 use computerd::client::ComputerExt;
@@ -94,7 +95,16 @@ async fn a_local_computer_is_made_reached_found_and_released() {
 
     let mut by = Labels::new();
     by.insert(label::SESSION.into(), "s-test".into());
-    assert_eq!(p.list(&by, &cancel).await.unwrap().len(), 1);
+    let listed = p.list(&by, &cancel).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    // List reads the network back from the computer, as network does.
+    match &listed[0].network {
+        Some(NetworkRead::Policy(r)) => {
+            assert_eq!(r.kind, NetworkKind::None, "{r:?}");
+            assert_eq!(r.detail, read_back.detail, "{r:?}");
+        }
+        other => panic!("list read the network back as {other:?}"),
+    }
     assert_eq!(
         p.attach(&AttachBy::Labels(by.clone()), &cancel)
             .await
