@@ -314,18 +314,23 @@ mod tests {
         assert_eq!(family.names(&offer), names);
     }
 
-    /// What `tools/list` sends for a sandbox, as compact JSON, is context
-    /// every model pays for on every turn: at most 12 KB (12,000 bytes).
-    #[test]
-    fn the_sandbox_listing_fits_in_12_kb() {
-        let family = registry().family(SettingKind::Sandbox).unwrap();
-        let groups = every_group(SettingKind::Sandbox);
+    /// The compact JSON size of a kind's whole listing, every group offered.
+    fn listing_bytes(kind: SettingKind) -> usize {
+        let family = registry().family(kind).unwrap();
+        let groups = every_group(kind);
         let offer = Offer {
             groups: &groups,
             extend: true,
         };
         let tools = family.list(&offer, &ToolSettings::default());
-        let bytes = serde_json::to_string(&tools).unwrap().len();
+        serde_json::to_string(&tools).unwrap().len()
+    }
+
+    /// What `tools/list` sends for a sandbox, as compact JSON, is context
+    /// every model pays for on every turn: at most 12 KB (12,000 bytes).
+    #[test]
+    fn the_sandbox_listing_fits_in_12_kb() {
+        let bytes = listing_bytes(SettingKind::Sandbox);
         assert!(
             bytes <= 12_000,
             "the sandbox tools/list is {bytes} bytes of compact JSON, over 12 KB"
@@ -344,14 +349,7 @@ mod tests {
             (SettingKind::Desktop, 43_000),
             (SettingKind::Browser, 35_500),
         ] {
-            let family = registry().family(kind).unwrap();
-            let groups = every_group(kind);
-            let offer = Offer {
-                groups: &groups,
-                extend: true,
-            };
-            let tools = family.list(&offer, &ToolSettings::default());
-            let bytes = serde_json::to_string(&tools).unwrap().len();
+            let bytes = listing_bytes(kind);
             assert!(
                 bytes <= budget,
                 "the {} tools/list is {bytes} bytes of compact JSON, over its budget of {budget}",
