@@ -38,13 +38,15 @@ pub async fn run(
         ));
     }
     let deadline = called + Duration::from_millis(timeout_ms);
-    let prepared = runner::prepare(
+    let mut prepared = runner::prepare(
         daemon,
         &p.argv,
         p.cwd.as_deref(),
         p.env.as_ref(),
         p.user.as_deref(),
     )?;
+    // A run that ends clean gives its guard back for the next one.
+    prepared.spec.reuse = true;
     let start = daemon.life.begin_start()?;
 
     let io_err = |e: std::io::Error| {
@@ -141,6 +143,7 @@ pub async fn run(
             "exec.run was cancelled; its program and everything it started were ended",
         ));
     }
+    run.recycle(daemon).await;
     let (exit_code, signal) = sys::decode_wait_status(match exit {
         Exit::Program(s) | Exit::GuardEnded(s) => s,
     });

@@ -58,6 +58,10 @@ pub struct GuardSpec {
     pub wait_group: bool,
     /// Leave what the program started running when it ends.
     pub keep_orphans: bool,
+    /// When the run ends clean, go back to idle on the same control
+    /// socket, to be handed another run (see [`GuardEvent::Exited`]).
+    #[serde(default)]
+    pub reuse: bool,
 }
 
 /// Daemon to guard.
@@ -86,14 +90,25 @@ pub enum GuardEvent {
         errno: i32,
         message: String,
     },
-    /// The program has ended (with waitGroup, its group too); raw wait status.
-    Exited { status: i32 },
+    /// The program has ended (with waitGroup, its group too); raw wait
+    /// status. `idle`: the guard is idle again on its control socket and
+    /// takes another run (the spec asked for reuse, the run ended clean
+    /// with nothing left under the guard); otherwise it exits.
+    Exited {
+        status: i32,
+        #[serde(default)]
+        idle: bool,
+    },
     /// The reply to a signal command: `note` when it went elsewhere or nowhere.
     Signalled { note: Option<String> },
 }
 
 /// How often a guard waiting for a group looks again.
 const GROUP_POLL: Duration = Duration::from_millis(50);
+
+/// The most runs one guard takes: after that many it exits at its run's
+/// end instead of going idle again.
+pub const MAX_RUNS: u32 = 1000;
 
 /// The guard's entry point; returns the exit code.
 pub fn main(control: Option<std::ffi::OsString>) -> i32 {
@@ -140,6 +155,11 @@ fn run(control: RawFd) -> io::Result<()> {
     // Nothing the guard inherited reaches the program but its stdio.
     sys::cloexec_from(3)?;
     nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::from)?;
+    // Not dumpable: a program of the computer runs as this user, and must
+    // not ptrace its guard, read or write its memory through /proc, or
+    // take its descriptors (a guard, idle or not, serves later runs). Its
+    // programs are dumpable again once they exec.
+    nix::sys::prctl::set_dumpable(false).map_err(io::Error::from)?;
 
     // Signals arrive through handlers that write to a pipe. A signalfd would
     // need them blocked, and a blocked mask is inherited by the program
@@ -150,44 +170,53 @@ fn run(control: RawFd) -> io::Result<()> {
     let mut ctl = ctl;
     let mut wake = wake;
     let mut lines = LineReader::default();
-    let stdio = loop {
-        match wait_for_run(&ctl, &wake, &mut lines)? {
-            // The daemon let this idle guard go (shutdown, or init is gone).
-            None => return Ok(()),
-            Some(Handed::Run(stdio)) => break stdio,
-            Some(Handed::Fork(theirs)) => {
-                // Named before the first fork, so that no one ever sees the
-                // template under a guard's name once it has a guard forked.
-                name_template();
-                match fork_idle()? {
-                    Some(pid) => {
-                        // This guard is the template: it says the new one's pid
-                        // and waits for the next request.
-                        drop(theirs);
-                        let line = format!("{pid}\n");
-                        BorrowedWriter(ctl.as_fd()).write_all(line.as_bytes())?;
-                    }
-                    None => {
-                        // The new guard: init's child (CLONE_PARENT), idle on
-                        // the socket that came with the request, with a group,
-                        // a subreaper flag and a wake-up pipe of its own.
-                        drop(std::mem::replace(&mut ctl, theirs));
-                        lines = LineReader::default();
-                        wake = become_forked(wake)?;
+    let mut runs: u32 = 0;
+    loop {
+        let stdio = loop {
+            match wait_for_run(&ctl, &wake, &mut lines)? {
+                // The daemon let this idle guard go (shutdown, or init is gone).
+                None => return Ok(()),
+                Some(Handed::Run(stdio)) => break stdio,
+                Some(Handed::Fork(theirs)) => {
+                    // Named before the first fork, so that no one ever sees the
+                    // template under a guard's name once it has a guard forked.
+                    name_template();
+                    match fork_idle()? {
+                        Some(pid) => {
+                            // This guard is the template: it says the new one's
+                            // pid and waits for the next request.
+                            drop(theirs);
+                            let line = format!("{pid}\n");
+                            BorrowedWriter(ctl.as_fd()).write_all(line.as_bytes())?;
+                        }
+                        None => {
+                            // The new guard: init's child (CLONE_PARENT), idle
+                            // on the socket that came with the request, with a
+                            // group, a subreaper flag and a wake-up pipe of its
+                            // own.
+                            drop(std::mem::replace(&mut ctl, theirs));
+                            lines = LineReader::default();
+                            wake = become_forked(wake)?;
+                        }
                     }
                 }
             }
-        }
-    };
-    let spec: GuardSpec = {
-        let line = lines.read_blocking(&ctl)?;
-        serde_json::from_slice(&line).map_err(|e| io::Error::other(format!("bad spec: {e}")))?
-    };
-    take_stdio(stdio)?;
-    let mut g = Guard::new(ctl, wake, lines, spec);
-    g.start()?;
-    g.run_loop();
-    Ok(())
+        };
+        let spec: GuardSpec = {
+            let line = lines.read_blocking(&ctl)?;
+            serde_json::from_slice(&line).map_err(|e| io::Error::other(format!("bad spec: {e}")))?
+        };
+        take_stdio(stdio)?;
+        runs += 1;
+        let mut g = Guard::new(ctl, wake, lines, spec, runs < MAX_RUNS);
+        g.start()?;
+        g.run_loop();
+        // Idle again (its Exited said so), or done.
+        (ctl, wake, lines) = match g.into_idle() {
+            Some(parts) => parts,
+            None => return Ok(()),
+        };
+    }
 }
 
 struct Guard {
@@ -203,10 +232,20 @@ struct Guard {
     reported: bool,
     kill_at: Option<Instant>,
     killed: bool,
+    /// Below its run limit: may go idle again after this run.
+    may_idle: bool,
+    /// It said `idle` in its Exited.
+    idle: bool,
 }
 
 impl Guard {
-    fn new(ctl: OwnedFd, wake: OwnedFd, lines: LineReader, spec: GuardSpec) -> Self {
+    fn new(
+        ctl: OwnedFd,
+        wake: OwnedFd,
+        lines: LineReader,
+        spec: GuardSpec,
+        may_idle: bool,
+    ) -> Self {
         Self {
             ctl,
             ctl_open: true,
@@ -219,7 +258,23 @@ impl Guard {
             reported: false,
             kill_at: None,
             killed: false,
+            may_idle,
+            idle: false,
         }
+    }
+
+    /// After a run that ended with `idle` said: the control socket, the
+    /// wake-up pipe and the line reader, to wait for the next run with, the
+    /// working directory given back and this run's signals forgotten.
+    fn into_idle(self) -> Option<(OwnedFd, OwnedFd, LineReader)> {
+        if !self.idle {
+            return None;
+        }
+        // The run's cwd is not held while idle (it may be removed or
+        // unmounted); the next run enters its own.
+        std::env::set_current_dir("/").ok()?;
+        PENDING.fetch_and(!(1 << libc::SIGCHLD), Ordering::SeqCst);
+        Some((self.ctl, self.wake, self.lines))
     }
 
     fn send(&mut self, ev: &GuardEvent) {
@@ -372,7 +427,18 @@ impl Guard {
         if self.spec.pty {
             let _ = to_dev_null();
         }
-        self.send(&GuardEvent::Exited { status });
+        // Idle again only after a run that ended by itself, with nothing
+        // left under the guard and no terminal, and only when asked.
+        let idle = self.may_idle
+            && self.spec.reuse
+            && !self.spec.pty
+            && !self.spec.keep_orphans
+            && self.ctl_open
+            && self.kill_at.is_none()
+            && self.no_children();
+        self.send(&GuardEvent::Exited { status, idle });
+        // A send that failed lost the control socket (and ended the run).
+        self.idle = idle && self.ctl_open;
         self.reported = true;
         !self.spec.keep_orphans || !self.ctl_open || self.no_children()
     }

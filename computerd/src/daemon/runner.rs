@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Interest};
 use tokio::net::UnixStream;
-use tokio::net::unix::OwnedWriteHalf;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::guard::{GuardCommand, GuardEvent, GuardSpec};
@@ -133,6 +133,7 @@ pub fn prepare(
             pty: false,
             wait_group: false,
             keep_orphans: false,
+            reuse: false,
         },
     })
 }
@@ -212,6 +213,12 @@ pub struct Run {
     ctl: Mutex<Option<OwnedWriteHalf>>,
     lifecycle: Mutex<Lifecycle>,
     replies: Mutex<mpsc::UnboundedReceiver<Option<String>>>,
+    /// The read half of the control socket, given back by the event reader
+    /// when the guard said it is idle again.
+    back: oneshot::Receiver<OwnedReadHalf>,
+    /// The pool's count of this guard while it is out (a pooled guard on a
+    /// run that may give it back).
+    lent: Option<pool::Lent>,
 }
 
 struct Lifecycle {
@@ -219,10 +226,14 @@ struct Lifecycle {
     guard_exit: Option<oneshot::Receiver<i32>>,
     started: Option<i32>,
     exit: Option<Exit>,
+    /// The guard's Exited said it is idle again.
+    idle: bool,
 }
 
 /// Start `spec` under a guard, with the program's stdio: an idle guard
-/// from the pool when one is there, a guard started for it otherwise.
+/// from the pool when one is there, a guard started for it otherwise. A
+/// spec with `reuse` lends a pooled guard (the pool is not refilled behind
+/// it while it may come back; see [`Run::recycle`]).
 pub async fn spawn(daemon: &Arc<Daemon>, spec: &GuardSpec, stdio: Stdio3) -> std::io::Result<Run> {
     let mut line = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
     line.push(b'\n');
@@ -231,15 +242,15 @@ pub async fn spawn(daemon: &Arc<Daemon>, spec: &GuardSpec, stdio: Stdio3) -> std
         stdio.stdout.as_raw_fd(),
         stdio.stderr.as_raw_fd(),
     ];
-    let (pid, stream, guard_exit) = loop {
-        let (guard, pooled) = match daemon.reaper.pool.take() {
-            Some(g) => (g, true),
-            None => (pool::start_guard(daemon)?, false),
+    let (pid, stream, guard_exit, lent) = loop {
+        let (guard, lent, pooled) = match daemon.reaper.pool.take(daemon, spec.reuse) {
+            Some((g, lent)) => (g, lent, true),
+            None => (pool::start_guard(daemon)?, None, false),
         };
         let mut guard = guard;
         let stream = UnixStream::from_std(guard.socket)?;
         match hand_over(&stream, &line, &fds).await {
-            Ok(()) => break (guard.pid, stream, guard.exit),
+            Ok(()) => break (guard.pid, stream, guard.exit, lent),
             Err((sent, e)) => {
                 // A guard that cannot take its run is of no use: it is
                 // killed unless already reaped (its pid could be reused).
@@ -266,6 +277,7 @@ pub async fn spawn(daemon: &Arc<Daemon>, spec: &GuardSpec, stdio: Stdio3) -> std
 
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
     let (reply_tx, reply_rx) = mpsc::unbounded_channel();
+    let (back_tx, back) = oneshot::channel();
     tokio::spawn(async move {
         let mut lines = BufReader::new(read);
         let mut buf = Vec::new();
@@ -278,6 +290,16 @@ pub async fn spawn(daemon: &Arc<Daemon>, spec: &GuardSpec, stdio: Stdio3) -> std
             match serde_json::from_slice::<GuardEvent>(buf.trim_ascii_end()) {
                 Ok(GuardEvent::Signalled { note }) => {
                     let _ = reply_tx.send(note);
+                }
+                Ok(ev @ GuardEvent::Exited { idle: true, .. }) => {
+                    let _ = ev_tx.send(ev);
+                    // An idle guard says nothing until its next run: its
+                    // socket goes back whole, or (with bytes after the
+                    // Exited, which no guard sends) not at all.
+                    if lines.buffer().is_empty() {
+                        let _ = back_tx.send(lines.into_inner());
+                    }
+                    return;
                 }
                 Ok(ev) => {
                     let _ = ev_tx.send(ev);
@@ -294,8 +316,11 @@ pub async fn spawn(daemon: &Arc<Daemon>, spec: &GuardSpec, stdio: Stdio3) -> std
             guard_exit: Some(guard_exit),
             started: None,
             exit: None,
+            idle: false,
         }),
         replies: Mutex::new(reply_rx),
+        back,
+        lent,
     })
 }
 
@@ -385,7 +410,10 @@ impl Run {
         }
         let exit = loop {
             match lc.events.recv().await {
-                Some(GuardEvent::Exited { status }) => break Exit::Program(status),
+                Some(GuardEvent::Exited { status, idle }) => {
+                    lc.idle = idle;
+                    break Exit::Program(status);
+                }
                 Some(_) => continue,
                 None => {
                     let status = match lc.guard_exit.take() {
@@ -447,5 +475,40 @@ impl Run {
     /// Close the control socket: the guard ends the program and everything under it.
     pub async fn close(&self) {
         self.ctl.lock().await.take();
+    }
+
+    /// After the run's end: give its guard back to the pool when the guard
+    /// said it is idle again and the pool has room; otherwise drop it,
+    /// which closes its socket, and it exits.
+    pub async fn recycle(self, daemon: &Daemon) {
+        let Run {
+            guard_pid,
+            ctl,
+            lifecycle,
+            back,
+            lent,
+            ..
+        } = self;
+        let lc = lifecycle.into_inner();
+        let (Some(Exit::Program(_)), true, Some(exit)) = (lc.exit, lc.idle, lc.guard_exit) else {
+            return;
+        };
+        let (Some(write), Ok(read)) = (ctl.into_inner(), back.await) else {
+            return;
+        };
+        let Ok(stream) = read.reunite(write) else {
+            return;
+        };
+        let Ok(socket) = stream.into_std() else {
+            return;
+        };
+        daemon.reaper.pool.put_back(
+            pool::Guard {
+                pid: guard_pid,
+                socket,
+                exit,
+            },
+            lent,
+        );
     }
 }

@@ -65,12 +65,15 @@ fn every_guard_of(init: i32) -> BTreeSet<i32> {
 }
 
 /// Wait (up to 10 s) until init has exactly `n` guards, all idle, and
-/// return them.
+/// (with a pool) the template they are forked from, and return them. The
+/// template is told by its name, which it takes at its first fork: until
+/// then it looks like a guard.
 fn idle_guards(init: i32, n: usize) -> BTreeSet<i32> {
     let until = Instant::now() + Duration::from_secs(10);
     loop {
         let g = guards_of(init);
-        if g.len() == n {
+        let every = every_guard_of(init);
+        if g.len() == n && every.len() == n + usize::from(n > 0) {
             return g;
         }
         assert!(
@@ -159,13 +162,15 @@ async fn after_a_burst_of_fifty_runs_the_pool_is_back_to_its_size_and_no_guard_i
                 .unwrap(),
         );
     }
-    // One guard per run, those idle before the burst among them.
-    assert_eq!(guards.len(), 50);
+    // Runs at once had guards of their own (a guard given back during the
+    // burst may have taken another), those idle before it among them.
+    assert!(guards.len() > DEFAULT_SIZE, "{guards:?}");
     assert!(before.is_subset(&guards), "{before:?} not in {guards:?}");
-    // The runs' guards are gone, and the pool is full again: DEFAULT_SIZE
-    // guards, none of them one that had a run.
+    // The pool is full again (with guards given back by their runs), and
+    // every other guard of the burst is gone.
     let after = idle_guards(pid, DEFAULT_SIZE);
-    assert!(after.is_disjoint(&guards), "{after:?} had runs");
+    let gone: BTreeSet<i32> = guards.difference(&after).copied().collect();
+    wait_all_gone(&gone, Duration::from_secs(5));
     // With the template they are forked from, no more guard processes.
     let every = every_guard_of(pid);
     let names: Vec<String> = every
@@ -317,4 +322,118 @@ async fn a_pool_over_its_bound_is_refused_naming_the_variable_and_the_most() {
         Some("computerd init: COMPUTERD_GUARD_POOL is 9; the most is 4 idle guards")
     );
     assert!(!socket.exists());
+}
+
+/// The guard pid a run of `echo $PPID; ...` printed first.
+fn guard_of(out: &[u8]) -> i32 {
+    String::from_utf8_lossy(out)
+        .lines()
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no guard pid in {:?}", String::from_utf8_lossy(out)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_one_after_another_reuse_the_idle_guards_and_no_guard_is_started() {
+    let Some(init) = Init::start() else {
+        return;
+    };
+    let pid = init.init_pid();
+    let idle = idle_guards(pid, DEFAULT_SIZE);
+    let every = every_guard_of(pid);
+    let c = init.client().await;
+    let mut used = BTreeSet::new();
+    for _ in 0..20 {
+        let r = c.call(&sh("echo $PPID", &init.marker)).await.unwrap();
+        assert_eq!(r.exit_code, Some(0));
+        used.insert(guard_of(&r.stdout.0));
+    }
+    // Twenty runs went to the guards that were idle before them: none was
+    // started, forked or ended for them.
+    assert!(used.is_subset(&idle), "{used:?} not in {idle:?}");
+    idle_guards(pid, DEFAULT_SIZE);
+    assert_eq!(every_guard_of(pid), every);
+    assert_no_zombies_under(pid);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reused_guard_gives_the_next_run_nothing_of_the_one_before() {
+    let Some(init) = Init::start_with(with_pool(1)) else {
+        return;
+    };
+    let idle = idle_guards(init.init_pid(), 1);
+    let c = init.client().await;
+    // The first run asks for a cwd and a variable, and leaves an escapee.
+    let mut first = sh(
+        "echo $PPID; setsid sleep 300 >/dev/null 2>&1 & echo done",
+        &init.marker,
+    );
+    first.cwd = Some("/tmp".into());
+    first
+        .env
+        .get_or_insert_default()
+        .insert("FIRST_ONLY".into(), "yes".into());
+    let r = c.call(&first).await.unwrap();
+    let guard = guard_of(&r.stdout.0);
+    assert!(idle.contains(&guard), "{guard} not in {idle:?}");
+    assert_eq!(marked_processes(&init.marker), Vec::<i32>::new());
+    // The next run, on the same guard, starts from the defaults.
+    let mut next = sh("echo $PPID; pwd; env", &init.marker);
+    next.cwd = None;
+    let r = c.call(&next).await.unwrap();
+    let out = String::from_utf8(r.stdout.0).unwrap();
+    assert_eq!(guard_of(out.as_bytes()), guard, "{out}");
+    let home = init.dir.path().join("home");
+    assert_eq!(out.lines().nth(1), home.to_str(), "{out}");
+    assert!(!out.contains("FIRST_ONLY"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_whose_run_timed_out_is_not_reused() {
+    let Some(init) = Init::start_with(with_pool(1)) else {
+        return;
+    };
+    let pid = init.init_pid();
+    let idle = idle_guards(pid, 1);
+    let c = init.client().await;
+    let mut p = sh("echo $PPID; exec sleep 30", &init.marker);
+    p.timeout_ms = Some(300);
+    let r = c.call(&p).await.unwrap();
+    assert!(r.timed_out);
+    let guard = guard_of(&r.stdout.0);
+    assert!(idle.contains(&guard), "{guard} not in {idle:?}");
+    // It ended, and another took its place.
+    wait_all_gone(&[guard].into(), Duration::from_secs(5));
+    let after = idle_guards(pid, 1);
+    assert!(!after.contains(&guard));
+    let r = c.call(&sh("echo $PPID", &init.marker)).await.unwrap();
+    assert!(after.contains(&guard_of(&r.stdout.0)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_cannot_reach_into_its_guard() {
+    if !need_root() {
+        return;
+    }
+    // As an unprivileged user, a program may signal its guard (same user)
+    // but not read its memory, environment or descriptors.
+    let Some(init) = Init::start_with(InitOptions {
+        user: Some(fresh_uid()),
+        ..Default::default()
+    }) else {
+        return;
+    };
+    let c = init.client().await;
+    let probe = "echo $PPID; \
+                 ls /proc/$PPID/fd >/dev/null 2>&1 && echo fd-read; \
+                 cat /proc/$PPID/environ >/dev/null 2>&1 && echo environ-read; \
+                 head -c1 /proc/$PPID/mem >/dev/null 2>&1 && echo mem-read; \
+                 ls /proc/self/fd >/dev/null 2>&1 && echo own-fd-read; \
+                 id -u";
+    let r = c.call(&sh(probe, &init.marker)).await.unwrap();
+    let out = String::from_utf8(r.stdout.0).unwrap();
+    let lines: Vec<&str> = out.lines().skip(1).collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert_eq!(lines[0], "own-fd-read", "{out}");
+    assert_ne!(lines[1], "0", "{out}");
 }

@@ -25,14 +25,23 @@
 //! guard: the sweep spares them, shutdown lets them go (their sockets close)
 //! and TERMs them with the rest. Each holds one pid of the computer's
 //! process limit.
+//!
+//! Most guards come back. An exec.run asks its guard to be reused: when
+//! the run ends by itself with nothing left under the guard, the guard
+//! says so, goes idle again on the same socket, and the daemon puts it
+//! back here (up to [`MAX_RUNS`](super::super::guard::MAX_RUNS) runs a
+//! guard). A pooled guard out on such a run is *lent*: it counts towards
+//! the pool's size, so no guard is forked behind it, unless it stays out
+//! past [`LENT_WAIT`]. A run one at a time then costs no fork, no exit and
+//! no reap of a guard at all.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, oneshot};
 
@@ -52,6 +61,10 @@ const RETRY: Duration = Duration::from_secs(1);
 /// How long the template has to answer a fork request.
 const TEMPLATE_ANSWER: Duration = Duration::from_secs(2);
 
+/// How long the pool waits for lent guards before it forks new ones
+/// behind them (a long run holds its guard for as long as it runs).
+pub const LENT_WAIT: Duration = Duration::from_millis(100);
+
 /// A guard started and waiting for its run.
 pub struct Guard {
     pub pid: i32,
@@ -70,6 +83,40 @@ pub struct Pool {
     closed: AtomicBool,
     /// Wakes [`keep_filled`] when a run took a guard.
     taken: Notify,
+    /// Pooled guards out on runs that may give them back, by a number of
+    /// their own, with when each went out; locked after `idle`.
+    lent: Mutex<HashMap<u64, Instant>>,
+    next_lent: AtomicU64,
+}
+
+/// A pooled guard's place in the pool while it is out on a run that may
+/// give it back: dropped (the guard is not coming back), the pool is
+/// topped up behind it.
+pub struct Lent {
+    daemon: Arc<Daemon>,
+    id: u64,
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        let pool = &self.daemon.reaper.pool;
+        let idle = pool.lock();
+        let was = pool.lent().remove(&self.id).is_some();
+        drop(idle);
+        if was {
+            pool.taken.notify_one();
+        }
+    }
+}
+
+/// What the pool needs now.
+enum Fill {
+    /// A guard: fewer are idle or coming back than its size.
+    Now,
+    /// Nothing unless the guards lent are still out then.
+    At(Instant),
+    /// Nothing: full, or closed.
+    No,
 }
 
 impl Default for Pool {
@@ -87,7 +134,13 @@ impl Pool {
             size: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             taken: Notify::new(),
+            lent: Mutex::new(HashMap::new()),
+            next_lent: AtomicU64::new(0),
         }
+    }
+
+    fn lent(&self) -> MutexGuard<'_, HashMap<u64, Instant>> {
+        self.lent.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn lock(&self) -> MutexGuard<'_, VecDeque<Guard>> {
@@ -99,11 +152,13 @@ impl Pool {
         self.taken.notify_one();
     }
 
-    /// An idle guard that is still alive, if there is one; the pool is
-    /// topped up behind it.
-    pub fn take(&self) -> Option<Guard> {
+    /// An idle guard that is still alive, if there is one. With `lend`
+    /// (a run that may give it back) it is lent: the pool is topped up
+    /// behind it only if it stays out; otherwise at once.
+    pub fn take(&self, daemon: &Arc<Daemon>, lend: bool) -> Option<(Guard, Option<Lent>)> {
         let mut idle = self.lock();
         let mut found = None;
+        let mut dead = false;
         while let Some(mut g) = idle.pop_front() {
             // One reaped while idle (killed by a program of the computer)
             // is dropped.
@@ -111,10 +166,50 @@ impl Pool {
                 found = Some(g);
                 break;
             }
+            dead = true;
+        }
+        let lent = match (&found, lend) {
+            (Some(_), true) => {
+                let id = self.next_lent.fetch_add(1, Ordering::SeqCst);
+                self.lent().insert(id, Instant::now());
+                Some(Lent {
+                    daemon: Arc::clone(daemon),
+                    id,
+                })
+            }
+            _ => None,
+        };
+        drop(idle);
+        // A lent guard needs no refill behind it (yet); a dead one does.
+        if lent.is_none() || dead {
+            self.taken.notify_one();
+        }
+        found.map(|g| (g, lent))
+    }
+
+    /// A guard idle again after its run: kept if the pool has room for it
+    /// (counting the guards still lent), dropped otherwise (its socket
+    /// closes and it exits). `lent` is its place if it was lent.
+    pub fn put_back(&self, mut g: Guard, lent: Option<Lent>) {
+        let mut idle = self.lock();
+        let out = {
+            let mut all = self.lent();
+            if let Some(l) = &lent {
+                all.remove(&l.id);
+            }
+            all.len()
+        };
+        // Its place is given up here: `lent`, dropped once the locks are
+        // let go, finds nothing left to give up.
+        let alive = matches!(g.exit.try_recv(), Err(oneshot::error::TryRecvError::Empty));
+        let room = idle.len() + out < self.size.load(Ordering::SeqCst);
+        if alive && room && !self.closed.load(Ordering::SeqCst) {
+            idle.push_back(g);
+            return;
         }
         drop(idle);
+        // Dropped: the pool may now be short of a guard that was counted.
         self.taken.notify_one();
-        found
     }
 
     /// Let every idle guard go and keep no more: each sees its socket
@@ -135,8 +230,25 @@ impl Pool {
         self.lock().len()
     }
 
-    fn wants_more(&self) -> bool {
-        !self.closed.load(Ordering::SeqCst) && self.idle() < self.size.load(Ordering::SeqCst)
+    /// Whether to start a guard: the idle ones and the lent ones that
+    /// went out less than [`LENT_WAIT`] ago are fewer than the size.
+    fn fill(&self) -> Fill {
+        let idle = self.lock();
+        let size = self.size.load(Ordering::SeqCst);
+        if self.closed.load(Ordering::SeqCst) || idle.len() >= size {
+            return Fill::No;
+        }
+        let now = Instant::now();
+        let back_by: Vec<Instant> = self
+            .lent()
+            .values()
+            .map(|&t| t + LENT_WAIT)
+            .filter(|&due| due > now)
+            .collect();
+        if idle.len() + back_by.len() < size {
+            return Fill::Now;
+        }
+        back_by.into_iter().min().map_or(Fill::Now, Fill::At)
     }
 
     /// Keep `g` if the pool still wants it; otherwise it is dropped, and exits.
@@ -291,7 +403,8 @@ fn ask_fork(
 }
 
 /// Keep the pool at its size until it is closed: start a guard whenever a
-/// run took one. Runs in init's background, never on a run's path.
+/// run took one that is not coming back, or that has been out for
+/// [`LENT_WAIT`]. Runs in init's background, never on a run's path.
 pub async fn keep_filled(daemon: Arc<Daemon>) {
     let pool = &daemon.reaper.pool;
     let mut failing = false;
@@ -299,29 +412,40 @@ pub async fn keep_filled(daemon: Arc<Daemon>) {
         let taken = pool.taken.notified();
         tokio::pin!(taken);
         taken.as_mut().enable();
-        while pool.wants_more() {
-            let d = Arc::clone(&daemon);
-            match tokio::task::spawn_blocking(move || fork_guard(&d)).await {
-                Ok(Ok(g)) => {
-                    failing = false;
-                    pool.put(g);
+        match pool.fill() {
+            Fill::Now => {}
+            Fill::At(at) => {
+                tokio::select! {
+                    _ = taken.as_mut() => {}
+                    _ = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {}
                 }
-                Ok(Err(e)) => {
-                    if !failing {
-                        tracing::warn!(
-                            "could not start an idle guard ({e}); runs start their own until one starts"
-                        );
-                    }
-                    failing = true;
-                    tokio::time::sleep(RETRY).await;
+                continue;
+            }
+            Fill::No => {
+                if pool.closed.load(Ordering::SeqCst) {
+                    return;
                 }
-                Err(_) => return,
+                taken.await;
+                continue;
             }
         }
-        if pool.closed.load(Ordering::SeqCst) {
-            return;
+        let d = Arc::clone(&daemon);
+        match tokio::task::spawn_blocking(move || fork_guard(&d)).await {
+            Ok(Ok(g)) => {
+                failing = false;
+                pool.put(g);
+            }
+            Ok(Err(e)) => {
+                if !failing {
+                    tracing::warn!(
+                        "could not start an idle guard ({e}); runs start their own until one starts"
+                    );
+                }
+                failing = true;
+                tokio::time::sleep(RETRY).await;
+            }
+            Err(_) => return,
         }
-        taken.await;
     }
 }
 
