@@ -16,8 +16,9 @@
 //! (a redirect is the program's to follow, through the proxy again).
 //!
 //! Bounds: [`MAX_OPEN`] connections at once (each a tunnel at most),
-//! [`MAX_TOTAL`] in all, a head of [`head::MAX_HEAD`] bytes read within
-//! [`HEAD_WAIT`], [`IDLE`] without a byte either way. At its deadline, or
+//! [`MAX_TOTAL`] in all (one past either is refused in its own protocol,
+//! SOCKS5's reply or HTTP's 503), a head of [`head::MAX_HEAD`] bytes read
+//! within [`HEAD_WAIT`], [`IDLE`] without a byte either way. At its deadline, or
 //! when the process it was started `--with-pid` ends, it stops: every
 //! connection ends with it. Each decision is one log line: host, port,
 //! address, class and rule; never a path, a header or a body.
@@ -49,6 +50,13 @@ pub const HEAD_WAIT: Duration = Duration::from_secs(30);
 pub const IDLE: Duration = Duration::from_secs(300);
 /// How long the dial of one host may take, over all its addresses.
 pub const DIAL_WAIT: Duration = Duration::from_secs(10);
+/// A connection past [`MAX_OPEN`] or [`MAX_TOTAL`] is answered in its own
+/// protocol, told by what it sends within this (a SOCKS5 exchange up to
+/// its request included); one that sends nothing gets HTTP's 503.
+pub const REFUSE_WAIT: Duration = Duration::from_secs(2);
+/// Connections past a bound answered at once; past these, one is closed
+/// unanswered.
+pub const MAX_REFUSING: usize = 16;
 
 /// What the proxy runs with, checked.
 #[derive(Clone, Debug)]
@@ -116,6 +124,7 @@ fn start(opts: Options) -> Result<i32, String> {
             .clone()
             .unwrap_or_else(|| DEFAULT_HINT.to_string()),
         open: Arc::new(tokio::sync::Semaphore::new(MAX_OPEN)),
+        refusing: Arc::new(tokio::sync::Semaphore::new(MAX_REFUSING)),
         total: AtomicU64::new(0),
     });
     let socket = opts.socket.clone();
@@ -258,6 +267,8 @@ struct Proxy {
     resolvers: Vec<SocketAddr>,
     hint: String,
     open: Arc<tokio::sync::Semaphore>,
+    /// Connections past a bound being answered (in their own protocol).
+    refusing: Arc<tokio::sync::Semaphore>,
     total: AtomicU64,
 }
 
@@ -275,20 +286,46 @@ async fn accept_loop(listener: tokio::net::UnixListener, proxy: Arc<Proxy>) {
         let permit = match Arc::clone(&proxy.open).try_acquire_owned() {
             Ok(p) if n < MAX_TOTAL => p,
             other => {
-                let words = if other.is_ok() {
-                    format!(
-                        "this proxy has carried its {MAX_TOTAL} connections and takes no more: make a new computer"
+                let r = if other.is_ok() {
+                    Refusal::new(
+                        503,
+                        2,
+                        "total",
+                        format!(
+                            "this proxy has carried its {MAX_TOTAL} connections and takes no more: make a new computer"
+                        ),
                     )
                 } else {
-                    format!(
-                        "{MAX_OPEN} connections are open through this proxy, the most at once: close one and try again"
+                    Refusal::new(
+                        503,
+                        2,
+                        "bound",
+                        format!(
+                            "{MAX_OPEN} connections are open through this proxy, the most at once: close one and try again"
+                        ),
                     )
                 };
-                tracing::info!("egress refuse rule=bound {words}");
-                // A few hundred bytes into a fresh socket's buffer: never
-                // blocks, so no task of its own.
-                let _ = stream.try_write(&http_reply(503, &words));
-                drop(stream);
+                // Answered in the program's own protocol, by a task of
+                // its own: at most MAX_REFUSING at once, each within
+                // REFUSE_WAIT (and refuse_http's drain).
+                match Arc::clone(&proxy.refusing).try_acquire_owned() {
+                    Ok(turn) => {
+                        let proxy = Arc::clone(&proxy);
+                        spawn(async move {
+                            refuse_past_bound(stream, &proxy, r).await;
+                            drop(turn);
+                        });
+                    }
+                    Err(_) => {
+                        proxy.log_refuse_unknown(
+                            &r,
+                            &format!(
+                                "{MAX_REFUSING} refusals were being answered, so it was closed unanswered"
+                            ),
+                        );
+                        drop(stream);
+                    }
+                }
                 continue;
             }
         };
@@ -511,6 +548,17 @@ impl Proxy {
         );
     }
 
+    /// A refusal of a connection whose host is not known (it is refused
+    /// before its request is read, or sent none): `why` says which.
+    fn log_refuse_unknown(&self, r: &Refusal, why: &str) {
+        tracing::info!(
+            "egress refuse host=- port=- address=- class=- rule={} socks={} fix={} (the host is unknown: {why})",
+            r.rule,
+            r.socks,
+            self.fix(r.rule)
+        );
+    }
+
     /// What to do about a refusal by `rule`, for the log: a SOCKS reply
     /// carries a code and no words, so the log is where a SOCKS client's
     /// user reads which rule refused and how to allow the host.
@@ -525,6 +573,8 @@ impl Proxy {
             "socks-command" => "use SOCKS CONNECT (TCP) alone".into(),
             "host-header" => "send the request line's host in Host".into(),
             "upgrade" => "reach the host over TLS (CONNECT)".into(),
+            "bound" => format!("close one of the {MAX_OPEN} connections open through this proxy and try again"),
+            "total" => "make a new computer: this proxy takes no more connections".into(),
             _ => "-".into(),
         }
     }
@@ -540,6 +590,42 @@ async fn serve(mut client: UnixStream, proxy: &Proxy) {
         socks(client, proxy).await;
     } else {
         http(client, first[0], proxy).await;
+    }
+}
+
+/// A connection past a bound, refused in its own protocol: a SOCKS5
+/// client is given its method and, for its request, reply 2 (connection
+/// not allowed by ruleset: the seed lists the bounds among what the proxy
+/// refuses) with the words on a line after it; any other first byte, or
+/// none within [`REFUSE_WAIT`], gets HTTP's 503 with the words.
+async fn refuse_past_bound(mut client: UnixStream, proxy: &Proxy, r: Refusal) {
+    let until = tokio::time::Instant::now() + REFUSE_WAIT;
+    let mut first = [0u8; 1];
+    match tokio::time::timeout_at(until, client.read(&mut first)).await {
+        Ok(Ok(1)) if first[0] == 5 => match socks_request(&mut client, until).await {
+            Some((req, _)) => {
+                proxy.log_refuse(&req.host_text, req.port, &r);
+                let _ = socks_refuse(&mut client, &r).await;
+            }
+            None => proxy.log_refuse_unknown(
+                &r,
+                &format!(
+                    "a SOCKS5 client whose request did not come within {REFUSE_WAIT:?}, or could not be one"
+                ),
+            ),
+        },
+        Ok(Ok(1)) => {
+            proxy.log_refuse_unknown(&r, "an HTTP request, refused before its head is read");
+            refuse_http(&mut client, r.status, &r.words).await;
+        }
+        Ok(_) => proxy.log_refuse_unknown(&r, "it closed before sending a byte"),
+        Err(_) => {
+            proxy.log_refuse_unknown(
+                &r,
+                &format!("it sent nothing within {REFUSE_WAIT:?}, and was answered as HTTP"),
+            );
+            refuse_http(&mut client, r.status, &r.words).await;
+        }
     }
 }
 
@@ -757,47 +843,8 @@ fn socks_reply(code: u8) -> [u8; 10] {
 
 async fn socks(mut client: UnixStream, proxy: &Proxy) {
     let until = tokio::time::Instant::now() + HEAD_WAIT;
-    let mut buf = vec![5u8];
-    // The greeting: VER NMETHODS METHODS.
-    while buf.len() < 2 || buf.len() < 2 + buf[1] as usize {
-        if read_more(&mut client, &mut buf, until).await.is_none() {
-            return;
-        }
-    }
-    let methods = &buf[2..2 + buf[1] as usize];
-    if !methods.contains(&0) {
-        let _ = client.write_all(&[5, 0xff]).await;
+    let Some((req, rest)) = socks_request(&mut client, until).await else {
         return;
-    }
-    let mut buf = buf.split_off(2 + buf[1] as usize);
-    if client.write_all(&[5, 0]).await.is_err() {
-        return;
-    }
-    let len = loop {
-        match head::socks_request_len(&buf) {
-            Ok(Some(n)) => break n,
-            Ok(None) => {
-                if read_more(&mut client, &mut buf, until).await.is_none() {
-                    return;
-                }
-            }
-            Err(why) => {
-                // 8, address type not supported, for an ATYP of none of
-                // 1, 3 and 4; else 1, a general failure.
-                let code = if buf.len() > 3 && buf[0] == 5 { 8 } else { 1 };
-                tracing::info!("egress refuse rule=socks socks={code} {why}");
-                let _ = client.write_all(&socks_reply(code)).await;
-                return;
-            }
-        }
-    };
-    let rest = buf.split_off(len);
-    let req = match head::parse_socks_request(&buf) {
-        Ok(r) => r,
-        Err(_) => {
-            let _ = client.write_all(&socks_reply(1)).await;
-            return;
-        }
     };
     let refused = match req.command {
         SocksCommand::Connect => None,
@@ -826,6 +873,53 @@ async fn socks(mut client: UnixStream, proxy: &Proxy) {
         return;
     }
     relay(client, upstream, rest).await;
+}
+
+/// A SOCKS5 exchange up to its request, its first byte (5) read: the
+/// greeting, the method chosen (no authentication; a greeting without it
+/// is told none is acceptable), then the request, read by `until`, and
+/// the bytes sent past it. None when it ended, or could not be one (a
+/// request that cannot be is answered with its reply code first).
+async fn socks_request(
+    client: &mut UnixStream,
+    until: tokio::time::Instant,
+) -> Option<(head::SocksRequest, Vec<u8>)> {
+    let mut buf = vec![5u8];
+    // The greeting: VER NMETHODS METHODS.
+    while buf.len() < 2 || buf.len() < 2 + buf[1] as usize {
+        read_more(client, &mut buf, until).await?;
+    }
+    let methods = &buf[2..2 + buf[1] as usize];
+    if !methods.contains(&0) {
+        let _ = client.write_all(&[5, 0xff]).await;
+        return None;
+    }
+    let mut buf = buf.split_off(2 + buf[1] as usize);
+    if client.write_all(&[5, 0]).await.is_err() {
+        return None;
+    }
+    let len = loop {
+        match head::socks_request_len(&buf) {
+            Ok(Some(n)) => break n,
+            Ok(None) => read_more(client, &mut buf, until).await?,
+            Err(why) => {
+                // 8, address type not supported, for an ATYP of none of
+                // 1, 3 and 4; else 1, a general failure.
+                let code = if buf.len() > 3 && buf[0] == 5 { 8 } else { 1 };
+                tracing::info!("egress refuse rule=socks socks={code} {why}");
+                let _ = client.write_all(&socks_reply(code)).await;
+                return None;
+            }
+        }
+    };
+    let rest = buf.split_off(len);
+    match head::parse_socks_request(&buf) {
+        Ok(r) => Some((r, rest)),
+        Err(_) => {
+            let _ = client.write_all(&socks_reply(1)).await;
+            None
+        }
+    }
 }
 
 /// A SOCKS refusal: the reply code, then the words on a line of their own

@@ -189,10 +189,10 @@ fn it_ends_itself_at_its_deadline_and_refuses_a_bad_list_in_words() {
 }
 
 #[tokio::test]
-async fn past_64_connections_at_once_the_next_is_refused_in_words() {
-    let p = proxy(&["pypi.org"], Duration::from_secs(120));
+async fn past_64_connections_at_once_the_next_is_refused_in_words_in_its_own_protocol() {
+    let mut p = proxy(&["pypi.org"], Duration::from_secs(120));
     // 64 connections that send nothing hold every place (each waits for
-    // its head); the 65th is told why and closed.
+    // its head); the 65th is told why, in its own protocol, and closed.
     let mut held = Vec::new();
     for _ in 0..64 {
         let mut s = UnixStream::connect(&p.socket).await.unwrap();
@@ -201,16 +201,48 @@ async fn past_64_connections_at_once_the_next_is_refused_in_words() {
     }
     // Every one of them accepted before the next is tried.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    // The refusal comes at once, before anything is read: the write may
-    // meet a closed socket.
+    let words =
+        "64 connections are open through this proxy, the most at once: close one and try again\n";
+    // An HTTP client: 503 and the words.
+    let r = exchange(&p, b"CONNECT pypi.org:443 HTTP/1.1\r\n\r\n").await;
+    assert!(r.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{r}");
+    assert_eq!(body(&r), format!("503 {words}"));
+    // A SOCKS5 client, step by step as RFC 1928 has it: the method chosen
+    // (no authentication), then for its request reply 2, connection not
+    // allowed by ruleset, and the words on a line after it.
+    let mut s = UnixStream::connect(&p.socket).await.unwrap();
+    s.write_all(&[5, 1, 0]).await.unwrap();
+    let mut chosen = [0u8; 2];
+    tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut chosen))
+        .await
+        .expect("the method within 5 s")
+        .unwrap();
+    assert_eq!(chosen, [5, 0]);
+    let mut req = vec![5, 1, 0, 3, 8];
+    req.extend_from_slice(b"pypi.org");
+    req.extend_from_slice(&443u16.to_be_bytes());
+    s.write_all(&req).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out))
+        .await
+        .expect("the reply within 5 s")
+        .unwrap();
+    assert_eq!(&out[..10], [5, 2, 0, 1, 0, 0, 0, 0, 0, 0], "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out[10..]), words);
+    // Sent at once (greeting and request in one write): the same.
+    let out = exchange_raw(&p, &[&[5, 1, 0][..], &req].concat()).await;
+    assert_eq!(&out[..12], [5, 0, 5, 2, 0, 1, 0, 0, 0, 0, 0, 0], "{out:?}");
+    // A SOCKS5 client that takes no method of ours is told so.
+    assert_eq!(exchange_raw(&p, &[5, 1, 2]).await, [5, 0xff]);
+    // One that sends nothing is answered as HTTP, after the short wait.
+    let t = Instant::now();
     let mut s = UnixStream::connect(&p.socket).await.unwrap();
     let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out).await;
-    let r = String::from_utf8_lossy(&out).into_owned();
-    assert_eq!(
-        body(&r),
-        "503 64 connections are open through this proxy, the most at once: close one and try again\n"
-    );
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
+        .await
+        .expect("an answer within 10 s");
+    assert_eq!(body(&String::from_utf8_lossy(&out)), format!("503 {words}"));
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     drop(held);
     // Their places come back.
     let until = Instant::now() + Duration::from_secs(10);
@@ -226,4 +258,28 @@ async fn past_64_connections_at_once_the_next_is_refused_in_words() {
         assert!(Instant::now() < until, "{r}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // Each refusal is logged as the others are: the host and port when
+    // the request named them, else that the host is unknown and why.
+    let _ = p.child.kill();
+    let _ = p.child.wait();
+    let mut log = String::new();
+    std::io::Read::read_to_string(p.child.stderr.as_mut().unwrap(), &mut log).unwrap();
+    let fix = "fix=close one of the 64 connections open through this proxy and try again";
+    for line in [
+        format!("egress refuse host=pypi.org port=443 address=- class=- rule=bound socks=2 {fix}"),
+        format!(
+            "egress refuse host=- port=- address=- class=- rule=bound socks=2 {fix} (the host is unknown: an HTTP request, refused before its head is read)"
+        ),
+        format!(
+            "egress refuse host=- port=- address=- class=- rule=bound socks=2 {fix} (the host is unknown: it sent nothing within 2s, and was answered as HTTP)"
+        ),
+    ] {
+        assert!(log.contains(&line), "no {line:?} in:\n{log}");
+    }
+    assert_eq!(
+        log.matches("host=pypi.org port=443 address=- class=- rule=bound")
+            .count(),
+        2,
+        "{log}"
+    );
 }
