@@ -23,6 +23,8 @@
 //! - [`stream`]: the exec that carries a connection.
 //! - [`egress`]: an allowlist's proxy container and socket volume, made,
 //!   read back and removed with their computer.
+//! - `removal`: a computer and its parts removed, also when a create's
+//!   future is dropped part-way.
 
 pub mod cache;
 pub mod desktop;
@@ -31,6 +33,7 @@ pub mod egress;
 pub mod host;
 pub mod image;
 pub mod plan;
+mod removal;
 pub mod stream;
 
 use std::collections::HashMap;
@@ -41,7 +44,7 @@ use std::time::Duration;
 use bollard::Docker;
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
-    RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
+    StopContainerOptionsBuilder,
 };
 use computerd::launch::Time;
 use computerd::protocol::{Group, HelloParams, MachineKind, SettingKind};
@@ -743,56 +746,17 @@ impl DockerProvider {
         }
     }
 
-    async fn remove(&self, docker: &Docker, name: &str) -> Result<()> {
-        match docker
-            .remove_container(
-                name,
-                Some(
-                    RemoveContainerOptionsBuilder::new()
-                        .force(true)
-                        .v(true)
-                        .build(),
-                ),
-            )
-            .await
-        {
-            Ok(()) => {}
-            Err(e) if host::is_not_found(&e) => return Ok(()),
-            Err(e) => {
-                return Err(host::docker_error(
-                    &self.shown_socket(),
-                    "removing the computer",
-                    e,
-                ));
-            }
+    /// What removes a computer and its parts, owned.
+    fn removal(&self, docker: &Docker) -> removal::Removal {
+        removal::Removal {
+            docker: docker.clone(),
+            socket: self.shown_socket(),
         }
-        // Read back: the name is free only once Docker has let it go.
-        let wait = crate::wait::Wait::new(format!("{name} to be removed"), REMOVE_WAIT);
-        crate::wait::wait_until(
-            &wait,
-            &CancellationToken::new(),
-            || async {
-                match docker
-                    .inspect_container(name, None::<InspectContainerOptions>)
-                    .await
-                {
-                    Err(e) if host::is_not_found(&e) => Ok(true),
-                    Ok(_) => Ok(false),
-                    Err(e) => Err(host::docker_error(&self.shown_socket(), "inspecting", e)),
-                }
-            },
-            |gone| *gone,
-            |_| "it is still there".into(),
-        )
-        .await
-        .map(|_| ())
     }
 
     /// Remove a computer, then its egress proxy and volume (none is fine).
     async fn remove_with_parts(&self, docker: &Docker, name: &str) -> Result<()> {
-        let computer = self.remove(docker, name).await;
-        let parts = self.remove_egress(docker, name).await;
-        computer.and(parts)
+        self.removal(docker).with_parts(name).await
     }
 
     /// A computer's network, read back from docker inspect (`v`), and for
@@ -1273,34 +1237,42 @@ impl Provider for DockerProvider {
         if cancel.is_cancelled() {
             return Err(aborted("creating the computer"));
         }
+        let egress_plan = match plan.egress {
+            Some(_) => {
+                let addresses = self.egress_addresses(&docker, &host).await?;
+                self.egress_plan(&plan, addresses)
+            }
+            None => None,
+        };
+        // From the first thing made until create returns, a drop of this
+        // future still removes what it made, at once.
+        let mut unmade = removal::Unmade::arm(self.removal(&docker), &name);
         // An allowlist's proxy first: the computer is never run without it.
-        if plan.egress.is_some() {
-            let addresses = self.egress_addresses(&docker, &host).await?;
-            if let Some(ep) = self.egress_plan(&plan, addresses) {
-                let began = std::time::Instant::now();
-                let started = match self.start_egress(&docker, &ep, cancel).await {
-                    Err(e) if deadline_ms(&plan.deadline) <= now_ms() => Err(ProviderError::new(
-                        ErrorCode::Timeout,
-                        format!(
-                            "its lifetime of {} ended before its egress proxy was ready (it took {:.1} s): {}",
-                            crate::types::human_ms(spec.lifetime_ms),
-                            began.elapsed().as_secs_f64(),
-                            e.message
-                        ),
-                    )),
-                    r => r,
-                };
-                if started.is_err() || cancel.is_cancelled() {
-                    if let Err(e) = self.remove_egress(&docker, &name).await {
-                        tracing::warn!(
-                            computer = name,
-                            "removing a failed egress proxy: {}",
-                            e.message
-                        );
-                    }
-                    started?;
-                    return Err(aborted("creating the computer"));
+        if let Some(ep) = egress_plan {
+            let began = std::time::Instant::now();
+            let started = match self.start_egress(&docker, &ep, cancel).await {
+                Err(e) if deadline_ms(&plan.deadline) <= now_ms() => Err(ProviderError::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "its lifetime of {} ended before its egress proxy was ready (it took {:.1} s): {}",
+                        crate::types::human_ms(spec.lifetime_ms),
+                        began.elapsed().as_secs_f64(),
+                        e.message
+                    ),
+                )),
+                r => r,
+            };
+            if started.is_err() || cancel.is_cancelled() {
+                if let Err(e) = self.removal(&docker).egress(&name).await {
+                    tracing::warn!(
+                        computer = name,
+                        "removing a failed egress proxy: {}",
+                        e.message
+                    );
                 }
+                unmade.disarm();
+                started?;
+                return Err(aborted("creating the computer"));
             }
         }
         let made = match docker
@@ -1316,11 +1288,13 @@ impl Provider for DockerProvider {
             Err(e) => Err((MAKING, e)),
         };
         if made.is_ok() && !cancel.is_cancelled() {
+            unmade.disarm();
             return made.map_err(|(_, e)| e);
         }
         // From here the container (and an allowlist's proxy and volume)
         // may exist: gone before the error returns.
         let removed = self.remove_with_parts(&docker, &name).await;
+        unmade.disarm();
         if let Err(e) = &removed {
             tracing::warn!(computer = name, "removing a failed computer: {}", e.message);
         }
@@ -1602,7 +1576,7 @@ impl Provider for DockerProvider {
             Ok(_) => {}
             Err(e) if e.code == ErrorCode::NotFound && plan::is_computer_name(&computer.id) => {
                 // Its parts, should any be left.
-                return self.remove_egress(&docker, &computer.id).await;
+                return self.removal(&docker).egress(&computer.id).await;
             }
             Err(e) => return Err(e),
         }

@@ -13,9 +13,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use bollard::Docker;
+use bollard::models::ContainerSummaryStateEnum;
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
-    RemoveContainerOptionsBuilder,
+    ListVolumesOptionsBuilder, RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder,
 };
 use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource, Plan, cache};
 use computer_providers::local::cgroup::Limits;
@@ -59,7 +60,7 @@ impl Env {
         self.docker.list_containers(Some(opts)).await.unwrap()
     }
 
-    /// Remove every container of this test.
+    /// Remove every container and volume of this test.
     async fn clean(&self) {
         for c in self.ours().await {
             let _ = self
@@ -69,6 +70,70 @@ impl Env {
                     Some(RemoveContainerOptionsBuilder::new().force(true).build()),
                 )
                 .await;
+        }
+        for v in self.left().await.1 {
+            let _ = self
+                .docker
+                .remove_volume(
+                    &v,
+                    Some(RemoveVolumeOptionsBuilder::new().force(true).build()),
+                )
+                .await;
+        }
+    }
+
+    /// The names of this test's containers (with `*` after a running
+    /// one) and volumes: computers, egress proxies and socket volumes.
+    async fn left(&self) -> (Vec<String>, Vec<String>) {
+        let mut c: Vec<String> = self
+            .ours()
+            .await
+            .into_iter()
+            .map(|c| {
+                let running = c.state == Some(ContainerSummaryStateEnum::RUNNING);
+                let name = c.names.unwrap_or_default().join(",");
+                format!(
+                    "{}{}",
+                    name.trim_start_matches('/'),
+                    if running { "*" } else { "" }
+                )
+            })
+            .collect();
+        let opts = ListVolumesOptionsBuilder::new()
+            .filters(&HashMap::from([(
+                "label",
+                vec![format!("{TEST_LABEL}={}", self.test)],
+            )]))
+            .build();
+        let mut v: Vec<String> = self
+            .docker
+            .list_volumes(Some(opts))
+            .await
+            .unwrap()
+            .volumes
+            .unwrap_or_default()
+            .into_iter()
+            .map(|v| v.name)
+            .collect();
+        c.sort();
+        v.sort();
+        (c, v)
+    }
+
+    /// Wait until nothing of this test is left (no container, proxy or
+    /// volume), failing past `within`; how long it took.
+    async fn gone_within(&self, within: Duration, what: &str) -> Duration {
+        let t = Instant::now();
+        loop {
+            let left = self.left().await;
+            if left.0.is_empty() && left.1.is_empty() {
+                return t.elapsed();
+            }
+            assert!(
+                t.elapsed() < within,
+                "{what}: still there after {within:?}: {left:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
@@ -943,6 +1008,173 @@ async fn a_create_whose_daemon_never_answers_hello_deletes_its_container_and_nam
     assert!(!e.exists(&name).await, "{name} is still there");
     let left = e.ours().await;
     assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// `create` driven until `made` holds of what this test has left (the
+/// create still running), then dropped there; fails if create returns
+/// first or nothing appears within 40 s.
+async fn drop_when<F>(e: &Env, p: &DockerProvider, spec: &ComputerSpec, what: &str, made: F)
+where
+    F: Fn(&(Vec<String>, Vec<String>)) -> bool,
+{
+    let cancel = CancellationToken::new();
+    let mut create = p.create(spec, &cancel);
+    let watch = async {
+        loop {
+            if made(&e.left().await) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::select! {
+        r = &mut create => panic!("{what}: create returned before the drop: {:?}", r.map(|c| c.computer.id)),
+        w = tokio::time::timeout(Duration::from_secs(40), watch) => {
+            assert!(w.is_ok(), "{what}: never appeared within 40 s");
+        }
+    }
+    drop(create);
+}
+
+fn allowlisted(mut s: ComputerSpec) -> ComputerSpec {
+    s.network = NetworkPolicy::Allow(vec!["pypi.org".into()]);
+    s
+}
+
+/// A create whose future is dropped once it has made its container (or an
+/// allowlist's proxy and volume) removes them at once, not at the sweep:
+/// a daemon that never answers holds create in its wait for hello (30 s),
+/// and, as the proxy too, in its wait for the proxy's ready line (10 s),
+/// so each drop lands there.
+#[cfg(target_arch = "x86_64")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_dropped_while_it_waits_for_its_daemon_or_proxy_leaves_nothing_within_5_s() {
+    let Some(e) = env("dropped-waiting").await else {
+        return;
+    };
+    let hangs = provider_with_daemon(
+        &e,
+        "never-answers",
+        &tiny_elf(&[0xb8, 0x22, 0, 0, 0, 0x0f, 0x05, 0xeb, 0xf7]),
+    );
+    let running = |n: &String| n.ends_with('*');
+    drop_when(&e, &hangs, &e.spec(600_000), "the computer", |(c, _)| {
+        c.iter().any(running)
+    })
+    .await;
+    let took = e.gone_within(Duration::from_secs(5), "the computer").await;
+    eprintln!("the computer was removed {took:?} after the drop");
+    drop_when(
+        &e,
+        &hangs,
+        &allowlisted(e.spec(600_000)),
+        "the egress proxy",
+        |(c, v)| c.iter().any(running) && !v.is_empty(),
+    )
+    .await;
+    let took = e
+        .gone_within(Duration::from_secs(5), "the egress proxy")
+        .await;
+    eprintln!("the egress proxy and volume were removed {took:?} after the drop");
+    // Nothing comes back from an engine call the drop cut off.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(e.left().await, (vec![], vec![]));
+}
+
+/// A create dropped at any point (a timeout around it at fractions of
+/// how long a whole create takes here, or the moment its container
+/// appears) leaves no container, proxy or volume within 5 s; one that
+/// returns keeps its computer (and an allowlist its proxy and volume).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_dropped_at_any_point_leaves_nothing_and_one_that_returns_keeps_its_computer() {
+    let Some(e) = env("dropped").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    // A create that returns keeps what it made after the drop guard's
+    // removal would have run; how long each took sets the drops' bounds.
+    let t = Instant::now();
+    let c =
+        e.p.create(&e.spec(600_000), &cancel)
+            .await
+            .unwrap()
+            .computer;
+    let took = t.elapsed();
+    let t = Instant::now();
+    let a =
+        e.p.create(&allowlisted(e.spec(600_000)), &cancel)
+            .await
+            .unwrap()
+            .computer;
+    let took_allowlisted = t.elapsed();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let (containers, volumes) = e.left().await;
+    assert_eq!(containers.len(), 3, "{containers:?}");
+    assert_eq!(volumes.len(), 1, "{volumes:?}");
+    let conn = e.p.connect(&c, &cancel).await.unwrap();
+    assert_eq!(text(&run(&conn, "echo up").await), "up\n");
+    conn.client.close();
+    for c in [c, a] {
+        e.p.release(&c, Release::Delete, &cancel).await.unwrap();
+    }
+    assert_eq!(e.left().await, (vec![], vec![]));
+
+    let (mut dropped, mut dropped_with_parts, mut finished) = (0, 0, 0);
+    for (spec, whole) in [
+        (e.spec(600_000), took),
+        (allowlisted(e.spec(600_000)), took_allowlisted),
+    ] {
+        for part in [0.02, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.97] {
+            let bound = whole.mul_f64(part);
+            let what = format!("{:?} dropped after {bound:?}", spec.network.kind());
+            match tokio::time::timeout(bound, e.p.create(&spec, &cancel)).await {
+                Ok(made) => {
+                    // Done within the bound: it is kept.
+                    let c = made.unwrap().computer;
+                    assert!(e.exists(&c.id).await, "{what}: {} is gone", c.id);
+                    e.p.release(&c, Release::Delete, &cancel).await.unwrap();
+                    finished += 1;
+                }
+                Err(_) => {
+                    dropped += 1;
+                    if e.left().await != (vec![], vec![]) {
+                        dropped_with_parts += 1;
+                    }
+                }
+            }
+            e.gone_within(Duration::from_secs(5), &what).await;
+        }
+    }
+    eprintln!(
+        "a create took {took:?} ({took_allowlisted:?} allowlisted); {dropped} dropped ({dropped_with_parts} with something made), {finished} finished"
+    );
+    // Dropped the moment the container (or the proxy) appears: in the
+    // engine's create or start, or the wait for hello.
+    drop_when(&e, &e.p, &e.spec(600_000), "the computer", |(c, _)| {
+        !c.is_empty()
+    })
+    .await;
+    e.gone_within(
+        Duration::from_secs(5),
+        "the computer dropped at its appearance",
+    )
+    .await;
+    drop_when(
+        &e,
+        &e.p,
+        &allowlisted(e.spec(600_000)),
+        "the egress proxy",
+        |(c, _)| !c.is_empty(),
+    )
+    .await;
+    e.gone_within(
+        Duration::from_secs(5),
+        "the proxy dropped at its appearance",
+    )
+    .await;
+    // Nothing comes back from an engine call a drop cut off.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(e.left().await, (vec![], vec![]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
