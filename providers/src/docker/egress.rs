@@ -43,7 +43,7 @@ use bollard::models::{
     VolumeCreateRequest,
 };
 use computerd::launch::{EgressArgs, Time};
-use computerd::protocol::egress::{Allowlist, Class, classify};
+use computerd::protocol::egress::{Allowlist, Cidr, Class, classify};
 use serde_json::Value;
 
 use super::drift;
@@ -317,10 +317,72 @@ pub fn container_sign(root: &Path) -> Option<String> {
         .map(|l| format!("/proc/self/cgroup names a container's cgroup ({l})"))
 }
 
+/// What the engine's default bridge network says of itself: its IPAM
+/// gateway (a freshly made engine may leave it out), its subnets and the
+/// name of its bridge interface.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Bridge {
+    pub gateway: Option<IpAddr>,
+    pub subnets: Vec<Cidr>,
+    pub interface: Option<String>,
+}
+
+impl Bridge {
+    /// Read from the engine's answer for [`NETWORK`].
+    pub fn of(n: &bollard::models::NetworkInspect) -> Bridge {
+        let config = n
+            .ipam
+            .as_ref()
+            .and_then(|i| i.config.clone())
+            .unwrap_or_default();
+        Bridge {
+            gateway: config
+                .iter()
+                .find_map(|c| c.gateway.as_deref())
+                .and_then(|g| g.parse::<IpAddr>().ok()),
+            subnets: config
+                .iter()
+                .filter_map(|c| c.subnet.as_deref())
+                .filter_map(|s| Cidr::parse(s).ok())
+                .collect(),
+            interface: n
+                .options
+                .as_ref()
+                .and_then(|o| o.get(BRIDGE_NAME_OPTION))
+                .filter(|v| !v.is_empty())
+                .cloned(),
+        }
+    }
+
+    /// The IPAM config and bridge as seen, for words.
+    fn seen(&self) -> String {
+        let subnets = if self.subnets.is_empty() {
+            "none".to_string()
+        } else {
+            self.subnets
+                .iter()
+                .map(|c| format!("{}/{}", c.addr, c.prefix))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!(
+            "subnet {subnets}, gateway {}, bridge interface {}",
+            self.gateway.map_or("none".into(), |g| g.to_string()),
+            self.interface.as_deref().unwrap_or("none")
+        )
+    }
+}
+
+/// The network option that names a bridge network's interface.
+const BRIDGE_NAME_OPTION: &str = "com.docker.network.bridge.name";
+
 /// Whether the engine plainly shares this network namespace: its name is
-/// this host's and its default bridge's gateway is one of this process's
-/// interface addresses. Err: which of the two it is not, in words.
-pub fn engine_is_here(engine_name: &str, bridge_gateway: Option<IpAddr>) -> Result<(), String> {
+/// this host's, and its default bridge's gateway is one of this process's
+/// interface addresses, or (an engine's IPAM config may leave the gateway
+/// out, as a freshly made one does) this process has the bridge's own
+/// interface with an address in the bridge's subnet. Err: which of the
+/// two it is not, in words.
+pub fn engine_is_here(engine_name: &str, bridge: &Bridge) -> Result<(), String> {
     // This UTS namespace's name.
     let ours = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
@@ -330,22 +392,41 @@ pub fn engine_is_here(engine_name: &str, bridge_gateway: Option<IpAddr>) -> Resu
             "the engine's host is named {engine_name:?} and this one {ours:?}"
         ));
     }
-    let Some(gw) = bridge_gateway else {
-        return Err(format!("the engine's {NETWORK:?} network shows no gateway"));
-    };
-    let addrs = nix::ifaddrs::getifaddrs()
-        .map_err(|e| format!("this process's interfaces could not be read ({e})"))?;
-    let on_ours = addrs.into_iter().any(|i| {
-        i.address.is_some_and(|s| {
-            s.as_sockaddr_in().map(|v| IpAddr::V4(v.ip())) == Some(gw)
-                || s.as_sockaddr_in6().map(|v| IpAddr::V6(v.ip())) == Some(gw)
+    let addrs: Vec<(String, IpAddr)> = nix::ifaddrs::getifaddrs()
+        .map_err(|e| format!("this process's interfaces could not be read ({e})"))?
+        .filter_map(|i| {
+            let s = i.address?;
+            let ip = s
+                .as_sockaddr_in()
+                .map(|v| IpAddr::V4(v.ip()))
+                .or_else(|| s.as_sockaddr_in6().map(|v| IpAddr::V6(v.ip())))?;
+            Some((i.interface_name, ip))
         })
-    });
+        .collect();
+    if let Some(gw) = bridge.gateway {
+        return if addrs.iter().any(|(_, ip)| *ip == gw) {
+            Ok(())
+        } else {
+            Err(format!(
+                "the gateway {gw} of the engine's {NETWORK:?} network is none of this process's addresses"
+            ))
+        };
+    }
+    let Some(iface) = bridge.interface.as_deref() else {
+        return Err(format!(
+            "the engine's {NETWORK:?} network shows no gateway and names no bridge interface ({})",
+            bridge.seen()
+        ));
+    };
+    let on_ours = addrs
+        .iter()
+        .any(|(name, ip)| name == iface && bridge.subnets.iter().any(|c| c.contains(*ip)));
     if on_ours {
         Ok(())
     } else {
         Err(format!(
-            "the gateway {gw} of the engine's {NETWORK:?} network is none of this process's addresses"
+            "the engine's {NETWORK:?} network shows no gateway, and this process has no interface {iface} with an address in its subnet ({})",
+            bridge.seen()
         ))
     }
 }
@@ -685,6 +766,10 @@ pub fn volume_drift(plan: &EgressPlan, v: &Value) -> Vec<String> {
     out
 }
 
+/// How many times the engine's bridge network is read before an
+/// allowlist is refused for want of the host's addresses.
+const ENGINE_READS: u32 = 10;
+
 impl super::DockerProvider {
     /// The Docker host's own addresses a new proxy is given, or a refusal
     /// in words when this process cannot know them.
@@ -697,36 +782,43 @@ impl super::DockerProvider {
         if extra.is_empty()
             && let Some(sign) = container_sign(&self.opts.egress_host_root)
         {
-            // Read up to three times: a busy engine's answer (or a network
-            // being changed by another container's start) can miss once.
+            // Read again for up to about 4 s: a busy engine's answer (or an
+            // engine just restarted, or a network being changed by another
+            // container's start) can miss for a moment.
             let mut why = String::new();
-            for attempt in 0..3 {
+            for attempt in 0..ENGINE_READS {
                 if attempt > 0 {
-                    tokio::time::sleep(Duration::from_millis(250)).await;
+                    tokio::time::sleep(Duration::from_millis(400)).await;
                 }
-                let gateway = match docker
+                let bridge = match docker
                     .inspect_network(
                         NETWORK,
                         None::<bollard::query_parameters::InspectNetworkOptions>,
                     )
                     .await
                 {
-                    Ok(n) => n
-                        .ipam
-                        .and_then(|i| i.config)
-                        .and_then(|c| c.into_iter().find_map(|c| c.gateway))
-                        .and_then(|g| g.parse::<IpAddr>().ok()),
+                    Ok(n) => Bridge::of(&n),
                     Err(e) => {
                         why = format!("the engine's {NETWORK:?} network could not be read ({e})");
                         continue;
                     }
                 };
-                match engine_is_here(&host.name, gateway) {
+                match engine_is_here(&host.name, &bridge) {
                     Ok(()) => {
                         why.clear();
                         break;
                     }
-                    Err(w) => why = w,
+                    // A bridge with neither a gateway nor an interface
+                    // here may be one being made: read it again.
+                    Err(w) if bridge.gateway.is_none() => {
+                        why = format!("{w}, after {} reads", attempt + 1);
+                    }
+                    // A gateway that is none of ours, or another host's
+                    // name, does not change by reading again.
+                    Err(w) => {
+                        why = w;
+                        break;
+                    }
                 }
             }
             if !why.is_empty() {
@@ -847,103 +939,10 @@ impl super::DockerProvider {
         out
     }
 
-    /// The proxy containers and volumes carrying `label` (`k` or `k=v`),
-    /// stopped ones included.
-    async fn labelled(
-        &self,
-        docker: &bollard::Docker,
-        label: String,
-    ) -> Result<(
-        Vec<bollard::models::ContainerSummary>,
-        Vec<bollard::models::Volume>,
-    )> {
-        let filter = HashMap::from([("label", vec![label])]);
-        let containers = docker
-            .list_containers(Some(
-                bollard::query_parameters::ListContainersOptionsBuilder::new()
-                    .all(true)
-                    .filters(&filter)
-                    .build(),
-            ))
-            .await
-            .map_err(self.err("listing egress proxies"))?;
-        let volumes = docker
-            .list_volumes(Some(
-                bollard::query_parameters::ListVolumesOptionsBuilder::new()
-                    .filters(&filter)
-                    .build(),
-            ))
-            .await
-            .map_err(self.err("listing egress volumes"))?
-            .volumes
-            .unwrap_or_default();
-        Ok((containers, volumes))
-    }
-
-    /// The ids of `computer`'s proxy containers and the names of its
-    /// volumes, found by [`LABEL`], never by name alone.
-    async fn parts(
-        &self,
-        docker: &bollard::Docker,
-        computer: &str,
-    ) -> Result<(Vec<String>, Vec<String>)> {
-        let (containers, volumes) = self.labelled(docker, format!("{LABEL}={computer}")).await?;
-        Ok((
-            containers.into_iter().filter_map(|c| c.id).collect(),
-            volumes.into_iter().map(|v| v.name).collect(),
-        ))
-    }
-
-    /// Remove a computer's proxy and its volume (after the computer). Gone
-    /// is fine.
-    pub(super) async fn remove_egress(
-        &self,
-        docker: &bollard::Docker,
-        computer: &str,
-    ) -> Result<()> {
-        let (containers, volumes) = self.parts(docker, computer).await?;
-        for c in containers {
-            match docker
-                .remove_container(
-                    &c,
-                    Some(
-                        bollard::query_parameters::RemoveContainerOptionsBuilder::new()
-                            .force(true)
-                            .v(true)
-                            .build(),
-                    ),
-                )
-                .await
-            {
-                Ok(()) => {}
-                Err(e) if super::host::is_not_found(&e) => {}
-                Err(e) => return Err(self.err("removing the egress proxy")(e)),
-            }
-        }
-        for v in volumes {
-            match docker
-                .remove_volume(
-                    &v,
-                    Some(
-                        bollard::query_parameters::RemoveVolumeOptionsBuilder::new()
-                            .force(true)
-                            .build(),
-                    ),
-                )
-                .await
-            {
-                Ok(()) => {}
-                Err(e) if super::host::is_not_found(&e) => {}
-                Err(e) => return Err(self.err("removing the egress proxy's volume")(e)),
-            }
-        }
-        Ok(())
-    }
-
     /// Stop a computer's proxy (a stopped computer keeps its parts until
     /// it is deleted).
     pub(super) async fn stop_egress(&self, docker: &bollard::Docker, computer: &str) -> Result<()> {
-        let (containers, _) = self.parts(docker, computer).await?;
+        let (containers, _) = self.removal(docker).parts(computer).await?;
         for c in containers {
             match docker
                 .stop_container(
@@ -1089,7 +1088,8 @@ impl super::DockerProvider {
     /// a create could take. Returns what it removed.
     pub(super) async fn sweep_egress(&self, now_ms: i64, limit_ms: i64) -> Result<Vec<String>> {
         let docker = self.engine()?;
-        let (containers, volumes) = self.labelled(&docker, LABEL.to_string()).await?;
+        let removal = self.removal(&docker);
+        let (containers, volumes) = removal.labelled(LABEL.to_string()).await?;
         let mut parts: Vec<(String, Labels, i64)> = Vec::new();
         for c in containers {
             let labels: Labels = c.labels.unwrap_or_default().into_iter().collect();
@@ -1139,11 +1139,99 @@ impl super::DockerProvider {
                 };
             if orphan || expired {
                 computers.push(computer.clone());
-                self.remove_egress(&docker, computer).await?;
+                removal.egress(computer).await?;
                 removed.push(name_of(computer));
             }
         }
         Ok(removed)
+    }
+}
+
+impl super::removal::Removal {
+    /// The proxy containers and volumes carrying `label` (`k` or `k=v`),
+    /// stopped ones included.
+    pub(super) async fn labelled(
+        &self,
+        label: String,
+    ) -> Result<(
+        Vec<bollard::models::ContainerSummary>,
+        Vec<bollard::models::Volume>,
+    )> {
+        let docker = &self.docker;
+        let filter = HashMap::from([("label", vec![label])]);
+        let containers = docker
+            .list_containers(Some(
+                bollard::query_parameters::ListContainersOptionsBuilder::new()
+                    .all(true)
+                    .filters(&filter)
+                    .build(),
+            ))
+            .await
+            .map_err(self.err("listing egress proxies"))?;
+        let volumes = docker
+            .list_volumes(Some(
+                bollard::query_parameters::ListVolumesOptionsBuilder::new()
+                    .filters(&filter)
+                    .build(),
+            ))
+            .await
+            .map_err(self.err("listing egress volumes"))?
+            .volumes
+            .unwrap_or_default();
+        Ok((containers, volumes))
+    }
+
+    /// The ids of `computer`'s proxy containers and the names of its
+    /// volumes, found by [`LABEL`], never by name alone.
+    pub(super) async fn parts(&self, computer: &str) -> Result<(Vec<String>, Vec<String>)> {
+        let (containers, volumes) = self.labelled(format!("{LABEL}={computer}")).await?;
+        Ok((
+            containers.into_iter().filter_map(|c| c.id).collect(),
+            volumes.into_iter().map(|v| v.name).collect(),
+        ))
+    }
+
+    /// Remove a computer's proxy and its volume (after the computer). Gone
+    /// is fine.
+    pub(super) async fn egress(&self, computer: &str) -> Result<()> {
+        let docker = &self.docker;
+        let (containers, volumes) = self.parts(computer).await?;
+        for c in containers {
+            match docker
+                .remove_container(
+                    &c,
+                    Some(
+                        bollard::query_parameters::RemoveContainerOptionsBuilder::new()
+                            .force(true)
+                            .v(true)
+                            .build(),
+                    ),
+                )
+                .await
+            {
+                Ok(()) => {}
+                Err(e) if super::host::is_not_found(&e) => {}
+                Err(e) => return Err(self.err("removing the egress proxy")(e)),
+            }
+        }
+        for v in volumes {
+            match docker
+                .remove_volume(
+                    &v,
+                    Some(
+                        bollard::query_parameters::RemoveVolumeOptionsBuilder::new()
+                            .force(true)
+                            .build(),
+                    ),
+                )
+                .await
+            {
+                Ok(()) => {}
+                Err(e) if super::host::is_not_found(&e) => {}
+                Err(e) => return Err(self.err("removing the egress proxy's volume")(e)),
+            }
+        }
+        Ok(())
     }
 }
 
@@ -1178,6 +1266,87 @@ mod tests {
 
     fn host() -> Host {
         crate::docker::drift::tests::host()
+    }
+
+    fn hostname() -> String {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    fn bridge(gateway: Option<&str>, subnet: &str, interface: Option<&str>) -> Bridge {
+        Bridge {
+            gateway: gateway.map(|g| g.parse().unwrap()),
+            subnets: vec![Cidr::parse(subnet).unwrap()],
+            interface: interface.map(String::from),
+        }
+    }
+
+    #[test]
+    fn a_fresh_engines_bridge_without_a_gateway_is_read_with_its_subnet_and_interface() {
+        // What Docker 20.10 answers for "bridge" on its first start: the
+        // IPAM config has the subnet alone.
+        let n: bollard::models::NetworkInspect = serde_json::from_value(serde_json::json!({
+            "Name": "bridge",
+            "IPAM": {"Driver": "default", "Config": [{"Subnet": "172.17.0.0/16"}]},
+            "Options": {"com.docker.network.bridge.name": "docker0"}
+        }))
+        .unwrap();
+        assert_eq!(
+            Bridge::of(&n),
+            bridge(None, "172.17.0.0/16", Some("docker0"))
+        );
+        let n: bollard::models::NetworkInspect = serde_json::from_value(serde_json::json!({
+            "IPAM": {"Config": [{"Subnet": "172.17.0.0/16", "Gateway": "172.17.0.1"}]}
+        }))
+        .unwrap();
+        assert_eq!(
+            Bridge::of(&n),
+            bridge(Some("172.17.0.1"), "172.17.0.0/16", None)
+        );
+    }
+
+    #[test]
+    fn the_engine_is_here_by_its_gateway_or_by_its_bridge_interface_in_its_subnet() {
+        let me = hostname();
+        // The gateway on one of this process's interfaces (loopback stands
+        // for the bridge: every namespace has it).
+        assert_eq!(
+            engine_is_here(&me, &bridge(Some("127.0.0.1"), "127.0.0.0/8", None)),
+            Ok(())
+        );
+        let e = engine_is_here(&me, &bridge(Some("192.0.2.77"), "192.0.2.0/24", Some("lo")))
+            .unwrap_err();
+        assert!(
+            e.contains("the gateway 192.0.2.77") && e.contains("none of this process's addresses"),
+            "{e}"
+        );
+        // No gateway: the named interface, with an address in the subnet.
+        assert_eq!(
+            engine_is_here(&me, &bridge(None, "127.0.0.0/8", Some("lo"))),
+            Ok(())
+        );
+        let e = engine_is_here(&me, &bridge(None, "10.250.0.0/16", Some("lo"))).unwrap_err();
+        assert!(
+            e.contains("no interface lo with an address in its subnet")
+                && e.contains("subnet 10.250.0.0/16"),
+            "{e}"
+        );
+        let e = engine_is_here(&me, &bridge(None, "127.0.0.0/8", Some("cmcp-none0"))).unwrap_err();
+        assert!(e.contains("no interface cmcp-none0"), "{e}");
+        let e = engine_is_here(&me, &bridge(None, "127.0.0.0/8", None)).unwrap_err();
+        assert!(
+            e.contains("shows no gateway and names no bridge interface"),
+            "{e}"
+        );
+        // Another host's engine, whatever its bridge says.
+        let e = engine_is_here(
+            "not-this-host.eg.test",
+            &bridge(Some("127.0.0.1"), "127.0.0.0/8", None),
+        )
+        .unwrap_err();
+        assert!(e.contains("not-this-host.eg.test"), "{e}");
     }
 
     /// What Docker reports for a proxy made from the plan's body.
