@@ -581,9 +581,17 @@ pub async fn janitor(t: &Ctx) -> Result<(), Outcome> {
     )
     .await
     .map_err(|e| Outcome::Fail(format!("sweep failed: {}", e.message)))?;
-    ensure(swept.contains(&c.computer.id), || {
+    let after = t
+        .list(&labels)
+        .await
+        .map_err(|e| Outcome::Fail(format!("list failed: {}", e.message)))?;
+    // It must be gone. Another sweep on the same provider (a second suite
+    // run at once) may have taken it first, so this one need not be the
+    // sweep that released it.
+    let left = after.iter().any(|r| r.id == c.computer.id);
+    ensure(!left, || {
         format!(
-            "a sweep after the deadline released {swept:?}, not {}",
+            "a sweep after the deadline released {swept:?} and left {}, which is still listed",
             c.computer.id
         )
     })
