@@ -1,8 +1,10 @@
 //! Tool-call latency through the whole stack: an rmcp client → stdio →
 //! computer-mcp → computerd (in a local computer) → the program, and back.
-//! Beside it, the daemon-only figure (exec.run straight to the same
-//! computer's socket), a cold session's first call (computer creation
-//! included), and spawn-to-initialized of the server.
+//! Beside it, the floor (the same client against a trivial rmcp server that
+//! spawns the program per call, with no computer: trivial.rs), the
+//! daemon-only figure (exec.run straight to the same computer's socket), a
+//! cold session's first call (computer creation included), and
+//! spawn-to-initialized of the server.
 //!
 //! Run on demand (never part of `cargo test`), as root like the tests:
 //!
@@ -24,6 +26,8 @@ use rmcp::transport::TokioChildProcess;
 
 #[path = "support.rs"]
 mod support;
+#[path = "trivial.rs"]
+mod trivial;
 use support::{SERVER, computerd, line, ms};
 
 fn server_cmd(state: &Path) -> tokio::process::Command {
@@ -54,6 +58,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(500);
+    if std::env::var_os(trivial::ENV).is_some() {
+        return trivial::serve().await;
+    }
     let state = tempfile::tempdir()?;
     println!(
         "computer-mcp tool-call bench (computerd: {})",
@@ -82,32 +89,50 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let cold_med = line("cold session: first exec `true` (computer made)", &mut cold);
 
-    // Warm: one session, many calls.
+    // Warm: one session, many calls, each beside the same call to the
+    // trivial server (the floor), in turn, so both see the same machine.
     let client = ().serve(TokioChildProcess::new(server_cmd(state.path()))?).await?;
+    let mut floor_cmd = tokio::process::Command::new(std::env::current_exe()?);
+    floor_cmd.env(trivial::ENV, "1");
+    let floor = ().serve(TokioChildProcess::new(floor_cmd)?).await?;
     for _ in 0..20 {
         client.call_tool(exec_true()).await?;
+        client.call_tool(exec_command_true()).await?;
+        floor.call_tool(exec_true()).await?;
     }
     let mut warm = Vec::with_capacity(calls);
+    let mut warm_cmd = Vec::with_capacity(calls);
+    let mut trivial = Vec::with_capacity(calls);
     for _ in 0..calls {
         let t = Instant::now();
         let r = client.call_tool(exec_true()).await?;
         warm.push(t.elapsed());
-        assert_ne!(r.is_error, Some(true));
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+        let t = Instant::now();
+        let r = client.call_tool(exec_command_true()).await?;
+        warm_cmd.push(t.elapsed());
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+        let t = Instant::now();
+        let r = floor.call_tool(exec_true()).await?;
+        trivial.push(t.elapsed());
+        assert_ne!(r.is_error, Some(true), "{r:?}");
     }
+    floor.cancel().await?;
+    let trivial_med = line(
+        "floor: a trivial rmcp server spawning `true` per call",
+        &mut trivial,
+    );
     let warm_med = line(
         "warm exec {argv: [true]} through the whole stack",
         &mut warm,
     );
-    let mut warm_cmd = Vec::with_capacity(calls);
-    for _ in 0..calls {
-        let t = Instant::now();
-        let r = client.call_tool(exec_command_true()).await?;
-        warm_cmd.push(t.elapsed());
-        assert_ne!(r.is_error, Some(true));
-    }
     let cmd_med = line(
         "warm exec {command: \"true\"} (bash -c, the login env kept) through the stack",
         &mut warm_cmd,
+    );
+    println!(
+        "ratio exec {{argv}} / trivial server (median)         {:.2}x   (target: at most 1.25x)",
+        warm_med.as_secs_f64() / trivial_med.as_secs_f64()
     );
     println!(
         "ratio exec {{command}} / exec {{argv}} (median)          {:.2}x   (target: at most 1.2x)",
