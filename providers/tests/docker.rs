@@ -16,7 +16,7 @@ use bollard::Docker;
 use bollard::models::ContainerSummaryStateEnum;
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
-    ListVolumesOptionsBuilder, RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder,
+    RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder,
 };
 use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource, Plan, cache};
 use computer_providers::local::cgroup::Limits;
@@ -24,7 +24,7 @@ use computer_providers::{
     AttachBy, ComputerSpec, ErrorCode, Labels, NetworkKind, NetworkPolicy, Provider, Release,
     label, release_older, run_labels,
 };
-use computer_testkit::{DockerEnv, docker_env, need};
+use computer_testkit::{DockerEnv, docker_env, labelled_volumes, need};
 use computerd::client::ComputerExt;
 use computerd::protocol::{ExecParams, ExecResult};
 use tokio_util::sync::CancellationToken;
@@ -99,24 +99,8 @@ impl Env {
                 )
             })
             .collect();
-        let opts = ListVolumesOptionsBuilder::new()
-            .filters(&HashMap::from([(
-                "label",
-                vec![format!("{TEST_LABEL}={}", self.test)],
-            )]))
-            .build();
-        let mut v: Vec<String> = self
-            .docker
-            .list_volumes(Some(opts))
-            .await
-            .unwrap()
-            .volumes
-            .unwrap_or_default()
-            .into_iter()
-            .map(|v| v.name)
-            .collect();
+        let v = labelled_volumes(&self.docker, &format!("{TEST_LABEL}={}", self.test)).await;
         c.sort();
-        v.sort();
         (c, v)
     }
 

@@ -25,8 +25,7 @@ use std::time::Duration;
 use bollard::Docker;
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
-    ListVolumesOptionsBuilder, RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder,
-    StopContainerOptionsBuilder,
+    RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder, StopContainerOptionsBuilder,
 };
 use computer_providers::docker::egress::{self, EgressPlan};
 use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource};
@@ -34,7 +33,7 @@ use computer_providers::{
     AttachBy, ComputerRef, ComputerSpec, ErrorCode, Labels, NetworkKind, NetworkPolicy, Provider,
     Release, label,
 };
-use computer_testkit::{DockerEnv, docker_env, need};
+use computer_testkit::{DockerEnv, docker_env, labelled_volumes, need};
 use computerd::client::ComputerExt;
 use computerd::protocol::ExecParams;
 use serde_json::Value;
@@ -120,22 +119,8 @@ impl Env {
             .flat_map(|c| c.names.unwrap_or_default())
             .map(|n| n.trim_start_matches('/').to_string())
             .collect();
-        let mut v: Vec<String> = self
-            .docker
-            .list_volumes(Some(
-                ListVolumesOptionsBuilder::new()
-                    .filters(&self.filter())
-                    .build(),
-            ))
-            .await
-            .unwrap()
-            .volumes
-            .unwrap_or_default()
-            .into_iter()
-            .map(|v| v.name)
-            .collect();
+        let v = labelled_volumes(&self.docker, &format!("{TEST_LABEL}={}", self.test)).await;
         c.sort();
-        v.sort();
         (c, v)
     }
 

@@ -221,6 +221,26 @@ pub async fn docker_env() -> Option<DockerEnv> {
     })
 }
 
+/// The names of the volumes labelled `label` (`key=value`), sorted.
+#[cfg(feature = "docker")]
+pub async fn labelled_volumes(docker: &bollard::Docker, label: &str) -> Vec<String> {
+    let filter = std::collections::HashMap::from([("label", vec![label.to_string()])]);
+    let opts = bollard::query_parameters::ListVolumesOptionsBuilder::new()
+        .filters(&filter)
+        .build();
+    let mut v: Vec<String> = docker
+        .list_volumes(Some(opts))
+        .await
+        .unwrap()
+        .volumes
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
+    v.sort();
+    v
+}
+
 /// End a child with SIGTERM (init shuts down in order), then SIGKILL what
 /// is still there after `grace`, and reap it.
 pub fn stop_child(child: &mut std::process::Child, grace: Duration) {

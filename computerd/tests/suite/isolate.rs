@@ -113,10 +113,7 @@ async fn vsock_io_uring_user_namespaces_and_32_bit_calls_are_refused() {
     if !need_root() {
         return;
     }
-    let Some(init) = Init::start_with(InitOptions {
-        user: Some(fresh_uid()),
-        ..Default::default()
-    }) else {
+    let Some(init) = Init::as_fresh_user() else {
         return;
     };
     let c = init.client().await;

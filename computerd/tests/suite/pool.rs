@@ -417,10 +417,7 @@ async fn a_program_cannot_reach_into_its_guard() {
     }
     // As an unprivileged user, a program may signal its guard (same user)
     // but not read its memory, environment or descriptors.
-    let Some(init) = Init::start_with(InitOptions {
-        user: Some(fresh_uid()),
-        ..Default::default()
-    }) else {
+    let Some(init) = Init::as_fresh_user() else {
         return;
     };
     let c = init.client().await;

@@ -72,6 +72,15 @@ impl Init {
         Self::start_with(InitOptions::default())
     }
 
+    /// A running init whose programs run as a uid of their own (see
+    /// [`fresh_uid`]), or None as [`Init::start`].
+    pub fn as_fresh_user() -> Option<Init> {
+        Self::start_with(InitOptions {
+            user: Some(fresh_uid()),
+            ..Default::default()
+        })
+    }
+
     pub fn start_with(o: InitOptions) -> Option<Init> {
         if !need_root() {
             return None;
