@@ -3,7 +3,7 @@
 # manifest.json and the server) from a release build:
 #
 #   cargo build --release -p computer-mcp
-#   RUSTFLAGS='-C target-feature=+crt-static' cargo build --release \
+#   RUSTFLAGS='-C target-feature=+crt-static' cargo build --profile daemon \
 #     --target x86_64-unknown-linux-gnu -p computerd
 #   mcpb/pack.sh [OUT_DIR]
 #
@@ -18,7 +18,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 out=${1:-$root/target/mcpb}
 server=${SERVER:-$root/target/release/computer-mcp}
-computerd=${COMPUTERD:-$root/target/x86_64-unknown-linux-gnu/release/computerd}
+computerd=${COMPUTERD:-$root/target/x86_64-unknown-linux-gnu/daemon/computerd}
 
 for f in "$server" "$computerd"; do
   [ -x "$f" ] || { echo "pack: $f is not built (see the top of $0)" >&2; exit 1; }

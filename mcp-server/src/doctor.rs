@@ -260,7 +260,7 @@ pub fn docker_computerd_check(config: &Config) -> Check {
 }
 
 /// How to put the static computerd beside an installed server.
-const INSTALL_STATIC: &str = "install the static computerd beside this binary: RUSTFLAGS='-C target-feature=+crt-static' cargo install --locked --path computerd --bin computerd --target x86_64-unknown-linux-gnu (or give --docker-computerd)";
+const INSTALL_STATIC: &str = "install the static computerd beside this binary: RUSTFLAGS='-C target-feature=+crt-static' cargo install --locked --profile daemon --path computerd --bin computerd --target x86_64-unknown-linux-gnu (or give --docker-computerd)";
 
 /// Make a computer with the configured provider and run `true` in it.
 pub async fn first_computer(provider: Arc<dyn Provider>, config: &Config) -> Check {

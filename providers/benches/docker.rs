@@ -155,7 +155,7 @@ async fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../target/x86_64-unknown-linux-gnu/release/computerd")
+                .join("../target/x86_64-unknown-linux-gnu/daemon/computerd")
         });
     let (execs, creates) = (
         count("CMCP_BENCH_EXECS", 200),

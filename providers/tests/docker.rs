@@ -3,7 +3,7 @@
 //! (as CI does). The image is CMCP_TEST_DOCKER_IMAGE (default
 //! computer-mcp-test/debian:bookworm, built by fixtures/images/build.sh),
 //! the static daemon CMCP_TEST_DOCKER_COMPUTERD (default
-//! target/x86_64-unknown-linux-gnu/release/computerd).
+//! target/x86_64-unknown-linux-gnu/daemon/computerd).
 
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]

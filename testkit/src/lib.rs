@@ -157,7 +157,7 @@ pub struct DockerEnv {
     /// (made by `fixtures/images/build.sh`).
     pub image: String,
     /// `CMCP_TEST_DOCKER_COMPUTERD`, else the workspace's
-    /// `target/x86_64-unknown-linux-gnu/release/computerd`.
+    /// `target/x86_64-unknown-linux-gnu/daemon/computerd`.
     pub computerd: PathBuf,
 }
 
@@ -202,13 +202,13 @@ pub async fn docker_env() -> Option<DockerEnv> {
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .parent()
                 .unwrap()
-                .join("target/x86_64-unknown-linux-gnu/release/computerd")
+                .join("target/x86_64-unknown-linux-gnu/daemon/computerd")
         });
     if !need(
         "docker",
         computerd.exists(),
         &format!(
-            "the static computerd {} is not built (RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu -p computerd)",
+            "the static computerd {} is not built (RUSTFLAGS='-C target-feature=+crt-static' cargo build --profile daemon --target x86_64-unknown-linux-gnu -p computerd)",
             computerd.display()
         ),
     ) {

@@ -223,12 +223,12 @@ fn launch_env(m: &Value, dir: &Path) -> Vec<(String, String)> {
 
 #[test]
 fn the_packed_bundle_starts_its_server_as_the_manifest_says() {
-    let computerd = root().join("target/x86_64-unknown-linux-gnu/release/computerd");
+    let computerd = root().join("target/x86_64-unknown-linux-gnu/daemon/computerd");
     if !computer_testkit::need(
         "docker",
         computerd.is_file(),
         &format!(
-            "the static computerd {} is not built (RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu -p computerd)",
+            "the static computerd {} is not built (RUSTFLAGS='-C target-feature=+crt-static' cargo build --profile daemon --target x86_64-unknown-linux-gnu -p computerd)",
             computerd.display()
         ),
     ) {

@@ -89,7 +89,7 @@ fn the_docker_provider_passes_core_through_the_command() {
         "drift",
         drift.is_file(),
         &format!(
-            "the static drift build {} is not built (RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu -p computerd --features drift-version --bin computerd-drift)",
+            "the static drift build {} is not built (RUSTFLAGS='-C target-feature=+crt-static' cargo build --profile daemon --target x86_64-unknown-linux-gnu -p computerd --features drift-version --bin computerd-drift)",
             drift.display()
         ),
     ) {
@@ -192,7 +192,7 @@ fn docker_daemons() -> (std::path::PathBuf, std::path::PathBuf) {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| {
             Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../target/x86_64-unknown-linux-gnu/release/computerd")
+                .join("../target/x86_64-unknown-linux-gnu/daemon/computerd")
         });
     let drift = computerd.with_file_name("computerd-drift");
     (computerd, drift)
@@ -201,7 +201,7 @@ fn docker_daemons() -> (std::path::PathBuf, std::path::PathBuf) {
 /// The static desktop fixture, built with the static computerd.
 fn static_fixture() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/x86_64-unknown-linux-gnu/release/computerd-x11-fixture")
+        .join("../target/x86_64-unknown-linux-gnu/daemon/computerd-x11-fixture")
 }
 
 #[test]

@@ -175,7 +175,7 @@ impl Server {
             .map(PathBuf::from)
             .unwrap_or_else(|| {
                 Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../target/x86_64-unknown-linux-gnu/release/computerd")
+                    .join("../target/x86_64-unknown-linux-gnu/daemon/computerd")
             });
         if !computer_testkit::need(
             "docker",

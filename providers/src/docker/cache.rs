@@ -76,7 +76,7 @@ pub fn check_static(path: &Path) -> Result<()> {
         // PT_INTERP: the binary needs a dynamic loader the image may lack.
         if u32::from_le_bytes([head[o], head[o + 1], head[o + 2], head[o + 3]]) == 3 {
             return bad(format!(
-                "the computerd at {shown} is dynamically linked, and a computer's image may have no libc: build the static one (RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu -p computerd) and give it with --docker-computerd"
+                "the computerd at {shown} is dynamically linked, and a computer's image may have no libc: build the static one (RUSTFLAGS='-C target-feature=+crt-static' cargo build --profile daemon --target x86_64-unknown-linux-gnu -p computerd) and give it with --docker-computerd"
             ));
         }
     }
