@@ -29,20 +29,35 @@ fn exec_true() -> CallToolRequestParams {
     CallToolRequestParams::new("exec").with_arguments(args.as_object().unwrap().clone())
 }
 
-/// A process's resident memory (KiB) and open descriptors.
-fn usage(pid: u32) -> (u64, usize) {
-    let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0);
+/// A process's resident memory (KiB): all of it, and its anonymous part
+/// (heap and stacks; the rest is the binary's and libraries' pages, which
+/// grow as code runs for the first time and are shared and reclaimable).
+#[derive(Clone, Copy)]
+struct Usage {
+    rss: u64,
+    anon: u64,
+    fds: usize,
+    threads: u64,
+}
+
+fn usage(pid: u32) -> Usage {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib = |key: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|d| d.count())
         .unwrap_or(0);
-    (rss, fds)
+    Usage {
+        rss: kib("VmRSS:"),
+        anon: kib("RssAnon:"),
+        fds,
+        threads: kib("Threads:"),
+    }
 }
 
 /// The computer's daemon: the init whose socket is under `state`.
@@ -58,14 +73,20 @@ fn daemon_pid(state: &Path) -> Option<u32> {
     None
 }
 
-fn show(name: &str, before: (u64, usize), after: (u64, usize)) {
+fn show(name: &str, before: Usage, after: Usage) {
+    let pct = |b: u64, a: u64| (a as f64 - b as f64) * 100.0 / (b.max(1) as f64);
     println!(
-        "{name:<40} RSS {:>7} KiB -> {:>7} KiB ({:+.1}%)   fds {} -> {}",
-        before.0,
-        after.0,
-        (after.0 as f64 - before.0 as f64) * 100.0 / (before.0.max(1) as f64),
-        before.1,
-        after.1
+        "{name:<40} RSS {:>7} KiB -> {:>7} KiB ({:+.1}%)   anonymous {:>6} -> {:>6} KiB ({:+.1}%)   fds {} -> {}   threads {} -> {}",
+        before.rss,
+        after.rss,
+        pct(before.rss, after.rss),
+        before.anon,
+        after.anon,
+        pct(before.anon, after.anon),
+        before.fds,
+        after.fds,
+        before.threads,
+        after.threads
     );
 }
 
@@ -157,6 +178,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tokio::time::sleep(Duration::from_secs(6)).await;
     show(
         "server 7 s after the burst",
+        server_before,
+        usage(server_pid),
+    );
+    // Past tokio's 10 s keep-alive, the blocking threads the burst started
+    // (stdio's reads and writes) have ended, with their stacks.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    show(
+        "server 13 s after the burst",
         server_before,
         usage(server_pid),
     );
