@@ -16,7 +16,7 @@ use bollard::Docker;
 use bollard::models::ContainerSummaryStateEnum;
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
-    RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder,
+    RemoveContainerOptionsBuilder,
 };
 use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource, Plan, cache};
 use computer_providers::local::cgroup::Limits;
@@ -24,7 +24,9 @@ use computer_providers::{
     AttachBy, ComputerSpec, ErrorCode, Labels, NetworkKind, NetworkPolicy, Provider, Release,
     label, release_older, run_labels,
 };
-use computer_testkit::{DockerEnv, docker_env, labelled_volumes, need};
+use computer_testkit::{
+    DockerEnv, docker_env, labelled_containers, labelled_volumes, need, remove_labelled,
+};
 use computerd::client::ComputerExt;
 use computerd::protocol::{ExecParams, ExecResult};
 use tokio_util::sync::CancellationToken;
@@ -48,38 +50,18 @@ impl Env {
         s
     }
 
+    fn label(&self) -> String {
+        format!("{TEST_LABEL}={}", self.test)
+    }
+
     /// Every container of this test, running or not.
     async fn ours(&self) -> Vec<bollard::models::ContainerSummary> {
-        let opts = ListContainersOptionsBuilder::new()
-            .all(true)
-            .filters(&HashMap::from([(
-                "label",
-                vec![format!("{TEST_LABEL}={}", self.test)],
-            )]))
-            .build();
-        self.docker.list_containers(Some(opts)).await.unwrap()
+        labelled_containers(&self.docker, &self.label()).await
     }
 
     /// Remove every container and volume of this test.
     async fn clean(&self) {
-        for c in self.ours().await {
-            let _ = self
-                .docker
-                .remove_container(
-                    c.id.as_deref().unwrap(),
-                    Some(RemoveContainerOptionsBuilder::new().force(true).build()),
-                )
-                .await;
-        }
-        for v in self.left().await.1 {
-            let _ = self
-                .docker
-                .remove_volume(
-                    &v,
-                    Some(RemoveVolumeOptionsBuilder::new().force(true).build()),
-                )
-                .await;
-        }
+        remove_labelled(&self.docker, &self.label()).await;
     }
 
     /// The names of this test's containers (with `*` after a running
@@ -99,7 +81,7 @@ impl Env {
                 )
             })
             .collect();
-        let v = labelled_volumes(&self.docker, &format!("{TEST_LABEL}={}", self.test)).await;
+        let v = labelled_volumes(&self.docker, &self.label()).await;
         c.sort();
         (c, v)
     }

@@ -19,13 +19,12 @@
 #[path = "egress/net.rs"]
 mod net;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use bollard::Docker;
 use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
-    RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder, StopContainerOptionsBuilder,
+    CreateContainerOptionsBuilder, InspectContainerOptions, RemoveContainerOptionsBuilder,
+    StopContainerOptionsBuilder,
 };
 use computer_providers::docker::egress::{self, EgressPlan};
 use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource};
@@ -33,7 +32,9 @@ use computer_providers::{
     AttachBy, ComputerRef, ComputerSpec, ErrorCode, Labels, NetworkKind, NetworkPolicy, Provider,
     Release, label,
 };
-use computer_testkit::{DockerEnv, docker_env, labelled_volumes, need};
+use computer_testkit::{
+    DockerEnv, docker_env, labelled_containers, labelled_volumes, need, remove_labelled,
+};
 use computerd::client::ComputerExt;
 use computerd::protocol::ExecParams;
 use serde_json::Value;
@@ -99,51 +100,25 @@ impl Env {
         s
     }
 
-    fn filter(&self) -> HashMap<&'static str, Vec<String>> {
-        HashMap::from([("label", vec![format!("{TEST_LABEL}={}", self.test)])])
+    fn label(&self) -> String {
+        format!("{TEST_LABEL}={}", self.test)
     }
 
     /// The containers and volumes of this test, by name.
     async fn left(&self) -> (Vec<String>, Vec<String>) {
-        let mut c: Vec<String> = self
-            .docker
-            .list_containers(Some(
-                ListContainersOptionsBuilder::new()
-                    .all(true)
-                    .filters(&self.filter())
-                    .build(),
-            ))
+        let mut c: Vec<String> = labelled_containers(&self.docker, &self.label())
             .await
-            .unwrap()
             .into_iter()
             .flat_map(|c| c.names.unwrap_or_default())
             .map(|n| n.trim_start_matches('/').to_string())
             .collect();
-        let v = labelled_volumes(&self.docker, &format!("{TEST_LABEL}={}", self.test)).await;
+        let v = labelled_volumes(&self.docker, &self.label()).await;
         c.sort();
         (c, v)
     }
 
     async fn clean(&self) {
-        let (containers, volumes) = self.left().await;
-        for c in containers {
-            let _ = self
-                .docker
-                .remove_container(
-                    &c,
-                    Some(RemoveContainerOptionsBuilder::new().force(true).build()),
-                )
-                .await;
-        }
-        for v in volumes {
-            let _ = self
-                .docker
-                .remove_volume(
-                    &v,
-                    Some(RemoveVolumeOptionsBuilder::new().force(true).build()),
-                )
-                .await;
-        }
+        remove_labelled(&self.docker, &self.label()).await;
     }
 
     async fn inspect(&self, name: &str) -> Value {

@@ -221,6 +221,52 @@ pub async fn docker_env() -> Option<DockerEnv> {
     })
 }
 
+/// Every container labelled `label` (`key=value`), running or not.
+#[cfg(feature = "docker")]
+pub async fn labelled_containers(
+    docker: &bollard::Docker,
+    label: &str,
+) -> Vec<bollard::models::ContainerSummary> {
+    let filter = std::collections::HashMap::from([("label", vec![label.to_string()])]);
+    let opts = bollard::query_parameters::ListContainersOptionsBuilder::new()
+        .all(true)
+        .filters(&filter)
+        .build();
+    docker.list_containers(Some(opts)).await.unwrap()
+}
+
+/// Remove, forced, every container and then every volume labelled
+/// `label` (a test's own clean-up; errors are ignored).
+#[cfg(feature = "docker")]
+pub async fn remove_labelled(docker: &bollard::Docker, label: &str) {
+    for c in labelled_containers(docker, label).await {
+        if let Some(id) = c.id.as_deref() {
+            let _ = docker
+                .remove_container(
+                    id,
+                    Some(
+                        bollard::query_parameters::RemoveContainerOptionsBuilder::new()
+                            .force(true)
+                            .build(),
+                    ),
+                )
+                .await;
+        }
+    }
+    for v in labelled_volumes(docker, label).await {
+        let _ = docker
+            .remove_volume(
+                &v,
+                Some(
+                    bollard::query_parameters::RemoveVolumeOptionsBuilder::new()
+                        .force(true)
+                        .build(),
+                ),
+            )
+            .await;
+    }
+}
+
 /// The names of the volumes labelled `label` (`key=value`), sorted.
 #[cfg(feature = "docker")]
 pub async fn labelled_volumes(docker: &bollard::Docker, label: &str) -> Vec<String> {
