@@ -36,6 +36,7 @@ pub mod files;
 pub mod guard;
 pub mod init;
 pub mod isolate;
+pub mod plain;
 pub mod probe;
 pub mod process;
 pub mod proctree;

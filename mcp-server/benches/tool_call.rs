@@ -10,6 +10,10 @@
 //!
 //!     cargo bench -p computer-mcp --bench tool_call
 //!
+//! The warm calls: `argv: [true]`, `command: "true"` (a bash builtin,
+//! so bash starts), and `uname -s` as argv and as a command (a plain
+//! command, which computerd starts without bash).
+//!
 //! `CMCP_BENCH_CALLS` sets the warm calls (default 500); `COMPUTERD_BIN`
 //! the daemon (default: the one beside the server, else the server itself).
 
@@ -42,14 +46,34 @@ fn server_cmd(state: &Path) -> tokio::process::Command {
     cmd
 }
 
-fn exec_true() -> CallToolRequestParams {
-    let args = serde_json::json!({"argv": ["true"]});
+fn exec(args: serde_json::Value) -> CallToolRequestParams {
     CallToolRequestParams::new("exec").with_arguments(args.as_object().unwrap().clone())
 }
 
-fn exec_command_true() -> CallToolRequestParams {
-    let args = serde_json::json!({"command": "true"});
-    CallToolRequestParams::new("exec").with_arguments(args.as_object().unwrap().clone())
+fn exec_true() -> CallToolRequestParams {
+    exec(serde_json::json!({"argv": ["true"]}))
+}
+
+/// The warm calls, each measured in turn: (name, call).
+fn warm_calls() -> [(&'static str, CallToolRequestParams); 4] {
+    [
+        (
+            "warm exec {argv: [true]} through the whole stack",
+            exec_true(),
+        ),
+        (
+            "warm exec {command: \"true\"} (a builtin: bash runs)",
+            exec(serde_json::json!({"command": "true"})),
+        ),
+        (
+            "warm exec {argv: [uname, -s]}",
+            exec(serde_json::json!({"argv": ["uname", "-s"]})),
+        ),
+        (
+            "warm exec {command: \"uname -s\"} (a plain command)",
+            exec(serde_json::json!({"command": "uname -s"})),
+        ),
+    ]
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -95,23 +119,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut floor_cmd = tokio::process::Command::new(std::env::current_exe()?);
     floor_cmd.env(trivial::ENV, "1");
     let floor = ().serve(TokioChildProcess::new(floor_cmd)?).await?;
+    let calls_in_turn = warm_calls();
     for _ in 0..20 {
-        client.call_tool(exec_true()).await?;
-        client.call_tool(exec_command_true()).await?;
+        for (_, call) in &calls_in_turn {
+            client.call_tool(call.clone()).await?;
+        }
         floor.call_tool(exec_true()).await?;
     }
-    let mut warm = Vec::with_capacity(calls);
-    let mut warm_cmd = Vec::with_capacity(calls);
+    let mut warm: Vec<Vec<Duration>> = vec![Vec::with_capacity(calls); calls_in_turn.len()];
     let mut trivial = Vec::with_capacity(calls);
     for _ in 0..calls {
-        let t = Instant::now();
-        let r = client.call_tool(exec_true()).await?;
-        warm.push(t.elapsed());
-        assert_ne!(r.is_error, Some(true), "{r:?}");
-        let t = Instant::now();
-        let r = client.call_tool(exec_command_true()).await?;
-        warm_cmd.push(t.elapsed());
-        assert_ne!(r.is_error, Some(true), "{r:?}");
+        for ((_, call), times) in calls_in_turn.iter().zip(warm.iter_mut()) {
+            let t = Instant::now();
+            let r = client.call_tool(call.clone()).await?;
+            times.push(t.elapsed());
+            assert_ne!(r.is_error, Some(true), "{r:?}");
+        }
         let t = Instant::now();
         let r = floor.call_tool(exec_true()).await?;
         trivial.push(t.elapsed());
@@ -122,21 +145,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "floor: a trivial rmcp server spawning `true` per call",
         &mut trivial,
     );
-    let warm_med = line(
-        "warm exec {argv: [true]} through the whole stack",
-        &mut warm,
-    );
-    let cmd_med = line(
-        "warm exec {command: \"true\"} (bash -c, the login env kept) through the stack",
-        &mut warm_cmd,
-    );
+    let meds: Vec<Duration> = calls_in_turn
+        .iter()
+        .zip(warm.iter_mut())
+        .map(|((name, _), times)| line(name, times))
+        .collect();
+    let (warm_med, builtin_med, uname_med, plain_med) = (meds[0], meds[1], meds[2], meds[3]);
     println!(
         "ratio exec {{argv}} / trivial server (median)         {:.2}x   (target: at most 1.25x)",
         warm_med.as_secs_f64() / trivial_med.as_secs_f64()
     );
     println!(
-        "ratio exec {{command}} / exec {{argv}} (median)          {:.2}x   (target: at most 1.2x)",
-        cmd_med.as_secs_f64() / warm_med.as_secs_f64()
+        "ratio exec {{command}} / exec {{argv}}, uname (median)  {:.2}x   (target: at most 1.2x)",
+        plain_med.as_secs_f64() / uname_med.as_secs_f64()
+    );
+    println!(
+        "ratio exec {{command: true}} / exec {{argv: [true]}}     {:.2}x   (bash itself starts)",
+        builtin_med.as_secs_f64() / warm_med.as_secs_f64()
     );
 
     // The daemon alone, on the same computer's socket.

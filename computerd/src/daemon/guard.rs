@@ -316,8 +316,17 @@ impl Guard {
             .map(|(_, v)| v.as_str());
         let resolved = resolve_program(program, path_var);
         if !spec.pty && spec.user.is_none() {
+            // A `bash -c` line that is one plain command: its program,
+            // started as bash would exec it (bash runs when that fails).
+            if let Some(p) = super::plain::command(&spec.argv, &spec.env)
+                && let Ok(pid) = spawn_plain(&p.program, &p.argv, &p.env)
+            {
+                self.child = pid;
+                self.send(&GuardEvent::Started { pid });
+                return to_dev_null();
+            }
             // The common case: posix_spawn (vfork) is the cheapest start.
-            return match spawn_plain(&resolved, &spec) {
+            return match spawn_plain(&resolved, &spec.argv, &spec.env) {
                 Ok(pid) => {
                     self.child = pid;
                     self.send(&GuardEvent::Started { pid });
@@ -628,17 +637,19 @@ impl Guard {
 /// 32 and 33 included, goes in the "set to default" set: otherwise glibc's
 /// posix_spawn leaves those two ignored in the child, and an ignore
 /// survives exec.
-fn spawn_plain(program: &std::path::Path, spec: &GuardSpec) -> Result<i32, nix::errno::Errno> {
+fn spawn_plain(
+    program: &std::path::Path,
+    argv: &[String],
+    env: &[(String, String)],
+) -> Result<i32, nix::errno::Errno> {
     use nix::spawn::{PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags, posix_spawn};
     use std::ffi::CString;
     let cstr = |s: &str| CString::new(s).map_err(|_| nix::errno::Errno::EINVAL);
-    let argv = spec
-        .argv
+    let argv = argv
         .iter()
         .map(|a| cstr(a))
         .collect::<Result<Vec<_>, _>>()?;
-    let envp = spec
-        .env
+    let envp = env
         .iter()
         .map(|(k, v)| cstr(&format!("{k}={v}")))
         .collect::<Result<Vec<_>, _>>()?;

@@ -386,3 +386,98 @@ async fn a_daemon_without_setuid_denies_a_user_switch() {
     let r = c.call(&p).await.unwrap();
     assert_eq!(r.stdout.0, format!("{me}\n").into_bytes());
 }
+
+/// `bash -c LINE` as a program sees it, its output lines sorted (bash's
+/// own variables come in another order than the guard's).
+async fn bash_c(
+    c: &computerd::client::DaemonClient,
+    line: &str,
+    cwd: &str,
+    env: &std::collections::BTreeMap<String, String>,
+) -> (Option<i32>, Vec<String>, String) {
+    let r = c
+        .call(&ExecParams {
+            argv: vec!["/bin/bash".into(), "-c".into(), line.into()],
+            cwd: Some(cwd.into()),
+            env: Some(env.clone()),
+            timeout_ms: Some(20_000),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut out: Vec<String> = String::from_utf8(r.stdout.0)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    out.sort();
+    (r.exit_code, out, String::from_utf8(r.stderr.0).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_bash_line_gives_what_bash_itself_gives() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(init) = Init::start() else {
+        return;
+    };
+    let c = init.client().await;
+    // A working directory reached through a symlink (bash's PWD is the
+    // physical one), a copy of env, a script without #!, a file that may
+    // not be executed.
+    let real = init.path("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = init.path("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    std::fs::copy("/usr/bin/env", format!("{real}/myenv")).unwrap();
+    std::fs::write(format!("{real}/noshebang"), "echo ran by a shell: $0\n").unwrap();
+    std::fs::write(format!("{real}/data"), "not a program\n").unwrap();
+    for (f, mode) in [("noshebang", 0o755), ("data", 0o644)] {
+        std::fs::set_permissions(format!("{real}/{f}"), std::fs::Permissions::from_mode(mode))
+            .unwrap();
+    }
+    let base = marked(&init.marker);
+    let mut trailing = base.clone();
+    trailing.insert("PATH".into(), "/usr/bin/:/bin".into());
+    let mut steered = base.clone();
+    steered.insert("BASH_ENV".into(), format!("{real}/noshebang"));
+    // Variables bash resets (IFS, LINENO) or drops (PPID, RANDOM).
+    let mut own = base.clone();
+    for (k, v) in [
+        ("IFS", ":"),
+        ("LINENO", "9"),
+        ("PPID", "1"),
+        ("RANDOM", "4"),
+    ] {
+        own.insert(k.into(), v.into());
+    }
+    // Each line beside the same line with a backslash before its first
+    // word, which only bash itself can run.
+    for (plain, forced, env) in [
+        ("env", "\\env", &base),
+        ("env -u HOME", "\\env -u HOME", &base),
+        ("./myenv", "\\./myenv", &base),
+        ("env", "\\env", &trailing),
+        ("./noshebang a b", "\\./noshebang a b", &base),
+        ("no-such-program-cmt", "\\no-such-program-cmt", &base),
+        ("./data", "\\./data", &base),
+        ("env", "\\env", &steered),
+        ("env", "\\env", &own),
+    ] {
+        let fast = bash_c(&c, plain, &link, env).await;
+        let shell = bash_c(&c, forced, &link, env).await;
+        assert_eq!(fast, shell, "{plain:?} with PATH {:?}", env.get("PATH"));
+    }
+    // What bash adds, and the run's own variables.
+    let (code, out, _) = bash_c(&c, "env", &link, &base).await;
+    assert_eq!(code, Some(0));
+    for want in ["PWD=", "SHLVL=0", "_=/usr/bin/env"] {
+        assert!(out.iter().any(|l| l.starts_with(want)), "{want}: {out:?}");
+    }
+    assert!(out.contains(&format!("PWD={real}")), "{out:?}");
+    let (code, _, err) = bash_c(&c, "no-such-program-cmt", &link, &base).await;
+    assert_eq!(code, Some(127));
+    assert!(err.contains("command not found"), "{err}");
+    let (code, _, err) = bash_c(&c, "./data", &link, &base).await;
+    assert_eq!(code, Some(126));
+    assert!(err.contains("Permission denied"), "{err}");
+}
