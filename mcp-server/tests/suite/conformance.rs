@@ -404,14 +404,7 @@ fn vendor_passes(kind: computer_providers::vendor_fake::Kind, id: &str) {
             "--json",
         ],
     );
-    // A vendor's browser reaches the open network only, and has a live view.
-    let mut ids: Vec<&str> = BROWSER_CASES
-        .iter()
-        .copied()
-        .filter(|c| *c != "browser.network-none")
-        .collect();
-    ids.push("browser.live-view");
-    assert_kind_passes(&out, id, &ids);
+    assert_kind_passes(&out, id, &vendor_cases());
     // The signed CDP URL's secret is in no word of the report or the log.
     for text in [&out.stdout, &out.stderr] {
         let text = String::from_utf8_lossy(text);
@@ -423,6 +416,52 @@ fn vendor_passes(kind: computer_providers::vendor_fake::Kind, id: &str) {
     }
     // Everything the run made was released.
     assert_eq!(fake.live(), Vec::<String>::new(), "{id}: browsers left");
+}
+
+/// The cases a vendor's browser runs: it reaches the open network only,
+/// and has a live view.
+fn vendor_cases() -> Vec<&'static str> {
+    let mut ids: Vec<&str> = BROWSER_CASES
+        .iter()
+        .copied()
+        .filter(|c| *c != "browser.network-none")
+        .collect();
+    ids.push("browser.live-view");
+    ids
+}
+
+/// A vendor's real service, when its key is in the environment
+/// (`COMPUTER_MCP_<VENDOR>_API_KEY`, with the provider's other variables
+/// as the user sets them): the same cases as against the fake, and no
+/// word of the key in the report. Without a key this skips, unless
+/// `COMPUTER_MCP_REQUIRE` names `<vendor>-live`.
+fn vendor_live_passes(id: &str) {
+    let var = format!("COMPUTER_MCP_{}_API_KEY", id.to_uppercase());
+    let key = std::env::var(&var).unwrap_or_default();
+    if !computer_testkit::need(
+        &format!("{id}-live"),
+        !key.is_empty(),
+        &format!("{var} is not set, so no live {id} run"),
+    ) {
+        return;
+    }
+    // The key comes from the environment, never from the command line.
+    let out = conformance(None, &["--kind", "browser", "--provider", id, "--json"]);
+    assert_kind_passes(&out, &format!("live {id}"), &vendor_cases());
+    for text in [&out.stdout, &out.stderr] {
+        let text = String::from_utf8_lossy(text);
+        assert!(!text.contains(&key), "live {id}: the key leaked");
+    }
+}
+
+#[test]
+fn a_live_browserbase_passes_the_browser_kind_when_its_key_is_given() {
+    vendor_live_passes("browserbase");
+}
+
+#[test]
+fn a_live_kernel_passes_the_browser_kind_when_its_key_is_given() {
+    vendor_live_passes("kernel");
 }
 
 #[test]

@@ -1333,6 +1333,31 @@ pub(super) async fn screenshot(ctx: &ToolContext, a: ScreenshotArgs) -> Result<C
 mod tests {
     use super::*;
 
+    /// The members of Anthropic's browser toolset that name a field
+    /// another way decode to ours: `text` for press and eval,
+    /// `scroll_direction` for scroll; a misspelt field is still refused.
+    #[test]
+    fn the_browser_toolsets_field_names_are_taken() {
+        let press: PressArgs =
+            serde_json::from_value(json!({"text": "ctrl+a", "tab_id": "t1"})).unwrap();
+        assert_eq!((press.key, press.text.as_deref()), (None, Some("ctrl+a")));
+        let eval: super::super::page::EvalArgs =
+            serde_json::from_value(json!({"text": "document.title"})).unwrap();
+        assert_eq!(eval.text.as_deref(), Some("document.title"));
+        let scroll: super::super::gesture::ScrollArgs =
+            serde_json::from_value(json!({"scroll_direction": "down", "amount": 300})).unwrap();
+        assert_eq!(
+            scroll.direction,
+            Some(super::super::gesture::Direction::Down)
+        );
+        assert_eq!(scroll.amount, Some(300));
+        let wrong = serde_json::from_value::<super::super::gesture::ScrollArgs>(
+            json!({"scroll_dir": "down"}),
+        )
+        .unwrap_err();
+        assert!(wrong.to_string().contains("scroll_dir"), "{wrong}");
+    }
+
     /// The flat listed schema takes both forms; decoding stays exact.
     #[test]
     fn a_target_is_a_ref_or_one_typed_form_and_nothing_mixed() {
