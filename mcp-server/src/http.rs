@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::serve::ListenerExt;
@@ -27,9 +27,16 @@ struct Auth {
     tokens: Arc<Vec<(String, Principal)>>,
 }
 
-/// 401 unless the request carries `Authorization: Bearer <token>` with one
+/// 403 unless the request carries `Authorization: Bearer <token>` with one
 /// of the tokens (each compared in constant time, every one of them tried);
 /// the request then carries the token's [`Principal`].
+///
+/// Not 401: MCP clients take a 401 as the start of MCP's OAuth flow, which
+/// this server does not offer. The Inspector 2.12 CLI, given a wrong token,
+/// answers every 401 (with or without a `WWW-Authenticate` challenge) with
+/// "Interactive OAuth requires a TTY" and nothing of ours; given a 403 it
+/// prints these words, which say whether the token was missing or wrong
+/// and where the right one comes from.
 async fn require_bearer(State(auth): State<Auth>, mut req: Request, next: Next) -> Response {
     let given = req
         .headers()
@@ -45,26 +52,12 @@ async fn require_bearer(State(auth): State<Auth>, mut req: Request, next: Next) 
         }
     }
     let Some(principal) = found else {
-        // RFC 6750: no error code for a missing token, invalid_token for a
-        // wrong one. No resource metadata is named: this server offers no
-        // OAuth, so a client has nothing to discover.
-        let (challenge, words) = if given.is_empty() {
-            (
-                "Bearer",
-                "no bearer token: send Authorization: Bearer <token>, with the token the server printed or was given (--token / COMPUTER_MCP_TOKEN)\n",
-            )
+        let words = if given.is_empty() {
+            "no bearer token: send the header Authorization: Bearer <token>, with the token the server printed or was given (--token / COMPUTER_MCP_TOKEN); this server offers no OAuth\n"
         } else {
-            (
-                "Bearer error=\"invalid_token\"",
-                "the bearer token is not one of this server's (--token / COMPUTER_MCP_TOKEN)\n",
-            )
+            "the bearer token is not one of this server's (--token / COMPUTER_MCP_TOKEN); this server offers no OAuth\n"
         };
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static(challenge),
-        );
-        return (StatusCode::UNAUTHORIZED, headers, words).into_response();
+        return (StatusCode::FORBIDDEN, words).into_response();
     };
     req.extensions_mut().insert(principal);
     next.run(req).await
