@@ -43,7 +43,9 @@ cp "$computerd" "$stage/server/computerd"
 chmod 0755 "$stage/server/computer-mcp" "$stage/server/computerd"
 bundle="$out/computer-mcp-$version-linux-x86_64.mcpb"
 rm -f "$bundle"
-(cd "$stage" && zip -q -r -X "$bundle" manifest.json server)
+# -D: no entries for directories; the reference mcpb CLI's unpack (2.1.2)
+# opens every entry as a file and fails on one ("EISDIR ... server/").
+(cd "$stage" && zip -q -r -X -D "$bundle" manifest.json server)
 sha=$(sha256sum "$bundle" | cut -d' ' -f1)
 python3 - "$root/server.json" "$out/server.json" "$sha" <<'PY'
 import json, sys

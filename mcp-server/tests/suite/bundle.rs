@@ -265,6 +265,21 @@ fn the_packed_bundle_starts_its_server_as_the_manifest_says() {
     let sha = sha.split_whitespace().next().unwrap();
     let release: Value = serde_json::from_str(&std::fs::read_to_string(release).unwrap()).unwrap();
     assert_eq!(release["packages"][0]["fileSha256"], sha);
+    // Files only, no entries for directories: the reference mcpb CLI's
+    // unpack (2.1.2) opens every entry as a file and fails on a "server/".
+    let listed = Command::new("unzip")
+        .arg("-Z1")
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    let mut names: Vec<&str> = listed.lines().collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["manifest.json", "server/computer-mcp", "server/computerd"],
+        "the bundle's entries"
+    );
     // Unpacked, the manifest is the one in the tree and its entry point
     // is inside.
     let dir = out.path().join("unpacked");
