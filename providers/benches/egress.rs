@@ -4,12 +4,23 @@
 //! Against the test hosts of `tests/egress/net.rs` (a network namespace
 //! of the bench's own; nothing leaves this machine):
 //! - throughput of a 100 MiB download with curl from inside an allowlisted
-//!   local computer (init's relay, then the proxy) versus curl direct from
-//!   this machine's namespace, the two in turn [`ROUNDS`] times, medians
-//!   compared (the range of each shown);
+//!   local computer (init hands the connection to the proxy, which carries
+//!   it) versus curl direct from this machine's namespace, the two in turn
+//!   `CMCP_BENCH_ROUNDS` times (default [`ROUNDS`]), medians compared (the
+//!   range of each shown), and the median of each round's ratio;
+//! - the CPU time the whole machine spent per download each way (from
+//!   /proc/stat, so the kernel's share in every process and interrupt is
+//!   counted), and how many CPUs that kept busy: where the direct way
+//!   already keeps this machine's CPUs busy, the ratio of throughputs is
+//!   the ratio of CPU costs;
 //! - the latency of a small request, the same two ways (median and p90 of
 //!   50 requests in one curl run; each a new connection, as the test
 //!   server closes every one).
+//!
+//! `CMCP_BENCH_HOLD=SECS` keeps the computer SECS seconds after the figures
+//! (its `sleep` is the newest on this machine), for measuring by hand from
+//! its network namespace: `nsenter --net=/proc/PID/ns/net curl -x
+//! http://127.0.0.1:3128 http://good.eg.test/big`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -26,7 +37,26 @@ use tokio_util::sync::CancellationToken;
 
 const SMALL: usize = 50;
 /// Downloads each way.
-const ROUNDS: usize = 7;
+const ROUNDS: usize = 21;
+
+/// The machine's busy time so far, in clock ticks (user, nice, system,
+/// irq and softirq of every CPU).
+fn busy_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let cpu = stat.lines().next().unwrap_or_default();
+    let f: Vec<u64> = cpu
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    [0, 1, 2, 5, 6].iter().filter_map(|&i| f.get(i)).sum()
+}
+
+fn tick_ms() -> f64 {
+    // SAFETY: sysconf only reads a constant of the system.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    1000.0 / if hz > 0 { hz as f64 } else { 100.0 }
+}
 
 fn times(text: &str) -> Vec<f64> {
     let mut v: Vec<f64> = text
@@ -114,20 +144,40 @@ async fn main() {
     // The two ways in turn, ROUNDS times: one download of a few hundred
     // milliseconds says more of the machine's other load than of the
     // proxy, so each way's median is compared.
+    let rounds: usize = std::env::var("CMCP_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(ROUNDS);
     let mut direct = Vec::new();
     let mut proxied = Vec::new();
-    for _ in 0..ROUNDS {
-        direct.push(direct_download());
-        proxied.push(
+    let mut ratios = Vec::new();
+    // Busy ticks and wall time, each way.
+    let (mut direct_cpu, mut proxied_cpu) = (0u64, 0u64);
+    let (mut direct_wall, mut proxied_wall) = (0f64, 0f64);
+    for _ in 0..rounds {
+        let (t, b) = (std::time::Instant::now(), busy_ticks());
+        let d = direct_download();
+        direct_cpu += busy_ticks() - b;
+        direct_wall += t.elapsed().as_secs_f64();
+        let (t, b) = (std::time::Instant::now(), busy_ticks());
+        let p =
             run("curl -sS -o /dev/null -w '%{speed_download}\\n' http://good.eg.test/big".into())
                 .await
                 .trim()
                 .parse::<f64>()
-                .unwrap_or(0.0),
-        );
+                .unwrap_or(0.0);
+        proxied_cpu += busy_ticks() - b;
+        proxied_wall += t.elapsed().as_secs_f64();
+        direct.push(d);
+        proxied.push(p);
+        if d > 0.0 {
+            ratios.push(p / d);
+        }
     }
     direct.sort_by(|a, b| a.total_cmp(b));
     proxied.sort_by(|a, b| a.total_cmp(b));
+    ratios.sort_by(|a, b| a.total_cmp(b));
     let (direct_bps, proxied_bps) = (pct(&direct, 0.5), pct(&proxied, 0.5));
 
     let script = format!("curl -sS --noproxy '*' -o /dev/null -w '%{{time_total}}\\n'{small_urls}");
@@ -143,20 +193,37 @@ async fn main() {
         ))
         .await,
     );
+    if let Ok(hold) = std::env::var("CMCP_BENCH_HOLD") {
+        println!("holding the computer {hold} s; the test host's /big is {big}");
+        run(format!("sleep {hold}")).await;
+    }
     p.release(&made.computer, Release::Delete, &cancel)
         .await
         .unwrap();
 
     let mib = |bps: f64| bps / (1024.0 * 1024.0);
     println!(
-        "100 MiB download, median of {ROUNDS} in turn: direct {:.0} MiB/s ({:.0} to {:.0}), through the proxy {:.0} MiB/s ({:.0} to {:.0}): {:.0}% of direct",
+        "100 MiB download, median of {rounds} in turn: direct {:.0} MiB/s ({:.0} to {:.0}), through the proxy {:.0} MiB/s ({:.0} to {:.0}): {:.0}% of direct (each round's ratio: median {:.0}%, quartiles {:.0}% to {:.0}%)",
         mib(direct_bps),
         mib(direct[0]),
-        mib(direct[ROUNDS - 1]),
+        mib(direct[rounds - 1]),
         mib(proxied_bps),
         mib(proxied[0]),
-        mib(proxied[ROUNDS - 1]),
-        100.0 * proxied_bps / direct_bps
+        mib(proxied[rounds - 1]),
+        100.0 * proxied_bps / direct_bps,
+        100.0 * pct(&ratios, 0.5),
+        100.0 * pct(&ratios, 0.25),
+        100.0 * pct(&ratios, 0.75),
+    );
+    let per = |ticks: u64| ticks as f64 * tick_ms() / rounds as f64;
+    println!(
+        "CPU per download (the whole machine, process starts included): direct {:.0} ms, keeping {:.2} CPUs busy; through the proxy {:.0} ms ({:.2}x), keeping {:.2} CPUs busy; this machine has {}",
+        per(direct_cpu),
+        per(direct_cpu) / 1000.0 / (direct_wall / rounds as f64),
+        per(proxied_cpu),
+        per(proxied_cpu) / per(direct_cpu).max(f64::MIN_POSITIVE),
+        per(proxied_cpu) / 1000.0 / (proxied_wall / rounds as f64),
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
     );
     let ms = |s: f64| s * 1000.0;
     println!(

@@ -1,8 +1,9 @@
 //! `computerd egress`: a computer's one way out when its network is an
-//! allowlist. It listens on a unix socket (bound read-only into the
-//! computer, where init relays 127.0.0.1:3128 to it) and speaks HTTP
-//! proxying (CONNECT for TLS, absolute-URI requests for plain HTTP) and
-//! SOCKS5 CONNECT, told apart by the first byte.
+//! allowlist. It listens on a unix socket, bound read-only into the
+//! computer, where init hands it each connection made to 127.0.0.1:3128
+//! ([`handoff`]), and speaks HTTP proxying (CONNECT for TLS, absolute-URI
+//! requests for plain HTTP) and SOCKS5 CONNECT, told apart by the first
+//! byte.
 //!
 //! Every request is decided before any socket opens: the port (80 and 443
 //! only), the host against the list (a name off the list is refused before
@@ -24,6 +25,7 @@
 //! address, class and rule; never a path, a header or a body.
 
 pub mod dns;
+pub mod handoff;
 pub mod head;
 pub mod relay;
 pub mod splice;
@@ -36,6 +38,8 @@ use std::time::{Duration, SystemTime};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
+
+use handoff::{Client, Opening};
 
 use crate::protocol::egress::{Allowlist, Class, DEFAULT_HINT, Host, PORTS, classify_on};
 use head::{Authority, SocksCommand};
@@ -337,7 +341,7 @@ async fn accept_loop(listener: tokio::net::UnixListener, proxy: Arc<Proxy>) {
     }
 }
 
-/// Every task of the proxy and of init's relay is one boxed type, so the
+/// Every task of the proxy and of init's handoff is one boxed type, so the
 /// runtime's task code is compiled once for all of them.
 pub fn spawn(f: impl std::future::Future<Output = ()> + Send + 'static) {
     let f: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = Box::pin(f);
@@ -580,16 +584,12 @@ impl Proxy {
     }
 }
 
-async fn serve(mut client: UnixStream, proxy: &Proxy) {
-    let mut first = [0u8; 1];
-    match tokio::time::timeout(HEAD_WAIT, client.read(&mut first)).await {
-        Ok(Ok(1)) => {}
-        _ => return,
-    }
-    if first[0] == 5 {
-        socks(client, proxy).await;
-    } else {
-        http(client, first[0], proxy).await;
+async fn serve(stream: UnixStream, proxy: &Proxy) {
+    match handoff::open(stream, tokio::time::Instant::now() + HEAD_WAIT).await {
+        Opening::Ready(client, 5) => socks(client, proxy).await,
+        Opening::Ready(client, first) => http(client, first, proxy).await,
+        Opening::Refused(why) => tracing::warn!("egress: a connection was closed: {why}"),
+        Opening::Silent(_) | Opening::Closed => {}
     }
 }
 
@@ -598,11 +598,10 @@ async fn serve(mut client: UnixStream, proxy: &Proxy) {
 /// not allowed by ruleset: the seed lists the bounds among what the proxy
 /// refuses) with the words on a line after it; any other first byte, or
 /// none within [`REFUSE_WAIT`], gets HTTP's 503 with the words.
-async fn refuse_past_bound(mut client: UnixStream, proxy: &Proxy, r: Refusal) {
+async fn refuse_past_bound(stream: UnixStream, proxy: &Proxy, r: Refusal) {
     let until = tokio::time::Instant::now() + REFUSE_WAIT;
-    let mut first = [0u8; 1];
-    match tokio::time::timeout_at(until, client.read(&mut first)).await {
-        Ok(Ok(1)) if first[0] == 5 => match socks_request(&mut client, until).await {
+    match handoff::open(stream, until).await {
+        Opening::Ready(mut client, 5) => match socks_request(&mut client, until).await {
             Some((req, _)) => {
                 proxy.log_refuse(&req.host_text, req.port, &r);
                 let _ = socks_refuse(&mut client, &r).await;
@@ -614,12 +613,13 @@ async fn refuse_past_bound(mut client: UnixStream, proxy: &Proxy, r: Refusal) {
                 ),
             ),
         },
-        Ok(Ok(1)) => {
+        Opening::Ready(mut client, _) => {
             proxy.log_refuse_unknown(&r, "an HTTP request, refused before its head is read");
             refuse_http(&mut client, r.status, &r.words).await;
         }
-        Ok(_) => proxy.log_refuse_unknown(&r, "it closed before sending a byte"),
-        Err(_) => {
+        Opening::Closed => proxy.log_refuse_unknown(&r, "it closed before sending a byte"),
+        Opening::Refused(why) => proxy.log_refuse_unknown(&r, &why),
+        Opening::Silent(mut client) => {
             proxy.log_refuse_unknown(
                 &r,
                 &format!("it sent nothing within {REFUSE_WAIT:?}, and was answered as HTTP"),
@@ -629,7 +629,7 @@ async fn refuse_past_bound(mut client: UnixStream, proxy: &Proxy, r: Refusal) {
     }
 }
 
-async fn http(mut client: UnixStream, first: u8, proxy: &Proxy) {
+async fn http(mut client: Client, first: u8, proxy: &Proxy) {
     let mut buf = Vec::with_capacity(4096);
     buf.push(first);
     let until = tokio::time::Instant::now() + HEAD_WAIT;
@@ -750,7 +750,7 @@ fn printable(s: &str) -> String {
 /// Send a refusal and end the connection: the program's unread bytes
 /// (a head past its bound) are drained a little first, so the reply is
 /// read rather than lost to a reset.
-async fn refuse_http(client: &mut UnixStream, status: u16, words: &str) {
+async fn refuse_http(client: &mut Client, status: u16, words: &str) {
     if client.write_all(&http_reply(status, words)).await.is_err() {
         return;
     }
@@ -841,7 +841,7 @@ fn socks_reply(code: u8) -> [u8; 10] {
     [5, code, 0, 1, 0, 0, 0, 0, 0, 0]
 }
 
-async fn socks(mut client: UnixStream, proxy: &Proxy) {
+async fn socks(mut client: Client, proxy: &Proxy) {
     let until = tokio::time::Instant::now() + HEAD_WAIT;
     let Some((req, rest)) = socks_request(&mut client, until).await else {
         return;
@@ -881,7 +881,7 @@ async fn socks(mut client: UnixStream, proxy: &Proxy) {
 /// the bytes sent past it. None when it ended, or could not be one (a
 /// request that cannot be is answered with its reply code first).
 async fn socks_request(
-    client: &mut UnixStream,
+    client: &mut Client,
     until: tokio::time::Instant,
 ) -> Option<(head::SocksRequest, Vec<u8>)> {
     let mut buf = vec![5u8];
@@ -924,14 +924,14 @@ async fn socks_request(
 
 /// A SOCKS refusal: the reply code, then the words on a line of their own
 /// (a client reads the reply; a person reading the bytes sees why).
-async fn socks_refuse(client: &mut UnixStream, r: &Refusal) -> std::io::Result<()> {
+async fn socks_refuse(client: &mut Client, r: &Refusal) -> std::io::Result<()> {
     let mut out = socks_reply(r.socks).to_vec();
     out.extend_from_slice(format!("{}\n", r.words).as_bytes());
     client.write_all(&out).await
 }
 
 async fn read_more(
-    client: &mut UnixStream,
+    client: &mut Client,
     buf: &mut Vec<u8>,
     until: tokio::time::Instant,
 ) -> Option<()> {
@@ -951,14 +951,14 @@ async fn read_more(
 /// Carry bytes both ways until both ends are done or [`IDLE`] passes with
 /// none either way; `early` (bytes the program sent past its head) goes
 /// first.
-async fn relay(client: UnixStream, mut upstream: TcpStream, early: Vec<u8>) {
+async fn relay(client: Client, mut upstream: TcpStream, early: Vec<u8>) {
     if !early.is_empty() && upstream.write_all(&early).await.is_err() {
         return;
     }
     let seen = splice::Activity::new();
-    // Spliced, as init's relay is: the bytes stay in the kernel.
+    // Spliced: the bytes stay in the kernel.
     tokio::select! {
-        _ = splice::both(&upstream, &client, &seen) => {}
+        _ = splice::both(splice::Side::Tcp(&upstream), client.side(), &seen) => {}
         _ = seen.idle_for(IDLE) => {
             tracing::info!(
                 "egress: a tunnel moved no byte either way for {} s and was ended",
@@ -981,7 +981,7 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let upstream = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
         let (far, _) = l.accept().await.unwrap();
-        let task = tokio::spawn(relay(client, upstream, b"early".to_vec()));
+        let task = tokio::spawn(relay(Client::Unix(client), upstream, b"early".to_vec()));
         (program, far, task)
     }
 

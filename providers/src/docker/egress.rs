@@ -7,7 +7,8 @@
 //! - The volume `computer-<hex>-egress`: a tmpfs of 1 MiB owned by the
 //!   proxy's uid and the computer's gid (0750). The proxy makes its socket
 //!   there (0660, the computer's group); the computer mounts it read-only
-//!   at [`MOUNT`], where init's `--egress` relays 127.0.0.1:3128 to it.
+//!   at [`MOUNT`], where init's `--egress` hands it each connection made to
+//!   127.0.0.1:3128.
 //! - The proxy container `computer-<hex>-egress`: the computer's image
 //!   (already on the host; its root is read-only and only the daemon runs),
 //!   on Docker's default bridge alone with no published port, as [`UID`]

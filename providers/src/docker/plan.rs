@@ -52,8 +52,8 @@ pub struct Plan {
     /// provider starts an X server on.
     pub display: Option<String>,
     /// An allowlist's entries, normalized: the computer mounts its proxy's
-    /// socket volume read-only and init relays to it (`--egress`); the
-    /// list is in its label [`egress::LIST_LABEL`].
+    /// socket volume read-only and init hands connections to it
+    /// (`--egress`); the list is in its label [`egress::LIST_LABEL`].
     pub egress: Option<Vec<String>>,
 }
 

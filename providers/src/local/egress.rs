@@ -3,7 +3,7 @@
 //! here on the host side, outside the computer: as a uid of its own (a
 //! root server), in a cgroup of its own with small bounds, its socket's
 //! directory bound read-only into the computer at /run/egress, where init
-//! relays 127.0.0.1:3128 to it. It ends with the computer (it watches the
+//! hands it each connection made to 127.0.0.1:3128. It ends with the computer (it watches the
 //! computer's first process, and its deadline is the computer's latest),
 //! is ended by release, and a sweep removes one left behind. The network
 //! is read back from the proxy's own argv, not assumed.

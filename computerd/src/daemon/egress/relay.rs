@@ -1,9 +1,10 @@
 //! `computerd init --egress <socket>`: inside the computer, init listens on
-//! [`PROXY_PORT`] of its own loopback and carries each connection, bytes
-//! only, to the egress proxy's socket; every program is given the proxy
-//! variables ([`proxy_env`]) naming that port. A program that ignores them
-//! reaches nothing (the computer has no route); one that dials the socket
-//! itself meets the same proxy.
+//! [`PROXY_PORT`] of its own loopback and hands each connection it accepts
+//! to the egress proxy over the proxy's socket ([`super::handoff`]): the
+//! proxy then serves the program on its own TCP socket, and init carries no
+//! byte. Every program is given the proxy variables ([`proxy_env`]) naming
+//! that port. A program that ignores them reaches nothing (the computer has
+//! no route); one that dials the socket itself meets the same proxy.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -38,7 +39,7 @@ pub fn listen() -> Result<std::net::TcpListener, String> {
     Ok(l)
 }
 
-/// Carry every connection to `socket` until init ends.
+/// Hand every connection to the proxy at `socket` until init ends.
 pub async fn serve(listener: std::net::TcpListener, socket: PathBuf) {
     let listener = match TcpListener::from_std(listener) {
         Ok(l) => l,
@@ -55,21 +56,20 @@ pub async fn serve(listener: std::net::TcpListener, socket: PathBuf) {
         let socket = socket.clone();
         super::spawn(async move {
             let _ = tcp.set_nodelay(true);
-            match UnixStream::connect(&socket).await {
-                Ok(unix) => {
-                    super::splice::both(&tcp, &unix, &super::splice::Activity::new()).await;
-                }
-                Err(e) => {
-                    tracing::warn!(
-                        "--egress: the proxy's socket {} does not answer: {e}",
-                        socket.display()
-                    );
-                    let words = format!(
-                        "the computer's egress proxy does not answer ({e}): its network reaches nothing now"
-                    );
-                    let reply = super::http_reply(502, &words);
-                    let _ = tokio::io::AsyncWriteExt::write_all(&mut tcp, &reply).await;
-                }
+            let handed = match UnixStream::connect(&socket).await {
+                Ok(unix) => super::handoff::send(&unix, &tcp).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = handed {
+                tracing::warn!(
+                    "--egress: the proxy's socket {} does not answer: {e}",
+                    socket.display()
+                );
+                let words = format!(
+                    "the computer's egress proxy does not answer ({e}): its network reaches nothing now"
+                );
+                let reply = super::http_reply(502, &words);
+                let _ = tokio::io::AsyncWriteExt::write_all(&mut tcp, &reply).await;
             }
         });
     }

@@ -1,8 +1,8 @@
-//! Both relays' copy (the proxy's, unix socket to TCP, and init's, TCP to
-//! unix socket): splice(2) through a pipe, so the bytes move between the
-//! sockets inside the kernel and never through this process's memory.
-//! One function for both directions and both relays, so the static binary
-//! holds it once.
+//! The proxy's copy between a program's connection (its TCP socket, handed
+//! over by init, or a stream on the proxy's unix socket) and the host's:
+//! splice(2) through a pipe, so the bytes move between the sockets inside
+//! the kernel and never through this process's memory. One function for
+//! both directions, so the static binary holds it once.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -198,9 +198,13 @@ async fn pump_inner(from: Side<'_>, to: Side<'_>, seen: &Activity) -> io::Result
 
 /// Both ways at once, until both ends are done; every byte moved is
 /// marked in `seen`.
-pub async fn both(tcp: &TcpStream, unix: &UnixStream, seen: &Activity) {
-    widen_send_buffer(unix.as_raw_fd());
-    let up = pump(Side::Unix(unix), Side::Tcp(tcp), seen);
-    let down = pump(Side::Tcp(tcp), Side::Unix(unix), seen);
-    tokio::join!(up, down);
+pub async fn both(a: Side<'_>, b: Side<'_>, seen: &Activity) {
+    for s in [a, b] {
+        if let Side::Unix(u) = s {
+            widen_send_buffer(u.as_raw_fd());
+        }
+    }
+    let there = pump(a, b, seen);
+    let back = pump(b, a, seen);
+    tokio::join!(there, back);
 }
