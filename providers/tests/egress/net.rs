@@ -83,6 +83,29 @@ z.close()
     Ok(path)
 }
 
+/// Remove the namespaces of host `n` that a killed test or bench left
+/// (theirs is named after a process that is gone): one left holds the same
+/// addresses as the new one's and muddles what is measured there.
+fn sweep_dead(n: u8) {
+    let Ok(dir) = std::fs::read_dir("/run/netns") else {
+        return;
+    };
+    let suffix = format!("-{n}");
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("egtest")
+            .and_then(|r| r.strip_suffix(&suffix))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = run(&["ip", "netns", "del", &name]);
+        }
+    }
+}
+
 impl Net {
     /// Make the namespace, the veth, the servers. `n` keeps two tests'
     /// hosts apart (1..=250).
@@ -95,6 +118,7 @@ impl Net {
         let b = Ipv4Addr::new(11, 0, n, 3);
         let _ = run(&["ip", "link", "del", &host_veth]);
         let _ = run(&["ip", "netns", "del", &ns]);
+        sweep_dead(n);
         run(&["ip", "netns", "add", &ns])?;
         let steps: Vec<Vec<String>> = vec![
             vec![
