@@ -140,19 +140,9 @@ fn sockopt(fd: RawFd, name: libc::c_int) -> io::Result<libc::c_int> {
 /// with reno or cubic, medians of 25 pairs in turn). Reno is the one every
 /// unprivileged process may choose. Best effort: a kernel without it keeps
 /// its default.
-fn pace_off(fd: RawFd) {
-    let name = b"reno";
-    // SAFETY: setsockopt reads `name.len()` bytes from `name`, which lives
-    // for the call; `fd` is a TCP socket this process holds.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            name.as_ptr().cast(),
-            name.len() as libc::socklen_t,
-        );
-    }
+fn pace_off(fd: &OwnedFd) {
+    use nix::sys::socket::{setsockopt, sockopt::TcpCongestion};
+    let _ = setsockopt(fd, TcpCongestion, &std::ffi::OsString::from("reno"));
 }
 
 /// The handed descriptor as a TCP stream, or why it is not one.
@@ -170,7 +160,7 @@ fn tcp_of(fd: OwnedFd) -> Result<TcpStream, String> {
             "the handed descriptor is not a TCP socket (domain {domain}, type {kind}, protocol {proto})"
         ));
     }
-    pace_off(raw);
+    pace_off(&fd);
     let s = std::net::TcpStream::from(fd);
     s.set_nonblocking(true)
         .map_err(|e| format!("the handed socket cannot be made non-blocking ({e})"))?;
@@ -349,7 +339,13 @@ mod tests {
             panic!("a handoff was not taken");
         };
         assert_eq!(first, b'G');
-        assert!(matches!(client, Client::Tcp(_)));
+        let Client::Tcp(ref tcp) = client else {
+            panic!("a handoff was served as a stream");
+        };
+        // Reno (built into every kernel), not the host's pacing default.
+        let cc =
+            nix::sys::socket::getsockopt(tcp, nix::sys::socket::sockopt::TcpCongestion).unwrap();
+        assert_eq!(cc, "reno");
         // The proxy's socket is the program's connection itself, both ways.
         let mut rest = [0u8; 2];
         client.read_exact(&mut rest).await.unwrap();
