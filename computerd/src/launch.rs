@@ -251,12 +251,19 @@ impl SpareArgs {
 pub struct StdioArgs {
     /// The socket to reach.
     pub socket: PathBuf,
+    /// A socket of the provider's, outside the computer, bound into it
+    /// read-only: the bridge reads a token line from stdin, connects here,
+    /// sends the token and relays this socket (not stdio) to init, saying
+    /// `D` on stdout; when it cannot connect it says `S` and bridges stdio
+    /// as without it ([`crate::protocol::direct`]).
+    pub direct: Option<PathBuf>,
 }
 
 impl Default for StdioArgs {
     fn default() -> Self {
         Self {
             socket: crate::DEFAULT_SOCKET.into(),
+            direct: None,
         }
     }
 }
@@ -267,6 +274,9 @@ impl StdioArgs {
     pub fn to_args(&self) -> Vec<OsString> {
         let mut a = Argv::new("stdio");
         a.flag("--socket", &self.socket);
+        if let Some(d) = &self.direct {
+            a.flag("--direct", d);
+        }
         a.0
     }
 }
@@ -686,6 +696,14 @@ mod tests {
         round_trip(
             StdioArgs {
                 socket: "/srv/c1/run/s.sock".into(),
+                direct: None,
+            }
+            .into(),
+        );
+        round_trip(
+            StdioArgs {
+                socket: "/run/computerd/computerd.sock".into(),
+                direct: Some("/run/computerd-host/0a1b.sock".into()),
             }
             .into(),
         );

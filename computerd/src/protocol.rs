@@ -16,6 +16,7 @@
 //!   providers run the probe through exec.run and parse its stdout).
 
 mod cdp;
+pub mod direct;
 pub mod egress;
 mod envelope;
 mod exec;

@@ -21,7 +21,9 @@
 //! the static daemon (default the workspace's static release build),
 //! `CMCP_BENCH_EXECS`, `CMCP_BENCH_CREATES` and `CMCP_BENCH_TREE_ROUNDS`
 //! the counts (200, 10, 5; the tree rounds alternate the two sides and
-//! compare medians).
+//! compare medians). `CMCP_BENCH_DIRECT=0` makes the computers without a
+//! direct directory, so every byte goes through the exec's streams (as
+//! through an engine in a VM).
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
@@ -166,6 +168,15 @@ async fn main() {
     let cache = tempfile::tempdir().unwrap();
     let mut opts = DockerOptions::new(computerd, cache.path().join("cache"));
     opts.image = Some(ImageSource::Name(image.clone()));
+    opts.direct = std::env::var("CMCP_BENCH_DIRECT").as_deref() != Ok("0");
+    println!(
+        "connections: {}",
+        if opts.direct {
+            "direct (the provider's socket, bound into the computer)"
+        } else {
+            "over the exec's streams (CMCP_BENCH_DIRECT=0)"
+        }
+    );
     let p = DockerProvider::new(opts).unwrap();
     let cancel = CancellationToken::new();
     let spec = ComputerSpec::sandbox(600_000);

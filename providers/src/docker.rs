@@ -28,6 +28,7 @@
 
 pub mod cache;
 pub mod desktop;
+pub mod direct;
 pub mod drift;
 pub mod egress;
 pub mod host;
@@ -127,7 +128,7 @@ pub struct DockerSettings {
     #[arg(id = "docker.user", long = "docker-user", value_name = "UID:GID")]
     #[arg(env = "COMPUTER_MCP_DOCKER_USER")]
     pub user: Option<String>,
-    /// Where the daemon's copy is kept (0700). [default: ~/.cache/computer-mcp]
+    /// Where the daemon's copy and each computer's direct directory are kept (0700). [default: ~/.cache/computer-mcp]
     #[arg(id = "docker.cache_dir", long = "docker-cache-dir", value_name = "DIR")]
     #[arg(env = "COMPUTER_MCP_DOCKER_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
@@ -202,6 +203,11 @@ pub struct DockerOptions {
     pub egress_host_addresses: Vec<std::net::IpAddr>,
     /// The root under which the signs of a container are read (`/`).
     pub egress_host_root: PathBuf,
+    /// Reach computers the direct way ([`stream`]): a directory of this
+    /// host's bound read-only into each, where this process listens for
+    /// the daemon's bridge. Off: every byte goes through the exec's
+    /// streams, as through a remote engine.
+    pub direct: bool,
 }
 
 impl DockerOptions {
@@ -219,6 +225,7 @@ impl DockerOptions {
             egress_resolvers: Vec::new(),
             egress_host_addresses: Vec::new(),
             egress_host_root: PathBuf::from("/"),
+            direct: true,
         }
     }
 }
@@ -580,6 +587,24 @@ impl DockerProvider {
             .and_then(|m| m["Source"].as_str())
             .map(PathBuf::from)
             .unwrap_or_default();
+        let direct = hc["Mounts"]
+            .as_array()
+            .and_then(|a| {
+                a.iter()
+                    .find(|m| m["Target"].as_str() == Some(plan::DIRECT_MOUNT))
+            })
+            .map(|m| PathBuf::from(m["Source"].as_str().unwrap_or_default()));
+        if let Some(d) = &direct {
+            let own = direct::dir_of(&self.opts.cache_dir, name_of(v));
+            if *d != own {
+                bad.push(format!(
+                    "{} is bound from {}, where this provider binds a computer's own directory {} there",
+                    plan::DIRECT_MOUNT,
+                    d.display(),
+                    own.display()
+                ));
+            }
+        }
         let shares = hc["Mounts"]
             .as_array()
             .map(|a| {
@@ -626,6 +651,7 @@ impl DockerProvider {
             shares,
             display,
             egress,
+            direct,
         };
         // The sizes as check allows them, on this host.
         let size = self.host.get().map(|h| h.size);
@@ -704,9 +730,10 @@ impl DockerProvider {
     async fn wait_until_up(
         &self,
         docker: &Docker,
-        name: &str,
+        plan: &Plan,
         cancel: &CancellationToken,
     ) -> Result<Connection> {
+        let name = plan.name.as_str();
         let until = tokio::time::Instant::now() + START_WAIT;
         loop {
             if cancel.is_cancelled() {
@@ -725,8 +752,15 @@ impl DockerProvider {
                     daemon_words(docker, name).await
                 )));
             }
-            let last = match stream::open(docker, &self.shown_socket(), name).await {
-                Ok(client) => match Self::hello(client).await {
+            let last = match stream::open(
+                docker,
+                &self.shown_socket(),
+                name,
+                plan.direct.as_deref(),
+            )
+            .await
+            {
+                Ok((client, _)) => match Self::hello(client).await {
                     Ok(c) => return Ok(c),
                     Err(e) => e,
                 },
@@ -751,6 +785,7 @@ impl DockerProvider {
         removal::Removal {
             docker: docker.clone(),
             socket: self.shown_socket(),
+            cache: self.opts.cache_dir.clone(),
         }
     }
 
@@ -796,7 +831,7 @@ impl DockerProvider {
             .map_err(self.err("starting the computer"))
             .map_err(at("starting the container"))?;
         let hello_step = "waiting for its daemon's hello";
-        let conn = match self.wait_until_up(docker, &plan.name, cancel).await {
+        let conn = match self.wait_until_up(docker, plan, cancel).await {
             Ok(c) => c,
             Err(e) if deadline_ms(&plan.deadline) <= now_ms() => {
                 return Err((
@@ -1233,6 +1268,10 @@ impl Provider for DockerProvider {
             shares,
             display: self.opts.desktop.map(|_| desktop::DISPLAY.to_string()),
             egress: allow,
+            direct: self
+                .opts
+                .direct
+                .then(|| direct::dir_of(&self.opts.cache_dir, &name)),
         };
         if cancel.is_cancelled() {
             return Err(aborted("creating the computer"));
@@ -1247,6 +1286,12 @@ impl Provider for DockerProvider {
         // From the first thing made until create returns, a drop of this
         // future still removes what it made, at once.
         let mut unmade = removal::Unmade::arm(self.removal(&docker), &name);
+        if plan.direct.is_some()
+            && let Err(e) = direct::make(&self.opts.cache_dir, &name)
+        {
+            unmade.disarm();
+            return Err(e);
+        }
         // An allowlist's proxy first: the computer is never run without it.
         if let Some(ep) = egress_plan {
             let began = std::time::Instant::now();
@@ -1389,8 +1434,12 @@ impl Provider for DockerProvider {
             network = Some(NetworkRead::of(read));
         }
         if drift.is_empty() && v["State"]["Running"].as_bool() == Some(true) {
-            let conn =
-                Self::hello(stream::open(&docker, &self.shown_socket(), &name).await?).await?;
+            let dir = plan
+                .direct
+                .as_deref()
+                .filter(|d| self.opts.direct && d.is_dir());
+            let (client, _) = stream::open(&docker, &self.shown_socket(), &name, dir).await?;
+            let conn = Self::hello(client).await?;
             conn.client.close();
             drift.extend(drift::hello_drift(
                 &conn.hello,
@@ -1478,9 +1527,15 @@ impl Provider for DockerProvider {
         }
         let docker = self.engine()?;
         let host = self.host(cancel).await?;
-        let opened = stream::open(&docker, &self.shown_socket(), &computer.id).await;
+        let dir = direct::dir_of(&self.opts.cache_dir, &computer.id);
+        let dir = (self.opts.direct && dir.is_dir()).then_some(dir);
+        let opened =
+            stream::open(&docker, &self.shown_socket(), &computer.id, dir.as_deref()).await;
         let client = match opened {
-            Ok(c) => c,
+            Ok((c, route)) => {
+                tracing::debug!(computer = computer.id, ?route, "connected");
+                c
+            }
             Err(e) if e.code == ErrorCode::NotFound => {
                 return Err(ProviderError::gone(format!(
                     "the Docker computer {} is gone",
@@ -1576,6 +1631,7 @@ impl Provider for DockerProvider {
             Ok(_) => {}
             Err(e) if e.code == ErrorCode::NotFound && plan::is_computer_name(&computer.id) => {
                 // Its parts, should any be left.
+                direct::remove(&self.opts.cache_dir, &computer.id);
                 return self.removal(&docker).egress(&computer.id).await;
             }
             Err(e) => return Err(e),
@@ -1629,6 +1685,18 @@ impl Provider for DockerProvider {
                 Ok(()) => deleted.push(name),
                 Err(e) => failed.push(format!("{name}: {}", e.message)),
             }
+        }
+        // Direct directories with no computer (the computers listed, less
+        // those just deleted).
+        let live: Vec<String> = self
+            .listed(&Labels::new(), cancel)
+            .await?
+            .iter()
+            .map(|v| name_of(v).to_string())
+            .collect();
+        let dirs = direct::sweep(&self.opts.cache_dir, &live);
+        if !dirs.is_empty() {
+            tracing::info!("the sweep removed direct directories left behind: {dirs:?}");
         }
         // Proxies and volumes left with no computer (not computers: not
         // counted in what the sweep deleted).
@@ -1788,6 +1856,7 @@ mod tests {
             daemon: "/cache/computerd-abc".into(),
             display: None,
             egress: None,
+            direct: Some("/tmp/cmcp-docker-cache/direct/computer-0123456789ab".into()),
             shares: vec![Share {
                 source: "/srv/ws".into(),
                 target: WORKSPACE.into(),
@@ -1810,6 +1879,14 @@ mod tests {
         let bad = p.plan_of(&far).unwrap_err();
         assert!(
             bad[0].contains("more than 30 days after it was made"),
+            "{bad:?}"
+        );
+        // A direct directory that is not this computer's own is not ours.
+        let mut wide = v.clone();
+        wide["HostConfig"]["Mounts"][1]["Source"] = "/".into();
+        let bad = p.plan_of(&wide).unwrap_err();
+        assert!(
+            bad[0].starts_with("/run/computerd-host is bound from /, where this provider binds a computer's own directory /tmp/cmcp-docker-cache/direct/computer-0123456789ab there"),
             "{bad:?}"
         );
     }

@@ -136,6 +136,7 @@ impl Env {
             shares: vec![],
             display: None,
             egress: None,
+            direct: None,
         }
     }
 
@@ -197,6 +198,35 @@ fn text(r: &ExecResult) -> String {
     String::from_utf8_lossy(&r.stdout.0).into_owned()
 }
 
+/// How the computer's one connection goes: `direct` when an accepted
+/// socket of the computer's direct directory is open (the kernel makes
+/// the accepted end in the connecting side's namespace, so the computer's
+/// /proc/net/unix lists it, by the host path it was accepted on), else
+/// `exec` and whether its bridge was told of a direct socket (`exec,
+/// told`: it could not reach it). A closed connection's bridge may take
+/// a moment to end: asked again until one bridge is left.
+async fn route(conn: &computer_providers::Connection, direct_dir: &std::path::Path) -> String {
+    let script = format!(
+        "for p in /proc/[0-9]*; do case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in '/opt/computerd/computerd stdio '*--direct*) echo told;; '/opt/computerd/computerd stdio '*) echo plain;; esac; done; echo held=$(grep -c '{}/' /proc/net/unix)",
+        direct_dir.display()
+    );
+    let mut last = String::new();
+    for _ in 0..40 {
+        last = text(&run(conn, &script).await).trim().to_string();
+        let lines: Vec<&str> = last.lines().collect();
+        if lines.len() == 2 {
+            return match (lines[0], lines[1]) {
+                ("told", "held=1") => "direct".into(),
+                ("told", "held=0") => "exec, told".into(),
+                ("plain", "held=0") => "exec".into(),
+                other => format!("{other:?}"),
+            };
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("not one bridge: {last:?}")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_docker_computer_is_made_hardened_reached_found_and_released() {
     let Some(e) = env("made").await else { return };
@@ -240,12 +270,23 @@ async fn a_docker_computer_is_made_hardened_reached_found_and_released() {
         ["/run/computerd", "/work"].into()
     );
     let mounts = i.mounts.unwrap();
-    assert_eq!(mounts.len(), 1, "{mounts:?}");
+    assert_eq!(mounts.len(), 2, "{mounts:?}");
+    let at = |d: &str| {
+        mounts
+            .iter()
+            .find(|m| m.destination.as_deref() == Some(d))
+            .unwrap_or_else(|| panic!("no mount at {d}: {mounts:?}"))
+    };
+    assert_eq!(at("/opt/computerd/computerd").rw, Some(false));
+    // The direct directory: this computer's own, read-only.
+    let direct_dir = e.cache.path().join("cache/direct").join(&c.id);
+    let d = at("/run/computerd-host");
+    assert_eq!(d.rw, Some(false));
     assert_eq!(
-        mounts[0].destination.as_deref(),
-        Some("/opt/computerd/computerd")
+        d.source.as_deref(),
+        Some(direct_dir.to_str().unwrap()),
+        "{d:?}"
     );
-    assert_eq!(mounts[0].rw, Some(false));
     let cfg = i.config.unwrap();
     assert_eq!(cfg.user.as_deref(), Some("1879048191:1879048191"));
     assert_eq!(
@@ -298,6 +339,20 @@ async fn a_docker_computer_is_made_hardened_reached_found_and_released() {
         "{}",
         text(&r)
     );
+    // The connection came the direct way, and the directory it came
+    // through can be neither listed nor written from inside.
+    assert_eq!(route(&conn, &direct_dir).await, "direct");
+    let r = run(
+        &conn,
+        "ls /run/computerd-host >/dev/null 2>&1; echo ls=$?; touch /run/computerd-host/x 2>&1; echo touch=$?",
+    )
+    .await;
+    let out = text(&r);
+    assert!(out.contains("ls=2") && out.contains("touch=1"), "{out}");
+    assert!(
+        out.contains("Read-only file system") || out.contains("Permission denied"),
+        "{out}"
+    );
     conn.client.close();
 
     // Found again, by id and labels, and its network read back.
@@ -330,7 +385,45 @@ async fn a_docker_computer_is_made_hardened_reached_found_and_released() {
     assert!(!e.p.list(&by, &cancel).await.unwrap()[0].running);
     e.p.release(&c, Release::Delete, &cancel).await.unwrap();
     assert!(!e.exists(&c.id).await);
+    assert!(!direct_dir.exists(), "its direct directory goes with it");
     // Released twice is still ok.
+    e.p.release(&c, Release::Delete, &cancel).await.unwrap();
+    e.clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_computer_whose_direct_socket_cannot_be_reached_is_reached_over_the_exec() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(e) = env("direct").await else { return };
+    let cancel = CancellationToken::new();
+    let c =
+        e.p.create(&e.spec(600_000), &cancel)
+            .await
+            .unwrap()
+            .computer;
+    let dir = e.cache.path().join("cache/direct").join(&c.id);
+    let mode = |m: u32| std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(m)).unwrap();
+    // The computer's user may not reach into it: the bridge says so and
+    // bridges the exec's stdio.
+    mode(0o700);
+    let conn = e.p.connect(&c, &cancel).await.unwrap();
+    assert_eq!(route(&conn, &dir).await, "exec, told");
+    let r = run(&conn, "head -c 3000000 /dev/zero | wc -c").await;
+    assert_eq!(text(&r).trim(), "3000000");
+    conn.client.close();
+    // Reachable again: direct again.
+    mode(0o711);
+    let conn = e.p.connect(&c, &cancel).await.unwrap();
+    assert_eq!(route(&conn, &dir).await, "direct");
+    let r = run(&conn, "head -c 3000000 /dev/zero | wc -c").await;
+    assert_eq!(text(&r).trim(), "3000000");
+    conn.client.close();
+    // The directory gone from this host (a cleaned cache): over the exec,
+    // with a bridge that is not told of it.
+    std::fs::remove_dir(&dir).unwrap();
+    let conn = e.p.connect(&c, &cancel).await.unwrap();
+    assert_eq!(route(&conn, &dir).await, "exec");
+    conn.client.close();
     e.p.release(&c, Release::Delete, &cancel).await.unwrap();
     e.clean().await;
 }

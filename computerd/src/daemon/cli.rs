@@ -44,7 +44,7 @@ pub fn run(args: &[OsString]) -> i32 {
             .enable_all()
             .build()
             .map_err(|e| StartError::Runtime("stdio", e))
-            .map(|rt| rt.block_on(daemon::bridge::run(&a.socket))),
+            .map(|rt| rt.block_on(daemon::bridge::run(&a.socket, a.direct.as_deref()))),
         Command::Egress(a) => egress_main(a),
     };
     outcome.unwrap_or_else(|e| {

@@ -199,11 +199,18 @@ const SPARE_FLAGS: &[Flag] = &[flag(
     "A cgroup directory to join now, before the sandbox's arguments arrive (one per cgroup v1 hierarchy). Repeatable.",
 )];
 
-const STDIO_FLAGS: &[Flag] = &[flag(
-    "socket",
-    "PATH",
-    "The socket to reach (default $COMPUTERD_SOCKET, else /run/computerd/computerd.sock).",
-)];
+const STDIO_FLAGS: &[Flag] = &[
+    flag(
+        "socket",
+        "PATH",
+        "The socket to reach (default $COMPUTERD_SOCKET, else /run/computerd/computerd.sock).",
+    ),
+    flag(
+        "direct",
+        "PATH",
+        "A provider's socket bound into the computer: read a token line on stdin, connect here and send it, then relay this socket to init and say D on stdout; if it cannot be reached, say S and bridge stdin/stdout instead.",
+    ),
+];
 
 const PROBE_FLAGS: &[Flag] = &[
     flag(
@@ -303,7 +310,7 @@ const SUBS: &[Sub] = &[
         word: "stdio",
         about: "Bridge stdin/stdout to init's socket (waits up to 3 s for it).",
         long_about: None,
-        usage: "computerd stdio [--socket <PATH>]",
+        usage: "computerd stdio [--socket <PATH>] [--direct <PATH>]",
         flags: STDIO_FLAGS,
     },
     Sub {
@@ -718,6 +725,7 @@ where
                 .path("socket")?
                 .or_else(|| std::env::var_os(crate::SOCKET_ENV).map(PathBuf::from))
                 .unwrap_or_else(|| crate::DEFAULT_SOCKET.into()),
+            direct: seen.path("direct")?,
         }),
         "egress" => {
             let allow = seen.strings("allow")?;

@@ -1,6 +1,6 @@
 //! init's flags, socket, deadline and shutdown, and the stdio bridge.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -302,6 +302,7 @@ fn the_stdio_bridge_carries_the_protocol_and_says_why_when_it_cannot() {
     let out = Program::computerd(COMPUTERD)
         .command(StdioArgs {
             socket: "/no/such/computerd.sock".into(),
+            direct: None,
         })
         .stdin(Stdio::null())
         .output()
@@ -316,6 +317,89 @@ fn the_stdio_bridge_carries_the_protocol_and_says_why_when_it_cannot() {
         t.elapsed() >= Duration::from_millis(2900),
         "it waits 3 s for a starting init"
     );
+}
+
+const HELLO_LINE: &[u8] =
+    b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hello\",\"params\":{\"client\":\"t\"}}\n";
+
+/// A bridge with `--direct <dir>/p.sock`, its token line written.
+fn direct_bridge(init: &Init, provider: &std::path::Path, token: &[u8]) -> std::process::Child {
+    let mut bridge = Program::computerd(COMPUTERD)
+        .command(StdioArgs {
+            socket: init.socket.clone(),
+            direct: Some(provider.into()),
+        })
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    bridge.stdin.as_mut().unwrap().write_all(token).unwrap();
+    bridge
+}
+
+fn one_byte(from: &mut impl Read) -> u8 {
+    let mut b = [0u8; 1];
+    from.read_exact(&mut b).unwrap();
+    b[0]
+}
+
+#[test]
+fn a_direct_bridge_relays_the_providers_socket_after_the_token_and_stdio_when_it_cannot_reach_it() {
+    use computerd::protocol::direct;
+    use std::io::BufRead;
+    let Some(init) = Init::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let token = format!("{}\n", "5e".repeat(32));
+
+    // Reached: the token comes first on the provider's socket, then the
+    // protocol goes over it; stdout says D and nothing more.
+    let path = dir.path().join("p.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let mut bridge = direct_bridge(&init, &path, token.as_bytes());
+    let (mut conn, _) = listener.accept().unwrap();
+    let mut got = vec![0u8; direct::TOKEN_LINE];
+    conn.read_exact(&mut got).unwrap();
+    assert_eq!(got, token.as_bytes());
+    let mut stdout = bridge.stdout.take().unwrap();
+    assert_eq!(one_byte(&mut stdout), direct::SAID_DIRECT);
+    conn.write_all(HELLO_LINE).unwrap();
+    let mut reply = String::new();
+    std::io::BufReader::new(conn.try_clone().unwrap())
+        .read_line(&mut reply)
+        .unwrap();
+    let reply: Envelope = serde_json::from_str(&reply).unwrap();
+    let hello: HelloResult = serde_json::from_value(reply.result.unwrap()).unwrap();
+    assert_eq!(hello.kind.as_str(), "linux");
+    // The provider's end closing ends the bridge, and stdout held nothing else.
+    drop(conn);
+    drop(bridge.stdin.take());
+    assert!(bridge.wait().unwrap().success());
+    let mut rest = Vec::new();
+    stdout.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "{rest:?}");
+
+    // Not reachable (nothing listens): it says S and bridges stdio.
+    let mut bridge = direct_bridge(&init, &dir.path().join("none.sock"), token.as_bytes());
+    let mut stdin = bridge.stdin.take().unwrap();
+    stdin.write_all(HELLO_LINE).unwrap();
+    drop(stdin);
+    let out = bridge.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(out.stdout.first(), Some(&direct::SAID_STDIO));
+    let reply: Envelope = serde_json::from_slice(&out.stdout[1..]).unwrap();
+    assert!(reply.result.is_some(), "{reply:?}");
+
+    // A first line that is not a token: refused in words, nothing bridged.
+    let mut bridge = direct_bridge(&init, &path, HELLO_LINE);
+    drop(bridge.stdin.take());
+    let out = bridge.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("not a token line"), "{said}");
 }
 
 #[test]

@@ -276,7 +276,7 @@ pub fn inspect_drift(plan: &Plan, inspected: &Value, host: &Host) -> Vec<String>
         "Mounts",
         mounts == planned_mounts,
         format!(
-            "exactly the daemon at {DAEMON_PATH} read-only, the shares asked for and an allowlist's socket volume read-only ({planned_mounts:?})"
+            "exactly the daemon at {DAEMON_PATH} read-only, its direct directory read-only, the shares asked for and an allowlist's socket volume read-only ({planned_mounts:?})"
         ),
     );
     let mode = plan.network_mode();

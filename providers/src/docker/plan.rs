@@ -27,6 +27,10 @@ pub const HOME: &str = "/work";
 pub const RUN_DIR: &str = "/run/computerd";
 /// /run/computerd holds only the socket.
 pub const RUN_SIZE: &str = "1m";
+/// Where a computer's direct directory is bound, read-only: the sockets
+/// this host's provider listens on for the daemon's bridge
+/// ([`super::stream`]).
+pub const DIRECT_MOUNT: &str = "/run/computerd-host";
 /// The only security option a computer is made with.
 pub const NO_NEW_PRIVILEGES: &str = "no-new-privileges";
 
@@ -55,6 +59,10 @@ pub struct Plan {
     /// socket volume read-only and init hands connections to it
     /// (`--egress`); the list is in its label [`egress::LIST_LABEL`].
     pub egress: Option<Vec<String>>,
+    /// The computer's direct directory on this host (`<cache>/direct/<name>`,
+    /// 0711), bound read-only at [`DIRECT_MOUNT`]; None for a computer
+    /// reached over the exec's streams only.
+    pub direct: Option<PathBuf>,
 }
 
 impl Plan {
@@ -83,6 +91,21 @@ impl Plan {
         argv.extend(strings(
             StdioArgs {
                 socket: format!("{RUN_DIR}/computerd.sock").into(),
+                direct: None,
+            }
+            .to_args(),
+        ));
+        argv
+    }
+
+    /// `computerd stdio --direct <inside>`: the bridge reaches this
+    /// process's socket at `inside` (under [`DIRECT_MOUNT`]).
+    pub fn stdio_command_direct(inside: &str) -> Vec<String> {
+        let mut argv = vec![DAEMON_PATH.to_string()];
+        argv.extend(strings(
+            StdioArgs {
+                socket: format!("{RUN_DIR}/computerd.sock").into(),
+                direct: Some(inside.into()),
             }
             .to_args(),
         ));
@@ -117,8 +140,9 @@ impl Plan {
         ])
     }
 
-    /// The daemon read-only, then every share, then an allowlist's socket
-    /// volume read-only; nothing else.
+    /// The daemon read-only, then the direct directory read-only, then
+    /// every share, then an allowlist's socket volume read-only; nothing
+    /// else.
     pub fn mounts(&self) -> Vec<Mount> {
         let bind = |source: String, target: String, read_only: bool| Mount {
             target: Some(target),
@@ -136,6 +160,13 @@ impl Plan {
             DAEMON_PATH.to_string(),
             true,
         )];
+        if let Some(d) = &self.direct {
+            out.push(bind(
+                d.display().to_string(),
+                DIRECT_MOUNT.to_string(),
+                true,
+            ));
+        }
         for s in &self.shares {
             out.push(bind(
                 s.source.display().to_string(),
@@ -316,7 +347,35 @@ pub(crate) mod tests {
             shares: vec![],
             display: None,
             egress: None,
+            direct: None,
         }
+    }
+
+    #[test]
+    fn a_direct_directory_is_bound_read_only_after_the_daemon_and_named_to_the_bridge() {
+        let mut p = plan();
+        p.direct = Some("/cache/direct/computer-0123456789ab".into());
+        let m = p.mounts();
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].target.as_deref(), Some("/opt/computerd/computerd"));
+        assert_eq!(m[1].typ, Some(MountType::BIND));
+        assert_eq!(
+            m[1].source.as_deref(),
+            Some("/cache/direct/computer-0123456789ab")
+        );
+        assert_eq!(m[1].target.as_deref(), Some("/run/computerd-host"));
+        assert_eq!(m[1].read_only, Some(true));
+        assert_eq!(
+            Plan::stdio_command_direct("/run/computerd-host/ab.sock"),
+            vec![
+                "/opt/computerd/computerd",
+                "stdio",
+                "--socket",
+                "/run/computerd/computerd.sock",
+                "--direct",
+                "/run/computerd-host/ab.sock"
+            ]
+        );
     }
 
     #[test]

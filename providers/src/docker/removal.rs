@@ -17,6 +17,8 @@ pub(super) struct Removal {
     pub(super) docker: Docker,
     /// The engine's socket as words show it (`unix://…`).
     pub(super) socket: String,
+    /// The provider's cache, where a computer's direct directory is.
+    pub(super) cache: std::path::PathBuf,
 }
 
 impl Removal {
@@ -67,9 +69,13 @@ impl Removal {
         .map(|_| ())
     }
 
-    /// Remove a computer, then its egress proxy and volume (none is fine).
+    /// Remove a computer, then its direct directory, egress proxy and
+    /// volume (none is fine).
     pub(super) async fn with_parts(&self, name: &str) -> Result<()> {
         let computer = self.computer(name).await;
+        if computer.is_ok() {
+            super::direct::remove(&self.cache, name);
+        }
         let parts = self.egress(name).await;
         computer.and(parts)
     }
