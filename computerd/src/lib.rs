@@ -16,6 +16,8 @@
 pub mod client;
 pub mod launch;
 pub mod protocol;
+#[cfg(unix)]
+pub mod quiet;
 
 #[cfg(target_os = "linux")]
 pub mod daemon;

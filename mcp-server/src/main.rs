@@ -30,6 +30,7 @@ mod readme_tests;
 mod resources;
 mod server;
 mod session;
+mod stdio;
 
 use std::io::Write;
 use std::sync::Arc;
@@ -253,7 +254,8 @@ async fn serve(provider: Arc<dyn Provider>, config: Config) -> anyhow::Result<i3
                     "computer-mcp: waiting for an MCP client on stdin (this is a stdio MCP server: plug it into a client, as the README's \"Plug it in\" shows; Ctrl-D or Ctrl-C ends it)"
                 );
             }
-            let running = match handler.serve(rmcp::transport::stdio()).await {
+            let (transport, _restore) = stdio::transport();
+            let running = match handler.serve(transport).await {
                 Ok(r) => r,
                 Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
                     // Nobody spoke: not an error.

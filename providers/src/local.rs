@@ -900,6 +900,13 @@ impl LocalProvider {
     }
 
     async fn hello(&self, stream: tokio::net::UnixStream) -> Result<Connection> {
+        // Registered for reading only: init's reads do not wake this side.
+        let stream = computerd::quiet::QuietStream::from_tokio(stream).map_err(|e| {
+            ProviderError::new(
+                ErrorCode::Unreachable,
+                format!("could not set up the computer's connection: {e}"),
+            )
+        })?;
         let client = DaemonClient::new(stream);
         let hello = tokio::time::timeout(
             Duration::from_secs(10),

@@ -84,6 +84,13 @@ impl Out {
 type Answer = (Value, Option<Vec<u8>>);
 
 pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
+    let stream = match crate::quiet::QuietStream::from_tokio(stream) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("a connection could not be set up: {e}");
+            return;
+        }
+    };
     let (read, mut write) = stream.into_split();
     let (out, mut out_rx) = mpsc::unbounded_channel::<Out>();
     let writer = tokio::spawn(async move {

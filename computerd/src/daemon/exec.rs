@@ -54,8 +54,8 @@ pub async fn run(
             "exec.run could not set up the program's pipes: {e}"
         ))
     };
-    let (out_r, out_w) = sys::pipe().map_err(io_err)?;
-    let (err_r, err_w) = sys::pipe().map_err(io_err)?;
+    let (out_r, out_w) = sys::output_pipe().map_err(io_err)?;
+    let (err_r, err_w) = sys::output_pipe().map_err(io_err)?;
     let (stdin_fd, stdin_w): (OwnedFd, Option<OwnedFd>) = match &p.stdin {
         Some(_) => {
             let (r, w) = sys::pipe().map_err(io_err)?;
@@ -164,8 +164,9 @@ async fn sleep_until_opt(at: Option<Instant>) {
     }
 }
 
+/// The read end of an [`sys::output_pipe`] (a pipe, non-blocking already).
 fn receiver(fd: OwnedFd) -> Option<pipe::Receiver> {
-    pipe::Receiver::from_owned_fd(fd).ok()
+    pipe::Receiver::from_owned_fd_unchecked(fd).ok()
 }
 
 /// Read to EOF, keeping the first `max` bytes and dropping the rest.

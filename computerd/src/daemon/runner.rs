@@ -9,10 +9,10 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Interest};
-use tokio::net::UnixStream;
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{Mutex, mpsc, oneshot};
+
+use crate::quiet::{QuietRead, QuietStream, QuietWrite};
 
 use super::guard::{GuardCommand, GuardEvent, GuardSpec};
 use super::{Daemon, proctree, sys, users};
@@ -210,12 +210,12 @@ impl StartFailure {
 /// A running guard, from the daemon's side.
 pub struct Run {
     pub guard_pid: i32,
-    ctl: Mutex<Option<OwnedWriteHalf>>,
+    ctl: Mutex<Option<QuietWrite>>,
     lifecycle: Mutex<Lifecycle>,
     replies: Mutex<mpsc::UnboundedReceiver<Option<String>>>,
     /// The read half of the control socket, given back by the event reader
     /// when the guard said it is idle again.
-    back: oneshot::Receiver<OwnedReadHalf>,
+    back: oneshot::Receiver<QuietRead>,
     /// The pool's count of this guard while it is out (a pooled guard on a
     /// run that may give it back).
     lent: Option<pool::Lent>,
@@ -248,9 +248,12 @@ pub async fn spawn(daemon: &Arc<Daemon>, spec: &GuardSpec, stdio: Stdio3) -> std
             None => (pool::start_guard(daemon)?, None, false),
         };
         let mut guard = guard;
-        let stream = UnixStream::from_std(guard.socket)?;
-        match hand_over(&stream, &line, &fds).await {
-            Ok(()) => break (guard.pid, stream, guard.exit, lent),
+        // Read through the runtime, written without a standing write
+        // registration: the guard's reads do not wake init.
+        let stream = QuietStream::new(guard.socket.into())?;
+        let (read, mut write) = stream.into_split();
+        match hand_over(&mut write, &line, &fds).await {
+            Ok(()) => break (guard.pid, (read, write), guard.exit, lent),
             Err((sent, e)) => {
                 // A guard that cannot take its run is of no use: it is
                 // killed unless already reaped (its pid could be reused).
@@ -273,7 +276,7 @@ pub async fn spawn(daemon: &Arc<Daemon>, spec: &GuardSpec, stdio: Stdio3) -> std
     // The daemon must hold no copy of the program's stdio: EOF on its pipes
     // depends on it.
     drop(stdio);
-    let (read, write) = stream.into_split();
+    let (read, write) = stream;
 
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
     let (reply_tx, reply_rx) = mpsc::unbounded_channel();
@@ -328,40 +331,31 @@ pub async fn spawn(daemon: &Arc<Daemon>, spec: &GuardSpec, stdio: Stdio3) -> std
 /// its first bytes. On failure, whether the descriptors went (a guard that
 /// got them is not to be handed the run again).
 async fn hand_over(
-    stream: &UnixStream,
+    write: &mut QuietWrite,
     line: &[u8],
     fds: &[RawFd; 3],
 ) -> Result<(), (bool, std::io::Error)> {
     use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
     let rights = [ControlMessage::ScmRights(fds)];
-    let mut sent = loop {
-        stream.writable().await.map_err(|e| (false, e))?;
-        let tried = stream.try_io(Interest::WRITABLE, || {
+    let sent = write
+        .write_with(|fd| {
             sendmsg::<()>(
-                stream.as_raw_fd(),
+                fd.as_raw_fd(),
                 &[IoSlice::new(line)],
                 &rights,
                 MsgFlags::MSG_NOSIGNAL,
                 None,
             )
             .map_err(std::io::Error::from)
-        });
-        match tried {
-            Ok(n) => break n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err((false, e)),
-        }
-    };
+        })
+        .await
+        .map_err(|e| (false, e))?;
     // A long spec (a large env) may not go in one send; the rest follows
     // as plain bytes.
-    while sent < line.len() {
-        stream.writable().await.map_err(|e| (true, e))?;
-        match stream.try_write(&line[sent..]) {
-            Ok(n) => sent += n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err((true, e)),
-        }
-    }
+    write
+        .write_all(&line[sent..])
+        .await
+        .map_err(|e| (true, e))?;
     Ok(())
 }
 
@@ -496,12 +490,7 @@ impl Run {
         let (Some(write), Ok(read)) = (ctl.into_inner(), back.await) else {
             return;
         };
-        let Ok(stream) = read.reunite(write) else {
-            return;
-        };
-        let Ok(socket) = stream.into_std() else {
-            return;
-        };
+        let socket = std::os::unix::net::UnixStream::from(QuietStream::reunite(read, write));
         daemon.reaper.pool.put_back(
             pool::Guard {
                 pid: guard_pid,

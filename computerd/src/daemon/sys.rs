@@ -1,7 +1,7 @@
 //! Raw system calls and errno words, each in one small function.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use nix::errno::Errno;
 
@@ -75,6 +75,19 @@ pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
 /// A pipe, close-on-exec at both ends: (read, write).
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
+}
+
+/// A pipe for the daemon to read a program's output from: the read end
+/// non-blocking (for the runtime), the write end blocking (the program's,
+/// which expects a plain pipe). Two system calls, where a plain pipe
+/// handed to tokio's checked constructor costs four.
+pub fn output_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)?;
+    // The two ends are two open files: clearing the flag on the write end
+    // leaves the read end non-blocking.
+    fcntl(w.as_fd(), FcntlArg::F_SETFL(OFlag::empty()))?;
+    Ok((r, w))
 }
 
 /// The foreground process group of a terminal (TIOCGPGRP); None when it has none.

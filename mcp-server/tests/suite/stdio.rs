@@ -533,3 +533,123 @@ async fn dockerd_restarted_under_a_live_session_is_answered_in_words_and_the_nex
         server.computers().is_empty()
     });
 }
+
+/// One blocking JSON-RPC exchange over the test's end of the server's stdio.
+fn exchange(
+    to: &mut impl std::io::Write,
+    from: &mut impl std::io::BufRead,
+    msg: serde_json::Value,
+) -> Option<serde_json::Value> {
+    let mut line = msg.to_string();
+    line.push('\n');
+    to.write_all(line.as_bytes()).unwrap();
+    to.flush().unwrap();
+    msg.get("id")?;
+    loop {
+        let mut reply = String::new();
+        assert!(
+            from.read_line(&mut reply).unwrap() > 0,
+            "the server closed its stdout"
+        );
+        let v: serde_json::Value = serde_json::from_str(&reply).unwrap();
+        if v.get("id") == msg.get("id") {
+            return Some(v);
+        }
+    }
+}
+
+fn nonblocking(fd: &impl std::os::fd::AsFd) -> bool {
+    let flags = nix::fcntl::fcntl(fd.as_fd(), nix::fcntl::FcntlArg::F_GETFL).unwrap();
+    nix::fcntl::OFlag::from_bits_truncate(flags).contains(nix::fcntl::OFlag::O_NONBLOCK)
+}
+
+/// Serve one session with `stdin` and `stdout` as the server's fd 0 and
+/// 1 (the test keeps copies of the server's ends), run `echo` in it, and
+/// check that the server left those ends blocking, as it found them.
+fn a_session_over<W: std::io::Write>(
+    server: &Server,
+    (stdin, mut to): (std::os::fd::OwnedFd, W),
+    (stdout, from): (std::os::fd::OwnedFd, impl std::io::Read),
+    end_input: impl FnOnce(W),
+) {
+    let kept_in = stdin.try_clone().unwrap();
+    let kept_out = stdout.try_clone().unwrap();
+    let mut child = std::process::Command::new(SERVER)
+        .arg("serve")
+        .args(server.args())
+        .stdin(std::process::Stdio::from(stdin))
+        .stdout(std::process::Stdio::from(stdout))
+        .spawn()
+        .unwrap();
+    let mut from = std::io::BufReader::new(from);
+    let init = exchange(
+        &mut to,
+        &mut from,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "fd-test", "version": "1"}}}),
+    )
+    .unwrap();
+    assert_eq!(
+        init["result"]["serverInfo"]["name"], "computer-mcp",
+        "{init}"
+    );
+    exchange(
+        &mut to,
+        &mut from,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    let r = exchange(
+        &mut to,
+        &mut from,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "exec", "arguments": {"argv": ["echo", "over", "fds"]}}}),
+    )
+    .unwrap();
+    let out = &r["result"]["structuredContent"];
+    assert_eq!(out["stdout"], "over fds\n", "{r}");
+    assert_eq!(out["exit_code"], 0, "{r}");
+    end_input(to);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(
+        !nonblocking(&kept_in) && !nonblocking(&kept_out),
+        "the server left its stdin or stdout non-blocking"
+    );
+}
+
+#[test]
+fn a_client_that_gives_stdio_as_a_socket_pair_is_served_and_gets_it_back_as_it_was() {
+    if !need_root() {
+        return;
+    }
+    // Node's child_process gives a child's stdio as a unix socket pair.
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let theirs_out = theirs.try_clone().unwrap();
+    let ours_read = ours.try_clone().unwrap();
+    a_session_over(
+        &Server::new(),
+        (theirs.into(), ours),
+        (theirs_out.into(), ours_read),
+        // Its read copy stays open: the end of input is a shutdown.
+        |ours| ours.shutdown(std::net::Shutdown::Write).unwrap(),
+    );
+}
+
+#[test]
+fn a_client_that_gives_stdio_as_pipes_is_served_and_gets_them_back_as_they_were() {
+    if !need_root() {
+        return;
+    }
+    // Close-on-exec, so the server holds no copy of the test's ends (it
+    // would never see its stdin end).
+    let cloexec = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+    let (in_r, in_w) = cloexec();
+    let (out_r, out_w) = cloexec();
+    a_session_over(
+        &Server::new(),
+        (in_r, std::fs::File::from(in_w)),
+        (out_w, std::fs::File::from(out_r)),
+        drop,
+    );
+}

@@ -213,6 +213,11 @@ async fn open_direct(
             // The exec's streams carry nothing more: the bridge ends when
             // this socket closes, and with the computer.
             drop((output, input));
+            // Registered for reading only: the bridge's reads do not wake
+            // this side.
+            let stream = computerd::quiet::QuietStream::from_tokio(stream).map_err(|e| {
+                ProviderError::failed(format!("setting up the direct connection: {e}"))
+            })?;
             Ok(Some((DaemonClient::new(stream), Route::Direct)))
         }
         _ => Ok(None),
