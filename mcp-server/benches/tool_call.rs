@@ -174,7 +174,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .first()
         .expect("the warm session's computer")
         .join("run/computerd.sock");
-    let daemon = DaemonClient::new(tokio::net::UnixStream::connect(&sock).await?);
+    // As the server connects (read-only registration, see computerd::quiet).
+    let daemon = DaemonClient::new(computerd::quiet::QuietStream::connect(&sock).await?);
     let params = ExecParams {
         argv: vec!["true".into()],
         ..Default::default()
