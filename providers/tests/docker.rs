@@ -353,6 +353,16 @@ async fn a_docker_computer_is_made_hardened_reached_found_and_released() {
         out.contains("Read-only file system") || out.contains("Permission denied"),
         "{out}"
     );
+    // The bridge carries the connection and read its token: a program of
+    // the same user can neither read its environment nor take its
+    // descriptors (nor trace it or read its memory: it is not dumpable).
+    let r = run(
+        &conn,
+        "for p in /proc/[0-9]*; do case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in '/opt/computerd/computerd stdio '*) b=$p;; esac; done; \
+         ls $b/fd >/dev/null 2>&1; echo fd=$?; cat $b/environ >/dev/null 2>&1; echo environ=$?",
+    )
+    .await;
+    assert_eq!(text(&r), "fd=2\nenviron=1\n");
     conn.client.close();
 
     // Found again, by id and labels, and its network read back.

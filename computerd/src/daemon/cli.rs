@@ -40,11 +40,20 @@ pub fn run(args: &[OsString]) -> i32 {
         Command::Probe(a) => Ok(daemon::probe::main(&a.connect, a.diagnose)),
         Command::Sandbox(a) => sandbox::main(sandbox_options(a)).map_err(StartError::Sandbox),
         Command::Spare(a) => spare_main(a),
-        Command::Stdio(a) => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| StartError::Runtime("stdio", e))
-            .map(|rt| rt.block_on(daemon::bridge::run(&a.socket, a.direct.as_deref()))),
+        Command::Stdio(a) => {
+            // The bridge runs as the computer's user, beside its programs,
+            // and carries the whole connection (with --direct, its token
+            // too): like init and the guards, not theirs to trace or read.
+            if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+                eprintln!("computerd stdio: could not make the bridge non-dumpable ({e})");
+                return 1;
+            }
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| StartError::Runtime("stdio", e))
+                .map(|rt| rt.block_on(daemon::bridge::run(&a.socket, a.direct.as_deref())))
+        }
         Command::Egress(a) => egress_main(a),
     };
     outcome.unwrap_or_else(|e| {
