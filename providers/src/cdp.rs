@@ -191,7 +191,11 @@ impl BrowserClient {
                     .map_err(|e| {
                         ClientError::Rpc(RpcError::unsupported(did_not_start(&e.message)))
                     })?;
-                if let Err(e) = ready(&started.conn).await {
+                let answered = match ready(&started.conn).await {
+                    Ok(_) => first_page_answers(&started.conn).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = answered {
                     started.conn.end("it did not answer");
                     let words = did_not_start(&e.message);
                     return Err(ClientError::Rpc(if e.code == ErrorCode::Timeout {
@@ -305,6 +309,74 @@ async fn ready(conn: &CdpConn) -> Result<String> {
         .and_then(Value::as_str)
         .unwrap_or("a browser")
         .to_string())
+}
+
+/// A browser that answers may still lose its first page's renderer at
+/// once (a memory bound it fits in only without one): the first page
+/// evaluates an expression before the browser counts as started. A
+/// browser with no page open is left as it is.
+async fn first_page_answers(conn: &CdpConn) -> Result<()> {
+    let failed = |e: CallError| {
+        let (code, words) = match e {
+            CallError::Browser(e) => (ErrorCode::Unreachable, e.message),
+            CallError::Timeout(w) => (ErrorCode::Timeout, w),
+            CallError::Closed(w) => (ErrorCode::Unreachable, w),
+        };
+        ProviderError::new(code, format!("its first page did not answer: {words}"))
+    };
+    let targets = conn
+        .call("Target.getTargets", None, None, READY_WAIT)
+        .await
+        .map_err(failed)?;
+    let Some(page) = targets["targetInfos"].as_array().and_then(|all| {
+        all.iter()
+            .find(|t| t["type"] == "page")
+            .and_then(|t| t["targetId"].as_str())
+    }) else {
+        return Ok(());
+    };
+    let attached = conn
+        .call(
+            "Target.attachToTarget",
+            Some(json!({ "targetId": page, "flatten": true })),
+            None,
+            READY_WAIT,
+        )
+        .await
+        .map_err(failed)?;
+    let Some(session) = attached["sessionId"].as_str() else {
+        return Err(ProviderError::new(
+            ErrorCode::Unreachable,
+            "its first page did not answer: attaching to it gave no session",
+        ));
+    };
+    let two = conn
+        .call(
+            "Runtime.evaluate",
+            Some(json!({ "expression": "1 + 1", "returnByValue": true })),
+            Some(session),
+            READY_WAIT,
+        )
+        .await
+        .map_err(failed)?;
+    if two["result"]["value"] != 2 {
+        return Err(ProviderError::new(
+            ErrorCode::Unreachable,
+            format!(
+                "its first page did not answer: 1 + 1 gave {}",
+                two["result"]
+            ),
+        ));
+    }
+    conn.call(
+        "Target.detachFromTarget",
+        Some(json!({ "sessionId": session })),
+        None,
+        READY_WAIT,
+    )
+    .await
+    .map_err(failed)?;
+    Ok(())
 }
 
 /// End the browsers an earlier connection started in this computer (its
