@@ -2,7 +2,11 @@
 //! flight at once on one MCP session, then 10 000 one after another, with
 //! the latencies (p50, p99, max) beside the single-call median and the
 //! server's and the computer's daemon's memory and open descriptors before
-//! and after.
+//! and after. First, the same burst against the floor: the trivial rmcp
+//! server of `tool_call` (trivial.rs), which spawns `true` on this machine
+//! per call with no computer, so the burst's figures have their floor
+//! beside them (a burst's p99 is bounded below by how many programs this
+//! machine can start in a second, whatever the server).
 //!
 //! Run on demand (never part of `cargo test`), as root like the tests:
 //!
@@ -22,6 +26,8 @@ use rmcp::transport::TokioChildProcess;
 
 #[path = "support.rs"]
 mod support;
+#[path = "trivial.rs"]
+mod trivial;
 use support::{SERVER, computerd, line, ms, pct};
 
 fn exec_true() -> CallToolRequestParams {
@@ -90,6 +96,86 @@ fn show(name: &str, before: Usage, after: Usage) {
     );
 }
 
+/// 50 calls to warm up, then 200 one at a time: their median.
+async fn single_calls(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+) -> Result<Duration, Box<dyn std::error::Error>> {
+    for _ in 0..50 {
+        client.call_tool(exec_true()).await?;
+    }
+    let mut single = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        client.call_tool(exec_true()).await?;
+        single.push(t.elapsed());
+    }
+    Ok(line("one call at a time", &mut single))
+}
+
+/// What a burst gave: each call's time, the failures, the whole time.
+struct Burst {
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+    wall: Duration,
+    failed: Vec<String>,
+}
+
+impl Burst {
+    fn show(&self, n: usize, single: Duration) {
+        println!(
+            "{n} at once: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms, all in {:.1} ms ({:.0} calls/s); p99 over the single call {:.1} ms; {} failed",
+            ms(self.p50),
+            ms(self.p99),
+            ms(self.max),
+            ms(self.wall),
+            n as f64 / self.wall.as_secs_f64(),
+            ms(self.p99.saturating_sub(single)),
+            self.failed.len()
+        );
+        if let Some(f) = self.failed.first() {
+            println!("  first failure: {f}");
+        }
+    }
+}
+
+/// `n` calls in flight at once on one session.
+async fn burst(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>, n: usize) -> Burst {
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(n);
+    for _ in 0..n {
+        let peer = client.peer().clone();
+        tasks.push(tokio::spawn(async move {
+            let t = Instant::now();
+            let r = peer.call_tool(exec_true()).await;
+            (t.elapsed(), r)
+        }));
+    }
+    let mut took = Vec::with_capacity(n);
+    let mut failed = Vec::new();
+    for t in tasks {
+        match t.await {
+            Ok((d, r)) => {
+                took.push(d);
+                match r {
+                    Ok(r) if r.is_error != Some(true) => {}
+                    Ok(r) => failed.push(format!("{:?}", r.content.first())),
+                    Err(e) => failed.push(e.to_string()),
+                }
+            }
+            Err(e) => failed.push(e.to_string()),
+        }
+    }
+    let wall = started.elapsed();
+    Burst {
+        p50: pct(&mut took, 0.5),
+        p99: pct(&mut took, 0.99),
+        max: pct(&mut took, 1.0),
+        wall,
+        failed,
+    }
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let concurrent: usize = std::env::var("CMCP_BENCH_CONCURRENT")
@@ -100,6 +186,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
+    if std::env::var_os(trivial::ENV).is_some() {
+        return trivial::serve().await;
+    }
+
+    // The floor: the same single calls and the same burst against the
+    // trivial server.
+    let mut floor_cmd = tokio::process::Command::new(std::env::current_exe()?);
+    floor_cmd.env(trivial::ENV, "1");
+    let floor = ().serve(TokioChildProcess::new(floor_cmd)?).await?;
+    println!(
+        "floor: the trivial rmcp server spawning `true` per call on this machine (no computer)"
+    );
+    let floor_single = single_calls(&floor).await?;
+    let floor_burst = burst(&floor, concurrent).await;
+    floor_burst.show(concurrent, floor_single);
+    floor.cancel().await?;
+
     let state = tempfile::tempdir()?;
     let mut cmd = tokio::process::Command::new(SERVER);
     cmd.arg("serve")
@@ -113,60 +216,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let client = ().serve(transport).await?;
     println!("computer-mcp load bench: exec {{argv: [true]}} on one computer, one MCP session");
 
-    for _ in 0..50 {
-        client.call_tool(exec_true()).await?;
-    }
-    let mut single = Vec::new();
-    for _ in 0..200 {
-        let t = Instant::now();
-        client.call_tool(exec_true()).await?;
-        single.push(t.elapsed());
-    }
-    let single_med = line("one call at a time", &mut single);
+    let single_med = single_calls(&client).await?;
     let daemon = daemon_pid(state.path()).expect("the computer's daemon");
     let server_before = usage(server_pid);
     let daemon_before = usage(daemon);
 
     // A thousand in flight.
-    let started = Instant::now();
-    let mut tasks = Vec::with_capacity(concurrent);
-    for _ in 0..concurrent {
-        let peer = client.peer().clone();
-        tasks.push(tokio::spawn(async move {
-            let t = Instant::now();
-            let r = peer.call_tool(exec_true()).await;
-            (t.elapsed(), r)
-        }));
-    }
-    let mut took = Vec::with_capacity(concurrent);
-    let mut failed = Vec::new();
-    for t in tasks {
-        let (d, r) = t.await?;
-        took.push(d);
-        match r {
-            Ok(r) if r.is_error != Some(true) => {}
-            Ok(r) => failed.push(format!("{:?}", r.content.first())),
-            Err(e) => failed.push(e.to_string()),
-        }
-    }
-    let wall = started.elapsed();
-    let p50 = pct(&mut took, 0.5);
-    let p99 = pct(&mut took, 0.99);
-    let max = pct(&mut took, 1.0);
+    let ours = burst(&client, concurrent).await;
+    ours.show(concurrent, single_med);
     println!(
-        "{concurrent} at once: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms, all in {:.1} ms; {} failed",
-        ms(p50),
-        ms(p99),
-        ms(max),
-        ms(wall),
-        failed.len()
-    );
-    if let Some(f) = failed.first() {
-        println!("  first failure: {f}");
-    }
-    println!(
-        "  p99 over the single-call median: {:.1} ms (target: at most 50 ms)",
-        ms(p99.saturating_sub(single_med))
+        "  p99 over the single-call median: {:.1} ms (target: at most 50 ms; the floor's: {:.1} ms); all {} in {:.2}x the floor's time",
+        ms(ours.p99.saturating_sub(single_med)),
+        ms(floor_burst.p99.saturating_sub(floor_single)),
+        concurrent,
+        ours.wall.as_secs_f64() / floor_burst.wall.as_secs_f64()
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
     show(
