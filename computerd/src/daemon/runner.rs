@@ -231,7 +231,8 @@ struct Lifecycle {
 }
 
 /// Start `spec` under a guard, with the program's stdio: an idle guard
-/// from the pool when one is there, a guard started for it otherwise. A
+/// from the pool when one is there, one forked (or started) for it
+/// otherwise. A
 /// spec with `reuse` lends a pooled guard (the pool is not refilled behind
 /// it while it may come back; see [`Run::recycle`]).
 pub async fn spawn(daemon: &Arc<Daemon>, spec: &GuardSpec, stdio: Stdio3) -> std::io::Result<Run> {
@@ -245,7 +246,7 @@ pub async fn spawn(daemon: &Arc<Daemon>, spec: &GuardSpec, stdio: Stdio3) -> std
     let (pid, stream, guard_exit, lent) = loop {
         let (guard, lent, pooled) = match daemon.reaper.pool.take(daemon, spec.reuse) {
             Some((g, lent)) => (g, lent, true),
-            None => (pool::start_guard(daemon)?, None, false),
+            None => pool::guard_for_run(daemon, spec.reuse).await?,
         };
         let mut guard = guard;
         // Read through the runtime, written without a standing write

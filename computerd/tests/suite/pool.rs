@@ -195,6 +195,44 @@ async fn after_a_burst_of_fifty_runs_the_pool_is_back_to_its_size_and_no_guard_i
     assert_no_zombies_under(pid);
 }
 
+/// A burst past the pool's guards costs no exec of computerd: each run
+/// past them takes a guard given back by an earlier run of the burst, or
+/// one forked from the template. Shown with init's binary deleted once the
+/// pool is full: a guard started by exec could not start at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_past_the_pool_forks_or_reuses_its_guards_and_execs_none() {
+    let copy = tempfile::tempdir().unwrap();
+    let exe = copy.path().join("computerd");
+    std::fs::copy(COMPUTERD, &exe).unwrap();
+    let Some(init) = Init::start_with(InitOptions {
+        exe: Some(exe.clone()),
+        ..Default::default()
+    }) else {
+        return;
+    };
+    let pid = init.init_pid();
+    idle_guards(pid, DEFAULT_SIZE);
+    std::fs::remove_file(&exe).unwrap();
+    let c = init.client().await;
+    // Each run holds its guard a while, so the burst is many at once.
+    let p = sh("sleep 0.1; echo $PPID", &init.marker);
+    let calls = (0..40).map(|_| {
+        let c = c.clone();
+        let p = p.clone();
+        tokio::spawn(async move { c.call(&p).await })
+    });
+    let mut guards = BTreeSet::new();
+    for call in calls.collect::<Vec<_>>() {
+        let r = call.await.unwrap().expect("a run of the burst");
+        assert_eq!(r.exit_code, Some(0), "{r:?}");
+        guards.insert(String::from_utf8(r.stdout.0).unwrap().trim().to_string());
+    }
+    assert!(guards.len() > DEFAULT_SIZE, "{guards:?}");
+    // After it the pool is back to its size, with the template.
+    idle_guards(pid, DEFAULT_SIZE);
+    assert_no_zombies_under(pid);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pooled_run_sees_the_same_user_cwd_environment_and_confinement_as_a_started_one() {
     let probe = "echo $PPID; id -u; id -G; pwd; umask; env | sort; \

@@ -50,6 +50,8 @@ pub struct InitOptions {
     pub user: Option<u32>,
     /// More of init's environment (DISPLAY, XAUTHORITY).
     pub env: Vec<(String, String)>,
+    /// The computerd binary init runs from (default: the one built).
+    pub exe: Option<std::path::PathBuf>,
 }
 
 impl Default for InitOptions {
@@ -60,6 +62,7 @@ impl Default for InitOptions {
             own_network: false,
             user: None,
             env: Vec::new(),
+            exe: None,
         }
     }
 }
@@ -103,7 +106,8 @@ impl Init {
         init.max_deadline = o.max_deadline.map(Time::from_now);
         init.user = o.user.map(|uid| UserSpec { uid, gid: uid });
         init.own_network = o.own_network;
-        let mut cmd = Program::computerd(COMPUTERD).command(init);
+        let exe = o.exe.clone().unwrap_or_else(|| COMPUTERD.into());
+        let mut cmd = Program::computerd(exe).command(init);
         cmd.env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
             .env("HOME", &home)

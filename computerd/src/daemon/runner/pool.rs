@@ -4,8 +4,9 @@
 //! and faulting in a 3 MB binary) before the program's own. Init keeps up
 //! to [`MAX_SIZE`] guards started and waiting on their control socket, and
 //! tops the pool up in the background whenever a run takes one, so a run
-//! costs one exec on its path: its program's. With the pool empty (a burst,
-//! or a size of 0) a run starts its own guard, as it always could.
+//! costs one exec on its path: its program's. With the pool empty (a burst)
+//! a run forks its own guard from the template ([`guard_for_run`]); with a
+//! size of 0 it starts one by exec, as it always could.
 //!
 //! Topping up is not an exec either, since on a busy machine the
 //! background's CPU is the runs' CPU: one guard, started by exec, is the
@@ -87,6 +88,12 @@ pub struct Pool {
     /// their own, with when each went out; locked after `idle`.
     lent: Mutex<HashMap<u64, Instant>>,
     next_lent: AtomicU64,
+    /// Held by a run forking its own guard (the pool was empty): one
+    /// blocking thread at a time asks the template, whatever the burst.
+    forking: tokio::sync::Mutex<()>,
+    /// Runs waiting in [`guard_for_run`]: a guard given back while any
+    /// wait is kept for them, past the pool's size.
+    waiting: AtomicUsize,
 }
 
 /// A pooled guard's place in the pool while it is out on a run that may
@@ -136,6 +143,8 @@ impl Pool {
             taken: Notify::new(),
             lent: Mutex::new(HashMap::new()),
             next_lent: AtomicU64::new(0),
+            forking: tokio::sync::Mutex::new(()),
+            waiting: AtomicUsize::new(0),
         }
     }
 
@@ -202,7 +211,8 @@ impl Pool {
         // Its place is given up here: `lent`, dropped once the locks are
         // let go, finds nothing left to give up.
         let alive = matches!(g.exit.try_recv(), Err(oneshot::error::TryRecvError::Empty));
-        let room = idle.len() + out < self.size.load(Ordering::SeqCst);
+        let room = idle.len() + out < self.size.load(Ordering::SeqCst)
+            || idle.len() < self.waiting.load(Ordering::SeqCst);
         if alive && room && !self.closed.load(Ordering::SeqCst) {
             idle.push_back(g);
             return;
@@ -353,6 +363,67 @@ pub fn fork_guard(daemon: &Daemon) -> std::io::Result<Guard> {
             }
             drop(template);
             start_guard(daemon)
+        }
+    }
+}
+
+/// A guard for a run that found the pool empty (a burst, or every pooled
+/// guard lent), with its place in the pool if it is a pooled one.
+///
+/// Runs wait here one at a time. The first waiting takes a guard given
+/// back in the meantime (kept for the runs waiting, past the pool's size,
+/// and lent as [`Pool::take`] lends), or else forks one from the template
+/// as the pool's own are: a fraction of the exec a started guard costs (a
+/// burst of 1000 `true` runs cost the computer 2.5 ms of CPU a run with a
+/// guard started by exec for each). The template answers on a blocking
+/// socket, so that request runs on the blocking pool: one thread, whatever
+/// the burst. With a pool of size 0 every run starts its own guard by
+/// exec, as that setting says.
+pub async fn guard_for_run(
+    daemon: &Arc<Daemon>,
+    lend: bool,
+) -> std::io::Result<(Guard, Option<Lent>, bool)> {
+    let pool = &daemon.reaper.pool;
+    if pool.size.load(Ordering::SeqCst) == 0 {
+        return Ok((start_guard(daemon)?, None, false));
+    }
+    let _waiting = Waiting::new(pool);
+    let _one_at_a_time = pool.forking.lock().await;
+    if let Some((g, lent)) = pool.take(daemon, lend) {
+        return Ok((g, lent, true));
+    }
+    let d = Arc::clone(daemon);
+    let g = tokio::task::spawn_blocking(move || fork_guard(&d))
+        .await
+        .map_err(std::io::Error::other)??;
+    Ok((g, None, false))
+}
+
+/// A run counted in [`Pool::waiting`] until it has its guard. When the
+/// last one goes, the guards kept for the waiting past the pool's size
+/// are let go.
+struct Waiting<'a>(&'a Pool);
+
+impl<'a> Waiting<'a> {
+    fn new(pool: &'a Pool) -> Self {
+        pool.waiting.fetch_add(1, Ordering::SeqCst);
+        Waiting(pool)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let pool = self.0;
+        let mut idle = pool.lock();
+        if pool.waiting.fetch_sub(1, Ordering::SeqCst) == 1 {
+            let out = pool.lent().len();
+            let keep = pool.size.load(Ordering::SeqCst).saturating_sub(out);
+            if idle.len() > keep {
+                // Dropped: their sockets close and they exit.
+                let extra: Vec<Guard> = idle.drain(keep..).collect();
+                drop(idle);
+                drop(extra);
+            }
         }
     }
 }
