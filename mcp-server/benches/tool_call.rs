@@ -14,6 +14,13 @@
 //! so bash starts), and `uname -s` as argv and as a command (a plain
 //! command, which computerd starts without bash).
 //!
+//! rmcp's client puts a progress token on every request, and the exec
+//! tool follows a program it was given a token for (process.start, its
+//! reads and its wait: progress once a second). The Python and TypeScript
+//! SDKs send a token only with a progress callback, and a call without
+//! one is a single exec.run: a bare line client measures that way too,
+//! against both servers in turn.
+//!
 //! `CMCP_BENCH_CALLS` sets the warm calls (default 500); `COMPUTERD_BIN`
 //! the daemon (default: the one beside the server, else the server itself).
 
@@ -74,6 +81,96 @@ fn warm_calls() -> [(&'static str, CallToolRequestParams); 4] {
             exec(serde_json::json!({"command": "uname -s"})),
         ),
     ]
+}
+
+/// A bare MCP client on a server's stdio, one JSON-RPC line a message,
+/// whose calls carry no progress token (as the Python and TypeScript SDKs
+/// send them without a progress callback).
+struct Bare {
+    _child: tokio::process::Child,
+    to: tokio::process::ChildStdin,
+    from: tokio::io::BufReader<tokio::process::ChildStdout>,
+    id: u64,
+    line: String,
+}
+
+impl Bare {
+    async fn start(mut cmd: tokio::process::Command) -> Result<Bare, Box<dyn std::error::Error>> {
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn()?;
+        let to = child.stdin.take().expect("stdin");
+        let from = tokio::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut b = Bare {
+            _child: child,
+            to,
+            from,
+            id: 0,
+            line: String::new(),
+        };
+        b.request(
+            "initialize",
+            serde_json::json!({
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "bare", "version": "0"}
+            }),
+        )
+        .await?;
+        b.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await?;
+        Ok(b)
+    }
+
+    async fn send(&mut self, msg: serde_json::Value) -> std::io::Result<()> {
+        use tokio::io::AsyncWriteExt;
+        let mut bytes = serde_json::to_vec(&msg)?;
+        bytes.push(b'\n');
+        self.to.write_all(&bytes).await
+    }
+
+    /// Send a request and read up to its answer.
+    async fn request(
+        &mut self,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+        use tokio::io::AsyncBufReadExt;
+        self.id += 1;
+        let id = self.id;
+        self.send(
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        )
+        .await?;
+        loop {
+            self.line.clear();
+            if self.from.read_line(&mut self.line).await? == 0 {
+                return Err("the server closed its stdout".into());
+            }
+            let v: serde_json::Value = serde_json::from_str(&self.line)?;
+            if v["id"] == id {
+                return match v.get("result") {
+                    Some(r) if r["isError"] != true => Ok(r.clone()),
+                    _ => Err(format!("{method} failed: {v}").into()),
+                };
+            }
+        }
+    }
+
+    /// One exec call's time.
+    async fn call(
+        &mut self,
+        args: &serde_json::Value,
+    ) -> Result<Duration, Box<dyn std::error::Error>> {
+        let t = Instant::now();
+        self.request(
+            "tools/call",
+            serde_json::json!({"name": "exec", "arguments": args}),
+        )
+        .await?;
+        Ok(t.elapsed())
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -195,6 +292,28 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     daemon.close();
     client.cancel().await?;
+
+    // Without a progress token, in turn with the trivial server.
+    let mut ours = Bare::start(server_cmd(state.path())).await?;
+    let mut floor_cmd = tokio::process::Command::new(std::env::current_exe()?);
+    floor_cmd.env(trivial::ENV, "1");
+    let mut bare_floor = Bare::start(floor_cmd).await?;
+    let argv_true = serde_json::json!({"argv": ["true"]});
+    for _ in 0..20 {
+        ours.call(&argv_true).await?;
+        bare_floor.call(&argv_true).await?;
+    }
+    let (mut a, mut b) = (Vec::with_capacity(calls), Vec::with_capacity(calls));
+    for _ in 0..calls {
+        a.push(ours.call(&argv_true).await?);
+        b.push(bare_floor.call(&argv_true).await?);
+    }
+    let bare_floor_med = line("no progress token: the trivial server", &mut b);
+    let bare_med = line("no progress token: warm exec {argv: [true]}", &mut a);
+    println!(
+        "ratio exec {{argv}} / trivial server, no token       {:.2}x   (target: at most 1.25x)",
+        bare_med.as_secs_f64() / bare_floor_med.as_secs_f64()
+    );
 
     println!(
         "MCP stack overhead over the daemon (median)          {:>8.3} ms",
