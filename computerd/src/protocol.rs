@@ -59,7 +59,7 @@ pub use probe::{
     targets_with,
 };
 pub use process::{
-    Orphans, ProcessInfo, ProcessListParams, ProcessListResult, ProcessReadParams,
+    Orphans, ProcessEnded, ProcessInfo, ProcessListParams, ProcessListResult, ProcessReadParams,
     ProcessReadResult, ProcessResizeParams, ProcessSignalParams, ProcessSignalResult,
     ProcessStartParams, ProcessStartResult, ProcessWaitParams, ProcessWaitResult,
     ProcessWriteParams, PtySize, Signal, Stream,

@@ -27,10 +27,10 @@ use super::ring::Ring;
 use super::runner::{self, Exit, Run, Stdio3};
 use super::{Daemon, check, exec, now_ms, proctree, sys};
 use crate::protocol::{
-    Bytes64, Empty, ErrorData, ErrorKind, ProcessListParams, ProcessListResult, ProcessReadParams,
-    ProcessReadResult, ProcessResizeParams, ProcessSignalParams, ProcessSignalResult,
-    ProcessStartParams, ProcessStartResult, ProcessWaitParams, ProcessWaitResult,
-    ProcessWriteParams, RpcError, Signal, clean_path, limits,
+    Bytes64, Empty, ErrorData, ErrorKind, ProcessEnded, ProcessListParams, ProcessListResult,
+    ProcessReadParams, ProcessReadResult, ProcessResizeParams, ProcessSignalParams,
+    ProcessSignalResult, ProcessStartParams, ProcessStartResult, ProcessWaitParams,
+    ProcessWaitResult, ProcessWriteParams, RpcError, Signal, Stream, clean_path, limits,
 };
 
 use log::{NewLog, create_log};
@@ -76,7 +76,100 @@ impl Table {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Start a program; with waitMs, wait for its end up to then (after
+    /// the start's turn is given up) and answer how it ended with the
+    /// first of its output. A cancel while waiting answers the start as
+    /// it is: the program runs on, and its id is the caller's.
     pub async fn start(
+        &self,
+        daemon: &Arc<Daemon>,
+        p: ProcessStartParams,
+        cancel: CancellationToken,
+    ) -> Result<ProcessStartResult, RpcError> {
+        let wait = p.wait_ms;
+        if let Some(w) = wait
+            && w > limits::MAX_WAIT_MS
+        {
+            return Err(RpcError::over_limit("waitMs", w, limits::MAX_WAIT_MS));
+        }
+        let pty = p.pty.is_some();
+        let mut r = self.start_now(daemon, p, cancel.clone()).await?;
+        let Some(w) = wait.filter(|w| *w > 0) else {
+            return Ok(r);
+        };
+        let waited = tokio::select! {
+            w = self.wait(ProcessWaitParams { id: r.id.clone(), timeout_ms: w }, cancel.clone()) => w,
+            _ = cancel.cancelled() => return Ok(r),
+        };
+        let Ok(w) = waited else {
+            return Ok(r);
+        };
+        if w.running {
+            return Ok(r);
+        }
+        let (stdout, stderr) = if pty {
+            (None, None)
+        } else {
+            (
+                self.first_output(&r.id, Stream::Stdout, &cancel).await,
+                self.first_output(&r.id, Stream::Stderr, &cancel).await,
+            )
+        };
+        r.ended = Some(ProcessEnded {
+            exit_code: w.exit_code,
+            signal: w.signal,
+            stdout,
+            stderr,
+        });
+        Ok(r)
+    }
+
+    /// An ended program's first output on `stream`, from offset 0, once its
+    /// pipe has closed (its end can be known a moment before its last bytes
+    /// are in), a chunk's worth, or a second has passed: what is not in it
+    /// is read as usual.
+    async fn first_output(
+        &self,
+        id: &str,
+        stream: Stream,
+        cancel: &CancellationToken,
+    ) -> Option<ProcessReadResult> {
+        let until = Instant::now() + Duration::from_secs(1);
+        loop {
+            let r = self
+                .read(
+                    ProcessReadParams {
+                        id: id.to_string(),
+                        stream,
+                        offset: 0,
+                        max_bytes: None,
+                        wait_ms: None,
+                    },
+                    cancel.clone(),
+                )
+                .await
+                .ok()?;
+            let left = until.saturating_duration_since(Instant::now());
+            if r.exited || r.data.len() as u64 >= limits::MAX_CHUNK_BYTES || left.is_zero() {
+                return Some(r);
+            }
+            // Wait for what comes past it (or the end), then read again.
+            self.read(
+                ProcessReadParams {
+                    id: id.to_string(),
+                    stream,
+                    offset: r.next_offset,
+                    max_bytes: Some(1),
+                    wait_ms: Some(left.as_millis().max(1) as u64),
+                },
+                cancel.clone(),
+            )
+            .await
+            .ok()?;
+        }
+    }
+
+    async fn start_now(
         &self,
         daemon: &Arc<Daemon>,
         p: ProcessStartParams,
@@ -204,6 +297,7 @@ impl Table {
         Ok(ProcessStartResult {
             id: format!("p{seq}"),
             pid,
+            ended: None,
         })
     }
 

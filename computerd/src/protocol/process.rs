@@ -48,6 +48,11 @@ pub struct ProcessStartParams {
     pub wait_group: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub orphans: Option<Orphans>,
+    /// Wait up to this long (at most 30 000) for the program to end: one
+    /// that ends within it is answered with how it ended and the first of
+    /// its output (`ended`), so a short program costs one round trip.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -58,6 +63,24 @@ pub struct ProcessStartResult {
     pub id: String,
     /// The program's pid.
     pub pid: i32,
+    /// With waitMs: the program ended within it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<ProcessEnded>,
+}
+
+/// How a program started with waitMs ended, and the first of its output:
+/// what process.wait and a process.read of each stream from offset 0 would
+/// have answered (no output read for a program in a terminal).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessEnded {
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<ProcessReadResult>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<ProcessReadResult>,
 }
 
 /// Which output a read is of.

@@ -655,3 +655,59 @@ async fn bad_process_requests_name_the_field() {
         assert!(e.to_string().contains(words), "{m} {params}: {e}");
     }
 }
+
+/// With waitMs, a program that ends within it is answered with its end
+/// and the first of its output in the start's own reply; one still running
+/// is answered as a plain start and followed as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_with_wait_ms_brings_a_short_programs_end_and_output() {
+    let Some(init) = Init::start() else {
+        return;
+    };
+    let c = init.client().await;
+    let p = c
+        .call(&ProcessStartParams {
+            wait_ms: Some(10_000),
+            ..start_sh("echo one; echo two >&2; exit 3", &init.marker)
+        })
+        .await
+        .unwrap();
+    let ended = p.ended.expect("the end within waitMs");
+    assert_eq!((ended.exit_code, ended.signal), (Some(3), None));
+    let out = ended.stdout.expect("stdout");
+    assert_eq!(out.data.0, b"one\n");
+    assert!(out.exited, "{out:?}");
+    assert_eq!(ended.stderr.expect("stderr").data.0, b"two\n");
+    // The process is in the table like any other.
+    let w = wait_end(&c, &p.id).await;
+    assert_eq!(w.exit_code, Some(3));
+
+    // Still running at waitMs: a plain start, and the process runs on.
+    let p = c
+        .call(&ProcessStartParams {
+            wait_ms: Some(100),
+            ..start_sh("sleep 0.6; echo late", &init.marker)
+        })
+        .await
+        .unwrap();
+    assert_eq!(p.ended, None);
+    let w = wait_end(&c, &p.id).await;
+    assert_eq!(w.exit_code, Some(0));
+    let out = c
+        .read_process_output(&p.id, Stream::Stdout, 0)
+        .await
+        .unwrap();
+    assert_eq!(out.data, b"late\n");
+
+    // Past the bound: refused naming the field, nothing started.
+    let e = c
+        .call(&ProcessStartParams {
+            wait_ms: Some(30_001),
+            ..start_sh("echo never", &init.marker)
+        })
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("waitMs"), "{e}");
+    let list = c.call(&ProcessListParams { from: None }).await.unwrap();
+    assert_eq!(list.processes.len(), 2, "{list:?}");
+}

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use computerd::client::{ComputerClient, ComputerExt};
 use computerd::protocol::{
     Bytes64, ExecParams, ProcessReadParams, ProcessReadResult, ProcessSignalParams,
-    ProcessStartParams, ProcessWaitParams, ProcessWriteParams, Signal, Stream, limits,
+    ProcessStartParams, ProcessWaitParams, ProcessWaitResult, ProcessWriteParams, Signal, Stream,
+    limits,
 };
 use futures::future::BoxFuture;
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
@@ -360,41 +361,86 @@ fn last_line(chunk: &[u8]) -> Option<String> {
     Some(shown)
 }
 
+/// How long a followed program's start waits for its end: under the
+/// first progress report's second.
+const FIRST_WAIT_MS: u64 = 900;
+
+/// The program's end: brought by its start, or asked for beside the reads.
+enum Waiting {
+    Known(ProcessWaitResult),
+    Asked(tokio::task::JoinHandle<computerd::client::Result<ProcessWaitResult>>),
+}
+
 /// process.start, then both streams followed with a progress report about
 /// once a second; the timeout is TERM then KILL; a cancel or drop is KILL.
 async fn run_followed(ctx: &ToolContext, p: Plan, progress: &ProgressFn) -> Result<Ran> {
     let started = tokio::time::Instant::now();
     let client = &ctx.client;
+    // A program with no input to feed is waited for within the start, up
+    // to just before the first progress report is due (or its timeout):
+    // one that ends by then costs one round trip, as exec.run does.
+    let wait_ms = p.stdin.is_none().then(|| FIRST_WAIT_MS.min(p.timeout_ms));
     let start = ProcessStartParams {
         argv: p.argv,
         cwd: p.cwd,
         env: p.env,
         stdin: p.stdin.is_some().then_some(true),
+        wait_ms,
         ..Default::default()
     };
-    let id = start_owned(client, start).await.map_err(failed)?.id;
+    let begun = start_owned(client, start).await.map_err(failed)?;
+    let id = begun.id;
     let mut guard = KillOnDrop {
         client: client.clone(),
         id: id.clone(),
         armed: true,
     };
-    // The end is asked for at once, beside the reads, so its answer comes
-    // with theirs instead of one round trip after.
-    let wait_client = client.clone();
-    let wait_params = ProcessWaitParams {
-        id: id.clone(),
-        timeout_ms: p
-            .timeout_ms
-            .saturating_add(limits::KILL_GRACE_MS + 10_000)
-            .min(limits::MAX_PROCESS_WAIT_MS),
-    };
-    let waiting = tokio::spawn(async move { wait_client.call_typed(&wait_params).await });
     let mut out = Collector::default();
     let mut err = Collector::default();
-    let mut out_read = Some(read_next(client, &id, Stream::Stdout, 0));
-    let mut err_read = Some(read_next(client, &id, Stream::Stderr, 0));
-    let mut stdin = p.stdin.map(|s| feed(client, &id, s.into_bytes()));
     let mut latest = String::new();
+    // The end is asked for at once, beside the reads, so its answer comes
+    // with theirs instead of one round trip after (unless the start
+    // brought it).
+    let (waiting, mut out_read, mut err_read) = match begun.ended {
+        Some(ended) => {
+            let mut first =
+                |chunk: Option<ProcessReadResult>, into: &mut Collector, stream| match chunk {
+                    Some(r) => {
+                        if let Some(l) = last_line(&r.data) {
+                            latest = l;
+                        }
+                        into.push(&r.data, r.dropped);
+                        (!r.exited).then(|| read_next(client, &id, stream, r.next_offset))
+                    }
+                    None => Some(read_next(client, &id, stream, 0)),
+                };
+            let out_read = first(ended.stdout, &mut out, Stream::Stdout);
+            let err_read = first(ended.stderr, &mut err, Stream::Stderr);
+            let w = ProcessWaitResult {
+                running: false,
+                exit_code: ended.exit_code,
+                signal: ended.signal,
+            };
+            (Waiting::Known(w), out_read, err_read)
+        }
+        None => {
+            let wait_client = client.clone();
+            let wait_params = ProcessWaitParams {
+                id: id.clone(),
+                timeout_ms: p
+                    .timeout_ms
+                    .saturating_add(limits::KILL_GRACE_MS + 10_000)
+                    .min(limits::MAX_PROCESS_WAIT_MS),
+            };
+            let task = tokio::spawn(async move { wait_client.call_typed(&wait_params).await });
+            (
+                Waiting::Asked(task),
+                Some(read_next(client, &id, Stream::Stdout, 0)),
+                Some(read_next(client, &id, Stream::Stderr, 0)),
+            )
+        }
+    };
+    let mut stdin = p.stdin.map(|s| feed(client, &id, s.into_bytes()));
     let second = Duration::from_secs(1);
     let mut tick = tokio::time::interval_at(started + second, second);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -439,7 +485,11 @@ async fn run_followed(ctx: &ToolContext, p: Plan, progress: &ProgressFn) -> Resu
         }
     }
     drop(stdin);
-    let w = match waiting.await {
+    let waited = match waiting {
+        Waiting::Known(w) => Ok(Ok(w)),
+        Waiting::Asked(task) => task.await,
+    };
+    let w = match waited {
         Ok(Ok(w)) if !w.running => w,
         _ => client
             .call_typed(&ProcessWaitParams {
