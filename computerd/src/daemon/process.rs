@@ -222,6 +222,10 @@ impl Table {
         prepared.spec.pty = p.pty.is_some();
         prepared.spec.wait_group = p.wait_group.unwrap_or(false);
         prepared.spec.keep_orphans = p.orphans.is_some();
+        // A run that ends clean gives its guard back, as exec.run's does
+        // (the guard says so only with no terminal, no kept orphans and
+        // nothing left under it).
+        prepared.spec.reuse = p.pty.is_none() && p.orphans.is_none();
 
         let mut log = match &log_path {
             Some(path) => Some(create_log(path)?),
@@ -276,7 +280,7 @@ impl Table {
                     out: Ring::new(),
                     err,
                     log: log.take().map(NewLog::into_log),
-                    run: Arc::clone(&run),
+                    run: Some(Arc::clone(&run)),
                     input,
                     terminal,
                     changed: watch::channel(0).0,
@@ -479,19 +483,14 @@ impl Table {
         let (run, ended, terminal, pid) = {
             let inner = self.lock();
             let e = inner.entries.get(&seq).ok_or_else(|| unknown(&p.id))?;
-            (
-                Arc::clone(&e.run),
-                e.ended.is_some(),
-                e.terminal.clone(),
-                e.pid,
-            )
+            (e.run.clone(), e.ended.is_some(), e.terminal.clone(), e.pid)
         };
         let ended_note = || ProcessSignalResult {
             note: Some(format!("{} has ended; nothing was signalled", p.id)),
         };
-        if ended {
+        let Some(run) = run.filter(|_| !ended) else {
             return Ok(ended_note());
-        }
+        };
         let sig = match p.signal {
             Signal::Term => libc::SIGTERM,
             Signal::Int => libc::SIGINT,
@@ -672,6 +671,31 @@ async fn wait_for_end(daemon: Arc<Daemon>, seq: u64, run: Arc<Run>) {
             e.bump();
         }
         inner.enforce_budget();
+    }
+    // A guard idle again after a clean end goes back to the pool, once no
+    // one else holds the run (the entry's hold is let go: an ended process
+    // takes no signal).
+    if run.went_idle().await {
+        let mine = {
+            let mut inner = daemon.processes.lock();
+            if let Some(e) = inner.entries.get_mut(&seq) {
+                e.run = None;
+            }
+            drop(inner);
+            Arc::try_unwrap(run)
+        };
+        match mine {
+            Ok(run) => {
+                run.recycle(&daemon).await;
+                return;
+            }
+            Err(shared) => {
+                // Held elsewhere for a moment: the guard, idle with nothing
+                // under it, exits when that hold goes and its socket closes.
+                drop(shared);
+                return;
+            }
+        }
     }
     // Hold the run (and so its control socket) until the guard is gone: a
     // guard keeping orphans must not see the daemon leave.

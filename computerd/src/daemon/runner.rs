@@ -460,6 +460,11 @@ impl Run {
 
     /// Wait until the guard process itself has ended (a guard that keeps
     /// orphans lives on after the program's end).
+    /// Whether the guard said, at the run's end, that it is idle again.
+    pub async fn went_idle(&self) -> bool {
+        self.lifecycle.lock().await.idle
+    }
+
     pub async fn guard_gone(&self) {
         let rx = self.lifecycle.lock().await.guard_exit.take();
         if let Some(rx) = rx {

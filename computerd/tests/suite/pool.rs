@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use computerd::daemon::guard::TEMPLATE_NAME;
 use computerd::daemon::runner::pool::{DEFAULT_SIZE, MAX_SIZE, SIZE_VAR};
-use computerd::protocol::ExecParams;
+use computerd::protocol::{ExecParams, Orphans, ProcessReadParams, ProcessStartParams, Stream};
 
 use super::support::*;
 
@@ -471,4 +471,68 @@ async fn a_program_cannot_reach_into_its_guard() {
     assert_eq!(lines.len(), 2, "{out}");
     assert_eq!(lines[0], "own-fd-read", "{out}");
     assert_ne!(lines[1], "0", "{out}");
+}
+
+/// A process.start whose program ends clean gives its guard back to the
+/// pool, as an exec.run does; one with kept orphans does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_started_process_that_ends_clean_gives_its_guard_back() {
+    let Some(init) = Init::start() else {
+        return;
+    };
+    let pid = init.init_pid();
+    idle_guards(pid, DEFAULT_SIZE);
+    let c = init.client().await;
+    let start = |script: &str| ProcessStartParams {
+        argv: vec!["sh".into(), "-c".into(), script.into()],
+        env: Some(marked(&init.marker)),
+        wait_ms: Some(10_000),
+        ..Default::default()
+    };
+    let p = c.call(&start("echo $PPID")).await.unwrap();
+    let ended = p.ended.expect("ended within waitMs");
+    assert_eq!(ended.exit_code, Some(0));
+    let guard: i32 = String::from_utf8(ended.stdout.unwrap().data.0)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let idle = idle_guards(pid, DEFAULT_SIZE);
+    assert!(idle.contains(&guard), "{guard} not in {idle:?}");
+
+    let kept = c
+        .call(&ProcessStartParams {
+            orphans: Some(Orphans::Keep),
+            ..start("echo $PPID")
+        })
+        .await
+        .unwrap();
+    // With orphans kept, a stream counts as done at the program's end, so
+    // its bytes may come in just after: read until they have.
+    let until = Instant::now() + Duration::from_secs(10);
+    let out = loop {
+        let out = c
+            .call(&ProcessReadParams {
+                id: kept.id.clone(),
+                stream: Stream::Stdout,
+                offset: 0,
+                max_bytes: None,
+                wait_ms: None,
+            })
+            .await
+            .unwrap();
+        if !out.data.0.is_empty() || Instant::now() > until {
+            break out;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let guard: i32 = String::from_utf8(out.data.0)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Its guard stays with the run (orphans may be under it), never idle.
+    let idle = idle_guards(pid, DEFAULT_SIZE);
+    assert!(!idle.contains(&guard), "{guard} in {idle:?}");
+    assert_no_zombies_under(pid);
 }

@@ -40,7 +40,8 @@ pub(super) struct Entry {
     pub(super) out: Ring,
     pub(super) err: Ring,
     pub(super) log: Option<Log>,
-    pub(super) run: Arc<Run>,
+    /// Until the run has ended and its guard went back to the pool.
+    pub(super) run: Option<Arc<Run>>,
     pub(super) input: Option<Arc<Input>>,
     pub(super) terminal: Option<Arc<AsyncFd<OwnedFd>>>,
     pub(super) changed: watch::Sender<u64>,
