@@ -126,22 +126,24 @@ async fn one_at_a_time(
 
 /// `calls` pairs, each a fork+exec+wait by this process and an exec.run,
 /// in turn (which goes first alternates): each pair's two latencies.
+/// The floor once: fork+exec+wait of the program, as std does it.
+fn floor_once() -> Result<Duration, Box<dyn std::error::Error>> {
+    let t = Instant::now();
+    let st = Command::new(PROGRAM)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()?;
+    assert!(st.success());
+    Ok(t.elapsed())
+}
+
 async fn interleaved(
     socket: &std::path::Path,
     calls: usize,
 ) -> Result<Vec<(Duration, Duration)>, Box<dyn std::error::Error>> {
     let client = DaemonClient::new(QuietStream::connect(socket).await?);
     let params = params();
-    let floor_once = || -> Result<Duration, Box<dyn std::error::Error>> {
-        let t = Instant::now();
-        let st = Command::new(PROGRAM)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()?;
-        assert!(st.success());
-        Ok(t.elapsed())
-    };
     let mut pairs = Vec::with_capacity(calls);
     for i in 0..calls {
         let mut floor = None;
@@ -180,14 +182,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let mut floor = Vec::with_capacity(calls);
     for _ in 0..calls {
-        let t = Instant::now();
-        let st = Command::new(PROGRAM)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()?;
-        floor.push(t.elapsed());
-        assert!(st.success());
+        floor.push(floor_once()?);
     }
 
     let rt = tokio::runtime::Builder::new_multi_thread()

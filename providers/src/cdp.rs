@@ -296,14 +296,7 @@ async fn ready(conn: &CdpConn) -> Result<String> {
     let version = conn
         .call("Browser.getVersion", None, None, READY_WAIT)
         .await
-        .map_err(|e| {
-            let (code, words) = match e {
-                CallError::Browser(e) => (ErrorCode::Unreachable, e.message),
-                CallError::Timeout(w) => (ErrorCode::Timeout, w),
-                CallError::Closed(w) => (ErrorCode::Unreachable, w),
-            };
-            ProviderError::new(code, format!("the browser did not answer: {words}"))
-        })?;
+        .map_err(|e| no_answer("the browser", e))?;
     Ok(version
         .get("product")
         .and_then(Value::as_str)
@@ -311,19 +304,22 @@ async fn ready(conn: &CdpConn) -> Result<String> {
         .to_string())
 }
 
+/// A start's call that failed: `who` did not answer, and why.
+fn no_answer(who: &str, e: CallError) -> ProviderError {
+    let (code, words) = match e {
+        CallError::Browser(e) => (ErrorCode::Unreachable, e.message),
+        CallError::Timeout(w) => (ErrorCode::Timeout, w),
+        CallError::Closed(w) => (ErrorCode::Unreachable, w),
+    };
+    ProviderError::new(code, format!("{who} did not answer: {words}"))
+}
+
 /// A browser that answers may still lose its first page's renderer at
 /// once (a memory bound it fits in only without one): the first page
 /// evaluates an expression before the browser counts as started. A
 /// browser with no page open is left as it is.
 async fn first_page_answers(conn: &CdpConn) -> Result<()> {
-    let failed = |e: CallError| {
-        let (code, words) = match e {
-            CallError::Browser(e) => (ErrorCode::Unreachable, e.message),
-            CallError::Timeout(w) => (ErrorCode::Timeout, w),
-            CallError::Closed(w) => (ErrorCode::Unreachable, w),
-        };
-        ProviderError::new(code, format!("its first page did not answer: {words}"))
-    };
+    let failed = |e: CallError| no_answer("its first page", e);
     let targets = conn
         .call("Target.getTargets", None, None, READY_WAIT)
         .await
