@@ -15,6 +15,10 @@
 //!   `|`, `&`, `<`, `>`, backslash or newline);
 //! - the first word (its quotes removed) names a program: it holds no
 //!   `=`, is no builtin or keyword, and starts with neither `-` nor `%`;
+//!   or it is one of the few builtins whose program does exactly what the
+//!   builtin does with these words (see [`twin`]), and that program is in
+//!   `/usr/bin` or `/bin` (a builtin is never looked up on PATH, so
+//!   neither is its twin);
 //! - nothing in the environment changes what bash would do before the exec
 //!   (`BASH_ENV` is read by a non-interactive shell, exported functions may
 //!   shadow the program, `SHELLOPTS`/`BASHOPTS`/`POSIXLY_CORRECT` set
@@ -39,6 +43,7 @@ pub const BASH: &str = "/bin/bash";
 /// 5.2) that a first word of the allowed characters can spell.
 const SHELL_OWN_WORDS: &[&str] = &[
     ".",
+    ":",
     "alias",
     "bg",
     "bind",
@@ -211,8 +216,28 @@ pub fn words(line: &str) -> Option<Vec<String>> {
         && !first.starts_with('-')
         && !first.starts_with('%')
         && !SHELL_OWN_WORDS.contains(&first.as_str());
-    program_like.then_some(words)
+    (program_like || twin(&words)).then_some(words)
 }
+
+/// Whether these words are a builtin whose program of the same name
+/// gives exactly what the builtin gives: `true` and `false` read no
+/// argument (their programs read only a lone `--help` or `--version`, so
+/// no word may start with `-`); `echo` of words with no `-` at the start
+/// (no option) and no backslash (no escape, whatever `xpg_echo` says)
+/// prints them joined by spaces and a newline, builtin or program. Bash
+/// starting costs as much as the program it would have run, and these are
+/// the commonest lines a model sends that are not a program.
+fn twin(words: &[String]) -> bool {
+    let no_option = || words[1..].iter().all(|w| !w.starts_with('-'));
+    match words[0].as_str() {
+        "true" | "false" => no_option(),
+        "echo" => no_option() && words[1..].iter().all(|w| !w.contains('\\')),
+        _ => false,
+    }
+}
+
+/// Where a builtin's twin is looked for, in this order.
+const TWIN_DIRS: &[&str] = &["/usr/bin", "/bin"];
 
 /// The program bash would run for `name` with this PATH: a name with a
 /// slash as it is; else the first PATH entry holding a regular file this
@@ -278,7 +303,15 @@ fn command_with(
         .iter()
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.as_str());
-    let program = find(&words[0], path, executable)?;
+    let program = if SHELL_OWN_WORDS.contains(&words[0].as_str()) {
+        // A builtin's twin (words lets no other builtin through).
+        TWIN_DIRS
+            .iter()
+            .map(|d| format!("{d}/{}", words[0]))
+            .find(|p| executable(p))?
+    } else {
+        find(&words[0], path, executable)?
+    };
     if !executable(BASH) {
         return None;
     }
@@ -311,9 +344,22 @@ mod tests {
         ]
     }
 
-    /// /usr/bin/ls, /bin/ls, /opt/x/tool and bash exist and run; /usr/bin/data does not run.
+    /// /usr/bin/ls, /bin/ls, /opt/x/tool, the twins of three builtins and
+    /// bash exist and run; /usr/bin/data does not run.
     fn exec(p: &str) -> bool {
-        ["/usr/bin/ls", "/bin/ls", "/opt/x/tool", "./build/run", BASH].contains(&p)
+        [
+            "/usr/bin/ls",
+            "/bin/ls",
+            "/opt/x/tool",
+            "./build/run",
+            "/usr/bin/true",
+            "/bin/false",
+            "/usr/bin/echo",
+            "/opt/x/echo",
+            "/opt/x/cd",
+            BASH,
+        ]
+        .contains(&p)
     }
 
     fn plain(line: &str, env: &[(String, String)]) -> Option<Plain> {
@@ -369,14 +415,20 @@ mod tests {
             "ls \"a\\\"b\"",
             "ls 'open",
             "ls \"open",
-            "'echo' hi",
             "'FOO=1' ls",
             "''",
             "(ls)",
             "FOO=1 ls",
-            "echo hi",
-            "true",
+            "echo -n hi",
+            "echo -e hi",
+            "echo hi -n",
+            "echo 'a\\tb'",
+            "true --help",
+            "false --version",
+            ": x",
             "cd /tmp",
+            "cd",
+            "pwd",
             ". ./env",
             "time ls",
             "exec ls",
@@ -389,6 +441,40 @@ mod tests {
         ] {
             assert_eq!(plain(line, &e), None, "{line:?}");
         }
+    }
+
+    #[test]
+    fn true_false_and_an_echo_of_plain_words_run_their_twin_from_the_system_dirs() {
+        // /opt/x holds an echo and a cd first on PATH: bash's builtins win
+        // there, so the twin is the system's, and cd has none.
+        let e = env("/opt/x:/usr/bin:/bin");
+        let p = plain("true", &e).unwrap();
+        assert_eq!(p.program, PathBuf::from("/usr/bin/true"));
+        assert_eq!(p.argv, ["true"]);
+        assert_eq!(p.env.last().unwrap().1, "/usr/bin/true");
+        let p = plain("false x", &e).unwrap();
+        assert_eq!(p.program, PathBuf::from("/bin/false"));
+        assert_eq!(p.argv, ["false", "x"]);
+        let p = plain("'echo' hi  \"a  b\" '' x-y", &e).unwrap();
+        assert_eq!(p.program, PathBuf::from("/usr/bin/echo"));
+        assert_eq!(p.argv, ["echo", "hi", "a  b", "", "x-y"]);
+        assert_eq!(plain("echo", &e).unwrap().argv, ["echo"]);
+        assert_eq!(plain("cd /tmp", &e), None);
+        // A builtin is not looked up on PATH, so neither is its twin; with
+        // no twin where it is looked for, bash runs the line.
+        assert!(plain("true", &env("rel:")).is_some());
+        let no_twins =
+            |p: &str| !p.starts_with("/usr/bin/") && !p.starts_with("/bin/") || p == "/usr/bin/ls";
+        let run = |line: &str| {
+            command_with(&argv(line), &e, &|p| no_twins(p) && exec(p), &|| {
+                Some("/".into())
+            })
+        };
+        assert!(run("true").is_none() && run("echo hi").is_none());
+        // What steers bash steers its builtins too.
+        let mut steered = env("/usr/bin");
+        steered.push(("BASH_FUNC_echo%%".into(), "() { :; }".into()));
+        assert_eq!(plain("echo hi", &steered), None);
     }
 
     #[test]

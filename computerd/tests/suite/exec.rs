@@ -462,6 +462,15 @@ async fn a_plain_bash_line_gives_what_bash_itself_gives() {
         ("./data", "\\./data", &base),
         ("env", "\\env", &steered),
         ("env", "\\env", &own),
+        // Builtins whose twin program runs in their place.
+        ("true", "\\true", &base),
+        ("false x", "\\false x", &base),
+        (
+            "echo hi 'a  b' \"\" x-y",
+            "\\echo hi 'a  b' \"\" x-y",
+            &base,
+        ),
+        ("echo", "\\echo", &base),
     ] {
         let fast = bash_c(&c, plain, &link, env).await;
         let shell = bash_c(&c, forced, &link, env).await;
