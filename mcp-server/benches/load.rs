@@ -139,15 +139,20 @@ impl Burst {
     }
 }
 
-/// `n` calls in flight at once on one session.
-async fn burst(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>, n: usize) -> Burst {
+/// `n` calls of `call` in flight at once on one session.
+async fn burst(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    n: usize,
+    call: CallToolRequestParams,
+) -> Burst {
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(n);
     for _ in 0..n {
         let peer = client.peer().clone();
+        let call = call.clone();
         tasks.push(tokio::spawn(async move {
             let t = Instant::now();
-            let r = peer.call_tool(exec_true()).await;
+            let r = peer.call_tool(call).await;
             (t.elapsed(), r)
         }));
     }
@@ -199,7 +204,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "floor: the trivial rmcp server spawning `true` per call on this machine (no computer)"
     );
     let floor_single = single_calls(&floor).await?;
-    let floor_burst = burst(&floor, concurrent).await;
+    let floor_burst = burst(&floor, concurrent, exec_true()).await;
     floor_burst.show(concurrent, floor_single);
     floor.cancel().await?;
 
@@ -222,7 +227,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let daemon_before = usage(daemon);
 
     // A thousand in flight.
-    let ours = burst(&client, concurrent).await;
+    let ours = burst(&client, concurrent, exec_true()).await;
     ours.show(concurrent, single_med);
     println!(
         "  p99 over the single-call median: {:.1} ms (target: at most 50 ms; the floor's: {:.1} ms); all {} in {:.2}x the floor's time",
@@ -269,5 +274,30 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     show("server after the sequence", server_mid, usage(server_pid));
     show("daemon after the sequence", daemon_mid, usage(daemon));
     client.cancel().await?;
+
+    // Past the computer's process bound: each `sleep` run holds two pids
+    // (its guard and the program) for its half second, so a thousand at
+    // once need 2000 against 256; the calls wait their turn in computerd's
+    // queue instead of failing.
+    let state = tempfile::tempdir()?;
+    let mut cmd = tokio::process::Command::new(SERVER);
+    cmd.arg("serve")
+        .arg("--local-state-dir")
+        .arg(state.path())
+        .arg("--local-computerd")
+        .arg(computerd())
+        .args(["--pids", "256", "--log", "error"]);
+    let bounded = ().serve(TokioChildProcess::new(cmd)?).await?;
+    println!("a computer bounded to 256 pids: exec {{argv: [sleep, 0.5]}}, queued at the bound");
+    single_calls(&bounded).await?;
+    let sleep = CallToolRequestParams::new("exec").with_arguments(
+        serde_json::json!({"argv": ["sleep", "0.5"]})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    let queued = burst(&bounded, concurrent, sleep).await;
+    queued.show(concurrent, Duration::from_millis(500));
+    bounded.cancel().await?;
     Ok(())
 }

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::guard::GuardCommand;
-use super::runner::{self, Exit, Stdio3};
+use super::runner::{self, Exit, StartFailure, Stdio3, room};
 use super::{Daemon, KILL_GRACE, check, sys};
 use crate::protocol::{Bytes64, ExecParams, ExecResult, RpcError, limits};
 
@@ -37,6 +37,14 @@ pub async fn run(
             limits::MAX_OUTPUT_BYTES,
         ));
     }
+    let queue_ms = p.queue_ms.unwrap_or(0);
+    if queue_ms > limits::MAX_QUEUE_MS {
+        return Err(RpcError::over_limit(
+            "queueMs",
+            queue_ms,
+            limits::MAX_QUEUE_MS,
+        ));
+    }
     let deadline = called + Duration::from_millis(timeout_ms);
     let mut prepared = runner::prepare(
         daemon,
@@ -47,53 +55,52 @@ pub async fn run(
     )?;
     // A run that ends clean gives its guard back for the next one.
     prepared.spec.reuse = true;
-    let start = daemon.life.begin_start()?;
 
-    let io_err = |e: std::io::Error| {
-        RpcError::limit(format!(
-            "exec.run could not set up the program's pipes: {e}"
-        ))
-    };
-    let (out_r, out_w) = sys::output_pipe().map_err(io_err)?;
-    let (err_r, err_w) = sys::output_pipe().map_err(io_err)?;
-    let (stdin_fd, stdin_w): (OwnedFd, Option<OwnedFd>) = match &p.stdin {
-        Some(_) => {
-            let (r, w) = sys::pipe().map_err(io_err)?;
-            (r, Some(w))
-        }
-        None => (dev_null().map_err(io_err)?, None),
-    };
-    let run = runner::spawn(
-        daemon,
-        &prepared.spec,
-        Stdio3 {
-            stdin: stdin_fd,
-            stdout: out_w,
-            stderr: err_w,
-        },
-    )
-    .await
-    .map_err(|e| RpcError::limit(format!("exec.run could not start its guard: {e}")))?;
-
-    // The start counts against the timeout: a guard whose exec stalls is
-    // killed with everything under it, and the run times out.
-    tokio::select! {
-        started = run.started() => {
-            if let Err(f) = started {
-                return Err(f.into_rpc(&p.argv[0]));
+    // Room under the computer's pids bound, waited for in turn when asked.
+    let room = &daemon.reaper.room;
+    let queue_until = (called + Duration::from_millis(queue_ms)).min(deadline);
+    let mut ticket = None;
+    if queue_ms > 0 && room.queued() > 0 {
+        ticket = Some(room.join("exec.run")?);
+    }
+    let mut failed = false;
+    let (run, out_r, err_r, stdin_w, start) = loop {
+        if let Some(t) = &ticket {
+            tokio::select! {
+                ok = t.turn(queue_until, failed) => if !ok {
+                    return Err(t.gave_up("exec.run", called.elapsed()));
+                },
+                _ = cancel.cancelled() => {
+                    return Err(RpcError::aborted("exec.run was cancelled while it waited for room"));
+                }
             }
         }
-        _ = tokio::time::sleep_until(deadline) => {
-            run.kill_now();
-            let _ = run.exited().await;
-            return Ok(ExecResult { timed_out: true, exit_code: None, signal: Some("KILL".into()), ..Default::default() });
+        // Counted as a start only while it tries: a queued start holds up no
+        // shutdown.
+        let start = daemon.life.begin_start()?;
+        let full = match start_once(daemon, &prepared.spec, &p, deadline, &cancel).await? {
+            Started::Run(run, out_r, err_r, stdin_w) => break (run, out_r, err_r, stdin_w, start),
+            Started::TimedOut => {
+                return Ok(ExecResult {
+                    timed_out: true,
+                    exit_code: None,
+                    signal: Some("KILL".into()),
+                    ..Default::default()
+                });
+            }
+            Started::Full(e) => e,
+        };
+        if queue_ms == 0 {
+            return Err(room::refused("exec.run", room.queued()));
         }
-        _ = cancel.cancelled() => {
-            run.kill_now();
-            let _ = run.exited().await;
-            return Err(RpcError::aborted("exec.run was cancelled before its program started"));
+        if ticket.is_none() {
+            ticket = Some(room.join("exec.run")?);
         }
-    }
+        failed = true;
+        tracing::debug!("exec.run found no room to start ({full}); queued");
+    };
+    // Out of the queue: the next in line tries at once.
+    drop(ticket);
     start.finish();
 
     let stdout = tokio::spawn(read_capped(receiver(out_r), max_output));
@@ -132,6 +139,8 @@ pub async fn run(
             }
         }
     };
+    // Its pids are free (its guard may stay, idle): a queued start tries.
+    daemon.reaper.room.freed();
     if let Some(f) = feeder {
         f.abort();
     }
@@ -155,6 +164,76 @@ pub async fn run(
         timed_out,
         truncated: out_cut || err_cut,
     })
+}
+
+/// One try at starting the run: the guard, its pipes, the program.
+enum Started {
+    Run(Box<runner::Run>, OwnedFd, OwnedFd, Option<OwnedFd>),
+    /// The deadline came before the program started (it was killed).
+    TimedOut,
+    /// No pid was free: the computer's process bound (nothing is left).
+    Full(String),
+}
+
+async fn start_once(
+    daemon: &Arc<Daemon>,
+    spec: &super::guard::GuardSpec,
+    p: &ExecParams,
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> Result<Started, RpcError> {
+    let io_err = |e: std::io::Error| {
+        RpcError::limit(format!(
+            "exec.run could not set up the program's pipes: {e}"
+        ))
+    };
+    let (out_r, out_w) = sys::output_pipe().map_err(io_err)?;
+    let (err_r, err_w) = sys::output_pipe().map_err(io_err)?;
+    let (stdin_fd, stdin_w): (OwnedFd, Option<OwnedFd>) = match &p.stdin {
+        Some(_) => {
+            let (r, w) = sys::pipe().map_err(io_err)?;
+            (r, Some(w))
+        }
+        None => (dev_null().map_err(io_err)?, None),
+    };
+    let stdio = Stdio3 {
+        stdin: stdin_fd,
+        stdout: out_w,
+        stderr: err_w,
+    };
+    let run = match runner::spawn(daemon, spec, stdio).await {
+        Ok(run) => run,
+        Err(e) if e.raw_os_error().is_some_and(room::is_full) => {
+            return Ok(Started::Full(format!("its guard: {e}")));
+        }
+        Err(e) => {
+            return Err(RpcError::limit(format!(
+                "exec.run could not start its guard: {e}"
+            )));
+        }
+    };
+
+    // The start counts against the timeout: a guard whose exec stalls is
+    // killed with everything under it, and the run times out.
+    tokio::select! {
+        started = run.started() => match started {
+            Ok(_) => Ok(Started::Run(Box::new(run), out_r, err_r, stdin_w)),
+            Err(StartFailure::Program { errno, message }) if room::is_full(errno) => {
+                Ok(Started::Full(format!("the program: {message}")))
+            }
+            Err(f) => Err(f.into_rpc(&p.argv[0])),
+        },
+        _ = tokio::time::sleep_until(deadline) => {
+            run.kill_now();
+            let _ = run.exited().await;
+            Ok(Started::TimedOut)
+        }
+        _ = cancel.cancelled() => {
+            run.kill_now();
+            let _ = run.exited().await;
+            Err(RpcError::aborted("exec.run was cancelled before its program started"))
+        }
+    }
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {

@@ -181,15 +181,23 @@ fn run(control: RawFd) -> io::Result<()> {
                     // Named before the first fork, so that no one ever sees the
                     // template under a guard's name once it has a guard forked.
                     name_template();
-                    match fork_idle()? {
-                        Some(pid) => {
+                    match fork_idle() {
+                        Err(e) => {
+                            // No fork (the computer's pids bound, most
+                            // often): the template says why with `!errno`
+                            // and stays the template.
+                            drop(theirs);
+                            let line = format!("!{}\n", e.raw_os_error().unwrap_or(libc::EIO));
+                            BorrowedWriter(ctl.as_fd()).write_all(line.as_bytes())?;
+                        }
+                        Ok(Some(pid)) => {
                             // This guard is the template: it says the new one's
                             // pid and waits for the next request.
                             drop(theirs);
                             let line = format!("{pid}\n");
                             BorrowedWriter(ctl.as_fd()).write_all(line.as_bytes())?;
                         }
-                        None => {
+                        Ok(None) => {
                             // The new guard: init's child (CLONE_PARENT), idle
                             // on the socket that came with the request, with a
                             // group, a subreaper flag and a wake-up pipe of its

@@ -19,6 +19,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 
 use super::runner::pool::{self, Pool};
+use super::runner::room::Room;
 use super::{Daemon, conn, proctree, sys};
 use crate::protocol::{RpcError, limits};
 
@@ -27,6 +28,8 @@ use crate::protocol::{RpcError, limits};
 pub struct Reaper {
     guards: Mutex<HashMap<i32, Option<oneshot::Sender<i32>>>>,
     pub pool: Pool,
+    /// Starts waiting for room under the computer's process bound.
+    pub room: Room,
 }
 
 impl Default for Reaper {
@@ -40,6 +43,7 @@ impl Reaper {
         Self {
             guards: Mutex::new(HashMap::new()),
             pool: Pool::new(),
+            room: Room::default(),
         }
     }
 
@@ -96,10 +100,16 @@ impl Reaper {
     /// Reap every child that has ended; a guard's status goes to its run.
     pub fn reap(&self) {
         let mut guards = self.lock();
+        let mut ended = false;
         while let Ok(Some((pid, status))) = sys::reap_any() {
+            ended = true;
             if let Some(Some(tx)) = guards.remove(&pid) {
                 let _ = tx.send(status);
             }
+        }
+        drop(guards);
+        if ended {
+            self.room.freed();
         }
     }
 

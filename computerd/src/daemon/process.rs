@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::guard::GuardCommand;
 use super::ring::Ring;
-use super::runner::{self, Exit, Run, Stdio3};
+use super::runner::{self, Exit, Run, StartFailure, Stdio3, room};
 use super::{Daemon, check, exec, now_ms, proctree, sys};
 use crate::protocol::{
     Bytes64, Empty, ErrorData, ErrorKind, ProcessEnded, ProcessListParams, ProcessListResult,
@@ -192,33 +192,14 @@ impl Table {
             }
         }
         let log_path = p.log.as_deref().map(|l| clean_path("log", l)).transpose()?;
-        let start = daemon.life.begin_start()?;
-        let _turn = tokio::select! {
-            t = self.start_turn.lock() => t,
-            _ = cancel.cancelled() => return Err(RpcError::aborted("process.start was cancelled while it waited for its turn")),
-        };
-        let evict = {
-            let inner = self.lock();
-            if inner.entries.len() >= limits::MAX_PROCESSES {
-                let first_ended = inner
-                    .entries
-                    .iter()
-                    .filter_map(|(s, e)| e.ended.as_ref().map(|x| (x.order, *s)))
-                    .min();
-                match first_ended {
-                    Some((_, seq)) => Some(seq),
-                    None => {
-                        return Err(RpcError::limit(format!(
-                            "all {} processes in the table are running; end or wait for one before starting another",
-                            limits::MAX_PROCESSES
-                        )));
-                    }
-                }
-            } else {
-                None
-            }
-        };
-
+        let queue_ms = p.queue_ms.unwrap_or(0);
+        if queue_ms > limits::MAX_QUEUE_MS {
+            return Err(RpcError::over_limit(
+                "queueMs",
+                queue_ms,
+                limits::MAX_QUEUE_MS,
+            ));
+        }
         prepared.spec.pty = p.pty.is_some();
         prepared.spec.wait_group = p.wait_group.unwrap_or(false);
         prepared.spec.keep_orphans = p.orphans.is_some();
@@ -232,9 +213,9 @@ impl Table {
             None => None,
         };
         let outcome = self
-            .spawn_and_start(daemon, &p, &prepared.spec, &cancel)
+            .start_in_turn(daemon, &p, &prepared.spec, queue_ms, &cancel)
             .await;
-        let (run, pid, io, stdin) = match outcome {
+        let (run, pid, io, stdin, evict, start, _turn) = match outcome {
             Ok(x) => x,
             Err(e) => {
                 if let Some(l) = log.take() {
@@ -305,13 +286,99 @@ impl Table {
         })
     }
 
+    /// Take the start's turn, make room in the table, and start: queued
+    /// for room under the computer's pids bound (outside the turn) when
+    /// `queue_ms` allows. The table entry to evict comes with the run.
+    #[allow(clippy::type_complexity)]
+    async fn start_in_turn(
+        &self,
+        daemon: &Arc<Daemon>,
+        p: &ProcessStartParams,
+        spec: &super::guard::GuardSpec,
+        queue_ms: u64,
+        cancel: &CancellationToken,
+    ) -> Result<
+        (
+            Arc<Run>,
+            i32,
+            Io,
+            Option<pipe::Sender>,
+            Option<u64>,
+            crate::daemon::StartToken,
+            tokio::sync::MutexGuard<'_, ()>,
+        ),
+        RpcError,
+    > {
+        let called = Instant::now();
+        let room = &daemon.reaper.room;
+        let mut ticket = None;
+        if queue_ms > 0 && room.queued() > 0 {
+            ticket = Some(room.join("process.start")?);
+        }
+        let mut failed = false;
+        loop {
+            if let Some(t) = &ticket {
+                tokio::select! {
+                    ok = t.turn(called + Duration::from_millis(queue_ms), failed) => if !ok {
+                        return Err(t.gave_up("process.start", called.elapsed()));
+                    },
+                    _ = cancel.cancelled() => {
+                        return Err(RpcError::aborted("process.start was cancelled while it waited for room"));
+                    }
+                }
+            }
+            // Counted as a start only while it tries: a queued start holds
+            // up no shutdown.
+            let start = daemon.life.begin_start()?;
+            // The turn is held to the table's insert (evict and insert as one).
+            let turn = tokio::select! {
+                t = self.start_turn.lock() => t,
+                _ = cancel.cancelled() => return Err(RpcError::aborted("process.start was cancelled while it waited for its turn")),
+            };
+            let evict = self.room_in_table()?;
+            match self.spawn_and_start(daemon, p, spec, cancel).await? {
+                Some((run, pid, io, stdin)) => {
+                    return Ok((run, pid, io, stdin, evict, start, turn));
+                }
+                None if queue_ms == 0 => {
+                    return Err(room::refused("process.start", room.queued()));
+                }
+                None => {}
+            }
+            if ticket.is_none() {
+                ticket = Some(room.join("process.start")?);
+            }
+            failed = true;
+        }
+    }
+
+    /// The ended entry to drop for a new one when the table is full.
+    fn room_in_table(&self) -> Result<Option<u64>, RpcError> {
+        let inner = self.lock();
+        if inner.entries.len() < limits::MAX_PROCESSES {
+            return Ok(None);
+        }
+        let first_ended = inner
+            .entries
+            .iter()
+            .filter_map(|(s, e)| e.ended.as_ref().map(|x| (x.order, *s)))
+            .min();
+        match first_ended {
+            Some((_, seq)) => Ok(Some(seq)),
+            None => Err(RpcError::limit(format!(
+                "all {} processes in the table are running; end or wait for one before starting another",
+                limits::MAX_PROCESSES
+            ))),
+        }
+    }
+
     async fn spawn_and_start(
         &self,
         daemon: &Arc<Daemon>,
         p: &ProcessStartParams,
         spec: &super::guard::GuardSpec,
         cancel: &CancellationToken,
-    ) -> Result<(Arc<Run>, i32, Io, Option<pipe::Sender>), RpcError> {
+    ) -> Result<Option<(Arc<Run>, i32, Io, Option<pipe::Sender>)>, RpcError> {
         let io_err = |e: std::io::Error| {
             RpcError::limit(format!(
                 "process.start could not set up the program's stdio: {e}"
@@ -339,12 +406,23 @@ impl Table {
                 w,
             )
         };
-        let run = runner::spawn(daemon, spec, stdio).await.map_err(|e| {
-            RpcError::limit(format!("process.start could not start its guard: {e}"))
-        })?;
+        let run = match runner::spawn(daemon, spec, stdio).await {
+            Ok(run) => run,
+            // No pid for the guard: the computer's process bound.
+            Err(e) if e.raw_os_error().is_some_and(room::is_full) => return Ok(None),
+            Err(e) => {
+                return Err(RpcError::limit(format!(
+                    "process.start could not start its guard: {e}"
+                )));
+            }
+        };
         let run = Arc::new(run);
         let pid = tokio::select! {
-            started = run.started() => started.map_err(|f| f.into_rpc(&p.argv[0]))?,
+            started = run.started() => match started {
+                Ok(pid) => pid,
+                Err(StartFailure::Program { errno, .. }) if room::is_full(errno) => return Ok(None),
+                Err(f) => return Err(f.into_rpc(&p.argv[0])),
+            },
             _ = cancel.cancelled() => {
                 run.kill_now();
                 let _ = run.exited().await;
@@ -355,7 +433,7 @@ impl Table {
             Some(w) => Some(pipe::Sender::from_owned_fd(w).map_err(io_err)?),
             None => None,
         };
-        Ok((run, pid, io, stdin))
+        Ok(Some((run, pid, io, stdin)))
     }
 
     pub async fn read(
@@ -654,6 +732,8 @@ async fn pump_pipe(daemon: Arc<Daemon>, seq: u64, which: Which, fd: OwnedFd) {
 
 async fn wait_for_end(daemon: Arc<Daemon>, seq: u64, run: Arc<Run>) {
     let exit = run.exited().await;
+    // Its pids are free (its guard may stay, idle): a queued start tries.
+    daemon.reaper.room.freed();
     let (exit_code, signal) = sys::decode_wait_status(match exit {
         Exit::Program(s) | Exit::GuardEnded(s) => s,
     });

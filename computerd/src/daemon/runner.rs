@@ -2,6 +2,7 @@
 //! one from [`pool`], or one started for it), follow it.
 
 pub mod pool;
+pub mod room;
 
 use std::collections::BTreeMap;
 use std::io::IoSlice;

@@ -30,6 +30,11 @@ pub struct ExecParams {
     /// Bytes kept of each of stdout and stderr (default and most 360 KiB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output: Option<u64>,
+    /// When every process the computer's pids bound allows is in use, wait
+    /// up to this long (at most 3 600 000, and within timeoutMs) for room,
+    /// queued behind earlier starts, instead of being refused at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_ms: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

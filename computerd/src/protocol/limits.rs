@@ -48,6 +48,9 @@ pub const MAX_LISTED_ARGV_BYTES: usize = 64 * 1024;
 pub const MAX_WAIT_MS: u64 = 30_000;
 /// process.wait's timeoutMs at most (a day).
 pub const MAX_PROCESS_WAIT_MS: u64 = 86_400_000;
+/// exec.run's and process.start's queueMs at most (an hour): how long a
+/// start may wait for room under the computer's pids bound.
+pub const MAX_QUEUE_MS: u64 = 3_600_000;
 /// exec.run's timeoutMs when none is given.
 pub const DEFAULT_EXEC_TIMEOUT_MS: u64 = 60_000;
 /// exec.run's timeoutMs at most (a day).

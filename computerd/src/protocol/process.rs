@@ -53,6 +53,11 @@ pub struct ProcessStartParams {
     /// its output (`ended`), so a short program costs one round trip.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_ms: Option<u64>,
+    /// When every process the computer's pids bound allows is in use, wait
+    /// up to this long (at most 3 600 000) for room, queued behind earlier
+    /// starts, instead of being refused at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_ms: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

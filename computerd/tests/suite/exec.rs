@@ -490,3 +490,100 @@ async fn a_plain_bash_line_gives_what_bash_itself_gives() {
     assert_eq!(code, Some(126));
     assert!(err.contains("Permission denied"), "{err}");
 }
+
+/// Init in a pids cgroup of the test's own at 40: 60 runs at once need
+/// their guard and their program each, 120 pids. Asked to wait
+/// (`queueMs`), every one is queued until room comes and runs; not asked,
+/// those that find no pid are refused in words, and nothing else fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_pids_bound_a_start_that_may_wait_is_queued_and_one_that_may_not_is_refused() {
+    use computerd::client::ClientError;
+    use computerd::protocol::ProcessStartParams;
+    if !need_root() {
+        return;
+    }
+    let Some(group) = PidsGroup::new(&format!("computerd-room-{}", marker()), 40) else {
+        return;
+    };
+    let Some(init) = Init::start_with(InitOptions {
+        user: Some(fresh_uid()),
+        pids_group: Some(group.path().to_path_buf()),
+        ..Default::default()
+    }) else {
+        return;
+    };
+    let c = init.client().await;
+    let run = |queue_ms: Option<u64>| ExecParams {
+        argv: vec!["sleep".into(), "0.3".into()],
+        env: Some(marked(&init.marker)),
+        timeout_ms: Some(60_000),
+        queue_ms,
+        ..Default::default()
+    };
+    let burst = |queue_ms: Option<u64>| {
+        let c = c.clone();
+        let p = run(queue_ms);
+        futures::future::join_all((0..60).map(move |_| {
+            let c = c.clone();
+            let p = p.clone();
+            async move { c.call(&p).await }
+        }))
+    };
+
+    let refused_before = group.refused();
+    for r in burst(Some(30_000)).await {
+        assert_eq!(r.unwrap().exit_code, Some(0));
+    }
+    assert!(
+        group.refused() > refused_before,
+        "the burst never met the bound: nothing was queued"
+    );
+
+    let (mut ran, mut refused) = (0, 0);
+    for r in burst(None).await {
+        match r {
+            Ok(r) => {
+                assert_eq!(r.exit_code, Some(0));
+                ran += 1;
+            }
+            Err(ClientError::Rpc(e)) => {
+                assert_eq!(e.kind(), Some(ErrorKind::Limit), "{e:?}");
+                assert!(
+                    e.message.contains("pids bound") && e.message.contains("queueMs"),
+                    "{}",
+                    e.message
+                );
+                refused += 1;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(ran > 0 && refused > 0, "ran {ran}, refused {refused}");
+
+    // process.start queues the same way; the table holds them all.
+    let starts = (0..30).map(|_| {
+        let c = c.clone();
+        let p = ProcessStartParams {
+            argv: vec!["sleep".into(), "0.3".into()],
+            env: Some(marked(&init.marker)),
+            queue_ms: Some(30_000),
+            wait_ms: Some(5_000),
+            ..Default::default()
+        };
+        async move { c.call(&p).await }
+    });
+    for r in futures::future::join_all(starts).await {
+        let ended = r.unwrap().ended.expect("ended within waitMs");
+        assert_eq!(ended.exit_code, Some(0));
+    }
+    // queueMs past its most is refused naming it, with nothing started.
+    let e = c
+        .call(&run(Some(limits::MAX_QUEUE_MS + 1)))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("queueMs"), "{e}");
+    c.call(&PingParams {}).await.unwrap();
+    let marker = init.marker.clone();
+    drop(init);
+    assert_no_leftovers(&marker);
+}

@@ -331,67 +331,6 @@ async fn a_bind_share_is_writable_and_an_ro_one_is_read_only_with_its_submounts(
     drop(init);
 }
 
-/// A pids cgroup (v1) made for one test under this process's own, removed
-/// when dropped.
-struct PidsGroup(PathBuf);
-
-impl PidsGroup {
-    /// None (the test then skips) where this host has no v1 pids hierarchy.
-    fn new(name: &str) -> Option<PidsGroup> {
-        let root = Path::new("/sys/fs/cgroup/pids");
-        let own = std::fs::read_to_string("/proc/self/cgroup")
-            .unwrap()
-            .lines()
-            .find_map(|l| {
-                let mut f = l.splitn(3, ':');
-                let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
-                controllers
-                    .split(',')
-                    .any(|c| c == "pids")
-                    .then(|| path.to_string())
-            });
-        let ok = own.is_some() && root.join("cgroup.procs").exists();
-        if !need("cgroup-v1", ok, "this host has no cgroup v1 pids hierarchy") {
-            return None;
-        }
-        let dir = root
-            .join(own.unwrap_or_default().trim_start_matches('/'))
-            .join(name);
-        std::fs::create_dir(&dir).unwrap();
-        std::fs::write(dir.join("pids.max"), "64").unwrap();
-        Some(PidsGroup(dir))
-    }
-
-    fn procs(&self) -> Vec<i32> {
-        std::fs::read_to_string(self.0.join("cgroup.procs"))
-            .unwrap()
-            .split_whitespace()
-            .map(|p| p.parse().unwrap())
-            .collect()
-    }
-
-    /// The group's path as /proc/PID/cgroup names it.
-    fn relative(&self) -> String {
-        format!(
-            "/{}",
-            self.0
-                .strip_prefix("/sys/fs/cgroup/pids")
-                .unwrap()
-                .display()
-        )
-    }
-}
-
-impl Drop for PidsGroup {
-    fn drop(&mut self) {
-        // Its processes are gone a moment after the sandbox ends.
-        let until = Instant::now() + Duration::from_secs(5);
-        while std::fs::remove_dir(&self.0).is_err() && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
 /// The pids-hierarchy line of /proc/PID/cgroup.
 fn pids_cgroup_of(pid: i32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
@@ -413,13 +352,13 @@ async fn cgroup_holds_the_sandbox_init_and_every_program_from_the_start() {
     if !need_root() {
         return;
     }
-    let Some(group) = PidsGroup::new(&format!("computerd-test-{}", marker())) else {
+    let Some(group) = PidsGroup::new(&format!("computerd-test-{}", marker()), 64) else {
         return;
     };
     let Some(init) = start(
         fresh_uid(),
         SandboxOptions {
-            cgroups: vec![group.0.clone()],
+            cgroups: vec![group.path().to_path_buf()],
             ..Default::default()
         },
     ) else {

@@ -52,6 +52,9 @@ pub struct InitOptions {
     pub env: Vec<(String, String)>,
     /// The computerd binary init runs from (default: the one built).
     pub exe: Option<std::path::PathBuf>,
+    /// A pids cgroup (v1) init starts in, so it and all it starts are held
+    /// by the group's bound.
+    pub pids_group: Option<PathBuf>,
 }
 
 impl Default for InitOptions {
@@ -63,6 +66,7 @@ impl Default for InitOptions {
             user: None,
             env: Vec::new(),
             exe: None,
+            pids_group: None,
         }
     }
 }
@@ -114,6 +118,38 @@ impl Init {
             .env("COMPUTERD_LOG", "warn")
             .stdin(Stdio::null());
         cmd.envs(o.env.iter().map(|(k, v)| (k, v)));
+        let procs = o.pids_group.as_ref().map(|g| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(g.join("cgroup.procs"))
+                .unwrap()
+        });
+        if let Some(procs) = procs {
+            use std::os::fd::AsRawFd;
+            let fd = procs.as_raw_fd();
+            // SAFETY: one write(2) of a constant, async-signal-safe: the
+            // child moves itself into the group before it execs init.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::write(fd, b"0".as_ptr().cast(), 1) == 1 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+            let child = cmd.spawn().unwrap();
+            drop(procs);
+            let init = Init {
+                child,
+                dir,
+                socket,
+                marker: marker(),
+                sandboxed: false,
+            };
+            init.wait_for_socket();
+            return Some(init);
+        }
         let child = cmd.spawn().unwrap();
         let init = Init {
             child,
@@ -468,4 +504,82 @@ pub async fn sh(init: &Init, script: &str) -> (Option<i32>, String, String) {
         String::from_utf8_lossy(&r.stdout.0).into_owned(),
         String::from_utf8_lossy(&r.stderr.0).into_owned(),
     )
+}
+
+/// A pids cgroup (v1) made for one test under this process's own, removed
+/// when dropped.
+pub struct PidsGroup(PathBuf);
+
+impl PidsGroup {
+    /// A group of at most `max` processes and threads; None (the test
+    /// then skips) where this host has no v1 pids hierarchy.
+    pub fn new(name: &str, max: u64) -> Option<PidsGroup> {
+        let root = Path::new("/sys/fs/cgroup/pids");
+        let own = std::fs::read_to_string("/proc/self/cgroup")
+            .unwrap()
+            .lines()
+            .find_map(|l| {
+                let mut f = l.splitn(3, ':');
+                let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+                controllers
+                    .split(',')
+                    .any(|c| c == "pids")
+                    .then(|| path.to_string())
+            });
+        let ok = own.is_some() && root.join("cgroup.procs").exists();
+        if !need("cgroup-v1", ok, "this host has no cgroup v1 pids hierarchy") {
+            return None;
+        }
+        let dir = root
+            .join(own.unwrap_or_default().trim_start_matches('/'))
+            .join(name);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("pids.max"), max.to_string()).unwrap();
+        Some(PidsGroup(dir))
+    }
+
+    pub fn procs(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.0.join("cgroup.procs"))
+            .unwrap()
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect()
+    }
+
+    /// The group's path as /proc/PID/cgroup names it.
+    pub fn relative(&self) -> String {
+        format!(
+            "/{}",
+            self.0
+                .strip_prefix("/sys/fs/cgroup/pids")
+                .unwrap()
+                .display()
+        )
+    }
+}
+
+impl PidsGroup {
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// How often a fork in the group was refused at its bound (`pids.events`).
+    pub fn refused(&self) -> u64 {
+        std::fs::read_to_string(self.0.join("pids.events"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for PidsGroup {
+    fn drop(&mut self) {
+        // Its processes are gone a moment after the sandbox ends.
+        let until = Instant::now() + Duration::from_secs(5);
+        while std::fs::remove_dir(&self.0).is_err() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }

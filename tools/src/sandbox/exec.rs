@@ -197,6 +197,9 @@ async fn run_once(ctx: &ToolContext, p: Plan) -> Result<Ran> {
         stdin: p.stdin.map(|s| Bytes64(s.into_bytes())),
         timeout_ms: Some(p.timeout_ms),
         max_output: None,
+        // At the computer's process bound the call waits for room (within
+        // its own timeout) rather than failing.
+        queue_ms: Some(p.timeout_ms.min(limits::MAX_QUEUE_MS)),
     };
     let r = ctx.client.call_typed(&params).await.map_err(failed)?;
     let lost = |len: usize| {
@@ -386,6 +389,7 @@ async fn run_followed(ctx: &ToolContext, p: Plan, progress: &ProgressFn) -> Resu
         env: p.env,
         stdin: p.stdin.is_some().then_some(true),
         wait_ms,
+        queue_ms: Some(p.timeout_ms.min(limits::MAX_QUEUE_MS)),
         ..Default::default()
     };
     let begun = start_owned(client, start).await.map_err(failed)?;

@@ -106,6 +106,10 @@ pub struct ProcessStartOutput {
     pub log_file: Option<String>,
 }
 
+/// How long a background start waits for room under the computer's pids
+/// bound before it is refused.
+const START_QUEUE_MS: u64 = 30_000;
+
 pub(crate) fn start_tool(name: &'static str, s: &ToolSettings) -> Tool {
     make_tool::<ProcessStartArgs, ProcessStartOutput>(
         name,
@@ -149,6 +153,8 @@ pub(crate) async fn start(ctx: &ToolContext, a: ProcessStartArgs) -> Result<Call
         env,
         pty,
         stdin: pty.is_none().then_some(true),
+        // At the computer's process bound a start waits its turn a while.
+        queue_ms: Some(START_QUEUE_MS),
         ..Default::default()
     };
     // A terminal is read from its own stream; a pipe process also gets a

@@ -354,6 +354,9 @@ pub fn fork_guard(daemon: &Daemon) -> std::io::Result<Guard> {
             socket.set_nonblocking(true)?;
             Ok(Guard { pid, socket, exit })
         }
+        // The computer's pids bound: the template is fine, and an exec would
+        // find no pid either.
+        Err(e) if e.raw_os_error().is_some_and(super::room::is_full) => Err(e),
         Err(e) => {
             tracing::info!("the guard template did not fork ({e}); starting one by exec");
             if let Some(mut t) = template.take()
@@ -462,6 +465,14 @@ fn ask_fork(
             Err(e) => return Err(e),
         }
         if byte[0] == b'\n' {
+            // `!errno`: the template could not fork, and is still there.
+            if let Some(errno) = answer.strip_prefix(b"!") {
+                let errno = std::str::from_utf8(errno)
+                    .ok()
+                    .and_then(|s| s.parse::<i32>().ok())
+                    .unwrap_or(libc::EIO);
+                return Err(std::io::Error::from_raw_os_error(errno));
+            }
             return std::str::from_utf8(&answer)
                 .ok()
                 .and_then(|s| s.parse::<i32>().ok())
