@@ -443,6 +443,50 @@ async fn a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer() {
+    if !need_root() {
+        return;
+    }
+    calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer_on(Server::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer_on_docker() {
+    if !need_root() {
+        return;
+    }
+    let Some(server) = Server::docker() else {
+        return;
+    };
+    let _shared = DOCKER_ENGINE.read().await;
+    calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer_on(server).await;
+}
+
+/// 60 runs of `sleep 0.3` at once need 120 pids (a guard and a program
+/// each) on a computer bounded to 48: each call waits in computerd's queue
+/// until room comes, and every one answers with its program's exit.
+async fn calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer_on(server: Server) {
+    let (client, _) = server.stdio(&["--pids", "48"]).await;
+    let calls = (0..60).map(|i| {
+        let client = &client;
+        async move {
+            call(
+                client,
+                "exec",
+                json!({"command": format!("sleep 0.3; echo n{i}")}),
+            )
+            .await
+        }
+    });
+    let results = futures::future::join_all(calls).await;
+    for (i, r) in results.iter().enumerate() {
+        assert_eq!(structured(r)["exit_code"], 0, "{}", text(r));
+        assert_eq!(structured(r)["stdout"], format!("n{i}\n"), "{}", text(r));
+    }
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_first_calls_share_one_computer() {
     if !need_root() {
         return;
