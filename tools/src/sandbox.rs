@@ -145,11 +145,26 @@ pub(crate) async fn program(
 /// environment a command is given.
 const SHELL_OWN: &[&str] = &["_", "SHLVL", "PWD", "OLDPWD"];
 
+/// Reads of the login environment that may fail (the computer at its
+/// process bound, a profile that failed once) before commands give up on
+/// it and run `bash -lc` for the rest of the computer's life.
+const LOGIN_READ_TRIES: u32 = 3;
+
 /// The environment `bash -lc` gives a command (the profile's PATH and
 /// variables), read once per computer with one exec.run and remembered;
 /// None when it could not be read (then commands run with `bash -lc`).
+/// Calls that come together wait for one read; a read that fails is tried
+/// again by a later call, [`LOGIN_READ_TRIES`] times in all.
 async fn login_env(ctx: &ToolContext) -> Result<Option<Arc<BTreeMap<String, String>>>> {
     let memo = memo(ctx);
+    let reading = {
+        let m = lock(&memo);
+        if let Some(known) = &m.login {
+            return Ok(known.clone());
+        }
+        Arc::clone(&m.login_reading)
+    };
+    let _one_read = reading.lock().await;
     if let Some(known) = &lock(&memo).login {
         return Ok(known.clone());
     }
@@ -158,6 +173,8 @@ async fn login_env(ctx: &ToolContext) -> Result<Option<Arc<BTreeMap<String, Stri
         .call_typed(&ExecParams {
             argv: vec!["/bin/bash".into(), "-lc".into(), "env -0".into()],
             timeout_ms: Some(10_000),
+            // At the computer's process bound, wait for room as the call would.
+            queue_ms: Some(10_000),
             ..Default::default()
         })
         .await;
@@ -185,7 +202,19 @@ async fn login_env(ctx: &ToolContext) -> Result<Option<Arc<BTreeMap<String, Stri
             None
         }
     };
-    lock(&memo).login = Some(read.clone());
+    let mut m = lock(&memo);
+    if read.is_some() {
+        m.login = Some(read.clone());
+    } else {
+        m.login_failures += 1;
+        tracing::debug!(
+            failures = m.login_failures,
+            "the login environment could not be read; this command runs with bash -lc"
+        );
+        if m.login_failures >= LOGIN_READ_TRIES {
+            m.login = Some(None);
+        }
+    }
     Ok(read)
 }
 
@@ -307,6 +336,10 @@ pub(crate) struct Memo {
     /// The login shell's environment (see [`login_env`]): None until read,
     /// Some(None) when it could not be.
     login: Option<Option<Arc<BTreeMap<String, String>>>>,
+    /// Held while the login environment is read: one read at a time.
+    login_reading: Arc<tokio::sync::Mutex<()>>,
+    /// Reads of it that failed so far.
+    login_failures: u32,
     streams: HashMap<String, Stream>,
     /// Where the last process_read of each process ended: the next read
     /// without `since` goes on from there.
@@ -576,6 +609,80 @@ mod tests {
         assert!(format!("{:?}", r.content).contains("cancelled"));
         let e = family().call("nope", None, &ctx).await.unwrap_err();
         assert!(e.message.contains("not found"), "{}", e.message);
+    }
+
+    /// A computer whose login shell fails `fails` times, then gives PATH,
+    /// counting the reads.
+    struct Profile {
+        fails: u32,
+        reads: std::sync::atomic::AtomicU32,
+    }
+    impl ComputerClient for Profile {
+        fn call_value<'a>(
+            &'a self,
+            method: &'a str,
+            params: Value,
+        ) -> BoxFuture<'a, computerd::client::Result<Value>> {
+            Box::pin(async move {
+                assert_eq!(method, "exec.run");
+                assert_eq!(params["argv"][1], "-lc");
+                assert_eq!(params["queueMs"], 10_000);
+                // Calls that come together meet here while the read is out.
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                let n = self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let (code, out) = if n < self.fails {
+                    (254, "")
+                } else {
+                    (0, "PATH=/profile/bin\0")
+                };
+                Ok(serde_json::json!({
+                    "exitCode": code,
+                    "stdout": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, out),
+                    "stderr": "",
+                    "timedOut": false,
+                    "truncated": false
+                }))
+            })
+        }
+        fn close(&self) {}
+    }
+
+    fn profile_ctx(fails: u32) -> (ToolContext, Arc<Profile>) {
+        let client = Arc::new(Profile {
+            fails,
+            reads: Default::default(),
+        });
+        let mut ctx = dead_ctx();
+        ctx.client = client.clone();
+        (ctx, client)
+    }
+
+    #[tokio::test]
+    async fn the_login_environment_is_read_once_for_calls_together_and_again_after_a_failure() {
+        let reads = |c: &Profile| c.reads.load(std::sync::atomic::Ordering::SeqCst);
+        // Eight calls at once: one read.
+        let (ctx, client) = profile_ctx(0);
+        let got = futures::future::join_all((0..8).map(|_| login_env(&ctx))).await;
+        for g in got {
+            assert_eq!(g.unwrap().unwrap()["PATH"], "/profile/bin");
+        }
+        assert_eq!(reads(&client), 1);
+        // A failed read (the computer at its bound) is not kept: the next
+        // call reads again, and gets it.
+        let (ctx, client) = profile_ctx(1);
+        assert!(login_env(&ctx).await.unwrap().is_none());
+        assert_eq!(
+            login_env(&ctx).await.unwrap().unwrap()["PATH"],
+            "/profile/bin"
+        );
+        assert!(login_env(&ctx).await.unwrap().is_some());
+        assert_eq!(reads(&client), 2);
+        // A profile that keeps failing is given up after LOGIN_READ_TRIES.
+        let (ctx, client) = profile_ctx(u32::MAX);
+        for _ in 0..6 {
+            assert!(login_env(&ctx).await.unwrap().is_none());
+        }
+        assert_eq!(reads(&client), LOGIN_READ_TRIES);
     }
 
     #[test]
