@@ -452,6 +452,20 @@ impl Raw {
             }
         }
     }
+
+    /// The replies to requests in flight together, in the order of `ids`:
+    /// they may come in any order (each is answered when it is done), and
+    /// a reply to one of them is never skipped while waiting for another.
+    pub async fn replies_to(&mut self, ids: &[i64]) -> Vec<Envelope> {
+        let mut got: Vec<Option<Envelope>> = vec![None; ids.len()];
+        while got.iter().any(Option::is_none) {
+            let env = self.recv().await;
+            if let Some(at) = ids.iter().position(|&i| env.id == Some(Id::Num(i))) {
+                got[at] = Some(env);
+            }
+        }
+        got.into_iter().flatten().collect()
+    }
 }
 
 pub fn kind_of(env: &Envelope) -> Option<String> {
