@@ -536,3 +536,115 @@ async fn a_started_process_that_ends_clean_gives_its_guard_back() {
     assert!(!idle.contains(&guard), "{guard} in {idle:?}");
     assert_no_zombies_under(pid);
 }
+
+/// Init in a pids cgroup of the test's own at 40: 60 runs at once need
+/// their guard and their program each, 120 pids. Asked to wait
+/// (`queueMs`), every one is queued until room comes and runs; not asked,
+/// those that find no pid are refused in words, and nothing else fails.
+/// The template the pool forks from meets the bound and stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_pids_bound_a_start_that_may_wait_is_queued_and_one_that_may_not_is_refused() {
+    use computerd::client::ClientError;
+    use computerd::protocol::{ErrorKind, limits};
+    if !need_root() {
+        return;
+    }
+    let Some(group) = PidsGroup::new(&format!("computerd-room-{}", marker()), 40) else {
+        return;
+    };
+    let Some(init) = Init::start_with(InitOptions {
+        user: Some(fresh_uid()),
+        pids_group: Some(group.path().to_path_buf()),
+        ..Default::default()
+    }) else {
+        return;
+    };
+    let c = init.client().await;
+    // The pool is full: its template is there, named at its first fork.
+    let pid = init.init_pid();
+    idle_guards(pid, DEFAULT_SIZE);
+    let template: Vec<i32> = every_guard_of(pid)
+        .into_iter()
+        .filter(|&p| is_template(p))
+        .collect();
+    assert_eq!(template.len(), 1, "{template:?}");
+    let run = |queue_ms: Option<u64>| ExecParams {
+        argv: vec!["sleep".into(), "0.3".into()],
+        env: Some(marked(&init.marker)),
+        timeout_ms: Some(60_000),
+        queue_ms,
+        ..Default::default()
+    };
+    let burst = |queue_ms: Option<u64>| {
+        let c = c.clone();
+        let p = run(queue_ms);
+        futures::future::join_all((0..60).map(move |_| {
+            let c = c.clone();
+            let p = p.clone();
+            async move { c.call(&p).await }
+        }))
+    };
+
+    let refused_before = group.refused();
+    for r in burst(Some(30_000)).await {
+        assert_eq!(r.unwrap().exit_code, Some(0));
+    }
+    assert!(
+        group.refused() > refused_before,
+        "the burst never met the bound: nothing was queued"
+    );
+
+    let (mut ran, mut refused) = (0, 0);
+    for r in burst(None).await {
+        match r {
+            Ok(r) => {
+                assert_eq!(r.exit_code, Some(0));
+                ran += 1;
+            }
+            Err(ClientError::Rpc(e)) => {
+                assert_eq!(e.kind(), Some(ErrorKind::Limit), "{e:?}");
+                assert!(
+                    e.message.contains("pids bound") && e.message.contains("queueMs"),
+                    "{}",
+                    e.message
+                );
+                refused += 1;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(ran > 0 && refused > 0, "ran {ran}, refused {refused}");
+
+    // process.start queues the same way; the table holds them all.
+    let starts = (0..30).map(|_| {
+        let c = c.clone();
+        let p = ProcessStartParams {
+            argv: vec!["sleep".into(), "0.3".into()],
+            env: Some(marked(&init.marker)),
+            queue_ms: Some(30_000),
+            wait_ms: Some(5_000),
+            ..Default::default()
+        };
+        async move { c.call(&p).await }
+    });
+    for r in futures::future::join_all(starts).await {
+        let ended = r.unwrap().ended.expect("ended within waitMs");
+        assert_eq!(ended.exit_code, Some(0));
+    }
+    // queueMs past its most is refused naming it, with nothing started.
+    let e = c
+        .call(&run(Some(limits::MAX_QUEUE_MS + 1)))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("queueMs"), "{e}");
+    c.call(&computerd::protocol::PingParams {}).await.unwrap();
+    // The template met the bound too (its forks failed) and is still the
+    // template: it said so and stayed.
+    assert!(
+        alive(template[0]) && is_template(template[0]),
+        "the template {template:?} is gone"
+    );
+    let marker = init.marker.clone();
+    drop(init);
+    assert_no_leftovers(&marker);
+}
