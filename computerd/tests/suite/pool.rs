@@ -637,6 +637,38 @@ async fn at_the_pids_bound_a_start_that_may_wait_is_queued_and_one_that_may_not_
         .await
         .unwrap_err();
     assert!(e.to_string().contains("queueMs"), "{e}");
+    // A queued start that is cancelled leaves the queue and never runs:
+    // 30 runs of a second need 60 pids against 40, so some of them wait,
+    // and a start that comes after them waits behind them.
+    let hold: Vec<_> = (0..30)
+        .map(|_| {
+            let c = c.clone();
+            let p = ExecParams {
+                argv: vec!["sleep".into(), "1".into()],
+                ..run(Some(30_000))
+            };
+            tokio::spawn(async move { c.call(&p).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let never = init.path("never");
+    let touch = ExecParams {
+        argv: vec!["touch".into(), never.clone()],
+        ..run(Some(30_000))
+    };
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), c.call(&touch))
+            .await
+            .is_err(),
+        "the start behind the queue did not wait"
+    );
+    for h in hold {
+        assert_eq!(h.await.unwrap().unwrap().exit_code, Some(0));
+    }
+    // The queue goes on past the cancelled start, which never ran.
+    assert_eq!(c.call(&run(Some(30_000))).await.unwrap().exit_code, Some(0));
+    assert!(!exists(&never), "a cancelled queued start ran");
+
     c.call(&computerd::protocol::PingParams {}).await.unwrap();
     // The template met the bound too (its forks failed) and is still the
     // template: it said so and stayed.
