@@ -638,19 +638,27 @@ async fn at_the_pids_bound_a_start_that_may_wait_is_queued_and_one_that_may_not_
         .unwrap_err();
     assert!(e.to_string().contains("queueMs"), "{e}");
     // A queued start that is cancelled leaves the queue and never runs:
-    // 30 runs of a second need 60 pids against 40, so some of them wait,
-    // and a start that comes after them waits behind them.
+    // 30 runs of 2 s need 60 pids against 40, so some of them wait, and a
+    // start that comes once the bound was met waits behind them.
+    let refused_before = group.refused();
     let hold: Vec<_> = (0..30)
         .map(|_| {
             let c = c.clone();
             let p = ExecParams {
-                argv: vec!["sleep".into(), "1".into()],
+                argv: vec!["sleep".into(), "2".into()],
                 ..run(Some(30_000))
             };
             tokio::spawn(async move { c.call(&p).await })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let until = Instant::now() + Duration::from_secs(10);
+    while group.refused() == refused_before {
+        assert!(
+            Instant::now() < until,
+            "the holding runs never met the bound"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let never = init.path("never");
     let touch = ExecParams {
         argv: vec!["touch".into(), never.clone()],
