@@ -26,7 +26,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[path = "support.rs"]
 mod support;
-use support::{SERVER, computerd, line, ms};
+use support::{line, ms, server_cmd};
 
 /// The test page: a counter button among enough else that a snapshot is
 /// more than a line (a form, fifty links).
@@ -134,14 +134,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("browser page-tools bench: snapshot + click by ref, {n} round trips each");
 
     // Ours: Chromium in a local computer, the page served inside it.
-    let mut cmd = tokio::process::Command::new(SERVER);
-    cmd.arg("serve")
-        .args(["--kind", "browser"])
-        .arg("--local-state-dir")
-        .arg(state.path())
-        .arg("--local-computerd")
-        .arg(computerd())
-        .args(["--log", "error"]);
+    let cmd = server_cmd(state.path(), &["--kind", "browser"]);
     let ours = ().serve(TokioChildProcess::new(cmd)?).await?;
     ok(
         &ours,

@@ -16,7 +16,6 @@
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Read;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -28,20 +27,10 @@ use rmcp::transport::TokioChildProcess;
 
 #[path = "support.rs"]
 mod support;
-use support::{SERVER, computerd, line, ms};
+use support::{computerd, line, ms, server_cmd};
 
-fn server_cmd(state: &Path) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(SERVER);
-    cmd.arg("serve")
-        .args(["--kind", "desktop", "--screen", "1280x800"])
-        .arg("--local-state-dir")
-        .arg(state)
-        .arg("--local-computerd")
-        .arg(computerd())
-        .arg("--log")
-        .arg("error");
-    cmd
-}
+/// The server's flags for a desktop computer of the bench's size.
+const DESKTOP: &[&str] = &["--kind", "desktop", "--screen", "1280x800"];
 
 fn call(name: &str, args: serde_json::Value) -> CallToolRequestParams {
     CallToolRequestParams::new(name.to_string()).with_arguments(args.as_object().unwrap().clone())
@@ -146,7 +135,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     // The full stack: the first call makes the desktop.
-    let client = ().serve(TokioChildProcess::new(server_cmd(state.path()))?).await?;
+    let client = ().serve(TokioChildProcess::new(server_cmd(state.path(), DESKTOP))?).await?;
     let t = Instant::now();
     let r = client
         .call_tool(call("screenshot", serde_json::json!({})))

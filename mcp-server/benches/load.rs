@@ -28,7 +28,7 @@ use rmcp::transport::TokioChildProcess;
 mod support;
 #[path = "trivial.rs"]
 mod trivial;
-use support::{SERVER, computerd, line, ms, pct};
+use support::{line, ms, pct, server_cmd};
 
 fn exec_true() -> CallToolRequestParams {
     let args = serde_json::json!({"argv": ["true"]});
@@ -209,14 +209,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     floor.cancel().await?;
 
     let state = tempfile::tempdir()?;
-    let mut cmd = tokio::process::Command::new(SERVER);
-    cmd.arg("serve")
-        .arg("--local-state-dir")
-        .arg(state.path())
-        .arg("--local-computerd")
-        .arg(computerd())
-        .args(["--log", "error"]);
-    let transport = TokioChildProcess::new(cmd)?;
+    let transport = TokioChildProcess::new(server_cmd(state.path(), &[]))?;
     let server_pid = transport.id().expect("the server's pid");
     let client = ().serve(transport).await?;
     println!("computer-mcp load bench: exec {{argv: [true]}} on one computer, one MCP session");
@@ -280,14 +273,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // once need 2000 against 256; the calls wait their turn in computerd's
     // queue instead of failing.
     let state = tempfile::tempdir()?;
-    let mut cmd = tokio::process::Command::new(SERVER);
-    cmd.arg("serve")
-        .arg("--local-state-dir")
-        .arg(state.path())
-        .arg("--local-computerd")
-        .arg(computerd())
-        .args(["--pids", "256", "--log", "error"]);
-    let bounded = ().serve(TokioChildProcess::new(cmd)?).await?;
+    let bounded = ()
+        .serve(TokioChildProcess::new(server_cmd(
+            state.path(),
+            &["--pids", "256"],
+        ))?)
+        .await?;
     println!("a computer bounded to 256 pids: exec {{argv: [sleep, 0.5]}}, queued at the bound");
     single_calls(&bounded).await?;
     let sleep = CallToolRequestParams::new("exec").with_arguments(

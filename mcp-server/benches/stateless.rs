@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 #[path = "support.rs"]
 mod support;
-use support::{SERVER, computerd, line, ms};
+use support::{line, ms, server_cmd};
 
 const TOKEN: &str = "bench-token-0123456789abcdef";
 
@@ -80,16 +80,8 @@ async fn main() {
         .local_addr()
         .unwrap()
         .port();
-    let mut child = tokio::process::Command::new(SERVER)
-        .arg("serve")
-        .arg("--http")
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--local-state-dir")
-        .arg(state.path())
-        .arg("--local-computerd")
-        .arg(computerd())
-        .arg("--log")
-        .arg("error")
+    let address = format!("127.0.0.1:{port}");
+    let mut child = server_cmd(state.path(), &["--http", &address])
         .env("COMPUTER_MCP_TOKEN", TOKEN)
         .kill_on_drop(true)
         .spawn()

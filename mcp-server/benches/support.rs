@@ -6,6 +6,20 @@ use std::time::Duration;
 
 pub const SERVER: &str = env!("CARGO_BIN_EXE_computer-mcp");
 
+/// `computer-mcp serve` on its own state directory and the daemon of
+/// [`computerd`], logging errors only, with `extra` flags.
+pub fn server_cmd(state: &Path, extra: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(SERVER);
+    cmd.arg("serve")
+        .arg("--local-state-dir")
+        .arg(state)
+        .arg("--local-computerd")
+        .arg(computerd())
+        .args(["--log", "error"])
+        .args(extra);
+    cmd
+}
+
 pub fn computerd() -> PathBuf {
     if let Some(p) = std::env::var_os("COMPUTERD_BIN") {
         return PathBuf::from(p);

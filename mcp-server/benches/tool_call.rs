@@ -28,7 +28,6 @@
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use computerd::client::DaemonClient;
@@ -41,19 +40,7 @@ use rmcp::transport::TokioChildProcess;
 mod support;
 #[path = "trivial.rs"]
 mod trivial;
-use support::{SERVER, computerd, line, ms};
-
-fn server_cmd(state: &Path) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(SERVER);
-    cmd.arg("serve")
-        .arg("--local-state-dir")
-        .arg(state)
-        .arg("--local-computerd")
-        .arg(computerd())
-        .arg("--log")
-        .arg("error");
-    cmd
-}
+use support::{computerd, line, ms, server_cmd};
 
 fn exec(args: serde_json::Value) -> CallToolRequestParams {
     CallToolRequestParams::new("exec").with_arguments(args.as_object().unwrap().clone())
@@ -198,7 +185,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut spawn = Vec::new();
     for _ in 0..20 {
         let t = Instant::now();
-        let client = ().serve(TokioChildProcess::new(server_cmd(state.path()))?).await?;
+        let client = ().serve(TokioChildProcess::new(server_cmd(state.path(), &[]))?).await?;
         spawn.push(t.elapsed());
         client.cancel().await?;
     }
@@ -207,7 +194,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A cold session: the first exec makes the computer.
     let mut cold = Vec::new();
     for _ in 0..10 {
-        let client = ().serve(TokioChildProcess::new(server_cmd(state.path()))?).await?;
+        let client = ().serve(TokioChildProcess::new(server_cmd(state.path(), &[]))?).await?;
         let t = Instant::now();
         let r = client.call_tool(exec_true()).await?;
         cold.push(t.elapsed());
@@ -218,7 +205,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Warm: one session, many calls, each beside the same call to the
     // trivial server (the floor), in turn, so both see the same machine.
-    let client = ().serve(TokioChildProcess::new(server_cmd(state.path()))?).await?;
+    let client = ().serve(TokioChildProcess::new(server_cmd(state.path(), &[]))?).await?;
     let mut floor_cmd = tokio::process::Command::new(std::env::current_exe()?);
     floor_cmd.env(trivial::ENV, "1");
     let floor = ().serve(TokioChildProcess::new(floor_cmd)?).await?;
@@ -305,7 +292,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     client.cancel().await?;
 
     // Without a progress token, in turn with the trivial server.
-    let mut ours = Bare::start(server_cmd(state.path())).await?;
+    let mut ours = Bare::start(server_cmd(state.path(), &[])).await?;
     let mut floor_cmd = tokio::process::Command::new(std::env::current_exe()?);
     floor_cmd.env(trivial::ENV, "1");
     let mut bare_floor = Bare::start(floor_cmd).await?;

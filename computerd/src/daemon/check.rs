@@ -17,6 +17,19 @@ pub fn one_to(field: &str, value: u64, max: u64) -> Result<u64, RpcError> {
     Ok(value)
 }
 
+/// A start's `queueMs`: 0 when absent, at most [`limits::MAX_QUEUE_MS`].
+pub fn queue_ms(value: Option<u64>) -> Result<u64, RpcError> {
+    let value = value.unwrap_or(0);
+    if value > crate::protocol::limits::MAX_QUEUE_MS {
+        return Err(RpcError::over_limit(
+            "queueMs",
+            value,
+            crate::protocol::limits::MAX_QUEUE_MS,
+        ));
+    }
+    Ok(value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

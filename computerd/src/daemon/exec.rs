@@ -37,14 +37,7 @@ pub async fn run(
             limits::MAX_OUTPUT_BYTES,
         ));
     }
-    let queue_ms = p.queue_ms.unwrap_or(0);
-    if queue_ms > limits::MAX_QUEUE_MS {
-        return Err(RpcError::over_limit(
-            "queueMs",
-            queue_ms,
-            limits::MAX_QUEUE_MS,
-        ));
-    }
+    let queue_ms = check::queue_ms(p.queue_ms)?;
     let deadline = called + Duration::from_millis(timeout_ms);
     let mut prepared = runner::prepare(
         daemon,

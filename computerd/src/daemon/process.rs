@@ -192,14 +192,7 @@ impl Table {
             }
         }
         let log_path = p.log.as_deref().map(|l| clean_path("log", l)).transpose()?;
-        let queue_ms = p.queue_ms.unwrap_or(0);
-        if queue_ms > limits::MAX_QUEUE_MS {
-            return Err(RpcError::over_limit(
-                "queueMs",
-                queue_ms,
-                limits::MAX_QUEUE_MS,
-            ));
-        }
+        let queue_ms = check::queue_ms(p.queue_ms)?;
         prepared.spec.pty = p.pty.is_some();
         prepared.spec.wait_group = p.wait_group.unwrap_or(false);
         prepared.spec.keep_orphans = p.orphans.is_some();

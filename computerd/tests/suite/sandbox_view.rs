@@ -331,22 +331,6 @@ async fn a_bind_share_is_writable_and_an_ro_one_is_read_only_with_its_submounts(
     drop(init);
 }
 
-/// The pids-hierarchy line of /proc/PID/cgroup.
-fn pids_cgroup_of(pid: i32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-        .unwrap()
-        .lines()
-        .find_map(|l| {
-            let mut f = l.splitn(3, ':');
-            let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
-            controllers
-                .split(',')
-                .any(|c| c == "pids")
-                .then(|| path.to_string())
-        })
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cgroup_holds_the_sandbox_init_and_every_program_from_the_start() {
     if !need_root() {
@@ -368,7 +352,7 @@ async fn cgroup_holds_the_sandbox_init_and_every_program_from_the_start() {
     let init_pid = init.init_pid();
     assert_ne!(forwarder, init_pid);
     for pid in [forwarder, init_pid] {
-        assert_eq!(pids_cgroup_of(pid), group.relative(), "pid {pid}");
+        assert_eq!(pids_cgroup_of(pid).unwrap(), group.relative(), "pid {pid}");
     }
     // A program: the group's, seen from inside, and bounded by its pids.max.
     let (code, out, err) = sh(

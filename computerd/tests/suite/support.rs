@@ -124,7 +124,7 @@ impl Init {
                 .open(g.join("cgroup.procs"))
                 .unwrap()
         });
-        if let Some(procs) = procs {
+        if let Some(procs) = &procs {
             use std::os::fd::AsRawFd;
             let fd = procs.as_raw_fd();
             // SAFETY: one write(2) of a constant, async-signal-safe: the
@@ -138,19 +138,9 @@ impl Init {
                     }
                 });
             }
-            let child = cmd.spawn().unwrap();
-            drop(procs);
-            let init = Init {
-                child,
-                dir,
-                socket,
-                marker: marker(),
-                sandboxed: false,
-            };
-            init.wait_for_socket();
-            return Some(init);
         }
         let child = cmd.spawn().unwrap();
+        drop(procs);
         let init = Init {
             child,
             dir,
@@ -524,22 +514,28 @@ pub async fn sh(init: &Init, script: &str) -> (Option<i32>, String, String) {
 /// when dropped.
 pub struct PidsGroup(PathBuf);
 
+/// The pids-hierarchy path in /proc/PID/cgroup (`self` for this process),
+/// None without a v1 pids hierarchy.
+pub fn pids_cgroup_of(pid: impl std::fmt::Display) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .ok()?
+        .lines()
+        .find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+            controllers
+                .split(',')
+                .any(|c| c == "pids")
+                .then(|| path.to_string())
+        })
+}
+
 impl PidsGroup {
     /// A group of at most `max` processes and threads; None (the test
     /// then skips) where this host has no v1 pids hierarchy.
     pub fn new(name: &str, max: u64) -> Option<PidsGroup> {
         let root = Path::new("/sys/fs/cgroup/pids");
-        let own = std::fs::read_to_string("/proc/self/cgroup")
-            .unwrap()
-            .lines()
-            .find_map(|l| {
-                let mut f = l.splitn(3, ':');
-                let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
-                controllers
-                    .split(',')
-                    .any(|c| c == "pids")
-                    .then(|| path.to_string())
-            });
+        let own = pids_cgroup_of("self");
         let ok = own.is_some() && root.join("cgroup.procs").exists();
         if !need("cgroup-v1", ok, "this host has no cgroup v1 pids hierarchy") {
             return None;
