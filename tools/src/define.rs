@@ -29,13 +29,28 @@ pub(crate) fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T> {
                 path = parent.to_string();
             }
         }
-        let inner = plain_words(&inner);
+        let hint = shape_hint(&path, &inner);
+        let inner = plain_words(&inner) + hint;
         if path == "." || path.is_empty() {
             ToolError::Invalid(format!("{tool}: {inner}"))
         } else {
             ToolError::Invalid(format!("{tool}: {path}: {inner}"))
         }
     })
+}
+
+/// What a model that sent the wrong shape most likely meant: the two ways
+/// of giving a program are easy to mix up.
+fn shape_hint(path: &str, words: &str) -> &'static str {
+    match path {
+        "command" if words.contains("sequence") => {
+            "; command is one bash line as a string (\"ls -l /tmp\"); to give a program and its words as a list, use argv ([\"ls\", \"-l\", \"/tmp\"]) instead"
+        }
+        "argv" if words.contains("invalid type: string") => {
+            "; argv is a list of words ([\"ls\", \"-l\"]); to give one bash line as a string, use command instead"
+        }
+        _ => "",
+    }
 }
 
 /// serde's words without Rust's: `expected u32` is a whole number to a
@@ -53,6 +68,8 @@ pub(crate) fn plain_words(text: &str) -> String {
         ("expected f32", "expected a number"),
         ("expected f64", "expected a number"),
         ("expected a sequence", "expected a list"),
+        ("invalid type: sequence", "invalid type: a list"),
+        ("invalid type: map", "invalid type: an object"),
         ("expected a map", "expected an object"),
         ("expected a boolean", "expected true or false"),
     ] {
@@ -282,7 +299,7 @@ mod tests {
         assert_eq!(plain_words("expected u8x"), "expected u8x");
         assert_eq!(
             plain_words("invalid type: map, expected a sequence"),
-            "invalid type: map, expected a list"
+            "invalid type: an object, expected a list"
         );
     }
 }

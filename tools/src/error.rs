@@ -18,7 +18,7 @@ pub enum ToolError {
     Refused(String),
     /// The computer's daemon answered with an error. `doing` says what the
     /// tool was doing, `hint` what the model may do about it.
-    #[error("{doing}: {}{}", .error.message, hint_suffix(.hint))]
+    #[error("{doing}: {}{}", tool_words(.doing, &.error.message), hint_suffix(.hint))]
     Daemon {
         doing: String,
         error: Box<RpcError>,
@@ -37,6 +37,69 @@ pub enum ToolError {
         "the call was cancelled; what it started in the computer was ended with its whole process group"
     )]
     Cancelled,
+}
+
+/// The daemon's methods as the tools a model calls are named, for the
+/// daemon's words, which name its methods (a model has no `files.read`).
+const METHOD_TOOLS: &[(&str, &str)] = &[
+    ("files.read", "read_file"),
+    ("files.write", "write_file"),
+    ("files.list", "list_files"),
+    ("files.stat", "list_files"),
+    ("exec.run", "exec"),
+    ("process.start", "process_start"),
+    ("process.read", "process_read"),
+    ("process.write", "process_write"),
+    ("process.signal", "process_signal"),
+    ("process.list", "process_list"),
+    ("process.wait", "process_read"),
+    ("deadline.extend", "computer_extend"),
+];
+
+/// The daemon's words as a model reads them. A daemon message may open
+/// with its method and subject (`files.read /x: no such file`), which
+/// `doing` already says (`reading /x`): that opening goes. Every method
+/// the daemon names becomes the tool that calls it, and advice that only
+/// a protocol client can take becomes the tool's.
+fn tool_words(doing: &str, message: &str) -> String {
+    let mut m = message;
+    let subject = doing.split_once(' ').map(|(_, s)| s);
+    if let Some((first, rest)) = m.split_once(' ')
+        && METHOD_TOOLS.iter().any(|(method, _)| *method == first)
+        && let Some(after) = subject
+            .and_then(|s| rest.strip_prefix(s))
+            .and_then(|r| r.strip_prefix(": "))
+    {
+        m = after;
+    }
+    let mut out = m
+        .replace(
+            "it is not a directory; files.stat describes a single file",
+            "it is not a directory; read_file reads a file",
+        )
+        .to_string();
+    for (method, tool) in METHOD_TOOLS {
+        // Whole words only: `process.read` is not in `process.reading`.
+        let mut from = 0;
+        while let Some(i) = out[from..].find(method).map(|i| i + from) {
+            let end = i + method.len();
+            let before_ok =
+                !out[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || "_.".contains(c));
+            let rest = &out[end..];
+            let after_ok = match rest.chars().next() {
+                Some(c) if c.is_ascii_alphanumeric() || c == '_' => false,
+                Some('.') => !rest[1..].starts_with(|c: char| c.is_ascii_alphanumeric()),
+                _ => true,
+            };
+            if before_ok && after_ok {
+                out.replace_range(i..end, tool);
+                from = i + tool.len();
+            } else {
+                from = end;
+            }
+        }
+    }
+    out
 }
 
 fn hint_suffix(hint: &Option<String>) -> String {
@@ -101,6 +164,63 @@ impl ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn daemon_words_name_tools_not_the_daemons_methods() {
+        let said =
+            |doing: &str, e: RpcError| ToolError::client(doing, ClientError::Rpc(e)).to_string();
+        assert_eq!(
+            said(
+                "reading /nope",
+                RpcError::not_found("files.read /nope: no such file or directory")
+            ),
+            "reading /nope: no such file or directory"
+        );
+        assert_eq!(
+            said(
+                "reading /etc",
+                RpcError::is_dir(
+                    "files.read /etc: it is a directory; files.list shows what it holds"
+                )
+            ),
+            "reading /etc: it is a directory; list_files shows what it holds"
+        );
+        assert_eq!(
+            said(
+                "listing /etc/hosts",
+                RpcError::not_dir(
+                    "files.list /etc/hosts: it is not a directory; files.stat describes a single file"
+                )
+            ),
+            "listing /etc/hosts: it is not a directory; read_file reads a file"
+        );
+        assert_eq!(
+            said(
+                "writing to p1",
+                RpcError::timeout(
+                    "process.write to p1 gave up after 10 s: 0 of 6 bytes were written (the program is not reading)"
+                )
+            ),
+            "writing to p1: process_write to p1 gave up after 10 s: 0 of 6 bytes were written (the program is not reading)"
+        );
+        assert_eq!(
+            said(
+                "exec",
+                RpcError::aborted(
+                    "exec.run was cancelled; its program and everything it started were ended"
+                )
+            ),
+            "exec: exec was cancelled; its program and everything it started were ended"
+        );
+        // A word that only starts like a method is left alone.
+        assert_eq!(
+            said(
+                "x",
+                RpcError::invalid("files.reader and process.reads stay")
+            ),
+            "x: files.reader and process.reads stay"
+        );
+    }
 
     #[test]
     fn daemon_errors_quote_the_daemon_and_add_the_hint() {

@@ -566,6 +566,25 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_list_for_command_or_a_line_for_argv_points_at_the_other() {
+        let e = parse::<exec::ExecArgs>("exec", serde_json::json!({"command": ["ls", "-l"]}))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "exec: command: invalid type: a list, expected a string; command is one bash line as a string (\"ls -l /tmp\"); to give a program and its words as a list, use argv ([\"ls\", \"-l\", \"/tmp\"]) instead"
+        );
+        let e = parse::<process::ProcessStartArgs>(
+            "process_start",
+            serde_json::json!({"argv": "python3 -m http.server"}),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "process_start: argv: invalid type: string \"python3 -m http.server\", expected a list; argv is a list of words ([\"ls\", \"-l\"]); to give one bash line as a string, use command instead"
+        );
+    }
+
     /// A computer whose connection has ended.
     struct Dead;
     impl ComputerClient for Dead {

@@ -246,6 +246,22 @@ pub(crate) fn not_text(start: &[u8]) -> Option<&'static str> {
     }
 }
 
+/// A note for program output that is not all text: what stands in for the
+/// other bytes in what the model reads, and how to see them exactly.
+/// `None` for UTF-8 text without NUL bytes.
+pub(crate) fn binary_note(name: &str, bytes: &[u8]) -> Option<String> {
+    let why = if std::str::from_utf8(bytes).is_err() {
+        "bytes that are not UTF-8 text are shown as \u{FFFD}"
+    } else if bytes.contains(&0) {
+        "it holds NUL bytes"
+    } else {
+        return None;
+    };
+    Some(format!(
+        "{name} is binary, not text ({why}); to see its exact bytes, pipe it through base64 or od -c, or write it to a file and copy that"
+    ))
+}
+
 /// How many bytes at the end of `data` are an incomplete UTF-8 character
 /// (0 to 3), to hold back until the rest of it comes.
 pub(crate) fn incomplete_utf8_tail(data: &[u8]) -> usize {

@@ -89,6 +89,7 @@ pub(crate) fn tool(name: &'static str, s: &ToolSettings) -> Tool {
     let description = format!(
         "Run a command to its end: exit code, stdout, stderr. \
 Output over {} is cut in the middle, saved whole to a file the result names (up to {} a stream, else it says what was lost). \
+`cd`/`export` do not carry over between calls: use `cd /app && make`, or `cwd`/`env`. \
 Nothing it starts outlives it: for servers or input, use process_start.",
         kib(s.output_budget_bytes),
         kib(limits::MAX_OUTPUT_BYTES as usize)
@@ -596,6 +597,9 @@ async fn finish(ctx: &ToolContext, ran: Ran, started: Instant) -> Result<CallToo
         if !shown.ends_with('\n') {
             text.push('\n');
         }
+    }
+    for (name, bytes) in [("stdout", &ran.stdout), ("stderr", &ran.stderr)] {
+        notes.extend(crate::text::binary_note(name, bytes));
     }
     for (name, lost) in [("stdout", &ran.stdout_lost), ("stderr", &ran.stderr_lost)] {
         if let Some(words) = lost {

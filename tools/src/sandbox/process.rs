@@ -418,11 +418,7 @@ pub(crate) async fn read(ctx: &ToolContext, a: ProcessReadArgs) -> Result<CallTo
 
     let mut text = match &ended {
         None => format!("{} is running.", a.id),
-        Some(w) => match (w.exit_code, &w.signal) {
-            (Some(c), _) => format!("{} has exited with code {c}.", a.id),
-            (None, Some(s)) => format!("{} was ended by signal {s}.", a.id),
-            _ => format!("{} has ended.", a.id),
-        },
+        Some(w) => format!("{} {}.", a.id, how_it_ended(w)),
     };
     if dropped > 0 {
         text.push_str(&format!(
@@ -463,6 +459,9 @@ pub(crate) async fn read(ctx: &ToolContext, a: ProcessReadArgs) -> Result<CallTo
     if let Some(why) = &r.log_error {
         text.push_str(&format!("[the log file stopped: {why}]\n"));
     }
+    if let Some(note) = crate::text::binary_note("this output", &data) {
+        text.push_str(&format!("[{note}]\n"));
+    }
     if stream == Stream::Stdout {
         text.push_str("[this process has no combined log: only its stdout is shown]\n");
     }
@@ -490,6 +489,16 @@ async fn wait(ctx: &ToolContext, id: &str, timeout_ms: u64) -> Result<ProcessWai
         })
         .await
         .map_err(|e| id_error(format!("asking how {id} ended"), e))
+}
+
+/// How a process that no longer runs ended, as the end of a sentence
+/// about it ("p1 has exited with code 0").
+fn how_it_ended(w: &ProcessWaitResult) -> String {
+    match (w.exit_code, &w.signal) {
+        (Some(c), _) => format!("has exited with code {c}"),
+        (None, Some(s)) => format!("was ended by signal {s}"),
+        (None, None) => "has ended".to_string(),
+    }
 }
 
 // ------------------------------------------------------------ process_write
@@ -533,6 +542,24 @@ pub(crate) async fn write(ctx: &ToolContext, a: ProcessWriteArgs) -> Result<Call
             "give input (the text to send) or close: true (or both)".into(),
         ));
     }
+    // A program that has ended reads nothing: its stdin may still take
+    // bytes (a child of it can hold the pipe), which would then be said to
+    // have been written. Refuse instead, with how it ended.
+    let now = ctx
+        .client
+        .call_typed(&ProcessWaitParams {
+            id: a.id.clone(),
+            timeout_ms: 0,
+        })
+        .await
+        .map_err(|e| id_error(format!("writing to {}", a.id), e))?;
+    if !now.running {
+        return Err(ToolError::Refused(format!(
+            "{} {}, so nothing was written. Its output is still there for process_read; start the program again with process_start to give it input.",
+            a.id,
+            how_it_ended(&now)
+        )));
+    }
     let chunk = limits::MAX_WRITE_BYTES as usize;
     let mut pieces: Vec<&[u8]> = input.chunks(chunk).collect();
     if pieces.is_empty() {
@@ -573,8 +600,10 @@ pub(crate) async fn write(ctx: &ToolContext, a: ProcessWriteArgs) -> Result<Call
 
 // ----------------------------------------------------------- process_signal
 
-/// A signal to send.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// A signal to send: its name as the tool lists it, as `kill -l` writes it
+/// (`SIGKILL`), in any case, or its number (`9`, `"9"`). Models trained on
+/// shells send all of these; each means the one signal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, JsonSchema)]
 #[schemars(inline)]
 pub enum SignalName {
     #[serde(rename = "TERM")]
@@ -594,6 +623,41 @@ impl SignalName {
             SignalName::Int => Signal::Int,
             SignalName::Hup => Signal::Hup,
             SignalName::Kill => Signal::Kill,
+        }
+    }
+
+    /// The signal a name or number means, if it is one of the four.
+    fn from_word(word: &str) -> Option<SignalName> {
+        let w = word.trim().to_ascii_uppercase();
+        let w = w.strip_prefix("SIG").unwrap_or(&w);
+        Some(match w {
+            "TERM" | "15" => SignalName::Term,
+            "INT" | "2" => SignalName::Int,
+            "HUP" | "1" => SignalName::Hup,
+            "KILL" | "9" => SignalName::Kill,
+            _ => return None,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for SignalName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Given {
+            Word(String),
+            Number(i64),
+        }
+        let refuse = |given: String| {
+            serde::de::Error::custom(format!(
+                "{given} is not a signal this tool sends: give TERM (15, ask to stop), INT (2, Ctrl-C), HUP (1) or KILL (9, at once); SIGTERM and the numbers are taken too"
+            ))
+        };
+        match Given::deserialize(d).map_err(|_| refuse("that".to_string()))? {
+            Given::Word(w) => SignalName::from_word(&w).ok_or_else(|| refuse(format!("{w:?}"))),
+            Given::Number(n) => {
+                SignalName::from_word(&n.to_string()).ok_or_else(|| refuse(n.to_string()))
+            }
         }
     }
 }
@@ -667,9 +731,7 @@ pub(crate) async fn signal(ctx: &ToolContext, a: ProcessSignalArgs) -> Result<Ca
                 " (send KILL to end it at once)"
             }
         )),
-        (false, Some(c), _) => text.push_str(&format!("; it has exited with code {c}")),
-        (false, None, Some(s)) => text.push_str(&format!("; it was ended by signal {s}")),
-        (false, None, None) => text.push_str("; it has ended"),
+        (false, ..) => text.push_str(&format!("; it {}", how_it_ended(&w))),
     }
     text.push('.');
     let out = ProcessSignalOutput {
@@ -875,14 +937,30 @@ mod tests {
     }
 
     #[test]
-    fn signals_are_the_four_the_daemon_sends() {
-        let s: SignalName = serde_json::from_value(serde_json::json!("TERM")).unwrap();
-        assert_eq!(s.wire(), Signal::Term);
-        let e = serde_json::from_value::<SignalName>(serde_json::json!("STOP")).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("expected one of `TERM`, `INT`, `HUP`, `KILL`"),
-            "{e}"
-        );
+    fn signals_are_the_four_the_daemon_sends_by_name_sig_name_or_number() {
+        for (given, want) in [
+            (serde_json::json!("TERM"), Signal::Term),
+            (serde_json::json!("SIGKILL"), Signal::Kill),
+            (serde_json::json!("sigint"), Signal::Int),
+            (serde_json::json!("kill"), Signal::Kill),
+            (serde_json::json!(9), Signal::Kill),
+            (serde_json::json!("15"), Signal::Term),
+            (serde_json::json!(1), Signal::Hup),
+        ] {
+            let s: SignalName = serde_json::from_value(given.clone()).unwrap();
+            assert_eq!(s.wire(), want, "{given}");
+        }
+        for bad in [
+            serde_json::json!("STOP"),
+            serde_json::json!(19),
+            serde_json::json!(true),
+        ] {
+            let e = serde_json::from_value::<SignalName>(bad.clone()).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("is not a signal this tool sends: give TERM (15, ask to stop), INT (2, Ctrl-C), HUP (1) or KILL (9, at once)"),
+                "{bad}: {e}"
+            );
+        }
     }
 }

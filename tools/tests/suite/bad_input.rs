@@ -19,7 +19,7 @@ async fn bad_input_names_the_field_and_the_session_goes_on() {
         ("exec", json!({"command": "ls", "timeout_ms": "5"}), "exec: timeout_ms: invalid type: string \"5\", expected a whole number, 0 or more".to_string()),
         ("exec", json!({"argv": "ls -la"}), "exec: argv: invalid type: string \"ls -la\", expected a list".to_string()),
         ("read_file", json!({}), "read_file: missing field `path`".to_string()),
-        ("process_signal", json!({"id": "p1", "signal": "STOP"}), "process_signal: signal: unknown variant `STOP`, expected one of `TERM`, `INT`, `HUP`, `KILL`".to_string()),
+        ("process_signal", json!({"id": "p1", "signal": "STOP"}), "process_signal: signal: \"STOP\" is not a signal this tool sends: give TERM (15, ask to stop), INT (2, Ctrl-C), HUP (1) or KILL (9, at once)".to_string()),
         ("list_files", json!({"path": home, "depth": -1}), "list_files: depth: invalid value: integer `-1`, expected a whole number, 0 or more".to_string()),
         // command and argv: exactly one.
         ("exec", json!({}), "give command (a shell command line".to_string()),

@@ -58,6 +58,30 @@ async fn exec_runs_uname_and_reports_a_failing_command() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_output_comes_with_a_note_saying_how_to_see_its_bytes() {
+    let Some(s) = Sandbox::start().await else {
+        return;
+    };
+    let (t, v) = s
+        .ok("exec", json!({"command": "printf 'ok\\377\\376\\n'"}))
+        .await;
+    assert_eq!(v["stdout"], "ok\u{FFFD}\u{FFFD}\n");
+    assert_eq!(
+        t,
+        "exit code: 0\n--- stdout ---\nok\u{FFFD}\u{FFFD}\n[stdout is binary, not text (bytes that are not UTF-8 text are shown as \u{FFFD}); to see its exact bytes, pipe it through base64 or od -c, or write it to a file and copy that]\n"
+    );
+    // NUL bytes are UTF-8, but no text.
+    let (t, _) = s.ok("exec", json!({"command": "printf 'a\\0b' >&2"})).await;
+    assert!(
+        t.ends_with("[stderr is binary, not text (it holds NUL bytes); to see its exact bytes, pipe it through base64 or od -c, or write it to a file and copy that]\n"),
+        "{t}"
+    );
+    // Text has no note.
+    let (t, _) = s.ok("exec", json!({"command": "echo é"})).await;
+    assert_eq!(t, "exit code: 0\n--- stdout ---\né\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdin_env_and_cwd_reach_the_program() {
     let Some(s) = Sandbox::start().await else {
         return;

@@ -188,12 +188,53 @@ async fn process_write_feeds_a_cat_and_close_ends_it() {
         (Some(true), Some(0)),
         "{t}"
     );
-    // Its stdin is closed now: the daemon's words come back.
+    // It has ended: nothing is written, and the words say how it ended.
     let t = s
         .err("process_write", json!({"id": id, "input": "more\n"}))
         .await;
-    assert!(t.starts_with(&format!("writing to {id}: ")), "{t}");
+    assert!(
+        t.starts_with(&format!(
+            "{id} has exited with code 0, so nothing was written."
+        )),
+        "{t}"
+    );
     std::fs::remove_file(&log).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writing_to_a_program_that_has_ended_is_refused_even_in_a_terminal() {
+    let Some(s) = Sandbox::start().await else {
+        return;
+    };
+    // A terminal outlives its program: bytes written to it are taken, by
+    // nobody who reads them.
+    let (_, v) = s
+        .ok(
+            "process_start",
+            json!({"command": "echo started", "pty": true, "env": s.env()}),
+        )
+        .await;
+    let id = v["id"].as_str().unwrap().to_string();
+    let (_, v) = s
+        .ok("process_read", json!({"id": id, "wait_ms": 10000}))
+        .await;
+    let v = if v["exited"] == true {
+        v
+    } else {
+        s.ok("process_read", json!({"id": id, "wait_ms": 10000}))
+            .await
+            .1
+    };
+    assert_eq!(v["exited"], true, "{v}");
+    let t = s
+        .err("process_write", json!({"id": id, "input": "hello\n"}))
+        .await;
+    assert_eq!(
+        t,
+        format!(
+            "{id} has exited with code 0, so nothing was written. Its output is still there for process_read; start the program again with process_start to give it input."
+        )
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -306,8 +347,9 @@ async fn a_process_that_ignores_term_is_ended_with_kill() {
         format!("sent TERM to {id}; it is still running (send KILL to end it at once).")
     );
     assert_eq!(v["running"], true);
+    // As a shell writes it: SIGKILL (9 and "kill" mean the same).
     let (t, v) = s
-        .ok("process_signal", json!({"id": id, "signal": "KILL"}))
+        .ok("process_signal", json!({"id": id, "signal": "SIGKILL"}))
         .await;
     assert_eq!(
         t,
