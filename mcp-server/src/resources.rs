@@ -25,25 +25,27 @@ use crate::session::App;
 /// A page of a file read as a resource.
 pub const PAGE_BYTES: u64 = 64 * 1024;
 
-/// Every family's skill, parsed (a skill that does not parse is left out;
-/// a test holds every one to parsing).
-pub fn skills() -> Vec<Skill> {
+/// The skills a session of `kind` is offered: its family's, then those of
+/// the families whose tools it lists too ((the registry's `skilled_for`)),
+/// parsed (a skill that does not parse is left out; a test holds every one
+/// to parsing).
+pub fn skills(kind: SettingKind) -> Vec<Skill> {
     registry()
-        .families()
+        .skilled_for(kind)
         .iter()
         .filter_map(|f| skills::parse(f.skill).ok())
         .collect()
 }
 
-pub fn prompts() -> Vec<Prompt> {
-    skills()
+pub fn prompts(kind: SettingKind) -> Vec<Prompt> {
+    skills(kind)
         .iter()
         .map(|s| Prompt::new(s.name, Some(s.description), None))
         .collect()
 }
 
-pub fn get_prompt(name: &str) -> Result<GetPromptResult, ErrorData> {
-    let all = skills();
+pub fn get_prompt(kind: SettingKind, name: &str) -> Result<GetPromptResult, ErrorData> {
+    let all = skills(kind);
     let Some(skill) = all.iter().find(|s| s.name == name) else {
         let names: Vec<&str> = all.iter().map(|s| s.name).collect();
         return Err(ErrorData::invalid_params(
@@ -60,7 +62,7 @@ pub fn get_prompt(name: &str) -> Result<GetPromptResult, ErrorData> {
 /// The resources a caller can list: the skills, and each of its computers'
 /// info.
 pub async fn list(app: &Arc<App>, caller: &Caller) -> Vec<Resource> {
-    let mut out: Vec<Resource> = skills()
+    let mut out: Vec<Resource> = skills(app.kind())
         .iter()
         .map(|s| {
             Resource::new(s.uri(), format!("{} skill", s.name))
@@ -208,7 +210,7 @@ pub async fn read(
 ) -> Result<ReadResourceResult, ErrorData> {
     match parse(uri)? {
         Uri::Skill(name) => {
-            let all = skills();
+            let all = skills(app.kind());
             let skill = all.iter().find(|s| s.name == name).ok_or_else(|| {
                 let names: Vec<String> = all.iter().map(Skill::uri).collect();
                 not_found(
@@ -333,8 +335,8 @@ fn text_contents(uri: &str, text: String, mime: &str) -> ResourceContents {
 }
 
 /// The words the instructions add about the skills.
-pub fn instructions() -> String {
-    let all = skills();
+pub fn instructions(kind: SettingKind) -> String {
+    let all = skills(kind);
     if all.is_empty() {
         return String::new();
     }
@@ -386,16 +388,25 @@ mod tests {
     }
 
     #[test]
-    fn a_prompt_per_skill_and_an_unknown_one_named() {
-        let p = prompts();
-        assert_eq!(p[0].name, "sandbox");
-        let got = get_prompt("sandbox").unwrap();
-        assert_eq!(got.messages.len(), 1);
-        let e = get_prompt("nope").unwrap_err();
+    fn a_prompt_per_skill_of_the_kind_and_an_unknown_one_named() {
+        let names =
+            |kind| -> Vec<String> { prompts(kind).iter().map(|p| p.name.to_string()).collect() };
+        assert_eq!(names(SettingKind::Sandbox), ["sandbox"]);
+        assert_eq!(names(SettingKind::Browser), ["browser", "sandbox"]);
         assert_eq!(
-            e.message,
-            "no prompt \"nope\"; the prompts are: sandbox, desktop, browser"
+            names(SettingKind::Desktop),
+            ["desktop", "sandbox", "browser"]
         );
-        assert!(instructions().contains("skill://sandbox/SKILL.md"));
+        let got = get_prompt(SettingKind::Sandbox, "sandbox").unwrap();
+        assert_eq!(got.messages.len(), 1);
+        let e = get_prompt(SettingKind::Sandbox, "desktop").unwrap_err();
+        assert_eq!(e.message, "no prompt \"desktop\"; the prompts are: sandbox");
+        let sandbox = instructions(SettingKind::Sandbox);
+        assert!(sandbox.contains("skill://sandbox/SKILL.md"), "{sandbox}");
+        assert!(
+            !sandbox.contains("desktop") && !sandbox.contains("browser"),
+            "{sandbox}"
+        );
+        assert!(instructions(SettingKind::Desktop).contains("skill://browser/SKILL.md"));
     }
 }

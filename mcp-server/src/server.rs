@@ -167,7 +167,7 @@ default computer when its session ends."
             Some(f) => config.with_instructions(format!(
                 "{}{fleet_words}{}",
                 f.instructions,
-                crate::resources::instructions()
+                crate::resources::instructions(self.app.kind())
             )),
             None => config,
         }
@@ -179,7 +179,7 @@ default computer when its session ends."
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         Ok(ListPromptsResult::with_all_items(
-            crate::resources::prompts(),
+            crate::resources::prompts(self.app.kind()),
         ))
     }
 
@@ -188,7 +188,7 @@ default computer when its session ends."
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        crate::resources::get_prompt(&request.name).map(Into::into)
+        crate::resources::get_prompt(self.app.kind(), &request.name).map(Into::into)
     }
 
     async fn list_resources(

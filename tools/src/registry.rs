@@ -59,6 +59,24 @@ impl Registry {
     pub fn families(&self) -> &'static [Family] {
         self.families
     }
+
+    /// The families whose skills a session of `kind` is offered: its own
+    /// first, then every family whose tools it lists all of (a desktop
+    /// lists the sandbox's and a browser's tools; a sandbox lists neither
+    /// of theirs, so it is never pointed at their skills).
+    pub fn skilled_for(&self, kind: SettingKind) -> Vec<&'static Family> {
+        let Some(own) = self.family(kind) else {
+            return Vec::new();
+        };
+        let lists = |name: &str| own.tools.iter().any(|t| t.name == name);
+        let mut out = vec![own];
+        out.extend(
+            self.families
+                .iter()
+                .filter(|f| f.kind != kind && f.tools.iter().all(|t| lists(t.name))),
+        );
+        out
+    }
 }
 
 /// A setting kind and the tools it offers, in the order they are listed.
@@ -258,6 +276,23 @@ mod tests {
             }
         }
         groups
+    }
+
+    #[test]
+    fn a_session_is_offered_the_skills_of_the_tools_it_lists_only() {
+        let kinds = |kind| -> Vec<&str> {
+            registry()
+                .skilled_for(kind)
+                .iter()
+                .map(|f| f.kind.as_str())
+                .collect()
+        };
+        assert_eq!(kinds(SettingKind::Sandbox), ["sandbox"]);
+        assert_eq!(
+            kinds(SettingKind::Desktop),
+            ["desktop", "sandbox", "browser"]
+        );
+        assert_eq!(kinds(SettingKind::Browser), ["browser", "sandbox"]);
     }
 
     /// Each family's names, descriptions and schemas are held to a golden

@@ -92,11 +92,53 @@ pub fn examples(body: &str) -> Vec<(String, String, String)> {
     out
 }
 
+/// Whether `text` is what an example's answer shows, where each `…` in
+/// `shown` stands for any run of characters (a pid, a time, a handle) and
+/// the rest must be the same, end to end.
+pub fn answer_matches(shown: &str, text: &str) -> bool {
+    let mut parts = shown.split('…');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    for (i, part) in parts.iter().enumerate() {
+        if i + 1 == parts.len() {
+            return rest.ends_with(part);
+        }
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.is_empty()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{Offer, ToolSettings, registry};
     use computerd::protocol::SettingKind;
+
+    #[test]
+    fn an_answer_matches_what_is_shown_with_any_text_for_each_ellipsis() {
+        assert!(answer_matches("wrote 29 bytes", "wrote 29 bytes"));
+        assert!(!answer_matches("wrote 29 bytes", "wrote 29 bytes to /x"));
+        assert!(!answer_matches("wrote 29", "I wrote 29"));
+        assert!(answer_matches(
+            "started p1 (pid …). Log …log",
+            "started p1 (pid 8). Log /tmp/a.log"
+        ));
+        assert!(!answer_matches(
+            "started p1 (pid …).",
+            "started p1 (pid 8). More"
+        ));
+        assert!(answer_matches(
+            "made (c-…): ending … (or)",
+            "made (c-ab): ending 12:00 (or)"
+        ));
+        assert!(!answer_matches("a…b…c", "a b"));
+    }
 
     #[test]
     fn every_family_has_a_skill_that_parses() {

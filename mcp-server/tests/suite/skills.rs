@@ -76,41 +76,7 @@ async fn skills_are_prompts_and_resources_and_their_examples_run() {
     assert!(t.contains("no default computer yet"), "{t}");
     assert!(server.computers().is_empty());
 
-    // Every example of the skill, in order, on one computer.
-    let skill_text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../skills/sandbox/SKILL.md"
-    ))
-    .unwrap();
-    let examples = computer_tools::skills::examples(&skill_text);
-    assert!(examples.len() >= 8);
-    // A process's id is the computer's next (`p1` in the skill is the
-    // first process_start's): the examples' ids map to the real ones.
-    let mut ids: Vec<(String, String)> = Vec::new();
-    let mut started = 0;
-    for (tool, a, want) in examples {
-        let mut a = a.clone();
-        let mut want = want.clone();
-        for (from, to) in &ids {
-            a = a.replace(&format!("\"{from}\""), &format!("\"{to}\""));
-        }
-        if tool == "process_start" {
-            started += 1;
-            want = want.replace(&format!("p{started}"), "p");
-        }
-        let args: serde_json::Value = serde_json::from_str(&a).unwrap();
-        let r = call(&client, &tool, args).await;
-        if tool == "process_start" {
-            let id = structured(&r)["id"].as_str().unwrap().to_string();
-            ids.push((format!("p{started}"), id));
-        }
-        assert!(!is_error(&r), "{tool} {a}: {}", text(&r));
-        assert!(
-            text(&r).contains(&want),
-            "{tool} {a}: want {want:?} in {}",
-            text(&r)
-        );
-    }
+    run_examples(&client, "sandbox").await;
 
     // After: the info is the computer's.
     let info = client
@@ -240,4 +206,58 @@ async fn made_and_released_computers_change_the_resource_list() {
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(recorder.resource_changes(), 3);
     client.cancel().await.unwrap();
+}
+
+/// Every example of the skill `name` (`skills/<name>/SKILL.md`), in order,
+/// on the session's default computer: each call succeeds and answers what
+/// the skill shows, whole (`…` for what differs from run to run).
+pub async fn run_examples(client: &Client, name: &str) {
+    let skill_text = std::fs::read_to_string(format!(
+        "{}/../skills/{name}/SKILL.md",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let examples = computer_tools::skills::examples(&skill_text);
+    assert!(examples.len() >= 5, "{name}: {examples:?}");
+    // A process's id is the computer's next (`p1` in the skill is the
+    // first process_start's): the examples' ids map to the real ones.
+    let mut ids: Vec<(String, String)> = Vec::new();
+    let mut started = 0;
+    for (tool, a, want) in examples {
+        let mut a = a.clone();
+        let mut want = want.clone();
+        for (from, to) in &ids {
+            a = a.replace(&format!("\"{from}\""), &format!("\"{to}\""));
+            want = want.replace(&format!("{from} is "), &format!("{to} is "));
+        }
+        if tool == "process_start" {
+            started += 1;
+            want = want.replace(&format!("\"p{started}\""), "\"…\"");
+            want = want.replace(&format!("started p{started} "), "started … ");
+        }
+        let args: serde_json::Value = serde_json::from_str(&a).unwrap();
+        let r = call(client, &tool, args).await;
+        if tool == "process_start" {
+            let id = structured(&r)["id"].as_str().unwrap().to_string();
+            ids.push((format!("p{started}"), id));
+        }
+        assert!(!is_error(&r), "{name}: {tool} {a}: {}", text(&r));
+        // The answer shown is the tool's own, whole; the computer's line
+        // after it is left out of the skill.
+        let own = r.content[0]
+            .as_text()
+            .map(|t| t.text.trim_end())
+            .unwrap_or("");
+        assert!(
+            computer_tools::skills::answer_matches(&want, own),
+            "{name}: {tool} {a}: the skill shows\n{want}\nbut the tool answered\n{own}"
+        );
+        if !tool.starts_with("computer_") {
+            let last = r.content.last().and_then(|c| c.as_text());
+            assert!(
+                last.is_some_and(|l| l.text.starts_with("(on computer ")),
+                "{last:?}"
+            );
+        }
+    }
 }
