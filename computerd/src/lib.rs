@@ -27,19 +27,19 @@ mod fuzz_tests;
 /// The daemon's version, reported by hello.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// The version hello reports: [`VERSION`], except in the test-only drift
-/// build (`computerd-drift`, feature `drift-version`), which reports
-/// another so the conformance suite can see a provider refuse it.
+/// The version hello reports: [`VERSION`], except in the drift build
+/// (the `computerd-drift` binary, for tests), which reports another so the
+/// conformance suite can see a provider refuse it.
 pub fn reported_version() -> String {
-    #[cfg(feature = "drift-version")]
     if drift::DRIFTED.load(std::sync::atomic::Ordering::Relaxed) {
         return format!("{VERSION}-drift");
     }
     VERSION.to_string()
 }
 
-/// The drift build's switch, set once by `computerd-drift`'s main.
-#[cfg(feature = "drift-version")]
+/// The drift build's switch, set once by `computerd-drift`'s main and by
+/// nothing else: the `computerd` binary (and the server, which is computerd
+/// too) has no flag, variable or method that sets it.
 pub mod drift {
     pub static DRIFTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 

@@ -90,7 +90,7 @@ pub struct ConformanceArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
-    /// A computerd built to report another version, for the drift case (`cargo build -p computerd --features drift-version --bin computerd-drift`). [default: computerd-drift beside this binary]
+    /// A computerd built to report another version, for the drift case (`cargo build -p computerd --bin computerd-drift`). [default: computerd-drift beside this binary]
     #[arg(long, value_name = "PATH")]
     pub drifted_computerd: Option<std::path::PathBuf>,
     /// The desktop fixture the screen and input cases write into the computer and read the log of: the static computerd-x11-fixture (built with the static computerd). [default: computerd-x11-fixture beside this binary]

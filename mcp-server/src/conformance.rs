@@ -102,7 +102,7 @@ fn drifted(config: &Config, args: &ConformanceArgs) -> Result<Arc<dyn Provider>,
     };
     if !path.is_file() {
         return Err(format!(
-            "no drift build of computerd at {} (build it with cargo build -p computerd --features drift-version --bin computerd-drift, or give --drifted-computerd)",
+            "no drift build of computerd at {} (build it with cargo build -p computerd --bin computerd-drift, or give --drifted-computerd)",
             path.display()
         ));
     }

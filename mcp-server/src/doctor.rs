@@ -232,35 +232,34 @@ pub async fn docker_check(config: &Config) -> Check {
     }
 }
 
-/// The static daemon a Docker computer binds: `--docker-computerd`, else
-/// `computerd` beside this binary, else this binary (which an installed
-/// `computer-mcp` is, and which is not static).
-pub fn docker_computerd_check(config: &Config) -> Check {
-    let name = "Docker's computerd";
-    let given = config
-        .providers
-        .get("docker")
-        .and_then(|t| t.get("computerd"))
-        .and_then(|v| v.as_str())
-        .map(PathBuf::from);
-    let Some(path) = given.or_else(|| crate::config::host_defaults().computerd) else {
-        return Check::no(name, "not found", INSTALL_STATIC);
-    };
-    match computer_providers::docker::cache::check_static(&path) {
-        Ok(()) => Check::ok(
-            name,
-            format!("{} is static (for Docker computers)", path.display()),
-        ),
-        Err(e) => Check::no(
-            name,
-            format!("{} (needed for Docker computers only)", e.message),
-            INSTALL_STATIC,
-        ),
-    }
+/// The static daemon a Docker computer would bind with no
+/// `--docker-computerd` given (the Docker provider's own default), for a
+/// server whose provider is another: a Docker provider reports its own
+/// through [`Provider::preflight`].
+pub fn docker_computerd_check() -> Check {
+    let line =
+        match computer_providers::docker::cache::default_computerd(&crate::config::host_defaults())
+        {
+            Some(path) => computer_providers::docker::cache::preflight(&path),
+            None => computer_providers::Preflight {
+                name: "Docker's computerd",
+                found: Err((
+                    "not found".to_string(),
+                    computer_providers::docker::cache::INSTALL_STATIC.to_string(),
+                )),
+            },
+        };
+    Check::from(line)
 }
 
-/// How to put the static computerd beside an installed server.
-const INSTALL_STATIC: &str = "install the static computerd beside this binary: RUSTFLAGS='-C target-feature=+crt-static' cargo install --locked --profile daemon --path computerd --bin computerd --target x86_64-unknown-linux-gnu (or give --docker-computerd)";
+impl From<computer_providers::Preflight> for Check {
+    fn from(p: computer_providers::Preflight) -> Check {
+        match p.found {
+            Ok(found) => Check::ok(p.name, found),
+            Err((wrong, next)) => Check::no(p.name, wrong, next),
+        }
+    }
+}
 
 /// Make a computer with the configured provider and run `true` in it.
 pub async fn first_computer(provider: Arc<dyn Provider>, config: &Config) -> Check {
@@ -370,7 +369,11 @@ pub async fn run(provider: Arc<dyn Provider>, config: &Config) -> (String, bool)
     if config.provider != "docker" {
         checks.push(docker_check(config).await);
     }
-    checks.push(docker_computerd_check(config));
+    let preflight = provider.preflight();
+    if config.provider != "docker" {
+        checks.push(docker_computerd_check());
+    }
+    checks.extend(preflight.into_iter().map(Check::from));
     let first = first_computer(provider, config).await;
     let works = first.ok;
     checks.push(first);

@@ -48,6 +48,7 @@ fn main() {
     if let Some(code) = computerd_mode() {
         std::process::exit(code);
     }
+    forget_empty_variables();
     let parsed = match config::parse_from(std::env::args_os()) {
         Ok(p) => p,
         Err(ArgsError::Clap(e)) => {
@@ -61,6 +62,25 @@ fn main() {
         }
     };
     std::process::exit(run(parsed));
+}
+
+/// An empty `COMPUTER_MCP_*` variable is as if it were not set. A client
+/// that fills a launch's variables from its settings passes "" for one left
+/// empty (Claude Desktop's extension does, for the Docker image of a local
+/// server), and an option of another provider is refused when it is given.
+fn forget_empty_variables() {
+    for (name, value) in std::env::vars_os() {
+        if value.is_empty()
+            && name
+                .to_str()
+                .is_some_and(|n| n.starts_with("COMPUTER_MCP_"))
+        {
+            // SAFETY: called first thing in main, before any thread starts
+            // (no runtime, no logger yet), so no one reads the environment
+            // while it changes.
+            unsafe { std::env::remove_var(&name) };
+        }
+    }
 }
 
 /// Run as computerd when called as computerd: `computer-mcp computerd …`,

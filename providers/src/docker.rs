@@ -112,7 +112,7 @@ pub struct DockerSettings {
     )]
     #[arg(env = "COMPUTER_MCP_DOCKER_RECIPE")]
     pub recipe: Option<PathBuf>,
-    /// The static Linux computerd bound into every computer. [default: `computerd` beside this binary]
+    /// The static Linux computerd bound into every computer. [default: `computerd` beside this binary when it is static, else the static build of the checkout this binary was built in (target/<arch>-unknown-linux-gnu/daemon or release)]
     #[arg(
         id = "docker.computerd",
         long = "docker-computerd",
@@ -124,7 +124,7 @@ pub struct DockerSettings {
     #[arg(id = "docker.socket", long = "docker-socket", value_name = "PATH")]
     #[arg(env = "COMPUTER_MCP_DOCKER_SOCKET")]
     pub socket: Option<String>,
-    /// The uid:gid computers run as (never root). [default: this process's, or 1000:1000 for root]
+    /// The uid:gid computers run as (never root). [default: this process's, or 1879048191:1879048191 (a uid no host account has) for a root server]
     #[arg(id = "docker.user", long = "docker-user", value_name = "UID:GID")]
     #[arg(env = "COMPUTER_MCP_DOCKER_USER")]
     pub user: Option<String>,
@@ -1087,14 +1087,13 @@ impl Configure for DockerProvider {
 
     fn configure(settings: DockerSettings, host: &HostDefaults) -> Result<Self> {
         let invalid = |field: &'static str| move |e: String| ProviderError::invalid(field, e);
-        let computerd = settings
-            .computerd
-            .or_else(|| host.computerd.clone())
-            .ok_or_else(|| {
+        let computerd = match settings.computerd {
+            Some(p) => host.absolute("--docker-computerd", p),
+            None => cache::default_computerd(host).ok_or_else(|| {
                 "cannot find computerd beside this binary; give --docker-computerd".to_string()
-            })
-            .and_then(|p| host.absolute("--docker-computerd", p))
-            .map_err(invalid("computerd"))?;
+            }),
+        }
+        .map_err(invalid("computerd"))?;
         let cache_dir = match settings.cache_dir {
             Some(d) => host
                 .absolute("--docker-cache-dir", d)
@@ -1659,6 +1658,10 @@ impl Provider for DockerProvider {
             }
             .and(self.stop_egress(&docker, &computer.id).await),
         }
+    }
+
+    fn preflight(&self) -> Vec<crate::Preflight> {
+        vec![cache::preflight(&self.opts.computerd)]
     }
 
     async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {

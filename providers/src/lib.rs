@@ -63,7 +63,7 @@ pub use browserbase::{BrowserbaseProvider, BrowserbaseSettings};
 pub use docker::{DockerOptions, DockerProvider, DockerSettings};
 pub use janitor::{ReleasedOlder, release_older, run_labels};
 pub use kernel::{KernelProvider, KernelSettings};
-pub use provider::{Connection, Provider};
+pub use provider::{Connection, Preflight, Provider};
 pub use registry::{
     Configure, Constructor, PROVIDER_IDS, PROVIDERS, Sources, provider_for, unknown_option,
     with_provider_flags,

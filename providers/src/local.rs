@@ -97,7 +97,7 @@ pub struct LocalSettings {
     #[arg(default_value = "namespaces")]
     #[arg(env = "COMPUTER_MCP_LOCAL_ISOLATION")]
     pub isolation: Isolation,
-    /// With a root server: the uid:gid programs run as. [default: 65534:65534]
+    /// With a root server: the uid:gid every computer's programs run as. [default: a uid of its own for each computer, which no host account or other computer has]
     #[arg(id = "local.run_as", long = "local-run-as", value_name = "UID:GID")]
     #[arg(env = "COMPUTER_MCP_LOCAL_RUN_AS")]
     pub run_as: Option<String>,

@@ -108,4 +108,20 @@ pub trait Provider: Send + Sync {
         let _ = cancel;
         Ok(Vec::new())
     }
+
+    /// What this provider, as configured, needs of the host beyond what
+    /// making a computer shows, for `doctor`: each its name, and what was
+    /// found or what is wrong with the next step. Read from the provider's
+    /// own settings (flags, variables and file alike).
+    fn preflight(&self) -> Vec<Preflight> {
+        Vec::new()
+    }
+}
+
+/// One line of [`Provider::preflight`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Preflight {
+    pub name: &'static str,
+    /// What was found, or what is wrong and the next step.
+    pub found: std::result::Result<String, (String, String)>,
 }

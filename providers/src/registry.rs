@@ -393,6 +393,32 @@ mod tests {
     }
 
     #[test]
+    fn the_defaults_the_help_states_for_users_are_the_ones_used() {
+        let help = |id: &'static str, key: &str| -> String {
+            let (_, c) = PROVIDERS.iter().find(|(k, _)| *k == id).unwrap();
+            let arg = c
+                .args(id)
+                .into_iter()
+                .find(|a| a.get_id().as_str() == format!("{id}.{key}"))
+                .unwrap();
+            arg.get_help().unwrap().to_string()
+        };
+        let (u, g) = crate::docker::DEFAULT_USER;
+        assert!(
+            help("docker", "user").contains(&format!(
+                "or {u}:{g} (a uid no host account has) for a root server"
+            )),
+            "{}",
+            help("docker", "user")
+        );
+        assert!(
+            help("local", "run_as").contains("[default: a uid of its own for each computer"),
+            "{}",
+            help("local", "run_as")
+        );
+    }
+
+    #[test]
     fn every_scoped_option_is_named_by_the_rule() {
         for (id, c) in PROVIDERS.iter().chain(TWO) {
             let mut from_args: Vec<String> = Vec::new();

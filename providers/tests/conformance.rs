@@ -1,7 +1,7 @@
 //! The conformance suite on the local provider, end to end: real
 //! computers (root here, as CI runs), the whole table, Core must pass.
 //! The drift case needs `computerd-drift` beside computerd (`cargo build
-//! -p computerd --features drift-version --bin computerd-drift`); without
+//! -p computerd --bin computerd-drift`); without
 //! it the test skips, and fails with `COMPUTER_MCP_REQUIRE=drift`.
 
 #![cfg(target_os = "linux")]
@@ -23,7 +23,7 @@ fn local(state: &std::path::Path, computerd: std::path::PathBuf) -> Arc<dyn Prov
 }
 
 /// The drift build of computerd beside the normal one (built with
-/// `cargo build -p computerd --features drift-version --bin computerd-drift`).
+/// `cargo build -p computerd --bin computerd-drift`).
 fn drift_bin() -> Option<std::path::PathBuf> {
     let p = computerd_bin()?.with_file_name("computerd-drift");
     p.is_file().then_some(p)
@@ -53,7 +53,7 @@ async fn the_local_provider_passes_core() {
     if !need(
         "drift",
         drifted.is_some(),
-        "the drift build of computerd is not built (cargo build -p computerd --features drift-version --bin computerd-drift)",
+        "the drift build of computerd is not built (cargo build -p computerd --bin computerd-drift)",
     ) {
         return;
     }

@@ -1,6 +1,6 @@
 //! `computerd-drift`: computerd whose hello reports another version, for
-//! the conformance suite's drift case. Built only with the test-only
-//! `drift-version` feature; never shipped.
+//! the conformance suite's drift case. Built beside computerd; never
+//! shipped.
 
 #[cfg(target_os = "linux")]
 fn main() {

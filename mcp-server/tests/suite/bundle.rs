@@ -21,15 +21,33 @@ fn json_file(rel: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{rel} is not JSON: {e}"))
 }
 
-/// Every COMPUTER_MCP_* variable the server's root `--help` names.
+/// The variables of the HTTP transport alone: server.json's package and
+/// the bundle run the server over stdio, where these mean nothing.
+const HTTP_ONLY: [&str; 4] = [
+    "COMPUTER_MCP_HTTP",
+    "COMPUTER_MCP_TOKEN",
+    "COMPUTER_MCP_ALLOWED_ORIGINS",
+    "COMPUTER_MCP_ALLOWED_HOSTS",
+];
+
+/// Every COMPUTER_MCP_* variable a stdio server reads, as its `--help` and
+/// `serve --help` name them (serve's own options, the callers' bounds and
+/// the idle time among them), less [`HTTP_ONLY`].
 fn help_variables() -> BTreeSet<String> {
-    let out = Command::new(SERVER).arg("--help").output().unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    text.split("[env: ")
-        .skip(1)
-        .filter_map(|rest| rest.split(['=', ']']).next())
-        .map(str::to_string)
-        .collect()
+    let mut all = BTreeSet::new();
+    for args in [&["--help"][..], &["serve", "--help"]] {
+        let out = Command::new(SERVER).args(args).output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        all.extend(
+            text.split("[env: ")
+                .skip(1)
+                .filter_map(|rest| rest.split(['=', ']']).next())
+                .filter(|v| !HTTP_ONLY.contains(v))
+                .map(str::to_string),
+        );
+    }
+    assert!(all.contains("COMPUTER_MCP_SESSION_IDLE"), "{all:?}");
+    all
 }
 
 /// A version the registry takes: specific, never a range or `latest`.
@@ -301,7 +319,7 @@ fn the_packed_bundle_starts_its_server_as_the_manifest_says() {
     // computer's static computerd is the one beside it, as by default).
     assert!(dir.join("server/computerd").is_file());
     let state = tempfile::tempdir().unwrap();
-    let mut child = Command::new(entry)
+    let mut child = Command::new(&entry)
         .envs(launch_env(&inside, &dir))
         .env("COMPUTER_MCP_LOCAL_STATE_DIR", state.path())
         .stdin(Stdio::piped())
@@ -330,4 +348,84 @@ fn the_packed_bundle_starts_its_server_as_the_manifest_says() {
         reply["result"]["serverInfo"]["name"], "computer-mcp",
         "{reply}"
     );
+
+    // With the docker provider and its image chosen, a tool call runs in a
+    // Docker computer that binds the bundle's own static computerd.
+    let image = std::env::var("CMCP_TEST_DOCKER_IMAGE")
+        .unwrap_or_else(|_| "computer-mcp-test/debian:bookworm".into());
+    let have = Command::new("docker")
+        .args(["image", "inspect", &image])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !computer_testkit::need(
+        "docker",
+        have,
+        &format!(
+            "the test image {image} is not on a Docker engine here (fixtures/images/build.sh)"
+        ),
+    ) {
+        return;
+    }
+    let env: Vec<(String, String)> = launch_env(&inside, &dir)
+        .into_iter()
+        .map(|(k, v)| match k.as_str() {
+            "COMPUTER_MCP_PROVIDER" => (k, "docker".to_string()),
+            "COMPUTER_MCP_DOCKER_IMAGE" => (k, image.clone()),
+            _ => (k, v),
+        })
+        .collect();
+    let cache = tempfile::tempdir().unwrap();
+    let replies = stdio_exchange(
+        &entry,
+        &env,
+        &[("COMPUTER_MCP_DOCKER_CACHE_DIR", &cache.path().join("cache"))],
+        &[
+            serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "exec", "arguments": {"argv": ["cat", "/etc/debian_version"]}}}),
+        ],
+    );
+    let result = &replies[1]["result"];
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["structuredContent"]["exit_code"], 0, "{result}");
+}
+
+/// Start `entry` with `env`, initialize, send `calls` one at a time and
+/// return every reply (initialize's first), then close its stdin.
+fn stdio_exchange(
+    entry: &Path,
+    env: &[(String, String)],
+    more: &[(&str, &Path)],
+    calls: &[Value],
+) -> Vec<Value> {
+    let mut child = Command::new(entry)
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .envs(more.iter().map(|(k, v)| (*k, *v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
+    let mut read = || {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        serde_json::from_str::<Value>(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    };
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "bundle-test", "version": "0"}}}),
+    );
+    let mut replies = vec![read()];
+    send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    for c in calls {
+        send(c.clone());
+        replies.push(read());
+    }
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}: {replies:?}");
+    replies
 }

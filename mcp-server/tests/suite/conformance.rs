@@ -29,7 +29,7 @@ fn the_local_provider_passes_core_through_the_command() {
     if !computer_testkit::need(
         "drift",
         drift.is_file(),
-        "the drift build of computerd is not built (cargo build -p computerd --features drift-version --bin computerd-drift)",
+        "the drift build of computerd is not built (cargo build -p computerd --bin computerd-drift)",
     ) {
         return;
     }
@@ -89,7 +89,7 @@ fn the_docker_provider_passes_core_through_the_command() {
         "drift",
         drift.is_file(),
         &format!(
-            "the static drift build {} is not built (RUSTFLAGS='-C target-feature=+crt-static' cargo build --profile daemon --target x86_64-unknown-linux-gnu -p computerd --features drift-version --bin computerd-drift)",
+            "the static drift build {} is not built (RUSTFLAGS='-C target-feature=+crt-static' cargo build --profile daemon --target x86_64-unknown-linux-gnu -p computerd --bin computerd-drift)",
             drift.display()
         ),
     ) {
@@ -308,7 +308,7 @@ fn a_local_desktop_passes_the_desktop_kind_through_the_command() {
     if !computer_testkit::need(
         "drift",
         drift.is_file() && fixture.is_file(),
-        "computerd-drift and computerd-x11-fixture are not built (cargo build -p computerd --features drift-version --bins)",
+        "computerd-drift and computerd-x11-fixture are not built (cargo build -p computerd --bins)",
     ) {
         return;
     }
@@ -355,7 +355,7 @@ fn a_local_browser_passes_the_browser_kind_through_the_command() {
     if !computer_testkit::need(
         "drift",
         drift.is_file(),
-        "computerd-drift is not built (cargo build -p computerd --features drift-version --bins)",
+        "computerd-drift is not built (cargo build -p computerd --bins)",
     ) {
         return;
     }

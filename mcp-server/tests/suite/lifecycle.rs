@@ -471,6 +471,17 @@ fn doctor_with_the_docker_engine_unreachable_says_so_and_names_the_next_step() {
         report.contains("cannot make a computer here yet"),
         "{report}"
     );
+    // The daemon it checks is the one given (this binary, dynamically
+    // linked), not the one it would find by itself.
+    let daemon = lines
+        .iter()
+        .find(|l| l.contains(" Docker's computerd "))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        daemon.starts_with("NO ")
+            && daemon.contains(&format!("the computerd at {SERVER} is dynamically linked")),
+        "{report}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

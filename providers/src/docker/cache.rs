@@ -83,6 +83,45 @@ pub fn check_static(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The computerd a Docker computer binds when none is given: the host's
+/// (beside the server) when it is static; else, for a server run from a
+/// checkout (`target/<profile>/computer-mcp`), the static build the README
+/// makes there (`target/<arch>-unknown-linux-gnu/daemon`, then `release`);
+/// else the host's, which [`check_static`] then refuses in words.
+pub fn default_computerd(host: &crate::HostDefaults) -> Option<PathBuf> {
+    let beside = host.computerd.clone()?;
+    if check_static(&beside).is_ok() {
+        return Some(beside);
+    }
+    let target = beside.parent().and_then(Path::parent);
+    let triple = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
+    let built = ["daemon", "release"].into_iter().find_map(|profile| {
+        let p = target?.join(&triple).join(profile).join("computerd");
+        (p.is_file() && check_static(&p).is_ok()).then_some(p)
+    });
+    Some(built.unwrap_or(beside))
+}
+
+/// Doctor's line for the computerd Docker computers bind.
+pub fn preflight(computerd: &Path) -> crate::Preflight {
+    crate::Preflight {
+        name: "Docker's computerd",
+        found: match check_static(computerd) {
+            Ok(()) => Ok(format!(
+                "{} is static (for Docker computers)",
+                computerd.display()
+            )),
+            Err(e) => Err((
+                format!("{} (needed for Docker computers only)", e.message),
+                INSTALL_STATIC.to_string(),
+            )),
+        },
+    }
+}
+
+/// How to put the static computerd beside an installed server.
+pub const INSTALL_STATIC: &str = "install the static computerd beside this binary: RUSTFLAGS='-C target-feature=+crt-static' cargo install --locked --profile daemon --path computerd --bin computerd --target x86_64-unknown-linux-gnu (or give --docker-computerd)";
+
 /// The cache directory, made 0700 if missing and checked as the module
 /// says.
 pub fn check_dir(dir: &Path) -> Result<()> {
@@ -214,6 +253,56 @@ pub fn ensure_copy(daemon: &Path, dir: &Path) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An ELF header with no program header: static, as check_static reads it.
+    fn static_elf() -> Vec<u8> {
+        let mut h = vec![0u8; 64];
+        h[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        h
+    }
+
+    #[test]
+    fn with_none_given_a_checkouts_static_build_is_found_beside_a_dynamic_one() {
+        let root = tempfile::tempdir().unwrap();
+        let debug = root.path().join("target/debug");
+        let triple = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
+        let daemon = root.path().join("target").join(&triple).join("daemon");
+        let release = root.path().join("target").join(&triple).join("release");
+        for d in [&debug, &daemon, &release] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        // The test binary itself is dynamically linked.
+        let beside = debug.join("computerd");
+        std::fs::copy(std::env::current_exe().unwrap(), &beside).unwrap();
+        let host = crate::HostDefaults {
+            computerd: Some(beside.clone()),
+            ..Default::default()
+        };
+        // Nothing static built: the one beside, which create refuses in words.
+        assert_eq!(default_computerd(&host), Some(beside.clone()));
+        assert!(
+            preflight(&beside)
+                .found
+                .unwrap_err()
+                .0
+                .contains("is dynamically linked")
+        );
+        std::fs::write(release.join("computerd"), static_elf()).unwrap();
+        assert_eq!(default_computerd(&host), Some(release.join("computerd")));
+        // The daemon profile (what the README builds) comes first.
+        std::fs::write(daemon.join("computerd"), static_elf()).unwrap();
+        assert_eq!(default_computerd(&host), Some(daemon.join("computerd")));
+        assert_eq!(
+            preflight(&daemon.join("computerd")).found,
+            Ok(format!(
+                "{} is static (for Docker computers)",
+                daemon.join("computerd").display()
+            ))
+        );
+        // A static one beside the server (an installed pair) wins.
+        std::fs::write(&beside, static_elf()).unwrap();
+        assert_eq!(default_computerd(&host), Some(beside));
+    }
 
     #[test]
     fn the_copy_is_named_by_its_hash_and_made_once() {
