@@ -14,7 +14,9 @@
 //! second lookup to rebind. A plain-HTTP request goes to the host its
 //! request line names, its `Host` header must name the same, it is sent
 //! with `Connection: close`, and its response reaches the program as sent
-//! (a redirect is the program's to follow, through the proxy again).
+//! (a redirect is the program's to follow, through the proxy again). A
+//! plain-HTTP connection carries that one request and its body, framed
+//! strictly, and nothing after it ([`body`]).
 //!
 //! Bounds: [`MAX_OPEN`] connections at once (each a tunnel at most),
 //! [`MAX_TOTAL`] in all (one past either is refused in its own protocol,
@@ -24,6 +26,7 @@
 //! connection ends with it. Each decision is one log line: host, port,
 //! address, class and rule; never a path, a header or a body.
 
+pub mod body;
 pub mod dns;
 pub mod handoff;
 pub mod head;
@@ -663,6 +666,14 @@ async fn http(mut client: Client, first: u8, proxy: &Proxy) {
             return;
         }
     };
+    let framing = match body::framing(&h) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::info!("egress refuse rule=framing status={}", e.status);
+            refuse_http(&mut client, e.status, &e.words).await;
+            return;
+        }
+    };
     if h.method.eq_ignore_ascii_case("CONNECT") {
         let auth = match head::parse_authority(&h.target, None) {
             Ok(a) => a,
@@ -729,7 +740,7 @@ async fn http(mut client: Client, first: u8, proxy: &Proxy) {
     if upstream.write_all(out.as_bytes()).await.is_err() {
         return;
     }
-    relay(client, upstream, rest).await;
+    body::carry_one(client, upstream, rest, framing).await;
 }
 
 /// A program's text as it may go into a log line or a reply: printable
@@ -755,6 +766,12 @@ async fn refuse_http(client: &mut Client, status: u16, words: &str) {
         return;
     }
     let _ = client.shutdown().await;
+    drain(client).await;
+}
+
+/// Read a little of what the program still sends before the connection is
+/// dropped, so what it was sent is read rather than lost to a reset.
+async fn drain(client: &mut Client) {
     let mut sink = [0u8; 4096];
     let until = tokio::time::Instant::now() + Duration::from_secs(1);
     let mut left = 256 * 1024;
