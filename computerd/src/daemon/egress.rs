@@ -658,18 +658,16 @@ async fn http(mut client: Client, first: u8, proxy: &Proxy) {
         }
     };
     let rest = buf.split_off(end);
-    let h = match head::parse_head(&buf) {
-        Ok(h) => h,
-        Err(e) => {
-            tracing::info!("egress refuse rule=head status={}", e.status);
-            refuse_http(&mut client, e.status, &e.words).await;
-            return;
-        }
-    };
-    let framing = match body::framing(&h) {
-        Ok(b) => b,
-        Err(e) => {
-            tracing::info!("egress refuse rule=framing status={}", e.status);
+    let parsed = head::parse_head(&buf)
+        .map_err(|e| ("head", e))
+        .and_then(|h| {
+            let framing = body::framing(&h).map_err(|e| ("framing", e))?;
+            Ok((h, framing))
+        });
+    let (h, framing) = match parsed {
+        Ok(x) => x,
+        Err((rule, e)) => {
+            tracing::info!("egress refuse rule={rule} status={}", e.status);
             refuse_http(&mut client, e.status, &e.words).await;
             return;
         }
