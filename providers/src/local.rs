@@ -1332,7 +1332,11 @@ impl Provider for LocalProvider {
             labels: spec.labels.clone(),
             created_ms: now,
             deadline_ms: now.saturating_add(spec.lifetime_ms as i64),
-            max_deadline_ms: now.saturating_add(self.opts.max_lifetime_ms as i64),
+            // Init's --max-deadline: the lifetime the server asked for
+            // (its --lifetime, or less), never the provider's own cap of
+            // days; no deadline.extend, the provider's or anyone's, moves
+            // the computer past it.
+            max_deadline_ms: now.saturating_add(spec.lifetime_ms as i64),
             network: spec.network.kind(),
             process: None,
             work_dir: match self.opts.isolation {
@@ -1517,7 +1521,11 @@ impl Provider for LocalProvider {
         if want > meta.max_deadline_ms {
             return Err(ProviderError::new(
                 ErrorCode::Limit,
-                format!("that is past the most a local computer may live, {} from its creation (until {})", human_ms(self.opts.max_lifetime_ms), state::format_ms(meta.max_deadline_ms)),
+                format!(
+                    "that is past the most this computer may live, the lifetime of {} it was made with (until {}); make a computer with a longer lifetime instead",
+                    human_ms(meta.max_deadline_ms.saturating_sub(meta.created_ms).max(0) as u64),
+                    state::format_ms(meta.max_deadline_ms)
+                ),
             )
             .with_field("ttl"));
         }

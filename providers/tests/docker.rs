@@ -438,6 +438,34 @@ async fn a_computer_whose_direct_socket_cannot_be_reached_is_reached_over_the_ex
     e.clean().await;
 }
 
+/// A program of the computer runs as init's user, and the daemon's binary
+/// is there at /opt/computerd: still it cannot use init's socket, even
+/// through the bridge the provider uses; the provider's own connection
+/// (a bridge the engine execs) is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_of_the_computer_cannot_use_the_daemons_socket() {
+    let Some(e) = env("own-socket").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    let made = e.p.create(&e.spec(600_000), &cancel).await.unwrap();
+    let conn = e.p.connect(&made.computer, &cancel).await.unwrap();
+    let r = run(
+        &conn,
+        r#"printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"deadline.extend","params":{"at":"2100-01-01T00:00:00Z"}}' | /opt/computerd/computerd stdio"#,
+    )
+    .await;
+    let reply: serde_json::Value = serde_json::from_str(text(&r).trim()).unwrap();
+    assert_eq!(reply["error"]["data"]["kind"], "denied", "{reply}");
+    assert_eq!(reply["id"], serde_json::Value::Null, "{reply}");
+    // The provider's connection goes on.
+    assert_eq!(text(&run(&conn, "echo still").await), "still\n");
+    conn.client.close();
+    e.p.release(&made.computer, Release::Delete, &cancel)
+        .await
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_bomb_stays_within_the_pids_limit_and_the_daemon_keeps_answering() {
     let Some(e) = env("forkbomb").await else {

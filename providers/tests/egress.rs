@@ -398,6 +398,93 @@ async fn the_proxy_ends_with_the_computer_and_nothing_is_left() {
     }
 }
 
+/// Plain HTTP carries one request per connection: a second one pipelined
+/// behind a listed name's (with a Host of its own), or smuggled in a body
+/// that Content-Length and Transfer-Encoding disagree on, never reaches
+/// the listed name's address; the message with both is refused in words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipelined_or_smuggled_request_never_reaches_an_unlisted_host() {
+    if !can_run() {
+        return;
+    }
+    let net = net::Net::up(46).await.unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let p = provider(state.path(), &net).unwrap();
+    let cancel = CancellationToken::new();
+    let mut spec = ComputerSpec::sandbox(600_000);
+    spec.network = NetworkPolicy::Allow(vec!["good.eg.test".into()]);
+    let c = p.create(&spec, &cancel).await.unwrap().computer;
+    // One connection to the proxy, the bytes sent at once, read to its end.
+    let send = "import socket, sys\ns = socket.create_connection(('127.0.0.1', 3128))\ns.sendall(sys.argv[1].encode().decode('unicode_escape').encode('latin-1'))\nout = b''\nwhile True:\n    d = s.recv(65536)\n    if not d: break\n    out += d\nprint(out.decode('latin-1'), end='')\n";
+    let run = |req: &'static str| {
+        let (p, c) = (&p, &c);
+        async move {
+            sh(
+                p,
+                c,
+                "python3 -c \"$PY\" \"$REQ\"",
+                &[("PY", send), ("REQ", req)],
+            )
+            .await
+            .stdout
+        }
+    };
+    let pipelined = run("GET http://good.eg.test/one HTTP/1.1\\r\\nHost: good.eg.test\\r\\n\\r\\nGET http://unlisted.eg.test/two HTTP/1.1\\r\\nHost: unlisted.eg.test\\r\\n\\r\\n").await;
+    assert!(
+        pipelined.ends_with(&format!(
+            "\r\n\r\nserved-by={} host=good.eg.test path=/one\n",
+            net.a
+        )),
+        "{pipelined}"
+    );
+    // A body of its length, then a pipelined request: the body goes, the
+    // request does not.
+    let with_body = run("POST http://good.eg.test/three HTTP/1.1\\r\\nHost: good.eg.test\\r\\nContent-Length: 5\\r\\n\\r\\nhelloGET http://unlisted.eg.test/four HTTP/1.1\\r\\nHost: unlisted.eg.test\\r\\n\\r\\n").await;
+    assert!(with_body.contains("path=/three"), "{with_body}");
+    let chunked = run("POST http://good.eg.test/five HTTP/1.1\\r\\nHost: good.eg.test\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n5\\r\\nhello\\r\\n0\\r\\n\\r\\nGET http://unlisted.eg.test/six HTTP/1.1\\r\\nHost: unlisted.eg.test\\r\\n\\r\\n").await;
+    assert!(chunked.contains("path=/five"), "{chunked}");
+    // What the test host heard, each connection once it ended: the three
+    // answered requests whole, and nothing else.
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    let heard = loop {
+        let heard = net.heard.lock().unwrap().clone();
+        if heard.len() >= 3 {
+            break heard;
+        }
+        assert!(std::time::Instant::now() < until, "{heard:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut heard: Vec<String> = heard
+        .iter()
+        .map(|h| {
+            h.lines()
+                .filter(|l| {
+                    !l.is_empty() && !l.starts_with("Host:") && !l.starts_with("Connection:")
+                })
+                .collect::<Vec<_>>()
+                .join("|")
+        })
+        .collect();
+    heard.sort();
+    assert_eq!(
+        heard,
+        [
+            "GET /one HTTP/1.1",
+            "POST /five HTTP/1.1|Transfer-Encoding: chunked|5|hello|0",
+            "POST /three HTTP/1.1|Content-Length: 5|hello",
+        ]
+    );
+    let smuggled = run("POST http://good.eg.test/seven HTTP/1.1\\r\\nHost: good.eg.test\\r\\nContent-Length: 4\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n0\\r\\n\\r\\nGET http://unlisted.eg.test/eight HTTP/1.1\\r\\nHost: unlisted.eg.test\\r\\n\\r\\n").await;
+    assert!(
+        smuggled.starts_with("HTTP/1.1 400 Bad Request\r\n")
+            && smuggled.ends_with("\r\n\r\n400 the request has both Content-Length and Transfer-Encoding, which RFC 9112 refuses (a body two ways long): send one of them\n"),
+        "{smuggled}"
+    );
+    // Refused before any host was reached: the host heard nothing more.
+    assert_eq!(net.heard.lock().unwrap().len(), 3);
+    p.release(&c, Release::Delete, &cancel).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn public_reaches_every_public_host_and_still_no_private_one() {
     if !can_run() {

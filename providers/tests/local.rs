@@ -113,10 +113,23 @@ async fn a_local_computer_is_made_reached_found_and_released() {
         c.id
     );
 
-    let deadline = p.extend(&c, 1_200_000, &cancel).await.unwrap();
-    assert!(deadline > c.deadline, "{deadline} vs {}", c.deadline);
-    let e = p.extend(&c, 10 * 3_600_000, &cancel).await.unwrap_err();
+    // Init's maximum is the lifetime the computer was made with (10 min),
+    // not the provider's cap (1 h here): neither the provider's extend nor
+    // a deadline.extend on init's socket moves the deadline past it.
+    let e = p.extend(&c, 1_200_000, &cancel).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Limit, "{e:?}");
+    assert!(e.message.contains("the lifetime of 10 min"), "{e:?}");
+    let conn = p.connect(&c, &cancel).await.unwrap();
+    let at = computerd::launch::Time::from_now(std::time::Duration::from_secs(900)).to_string();
+    let e = conn
+        .client
+        .call_typed(&computerd::protocol::DeadlineExtendParams { at })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Some(computerd::protocol::ErrorKind::Limit), "{e}");
+    conn.client.close();
+    let listed = p.list(&by, &cancel).await.unwrap();
+    assert_eq!(listed[0].deadline, c.deadline);
 
     p.release(&c, Release::Delete, &cancel).await.unwrap();
     assert!(p.list(&by, &cancel).await.unwrap().is_empty());

@@ -14,7 +14,9 @@
 //! second lookup to rebind. A plain-HTTP request goes to the host its
 //! request line names, its `Host` header must name the same, it is sent
 //! with `Connection: close`, and its response reaches the program as sent
-//! (a redirect is the program's to follow, through the proxy again).
+//! (a redirect is the program's to follow, through the proxy again). A
+//! plain-HTTP connection carries that one request and its body, framed
+//! strictly, and nothing after it ([`body`]).
 //!
 //! Bounds: [`MAX_OPEN`] connections at once (each a tunnel at most),
 //! [`MAX_TOTAL`] in all (one past either is refused in its own protocol,
@@ -24,6 +26,7 @@
 //! connection ends with it. Each decision is one log line: host, port,
 //! address, class and rule; never a path, a header or a body.
 
+pub mod body;
 pub mod dns;
 pub mod handoff;
 pub mod head;
@@ -655,10 +658,16 @@ async fn http(mut client: Client, first: u8, proxy: &Proxy) {
         }
     };
     let rest = buf.split_off(end);
-    let h = match head::parse_head(&buf) {
-        Ok(h) => h,
-        Err(e) => {
-            tracing::info!("egress refuse rule=head status={}", e.status);
+    let parsed = head::parse_head(&buf)
+        .map_err(|e| ("head", e))
+        .and_then(|h| {
+            let framing = body::framing(&h).map_err(|e| ("framing", e))?;
+            Ok((h, framing))
+        });
+    let (h, framing) = match parsed {
+        Ok(x) => x,
+        Err((rule, e)) => {
+            tracing::info!("egress refuse rule={rule} status={}", e.status);
             refuse_http(&mut client, e.status, &e.words).await;
             return;
         }
@@ -729,7 +738,7 @@ async fn http(mut client: Client, first: u8, proxy: &Proxy) {
     if upstream.write_all(out.as_bytes()).await.is_err() {
         return;
     }
-    relay(client, upstream, rest).await;
+    body::carry_one(client, upstream, rest, framing).await;
 }
 
 /// A program's text as it may go into a log line or a reply: printable
@@ -755,6 +764,12 @@ async fn refuse_http(client: &mut Client, status: u16, words: &str) {
         return;
     }
     let _ = client.shutdown().await;
+    drain(client).await;
+}
+
+/// Read a little of what the program still sends before the connection is
+/// dropped, so what it was sent is read rather than lost to a reset.
+async fn drain(client: &mut Client) {
     let mut sink = [0u8; 4096];
     let until = tokio::time::Instant::now() + Duration::from_secs(1);
     let mut left = 256 * 1024;

@@ -338,6 +338,37 @@ pub fn bind_socket(socket: &Path) -> Result<UnixListener, String> {
     Ok(listener)
 }
 
+/// Whether a connection comes from a program of this computer. Programs
+/// run as init's own user, so the socket's mode cannot keep them out; but
+/// every one of them is under init (their guards are its children, and it
+/// is the subreaper of whatever they leave), while the provider's ends are
+/// not: the local provider is outside init's PID namespace (its pid reads
+/// 0), and a bridge a provider execs into the computer (`computerd stdio`)
+/// has a parent outside it. A peer that cannot be read is refused.
+fn from_a_program(stream: &tokio::net::UnixStream) -> bool {
+    match stream.peer_cred().map(|c| c.pid()) {
+        Ok(Some(0)) => false,
+        Ok(Some(pid)) => proctree::is_under(pid, std::process::id() as i32),
+        _ => true,
+    }
+}
+
+/// One error line, and the connection closes: the socket is the provider's
+/// alone. Never waits on the peer; a line this short fits the socket's
+/// buffer. Logged at debug only: a program that connects in a loop must not
+/// fill the daemon's log.
+fn refuse(stream: &tokio::net::UnixStream) {
+    let e = RpcError::denied(
+        "this socket is the provider's: a program of the computer cannot use the daemon through it (its deadline, runs, files); the connection is closed",
+    );
+    let line = format!(
+        "{}\n",
+        crate::protocol::Envelope::reply(None, Err(e)).to_line()
+    );
+    let _ = stream.try_write(line.as_bytes());
+    tracing::debug!("refused a connection from a program of the computer");
+}
+
 /// Serve until SIGTERM, SIGINT or the deadline, then shut down in order.
 /// Returns init's exit code.
 pub async fn serve(daemon: Arc<Daemon>, socket: PathBuf) -> i32 {
@@ -380,6 +411,10 @@ pub async fn serve(daemon: Arc<Daemon>, socket: PathBuf) -> i32 {
             loop {
                 match listener.accept().await {
                     Ok((stream, _)) => {
+                        if from_a_program(&stream) {
+                            refuse(&stream);
+                            continue;
+                        }
                         tokio::spawn(conn::serve(Arc::clone(&daemon), stream));
                     }
                     Err(e) => {

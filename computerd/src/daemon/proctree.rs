@@ -105,6 +105,26 @@ pub fn children(pid: i32) -> Vec<i32> {
     out
 }
 
+/// Whether `pid` is `root` or a process under it, by its parents up to
+/// the top of this PID namespace (a parent outside it reads as 0). A
+/// process that cannot be read (it ended) counts as under: who it was is
+/// not known, and the callers refuse what is under.
+pub fn is_under(mut pid: i32, root: i32) -> bool {
+    for _ in 0..4096 {
+        if pid == root {
+            return true;
+        }
+        if pid <= 0 {
+            return false;
+        }
+        match read_stat(pid) {
+            Some(p) => pid = p.ppid,
+            None => return true,
+        }
+    }
+    true
+}
+
 /// Send `sig` to `pid` and every live process under it.
 pub fn signal_tree(pid: i32, sig: i32) {
     super::sys::kill(pid, sig);
@@ -138,6 +158,16 @@ mod tests {
                 state: b'S'
             })
         );
+    }
+
+    #[test]
+    fn a_process_is_under_its_parent_and_not_under_its_child() {
+        let me = std::process::id() as i32;
+        let parent = read_stat(me).unwrap().ppid;
+        assert!(is_under(me, parent));
+        assert!(is_under(me, me));
+        assert!(!is_under(parent, me));
+        assert!(!is_under(0, me));
     }
 
     #[test]

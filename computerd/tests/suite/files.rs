@@ -399,3 +399,79 @@ async fn pipelined_push_writes_are_extracted_in_offset_order() {
     assert_eq!(std::fs::read(format!("{dst}/big.bin")).unwrap(), body);
     assert_eq!(std::fs::read(format!("{dst}/small.txt")).unwrap(), b"small");
 }
+
+/// The first task a model tries, in a computer as the local provider makes
+/// it: write calc.py with a bug, run its tests (Python caches its
+/// bytecode), fix it with a rewrite of the same size, as edit_file does,
+/// and run them again: they pass. Python takes a cached .pyc for current
+/// when the source's mtime (whole seconds) and size match, so the fix must
+/// move the mtime's second. The story starts at the top of a second, as a
+/// quick client's would fall within one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bug_fixed_by_a_same_size_rewrite_is_what_python_runs_next() {
+    let Some(init) = Init::start_sandboxed(SandboxOptions {
+        user: Some(fresh_uid()),
+        ..Default::default()
+    }) else {
+        return;
+    };
+    let c = init.client().await;
+    let tests = |want: &'static str| {
+        let c = &c;
+        let marker = init.marker.clone();
+        async move {
+            let r = c
+                .call(&ExecParams {
+                    argv: vec![
+                        "python3".into(),
+                        "-m".into(),
+                        "unittest".into(),
+                        "-q".into(),
+                        "test_calc".into(),
+                    ],
+                    cwd: Some("/work/calc".into()),
+                    env: Some(marked(&marker)),
+                    timeout_ms: Some(60_000),
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            let err = String::from_utf8_lossy(&r.stderr).into_owned();
+            assert!(err.contains(want), "wanted {want:?}: {err}");
+            r.exit_code
+        }
+    };
+    let opts = || WriteFileOptions {
+        parents: true,
+        ..Default::default()
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    tokio::time::sleep(Duration::from_nanos(
+        1_000_000_000 - u64::from(now.subsec_nanos()),
+    ))
+    .await;
+    c.write_file(
+        "/work/calc/calc.py",
+        b"def add(a, b):\n    return a - b\n",
+        opts(),
+    )
+    .await
+    .unwrap();
+    c.write_file(
+        "/work/calc/test_calc.py",
+        b"import unittest\nfrom calc import add\n\n\nclass TestAdd(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
+        opts(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(tests("FAILED (failures=1)").await, Some(1));
+    let fixed = String::from_utf8(c.read_file("/work/calc/calc.py").await.unwrap())
+        .unwrap()
+        .replace("a - b", "a + b");
+    c.write_file("/work/calc/calc.py", fixed.as_bytes(), opts())
+        .await
+        .unwrap();
+    assert_eq!(tests("OK").await, Some(0));
+}

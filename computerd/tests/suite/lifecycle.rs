@@ -423,3 +423,86 @@ fn computerd_under_another_name_is_reached_through_its_word() {
         "{said}"
     );
 }
+
+/// A program of the computer runs as init's own user, so it could open
+/// the socket; it must not use it: its deadline.extend is refused and the
+/// deadline stays where the provider set it. Inside a sandbox (the local
+/// provider's computer, socket at /run/computerd) and beside a plain init
+/// whose socket the programs' user reaches (as in a Docker computer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_of_the_computer_cannot_move_its_deadline_through_the_socket() {
+    let Some(sandboxed) = Init::start_sandboxed(SandboxOptions {
+        user: Some(fresh_uid()),
+        ..Default::default()
+    }) else {
+        return;
+    };
+    let Some(plain) = Init::as_fresh_user() else {
+        return;
+    };
+    const ASK: &str = r#"
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+except OSError as e:
+    print(json.dumps({"connect": type(e).__name__}))
+    sys.exit(0)
+try:
+    s.sendall((json.dumps({"jsonrpc": "2.0", "id": 1, "method": "deadline.extend",
+                           "params": {"at": sys.argv[2]}}) + "\n").encode())
+except OSError:
+    pass  # the daemon may have closed already; its line is still there
+print(s.makefile().readline().strip())
+"#;
+    let inside = [
+        (&sandboxed, "/run/computerd/computerd.sock".to_string()),
+        (&plain, plain.socket.display().to_string()),
+    ];
+    for (init, socket) in inside {
+        let c = init.client().await;
+        let far = rfc3339_in(Duration::from_secs(3000));
+        let r = c
+            .call(&ExecParams {
+                argv: vec![
+                    "python3".into(),
+                    "-c".into(),
+                    ASK.into(),
+                    socket.clone(),
+                    far,
+                ],
+                env: Some(marked(&init.marker)),
+                timeout_ms: Some(20_000),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let out = String::from_utf8_lossy(&r.stdout).trim().to_string();
+        assert_eq!(
+            r.exit_code,
+            Some(0),
+            "{out} {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        let reply: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(reply["error"]["data"]["kind"], "denied", "{socket}: {out}");
+        assert!(
+            reply["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("a program of the computer cannot use the daemon"),
+            "{out}"
+        );
+        assert!(reply.get("result").is_none(), "{out}");
+        // Still the provider's deadline (10 min): a move to 20 min is a move
+        // later, which a deadline of 50 min would have refused.
+        let r = c
+            .call(&DeadlineExtendParams {
+                at: rfc3339_in(Duration::from_secs(1200)),
+            })
+            .await;
+        assert!(r.is_ok(), "{socket}: {r:?}");
+        // The provider's own connection goes on serving.
+        c.call(&PingParams {}).await.unwrap();
+    }
+}

@@ -32,6 +32,9 @@ pub struct Net {
     pub dir: tempfile::TempDir,
     tls: Option<std::process::Child>,
     pub served: Arc<AtomicU64>,
+    /// Every byte each plain-HTTP connection sent the test hosts, as text,
+    /// once it ended: what a proxy carried, whether or not it was answered.
+    pub heard: Arc<Mutex<Vec<String>>>,
 }
 
 fn run(cmd: &[&str]) -> Result<(), String> {
@@ -218,6 +221,7 @@ impl Net {
             .map_err(|e| format!("openssl s_server: {e}"))?;
         let asked = Arc::new(Mutex::new(BTreeMap::new()));
         let served = Arc::new(AtomicU64::new(0));
+        let heard = Arc::new(Mutex::new(Vec::new()));
         let net = Net {
             ns,
             host_veth,
@@ -230,13 +234,19 @@ impl Net {
             dir,
             tls: Some(tls),
             served: Arc::clone(&served),
+            heard: Arc::clone(&heard),
         };
         let udp = tokio::net::UdpSocket::from_std(udp).map_err(|e| e.to_string())?;
         tokio::spawn(dns_server(udp, net.answers(), asked));
         let wheel = Arc::new(wheel);
         for l in [http_a, http_b] {
             let l = tokio::net::TcpListener::from_std(l).map_err(|e| e.to_string())?;
-            tokio::spawn(http_server(l, Arc::clone(&wheel), Arc::clone(&served)));
+            tokio::spawn(http_server(
+                l,
+                Arc::clone(&wheel),
+                Arc::clone(&served),
+                Arc::clone(&heard),
+            ));
         }
         let ssh = tokio::net::TcpListener::from_std(ssh).map_err(|e| e.to_string())?;
         tokio::spawn(async move {
@@ -376,15 +386,17 @@ async fn dns_server(
 /// The size of /big, the bench's download.
 pub const BIG: u64 = 100 * 1024 * 1024;
 
-async fn http_server(l: tokio::net::TcpListener, wheel: Arc<Vec<u8>>, served: Arc<AtomicU64>) {
+async fn http_server(
+    l: tokio::net::TcpListener,
+    wheel: Arc<Vec<u8>>,
+    served: Arc<AtomicU64>,
+    heard: Arc<Mutex<Vec<String>>>,
+) {
     while let Ok((mut s, _)) = l.accept().await {
         let wheel = Arc::clone(&wheel);
         let served = Arc::clone(&served);
+        let heard = Arc::clone(&heard);
         tokio::spawn(async move {
-            let me = s
-                .local_addr()
-                .map(|a| a.ip().to_string())
-                .unwrap_or_default();
             let mut buf = Vec::new();
             let mut chunk = [0u8; 4096];
             while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 65536 {
@@ -394,51 +406,76 @@ async fn http_server(l: tokio::net::TcpListener, wheel: Arc<Vec<u8>>, served: Ar
                 }
             }
             served.fetch_add(1, Ordering::Relaxed);
-            let text = String::from_utf8_lossy(&buf).into_owned();
-            let path = text.split(' ').nth(1).unwrap_or("/").to_string();
-            let host = text
-                .lines()
-                .find_map(|l| l.strip_prefix("Host: ").or(l.strip_prefix("host: ")))
-                .unwrap_or("-")
-                .trim()
-                .to_string();
-            let (ctype, body): (&str, Vec<u8>) = match path.as_str() {
-                "/simple/egpkg/" => (
-                    "text/html",
-                    b"<html><body><a href=\"/files/egpkg-1.0-py3-none-any.whl\">egpkg-1.0-py3-none-any.whl</a></body></html>".to_vec(),
-                ),
-                "/files/egpkg-1.0-py3-none-any.whl" => ("application/octet-stream", wheel.to_vec()),
-                "/redirect" => {
-                    let r = "HTTP/1.1 302 Found\r\nLocation: http://unlisted.eg.test/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-                    let _ = s.write_all(r.as_bytes()).await;
-                    return;
-                }
-                "/big" => {
-                    let head = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Length: {BIG}\r\nConnection: close\r\n\r\n"
-                    );
-                    if s.write_all(head.as_bytes()).await.is_err() {
-                        return;
+            answer(&mut s, &buf, &wheel).await;
+            // The answer is whole (Connection: close); whatever else the
+            // connection carries is heard to its end, never answered.
+            let _ = s.shutdown().await;
+            let rest = async {
+                while buf.len() < 1 << 20 {
+                    match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
                     }
-                    let block = vec![b'x'; 1 << 20];
-                    for _ in 0..(BIG >> 20) {
-                        if s.write_all(&block).await.is_err() {
-                            return;
-                        }
-                    }
-                    return;
                 }
-                _ => (
-                    "text/plain",
-                    format!("served-by={me} host={host} path={path}\n").into_bytes(),
-                ),
             };
-            let head = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = s.write_all(head.as_bytes()).await;
-            let _ = s.write_all(&body).await;
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(30), rest).await;
+            heard
+                .lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&buf).into_owned());
         });
     }
+}
+
+/// The test host's answer to the request head in `buf`.
+async fn answer(s: &mut tokio::net::TcpStream, buf: &[u8], wheel: &[u8]) {
+    let me = s
+        .local_addr()
+        .map(|a| a.ip().to_string())
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(buf).into_owned();
+    let path = text.split(' ').nth(1).unwrap_or("/").to_string();
+    let host = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Host: ").or(l.strip_prefix("host: ")))
+        .unwrap_or("-")
+        .trim()
+        .to_string();
+    let (ctype, body): (&str, Vec<u8>) = match path.as_str() {
+        "/simple/egpkg/" => (
+            "text/html",
+            b"<html><body><a href=\"/files/egpkg-1.0-py3-none-any.whl\">egpkg-1.0-py3-none-any.whl</a></body></html>".to_vec(),
+        ),
+        "/files/egpkg-1.0-py3-none-any.whl" => ("application/octet-stream", wheel.to_vec()),
+        "/redirect" => {
+            let r = "HTTP/1.1 302 Found\r\nLocation: http://unlisted.eg.test/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+            let _ = s.write_all(r.as_bytes()).await;
+            return;
+        }
+        "/big" => {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {BIG}\r\nConnection: close\r\n\r\n"
+            );
+            if s.write_all(head.as_bytes()).await.is_err() {
+                return;
+            }
+            let block = vec![b'x'; 1 << 20];
+            for _ in 0..(BIG >> 20) {
+                if s.write_all(&block).await.is_err() {
+                    return;
+                }
+            }
+            return;
+        }
+        _ => (
+            "text/plain",
+            format!("served-by={me} host={host} path={path}\n").into_bytes(),
+        ),
+    };
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = s.write_all(head.as_bytes()).await;
+    let _ = s.write_all(&body).await;
 }

@@ -44,6 +44,37 @@ impl Side<'_> {
             Side::Unix(s) => s.try_io(i, f),
         }
     }
+
+    /// Read what has come, waiting for something (0: the end).
+    pub async fn read(self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            self.ready(Interest::READABLE).await?;
+            let r = match self {
+                Side::Tcp(s) => s.try_read(buf),
+                Side::Unix(s) => s.try_read(buf),
+            };
+            match r {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                r => return r,
+            }
+        }
+    }
+
+    pub async fn write_all(self, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            self.ready(Interest::WRITABLE).await?;
+            let r = match self {
+                Side::Tcp(s) => s.try_write(buf),
+                Side::Unix(s) => s.try_write(buf),
+            };
+            match r {
+                Ok(n) => buf = &buf[n..],
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A pipe and its capacity: [`CHUNK`] where the kernel gives it, else
@@ -127,7 +158,7 @@ impl Activity {
         }
     }
 
-    fn touch(&self) {
+    pub fn touch(&self) {
         let ms = Instant::now()
             .saturating_duration_since(self.since)
             .as_millis();

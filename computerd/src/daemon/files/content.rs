@@ -79,6 +79,11 @@ pub fn write(p: FilesWriteParams) -> Result<FilesWriteResult, RpcError> {
         make_dirs(OP, parent, DIR_MODE)?;
     }
 
+    // The mtime of the file a whole write replaces, read before the open
+    // truncates it; kept only if the open found that same file.
+    let replaced = (!append && at.is_none())
+        .then(|| nix::sys::stat::stat(path.as_str()).ok())
+        .flatten();
     let mut flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
     if append {
         flags |= OFlag::O_APPEND;
@@ -121,6 +126,9 @@ pub fn write(p: FilesWriteParams) -> Result<FilesWriteResult, RpcError> {
         }
         done += n;
     }
+    if let Some(old) = replaced.filter(|o| (o.st_dev, o.st_ino) == (st.st_dev, st.st_ino)) {
+        newer_second(&fd, old.st_mtime).map_err(|e| path_error(OP, &path, e))?;
+    }
     // The mode comes last, so a read-only mode can be given with the last
     // chunk of a file written in several calls.
     if let Some(mode) = mode {
@@ -131,6 +139,33 @@ pub fn write(p: FilesWriteParams) -> Result<FilesWriteResult, RpcError> {
     Ok(FilesWriteResult {
         size: stat_size(&st),
     })
+}
+
+/// A file rewritten within the second of its last change would keep its
+/// mtime's whole second, and often its size: Python then takes its cached
+/// bytecode for current (a .pyc records the source's mtime in seconds and
+/// its size), as can any tool that compares whole seconds. So a whole
+/// write of a file whose mtime was in this same second waits for the next
+/// second (at most one; only such rewrites ever wait) and sets the mtime to
+/// then: later than before, never in the future, as make wants.
+fn newer_second(fd: &impl std::os::fd::AsFd, old: i64) -> nix::Result<()> {
+    use nix::sys::time::TimeSpec;
+    for _ in 0..3 {
+        if nix::sys::stat::fstat(fd)?.st_mtime != old {
+            return Ok(());
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        if now.as_secs() as i64 <= old {
+            // File times come from a coarse clock, a tick behind: wake a
+            // little past the second.
+            let to_next = 1_000_000_000 - u64::from(now.subsec_nanos());
+            std::thread::sleep(std::time::Duration::from_nanos(to_next + 20_000_000));
+        }
+        nix::sys::stat::futimens(fd, &TimeSpec::UTIME_OMIT, &TimeSpec::UTIME_NOW)?;
+    }
+    Ok(())
 }
 
 /// The file offset `offset` as off_t, when `offset + len` stays within it.
@@ -386,5 +421,36 @@ mod tests {
             (r.data.len(), r.eof, r.size),
             (512 * 1024, false, 600 * 1024)
         );
+    }
+
+    #[test]
+    fn a_rewrite_of_the_same_size_always_moves_the_mtime_to_a_later_second() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("calc.py");
+        write(write_p(&f, b"return a - b\n")).unwrap();
+        let mut last = std::fs::metadata(&f).unwrap().mtime();
+        // In quick succession, as a model's write_file then edit_file: each
+        // in a later whole second than the one before, never in the future.
+        for text in [b"return a + b\n", b"return a * b\n", b"return a / b\n"] {
+            write(write_p(&f, text)).unwrap();
+            let m = std::fs::metadata(&f).unwrap();
+            assert!(m.mtime() > last, "{} then {}", last, m.mtime());
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as i64;
+            assert!(m.mtime() <= now, "{} is in the future of {now}", m.mtime());
+            assert_eq!(read_all(&f), text);
+            last = m.mtime();
+        }
+        // Writes at an offset or appends change the mtime as the kernel does.
+        let before = std::fs::metadata(&f).unwrap().mtime();
+        write(FilesWriteParams {
+            append: Some(true),
+            ..write_p(&f, b"# more\n")
+        })
+        .unwrap();
+        assert!(std::fs::metadata(&f).unwrap().mtime() >= before);
     }
 }
