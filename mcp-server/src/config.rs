@@ -762,6 +762,9 @@ impl Config {
     /// instance (the fleet adds the computer's own labels).
     pub fn spec(&self) -> Result<ComputerSpec, String> {
         let mut spec = ComputerSpec::sandbox(self.lifetime.as_millis() as u64);
+        // A computer of the fleet may be made with less; none is extended
+        // past the server's lifetime from its creation.
+        spec.max_lifetime_ms = Some(spec.lifetime_ms);
         spec.kind = self.setting_kind();
         spec.network = self.network.policy();
         spec.sizes.cpus = self.cpus;

@@ -1332,11 +1332,16 @@ impl Provider for LocalProvider {
             labels: spec.labels.clone(),
             created_ms: now,
             deadline_ms: now.saturating_add(spec.lifetime_ms as i64),
-            // Init's --max-deadline: the lifetime the server asked for
-            // (its --lifetime, or less), never the provider's own cap of
-            // days; no deadline.extend, the provider's or anyone's, moves
-            // the computer past it.
-            max_deadline_ms: now.saturating_add(spec.lifetime_ms as i64),
+            // Init's --max-deadline: the most the server lets a computer
+            // live (the spec's max_lifetime_ms, its --lifetime), never the
+            // provider's own cap of days; no deadline.extend, the
+            // provider's or anyone's, moves the computer past it.
+            max_deadline_ms: now.saturating_add(
+                spec.max_lifetime_ms.unwrap_or(spec.lifetime_ms).clamp(
+                    spec.lifetime_ms,
+                    self.opts.max_lifetime_ms.max(spec.lifetime_ms),
+                ) as i64,
+            ),
             network: spec.network.kind(),
             process: None,
             work_dir: match self.opts.isolation {
@@ -1522,7 +1527,7 @@ impl Provider for LocalProvider {
             return Err(ProviderError::new(
                 ErrorCode::Limit,
                 format!(
-                    "that is past the most this computer may live, the lifetime of {} it was made with (until {}); make a computer with a longer lifetime instead",
+                    "that is past the most this computer may live, {} from its creation (until {}): the server's lifetime bound (--lifetime)",
                     human_ms(meta.max_deadline_ms.saturating_sub(meta.created_ms).max(0) as u64),
                     state::format_ms(meta.max_deadline_ms)
                 ),

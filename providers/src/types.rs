@@ -105,6 +105,13 @@ pub struct ComputerSpec {
     pub image: Option<String>,
     /// How long the computer may live, from its creation.
     pub lifetime_ms: u64,
+    /// The most an extend may take its life to, from its creation (the
+    /// server's `--lifetime`, whatever a computer of the fleet was made
+    /// with); none: its `lifetime_ms`. A provider that can extend gives its
+    /// daemon this bound, so nothing, a program of the computer included,
+    /// moves its deadline past it.
+    #[serde(default)]
+    pub max_lifetime_ms: Option<u64>,
     pub network: NetworkPolicy,
     pub labels: Labels,
     /// A host directory to mount (bind), where the provider can.
@@ -125,6 +132,7 @@ impl ComputerSpec {
             kind: SettingKind::Sandbox,
             image: None,
             lifetime_ms,
+            max_lifetime_ms: None,
             network: NetworkPolicy::None,
             labels: Labels::new(),
             mount: None,

@@ -48,7 +48,9 @@ async fn a_local_computer_is_made_reached_found_and_released() {
     assert_eq!(caps.groups, vec!["exec", "files", "processes"]);
     assert!(caps.networks.contains(&NetworkKind::None));
 
+    // Made for 10 min, by a server whose lifetime bound is 20 min.
     let mut spec = ComputerSpec::sandbox(600_000);
+    spec.max_lifetime_ms = Some(1_200_000);
     spec.labels.insert(label::SESSION.into(), "s-test".into());
     let made = p.create(&spec, &cancel).await.unwrap();
     let c = made.computer.clone();
@@ -113,14 +115,17 @@ async fn a_local_computer_is_made_reached_found_and_released() {
         c.id
     );
 
-    // Init's maximum is the lifetime the computer was made with (10 min),
-    // not the provider's cap (1 h here): neither the provider's extend nor
-    // a deadline.extend on init's socket moves the deadline past it.
-    let e = p.extend(&c, 1_200_000, &cancel).await.unwrap_err();
+    // An extend within the server's bound moves the deadline; init's
+    // maximum is that bound (20 min from creation), not the provider's cap
+    // (1 h here): neither the provider's extend nor a deadline.extend on
+    // init's socket moves the deadline past it.
+    let extended = p.extend(&c, 900_000, &cancel).await.unwrap();
+    assert!(extended > c.deadline, "{extended} vs {}", c.deadline);
+    let e = p.extend(&c, 1_500_000, &cancel).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Limit, "{e:?}");
-    assert!(e.message.contains("the lifetime of 10 min"), "{e:?}");
+    assert!(e.message.contains("20 min from its creation"), "{e:?}");
     let conn = p.connect(&c, &cancel).await.unwrap();
-    let at = computerd::launch::Time::from_now(std::time::Duration::from_secs(900)).to_string();
+    let at = computerd::launch::Time::from_now(std::time::Duration::from_secs(1_500)).to_string();
     let e = conn
         .client
         .call_typed(&computerd::protocol::DeadlineExtendParams { at })
@@ -129,7 +134,7 @@ async fn a_local_computer_is_made_reached_found_and_released() {
     assert_eq!(e.kind(), Some(computerd::protocol::ErrorKind::Limit), "{e}");
     conn.client.close();
     let listed = p.list(&by, &cancel).await.unwrap();
-    assert_eq!(listed[0].deadline, c.deadline);
+    assert_eq!(listed[0].deadline, extended);
 
     p.release(&c, Release::Delete, &cancel).await.unwrap();
     assert!(p.list(&by, &cancel).await.unwrap().is_empty());
