@@ -18,7 +18,7 @@
 //! - Every release is logged with the computer's name and provider id and
 //!   the reason, never its handle.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -471,6 +471,9 @@ pub struct Ask {
 pub struct Pending {
     by_principal: HashMap<Principal, usize>,
     names: Vec<(Principal, String)>,
+    /// Handles of the creations under way: the provider may list such a
+    /// computer already, and it counts once, as pending.
+    handles: HashSet<String>,
     total: usize,
 }
 
@@ -603,6 +606,7 @@ impl App {
             app: self,
             principal: p.clone(),
             name: ask.name.clone(),
+            handle: None,
         })
     }
 
@@ -625,7 +629,7 @@ impl App {
             .list(&labels, &CancellationToken::new())
             .await
             .map_err(|e| words(&e, "listing your computers"))?;
-        for r in found.into_iter().filter(|r| r.running) {
+        for r in self.live(found) {
             let Some(handle) = r.labels.get(label::HANDLE) else {
                 continue;
             };
@@ -652,8 +656,9 @@ impl App {
 
     /// Make a computer for `ask`, connect to it and gather its facts.
     pub async fn make(self: &Arc<Self>, mut ask: Ask) -> Result<Arc<Entry>, String> {
-        let admitted = self.admit(&ask).await?;
+        let mut admitted = self.admit(&ask).await?;
         let handle = mint_handle()?;
+        admitted.making(&handle);
         ask.spec.labels = entry_labels(&ask, &handle);
         let cancel = CancellationToken::new();
         // A provider bounds its own calls; this bound holds whatever one does.
@@ -709,9 +714,14 @@ impl App {
             in_use: AtomicUsize::new(0),
             released: Mutex::new(None),
         });
-        self.entries()
-            .insert(entry.handle.clone(), Arc::clone(&entry));
-        drop(admitted);
+        {
+            // Held and no longer pending in one step for the admission
+            // check, which would count it twice, or not at all, in between.
+            let _check = self.admission.lock().await;
+            self.entries()
+                .insert(entry.handle.clone(), Arc::clone(&entry));
+            drop(admitted);
+        }
         tracing::info!(
             computer = entry.log_name(),
             session = ask.session.as_deref().unwrap_or("-"),
@@ -827,12 +837,12 @@ impl App {
                 Scope::Principal.as_label().to_string(),
             ),
         ]);
-        let mut found = self
+        let found = self
             .provider
             .list(&labels, &CancellationToken::new())
             .await
             .map_err(|e| words(&e, "looking for your default computer"))?;
-        found.retain(|r| r.running);
+        let mut found = self.live(found);
         let Some(newest) = found.pop() else {
             return Ok(None);
         };
@@ -899,13 +909,12 @@ impl App {
             Which::Name(n) => labels.insert(label::NAME.into(), n.clone()),
             Which::Default => None,
         };
-        let mut found = self
+        let found = self
             .provider
             .list(&labels, &CancellationToken::new())
             .await
             .map_err(|e| words(&e, "looking for the computer"))?;
-        found.retain(|r| r.running);
-        if let Some(r) = found.pop() {
+        if let Some(r) = self.live(found).pop() {
             return self.attach(r).await;
         }
         if let Which::Handle(h) = which
@@ -937,12 +946,27 @@ impl App {
     }
 
     async fn end_entry_as(&self, entry: &Arc<Entry>, why: &str, keep: bool) {
+        if self.retire(entry, why, keep) {
+            self.release_retired(entry, why).await;
+        }
+    }
+
+    /// The first step of a release, at once: the entry is marked released,
+    /// out of the table, and (unless kept) in the set of computers being
+    /// released, so from now on it counts against no bound even while the
+    /// provider still lists it. True when the provider release is still to
+    /// do ([`App::release_retired`]); false when it was retired already or
+    /// is kept.
+    pub(crate) fn retire(&self, entry: &Arc<Entry>, why: &str, keep: bool) -> bool {
         {
             let mut r = entry.released.lock().unwrap_or_else(|p| p.into_inner());
             if r.is_some() {
-                return;
+                return false;
             }
             *r = Some(why.to_string());
+        }
+        if !keep {
+            self.releasing().insert(entry.handle.clone());
         }
         self.entries().remove(&entry.handle);
         self.released.lock().unwrap_or_else(|p| p.into_inner()).add(
@@ -957,14 +981,40 @@ impl App {
                 reason = why,
                 "computer kept until its deadline"
             );
-            return;
         }
+        !keep
+    }
+
+    fn releasing(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.releasing.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What the provider lists that is a computer of its own: running, and
+    /// neither being released here nor still being made (counted as
+    /// pending, and not yet to be attached).
+    fn live(&self, mut found: Vec<ComputerRef>) -> Vec<ComputerRef> {
+        let releasing = self.releasing();
+        let pending = self.pending.lock().unwrap_or_else(|x| x.into_inner());
+        found.retain(|r| {
+            r.running
+                && r.labels
+                    .get(label::HANDLE)
+                    .is_none_or(|h| !releasing.contains(h) && !pending.handles.contains(h))
+        });
+        found
+    }
+
+    /// The provider's part of a release of a retired entry (bounded in
+    /// time); the computer leaves the set of those being released whatever
+    /// the outcome, so one the provider failed to end counts again.
+    pub(crate) async fn release_retired(&self, entry: &Arc<Entry>, why: &str) {
         let r = tokio::time::timeout(
             crate::session::RELEASE_WAIT,
             self.provider
                 .release(&entry.computer, Release::Delete, &CancellationToken::new()),
         )
         .await;
+        self.releasing().remove(&entry.handle);
         match r {
             Ok(Ok(())) => tracing::info!(
                 computer = entry.log_name(),
@@ -1077,11 +1127,24 @@ struct Admitted<'a> {
     app: &'a App,
     principal: Principal,
     name: Option<String>,
+    handle: Option<String>,
+}
+
+impl Admitted<'_> {
+    /// The creation's computer will carry `handle`.
+    fn making(&mut self, handle: &str) {
+        let mut pending = self.app.pending.lock().unwrap_or_else(|x| x.into_inner());
+        pending.handles.insert(handle.to_string());
+        self.handle = Some(handle.to_string());
+    }
 }
 
 impl Drop for Admitted<'_> {
     fn drop(&mut self) {
         let mut pending = self.app.pending.lock().unwrap_or_else(|x| x.into_inner());
+        if let Some(h) = &self.handle {
+            pending.handles.remove(h);
+        }
         if let Some(n) = pending.by_principal.get_mut(&self.principal) {
             *n = n.saturating_sub(1);
         }
