@@ -165,6 +165,32 @@ async fn prune(s: &Sessions, ids: Vec<String>) {
     s.app.forget_http_sessions(&gone);
 }
 
+/// A POST whose body is not one JSON-RPC message (truncated JSON, a batch)
+/// is a bad request, answered 400 in words. rmcp answers it 415
+/// (Unsupported Media Type), which says the Content-Type was wrong; a
+/// wrong Content-Type keeps its 415.
+async fn bad_bodies_are_400(req: Request, next: Next) -> Response {
+    let response = next.run(req).await;
+    if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let Some(why) = text.strip_prefix("fail to deserialize request body") else {
+        return Response::from_parts(parts, axum::body::Body::from(text));
+    };
+    (
+        StatusCode::BAD_REQUEST,
+        format!(
+            "the body is not one JSON-RPC message:{why}. Send one request, notification or response per POST, as JSON (batches, arrays, are not taken)\n"
+        ),
+    )
+        .into_response()
+}
+
 /// Serve until `stop` fires; returns when every connection has closed.
 pub async fn serve(
     app: Arc<App>,
@@ -232,6 +258,7 @@ pub async fn serve(
     };
     let router = axum::Router::new()
         .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(bad_bodies_are_400))
         .layer(axum::middleware::from_fn_with_state(sessions, own_sessions))
         .layer(axum::middleware::from_fn_with_state(auth, require_bearer));
     axum::serve(listener, router)

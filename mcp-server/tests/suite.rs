@@ -6,6 +6,7 @@ mod egress;
 mod fleet;
 mod http;
 mod lifecycle;
+mod malformed;
 mod sessions;
 mod skills;
 mod stdio;
