@@ -830,12 +830,16 @@ impl App {
         self: &Arc<Self>,
         principal: &Principal,
     ) -> Result<Option<Arc<Entry>>, String> {
+        // Of this server's kind: a default of another kind's server (same
+        // token, same provider state) is that server's, and its tools
+        // would not fit it.
         let labels = Labels::from([
             (label::PRINCIPAL.to_string(), principal.0.clone()),
             (
                 label::DEFAULT.to_string(),
                 Scope::Principal.as_label().to_string(),
             ),
+            (label::KIND.to_string(), self.kind().as_str().to_string()),
         ]);
         let found = self
             .provider
@@ -903,7 +907,12 @@ impl App {
                 }
             }
         }
-        let mut labels = Labels::from([(label::PRINCIPAL.to_string(), principal.0.clone())]);
+        // Only this server's kind: another kind's computer is not one it
+        // can serve.
+        let mut labels = Labels::from([
+            (label::PRINCIPAL.to_string(), principal.0.clone()),
+            (label::KIND.to_string(), self.kind().as_str().to_string()),
+        ]);
         match which {
             Which::Handle(h) => labels.insert(label::HANDLE.into(), h.clone()),
             Which::Name(n) => labels.insert(label::NAME.into(), n.clone()),
