@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use computer_providers::{ComputerRef, ComputerSpec, Labels, Release, label};
 use computer_tools::fleet::{self, ComputerSummary, NewComputer, Which};
-use computer_tools::{ComputerFacts, ComputerState};
+use computer_tools::{ComputerFacts, ComputerState, Extended};
 use computerd::client::ComputerClient;
 use computerd::protocol::SettingKind;
 
@@ -453,6 +453,9 @@ pub async fn end_state(state: &tokio::sync::Mutex<SlotState>) -> Option<Arc<Entr
     st.ended = true;
     st.current.take()
 }
+
+/// How far short of the lifetime bound a cut extend stops, in ms.
+const EXTEND_MARGIN_MS: i128 = 1000;
 
 /// The most one creation may take, whatever the provider does.
 pub const CREATE_WAIT: Duration = Duration::from_secs(180);
@@ -1068,15 +1071,66 @@ impl App {
             .spawn(async move { app.end_session_entry(&entry).await });
     }
 
-    /// Move an entry's deadline.
-    pub async fn extend(&self, entry: &Arc<Entry>, ttl_ms: u64) -> Result<String, String> {
+    /// Move an entry's deadline to `ttl_ms` from now, never past the
+    /// server's lifetime bound after the computer was made (the seed's
+    /// rule: an extend reaches at most creation + the most a computer may
+    /// live, which is also the most init was given at its start). A later
+    /// ask is cut there and says so; one with no room left is refused.
+    pub async fn extend(&self, entry: &Arc<Entry>, ttl_ms: u64) -> Result<Extended, String> {
+        let (ttl_ms, capped) = self.capped_ttl(entry, ttl_ms)?;
         let r = self
             .provider
             .extend(&entry.computer, ttl_ms, &CancellationToken::new())
             .await
             .map_err(|e| words(&e, "extending the computer"))?;
         entry.set_deadline(r.clone());
-        Ok(r)
+        Ok(Extended {
+            deadline: r,
+            capped,
+        })
+    }
+
+    /// `ttl_ms`, or less so that the deadline stays within `--lifetime` of
+    /// the computer's creation, and the words for a cut.
+    fn capped_ttl(&self, entry: &Entry, ttl_ms: u64) -> Result<(u64, Option<String>), String> {
+        use time::format_description::well_known::Rfc3339;
+        let lifetime = self.config.lifetime;
+        let bound = format!(
+            "--lifetime {}",
+            computer_providers::human_ms(lifetime.as_millis() as u64)
+        );
+        let made =
+            time::OffsetDateTime::parse(&entry.computer.created_at, &Rfc3339).map_err(|_| {
+                format!("its creation time is not known, so an extend cannot be held to {bound}")
+            })?;
+        let cap = made + lifetime;
+        let now = time::OffsetDateTime::now_utc();
+        let asked = now + Duration::from_millis(ttl_ms);
+        if asked <= cap {
+            return Ok((ttl_ms, None));
+        }
+        let show = |t: time::OffsetDateTime| t.format(&Rfc3339).unwrap_or_default();
+        // A second short of the cap, for the time between this reading of
+        // the clock and the provider's (init refuses past the cap).
+        let room = (cap - now).whole_milliseconds() - EXTEND_MARGIN_MS;
+        let current = entry
+            .facts()
+            .deadline
+            .and_then(|d| time::OffsetDateTime::parse(&d, &Rfc3339).ok());
+        if room <= 0 || current.is_some_and(|d| d + Duration::from_millis(1000) >= cap) {
+            return Err(format!(
+                "this server keeps a computer at most {bound} after it was made ({}), and this one already ends then. Finish the work before it, or make a new computer with computer_new",
+                show(made)
+            ));
+        }
+        Ok((
+            room as u64,
+            Some(format!(
+                "that is as late as this server allows ({bound} after the computer was made, {}), not the {} asked",
+                show(made),
+                show(asked)
+            )),
+        ))
     }
 
     /// Release every computer unused for longer than `--session-idle`.
