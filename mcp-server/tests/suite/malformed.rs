@@ -11,8 +11,13 @@ use super::support::*;
 struct Stdio {
     child: std::process::Child,
     to: std::process::ChildStdin,
-    from: std::io::BufReader<std::process::ChildStdout>,
+    /// The server's lines, read by a thread of their own, so a line with no
+    /// answer fails the test instead of hanging it.
+    from: std::sync::mpsc::Receiver<String>,
 }
+
+/// The promise checked: an answer comes, and this is generous for it.
+const ANSWER_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Stdio {
     fn start(server: &Server) -> Stdio {
@@ -24,7 +29,16 @@ impl Stdio {
             .spawn()
             .unwrap();
         let to = child.stdin.take().unwrap();
-        let from = std::io::BufReader::new(child.stdout.take().unwrap());
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let (tx, from) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in out.lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
         let mut s = Stdio { child, to, from };
         let init = s.ask(
             &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -47,11 +61,11 @@ impl Stdio {
     /// Send one line; the next line the server writes.
     fn ask(&mut self, line: &[u8]) -> Value {
         self.send(line);
-        let mut reply = String::new();
-        assert!(
-            self.from.read_line(&mut reply).unwrap() > 0,
-            "the server closed its stdout"
-        );
+        let what = String::from_utf8_lossy(&line[..line.len().min(60)]).into_owned();
+        let reply = self
+            .from
+            .recv_timeout(ANSWER_WITHIN)
+            .unwrap_or_else(|e| panic!("no answer to {what:?} ({e})"));
         serde_json::from_str(&reply).unwrap()
     }
 }
