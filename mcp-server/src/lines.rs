@@ -58,6 +58,10 @@ impl Lines {
         loop {
             let available = self.read.fill_buf().await?;
             if available.is_empty() {
+                // A last message with no newline before the end is still one.
+                if !self.line.is_empty() && !self.discarding {
+                    return Ok(Read::Line);
+                }
                 return Ok(Read::Eof);
             }
             let newline = available.iter().position(|b| *b == b'\n');
@@ -365,6 +369,21 @@ mod tests {
             classify(br#"{"jsonrpc":"2.0","method":"notifications/whatever","params":3}"#),
             Line::Skip
         ));
+    }
+
+    #[tokio::test]
+    async fn a_last_message_without_a_newline_is_read() {
+        let (client, server) = tokio::io::duplex(4096);
+        let (sr, sw) = tokio::io::split(server);
+        let mut t = Lines::with_max(Box::pin(sr), Box::pin(sw), 1000);
+        let (_cr, mut cw) = tokio::io::split(client);
+        cw.write_all(br#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#)
+            .await
+            .unwrap();
+        cw.shutdown().await.unwrap();
+        let m = t.receive().await.unwrap();
+        assert!(serde_json::to_string(&m).unwrap().contains("\"id\":4"));
+        assert!(t.receive().await.is_none());
     }
 
     #[tokio::test]
