@@ -17,14 +17,16 @@
 //!   computer unused for `--session-idle` is released by the reaper.
 //! - Every release is logged with the computer's name and provider id and
 //!   the reason, never its handle.
+//!
+//! Modules: [`slot`] (default computers, made lazily), `release` (ending
+//! computers, the reaper, extend's lifetime bound).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::FutureExt;
-use futures::future::{BoxFuture, Shared};
+use futures::future::BoxFuture;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
@@ -35,6 +37,11 @@ use computerd::client::ComputerClient;
 use computerd::protocol::SettingKind;
 
 use crate::session::{App, Session, words};
+
+mod release;
+mod slot;
+
+pub use slot::{ForCall, Slot, end_state};
 
 /// Who is calling, as HTTP's auth layer found it (a request extension).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -247,213 +254,6 @@ fn age_seconds(created_at: &str) -> u64 {
     age.whole_seconds().max(0) as u64
 }
 
-/// A computer a call runs on, and what the call must say about it first
-/// (a new default computer replacing a lost one).
-pub struct ForCall {
-    pub entry: Arc<Entry>,
-    pub note: Option<String>,
-}
-
-type Creation = Shared<BoxFuture<'static, Result<Arc<Entry>, String>>>;
-
-/// A lazily made default computer: a session's or a principal's.
-pub struct Slot {
-    scope: Scope,
-    principal: Principal,
-    /// The session's id, for a session's slot.
-    session: Option<String>,
-    state: Arc<tokio::sync::Mutex<SlotState>>,
-}
-
-#[derive(Default)]
-pub struct SlotState {
-    current: Option<Arc<Entry>>,
-    /// The creation under way: it belongs to the slot, not to the call
-    /// that started it, so a cancelled call leaves it to finish and be
-    /// used by the next call, or released with the slot.
-    making: Option<Creation>,
-    /// Why the last computer was lost, said once by the next call.
-    lost: Option<String>,
-    ended: bool,
-}
-
-impl Slot {
-    pub fn new(scope: Scope, principal: Principal, session: Option<String>) -> Slot {
-        Slot {
-            scope,
-            principal,
-            session,
-            state: Arc::new(tokio::sync::Mutex::new(SlotState::default())),
-        }
-    }
-
-    /// The slot's computer, made now if there is none. Callers that arrive
-    /// while it is being made wait for that one creation; a caller
-    /// cancelled meanwhile stops waiting, and the creation goes on.
-    pub async fn computer(
-        &self,
-        app: &Arc<App>,
-        cancel: &CancellationToken,
-    ) -> Result<ForCall, String> {
-        let creation = {
-            let mut st = self.state.lock().await;
-            if st.ended {
-                return Err("this session has ended".into());
-            }
-            if let Some(entry) = &st.current {
-                match entry.lost() {
-                    None => {
-                        return Ok(ForCall {
-                            entry: Arc::clone(entry),
-                            note: None,
-                        });
-                    }
-                    Some(why) if entry.released_why().is_some() => {
-                        // Released (unused too long, or by computer_release):
-                        // a new one now, said in the result.
-                        st.lost = Some(why);
-                        st.current = None;
-                    }
-                    Some(why) => {
-                        // The loss is this call's error; the next call makes
-                        // a new computer and says so (a silent new computer
-                        // would hide that every file and process is gone).
-                        st.lost = Some(why.clone());
-                        let gone = st.current.take();
-                        if let Some(e) = gone {
-                            app.forget(&e, "it stopped answering");
-                        }
-                        return Err(format!(
-                            "{why} (ended from outside, or crashed): its files and processes are gone. The next tool call makes a new computer."
-                        ));
-                    }
-                }
-            }
-            match &st.making {
-                Some(c) => c.clone(),
-                None => {
-                    let c = self.start_creation(app);
-                    st.making = Some(c.clone());
-                    c
-                }
-            }
-        };
-        let entry = tokio::select! {
-            r = creation => r?,
-            _ = cancel.cancelled() => return Err("the tool call was cancelled while its computer was being made (the making goes on, for the next call)".to_string()),
-        };
-        let note = self.state.lock().await.lost.take().map(|why| {
-            format!(
-                "Note: {why}, so a new computer ({}) was made for this call; files and processes of the old one are gone.",
-                entry.label()
-            )
-        });
-        Ok(ForCall { entry, note })
-    }
-
-    /// Make (or, for a principal's, find again by labels) the slot's
-    /// computer in a task of its own, which installs it when done, or
-    /// releases it if the slot ended meanwhile.
-    fn start_creation(&self, app: &Arc<App>) -> Creation {
-        let app2 = Arc::clone(app);
-        let state = Arc::clone(&self.state);
-        let scope = self.scope;
-        let principal = self.principal.clone();
-        let session = self.session.clone();
-        let task = app.tasks.spawn(async move {
-            let made = async {
-                if scope == Scope::Principal
-                    && let Some(found) = app2.find_default(&principal).await?
-                {
-                    return Ok(found);
-                }
-                let ask = Ask {
-                    principal: principal.clone(),
-                    name: None,
-                    default: Some(scope),
-                    session,
-                    spec: app2.config.spec()?,
-                };
-                app2.make(ask).await
-            }
-            .await;
-            let mut st = state.lock().await;
-            st.making = None;
-            let entry = made?;
-            if st.ended {
-                drop(st);
-                app2.end_entry(&entry, "its session ended while it was being made")
-                    .await;
-                return Err("this session ended while its computer was being made".into());
-            }
-            st.current = Some(Arc::clone(&entry));
-            Ok(entry)
-        });
-        async move {
-            task.await
-                .unwrap_or_else(|e| Err(format!("making the computer failed: {e}")))
-        }
-        .boxed()
-        .shared()
-    }
-
-    /// After a call: if the connection died, the computer is lost; the next
-    /// call makes a new one and says so.
-    pub async fn check_lost(&self, app: &Arc<App>, entry: &Arc<Entry>) {
-        if !entry.client.is_closed() {
-            return;
-        }
-        let mut st = self.state.lock().await;
-        if st.current.as_ref().is_some_and(|c| Arc::ptr_eq(c, entry)) {
-            st.lost = Some(format!("the computer {} stopped answering", entry.label()));
-            st.current = None;
-            app.forget(entry, "it stopped answering");
-        }
-    }
-
-    /// The slot's computer now, if it has a live one.
-    pub async fn current(&self) -> Option<Arc<Entry>> {
-        self.state
-            .lock()
-            .await
-            .current
-            .clone()
-            .filter(|e| e.lost().is_none())
-    }
-
-    /// The slot is over: hand back its computer (a creation under way sees
-    /// the end and releases what it made).
-    pub async fn end(&self) -> Option<Arc<Entry>> {
-        let mut st = self.state.lock().await;
-        st.ended = true;
-        st.current.take()
-    }
-
-    /// Like [`Slot::end`], without waiting: None when the state is busy.
-    pub fn try_end(&self) -> Option<Option<Arc<Entry>>> {
-        let mut st = self.state.try_lock().ok()?;
-        if st.ended {
-            return Some(None);
-        }
-        st.ended = true;
-        Some(st.current.take())
-    }
-
-    pub fn state_handle(&self) -> Arc<tokio::sync::Mutex<SlotState>> {
-        Arc::clone(&self.state)
-    }
-}
-
-/// End a slot's state from outside an async context (a dropped session).
-pub async fn end_state(state: &tokio::sync::Mutex<SlotState>) -> Option<Arc<Entry>> {
-    let mut st = state.lock().await;
-    if st.ended {
-        return None;
-    }
-    st.ended = true;
-    st.current.take()
-}
-
 /// The most one creation may take, whatever the provider does.
 pub const CREATE_WAIT: Duration = Duration::from_secs(180);
 
@@ -471,6 +271,9 @@ pub struct Ask {
 pub struct Pending {
     by_principal: HashMap<Principal, usize>,
     names: Vec<(Principal, String)>,
+    /// Handles of the creations under way: the provider may list such a
+    /// computer already, and it counts once, as pending.
+    handles: HashSet<String>,
     total: usize,
 }
 
@@ -603,6 +406,7 @@ impl App {
             app: self,
             principal: p.clone(),
             name: ask.name.clone(),
+            handle: None,
         })
     }
 
@@ -625,7 +429,7 @@ impl App {
             .list(&labels, &CancellationToken::new())
             .await
             .map_err(|e| words(&e, "listing your computers"))?;
-        for r in found.into_iter().filter(|r| r.running) {
+        for r in self.live(found) {
             let Some(handle) = r.labels.get(label::HANDLE) else {
                 continue;
             };
@@ -652,8 +456,9 @@ impl App {
 
     /// Make a computer for `ask`, connect to it and gather its facts.
     pub async fn make(self: &Arc<Self>, mut ask: Ask) -> Result<Arc<Entry>, String> {
-        let admitted = self.admit(&ask).await?;
+        let mut admitted = self.admit(&ask).await?;
         let handle = mint_handle()?;
+        admitted.making(&handle);
         ask.spec.labels = entry_labels(&ask, &handle);
         let cancel = CancellationToken::new();
         // A provider bounds its own calls; this bound holds whatever one does.
@@ -709,9 +514,14 @@ impl App {
             in_use: AtomicUsize::new(0),
             released: Mutex::new(None),
         });
-        self.entries()
-            .insert(entry.handle.clone(), Arc::clone(&entry));
-        drop(admitted);
+        {
+            // Held and no longer pending in one step for the admission
+            // check, which would count it twice, or not at all, in between.
+            let _check = self.admission.lock().await;
+            self.entries()
+                .insert(entry.handle.clone(), Arc::clone(&entry));
+            drop(admitted);
+        }
         tracing::info!(
             computer = entry.log_name(),
             session = ask.session.as_deref().unwrap_or("-"),
@@ -820,19 +630,23 @@ impl App {
         self: &Arc<Self>,
         principal: &Principal,
     ) -> Result<Option<Arc<Entry>>, String> {
+        // Of this server's kind: a default of another kind's server (same
+        // token, same provider state) is that server's, and its tools
+        // would not fit it.
         let labels = Labels::from([
             (label::PRINCIPAL.to_string(), principal.0.clone()),
             (
                 label::DEFAULT.to_string(),
                 Scope::Principal.as_label().to_string(),
             ),
+            (label::KIND.to_string(), self.kind().as_str().to_string()),
         ]);
-        let mut found = self
+        let found = self
             .provider
             .list(&labels, &CancellationToken::new())
             .await
             .map_err(|e| words(&e, "looking for your default computer"))?;
-        found.retain(|r| r.running);
+        let mut found = self.live(found);
         let Some(newest) = found.pop() else {
             return Ok(None);
         };
@@ -893,19 +707,23 @@ impl App {
                 }
             }
         }
-        let mut labels = Labels::from([(label::PRINCIPAL.to_string(), principal.0.clone())]);
+        // Only this server's kind: another kind's computer is not one it
+        // can serve.
+        let mut labels = Labels::from([
+            (label::PRINCIPAL.to_string(), principal.0.clone()),
+            (label::KIND.to_string(), self.kind().as_str().to_string()),
+        ]);
         match which {
             Which::Handle(h) => labels.insert(label::HANDLE.into(), h.clone()),
             Which::Name(n) => labels.insert(label::NAME.into(), n.clone()),
             Which::Default => None,
         };
-        let mut found = self
+        let found = self
             .provider
             .list(&labels, &CancellationToken::new())
             .await
             .map_err(|e| words(&e, "looking for the computer"))?;
-        found.retain(|r| r.running);
-        if let Some(r) = found.pop() {
+        if let Some(r) = self.live(found).pop() {
             return self.attach(r).await;
         }
         if let Which::Handle(h) = which
@@ -929,147 +747,6 @@ impl App {
             list_words(&mine)
         ))
     }
-
-    /// End an entry now: closed, out of the table, released at the provider
-    /// (unless the server keeps computers and `keep_ok`), logged with `why`.
-    pub async fn end_entry(&self, entry: &Arc<Entry>, why: &str) {
-        self.end_entry_as(entry, why, false).await;
-    }
-
-    async fn end_entry_as(&self, entry: &Arc<Entry>, why: &str, keep: bool) {
-        {
-            let mut r = entry.released.lock().unwrap_or_else(|p| p.into_inner());
-            if r.is_some() {
-                return;
-            }
-            *r = Some(why.to_string());
-        }
-        self.entries().remove(&entry.handle);
-        self.released.lock().unwrap_or_else(|p| p.into_inner()).add(
-            &entry.handle,
-            &entry.principal,
-            why,
-        );
-        entry.client.close();
-        if keep {
-            tracing::info!(
-                computer = entry.log_name(),
-                reason = why,
-                "computer kept until its deadline"
-            );
-            return;
-        }
-        let r = tokio::time::timeout(
-            crate::session::RELEASE_WAIT,
-            self.provider
-                .release(&entry.computer, Release::Delete, &CancellationToken::new()),
-        )
-        .await;
-        match r {
-            Ok(Ok(())) => tracing::info!(
-                computer = entry.log_name(),
-                reason = why,
-                "computer released"
-            ),
-            Ok(Err(e)) => tracing::warn!(
-                computer = entry.log_name(),
-                reason = why,
-                "releasing the computer failed: {e}"
-            ),
-            Err(_) => tracing::warn!(
-                computer = entry.log_name(),
-                reason = why,
-                "releasing the computer took over {:?}",
-                crate::session::RELEASE_WAIT
-            ),
-        }
-    }
-
-    /// A session's default computer at the session's end: released, or
-    /// kept with `--keep`.
-    pub async fn end_session_entry(&self, entry: &Arc<Entry>) {
-        self.end_entry_as(entry, "its session ended", self.config.keep)
-            .await;
-    }
-
-    /// Let a lost computer's remains go, in the background.
-    pub fn forget(self: &Arc<Self>, entry: &Arc<Entry>, why: &str) {
-        let app = Arc::clone(self);
-        let entry = Arc::clone(entry);
-        let why = why.to_string();
-        self.tasks
-            .spawn(async move { app.end_entry(&entry, &why).await });
-    }
-
-    /// Release in the background (a dropped session), tracked so shutdown
-    /// waits for it.
-    pub fn end_session_entry_later(self: &Arc<Self>, entry: Arc<Entry>) {
-        let app = Arc::clone(self);
-        self.tasks
-            .spawn(async move { app.end_session_entry(&entry).await });
-    }
-
-    /// Move an entry's deadline.
-    pub async fn extend(&self, entry: &Arc<Entry>, ttl_ms: u64) -> Result<String, String> {
-        let r = self
-            .provider
-            .extend(&entry.computer, ttl_ms, &CancellationToken::new())
-            .await
-            .map_err(|e| words(&e, "extending the computer"))?;
-        entry.set_deadline(r.clone());
-        Ok(r)
-    }
-
-    /// Release every computer unused for longer than `--session-idle`.
-    pub async fn reap_idle(&self) -> usize {
-        let idle = self.config.fleet.idle;
-        let stale: Vec<Arc<Entry>> = self
-            .entries()
-            .values()
-            .filter(|e| e.idle_for().is_some_and(|d| d >= idle))
-            .cloned()
-            .collect();
-        let why = format!(
-            "unused for {} (--session-idle)",
-            computer_providers::human_ms(idle.as_millis() as u64)
-        );
-        for e in &stale {
-            self.end_entry(e, &why).await;
-        }
-        stale.len()
-    }
-
-    /// Run the idle reaper until `stop` fires.
-    pub fn start_reaper(self: &Arc<Self>, stop: CancellationToken) {
-        let app = Arc::clone(self);
-        let tick =
-            (self.config.fleet.idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(tick) => {}
-                }
-                app.reap_idle().await;
-            }
-        });
-    }
-
-    /// At shutdown: every computer made here released (or kept with
-    /// `--keep`); those attached from elsewhere only closed.
-    pub async fn end_all_entries(&self) {
-        let all: Vec<Arc<Entry>> = self.entries().values().cloned().collect();
-        let keep = self.config.keep;
-        futures::future::join_all(all.iter().map(|e| async move {
-            if e.made_here {
-                self.end_entry_as(e, "the server stopped", keep).await;
-            } else {
-                e.client.close();
-                self.entries().remove(&e.handle);
-            }
-        }))
-        .await;
-    }
 }
 
 /// A creation admitted under the bounds; dropping it frees its place.
@@ -1077,11 +754,24 @@ struct Admitted<'a> {
     app: &'a App,
     principal: Principal,
     name: Option<String>,
+    handle: Option<String>,
+}
+
+impl Admitted<'_> {
+    /// The creation's computer will carry `handle`.
+    fn making(&mut self, handle: &str) {
+        let mut pending = self.app.pending.lock().unwrap_or_else(|x| x.into_inner());
+        pending.handles.insert(handle.to_string());
+        self.handle = Some(handle.to_string());
+    }
 }
 
 impl Drop for Admitted<'_> {
     fn drop(&mut self) {
         let mut pending = self.app.pending.lock().unwrap_or_else(|x| x.into_inner());
+        if let Some(h) = &self.handle {
+            pending.handles.remove(h);
+        }
         if let Some(n) = pending.by_principal.get_mut(&self.principal) {
             *n = n.saturating_sub(1);
         }

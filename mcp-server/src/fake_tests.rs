@@ -239,3 +239,65 @@ async fn a_creation_that_never_answers_is_given_up_in_words() {
     // One create was asked, and given up.
     assert_eq!(fake.count(Op::Create), 1);
 }
+
+/// One token, one provider state, servers of two kinds: each makes its own
+/// default computer (a browser server never adopts a sandbox's), a server
+/// of the same kind finds its kind's again, and each lists as resources
+/// only the computers of its kind.
+#[tokio::test]
+async fn servers_of_two_kinds_on_one_token_make_their_own_defaults() {
+    use computerd::protocol::SettingKind;
+    let fake = FakeProvider::new();
+    let sandbox = app_with(&fake, &[]);
+    let browser = app_with(&fake, &["serve", "--kind", "browser"]);
+    let cancel = CancellationToken::new();
+    let p = me();
+    let a = sandbox
+        .principal_slot(&p)
+        .computer(&sandbox, &cancel)
+        .await
+        .unwrap();
+    let b = browser
+        .principal_slot(&p)
+        .computer(&browser, &cancel)
+        .await
+        .unwrap();
+    assert_ne!(a.entry.computer.id, b.entry.computer.id);
+    assert_eq!(fake.count(Op::Create), 2);
+    assert_eq!(a.entry.kind, SettingKind::Sandbox);
+    assert_eq!(b.entry.kind, SettingKind::Browser);
+    // Another sandbox server (a restart, a replica) finds the sandbox's.
+    let again = app_with(&fake, &[]);
+    let c = again
+        .principal_slot(&p)
+        .computer(&again, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(c.entry.computer.id, a.entry.computer.id);
+    assert_eq!(fake.count(Op::Create), 2);
+    // The other kind's handle is not one this server serves.
+    let which = computer_tools::fleet::Which::Handle(a.entry.handle.clone());
+    assert!(browser.find(&p, &which).await.is_err());
+    let caller = crate::computers::Caller {
+        principal: p.clone(),
+        session: None,
+    };
+    let listed = |resources: Vec<rmcp::model::Resource>| -> Vec<String> {
+        resources
+            .into_iter()
+            .map(|r| r.uri)
+            .filter(|u| u.starts_with("computer://"))
+            .collect()
+    };
+    assert_eq!(
+        listed(crate::resources::list(&browser, &caller).await),
+        vec![format!("computer://{}/info", b.entry.handle)]
+    );
+    assert_eq!(
+        listed(crate::resources::list(&sandbox, &caller).await),
+        vec![format!("computer://{}/info", a.entry.handle)]
+    );
+    for app in [sandbox, browser, again] {
+        app.release_all().await;
+    }
+}

@@ -63,38 +63,132 @@ async fn require_bearer(State(auth): State<Auth>, mut req: Request, next: Next) 
     next.run(req).await
 }
 
-/// A client's DELETE of its session: 204 once it has ended, 404 when no
-/// such session is open (rmcp answers 202 to both, which SDK clients that
-/// expect 200 or 204, as the Python SDK does, log as a failed termination).
-/// The id is not echoed: it is the session's one credential besides the
-/// token.
-async fn end_session(
-    State(sessions): State<Arc<LocalSessionManager>>,
-    req: Request,
-    next: Next,
-) -> Response {
+/// The header that carries a session's id.
+pub const SESSION_HEADER: &str = "mcp-session-id";
+
+/// What rmcp is shown in place of another caller's session id: no session
+/// has it (rmcp's ids are UUIDs), so rmcp answers as for any unknown id.
+const NO_SUCH_SESSION: &str = "no-such-session";
+
+#[derive(Clone)]
+struct Sessions {
+    app: Arc<App>,
+    manager: Arc<LocalSessionManager>,
+}
+
+/// A session belongs to the caller whose initialize opened it. A request
+/// naming a session that is not its caller's (another token's, or one
+/// never opened) reaches rmcp with an id no session has, so it is answered
+/// exactly as an unknown session is (404) and changes nothing: no tool
+/// call, no stream, no DELETE.
+///
+/// A client's DELETE of its own session ends our side first: its default
+/// computer counts against no bound once the answer is out (it is released
+/// in the background). Then 204, or 404 when no such session is open (rmcp
+/// answers 202 to both, which SDK clients that expect 200 or 204, as the
+/// Python SDK does, log as a failed termination). The id is never echoed:
+/// it is the session's one credential besides the token.
+async fn own_sessions(State(s): State<Sessions>, mut req: Request, next: Next) -> Response {
+    let Some(principal) = req.extensions().get::<Principal>().cloned() else {
+        return (StatusCode::FORBIDDEN, "no caller\n").into_response();
+    };
+    let Some(given) = req.headers().get(SESSION_HEADER) else {
+        // An initialize (or a stateless request): a session it opens is
+        // this caller's.
+        let response = next.run(req).await;
+        let opened = response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok());
+        if let Some(id) = opened
+            && let Some(check) = s.app.own_http_session(id, &principal)
+        {
+            prune(&s, check).await;
+        }
+        return response;
+    };
+    let id = given.to_str().ok().map(str::to_string);
+    let mine = id
+        .as_deref()
+        .filter(|id| s.app.http_session_is(id, &principal));
+    let Some(id) = mine.map(str::to_string) else {
+        if req.method() == Method::DELETE {
+            return no_such_session();
+        }
+        req.headers_mut().insert(
+            SESSION_HEADER,
+            axum::http::HeaderValue::from_static(NO_SUCH_SESSION),
+        );
+        return next.run(req).await;
+    };
     if req.method() != Method::DELETE {
         return next.run(req).await;
     }
-    let id = req
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .map(Arc::<str>::from);
-    if let Some(id) = &id
-        && !sessions.has_session(id).await.unwrap_or(true)
+    if !s
+        .manager
+        .has_session(&Arc::from(id.as_str()))
+        .await
+        .unwrap_or(false)
     {
-        return (
-            StatusCode::NOT_FOUND,
-            "no such session: it has ended, or never began\n",
-        )
-            .into_response();
+        s.app.forget_http_sessions(std::slice::from_ref(&id));
+        return no_such_session();
     }
+    s.app.end_http_session(&id).await;
     let mut response = next.run(req).await;
     if response.status() == StatusCode::ACCEPTED {
         *response.status_mut() = StatusCode::NO_CONTENT;
     }
     response
+}
+
+fn no_such_session() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        "no such session: it has ended, or never began\n",
+    )
+        .into_response()
+}
+
+/// Drop from the table the sessions rmcp has ended on its own (idle).
+async fn prune(s: &Sessions, ids: Vec<String>) {
+    let mut gone = Vec::new();
+    for id in ids {
+        if !s
+            .manager
+            .has_session(&Arc::from(id.as_str()))
+            .await
+            .unwrap_or(true)
+        {
+            gone.push(id);
+        }
+    }
+    s.app.forget_http_sessions(&gone);
+}
+
+/// A POST whose body is not one JSON-RPC message (truncated JSON, a batch)
+/// is a bad request, answered 400 in words. rmcp answers it 415
+/// (Unsupported Media Type), which says the Content-Type was wrong; a
+/// wrong Content-Type keeps its 415.
+async fn bad_bodies_are_400(req: Request, next: Next) -> Response {
+    let response = next.run(req).await;
+    if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let Some(why) = text.strip_prefix("fail to deserialize request body") else {
+        return Response::from_parts(parts, axum::body::Body::from(text));
+    };
+    (
+        StatusCode::BAD_REQUEST,
+        format!(
+            "the body is not one JSON-RPC message:{why}. Send one request, notification or response per POST, as JSON (batches, arrays, are not taken)\n"
+        ),
+    )
+        .into_response()
 }
 
 /// Serve until `stop` fires; returns when every connection has closed.
@@ -158,9 +252,14 @@ pub async fn serve(
                 .collect(),
         ),
     };
+    let sessions = Sessions {
+        app: Arc::clone(&app),
+        manager: sessions,
+    };
     let router = axum::Router::new()
         .nest_service("/mcp", service)
-        .layer(axum::middleware::from_fn_with_state(sessions, end_session))
+        .layer(axum::middleware::from_fn(bad_bodies_are_400))
+        .layer(axum::middleware::from_fn_with_state(sessions, own_sessions))
         .layer(axum::middleware::from_fn_with_state(auth, require_bearer));
     axum::serve(listener, router)
         .with_graceful_shutdown(async move { stop.cancelled().await })

@@ -12,6 +12,13 @@
 //! down (a plain `--log info` shows the SDK's warnings only), so info holds
 //! what a person wants to see: sessions starting and ending, computers made
 //! and released.
+//!
+//! An HTTP session's id is its credential beside the token, and the SDK
+//! writes it into some of its lines ("create new session", "Failed to close
+//! session …", errors naming the session) and into the span of each
+//! session. Every line of the SDK's, or logged inside one of its spans, has
+//! such ids (UUIDs) replaced before it is written, at every level; our own
+//! lines name sessions only by our short `s-…` names.
 
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
@@ -19,8 +26,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::time::Duration;
 
+use tracing::{Event, Subscriber};
 use tracing_subscriber::EnvFilter;
-use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::fmt::format::{Format, Full, Writer};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
+use tracing_subscriber::registry::LookupSpan;
 
 /// Lines held while stderr does not take writes.
 const QUEUE_LINES: usize = 4096;
@@ -145,6 +155,89 @@ pub fn filter(spec: &str) -> Result<EnvFilter, String> {
     EnvFilter::try_new(&text).map_err(|e| format!("--log {spec:?} is not a log filter: {e}"))
 }
 
+/// The SDK's target, and that of its spans.
+const SDK: &str = "rmcp";
+
+/// What a session id becomes in a line of the SDK's.
+pub const REDACTED: &str = "<session id>";
+
+/// The formatter of our lines, which writes the SDK's lines with their
+/// session ids replaced.
+struct Redacting {
+    inner: Format<Full, tracing_subscriber::fmt::time::SystemTime>,
+}
+
+impl<S, N> FormatEvent<S, N> for Redacting
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> std::fmt::Result {
+        let in_sdk = event.metadata().target().starts_with(SDK)
+            || ctx.event_scope().is_some_and(|mut scope| {
+                scope.any(|span| span.metadata().target().starts_with(SDK))
+            });
+        if !in_sdk {
+            return self.inner.format_event(ctx, writer, event);
+        }
+        // Formatted aside (without colour: the SDK's lines are plain), then
+        // written with the ids out.
+        let mut line = String::new();
+        self.inner
+            .format_event(ctx, Writer::new(&mut line), event)?;
+        writer.write_str(&redact_ids(&line))
+    }
+}
+
+/// `text` with every UUID (8-4-4-4-12 hex digits: how rmcp names
+/// sessions) replaced by [`REDACTED`].
+pub fn redact_ids(text: &str) -> String {
+    const GROUPS: [usize; 5] = [8, 4, 4, 4, 12];
+    const LEN: usize = 36;
+    let b = text.as_bytes();
+    let is_uuid_at = |i: usize| -> bool {
+        if i + LEN > b.len() {
+            return false;
+        }
+        let mut at = i;
+        for (n, len) in GROUPS.iter().enumerate() {
+            if !b[at..at + len].iter().all(u8::is_ascii_hexdigit) {
+                return false;
+            }
+            at += len;
+            if n < GROUPS.len() - 1 {
+                if b[at] != b'-' {
+                    return false;
+                }
+                at += 1;
+            }
+        }
+        // Not the middle of a longer run of hex digits.
+        (i == 0 || !b[i - 1].is_ascii_hexdigit())
+            && b.get(i + LEN).is_none_or(|c| !c.is_ascii_hexdigit())
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    let mut copied = 0;
+    while i < b.len() {
+        if is_uuid_at(i) {
+            out.push_str(&text[copied..i]);
+            out.push_str(REDACTED);
+            i += LEN;
+            copied = i;
+        } else {
+            i += 1;
+        }
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
 /// Logs to stderr through the queue, at `level` (see [`filter`]), with
 /// colour only when stderr is a terminal. Returns the queue so the server
 /// can flush it before it exits.
@@ -152,11 +245,16 @@ pub fn init(level: &str) -> Result<Queue, String> {
     let filter = filter(level)?;
     let queue = Queue::start(std::io::stderr(), QUEUE_LINES)
         .map_err(|e| format!("could not start the log writer: {e}"))?;
+    let ansi = std::io::stderr().is_terminal();
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(queue.clone())
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
+        .with_ansi(ansi)
+        .event_format(Redacting {
+            inner: tracing_subscriber::fmt::format()
+                .with_target(false)
+                .with_ansi(ansi),
+        })
         .try_init();
     Ok(queue)
 }
@@ -226,6 +324,31 @@ mod tests {
         let kept = lines.iter().filter(|l| l.starts_with("line ")).count() as u64;
         assert_eq!(kept + n, 20, "{text}");
         assert_eq!(*lines.last().unwrap(), "after");
+    }
+
+    #[test]
+    fn uuids_are_redacted_and_nothing_else() {
+        let id = "2ad96457-1723-4c32-8847-fbe669011738";
+        assert_eq!(
+            redact_ids(&format!("create new session session_id=\"{id}\"")),
+            format!("create new session session_id=\"{REDACTED}\"")
+        );
+        assert_eq!(
+            redact_ids(&format!("{id}: Failed to close session {id}: x")),
+            format!("{REDACTED}: Failed to close session {REDACTED}: x")
+        );
+        assert_eq!(redact_ids(&id.to_uppercase()), REDACTED.to_string());
+        for kept in [
+            "s-0af33cf7c18b",
+            "local-27a3fc71f6a4b222",
+            "2ad96457-1723-4c32-8847-fbe66901173",
+            "a2ad96457-1723-4c32-8847-fbe669011738",
+            "2ad96457-1723-4c32-8847-fbe6690117389",
+            "2ad96457x1723-4c32-8847-fbe669011738",
+            "é ü 12345678-",
+        ] {
+            assert_eq!(redact_ids(kept), kept);
+        }
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod doctor;
 #[cfg(test)]
 mod fake_tests;
 mod http;
+mod lines;
 mod logging;
 mod memory;
 #[cfg(test)]
@@ -275,7 +276,7 @@ async fn serve(provider: Arc<dyn Provider>, config: Config) -> anyhow::Result<i3
                 );
             }
             let (transport, _restore) = stdio::transport();
-            let running = match handler.serve(transport).await {
+            let running = match handler.serve(lines::Lines::new(transport)).await {
                 Ok(r) => r,
                 Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
                     // Nobody spoke: not an error.

@@ -74,7 +74,9 @@ pub async fn list(app: &Arc<App>, caller: &Caller) -> Vec<Resource> {
         .principal_computers(&caller.principal)
         .await
         .unwrap_or_default();
-    for c in mine {
+    // Only what this server can serve: its own kind.
+    let kind = app.kind();
+    for c in mine.into_iter().filter(|c| c.kind == kind.as_str()) {
         out.push(
             Resource::new(
                 format!("computer://{}/info", c.handle),

@@ -97,16 +97,15 @@ impl ComputerMcp {
                     .get::<Principal>()
                     .cloned()
                     .ok_or("the request carries no principal (no bearer token was checked)")?;
-                let session = if parts.headers.contains_key("mcp-session-id") {
-                    match cell.get() {
-                        Some(s) => Some(Arc::clone(s)),
-                        None => {
-                            let s = self.app.new_session(&principal)?;
-                            Some(Arc::clone(cell.get_or_init(|| s)))
-                        }
+                let session = match parts.headers.get(crate::http::SESSION_HEADER) {
+                    None => None,
+                    Some(_) if cell.get().is_some() => cell.get().cloned(),
+                    Some(id) => {
+                        // The HTTP layer let only the session's owner in.
+                        let id = id.to_str().map_err(|_| "the session id is not text")?;
+                        let s = self.app.http_session(id, &principal)?;
+                        Some(Arc::clone(cell.get_or_init(|| s)))
                     }
-                } else {
-                    None
                 };
                 Ok(Caller { principal, session })
             }

@@ -6,6 +6,8 @@ mod egress;
 mod fleet;
 mod http;
 mod lifecycle;
+mod malformed;
+mod sessions;
 mod skills;
 mod stdio;
 mod support;

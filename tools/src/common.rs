@@ -93,7 +93,9 @@ fn extend_tool(name: &'static str, _s: &ToolSettings) -> Tool {
     make_tool::<ComputerExtendArgs, ComputerExtendOutput>(
         name,
         "Move this computer's deadline to `ttl_minutes` from now. \
-At the deadline every program ends and the computer is gone."
+At the deadline every program ends and the computer is gone. \
+The server lets a computer live at most its lifetime bound after it was made: \
+a later deadline is cut there, and the answer says so."
             .to_string(),
         hints("Extend the deadline", false, false, true, false),
     )
@@ -111,10 +113,14 @@ async fn extend(ctx: &ToolContext, a: ComputerExtendArgs) -> Result<CallToolResu
             "this computer's provider cannot move its deadline; finish the work before it (see computer_info)".into(),
         ));
     };
-    let deadline = extend(a.ttl_minutes * 60_000)
+    let moved = extend(a.ttl_minutes * 60_000)
         .await
         .map_err(|why| ToolError::Refused(format!("the deadline was not moved: {why}")))?;
-    let text = format!("the computer now ends at {deadline}");
+    let deadline = moved.deadline;
+    let text = match moved.capped {
+        Some(why) => format!("the computer now ends at {deadline}: {why}"),
+        None => format!("the computer now ends at {deadline}"),
+    };
     Ok(done(text, &ComputerExtendOutput { deadline }))
 }
 

@@ -129,9 +129,18 @@ pub struct Progress {
 pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
 
 /// Moves the computer's deadline to `ttl` milliseconds from now; gives the
-/// new deadline (RFC 3339) or the provider's refusal in words.
+/// new deadline or the refusal in words.
 pub type ExtendFn =
-    Arc<dyn Fn(u64) -> BoxFuture<'static, std::result::Result<String, String>> + Send + Sync>;
+    Arc<dyn Fn(u64) -> BoxFuture<'static, std::result::Result<Extended, String>> + Send + Sync>;
+
+/// A deadline moved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Extended {
+    /// The deadline now, RFC 3339.
+    pub deadline: String,
+    /// Why it is earlier than asked (the server's lifetime bound), when it is.
+    pub capped: Option<String>,
+}
 
 /// Everything a tool call gets from the server.
 #[derive(Clone)]

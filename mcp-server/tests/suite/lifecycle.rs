@@ -514,3 +514,88 @@ async fn a_test_server_dropped_early_ends_its_computers() {
     });
     client.cancel().await.unwrap();
 }
+
+/// `computer_extend` never moves a deadline past `--lifetime` after the
+/// computer was made: an ask past it is cut there and the answer says so,
+/// and a computer already at it is refused in words, its deadline as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn computer_extend_is_held_to_the_servers_lifetime() {
+    if !need_root() {
+        return;
+    }
+    use time::format_description::well_known::Rfc3339;
+    let server = Server::new();
+    let (client, _) = server.stdio(&["--lifetime", "30m"]).await;
+    let parse = |t: &str| time::OffsetDateTime::parse(t, &Rfc3339).unwrap();
+    let deadline_of =
+        |r: &rmcp::model::CallToolResult| parse(structured(r)["deadline"].as_str().unwrap());
+
+    // The default computer lives 30 min already: no room left.
+    let r = call(&client, "exec", json!({"command": "true"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let info = call(&client, "computer_info", json!({})).await;
+    let before = structured(&info)["deadline"].clone();
+    let r = call(&client, "computer_extend", json!({"ttl_minutes": 600})).await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(
+        text(&r)
+            .contains("this server keeps a computer at most --lifetime 30 min after it was made"),
+        "{}",
+        text(&r)
+    );
+    let info = call(&client, "computer_info", json!({})).await;
+    assert_eq!(structured(&info)["deadline"], before);
+
+    // A computer made for 10 min: 600 min is cut at 30 min after its making.
+    let r = call(
+        &client,
+        "computer_new",
+        json!({"name": "short", "lifetime_minutes": 10}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let made = time::OffsetDateTime::now_utc();
+    let r = call(
+        &client,
+        "computer_extend",
+        json!({"computer": "short", "ttl_minutes": 600}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert!(
+        text(&r).contains(
+            "that is as late as this server allows (--lifetime 30 min after the computer was made"
+        ),
+        "{}",
+        text(&r)
+    );
+    let cut = deadline_of(&r);
+    assert!(
+        cut <= made + time::Duration::minutes(30),
+        "{cut} vs made {made}"
+    );
+    assert!(
+        cut > made + time::Duration::minutes(28),
+        "{cut} vs made {made}"
+    );
+    // Within the bound nothing is said of it.
+    let r = call(
+        &client,
+        "computer_new",
+        json!({"name": "other", "lifetime_minutes": 10}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let r = call(
+        &client,
+        "computer_extend",
+        json!({"computer": "other", "ttl_minutes": 15}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert!(!text(&r).contains("allows"), "{}", text(&r));
+    client.cancel().await.unwrap();
+    wait_until("every computer released", Duration::from_secs(30), || {
+        server.computers().is_empty()
+    });
+}

@@ -397,6 +397,16 @@ impl HttpServer {
     /// Serve over `server`'s state (a restart keeps it), logging at info,
     /// with `tokens` (the first is the one `token` holds).
     pub async fn start_on(server: Server, extra: &[&str], tokens: &[&str]) -> HttpServer {
+        Self::start_logging(server, extra, tokens, "info").await
+    }
+
+    /// [`HttpServer::start_on`], logging at `level` (`--log`).
+    pub async fn start_logging(
+        server: Server,
+        extra: &[&str],
+        tokens: &[&str],
+        level: &str,
+    ) -> HttpServer {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -406,7 +416,7 @@ impl HttpServer {
         let log = log_dir.path().join("stderr.log");
         let child = tokio::process::Command::new(SERVER)
             .arg("serve")
-            .args(server.args_logging("info"))
+            .args(server.args_logging(level))
             .arg("--http")
             .arg(format!("127.0.0.1:{port}"))
             .args(extra)

@@ -51,7 +51,10 @@ async fn computer_extend_asks_the_provider() {
             if ttl_ms > 60 * 60_000 {
                 Err("the provider allows at most 60 minutes".to_string())
             } else {
-                Ok("2030-01-01T00:30:00Z".to_string())
+                Ok(computer_tools::Extended {
+                    deadline: "2030-01-01T00:30:00Z".to_string(),
+                    capped: None,
+                })
             }
         })
     });
@@ -82,6 +85,25 @@ async fn computer_extend_asks_the_provider() {
         text(&r).starts_with("ttl_minutes is 0; it is 1 to 1440"),
         "{}",
         text(&r)
+    );
+    // A cut (the server's lifetime bound) is said in the answer.
+    let cut: ExtendFn = Arc::new(|_ttl_ms: u64| {
+        Box::pin(async {
+            Ok(computer_tools::Extended {
+                deadline: "2030-01-01T00:29:59Z".to_string(),
+                capped: Some("that is as late as this server allows".to_string()),
+            })
+        })
+    });
+    let mut cut_ctx = ctx.clone();
+    cut_ctx.extend = Some(cut);
+    let r = s
+        .call_with(&cut_ctx, "computer_extend", json!({"ttl_minutes": 600}))
+        .await;
+    assert_eq!(r.is_error, Some(false));
+    assert_eq!(
+        text(&r),
+        "the computer now ends at 2030-01-01T00:29:59Z: that is as late as this server allows"
     );
     // The info tool mentions extend when it is there.
     let r = s.call_with(&ctx, "computer_info", json!({})).await;

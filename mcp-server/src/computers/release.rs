@@ -1,0 +1,251 @@
+//! Ending computers: a release in two steps (retired at once, so it counts
+//! against no bound; then the provider's part), the idle reaper, the
+//! lifetime bound on extend, and shutdown.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use computer_providers::{ComputerRef, Release, label};
+use computer_tools::Extended;
+use tokio_util::sync::CancellationToken;
+
+use super::Entry;
+use crate::session::{App, words};
+
+/// How far short of the lifetime bound a cut extend stops, in ms.
+const EXTEND_MARGIN_MS: i128 = 1000;
+impl App {
+    /// End an entry now: closed, out of the table, released at the provider
+    /// (unless the server keeps computers and `keep_ok`), logged with `why`.
+    pub async fn end_entry(&self, entry: &Arc<Entry>, why: &str) {
+        self.end_entry_as(entry, why, false).await;
+    }
+
+    async fn end_entry_as(&self, entry: &Arc<Entry>, why: &str, keep: bool) {
+        if self.retire(entry, why, keep) {
+            self.release_retired(entry, why).await;
+        }
+    }
+
+    /// The first step of a release, at once: the entry is marked released,
+    /// out of the table, and (unless kept) in the set of computers being
+    /// released, so from now on it counts against no bound even while the
+    /// provider still lists it. True when the provider release is still to
+    /// do ([`App::release_retired`]); false when it was retired already or
+    /// is kept.
+    pub(crate) fn retire(&self, entry: &Arc<Entry>, why: &str, keep: bool) -> bool {
+        {
+            let mut r = entry.released.lock().unwrap_or_else(|p| p.into_inner());
+            if r.is_some() {
+                return false;
+            }
+            *r = Some(why.to_string());
+        }
+        if !keep {
+            self.releasing().insert(entry.handle.clone());
+        }
+        self.entries().remove(&entry.handle);
+        self.released.lock().unwrap_or_else(|p| p.into_inner()).add(
+            &entry.handle,
+            &entry.principal,
+            why,
+        );
+        entry.client.close();
+        if keep {
+            tracing::info!(
+                computer = entry.log_name(),
+                reason = why,
+                "computer kept until its deadline"
+            );
+        }
+        !keep
+    }
+
+    fn releasing(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.releasing.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What the provider lists that is a computer of its own: running, and
+    /// neither being released here nor still being made (counted as
+    /// pending, and not yet to be attached).
+    pub(super) fn live(&self, mut found: Vec<ComputerRef>) -> Vec<ComputerRef> {
+        let releasing = self.releasing();
+        let pending = self.pending.lock().unwrap_or_else(|x| x.into_inner());
+        found.retain(|r| {
+            r.running
+                && r.labels
+                    .get(label::HANDLE)
+                    .is_none_or(|h| !releasing.contains(h) && !pending.handles.contains(h))
+        });
+        found
+    }
+
+    /// The provider's part of a release of a retired entry (bounded in
+    /// time); the computer leaves the set of those being released whatever
+    /// the outcome, so one the provider failed to end counts again.
+    pub(crate) async fn release_retired(&self, entry: &Arc<Entry>, why: &str) {
+        let r = tokio::time::timeout(
+            crate::session::RELEASE_WAIT,
+            self.provider
+                .release(&entry.computer, Release::Delete, &CancellationToken::new()),
+        )
+        .await;
+        self.releasing().remove(&entry.handle);
+        match r {
+            Ok(Ok(())) => tracing::info!(
+                computer = entry.log_name(),
+                reason = why,
+                "computer released"
+            ),
+            Ok(Err(e)) => tracing::warn!(
+                computer = entry.log_name(),
+                reason = why,
+                "releasing the computer failed: {e}"
+            ),
+            Err(_) => tracing::warn!(
+                computer = entry.log_name(),
+                reason = why,
+                "releasing the computer took over {:?}",
+                crate::session::RELEASE_WAIT
+            ),
+        }
+    }
+
+    /// A session's default computer at the session's end: released, or
+    /// kept with `--keep`.
+    pub async fn end_session_entry(&self, entry: &Arc<Entry>) {
+        self.end_entry_as(entry, "its session ended", self.config.keep)
+            .await;
+    }
+
+    /// Let a lost computer's remains go, in the background.
+    pub fn forget(self: &Arc<Self>, entry: &Arc<Entry>, why: &str) {
+        let app = Arc::clone(self);
+        let entry = Arc::clone(entry);
+        let why = why.to_string();
+        self.tasks
+            .spawn(async move { app.end_entry(&entry, &why).await });
+    }
+
+    /// Release in the background (a dropped session), tracked so shutdown
+    /// waits for it.
+    pub fn end_session_entry_later(self: &Arc<Self>, entry: Arc<Entry>) {
+        let app = Arc::clone(self);
+        self.tasks
+            .spawn(async move { app.end_session_entry(&entry).await });
+    }
+
+    /// Move an entry's deadline to `ttl_ms` from now, never past the
+    /// server's lifetime bound after the computer was made (the seed's
+    /// rule: an extend reaches at most creation + the most a computer may
+    /// live, which is also the most init was given at its start). A later
+    /// ask is cut there and says so; one with no room left is refused.
+    pub async fn extend(&self, entry: &Arc<Entry>, ttl_ms: u64) -> Result<Extended, String> {
+        let (ttl_ms, capped) = self.capped_ttl(entry, ttl_ms)?;
+        let r = self
+            .provider
+            .extend(&entry.computer, ttl_ms, &CancellationToken::new())
+            .await
+            .map_err(|e| words(&e, "extending the computer"))?;
+        entry.set_deadline(r.clone());
+        Ok(Extended {
+            deadline: r,
+            capped,
+        })
+    }
+
+    /// `ttl_ms`, or less so that the deadline stays within `--lifetime` of
+    /// the computer's creation, and the words for a cut.
+    fn capped_ttl(&self, entry: &Entry, ttl_ms: u64) -> Result<(u64, Option<String>), String> {
+        use time::format_description::well_known::Rfc3339;
+        let lifetime = self.config.lifetime;
+        let bound = format!(
+            "--lifetime {}",
+            computer_providers::human_ms(lifetime.as_millis() as u64)
+        );
+        let made =
+            time::OffsetDateTime::parse(&entry.computer.created_at, &Rfc3339).map_err(|_| {
+                format!("its creation time is not known, so an extend cannot be held to {bound}")
+            })?;
+        let cap = made + lifetime;
+        let now = time::OffsetDateTime::now_utc();
+        let asked = now + Duration::from_millis(ttl_ms);
+        if asked <= cap {
+            return Ok((ttl_ms, None));
+        }
+        let show = |t: time::OffsetDateTime| t.format(&Rfc3339).unwrap_or_default();
+        // A second short of the cap, for the time between this reading of
+        // the clock and the provider's (init refuses past the cap).
+        let room = (cap - now).whole_milliseconds() - EXTEND_MARGIN_MS;
+        let current = entry
+            .facts()
+            .deadline
+            .and_then(|d| time::OffsetDateTime::parse(&d, &Rfc3339).ok());
+        if room <= 0 || current.is_some_and(|d| d + Duration::from_millis(1000) >= cap) {
+            return Err(format!(
+                "this server keeps a computer at most {bound} after it was made ({}), and this one already ends then. Finish the work before it, or make a new computer with computer_new",
+                show(made)
+            ));
+        }
+        Ok((
+            room as u64,
+            Some(format!(
+                "that is as late as this server allows ({bound} after the computer was made, {}), not the {} asked",
+                show(made),
+                show(asked)
+            )),
+        ))
+    }
+
+    /// Release every computer unused for longer than `--session-idle`.
+    pub async fn reap_idle(&self) -> usize {
+        let idle = self.config.fleet.idle;
+        let stale: Vec<Arc<Entry>> = self
+            .entries()
+            .values()
+            .filter(|e| e.idle_for().is_some_and(|d| d >= idle))
+            .cloned()
+            .collect();
+        let why = format!(
+            "unused for {} (--session-idle)",
+            computer_providers::human_ms(idle.as_millis() as u64)
+        );
+        for e in &stale {
+            self.end_entry(e, &why).await;
+        }
+        stale.len()
+    }
+
+    /// Run the idle reaper until `stop` fires.
+    pub fn start_reaper(self: &Arc<Self>, stop: CancellationToken) {
+        let app = Arc::clone(self);
+        let tick =
+            (self.config.fleet.idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(tick) => {}
+                }
+                app.reap_idle().await;
+            }
+        });
+    }
+
+    /// At shutdown: every computer made here released (or kept with
+    /// `--keep`); those attached from elsewhere only closed.
+    pub async fn end_all_entries(&self) {
+        let all: Vec<Arc<Entry>> = self.entries().values().cloned().collect();
+        let keep = self.config.keep;
+        futures::future::join_all(all.iter().map(|e| async move {
+            if e.made_here {
+                self.end_entry_as(e, "the server stopped", keep).await;
+            } else {
+                e.client.close();
+                self.entries().remove(&e.handle);
+            }
+        }))
+        .await;
+    }
+}
