@@ -330,17 +330,22 @@ impl DaemonClient {
             return Err(ClientError::Closed(reason));
         }
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        self.inner.pending().insert(id, tx);
         let mut env = Envelope::request(Id::Num(id), method, params);
         env.bytes = data.as_ref().map(|d| d.len() as u64);
         env.reply_bytes = reply_data.then_some(true);
-        if self
-            .inner
-            .out
-            .send(Outgoing::Line(env.to_line(), data))
-            .is_err()
-        {
+        let line = env.to_line();
+        // The daemon answers a line over its bound with no id (it cannot
+        // read one), which no call would ever be matched to: refuse here.
+        if line.len() as u64 > limits::MAX_LINE_BYTES {
+            return Err(ClientError::Rpc(RpcError::limit(format!(
+                "{method}: its request is {} bytes, over the {} bytes one message to the computer may hold; send less at once (a large text as a file, in pieces)",
+                line.len(),
+                limits::MAX_LINE_BYTES
+            ))));
+        }
+        let (tx, rx) = oneshot::channel();
+        self.inner.pending().insert(id, tx);
+        if self.inner.out.send(Outgoing::Line(line, data)).is_err() {
             self.inner.pending().remove(&id);
             return Err(ClientError::Closed("the writer has stopped".into()));
         }
@@ -624,6 +629,46 @@ mod tests {
     use crate::protocol::{ExecParams, PingParams};
     use serde_json::json;
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    /// A request over the line bound is refused in words before it is
+    /// sent (the daemon could only answer it with no id: the call would
+    /// wait forever), and the connection goes on.
+    #[tokio::test]
+    async fn a_request_over_the_line_bound_is_refused_before_it_is_sent() {
+        let (a, b) = tokio::io::duplex(1 << 16);
+        let client = DaemonClient::new(a);
+        let server = tokio::spawn(async move {
+            let (r, mut w) = tokio::io::split(b);
+            let mut lines = BufReader::new(r).lines();
+            let mut seen = Vec::new();
+            while let Some(line) = lines.next_line().await.unwrap() {
+                let env: Envelope = serde_json::from_str(&line).unwrap();
+                seen.push(env.method.clone().unwrap_or_default());
+                let reply = Envelope::reply(env.id, Ok(json!({})));
+                w.write_all(format!("{}\n", reply.to_line()).as_bytes())
+                    .await
+                    .unwrap();
+            }
+            seen
+        });
+        let big = ExecParams {
+            argv: vec!["echo".into(), "x".repeat(limits::MAX_LINE_BYTES as usize)],
+            ..Default::default()
+        };
+        let e = tokio::time::timeout(std::time::Duration::from_secs(10), client.call(&big))
+            .await
+            .expect("refused at once, not left waiting")
+            .unwrap_err();
+        assert_eq!(e.kind(), Some(ErrorKind::Limit), "{e}");
+        assert!(
+            e.to_string()
+                .contains("over the 1048576 bytes one message to the computer may hold"),
+            "{e}"
+        );
+        client.call(&PingParams {}).await.unwrap();
+        client.close();
+        assert_eq!(server.await.unwrap(), ["ping"]);
+    }
 
     /// A fake daemon: answers requests in reverse order of arrival, two at a time.
     #[tokio::test]
