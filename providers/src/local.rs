@@ -26,6 +26,7 @@ pub mod browser;
 pub mod cgroup;
 pub mod desktop;
 pub mod egress;
+mod lease;
 mod state;
 pub mod uids;
 
@@ -167,6 +168,9 @@ pub struct LocalProvider {
     desktop: Option<desktop::Desktop>,
     /// The Chromium, when the provider makes browsers.
     browser: Option<browser::Browser>,
+    /// Its hold on the state directory's cgroup group (none without
+    /// cgroups).
+    lease: Option<lease::Lease>,
 }
 
 /// How long a new computer gets to answer on its socket.
@@ -265,6 +269,20 @@ impl LocalProvider {
             (None, false) => None,
         };
         let root = nix::unistd::geteuid().is_root();
+        let wants_cgroups = opts.isolation == Isolation::Namespaces && opts.cgroups;
+        // Taken before the group is found (and made), so that a provider
+        // ending alone cannot remove it between.
+        let (lease, alone) = match wants_cgroups.then(|| lease::Lease::take(&opts.state_dir)) {
+            Some(Ok((l, alone))) => (Some(l), alone),
+            Some(Err(e)) => {
+                tracing::warn!(
+                    "no hold on the state directory {} ({e}): this server removes neither its cgroup group nor leftover cgroups",
+                    opts.state_dir.display()
+                );
+                (None, false)
+            }
+            None => (None, false),
+        };
         let cgroups = match opts.isolation {
             Isolation::Namespaces if !opts.cgroups => Err("cgroups were turned off".into()),
             Isolation::Namespaces => {
@@ -278,9 +296,11 @@ impl LocalProvider {
                 "local computers get no cgroup, so their memory and CPU are not bounded: {why}"
             ),
         }
-        if let Ok(c) = &cgroups {
+        if let (Ok(c), true) = (&cgroups, alone) {
             // Cgroups left by a server that was killed (a spare's, or a
-            // computer's whose state is gone) go now rather than at a sweep.
+            // computer's whose state is gone) go now rather than at a sweep;
+            // only when no other provider uses the state directory, whose
+            // spare or computer being made would look the same.
             let computers = opts.state_dir.join("computers");
             for id in c.list_existing() {
                 if !computers.join(egress::computer_of(&id)).exists()
@@ -289,6 +309,12 @@ impl LocalProvider {
                     let _ = cg.release();
                 }
             }
+        }
+        if let Some(Err(e)) = lease.as_ref().map(lease::Lease::share) {
+            return Err(ProviderError::failed(format!(
+                "cannot share the hold on the state directory {}: {e}",
+                opts.state_dir.display()
+            )));
         }
         let uids = (root && opts.isolation == Isolation::Namespaces && opts.run_as.is_none())
             .then(|| uids::UidAllocator::new(&opts.state_dir))
@@ -304,6 +330,7 @@ impl LocalProvider {
             children: tokio::sync::Mutex::new(Default::default()),
             desktop,
             browser,
+            lease,
         })
     }
 
@@ -1160,10 +1187,11 @@ impl Drop for LocalProvider {
             let _ = s.cgroup.release();
             let _ = std::fs::remove_file(&s.log);
         }
-        // The state directory's cgroup group goes when it holds no
-        // computer (rmdir refuses a group with kept computers in it).
-        if let Ok(c) = &self.cgroups {
-            c.remove_group();
+        // The state directory's cgroup group goes when no other provider
+        // uses it and it holds no computer (rmdir refuses a group with kept
+        // computers in it).
+        if let (Some(lease), Ok(c)) = (self.lease.take(), &self.cgroups) {
+            lease.end(|| c.remove_group());
         }
     }
 }
