@@ -7,8 +7,9 @@
 //! a non-root user, every capability dropped, no-new-privileges, private
 //! IPC and cgroup namespaces, network `none` (only lo) or the default
 //! bridge, a CPU quota, memory with swap the same, a pids limit, tmpfs
-//! /work (HOME) and /run/computerd (init's socket) of the user's alone,
-//! and the provider's cached copy of the static daemon bound read-only at
+//! /work (HOME) and /run/computerd (init's socket) of the user's alone, a
+//! read-only root whose other writable places are sized tmpfs (so nothing
+//! written lands on the host's disk), and the provider's cached copy of the static daemon bound read-only at
 //! /opt/computerd/computerd as the entrypoint. After it starts, the drift
 //! check holds the whole inspect and the daemon's hello to the plan; a
 //! computer that drifted is deleted at create and refused (never deleted)
@@ -929,6 +930,7 @@ impl DockerProvider {
                 plan.work_size_mib()
             ),
             format!("limits: {} (read back from docker inspect)", plan.limits),
+            plan.disk_note(v["HostConfig"]["ShmSize"].as_i64()),
         ];
         if plan.egress.is_some() {
             notes.push(format!(
