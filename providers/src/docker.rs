@@ -889,18 +889,22 @@ impl DockerProvider {
                 ));
             }
         }
-        let hello = match self.opts.desktop {
+        let (hello, window_manager) = match self.opts.desktop {
             Some(screen) => {
                 let x = tokio::select! {
                     r = desktop::start_x(&conn.client, screen) => r,
                     _ = cancel.cancelled() => Err(aborted("starting the desktop's X server")),
                 };
+                let wm = match &x {
+                    Ok(_) => Some(crate::window_manager::start(&conn.client).await),
+                    Err(_) => None,
+                };
                 conn.client.close();
-                x.map_err(at("starting the desktop's X server"))?
+                (x.map_err(at("starting the desktop's X server"))?, wm)
             }
             None => {
                 conn.client.close();
-                conn.hello
+                (conn.hello, None)
             }
         };
         let v = self
@@ -932,6 +936,7 @@ impl DockerProvider {
             format!("limits: {} (read back from docker inspect)", plan.limits),
             plan.disk_note(v["HostConfig"]["ShmSize"].as_i64()),
         ];
+        notes.extend(window_manager);
         if plan.egress.is_some() {
             notes.push(format!(
                 "egress: its one way out is the proxy container {} (Docker's default bridge, no published port, read-only root, no capability, 0.5 CPU, 256 MiB, 64 pids), its socket in the volume {} mounted read-only at {}",

@@ -581,7 +581,12 @@ impl LocalProvider {
         };
         // Held from here, so a failure below ends it.
         self.children.lock().await.insert(id.clone(), child);
-        up?.client.close();
+        let up = up?;
+        let window_manager = match &self.desktop {
+            Some(_) => Some(crate::window_manager::start(&up.client).await),
+            None => None,
+        };
+        up.client.close();
         let network = self.read_network(meta)?;
         let mut notes = vec![format!("isolation: {}", self.isolation_words())];
         notes.push(match (&meta.limits, &self.cgroups) {
@@ -608,6 +613,7 @@ impl LocalProvider {
                 d.screen
             ));
         }
+        notes.extend(window_manager);
         match (&self.browser, &self.desktop) {
             (Some(b), None) => notes.push(format!(
                 "browser: {} started headless in the computer as its user when it is connected, its profile in {}, driven over its debugging pipe through the computer's daemon (no port opened); Chromium's own sandbox is off, the computer is the boundary",
