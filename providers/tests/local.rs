@@ -215,6 +215,29 @@ async fn a_provider_ending_beside_others_leaves_them_able_to_make_computers() {
         made.push(c);
     }
     assert_eq!(exists(&group), group.len(), "{group:?}");
+
+    // Each made a spare ahead of its next computer, a cgroup with no
+    // computer's state: a provider starting beside them leaves it alone
+    // (only one starting alone takes such a cgroup for a dead server's).
+    let cgs = Cgroups::detect(&group_for(state.path())).unwrap();
+    let spares = || -> Vec<String> {
+        cgs.list_existing()
+            .into_iter()
+            .filter(|id| !state.path().join("computers").join(id).exists())
+            .collect()
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while spares().is_empty() {
+        assert!(std::time::Instant::now() < until, "no spare was made");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let before = spares();
+    drop(provider(state.path()).unwrap());
+    let after = spares();
+    assert!(
+        before.iter().all(|s| after.contains(s)),
+        "a provider starting beside them released a spare: {before:?}, then {after:?}"
+    );
     for (p, c) in [&server, &second].into_iter().zip(&made) {
         p.release(c, Release::Delete, &cancel).await.unwrap();
     }
