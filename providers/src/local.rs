@@ -1600,7 +1600,17 @@ impl Provider for LocalProvider {
         {
             known.insert(s.id.clone());
         }
-        if let Ok(cgroups) = &self.cgroups {
+        // Only with no other provider on this state directory: another's
+        // spare, or a computer it is making, has a cgroup and a uid and no
+        // state yet, like a dead server's.
+        let alone = self.lease.as_ref().is_some_and(lease::Lease::exclusive_now);
+        if !alone && self.lease.is_some() {
+            tracing::info!(
+                "other servers use the state directory {}: cgroups and uids with no computer's state are left to the last of them",
+                self.opts.state_dir.display()
+            );
+        }
+        if let (Ok(cgroups), true) = (&self.cgroups, alone) {
             let cgroups = cgroups.clone();
             let known = known.clone();
             let left = tokio::task::spawn_blocking(move || {
@@ -1624,10 +1634,13 @@ impl Provider for LocalProvider {
         if let Some(a) = &self.uids {
             for (uid, owner) in a.held() {
                 let owner = egress::computer_of(&owner).to_string();
-                if !known.contains(&owner) || released.contains(&owner) {
+                if (alone && !known.contains(&owner)) || released.contains(&owner) {
                     let _ = a.release(uid);
                 }
             }
+        }
+        if let Some(Err(e)) = self.lease.as_ref().map(lease::Lease::share) {
+            tracing::warn!("the hold on the state directory was not taken again: {e}");
         }
         released.sort();
         released.dedup();

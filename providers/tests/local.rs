@@ -217,8 +217,8 @@ async fn a_provider_ending_beside_others_leaves_them_able_to_make_computers() {
     assert_eq!(exists(&group), group.len(), "{group:?}");
 
     // Each made a spare ahead of its next computer, a cgroup with no
-    // computer's state: a provider starting beside them leaves it alone
-    // (only one starting alone takes such a cgroup for a dead server's).
+    // computer's state: a provider starting or sweeping beside them leaves
+    // it alone (only one alone takes such a cgroup for a dead server's).
     let cgs = Cgroups::detect(&group_for(state.path())).unwrap();
     let spares = || -> Vec<String> {
         cgs.list_existing()
@@ -232,11 +232,13 @@ async fn a_provider_ending_beside_others_leaves_them_able_to_make_computers() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     let before = spares();
-    drop(provider(state.path()).unwrap());
+    let third = provider(state.path()).unwrap();
+    let swept = third.sweep(&cancel).await.unwrap();
+    drop(third);
     let after = spares();
     assert!(
         before.iter().all(|s| after.contains(s)),
-        "a provider starting beside them released a spare: {before:?}, then {after:?}"
+        "a provider starting, sweeping and ending beside them released a spare: {before:?}, then {after:?} (swept {swept:?})"
     );
     for (p, c) in [&server, &second].into_iter().zip(&made) {
         p.release(c, Release::Delete, &cancel).await.unwrap();

@@ -39,6 +39,13 @@ impl Lease {
         }
     }
 
+    /// Exclusive now if no other provider holds a lease (then
+    /// [`Lease::share`] after the tidying); else false, and the lease must
+    /// be taken again with [`Lease::share`] (a failed conversion lets go).
+    pub fn exclusive_now(&self) -> bool {
+        self.lock.relock(FlockArg::LockExclusiveNonblock).is_ok()
+    }
+
     /// From exclusive to shared, once a lone start's tidying is done.
     pub fn share(&self) -> io::Result<()> {
         Ok(self.lock.relock(FlockArg::LockShared)?)
@@ -74,6 +81,8 @@ mod tests {
         assert!(!alone, "a second lease beside a shared first is not alone");
         let (one_shot, alone) = Lease::take(&state).unwrap();
         assert!(!alone);
+        assert!(!one_shot.exclusive_now());
+        one_shot.share().unwrap();
         assert!(!one_shot.end(|| panic!("a lease with others beside it tidied")));
         assert!(!second.end(|| panic!("a lease with the first beside it tidied")));
         let mut ran = false;
