@@ -570,7 +570,7 @@ async fn a_computer_filling_every_writable_directory_stops_at_its_bound_off_the_
     let made = e.p.create(&spec, &cancel).await.unwrap();
     let c = made.computer.clone();
     assert!(
-        made.notes.contains(&"disk: the root filesystem is read-only; the writable places are tmpfs (/work 512 MiB, /tmp 128 MiB, /var/tmp 64 MiB, /run/lock 1 MiB, /dev/shm 64 MiB), all charged to the memory bound (1024 MiB), so nothing written in the computer lands on this host's disk".to_string()),
+        made.notes.contains(&"disk: the root filesystem is read-only; the writable places are tmpfs (/work 512 MiB, /tmp 256 MiB, /var/tmp 64 MiB, /run/lock 1 MiB, /dev/shm 64 MiB), all charged to the memory bound (1024 MiB), so nothing written in the computer lands on this host's disk".to_string()),
         "{:?}",
         made.notes
     );

@@ -36,7 +36,9 @@ pub type MibOf = fn(u64) -> u64;
 /// the places any program may write besides HOME, each a tmpfs charged to
 /// the computer's memory bound: `(path, size in MiB for a memoryMb)`.
 pub const SCRATCH: &[(&str, MibOf)] = &[
-    ("/tmp", |mb| mb / 8),
+    // A quarter: a Chromium run with --disable-dev-shm-usage keeps its
+    // shared memory here.
+    ("/tmp", |mb| mb / 4),
     ("/var/tmp", |mb| mb / 16),
     ("/run/lock", |_| 1),
 ];
@@ -136,8 +138,9 @@ impl Plan {
     }
 
     /// Each [`SCRATCH`] place and its size in MiB (at least 1): with HOME's
-    /// half and Docker's 64 MiB /dev/shm, all of them full leave a quarter
-    /// of a computer of 1 GiB or more to its processes.
+    /// half and Docker's 64 MiB /dev/shm, all of them full leave an eighth
+    /// of a computer of 1 GiB or more to its processes (and the memory
+    /// cgroup bounds them together in any case).
     pub fn scratch_mib(&self) -> Vec<(&'static str, u64)> {
         SCRATCH
             .iter()
@@ -457,7 +460,7 @@ pub(crate) mod tests {
                 ),
                 (
                     "/tmp".to_string(),
-                    "mode=1777,nosuid,nodev,size=512m".to_string()
+                    "mode=1777,nosuid,nodev,size=1024m".to_string()
                 ),
                 (
                     "/var/tmp".to_string(),
