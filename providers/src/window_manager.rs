@@ -84,3 +84,72 @@ pub async fn start(client: &Arc<dyn ComputerClient>) -> String {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use computerd::client::{ClientError, Result as ClientResult};
+    use serde_json::{Value, json};
+
+    /// A computer that has `have` (an executable file) and answers a start
+    /// with `started`.
+    struct Computer {
+        have: Option<&'static str>,
+        started: Value,
+    }
+
+    impl ComputerClient for Computer {
+        fn call_value<'a>(
+            &'a self,
+            method: &'a str,
+            params: Value,
+        ) -> futures::future::BoxFuture<'a, ClientResult<Value>> {
+            Box::pin(async move {
+                match method {
+                    "files.stat" if Some(params["path"].as_str().unwrap()) == self.have => Ok(
+                        json!({"type": "file", "size": 1, "mode": 0o755, "mtimeMs": 0, "uid": 0, "gid": 0}),
+                    ),
+                    "files.stat" => Err(ClientError::Closed("no such file".into())),
+                    "process.start" => {
+                        assert_eq!(params["argv"], json!([self.have.unwrap()]));
+                        Ok(self.started.clone())
+                    }
+                    m => panic!("unexpected {m}"),
+                }
+            })
+        }
+
+        fn close(&self) {}
+    }
+
+    async fn note(have: Option<&'static str>, started: Value) -> String {
+        let c: Arc<dyn ComputerClient> = Arc::new(Computer { have, started });
+        start(&c).await
+    }
+
+    #[tokio::test]
+    async fn the_note_says_which_window_manager_runs_or_why_none() {
+        assert_eq!(
+            note(None, Value::Null).await,
+            "window manager: none (no matchbox-window-manager at /usr/bin/matchbox-window-manager, /usr/local/bin/matchbox-window-manager), so windows open at 0,0 without a frame: install the package matchbox-window-manager"
+        );
+        assert_eq!(
+            note(
+                Some("/usr/local/bin/matchbox-window-manager"),
+                json!({"id": "p2", "pid": 40})
+            )
+            .await,
+            "window manager: /usr/local/bin/matchbox-window-manager (process p2), so each window gets a title bar and the screen"
+        );
+        assert_eq!(
+            note(
+                Some("/usr/bin/matchbox-window-manager"),
+                json!({"id": "p2", "pid": 40, "ended": {"exitCode": 1, "signal": null}})
+            )
+            .await,
+            "window manager: /usr/bin/matchbox-window-manager ended as it started (it said nothing), so windows open at 0,0 without a frame"
+        );
+    }
+}
