@@ -7,8 +7,9 @@
 //! a non-root user, every capability dropped, no-new-privileges, private
 //! IPC and cgroup namespaces, network `none` (only lo) or the default
 //! bridge, a CPU quota, memory with swap the same, a pids limit, tmpfs
-//! /work (HOME) and /run/computerd (init's socket) of the user's alone,
-//! and the provider's cached copy of the static daemon bound read-only at
+//! /work (HOME) and /run/computerd (init's socket) of the user's alone, a
+//! read-only root whose other writable places are sized tmpfs (so nothing
+//! written lands on the host's disk), and the provider's cached copy of the static daemon bound read-only at
 //! /opt/computerd/computerd as the entrypoint. After it starts, the drift
 //! check holds the whole inspect and the daemon's hello to the plan; a
 //! computer that drifted is deleted at create and refused (never deleted)
@@ -888,18 +889,22 @@ impl DockerProvider {
                 ));
             }
         }
-        let hello = match self.opts.desktop {
+        let (hello, window_manager) = match self.opts.desktop {
             Some(screen) => {
                 let x = tokio::select! {
                     r = desktop::start_x(&conn.client, screen) => r,
                     _ = cancel.cancelled() => Err(aborted("starting the desktop's X server")),
                 };
+                let wm = match &x {
+                    Ok(_) => Some(crate::window_manager::start(&conn.client).await),
+                    Err(_) => None,
+                };
                 conn.client.close();
-                x.map_err(at("starting the desktop's X server"))?
+                (x.map_err(at("starting the desktop's X server"))?, wm)
             }
             None => {
                 conn.client.close();
-                conn.hello
+                (conn.hello, None)
             }
         };
         let v = self
@@ -929,7 +934,9 @@ impl DockerProvider {
                 plan.work_size_mib()
             ),
             format!("limits: {} (read back from docker inspect)", plan.limits),
+            plan.disk_note(v["HostConfig"]["ShmSize"].as_i64()),
         ];
+        notes.extend(window_manager);
         if plan.egress.is_some() {
             notes.push(format!(
                 "egress: its one way out is the proxy container {} (Docker's default bridge, no published port, read-only root, no capability, 0.5 CPU, 256 MiB, 64 pids), its socket in the volume {} mounted read-only at {}",

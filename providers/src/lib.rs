@@ -34,6 +34,8 @@
 //!   vendor reads back later than it acted.
 //! - [`random`]: names and tokens from the OS's random source, failing
 //!   closed.
+//! - [`window_manager`]: a desktop's window manager, started where the
+//!   computer has one, and how a program is found in a computer.
 //!
 //! A provider never depends on MCP; a tool never knows which provider made
 //! its computer. Settings come in typed only: no provider reads the
@@ -58,6 +60,7 @@ pub mod vendor;
 #[cfg(any(test, feature = "fake"))]
 pub mod vendor_fake;
 pub mod wait;
+pub mod window_manager;
 
 pub use browserbase::{BrowserbaseProvider, BrowserbaseSettings};
 pub use docker::{DockerOptions, DockerProvider, DockerSettings};

@@ -26,6 +26,7 @@ pub mod browser;
 pub mod cgroup;
 pub mod desktop;
 pub mod egress;
+mod lease;
 mod state;
 pub mod uids;
 
@@ -167,6 +168,9 @@ pub struct LocalProvider {
     desktop: Option<desktop::Desktop>,
     /// The Chromium, when the provider makes browsers.
     browser: Option<browser::Browser>,
+    /// Its hold on the state directory's cgroup group (none without
+    /// cgroups).
+    lease: Option<lease::Lease>,
 }
 
 /// How long a new computer gets to answer on its socket.
@@ -265,6 +269,20 @@ impl LocalProvider {
             (None, false) => None,
         };
         let root = nix::unistd::geteuid().is_root();
+        let wants_cgroups = opts.isolation == Isolation::Namespaces && opts.cgroups;
+        // Taken before the group is found (and made), so that a provider
+        // ending alone cannot remove it between.
+        let (lease, alone) = match wants_cgroups.then(|| lease::Lease::take(&opts.state_dir)) {
+            Some(Ok((l, alone))) => (Some(l), alone),
+            Some(Err(e)) => {
+                tracing::warn!(
+                    "no hold on the state directory {} ({e}): this server removes neither its cgroup group nor leftover cgroups",
+                    opts.state_dir.display()
+                );
+                (None, false)
+            }
+            None => (None, false),
+        };
         let cgroups = match opts.isolation {
             Isolation::Namespaces if !opts.cgroups => Err("cgroups were turned off".into()),
             Isolation::Namespaces => {
@@ -278,9 +296,11 @@ impl LocalProvider {
                 "local computers get no cgroup, so their memory and CPU are not bounded: {why}"
             ),
         }
-        if let Ok(c) = &cgroups {
+        if let (Ok(c), true) = (&cgroups, alone) {
             // Cgroups left by a server that was killed (a spare's, or a
-            // computer's whose state is gone) go now rather than at a sweep.
+            // computer's whose state is gone) go now rather than at a sweep;
+            // only when no other provider uses the state directory, whose
+            // spare or computer being made would look the same.
             let computers = opts.state_dir.join("computers");
             for id in c.list_existing() {
                 if !computers.join(egress::computer_of(&id)).exists()
@@ -289,6 +309,12 @@ impl LocalProvider {
                     let _ = cg.release();
                 }
             }
+        }
+        if let Some(Err(e)) = lease.as_ref().map(lease::Lease::share) {
+            return Err(ProviderError::failed(format!(
+                "cannot share the hold on the state directory {}: {e}",
+                opts.state_dir.display()
+            )));
         }
         let uids = (root && opts.isolation == Isolation::Namespaces && opts.run_as.is_none())
             .then(|| uids::UidAllocator::new(&opts.state_dir))
@@ -304,6 +330,7 @@ impl LocalProvider {
             children: tokio::sync::Mutex::new(Default::default()),
             desktop,
             browser,
+            lease,
         })
     }
 
@@ -554,7 +581,12 @@ impl LocalProvider {
         };
         // Held from here, so a failure below ends it.
         self.children.lock().await.insert(id.clone(), child);
-        up?.client.close();
+        let up = up?;
+        let window_manager = match &self.desktop {
+            Some(_) => Some(crate::window_manager::start(&up.client).await),
+            None => None,
+        };
+        up.client.close();
         let network = self.read_network(meta)?;
         let mut notes = vec![format!("isolation: {}", self.isolation_words())];
         notes.push(match (&meta.limits, &self.cgroups) {
@@ -581,6 +613,7 @@ impl LocalProvider {
                 d.screen
             ));
         }
+        notes.extend(window_manager);
         match (&self.browser, &self.desktop) {
             (Some(b), None) => notes.push(format!(
                 "browser: {} started headless in the computer as its user when it is connected, its profile in {}, driven over its debugging pipe through the computer's daemon (no port opened); Chromium's own sandbox is off, the computer is the boundary",
@@ -1160,10 +1193,11 @@ impl Drop for LocalProvider {
             let _ = s.cgroup.release();
             let _ = std::fs::remove_file(&s.log);
         }
-        // The state directory's cgroup group goes when it holds no
-        // computer (rmdir refuses a group with kept computers in it).
-        if let Ok(c) = &self.cgroups {
-            c.remove_group();
+        // The state directory's cgroup group goes when no other provider
+        // uses it and it holds no computer (rmdir refuses a group with kept
+        // computers in it).
+        if let (Some(lease), Ok(c)) = (self.lease.take(), &self.cgroups) {
+            lease.end(|| c.remove_group());
         }
     }
 }
@@ -1579,7 +1613,17 @@ impl Provider for LocalProvider {
         {
             known.insert(s.id.clone());
         }
-        if let Ok(cgroups) = &self.cgroups {
+        // Only with no other provider on this state directory: another's
+        // spare, or a computer it is making, has a cgroup and a uid and no
+        // state yet, like a dead server's.
+        let alone = self.lease.as_ref().is_some_and(lease::Lease::exclusive_now);
+        if !alone && self.lease.is_some() {
+            tracing::info!(
+                "other servers use the state directory {}: cgroups and uids with no computer's state are left to the last of them",
+                self.opts.state_dir.display()
+            );
+        }
+        if let (Ok(cgroups), true) = (&self.cgroups, alone) {
             let cgroups = cgroups.clone();
             let known = known.clone();
             let left = tokio::task::spawn_blocking(move || {
@@ -1603,10 +1647,13 @@ impl Provider for LocalProvider {
         if let Some(a) = &self.uids {
             for (uid, owner) in a.held() {
                 let owner = egress::computer_of(&owner).to_string();
-                if !known.contains(&owner) || released.contains(&owner) {
+                if (alone && !known.contains(&owner)) || released.contains(&owner) {
                     let _ = a.release(uid);
                 }
             }
+        }
+        if let Some(Err(e)) = self.lease.as_ref().map(lease::Lease::share) {
+            tracing::warn!("the hold on the state directory was not taken again: {e}");
         }
         released.sort();
         released.dedup();

@@ -267,8 +267,9 @@ async fn a_docker_computer_is_made_hardened_reached_found_and_released() {
             .keys()
             .map(String::as_str)
             .collect::<std::collections::BTreeSet<_>>(),
-        ["/run/computerd", "/work"].into()
+        ["/run/computerd", "/run/lock", "/tmp", "/var/tmp", "/work"].into()
     );
+    assert_eq!(h.readonly_rootfs, Some(true));
     let mounts = i.mounts.unwrap();
     assert_eq!(mounts.len(), 2, "{mounts:?}");
     let at = |d: &str| {
@@ -547,6 +548,112 @@ async fn a_fork_bomb_stays_within_the_pids_limit_and_the_daemon_keeps_answering(
             })
         })
     });
+    conn.client.close();
+    e.p.release(&c, Release::Delete, &cancel).await.unwrap();
+    e.clean().await;
+}
+
+/// Every directory the computer's user may write, with what a write of up
+/// to 1 GiB left in it (bytes, or none when no file could be made) and
+/// the filesystem it is on; `fill` false only lists them.
+async fn writable_dirs(
+    conn: &computer_providers::Connection,
+    fill: bool,
+) -> Vec<(String, u64, String)> {
+    let write = if fill {
+        "head -c 1073741824 /dev/zero > \"$d/.fill\" 2>/dev/null; n=$(stat -c %s \"$d/.fill\" 2>/dev/null || echo 0)"
+    } else {
+        "n=0"
+    };
+    let script = format!(
+        "find / \\( -path /proc -o -path /sys \\) -prune -o -type d -writable -print 2>/dev/null | while read -r d; do {write}; echo \"$d $n $(stat -f -c %T \"$d\")\"; done"
+    );
+    let r = conn
+        .client
+        .call_typed(&ExecParams {
+            argv: vec!["sh".into(), "-c".into(), script],
+            timeout_ms: Some(300_000),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    text(&r)
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            assert_eq!(f.len(), 3, "{l:?}");
+            (f[0].to_string(), f[1].parse().unwrap(), f[2].to_string())
+        })
+        .collect()
+}
+
+/// Issue 34: what a computer writes is bounded by its memory, and none of
+/// it lands in the container's layer on this host's disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_computer_filling_every_writable_directory_stops_at_its_bound_off_the_hosts_disk() {
+    let Some(e) = env("disk").await else { return };
+    let cancel = CancellationToken::new();
+    let mut spec = e.spec(600_000);
+    spec.sizes.memory_mb = Some(1024);
+    let made = e.p.create(&spec, &cancel).await.unwrap();
+    let c = made.computer.clone();
+    assert!(
+        made.notes.contains(&"disk: the root filesystem is read-only; the writable places are tmpfs (/work 512 MiB, /tmp 256 MiB, /var/tmp 64 MiB, /run/lock 1 MiB, /dev/shm 64 MiB), all charged to the memory bound (1024 MiB), so nothing written in the computer lands on this host's disk".to_string()),
+        "{:?}",
+        made.notes
+    );
+    let conn = e.p.connect(&c, &cancel).await.unwrap();
+    let dirs = writable_dirs(&conn, true).await;
+    let names: Vec<&str> = dirs.iter().map(|d| d.0.as_str()).collect();
+    for d in ["/tmp", "/var/tmp", "/run/lock", "/work", "/dev/shm"] {
+        assert!(names.contains(&d), "{d} is not writable: {dirs:?}");
+    }
+    let total: u64 = dirs.iter().map(|d| d.1).sum();
+    let bound = 1024 << 20;
+    for (dir, bytes, fs) in &dirs {
+        // (A file in /dev/mqueue is a message queue, in the kernel's memory.)
+        assert!(
+            fs == "tmpfs" || fs == "mqueue",
+            "{dir} is on {fs}: {dirs:?}"
+        );
+        assert!(*bytes < bound, "{dir} took {bytes} bytes: {dirs:?}");
+    }
+    assert!(total < bound, "{total} bytes went in: {dirs:?}");
+    // Everything is still written (nothing removed): the container's own
+    // layer on the host's disk, as the engine measures it.
+    let i = e
+        .docker
+        .inspect_container(
+            &c.id,
+            Some(
+                bollard::query_parameters::InspectContainerOptionsBuilder::new()
+                    .size(true)
+                    .build(),
+            ),
+        )
+        .await
+        .unwrap();
+    let layer = i.size_rw.unwrap_or_default();
+    assert!(
+        layer < 1 << 20,
+        "the container's layer on this host's disk grew by {layer} bytes: {dirs:?}"
+    );
+    assert_eq!(text(&run(&conn, "echo still here").await), "still here\n");
+    conn.client.close();
+    e.p.release(&c, Release::Delete, &cancel).await.unwrap();
+
+    // A computer asked to run as root may write no directory of the image
+    // either (root owns them all; only the tmpfs places are writable).
+    spec.user = Some("0".into());
+    let c = e.p.create(&spec, &cancel).await.unwrap().computer;
+    let conn = e.p.connect(&c, &cancel).await.unwrap();
+    let dirs = writable_dirs(&conn, false).await;
+    let on_disk: Vec<&(String, u64, String)> = dirs
+        .iter()
+        .filter(|d| !["tmpfs", "mqueue", "devpts"].contains(&d.2.as_str()))
+        .collect();
+    assert!(on_disk.is_empty(), "root may write {on_disk:?}");
+    assert!(dirs.iter().any(|d| d.0 == "/tmp"), "{dirs:?}");
     conn.client.close();
     e.p.release(&c, Release::Delete, &cancel).await.unwrap();
     e.clean().await;
@@ -1291,6 +1398,10 @@ async fn a_spec_may_ask_for_root_which_holds_no_capability() {
         .await,
     );
     assert!(out.starts_with("0\n"), "{out}");
+    assert!(
+        out.ends_with("touch: cannot touch '/etc/x': Read-only file system\n"),
+        "{out}"
+    );
     assert!(
         out.contains("CapEff:\t0000000000000000") && out.contains("CapBnd:\t0000000000000000"),
         "{out}"

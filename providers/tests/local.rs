@@ -183,3 +183,91 @@ async fn a_spec_the_local_provider_cannot_honour_is_refused_in_words() {
                 .is_none()
     );
 }
+
+/// Issue 34: a provider that ends beside a running one (a `doctor`, a
+/// one-shot `exec`) never takes the state directory's cgroup group from
+/// under it, and a group removed anyway (by a server of an earlier version,
+/// or by hand) is made again with the next computer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_ending_beside_others_leaves_them_able_to_make_computers() {
+    use computer_providers::local::cgroup::{Cgroups, group_for};
+    let state = tempfile::tempdir().unwrap();
+    let Some(server) = provider(state.path()) else {
+        return;
+    };
+    let second = provider(state.path()).unwrap();
+    let group = Cgroups::detect(&group_for(state.path()))
+        .unwrap()
+        .group_dirs();
+    let exists = |dirs: &[std::path::PathBuf]| dirs.iter().filter(|d| d.is_dir()).count();
+    assert_eq!(exists(&group), group.len(), "{group:?}");
+
+    drop(provider(state.path()).unwrap());
+    assert_eq!(
+        exists(&group),
+        group.len(),
+        "a one-shot ending beside two servers removed their group {group:?}"
+    );
+
+    Cgroups::detect(&group_for(state.path()))
+        .unwrap()
+        .remove_group();
+    assert_eq!(exists(&group), 0, "the group could not be removed by hand");
+    let cancel = CancellationToken::new();
+    let spec = ComputerSpec::sandbox(600_000);
+    let mut made = Vec::new();
+    for p in [&server, &second] {
+        let c = p.create(&spec, &cancel).await.unwrap().computer;
+        let r = p
+            .connect(&c, &cancel)
+            .await
+            .unwrap()
+            .client
+            .call_typed(&ExecParams {
+                argv: vec!["echo".into(), "made".into()],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(String::from_utf8(r.stdout.0).unwrap(), "made\n");
+        made.push(c);
+    }
+    assert_eq!(exists(&group), group.len(), "{group:?}");
+
+    // Each made a spare ahead of its next computer, a cgroup with no
+    // computer's state: a provider starting or sweeping beside them leaves
+    // it alone (only one alone takes such a cgroup for a dead server's).
+    let cgs = Cgroups::detect(&group_for(state.path())).unwrap();
+    let spares = || -> Vec<String> {
+        cgs.list_existing()
+            .into_iter()
+            .filter(|id| !state.path().join("computers").join(id).exists())
+            .collect()
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while spares().is_empty() {
+        assert!(std::time::Instant::now() < until, "no spare was made");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let before = spares();
+    let third = provider(state.path()).unwrap();
+    let swept = third.sweep(&cancel).await.unwrap();
+    drop(third);
+    let after = spares();
+    assert!(
+        before.iter().all(|s| after.contains(s)),
+        "a provider starting, sweeping and ending beside them released a spare: {before:?}, then {after:?} (swept {swept:?})"
+    );
+    for (p, c) in [&server, &second].into_iter().zip(&made) {
+        p.release(c, Release::Delete, &cancel).await.unwrap();
+    }
+    // The last provider to end still tidies the empty group away.
+    drop(server);
+    assert_eq!(exists(&group), group.len(), "{group:?}");
+    drop(second);
+    assert_eq!(
+        exists(&group),
+        0,
+        "the last provider left its group {group:?}"
+    );
+}

@@ -599,3 +599,43 @@ async fn computer_extend_is_held_to_the_servers_lifetime() {
         server.computers().is_empty()
     });
 }
+
+/// Issue 34: a one-shot `exec` and a `doctor` on the state directory of
+/// two running servers (as a user, or a client's health check, runs them
+/// beside a server) leave both able to make computers. Their end once
+/// removed the state directory's cgroup group from under the servers:
+/// "cannot make the cgroup …: No such file or directory" for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_shot_and_a_doctor_beside_two_servers_leave_both_able_to_make_computers() {
+    if !need_root() {
+        return;
+    }
+    let first = Server::new();
+    let second = Server::replica_of(&first);
+    let (a, _) = first.stdio(&[]).await;
+    let (b, _) = second.stdio(&[]).await;
+    // Both are up, neither holds a computer yet.
+    for c in [&a, &b] {
+        c.list_all_tools().await.unwrap();
+    }
+    for (what, argv) in [
+        ("exec", vec!["exec", "--", "true"]),
+        ("doctor", vec!["doctor"]),
+    ] {
+        let out = std::process::Command::new(SERVER)
+            .arg(argv[0])
+            .args(first.args())
+            .args(&argv[1..])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{what}: {out:?}");
+    }
+    for (name, c) in [("first", &a), ("second", &b)] {
+        let r = call(c, "exec", json!({"argv": ["echo", name]})).await;
+        assert!(!is_error(&r), "the {name} server: {}", text(&r));
+        assert_eq!(structured(&r)["stdout"], format!("{name}\n"), "{r:?}");
+    }
+    for c in [a, b] {
+        c.cancel().await.unwrap();
+    }
+}

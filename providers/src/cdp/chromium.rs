@@ -4,7 +4,8 @@
 //!
 //! Chromium's own sandbox needs new user namespaces, which a computer's
 //! seccomp filter refuses; it runs with `--no-sandbox`, and the computer
-//! (its namespaces, uid, limits and filter) is the boundary.
+//! (its namespaces, uid, limits and filter) is the boundary. `--test-type`
+//! keeps the infobar that flag brings off a shown browser's pages.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -133,23 +134,7 @@ pub fn find() -> Result<PathBuf> {
 pub async fn find_in_computer(
     client: &std::sync::Arc<dyn computerd::client::ComputerClient>,
 ) -> Option<String> {
-    use computerd::client::ComputerExt;
-    use computerd::protocol::{FileType, FilesStatParams};
-    for path in CHROMIUM_PATHS {
-        let st = client
-            .call_typed(&FilesStatParams {
-                path: (*path).to_string(),
-                follow: Some(true),
-            })
-            .await;
-        if let Ok(st) = st
-            && st.file_type == FileType::File
-            && st.mode & 0o111 != 0
-        {
-            return Some((*path).to_string());
-        }
-    }
-    None
+    crate::window_manager::find_program(client, CHROMIUM_PATHS).await
 }
 
 /// How a browser is started.
@@ -179,6 +164,10 @@ impl Launch {
             self.program.display().to_string(),
             format!("--user-data-dir={}", self.profile),
             "--no-sandbox".into(),
+            // Without it a shown Chromium 156 puts an infobar "You are using
+            // an unsupported command-line flag: --no-sandbox" over the top
+            // 56 px of every page (--disable-infobars no longer hides it).
+            "--test-type".into(),
             "--no-first-run".into(),
             "--no-default-browser-check".into(),
             "--disable-dev-shm-usage".into(),
@@ -349,6 +338,7 @@ mod tests {
         assert_eq!(argv[1], "--user-data-dir=/work/.browser");
         for flag in [
             "--no-sandbox",
+            "--test-type",
             "--headless=new",
             "--remote-debugging-pipe",
             "--proxy-server=http://127.0.0.1:3128",

@@ -232,7 +232,13 @@ pub fn inspect_drift(plan: &Plan, inspected: &Value, host: &Host) -> Vec<String>
         &mut out,
         "Tmpfs",
         tmpfs == planned,
-        format!("exactly {HOME} and {RUN_DIR} as planned ({planned:?})"),
+        format!("exactly {HOME}, {RUN_DIR} and the scratch places as planned ({planned:?})"),
+    );
+    want(
+        &mut out,
+        "ReadonlyRootfs",
+        h("ReadonlyRootfs").and_then(Value::as_bool) == Some(true),
+        "true (what a computer writes outside its tmpfs would land on this host's disk)".into(),
     );
     let mounts: Vec<(String, String, bool, String)> = h("Mounts")
         .and_then(Value::as_array)
@@ -639,6 +645,31 @@ pub(crate) mod tests {
                 "Config.Volumes is {\"/data\":{}}, where it must be empty (an image's VOLUME is a mount the computer was not asked for)",
                 "the computer is on the networks [\"host\"], where it must be on \"none\" alone",
             ]
+        );
+    }
+
+    #[test]
+    fn a_writable_root_or_an_unbounded_scratch_place_is_drift() {
+        let p = plan();
+        let mut i = inspected(&p);
+        i["HostConfig"]["ReadonlyRootfs"] = false.into();
+        i["HostConfig"]["Tmpfs"]
+            .as_object_mut()
+            .unwrap()
+            .remove("/var/tmp");
+        let d = inspect_drift(&p, &i, &host());
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(d[0].starts_with("HostConfig.Tmpfs is "), "{d:?}");
+        assert_eq!(
+            d[1],
+            "HostConfig.ReadonlyRootfs is false, where it must be true (what a computer writes outside its tmpfs would land on this host's disk)"
+        );
+        let mut i = inspected(&p);
+        i["HostConfig"]["Tmpfs"]["/tmp"] = "mode=1777,nosuid,nodev,size=8g".into();
+        let d = inspect_drift(&p, &i, &host());
+        assert!(
+            d.len() == 1 && d[0].starts_with("HostConfig.Tmpfs is "),
+            "{d:?}"
         );
     }
 

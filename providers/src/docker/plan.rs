@@ -27,6 +27,21 @@ pub const HOME: &str = "/work";
 pub const RUN_DIR: &str = "/run/computerd";
 /// /run/computerd holds only the socket.
 pub const RUN_SIZE: &str = "1m";
+/// A size in MiB for a memoryMb.
+pub type MibOf = fn(u64) -> u64;
+
+/// The root filesystem is read-only, so that nothing a computer writes
+/// lands in its container's layer on the host's disk (`--storage-opt size=`
+/// would bound that layer, but only on xfs with project quotas). These are
+/// the places any program may write besides HOME, each a tmpfs charged to
+/// the computer's memory bound: `(path, size in MiB for a memoryMb)`.
+pub const SCRATCH: &[(&str, MibOf)] = &[
+    // A quarter: a Chromium run with --disable-dev-shm-usage keeps its
+    // shared memory here.
+    ("/tmp", |mb| mb / 4),
+    ("/var/tmp", |mb| mb / 16),
+    ("/run/lock", |_| 1),
+];
 /// Where a computer's direct directory is bound, read-only: the sockets
 /// this host's provider listens on for the daemon's bridge
 /// ([`super::stream`]).
@@ -122,9 +137,46 @@ impl Plan {
         (self.limits.memory_mb / 2).max(1)
     }
 
-    /// The two tmpfs, each the computer user's alone (0700).
+    /// Each [`SCRATCH`] place and its size in MiB (at least 1): with HOME's
+    /// half and Docker's 64 MiB /dev/shm, all of them full leave an eighth
+    /// of a computer of 1 GiB or more to its processes (and the memory
+    /// cgroup bounds them together in any case).
+    pub fn scratch_mib(&self) -> Vec<(&'static str, u64)> {
+        SCRATCH
+            .iter()
+            .map(|(path, size)| (*path, size(self.limits.memory_mb).max(1)))
+            .collect()
+    }
+
+    /// Which bound holds what the computer writes, for its notes, with
+    /// /dev/shm's size as docker inspect read it back.
+    pub fn disk_note(&self, shm_bytes: Option<i64>) -> String {
+        let places: Vec<String> = [(HOME, self.work_size_mib())]
+            .into_iter()
+            .chain(self.scratch_mib())
+            .map(|(path, mib)| format!("{path} {mib} MiB"))
+            .collect();
+        let shm = match shm_bytes {
+            Some(b) if b > 0 => format!("{} MiB", b >> 20),
+            _ => "Docker's default size".into(),
+        };
+        format!(
+            "disk: the root filesystem is read-only; the writable places are tmpfs ({}, /dev/shm {shm}), all charged to the memory bound ({} MiB), so nothing written in the computer lands on this host's disk",
+            places.join(", "),
+            self.limits.memory_mb
+        )
+    }
+
+    /// HOME and the daemon's run directory, each the computer user's alone
+    /// (0700), and the scratch places anyone may write (1777, sticky).
     pub fn tmpfs(&self) -> HashMap<String, String> {
         let (u, g) = self.user;
+        let scratch = self.scratch_mib().into_iter().map(|(path, mib)| {
+            (
+                path.to_string(),
+                format!("mode=1777,nosuid,nodev,size={mib}m"),
+            )
+        });
         HashMap::from([
             (
                 HOME.to_string(),
@@ -138,6 +190,9 @@ impl Plan {
                 format!("uid={u},gid={g},mode=0700,noexec,nosuid,nodev,size={RUN_SIZE}"),
             ),
         ])
+        .into_iter()
+        .chain(scratch)
+        .collect()
     }
 
     /// The daemon read-only, then the direct directory read-only, then
@@ -208,6 +263,7 @@ impl Plan {
             },
             HostConfig {
                 tmpfs: Some(self.tmpfs()),
+                readonly_rootfs: Some(true),
                 ..hardened(
                     self.network_mode(),
                     Bounds {
@@ -402,8 +458,21 @@ pub(crate) mod tests {
                     "/run/computerd".to_string(),
                     "uid=1000,gid=1000,mode=0700,noexec,nosuid,nodev,size=1m".to_string()
                 ),
+                (
+                    "/tmp".to_string(),
+                    "mode=1777,nosuid,nodev,size=1024m".to_string()
+                ),
+                (
+                    "/var/tmp".to_string(),
+                    "mode=1777,nosuid,nodev,size=256m".to_string()
+                ),
+                (
+                    "/run/lock".to_string(),
+                    "mode=1777,nosuid,nodev,size=1m".to_string()
+                ),
             ])
         );
+        assert_eq!(h.readonly_rootfs, Some(true));
         assert_eq!(b.user.as_deref(), Some("1000:1000"));
         assert_eq!(b.entrypoint, Some(vec!["/opt/computerd/computerd".into()]));
         assert_eq!(

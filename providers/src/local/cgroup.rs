@@ -429,7 +429,24 @@ impl Cgroups {
         let cg = self.computer(id);
         let mut made: Vec<PathBuf> = Vec::new();
         for d in &cg.dirs {
-            match fs::create_dir(&d.path) {
+            let mut mkdir = fs::create_dir(&d.path);
+            if matches!(&mkdir, Err(e) if e.kind() == io::ErrorKind::NotFound) {
+                // The group was removed from under this server (by a server
+                // of an earlier version ending beside it, or by hand).
+                if let Err(why) = self.remake_group() {
+                    remove_dirs(&made);
+                    return Err(ProviderError::failed(format!(
+                        "cannot make the cgroup {}: the group that holds this state directory's computers is gone and cannot be made again: {why}",
+                        d.path.display()
+                    )));
+                }
+                tracing::warn!(
+                    "the cgroup group {} of this state directory's computers was removed by another process; made it again",
+                    d.path.parent().unwrap_or(&d.path).display()
+                );
+                mkdir = fs::create_dir(&d.path);
+            }
+            match mkdir {
                 Ok(()) => made.push(d.path.clone()),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                     if !read_pids(&d.path.join("cgroup.procs")).is_empty() {
@@ -490,6 +507,23 @@ impl Cgroups {
             }
         }
         ids.into_iter().collect()
+    }
+
+    /// The group's directories, one a hierarchy.
+    pub fn group_dirs(&self) -> Vec<PathBuf> {
+        self.hiers.iter().map(|h| h.base.clone()).collect()
+    }
+
+    /// Make the computers' group again as detection made it (v2: with our
+    /// controllers enabled for its children).
+    fn remake_group(&self) -> std::result::Result<(), String> {
+        for h in &self.hiers {
+            mkdir_ok(&h.base)?;
+            if self.version == Version::V2 {
+                enable(&h.base)?;
+            }
+        }
+        Ok(())
     }
 
     /// Remove the computers' group itself where it is empty (a test's own

@@ -781,3 +781,48 @@ fn each_state_directory_has_a_group_of_its_own() {
     assert_ne!(group_for(Path::new("/a")), group_for(Path::new("/b")));
     assert!(check_name("group", &group_for(Path::new("/var/lib/x"))).is_ok());
 }
+
+#[test]
+fn a_group_that_cannot_be_made_again_is_refused_in_words() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let mountinfo = format!(
+        "40 30 0:40 / {0}/pids rw - cgroup cgroup rw,pids\n\
+         41 30 0:41 / {0}/memory rw - cgroup cgroup rw,memory\n\
+         42 30 0:42 / {0}/cpu rw - cgroup cgroup rw,cpu\n",
+        t.display()
+    );
+    for d in ["pids", "memory/api/x", "cpu"] {
+        fs::create_dir_all(t.join(d)).unwrap();
+    }
+    let src = Sources {
+        mountinfo,
+        self_cgroup: "8:pids:/\n4:memory:/api/x\n1:cpu:/\n".to_string(),
+        root: true,
+    };
+    let cgs = Cgroups::detect_from(&src, "g").unwrap();
+    let group = cgs.group_dirs();
+    assert_eq!(
+        group,
+        vec![t.join("pids/g"), t.join("memory/api/x/g"), t.join("cpu/g")]
+    );
+    let limits = Limits {
+        cpus: 0.5,
+        memory_mb: 128,
+        pids: 32,
+    };
+    cgs.remove_group();
+    assert!(group.iter().all(|d| !d.exists()));
+    // (Made again for real in tests/local.rs; here the server's own memory
+    // cgroup is gone too, so the group cannot be, and the words say so.)
+    fs::remove_dir_all(t.join("memory/api")).unwrap();
+    let e = cgs.create("local-2", &limits).unwrap_err();
+    assert_eq!(
+        e.message,
+        format!(
+            "cannot make the cgroup {0}/pids/g/local-2: the group that holds this state directory's computers is gone and cannot be made again: cannot make {0}/memory/api/x/g: No such file or directory (os error 2)",
+            t.display()
+        )
+    );
+    assert!(!t.join("pids/g/local-2").exists());
+}
