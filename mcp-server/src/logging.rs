@@ -138,9 +138,12 @@ pub fn filter(spec: &str) -> Result<EnvFilter, String> {
     let spec = spec.trim();
     const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
     let text = if let Some(i) = LEVELS.iter().position(|l| spec.eq_ignore_ascii_case(l)) {
-        // The SDK's per-request info lines count as our debug.
+        // The SDK's per-request info lines count as our debug, and so do
+        // the warnings its service loop writes for every error answered to
+        // a client (an unknown tool, a method this server does not serve:
+        // the client's mistake, answered to it, as a Rust `Debug` dump).
         let sdk = match LEVELS[i] {
-            "info" => "warn",
+            "info" => "warn,rmcp::service=error",
             "debug" => "info",
             same => same,
         };
@@ -371,7 +374,10 @@ mod tests {
         );
         assert!(filter("info,=[").is_err());
         // The SDK's info lines show from debug on, not at info.
-        assert_eq!(filter("info").unwrap().to_string(), "rmcp=warn,info");
+        assert_eq!(
+            filter("info").unwrap().to_string(),
+            "rmcp::service=error,rmcp=warn,info"
+        );
         assert_eq!(filter("debug").unwrap().to_string(), "rmcp=info,debug");
         assert_eq!(filter("trace").unwrap().to_string(), "rmcp=trace,trace");
     }

@@ -92,10 +92,8 @@ pub struct ComputerExtendOutput {
 fn extend_tool(name: &'static str, _s: &ToolSettings) -> Tool {
     make_tool::<ComputerExtendArgs, ComputerExtendOutput>(
         name,
-        "Move this computer's deadline to `ttl_minutes` from now. \
-At the deadline every program ends and the computer is gone. \
-The server lets a computer live at most its lifetime bound after it was made: \
-a later deadline is cut there, and the answer says so."
+        "Move this computer's deadline to `ttl_minutes` from now: then every program ends and the computer is gone. \
+Never past the server's lifetime from creation: a later ask is cut there, and said."
             .to_string(),
         hints("Extend the deadline", false, false, true, false),
     )

@@ -58,15 +58,21 @@ impl Stdio {
         self.to.flush().unwrap();
     }
 
-    /// Send one line; the next line the server writes.
+    /// Send one line; the next answer the server writes (a notification
+    /// it sends meanwhile, such as a changed resource list, is passed by).
     fn ask(&mut self, line: &[u8]) -> Value {
         self.send(line);
         let what = String::from_utf8_lossy(&line[..line.len().min(60)]).into_owned();
-        let reply = self
-            .from
-            .recv_timeout(ANSWER_WITHIN)
-            .unwrap_or_else(|e| panic!("no answer to {what:?} ({e})"));
-        serde_json::from_str(&reply).unwrap()
+        loop {
+            let reply = self
+                .from
+                .recv_timeout(ANSWER_WITHIN)
+                .unwrap_or_else(|e| panic!("no answer to {what:?} ({e})"));
+            let v: Value = serde_json::from_str(&reply).unwrap();
+            if v.get("method").is_none() {
+                return v;
+            }
+        }
     }
 }
 
@@ -142,8 +148,71 @@ fn every_malformed_stdio_line_is_answered_and_the_server_goes_on() {
             "after {what}"
         );
     }
+    // A tool call whose message to the computer would be over the 1 MiB a
+    // line may hold is answered in words (the daemon could not say which
+    // call its refusal was for, and the call waited forever).
+    let command = format!("echo {}", "x".repeat(1_100_000));
+    let call = json!({"jsonrpc": "2.0", "id": 200, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": command}}});
+    let v = s.ask(call.to_string().as_bytes());
+    assert_eq!(
+        v["result"]["isError"],
+        true,
+        "{}",
+        &v.to_string()[..300.min(v.to_string().len())]
+    );
+    let words = v["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        words.contains("over the 1048576 bytes one message to the computer may hold"),
+        "{words}"
+    );
     drop(s.to);
     assert!(s.child.wait().unwrap().success());
+}
+
+/// What a client sends that the server refuses as it should (a tool that
+/// does not exist, a method this server does not serve) is the client's
+/// mistake, answered to it: not a warning in the server's log.
+#[test]
+fn a_clients_refused_requests_are_no_warnings_in_the_log() {
+    let mut child = std::process::Command::new(SERVER)
+        .args(["serve", "--log", "info"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut to = child.stdin.take().unwrap();
+    for m in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2026-07-28", "capabilities": {},
+            "clientInfo": {"name": "warnings", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "subscriptions/listen", "params": {}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "format_disk", "arguments": {}}}),
+    ] {
+        writeln!(to, "{m}").unwrap();
+    }
+    // Every request answered, then the end of input ends it.
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut ids = Vec::new();
+    while ids.len() < 3 {
+        let mut line = String::new();
+        assert!(out.read_line(&mut line).unwrap() > 0, "{ids:?}");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        ids.push(v["id"].as_i64().unwrap());
+    }
+    ids.sort_unstable();
+    assert_eq!(ids, [1, 2, 3]);
+    drop(to);
+    let done = child.wait_with_output().unwrap();
+    assert!(done.status.success(), "{done:?}");
+    let log = String::from_utf8_lossy(&done.stderr);
+    assert!(
+        !log.contains(" WARN ") && !log.contains("ErrorData {"),
+        "{log}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -87,9 +87,9 @@ pub struct ExecOutput {
 
 pub(crate) fn tool(name: &'static str, s: &ToolSettings) -> Tool {
     let description = format!(
-        "Run a command to its end: exit code, stdout, stderr. \
-Output over {} is cut in the middle, saved whole to a file the result names (up to {} a stream, else it says what was lost). \
-`cd`/`export` do not carry over between calls: use `cd /app && make`, or `cwd`/`env`. \
+        "Run a command to its end: exit code, stdout and stderr. \
+Output over {} is cut in the middle, saved whole (up to {}) to a file it names. \
+`cd`/`export` last one call: chain (`cd /a && make`) or use `cwd`, `env`. \
 Nothing it starts outlives it: for servers or input, use process_start.",
         kib(s.output_budget_bytes),
         kib(limits::MAX_OUTPUT_BYTES as usize)

@@ -272,7 +272,7 @@ pub(crate) fn read_tool(name: &'static str, s: &ToolSettings) -> Tool {
         name,
         format!(
             "Read a background process's new output and whether it has exited. \
-To follow it, call again: each call waits up to `wait_ms`, so no sleep is needed. \
+To follow it, call again: each waits up to `wait_ms` (no sleep needed). \
 A reply holds about {}; when more is waiting it says so.",
             kib(s.output_budget_bytes)
         ),

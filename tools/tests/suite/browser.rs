@@ -760,35 +760,6 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
     b.answers().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_skills_examples_run_as_written() {
-    let Some(b) = Browser::start().await else {
-        return;
-    };
-    let (base, seen) = serve().await;
-    let skill = computer_tools::skills::parse(computer_tools::browser::SKILL_TEXT).unwrap();
-    let examples = computer_tools::skills::examples(skill.body);
-    assert!(examples.len() >= 3, "{examples:?}");
-    for (tool, a, want) in examples {
-        let a = a.replace("http://127.0.0.1:8080", &base);
-        let want = want.replace("http://127.0.0.1:8080", &base);
-        let (t, _) = b.ok(&tool, serde_json::from_str(&a).unwrap()).await;
-        assert!(t.contains(&want), "{tool} {a}: want {want:?} in {t}");
-    }
-    // The last example submitted the form.
-    b.wait_title("Thanks").await;
-    assert!(
-        seen.0
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|(l, body)| l.starts_with("POST /submit") && body.starts_with("name=Ada&")),
-        "the example's form was not posted"
-    );
-}
-
-/// The page server a local browser computer runs for itself: the form on
-/// GET, each POST's body appended to a file.
 /// The wheel scrolls the area under it and says where it stands; at an
 /// end it says nothing moved; a ref alone is scrolled into view, and refs
 /// stay valid across scrolls.
