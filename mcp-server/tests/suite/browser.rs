@@ -191,7 +191,22 @@ async fn a_page_that_eats_the_computers_memory_leaves_a_browser_the_next_page_to
     ) {
         return;
     }
-    let server = Server::new();
+    a_memory_bomb_leaves_a_browser_started_again(&Server::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_docker_browser_whose_page_eats_its_memory_is_started_again_by_the_next_page_tool() {
+    // The desktop test image has Chromium; the container's memory limit
+    // is the bomb's bound.
+    let image = std::env::var("CMCP_TEST_DOCKER_DESKTOP")
+        .unwrap_or_else(|_| "computer-mcp-test/desktop:bookworm".into());
+    let Some(server) = Server::docker_with_image(&image) else {
+        return;
+    };
+    a_memory_bomb_leaves_a_browser_started_again(&server).await;
+}
+
+async fn a_memory_bomb_leaves_a_browser_started_again(server: &Server) {
     // The bomb's bound: the computer's memory, set here.
     let (client, _) = server
         .stdio(&["--kind", "browser", "--memory-mb", "768"])
