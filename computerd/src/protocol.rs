@@ -30,7 +30,9 @@ mod process;
 mod screen;
 mod tar;
 
-pub use cdp::{CdpEvent, CdpEventsParams, CdpEventsResult, CdpSendParams, CdpSendResult};
+pub use cdp::{
+    BROWSER_STARTS_AGAIN, CdpEvent, CdpEventsParams, CdpEventsResult, CdpSendParams, CdpSendResult,
+};
 pub use envelope::{
     Bytes64, Call, Envelope, ErrorData, ErrorKind, INVALID_REQUEST, Id, METHOD_NOT_FOUND,
     PARSE_ERROR, RpcError, WithData, decode_params, decode_params_with_bytes,

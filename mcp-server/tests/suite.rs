@@ -1,5 +1,6 @@
 mod browser;
 mod bundle;
+mod chromium_input;
 mod conformance;
 mod desktop;
 mod egress;

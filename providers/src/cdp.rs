@@ -44,6 +44,11 @@ pub const PROVIDER_GROUPS: &[Group] = &[Group::Cdp, Group::Stream, Group::Downlo
 /// How long `ping` waits for the browser.
 const PING_WAIT: Duration = Duration::from_secs(10);
 
+/// How long a browser whose command timed out gets to answer a trivial
+/// one (itself, and the page the command went to) before it counts as
+/// stuck and is ended.
+const PROBE_WAIT: Duration = Duration::from_secs(5);
+
 /// The client of a computer of kind browser (or of a desktop whose page
 /// tools drive its visible browser).
 pub struct BrowserClient {
@@ -225,18 +230,70 @@ impl BrowserClient {
                 limits::CDP_SEND_MAX_MS
             ))));
         }
-        let result = self
-            .conn()
-            .await?
+        let conn = self.conn().await?;
+        let result = conn
             .call(
                 &p.method,
                 p.params,
                 p.session_id.as_deref(),
                 Duration::from_millis(ms),
             )
-            .await
-            .map_err(|e| self.call_error(e))?;
-        Ok(json!(CdpSendResult { result }))
+            .await;
+        match result {
+            Ok(result) => Ok(json!(CdpSendResult { result })),
+            Err(CallError::Timeout(words)) => {
+                Err(self.timed_out(&conn, p.session_id.as_deref(), words).await)
+            }
+            Err(e) => Err(self.call_error(e)),
+        }
+    }
+
+    /// A command that got no answer in time. A browser the computer runs
+    /// that then answers no trivial command either, itself or in the page
+    /// the command went to, is stuck (a page that ate the computer's
+    /// memory leaves its renderer dead or thrashing, and every later
+    /// command on it waits out its bound): it is ended now, and the next
+    /// call starts it again. A page that is only slow is left alone.
+    async fn timed_out(
+        &self,
+        conn: &Arc<CdpConn>,
+        session: Option<&str>,
+        words: String,
+    ) -> ClientError {
+        let Browser::InComputer {
+            daemon, running, ..
+        } = &self.browser
+        else {
+            return call_error(CallError::Timeout(words));
+        };
+        let silent =
+            |r: std::result::Result<Value, CallError>| matches!(r, Err(CallError::Timeout(_)));
+        let mut stuck = silent(
+            conn.call("Browser.getVersion", None, None, PROBE_WAIT)
+                .await,
+        );
+        if !stuck && let Some(s) = session {
+            let zero = json!({ "expression": "0", "returnByValue": true });
+            stuck = silent(
+                conn.call("Runtime.evaluate", Some(zero), Some(s), PROBE_WAIT)
+                    .await,
+            );
+        }
+        if !stuck {
+            return call_error(CallError::Timeout(words));
+        }
+        let mut running = running.lock().await;
+        if running.as_ref().is_some_and(|b| Arc::ptr_eq(&b.conn, conn)) {
+            running.take();
+            conn.end("it stopped answering");
+            tracing::info!("the computer's browser stopped answering; ending it");
+            end_earlier(daemon).await;
+        }
+        ClientError::Rpc(RpcError::aborted(format!(
+            "{words}, and then the browser answered no command within {} s: it was stuck, and was ended; {}",
+            PROBE_WAIT.as_secs(),
+            computerd::protocol::BROWSER_STARTS_AGAIN
+        )))
     }
 
     async fn events(&self, params: Value) -> std::result::Result<Value, ClientError> {
@@ -267,7 +324,8 @@ impl BrowserClient {
                     .map(|w| format!(": {w}"))
                     .unwrap_or_default();
                 ClientError::Rpc(RpcError::aborted(format!(
-                    "the computer's browser ended before it answered{reached} ({why}); the next call starts it again, with no page open"
+                    "the computer's browser ended before it answered{reached} ({why}); {}",
+                    computerd::protocol::BROWSER_STARTS_AGAIN
                 )))
             }
             (e, _) => call_error(e),

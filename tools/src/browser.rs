@@ -37,7 +37,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use computerd::client::ComputerExt;
-use computerd::protocol::{CdpEvent, CdpEventsParams, CdpSendParams, Group, SettingKind, limits};
+use computerd::protocol::{
+    BROWSER_STARTS_AGAIN, CdpEvent, CdpEventsParams, CdpSendParams, Group, SettingKind, limits,
+};
 use serde_json::{Value, json};
 
 use crate::ToolContext;
@@ -52,26 +54,57 @@ const EXEC: Needs = Needs::Group(Group::Exec);
 const FILES: Needs = Needs::Group(Group::Files);
 const PROCESSES: Needs = Needs::Group(Group::Processes);
 
+/// A page tool's handler (as `handler!`): its answer first says so when
+/// the browser was started again since a call it was ended under.
+macro_rules! page_handler {
+    ($f:path) => {
+        |ctx, name, args| {
+            Box::pin(async move {
+                let r = $f(ctx, $crate::define::parse(name, args)?).await;
+                say_started_again(ctx, r)
+            })
+        }
+    };
+}
+
+/// Put the note of a browser started again (once) before a page tool's
+/// answer: it is the first answer from the new browser.
+fn say_started_again(
+    ctx: &ToolContext,
+    r: Result<rmcp::model::CallToolResult>,
+) -> Result<rmcp::model::CallToolResult> {
+    let mut r = r?;
+    if let Some(why) = with_memo(ctx, |m| m.started_again.take()) {
+        r.content.insert(
+            0,
+            rmcp::model::ContentBlock::text(format!(
+                "Note: the browser was started again before this call; the old one was ended ({why}). No tab, page or ref from before it is left."
+            )),
+        );
+    }
+    Ok(r)
+}
+
 /// The page tools, each one entry another family can list too (a desktop
 /// whose computer declares `cdp` drives its visible browser with them).
 #[rustfmt::skip]
 pub const PAGE_TOOLS: [ToolDef; 16] = [
-    ToolDef::new("browser_navigate",   CDP, page::navigate_tool,  handler!(page::navigate)),
-    ToolDef::new("browser_snapshot",   CDP, page::snapshot_tool,  handler!(page::snapshot)),
-    ToolDef::new("browser_click",      CDP, act::click_tool,      handler!(act::click)),
-    ToolDef::new("browser_type",       CDP, act::type_tool,       handler!(act::type_text)),
-    ToolDef::new("browser_select",     CDP, act::select_tool,     handler!(act::select)),
-    ToolDef::new("browser_hover",      CDP, act::hover_tool,      handler!(act::hover)),
-    ToolDef::new("browser_scroll",     CDP, gesture::scroll_tool, handler!(gesture::scroll)),
-    ToolDef::new("browser_drag",       CDP, gesture::drag_tool,   handler!(gesture::drag)),
-    ToolDef::new("browser_upload",     CDP_FILES, upload::upload_tool, handler!(upload::upload)),
-    ToolDef::new("browser_press",      CDP, act::press_tool,      handler!(act::press)),
-    ToolDef::new("browser_screenshot", CDP, act::screenshot_tool, handler!(act::screenshot)),
-    ToolDef::new("browser_tabs",       CDP, page::tabs_tool,      handler!(page::tabs)),
-    ToolDef::new("browser_get_text",   CDP, page::get_text_tool,  handler!(page::get_text)),
-    ToolDef::new("browser_console",    CDP, page::console_tool,   handler!(page::console)),
-    ToolDef::new("browser_network",    CDP, page::network_tool,   handler!(page::network)),
-    ToolDef::new("browser_eval",       CDP, page::eval_tool,      handler!(page::eval)),
+    ToolDef::new("browser_navigate",   CDP, page::navigate_tool,  page_handler!(page::navigate)),
+    ToolDef::new("browser_snapshot",   CDP, page::snapshot_tool,  page_handler!(page::snapshot)),
+    ToolDef::new("browser_click",      CDP, act::click_tool,      page_handler!(act::click)),
+    ToolDef::new("browser_type",       CDP, act::type_tool,       page_handler!(act::type_text)),
+    ToolDef::new("browser_select",     CDP, act::select_tool,     page_handler!(act::select)),
+    ToolDef::new("browser_hover",      CDP, act::hover_tool,      page_handler!(act::hover)),
+    ToolDef::new("browser_scroll",     CDP, gesture::scroll_tool, page_handler!(gesture::scroll)),
+    ToolDef::new("browser_drag",       CDP, gesture::drag_tool,   page_handler!(gesture::drag)),
+    ToolDef::new("browser_upload",     CDP_FILES, upload::upload_tool, page_handler!(upload::upload)),
+    ToolDef::new("browser_press",      CDP, act::press_tool,      page_handler!(act::press)),
+    ToolDef::new("browser_screenshot", CDP, act::screenshot_tool, page_handler!(act::screenshot)),
+    ToolDef::new("browser_tabs",       CDP, page::tabs_tool,      page_handler!(page::tabs)),
+    ToolDef::new("browser_get_text",   CDP, page::get_text_tool,  page_handler!(page::get_text)),
+    ToolDef::new("browser_console",    CDP, page::console_tool,   page_handler!(page::console)),
+    ToolDef::new("browser_network",    CDP, page::network_tool,   page_handler!(page::network)),
+    ToolDef::new("browser_eval",       CDP, page::eval_tool,      page_handler!(page::eval)),
 ];
 
 /// The browser family: the page tools, then the sandbox's (listed only
@@ -188,6 +221,9 @@ pub struct BrowserMemo {
     /// The latest screenshot, and the tab it shows.
     pub frame: Option<(ShotFrame, String)>,
     pub shots: u64,
+    /// Why the browser was ended under a call (it ended, or was stuck):
+    /// said once, in the next page tool's answer, whose call starts a new one.
+    pub started_again: Option<String>,
 }
 
 fn memo(ctx: &ToolContext) -> Arc<Mutex<BrowserMemo>> {
@@ -228,6 +264,25 @@ pub(crate) async fn send(
         Ok(r) => Ok(r.result),
         Err(e) => {
             let mut e = ToolError::client("the browser", e);
+            if let ToolError::Daemon { error, .. } = &e
+                && error.kind() == Some(computerd::protocol::ErrorKind::Aborted)
+                && error.message.contains(BROWSER_STARTS_AGAIN)
+            {
+                // Its tabs and sessions went with it.
+                let why = error
+                    .message
+                    .replace(&format!("; {BROWSER_STARTS_AGAIN}"), "");
+                with_memo(ctx, |m| {
+                    *m = BrowserMemo {
+                        next_ref: m.next_ref,
+                        snaps: m.snaps,
+                        shots: m.shots,
+                        started_again: Some(why),
+                        ..BrowserMemo::default()
+                    }
+                });
+                return Err(e);
+            }
             let gone = match (session, &e) {
                 (Some(_), ToolError::Daemon { error, .. })
                     if error.message.contains("ession with given id not found")

@@ -32,6 +32,11 @@ pub struct CdpSendParams {
     pub timeout_ms: Option<u64>,
 }
 
+/// What a client that runs the browser itself says, in an `aborted`
+/// error, when the browser ended or was ended (stuck): the next call
+/// starts a new one, with no page of the old one open.
+pub const BROWSER_STARTS_AGAIN: &str = "the next call starts it again, with no page open";
+
 /// What the browser answered.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]

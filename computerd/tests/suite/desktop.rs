@@ -387,6 +387,7 @@ async fn clicks_drags_and_scrolls_land_where_aimed() {
             {"type": "click", "point": [50, 150], "count": 2},
             {"type": "wait", "ms": 450},
             {"type": "click", "point": [150, 150], "button": "right"},
+            {"type": "click", "point": [150, 150], "count": 3},
             {"type": "drag", "path": [[10, 10], [60, 60], [120, 120]]},
             {"type": "scroll", "point": [30, 30], "dy": 2, "dx": -1}
         ]),
@@ -395,7 +396,7 @@ async fn clicks_drags_and_scrolls_land_where_aimed() {
     assert_eq!(
         r,
         InputActionsResult {
-            done: 7,
+            done: 8,
             failed: None
         }
     );
@@ -422,8 +423,23 @@ async fn clicks_drags_and_scrolls_land_where_aimed() {
             (1, 50, 150, 1),
             (1, 50, 150, 2),
             (3, 150, 150, 1),
+            (1, 150, 150, 1),
+            (1, 150, 150, 2),
+            (1, 150, 150, 3),
             (1, 10, 10, 1)
         ]
+    );
+    // The fixture counts as Chromium does, by the X server's stamps: every
+    // press and release stamped after the one before it.
+    let stamps: Vec<i64> = ev
+        .iter()
+        .filter(|e| e["event"] == "down" || e["event"] == "up")
+        .map(|e| e["time"].as_i64().unwrap())
+        .collect();
+    assert_eq!(stamps.len(), 16, "{ev:?}");
+    assert!(
+        stamps.windows(2).all(|w| w[0] < w[1]),
+        "the presses and releases share stamps: {stamps:?}"
     );
     let last_up = ev.iter().rev().find(|e| e["event"] == "up").unwrap();
     assert_eq!(

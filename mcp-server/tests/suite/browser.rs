@@ -182,3 +182,91 @@ async fn a_model_fills_and_posts_a_form_by_refs_and_the_password_stays_out() {
     assert!(text(&again).contains("thanks"), "{}", text(&again));
     client.cancel().await.unwrap();
 }
+
+/// A page that allocates until the computer's memory bound leaves its
+/// browser answering nothing: the call says the browser was ended, the
+/// next page tool starts it again, works, and says so, and no process of
+/// the old browser is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_that_eats_the_computers_memory_leaves_a_browser_the_next_page_tool_starts_again() {
+    if !need_root() || !computer_testkit::need_chromium() {
+        return;
+    }
+    // The test's own bound (its server and computer nest below), should
+    // the computer's memory limit fail.
+    let bound = computer_testkit::bound_this_process(4096, 6144);
+    if !computer_testkit::need(
+        "cgroup-v1",
+        bound.is_ok(),
+        &format!("this test needs a cgroup bound of its own: {bound:?}"),
+    ) {
+        return;
+    }
+    a_memory_bomb_leaves_a_browser_started_again(&Server::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_docker_browser_whose_page_eats_its_memory_is_started_again_by_the_next_page_tool() {
+    // The desktop test image has Chromium; the container's memory limit
+    // is the bomb's bound.
+    let image = std::env::var("CMCP_TEST_DOCKER_DESKTOP")
+        .unwrap_or_else(|_| "computer-mcp-test/desktop:bookworm".into());
+    let Some(server) = Server::docker_with_image(&image) else {
+        return;
+    };
+    a_memory_bomb_leaves_a_browser_started_again(&server).await;
+}
+
+async fn a_memory_bomb_leaves_a_browser_started_again(server: &Server) {
+    // The bomb's bound: the computer's memory, set here.
+    let (client, _) = server
+        .stdio(&["--kind", "browser", "--memory-mb", "768"])
+        .await;
+    let r = call(&client, "browser_navigate", json!({"url": "about:blank"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let browsers = async || {
+        let r = call(
+            &client,
+            "exec",
+            json!({"command": "ps -eo args | grep -c '^/usr/lib/chromium/chromium --user-data-dir' || true"}),
+        )
+        .await;
+        structured(&r)["stdout"]
+            .as_str()
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(browsers().await, "1");
+
+    let r = call(
+        &client,
+        "browser_eval",
+        json!({"expression": "const a = []; for (;;) a.push(new Uint8Array(16 << 20).fill(1));"}),
+    )
+    .await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(
+        text(&r).contains("it was stuck, and was ended; the next call starts it again"),
+        "{}",
+        text(&r)
+    );
+
+    let r = call(&client, "browser_eval", json!({"expression": "1 + 1"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(structured(&r)["value"], 2, "{}", text(&r));
+    assert!(
+        text(&r).contains("Note: the browser was started again before this call"),
+        "{}",
+        text(&r)
+    );
+    // Said once.
+    let r = call(&client, "browser_eval", json!({"expression": "2 + 2"})).await;
+    assert!(!text(&r).contains("started again"), "{}", text(&r));
+    assert_eq!(
+        browsers().await,
+        "1",
+        "the old browser's processes are gone"
+    );
+    client.cancel().await.unwrap();
+}

@@ -40,7 +40,7 @@ fn fixture_share(bin: &Path) -> tempfile::TempDir {
 }
 
 /// The image of a result, decoded: width, height, RGB.
-fn image_of(r: &CallToolResult) -> (u32, u32, Vec<u8>) {
+pub fn image_of(r: &CallToolResult) -> (u32, u32, Vec<u8>) {
     let img = r
         .content
         .iter()
@@ -60,7 +60,7 @@ fn image_of(r: &CallToolResult) -> (u32, u32, Vec<u8>) {
 }
 
 /// The centre of the pixels of `colour` in an image.
-fn centre_of(w: u32, rgb: &[u8], colour: [u8; 3]) -> [i64; 2] {
+pub fn centre_of(w: u32, rgb: &[u8], colour: [u8; 3]) -> [i64; 2] {
     let (mut x0, mut y0, mut x1, mut y1) = (u32::MAX, u32::MAX, 0, 0);
     for (i, p) in rgb.chunks(3).enumerate() {
         if p == colour {

@@ -151,6 +151,15 @@ impl Server {
     /// daemon is there. The image is CMCP_TEST_DOCKER_IMAGE, the daemon
     /// CMCP_TEST_DOCKER_COMPUTERD (as .ci/run sets them).
     pub fn docker() -> Option<Server> {
+        let image = std::env::var("CMCP_TEST_DOCKER_IMAGE")
+            .unwrap_or_else(|_| "computer-mcp-test/debian:bookworm".into());
+        Self::docker_with_image(&image)
+    }
+
+    /// A server on the Docker provider with the image `image` (as
+    /// [`Server::docker`]).
+    pub fn docker_with_image(image: &str) -> Option<Server> {
+        let image = image.to_string();
         if !computer_testkit::need(
             "docker",
             docker_up(),
@@ -158,8 +167,6 @@ impl Server {
         ) {
             return None;
         }
-        let image = std::env::var("CMCP_TEST_DOCKER_IMAGE")
-            .unwrap_or_else(|_| "computer-mcp-test/debian:bookworm".into());
         let have = std::process::Command::new("docker")
             .args(["image", "inspect", &image])
             .output()

@@ -16,6 +16,29 @@ use crate::protocol::{
     Action, ActionFailure, Button, ErrorKind, InputActionsResult, RpcError, ScrollUnit,
 };
 
+/// The pauses that let a program take the input as a person's. X stamps
+/// each event with the server's millisecond clock when it processes it,
+/// so events sent together share a stamp: Chromium then takes a double
+/// click's second press for the first one again (no dblclick), and counts
+/// clicks only when the presses' stamps differ by under 500 ms and 4 px.
+/// Each pause first waits for the server to have processed what came
+/// before it (a round trip), so the next event is stamped later.
+mod pace {
+    /// After the pointer moves to a new point, before a button goes down
+    /// or up there: the program has seen the motion (its hover, its hit
+    /// test) before the button.
+    pub const SETTLE_MS: u64 = 30;
+    /// A button held down in a click.
+    pub const HOLD_MS: u64 = 15;
+    /// Between the clicks of a double or triple click (well inside the
+    /// 400-500 ms every toolkit counts a double click within).
+    pub const CLICK_GAP_MS: u64 = 50;
+    /// Between the points of a drag, at most; a drag's steps together
+    /// pause at most [`DRAG_MS`], and at least 1 ms each.
+    pub const DRAG_STEP_MS: u64 = 10;
+    pub const DRAG_MS: u64 = 500;
+}
+
 fn button_code(b: Option<Button>) -> u8 {
     match b.unwrap_or_default() {
         Button::Left => 1,
@@ -118,6 +141,20 @@ impl Run<'_> {
             }
             std::thread::sleep(left.min(Duration::from_millis(10)));
         }
+    }
+
+    /// Wait for the server to have processed every event sent so far,
+    /// then `ms` more (see [`pace`]).
+    fn pause(&self, ms: u64) -> Result<(), RpcError> {
+        self.s.sync()?;
+        self.sleep(ms)
+    }
+
+    /// Move to `p` when given, and let the program see it arrive there.
+    fn arrive(&mut self, p: Option<[i64; 2]>) -> Result<(), RpcError> {
+        let Some(p) = p else { return Ok(()) };
+        self.move_to(p)?;
+        self.pause(pace::SETTLE_MS)
     }
 
     fn move_to(&mut self, p: [i64; 2]) -> Result<(), RpcError> {
@@ -267,7 +304,23 @@ impl Run<'_> {
         Ok(())
     }
 
-    fn click(&mut self, b: u8) -> Result<(), RpcError> {
+    /// `count` clicks where the pointer is, each press and release and
+    /// each click stamped apart (see [`pace`]).
+    fn clicks(&mut self, b: u8, count: u64) -> Result<(), RpcError> {
+        for n in 0..count {
+            if n > 0 {
+                self.pause(pace::CLICK_GAP_MS)?;
+            }
+            self.live()?;
+            self.press_button(b)?;
+            self.pause(pace::HOLD_MS)?;
+            self.release_button(b)?;
+        }
+        Ok(())
+    }
+
+    /// One wheel click: press and release together (no program counts them).
+    fn wheel(&mut self, b: u8) -> Result<(), RpcError> {
         self.live()?;
         self.press_button(b)?;
         self.release_button(b)
@@ -275,20 +328,14 @@ impl Run<'_> {
 
     fn step(&mut self, a: &Action) -> Result<(), RpcError> {
         match a {
-            Action::Move { point } => {
-                self.move_to(*point)?;
-                return self.s.flush();
-            }
+            // Settled too: a down or up without a point may come next.
+            Action::Move { point } => return self.arrive(Some(*point)),
             Action::Down { point, button } => {
-                if let Some(p) = point {
-                    self.move_to(*p)?;
-                }
+                self.arrive(*point)?;
                 self.press_button(button_code(*button))?;
             }
             Action::Up { point, button } => {
-                if let Some(p) = point {
-                    self.move_to(*p)?;
-                }
+                self.arrive(*point)?;
                 self.release_button(button_code(*button))?;
             }
             Action::Click {
@@ -297,13 +344,9 @@ impl Run<'_> {
                 count,
                 keys,
             } => {
-                if let Some(p) = point {
-                    self.move_to(*p)?;
-                }
+                self.arrive(*point)?;
                 let held = self.press_names(keys.as_deref().unwrap_or(&[]))?;
-                for _ in 0..count.unwrap_or(1) {
-                    self.click(button_code(*button))?;
-                }
+                self.clicks(button_code(*button), count.unwrap_or(1))?;
                 self.release_codes(&held)?;
             }
             Action::Drag { path, button, keys } => {
@@ -311,13 +354,15 @@ impl Run<'_> {
                 let Some((first, rest)) = path.split_first() else {
                     return Ok(());
                 };
-                self.move_to(*first)?;
+                self.arrive(Some(*first))?;
                 let held = self.press_names(keys.as_deref().unwrap_or(&[]))?;
                 self.press_button(b)?;
-                self.s.sync()?;
+                let step = (pace::DRAG_MS / rest.len().max(1) as u64).clamp(1, pace::DRAG_STEP_MS);
                 for p in rest {
+                    self.pause(step)?;
                     self.move_to(*p)?;
                 }
+                self.pause(pace::SETTLE_MS)?;
                 self.release_button(b)?;
                 self.release_codes(&held)?;
             }
@@ -333,17 +378,15 @@ impl Run<'_> {
                         "the X wheel turns in clicks; scroll with unit click",
                     ));
                 }
-                if let Some(p) = point {
-                    self.move_to(*p)?;
-                }
+                self.arrive(*point)?;
                 let held = self.press_names(keys.as_deref().unwrap_or(&[]))?;
                 let vertical = if *dy > 0 { 5 } else { 4 };
                 for _ in 0..dy.unsigned_abs() {
-                    self.click(vertical)?;
+                    self.wheel(vertical)?;
                 }
                 let horizontal = if *dx > 0 { 7 } else { 6 };
                 for _ in 0..dx.unsigned_abs() {
-                    self.click(horizontal)?;
+                    self.wheel(horizontal)?;
                 }
                 self.release_codes(&held)?;
             }
