@@ -450,7 +450,16 @@ async fn a_desktop_frames_its_windows_and_shows_pages_whole(p: &dyn Provider, ta
             String::from_utf8_lossy(&r.stdout.0).into_owned()
         }
     };
-    let check = sh("xprop -root _NET_SUPPORTING_WM_CHECK").await;
+    // Started with the desktop, it takes the display a moment later (on
+    // a loaded machine, seconds): asked again for up to 20 s.
+    let mut check = String::new();
+    for _ in 0..40 {
+        check = sh("xprop -root _NET_SUPPORTING_WM_CHECK").await;
+        if check.starts_with("_NET_SUPPORTING_WM_CHECK(WINDOW)") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
     assert!(
         check.starts_with("_NET_SUPPORTING_WM_CHECK(WINDOW): window id # 0x"),
         "no window manager holds the display: {check:?}"
