@@ -319,51 +319,22 @@ fn the_packed_bundle_starts_its_server_as_the_manifest_says() {
     // computer's static computerd is the one beside it, as by default).
     assert!(dir.join("server/computerd").is_file());
     let state = tempfile::tempdir().unwrap();
-    let mut child = Command::new(&entry)
-        .envs(launch_env(&inside, &dir))
-        .env("COMPUTER_MCP_LOCAL_STATE_DIR", state.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    writeln!(
-        stdin,
-        "{}",
-        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "bundle-test", "version": "0"}}})
-    )
-    .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    drop(stdin);
-    let status = child.wait().unwrap();
-    let reply: Value = serde_json::from_str(&line)
-        .unwrap_or_else(|e| panic!("no initialize reply ({e}): {line:?}, exit {status}"));
+    let replies = stdio_exchange(
+        &entry,
+        &launch_env(&inside, &dir),
+        &[("COMPUTER_MCP_LOCAL_STATE_DIR", state.path())],
+        &[],
+    );
     assert_eq!(
-        reply["result"]["serverInfo"]["name"], "computer-mcp",
-        "{reply}"
+        replies[0]["result"]["serverInfo"]["name"], "computer-mcp",
+        "{replies:?}"
     );
 
     // With the docker provider and its image chosen, a tool call runs in a
     // Docker computer that binds the bundle's own static computerd.
     let image = std::env::var("CMCP_TEST_DOCKER_IMAGE")
         .unwrap_or_else(|_| "computer-mcp-test/debian:bookworm".into());
-    let have = Command::new("docker")
-        .args(["image", "inspect", &image])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !computer_testkit::need(
-        "docker",
-        have,
-        &format!(
-            "the test image {image} is not on a Docker engine here (fixtures/images/build.sh)"
-        ),
-    ) {
+    if super::support::Server::docker_with_image(&image).is_none() {
         return;
     }
     let env: Vec<(String, String)> = launch_env(&inside, &dir)
