@@ -42,12 +42,7 @@ fn group(tag: &str) -> Option<Group> {
     }
     // The test's own bound, made by hand before any cgroup under test (which
     // nest below it), holds the fork bombs even if the code's limits fail.
-    let bound = computer_testkit::bound_this_process(4096, 6144);
-    if !need(
-        "cgroup-v1",
-        bound.is_ok(),
-        &format!("hostile tests need a cgroup bound of their own: {bound:?}"),
-    ) {
+    if !computer_testkit::need_own_bound() {
         return None;
     }
     let name = format!("computer-mcp-test-{}", marker(tag)).replace('_', "-");

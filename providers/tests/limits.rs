@@ -29,12 +29,7 @@ use tokio_util::sync::CancellationToken;
 /// (testkit), independent of the cgroup code under test: every computer's
 /// cgroup nests under it.
 fn bound_this_binary() -> bool {
-    let r = computer_testkit::bound_this_process(4096, 6144);
-    need(
-        "cgroup-v1",
-        r.is_ok(),
-        &format!("hostile tests need a cgroup bound of their own: {r:?}"),
-    )
+    computer_testkit::need_own_bound()
 }
 
 fn provider(state: &std::path::Path) -> Option<LocalProvider> {

@@ -332,6 +332,19 @@ pub fn assert_golden(name: &str, text: &str) {
     }
 }
 
+/// The hostile tests' own bound around this test process (4096 pids,
+/// 6 GiB; see [`bound_this_process`]): true once it holds, false (skipped
+/// in words, or failed where `COMPUTER_MCP_REQUIRE` names cgroup-v1) where
+/// none can be made, and the hostile test must not run.
+pub fn need_own_bound() -> bool {
+    let bound = bound_this_process(4096, 6144);
+    need(
+        "cgroup-v1",
+        bound.is_ok(),
+        &format!("a hostile test needs a cgroup bound of its own: {bound:?}"),
+    )
+}
+
 /// Put this whole test process into cgroup v1 `pids` and `memory` groups
 /// made here, by hand, with `pids` processes and `memory_mb` MiB at most,
 /// once per process: the test's own bound around hostile programs (fork

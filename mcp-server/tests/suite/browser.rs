@@ -194,12 +194,7 @@ async fn a_page_that_eats_the_computers_memory_leaves_a_browser_the_next_page_to
     }
     // The test's own bound (its server and computer nest below), should
     // the computer's memory limit fail.
-    let bound = computer_testkit::bound_this_process(4096, 6144);
-    if !computer_testkit::need(
-        "cgroup-v1",
-        bound.is_ok(),
-        &format!("this test needs a cgroup bound of its own: {bound:?}"),
-    ) {
+    if !computer_testkit::need_own_bound() {
         return;
     }
     a_memory_bomb_leaves_a_browser_started_again(&Server::new()).await;

@@ -297,12 +297,7 @@ async fn an_allocation_past_the_computers_memory_is_killed_and_said_so() {
     }
     // The test's own bound (its servers and their computers nest below),
     // should the computer's memory limit fail.
-    let bound = computer_testkit::bound_this_process(4096, 6144);
-    if !computer_testkit::need(
-        "cgroup-v1",
-        bound.is_ok(),
-        &format!("this test needs a cgroup bound of its own: {bound:?}"),
-    ) {
+    if !computer_testkit::need_own_bound() {
         return;
     }
     let server = Server::new();
