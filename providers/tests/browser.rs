@@ -63,6 +63,21 @@ async fn page(c: &Arc<dyn ComputerClient>) -> String {
     session
 }
 
+/// Navigate the tab of `session` to `url` and wait (up to 15 s) for its load.
+async fn navigate_loaded(c: &Arc<dyn ComputerClient>, session: &str, url: &str) {
+    send(c, "Page.navigate", json!({"url": url}), Some(session))
+        .await
+        .unwrap();
+    c.call_typed(&CdpEventsParams {
+        methods: Some(vec!["Page.loadEventFired".into()]),
+        session_id: Some(session.to_string()),
+        wait_ms: Some(15_000),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+}
+
 async fn eval(c: &Arc<dyn ComputerClient>, session: &str, expr: &str) -> Value {
     let r = send(
         c,
@@ -246,22 +261,7 @@ async fn a_local_browser_runs_chromium_inside_the_computer_on_its_pipe() {
     .await
     .unwrap();
     let session = page(&c).await;
-    send(
-        &c,
-        "Page.navigate",
-        json!({"url": "http://127.0.0.1:8123/"}),
-        Some(&session),
-    )
-    .await
-    .unwrap();
-    c.call_typed(&CdpEventsParams {
-        methods: Some(vec!["Page.loadEventFired".into()]),
-        session_id: Some(session.clone()),
-        wait_ms: Some(15_000),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    navigate_loaded(&c, &session, "http://127.0.0.1:8123/").await;
     assert_eq!(eval(&c, &session, "document.title").await, "inside");
     assert_eq!(
         eval(&c, &session, "document.getElementById('p').textContent").await,
@@ -489,22 +489,12 @@ async fn a_desktop_frames_its_windows_and_shows_pages_whole(p: &dyn Provider, ta
     for m in ["Page.enable", "Runtime.enable"] {
         send(&c, m, json!({}), Some(&session)).await.unwrap();
     }
-    send(
+    navigate_loaded(
         &c,
-        "Page.navigate",
-        json!({"url": "data:text/html,<title>whole</title><body style='margin:0;background:rgb(255,0,0)'>"}),
-        Some(&session),
+        &session,
+        "data:text/html,<title>whole</title><body style='margin:0;background:rgb(255,0,0)'>",
     )
-    .await
-    .unwrap();
-    c.call_typed(&CdpEventsParams {
-        methods: Some(vec!["Page.loadEventFired".into()]),
-        session_id: Some(session.clone()),
-        wait_ms: Some(15_000),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    .await;
     // The infobar comes a moment after the window: watched for 3 s. The
     // window's top (tab strip and toolbar) is 87 px on Chromium 156; the
     // infobar made it 143.
