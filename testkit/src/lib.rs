@@ -82,7 +82,9 @@ pub fn marked(marker: &str) -> std::collections::BTreeMap<String, String> {
         .collect()
 }
 
-/// Processes whose environment carries `marker=1`.
+/// Processes whose environment carries `marker=1`. A process in the middle
+/// of an exec reads as having no environment, so a check that a process is
+/// there polls (see [`wait_until`]); a check that none is left is safe.
 pub fn marked_processes(marker: &str) -> Vec<i32> {
     let needle = format!("{marker}=1");
     let mut out = Vec::new();

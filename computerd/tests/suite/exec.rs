@@ -198,8 +198,9 @@ async fn a_cancelled_call_answers_aborted_and_ends_the_run() {
         json!({"argv": ["sh", "-c", "sleep 300"], "env": {init.marker.clone(): "1"}}),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(marked_processes(&init.marker).len(), 2, "sh and sleep run");
+    computer_testkit::wait_until("sh and sleep run", Duration::from_secs(5), || {
+        marked_processes(&init.marker).len() == 2
+    });
     raw.send(json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 7}}))
         .await;
     let t = Instant::now();
