@@ -9,8 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use computer_providers::docker::{DockerOptions, DockerProvider};
-use computer_providers::{Provider, Release};
+use computer_providers::{Provider, Release, survey_others};
 use computerd::client::ComputerExt;
 use computerd::protocol::ExecParams;
 use tokio_util::sync::CancellationToken;
@@ -187,71 +186,6 @@ fn cgroups() -> Check {
     }
 }
 
-/// The Docker engine at the default socket (or `--docker-socket`), and its
-/// enforcement, read as the provider reads it.
-pub async fn docker_check(config: &Config) -> Check {
-    let socket = config
-        .providers
-        .get("docker")
-        .and_then(|t| t.get("socket"))
-        .and_then(|v| v.as_str())
-        .map(PathBuf::from);
-    let mut opts = DockerOptions::new(PathBuf::from("/nonexistent"), std::env::temp_dir());
-    if let Some(s) = socket {
-        opts.socket = s.display().to_string();
-    }
-    let p = match DockerProvider::new(opts) {
-        Ok(p) => p,
-        Err(e) => {
-            return Check::no("Docker", e.message, "install docker.io and start dockerd");
-        }
-    };
-    match tokio::time::timeout(Duration::from_secs(10), p.host(&CancellationToken::new())).await {
-        Ok(Ok(h)) if h.missing.is_empty() => Check::ok(
-            "Docker",
-            format!(
-                "engine {} reachable, enforcing memory, pids, CPU and seccomp",
-                h.engine
-            ),
-        ),
-        Ok(Ok(h)) => Check::no(
-            "Docker",
-            format!("engine {} lacks: {}", h.engine, h.missing.join("; ")),
-            "use a Docker host with cgroup limits and seccomp enabled",
-        ),
-        Ok(Err(e)) => Check::no(
-            "Docker",
-            e.message,
-            "start dockerd (systemctl start docker, or dockerd &), and run the server as a user who may reach its socket",
-        ),
-        Err(_) => Check::no(
-            "Docker",
-            "the engine did not answer within 10 s",
-            "check that dockerd is running and not hung (docker info)",
-        ),
-    }
-}
-
-/// The static daemon a Docker computer would bind with no
-/// `--docker-computerd` given (the Docker provider's own default), for a
-/// server whose provider is another: a Docker provider reports its own
-/// through [`Provider::preflight`].
-pub fn docker_computerd_check() -> Check {
-    let line =
-        match computer_providers::docker::cache::default_computerd(&crate::config::host_defaults())
-        {
-            Some(path) => computer_providers::docker::cache::preflight(&path),
-            None => computer_providers::Preflight {
-                name: "Docker's computerd",
-                found: Err((
-                    "not found".to_string(),
-                    computer_providers::docker::cache::INSTALL_STATIC.to_string(),
-                )),
-            },
-        };
-    Check::from(line)
-}
-
 impl From<computer_providers::Preflight> for Check {
     fn from(p: computer_providers::Preflight) -> Check {
         match p.found {
@@ -364,16 +298,16 @@ pub async fn first_computer(provider: Arc<dyn Provider>, config: &Config) -> Che
 /// made a working computer.
 pub async fn run(provider: Arc<dyn Provider>, config: &Config) -> (String, bool) {
     let mut checks = host_checks();
-    // With --provider docker the last check makes a Docker computer with
-    // the configured options; otherwise the engine at its default socket.
-    if config.provider != "docker" {
-        checks.push(docker_check(config).await);
-    }
-    let preflight = provider.preflight();
-    if config.provider != "docker" {
-        checks.push(docker_computerd_check());
-    }
-    checks.extend(preflight.into_iter().map(Check::from));
+    // What this host could give the other providers (the engine Docker
+    // would use, its static daemon), then what the configured one needs.
+    let others = survey_others(
+        &config.provider,
+        Some(&config.providers),
+        &crate::config::host_defaults(),
+    )
+    .await;
+    checks.extend(others.into_iter().map(Check::from));
+    checks.extend(provider.preflight().into_iter().map(Check::from));
     let first = first_computer(provider, config).await;
     let works = first.ok;
     checks.push(first);

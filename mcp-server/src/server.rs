@@ -115,8 +115,8 @@ impl ComputerMcp {
 
 /// What computer_new may ask of this server.
 pub fn fleet_policy(app: &App) -> FleetPolicy {
-    use computer_providers::local::cgroup::{DEFAULT_CPUS, DEFAULT_MEMORY_MB, DEFAULT_PIDS};
     let c = &app.config;
+    let sizes = app.provider.default_sizes();
     FleetPolicy {
         kinds: vec![app.kind()],
         max_lifetime_ms: c.lifetime.as_millis() as u64,
@@ -126,9 +126,9 @@ pub fn fleet_policy(app: &App) -> FleetPolicy {
             NetworkArg::Public => vec![NetworkChoice::None, NetworkChoice::Public],
             NetworkArg::Allow(_) => vec![NetworkChoice::None, NetworkChoice::Allow],
         },
-        max_cpus: c.cpus.unwrap_or(DEFAULT_CPUS),
-        max_memory_mb: c.memory_mb.unwrap_or(DEFAULT_MEMORY_MB),
-        max_pids: c.pids.unwrap_or(DEFAULT_PIDS),
+        max_cpus: c.cpus.unwrap_or(sizes.cpus),
+        max_memory_mb: c.memory_mb.unwrap_or(sizes.memory_mb),
+        max_pids: c.pids.unwrap_or(sizes.pids),
         idle_ms: c.fleet.idle.as_millis() as u64,
         max_computers: c.fleet.max_computers,
     }

@@ -37,10 +37,11 @@ pub mod image;
 pub mod plan;
 mod removal;
 pub mod stream;
+mod survey;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use bollard::Docker;
@@ -49,18 +50,18 @@ use bollard::query_parameters::{
     StopContainerOptionsBuilder,
 };
 use computerd::launch::Time;
-use computerd::protocol::{Group, HelloParams, MachineKind, SettingKind};
+use computerd::protocol::{Group, MachineKind, SettingKind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio_util::sync::CancellationToken;
 
-use crate::local::cgroup::{self, CPU_PERIOD_US, Limits};
-use crate::provider::{Connection, Provider};
-use crate::registry::Configure;
+use crate::daemon_backed::{aborted, browser as in_computer, hello, last_words, network, up};
+use crate::provider::{Configure, Connection, Provider};
 use crate::settings::HostDefaults;
 use crate::share::{Share, WORKSPACE};
+use crate::sizing::{self, CPU_PERIOD_US, Limits};
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
     LifetimeMode, NetworkKind, NetworkPolicy, NetworkRead, NetworkReadBack, ProviderError, Release,
@@ -86,8 +87,6 @@ const ENGINE_TIMEOUT_S: u64 = 30;
 const MAKING: &str = "making the container";
 /// How long a new computer gets until its daemon answers hello.
 const START_WAIT: Duration = Duration::from_secs(30);
-/// How long hello may take on a live connection.
-const HELLO_WAIT: Duration = Duration::from_secs(10);
 /// A janitor's allowance for clock skew on a deadline label.
 const SKEW_MS: i64 = 60_000;
 /// How long a removed computer may take to be gone from the engine.
@@ -365,7 +364,7 @@ impl DockerProvider {
         }
         let size = match host {
             Some(h) => h.size,
-            None => cgroup::Host::read()?,
+            None => sizing::Host::read()?,
         };
         Limits::from_sizes(&spec.sizes, &size)
     }
@@ -697,36 +696,6 @@ impl DockerProvider {
         }
     }
 
-    /// A connection's hello, bounded.
-    async fn hello(client: computerd::client::DaemonClient) -> Result<Connection> {
-        let hello = tokio::time::timeout(
-            HELLO_WAIT,
-            client.call(&HelloParams {
-                client: Some(format!("computer-mcp {}", env!("CARGO_PKG_VERSION"))),
-            }),
-        )
-        .await
-        .map_err(|_| {
-            ProviderError::new(
-                ErrorCode::Unreachable,
-                format!(
-                    "the computer's daemon did not answer hello within {} s",
-                    HELLO_WAIT.as_secs()
-                ),
-            )
-        })?
-        .map_err(|e| {
-            ProviderError::new(
-                ErrorCode::Unreachable,
-                format!("the computer's daemon did not answer hello: {e}"),
-            )
-        })?;
-        Ok(Connection {
-            client: Arc::new(client),
-            hello,
-        })
-    }
-
     /// Connect until init answers, within [`START_WAIT`].
     async fn wait_until_up(
         &self,
@@ -734,51 +703,12 @@ impl DockerProvider {
         plan: &Plan,
         cancel: &CancellationToken,
     ) -> Result<Connection> {
-        let name = plan.name.as_str();
-        let until = tokio::time::Instant::now() + START_WAIT;
-        loop {
-            if cancel.is_cancelled() {
-                return Err(aborted("creating the computer"));
-            }
-            let state = docker
-                .inspect_container(name, None::<InspectContainerOptions>)
-                .await
-                .map_err(self.err("inspecting the new computer"))?;
-            let st = state.state.unwrap_or_default();
-            if st.running != Some(true) {
-                // Read now: the container and its logs go with the failed create.
-                return Err(ProviderError::refused(format!(
-                    "the computer stopped as it started (exit code {}); its daemon said: {}",
-                    st.exit_code.unwrap_or(-1),
-                    daemon_words(docker, name).await
-                )));
-            }
-            let last = match stream::open(
-                docker,
-                &self.shown_socket(),
-                name,
-                plan.direct.as_deref(),
-            )
-            .await
-            {
-                Ok((client, _)) => match Self::hello(client).await {
-                    Ok(c) => return Ok(c),
-                    Err(e) => e,
-                },
-                Err(e) => e,
-            };
-            if tokio::time::Instant::now() >= until {
-                return Err(ProviderError::new(
-                    ErrorCode::Timeout,
-                    format!(
-                        "the computer's daemon did not answer within {} s: {}",
-                        START_WAIT.as_secs(),
-                        last.message
-                    ),
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let mut starting = Starting {
+            provider: self,
+            docker,
+            plan,
+        };
+        up::wait_until_up(&mut starting, cancel).await
     }
 
     /// What removes a computer and its parts, owned.
@@ -852,7 +782,7 @@ impl DockerProvider {
         if self.runs_chromium() {
             let step = "looking for the image's Chromium";
             let found = tokio::select! {
-                r = tokio::time::timeout(HELLO_WAIT, crate::cdp::chromium::find_in_computer(&conn.client)) => r,
+                r = tokio::time::timeout(hello::HELLO_WAIT, crate::cdp::chromium::find_in_computer(&conn.client)) => r,
                 _ = cancel.cancelled() => {
                     conn.client.close();
                     return Err((step, aborted(step)));
@@ -866,7 +796,7 @@ impl DockerProvider {
                         ErrorCode::Timeout,
                         format!(
                             "the computer's daemon did not answer files.stat within {} s",
-                            HELLO_WAIT.as_secs()
+                            hello::HELLO_WAIT.as_secs()
                         ),
                     ),
                 )
@@ -1017,19 +947,71 @@ async fn daemon_words(docker: &Docker, name: &str) -> String {
         .logs(name, Some(opts))
         .take_while(|c| std::future::ready(c.is_ok()))
         .filter_map(|c| async move { c.ok() })
-        .map(|c| String::from_utf8_lossy(&c.into_bytes()).trim().to_string())
+        .map(|c| String::from_utf8_lossy(&c.into_bytes()).into_owned())
         .collect()
         .await;
-    let said = chunks.join(" / ");
-    if said.is_empty() {
-        "nothing".into()
-    } else {
-        said
-    }
+    last_words(&chunks, 3, "nothing")
 }
 
-fn aborted(what: &str) -> ProviderError {
-    ProviderError::new(ErrorCode::Aborted, format!("{what} was cancelled"))
+/// A Docker computer being started: its container, reached as every
+/// connection reaches it.
+struct Starting<'a> {
+    provider: &'a DockerProvider,
+    docker: &'a Docker,
+    plan: &'a Plan,
+}
+
+#[async_trait::async_trait]
+impl up::Starting for Starting<'_> {
+    const WITHIN: Duration = START_WAIT;
+    const EVERY: Duration = Duration::from_millis(20);
+
+    async fn ended(&mut self) -> Result<Option<ProviderError>> {
+        let name = self.plan.name.as_str();
+        let state = self
+            .docker
+            .inspect_container(name, None::<InspectContainerOptions>)
+            .await
+            .map_err(self.provider.err("inspecting the new computer"))?;
+        let st = state.state.unwrap_or_default();
+        if st.running == Some(true) {
+            return Ok(None);
+        }
+        // Read now: the container and its logs go with the failed create.
+        Ok(Some(ProviderError::refused(format!(
+            "the computer stopped as it started (exit code {}); its daemon said: {}",
+            st.exit_code.unwrap_or(-1),
+            daemon_words(self.docker, name).await
+        ))))
+    }
+
+    async fn attempt(&mut self) -> up::Try {
+        let opened = stream::open(
+            self.docker,
+            &self.provider.shown_socket(),
+            &self.plan.name,
+            self.plan.direct.as_deref(),
+        )
+        .await;
+        match opened {
+            Ok((client, _)) => match hello::call(client).await {
+                Ok(c) => up::Try::Up(c),
+                Err(e) => up::Try::NotYet(e),
+            },
+            Err(e) => up::Try::NotYet(e),
+        }
+    }
+
+    fn late(&self, last: ProviderError) -> ProviderError {
+        ProviderError::new(
+            ErrorCode::Timeout,
+            format!(
+                "the computer's daemon did not answer within {} s: {}",
+                START_WAIT.as_secs(),
+                last.message
+            ),
+        )
+    }
 }
 
 fn name_of(v: &Value) -> &str {
@@ -1158,6 +1140,13 @@ impl Configure for DockerProvider {
             opts.socket = s;
         }
         Self::new(opts)
+    }
+
+    async fn survey(
+        table: Option<&crate::settings::Table>,
+        host: &HostDefaults,
+    ) -> Vec<crate::Preflight> {
+        survey::survey(table, host).await
     }
 }
 
@@ -1445,7 +1434,7 @@ impl Provider for DockerProvider {
                 .as_deref()
                 .filter(|d| self.opts.direct && d.is_dir());
             let (client, _) = stream::open(&docker, &self.shown_socket(), &name, dir).await?;
-            let conn = Self::hello(client).await?;
+            let conn = hello::call(client).await?;
             conn.client.close();
             drift.extend(drift::hello_drift(
                 &conn.hello,
@@ -1495,28 +1484,17 @@ impl Provider for DockerProvider {
         let v = self.find(&docker, &computer.id).await?;
         self.host(cancel).await?;
         let read = self.read_net(&docker, &v).await?;
-        if let Some(p) = policy
-            && p.kind() != read.kind
-        {
-            return Err(ProviderError::unsupported(format!(
-                "a Docker computer's network is fixed when it is made (it is {}); make another computer",
-                read.kind
-            ))
-            .with_field("network"));
-        }
-        if let Some(asked) = policy.map(egress::list_of).transpose()?.flatten() {
-            let held = v["Config"]["Labels"][egress::LIST_LABEL]
-                .as_str()
-                .map(egress::list_in_label)
-                .unwrap_or_default();
-            if asked != held {
-                return Err(ProviderError::unsupported(format!(
-                    "a Docker computer's network is fixed when it is made (it is allow {}); make another computer",
-                    held.join(", ")
-                ))
-                .with_field("network"));
-            }
-        }
+        network::refuse_change(
+            policy,
+            read.kind,
+            || {
+                v["Config"]["Labels"][egress::LIST_LABEL]
+                    .as_str()
+                    .map(egress::list_in_label)
+                    .unwrap_or_default()
+            },
+            "a Docker computer's network is fixed when it is made",
+        )?;
         Ok(read)
     }
 
@@ -1557,7 +1535,7 @@ impl Provider for DockerProvider {
             }
             Err(e) => return Err(e),
         };
-        let conn = Self::hello(client).await?;
+        let conn = hello::call(client).await?;
         let drift = drift::hello_drift(&conn.hello, &host, self.opts.desktop.is_some());
         if !drift.is_empty() {
             conn.client.close();
@@ -1589,40 +1567,14 @@ impl Provider for DockerProvider {
                 crate::cdp::chromium::CHROMIUM_PATHS.join(", ")
             )));
         };
-        let launch = crate::cdp::Launch {
-            program: program.into(),
-            profile: crate::cdp::chromium::PROFILE.into(),
-            headless: !desktop,
-            proxy: allowlisted.then(|| crate::local::browser::EGRESS_PROXY.to_string()),
-            debugging: crate::cdp::chromium::Debugging::Pipe,
-        };
-        let client = crate::cdp::BrowserClient::in_computer(
-            conn.client,
-            &conn.hello,
-            if desktop {
-                conn.hello.kind
-            } else {
-                MachineKind::Browser
-            },
-            &launch,
-            Default::default(),
+        in_computer::connect(
+            conn,
+            &in_computer::launch(program.into(), allowlisted, desktop),
+            desktop,
+            bounds,
+            &format!("the Docker computer {}", computer.id),
         )
-        .bounded_by(bounds);
-        // A browser is handed out running; a desktop's starts when a page
-        // tool first needs it (shown on its screen).
-        if !desktop {
-            client.start().await.map_err(|e| {
-                ProviderError::new(
-                    e.code,
-                    format!("the Docker computer {}: {}", computer.id, e.message),
-                )
-            })?;
-        }
-        let hello = client.hello().clone();
-        Ok(Connection {
-            client: Arc::new(client),
-            hello,
-        })
+        .await
     }
 
     async fn release(

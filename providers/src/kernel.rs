@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::registry::Configure;
+use crate::provider::Configure;
 use crate::settings::HostDefaults;
 use crate::types::{ErrorCode, Labels, ProviderError, Result};
 use crate::vendor::{

@@ -4,13 +4,20 @@
 //!   returns (with the network read back as a [`NetworkReadBack`]), a
 //!   provider's capabilities, [`ProviderError`], labels and
 //!   [`check_lifetime`].
-//! - [`provider`]: the [`Provider`] trait and [`Connection`].
+//! - [`provider`]: the [`Provider`] trait, [`Connection`], and the
+//!   [`Configure`] trait a registered provider has (how it is made from its
+//!   settings, and what doctor says of it when another is configured).
 //! - [`registry`]: [`PROVIDERS`], the one table of id → constructor from
-//!   which the id list, the lookup ([`provider_for`]) and every provider's
-//!   scoped flags come; the [`Configure`] trait a registered provider has.
+//!   which the id list, the lookup ([`provider_for`]), every provider's
+//!   scoped flags and doctor's survey of the others come.
 //! - [`settings`]: how a provider's typed settings are layered from flags,
 //!   variables and its `[providers.<id>]` table ([`layer`]), and the
 //!   [`HostDefaults`] the server finds for them.
+//! - [`daemon_backed`]: what every provider whose computers run
+//!   `computerd init` shares: the hello and its checks, waiting until up,
+//!   the browser inside, the network fixed at creation.
+//! - [`sizing`]: a computer's cpus, memory and pids, checked against this
+//!   host, the same for every provider the host's kernel bounds.
 //! - [`conformance`]: the suite every provider must pass: cases as data,
 //!   the runner and its report.
 //! - `fake` (tests and the `fake` feature only): a scriptable in-process
@@ -44,6 +51,7 @@
 pub mod browserbase;
 pub mod cdp;
 pub mod conformance;
+pub mod daemon_backed;
 pub mod docker;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
@@ -55,6 +63,7 @@ pub mod random;
 pub mod registry;
 pub mod settings;
 pub mod share;
+pub mod sizing;
 pub mod types;
 pub mod vendor;
 #[cfg(any(test, feature = "fake"))]
@@ -66,9 +75,9 @@ pub use browserbase::{BrowserbaseProvider, BrowserbaseSettings};
 pub use docker::{DockerOptions, DockerProvider, DockerSettings};
 pub use janitor::{ReleasedOlder, release_older, run_labels};
 pub use kernel::{KernelProvider, KernelSettings};
-pub use provider::{Connection, Preflight, Provider};
+pub use provider::{Configure, Connection, Preflight, Provider};
 pub use registry::{
-    Configure, Constructor, PROVIDER_IDS, PROVIDERS, Sources, provider_for, unknown_option,
+    Constructor, PROVIDER_IDS, PROVIDERS, Sources, provider_for, survey_others, unknown_option,
     with_provider_flags,
 };
 pub use settings::{HostDefaults, Table, layer};

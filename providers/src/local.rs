@@ -39,12 +39,13 @@ use computerd::client::DaemonClient;
 use computerd::launch::{
     InitArgs, Network, Program, SandboxArgs, Screen, Share, SpareArgs, Time, UserSpec,
 };
-use computerd::protocol::{self, Group, HelloParams, MachineKind};
+use computerd::protocol::{self, Group, HelloResult, MachineKind};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::provider::{Connection, Provider};
-use crate::registry::Configure;
+use crate::daemon_backed::hello::{self, Drift};
+use crate::daemon_backed::{browser as in_computer, network, up};
+use crate::provider::{Configure, Connection, Provider};
 use crate::settings::HostDefaults;
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
@@ -523,7 +524,7 @@ impl LocalProvider {
         };
         let half = meta
             .limits
-            .map_or(UNBOUNDED_TMPFS_MIB, |l| (l.memory_mb / 2).max(1));
+            .map_or(UNBOUNDED_TMPFS_MIB, |l| l.work_size_mib());
         let prep = Prepared {
             user,
             cgroup_dirs: cg.as_ref().map(|c| c.dirs()).unwrap_or_default(),
@@ -544,7 +545,7 @@ impl LocalProvider {
         state::write_meta(&dir.join("meta.json"), meta).map_err(|e| {
             ProviderError::failed(format!("could not write the computer's state: {e}"))
         })?;
-        let list = egress::list_of(&spec.network)?;
+        let list = network::allowlist_of(&spec.network)?;
         if list.is_some() {
             let edir = egress::dir_of(dir);
             std::fs::create_dir_all(&edir).map_err(|e| {
@@ -729,7 +730,7 @@ impl LocalProvider {
                 .ok()
                 .and_then(|c| c.open(&meta.id).ok())
                 .and_then(|cg| cg.read_back().ok())
-                .map(sizes_read_back),
+                .map(Into::into),
             // It runs this machine's own system: no image (check refuses one).
             image: None,
             network: None,
@@ -742,17 +743,12 @@ impl LocalProvider {
 
     /// The words computerd left on stderr, for a start that failed.
     fn last_words(&self, id: &str) -> String {
-        let log = self.dir_of(id).map(|d| d.join("daemon.log")).ok();
-        let text = log
-            .and_then(|p| std::fs::read_to_string(p).ok())
-            .unwrap_or_default();
-        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-        let tail = lines[lines.len().saturating_sub(3)..].join(" / ");
-        if tail.is_empty() {
-            "it said nothing".into()
-        } else {
-            tail
-        }
+        log_words(
+            &self
+                .dir_of(id)
+                .map(|d| d.join("daemon.log"))
+                .unwrap_or_default(),
+        )
     }
 
     /// What computerd is started with: init's flags, and with namespaces
@@ -900,36 +896,13 @@ impl LocalProvider {
         child: &mut tokio::process::Child,
         cancel: &CancellationToken,
     ) -> Result<Connection> {
-        let socket = self.socket_of(id)?;
-        let until = tokio::time::Instant::now() + START_WAIT;
-        loop {
-            if cancel.is_cancelled() {
-                return Err(ProviderError::new(
-                    ErrorCode::Aborted,
-                    "creating the computer was cancelled",
-                ));
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                return Err(ProviderError::refused(format!(
-                    "the local computer could not start ({status}): {}",
-                    self.last_words(id)
-                )));
-            }
-            if let Ok(stream) = tokio::net::UnixStream::connect(&socket).await {
-                return self.hello(stream).await;
-            }
-            if tokio::time::Instant::now() >= until {
-                return Err(ProviderError::new(
-                    ErrorCode::Timeout,
-                    format!(
-                        "the local computer did not answer within {} s: {}",
-                        START_WAIT.as_secs(),
-                        self.last_words(id)
-                    ),
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let mut starting = Starting {
+            provider: self,
+            socket: self.socket_of(id)?,
+            id,
+            child,
+        };
+        up::wait_until_up(&mut starting, cancel).await
     }
 
     async fn hello(&self, stream: tokio::net::UnixStream) -> Result<Connection> {
@@ -940,47 +913,54 @@ impl LocalProvider {
                 format!("could not set up the computer's connection: {e}"),
             )
         })?;
-        let client = DaemonClient::new(stream);
-        let hello = tokio::time::timeout(
-            Duration::from_secs(10),
-            client.call(&HelloParams {
-                client: Some(format!("computer-mcp {}", env!("CARGO_PKG_VERSION"))),
-            }),
-        )
-        .await
-        .map_err(|_| {
-            ProviderError::new(
-                ErrorCode::Unreachable,
-                "the computer's daemon did not answer hello within 10 s",
-            )
-        })?
-        .map_err(|e| {
-            ProviderError::new(
-                ErrorCode::Unreachable,
-                format!("the computer's daemon did not answer hello: {e}"),
-            )
-        })?;
-        // A daemon of another build (the drift check): never handed out.
-        if hello.version != computerd::VERSION {
+        let conn = hello::call(DaemonClient::new(stream)).await?;
+        self.check_hello(&conn.hello)?;
+        Ok(conn)
+    }
+
+    /// A daemon of another build (the drift check), or not of the kind
+    /// and groups this provider makes: never handed out.
+    fn check_hello(&self, said: &HelloResult) -> Result<()> {
+        let mut groups = vec![Group::Exec];
+        let kind = match &self.desktop {
+            Some(_) => {
+                groups.extend_from_slice(desktop::GROUPS);
+                MachineKind::Desktop
+            }
+            None => MachineKind::Linux,
+        };
+        let expect = hello::Expect {
+            kind,
+            groups: &groups,
+            exact: false,
+            arch: None,
+        };
+        let drift = hello::drift(said, &expect);
+        if drift.iter().any(|d| matches!(d, Drift::Version { .. })) {
             return Err(ProviderError::refused(format!(
                 "the computer's daemon is computerd {}, and this server is built with {}: a computer of another daemon is not handed out",
-                hello.version,
+                said.version,
                 computerd::VERSION
             )));
         }
-        if let Some(d) = &self.desktop {
-            d.check_hello(&hello)?;
-        } else if hello.kind != MachineKind::Linux || !hello.groups.contains(&Group::Exec) {
-            let groups: Vec<&str> = hello.groups.iter().map(|g| g.as_str()).collect();
-            return Err(ProviderError::refused(format!(
-                "the computer's daemon says kind {} with groups {groups:?}; a local computer is linux with exec, files and processes",
-                hello.kind
-            )));
+        // Its os is this machine's: only the kind and groups are its own.
+        if !drift
+            .iter()
+            .any(|d| matches!(d, Drift::Kind { .. } | Drift::Groups { .. }))
+        {
+            return Ok(());
         }
-        Ok(Connection {
-            client: Arc::new(client),
-            hello,
-        })
+        let groups: Vec<&str> = said.groups.iter().map(|g| g.as_str()).collect();
+        Err(ProviderError::refused(match &self.desktop {
+            Some(_) => format!(
+                "the computer's daemon says kind {} with groups {groups:?}; a local desktop is kind desktop with exec, screen, input.pointer and input.keys (its Xvfb may have failed: see the computer's daemon.log)",
+                said.kind
+            ),
+            None => format!(
+                "the computer's daemon says kind {} with groups {groups:?}; a local computer is linux with exec, files and processes",
+                said.kind
+            ),
+        }))
     }
 
     /// A browser's connection: the computer's daemon, with the browser
@@ -990,33 +970,14 @@ impl LocalProvider {
             return Ok(daemon);
         };
         let desktop = self.desktop.is_some();
-        let client = crate::cdp::BrowserClient::in_computer(
-            daemon.client,
-            &daemon.hello,
-            if desktop {
-                daemon.hello.kind
-            } else {
-                MachineKind::Browser
-            },
+        in_computer::connect(
+            daemon,
             &b.launch(meta.network, desktop),
-            Default::default(),
+            desktop,
+            meta.limits.map(Into::into),
+            &format!("the local computer {}", meta.id),
         )
-        .bounded_by(meta.limits.map(sizes_read_back));
-        // A browser is handed out running; a desktop's starts when a page
-        // tool first needs it.
-        if !desktop {
-            client.start().await.map_err(|e| {
-                ProviderError::new(
-                    e.code,
-                    format!("the local computer {}: {}", meta.id, e.message),
-                )
-            })?;
-        }
-        let hello = client.hello().clone();
-        Ok(Connection {
-            client: Arc::new(client),
-            hello,
-        })
+        .await
     }
 
     /// The network of a running computer, read from its processes' namespace.
@@ -1303,7 +1264,7 @@ impl Provider for LocalProvider {
             ))
             .with_field("network"));
         }
-        egress::list_of(&spec.network)?;
+        network::allowlist_of(&spec.network)?;
         if spec.mount.is_some() {
             return Err(ProviderError::unsupported(
                 "the local provider mounts nothing yet; leave mount out",
@@ -1467,29 +1428,17 @@ impl Provider for LocalProvider {
         _cancel: &CancellationToken,
     ) -> Result<NetworkReadBack> {
         let meta = self.read_meta(&computer.id)?;
-        if let Some(p) = policy
-            && p.kind() != meta.network
-        {
-            return Err(ProviderError::unsupported(format!(
-                "a local computer's network is set when it is made and cannot change (it is {}); make another computer",
-                meta.network
-            ))
-            .with_field("network"));
-        }
-        if let Some(list) = policy.map(egress::list_of).transpose()?.flatten() {
-            let held = meta
-                .egress
-                .as_ref()
-                .map(|e| e.allow.clone())
-                .unwrap_or_default();
-            if list.entries() != held {
-                return Err(ProviderError::unsupported(format!(
-                    "a local computer's network is set when it is made and cannot change (it is allow {}); make another computer",
-                    held.join(", ")
-                ))
-                .with_field("network"));
-            }
-        }
+        network::refuse_change(
+            policy,
+            meta.network,
+            || {
+                meta.egress
+                    .as_ref()
+                    .map(|e| e.allow.clone())
+                    .unwrap_or_default()
+            },
+            "a local computer's network is set when it is made and cannot change",
+        )?;
         self.read_network(&meta)
     }
 
@@ -1661,11 +1610,57 @@ impl Provider for LocalProvider {
     }
 }
 
-/// A cgroup's limits as a ref shows them.
-fn sizes_read_back(l: cgroup::Limits) -> crate::SizesReadBack {
-    crate::SizesReadBack {
-        cpus: l.cpus,
-        memory_mb: l.memory_mb,
-        pids: l.pids,
+/// The last words a computerd wrote to its log `path`.
+pub(crate) fn log_words(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    crate::daemon_backed::last_words(&lines, 3, "it said nothing")
+}
+
+/// A local computer being started: its computerd child, and init's socket.
+struct Starting<'a> {
+    provider: &'a LocalProvider,
+    id: &'a str,
+    child: &'a mut tokio::process::Child,
+    socket: PathBuf,
+}
+
+#[async_trait::async_trait]
+impl up::Starting for Starting<'_> {
+    const WITHIN: Duration = START_WAIT;
+    const EVERY: Duration = Duration::from_millis(5);
+
+    async fn ended(&mut self) -> Result<Option<ProviderError>> {
+        Ok(match self.child.try_wait() {
+            Ok(Some(status)) => Some(ProviderError::refused(format!(
+                "the local computer could not start ({status}): {}",
+                self.provider.last_words(self.id)
+            ))),
+            _ => None,
+        })
+    }
+
+    async fn attempt(&mut self) -> up::Try {
+        match tokio::net::UnixStream::connect(&self.socket).await {
+            Ok(stream) => match self.provider.hello(stream).await {
+                Ok(c) => up::Try::Up(c),
+                Err(e) => up::Try::Failed(e),
+            },
+            Err(e) => up::Try::NotYet(ProviderError::new(
+                ErrorCode::Unreachable,
+                format!("init's socket does not answer yet: {e}"),
+            )),
+        }
+    }
+
+    fn late(&self, _last: ProviderError) -> ProviderError {
+        ProviderError::new(
+            ErrorCode::Timeout,
+            format!(
+                "the local computer did not answer within {} s: {}",
+                START_WAIT.as_secs(),
+                self.provider.last_words(self.id)
+            ),
+        )
     }
 }

@@ -6,6 +6,7 @@ use computerd::client::ComputerClient;
 use computerd::protocol::HelloResult;
 use tokio_util::sync::CancellationToken;
 
+use crate::settings::{HostDefaults, Table};
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, Labels, NetworkPolicy,
     NetworkReadBack, ProviderError, Release, Result,
@@ -109,6 +110,12 @@ pub trait Provider: Send + Sync {
         Ok(Vec::new())
     }
 
+    /// The sizes a computer gets when its spec names none, which a server
+    /// offers as the most one may ask for unless told otherwise.
+    fn default_sizes(&self) -> crate::sizing::Limits {
+        crate::sizing::Limits::default()
+    }
+
     /// What this provider, as configured, needs of the host beyond what
     /// making a computer shows, for `doctor`: each its name, and what was
     /// found or what is wrong with the next step. Read from the provider's
@@ -124,4 +131,29 @@ pub struct Preflight {
     pub name: &'static str,
     /// What was found, or what is wrong and the next step.
     pub found: std::result::Result<String, (String, String)>,
+}
+
+/// A provider the registry can make from settings.
+pub trait Configure: Provider + Sized + 'static {
+    /// What a user can set, every field scoped by the registry's naming
+    /// rule (see [`crate::registry`]).
+    type Settings: clap::Args
+        + clap::FromArgMatches
+        + serde::Serialize
+        + serde::de::DeserializeOwned;
+
+    /// Make the provider from its layered settings and the host's defaults.
+    fn configure(settings: Self::Settings, host: &HostDefaults) -> Result<Self>;
+
+    /// What `doctor` says of this provider on a server configured with
+    /// another: whether this host could run it (its `[providers.<id>]`
+    /// table, where the file has one, and the host's defaults). A
+    /// configured provider says its own through [`Provider::preflight`].
+    fn survey(
+        table: Option<&Table>,
+        host: &HostDefaults,
+    ) -> impl std::future::Future<Output = Vec<Preflight>> + Send {
+        let _ = (table, host);
+        async { Vec::new() }
+    }
 }

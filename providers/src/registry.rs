@@ -11,23 +11,12 @@
 //! registered provider to that rule.
 
 use clap::parser::ValueSource;
-use clap::{ArgMatches, Args, Command, FromArgMatches};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use clap::{ArgMatches, Args, Command};
+use futures::future::BoxFuture;
 
-use crate::provider::Provider;
+use crate::provider::{Configure, Preflight, Provider};
 use crate::settings::{HostDefaults, Table, given, keys_of, layer};
 use crate::types::{ErrorCode, ProviderError, Result};
-
-/// A provider the registry can make from settings.
-pub trait Configure: Provider + Sized + 'static {
-    /// What a user can set, every field scoped by the naming rule (see the
-    /// module's words).
-    type Settings: Args + FromArgMatches + Serialize + DeserializeOwned;
-
-    /// Make the provider from its layered settings and the host's defaults.
-    fn configure(settings: Self::Settings, host: &HostDefaults) -> Result<Self>;
-}
 
 /// How the registry makes one provider: its flags, and the provider from
 /// them.
@@ -36,6 +25,7 @@ pub struct Constructor {
     settings: fn(Command) -> Command,
     keys: fn(Command) -> Vec<String>,
     make: fn(&str, &Sources<'_>, &HostDefaults) -> Result<Box<dyn Provider>>,
+    survey: for<'a> fn(Option<&'a Table>, &'a HostDefaults) -> BoxFuture<'a, Vec<Preflight>>,
 }
 
 impl Constructor {
@@ -45,6 +35,7 @@ impl Constructor {
             settings: P::Settings::augment_args,
             keys: keys_of::<P::Settings>,
             make: make::<P>,
+            survey: survey_of::<P>,
         }
     }
 
@@ -84,6 +75,24 @@ pub const PROVIDER_IDS: [&str; PROVIDERS.len()] = {
     }
     ids
 };
+
+/// What `doctor` says of every registered provider but `configured`, in
+/// the table's order ([`Configure::survey`]); `tables` is the file's
+/// `[providers]` table.
+pub async fn survey_others(
+    configured: &str,
+    tables: Option<&Table>,
+    host: &HostDefaults,
+) -> Vec<Preflight> {
+    let mut out = Vec::new();
+    for (id, c) in PROVIDERS.iter().filter(|(id, _)| *id != configured) {
+        let table = tables
+            .and_then(|t| t.get(*id))
+            .and_then(serde_json::Value::as_object);
+        out.extend((c.survey)(table, host).await);
+    }
+    out
+}
 
 /// Where a provider's settings come from besides the host's defaults.
 #[derive(Clone, Copy, Debug)]
@@ -174,6 +183,13 @@ fn provider_in(
     (chosen.make)(id, sources, host)
 }
 
+fn survey_of<'a, P: Configure>(
+    table: Option<&'a Table>,
+    host: &'a HostDefaults,
+) -> BoxFuture<'a, Vec<Preflight>> {
+    Box::pin(P::survey(table, host))
+}
+
 fn make<P: Configure>(
     id: &str,
     sources: &Sources<'_>,
@@ -245,7 +261,7 @@ mod tests {
         NetworkReadBack, Release,
     };
     use crate::{Connection, local::LocalProvider};
-    use serde::Deserialize;
+    use serde::{Deserialize, Serialize};
     use tokio_util::sync::CancellationToken;
 
     /// A second provider, for the rules that need more than one.

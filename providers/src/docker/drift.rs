@@ -16,7 +16,8 @@ use serde_json::Value;
 
 use super::host::Host;
 use super::plan::{DAEMON_PATH, HOME, NO_NEW_PRIVILEGES, Plan, RUN_DIR};
-use crate::local::cgroup::CPU_PERIOD_US;
+use crate::daemon_backed::hello::{self, Drift, Expect};
+use crate::sizing::CPU_PERIOD_US;
 
 /// Docker's own masked paths since 20.10; a newer Docker's extra are fine.
 pub const MASKED: &[&str] = &[
@@ -465,53 +466,47 @@ pub(crate) fn confinement_drift(inspected: &Value, host: &Host) -> Vec<String> {
 /// [`GROUPS`] (with the screen groups on a desktop), and the host's
 /// architecture.
 pub fn hello_drift(hello: &HelloResult, host: &Host, desktop: bool) -> Vec<String> {
-    let mut out = Vec::new();
-    if hello.version != computerd::VERSION {
-        out.push(format!(
-            "the daemon is version {}, where this provider is {}",
-            hello.version,
-            computerd::VERSION
-        ));
-    }
-    if hello.os != "linux" {
-        out.push(format!("the daemon says os {}, not linux", hello.os));
-    }
-    let kind = if desktop {
-        MachineKind::Desktop
-    } else {
-        MachineKind::Linux
-    };
-    if hello.kind != kind {
-        out.push(if desktop && hello.kind == MachineKind::Linux {
-            "the daemon says kind linux, not desktop: the desktop's X server has gone".to_string()
-        } else {
-            format!("the daemon says kind {}, not {kind}", hello.kind)
-        });
-    }
-    let got: BTreeSet<&str> = hello.groups.iter().map(|g| g.as_str()).collect();
-    let mut want: BTreeSet<&str> = GROUPS.iter().map(|g| g.as_str()).collect();
+    let mut groups = GROUPS.to_vec();
     if desktop {
-        want.extend(super::desktop::GROUPS.iter().map(|g| g.as_str()));
+        groups.extend_from_slice(super::desktop::GROUPS);
     }
-    if got != want {
-        out.push(format!(
-            "the daemon answers the groups {got:?}, where a Docker {} answers exactly {want:?}",
-            if desktop { "desktop" } else { "computer" }
-        ));
-    }
-    if !host.arch.is_empty() && hello.arch != host.arch {
-        out.push(format!(
-            "the daemon says arch {}, where the Docker host is {}",
-            hello.arch, host.arch
-        ));
-    }
-    out
+    let expect = Expect {
+        kind: if desktop {
+            MachineKind::Desktop
+        } else {
+            MachineKind::Linux
+        },
+        groups: &groups,
+        exact: true,
+        arch: Some(&host.arch),
+    };
+    let what = if desktop { "desktop" } else { "computer" };
+    hello::drift(hello, &expect)
+        .into_iter()
+        .map(|d| match d {
+            Drift::Version { got } => format!(
+                "the daemon is version {got}, where this provider is {}",
+                computerd::VERSION
+            ),
+            Drift::Os { got } => format!("the daemon says os {got}, not linux"),
+            Drift::Kind { got, .. } if desktop && got == MachineKind::Linux => {
+                "the daemon says kind linux, not desktop: the desktop's X server has gone".into()
+            }
+            Drift::Kind { got, want } => format!("the daemon says kind {got}, not {want}"),
+            Drift::Groups { got, want } => format!(
+                "the daemon answers the groups {got:?}, where a Docker {what} answers exactly {want:?}"
+            ),
+            Drift::Arch { got, want } => {
+                format!("the daemon says arch {got}, where the Docker host is {want}")
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::local::cgroup::Host as Size;
+    use crate::sizing::Host as Size;
 
     fn plan() -> Plan {
         crate::docker::plan::tests::plan()

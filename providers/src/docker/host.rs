@@ -4,7 +4,7 @@
 use bollard::errors::Error as DockerError;
 use bollard::models::SystemInfo;
 
-use crate::local::cgroup;
+use crate::sizing;
 use crate::types::{ErrorCode, ProviderError};
 
 /// The oldest engine API a computer can be made on.
@@ -16,7 +16,7 @@ pub struct Host {
     /// `amd64` or `arm64`, as hello says it.
     pub arch: String,
     /// What sizes are checked against.
-    pub size: cgroup::Host,
+    pub size: sizing::Host,
     /// The host's AppArmor, when it has it: every container gets
     /// `docker-default`.
     pub apparmor: bool,
@@ -94,7 +94,7 @@ impl Host {
         let memory_mb = (info.mem_total.unwrap_or(0).max(0) as u64) / (1024 * 1024);
         Host {
             arch,
-            size: cgroup::Host { cpus, memory_mb },
+            size: sizing::Host { cpus, memory_mb },
             apparmor: named("apparmor").is_some(),
             selinux: named("selinux").is_some(),
             remap,

@@ -14,8 +14,8 @@ use bollard::models::{
 use computerd::launch::{InitArgs, StdioArgs, Time};
 
 use super::egress;
-use crate::local::cgroup::{CPU_PERIOD_US, Limits};
 use crate::share::Share;
+use crate::sizing::{CPU_PERIOD_US, Limits};
 use crate::types::{Labels, NetworkKind, ProviderError, Result, label};
 
 /// Where the daemon is bound inside every computer (read-only), and run

@@ -12,14 +12,11 @@ use std::path::PathBuf;
 
 use computerd::protocol::Group;
 
-use crate::cdp::chromium::{self, Debugging, Launch};
+use crate::cdp::chromium::{self, Launch};
+use crate::daemon_backed::browser as in_computer;
 use crate::types::{NetworkKind, Result};
 
 pub use chromium::PROFILE;
-
-/// The proxy a computer with an allowlist reaches its egress by (init's
-/// relay on its loopback).
-pub const EGRESS_PROXY: &str = "http://127.0.0.1:3128";
 
 /// The groups a local browser declares beside exec, files and processes.
 pub const GROUPS: &[Group] = &[Group::Cdp];
@@ -42,19 +39,14 @@ impl Browser {
     /// How the browser of a computer with `network` is started: headless,
     /// or on a desktop's screen (`shown`).
     pub fn launch(&self, network: NetworkKind, shown: bool) -> Launch {
-        Launch {
-            program: self.chromium.clone(),
-            profile: PROFILE.into(),
-            headless: !shown,
-            proxy: (network == NetworkKind::Allow).then(|| EGRESS_PROXY.to_string()),
-            debugging: Debugging::Pipe,
-        }
+        in_computer::launch(self.chromium.clone(), network == NetworkKind::Allow, shown)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon_backed::browser::EGRESS_PROXY;
 
     #[test]
     fn an_allowlist_browser_goes_through_the_egress_and_others_do_not() {

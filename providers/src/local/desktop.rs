@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use computerd::launch::{InitArgs, Screen};
-use computerd::protocol::{Group, HelloResult, MachineKind, SettingKind};
+use computerd::protocol::{Group, SettingKind};
 
 use crate::types::{ProviderError, Result};
 
@@ -63,22 +63,6 @@ impl Desktop {
     pub fn launch(&self, init: &mut InitArgs) {
         init.xvfb = Some(self.xvfb.clone());
         init.screen = self.screen;
-    }
-
-    /// A desktop's hello: kind desktop with exec and the screen groups
-    /// (init answers only once its Xvfb listens, so the screen is there).
-    pub fn check_hello(&self, hello: &HelloResult) -> Result<()> {
-        let ok = hello.kind == MachineKind::Desktop
-            && hello.groups.contains(&Group::Exec)
-            && GROUPS.iter().all(|g| hello.groups.contains(g));
-        if ok {
-            return Ok(());
-        }
-        let groups: Vec<&str> = hello.groups.iter().map(|g| g.as_str()).collect();
-        Err(ProviderError::refused(format!(
-            "the computer's daemon says kind {} with groups {groups:?}; a local desktop is kind desktop with exec, screen, input.pointer and input.keys (its Xvfb may have failed: see the computer's daemon.log)",
-            hello.kind
-        )))
     }
 }
 

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::state::{Meta, Process};
 use super::{LocalProvider, cgroup, computerd_env};
-use crate::types::{ErrorCode, NetworkPolicy, ProviderError, Result, Sizes};
+use crate::types::{ErrorCode, ProviderError, Result, Sizes};
 
 /// Where init finds the proxy's socket inside the computer.
 pub const SOCKET_INSIDE: &str = "/run/egress/egress.sock";
@@ -53,16 +53,6 @@ pub fn owner_of(id: &str) -> String {
 /// is a computer's own).
 pub fn computer_of(owner: &str) -> &str {
     owner.strip_suffix("-egress").unwrap_or(owner)
-}
-
-/// The list of an allowlist policy, checked; None for none and open.
-pub fn list_of(policy: &NetworkPolicy) -> Result<Option<Allowlist>> {
-    match policy {
-        NetworkPolicy::Allow(entries) => Allowlist::parse(entries)
-            .map(Some)
-            .map_err(|e| ProviderError::invalid("network", e.to_string())),
-        _ => Ok(None),
-    }
 }
 
 /// The proxy's socket directory on the host.
@@ -153,7 +143,7 @@ impl LocalProvider {
             if let Ok(Some(status)) = child.try_wait() {
                 break Err(ProviderError::refused(format!(
                     "the egress proxy could not start ({status}): {}",
-                    last_words(&dir.join("egress.log"))
+                    super::log_words(&dir.join("egress.log"))
                 )));
             }
             if tokio::net::UnixStream::connect(&socket).await.is_ok() {
@@ -165,7 +155,7 @@ impl LocalProvider {
                     format!(
                         "the egress proxy did not listen within {} s: {}",
                         READY_WAIT.as_secs(),
-                        last_words(&dir.join("egress.log"))
+                        super::log_words(&dir.join("egress.log"))
                     ),
                 ));
             }
@@ -254,17 +244,6 @@ impl LocalProvider {
     }
 }
 
-fn last_words(log: &Path) -> String {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let tail = lines[lines.len().saturating_sub(3)..].join(" / ");
-    if tail.is_empty() {
-        "it said nothing".into()
-    } else {
-        tail
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,18 +253,5 @@ mod tests {
         assert_eq!(owner_of("local-00ff"), "local-00ff-egress");
         assert_eq!(computer_of("local-00ff-egress"), "local-00ff");
         assert_eq!(computer_of("local-00ff"), "local-00ff");
-    }
-
-    #[test]
-    fn a_bad_list_is_refused_on_the_network_field() {
-        let e = list_of(&NetworkPolicy::Allow(vec!["10.0.0.0/8".into()])).unwrap_err();
-        assert_eq!(e.field.as_deref(), Some("network"));
-        assert!(
-            e.message
-                .contains("\"10.0.0.0/8\": the range holds private"),
-            "{}",
-            e.message
-        );
-        assert!(list_of(&NetworkPolicy::Open).unwrap().is_none());
     }
 }

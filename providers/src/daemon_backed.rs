@@ -1,0 +1,62 @@
+//! What every daemon-backed provider shares: a provider whose computers run
+//! `computerd init` and are reached through the daemon's protocol (local,
+//! Docker, and any later one of that shape).
+//!
+//! - [`hello`]: the one bounded hello, and what every such computer must
+//!   say at it (our version, its kind, its groups, the host's arch).
+//! - [`up`]: waiting until a new computer's daemon answers, with the last
+//!   words of one that died on the way.
+//! - [`browser`]: a Chromium started inside the computer on its debugging
+//!   pipe, through the egress relay when the computer has an allowlist.
+//! - [`network`]: a network fixed when the computer is made, and the
+//!   allowlist a spec asks for.
+//!
+//! Sizes are [`crate::sizing`]'s, the same for every provider the host's
+//! kernel bounds.
+
+pub mod browser;
+pub mod hello;
+pub mod network;
+pub mod up;
+
+use crate::types::{ErrorCode, ProviderError};
+
+/// A call's own cancellation, in words naming what was cancelled.
+pub fn aborted(what: &str) -> ProviderError {
+    ProviderError::new(ErrorCode::Aborted, format!("{what} was cancelled"))
+}
+
+/// The last `n` non-empty lines a computer's daemon wrote, joined, or
+/// `none` when it wrote nothing: what a computer that died while starting
+/// said last.
+pub fn last_words<S: AsRef<str>>(lines: &[S], n: usize, none: &str) -> String {
+    let said: Vec<&str> = lines
+        .iter()
+        .map(|l| l.as_ref().trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    let tail = said[said.len().saturating_sub(n)..].join(" / ");
+    if tail.is_empty() {
+        none.to_string()
+    } else {
+        tail
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_words_are_the_last_lines_said_or_the_word_for_nothing() {
+        assert_eq!(
+            last_words(&["a", "", "b", "c", " d "], 3, "nothing"),
+            "b / c / d"
+        );
+        assert_eq!(
+            last_words::<&str>(&[], 3, "it said nothing"),
+            "it said nothing"
+        );
+        assert_eq!(last_words(&["  ", ""], 3, "nothing"), "nothing");
+    }
+}

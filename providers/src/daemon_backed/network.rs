@@ -1,0 +1,65 @@
+//! A daemon-backed computer's network is fixed when it is made: a network
+//! call may read it back, never change it.
+
+use computerd::protocol::egress::Allowlist;
+
+use crate::types::{NetworkKind, NetworkPolicy, ProviderError, Result};
+
+/// The allowlist `policy` asks for, checked; none for another network.
+pub fn allowlist_of(policy: &NetworkPolicy) -> Result<Option<Allowlist>> {
+    match policy {
+        NetworkPolicy::Allow(entries) => Allowlist::parse(entries)
+            .map(Some)
+            .map_err(|e| ProviderError::invalid("network", e.to_string())),
+        _ => Ok(None),
+    }
+}
+
+/// Refuse a `policy` other than the network the computer holds (`kind`,
+/// and `list` for an allowlist), in words that begin with `fixed` ("a
+/// Docker computer's network is fixed when it is made") and end by saying
+/// what it is and what to do.
+pub fn refuse_change(
+    policy: Option<&NetworkPolicy>,
+    kind: NetworkKind,
+    list: impl FnOnce() -> Vec<String>,
+    fixed: &str,
+) -> Result<()> {
+    let refuse = |is: String| {
+        Err(
+            ProviderError::unsupported(format!("{fixed} (it is {is}); make another computer"))
+                .with_field("network"),
+        )
+    };
+    let Some(policy) = policy else {
+        return Ok(());
+    };
+    if policy.kind() != kind {
+        return refuse(kind.to_string());
+    }
+    if let Some(asked) = allowlist_of(policy)? {
+        let held = list();
+        if asked.entries() != held {
+            return refuse(format!("allow {}", held.join(", ")));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_list_is_refused_on_the_network_field() {
+        let e = allowlist_of(&NetworkPolicy::Allow(vec!["10.0.0.0/8".into()])).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("network"));
+        assert!(
+            e.message
+                .contains("\"10.0.0.0/8\": the range holds private"),
+            "{}",
+            e.message
+        );
+        assert!(allowlist_of(&NetworkPolicy::Open).unwrap().is_none());
+    }
+}
