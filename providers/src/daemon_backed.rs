@@ -26,6 +26,16 @@ pub fn aborted(what: &str) -> ProviderError {
     ProviderError::new(ErrorCode::Aborted, format!("{what} was cancelled"))
 }
 
+/// A new computer's note of one share.
+pub fn share_note(s: &crate::share::Share) -> String {
+    format!(
+        "share: {} at {}{}",
+        s.source.display(),
+        s.target,
+        if s.read_only { " (read-only)" } else { "" }
+    )
+}
+
 /// The last `n` non-empty lines a computer's daemon wrote, joined, or
 /// `none` when it wrote nothing: what a computer that died while starting
 /// said last.

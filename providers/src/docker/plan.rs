@@ -134,7 +134,7 @@ impl Plan {
     /// /work's size: half of memoryMb, so a full /work fails a write with
     /// "No space left on device" before the memory limit kills PID 1.
     pub fn work_size_mib(&self) -> u64 {
-        (self.limits.memory_mb / 2).max(1)
+        self.limits.work_size_mib()
     }
 
     /// Each [`SCRATCH`] place and its size in MiB (at least 1): with HOME's

@@ -16,8 +16,9 @@ use computerd::launch::{EgressArgs, Program, Time, UserSpec};
 use computerd::protocol::egress::Allowlist;
 use serde::{Deserialize, Serialize};
 
+use super::lifecycle::{computerd_env, log_words};
 use super::state::{Meta, Process};
-use super::{LocalProvider, cgroup, computerd_env};
+use super::{LocalProvider, cgroup};
 use crate::types::{ErrorCode, ProviderError, Result, Sizes};
 
 /// Where init finds the proxy's socket inside the computer.
@@ -143,7 +144,7 @@ impl LocalProvider {
             if let Ok(Some(status)) = child.try_wait() {
                 break Err(ProviderError::refused(format!(
                     "the egress proxy could not start ({status}): {}",
-                    super::log_words(&dir.join("egress.log"))
+                    log_words(&dir.join("egress.log"))
                 )));
             }
             if tokio::net::UnixStream::connect(&socket).await.is_ok() {
@@ -155,7 +156,7 @@ impl LocalProvider {
                     format!(
                         "the egress proxy did not listen within {} s: {}",
                         READY_WAIT.as_secs(),
-                        super::log_words(&dir.join("egress.log"))
+                        log_words(&dir.join("egress.log"))
                     ),
                 ));
             }
