@@ -2,6 +2,7 @@
 //! files the kernel would make are made by the test, and the files written
 //! are read back whole.
 
+use super::detect::{Membership, Mount, join_rel, on_disk};
 use super::*;
 
 fn write(p: &Path, text: &str) {
