@@ -26,6 +26,18 @@ pub fn aborted(what: &str) -> ProviderError {
     ProviderError::new(ErrorCode::Aborted, format!("{what} was cancelled"))
 }
 
+/// Refuse a computerd path that is not absolute: a provider starts or
+/// binds the binary it was given, never one found on a PATH.
+pub fn check_computerd(path: &std::path::Path) -> crate::types::Result<()> {
+    if path.is_absolute() {
+        return Ok(());
+    }
+    Err(ProviderError::invalid(
+        "computerd",
+        "the computerd path must be absolute",
+    ))
+}
+
 /// A new computer's note of one share.
 pub fn share_note(s: &crate::share::Share) -> String {
     format!(

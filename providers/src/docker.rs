@@ -101,12 +101,7 @@ pub struct DockerProvider {
 
 impl DockerProvider {
     pub fn new(opts: DockerOptions) -> Result<Self> {
-        if !opts.computerd.is_absolute() {
-            return Err(ProviderError::invalid(
-                "computerd",
-                "the computerd path must be absolute",
-            ));
-        }
+        crate::daemon_backed::check_computerd(&opts.computerd)?;
         if let Some((u, g)) = opts.user
             && (u == 0 || g == 0)
         {

@@ -98,12 +98,7 @@ impl LocalProvider {
                 "the state directory must be an absolute path",
             ));
         }
-        if !opts.computerd.is_absolute() {
-            return Err(ProviderError::invalid(
-                "computerd",
-                "the computerd path must be absolute",
-            ));
-        }
+        crate::daemon_backed::check_computerd(&opts.computerd)?;
         if let Some(u) = &opts.run_as {
             parse_uid_gid(u)?;
         }
