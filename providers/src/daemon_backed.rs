@@ -8,6 +8,8 @@
 //!   words of one that died on the way.
 //! - [`browser`]: a Chromium started inside the computer on its debugging
 //!   pipe, through the egress relay when the computer has an allowlist.
+//! - [`labels`]: which computers carry the labels a list or an attach
+//!   asks for, and the one an attach by labels finds.
 //! - [`network`]: a network fixed when the computer is made, and the
 //!   allowlist a spec asks for.
 //!
@@ -16,6 +18,7 @@
 
 pub mod browser;
 pub mod hello;
+pub mod labels;
 pub mod network;
 pub mod up;
 

@@ -15,6 +15,13 @@
 //! computer that drifted is deleted at create and refused (never deleted)
 //! at attach. Every connection is one exec of `computerd stdio`.
 //!
+//! - [`settings`]: what a user sets, the options, and how the registry
+//!   makes the provider from them.
+//! - `spec`: what a spec may ask, checked with no engine call.
+//! - `lifecycle`: create in named steps, from the plan to the drift check
+//!   of the started computer.
+//! - `readback`: a computer found, inspected, and its plan, ref and
+//!   network read back.
 //! - [`plan`]: what a computer is made with, and the create body.
 //! - [`drift`]: the closed check of inspect and hello against the plan.
 //! - [`host`]: the host's enforcement from `docker info`, and the engine's
@@ -26,6 +33,11 @@
 //!   read back and removed with their computer.
 //! - `removal`: a computer and its parts removed, also when a create's
 //!   future is dropped part-way.
+//! - `survey`: what `doctor` says of Docker when another provider runs.
+//!
+//! The hello, waiting until up, the browser inside and the fixed network
+//! are [`crate::daemon_backed`]'s, shared with every daemon-backed
+//! provider; sizes are [`crate::sizing`]'s.
 
 pub mod cache;
 pub mod desktop;
@@ -52,7 +64,7 @@ use computerd::launch::Time;
 use computerd::protocol::{Group, MachineKind};
 use tokio_util::sync::CancellationToken;
 
-use crate::daemon_backed::{aborted, browser as in_computer, hello, network};
+use crate::daemon_backed::{aborted, browser as in_computer, hello, labels, network};
 use crate::provider::{Connection, Provider};
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
@@ -241,23 +253,11 @@ impl Provider for DockerProvider {
         host.require()?;
         let v = match by {
             AttachBy::Id(id) => self.find(&docker, id).await?,
-            AttachBy::Labels(labels) => {
-                let mut found = self.listed(labels, cancel).await?;
-                match found.len() {
-                    0 => {
-                        return Err(ProviderError::not_found(
-                            "no Docker computer carries those labels",
-                        ));
-                    }
-                    1 => found.remove(0),
-                    n => {
-                        return Err(ProviderError::invalid(
-                            "labels",
-                            format!("{n} computers match those labels; attach by id"),
-                        ));
-                    }
-                }
-            }
+            AttachBy::Labels(labels) => labels::the_one(
+                self.listed(labels, cancel).await?,
+                "no Docker computer carries those labels",
+                |n| format!("{n} computers match those labels; attach by id"),
+            )?,
         };
         let name = name_of(&v).to_string();
         let refuse = |why: Vec<String>| {

@@ -21,6 +21,16 @@
 //!
 //! The deadline is init's: a computer ends itself then, whether or not the
 //! server is still there.
+//!
+//! - [`settings`]: what a user sets, the options, and how the registry
+//!   makes the provider from them.
+//! - `lifecycle`: a computer made, waited for, connected to, its network
+//!   read back, and ended; `spare`: the sandbox made ahead of the next.
+//! - [`cgroup`], [`uids`], [`egress`], [`desktop`], [`browser`]: its
+//!   bounds, users, allowlist proxy, screen and Chromium.
+//!
+//! The hello, waiting until up, the browser's connection and the fixed
+//! network are [`crate::daemon_backed`]'s; sizes are [`crate::sizing`]'s.
 
 pub mod browser;
 pub mod cgroup;
@@ -40,7 +50,7 @@ use std::time::Duration;
 use computerd::protocol::{self, Group, MachineKind};
 use tokio_util::sync::CancellationToken;
 
-use crate::daemon_backed::network;
+use crate::daemon_backed::{labels, network};
 use crate::provider::{Connection, Provider};
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
@@ -485,29 +495,21 @@ impl Provider for LocalProvider {
     async fn attach(&self, by: &AttachBy, cancel: &CancellationToken) -> Result<ComputerRef> {
         let meta = match by {
             AttachBy::Id(id) => self.read_meta(id)?,
-            AttachBy::Labels(labels) => {
-                let mut found = self.list(labels, cancel).await?;
+            AttachBy::Labels(wanted) => {
+                let mut found = self.list(wanted, cancel).await?;
                 found.retain(|r| r.running);
-                match found.len() {
-                    0 => {
-                        return Err(ProviderError::not_found(
-                            "no running local computer carries those labels",
-                        ));
-                    }
-                    1 => self.read_meta(&found[0].id)?,
-                    n => {
-                        return Err(ProviderError::invalid(
-                            "labels",
-                            format!("{n} running local computers carry those labels; attach by id"),
-                        ));
-                    }
-                }
+                let one = labels::the_one(
+                    found,
+                    "no running local computer carries those labels",
+                    |n| format!("{n} running local computers carry those labels; attach by id"),
+                )?;
+                self.read_meta(&one.id)?
             }
         };
         Ok(self.to_ref(&meta))
     }
 
-    async fn list(&self, labels: &Labels, _cancel: &CancellationToken) -> Result<Vec<ComputerRef>> {
+    async fn list(&self, wanted: &Labels, _cancel: &CancellationToken) -> Result<Vec<ComputerRef>> {
         let Ok(entries) = std::fs::read_dir(self.computers_dir()) else {
             return Ok(Vec::new());
         };
@@ -517,7 +519,7 @@ impl Provider for LocalProvider {
             let Ok(meta) = self.read_meta(&id) else {
                 continue;
             };
-            if labels.iter().all(|(k, v)| meta.labels.get(k) == Some(v)) {
+            if labels::carries(wanted, |k| meta.labels.get(k).map(String::as_str)) {
                 // The network as read back from the computer itself (its
                 // namespace's interfaces and routes, an allowlist's proxy),
                 // as attach and network read it.

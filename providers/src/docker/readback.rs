@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::lifecycle::deadline_ms;
 use super::{DockerProvider, Plan, SKEW_MS, direct, egress, host, plan};
 use crate::daemon_backed::aborted;
+use crate::daemon_backed::labels::carries;
 use crate::share::{Share, WORKSPACE};
 use crate::sizing::{CPU_PERIOD_US, Limits};
 use crate::types::{
@@ -224,9 +225,7 @@ impl DockerProvider {
                     continue;
                 };
                 if plan::is_computer_name(name_of(&v))
-                    && labels
-                        .iter()
-                        .all(|(k, want)| v["Config"]["Labels"][k].as_str() == Some(want))
+                    && carries(labels, |k| v["Config"]["Labels"][k].as_str())
                 {
                     out.push(v);
                 }

@@ -32,6 +32,10 @@
 //! state directory ([`group_for`]: `computer-mcp-<hash>`), so a sweep sees
 //! only its own computers' cgroups.
 //!
+//! Detection is `detect`'s; one computer's cgroup (limits written and
+//! read back, kill, freeze, remove) is [`ComputerCgroup`], in `computer`.
+//! Sizes are [`crate::sizing`]'s, named here too.
+//!
 //! The calls block (release waits, bounded, for the processes to go): call
 //! them from a blocking thread in async code.
 
