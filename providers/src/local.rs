@@ -312,25 +312,30 @@ impl LocalProvider {
             .map(Some)
     }
 
+    /// Kill whatever is left in the cgroup `id` (`whose`: "the computer's")
+    /// and remove it; none is fine, as is a host with no cgroups.
+    async fn release_cgroup(&self, id: &str, whose: &str) -> Result<()> {
+        let Ok(cgroups) = &self.cgroups else {
+            return Ok(());
+        };
+        let cgroups = cgroups.clone();
+        let id = id.to_string();
+        tokio::task::spawn_blocking(move || match cgroups.open(&id) {
+            Ok(cg) => cg.release(),
+            Err(e) if e.code == ErrorCode::NotFound => Ok(()),
+            Err(e) => Err(e),
+        })
+        .await
+        .map_err(|e| ProviderError::failed(format!("releasing {whose} cgroup failed: {e}")))?
+    }
+
     /// Kill whatever is left in the computer's cgroup and remove it, and
     /// give back its uid. Nothing of the computer survives this, whatever
     /// it forked.
     async fn release_bounds(&self, meta: &Meta) -> Result<()> {
         self.end_egress(meta).await?;
-        if meta.limits.is_some()
-            && let Ok(cgroups) = &self.cgroups
-        {
-            let cgroups = cgroups.clone();
-            let id = meta.id.clone();
-            tokio::task::spawn_blocking(move || match cgroups.open(&id) {
-                Ok(cg) => cg.release(),
-                Err(e) if e.code == ErrorCode::NotFound => Ok(()),
-                Err(e) => Err(e),
-            })
-            .await
-            .map_err(|e| {
-                ProviderError::failed(format!("releasing the computer's cgroup failed: {e}"))
-            })??;
+        if meta.limits.is_some() {
+            self.release_cgroup(&meta.id, "the computer's").await?;
         }
         if meta.own_uid
             && let (Some(a), Some((uid, _))) = (&self.uids, meta.user)

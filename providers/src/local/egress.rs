@@ -185,18 +185,7 @@ impl LocalProvider {
             let _ = c.start_kill();
             let _ = c.wait().await;
         }
-        if let Ok(cgroups) = &self.cgroups {
-            let cgroups = cgroups.clone();
-            tokio::task::spawn_blocking(move || match cgroups.open(&owner) {
-                Ok(cg) => cg.release(),
-                Err(e) if e.code == ErrorCode::NotFound => Ok(()),
-                Err(e) => Err(e),
-            })
-            .await
-            .map_err(|e| {
-                ProviderError::failed(format!("releasing the egress proxy's cgroup failed: {e}"))
-            })??;
-        }
+        self.release_cgroup(&owner, "the egress proxy's").await?;
         if em.own_uid
             && let (Some(a), Some(uid)) = (&self.uids, em.uid)
         {
