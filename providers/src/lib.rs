@@ -11,10 +11,6 @@
 //! - [`settings`]: how a provider's typed settings are layered from flags,
 //!   variables and its `[providers.<id>]` table ([`layer`]), and the
 //!   [`HostDefaults`] the server finds for them.
-//! - [`conformance`]: the suite every provider must pass: cases as data,
-//!   the runner and its report.
-//! - `fake` (tests and the `fake` feature only): a scriptable in-process
-//!   provider, never in [`PROVIDERS`].
 //! - [`local`]: computers on this machine, isolated by `computerd sandbox`,
 //!   bounded by a cgroup each ([`local::cgroup`]), with a uid each
 //!   ([`local::uids`]).
@@ -23,9 +19,6 @@
 //! - [`vendor`]: what the browser vendors share: one request per call,
 //!   the create label that finds what a lost create made, CDP URLs held
 //!   as secrets; [`browserbase`] and [`kernel`] are its two vendors.
-//! - `vendor_fake` (tests and the `fake` feature only): fake Browserbase
-//!   and Kernel APIs on 127.0.0.1 whose browsers are a real headless
-//!   Chromium.
 //! - [`janitor`]: [`janitor::release_older`], the run/epoch fence shared by
 //!   every provider.
 //! - [`share`]: host directories shown at `/workspace`, and the rules a
@@ -37,16 +30,17 @@
 //! - [`window_manager`]: a desktop's window manager, started where the
 //!   computer has one, and how a program is found in a computer.
 //!
+//! The conformance suite every provider must pass is the crate
+//! `computer-conformance`; the fakes tests use (a scriptable provider, fake
+//! browser vendors) are `computer-fakes`.
+//!
 //! A provider never depends on MCP; a tool never knows which provider made
 //! its computer. Settings come in typed only: no provider reads the
 //! environment (the server's clap reads the variables a provider declares).
 
 pub mod browserbase;
 pub mod cdp;
-pub mod conformance;
 pub mod docker;
-#[cfg(any(test, feature = "fake"))]
-pub mod fake;
 pub mod janitor;
 pub mod kernel;
 pub mod local;
@@ -57,8 +51,6 @@ pub mod settings;
 pub mod share;
 pub mod types;
 pub mod vendor;
-#[cfg(any(test, feature = "fake"))]
-pub mod vendor_fake;
 pub mod wait;
 pub mod window_manager;
 

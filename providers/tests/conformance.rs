@@ -9,8 +9,8 @@
 
 use std::sync::Arc;
 
+use computer_conformance::{self as conformance, CaseGroup, RunOptions, Status};
 use computer_providers::Provider;
-use computer_providers::conformance::{self, CaseGroup, RunOptions, Status};
 use computer_providers::local::{LocalOptions, LocalProvider};
 use computer_testkit::{computerd_bin, need, need_root};
 

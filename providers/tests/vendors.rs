@@ -1,5 +1,5 @@
 //! The Browserbase and Kernel providers against fakes of ours (the
-//! `fake` feature's `vendor_fake`) whose browsers are a real headless
+//! `computer_fakes::vendor`) whose browsers are a real headless
 //! Chromium: create, CDP, list and attach, release read back; a create
 //! whose answer is lost leaves nothing; 401/429/500 in words; and the
 //! fake's canary CDP URL in no error, ref, list, Debug or log line.
@@ -12,10 +12,10 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
+use computer_fakes::vendor::{FakeVendor, Kind, Lose, Route};
 use computer_providers::browserbase::{BrowserbaseProvider, BrowserbaseSettings};
 use computer_providers::kernel::{KernelProvider, KernelSettings};
 use computer_providers::vendor::CREATE_LABEL;
-use computer_providers::vendor_fake::{FakeVendor, Kind, Lose, Route};
 use computer_providers::{
     AttachBy, ComputerSpec, Configure, ErrorCode, HostDefaults, Labels, NetworkPolicy, Provider,
     ProviderError, Release, Sources, provider_for, with_provider_flags,

@@ -8,7 +8,7 @@ use computerd::client::ClientError;
 use computerd::protocol::{CdpEventsParams, CdpSendParams, ErrorKind, PingParams};
 use serde_json::{Value, json};
 
-use crate::conformance::ctx::{Computer, Ctx, Outcome, ensure, fail};
+use crate::ctx::{Computer, Ctx, Outcome, ensure, fail};
 
 /// A page the suite opens: a target and its flat session.
 struct Page<'a> {
@@ -355,7 +355,7 @@ pub async fn network_none(t: &Ctx) -> Result<(), Outcome> {
 /// provider and never shown (the case's words hold no part of it).
 pub async fn live_view(t: &Ctx) -> Result<(), Outcome> {
     let c = t.shared().await?;
-    let view = crate::conformance::ctx::bounded(
+    let view = crate::ctx::bounded(
         "the live view",
         t.bounds.cleanup,
         t.provider.live_view(&c.computer, &t.cancel),

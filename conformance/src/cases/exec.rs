@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use computerd::protocol::{ExecParams, FilesStatParams, limits};
 
-use crate::conformance::ctx::{Computer, Ctx, Outcome, ensure, fail, fields};
+use crate::ctx::{Computer, Ctx, Outcome, ensure, fail, fields};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

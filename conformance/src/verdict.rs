@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::report::{CaseResult, Cleanup, Status};
 use super::{Case, Level, Need, cases};
-use crate::types::{Capabilities, DaemonMode, NetworkKind};
+use computer_providers::types::{Capabilities, DaemonMode, NetworkKind};
 
 /// What a computer of `kind` must declare, wherever `daemon` runs: a
 /// Core case that needs one of these and finds it undeclared fails.
@@ -170,8 +170,8 @@ pub(crate) fn core_not_run(selected: &[Case]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conformance::CaseGroup;
-    use crate::types::{LifetimeMode, Release};
+    use crate::CaseGroup;
+    use computer_providers::types::{LifetimeMode, Release};
 
     fn caps() -> Capabilities {
         Capabilities {

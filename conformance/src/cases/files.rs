@@ -8,7 +8,7 @@ use computerd::protocol::{
     FilesReadParams, FilesRemoveParams, FilesStatParams, FilesWriteParams, TarPullBeginParams,
 };
 
-use crate::conformance::ctx::{Computer, Ctx, Outcome, ensure, fail};
+use crate::ctx::{Computer, Ctx, Outcome, ensure, fail};
 
 /// Bytes of every value, and more than one chunk's worth.
 fn payload(n: usize) -> Vec<u8> {

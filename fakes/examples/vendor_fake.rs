@@ -2,7 +2,7 @@
 //! the server or the conformance CLI against it:
 //!
 //! ```text
-//! cargo run -p computer-providers --features fake --example vendor_fake -- browserbase
+//! cargo run -p computer-fakes --example vendor_fake -- browserbase
 //! ```
 //!
 //! prints the flags to give (`--browserbase-api-url ... --browserbase-api-key ...`)
@@ -10,7 +10,7 @@
 
 #![allow(clippy::print_stdout)]
 
-use computer_providers::vendor_fake::{FakeVendor, Kind};
+use computer_fakes::vendor::{FakeVendor, Kind};
 
 #[tokio::main]
 async fn main() -> Result<(), String> {

@@ -2,8 +2,8 @@
 
 use computerd::protocol::{ErrorKind, Group, HelloParams, PingParams};
 
-use crate::conformance::ctx::{Ctx, Outcome, ensure, fail};
-use crate::conformance::{Need, core_needs, kind_refusals};
+use crate::ctx::{Ctx, Outcome, ensure, fail};
+use crate::{Need, core_needs, kind_refusals};
 
 /// The groups only a provider declares (a daemon's hello never lists them).
 const PROVIDER_GROUPS: &[Group] = &[Group::Cdp, Group::Stream, Group::Downloads];

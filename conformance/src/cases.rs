@@ -13,7 +13,7 @@ mod provider;
 use computerd::protocol::Group;
 
 use super::{Case, CaseGroup, Level, Need, UserNeed};
-use crate::types::NetworkKind;
+use computer_providers::types::NetworkKind;
 
 const EXEC: &[Need] = &[Need::Group(Group::Exec)];
 const FILES: &[Need] = &[Need::Group(Group::Files)];

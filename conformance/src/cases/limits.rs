@@ -3,8 +3,8 @@
 //! program here runs in a computer made for the case with small bounds, so
 //! only that computer's own cgroup holds it.
 
-use crate::conformance::ctx::{Computer, Ctx, Outcome, bounded, ensure, fail};
-use crate::types::{AttachBy, ComputerRef};
+use crate::ctx::{Computer, Ctx, Outcome, bounded, ensure, fail};
+use computer_providers::types::{AttachBy, ComputerRef};
 
 const PIDS: u64 = 64;
 const MEMORY_MB: u64 = 256;
@@ -131,7 +131,7 @@ pub async fn work_size(t: &Ctx) -> Result<(), Outcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SizesReadBack;
+    use computer_providers::SizesReadBack;
 
     #[test]
     fn bounds_read_back_short_or_missing_are_named() {

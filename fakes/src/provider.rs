@@ -1,6 +1,6 @@
 //! A scriptable fake provider, for tests: computers in this process that
-//! answer from a script, and a record of every call it was asked. Built
-//! only for tests and with the `fake` feature; never in the registry.
+//! answer from a script, and a record of every call it was asked. Never in
+//! the registry.
 //!
 //! A test of a host (the server's sessions, the conformance suite) asserts
 //! what the host asked and how it behaves when a provider misbehaves, with
@@ -29,8 +29,8 @@ use computerd::protocol::{
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::provider::{Connection, Provider};
-use crate::types::{
+use computer_providers::provider::{Connection, Provider};
+use computer_providers::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
     LifetimeMode, NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
     check_labels, check_lifetime,
@@ -153,7 +153,9 @@ fn rfc3339(ms: i64) -> String {
         .unwrap_or_default()
 }
 
-fn status(caps_eff: &str) -> String {
+/// A `/proc/self/status` of an unprivileged process whose CapEff is
+/// `caps_eff`.
+pub fn proc_status(caps_eff: &str) -> String {
     format!(
         "Name:\tcat\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t{caps_eff}\nCapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\n"
     )
@@ -211,7 +213,7 @@ impl FakeProvider {
         };
         p.program(
             |a| script_has(a, "cat /proc/self/status"),
-            |_| Ok(ok_stdout(&status("0000000000000000"))),
+            |_| Ok(ok_stdout(&proc_status("0000000000000000"))),
         );
         p.program(
             |a| script_has(a, "for p in /proc/[0-9]*"),
@@ -704,6 +706,3 @@ impl ComputerClient for FakeClient {
         self.closed.load(Ordering::SeqCst) || !self.provider.running(&self.computer)
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -18,8 +18,8 @@ use super::verdict::{core_needs, core_not_run, core_summary, kind_verdict};
 use super::{
     Bounds, Case, Level, Need, RUN_LABEL, RUN_LIFETIME_MS, RunOptions, UserNeed, daemon_str,
 };
-use crate::provider::{Connection, Provider};
-use crate::types::{
+use computer_providers::provider::{Connection, Provider};
+use computer_providers::types::{
     Capabilities, ComputerRef, ComputerSpec, Created, ErrorCode, Labels, LifetimeMode,
     ProviderError, Release,
 };
@@ -58,7 +58,7 @@ pub struct Computer {
 /// What create returned besides the ref.
 #[derive(Clone, Debug)]
 pub struct CreatedInfo {
-    pub network: Option<crate::types::NetworkReadBack>,
+    pub network: Option<computer_providers::types::NetworkReadBack>,
     pub notes: Vec<String>,
 }
 
@@ -118,7 +118,7 @@ pub async fn bounded<T>(
             ErrorCode::Timeout,
             format!(
                 "{what} did not answer within {}",
-                crate::types::human_ms(within.as_millis() as u64)
+                computer_providers::types::human_ms(within.as_millis() as u64)
             ),
         )),
     }
@@ -280,7 +280,7 @@ impl Ctx {
                 ErrorCode::Timeout,
                 format!(
                     "create did not answer within {}",
-                    crate::types::human_ms(self.bounds.create.as_millis() as u64)
+                    computer_providers::types::human_ms(self.bounds.create.as_millis() as u64)
                 ),
             )),
         }
@@ -449,7 +449,7 @@ async fn undeclared(
             None => true,
             Some(dir) => {
                 let mut spec = base.clone();
-                spec.shares = vec![crate::share::ShareArg {
+                spec.shares = vec![computer_providers::share::ShareArg {
                     source: dir.to_path_buf(),
                     read_only: false,
                 }];
@@ -480,7 +480,7 @@ async fn undeclared(
 }
 
 fn random_run_id() -> String {
-    crate::random::random_hex(4).unwrap_or_else(|_| {
+    computer_providers::random::random_hex(4).unwrap_or_else(|_| {
         format!(
             "{:08x}",
             std::time::SystemTime::now()
@@ -496,11 +496,11 @@ fn random_run_id() -> String {
 /// network none where the provider gives it, else open (a vendor's
 /// browser reaches the open network only).
 pub fn run_spec(
-    caps: &crate::types::Capabilities,
+    caps: &computer_providers::types::Capabilities,
     kind: Option<SettingKind>,
     image: Option<String>,
 ) -> ComputerSpec {
-    use crate::types::{NetworkKind, NetworkPolicy};
+    use computer_providers::types::{NetworkKind, NetworkPolicy};
     let mut spec = ComputerSpec::sandbox(RUN_LIFETIME_MS.min(caps.max_lifetime_ms));
     spec.image = image;
     spec.kind = kind.unwrap_or(match caps.kind {
@@ -579,7 +579,9 @@ pub(super) async fn run(
                     caps.kind
                 ));
             }
-            Some((Need::Drifted, _)) if caps.daemon == crate::types::DaemonMode::None => {
+            Some((Need::Drifted, _))
+                if caps.daemon == computer_providers::types::DaemonMode::None =>
+            {
                 // No daemon runs, so none can drift: not applicable.
                 result.status = Status::Skip;
                 result.reason =
@@ -622,7 +624,7 @@ pub(super) async fn run(
                         Ok(r) => r,
                         Err(_) => Err(Outcome::Fail(format!(
                             "the case ran past its bound, {}",
-                            crate::types::human_ms(bounds.case.as_millis() as u64)
+                            computer_providers::types::human_ms(bounds.case.as_millis() as u64)
                         ))),
                     },
                     _ = cancel.cancelled() => Err(Outcome::Skip("the run was cancelled".into())),
@@ -688,7 +690,7 @@ pub(super) async fn run(
             task.abort();
             lock(&tracker.cleanup).errors.push(format!(
                 "a create for {what} was still pending after {}: what it makes may be left",
-                crate::types::human_ms(bounds.cleanup.as_millis() as u64)
+                computer_providers::types::human_ms(bounds.cleanup.as_millis() as u64)
             ));
         }
     }
@@ -744,7 +746,7 @@ pub(super) async fn run(
     let computer_notes = lock(&tracker.notes).clone();
     let mut notes = Vec::new();
     if options.drifted.is_none()
-        && caps.daemon != crate::types::DaemonMode::None
+        && caps.daemon != computer_providers::types::DaemonMode::None
         && selected.iter().any(|c| c.needs.contains(&Need::Drifted))
     {
         notes.push("no drifted provider: the drift case skipped, so Core cannot pass".into());

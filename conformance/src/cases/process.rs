@@ -6,7 +6,7 @@ use computerd::protocol::{
     ProcessWriteParams, Signal, Stream,
 };
 
-use crate::conformance::ctx::{Computer, Ctx, Outcome, ensure};
+use crate::ctx::{Computer, Ctx, Outcome, ensure};
 
 async fn start(t: &Ctx, c: &Computer, script: &str, stdin: bool) -> Result<String, Outcome> {
     let r = t

@@ -8,9 +8,9 @@ use computerd::launch::ProbeArgs;
 use computerd::protocol::{ExecParams, PingParams, ProbeReport, ProcessStartParams};
 use tokio_util::sync::CancellationToken;
 
-use crate::conformance::RUN_LABEL;
-use crate::conformance::ctx::{Ctx, Outcome, bounded, ensure, fail};
-use crate::types::{
+use crate::RUN_LABEL;
+use crate::ctx::{Ctx, Outcome, bounded, ensure, fail};
+use computer_providers::types::{
     AttachBy, DaemonMode, ErrorCode, Labels, LifetimeMode, NetworkKind, NetworkPolicy, Release,
 };
 
@@ -623,7 +623,7 @@ async fn mount_bind_in(t: &Ctx, folder: &std::path::Path) -> Result<(), Outcome>
     use computerd::protocol::{Bytes64, FilesReadParams, FilesWriteParams};
     let c = t
         .create(|s| {
-            s.shares = vec![crate::share::ShareArg {
+            s.shares = vec![computer_providers::share::ShareArg {
                 source: folder.to_path_buf(),
                 read_only: false,
             }]
@@ -680,8 +680,8 @@ async fn mount_bind_in(t: &Ctx, folder: &std::path::Path) -> Result<(), Outcome>
 }
 
 pub async fn release_older(t: &Ctx) -> Result<(), Outcome> {
-    use crate::janitor;
-    use crate::types::label::{EPOCH, RUN};
+    use computer_providers::janitor;
+    use computer_providers::types::label::{EPOCH, RUN};
     let run = format!("{}-a", t.run_id);
     let other = format!("{}-b", t.run_id);
     let mut made = Vec::new();
@@ -773,7 +773,7 @@ pub async fn mount_undeclared(t: &Ctx) -> Result<(), Outcome> {
     let labels = case_labels(t);
     let mut spec = t.spec();
     spec.labels = labels.clone();
-    spec.mount = Some(crate::types::MountSpec {
+    spec.mount = Some(computer_providers::types::MountSpec {
         source: "/computer-mcp-conformance-no-such-folder".into(),
         target: "/workspace".into(),
         read_only: false,

@@ -1,4 +1,5 @@
-//! Fake Browserbase and Kernel APIs, for tests (and the `fake` feature):
+//! Fake Browserbase and Kernel APIs, for tests (and a standalone run, the
+//! example `vendor_fake`):
 //! an HTTP server of ours on 127.0.0.1 that speaks the documented subset
 //! the providers call, checks the key, keeps browsers in memory, and hands
 //! out CDP URLs backed by one real headless [`HostChromium`].
@@ -31,9 +32,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::cdp::HostChromium;
-use crate::types::{ErrorCode, ProviderError, Result};
-use crate::vendor::{now_rfc3339, plus_secs};
+use computer_providers::cdp::HostChromium;
+use computer_providers::types::{ErrorCode, ProviderError, Result};
+use computer_providers::vendor::{now_rfc3339, plus_secs};
 
 /// Which vendor a fake speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -188,8 +189,8 @@ impl FakeVendor {
             .port();
         let shared = Arc::new(Shared {
             kind,
-            key: format!("fake-key-{}", crate::random::random_hex(8)?),
-            canary: format!("canary{}", crate::random::random_hex(12)?),
+            key: format!("fake-key-{}", computer_providers::random::random_hex(8)?),
+            canary: format!("canary{}", computer_providers::random::random_hex(12)?),
             api_port,
             relay_port,
             chromium_addr: addr.to_string(),
@@ -373,7 +374,7 @@ fn made(
     let n = sh.next.fetch_add(1, Ordering::SeqCst);
     let id = format!(
         "fake{n:04}{}",
-        crate::random::random_hex(4).unwrap_or_default()
+        computer_providers::random::random_hex(4).unwrap_or_default()
     );
     let (pending, lose) = {
         let mut s = lock(&sh.script);

@@ -5,8 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::*;
-use crate::conformance::{self, Bounds, Report, RunOptions, Status};
+use crate::{self as conformance, Bounds, Report, RunOptions, Status};
+use computer_fakes::provider::*;
+use computer_providers::{NetworkKind, ProviderError};
 
 fn quick() -> RunOptions {
     RunOptions {
@@ -66,7 +67,7 @@ async fn a_capability_kept_fails_unprivileged() {
     let p = FakeProvider::new();
     p.program(
         |a| script_has(a, "cat /proc/self/status"),
-        |_| Ok(ok_stdout(&status("0000000000000400"))),
+        |_| Ok(ok_stdout(&proc_status("0000000000000400"))),
     );
     fails_only_when_broken("exec.unprivileged", &p, "CapEff is 0000000000000400").await;
 }

@@ -16,7 +16,7 @@ use computerd::protocol::{
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use crate::conformance::ctx::{Computer, Ctx, Outcome, ensure, fail};
+use crate::ctx::{Computer, Ctx, Outcome, ensure, fail};
 
 /// The most pixels a side of a PNG the suite reads may have.
 const MAX_SIDE: u32 = 16_384;

@@ -32,6 +32,8 @@
 
 mod cases;
 mod ctx;
+#[cfg(test)]
+mod fake_tests;
 mod report;
 mod verdict;
 
@@ -39,12 +41,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use computer_providers::provider::Provider;
+use computer_providers::types::{DaemonMode, NetworkKind};
 use computerd::protocol::{Group, MachineKind, SettingKind};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
-
-use crate::provider::Provider;
-use crate::types::{DaemonMode, NetworkKind};
 
 pub use cases::cases;
 pub use ctx::{Computer, Ctx, Outcome, run_spec};
