@@ -3,9 +3,6 @@
 //! hostile program runs only inside a cgroup the test made, joined before
 //! its first fork.
 
-#![cfg(target_os = "linux")]
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

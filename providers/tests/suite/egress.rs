@@ -1,5 +1,5 @@
 //! Network allowlists on the local provider, against test hosts of the
-//! test's own (see `egress/net.rs`): a computer reaches its listed names
+//! test's own (see `support/net.rs`): a computer reaches its listed names
 //! over HTTP and TLS through its egress proxy, with curl, Python's urllib
 //! and pip using only the proxy variables; everything else is refused in
 //! its own words; a program that ignores the proxy reaches nothing; the
@@ -7,11 +7,7 @@
 //! Needs root (namespaces, veth pairs, cgroups), curl, openssl and
 //! python3 with pip, as CI installs them.
 
-#![cfg(target_os = "linux")]
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-#[path = "egress/net.rs"]
-mod net;
+use super::support::{EGRESS, net};
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -108,6 +104,7 @@ const LIST: &[&str] = &[
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allowlisted_computer_reaches_its_names_and_nothing_else() {
+    let _turn = EGRESS.read().await;
     if !can_run() {
         return;
     }
@@ -312,6 +309,7 @@ async fn an_allowlisted_computer_reaches_its_names_and_nothing_else() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_proxy_ends_with_the_computer_and_nothing_is_left() {
+    let _turn = EGRESS.read().await;
     if !can_run() {
         return;
     }
@@ -404,6 +402,7 @@ async fn the_proxy_ends_with_the_computer_and_nothing_is_left() {
 /// the listed name's address; the message with both is refused in words.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pipelined_or_smuggled_request_never_reaches_an_unlisted_host() {
+    let _turn = EGRESS.read().await;
     if !can_run() {
         return;
     }
@@ -487,6 +486,7 @@ async fn a_pipelined_or_smuggled_request_never_reaches_an_unlisted_host() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn public_reaches_every_public_host_and_still_no_private_one() {
+    let _turn = EGRESS.read().await;
     if !can_run() {
         return;
     }
@@ -602,6 +602,7 @@ async fn browse(c: &std::sync::Arc<dyn computerd::client::ComputerClient>, url: 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allowlisted_browser_reaches_its_names_through_the_proxy_and_nothing_else() {
+    let _turn = EGRESS.read().await;
     if !can_run() || !computer_testkit::need_chromium() {
         return;
     }

@@ -3,10 +3,7 @@
 //! byte. Skips in words without Docker, and fails instead when
 //! COMPUTER_MCP_REQUIRE names docker; the image and the static daemon come
 //! from CMCP_TEST_DOCKER_IMAGE and CMCP_TEST_DOCKER_COMPUTERD as in
-//! tests/docker.rs.
-
-#![cfg(target_os = "linux")]
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! `docker.rs`.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

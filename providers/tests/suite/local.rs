@@ -1,9 +1,6 @@
 //! The local provider against real computers (needs root here, and the
 //! computerd binary the workspace build puts beside the test binaries).
 
-#![cfg(target_os = "linux")]
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use computer_providers::local::{LocalOptions, LocalProvider};
 use computer_providers::{
     AttachBy, ComputerSpec, ErrorCode, Labels, NetworkKind, NetworkPolicy, NetworkRead, Provider,

@@ -1,5 +1,5 @@
 //! Network allowlists on the Docker provider, against test hosts of the
-//! test's own (see `egress/net.rs`: a network namespace joined to this
+//! test's own (see `support/net.rs`: a network namespace joined to this
 //! one by a veth pair, 11.0.<n>.0/24 routed to it alone, with its own DNS
 //! server for `eg.test`). The proxy container is on Docker's default
 //! bridge, which this machine routes (and masquerades) to the test's veth
@@ -9,15 +9,12 @@
 //! after release; a proxy stopped or given another list reads back as
 //! other and attach refuses the computer; parts left with no computer are
 //! swept. Needs root (veth pairs), a Docker engine, the test image and the
-//! static daemon (as providers/tests/docker.rs), and ip (iproute2) and
+//! static daemon (as the tests of `docker.rs`), and ip (iproute2) and
 //! openssl. The tests run one at a time: a test host's address is this
-//! machine's own, which every proxy must then refuse.
+//! machine's own, which every proxy must then refuse
+//! (`support::EGRESS`).
 
-#![cfg(target_os = "linux")]
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-#[path = "egress/net.rs"]
-mod net;
+use super::support::{EGRESS, SWEEPS, net};
 
 use std::time::Duration;
 
@@ -41,9 +38,6 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 const TEST_LABEL: &str = "computer-mcp.test";
-
-/// One test at a time (see the file's note).
-static ONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn have(tool: &str) -> bool {
     std::process::Command::new("sh")
@@ -183,7 +177,7 @@ fn body(resp: &str) -> &str {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_docker_allowlisted_computer_reaches_its_names_through_its_hardened_proxy_and_nothing_else()
  {
-    let _one = ONE.lock().await;
+    let _one = EGRESS.write().await;
     let Some(e) = env("docker-egress-reach", 51).await else {
         return;
     };
@@ -413,7 +407,7 @@ async fn a_docker_allowlisted_computer_reaches_its_names_through_its_hardened_pr
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_or_changed_proxy_reads_back_as_other_and_attach_refuses_it() {
-    let _one = ONE.lock().await;
+    let _one = EGRESS.write().await;
     let Some(e) = env("docker-egress-drift", 52).await else {
         return;
     };
@@ -558,7 +552,9 @@ async fn a_stopped_or_changed_proxy_reads_back_as_other_and_attach_refuses_it() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_proxy_ends_at_the_deadline_and_parts_left_with_no_computer_are_swept() {
-    let _one = ONE.lock().await;
+    let _one = EGRESS.write().await;
+    // It sweeps: see SWEEPS.
+    let _turn = SWEEPS.lock().await;
     let Some(e) = env("docker-egress-sweep", 53).await else {
         return;
     };

@@ -6,9 +6,6 @@
 //! Needs Debian's chromium (skips without it unless
 //! COMPUTER_MCP_REQUIRE has `chromium`).
 
-#![cfg(target_os = "linux")]
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 

@@ -4,9 +4,6 @@
 //! -p computerd --bin computerd-drift`); without
 //! it the test skips, and fails with `COMPUTER_MCP_REQUIRE=drift`.
 
-#![cfg(target_os = "linux")]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
-
 use std::sync::Arc;
 
 use computer_conformance::{self as conformance, CaseGroup, RunOptions, Status};

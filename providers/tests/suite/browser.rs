@@ -2,9 +2,6 @@
 //! WebSocket, and a local computer of kind browser whose Chromium runs
 //! inside it on its debugging pipe (needs root and Debian's chromium).
 
-#![cfg(target_os = "linux")]
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::sync::Arc;
 
 use computer_providers::cdp::HostChromium;
