@@ -56,6 +56,12 @@ macro_rules! case {
 
 /// Every case of the suite, in the order a run takes them.
 pub fn cases() -> Vec<Case> {
+    [daemon_cases(), provider_cases(), machine_cases()].concat()
+}
+
+/// The cases of the daemon's groups: health, exec, files, tar and
+/// process.
+fn daemon_cases() -> Vec<Case> {
     vec![
         case!("health.hello", Core, Health, NONE, health::hello),
         case!("health.ping", Core, Health, NONE, health::ping),
@@ -132,6 +138,13 @@ pub fn cases() -> Vec<Case> {
         case!("process.stdin", Core, Process, PROCESSES, process::stdin),
         case!("process.signal", Core, Process, PROCESSES, process::signal),
         case!("process.list", Core, Process, PROCESSES, process::list),
+    ]
+}
+
+/// The cases of what the provider promises: create, release, attach
+/// and list, isolation, lifetime, drift, mounts and limits.
+fn provider_cases() -> Vec<Case> {
+    vec![
         case!(
             "provider.check-refuses",
             Core,
@@ -235,6 +248,12 @@ pub fn cases() -> Vec<Case> {
             &[Need::Group(Group::Exec), Need::Sizes],
             limits::work_size
         ),
+    ]
+}
+
+/// The cases of desktops and browsers: screen, input and CDP.
+fn machine_cases() -> Vec<Case> {
+    vec![
         case!(
             "screen.screenshot-size",
             Core,

@@ -2,27 +2,28 @@
 //! shared computer, computers of its own (deleted when it ends), bounded
 //! calls, and assertion helpers that fail in words.
 
+mod runner;
+
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use computerd::client::{ClientError, ComputerExt};
-use computerd::protocol::{Call, ExecParams, ExecResult, HelloParams, MachineKind, SettingKind};
+use computerd::protocol::{Call, ExecParams, ExecResult, MachineKind, SettingKind};
 use tokio::sync::OnceCell;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::report::{CaseResult, Cleanup, ComputerNote, DaemonInfo, Report, Status};
-use super::verdict::{core_needs, core_not_run, core_summary, kind_verdict};
-use super::{
-    Bounds, Case, Level, Need, RUN_LABEL, RUN_LIFETIME_MS, RunOptions, UserNeed, daemon_str,
-};
+use super::report::{Cleanup, ComputerNote};
+use super::{Bounds, Need, RUN_LABEL, RUN_LIFETIME_MS, UserNeed};
 use computer_providers::provider::{Connection, Provider};
 use computer_providers::types::{
     Capabilities, ComputerRef, ComputerSpec, Created, ErrorCode, Labels, LifetimeMode,
     ProviderError, Release,
 };
+
+pub(super) use runner::run;
 
 /// How a case ends other than passing.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -479,18 +480,6 @@ async fn undeclared(
     })
 }
 
-fn random_run_id() -> String {
-    computer_providers::random::random_hex(4).unwrap_or_else(|_| {
-        format!(
-            "{:08x}",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.subsec_nanos())
-                .unwrap_or(0)
-        )
-    })
-}
-
 /// The spec of a run's computers, before its labels: the kind asked for,
 /// else what the provider makes (a desktop provider makes desktops);
 /// network none where the provider gives it, else open (a vendor's
@@ -512,264 +501,6 @@ pub fn run_spec(
         spec.network = NetworkPolicy::Open;
     }
     spec
-}
-
-pub(super) async fn run(
-    provider: Arc<dyn Provider>,
-    options: RunOptions,
-    selected: Vec<Case>,
-    partial: bool,
-) -> Report {
-    let started = Instant::now();
-    let caps = provider.capabilities();
-    let bounds = options.bounds.unwrap_or_default();
-    let run_id = options.run_id.clone().unwrap_or_else(random_run_id);
-    let mut base = run_spec(&caps, options.kind, options.image.clone());
-    base.labels.insert(RUN_LABEL.to_string(), run_id.clone());
-    let tracker = Arc::new(Tracker {
-        cleanup: Mutex::new(Cleanup::default()),
-        notes: Mutex::new(Vec::new()),
-        case_notes: Mutex::new(Vec::new()),
-        creates: Mutex::new(Vec::new()),
-    });
-    let shared = Arc::new(OnceCell::new());
-    let shared_slot = Arc::new(Mutex::new(Slot::default()));
-    let cancel = options.cancel.clone().unwrap_or_default();
-    let required = core_needs(caps.kind, caps.daemon);
-    let mut results = Vec::new();
-    let mut undeclared_all: Vec<String> = Vec::new();
-    for case in &selected {
-        let t0 = Instant::now();
-        let mut result = CaseResult {
-            id: case.id.to_string(),
-            level: case.level,
-            group: case.group,
-            status: Status::Pass,
-            reason: None,
-            undeclared: None,
-            ms: 0,
-        };
-        if cancel.is_cancelled() {
-            result.status = Status::Skip;
-            result.reason = Some("the run was cancelled".into());
-            results.push(result);
-            continue;
-        }
-        let mut skip = None;
-        for need in case.needs {
-            if let Some(why) = undeclared(
-                need,
-                &provider,
-                &caps,
-                &base,
-                options.drifted.is_some(),
-                options.run_folders.as_deref(),
-            )
-            .await
-            {
-                skip = Some((need, why));
-                break;
-            }
-        }
-        match skip {
-            Some((need, why)) if case.level == Level::Core && required.contains(need) => {
-                result.status = Status::Fail;
-                result.reason = Some(format!(
-                    "a {} computer must declare {need}: {why}",
-                    caps.kind
-                ));
-            }
-            Some((Need::Drifted, _))
-                if caps.daemon == computer_providers::types::DaemonMode::None =>
-            {
-                // No daemon runs, so none can drift: not applicable.
-                result.status = Status::Skip;
-                result.reason =
-                    Some("the provider runs no daemon (daemon none), so none can drift".into());
-                result.undeclared = Some("a daemon".into());
-            }
-            Some((Need::Drifted, why)) => {
-                // Not a declaration: the run was not given what it needs.
-                result.status = Status::Skip;
-                result.reason = Some(why);
-            }
-            Some((need, why)) => {
-                result.status = Status::Skip;
-                result.reason = Some(why);
-                result.undeclared = Some(need.to_string());
-            }
-            None => {
-                let ctx = Ctx {
-                    provider: Arc::clone(&provider),
-                    drifted: options.drifted.clone(),
-                    caps: caps.clone(),
-                    run_id: run_id.clone(),
-                    case_id: case.id,
-                    bounds,
-                    daemon_path: options
-                        .daemon_path
-                        .clone()
-                        .unwrap_or_else(|| computerd::DAEMON_PATH.to_string()),
-                    run_folders: options.run_folders.clone(),
-                    fixture: options.fixture.clone(),
-                    cancel: cancel.child_token(),
-                    base: base.clone(),
-                    slot: Arc::new(Mutex::new(Slot::default())),
-                    shared: Arc::clone(&shared),
-                    shared_slot: Arc::clone(&shared_slot),
-                    tracker: Arc::clone(&tracker),
-                };
-                let outcome = tokio::select! {
-                    r = tokio::time::timeout(bounds.case, (case.run)(&ctx)) => match r {
-                        Ok(r) => r,
-                        Err(_) => Err(Outcome::Fail(format!(
-                            "the case ran past its bound, {}",
-                            computer_providers::types::human_ms(bounds.case.as_millis() as u64)
-                        ))),
-                    },
-                    _ = cancel.cancelled() => Err(Outcome::Skip("the run was cancelled".into())),
-                };
-                ctx.cancel.cancel();
-                end_slot(&ctx.slot, &bounds, &tracker).await;
-                match outcome {
-                    Ok(()) => {}
-                    Err(Outcome::Fail(w)) => {
-                        result.status = Status::Fail;
-                        result.reason = Some(w);
-                    }
-                    Err(Outcome::Skip(w)) => {
-                        result.status = Status::Skip;
-                        result.reason = Some(w);
-                    }
-                    Err(Outcome::Undeclared { need, why }) => {
-                        result.status = Status::Skip;
-                        result.reason = Some(why);
-                        result.undeclared = Some(need);
-                    }
-                }
-            }
-        }
-        if let Some(n) = &result.undeclared
-            && !undeclared_all.contains(n)
-        {
-            undeclared_all.push(n.clone());
-        }
-        result.ms = t0.elapsed().as_millis() as u64;
-        results.push(result);
-    }
-    // What hello said on the shared computer, before it goes.
-    let daemon = match shared.get() {
-        Some(Ok(c)) => {
-            let hello = tokio::time::timeout(
-                Duration::from_secs(10),
-                c.conn.client.call_typed(&HelloParams::default()),
-            )
-            .await;
-            match hello {
-                Ok(Ok(h)) => Some(DaemonInfo {
-                    version: h.version,
-                    os: h.os,
-                    arch: h.arch,
-                }),
-                _ => Some(DaemonInfo {
-                    version: c.conn.hello.version.clone(),
-                    os: c.conn.hello.os.clone(),
-                    arch: c.conn.hello.arch.clone(),
-                }),
-            }
-        }
-        _ => None,
-    };
-    end_slot(&shared_slot, &bounds, &tracker).await;
-    // Every create the run started, answered or not: a late one deletes
-    // its computer as it arrives.
-    let creates: Vec<(String, JoinHandle<()>)> = std::mem::take(&mut *lock(&tracker.creates));
-    let until = tokio::time::Instant::now() + bounds.cleanup;
-    for (what, mut task) in creates {
-        if tokio::time::timeout_at(until, &mut task).await.is_err() {
-            task.abort();
-            lock(&tracker.cleanup).errors.push(format!(
-                "a create for {what} was still pending after {}: what it makes may be left",
-                computer_providers::types::human_ms(bounds.cleanup.as_millis() as u64)
-            ));
-        }
-    }
-    if caps.lifetime == LifetimeMode::Janitor
-        && let Err(e) = bounded(
-            "sweep",
-            bounds.cleanup,
-            provider.sweep(&CancellationToken::new()),
-        )
-        .await
-    {
-        lock(&tracker.cleanup)
-            .errors
-            .push(format!("sweep failed: {}", e.message));
-    }
-    let labels = Labels::from([(RUN_LABEL.to_string(), run_id.clone())]);
-    match bounded(
-        "list",
-        bounds.cleanup,
-        provider.list(&labels, &CancellationToken::new()),
-    )
-    .await
-    {
-        Ok(left) => {
-            for c in left {
-                let gone = bounded(
-                    "release",
-                    bounds.cleanup,
-                    provider.release(&c, Release::Delete, &CancellationToken::new()),
-                )
-                .await;
-                let words = match gone {
-                    Ok(()) => format!("{} (deleted now)", c.id),
-                    Err(e) => format!("{} (could not be deleted: {})", c.id, e.message),
-                };
-                lock(&tracker.cleanup).left.push(words);
-            }
-        }
-        Err(e) => lock(&tracker.cleanup)
-            .errors
-            .push(format!("listing the run's label failed: {}", e.message)),
-    }
-    let cleanup = lock(&tracker.cleanup).clone();
-    let not_run = if partial {
-        core_not_run(&selected)
-    } else {
-        Vec::new()
-    };
-    let core = core_summary(&results, &cleanup, &not_run);
-    let kind_verdict = options
-        .kind
-        .map(|k| kind_verdict(k, &caps, &selected, &results, &cleanup));
-    let computer_notes = lock(&tracker.notes).clone();
-    let mut notes = Vec::new();
-    if options.drifted.is_none()
-        && caps.daemon != computer_providers::types::DaemonMode::None
-        && selected.iter().any(|c| c.needs.contains(&Need::Drifted))
-    {
-        notes.push("no drifted provider: the drift case skipped, so Core cannot pass".into());
-    }
-    notes.extend(lock(&tracker.case_notes).iter().cloned());
-    Report {
-        provider: provider.id().to_string(),
-        run_id,
-        kind: caps.kind.to_string(),
-        daemon_mode: daemon_str(caps.daemon).to_string(),
-        image: options.image.clone(),
-        daemon,
-        only: options.only.clone(),
-        core_not_run: not_run,
-        results,
-        core,
-        undeclared: undeclared_all,
-        cleanup,
-        notes,
-        computer_notes,
-        kind_verdict,
-        elapsed_ms: started.elapsed().as_millis() as u64,
-    }
 }
 
 /// `k=v` lines of a text, for reading `/proc/self/status` and the like.
