@@ -94,6 +94,17 @@ impl Session {
             self.stop.cancel();
         }
     }
+    /// A release asked: the browser ends now, or after `lag` reads that
+    /// still answer it as running (asked again, nothing changes).
+    fn ask_release(&mut self, lag: u32) {
+        if self.ended_at.is_none() && self.releasing.is_none() {
+            if lag == 0 {
+                self.end();
+            } else {
+                self.releasing = Some(lag);
+            }
+        }
+    }
     /// One read: lags count down.
     fn read(&mut self) {
         if self.pending > 0 {
@@ -348,6 +359,14 @@ fn bad(why: &str) -> Response {
         .into_response()
 }
 
+/// `f`'s answer on the session `id`, or 404 when there is none.
+fn with_session(sh: &Shared, id: &str, f: impl FnOnce(&mut Session) -> Response) -> Response {
+    match lock(&sh.sessions).get_mut(id) {
+        None => not_found(),
+        Some(s) => f(s),
+    }
+}
+
 fn not_found() -> Response {
     (
         StatusCode::NOT_FOUND,
@@ -509,15 +528,11 @@ async fn bb_get(
     if let Some(r) = enter(&sh, &headers, "GET /v1/sessions/{id}", Route::Get) {
         return r;
     }
-    let mut sessions = lock(&sh.sessions);
-    match sessions.get_mut(&id) {
-        None => not_found(),
-        Some(s) => {
-            let v = bb_session(&sh, s, false);
-            s.read();
-            ok(v)
-        }
-    }
+    with_session(&sh, &id, |s| {
+        let v = bb_session(&sh, s, false);
+        s.read();
+        ok(v)
+    })
 }
 
 async fn bb_update(
@@ -536,20 +551,10 @@ async fn bb_update(
         return bad("status must be REQUEST_RELEASE");
     }
     let lag = lock(&sh.script).release_reads;
-    let mut sessions = lock(&sh.sessions);
-    match sessions.get_mut(&id) {
-        None => not_found(),
-        Some(s) => {
-            if s.ended_at.is_none() && s.releasing.is_none() {
-                if lag == 0 {
-                    s.end();
-                } else {
-                    s.releasing = Some(lag);
-                }
-            }
-            ok(bb_session(&sh, s, false))
-        }
-    }
+    with_session(&sh, &id, |s| {
+        s.ask_release(lag);
+        ok(bb_session(&sh, s, false))
+    })
 }
 
 async fn bb_debug(
@@ -653,14 +658,10 @@ async fn k_get(
     if let Some(r) = enter(&sh, &headers, "GET /browsers/{id}", Route::Get) {
         return r;
     }
-    let mut sessions = lock(&sh.sessions);
-    match sessions.get_mut(&id) {
-        None => not_found(),
-        Some(s) => {
-            s.read();
-            ok(k_browser(&sh, s))
-        }
-    }
+    with_session(&sh, &id, |s| {
+        s.read();
+        ok(k_browser(&sh, s))
+    })
 }
 
 async fn k_delete(
@@ -672,20 +673,10 @@ async fn k_delete(
         return r;
     }
     let lag = lock(&sh.script).release_reads;
-    let mut sessions = lock(&sh.sessions);
-    match sessions.get_mut(&id) {
-        None => not_found(),
-        Some(s) => {
-            if s.ended_at.is_none() && s.releasing.is_none() {
-                if lag == 0 {
-                    s.end();
-                } else {
-                    s.releasing = Some(lag);
-                }
-            }
-            StatusCode::OK.into_response()
-        }
-    }
+    with_session(&sh, &id, |s| {
+        s.ask_release(lag);
+        StatusCode::OK.into_response()
+    })
 }
 
 async fn live_page(

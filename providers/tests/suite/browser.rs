@@ -10,27 +10,12 @@ use computer_providers::{ComputerSpec, Provider, Release};
 use computer_testkit::{computerd_bin, need, need_chromium, need_root};
 use computerd::client::{ClientError, ComputerClient, ComputerExt};
 use computerd::protocol::{
-    CdpEventsParams, CdpSendParams, ErrorKind, ExecParams, Group, MachineKind, ProcessStartParams,
-    SettingKind,
+    CdpEventsParams, ErrorKind, ExecParams, Group, MachineKind, ProcessStartParams, SettingKind,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-async fn send(
-    c: &Arc<dyn ComputerClient>,
-    method: &str,
-    params: Value,
-    session: Option<&str>,
-) -> Result<Value, ClientError> {
-    c.call_typed(&CdpSendParams {
-        method: method.into(),
-        params: Some(params),
-        session_id: session.map(str::to_string),
-        timeout_ms: None,
-    })
-    .await
-    .map(|r| r.result)
-}
+use super::support::send;
 
 /// A new page and its session, with Page and Runtime events on.
 async fn page(c: &Arc<dyn ComputerClient>) -> String {

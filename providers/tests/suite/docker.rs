@@ -18,12 +18,13 @@ use bollard::models::ContainerSummaryStateEnum;
 use bollard::query_parameters::{CreateContainerOptionsBuilder, InspectContainerOptions};
 use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource, Plan, cache};
 use computer_providers::local::cgroup::Limits;
-use computer_providers::{ComputerSpec, Labels, NetworkKind};
+use computer_providers::{ComputerRef, ComputerSpec, Labels, NetworkKind, Provider};
 use computer_testkit::{
     DockerEnv, docker_env, labelled_containers, labelled_volumes, remove_labelled,
 };
 use computerd::client::ComputerExt;
 use computerd::protocol::{ExecParams, ExecResult};
+use tokio_util::sync::CancellationToken;
 /// Every container a test makes carries this label, with the test's name.
 const TEST_LABEL: &str = "computer-mcp.test";
 
@@ -41,6 +42,15 @@ impl Env {
         let mut s = ComputerSpec::sandbox(lifetime_ms);
         s.labels.insert(TEST_LABEL.into(), self.test.clone());
         s
+    }
+
+    /// A sandbox of this test, for ten minutes.
+    async fn sandbox(&self, cancel: &CancellationToken) -> ComputerRef {
+        self.p
+            .create(&self.spec(600_000), cancel)
+            .await
+            .unwrap()
+            .computer
     }
 
     fn label(&self) -> String {

@@ -14,14 +14,13 @@
 //! machine's own, which every proxy must then refuse
 //! (`support::EGRESS`).
 
-use super::support::{EGRESS, SWEEPS, net};
+use super::support::{EGRESS, SWEEPS, net, remove_by_force};
 
 use std::time::Duration;
 
 use bollard::Docker;
 use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, InspectContainerOptions, RemoveContainerOptionsBuilder,
-    StopContainerOptionsBuilder,
+    CreateContainerOptionsBuilder, InspectContainerOptions, StopContainerOptionsBuilder,
 };
 use computer_providers::docker::egress::{self, EgressPlan};
 use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource};
@@ -477,13 +476,7 @@ async fn a_stopped_or_changed_proxy_reads_back_as_other_and_attach_refuses_it() 
 
     // Another proxy, as create makes one but with another list.
     let v = e.inspect(&proxy).await;
-    e.docker
-        .remove_container(
-            &proxy,
-            Some(RemoveContainerOptionsBuilder::new().force(true).build()),
-        )
-        .await
-        .unwrap();
+    remove_by_force(&e.docker, &proxy).await;
     let cmd: Vec<String> = serde_json::from_value(v["Config"]["Cmd"].clone()).unwrap();
     let deadline: computerd::launch::Time = c.deadline.parse().unwrap();
     let daemon = v["HostConfig"]["Mounts"][0]["Source"].as_str().unwrap();
@@ -611,13 +604,7 @@ async fn the_proxy_ends_at_the_deadline_and_parts_left_with_no_computer_are_swep
     );
 
     // The computer removed by hand: its parts stay until the sweep.
-    e.docker
-        .remove_container(
-            &c.id,
-            Some(RemoveContainerOptionsBuilder::new().force(true).build()),
-        )
-        .await
-        .unwrap();
+    remove_by_force(&e.docker, &c.id).await;
     assert_eq!(e.left().await, (vec![proxy.clone()], vec![proxy.clone()]));
     // Within its life, with its computer gone only just now, it is kept.
     // (The sweep is the engine's: it may delete others' expired computers.)

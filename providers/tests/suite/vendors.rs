@@ -18,10 +18,27 @@ use computer_providers::{
     ProviderError, Release, Sources, provider_for, with_provider_flags,
 };
 use computer_testkit::need_chromium;
-use computerd::client::{ComputerClient, ComputerExt};
-use computerd::protocol::{CdpSendParams, Group, MachineKind, SettingKind};
+use computerd::client::ComputerClient;
+use computerd::protocol::{Group, MachineKind, SettingKind};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+
+use super::support;
+
+/// One test per vendor, each running `body` against that vendor's fake.
+macro_rules! per_vendor {
+    ($body:ident: $browserbase:ident, $kernel:ident) => {
+        #[tokio::test]
+        async fn $browserbase() {
+            $body(Kind::Browserbase).await;
+        }
+
+        #[tokio::test]
+        async fn $kernel() {
+            $body(Kind::Kernel).await;
+        }
+    };
+}
 
 fn id_of(kind: Kind) -> &'static str {
     match kind {
@@ -119,21 +136,14 @@ fn clean_error(fake: &FakeVendor, e: &ProviderError) {
     );
 }
 
+/// A CDP call that must answer.
 async fn send(
     c: &Arc<dyn ComputerClient>,
     method: &str,
     params: Value,
     session: Option<&str>,
 ) -> Value {
-    c.call_typed(&CdpSendParams {
-        method: method.into(),
-        params: Some(params),
-        session_id: session.map(str::to_string),
-        timeout_ms: None,
-    })
-    .await
-    .unwrap()
-    .result
+    support::send(c, method, params, session).await.unwrap()
 }
 
 async fn made_used_listed_attached_and_released(kind: Kind) {
@@ -258,15 +268,11 @@ async fn made_used_listed_attached_and_released(kind: Kind) {
     clean(&fake, "the log", &logged);
 }
 
-#[tokio::test]
-async fn browserbase_makes_uses_lists_attaches_and_releases_a_browser() {
-    made_used_listed_attached_and_released(Kind::Browserbase).await;
-}
-
-#[tokio::test]
-async fn kernel_makes_uses_lists_attaches_and_releases_a_browser() {
-    made_used_listed_attached_and_released(Kind::Kernel).await;
-}
+per_vendor!(
+    made_used_listed_attached_and_released:
+    browserbase_makes_uses_lists_attaches_and_releases_a_browser,
+    kernel_makes_uses_lists_attaches_and_releases_a_browser
+);
 
 async fn lost_create_leaves_nothing(kind: Kind) {
     if !need_chromium() {
@@ -321,15 +327,11 @@ async fn lost_create_leaves_nothing(kind: Kind) {
     clean(&fake, "the log", &log.text());
 }
 
-#[tokio::test]
-async fn browserbase_a_create_whose_answer_is_lost_leaves_nothing_and_says_so() {
-    lost_create_leaves_nothing(Kind::Browserbase).await;
-}
-
-#[tokio::test]
-async fn kernel_a_create_whose_answer_is_lost_leaves_nothing_and_says_so() {
-    lost_create_leaves_nothing(Kind::Kernel).await;
-}
+per_vendor!(
+    lost_create_leaves_nothing:
+    browserbase_a_create_whose_answer_is_lost_leaves_nothing_and_says_so,
+    kernel_a_create_whose_answer_is_lost_leaves_nothing_and_says_so
+);
 
 async fn failures_in_words(kind: Kind) {
     if !need_chromium() {
@@ -415,15 +417,11 @@ async fn failures_in_words(kind: Kind) {
     p.release(&r, Release::Delete, &cancel).await.unwrap();
 }
 
-#[tokio::test]
-async fn browserbase_401_429_500_name_the_call_the_status_and_the_next_step() {
-    failures_in_words(Kind::Browserbase).await;
-}
-
-#[tokio::test]
-async fn kernel_401_429_500_name_the_call_the_status_and_the_next_step() {
-    failures_in_words(Kind::Kernel).await;
-}
+per_vendor!(
+    failures_in_words:
+    browserbase_401_429_500_name_the_call_the_status_and_the_next_step,
+    kernel_401_429_500_name_the_call_the_status_and_the_next_step
+);
 
 #[tokio::test]
 async fn check_refuses_what_a_vendor_browser_cannot_be_before_any_call() {

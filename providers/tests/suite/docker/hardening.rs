@@ -195,11 +195,7 @@ async fn a_computer_whose_direct_socket_cannot_be_reached_is_reached_over_the_ex
     use std::os::unix::fs::PermissionsExt;
     let Some(e) = env("direct").await else { return };
     let cancel = CancellationToken::new();
-    let c =
-        e.p.create(&e.spec(600_000), &cancel)
-            .await
-            .unwrap()
-            .computer;
+    let c = e.sandbox(&cancel).await;
     let dir = e.cache.path().join("cache/direct").join(&c.id);
     let mode = |m: u32| std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(m)).unwrap();
     // The computer's user may not reach into it: the bridge says so and

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use bollard::query_parameters::{InspectContainerOptions, RemoveContainerOptionsBuilder};
+use bollard::query_parameters::InspectContainerOptions;
 use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource};
 use computer_providers::{
     AttachBy, ErrorCode, Labels, NetworkPolicy, Provider, Release, label, release_older, run_labels,
@@ -16,7 +16,7 @@ use computerd::protocol::ExecParams;
 use tokio_util::sync::CancellationToken;
 
 use super::{TEST_LABEL, env, run, text};
-use crate::suite::support::SWEEPS;
+use crate::suite::support::{SWEEPS, remove_by_force};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_its_deadline_the_computer_stops_by_itself() {
@@ -53,11 +53,7 @@ async fn at_its_deadline_the_computer_stops_by_itself() {
             .unwrap();
     assert!(!found.running);
     // The janitor deletes it; a live computer is kept.
-    let live =
-        e.p.create(&e.spec(600_000), &cancel)
-            .await
-            .unwrap()
-            .computer;
+    let live = e.sandbox(&cancel).await;
     let swept = e.p.sweep(&cancel).await.unwrap();
     assert!(swept.contains(&c.id), "{swept:?}");
     assert!(!swept.contains(&live.id), "{swept:?}");
@@ -319,20 +315,10 @@ async fn a_share_is_bound_at_workspace_and_a_busybox_image_works() {
 async fn a_computer_removed_from_outside_is_gone_on_the_next_call_within_5_s() {
     let Some(e) = env("killed").await else { return };
     let cancel = CancellationToken::new();
-    let c =
-        e.p.create(&e.spec(600_000), &cancel)
-            .await
-            .unwrap()
-            .computer;
+    let c = e.sandbox(&cancel).await;
     let conn = e.p.connect(&c, &cancel).await.unwrap();
     assert_eq!(text(&run(&conn, "echo up").await), "up\n");
-    e.docker
-        .remove_container(
-            &c.id,
-            Some(RemoveContainerOptionsBuilder::new().force(true).build()),
-        )
-        .await
-        .unwrap();
+    remove_by_force(&e.docker, &c.id).await;
     let t = Instant::now();
     let r = tokio::time::timeout(
         Duration::from_secs(5),
