@@ -315,7 +315,7 @@ impl Ctx {
         self.call(
             c,
             &ExecParams {
-                argv: vec!["sh".into(), "-c".into(), script.into()],
+                argv: sh_argv(script),
                 timeout_ms: Some(50_000),
                 ..Default::default()
             },
@@ -501,6 +501,11 @@ pub fn run_spec(
         spec.network = NetworkPolicy::Open;
     }
     spec
+}
+
+/// The argv that runs `script` with `sh -c`.
+pub fn sh_argv(script: impl Into<String>) -> Vec<String> {
+    vec!["sh".into(), "-c".into(), script.into()]
 }
 
 /// `k=v` lines of a text, for reading `/proc/self/status` and the like.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use computerd::protocol::{ExecParams, FilesStatParams, limits};
 
-use crate::ctx::{Computer, Ctx, Outcome, ensure, fail, fields};
+use crate::ctx::{Computer, Ctx, Outcome, ensure, fail, fields, sh_argv};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -113,11 +113,7 @@ pub async fn env(t: &Ctx) -> Result<(), Outcome> {
         .call(
             c,
             &ExecParams {
-                argv: vec![
-                    "sh".into(),
-                    "-c".into(),
-                    "printf %s \"$CONFORMANCE_VALUE\"".into(),
-                ],
+                argv: sh_argv("printf %s \"$CONFORMANCE_VALUE\""),
                 env: Some(env),
                 ..Default::default()
             },
@@ -190,7 +186,7 @@ pub async fn abort(t: &Ctx) -> Result<(), Outcome> {
     let c = t.shared().await?;
     let marker = t.marker();
     let params = ExecParams {
-        argv: vec!["sh".into(), "-c".into(), format!("sleep 60; : {marker}")],
+        argv: sh_argv(format!("sleep 60; : {marker}")),
         ..Default::default()
     };
     let call = t.try_call(c, &params);
@@ -222,11 +218,7 @@ pub async fn truncation(t: &Ctx) -> Result<(), Outcome> {
         .call(
             c,
             &ExecParams {
-                argv: vec![
-                    "sh".into(),
-                    "-c".into(),
-                    "head -c 5000 /dev/zero | tr '\\0' y".into(),
-                ],
+                argv: sh_argv("head -c 5000 /dev/zero | tr '\\0' y"),
                 max_output: Some(1000),
                 ..Default::default()
             },

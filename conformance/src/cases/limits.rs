@@ -133,6 +133,15 @@ mod tests {
     use super::*;
     use computer_providers::SizesReadBack;
 
+    /// Bounds read back as pids 64, one CPU and `memory_mb`.
+    fn pids_64(memory_mb: u64) -> Option<SizesReadBack> {
+        Some(SizesReadBack {
+            cpus: 1.0,
+            memory_mb,
+            pids: 64,
+        })
+    }
+
     #[test]
     fn bounds_read_back_short_or_missing_are_named() {
         let mut r = ComputerRef {
@@ -152,20 +161,12 @@ mod tests {
             held("attach", &r).unwrap_err(),
             "attach reads no bounds back for a computer asked for pids 64 and 256 MiB"
         );
-        r.sizes = Some(SizesReadBack {
-            cpus: 1.0,
-            memory_mb: 512,
-            pids: 64,
-        });
+        r.sizes = pids_64(512);
         assert_eq!(
             held("create", &r).unwrap_err(),
             "create reads the bounds back as pids 64 and 512 MiB, not the pids 64 and 256 MiB asked"
         );
-        r.sizes = Some(SizesReadBack {
-            cpus: 1.0,
-            memory_mb: 256,
-            pids: 64,
-        });
+        r.sizes = pids_64(256);
         assert_eq!(held("create", &r), Ok(()));
     }
 }

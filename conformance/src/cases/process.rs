@@ -3,17 +3,29 @@
 use computerd::client::ComputerExt;
 use computerd::protocol::{
     Bytes64, ProcessListParams, ProcessSignalParams, ProcessStartParams, ProcessWaitParams,
-    ProcessWriteParams, Signal, Stream,
+    ProcessWaitResult, ProcessWriteParams, Signal, Stream,
 };
 
-use crate::ctx::{Computer, Ctx, Outcome, ensure};
+use crate::ctx::{Computer, Ctx, Outcome, ensure, sh_argv};
+
+/// The process `id` waited for, up to 10 s.
+async fn wait(t: &Ctx, c: &Computer, id: &str) -> Result<ProcessWaitResult, Outcome> {
+    t.call(
+        c,
+        &ProcessWaitParams {
+            id: id.to_string(),
+            timeout_ms: 10_000,
+        },
+    )
+    .await
+}
 
 async fn start(t: &Ctx, c: &Computer, script: &str, stdin: bool) -> Result<String, Outcome> {
     let r = t
         .call(
             c,
             &ProcessStartParams {
-                argv: vec!["sh".into(), "-c".into(), script.into()],
+                argv: sh_argv(script),
                 stdin: stdin.then_some(true),
                 ..Default::default()
             },
@@ -41,15 +53,7 @@ pub async fn output_exit(t: &Ctx) -> Result<(), Outcome> {
     ensure(out == "hi\n" && err == "err\n", || {
         format!("stdout {out:?} and stderr {err:?}, want \"hi\\n\" and \"err\\n\"")
     })?;
-    let w = t
-        .call(
-            c,
-            &ProcessWaitParams {
-                id: id.clone(),
-                timeout_ms: 10_000,
-            },
-        )
-        .await?;
+    let w = wait(t, c, &id).await?;
     ensure(!w.running && w.exit_code == Some(3), || {
         format!("exit 3 waited as {w:?}")
     })
@@ -84,15 +88,7 @@ pub async fn signal(t: &Ctx) -> Result<(), Outcome> {
         },
     )
     .await?;
-    let w = t
-        .call(
-            c,
-            &ProcessWaitParams {
-                id: id.clone(),
-                timeout_ms: 10_000,
-            },
-        )
-        .await?;
+    let w = wait(t, c, &id).await?;
     ensure(!w.running && w.signal.as_deref() == Some("TERM"), || {
         format!("after TERM the process waited as {w:?}")
     })
@@ -117,15 +113,7 @@ pub async fn list(t: &Ctx) -> Result<(), Outcome> {
     )
     .await?;
     r?;
-    let w = t
-        .call(
-            c,
-            &ProcessWaitParams {
-                id: id.clone(),
-                timeout_ms: 10_000,
-            },
-        )
-        .await?;
+    let w = wait(t, c, &id).await?;
     let l = t.call(c, &ProcessListParams { from: None }).await?;
     let after = l.processes.iter().find(|p| p.id == id);
     ensure(after.is_none_or(|p| !p.running) && !w.running, || {

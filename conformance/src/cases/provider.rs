@@ -9,10 +9,32 @@ use computerd::protocol::{ExecParams, PingParams, ProbeReport, ProcessStartParam
 use tokio_util::sync::CancellationToken;
 
 use crate::RUN_LABEL;
-use crate::ctx::{Ctx, Outcome, bounded, ensure, fail};
+use crate::ctx::{Computer, Ctx, Outcome, bounded, ensure, fail};
 use computer_providers::types::{
-    AttachBy, DaemonMode, ErrorCode, Labels, LifetimeMode, NetworkKind, NetworkPolicy, Release,
+    AttachBy, DaemonMode, ErrorCode, Labels, LifetimeMode, NetworkKind, NetworkPolicy,
+    NetworkReadBack, ProviderError, Release,
 };
+
+/// The computer's network read back (changed first to `policy`), bounded.
+async fn network(
+    t: &Ctx,
+    c: &Computer,
+    policy: Option<&NetworkPolicy>,
+) -> Result<NetworkReadBack, ProviderError> {
+    bounded(
+        "network",
+        t.bounds.cleanup,
+        t.provider.network(&c.computer, policy, &t.cancel),
+    )
+    .await
+}
+
+/// The computer's network read back, or the case fails in words.
+async fn read_back(t: &Ctx, c: &Computer) -> Result<NetworkReadBack, Outcome> {
+    network(t, c, None)
+        .await
+        .map_err(|e| Outcome::Fail(format!("network read-back failed: {}", e.message)))
+}
 
 /// Labels that find one computer of this case alone.
 fn case_labels(t: &Ctx) -> Labels {
@@ -195,12 +217,7 @@ pub async fn attach(t: &Ctx) -> Result<(), Outcome> {
             }
         }
     }
-    let net = bounded(
-        "network",
-        t.bounds.cleanup,
-        t.provider.network(&c.computer, None, &t.cancel),
-    )
-    .await;
+    let net = network(t, &c, None).await;
     let asked = t.spec().network.kind();
     match net {
         Ok(n) if n.kind == asked => {}
@@ -275,13 +292,7 @@ pub async fn list(t: &Ctx) -> Result<(), Outcome> {
 
 pub async fn network_read_back(t: &Ctx) -> Result<(), Outcome> {
     let c = t.shared().await?;
-    let n = bounded(
-        "network",
-        t.bounds.cleanup,
-        t.provider.network(&c.computer, None, &t.cancel),
-    )
-    .await
-    .map_err(|e| Outcome::Fail(format!("network read-back failed: {}", e.message)))?;
+    let n = read_back(t, c).await?;
     ensure(n.kind == NetworkKind::None, || {
         format!("a computer made with network none reads back as {n}")
     })
@@ -379,25 +390,14 @@ pub async fn network_change_refused(t: &Ctx) -> Result<(), Outcome> {
         });
     };
     let c = t.shared().await?;
-    let r = bounded(
-        "network",
-        t.bounds.cleanup,
-        t.provider.network(&c.computer, Some(&policy), &t.cancel),
-    )
-    .await;
+    let r = network(t, c, Some(&policy)).await;
     if let Ok(n) = r {
         return fail(format!(
             "a change to network {}, which the provider does not declare, was taken: it reads {n}",
             policy.kind()
         ));
     }
-    let n = bounded(
-        "network",
-        t.bounds.cleanup,
-        t.provider.network(&c.computer, None, &t.cancel),
-    )
-    .await
-    .map_err(|e| Outcome::Fail(format!("network read-back failed: {}", e.message)))?;
+    let n = read_back(t, c).await?;
     ensure(n.kind == NetworkKind::None, || {
         format!("after a refused change the network reads {n}, not none")
     })

@@ -26,7 +26,7 @@ use computer_providers::docker::egress::{self, EgressPlan};
 use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource};
 use computer_providers::{
     AttachBy, ComputerRef, ComputerSpec, ErrorCode, Labels, NetworkKind, NetworkPolicy, Provider,
-    Release, label,
+    ProviderError, Release, label,
 };
 use computer_testkit::{
     DockerEnv, docker_env, labelled_containers, labelled_volumes, need, remove_labelled,
@@ -86,6 +86,23 @@ async fn env(test: &str, n: u8) -> Option<Env> {
 }
 
 impl Env {
+    /// What network and attach answer on a computer whose proxy is not as
+    /// it was made: network refuses.
+    async fn refusals(
+        &self,
+        c: &ComputerRef,
+        cancel: &CancellationToken,
+    ) -> (ProviderError, ProviderError) {
+        let network = self.p.network(c, None, cancel).await.unwrap_err();
+        assert_eq!(network.code, ErrorCode::Refused, "{network:?}");
+        let attach = self
+            .p
+            .attach(&AttachBy::Id(c.id.clone()), cancel)
+            .await
+            .unwrap_err();
+        (network, attach)
+    }
+
     fn spec(&self, lifetime_ms: u64, allow: &[&str]) -> ComputerSpec {
         let mut s = ComputerSpec::sandbox(lifetime_ms);
         s.labels.insert(TEST_LABEL.into(), self.test.clone());
@@ -429,8 +446,7 @@ async fn a_stopped_or_changed_proxy_reads_back_as_other_and_attach_refuses_it() 
         )
         .await
         .unwrap();
-    let err = e.p.network(&c, None, &cancel).await.unwrap_err();
-    assert_eq!(err.code, ErrorCode::Refused, "{err:?}");
+    let (err, attach) = e.refusals(&c, &cancel).await;
     assert!(
         err.message.starts_with(&format!(
             "the Docker computer {} has network allow, but its egress proxy is not running (it is exited): the computer reaches nothing",
@@ -439,15 +455,11 @@ async fn a_stopped_or_changed_proxy_reads_back_as_other_and_attach_refuses_it() 
         "{}",
         err.message
     );
-    let err =
-        e.p.attach(&AttachBy::Id(c.id.clone()), &cancel)
-            .await
-            .unwrap_err();
-    assert_eq!(err.code, ErrorCode::Refused, "{err:?}");
+    assert_eq!(attach.code, ErrorCode::Refused, "{attach:?}");
     assert!(
-        err.message.contains("was not attached") && err.message.contains("is not running"),
+        attach.message.contains("was not attached") && attach.message.contains("is not running"),
         "{}",
-        err.message
+        attach.message
     );
     // List shows it too: another network, in the read-back's words.
     let labels = Labels::from([(TEST_LABEL.to_string(), e.test.clone())]);
@@ -519,8 +531,7 @@ async fn a_stopped_or_changed_proxy_reads_back_as_other_and_attach_refuses_it() 
         )
         .await
         .unwrap();
-    let err = e.p.network(&c, None, &cancel).await.unwrap_err();
-    assert_eq!(err.code, ErrorCode::Refused, "{err:?}");
+    let (err, attach) = e.refusals(&c, &cancel).await;
     assert!(
         err.message.contains(
             "holds another list (good.eg.test, unlisted.eg.test) than the computer's (good.eg.test)"
@@ -528,14 +539,10 @@ async fn a_stopped_or_changed_proxy_reads_back_as_other_and_attach_refuses_it() 
         "{}",
         err.message
     );
-    let err =
-        e.p.attach(&AttachBy::Id(c.id.clone()), &cancel)
-            .await
-            .unwrap_err();
     assert!(
-        err.message.contains("holds another list"),
+        attach.message.contains("holds another list"),
         "{}",
-        err.message
+        attach.message
     );
 
     // Release removes whatever carries the computer's label.

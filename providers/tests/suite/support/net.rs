@@ -123,48 +123,19 @@ impl Net {
         let _ = run(&["ip", "netns", "del", &ns]);
         sweep_dead(n);
         run(&["ip", "netns", "add", &ns])?;
-        let steps: Vec<Vec<String>> = vec![
-            vec![
-                "ip", "link", "add", &host_veth, "type", "veth", "peer", "name", &ns_veth,
-            ],
-            vec!["ip", "link", "set", &ns_veth, "netns", &ns],
-            vec![
-                "ip",
-                "addr",
-                "add",
-                &format!("{host_ip}/24"),
-                "dev",
-                &host_veth,
-            ],
-            vec!["ip", "link", "set", &host_veth, "up"],
-            vec![
-                "ip",
-                "-n",
-                &ns,
-                "addr",
-                "add",
-                &format!("{a}/24"),
-                "dev",
-                &ns_veth,
-            ],
-            vec![
-                "ip",
-                "-n",
-                &ns,
-                "addr",
-                "add",
-                &format!("{b}/24"),
-                "dev",
-                &ns_veth,
-            ],
-            vec!["ip", "-n", &ns, "link", "set", &ns_veth, "up"],
-            vec!["ip", "-n", &ns, "link", "set", "lo", "up"],
-        ]
-        .into_iter()
-        .map(|v| v.into_iter().map(String::from).collect())
-        .collect();
+        // One command a line: no word of them holds a space.
+        let steps = [
+            format!("ip link add {host_veth} type veth peer name {ns_veth}"),
+            format!("ip link set {ns_veth} netns {ns}"),
+            format!("ip addr add {host_ip}/24 dev {host_veth}"),
+            format!("ip link set {host_veth} up"),
+            format!("ip -n {ns} addr add {a}/24 dev {ns_veth}"),
+            format!("ip -n {ns} addr add {b}/24 dev {ns_veth}"),
+            format!("ip -n {ns} link set {ns_veth} up"),
+            format!("ip -n {ns} link set lo up"),
+        ];
         for s in &steps {
-            let argv: Vec<&str> = s.iter().map(String::as_str).collect();
+            let argv: Vec<&str> = s.split_whitespace().collect();
             if let Err(e) = run(&argv) {
                 let _ = run(&["ip", "link", "del", &host_veth]);
                 let _ = run(&["ip", "netns", "del", &ns]);
