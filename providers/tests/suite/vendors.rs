@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex};
 use computer_fakes::vendor::{FakeVendor, Kind, Lose, Route};
 use computer_providers::browserbase::{BrowserbaseProvider, BrowserbaseSettings};
 use computer_providers::kernel::{KernelProvider, KernelSettings};
-use computer_providers::vendor::CREATE_LABEL;
+use computer_providers::vendor::{CREATE_LABEL, Secret};
 use computer_providers::{
-    AttachBy, ComputerSpec, Configure, ErrorCode, HostDefaults, Labels, NetworkPolicy, Provider,
-    ProviderError, Release, Sources, provider_for, with_provider_flags,
+    AttachBy, ComputerRef, ComputerSpec, Configure, ErrorCode, HostDefaults, Labels, NetworkPolicy,
+    Provider, ProviderError, Release, Sources, provider_for, with_provider_flags,
 };
 use computer_testkit::need_chromium;
 use computerd::client::ComputerClient;
@@ -476,6 +476,24 @@ async fn check_refuses_what_a_vendor_browser_cannot_be_before_any_call() {
     assert!(e.message.contains("the most is 512"), "{e}");
 }
 
+/// A browser made, its live view (which must hold the fake's canary), and
+/// the browser released.
+async fn live_view_then_release(
+    fake: &FakeVendor,
+    p: &dyn Provider,
+    cancel: &CancellationToken,
+) -> (ComputerRef, Secret) {
+    let r = p
+        .create(&spec(&[("computer-mcp.session", "live")]), cancel)
+        .await
+        .unwrap()
+        .computer;
+    let live = p.live_view(&r, cancel).await.unwrap();
+    assert!(live.expose().contains(fake.canary()));
+    p.release(&r, Release::Delete, cancel).await.unwrap();
+    (r, live)
+}
+
 #[tokio::test]
 async fn settings_and_live_views_keep_their_secrets() {
     if !need_chromium() {
@@ -492,15 +510,8 @@ async fn settings_and_live_views_keep_their_secrets() {
     let p = BrowserbaseProvider::configure(settings, &HostDefaults::default()).unwrap();
     clean(&fake, "the provider's Debug", &format!("{p:?}"));
     let cancel = CancellationToken::new();
-    let r = p
-        .create(&spec(&[("computer-mcp.session", "live")]), &cancel)
-        .await
-        .unwrap()
-        .computer;
-    let live = p.live_view(&r, &cancel).await.unwrap();
-    assert!(live.expose().contains(fake.canary()));
+    let (r, live) = live_view_then_release(&fake, &p, &cancel).await;
     clean(&fake, "the live view's Debug", &format!("{live:?}"));
-    p.release(&r, Release::Delete, &cancel).await.unwrap();
     let e = p.live_view(&r, &cancel).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Gone, "{e}");
 
@@ -511,14 +522,7 @@ async fn settings_and_live_views_keep_their_secrets() {
     };
     clean(&fake, "the settings' Debug", &format!("{settings:?}"));
     let p = KernelProvider::configure(settings, &HostDefaults::default()).unwrap();
-    let r = p
-        .create(&spec(&[("computer-mcp.session", "live")]), &cancel)
-        .await
-        .unwrap()
-        .computer;
-    let live = p.live_view(&r, &cancel).await.unwrap();
-    assert!(live.expose().contains(fake.canary()));
-    p.release(&r, Release::Delete, &cancel).await.unwrap();
+    live_view_then_release(&fake, &p, &cancel).await;
     clean(&fake, "the log", &log.text());
 }
 
