@@ -10,10 +10,10 @@ mod limits;
 mod process;
 mod provider;
 
+use computer_providers::types::NetworkKind;
 use computerd::protocol::Group;
 
 use super::{Case, CaseGroup, Level, Need, UserNeed};
-use computer_providers::types::NetworkKind;
 
 const EXEC: &[Need] = &[Need::Group(Group::Exec)];
 const FILES: &[Need] = &[Need::Group(Group::Files)];

@@ -9,6 +9,11 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use computer_providers::provider::{Connection, Provider};
+use computer_providers::types::{
+    Capabilities, ComputerRef, ComputerSpec, Created, ErrorCode, Labels, LifetimeMode,
+    ProviderError, Release,
+};
 use computerd::client::{ClientError, ComputerExt};
 use computerd::protocol::{Call, ExecParams, ExecResult, MachineKind, SettingKind};
 use tokio::sync::OnceCell;
@@ -17,11 +22,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::report::{Cleanup, ComputerNote};
 use super::{Bounds, Need, RUN_LABEL, RUN_LIFETIME_MS, UserNeed};
-use computer_providers::provider::{Connection, Provider};
-use computer_providers::types::{
-    Capabilities, ComputerRef, ComputerSpec, Created, ErrorCode, Labels, LifetimeMode,
-    ProviderError, Release,
-};
 
 pub(super) use runner::run;
 

@@ -37,14 +37,13 @@ mod fake_tests;
 mod report;
 mod verdict;
 
-use std::fmt;
-use std::sync::Arc;
-use std::time::Duration;
-
 use computer_providers::provider::Provider;
 use computer_providers::types::{DaemonMode, NetworkKind};
 use computerd::protocol::{Group, MachineKind, SettingKind};
 use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub use cases::cases;

@@ -1,11 +1,11 @@
 //! Core by kind, a setting kind's cases and its verdict.
 
+use computer_providers::types::{Capabilities, DaemonMode, NetworkKind};
 use computerd::protocol::{Group, MachineKind, SettingKind, serving_refusals};
 use serde::{Deserialize, Serialize};
 
 use super::report::{CaseResult, Cleanup, Status};
 use super::{Case, Level, Need, cases};
-use computer_providers::types::{Capabilities, DaemonMode, NetworkKind};
 
 /// What a computer of `kind` must declare, wherever `daemon` runs: a
 /// Core case that needs one of these and finds it undeclared fails.

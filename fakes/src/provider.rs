@@ -21,6 +21,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use computer_providers::provider::{Connection, Provider};
+use computer_providers::types::{
+    AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
+    LifetimeMode, NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
+    check_labels, check_lifetime,
+};
 use computerd::client::{ClientError, ComputerClient};
 use computerd::protocol::{
     self, Bytes64, ExecParams, ExecResult, FileStat, FileType, Group, HelloResult, MachineKind,
@@ -28,13 +34,6 @@ use computerd::protocol::{
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-
-use computer_providers::provider::{Connection, Provider};
-use computer_providers::types::{
-    AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
-    LifetimeMode, NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
-    check_labels, check_lifetime,
-};
 
 /// A provider call a script can decide.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -27,14 +27,13 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use computer_providers::cdp::HostChromium;
+use computer_providers::types::{ErrorCode, ProviderError, Result};
+use computer_providers::vendor::{now_rfc3339, plus_secs};
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
-
-use computer_providers::cdp::HostChromium;
-use computer_providers::types::{ErrorCode, ProviderError, Result};
-use computer_providers::vendor::{now_rfc3339, plus_secs};
 
 /// Which vendor a fake speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,8 +3,9 @@
 //! program here runs in a computer made for the case with small bounds, so
 //! only that computer's own cgroup holds it.
 
-use crate::ctx::{Computer, Ctx, Outcome, bounded, ensure, fail};
 use computer_providers::types::{AttachBy, ComputerRef};
+
+use crate::ctx::{Computer, Ctx, Outcome, bounded, ensure, fail};
 
 const PIDS: u64 = 64;
 const MEMORY_MB: u64 = 256;

@@ -3,6 +3,10 @@
 
 use std::time::Duration;
 
+use computer_providers::types::{
+    AttachBy, DaemonMode, ErrorCode, Labels, LifetimeMode, NetworkKind, NetworkPolicy,
+    NetworkReadBack, ProviderError, Release,
+};
 use computerd::client::ComputerExt;
 use computerd::launch::ProbeArgs;
 use computerd::protocol::{ExecParams, PingParams, ProbeReport, ProcessStartParams};
@@ -10,10 +14,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::RUN_LABEL;
 use crate::ctx::{Computer, Ctx, Outcome, bounded, ensure, fail};
-use computer_providers::types::{
-    AttachBy, DaemonMode, ErrorCode, Labels, LifetimeMode, NetworkKind, NetworkPolicy,
-    NetworkReadBack, ProviderError, Release,
-};
 
 /// The computer's network read back (changed first to `policy`), bounded.
 async fn network(
