@@ -148,7 +148,7 @@ async fn a_spec_the_local_provider_cannot_honour_is_refused_in_words() {
     spec.image = Some("debian".into());
     assert_eq!(p.check(&spec).unwrap_err().field.as_deref(), Some("image"));
     let mut spec = ComputerSpec::sandbox(600_000);
-    // An allowlist is offered now (tests/egress.rs); one over a private
+    // An allowlist is offered now (suite/egress.rs); one over a private
     // range is refused on the network field.
     spec.network = NetworkPolicy::Allow(vec!["pypi.org".into(), "10.0.0.0/8".into()]);
     let e = p.check(&spec).unwrap_err();
