@@ -13,7 +13,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::sync::Arc;
 
-use computer_providers::conformance::{self, CaseGroup, RunOptions};
+use computer_conformance::{self as conformance, CaseGroup, RunOptions};
 use computer_providers::{Provider, Sources, provider_for};
 use computerd::protocol::SettingKind;
 use tokio_util::sync::CancellationToken;

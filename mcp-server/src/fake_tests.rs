@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use computer_providers::fake::{FakeProvider, Op, Script};
+use computer_fakes::{FakeProvider, Op, Script};
 use computer_providers::{ProviderError, label};
 use tokio_util::sync::CancellationToken;
 

@@ -1,7 +1,7 @@
 //! The egress proxy's cost, on demand (needs root, curl, openssl, python3):
 //! `cargo bench -p computer-providers --bench egress`.
 //!
-//! Against the test hosts of `tests/egress/net.rs` (a network namespace
+//! Against the test hosts of `tests/suite/support/net.rs` (a network namespace
 //! of the bench's own; nothing leaves this machine):
 //! - throughput of a 100 MiB download with curl from inside an allowlisted
 //!   local computer (init hands the connection to the proxy, which carries
@@ -24,7 +24,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-#[path = "../tests/egress/net.rs"]
+#[path = "../tests/suite/support/net.rs"]
 mod net;
 
 use std::collections::BTreeMap;

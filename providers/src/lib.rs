@@ -18,10 +18,6 @@
 //!   the browser inside, the network fixed at creation.
 //! - [`sizing`]: a computer's cpus, memory and pids, checked against this
 //!   host, the same for every provider the host's kernel bounds.
-//! - [`conformance`]: the suite every provider must pass: cases as data,
-//!   the runner and its report.
-//! - `fake` (tests and the `fake` feature only): a scriptable in-process
-//!   provider, never in [`PROVIDERS`].
 //! - [`local`]: computers on this machine, isolated by `computerd sandbox`,
 //!   bounded by a cgroup each ([`local::cgroup`]), with a uid each
 //!   ([`local::uids`]).
@@ -30,9 +26,6 @@
 //! - [`vendor`]: what the browser vendors share: one request per call,
 //!   the create label that finds what a lost create made, CDP URLs held
 //!   as secrets; [`browserbase`] and [`kernel`] are its two vendors.
-//! - `vendor_fake` (tests and the `fake` feature only): fake Browserbase
-//!   and Kernel APIs on 127.0.0.1 whose browsers are a real headless
-//!   Chromium.
 //! - [`janitor`]: [`janitor::release_older`], the run/epoch fence shared by
 //!   every provider.
 //! - [`share`]: host directories shown at `/workspace`, and the rules a
@@ -44,17 +37,18 @@
 //! - [`window_manager`]: a desktop's window manager, started where the
 //!   computer has one, and how a program is found in a computer.
 //!
+//! The conformance suite every provider must pass is the crate
+//! `computer-conformance`; the fakes tests use (a scriptable provider, fake
+//! browser vendors) are `computer-fakes`.
+//!
 //! A provider never depends on MCP; a tool never knows which provider made
 //! its computer. Settings come in typed only: no provider reads the
 //! environment (the server's clap reads the variables a provider declares).
 
 pub mod browserbase;
 pub mod cdp;
-pub mod conformance;
 pub mod daemon_backed;
 pub mod docker;
-#[cfg(any(test, feature = "fake"))]
-pub mod fake;
 pub mod janitor;
 pub mod kernel;
 pub mod local;
@@ -66,8 +60,6 @@ pub mod share;
 pub mod sizing;
 pub mod types;
 pub mod vendor;
-#[cfg(any(test, feature = "fake"))]
-pub mod vendor_fake;
 pub mod wait;
 pub mod window_manager;
 

@@ -1,3 +1,4 @@
+// A binary of its own: it moves its whole process into a cgroup it makes (need_own_bound).
 //! A local computer cannot hurt its host: its processes, memory and disk
 //! are bounded, it sees only the host's OS, it has a uid of its own, and
 //! nothing of it survives its release. Real computers (root, as CI runs).

@@ -380,13 +380,13 @@ fn a_local_browser_passes_the_browser_kind_through_the_command() {
 
 /// A vendor's browser, through the command, against our fake of its API
 /// (a real headless Chromium behind the CDP URL it hands out).
-fn vendor_passes(kind: computer_providers::vendor_fake::Kind, id: &str) {
+fn vendor_passes(kind: computer_fakes::vendor::Kind, id: &str) {
     if !computer_testkit::need_chromium() {
         return;
     }
     let rt = tokio::runtime::Runtime::new().unwrap();
     let fake = rt
-        .block_on(computer_providers::vendor_fake::FakeVendor::start(kind))
+        .block_on(computer_fakes::vendor::FakeVendor::start(kind))
         .unwrap();
     let url_flag = format!("--{id}-api-url");
     let key_flag = format!("--{id}-api-key");
@@ -466,15 +466,12 @@ fn a_live_kernel_passes_the_browser_kind_when_its_key_is_given() {
 
 #[test]
 fn browserbase_passes_the_browser_kind_against_its_fake() {
-    vendor_passes(
-        computer_providers::vendor_fake::Kind::Browserbase,
-        "browserbase",
-    );
+    vendor_passes(computer_fakes::vendor::Kind::Browserbase, "browserbase");
 }
 
 #[test]
 fn kernel_passes_the_browser_kind_against_its_fake() {
-    vendor_passes(computer_providers::vendor_fake::Kind::Kernel, "kernel");
+    vendor_passes(computer_fakes::vendor::Kind::Kernel, "kernel");
 }
 
 #[test]

@@ -1160,13 +1160,13 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
         .unwrap();
 }
 
-/// The page tools on a vendor's browser: the Browserbase fake of the
-/// providers, whose sessions are a real headless Chromium behind a CDP URL
+/// The page tools on a vendor's browser: the Browserbase fake
+/// (computer-fakes), whose sessions are a real headless Chromium behind a CDP URL
 /// that is a secret. Only the page tools are listed (no sandbox), the form
 /// is filled and posted, and the URL shows in no result.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_tools_drive_a_vendors_browser_through_its_fake() {
-    use computer_providers::vendor_fake::{FakeVendor, Kind};
+    use computer_fakes::vendor::{FakeVendor, Kind};
     use computer_providers::{
         BrowserbaseProvider, BrowserbaseSettings, ComputerSpec, Configure, HostDefaults,
         NetworkPolicy, Provider, Release,

@@ -1,0 +1,10 @@
+mod browser;
+mod cgroup;
+mod conformance;
+mod docker;
+mod docker_egress;
+mod docker_tar;
+mod egress;
+mod local;
+mod support;
+mod vendors;
