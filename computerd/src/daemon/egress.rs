@@ -34,7 +34,7 @@ pub mod relay;
 pub mod splice;
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -44,6 +44,8 @@ use tokio::net::{TcpStream, UnixStream};
 
 use handoff::{Client, Opening};
 
+use crate::daemon::setup::{SetupError, Step};
+use crate::launch::EgressArgs;
 use crate::protocol::egress::{Allowlist, Class, DEFAULT_HINT, Host, PORTS, classify_on};
 use head::{Authority, SocksCommand};
 
@@ -65,50 +67,30 @@ pub const REFUSE_WAIT: Duration = Duration::from_secs(2);
 /// unanswered.
 pub const MAX_REFUSING: usize = 16;
 
-/// What the proxy runs with, checked.
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub list: Allowlist,
-    pub deadline: SystemTime,
-    pub socket: PathBuf,
-    /// Bind as root, then become this uid:gid (no groups, no_new_privs).
-    pub user: Option<(u32, u32)>,
-    /// The socket's group: it is made 0660 for it (else 0600).
-    pub client_gid: Option<u32>,
-    /// This host's addresses beyond its interfaces' (refused as this-host).
-    pub host_addresses: Vec<IpAddr>,
-    /// What a refusal adds: how to allow the host.
-    pub hint: Option<String>,
-    /// End when this process ends.
-    pub with_pid: Option<i32>,
-    /// The DNS servers asked; empty: those of /etc/resolv.conf.
-    pub resolvers: Vec<SocketAddr>,
-    /// Cgroup directories joined first.
-    pub cgroups: Vec<PathBuf>,
-}
-
-/// Run the proxy; the exit code (1 with words on stderr when it cannot
-/// start).
-pub fn main(opts: Options) -> i32 {
-    match start(opts) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("computerd egress: {e}");
-            1
-        }
+/// `computerd egress`: the list and the hint checked, then the proxy until
+/// its deadline; the exit code, or why it did not start.
+pub fn main(args: EgressArgs) -> Result<i32, SetupError> {
+    let list = Allowlist::parse(&args.allow).map_err(|e| e.to_string())?;
+    if let Some(h) = &args.hint
+        && !h.bytes().all(|b| (0x20..0x7f).contains(&b))
+    {
+        return Err("--hint must be printable ASCII".into());
     }
+    start(list, args)
 }
 
-fn start(opts: Options) -> Result<i32, String> {
+fn start(list: Allowlist, opts: EgressArgs) -> Result<i32, SetupError> {
     crate::daemon::sandbox::join(std::process::id(), &opts.cgroups)?;
-    if opts.deadline <= SystemTime::now() {
+    let deadline: SystemTime = opts.deadline.get().into();
+    if deadline <= SystemTime::now() {
         return Err("--deadline is in the past".into());
     }
-    let listener = bind(&opts.socket, opts.user, opts.client_gid)?;
-    if let Some((uid, gid)) = opts.user {
+    let user = opts.user.map(|u| (u.uid, u.gid));
+    let listener = bind(&opts.socket, user, opts.client_gid)?;
+    if let Some((uid, gid)) = user {
         become_user(uid, gid)?;
     }
-    let mut own = own_addresses();
+    let mut own = crate::net::own_addresses(|_| true);
     own.extend(&opts.host_addresses);
     let resolvers = if opts.resolvers.is_empty() {
         dns::resolvers_of(&std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default())
@@ -121,9 +103,9 @@ fn start(opts: Options) -> Result<i32, String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("could not start the runtime ({e})"))?;
+        .step("start the runtime")?;
     let proxy = Arc::new(Proxy {
-        list: opts.list.clone(),
+        list,
         own,
         resolvers,
         hint: opts
@@ -144,7 +126,7 @@ fn start(opts: Options) -> Result<i32, String> {
             proxy.list,
             proxy.resolvers.len()
         );
-        let until = deadline_instant(opts.deadline);
+        let until = deadline_instant(deadline);
         tokio::select! {
             _ = tokio::time::sleep_until(until) => {
                 tracing::info!("egress: the deadline came; every connection ends");
@@ -174,14 +156,11 @@ fn bind(
     path: &Path,
     user: Option<(u32, u32)>,
     client_gid: Option<u32>,
-) -> Result<std::os::unix::net::UnixListener, String> {
+) -> Result<std::os::unix::net::UnixListener, SetupError> {
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
     if let Ok(m) = std::fs::symlink_metadata(path) {
         if !m.file_type().is_socket() {
-            return Err(format!(
-                "--socket {} exists and is not a socket",
-                path.display()
-            ));
+            return Err(format!("--socket {} exists and is not a socket", path.display()).into());
         }
         let _ = std::fs::remove_file(path);
     }
@@ -191,7 +170,7 @@ fn bind(
     let listener = listener.map_err(|e| format!("could not listen on {} ({e})", path.display()))?;
     listener
         .set_nonblocking(true)
-        .map_err(|e| format!("could not make the socket non-blocking ({e})"))?;
+        .step("make the socket non-blocking")?;
     let mode = if client_gid.is_some() { 0o660 } else { 0o600 };
     let owner = user.map(|(u, _)| nix::unistd::Uid::from_raw(u));
     let group = client_gid
@@ -207,7 +186,7 @@ fn bind(
 }
 
 /// Become uid:gid with no supplementary group and no_new_privs; read back.
-fn become_user(uid: u32, gid: u32) -> Result<(), String> {
+fn become_user(uid: u32, gid: u32) -> Result<(), SetupError> {
     use nix::unistd::{Gid, Uid};
     if uid == 0 {
         return Err("--user 0:0: the proxy never runs as root".into());
@@ -220,27 +199,6 @@ fn become_user(uid: u32, gid: u32) -> Result<(), String> {
         return Err("--user did not read back".into());
     }
     Ok(())
-}
-
-/// Every address on this host's interfaces.
-pub fn own_addresses() -> Vec<IpAddr> {
-    let mut out = Vec::new();
-    if let Ok(addrs) = nix::ifaddrs::getifaddrs() {
-        for a in addrs {
-            let Some(addr) = a.address else { continue };
-            let ip = if let Some(v4) = addr.as_sockaddr_in() {
-                IpAddr::V4(v4.ip())
-            } else if let Some(v6) = addr.as_sockaddr_in6() {
-                IpAddr::V6(v6.ip())
-            } else {
-                continue;
-            };
-            if !out.contains(&ip) {
-                out.push(ip);
-            }
-        }
-    }
-    out
 }
 
 /// Resolves when `pid` has ended (gone, a zombie, or another process).
@@ -829,7 +787,6 @@ fn check_plain(h: &head::Head, auth: &Authority) -> Option<Refusal> {
     }
     None
 }
-
 /// Decide, log, dial.
 async fn open(proxy: &Proxy, host: &str, port: u16) -> Result<TcpStream, Refusal> {
     let (to, _) = match proxy.decide(host, port).await {
@@ -962,7 +919,6 @@ async fn read_more(
         _ => None,
     }
 }
-
 /// Carry bytes both ways until both ends are done or [`IDLE`] passes with
 /// none either way; `early` (bytes the program sent past its head) goes
 /// first.

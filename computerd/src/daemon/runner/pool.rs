@@ -437,18 +437,16 @@ fn ask_fork(
     template: &std::os::unix::net::UnixStream,
     theirs: &std::os::fd::OwnedFd,
 ) -> std::io::Result<i32> {
-    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
     use std::io::Read;
     let fd = [theirs.as_raw_fd()];
     // With a timeout set, a signal to init (SIGCHLD, under a burst) breaks
     // the blocking call with EINTR whatever SA_RESTART says: try again.
     let sent = sys::retry(|| {
-        sendmsg::<()>(
-            template.as_raw_fd(),
-            &[std::io::IoSlice::new(b"fork\n")],
-            &[ControlMessage::ScmRights(&fd)],
-            MsgFlags::MSG_NOSIGNAL,
-            None,
+        sys::send_fds(
+            template.as_fd(),
+            b"fork\n",
+            &fd,
+            nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
         )
     })?;
     if sent != 5 {
