@@ -30,7 +30,9 @@ pub mod body;
 pub mod dns;
 pub mod handoff;
 pub mod head;
+mod http;
 pub mod relay;
+mod socks;
 pub mod splice;
 
 use std::net::{IpAddr, SocketAddr};
@@ -39,7 +41,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpStream, UnixStream};
 
 use handoff::{Client, Opening};
@@ -47,7 +49,9 @@ use handoff::{Client, Opening};
 use crate::daemon::setup::{SetupError, Step};
 use crate::launch::EgressArgs;
 use crate::protocol::egress::{Allowlist, Class, DEFAULT_HINT, Host, PORTS, classify_on};
-use head::{Authority, SocksCommand};
+pub use http::http_reply;
+use http::{drain, http, refuse_http};
+use socks::{socks, socks_refuse, socks_request};
 
 /// Connections (and so tunnels) open at once.
 pub const MAX_OPEN: usize = 64;
@@ -333,29 +337,6 @@ impl Refusal {
     }
 }
 
-/// The reply for a refused HTTP request: its status and the words.
-pub fn http_reply(status: u16, words: &str) -> Vec<u8> {
-    let reason = match status {
-        400 => "Bad Request",
-        403 => "Forbidden",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        414 => "URI Too Long",
-        431 => "Request Header Fields Too Large",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        505 => "HTTP Version Not Supported",
-        _ => "Error",
-    };
-    let body = format!("{status} {words}\n");
-    format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\nX-Egress-Refused: {status}\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
-}
-
 impl Proxy {
     /// Decide a host and port: the addresses to dial, checked, or why not.
     async fn decide(
@@ -590,115 +571,6 @@ async fn refuse_past_bound(stream: UnixStream, proxy: &Proxy, r: Refusal) {
     }
 }
 
-async fn http(mut client: Client, first: u8, proxy: &Proxy) {
-    let mut buf = Vec::with_capacity(4096);
-    buf.push(first);
-    let until = tokio::time::Instant::now() + HEAD_WAIT;
-    let end = loop {
-        if let Some(end) = head::head_end(&buf) {
-            break end;
-        }
-        if buf.len() > head::MAX_HEAD {
-            let words = format!("the request head is over {} bytes", head::MAX_HEAD);
-            tracing::info!("egress refuse rule=head-size");
-            refuse_http(&mut client, 431, &words).await;
-            return;
-        }
-        let mut chunk = [0u8; 4096];
-        match tokio::time::timeout_at(until, client.read(&mut chunk)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => return,
-            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
-            Err(_) => {
-                let words = format!("the request head did not come within {HEAD_WAIT:?}");
-                refuse_http(&mut client, 408, &words).await;
-                return;
-            }
-        }
-    };
-    let rest = buf.split_off(end);
-    let parsed = head::parse_head(&buf)
-        .map_err(|e| ("head", e))
-        .and_then(|h| {
-            let framing = body::framing(&h).map_err(|e| ("framing", e))?;
-            Ok((h, framing))
-        });
-    let (h, framing) = match parsed {
-        Ok(x) => x,
-        Err((rule, e)) => {
-            tracing::info!("egress refuse rule={rule} status={}", e.status);
-            refuse_http(&mut client, e.status, &e.words).await;
-            return;
-        }
-    };
-    if h.method.eq_ignore_ascii_case("CONNECT") {
-        let auth = match head::parse_authority(&h.target, None) {
-            Ok(a) => a,
-            Err(why) => {
-                let words = format!("CONNECT {}: {why} (CONNECT host:port)", h.target);
-                refuse_http(&mut client, 400, &words).await;
-                return;
-            }
-        };
-        let upstream = match open(proxy, &auth.host_text, auth.port).await {
-            Ok(u) => u,
-            Err(r) => {
-                refuse_http(&mut client, r.status, &r.words).await;
-                return;
-            }
-        };
-        if client
-            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            .await
-            .is_err()
-        {
-            return;
-        }
-        relay(client, upstream, rest).await;
-        return;
-    }
-    let (auth, path) = match head::parse_absolute(&h.target) {
-        Ok(x) => x,
-        Err(why) => {
-            tracing::info!("egress refuse rule=target");
-            refuse_http(&mut client, 400, &why).await;
-            return;
-        }
-    };
-    if let Some(r) = check_plain(&h, &auth) {
-        proxy.log_refuse(&auth.host_text, auth.port, &r);
-        refuse_http(&mut client, r.status, &r.words).await;
-        return;
-    }
-    let mut upstream = match open(proxy, &auth.host_text, auth.port).await {
-        Ok(u) => u,
-        Err(r) => {
-            refuse_http(&mut client, r.status, &r.words).await;
-            return;
-        }
-    };
-    let mut out = format!("{} {path} {}\r\n", h.method, h.version);
-    let mut has_host = false;
-    for (n, v) in &h.headers {
-        let l = n.to_ascii_lowercase();
-        if l.starts_with("proxy-") || l == "connection" || l == "keep-alive" || l == "te" {
-            continue;
-        }
-        has_host |= l == "host";
-        out.push_str(n);
-        out.push_str(": ");
-        out.push_str(v);
-        out.push_str("\r\n");
-    }
-    if !has_host {
-        out.push_str(&format!("Host: {}\r\n", authority_text(&auth)));
-    }
-    out.push_str("Connection: close\r\n\r\n");
-    if upstream.write_all(out.as_bytes()).await.is_err() {
-        return;
-    }
-    body::carry_one(client, upstream, rest, framing).await;
-}
-
 /// A program's text as it may go into a log line or a reply: printable
 /// ASCII, anything else a `?`, at most 255 bytes.
 fn printable(s: &str) -> String {
@@ -714,79 +586,6 @@ fn printable(s: &str) -> String {
         .collect()
 }
 
-/// Send a refusal and end the connection: the program's unread bytes
-/// (a head past its bound) are drained a little first, so the reply is
-/// read rather than lost to a reset.
-async fn refuse_http(client: &mut Client, status: u16, words: &str) {
-    if client.write_all(&http_reply(status, words)).await.is_err() {
-        return;
-    }
-    let _ = client.shutdown().await;
-    drain(client).await;
-}
-
-/// Read a little of what the program still sends before the connection is
-/// dropped, so what it was sent is read rather than lost to a reset.
-async fn drain(client: &mut Client) {
-    let mut sink = [0u8; 4096];
-    let until = tokio::time::Instant::now() + Duration::from_secs(1);
-    let mut left = 256 * 1024;
-    while left > 0 {
-        match tokio::time::timeout_at(until, client.read(&mut sink)).await {
-            Ok(Ok(n)) if n > 0 => left -= n.min(left),
-            _ => break,
-        }
-    }
-}
-
-fn authority_text(a: &Authority) -> String {
-    if a.port == 80 {
-        a.host.to_string()
-    } else {
-        format!("{}:{}", a.host, a.port)
-    }
-}
-
-/// What a plain-HTTP request may not do: name another host in `Host`
-/// than on its request line, or ask for an upgrade.
-fn check_plain(h: &head::Head, auth: &Authority) -> Option<Refusal> {
-    let hosts: Vec<&str> = h.headers_named("host").collect();
-    if hosts.len() > 1 {
-        return Some(Refusal::new(
-            400,
-            2,
-            "host-header",
-            "the request has more than one Host header".into(),
-        ));
-    }
-    if let Some(v) = hosts.first() {
-        let same = head::parse_authority(v, Some(80))
-            .map(|b| head::same_host(auth, &b))
-            .unwrap_or(false);
-        if !same {
-            return Some(Refusal::new(
-                403,
-                2,
-                "host-header",
-                format!(
-                    "the Host header names {}, another host than the request line's {}: a request reaches only the host its request line names, so send Host: {}",
-                    printable(v),
-                    authority_text(auth),
-                    authority_text(auth)
-                ),
-            ));
-        }
-    }
-    if h.header("upgrade").is_some() {
-        return Some(Refusal::new(
-            403,
-            2,
-            "upgrade",
-            "an HTTP upgrade is not carried over plain HTTP: reach the host over TLS (CONNECT, wss://, https://)".into(),
-        ));
-    }
-    None
-}
 /// Decide, log, dial.
 async fn open(proxy: &Proxy, host: &str, port: u16) -> Result<TcpStream, Refusal> {
     let (to, _) = match proxy.decide(host, port).await {
@@ -809,116 +608,6 @@ async fn open(proxy: &Proxy, host: &str, port: u16) -> Result<TcpStream, Refusal
     }
 }
 
-fn socks_reply(code: u8) -> [u8; 10] {
-    [5, code, 0, 1, 0, 0, 0, 0, 0, 0]
-}
-
-async fn socks(mut client: Client, proxy: &Proxy) {
-    let until = tokio::time::Instant::now() + HEAD_WAIT;
-    let Some((req, rest)) = socks_request(&mut client, until).await else {
-        return;
-    };
-    let refused = match req.command {
-        SocksCommand::Connect => None,
-        SocksCommand::Bind => Some(
-            "SOCKS BIND is refused: this proxy carries outgoing TCP connections (CONNECT) to listed hosts only",
-        ),
-        SocksCommand::UdpAssociate => Some(
-            "SOCKS UDP ASSOCIATE is refused: this proxy carries outgoing TCP connections (CONNECT) to listed hosts only; UDP reaches nothing",
-        ),
-        SocksCommand::Other(_) => Some("an unknown SOCKS command is refused"),
-    };
-    if let Some(words) = refused {
-        let r = Refusal::new(403, 7, "socks-command", words.into());
-        proxy.log_refuse(&req.host_text, req.port, &r);
-        let _ = socks_refuse(&mut client, &r).await;
-        return;
-    }
-    let upstream = match open(proxy, &req.host_text, req.port).await {
-        Ok(u) => u,
-        Err(r) => {
-            let _ = socks_refuse(&mut client, &r).await;
-            return;
-        }
-    };
-    if client.write_all(&socks_reply(0)).await.is_err() {
-        return;
-    }
-    relay(client, upstream, rest).await;
-}
-
-/// A SOCKS5 exchange up to its request, its first byte (5) read: the
-/// greeting, the method chosen (no authentication; a greeting without it
-/// is told none is acceptable), then the request, read by `until`, and
-/// the bytes sent past it. None when it ended, or could not be one (a
-/// request that cannot be is answered with its reply code first).
-async fn socks_request(
-    client: &mut Client,
-    until: tokio::time::Instant,
-) -> Option<(head::SocksRequest, Vec<u8>)> {
-    let mut buf = vec![5u8];
-    // The greeting: VER NMETHODS METHODS.
-    while buf.len() < 2 || buf.len() < 2 + buf[1] as usize {
-        read_more(client, &mut buf, until).await?;
-    }
-    let methods = &buf[2..2 + buf[1] as usize];
-    if !methods.contains(&0) {
-        let _ = client.write_all(&[5, 0xff]).await;
-        return None;
-    }
-    let mut buf = buf.split_off(2 + buf[1] as usize);
-    if client.write_all(&[5, 0]).await.is_err() {
-        return None;
-    }
-    let len = loop {
-        match head::socks_request_len(&buf) {
-            Ok(Some(n)) => break n,
-            Ok(None) => read_more(client, &mut buf, until).await?,
-            Err(why) => {
-                // 8, address type not supported, for an ATYP of none of
-                // 1, 3 and 4; else 1, a general failure.
-                let code = if buf.len() > 3 && buf[0] == 5 { 8 } else { 1 };
-                tracing::info!("egress refuse rule=socks socks={code} {why}");
-                let _ = client.write_all(&socks_reply(code)).await;
-                return None;
-            }
-        }
-    };
-    let rest = buf.split_off(len);
-    match head::parse_socks_request(&buf) {
-        Ok(r) => Some((r, rest)),
-        Err(_) => {
-            let _ = client.write_all(&socks_reply(1)).await;
-            None
-        }
-    }
-}
-
-/// A SOCKS refusal: the reply code, then the words on a line of their own
-/// (a client reads the reply; a person reading the bytes sees why).
-async fn socks_refuse(client: &mut Client, r: &Refusal) -> std::io::Result<()> {
-    let mut out = socks_reply(r.socks).to_vec();
-    out.extend_from_slice(format!("{}\n", r.words).as_bytes());
-    client.write_all(&out).await
-}
-
-async fn read_more(
-    client: &mut Client,
-    buf: &mut Vec<u8>,
-    until: tokio::time::Instant,
-) -> Option<()> {
-    if buf.len() > 600 {
-        return None;
-    }
-    let mut chunk = [0u8; 512];
-    match tokio::time::timeout_at(until, client.read(&mut chunk)).await {
-        Ok(Ok(n)) if n > 0 => {
-            buf.extend_from_slice(&chunk[..n]);
-            Some(())
-        }
-        _ => None,
-    }
-}
 /// Carry bytes both ways until both ends are done or [`IDLE`] passes with
 /// none either way; `early` (bytes the program sent past its head) goes
 /// first.
@@ -942,6 +631,7 @@ async fn relay(client: Client, mut upstream: TcpStream, early: Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::AsyncReadExt;
     use tokio::net::TcpListener;
     use tokio::time::Instant;
 
