@@ -1,8 +1,9 @@
 //! Desktops: screen.shot and input.actions against a real Xvfb, with the
 //! X11 fixture (fixtures/x11) logging what arrives.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,39 @@ use serde_json::{Value, json};
 
 use super::support::*;
 
-const FIXTURE: &str = env!("CARGO_BIN_EXE_computerd-x11-fixture");
+/// The X11 fixture, a crate of its own (`computer-x11-fixture`): built
+/// once per run, beside this build's computerd, by the cargo that runs
+/// the tests (a no-op when it is up to date).
+fn fixture() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let daemon = Path::new(env!("CARGO_BIN_EXE_computerd"));
+        let profile_dir = daemon.parent().unwrap();
+        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") | None => "dev",
+            Some(other) => other,
+        };
+        let status = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "computer-x11-fixture",
+                "--profile",
+                profile,
+            ])
+            .arg("--target-dir")
+            .arg(profile_dir.parent().unwrap())
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "cargo build -p computer-x11-fixture failed: {status}"
+        );
+        profile_dir.join("computerd-x11-fixture")
+    })
+}
 
 /// An Xvfb of its own, on a display number no other test holds, ended
 /// when dropped.
@@ -101,7 +134,7 @@ impl Fixture {
     pub fn start(display: &str) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("events.jsonl");
-        let child = Command::new(FIXTURE)
+        let child = Command::new(fixture())
             .arg("--log")
             .arg(&log)
             .env_clear()
