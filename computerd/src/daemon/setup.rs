@@ -68,37 +68,37 @@ pub trait Step<T> {
     fn flag_step(self, flag: &'static str, step: impl Into<Cow<'static, str>>) -> Result<T>;
 }
 
-impl<T> Step<T> for std::result::Result<T, nix::Error> {
-    fn step(self, step: impl Into<Cow<'static, str>>) -> Result<T> {
-        self.map_err(|source| SetupError::Sys {
-            flag: Flag(None),
-            step: step.into(),
-            source,
-        })
-    }
-    fn flag_step(self, flag: &'static str, step: impl Into<Cow<'static, str>>) -> Result<T> {
-        self.map_err(|source| SetupError::Sys {
-            flag: Flag(Some(flag)),
-            step: step.into(),
-            source,
-        })
+/// An error a [`Step`] keeps as its source.
+pub trait StepSource {
+    fn in_step(self, flag: Flag, step: Cow<'static, str>) -> SetupError;
+}
+
+impl StepSource for nix::Error {
+    fn in_step(self, flag: Flag, step: Cow<'static, str>) -> SetupError {
+        SetupError::Sys {
+            flag,
+            step,
+            source: self,
+        }
     }
 }
 
-impl<T> Step<T> for std::result::Result<T, std::io::Error> {
+impl StepSource for std::io::Error {
+    fn in_step(self, flag: Flag, step: Cow<'static, str>) -> SetupError {
+        SetupError::Io {
+            flag,
+            step,
+            source: self,
+        }
+    }
+}
+
+impl<T, E: StepSource> Step<T> for std::result::Result<T, E> {
     fn step(self, step: impl Into<Cow<'static, str>>) -> Result<T> {
-        self.map_err(|source| SetupError::Io {
-            flag: Flag(None),
-            step: step.into(),
-            source,
-        })
+        self.map_err(|e| e.in_step(Flag(None), step.into()))
     }
     fn flag_step(self, flag: &'static str, step: impl Into<Cow<'static, str>>) -> Result<T> {
-        self.map_err(|source| SetupError::Io {
-            flag: Flag(Some(flag)),
-            step: step.into(),
-            source,
-        })
+        self.map_err(|e| e.in_step(Flag(Some(flag)), step.into()))
     }
 }
 

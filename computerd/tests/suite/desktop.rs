@@ -213,6 +213,13 @@ impl Desktop {
         let fixture = Fixture::start(&x.name());
         Some(Desktop { init, fixture, x })
     }
+
+    /// [`Desktop::start`] and a client of its init.
+    pub async fn with_client() -> Option<(Desktop, DaemonClient)> {
+        let d = Self::start()?;
+        let c = d.init.client().await;
+        Some((d, c))
+    }
 }
 
 pub async fn actions(c: &DaemonClient, a: Value) -> InputActionsResult {
@@ -328,8 +335,9 @@ fn rpc(e: ClientError) -> RpcError {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hello_declares_a_desktop_and_a_shot_shows_the_fixtures_colours() {
-    let Some(d) = Desktop::start() else { return };
-    let c = d.init.client().await;
+    let Some((d, c)) = Desktop::with_client().await else {
+        return;
+    };
     let hello: HelloResult = c.call(&HelloParams::default()).await.unwrap();
     assert_eq!(hello.kind, MachineKind::Desktop);
     assert_eq!(
@@ -424,8 +432,9 @@ async fn hello_declares_a_desktop_and_a_shot_shows_the_fixtures_colours() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn screen_watch_gives_a_first_frame_then_one_only_after_a_change() {
-    let Some(d) = Desktop::start() else { return };
-    let c = d.init.client().await;
+    let Some((_d, c)) = Desktop::with_client().await else {
+        return;
+    };
     let watch = |after: u64, wait: u64| ScreenWatchParams {
         after,
         wait_ms: Some(wait),

@@ -13,7 +13,7 @@ use computerd::client::DaemonClient;
 pub use computerd::launch::{
     InitArgs, Network, Program, SandboxArgs, Share, StdioArgs, Time, UserSpec,
 };
-use computerd::protocol::{Envelope, Id};
+use computerd::protocol::{Envelope, ExecResult, Id, ProcessStartResult};
 
 /// A marker for one test of this crate.
 pub fn marker() -> String {
@@ -80,20 +80,12 @@ impl Init {
     }
 
     /// process.start of `script` on `c` (see [`start_sh`]).
-    pub async fn start_script(
-        &self,
-        c: &DaemonClient,
-        script: &str,
-    ) -> computerd::protocol::ProcessStartResult {
+    pub async fn start_script(&self, c: &DaemonClient, script: &str) -> ProcessStartResult {
         c.call(&start_sh(script, &self.marker)).await.unwrap()
     }
 
     /// exec.run of `script` on `c` (see [`exec_sh`]).
-    pub async fn run_script(
-        &self,
-        c: &DaemonClient,
-        script: &str,
-    ) -> computerd::protocol::ExecResult {
+    pub async fn run_script(&self, c: &DaemonClient, script: &str) -> ExecResult {
         c.call(&exec_sh(script, &self.marker)).await.unwrap()
     }
 
