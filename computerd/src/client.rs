@@ -630,13 +630,13 @@ mod tests {
     use serde_json::json;
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-    /// A request over the line bound is refused in words before it is
-    /// sent (the daemon could only answer it with no id: the call would
-    /// wait forever), and the connection goes on.
-    #[tokio::test]
-    async fn a_request_over_the_line_bound_is_refused_before_it_is_sent() {
+    /// A client and a fake daemon at its other end: `answer` is given each
+    /// request and says the replies to send now; the daemon's task ends
+    /// with every method it was asked, once the client closes.
+    fn fake_daemon(
+        mut answer: impl FnMut(Envelope) -> Vec<Envelope> + Send + 'static,
+    ) -> (DaemonClient, tokio::task::JoinHandle<Vec<String>>) {
         let (a, b) = tokio::io::duplex(1 << 16);
-        let client = DaemonClient::new(a);
         let server = tokio::spawn(async move {
             let (r, mut w) = tokio::io::split(b);
             let mut lines = BufReader::new(r).lines();
@@ -644,13 +644,23 @@ mod tests {
             while let Some(line) = lines.next_line().await.unwrap() {
                 let env: Envelope = serde_json::from_str(&line).unwrap();
                 seen.push(env.method.clone().unwrap_or_default());
-                let reply = Envelope::reply(env.id, Ok(json!({})));
-                w.write_all(format!("{}\n", reply.to_line()).as_bytes())
-                    .await
-                    .unwrap();
+                for reply in answer(env) {
+                    w.write_all(format!("{}\n", reply.to_line()).as_bytes())
+                        .await
+                        .unwrap();
+                }
             }
             seen
         });
+        (DaemonClient::new(a), server)
+    }
+
+    /// A request over the line bound is refused in words before it is
+    /// sent (the daemon could only answer it with no id: the call would
+    /// wait forever), and the connection goes on.
+    #[tokio::test]
+    async fn a_request_over_the_line_bound_is_refused_before_it_is_sent() {
+        let (client, server) = fake_daemon(|env| vec![Envelope::reply(env.id, Ok(json!({})))]);
         let big = ExecParams {
             argv: vec!["echo".into(), "x".repeat(limits::MAX_LINE_BYTES as usize)],
             ..Default::default()
@@ -673,24 +683,16 @@ mod tests {
     /// A fake daemon: answers requests in reverse order of arrival, two at a time.
     #[tokio::test]
     async fn replies_are_matched_by_id_in_any_order() {
-        let (a, b) = tokio::io::duplex(1 << 16);
-        let client = DaemonClient::new(a);
-        let server = tokio::spawn(async move {
-            let (r, mut w) = tokio::io::split(b);
-            let mut lines = BufReader::new(r).lines();
-            let mut held = Vec::new();
-            while let Some(line) = lines.next_line().await.unwrap() {
-                let env: Envelope = serde_json::from_str(&line).unwrap();
-                held.push(env);
-                if held.len() == 2 {
-                    for env in held.drain(..).rev() {
-                        let reply = Envelope::reply(env.id, Ok(json!({"echo": env.method})));
-                        w.write_all(format!("{}\n", reply.to_line()).as_bytes())
-                            .await
-                            .unwrap();
-                    }
-                }
+        let mut held = Vec::new();
+        let (client, server) = fake_daemon(move |env| {
+            held.push(env);
+            if held.len() < 2 {
+                return Vec::new();
             }
+            held.drain(..)
+                .rev()
+                .map(|env| Envelope::reply(env.id, Ok(json!({"echo": env.method}))))
+                .collect()
         });
         let c2 = client.clone();
         let (x, y) = tokio::join!(

@@ -43,6 +43,7 @@ pub mod proctree;
 pub mod ring;
 pub mod runner;
 pub mod sandbox;
+pub mod setup;
 pub mod sys;
 pub mod tar;
 pub mod users;
@@ -190,14 +191,6 @@ impl Drop for StartToken {
     fn drop(&mut self) {
         self.release();
     }
-}
-
-/// Milliseconds since the epoch, now.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// The kill grace, as a duration.

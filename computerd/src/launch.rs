@@ -621,6 +621,17 @@ impl Argv {
 mod tests {
     use super::*;
 
+    #[test]
+    fn user_flags_parse_or_are_refused_in_words() {
+        let parse = |s: &str| s.parse::<UserSpec>().map(|u| (u.uid, u.gid));
+        assert_eq!(parse("1000:1000"), Ok((1000, 1000)));
+        assert_eq!(parse("0:0"), Ok((0, 0)));
+        for bad in ["1000", "a:b", "1000:", ":1", "-1:0", "+1:1", "4294967295:0"] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains("is not uid:gid"), "{bad}: {e}");
+        }
+    }
+
     fn at(s: &str) -> Time {
         s.parse().unwrap()
     }

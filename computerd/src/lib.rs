@@ -9,12 +9,17 @@
 //! - [`client`] (every platform): [`client::DaemonClient`], JSON-RPC over any
 //!   byte stream, with many calls in flight, cancel on drop, and helpers that
 //!   page files, tar archives and process output.
+//! - [`net`] (every unix): this host's interface addresses, for the
+//!   egress proxy and the providers that run one.
+//! - [`now_ms`]: the protocol's timestamps, milliseconds since the epoch.
 //! - `daemon` (Linux only): `init` and its socket, the `stdio` bridge, the per-run
 //!   `guard`, the `sandbox`, the `probe`, and the exec, process, files and tar
 //!   methods.
 
 pub mod client;
 pub mod launch;
+#[cfg(unix)]
+pub mod net;
 pub mod protocol;
 #[cfg(unix)]
 pub mod quiet;
@@ -23,6 +28,15 @@ pub mod quiet;
 pub mod daemon;
 #[cfg(all(test, target_os = "linux"))]
 mod fuzz_tests;
+
+/// Milliseconds since the epoch, now (0 on a clock before it): the
+/// protocol's timestamps (`startedAt`, an event's `at`).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
 
 /// The daemon's version, reported by hello.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -17,6 +17,7 @@ use std::os::fd::AsFd;
 
 use tokio::net::UnixStream;
 
+use super::setup::SetupError;
 use crate::protocol::{direct, limits};
 
 /// Each direction copies through a buffer of this size: a tar push or pull
@@ -101,7 +102,7 @@ pub async fn run(socket: &Path, direct: Option<&Path>) -> i32 {
 
 /// The token line, read a byte at a time so nothing after it is taken
 /// from stdin (with `S`, what follows is the protocol).
-fn read_token(mut stdin: &std::fs::File) -> Result<Vec<u8>, String> {
+fn read_token(mut stdin: &std::fs::File) -> Result<Vec<u8>, SetupError> {
     let mut line = Vec::with_capacity(direct::TOKEN_LINE);
     let mut byte = [0u8; 1];
     while line.len() < direct::TOKEN_LINE && line.last() != Some(&b'\n') {
@@ -109,14 +110,15 @@ fn read_token(mut stdin: &std::fs::File) -> Result<Vec<u8>, String> {
             Ok(0) => return Err("stdin ended before the token line (--direct)".into()),
             Ok(_) => line.push(byte[0]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("reading the token line: {e}")),
+            Err(e) => return Err(format!("reading the token line: {e}").into()),
         }
     }
     if !direct::is_token_line(&line) {
         return Err(format!(
             "stdin's first line is not a token line ({} hex digits and a newline, --direct)",
             direct::TOKEN_HEX
-        ));
+        )
+        .into());
     }
     Ok(line)
 }
@@ -187,7 +189,7 @@ fn copy(mut from: impl Read, mut to: impl Write) -> std::io::Result<()> {
 }
 
 /// Connect, waiting up to 3 s for an init that has just started.
-async fn connect(socket: &Path) -> Result<UnixStream, String> {
+async fn connect(socket: &Path) -> Result<UnixStream, SetupError> {
     let until = tokio::time::Instant::now() + Duration::from_millis(limits::BRIDGE_CONNECT_WAIT_MS);
     loop {
         match UnixStream::connect(socket).await {
@@ -210,7 +212,8 @@ async fn connect(socket: &Path) -> Result<UnixStream, String> {
                         "could not reach computerd init at {} within {} s ({e}) {hint}",
                         socket.display(),
                         limits::BRIDGE_CONNECT_WAIT_MS / 1000
-                    ));
+                    )
+                    .into());
                 }
                 tokio::time::sleep(Duration::from_millis(25)).await;
             }

@@ -4,8 +4,9 @@
 
 use std::ffi::OsString;
 
+use crate::daemon::setup::SetupError;
 use crate::daemon::{self, Daemon, Identity, Lifecycle, init, isolate, sandbox};
-use crate::launch::{self, Command, InitArgs, SandboxArgs};
+use crate::launch::{self, Command, InitArgs};
 
 /// The standalone computerd's entry point; returns the exit code. The word
 /// `computerd` before the subcommand is accepted here too, so a caller that
@@ -38,7 +39,7 @@ pub fn run(args: &[OsString]) -> i32 {
     let outcome = match command {
         Command::Init(a) => init_main(a),
         Command::Probe(a) => Ok(daemon::probe::main(&a.connect, a.diagnose)),
-        Command::Sandbox(a) => sandbox::main(sandbox_options(a)).map_err(StartError::Sandbox),
+        Command::Sandbox(a) => sandbox::main(&a).map_err(StartError::Sandbox),
         Command::Spare(a) => spare_main(a),
         Command::Stdio(a) => {
             // The bridge runs as the computer's user, beside its programs,
@@ -54,7 +55,10 @@ pub fn run(args: &[OsString]) -> i32 {
                 .map_err(|e| StartError::Runtime("stdio", e))
                 .map(|rt| rt.block_on(daemon::bridge::run(&a.socket, a.direct.as_deref())))
         }
-        Command::Egress(a) => egress_main(a),
+        Command::Egress(a) => {
+            init_logging();
+            daemon::egress::main(a).map_err(StartError::Egress)
+        }
     };
     outcome.unwrap_or_else(|e| {
         eprintln!("{e}");
@@ -69,14 +73,14 @@ pub fn run(args: &[OsString]) -> i32 {
 pub enum StartError {
     /// The deadline is past, or the maximum is before it.
     #[error("computerd init: {0}")]
-    Times(String),
+    Times(SetupError),
     /// The flags against who init is (`--user`, `--own-network`), or the
     /// privilege drop failing or not reading back.
     #[error("computerd init: {0}")]
-    Isolate(String),
+    Isolate(SetupError),
     /// The socket's directory or a socket already there.
     #[error("computerd init: {0}")]
-    Socket(String),
+    Socket(SetupError),
     #[error("computerd init: could not mark inherited descriptors close-on-exec: {0}")]
     Cloexec(std::io::Error),
     #[error("computerd init: could not open /dev/null for fds 0-2: {0}")]
@@ -88,13 +92,13 @@ pub enum StartError {
     /// The sandbox could not be made (its flags against this host, a
     /// namespace, a mount, a cgroup to join): nothing of it is left.
     #[error("computerd sandbox: {0}")]
-    Sandbox(String),
+    Sandbox(SetupError),
     /// The desktop's Xvfb (`--xvfb`) did not start.
     #[error("computerd init: {0}")]
-    Desktop(String),
+    Desktop(SetupError),
     /// The egress proxy's flags (its list, its hint).
     #[error("computerd egress: {0}")]
-    Egress(String),
+    Egress(SetupError),
     /// The async runtime of `init` or `stdio`.
     #[error("computerd {0}: could not start the runtime: {1}")]
     Runtime(&'static str, std::io::Error),
@@ -105,8 +109,9 @@ pub enum StartError {
 fn spare_main(a: launch::SpareArgs) -> Result<i32, StartError> {
     sandbox::join(std::process::id(), &a.cgroups).map_err(StartError::Sandbox)?;
     let mut sent = Vec::new();
-    std::io::Read::read_to_end(&mut std::io::stdin(), &mut sent)
-        .map_err(|e| StartError::Sandbox(format!("spare: could not read its arguments ({e})")))?;
+    std::io::Read::read_to_end(&mut std::io::stdin(), &mut sent).map_err(|e| {
+        StartError::Sandbox(format!("spare: could not read its arguments ({e})").into())
+    })?;
     if sent.is_empty() {
         // Its provider went away before it was needed: leave its cgroups
         // for their parent and remove them (best effort: a v2 parent with
@@ -137,32 +142,16 @@ fn spare_main(a: launch::SpareArgs) -> Result<i32, StartError> {
                 "spare: its arguments must be a sandbox's".into(),
             ));
         }
-        Err(e) => return Err(StartError::Sandbox(format!("spare: {e}"))),
+        Err(e) => return Err(StartError::Sandbox(format!("spare: {e}").into())),
     };
     // Joined already; what the sandbox starts is born in them.
     args.cgroups.clear();
     // The provider's pipe is done with: init's stdin is /dev/null.
     let null = std::fs::File::open("/dev/null")
-        .map_err(|e| StartError::Sandbox(format!("spare: /dev/null: {e}")))?;
+        .map_err(|e| StartError::Sandbox(format!("spare: /dev/null: {e}").into()))?;
     nix::unistd::dup2_stdin(null)
-        .map_err(|e| StartError::Sandbox(format!("spare: could not reset stdin ({e})")))?;
-    sandbox::main(sandbox_options(args)).map_err(StartError::Sandbox)
-}
-
-/// The sandbox's own options from its command line; init's comes rendered
-/// again from its parsed flags, so the sandbox runs exactly what was read.
-fn sandbox_options(a: SandboxArgs) -> sandbox::Options {
-    sandbox::Options {
-        command: a.init.to_args(),
-        run: a.run,
-        network: a.network,
-        tmp_size_mib: a.tmp_size_mib,
-        work_size_mib: a.work_size_mib,
-        binds: a.binds,
-        cgroups: a.cgroups,
-        max_procs: a.max_procs,
-        egress: a.egress,
-    }
+        .map_err(|e| StartError::Sandbox(format!("spare: could not reset stdin ({e})").into()))?;
+    sandbox::main(&args).map_err(StartError::Sandbox)
 }
 
 fn init_main(args: InitArgs) -> Result<i32, StartError> {
@@ -283,31 +272,6 @@ fn start_desktop(
     Ok(Some(x))
 }
 
-/// `computerd egress`: the list checked, then the proxy until its deadline.
-fn egress_main(a: launch::EgressArgs) -> Result<i32, StartError> {
-    let list = crate::protocol::egress::Allowlist::parse(&a.allow)
-        .map_err(|e| StartError::Egress(e.to_string()))?;
-    if let Some(h) = &a.hint
-        && !h.bytes().all(|b| (0x20..0x7f).contains(&b))
-    {
-        return Err(StartError::Egress("--hint must be printable ASCII".into()));
-    }
-    init_logging();
-    let deadline: std::time::SystemTime = a.deadline.get().into();
-    Ok(daemon::egress::main(daemon::egress::Options {
-        list,
-        deadline,
-        socket: a.socket,
-        user: a.user.map(|u| (u.uid, u.gid)),
-        client_gid: a.client_gid,
-        host_addresses: a.host_addresses,
-        hint: a.hint,
-        with_pid: a.with_pid,
-        resolvers: a.resolvers,
-        cgroups: a.cgroups,
-    }))
-}
-
 /// Who the daemon is, for the programs it starts as itself.
 fn identity() -> Identity {
     let uid = nix::unistd::getuid().as_raw();
@@ -340,20 +304,16 @@ fn identity() -> Identity {
 /// fds 0-2 must be open, so pipes and sockets never get those numbers.
 fn ensure_stdio() -> std::io::Result<()> {
     for fd in 0..3 {
-        // SAFETY: F_GETFD only asks whether the descriptor is open.
-        let open = unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0;
-        if !open {
+        if !daemon::sys::is_open(fd) {
             let null = std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
                 .open("/dev/null")?;
-            let raw = std::os::fd::IntoRawFd::into_raw_fd(null);
-            if raw != fd {
-                // SAFETY: dup2 onto a closed low descriptor; raw is ours and closed after.
-                unsafe {
-                    libc::dup2(raw, fd);
-                    libc::close(raw);
-                }
+            if std::os::fd::AsRawFd::as_raw_fd(&null) == fd {
+                // It took the free number itself: keep it open there.
+                let _ = std::os::fd::IntoRawFd::into_raw_fd(null);
+            } else {
+                daemon::sys::onto_stdio(std::os::fd::AsFd::as_fd(&null), fd)?;
             }
         }
     }

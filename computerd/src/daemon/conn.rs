@@ -91,40 +91,9 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
             return;
         }
     };
-    let (read, mut write) = stream.into_split();
-    let (out, mut out_rx) = mpsc::unbounded_channel::<Out>();
-    let writer = tokio::spawn(async move {
-        let mut buf = Vec::with_capacity(256 * 1024);
-        while let Some(first) = out_rx.recv().await {
-            buf.clear();
-            let mut next = Some(first);
-            // Gather what is already queued into one write; a frame's bytes
-            // go out as they are, after the lines before them.
-            while let Some(msg) = next.take() {
-                buf.extend_from_slice(msg.line.as_bytes());
-                buf.push(b'\n');
-                if let Some(bytes) = msg.bytes {
-                    if bytes.len() <= 64 * 1024 {
-                        buf.extend_from_slice(&bytes);
-                    } else {
-                        if write.write_all(&buf).await.is_err()
-                            || write.write_all(&bytes).await.is_err()
-                        {
-                            return;
-                        }
-                        buf.clear();
-                    }
-                }
-                if buf.len() < 256 * 1024 {
-                    next = out_rx.try_recv().ok();
-                }
-            }
-            if !buf.is_empty() && write.write_all(&buf).await.is_err() {
-                return;
-            }
-        }
-        let _ = write.shutdown().await;
-    });
+    let (read, write) = stream.into_split();
+    let (out, out_rx) = mpsc::unbounded_channel::<Out>();
+    let writer = tokio::spawn(write_out(write, out_rx));
 
     let conn = Arc::new(Conn {
         daemon,
@@ -204,55 +173,25 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
             send(Some(id), err);
             continue;
         }
-        let cancel = CancellationToken::new();
-        {
-            let mut inflight = lock(&conn.inflight);
-            if inflight.contains_key(&id) {
-                let err = RpcError::invalid(format!(
-                    "id {id} is already in use by a request still running"
-                ));
-                send(Some(id), err);
-                continue;
-            }
-            let on_eof = Method::from_name(&m) != Some(Method::ProcessStart);
-            inflight.insert(
-                id.clone(),
-                Inflight {
-                    cancel: cancel.clone(),
-                    on_eof,
-                },
-            );
-        }
-        let conn = Arc::clone(&conn);
-        let out = out.clone();
+        let Some(cancel) = conn.admit(&id, &m) else {
+            let err = RpcError::invalid(format!(
+                "id {id} is already in use by a request still running"
+            ));
+            send(Some(id), err);
+            continue;
+        };
         let frame = frame::Frame {
             bytes,
             reply_bytes: env.reply_bytes == Some(true),
         };
-        tasks.spawn(async move {
-            // A bug in one method must cost that call, not the connection.
-            let outcome = AssertUnwindSafe(dispatch_framed(&conn, &m, env.params, frame, cancel))
-                .catch_unwind()
-                .await
-                .unwrap_or_else(|_| {
-                    Err(RpcError::invalid(format!(
-                        "{m} failed inside the daemon (a bug); the daemon goes on"
-                    )))
-                });
-            lock(&conn.inflight).remove(&id);
-            let msg = match outcome {
-                Ok((result, bytes)) => {
-                    let mut env = Envelope::reply(Some(id), Ok(result));
-                    env.bytes = bytes.as_ref().map(|b| b.len() as u64);
-                    Out {
-                        line: env.to_line(),
-                        bytes,
-                    }
-                }
-                Err(e) => Out::line(Envelope::reply(Some(id), Err(e)).to_line()),
-            };
-            let _ = out.send(msg);
-        });
+        let call = Call {
+            id,
+            method: m,
+            params: env.params,
+            frame,
+            cancel,
+        };
+        tasks.spawn(answer(Arc::clone(&conn), call, out.clone()));
         // Reap finished tasks so the set does not grow with the connection's age.
         while tasks.try_join_next().is_some() {}
     }
@@ -268,7 +207,103 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
     let _ = writer.await;
 }
 
+/// The connection's writer: every reply and event line in the order sent,
+/// what is already queued gathered into one write.
+async fn write_out(mut write: crate::quiet::QuietWrite, mut out_rx: mpsc::UnboundedReceiver<Out>) {
+    let mut buf = Vec::with_capacity(256 * 1024);
+    while let Some(first) = out_rx.recv().await {
+        buf.clear();
+        let mut next = Some(first);
+        // Gather what is already queued into one write; a frame's bytes
+        // go out as they are, after the lines before them.
+        while let Some(msg) = next.take() {
+            buf.extend_from_slice(msg.line.as_bytes());
+            buf.push(b'\n');
+            if let Some(bytes) = msg.bytes {
+                if bytes.len() <= 64 * 1024 {
+                    buf.extend_from_slice(&bytes);
+                } else {
+                    if write.write_all(&buf).await.is_err()
+                        || write.write_all(&bytes).await.is_err()
+                    {
+                        return;
+                    }
+                    buf.clear();
+                }
+            }
+            if buf.len() < 256 * 1024 {
+                next = out_rx.try_recv().ok();
+            }
+        }
+        if !buf.is_empty() && write.write_all(&buf).await.is_err() {
+            return;
+        }
+    }
+    let _ = write.shutdown().await;
+}
+
+/// A request admitted to run: its id, method, params, frame and cancel.
+struct Call {
+    id: Id,
+    method: String,
+    params: Option<Value>,
+    frame: frame::Frame,
+    cancel: CancellationToken,
+}
+
+/// Run one call and send its reply, whatever becomes of it.
+async fn answer(conn: Arc<Conn>, call: Call, out: mpsc::UnboundedSender<Out>) {
+    let Call {
+        id,
+        method: m,
+        params,
+        frame,
+        cancel,
+    } = call;
+    // A bug in one method must cost that call, not the connection.
+    let outcome = AssertUnwindSafe(dispatch_framed(&conn, &m, params, frame, cancel))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|_| {
+            Err(RpcError::invalid(format!(
+                "{m} failed inside the daemon (a bug); the daemon goes on"
+            )))
+        });
+    lock(&conn.inflight).remove(&id);
+    let msg = match outcome {
+        Ok((result, bytes)) => {
+            let mut env = Envelope::reply(Some(id), Ok(result));
+            env.bytes = bytes.as_ref().map(|b| b.len() as u64);
+            Out {
+                line: env.to_line(),
+                bytes,
+            }
+        }
+        Err(e) => Out::line(Envelope::reply(Some(id), Err(e)).to_line()),
+    };
+    let _ = out.send(msg);
+}
+
 impl Conn {
+    /// Register a request under `id` as in flight: its cancel token, or
+    /// None when a request still running has that id.
+    fn admit(&self, id: &Id, method: &str) -> Option<CancellationToken> {
+        let mut inflight = lock(&self.inflight);
+        if inflight.contains_key(id) {
+            return None;
+        }
+        let cancel = CancellationToken::new();
+        let on_eof = Method::from_name(method) != Some(Method::ProcessStart);
+        inflight.insert(
+            id.clone(),
+            Inflight {
+                cancel: cancel.clone(),
+                on_eof,
+            },
+        );
+        Some(cancel)
+    }
+
     /// Pulls and pushes still open when the connection ends are ended with it.
     fn end_streams(&self) {
         for (_, slot) in lock(&self.pulls).drain() {

@@ -8,6 +8,7 @@
 //! Init holds the X server as one of its guards ([`super::init::Reaper::adopt`]):
 //! the sweep spares it and shutdown ends it with everything else.
 
+use crate::daemon::setup::SetupError;
 use std::io::Read;
 use std::path::Path;
 use std::process::{ChildStdout, Command, Stdio};
@@ -46,13 +47,14 @@ pub fn xvfb_args(screen: Screen) -> Vec<String> {
 
 /// Read the display number Xvfb writes on `-displayfd`: digits and a
 /// newline, at most 16 bytes.
-pub fn parse_display(said: &[u8]) -> Result<String, String> {
+pub fn parse_display(said: &[u8]) -> Result<String, SetupError> {
     let text = std::str::from_utf8(said).unwrap_or("").trim();
     if text.is_empty() || text.len() > 10 || !text.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!(
             "Xvfb said {:?} where a display number was expected",
             String::from_utf8_lossy(said)
-        ));
+        )
+        .into());
     }
     Ok(format!(":{text}"))
 }
@@ -60,7 +62,7 @@ pub fn parse_display(said: &[u8]) -> Result<String, String> {
 /// What Xvfb writes on `-displayfd`, up to its newline (at most 16
 /// bytes), waiting at most [`START_WAIT`] in all. A poll, not a thread:
 /// init has one thread here, and the daemon stays small.
-fn read_display(out: &mut ChildStdout) -> Result<Vec<u8>, String> {
+fn read_display(out: &mut ChildStdout) -> Result<Vec<u8>, SetupError> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     use std::os::fd::AsFd;
     let until = std::time::Instant::now() + START_WAIT;
@@ -75,18 +77,19 @@ fn read_display(out: &mut ChildStdout) -> Result<Vec<u8>, String> {
                 return Err(format!(
                     "Xvfb did not say its display within {} s",
                     START_WAIT.as_secs()
-                ));
+                )
+                .into());
             }
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(format!("waiting for Xvfb's display failed: {e}")),
+            Err(e) => return Err(format!("waiting for Xvfb's display failed: {e}").into()),
         }
         match out.read(&mut byte) {
             Ok(1) if byte[0] == b'\n' => break,
             Ok(1) => said.push(byte[0]),
             Ok(_) => break,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("reading Xvfb's display failed: {e}")),
+            Err(e) => return Err(format!("reading Xvfb's display failed: {e}").into()),
         }
     }
     Ok(said)
@@ -94,9 +97,9 @@ fn read_display(out: &mut ChildStdout) -> Result<Vec<u8>, String> {
 
 /// Start Xvfb at `path` with `screen` and wait (bounded) until it says its
 /// display, which it does once it listens.
-pub fn start(path: &Path, screen: Screen) -> Result<Xvfb, String> {
+pub fn start(path: &Path, screen: Screen) -> Result<Xvfb, SetupError> {
     if !path.is_absolute() {
-        return Err(format!("--xvfb {} is not an absolute path", path.display()));
+        return Err(format!("--xvfb {} is not an absolute path", path.display()).into());
     }
     let mut child = Command::new(path)
         .args(xvfb_args(screen))
@@ -114,7 +117,7 @@ pub fn start(path: &Path, screen: Screen) -> Result<Xvfb, String> {
         let _ = child.wait();
         return Err("Xvfb's stdout was not a pipe".into());
     };
-    let fail = |child: &mut std::process::Child, why: String| {
+    let fail = |child: &mut std::process::Child, why: SetupError| {
         let _ = child.kill();
         let _ = child.wait();
         why
@@ -130,7 +133,10 @@ pub fn start(path: &Path, screen: Screen) -> Result<Xvfb, String> {
             let ended = status
                 .map(|s| format!(" (it ended: {s})"))
                 .unwrap_or_default();
-            return Err(fail(&mut child, format!("{e}{ended}; its words are above")));
+            return Err(fail(
+                &mut child,
+                format!("{e}{ended}; its words are above").into(),
+            ));
         }
     };
     tracing::info!("Xvfb is up on {name}, screen {screen}");
@@ -150,7 +156,7 @@ mod tests {
         assert_eq!(parse_display(b"0").unwrap(), ":0");
         assert_eq!(parse_display(b"12").unwrap(), ":12");
         for bad in [&b""[..], b"x", b"1 2", b"-1", b"99999999999"] {
-            let e = parse_display(bad).unwrap_err();
+            let e = parse_display(bad).unwrap_err().to_string();
             assert!(e.contains("display number"), "{e}");
         }
     }

@@ -30,22 +30,28 @@ pub mod body;
 pub mod dns;
 pub mod handoff;
 pub mod head;
+mod http;
 pub mod relay;
+mod socks;
 pub mod splice;
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpStream, UnixStream};
 
 use handoff::{Client, Opening};
 
+use crate::daemon::setup::{SetupError, Step};
+use crate::launch::EgressArgs;
 use crate::protocol::egress::{Allowlist, Class, DEFAULT_HINT, Host, PORTS, classify_on};
-use head::{Authority, SocksCommand};
+pub use http::http_reply;
+use http::{drain, http, refuse_http};
+use socks::{socks, socks_refuse, socks_request};
 
 /// Connections (and so tunnels) open at once.
 pub const MAX_OPEN: usize = 64;
@@ -65,50 +71,30 @@ pub const REFUSE_WAIT: Duration = Duration::from_secs(2);
 /// unanswered.
 pub const MAX_REFUSING: usize = 16;
 
-/// What the proxy runs with, checked.
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub list: Allowlist,
-    pub deadline: SystemTime,
-    pub socket: PathBuf,
-    /// Bind as root, then become this uid:gid (no groups, no_new_privs).
-    pub user: Option<(u32, u32)>,
-    /// The socket's group: it is made 0660 for it (else 0600).
-    pub client_gid: Option<u32>,
-    /// This host's addresses beyond its interfaces' (refused as this-host).
-    pub host_addresses: Vec<IpAddr>,
-    /// What a refusal adds: how to allow the host.
-    pub hint: Option<String>,
-    /// End when this process ends.
-    pub with_pid: Option<i32>,
-    /// The DNS servers asked; empty: those of /etc/resolv.conf.
-    pub resolvers: Vec<SocketAddr>,
-    /// Cgroup directories joined first.
-    pub cgroups: Vec<PathBuf>,
-}
-
-/// Run the proxy; the exit code (1 with words on stderr when it cannot
-/// start).
-pub fn main(opts: Options) -> i32 {
-    match start(opts) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("computerd egress: {e}");
-            1
-        }
+/// `computerd egress`: the list and the hint checked, then the proxy until
+/// its deadline; the exit code, or why it did not start.
+pub fn main(args: EgressArgs) -> Result<i32, SetupError> {
+    let list = Allowlist::parse(&args.allow).map_err(|e| e.to_string())?;
+    if let Some(h) = &args.hint
+        && !h.bytes().all(|b| (0x20..0x7f).contains(&b))
+    {
+        return Err("--hint must be printable ASCII".into());
     }
+    start(list, args)
 }
 
-fn start(opts: Options) -> Result<i32, String> {
+fn start(list: Allowlist, opts: EgressArgs) -> Result<i32, SetupError> {
     crate::daemon::sandbox::join(std::process::id(), &opts.cgroups)?;
-    if opts.deadline <= SystemTime::now() {
+    let deadline: SystemTime = opts.deadline.get().into();
+    if deadline <= SystemTime::now() {
         return Err("--deadline is in the past".into());
     }
-    let listener = bind(&opts.socket, opts.user, opts.client_gid)?;
-    if let Some((uid, gid)) = opts.user {
+    let user = opts.user.map(|u| (u.uid, u.gid));
+    let listener = bind(&opts.socket, user, opts.client_gid)?;
+    if let Some((uid, gid)) = user {
         become_user(uid, gid)?;
     }
-    let mut own = own_addresses();
+    let mut own = crate::net::own_addresses(|_| true);
     own.extend(&opts.host_addresses);
     let resolvers = if opts.resolvers.is_empty() {
         dns::resolvers_of(&std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default())
@@ -121,9 +107,9 @@ fn start(opts: Options) -> Result<i32, String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("could not start the runtime ({e})"))?;
+        .step("start the runtime")?;
     let proxy = Arc::new(Proxy {
-        list: opts.list.clone(),
+        list,
         own,
         resolvers,
         hint: opts
@@ -144,7 +130,7 @@ fn start(opts: Options) -> Result<i32, String> {
             proxy.list,
             proxy.resolvers.len()
         );
-        let until = deadline_instant(opts.deadline);
+        let until = deadline_instant(deadline);
         tokio::select! {
             _ = tokio::time::sleep_until(until) => {
                 tracing::info!("egress: the deadline came; every connection ends");
@@ -174,14 +160,11 @@ fn bind(
     path: &Path,
     user: Option<(u32, u32)>,
     client_gid: Option<u32>,
-) -> Result<std::os::unix::net::UnixListener, String> {
+) -> Result<std::os::unix::net::UnixListener, SetupError> {
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
     if let Ok(m) = std::fs::symlink_metadata(path) {
         if !m.file_type().is_socket() {
-            return Err(format!(
-                "--socket {} exists and is not a socket",
-                path.display()
-            ));
+            return Err(format!("--socket {} exists and is not a socket", path.display()).into());
         }
         let _ = std::fs::remove_file(path);
     }
@@ -191,7 +174,7 @@ fn bind(
     let listener = listener.map_err(|e| format!("could not listen on {} ({e})", path.display()))?;
     listener
         .set_nonblocking(true)
-        .map_err(|e| format!("could not make the socket non-blocking ({e})"))?;
+        .step("make the socket non-blocking")?;
     let mode = if client_gid.is_some() { 0o660 } else { 0o600 };
     let owner = user.map(|(u, _)| nix::unistd::Uid::from_raw(u));
     let group = client_gid
@@ -207,7 +190,7 @@ fn bind(
 }
 
 /// Become uid:gid with no supplementary group and no_new_privs; read back.
-fn become_user(uid: u32, gid: u32) -> Result<(), String> {
+fn become_user(uid: u32, gid: u32) -> Result<(), SetupError> {
     use nix::unistd::{Gid, Uid};
     if uid == 0 {
         return Err("--user 0:0: the proxy never runs as root".into());
@@ -220,27 +203,6 @@ fn become_user(uid: u32, gid: u32) -> Result<(), String> {
         return Err("--user did not read back".into());
     }
     Ok(())
-}
-
-/// Every address on this host's interfaces.
-pub fn own_addresses() -> Vec<IpAddr> {
-    let mut out = Vec::new();
-    if let Ok(addrs) = nix::ifaddrs::getifaddrs() {
-        for a in addrs {
-            let Some(addr) = a.address else { continue };
-            let ip = if let Some(v4) = addr.as_sockaddr_in() {
-                IpAddr::V4(v4.ip())
-            } else if let Some(v6) = addr.as_sockaddr_in6() {
-                IpAddr::V6(v6.ip())
-            } else {
-                continue;
-            };
-            if !out.contains(&ip) {
-                out.push(ip);
-            }
-        }
-    }
-    out
 }
 
 /// Resolves when `pid` has ended (gone, a zombie, or another process).
@@ -373,29 +335,6 @@ impl Refusal {
             words,
         }
     }
-}
-
-/// The reply for a refused HTTP request: its status and the words.
-pub fn http_reply(status: u16, words: &str) -> Vec<u8> {
-    let reason = match status {
-        400 => "Bad Request",
-        403 => "Forbidden",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        414 => "URI Too Long",
-        431 => "Request Header Fields Too Large",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        505 => "HTTP Version Not Supported",
-        _ => "Error",
-    };
-    let body = format!("{status} {words}\n");
-    format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\nX-Egress-Refused: {status}\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
 }
 
 impl Proxy {
@@ -632,115 +571,6 @@ async fn refuse_past_bound(stream: UnixStream, proxy: &Proxy, r: Refusal) {
     }
 }
 
-async fn http(mut client: Client, first: u8, proxy: &Proxy) {
-    let mut buf = Vec::with_capacity(4096);
-    buf.push(first);
-    let until = tokio::time::Instant::now() + HEAD_WAIT;
-    let end = loop {
-        if let Some(end) = head::head_end(&buf) {
-            break end;
-        }
-        if buf.len() > head::MAX_HEAD {
-            let words = format!("the request head is over {} bytes", head::MAX_HEAD);
-            tracing::info!("egress refuse rule=head-size");
-            refuse_http(&mut client, 431, &words).await;
-            return;
-        }
-        let mut chunk = [0u8; 4096];
-        match tokio::time::timeout_at(until, client.read(&mut chunk)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => return,
-            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
-            Err(_) => {
-                let words = format!("the request head did not come within {HEAD_WAIT:?}");
-                refuse_http(&mut client, 408, &words).await;
-                return;
-            }
-        }
-    };
-    let rest = buf.split_off(end);
-    let parsed = head::parse_head(&buf)
-        .map_err(|e| ("head", e))
-        .and_then(|h| {
-            let framing = body::framing(&h).map_err(|e| ("framing", e))?;
-            Ok((h, framing))
-        });
-    let (h, framing) = match parsed {
-        Ok(x) => x,
-        Err((rule, e)) => {
-            tracing::info!("egress refuse rule={rule} status={}", e.status);
-            refuse_http(&mut client, e.status, &e.words).await;
-            return;
-        }
-    };
-    if h.method.eq_ignore_ascii_case("CONNECT") {
-        let auth = match head::parse_authority(&h.target, None) {
-            Ok(a) => a,
-            Err(why) => {
-                let words = format!("CONNECT {}: {why} (CONNECT host:port)", h.target);
-                refuse_http(&mut client, 400, &words).await;
-                return;
-            }
-        };
-        let upstream = match open(proxy, &auth.host_text, auth.port).await {
-            Ok(u) => u,
-            Err(r) => {
-                refuse_http(&mut client, r.status, &r.words).await;
-                return;
-            }
-        };
-        if client
-            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            .await
-            .is_err()
-        {
-            return;
-        }
-        relay(client, upstream, rest).await;
-        return;
-    }
-    let (auth, path) = match head::parse_absolute(&h.target) {
-        Ok(x) => x,
-        Err(why) => {
-            tracing::info!("egress refuse rule=target");
-            refuse_http(&mut client, 400, &why).await;
-            return;
-        }
-    };
-    if let Some(r) = check_plain(&h, &auth) {
-        proxy.log_refuse(&auth.host_text, auth.port, &r);
-        refuse_http(&mut client, r.status, &r.words).await;
-        return;
-    }
-    let mut upstream = match open(proxy, &auth.host_text, auth.port).await {
-        Ok(u) => u,
-        Err(r) => {
-            refuse_http(&mut client, r.status, &r.words).await;
-            return;
-        }
-    };
-    let mut out = format!("{} {path} {}\r\n", h.method, h.version);
-    let mut has_host = false;
-    for (n, v) in &h.headers {
-        let l = n.to_ascii_lowercase();
-        if l.starts_with("proxy-") || l == "connection" || l == "keep-alive" || l == "te" {
-            continue;
-        }
-        has_host |= l == "host";
-        out.push_str(n);
-        out.push_str(": ");
-        out.push_str(v);
-        out.push_str("\r\n");
-    }
-    if !has_host {
-        out.push_str(&format!("Host: {}\r\n", authority_text(&auth)));
-    }
-    out.push_str("Connection: close\r\n\r\n");
-    if upstream.write_all(out.as_bytes()).await.is_err() {
-        return;
-    }
-    body::carry_one(client, upstream, rest, framing).await;
-}
-
 /// A program's text as it may go into a log line or a reply: printable
 /// ASCII, anything else a `?`, at most 255 bytes.
 fn printable(s: &str) -> String {
@@ -754,80 +584,6 @@ fn printable(s: &str) -> String {
             }
         })
         .collect()
-}
-
-/// Send a refusal and end the connection: the program's unread bytes
-/// (a head past its bound) are drained a little first, so the reply is
-/// read rather than lost to a reset.
-async fn refuse_http(client: &mut Client, status: u16, words: &str) {
-    if client.write_all(&http_reply(status, words)).await.is_err() {
-        return;
-    }
-    let _ = client.shutdown().await;
-    drain(client).await;
-}
-
-/// Read a little of what the program still sends before the connection is
-/// dropped, so what it was sent is read rather than lost to a reset.
-async fn drain(client: &mut Client) {
-    let mut sink = [0u8; 4096];
-    let until = tokio::time::Instant::now() + Duration::from_secs(1);
-    let mut left = 256 * 1024;
-    while left > 0 {
-        match tokio::time::timeout_at(until, client.read(&mut sink)).await {
-            Ok(Ok(n)) if n > 0 => left -= n.min(left),
-            _ => break,
-        }
-    }
-}
-
-fn authority_text(a: &Authority) -> String {
-    if a.port == 80 {
-        a.host.to_string()
-    } else {
-        format!("{}:{}", a.host, a.port)
-    }
-}
-
-/// What a plain-HTTP request may not do: name another host in `Host`
-/// than on its request line, or ask for an upgrade.
-fn check_plain(h: &head::Head, auth: &Authority) -> Option<Refusal> {
-    let hosts: Vec<&str> = h.headers_named("host").collect();
-    if hosts.len() > 1 {
-        return Some(Refusal::new(
-            400,
-            2,
-            "host-header",
-            "the request has more than one Host header".into(),
-        ));
-    }
-    if let Some(v) = hosts.first() {
-        let same = head::parse_authority(v, Some(80))
-            .map(|b| head::same_host(auth, &b))
-            .unwrap_or(false);
-        if !same {
-            return Some(Refusal::new(
-                403,
-                2,
-                "host-header",
-                format!(
-                    "the Host header names {}, another host than the request line's {}: a request reaches only the host its request line names, so send Host: {}",
-                    printable(v),
-                    authority_text(auth),
-                    authority_text(auth)
-                ),
-            ));
-        }
-    }
-    if h.header("upgrade").is_some() {
-        return Some(Refusal::new(
-            403,
-            2,
-            "upgrade",
-            "an HTTP upgrade is not carried over plain HTTP: reach the host over TLS (CONNECT, wss://, https://)".into(),
-        ));
-    }
-    None
 }
 
 /// Decide, log, dial.
@@ -849,117 +605,6 @@ async fn open(proxy: &Proxy, host: &str, port: u16) -> Result<TcpStream, Refusal
             proxy.log_refuse(host, port, &r);
             Err(r)
         }
-    }
-}
-
-fn socks_reply(code: u8) -> [u8; 10] {
-    [5, code, 0, 1, 0, 0, 0, 0, 0, 0]
-}
-
-async fn socks(mut client: Client, proxy: &Proxy) {
-    let until = tokio::time::Instant::now() + HEAD_WAIT;
-    let Some((req, rest)) = socks_request(&mut client, until).await else {
-        return;
-    };
-    let refused = match req.command {
-        SocksCommand::Connect => None,
-        SocksCommand::Bind => Some(
-            "SOCKS BIND is refused: this proxy carries outgoing TCP connections (CONNECT) to listed hosts only",
-        ),
-        SocksCommand::UdpAssociate => Some(
-            "SOCKS UDP ASSOCIATE is refused: this proxy carries outgoing TCP connections (CONNECT) to listed hosts only; UDP reaches nothing",
-        ),
-        SocksCommand::Other(_) => Some("an unknown SOCKS command is refused"),
-    };
-    if let Some(words) = refused {
-        let r = Refusal::new(403, 7, "socks-command", words.into());
-        proxy.log_refuse(&req.host_text, req.port, &r);
-        let _ = socks_refuse(&mut client, &r).await;
-        return;
-    }
-    let upstream = match open(proxy, &req.host_text, req.port).await {
-        Ok(u) => u,
-        Err(r) => {
-            let _ = socks_refuse(&mut client, &r).await;
-            return;
-        }
-    };
-    if client.write_all(&socks_reply(0)).await.is_err() {
-        return;
-    }
-    relay(client, upstream, rest).await;
-}
-
-/// A SOCKS5 exchange up to its request, its first byte (5) read: the
-/// greeting, the method chosen (no authentication; a greeting without it
-/// is told none is acceptable), then the request, read by `until`, and
-/// the bytes sent past it. None when it ended, or could not be one (a
-/// request that cannot be is answered with its reply code first).
-async fn socks_request(
-    client: &mut Client,
-    until: tokio::time::Instant,
-) -> Option<(head::SocksRequest, Vec<u8>)> {
-    let mut buf = vec![5u8];
-    // The greeting: VER NMETHODS METHODS.
-    while buf.len() < 2 || buf.len() < 2 + buf[1] as usize {
-        read_more(client, &mut buf, until).await?;
-    }
-    let methods = &buf[2..2 + buf[1] as usize];
-    if !methods.contains(&0) {
-        let _ = client.write_all(&[5, 0xff]).await;
-        return None;
-    }
-    let mut buf = buf.split_off(2 + buf[1] as usize);
-    if client.write_all(&[5, 0]).await.is_err() {
-        return None;
-    }
-    let len = loop {
-        match head::socks_request_len(&buf) {
-            Ok(Some(n)) => break n,
-            Ok(None) => read_more(client, &mut buf, until).await?,
-            Err(why) => {
-                // 8, address type not supported, for an ATYP of none of
-                // 1, 3 and 4; else 1, a general failure.
-                let code = if buf.len() > 3 && buf[0] == 5 { 8 } else { 1 };
-                tracing::info!("egress refuse rule=socks socks={code} {why}");
-                let _ = client.write_all(&socks_reply(code)).await;
-                return None;
-            }
-        }
-    };
-    let rest = buf.split_off(len);
-    match head::parse_socks_request(&buf) {
-        Ok(r) => Some((r, rest)),
-        Err(_) => {
-            let _ = client.write_all(&socks_reply(1)).await;
-            None
-        }
-    }
-}
-
-/// A SOCKS refusal: the reply code, then the words on a line of their own
-/// (a client reads the reply; a person reading the bytes sees why).
-async fn socks_refuse(client: &mut Client, r: &Refusal) -> std::io::Result<()> {
-    let mut out = socks_reply(r.socks).to_vec();
-    out.extend_from_slice(format!("{}\n", r.words).as_bytes());
-    client.write_all(&out).await
-}
-
-async fn read_more(
-    client: &mut Client,
-    buf: &mut Vec<u8>,
-    until: tokio::time::Instant,
-) -> Option<()> {
-    if buf.len() > 600 {
-        return None;
-    }
-    let mut chunk = [0u8; 512];
-    match tokio::time::timeout_at(until, client.read(&mut chunk)).await {
-        Ok(Ok(n)) if n > 0 => {
-            buf.extend_from_slice(&chunk[..n]);
-            Some(())
-        }
-        _ => None,
     }
 }
 
@@ -986,6 +631,7 @@ async fn relay(client: Client, mut upstream: TcpStream, early: Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::AsyncReadExt;
     use tokio::net::TcpListener;
     use tokio::time::Instant;
 

@@ -33,7 +33,7 @@
 //! later.
 
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -722,7 +722,6 @@ fn wait_for_run(
     wake: &OwnedFd,
     lines: &mut LineReader,
 ) -> io::Result<Option<Handed>> {
-    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
     loop {
         let mut fds = [
             PollFd::new(wake.as_fd(), PollFlags::POLLIN),
@@ -746,27 +745,11 @@ fn wait_for_run(
             continue;
         }
         let mut buf = [0u8; 4096];
-        let mut space = nix::cmsg_space!([RawFd; 3]);
-        let mut iov = [io::IoSliceMut::new(&mut buf)];
-        let (n, mut got) = match recvmsg::<()>(
-            ctl.as_raw_fd(),
-            &mut iov,
-            Some(&mut space),
-            MsgFlags::MSG_CMSG_CLOEXEC,
-        ) {
-            Ok(msg) => {
-                let mut got = Vec::new();
-                // cmsgs() refuses a truncated control part; the daemon
-                // sends exactly three descriptors, and room is made for three.
-                for c in msg.cmsgs().map_err(io::Error::from)? {
-                    if let ControlMessageOwned::ScmRights(v) = c {
-                        // SAFETY: each descriptor was just installed in this
-                        // process by the kernel; nothing else owns it.
-                        got.extend(v.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
-                    }
-                }
-                (msg.bytes, got)
-            }
+        let (n, mut got) = match sys::recv_fds(ctl.as_fd(), &mut buf, 3, 0) {
+            // A truncated control part is refused; the daemon sends
+            // exactly three descriptors, and room is made for three.
+            Ok(msg) if msg.truncated => return Err(nix::errno::Errno::ENOBUFS.into()),
+            Ok(msg) => (msg.bytes, msg.fds),
             Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => continue,
             Err(e) => return Err(e.into()),
         };
@@ -860,13 +843,10 @@ fn become_forked(template_wake: OwnedFd) -> io::Result<OwnedFd> {
 /// Put the program's stdio on 0, 1 and 2 (in place of /dev/null), and
 /// close the descriptors they came in on.
 fn take_stdio(stdio: [OwnedFd; 3]) -> io::Result<()> {
-    for (n, fd) in stdio.iter().enumerate() {
-        // SAFETY: dup2 onto 0..3 replaces the guard's /dev/null; no Rust
-        // object owns those numbers, and the received descriptors are all
-        // above 2 (0 to 2 were open when they arrived).
-        if unsafe { libc::dup2(fd.as_raw_fd(), n as RawFd) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
+    // The received descriptors are all above 2 (0 to 2 were open when
+    // they arrived), so none is replaced before it is put in place.
+    for (n, fd) in (0..).zip(&stdio) {
+        sys::onto_stdio(fd.as_fd(), n)?;
     }
     Ok(())
 }
@@ -891,8 +871,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
 /// Install the handlers for SIGCHLD, SIGTERM, SIGINT and SIGHUP; returns the
 /// pipe's read end, which becomes readable whenever one arrives.
 fn install_wakeup() -> io::Result<OwnedFd> {
-    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
-        .map_err(io::Error::from)?;
+    let (r, w) = sys::pipe_nonblocking()?;
     WAKE_FD.store(std::os::fd::IntoRawFd::into_raw_fd(w), Ordering::SeqCst);
     let action = nix::sys::signal::SigAction::new(
         nix::sys::signal::SigHandler::Handler(on_signal),
@@ -924,11 +903,7 @@ fn to_dev_null() -> io::Result<()> {
         .write(true)
         .open("/dev/null")?;
     for fd in 0..3 {
-        // SAFETY: dup2 onto 0..3 replaces the guard's own stdio; no Rust
-        // object owns those numbers.
-        if unsafe { libc::dup2(null.as_raw_fd(), fd) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        sys::onto_stdio(null.as_fd(), fd)?;
     }
     Ok(())
 }

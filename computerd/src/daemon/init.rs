@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 use super::runner::pool::{self, Pool};
 use super::runner::room::Room;
+use super::setup::SetupError;
 use super::{Daemon, conn, proctree, sys};
 use crate::protocol::{RpcError, limits};
 
@@ -223,22 +224,19 @@ impl Deadline {
     }
 }
 
-/// What `computerd init` was asked for.
-pub struct Options {
-    pub socket: PathBuf,
-    pub deadline: OffsetDateTime,
-    pub max_deadline: Option<OffsetDateTime>,
-}
-
 /// Check the flags' times: a deadline in the future, a maximum not before it.
-pub fn check_times(deadline: OffsetDateTime, max: Option<OffsetDateTime>) -> Result<(), String> {
+pub fn check_times(
+    deadline: OffsetDateTime,
+    max: Option<OffsetDateTime>,
+) -> Result<(), SetupError> {
     let now = OffsetDateTime::now_utc();
     if deadline <= now {
         return Err(format!(
             "--deadline {} is in the past (now is {})",
             format_time(deadline),
             format_time(now)
-        ));
+        )
+        .into());
     }
     if let Some(max) = max
         && max < deadline
@@ -247,7 +245,7 @@ pub fn check_times(deadline: OffsetDateTime, max: Option<OffsetDateTime>) -> Res
             "--max-deadline {} is before --deadline {}; the most a computer may live cannot be less than its deadline",
             format_time(max),
             format_time(deadline)
-        ));
+        ).into());
     }
     Ok(())
 }
@@ -255,7 +253,7 @@ pub fn check_times(deadline: OffsetDateTime, max: Option<OffsetDateTime>) -> Res
 /// The socket's directory must exist, be a directory (not a link), belong
 /// to the daemon's user alone and be writable by it. Init never makes it: a
 /// non-root init cannot write under /run, so the provider gives it.
-pub fn check_socket_dir(socket: &Path) -> Result<(), String> {
+pub fn check_socket_dir(socket: &Path) -> Result<(), SetupError> {
     let dir = socket
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -267,7 +265,8 @@ pub fn check_socket_dir(socket: &Path) -> Result<(), String> {
         return Err(format!(
             "the socket's directory {} is not a directory (a symbolic link is not accepted)",
             dir.display()
-        ));
+        )
+        .into());
     }
     let me = nix::unistd::geteuid().as_raw();
     if meta.uid() != me {
@@ -275,34 +274,37 @@ pub fn check_socket_dir(socket: &Path) -> Result<(), String> {
             "the socket's directory {} belongs to uid {}, not to this user (uid {me}); it must be this user's alone",
             dir.display(),
             meta.uid()
-        ));
+        ).into());
     }
     let mode = meta.mode() & 0o777;
     if mode & 0o077 != 0 {
         return Err(format!(
             "the socket's directory {} has mode {mode:04o}; it must be this user's alone (0700)",
             dir.display()
-        ));
+        )
+        .into());
     }
     if mode & 0o300 != 0o300 {
         return Err(format!(
             "the socket's directory {} is not writable by its owner (mode {mode:04o})",
             dir.display()
-        ));
+        )
+        .into());
     }
     Ok(())
 }
 
 /// Bind the socket, 0600. A socket left by an init that is gone is replaced;
 /// one that answers is another init's, and is refused.
-pub fn bind_socket(socket: &Path) -> Result<UnixListener, String> {
+pub fn bind_socket(socket: &Path) -> Result<UnixListener, SetupError> {
     match std::fs::symlink_metadata(socket) {
         Ok(m) if m.file_type().is_socket() => match UnixStream::connect(socket) {
             Ok(_) => {
                 return Err(format!(
                     "another computerd is already listening on {}",
                     socket.display()
-                ));
+                )
+                .into());
             }
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
                 std::fs::remove_file(socket).map_err(|e| {
@@ -316,23 +318,26 @@ pub fn bind_socket(socket: &Path) -> Result<UnixListener, String> {
                 return Err(format!(
                     "could not check the socket {} left there: {e}",
                     socket.display()
-                ));
+                )
+                .into());
             }
         },
         Ok(_) => {
             return Err(format!(
                 "{} exists and is not a socket; refusing to replace it",
                 socket.display()
-            ));
+            )
+            .into());
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("could not read {}: {e}", socket.display())),
+        Err(e) => return Err(format!("could not read {}: {e}", socket.display()).into()),
     }
     // umask makes the socket 0600 from its first moment.
     let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
     let bound = UnixListener::bind(socket);
     nix::sys::stat::umask(old);
-    let listener = bound.map_err(|e| format!("could not listen on {}: {e}", socket.display()))?;
+    let listener = bound
+        .map_err(|e| SetupError::from(format!("could not listen on {}: {e}", socket.display())))?;
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| format!("could not make {} 0600: {e}", socket.display()))?;
     Ok(listener)
@@ -392,7 +397,7 @@ pub async fn serve(daemon: Arc<Daemon>, socket: PathBuf) -> i32 {
     let listener = match bind_socket(&socket).and_then(|l| {
         l.set_nonblocking(true)
             .and_then(|()| tokio::net::UnixListener::from_std(l))
-            .map_err(|e| format!("could not serve the socket: {e}"))
+            .map_err(|e| SetupError::from(format!("could not serve the socket: {e}")))
     }) {
         Ok(l) => l,
         Err(e) => {

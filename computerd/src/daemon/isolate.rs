@@ -9,6 +9,7 @@
 
 pub mod seccomp;
 
+use crate::daemon::setup::{SetupError, Step};
 use std::os::fd::AsFd;
 use std::path::Path;
 
@@ -40,19 +41,14 @@ pub struct Outcome {
     pub threads: usize,
 }
 
-/// Parse `--user uid:gid` (numbers only), as the launch contract does.
-pub fn parse_user(s: &str) -> Result<(u32, u32), String> {
-    s.parse::<crate::launch::UserSpec>().map(|u| (u.uid, u.gid))
-}
-
 /// Check the flags against each other and who init is, before anything changes.
-pub fn check(plan: &Plan) -> Result<(), String> {
+pub fn check(plan: &Plan) -> Result<(), SetupError> {
     let root = nix::unistd::geteuid().is_root();
     if plan.user.is_some() && !root {
         return Err(format!(
             "--user needs init to start as root (it runs as uid {}); a computer's user is given by the provider instead (docker run --user), without --user",
             nix::unistd::geteuid()
-        ));
+        ).into());
     }
     if plan.own_network {
         let uid = plan
@@ -69,7 +65,7 @@ pub fn check(plan: &Plan) -> Result<(), String> {
             if !sys::has_effective_cap(cap) {
                 return Err(format!(
                     "--own-network needs root with CAP_SYS_ADMIN and CAP_NET_ADMIN to make its network namespace, and {name} is missing"
-                ));
+                ).into());
             }
         }
     }
@@ -80,7 +76,7 @@ const CAP_NET_ADMIN: u32 = 12;
 const CAP_SYS_ADMIN: u32 = 21;
 
 /// Make the plan true, then prove it. Call with one thread only.
-pub fn apply(plan: &Plan) -> Result<Outcome, String> {
+pub fn apply(plan: &Plan) -> Result<Outcome, SetupError> {
     check(plan)?;
     let netns_before = std::fs::read_link("/proc/thread-self/ns/net").ok();
     let mut idle = Vec::new();
@@ -91,9 +87,8 @@ pub fn apply(plan: &Plan) -> Result<Outcome, String> {
             .unwrap_or_else(|| nix::unistd::geteuid().as_raw());
         refuse_other_holders(uid)?;
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
-            .map_err(|e| format!("--own-network: could not make a network namespace ({e})"))?;
-        sys::set_interface_up("lo")
-            .map_err(|e| format!("--own-network: could not bring lo up ({e})"))?;
+            .flag_step("--own-network", "make a network namespace")?;
+        sys::set_interface_up("lo").flag_step("--own-network", "bring lo up")?;
         idle = check_only_loopback("--own-network")?;
     }
     if let Some((uid, gid)) = plan.user {
@@ -104,8 +99,7 @@ pub fn apply(plan: &Plan) -> Result<Outcome, String> {
     drop_privileges(plan.user)?;
     // A program of the same user could otherwise read init's memory or
     // trace it; this also makes init's /proc files root's.
-    nix::sys::prctl::set_dumpable(false)
-        .map_err(|e| format!("could not make init non-dumpable ({e})"))?;
+    nix::sys::prctl::set_dumpable(false).step("make init non-dumpable")?;
     seccomp::install()?;
     let threads = read_back(plan)?;
     if plan.own_network {
@@ -134,21 +128,22 @@ pub fn cap_name(n: u32) -> String {
         .unwrap_or_else(|| format!("capability {n}"))
 }
 
-fn last_cap() -> Result<u32, String> {
+fn last_cap() -> Result<u32, SetupError> {
     std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .ok_or_else(|| {
-            "could not read /proc/sys/kernel/cap_last_cap; init cannot prove its bounding set empty"
-                .to_string()
+            SetupError::from(
+                "could not read /proc/sys/kernel/cap_last_cap; init cannot prove its bounding set empty",
+            )
         })
 }
 
 /// no_new_privs; the bounding set emptied up to the kernel's last
 /// capability; the user switch; ambient cleared; effective, permitted and
 /// inheritable cleared by capset (a uid of 0 keeps them through any uid change).
-fn drop_privileges(user: Option<(u32, u32)>) -> Result<(), String> {
-    nix::sys::prctl::set_no_new_privs().map_err(|e| format!("could not set no_new_privs ({e})"))?;
+fn drop_privileges(user: Option<(u32, u32)>) -> Result<(), SetupError> {
+    nix::sys::prctl::set_no_new_privs().step("set no_new_privs")?;
     for cap in 0..=last_cap()? {
         // A capability already gone is not dropped again, so a process
         // started with an empty bounding set needs no CAP_SETPCAP.
@@ -163,24 +158,20 @@ fn drop_privileges(user: Option<(u32, u32)>) -> Result<(), String> {
     }
     let pdeathsig = nix::sys::prctl::get_pdeathsig().ok().flatten();
     if let Some((uid, gid)) = user {
-        nix::unistd::setgroups(&[])
-            .map_err(|e| format!("--user: could not clear the supplementary groups ({e})"))?;
+        nix::unistd::setgroups(&[]).flag_step("--user", "clear the supplementary groups")?;
         let g = nix::unistd::Gid::from_raw(gid);
-        nix::unistd::setresgid(g, g, g)
-            .map_err(|e| format!("--user: could not become gid {gid} ({e})"))?;
+        nix::unistd::setresgid(g, g, g).flag_step("--user", format!("become gid {gid}"))?;
         let u = nix::unistd::Uid::from_raw(uid);
-        nix::unistd::setresuid(u, u, u)
-            .map_err(|e| format!("--user: could not become uid {uid} ({e})"))?;
+        nix::unistd::setresuid(u, u, u).flag_step("--user", format!("become uid {uid}"))?;
         // The kernel clears the parent-death signal when the uid or gid
         // changes; `computerd sandbox` sets SIGKILL so that the computer ends
         // with its forwarder, so it is set again.
         if let Some(sig) = pdeathsig {
             nix::sys::prctl::set_pdeathsig(sig)
-                .map_err(|e| format!("--user: could not keep the parent-death signal ({e})"))?;
+                .flag_step("--user", "keep the parent-death signal")?;
         }
     }
-    sys::ambient_clear()
-        .map_err(|e| format!("could not clear the ambient capability set ({e})"))?;
+    sys::ambient_clear().step("clear the ambient capability set")?;
     for set in [
         caps::CapSet::Effective,
         caps::CapSet::Inheritable,
@@ -235,16 +226,15 @@ fn first_cap(bits: u64) -> String {
 
 /// Every thread: all five sets zero, NoNewPrivs 1, Seccomp 2 (filter), and
 /// with --own-network the same network namespace as init's main thread.
-fn read_back(plan: &Plan) -> Result<usize, String> {
+fn read_back(plan: &Plan) -> Result<usize, SetupError> {
     let main_ns = std::fs::read_link("/proc/self/ns/net").ok();
-    let tasks = std::fs::read_dir("/proc/self/task")
-        .map_err(|e| format!("could not read back /proc/self/task ({e})"))?;
+    let tasks = std::fs::read_dir("/proc/self/task").step("read back /proc/self/task")?;
     let mut n = 0;
     for task in tasks.filter_map(|t| t.ok()) {
         n += 1;
         let tid = task.file_name().to_string_lossy().into_owned();
         let text = std::fs::read_to_string(task.path().join("status"))
-            .map_err(|e| format!("could not read back thread {tid}'s status ({e})"))?;
+            .step(format!("read back thread {tid}'s status"))?;
         let st = parse_status(&text);
         for (name, bits) in [
             ("CapInh", st.cap_inh),
@@ -257,27 +247,29 @@ fn read_back(plan: &Plan) -> Result<usize, String> {
                 return Err(format!(
                     "read back, thread {tid} still holds {} in {name} ({bits:016x}); init refuses to start with a capability it cannot prove gone",
                     first_cap(bits)
-                ));
+                ).into());
             }
         }
         if st.no_new_privs != 1 {
             return Err(format!(
                 "read back, thread {tid} has NoNewPrivs {}; init refuses to start",
                 st.no_new_privs
-            ));
+            )
+            .into());
         }
         if st.seccomp != 2 {
             return Err(format!(
                 "read back, thread {tid} has Seccomp {} (2 is a filter); init refuses to start",
                 st.seccomp
-            ));
+            )
+            .into());
         }
         if plan.own_network {
             let ns = std::fs::read_link(task.path().join("ns/net")).ok();
             if ns.is_none() || ns != main_ns {
                 return Err(format!(
                     "read back, thread {tid} stayed in another network namespace; init refuses to start"
-                ));
+                ).into());
             }
         }
     }
@@ -287,7 +279,7 @@ fn read_back(plan: &Plan) -> Result<usize, String> {
 /// Refuse while any other process holds `uid` (real, effective, saved or
 /// filesystem): it could be signalled, traced or written to by the
 /// computer's programs, and a vendor's agent among them would be theirs.
-fn refuse_other_holders(uid: u32) -> Result<(), String> {
+fn refuse_other_holders(uid: u32) -> Result<(), SetupError> {
     let me = std::process::id();
     let mut holders = Vec::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -327,7 +319,7 @@ fn refuse_other_holders(uid: u32) -> Result<(), String> {
     Err(format!(
         "--own-network refuses to start while other processes hold uid {uid}, which the computer's programs would share: {}",
         holders.join(", ")
-    ))
+    ).into())
 }
 
 /// In the new namespace: lo alone is up or addressed. A kernel with the
@@ -335,7 +327,7 @@ fn refuse_other_holders(uid: u32) -> Result<(), String> {
 /// down and with no address; they stay so (no program can bring one up)
 /// and are returned so init can say so. `flag` names what asked for
 /// the namespace in a refusal (`--own-network`, `--network none`).
-pub fn check_only_loopback(flag: &str) -> Result<Vec<String>, String> {
+pub fn check_only_loopback(flag: &str) -> Result<Vec<String>, SetupError> {
     let names =
         sys::interface_names().map_err(|e| format!("{flag}: could not list interfaces ({e})"))?;
     let addressed = sys::addressed_interfaces()
@@ -352,53 +344,44 @@ pub fn check_only_loopback(flag: &str) -> Result<Vec<String>, String> {
         if up || addressed.contains(&name) {
             return Err(format!(
                 "{flag}: read back, {name} is up or has an address in the new namespace; only lo may be"
-            ));
+            ).into());
         }
         idle.push(name);
     }
     if let Some(other) = addressed.iter().find(|n| n.as_str() != "lo") {
-        return Err(format!(
-            "{flag}: read back, {other} has an address; only lo may"
-        ));
+        return Err(format!("{flag}: read back, {other} has an address; only lo may").into());
     }
     if !lo_up {
-        return Err(format!("{flag}: read back, lo is not up"));
+        return Err(format!("{flag}: read back, lo is not up").into());
     }
     Ok(idle)
 }
 
 /// Make a directory the user's alone, 0700, reaching it from / one name at a
 /// time without following a symbolic link; the last part is made if missing.
-fn make_users_alone(path: &Path, uid: u32, gid: u32) -> Result<(), String> {
+fn make_users_alone(path: &Path, uid: u32, gid: u32) -> Result<(), SetupError> {
     let shown = path.display();
     let text = path
         .to_str()
         .ok_or_else(|| format!("--user: {shown} is not UTF-8"))?;
     if !text.starts_with('/') || text == "/" {
-        return Err(format!(
-            "--user: {shown} must be an absolute path other than /"
-        ));
+        return Err(format!("--user: {shown} must be an absolute path other than /").into());
     }
     // "." steps nowhere; ".." would step up, which a walk below / never does.
     let mut parts = walk::names(text);
     parts.retain(|p| *p != ".");
     if parts.contains(&"..") {
-        return Err(format!(
-            "--user: {shown} has a .. part; give the directory's own path"
-        ));
+        return Err(format!("--user: {shown} has a .. part; give the directory's own path").into());
     }
     let Some((last, dirs)) = parts.split_last() else {
-        return Err(format!(
-            "--user: {shown} must be an absolute path other than /"
-        ));
+        return Err(format!("--user: {shown} must be an absolute path other than /").into());
     };
     let link = |part: &str| {
         format!(
             "--user: a part of {shown} ({part}) is a symbolic link or not a directory; it is never followed"
         )
     };
-    let root = walk::dir_at(AT_FDCWD, "/".as_ref(), OFlag::O_PATH)
-        .map_err(|e| format!("--user: could not open / ({e})"))?;
+    let root = walk::dir_at(AT_FDCWD, "/".as_ref(), OFlag::O_PATH).flag_step("--user", "open /")?;
     let parent = walk::open_dir_beneath(root.as_fd(), dirs, OFlag::O_PATH).map_err(|stuck| {
         let part = dirs.get(stuck.at).copied().unwrap_or("/");
         if stuck.is_link_or_file() {
@@ -414,25 +397,15 @@ fn make_users_alone(path: &Path, uid: u32, gid: u32) -> Result<(), String> {
             e => format!("--user: could not open {shown} at {last} ({e})"),
         })?;
     nix::unistd::fchown(dir.as_fd(), Some(uid.into()), Some(gid.into()))
-        .map_err(|e| format!("--user: could not give {shown} to {uid}:{gid} ({e})"))?;
+        .flag_step("--user", format!("give {shown} to {uid}:{gid}"))?;
     nix::sys::stat::fchmod(dir.as_fd(), Mode::from_bits_truncate(0o700))
-        .map_err(|e| format!("--user: could not make {shown} 0700 ({e})"))?;
+        .flag_step("--user", format!("make {shown} 0700"))?;
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn user_flags_parse_or_are_refused_in_words() {
-        assert_eq!(parse_user("1000:1000"), Ok((1000, 1000)));
-        assert_eq!(parse_user("0:0"), Ok((0, 0)));
-        for bad in ["1000", "a:b", "1000:", ":1", "-1:0", "+1:1", "4294967295:0"] {
-            let e = parse_user(bad).unwrap_err();
-            assert!(e.contains("is not uid:gid"), "{bad}: {e}");
-        }
-    }
 
     #[test]
     fn status_lines_parse() {
@@ -466,14 +439,22 @@ mod tests {
 
         let outside = tempfile::tempdir().unwrap();
         symlink(outside.path(), top.path().join("link")).unwrap();
-        let e = make_users_alone(&top.path().join("link/me"), uid, gid).unwrap_err();
+        let e = make_users_alone(&top.path().join("link/me"), uid, gid)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("(link) is a symbolic link"), "{e}");
-        let e = make_users_alone(&top.path().join("link"), uid, gid).unwrap_err();
+        let e = make_users_alone(&top.path().join("link"), uid, gid)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("(link) is a symbolic link"), "{e}");
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
-        let e = make_users_alone(&home.join("../x"), uid, gid).unwrap_err();
+        let e = make_users_alone(&home.join("../x"), uid, gid)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("has a .. part"), "{e}");
-        let e = make_users_alone(&home.join("none/me"), uid, gid).unwrap_err();
+        let e = make_users_alone(&home.join("none/me"), uid, gid)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("at none"), "{e}");
     }
 }

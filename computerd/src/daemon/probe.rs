@@ -167,24 +167,7 @@ pub fn interfaces() -> Vec<String> {
 /// from /proc/sys/kernel/osrelease, which a sandboxed kernel (gVisor) may not
 /// carry, and which a provider's check of the runtime depends on.
 fn kernel_release() -> String {
-    // SAFETY: utsname holds only C char arrays, for which all-zero bytes are
-    // a valid value; uname writes into the struct we own for the call.
-    let (r, u) = unsafe {
-        let mut u: libc::utsname = std::mem::zeroed();
-        let r = libc::uname(&mut u);
-        (r, u)
-    };
-    if r != 0 {
-        return format!("unknown (uname: {})", errno_words(Errno::last()));
-    }
-    // c_char is i8 or u8 by architecture: take each as its byte.
-    let bytes: Vec<u8> = u
-        .release
-        .iter()
-        .map(|c| c.to_ne_bytes()[0])
-        .take_while(|&b| b != 0)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
+    sys::kernel_release().unwrap_or_else(|e| format!("unknown (uname: {})", errno_words(e)))
 }
 
 type Check = fn(&ProbeTarget, Bounds, Instant) -> ProbeResult;

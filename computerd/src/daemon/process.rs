@@ -25,7 +25,8 @@ use tokio_util::sync::CancellationToken;
 use super::guard::GuardCommand;
 use super::ring::Ring;
 use super::runner::{self, Exit, Run, StartFailure, Stdio3, room};
-use super::{Daemon, check, exec, now_ms, proctree, sys};
+use super::{Daemon, check, exec, proctree, sys};
+use crate::now_ms;
 use crate::protocol::{
     Bytes64, Empty, ErrorData, ErrorKind, ProcessEnded, ProcessListParams, ProcessListResult,
     ProcessReadParams, ProcessReadResult, ProcessResizeParams, ProcessSignalParams,

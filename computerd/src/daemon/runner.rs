@@ -5,7 +5,6 @@ pub mod pool;
 pub mod room;
 
 use std::collections::BTreeMap;
-use std::io::IoSlice;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::Duration;
@@ -337,18 +336,10 @@ async fn hand_over(
     line: &[u8],
     fds: &[RawFd; 3],
 ) -> Result<(), (bool, std::io::Error)> {
-    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
-    let rights = [ControlMessage::ScmRights(fds)];
     let sent = write
         .write_with(|fd| {
-            sendmsg::<()>(
-                fd.as_raw_fd(),
-                &[IoSlice::new(line)],
-                &rights,
-                MsgFlags::MSG_NOSIGNAL,
-                None,
-            )
-            .map_err(std::io::Error::from)
+            sys::send_fds(fd, line, fds, nix::sys::socket::MsgFlags::MSG_NOSIGNAL)
+                .map_err(std::io::Error::from)
         })
         .await
         .map_err(|e| (false, e))?;

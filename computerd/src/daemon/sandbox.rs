@@ -35,8 +35,9 @@ pub mod forward;
 pub mod plan;
 pub mod root;
 
+use crate::daemon::setup::{SetupError, Step};
 use std::convert::Infallible;
-use std::ffi::{CString, OsString};
+use std::ffi::CString;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 
@@ -46,43 +47,16 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use nix::unistd::ForkResult;
 
 use super::{isolate, sys};
+use crate::launch::SandboxArgs;
 pub use plan::{Network, Plan, Share};
-
-/// The flags of `computerd sandbox`.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// `--run`: the socket's directory on the host, bound read-write at
-    /// `/run/computerd`.
-    pub run: PathBuf,
-    pub network: Network,
-    /// `--tmp-size-mib`: the size of the private /tmp (and of /dev/shm).
-    pub tmp_size_mib: u64,
-    /// `--work-size-mib`: the size of /work, the computer's HOME.
-    pub work_size_mib: u64,
-    /// `--bind`: host directories shown under /workspace.
-    pub binds: Vec<Share>,
-    /// `--cgroup`: cgroup directories to join first (one per v1 hierarchy).
-    pub cgroups: Vec<PathBuf>,
-    /// `--max-procs`: RLIMIT_NPROC for init and all it starts.
-    pub max_procs: Option<u64>,
-    /// `--egress`: the egress proxy's socket directory on the host, bound
-    /// read-only at [`plan::EGRESS`].
-    pub egress: Option<PathBuf>,
-    /// What follows `--`: `init` and its flags.
-    pub command: Vec<OsString>,
-}
 
 /// The name the sandbox gives its UTS namespace.
 pub const HOSTNAME: &str = "computer";
 
 /// `computerd sandbox`: init's exit code, or the refusal in words (the
 /// caller says it, exit code 1).
-pub fn main(opts: Options) -> Result<i32, String> {
-    run(&opts)
-}
-
-fn run(opts: &Options) -> Result<i32, String> {
-    let plan = Plan::new(opts)?;
+pub fn main(args: &SandboxArgs) -> Result<i32, SetupError> {
+    let plan = Plan::new(args)?;
     // The first change this process makes: from here on it, init and
     // everything they start are in the computer's cgroups.
     join(std::process::id(), &plan.cgroups)?;
@@ -106,14 +80,13 @@ fn run(opts: &Options) -> Result<i32, String> {
     }
     let mut old_mask = SigSet::empty();
     nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&forwarded), Some(&mut old_mask))
-        .map_err(|e| format!("could not block the signals it forwards ({e})"))?;
+        .step("block the signals it forwards")?;
     let netns_before = std::fs::read_link("/proc/self/ns/net").ok();
     enter_namespaces(&plan)?;
     // The child watches this pipe's far end: it reads as closed once the
     // forwarder is gone, which covers the moment before its parent-death
     // signal is set.
-    let (alive_r, alive_w) = sys::pipe()
-        .map_err(|e| format!("could not make the pipe that tells the forwarder is alive ({e})"))?;
+    let (alive_r, alive_w) = sys::pipe().step("make the pipe that tells the forwarder is alive")?;
     // SAFETY: this process has one thread (nothing before this point starts
     // one), so the child may run any code after the fork.
     match unsafe { nix::unistd::fork() } {
@@ -129,14 +102,14 @@ fn run(opts: &Options) -> Result<i32, String> {
             drop(alive_w);
             Ok(code)
         }
-        Err(e) => Err(format!("could not fork the computer's first process ({e})")),
+        Err(e) => Err(format!("could not fork the computer's first process ({e})").into()),
     }
 }
 
 /// Write `pid` (this process's) into each cgroup's `cgroup.procs` (v1 and
 /// v2 alike): it moves there with the threads it has (one), and every
 /// process forked after is born in it.
-pub fn join(pid: u32, cgroups: &[PathBuf]) -> Result<(), String> {
+pub fn join(pid: u32, cgroups: &[PathBuf]) -> Result<(), SetupError> {
     let pid = pid.to_string();
     for dir in cgroups {
         let procs = dir.join("cgroup.procs");
@@ -157,7 +130,7 @@ pub fn join(pid: u32, cgroups: &[PathBuf]) -> Result<(), String> {
 /// (network none) network namespaces. The forwarder is in these too, so
 /// the provider reads the computer's network from its pid
 /// (`/proc/<pid>/net`); the mount namespace is the child's alone.
-fn enter_namespaces(plan: &Plan) -> Result<(), String> {
+fn enter_namespaces(plan: &Plan) -> Result<(), SetupError> {
     if let Some((uid, gid)) = plan.userns {
         enter_user_namespace(uid, gid)?;
     }
@@ -165,11 +138,10 @@ fn enter_namespaces(plan: &Plan) -> Result<(), String> {
     if plan.network == Network::None {
         flags |= CloneFlags::CLONE_NEWNET;
     }
-    nix::sched::unshare(flags)
-        .map_err(|e| format!("could not make the PID, IPC, UTS and network namespaces ({e})"))
+    nix::sched::unshare(flags).step("make the PID, IPC, UTS and network namespaces")
 }
 
-fn enter_user_namespace(uid: u32, gid: u32) -> Result<(), String> {
+fn enter_user_namespace(uid: u32, gid: u32) -> Result<(), SetupError> {
     nix::sched::unshare(CloneFlags::CLONE_NEWUSER).map_err(|e| {
         let why = match e {
             Errno::EPERM => {
@@ -214,11 +186,10 @@ fn child(
     alive: &OwnedFd,
     old_mask: &SigSet,
     netns_before: Option<PathBuf>,
-) -> Result<Infallible, String> {
+) -> Result<Infallible, SetupError> {
     // If the forwarder dies, this process dies, and with PID 1 the whole
     // PID namespace. A forwarder that died before this line closed the pipe.
-    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
-        .map_err(|e| format!("could not set the parent-death signal ({e})"))?;
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).step("set the parent-death signal")?;
     if forwarder_gone(alive) {
         return Err("the forwarder ended before the computer started".into());
     }
@@ -226,10 +197,8 @@ fn child(
     // moves the root of every process of the namespace that has the old
     // one, and the forwarder keeps the host's (and its /proc, where it reads
     // whether init catches a signal yet).
-    nix::sched::unshare(CloneFlags::CLONE_NEWNS)
-        .map_err(|e| format!("could not make a mount namespace ({e})"))?;
-    sys::sethostname(HOSTNAME)
-        .map_err(|e| format!("could not set the hostname to {HOSTNAME} ({e})"))?;
+    nix::sched::unshare(CloneFlags::CLONE_NEWNS).step("make a mount namespace")?;
+    sys::sethostname(HOSTNAME).step(format!("set the hostname to {HOSTNAME}"))?;
     if plan.network == Network::None {
         // Read back, not assumed: another namespace, lo alone up.
         let now = std::fs::read_link("/proc/self/ns/net").ok();
@@ -239,8 +208,7 @@ fn child(
                     .into(),
             );
         }
-        sys::set_interface_up("lo")
-            .map_err(|e| format!("--network none: could not bring lo up ({e})"))?;
+        sys::set_interface_up("lo").flag_step("--network none", "bring lo up")?;
         isolate::check_only_loopback("--network none")?;
     }
     root::build(plan)?;
@@ -263,8 +231,7 @@ fn child(
         }
     }
     // Nothing the sandbox was handed beyond stdio reaches init.
-    sys::cloexec_from(3)
-        .map_err(|e| format!("could not mark inherited descriptors close-on-exec ({e})"))?;
+    sys::cloexec_from(3).step("mark inherited descriptors close-on-exec")?;
     if let Some(n) = plan.max_procs {
         // Set last, inside the namespaces: counted per user namespace (and
         // for a uid of the computer's own), it bounds only the computer.
@@ -272,14 +239,15 @@ fn child(
             .map_err(|e| format!("--max-procs {n}: could not set RLIMIT_NPROC ({e})"))?;
     }
     nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(old_mask), None)
-        .map_err(|e| format!("could not restore the signal mask ({e})"))?;
+        .step("restore the signal mask")?;
     let exe = cstring(plan.exe_inside.as_os_str())?;
     let e = nix::unistd::execve(&exe, &plan.argv, &plan.env).err();
     Err(format!(
         "could not start {} inside the sandbox ({})",
         plan.exe_inside.display(),
         e.map(|e| e.to_string()).unwrap_or_default()
-    ))
+    )
+    .into())
 }
 
 /// Whether the forwarder's end of the pipe is closed (it has exited).
@@ -294,7 +262,7 @@ fn forwarder_gone(alive: &OwnedFd) -> bool {
     }
 }
 
-pub(crate) fn cstring(s: &std::ffi::OsStr) -> Result<CString, String> {
+pub(crate) fn cstring(s: &std::ffi::OsStr) -> Result<CString, SetupError> {
     use std::os::unix::ffi::OsStrExt;
-    CString::new(s.as_bytes()).map_err(|_| format!("{s:?} holds a NUL byte"))
+    CString::new(s.as_bytes()).map_err(|_| format!("{s:?} holds a NUL byte").into())
 }

@@ -527,3 +527,197 @@ pub fn exit_now(code: i32) -> ! {
     // SAFETY: _exit takes an integer and does not return.
     unsafe { libc::_exit(code) }
 }
+
+/// A pipe whose both ends are non-blocking and close-on-exec: (read, write).
+pub fn pipe_nonblocking() -> io::Result<(OwnedFd, OwnedFd)> {
+    use nix::fcntl::OFlag;
+    nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(io::Error::from)
+}
+
+/// Make the pipe of `fd` `size` bytes where the kernel allows it; the
+/// capacity it has then (None when it cannot be read).
+pub fn set_pipe_size(fd: BorrowedFd<'_>, size: usize) -> Option<usize> {
+    use nix::fcntl::{FcntlArg, fcntl};
+    let asked = libc::c_int::try_from(size).unwrap_or(libc::c_int::MAX);
+    let got =
+        fcntl(fd, FcntlArg::F_SETPIPE_SZ(asked)).or_else(|_| fcntl(fd, FcntlArg::F_GETPIPE_SZ));
+    got.ok()
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|n| *n > 0)
+}
+
+/// Move at most `len` bytes from `from` to `to` without copying them
+/// through this process, without blocking (one side must be a pipe).
+/// (nix has it behind a feature this workspace does not enable.)
+pub fn splice(from: BorrowedFd<'_>, to: BorrowedFd<'_>, len: usize) -> io::Result<usize> {
+    // SAFETY: splice moves bytes between two descriptors borrowed for the
+    // call; the offsets are null (sockets and pipes have none).
+    let n = unsafe {
+        libc::splice(
+            from.as_raw_fd(),
+            std::ptr::null_mut(),
+            to.as_raw_fd(),
+            std::ptr::null_mut(),
+            len,
+            libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// Whether descriptor `fd` is open.
+pub fn is_open(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD only asks whether the descriptor is open.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
+}
+
+/// Put `fd` on descriptor `n` of stdin, stdout and stderr (0, 1 or 2),
+/// replacing what was there.
+pub fn onto_stdio(fd: BorrowedFd<'_>, n: RawFd) -> io::Result<()> {
+    match n {
+        0 => nix::unistd::dup2_stdin(fd),
+        1 => nix::unistd::dup2_stdout(fd),
+        2 => nix::unistd::dup2_stderr(fd),
+        _ => Err(Errno::EBADF),
+    }
+    .map_err(io::Error::from)
+}
+
+/// One `sendmsg` of `bytes` with `fds` riding on them as SCM_RIGHTS: how
+/// many bytes went (the descriptors go with the first).
+pub fn send_fds(
+    sock: BorrowedFd<'_>,
+    bytes: &[u8],
+    fds: &[RawFd],
+    flags: nix::sys::socket::MsgFlags,
+) -> Result<usize, Errno> {
+    use nix::sys::socket::{ControlMessage, sendmsg};
+    sendmsg::<()>(
+        sock.as_raw_fd(),
+        &[io::IoSlice::new(bytes)],
+        &[ControlMessage::ScmRights(fds)],
+        flags,
+        None,
+    )
+}
+
+/// The most descriptors one [`recv_fds`] makes room for.
+pub const MAX_RIGHTS: usize = 8;
+
+/// What one [`recv_fds`] got.
+pub struct Received {
+    /// Bytes read into the buffer; 0 when the peer closed.
+    pub bytes: usize,
+    /// Every descriptor that came, owned (closed on drop), those of a
+    /// truncated control part included.
+    pub fds: Vec<OwnedFd>,
+    /// More descriptors were sent than there was room for (the kernel
+    /// closed the rest).
+    pub truncated: bool,
+}
+
+/// One `recvmsg` into `buf` with room for `room` descriptors (at most
+/// [`MAX_RIGHTS`]), received close-on-exec. `flags` are added to
+/// MSG_CMSG_CLOEXEC (MSG_DONTWAIT for a non-blocking socket's reader).
+pub fn recv_fds(
+    sock: BorrowedFd<'_>,
+    buf: &mut [u8],
+    room: usize,
+    flags: libc::c_int,
+) -> Result<Received, Errno> {
+    let room = room.min(MAX_RIGHTS);
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // u64s, for the alignment a cmsghdr needs; CMSG_SPACE of MAX_RIGHTS
+    // ints is 48 bytes on every 64-bit target.
+    let mut space = [0u64; 8];
+    // SAFETY: CMSG_SPACE only computes a size.
+    let need = unsafe { libc::CMSG_SPACE((room * std::mem::size_of::<libc::c_int>()) as u32) };
+    debug_assert!(need as usize <= std::mem::size_of_val(&space));
+    // SAFETY: a zeroed msghdr is a valid empty one; its pointers are set
+    // below to buffers that outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = space.as_mut_ptr().cast();
+    msg.msg_controllen = need as _;
+    // SAFETY: recvmsg writes at most iov_len bytes to `buf` and at most
+    // msg_controllen to `space`, both live for the call.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC | flags) };
+    if n < 0 {
+        return Err(Errno::last());
+    }
+    let mut fds = Vec::new();
+    // SAFETY: the CMSG_* walk stays within msg_controllen as the kernel
+    // set it; each SCM_RIGHTS entry holds descriptors the kernel has just
+    // installed in this process, owned by nothing else.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c).cast::<libc::c_int>();
+                let bytes = ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
+                for i in 0..bytes / std::mem::size_of::<libc::c_int>() {
+                    fds.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok(Received {
+        bytes: n as usize,
+        fds,
+        truncated: msg.msg_flags & libc::MSG_CTRUNC != 0,
+    })
+}
+
+/// A socket's `SOL_SOCKET` integer option (`SO_DOMAIN`, `SO_TYPE`,
+/// `SO_PROTOCOL`…), which nix has no typed getter for.
+pub fn socket_int(fd: BorrowedFd<'_>, name: libc::c_int) -> io::Result<libc::c_int> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes to `v`, which lives
+    // for the call.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            name,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(v)
+}
+
+/// The kernel's release, as uname(2) gives it (nix has uname behind a
+/// feature this workspace does not enable).
+pub fn kernel_release() -> Result<String, Errno> {
+    // SAFETY: utsname holds only C char arrays, for which all-zero bytes are
+    // a valid value; uname writes into the struct we own for the call.
+    let (r, u) = unsafe {
+        let mut u: libc::utsname = std::mem::zeroed();
+        let r = libc::uname(&mut u);
+        (r, u)
+    };
+    if r != 0 {
+        return Err(Errno::last());
+    }
+    // c_char is i8 or u8 by architecture: take each as its byte.
+    let bytes: Vec<u8> = u
+        .release
+        .iter()
+        .map(|c| c.to_ne_bytes()[0])
+        .take_while(|&b| b != 0)
+        .collect();
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}

@@ -132,24 +132,15 @@ mod tests {
 
     #[test]
     fn names_and_ids_resolve() {
-        assert_eq!(
-            resolve_in("dev", PW).unwrap(),
-            RunAs {
-                uid: 1000,
-                gid: 1001,
-                name: "dev".into(),
-                home: "/home/dev".into()
-            }
-        );
-        assert_eq!(
-            resolve_in("1000", PW).unwrap(),
-            RunAs {
-                uid: 1000,
-                gid: 1001,
-                name: "dev".into(),
-                home: "/home/dev".into()
-            }
-        );
+        let dev = RunAs {
+            uid: 1000,
+            gid: 1001,
+            name: "dev".into(),
+            home: "/home/dev".into(),
+        };
+        for by in ["dev", "1000"] {
+            assert_eq!(resolve_in(by, PW).unwrap(), dev, "{by}");
+        }
         assert_eq!(
             resolve_in("4242:7", PW).unwrap(),
             RunAs {

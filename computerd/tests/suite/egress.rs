@@ -42,7 +42,7 @@ fn proxy(allow: &[&str], life: Duration) -> Proxy {
         .stderr(Stdio::piped());
     let child = cmd.spawn().unwrap();
     let until = Instant::now() + Duration::from_secs(10);
-    while !socket.exists() {
+    while !listening(&socket) {
         assert!(Instant::now() < until, "the proxy made no socket");
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -51,6 +51,20 @@ fn proxy(allow: &[&str], life: Duration) -> Proxy {
         _dir: dir,
         socket,
     }
+}
+
+/// Whether the unix socket at `path` listens. Its file is there from
+/// bind(2), but a connect is refused until listen(2), a moment later.
+fn listening(path: &std::path::Path) -> bool {
+    let Ok(table) = std::fs::read_to_string("/proc/net/unix") else {
+        return false;
+    };
+    let path = path.to_string_lossy();
+    // Num RefCount Protocol Flags Type St Inode Path: Flags 00010000 is
+    // a listening socket.
+    table
+        .lines()
+        .any(|l| l.ends_with(&*path) && l.split_whitespace().nth(3) == Some("00010000"))
 }
 
 /// Send `bytes`, read to the end (the proxy closes after a refusal).

@@ -8,25 +8,12 @@ use tokio::io::AsyncWriteExt;
 
 use super::support::*;
 
-fn sh(script: &str, marker: &str) -> ExecParams {
-    ExecParams {
-        argv: vec!["sh".into(), "-c".into(), script.into()],
-        env: Some(marked(marker)),
-        timeout_ms: Some(20_000),
-        ..Default::default()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_a_program_and_returns_its_streams_apart() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
-    let r = c
-        .call(&sh("echo out; echo err >&2; exit 3", &init.marker))
-        .await
-        .unwrap();
+    let r = init.run_script(&c, "echo out; echo err >&2; exit 3").await;
     assert_eq!(
         r,
         ExecResult {
@@ -42,11 +29,10 @@ async fn runs_a_program_and_returns_its_streams_apart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_environment_is_exactly_path_home_user_logname_and_env() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
-    let mut p = sh("env | sort", &init.marker);
+    let mut p = exec_sh("env | sort", &init.marker);
     p.env.as_mut().unwrap().insert("EXTRA".into(), "x y".into());
     let r = c.call(&p).await.unwrap();
     let out = String::from_utf8(r.stdout.0).unwrap();
@@ -74,30 +60,28 @@ async fn the_environment_is_exactly_path_home_user_logname_and_env() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdin_cwd_and_signal_come_through() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
-    let mut p = sh("pwd; cat", &init.marker);
+    let mut p = exec_sh("pwd; cat", &init.marker);
     p.cwd = Some("/tmp".into());
     p.stdin = Some(Bytes64(b"from stdin".to_vec()));
     let r = c.call(&p).await.unwrap();
     assert_eq!(r.stdout.0, b"/tmp\nfrom stdin");
-    let r = c.call(&sh("kill -KILL $$", &init.marker)).await.unwrap();
+    let r = init.run_script(&c, "kill -KILL $$").await;
     assert_eq!((r.exit_code, r.signal.as_deref()), (None, Some("KILL")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_double_fork_and_setsid_leave_nothing_behind() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
     let script = "setsid sh -c 'sleep 300 & sleep 300' >/dev/null 2>&1 & \
                   (sh -c 'sleep 300 &' &) ; \
                   nohup sleep 300 >/dev/null 2>&1 & \
                   sleep 0.3; echo started";
-    let r = c.call(&sh(script, &init.marker)).await.unwrap();
+    let r = init.run_script(&c, script).await;
     assert_eq!(r.stdout.0, b"started\n");
     assert_eq!(r.exit_code, Some(0));
     // Everything the run started is gone by the time the reply is read.
@@ -106,11 +90,10 @@ async fn a_double_fork_and_setsid_leave_nothing_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_answers_timed_out_and_leaves_no_process() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
-    let mut p = sh("(sleep 300 &); echo begun; sleep 300", &init.marker);
+    let mut p = exec_sh("(sleep 300 &); echo begun; sleep 300", &init.marker);
     p.timeout_ms = Some(500);
     let t = Instant::now();
     let r = c.call(&p).await.unwrap();
@@ -127,10 +110,9 @@ async fn a_timeout_answers_timed_out_and_leaves_no_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn programs_start_with_no_signal_blocked_or_ignored_and_term_ends_them() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
     let r = c
         .call(&ExecParams {
             argv: vec!["cat".into(), "/proc/self/status".into()],
@@ -166,11 +148,10 @@ async fn programs_start_with_no_signal_blocked_or_ignored_and_term_ends_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_program_that_ignores_term_is_killed_after_the_grace() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
-    let mut p = sh(
+    let mut p = exec_sh(
         "trap '' TERM; echo ready; while :; do sleep 0.05; done",
         &init.marker,
     );
@@ -231,22 +212,17 @@ async fn the_end_of_input_cancels_the_connections_runs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mebibyte_of_output_is_cut_at_360_kib() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
-    let r = c
-        .call(&sh(
-            "head -c 1048576 /dev/zero; head -c 1000 /dev/zero >&2",
-            &init.marker,
-        ))
-        .await
-        .unwrap();
+    let r = init
+        .run_script(&c, "head -c 1048576 /dev/zero; head -c 1000 /dev/zero >&2")
+        .await;
     assert_eq!(r.stdout.len() as u64, limits::MAX_OUTPUT_BYTES);
     assert_eq!(r.stderr.len(), 1000);
     assert!(r.truncated);
     assert_eq!(r.exit_code, Some(0));
-    let mut p = sh("head -c 5000 /dev/zero", &init.marker);
+    let mut p = exec_sh("head -c 5000 /dev/zero", &init.marker);
     p.max_output = Some(100);
     let r = c.call(&p).await.unwrap();
     assert_eq!((r.stdout.len(), r.truncated), (100, true));
@@ -273,13 +249,12 @@ async fn a_two_mebibyte_line_gets_an_error_and_the_connection_goes_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_runs_in_flight_on_one_connection_all_complete() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
     let calls = (0..64).map(|i| {
         let c = c.clone();
-        let p = sh(&format!("sleep 0.2; echo {i}"), &init.marker);
+        let p = exec_sh(&format!("sleep 0.2; echo {i}"), &init.marker);
         async move { c.call(&p).await }
     });
     let results = futures::future::join_all(calls).await;
@@ -292,10 +267,9 @@ async fn sixty_four_runs_in_flight_on_one_connection_all_complete() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_errors_naming_the_field() {
-    let Some(init) = Init::start() else {
+    let Some((_init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
     let cases = [
         (json!({"argv": []}), ErrorKind::Invalid, "argv is empty"),
         (
@@ -371,11 +345,10 @@ async fn bad_requests_get_errors_naming_the_field() {
 async fn a_daemon_without_setuid_denies_a_user_switch() {
     // init drops every capability, so no user switch is possible, as root
     // or as another user.
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
-    let mut p = sh("id -u", &init.marker);
+    let mut p = exec_sh("id -u", &init.marker);
     p.user = Some("65534".into());
     let e = c.call(&p).await.unwrap_err();
     assert_eq!(e.kind(), Some(ErrorKind::Denied), "{e}");
@@ -418,10 +391,9 @@ async fn bash_c(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_bash_line_gives_what_bash_itself_gives() {
     use std::os::unix::fs::PermissionsExt;
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
     // A working directory reached through a symlink (bash's PWD is the
     // physical one), a copy of env, a script without #!, a file that may
     // not be executed.

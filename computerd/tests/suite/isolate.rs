@@ -12,15 +12,6 @@ use computerd::protocol::*;
 
 use super::support::*;
 
-fn sh(script: &str, marker: &str) -> ExecParams {
-    ExecParams {
-        argv: vec!["sh".into(), "-c".into(), script.into()],
-        env: Some(marked(marker)),
-        timeout_ms: Some(20_000),
-        ..Default::default()
-    }
-}
-
 fn py(script: &str, marker: &str) -> ExecParams {
     ExecParams {
         argv: vec!["python3".into(), "-c".into(), script.into()],
@@ -156,14 +147,8 @@ print('int80', ctypes.CFUNCTYPE(ctypes.c_int)(addr)(), 'pid', os.getpid())
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_setuid_root_copy_of_id_runs_without_euid_0() {
-    if !need_root() {
-        return;
-    }
     let uid = fresh_uid();
-    let Some(init) = Init::start_with(InitOptions {
-        user: Some(uid),
-        ..Default::default()
-    }) else {
+    let Some(init) = Init::as_user(uid) else {
         return;
     };
     let sudo_like = init.path("id-suid");
@@ -188,21 +173,14 @@ async fn a_setuid_root_copy_of_id_runs_without_euid_0() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_runs_programs_as_that_user_with_no_groups_and_only_stdio() {
-    if !need_root() {
-        return;
-    }
     let uid = fresh_uid();
-    let Some(init) = Init::start_with(InitOptions {
-        user: Some(uid),
-        ..Default::default()
-    }) else {
+    let Some(init) = Init::as_user(uid) else {
         return;
     };
     let c = init.client().await;
-    let r = c
-        .call(&sh("id -u; id -g; id -G; ls /proc/$$/fd", &init.marker))
-        .await
-        .unwrap();
+    let r = init
+        .run_script(&c, "id -u; id -g; id -G; ls /proc/$$/fd")
+        .await;
     assert_eq!(
         String::from_utf8(r.stdout.0).unwrap(),
         format!("{uid}\n{uid}\n{uid}\n0\n1\n2\n")
@@ -234,13 +212,9 @@ async fn user_runs_programs_as_that_user_with_no_groups_and_only_stdio() {
         .unwrap();
     assert_eq!(out.data, b"0\n1\n2\n");
     // The daemon is not dumpable, so its user's programs cannot read or trace it.
-    let r = c
-        .call(&sh(
-            &format!("cat /proc/{}/environ", init.child.id()),
-            &init.marker,
-        ))
-        .await
-        .unwrap();
+    let r = init
+        .run_script(&c, &format!("cat /proc/{}/environ", init.child.id()))
+        .await;
     assert_ne!(r.exit_code, Some(0));
     assert!(
         String::from_utf8_lossy(&r.stderr.0).contains("Permission denied"),
@@ -367,12 +341,7 @@ print(cli.recv(100).decode())
         report.results[0]
     );
     assert_eq!(report.reached, vec!["127.0.0.1:18765".to_string()]);
-    c.call(&ProcessSignalParams {
-        id: server.id,
-        signal: Signal::Kill,
-    })
-    .await
-    .unwrap();
+    signal(&c, &server.id, Signal::Kill).await;
     drop((tcp, unix));
 }
 

@@ -11,13 +11,11 @@ use computerd::protocol::{ExecParams, Orphans, ProcessReadParams, ProcessStartPa
 
 use super::support::*;
 
-fn sh(script: &str, marker: &str) -> ExecParams {
+/// [`exec_sh`] from `/`.
+fn sh_at_root(script: &str, marker: &str) -> ExecParams {
     ExecParams {
-        argv: vec!["sh".into(), "-c".into(), script.into()],
-        env: Some(marked(marker)),
         cwd: Some("/".into()),
-        timeout_ms: Some(20_000),
-        ..Default::default()
+        ..exec_sh(script, marker)
     }
 }
 
@@ -123,7 +121,7 @@ async fn a_pooled_guard_ends_the_setsid_and_double_fork_escapees_of_its_run() {
                   (sh -c 'sleep 300 &' &) ; \
                   nohup sleep 300 >/dev/null 2>&1 & \
                   sleep 0.3; echo started";
-    let r = c.call(&sh(script, &init.marker)).await.unwrap();
+    let r = c.call(&sh_at_root(script, &init.marker)).await.unwrap();
     let out = String::from_utf8(r.stdout.0).unwrap();
     let (guard, rest) = out.split_once('\n').unwrap();
     let guard: i32 = guard.parse().unwrap();
@@ -144,7 +142,7 @@ async fn after_a_burst_of_fifty_runs_the_pool_is_back_to_its_size_and_no_guard_i
     let pid = init.init_pid();
     let before = idle_guards(pid, DEFAULT_SIZE);
     let c = init.client().await;
-    let p = sh("echo $PPID", &init.marker);
+    let p = sh_at_root("echo $PPID", &init.marker);
     let calls = (0..50).map(|_| {
         let c = c.clone();
         let p = p.clone();
@@ -215,7 +213,7 @@ async fn a_burst_past_the_pool_forks_or_reuses_its_guards_and_execs_none() {
     std::fs::remove_file(&exe).unwrap();
     let c = init.client().await;
     // Each run holds its guard a while, so the burst is many at once.
-    let p = sh("sleep 0.1; echo $PPID", &init.marker);
+    let p = sh_at_root("sleep 0.1; echo $PPID", &init.marker);
     let calls = (0..40).map(|_| {
         let c = c.clone();
         let p = p.clone();
@@ -246,7 +244,7 @@ async fn a_pooled_run_sees_the_same_user_cwd_environment_and_confinement_as_a_st
         };
         let idle = idle_guards(init.init_pid(), size);
         let c = init.client().await;
-        let mut p = sh(probe, &init.marker);
+        let mut p = sh_at_root(probe, &init.marker);
         p.cwd = Some("/tmp".into());
         p.env
             .get_or_insert_default()
@@ -289,7 +287,10 @@ async fn an_idle_guard_killed_in_the_pool_is_passed_over() {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(first), nix::sys::signal::SIGKILL).unwrap();
     wait_all_gone(&[first].into(), Duration::from_secs(5));
     let c = init.client().await;
-    let r = c.call(&sh("echo $PPID", &init.marker)).await.unwrap();
+    let r = c
+        .call(&sh_at_root("echo $PPID", &init.marker))
+        .await
+        .unwrap();
     assert_eq!(r.exit_code, Some(0));
     let guard: i32 = String::from_utf8(r.stdout.0)
         .unwrap()
@@ -382,7 +383,10 @@ async fn runs_one_after_another_reuse_the_idle_guards_and_no_guard_is_started() 
     let c = init.client().await;
     let mut used = BTreeSet::new();
     for _ in 0..20 {
-        let r = c.call(&sh("echo $PPID", &init.marker)).await.unwrap();
+        let r = c
+            .call(&sh_at_root("echo $PPID", &init.marker))
+            .await
+            .unwrap();
         assert_eq!(r.exit_code, Some(0));
         used.insert(guard_of(&r.stdout.0));
     }
@@ -402,7 +406,7 @@ async fn a_reused_guard_gives_the_next_run_nothing_of_the_one_before() {
     let idle = idle_guards(init.init_pid(), 1);
     let c = init.client().await;
     // The first run asks for a cwd and a variable, and leaves an escapee.
-    let mut first = sh(
+    let mut first = sh_at_root(
         "echo $PPID; setsid sleep 300 >/dev/null 2>&1 & echo done",
         &init.marker,
     );
@@ -416,7 +420,7 @@ async fn a_reused_guard_gives_the_next_run_nothing_of_the_one_before() {
     assert!(idle.contains(&guard), "{guard} not in {idle:?}");
     assert_eq!(marked_processes(&init.marker), Vec::<i32>::new());
     // The next run, on the same guard, starts from the defaults.
-    let mut next = sh("echo $PPID; pwd; env", &init.marker);
+    let mut next = sh_at_root("echo $PPID; pwd; env", &init.marker);
     next.cwd = None;
     let r = c.call(&next).await.unwrap();
     let out = String::from_utf8(r.stdout.0).unwrap();
@@ -434,7 +438,7 @@ async fn a_guard_whose_run_timed_out_is_not_reused() {
     let pid = init.init_pid();
     let idle = idle_guards(pid, 1);
     let c = init.client().await;
-    let mut p = sh("echo $PPID; exec sleep 30", &init.marker);
+    let mut p = sh_at_root("echo $PPID; exec sleep 30", &init.marker);
     p.timeout_ms = Some(300);
     let r = c.call(&p).await.unwrap();
     assert!(r.timed_out);
@@ -444,7 +448,10 @@ async fn a_guard_whose_run_timed_out_is_not_reused() {
     wait_all_gone(&[guard].into(), Duration::from_secs(5));
     let after = idle_guards(pid, 1);
     assert!(!after.contains(&guard));
-    let r = c.call(&sh("echo $PPID", &init.marker)).await.unwrap();
+    let r = c
+        .call(&sh_at_root("echo $PPID", &init.marker))
+        .await
+        .unwrap();
     assert!(after.contains(&guard_of(&r.stdout.0)));
 }
 
@@ -465,7 +472,7 @@ async fn a_program_cannot_reach_into_its_guard() {
                  head -c1 /proc/$PPID/mem >/dev/null 2>&1 && echo mem-read; \
                  ls /proc/self/fd >/dev/null 2>&1 && echo own-fd-read; \
                  id -u";
-    let r = c.call(&sh(probe, &init.marker)).await.unwrap();
+    let r = c.call(&sh_at_root(probe, &init.marker)).await.unwrap();
     let out = String::from_utf8(r.stdout.0).unwrap();
     let lines: Vec<&str> = out.lines().skip(1).collect();
     assert_eq!(lines.len(), 2, "{out}");

@@ -3,41 +3,18 @@
 use std::time::{Duration, Instant};
 
 use computerd::client::ComputerExt;
-use computerd::client::DaemonClient;
 use computerd::protocol::*;
 
 use super::support::*;
 
-fn start_sh(script: &str, marker: &str) -> ProcessStartParams {
-    ProcessStartParams {
-        argv: vec!["sh".into(), "-c".into(), script.into()],
-        env: Some(marked(marker)),
-        ..Default::default()
-    }
-}
-
-async fn wait_end(c: &DaemonClient, id: &str) -> ProcessWaitResult {
-    c.call(&ProcessWaitParams {
-        id: id.into(),
-        timeout_ms: 20_000,
-    })
-    .await
-    .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_outlives_its_call_and_its_output_is_read_by_offset() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
-    let p = c
-        .call(&start_sh(
-            "echo one; sleep 0.3; echo two >&2; exit 4",
-            &init.marker,
-        ))
-        .await
-        .unwrap();
+    let p = init
+        .start_script(&c, "echo one; sleep 0.3; echo two >&2; exit 4")
+        .await;
     assert_eq!(p.id, "p1");
     assert!(p.pid > 0);
     let out = c
@@ -90,14 +67,10 @@ async fn a_process_outlives_its_call_and_its_output_is_read_by_offset() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_with_wait_ms_waits_for_output_without_polling() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
-    let p = c
-        .call(&start_sh("sleep 0.5; echo late", &init.marker))
-        .await
-        .unwrap();
+    let p = init.start_script(&c, "sleep 0.5; echo late").await;
     let t = Instant::now();
     let r = c
         .call(&ProcessReadParams {
@@ -116,7 +89,7 @@ async fn a_read_with_wait_ms_waits_for_output_without_polling() {
         "took {took:?}"
     );
     // Nothing comes: the wait ends at waitMs with no data.
-    let q = c.call(&start_sh("sleep 30", &init.marker)).await.unwrap();
+    let q = init.start_script(&c, "sleep 30").await;
     let t = Instant::now();
     let r = c
         .call(&ProcessReadParams {
@@ -141,28 +114,18 @@ async fn a_read_with_wait_ms_waits_for_output_without_polling() {
         .await
         .unwrap_err();
     assert_eq!(e.kind(), Some(ErrorKind::Limit));
-    c.call(&ProcessSignalParams {
-        id: q.id.clone(),
-        signal: Signal::Kill,
-    })
-    .await
-    .unwrap();
+    signal(&c, &q.id, Signal::Kill).await;
     assert_eq!(wait_end(&c, &q.id).await.signal.as_deref(), Some("KILL"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_mebibytes_read_from_offset_zero_report_what_the_ring_dropped() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
-    let p = c
-        .call(&start_sh(
-            "head -c 20971520 /dev/zero | tr '\\0' x",
-            &init.marker,
-        ))
-        .await
-        .unwrap();
+    let p = init
+        .start_script(&c, "head -c 20971520 /dev/zero | tr '\\0' x")
+        .await;
     wait_end(&c, &p.id).await;
     let r = c
         .call(&ProcessReadParams {
@@ -191,10 +154,9 @@ async fn twenty_mebibytes_read_from_offset_zero_report_what_the_ring_dropped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdin_writes_reach_the_program_and_close_ends_its_input() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
     let mut sp = start_sh("cat; echo done", &init.marker);
     sp.stdin = Some(true);
     let p = c.call(&sp).await.unwrap();
@@ -218,7 +180,7 @@ async fn stdin_writes_reach_the_program_and_close_ends_its_input() {
         .unwrap();
     assert_eq!(out.data, b"hello world\ndone\n");
     // Without stdin: true there is nothing to write to.
-    let q = c.call(&start_sh("sleep 5", &init.marker)).await.unwrap();
+    let q = init.start_script(&c, "sleep 5").await;
     let e = c
         .call(&ProcessWriteParams {
             id: q.id.clone(),
@@ -229,21 +191,15 @@ async fn stdin_writes_reach_the_program_and_close_ends_its_input() {
         .unwrap_err();
     assert_eq!(e.kind(), Some(ErrorKind::Invalid));
     assert!(e.to_string().contains("has no stdin"), "{e}");
-    c.call(&ProcessSignalParams {
-        id: q.id.clone(),
-        signal: Signal::Term,
-    })
-    .await
-    .unwrap();
+    signal(&c, &q.id, Signal::Term).await;
     assert_eq!(wait_end(&c, &q.id).await.signal.as_deref(), Some("TERM"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_to_a_program_that_closed_stdin_fails_at_once() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
     let mut sp = start_sh("exec 0<&-; echo closed; sleep 30", &init.marker);
     sp.stdin = Some(true);
     let p = c.call(&sp).await.unwrap();
@@ -261,20 +217,14 @@ async fn a_write_to_a_program_that_closed_stdin_fails_at_once() {
     assert_eq!(e.kind(), Some(ErrorKind::Invalid), "{e}");
     assert!(e.to_string().contains("has closed its stdin"), "{e}");
     assert!(t.elapsed() < Duration::from_secs(1));
-    c.call(&ProcessSignalParams {
-        id: p.id.clone(),
-        signal: Signal::Kill,
-    })
-    .await
-    .unwrap();
+    signal(&c, &p.id, Signal::Kill).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_nobody_reads_times_out_saying_how_much_went() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
     let mut sp = start_sh("sleep 60", &init.marker);
     sp.stdin = Some(true);
     let p = c.call(&sp).await.unwrap();
@@ -295,12 +245,7 @@ async fn a_write_nobody_reads_times_out_saying_how_much_went() {
         took >= Duration::from_secs(9) && took < Duration::from_secs(13),
         "{took:?}"
     );
-    c.call(&ProcessSignalParams {
-        id: p.id.clone(),
-        signal: Signal::Kill,
-    })
-    .await
-    .unwrap();
+    signal(&c, &p.id, Signal::Kill).await;
 }
 
 struct ClientErrorData {
@@ -318,10 +263,9 @@ fn written_of(e: &computerd::client::ClientError) -> ClientErrorData {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminal_process_gets_a_pty_its_size_and_ctrl_c() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
     let mut sp = start_sh("stty size; tty; exec sh -i", &init.marker);
     sp.pty = Some(PtySize {
         cols: 120,
@@ -344,13 +288,7 @@ async fn a_terminal_process_gets_a_pty_its_size_and_ctrl_c() {
     .await
     .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let r = c
-        .call(&ProcessSignalParams {
-            id: p.id.clone(),
-            signal: Signal::Int,
-        })
-        .await
-        .unwrap();
+    let r = signal(&c, &p.id, Signal::Int).await;
     assert_eq!(r.note, None);
     let mut seen = Vec::new();
     let until = Instant::now() + Duration::from_secs(5);
@@ -399,10 +337,9 @@ async fn a_terminal_process_gets_a_pty_its_size_and_ctrl_c() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_file_gets_the_output_and_refuses_links_and_existing_files() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
     let log = init.path("logs/deep/out.log");
     let mut sp = start_sh("echo to-log; echo err-too >&2", &init.marker);
     sp.log = Some(log.clone());
@@ -434,12 +371,11 @@ async fn a_log_file_gets_the_output_and_refuses_links_and_existing_files() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_shows_processes_in_start_order_with_their_state() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
-    let a = c.call(&start_sh("exit 2", &init.marker)).await.unwrap();
-    let b = c.call(&start_sh("sleep 30", &init.marker)).await.unwrap();
+    let a = init.start_script(&c, "exit 2").await;
+    let b = init.start_script(&c, "sleep 30").await;
     wait_end(&c, &a.id).await;
     let l = c.call(&ProcessListParams { from: None }).await.unwrap();
     assert!(!l.truncated);
@@ -459,21 +395,10 @@ async fn list_shows_processes_in_start_order_with_their_state() {
         .await
         .unwrap();
     assert_eq!(l.processes.len(), 1);
-    c.call(&ProcessSignalParams {
-        id: b.id.clone(),
-        signal: Signal::Term,
-    })
-    .await
-    .unwrap();
+    signal(&c, &b.id, Signal::Term).await;
     let w = wait_end(&c, &b.id).await;
     assert_eq!(w.signal.as_deref(), Some("TERM"));
-    let r = c
-        .call(&ProcessSignalParams {
-            id: b.id.clone(),
-            signal: Signal::Term,
-        })
-        .await
-        .unwrap();
+    let r = signal(&c, &b.id, Signal::Term).await;
     assert!(r.note.unwrap().contains("has ended"));
     let e = c
         .call(&ProcessWaitParams {
@@ -487,14 +412,10 @@ async fn list_shows_processes_in_start_order_with_their_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_end_takes_everything_it_started_unless_orphans_are_kept() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
-    let p = c
-        .call(&start_sh("setsid sleep 300 & echo $!", &init.marker))
-        .await
-        .unwrap();
+    let p = init.start_script(&c, "setsid sleep 300 & echo $!").await;
     wait_end(&c, &p.id).await;
     assert_eq!(marked_processes(&init.marker), Vec::<i32>::new());
 
@@ -518,10 +439,9 @@ async fn a_process_end_takes_everything_it_started_unless_orphans_are_kept() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_group_runs_until_the_group_is_done() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
     let mut sp = start_sh(
         "(sleep 0.6; echo child-done) & echo parent-done",
         &init.marker,
@@ -545,17 +465,12 @@ async fn wait_group_runs_until_the_group_is_done() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_that_kills_its_guard_reports_the_guards_end_and_is_swept() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
-    let p = c
-        .call(&start_sh(
-            "sleep 300 & sleep 0.2; kill -KILL $PPID; sleep 300",
-            &init.marker,
-        ))
-        .await
-        .unwrap();
+    let p = init
+        .start_script(&c, "sleep 300 & sleep 0.2; kill -KILL $PPID; sleep 300")
+        .await;
     let w = wait_end(&c, &p.id).await;
     assert_eq!(w.signal.as_deref(), Some("KILL"));
     // The orphans went to init, which sweeps them.
@@ -564,10 +479,9 @@ async fn a_process_that_kills_its_guard_reports_the_guards_end_and_is_swept() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_table_keeps_256_and_lets_the_first_ended_go() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
     for _ in 0..limits::MAX_PROCESSES {
         c.call(&ProcessStartParams {
             argv: vec!["true".into()],
@@ -581,7 +495,7 @@ async fn the_table_keeps_256_and_lets_the_first_ended_go() {
     for i in 1..=limits::MAX_PROCESSES {
         wait_end(&c, &format!("p{i}")).await;
     }
-    let next = c.call(&start_sh("true", &init.marker)).await.unwrap();
+    let next = init.start_script(&c, "true").await;
     assert_eq!(next.id, "p257");
     let e = c
         .call(&ProcessWaitParams {
@@ -610,10 +524,9 @@ async fn the_table_keeps_256_and_lets_the_first_ended_go() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_process_requests_name_the_field() {
-    let Some(init) = Init::start() else {
+    let Some((_init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
     let cases = [
         (
             "process.start",
@@ -662,10 +575,9 @@ async fn bad_process_requests_name_the_field() {
 /// is answered as a plain start and followed as usual.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_with_wait_ms_brings_a_short_programs_end_and_output() {
-    let Some(init) = Init::start() else {
+    let Some((init, c)) = Init::with_client().await else {
         return;
     };
-    let c = init.client().await;
     let p = c
         .call(&ProcessStartParams {
             wait_ms: Some(10_000),

@@ -13,7 +13,7 @@ use computerd::client::DaemonClient;
 pub use computerd::launch::{
     InitArgs, Network, Program, SandboxArgs, Share, StdioArgs, Time, UserSpec,
 };
-use computerd::protocol::{Envelope, Id};
+use computerd::protocol::{Envelope, ExecResult, Id, ProcessStartResult};
 
 /// A marker for one test of this crate.
 pub fn marker() -> String {
@@ -79,11 +79,33 @@ impl Init {
         Self::start_with(InitOptions::default())
     }
 
+    /// process.start of `script` on `c` (see [`start_sh`]).
+    pub async fn start_script(&self, c: &DaemonClient, script: &str) -> ProcessStartResult {
+        c.call(&start_sh(script, &self.marker)).await.unwrap()
+    }
+
+    /// exec.run of `script` on `c` (see [`exec_sh`]).
+    pub async fn run_script(&self, c: &DaemonClient, script: &str) -> ExecResult {
+        c.call(&exec_sh(script, &self.marker)).await.unwrap()
+    }
+
+    /// [`Init::start`] and a client connected to it.
+    pub async fn with_client() -> Option<(Init, DaemonClient)> {
+        let init = Self::start()?;
+        let c = init.client().await;
+        Some((init, c))
+    }
+
     /// A running init whose programs run as a uid of their own (see
     /// [`fresh_uid`]), or None as [`Init::start`].
     pub fn as_fresh_user() -> Option<Init> {
+        Self::as_user(fresh_uid())
+    }
+
+    /// A running init whose programs run as `uid`, or None as [`Init::start`].
+    pub fn as_user(uid: u32) -> Option<Init> {
         Self::start_with(InitOptions {
-            user: Some(fresh_uid()),
+            user: Some(uid),
             ..Default::default()
         })
     }
@@ -488,6 +510,49 @@ pub fn become_nobody_with_no_capability() -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// exec.run of a shell script, marked as the test's, within 20 s.
+pub fn exec_sh(script: &str, marker: &str) -> computerd::protocol::ExecParams {
+    computerd::protocol::ExecParams {
+        argv: vec!["sh".into(), "-c".into(), script.into()],
+        env: Some(marked(marker)),
+        timeout_ms: Some(20_000),
+        ..Default::default()
+    }
+}
+
+/// process.start of a shell script, marked as the test's.
+pub fn start_sh(script: &str, marker: &str) -> computerd::protocol::ProcessStartParams {
+    computerd::protocol::ProcessStartParams {
+        argv: vec!["sh".into(), "-c".into(), script.into()],
+        env: Some(marked(marker)),
+        ..Default::default()
+    }
+}
+
+/// process.wait for process `id`'s end, within 20 s.
+pub async fn wait_end(c: &DaemonClient, id: &str) -> computerd::protocol::ProcessWaitResult {
+    c.call(&computerd::protocol::ProcessWaitParams {
+        id: id.into(),
+        timeout_ms: 20_000,
+    })
+    .await
+    .unwrap()
+}
+
+/// process.signal `signal` to process `id`.
+pub async fn signal(
+    c: &DaemonClient,
+    id: &str,
+    signal: computerd::protocol::Signal,
+) -> computerd::protocol::ProcessSignalResult {
+    c.call(&computerd::protocol::ProcessSignalParams {
+        id: id.into(),
+        signal,
+    })
+    .await
+    .unwrap()
 }
 
 /// Run a shell script in the computer, marked as the test's: (exit code,

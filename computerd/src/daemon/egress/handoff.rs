@@ -17,7 +17,7 @@
 //! first byte is the request's), as before.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -26,6 +26,7 @@ use tokio::net::{TcpStream, UnixStream};
 use tokio::time::Instant;
 
 use super::splice::Side;
+use crate::daemon::sys;
 
 /// The byte a handoff's descriptor comes with. No HTTP request starts
 /// with it, nor SOCKS5 (5).
@@ -41,7 +42,7 @@ pub async fn send(unix: &UnixStream, tcp: &TcpStream) -> io::Result<()> {
     loop {
         unix.writable().await?;
         match unix.try_io(Interest::WRITABLE, || {
-            send_fd(unix.as_raw_fd(), tcp.as_raw_fd())
+            send_fd(unix.as_fd(), tcp.as_raw_fd())
         }) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
@@ -50,14 +51,13 @@ pub async fn send(unix: &UnixStream, tcp: &TcpStream) -> io::Result<()> {
     }
 }
 
-fn send_fd(sock: RawFd, fd: RawFd) -> io::Result<()> {
-    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
-    let n = sendmsg::<()>(
+fn send_fd(sock: BorrowedFd<'_>, fd: RawFd) -> io::Result<()> {
+    use nix::sys::socket::MsgFlags;
+    let n = sys::send_fds(
         sock,
-        &[io::IoSlice::new(&[HANDOFF])],
-        &[ControlMessage::ScmRights(&[fd])],
+        &[HANDOFF],
+        &[fd],
         MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
-        None,
     )?;
     if n != 1 {
         return Err(io::Error::other("the handoff byte was not sent"));
@@ -67,68 +67,10 @@ fn send_fd(sock: RawFd, fd: RawFd) -> io::Result<()> {
 
 /// One receive of at most one byte and its descriptors (every one owned,
 /// so closed on drop, a truncated control part included).
-fn recv_first(sock: RawFd) -> io::Result<(usize, u8, Vec<OwnedFd>)> {
+fn recv_first(sock: BorrowedFd<'_>) -> io::Result<(usize, u8, Vec<OwnedFd>)> {
     let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    // u64s, for the alignment a cmsghdr needs.
-    let mut space = [0u64; 8];
-    // SAFETY: CMSG_SPACE only computes a size.
-    let need = unsafe { libc::CMSG_SPACE((ROOM * std::mem::size_of::<libc::c_int>()) as u32) };
-    debug_assert!(need as usize <= std::mem::size_of_val(&space));
-    // SAFETY: a zeroed msghdr is a valid empty one; its pointers are set
-    // below to buffers that outlive the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = space.as_mut_ptr().cast();
-    msg.msg_controllen = need as _;
-    // SAFETY: recvmsg writes at most iov_len bytes to `byte` and at most
-    // msg_controllen to `space`, both live for the call.
-    let n = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let mut fds = Vec::new();
-    // SAFETY: the CMSG_* walk stays within msg_controllen as the kernel
-    // set it; each SCM_RIGHTS entry holds descriptors the kernel has just
-    // installed in this process, owned by nothing else.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(c).cast::<libc::c_int>();
-                let bytes = ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
-                for i in 0..bytes / std::mem::size_of::<libc::c_int>() {
-                    fds.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
-                }
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-    }
-    Ok((n as usize, byte[0], fds))
-}
-
-fn sockopt(fd: RawFd, name: libc::c_int) -> io::Result<libc::c_int> {
-    let mut v: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes to `v`, which lives
-    // for the call.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            name,
-            (&mut v as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(v)
+    let got = sys::recv_fds(sock, &mut byte, ROOM, libc::MSG_DONTWAIT)?;
+    Ok((got.bytes, byte[0], got.fds))
 }
 
 /// The handed socket's congestion control made reno, where the host's
@@ -147,11 +89,10 @@ fn pace_off(fd: &OwnedFd) {
 
 /// The handed descriptor as a TCP stream, or why it is not one.
 fn tcp_of(fd: OwnedFd) -> Result<TcpStream, String> {
-    let raw = fd.as_raw_fd();
     let what = |e: io::Error| format!("the handed descriptor is not a socket ({e})");
-    let domain = sockopt(raw, libc::SO_DOMAIN).map_err(what)?;
-    let kind = sockopt(raw, libc::SO_TYPE).map_err(what)?;
-    let proto = sockopt(raw, libc::SO_PROTOCOL).map_err(what)?;
+    let domain = sys::socket_int(fd.as_fd(), libc::SO_DOMAIN).map_err(what)?;
+    let kind = sys::socket_int(fd.as_fd(), libc::SO_TYPE).map_err(what)?;
+    let proto = sys::socket_int(fd.as_fd(), libc::SO_PROTOCOL).map_err(what)?;
     if !matches!(domain, libc::AF_INET | libc::AF_INET6)
         || kind != libc::SOCK_STREAM
         || proto != libc::IPPROTO_TCP
@@ -242,7 +183,7 @@ pub async fn open(unix: UnixStream, until: Instant) -> Opening {
     let first = tokio::time::timeout_at(until, async {
         loop {
             unix.readable().await?;
-            match unix.try_io(Interest::READABLE, || recv_first(unix.as_raw_fd())) {
+            match unix.try_io(Interest::READABLE, || recv_first(unix.as_fd())) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 other => return other,
             }

@@ -6,6 +6,7 @@
 //! that port. A program that ignores them reaches nothing (the computer has
 //! no route); one that dials the socket itself meets the same proxy.
 
+use crate::daemon::setup::{SetupError, Step};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
@@ -30,12 +31,11 @@ pub fn proxy_env() -> Vec<(String, String)> {
 
 /// Listen on 127.0.0.1:[`PROXY_PORT`] (before the runtime starts, so init
 /// refuses to start when it cannot).
-pub fn listen() -> Result<std::net::TcpListener, String> {
+pub fn listen() -> Result<std::net::TcpListener, SetupError> {
     let at = SocketAddr::from((Ipv4Addr::LOCALHOST, PROXY_PORT));
-    let l = std::net::TcpListener::bind(at)
-        .map_err(|e| format!("--egress: could not listen on {at} ({e})"))?;
+    let l = std::net::TcpListener::bind(at).flag_step("--egress", format!("listen on {at}"))?;
     l.set_nonblocking(true)
-        .map_err(|e| format!("--egress: could not listen on {at} ({e})"))?;
+        .flag_step("--egress", format!("listen on {at}"))?;
     Ok(l)
 }
 

@@ -5,13 +5,15 @@
 //! both directions, so the static binary holds it once.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::io::Interest;
 use tokio::net::{TcpStream, UnixStream};
 use tokio::time::{Duration, Instant};
+
+use crate::daemon::sys;
 
 /// The most moved by one splice.
 const CHUNK: usize = 1 << 20;
@@ -23,11 +25,11 @@ pub enum Side<'a> {
     Unix(&'a UnixStream),
 }
 
-impl Side<'_> {
-    fn fd(self) -> RawFd {
+impl<'a> Side<'a> {
+    fn fd(self) -> BorrowedFd<'a> {
         match self {
-            Side::Tcp(s) => s.as_raw_fd(),
-            Side::Unix(s) => s.as_raw_fd(),
+            Side::Tcp(s) => s.as_fd(),
+            Side::Unix(s) => s.as_fd(),
         }
     }
 
@@ -78,68 +80,22 @@ impl Side<'_> {
 }
 
 /// A pipe and its capacity: [`CHUNK`] where the kernel gives it, else
-/// what it has (64 KiB by default).
+/// what it has (64 KiB by default). A bigger pipe moves more per call and
+/// wakes each side less often.
 fn pipe() -> io::Result<(OwnedFd, OwnedFd, usize)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two descriptors into `fds`, which we then own.
-    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just made by pipe2 and are ours alone.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // A bigger pipe moves more per call and wakes each side less often.
-    // SAFETY: F_SETPIPE_SZ takes an int and changes only the pipe's size.
-    let mut size = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, CHUNK as libc::c_int) };
-    if size < 0 {
-        // SAFETY: F_GETPIPE_SZ only reads the pipe's size.
-        size = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_GETPIPE_SZ) };
-    }
-    let cap = usize::try_from(size)
-        .ok()
-        .filter(|n| *n > 0)
-        .unwrap_or(64 * 1024);
+    let (r, w) = sys::pipe_nonblocking()?;
+    let cap = sys::set_pipe_size(w.as_fd(), CHUNK).unwrap_or(64 * 1024);
     Ok((r, w, cap))
 }
 
 /// A unix socket's send buffer, which bounds what is in flight to the
 /// other relay: the default (208 KiB) makes each side wake about five
 /// times a pipe; past `net.core.wmem_max` the kernel keeps its own.
-const UNIX_SNDBUF: libc::c_int = CHUNK as libc::c_int;
+const UNIX_SNDBUF: usize = CHUNK;
 
-fn widen_send_buffer(fd: RawFd) {
-    let v = UNIX_SNDBUF;
-    // SAFETY: setsockopt reads an int from `v`, which lives for the call;
-    // `fd` is the caller's open socket.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_SNDBUF,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
-}
-
-fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
-    // SAFETY: splice moves bytes between two descriptors the caller holds
-    // open; the offsets are null (sockets and pipes have none).
-    let n = unsafe {
-        libc::splice(
-            from,
-            std::ptr::null_mut(),
-            to,
-            std::ptr::null_mut(),
-            len,
-            libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
-        )
-    };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
+fn widen_send_buffer(sock: &UnixStream) {
+    use nix::sys::socket::{setsockopt, sockopt::SndBuf};
+    let _ = setsockopt(sock, SndBuf, &UNIX_SNDBUF);
 }
 
 /// When a relay last moved a byte either way, on tokio's clock (so a
@@ -188,10 +144,7 @@ impl Default for Activity {
 /// Move everything `from` sends to `to`, then end `to`'s writing.
 pub async fn pump(from: Side<'_>, to: Side<'_>, seen: &Activity) {
     let _ = pump_inner(from, to, seen).await;
-    // SAFETY: shutdown takes the descriptor `to` holds open.
-    unsafe {
-        libc::shutdown(to.fd(), libc::SHUT_WR);
-    }
+    let _ = nix::sys::socket::shutdown(to.fd().as_raw_fd(), nix::sys::socket::Shutdown::Write);
 }
 
 /// Fill the empty pipe from `from`, then empty it into `to`, until `from`
@@ -204,7 +157,7 @@ async fn pump_inner(from: Side<'_>, to: Side<'_>, seen: &Activity) -> io::Result
     loop {
         from.ready(Interest::READABLE).await?;
         let n = match from.try_io(Interest::READABLE, || {
-            splice(from.fd(), pw.as_raw_fd(), cap)
+            sys::splice(from.fd(), pw.as_fd(), cap)
         }) {
             Ok(0) => return Ok(()),
             Ok(n) => n,
@@ -215,7 +168,9 @@ async fn pump_inner(from: Side<'_>, to: Side<'_>, seen: &Activity) -> io::Result
         let mut left = n;
         while left > 0 {
             to.ready(Interest::WRITABLE).await?;
-            match to.try_io(Interest::WRITABLE, || splice(pr.as_raw_fd(), to.fd(), left)) {
+            match to.try_io(Interest::WRITABLE, || {
+                sys::splice(pr.as_fd(), to.fd(), left)
+            }) {
                 Ok(m) => {
                     left -= m.min(left);
                     seen.touch();
@@ -232,7 +187,7 @@ async fn pump_inner(from: Side<'_>, to: Side<'_>, seen: &Activity) -> io::Result
 pub async fn both(a: Side<'_>, b: Side<'_>, seen: &Activity) {
     for s in [a, b] {
         if let Side::Unix(u) = s {
-            widen_send_buffer(u.as_raw_fd());
+            widen_send_buffer(u);
         }
     }
     let there = pump(a, b, seen);

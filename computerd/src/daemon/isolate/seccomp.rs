@@ -8,6 +8,7 @@
 //! and that widen the kernel's attack surface. A call of another
 //! architecture or table (32-bit x86, x32) gets ENOSYS whatever it is.
 
+use crate::daemon::setup::SetupError;
 use std::collections::BTreeMap;
 
 use seccompiler::{
@@ -207,16 +208,16 @@ pub const BY_ARCHITECTURE: &[(&str, &str)] = &[(
 /// this bit set, and the architecture check alone lets them through.
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
-fn target_arch() -> Result<TargetArch, String> {
+fn target_arch() -> Result<TargetArch, SetupError> {
     TargetArch::try_from(std::env::consts::ARCH).map_err(|e| {
-        format!(
+        SetupError::from(format!(
             "seccomp: this architecture ({}) has no filter ({e})",
             std::env::consts::ARCH
-        )
+        ))
     })
 }
 
-fn filter_for(deny: Deny) -> Result<BpfProgram, String> {
+fn filter_for(deny: Deny) -> Result<BpfProgram, SetupError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for e in POLICY.iter().filter(|e| e.deny == deny) {
         let cond = |op: SeccompCmpOp, v: u64| {
@@ -258,7 +259,7 @@ const RET_ENOSYS: u32 = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
 /// check: make both ENOSYS, as if the kernel had no such table. The
 /// program's first three instructions are its architecture check
 /// (load arch; jump if ours; return kill).
-fn other_tables_get_enosys(prog: &mut BpfProgram) -> Result<(), String> {
+fn other_tables_get_enosys(prog: &mut BpfProgram) -> Result<(), SetupError> {
     let kill = prog
         .get_mut(2)
         .filter(|i| i.code == BPF_RET_K && i.k == libc::SECCOMP_RET_KILL_PROCESS);
@@ -296,12 +297,12 @@ fn other_tables_get_enosys(prog: &mut BpfProgram) -> Result<(), String> {
 }
 
 /// The compiled programs, in the order they are installed.
-pub fn programs() -> Result<Vec<BpfProgram>, String> {
+pub fn programs() -> Result<Vec<BpfProgram>, SetupError> {
     Ok(vec![filter_for(Deny::Eperm)?, filter_for(Deny::Enosys)?])
 }
 
 /// Install every program on every thread (TSYNC).
-pub fn install() -> Result<(), String> {
+pub fn install() -> Result<(), SetupError> {
     for prog in programs()? {
         seccompiler::apply_filter_all_threads(&prog)
             .map_err(|e| format!("seccomp: the filter could not be installed ({e})"))?;

@@ -46,6 +46,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, oneshot};
 
+use super::super::setup::SetupError;
 use super::super::{Daemon, sys};
 
 /// The most idle guards init keeps.
@@ -272,23 +273,19 @@ impl Pool {
 
 /// The pool's size from [`SIZE_VAR`]: [`DEFAULT_SIZE`] when unset, 0 to
 /// start a guard for every run.
-pub fn size_from_env() -> Result<usize, String> {
+pub fn size_from_env() -> Result<usize, SetupError> {
     parse_size(std::env::var_os(SIZE_VAR).as_deref())
 }
 
-fn parse_size(v: Option<&std::ffi::OsStr>) -> Result<usize, String> {
+fn parse_size(v: Option<&std::ffi::OsStr>) -> Result<usize, SetupError> {
     let Some(v) = v else {
         return Ok(DEFAULT_SIZE);
     };
     let v = v.to_string_lossy();
     match v.trim().parse::<usize>() {
         Ok(n) if n <= MAX_SIZE => Ok(n),
-        Ok(n) => Err(format!(
-            "{SIZE_VAR} is {n}; the most is {MAX_SIZE} idle guards"
-        )),
-        Err(_) => Err(format!(
-            "{SIZE_VAR} is {v:?}, not a number from 0 to {MAX_SIZE}"
-        )),
+        Ok(n) => Err(format!("{SIZE_VAR} is {n}; the most is {MAX_SIZE} idle guards").into()),
+        Err(_) => Err(format!("{SIZE_VAR} is {v:?}, not a number from 0 to {MAX_SIZE}").into()),
     }
 }
 
@@ -437,18 +434,16 @@ fn ask_fork(
     template: &std::os::unix::net::UnixStream,
     theirs: &std::os::fd::OwnedFd,
 ) -> std::io::Result<i32> {
-    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
     use std::io::Read;
     let fd = [theirs.as_raw_fd()];
     // With a timeout set, a signal to init (SIGCHLD, under a burst) breaks
     // the blocking call with EINTR whatever SA_RESTART says: try again.
     let sent = sys::retry(|| {
-        sendmsg::<()>(
-            template.as_raw_fd(),
-            &[std::io::IoSlice::new(b"fork\n")],
-            &[ControlMessage::ScmRights(&fd)],
-            MsgFlags::MSG_NOSIGNAL,
-            None,
+        sys::send_fds(
+            template.as_fd(),
+            b"fork\n",
+            &fd,
+            nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
         )
     })?;
     if sent != 5 {
@@ -537,7 +532,8 @@ mod tests {
 
     #[test]
     fn the_size_is_read_from_the_environment_and_bounded() {
-        let size = |v: Option<&str>| parse_size(v.map(std::ffi::OsStr::new));
+        let size =
+            |v: Option<&str>| parse_size(v.map(std::ffi::OsStr::new)).map_err(|e| e.to_string());
         assert_eq!(size(None), Ok(DEFAULT_SIZE));
         assert_eq!(size(Some("0")), Ok(0));
         assert_eq!(size(Some("4")), Ok(4));

@@ -3,11 +3,13 @@
 //! computerd is exec'd from, init's argv and environment, and which of the
 //! two paths (root, or a user namespace).
 
+use crate::daemon::setup::SetupError;
 use std::ffi::{CString, OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
 
-use super::{Options, cstring};
-use crate::daemon::{isolate, sys};
+use super::cstring;
+use crate::daemon::sys;
+use crate::launch::SandboxArgs;
 
 /// `--network` and `--bind`, as the launch contract has them.
 pub use crate::launch::{Network, Share};
@@ -95,13 +97,14 @@ const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/s
 const CAP_SYS_ADMIN: u32 = 21;
 
 impl Plan {
-    pub fn new(opts: &Options) -> Result<Plan, String> {
+    pub fn new(opts: &SandboxArgs) -> Result<Plan, SetupError> {
         let run = existing_dir("--run", &opts.run)?;
         if run == Path::new("/") || under_kernel(&run) {
             return Err(format!(
                 "--run {} cannot be / or under /proc, /sys or /dev",
                 opts.run.display()
-            ));
+            )
+            .into());
         }
         let exe = std::fs::read_link("/proc/self/exe")
             .and_then(std::fs::canonicalize)
@@ -116,22 +119,12 @@ impl Plan {
             .transpose()?;
         for c in &opts.cgroups {
             if !c.is_absolute() {
-                return Err(format!("--cgroup {} is not an absolute path", c.display()));
+                return Err(format!("--cgroup {} is not an absolute path", c.display()).into());
             }
         }
 
-        let Some((first, init_args)) = opts.command.split_first() else {
-            return Err("give init's command after --, e.g. -- init --deadline … --socket /run/computerd/computerd.sock".into());
-        };
-        if first != "init" {
-            return Err(format!(
-                "the sandbox runs `computerd init` only, as its PID 1; after -- came {first:?}"
-            ));
-        }
-        let init_user = init_flag(init_args, "--user")
-            .map(|u| isolate::parse_user(&u.to_string_lossy()))
-            .transpose()?;
-        check_socket(init_flag(init_args, "--socket").as_deref())?;
+        let init_user = opts.init.user.map(|u| (u.uid, u.gid));
+        check_socket(&opts.init.socket)?;
         let root = nix::unistd::geteuid().is_root() && sys::has_effective_cap(CAP_SYS_ADMIN);
         let (userns, owner) = if root {
             let Some(user) = init_user.filter(|(uid, _)| *uid != 0) else {
@@ -143,7 +136,7 @@ impl Plan {
                 return Err(format!(
                     "without CAP_SYS_ADMIN, init cannot take --user: the computer runs as the user who starts the sandbox (uid {})",
                     nix::unistd::geteuid()
-                ));
+                ).into());
             }
             if nix::unistd::geteuid().is_root() {
                 return Err("uid 0 without CAP_SYS_ADMIN: the computer's programs would be uid 0; run with CAP_SYS_ADMIN (and init's --user), or as another user".into());
@@ -159,11 +152,11 @@ impl Plan {
         // computerd too; the binary itself is exec'd by its path inside
         // (`exe_inside`).
         let mut argv = vec![cstring(OsStr::new(crate::launch::WORD))?];
-        for a in &opts.command {
+        for a in &opts.init.to_args() {
             argv.push(cstring(a)?);
         }
         let mut env = Vec::new();
-        let mut var = |k: &str, v: &OsStr| -> Result<(), String> {
+        let mut var = |k: &str, v: &OsStr| -> Result<(), SetupError> {
             let mut kv = OsString::from(format!("{k}="));
             kv.push(v);
             env.push(cstring(&kv)?);
@@ -204,9 +197,9 @@ impl Plan {
 
 /// An absolute path to an existing directory, canonical (every mount is
 /// made at the canonical path, which has no symbolic link to follow).
-fn existing_dir(flag: &str, p: &Path) -> Result<PathBuf, String> {
+fn existing_dir(flag: &str, p: &Path) -> Result<PathBuf, SetupError> {
     if !p.is_absolute() {
-        return Err(format!("{flag} {} is not an absolute path", p.display()));
+        return Err(format!("{flag} {} is not an absolute path", p.display()).into());
     }
     let c = std::fs::canonicalize(p).map_err(|e| {
         format!(
@@ -215,7 +208,7 @@ fn existing_dir(flag: &str, p: &Path) -> Result<PathBuf, String> {
         )
     })?;
     if !c.is_dir() {
-        return Err(format!("{flag} {} is not a directory", p.display()));
+        return Err(format!("{flag} {} is not a directory", p.display()).into());
     }
     Ok(c)
 }
@@ -280,14 +273,14 @@ fn normal_inside(p: &Path) -> Option<PathBuf> {
 /// The `--bind`s checked: each source an absolute existing directory
 /// (made canonical) that is not `/` nor under /proc, /sys or /dev; each
 /// inside `/workspace` or under it, none at or under another.
-pub fn check_shares(binds: &[Share]) -> Result<Vec<Share>, String> {
+pub fn check_shares(binds: &[Share]) -> Result<Vec<Share>, SetupError> {
     let mut out: Vec<Share> = Vec::new();
     for b in binds {
         let source = existing_dir(&format!("--bind {b}: HOST_DIR"), &b.source)?;
         if source == Path::new("/") || under_kernel(&source) {
-            return Err(format!(
-                "--bind {b}: HOST_DIR cannot be / or under /proc, /sys or /dev"
-            ));
+            return Err(
+                format!("--bind {b}: HOST_DIR cannot be / or under /proc, /sys or /dev").into(),
+            );
         }
         let inside = normal_inside(&b.inside)
             .filter(|i| i.starts_with(WORKSPACE))
@@ -304,7 +297,7 @@ pub fn check_shares(binds: &[Share]) -> Result<Vec<Share>, String> {
                 "--bind {b}: INSIDE {} meets {} of --bind {other}; shares may not be one inside another",
                 inside.display(),
                 other.inside.display()
-            ));
+            ).into());
         }
         out.push(Share {
             source,
@@ -316,28 +309,9 @@ pub fn check_shares(binds: &[Share]) -> Result<Vec<Share>, String> {
     Ok(out)
 }
 
-/// The last value of init's flag `name` (`--name V` or `--name=V`).
-fn init_flag(args: &[OsString], name: &str) -> Option<OsString> {
-    let mut found = None;
-    let mut it = args.iter();
-    let prefix = format!("{name}=");
-    while let Some(a) = it.next() {
-        if a == name {
-            found = Some(it.next().cloned().unwrap_or_default());
-        } else if let Some(v) = a.to_str().and_then(|s| s.strip_prefix(&prefix)) {
-            found = Some(v.into());
-        }
-    }
-    found
-}
-
 /// Init's socket must be in [`RUN`], the one directory the host reaches
 /// (init's default, [`crate::DEFAULT_SOCKET`], is).
-fn check_socket(socket: Option<&OsStr>) -> Result<(), String> {
-    let Some(s) = socket else {
-        return Ok(());
-    };
-    let p = Path::new(s);
+fn check_socket(p: &Path) -> Result<(), SetupError> {
     let name_ok = p
         .file_name()
         .is_some_and(|n| p.parent() == Some(Path::new(RUN)) && n != "." && n != "..");
@@ -347,7 +321,7 @@ fn check_socket(socket: Option<&OsStr>) -> Result<(), String> {
         Err(format!(
             "init's --socket {} must be a name in {RUN}, where --run is bound (the host reaches it at <run>/<name>)",
             p.display()
-        ))
+        ).into())
     }
 }
 
@@ -518,25 +492,21 @@ mod tests {
             ),
         ];
         for (binds, said) in cases {
-            let e = check_shares(&binds).unwrap_err();
+            let e = check_shares(&binds).unwrap_err().to_string();
             assert!(e.contains(said), "{binds:?}: {e}");
         }
     }
 
     #[test]
     fn inits_socket_must_be_in_the_run_directory() {
-        assert_eq!(check_socket(None), Ok(()));
-        assert_eq!(
-            check_socket(Some(OsStr::new("/run/computerd/computerd.sock"))),
-            Ok(())
-        );
+        assert!(check_socket(Path::new("/run/computerd/computerd.sock")).is_ok());
         for bad in [
             "/srv/c1/run/computerd.sock",
             "/run/computerd",
             "/run/computerd/x/s.sock",
             "s.sock",
         ] {
-            let e = check_socket(Some(OsStr::new(bad))).unwrap_err();
+            let e = check_socket(Path::new(bad)).unwrap_err().to_string();
             assert!(e.contains("must be a name in /run/computerd"), "{bad}: {e}");
         }
     }
@@ -547,23 +517,5 @@ mod tests {
         assert_eq!("host".parse::<Network>(), Ok(Network::Host));
         let e = "bridge".parse::<Network>().unwrap_err();
         assert!(e.contains("none") && e.contains("\"bridge\""), "{e}");
-    }
-
-    #[test]
-    fn inits_flags_are_found_in_both_spellings() {
-        let args = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
-        assert_eq!(init_flag(&args(&["--deadline", "x"]), "--user"), None);
-        assert_eq!(
-            init_flag(&args(&["--user", "5:6", "--socket", "s"]), "--user"),
-            Some("5:6".into())
-        );
-        assert_eq!(
-            init_flag(&args(&["--user=7:8"]), "--user"),
-            Some("7:8".into())
-        );
-        assert_eq!(
-            init_flag(&args(&["--user", "5:6", "--socket", "s"]), "--socket"),
-            Some("s".into())
-        );
     }
 }

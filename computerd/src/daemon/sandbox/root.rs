@@ -23,6 +23,7 @@
 //! user who swaps a part of its path for a link after the server checked it
 //! binds nothing else.
 
+use crate::daemon::setup::{SetupError, Step};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
@@ -45,7 +46,7 @@ pub const DEV_NODES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "
 
 /// Build the root and enter it. Call in the new PID namespace, after the
 /// mount namespace was unshared.
-pub fn build(plan: &Plan) -> Result<(), String> {
+pub fn build(plan: &Plan) -> Result<(), SetupError> {
     mount(
         None,
         Path::new("/"),
@@ -90,7 +91,7 @@ pub fn build(plan: &Plan) -> Result<(), String> {
 
 /// A staging tmpfs over /tmp, pivoted into: the host's tree moves to
 /// /oldroot and /newroot is an empty directory of ours.
-fn stage() -> Result<(), String> {
+fn stage() -> Result<(), SetupError> {
     let stage = Path::new(STAGE);
     mount(
         Some(Path::new("tmpfs")),
@@ -106,23 +107,20 @@ fn stage() -> Result<(), String> {
     nix::unistd::pivot_root(stage, &join(stage, Path::new(OLD))).map_err(|e| {
         format!("pivot_root into the staging tmpfs at {STAGE} failed ({e}); a process in a chroot cannot be sandboxed")
     })?;
-    std::env::set_current_dir("/")
-        .map_err(|e| format!("could not enter the staging root ({e})"))?;
+    std::env::set_current_dir("/").step("enter the staging root")?;
     Ok(())
 }
 
 /// One OS directory of the host, bound read-only, nosuid and nodev with
 /// whatever is mounted under it; or its link, made again.
-fn os_entry(entry: &OsEntry) -> Result<(), String> {
+fn os_entry(entry: &OsEntry) -> Result<(), SetupError> {
     let target = join(Path::new(NEW), entry.path());
     match entry {
-        OsEntry::Link { target: to, .. } => std::os::unix::fs::symlink(to, &target).map_err(|e| {
-            format!(
-                "could not link {} to {} ({e})",
-                inside(&target),
-                to.display()
-            )
-        }),
+        OsEntry::Link { target: to, .. } => std::os::unix::fs::symlink(to, &target).step(format!(
+            "link {} to {}",
+            inside(&target),
+            to.display()
+        )),
         OsEntry::Dir(d) => {
             mkdir(&target, 0o755)?;
             mount(
@@ -145,7 +143,7 @@ fn os_entry(entry: &OsEntry) -> Result<(), String> {
 
 /// /proc of the PID namespace this process is PID 1 of. nosuid, nodev and
 /// noexec as the host's /proc may be, which a user namespace requires.
-fn proc() -> Result<(), String> {
+fn proc() -> Result<(), SetupError> {
     let target = PathBuf::from(NEW).join("proc");
     mkdir(&target, 0o555)?;
     mount(
@@ -184,7 +182,7 @@ fn proc() -> Result<(), String> {
 /// A tmpfs with the harmless device nodes of the host's /dev bound in, a
 /// devpts instance of the computer's own, /dev/shm and the usual links;
 /// then read-only. Never the host's /dev, which holds its raw disks.
-fn dev(plan: &Plan) -> Result<(), String> {
+fn dev(plan: &Plan) -> Result<(), SetupError> {
     let dev = PathBuf::from(NEW).join("dev");
     mkdir(&dev, 0o755)?;
     mount(
@@ -242,14 +240,13 @@ fn dev(plan: &Plan) -> Result<(), String> {
         ("stderr", "/proc/self/fd/2"),
     ] {
         let at = dev.join(link);
-        std::os::unix::fs::symlink(to, &at)
-            .map_err(|e| format!("could not link /dev/{link} to {to} ({e})"))?;
+        std::os::unix::fs::symlink(to, &at).step(format!("link /dev/{link} to {to}"))?;
     }
     setattr(&dev, false, MOUNT_ATTR_RDONLY, "make /dev read-only")
 }
 
 /// The private /tmp: a tmpfs anyone may write, `--tmp-size-mib` large.
-fn tmp(plan: &Plan) -> Result<(), String> {
+fn tmp(plan: &Plan) -> Result<(), SetupError> {
     let target = PathBuf::from(NEW).join("tmp");
     mkdir(&target, 0o755)?;
     mount(
@@ -265,7 +262,7 @@ fn tmp(plan: &Plan) -> Result<(), String> {
 /// HOME: a tmpfs of `--work-size-mib`, the computer's user's alone. A full
 /// /work fails a write with ENOSPC; its pages are charged to the cgroup of
 /// the program that writes them, the computer's.
-fn work(plan: &Plan) -> Result<(), String> {
+fn work(plan: &Plan) -> Result<(), SetupError> {
     let target = join(Path::new(NEW), Path::new(plan::WORK));
     mkdir(&target, 0o755)?;
     let (uid, gid) = plan.owner;
@@ -284,7 +281,7 @@ fn work(plan: &Plan) -> Result<(), String> {
 
 /// `--run` at /run/computerd, read-write: init's socket, reached by the
 /// host at the same file.
-fn run(plan: &Plan) -> Result<(), String> {
+fn run(plan: &Plan) -> Result<(), SetupError> {
     let target = join(Path::new(NEW), Path::new(plan::RUN));
     mkdir_all(Path::new(NEW), Path::new(plan::RUN))?;
     mount(
@@ -306,7 +303,7 @@ fn run(plan: &Plan) -> Result<(), String> {
 /// `--egress` at /run/egress, read-only: the egress proxy's socket (a
 /// socket on a read-only mount is still connected to; nothing there can
 /// be made, moved or removed from inside).
-fn egress(dir: &Path) -> Result<(), String> {
+fn egress(dir: &Path) -> Result<(), SetupError> {
     let target = join(Path::new(NEW), Path::new(plan::EGRESS));
     mkdir_all(Path::new(NEW), Path::new(plan::EGRESS))?;
     mount(
@@ -328,7 +325,7 @@ fn egress(dir: &Path) -> Result<(), String> {
 /// One share under /workspace, bound from a descriptor reached without
 /// following any link; read-only for `:ro`, and nosuid, nodev either way,
 /// for it and every mount under it.
-fn share_dir(share: &plan::Share) -> Result<(), String> {
+fn share_dir(share: &plan::Share) -> Result<(), SetupError> {
     let target = join(Path::new(NEW), &share.inside);
     mkdir_all(Path::new(NEW), &share.inside)?;
     let fd = open_beneath(Path::new(OLD), &share.source).map_err(|e| {
@@ -363,7 +360,7 @@ fn share_dir(share: &plan::Share) -> Result<(), String> {
 
 /// computerd at [`crate::DAEMON_PATH`], read-only: init runs from it and
 /// starts every run's guard from it (`/proc/self/exe` names it inside).
-fn exe(plan: &Plan) -> Result<(), String> {
+fn exe(plan: &Plan) -> Result<(), SetupError> {
     let target = join(Path::new(NEW), &plan.exe_inside);
     if let Some(parent) = plan.exe_inside.parent() {
         mkdir_all(Path::new(NEW), parent)?;
@@ -389,7 +386,7 @@ fn exe(plan: &Plan) -> Result<(), String> {
 /// `/sys/class/net` lists its interfaces only), read-only. In a user
 /// namespace the kernel may refuse it (it wants a fully visible sysfs
 /// already); then there is no /sys at all, never the host's.
-fn sysfs(in_userns: bool) -> Result<(), String> {
+fn sysfs(in_userns: bool) -> Result<(), SetupError> {
     let target = PathBuf::from(NEW).join("sys");
     mkdir(&target, 0o555)?;
     let made = mount(
@@ -402,23 +399,23 @@ fn sysfs(in_userns: bool) -> Result<(), String> {
     );
     match made {
         Ok(()) => Ok(()),
-        Err(_) if in_userns => std::fs::remove_dir(&target)
-            .map_err(|e| format!("could not remove /sys after sysfs was refused ({e})")),
+        Err(_) if in_userns => {
+            std::fs::remove_dir(&target).step("remove /sys after sysfs was refused")
+        }
         Err(e) => Err(e),
     }
 }
 
 /// pivot_root into /newroot, detach the old root (the staging tmpfs with the
 /// host's tree under it), and start from /.
-fn enter() -> Result<(), String> {
-    std::env::set_current_dir(NEW).map_err(|e| format!("could not enter the new root ({e})"))?;
+fn enter() -> Result<(), SetupError> {
+    std::env::set_current_dir(NEW).step("enter the new root")?;
     nix::unistd::pivot_root(".", ".")
         .map_err(|e| format!("pivot_root into the new root failed ({e})"))?;
     // The old root now sits over the new one at "."; detaching it takes the
     // host's tree out of this namespace, and leaves no directory behind.
-    nix::mount::umount2(".", MntFlags::MNT_DETACH)
-        .map_err(|e| format!("could not detach the old root ({e})"))?;
-    std::env::set_current_dir("/").map_err(|e| format!("could not enter / ({e})"))
+    nix::mount::umount2(".", MntFlags::MNT_DETACH).step("detach the old root")?;
+    std::env::set_current_dir("/").step("enter /")
 }
 
 /// `path` (absolute, canonical) under the directory `base`, opened one name
@@ -461,38 +458,41 @@ fn mount(
     flags: MsFlags,
     data: Option<&str>,
     step: &str,
-) -> Result<(), String> {
+) -> Result<(), SetupError> {
     nix::mount::mount(source, target, fstype, flags, data).map_err(|e| {
         let from = source
             .filter(|s| s.is_absolute())
             .map(|s| format!(" from {}", inside(s)))
             .unwrap_or_default();
-        format!("{step}: mount on {}{from} failed ({e})", inside(target))
+        SetupError::from(format!(
+            "{step}: mount on {}{from} failed ({e})",
+            inside(target)
+        ))
     })
 }
 
-fn setattr(target: &Path, recursive: bool, set: u64, step: &str) -> Result<(), String> {
+fn setattr(target: &Path, recursive: bool, set: u64, step: &str) -> Result<(), SetupError> {
     sys::mount_setattr(target, recursive, set).map_err(|e| {
         let hint = if e == nix::errno::Errno::ENOSYS {
             "; mount_setattr needs Linux 5.12 or later"
         } else {
             ""
         };
-        format!("{step}: {} ({e}{hint})", inside(target))
+        SetupError::from(format!("{step}: {} ({e}{hint})", inside(target)))
     })
 }
 
-fn mkdir(p: &Path, mode: u32) -> Result<(), String> {
+fn mkdir(p: &Path, mode: u32) -> Result<(), SetupError> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .mode(mode)
         .create(p)
-        .map_err(|e| format!("could not make the directory {} ({e})", inside(p)))
+        .step(format!("make the directory {}", inside(p)))
 }
 
 /// The directories of the absolute `path` under `base` that are missing,
 /// each 0755: mount points in the root tmpfs, which holds no link.
-fn mkdir_all(base: &Path, path: &Path) -> Result<(), String> {
+fn mkdir_all(base: &Path, path: &Path) -> Result<(), SetupError> {
     let mut at = base.to_path_buf();
     for part in path.components().skip(1) {
         at.push(part);
@@ -503,7 +503,7 @@ fn mkdir_all(base: &Path, path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn make_file(p: &Path) -> Result<(), String> {
+fn make_file(p: &Path) -> Result<(), SetupError> {
     use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
         .write(true)
@@ -511,7 +511,7 @@ fn make_file(p: &Path) -> Result<(), String> {
         .mode(0o444)
         .open(p)
         .map(drop)
-        .map_err(|e| format!("could not make the mount point {} ({e})", inside(p)))
+        .step(format!("make the mount point {}", inside(p)))
 }
 
 #[cfg(test)]

@@ -30,6 +30,18 @@ struct State {
 /// A frame and its whole JPEG, for the connection to hold for screen.read.
 pub type Held = (String, Arc<Vec<u8>>);
 
+/// A changed frame's result, and its JPEG to hold when more than its first
+/// chunk is left to read.
+fn changed(seq: u64, frame: WatchFrame, jpeg: Arc<Vec<u8>>) -> (ScreenWatchResult, Option<Held>) {
+    let held = (!frame.eof).then(|| (frame.id.clone(), jpeg));
+    let result = ScreenWatchResult {
+        seq,
+        changed: true,
+        frame: Some(frame),
+    };
+    (result, held)
+}
+
 impl Watch {
     pub async fn next(
         &self,
@@ -78,15 +90,7 @@ impl Watch {
             && p.after < st.seq
             && let Some(frame) = st.frame.clone()
         {
-            let held = (!frame.eof).then(|| (frame.id.clone(), Arc::clone(&st.jpeg)));
-            return Ok((
-                ScreenWatchResult {
-                    seq: st.seq,
-                    changed: true,
-                    frame: Some(frame),
-                },
-                held,
-            ));
+            return Ok(changed(st.seq, frame, Arc::clone(&st.jpeg)));
         }
         let until = Instant::now() + Duration::from_millis(wait);
         loop {
@@ -121,15 +125,7 @@ impl Watch {
                 };
                 st.frame = Some(frame.clone());
                 st.jpeg = Arc::clone(&jpeg);
-                let held = (!frame.eof).then(|| (frame.id.clone(), jpeg));
-                return Ok((
-                    ScreenWatchResult {
-                        seq: st.seq,
-                        changed: true,
-                        frame: Some(frame),
-                    },
-                    held,
-                ));
+                return Ok(changed(st.seq, frame, jpeg));
             }
             if Instant::now() >= until {
                 return Ok((
