@@ -20,7 +20,7 @@ fn fixture_bin() -> Option<PathBuf> {
     computer_testkit::need(
         "xvfb",
         p.is_file(),
-        "the X11 fixture is not built (cargo build -p computerd --bin computerd-x11-fixture)",
+        "the X11 fixture is not built (cargo build -p computer-x11-fixture)",
     )
     .then_some(p)
 }

@@ -10,7 +10,6 @@ use bollard::Docker;
 use bollard::query_parameters::{CreateContainerOptionsBuilder, InspectContainerOptions};
 use computerd::launch::Time;
 use serde_json::Value;
-use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use super::egress::EgressPlan;
@@ -443,9 +442,7 @@ fn new_name() -> Result<String> {
     Ok(format!("computer-{}", &crate::random::random_hex(6)?))
 }
 
-pub(super) fn now_ms() -> i64 {
-    (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
-}
+pub(super) use computerd::now_ms;
 
 pub(super) fn deadline_ms(t: &Time) -> i64 {
     (t.get().unix_timestamp_nanos() / 1_000_000) as i64
