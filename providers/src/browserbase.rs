@@ -19,7 +19,8 @@ use crate::registry::Configure;
 use crate::settings::HostDefaults;
 use crate::types::{Labels, ProviderError, Result};
 use crate::vendor::{
-    Api, Auth, Browser, BrowserVendor, Call, Failure, Secret, State, Vendor, plus_secs,
+    Api, Auth, Browser, BrowserVendor, Call, Failure, Secret, State, Vendor, not_found_is_none,
+    plus_secs,
 };
 
 /// Browserbase's API unless told otherwise.
@@ -258,17 +259,7 @@ impl Vendor for Browserbase {
 
     async fn get(&self, id: &str, cancel: &CancellationToken) -> Result<Option<Browser>> {
         let call = Call::new("read session", http::Method::GET, "/v1/sessions/{id}").id(id);
-        match self.api.send(&call, cancel).await {
-            Ok(v) => Ok(Some(browser_of(&v))),
-            Err(f) => {
-                let e = f.error();
-                if e.code == crate::types::ErrorCode::NotFound {
-                    Ok(None)
-                } else {
-                    Err(e)
-                }
-            }
-        }
+        Ok(not_found_is_none(self.api.send(&call, cancel).await)?.map(|v| browser_of(&v)))
     }
 
     async fn end(&self, id: &str, cancel: &CancellationToken) -> Result<()> {
@@ -279,17 +270,8 @@ impl Vendor for Browserbase {
         let call = Call::new("release session", http::Method::POST, "/v1/sessions/{id}")
             .id(id)
             .body(body);
-        match self.api.send(&call, cancel).await {
-            Ok(_) => Ok(()),
-            Err(f) => {
-                let e = f.error();
-                if e.code == crate::types::ErrorCode::NotFound {
-                    Ok(())
-                } else {
-                    Err(e)
-                }
-            }
-        }
+        not_found_is_none(self.api.send(&call, cancel).await)?;
+        Ok(())
     }
 
     async fn live_view(&self, browser: &Browser, cancel: &CancellationToken) -> Result<Secret> {

@@ -16,9 +16,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::registry::Configure;
 use crate::settings::HostDefaults;
-use crate::types::{ErrorCode, Labels, ProviderError, Result};
+use crate::types::{Labels, ProviderError, Result};
 use crate::vendor::{
-    Api, Auth, Browser, BrowserVendor, Call, Failure, Secret, State, Vendor, plus_secs,
+    Api, Auth, Browser, BrowserVendor, Call, Failure, Secret, State, Vendor, not_found_is_none,
+    plus_secs,
 };
 
 /// Kernel's API unless told otherwise.
@@ -130,20 +131,6 @@ fn browser_of(v: &Value) -> Browser {
         created_at,
         cdp_url: str_of(v, "cdp_ws_url").map(Secret::new),
         live_url: str_of(v, "browser_live_view_url").map(Secret::new),
-    }
-}
-
-fn not_found_is_none<T>(r: Result<T, Failure>) -> Result<Option<T>> {
-    match r {
-        Ok(t) => Ok(Some(t)),
-        Err(f) => {
-            let e = f.error();
-            if e.code == ErrorCode::NotFound {
-                Ok(None)
-            } else {
-                Err(e)
-            }
-        }
     }
 }
 
