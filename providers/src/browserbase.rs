@@ -15,8 +15,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::registry::Configure;
-use crate::settings::HostDefaults;
 use crate::types::{Labels, ProviderError, Result};
 use crate::vendor::{
     Api, Auth, Browser, BrowserVendor, Call, Failure, Secret, State, Vendor, not_found_is_none,
@@ -85,31 +83,6 @@ impl std::fmt::Debug for BrowserbaseSettings {
 pub struct Browserbase {
     api: Api,
     project_id: Option<String>,
-}
-
-impl Browserbase {
-    pub fn new(settings: BrowserbaseSettings) -> Result<Browserbase> {
-        let api = Api::new(
-            "Browserbase",
-            settings.api_url.as_deref().unwrap_or(DEFAULT_API_URL),
-            settings.api_key.map(Secret::new),
-            Auth::Header(KEY_HEADER),
-            "--browserbase-api-key (COMPUTER_MCP_BROWSERBASE_API_KEY)",
-            "--browserbase-api-url",
-        )?;
-        Ok(Browserbase {
-            api,
-            project_id: settings.project_id.filter(|p| !p.is_empty()),
-        })
-    }
-}
-
-impl Configure for BrowserbaseProvider {
-    type Settings = BrowserbaseSettings;
-
-    fn configure(settings: BrowserbaseSettings, _host: &HostDefaults) -> Result<Self> {
-        Ok(BrowserVendor::new(Browserbase::new(settings)?))
-    }
 }
 
 /// Labels as `userMetadata`: each key's dots written as `_`.
@@ -185,6 +158,16 @@ impl Vendor for Browserbase {
     const MAX_LIFETIME_MS: u64 = MAX_LIFETIME_MS;
     const ISOLATION: &'static str =
         "vm: a Browserbase cloud browser on the vendor's machines, nothing of this host";
+    const DEFAULT_API_URL: &'static str = DEFAULT_API_URL;
+    const AUTH: Auth = Auth::Header(KEY_HEADER);
+    type Settings = BrowserbaseSettings;
+
+    fn configure(settings: BrowserbaseSettings) -> Result<Browserbase> {
+        Ok(Browserbase {
+            api: Api::of::<Self>(settings.api_url.as_deref(), settings.api_key)?,
+            project_id: settings.project_id.filter(|p| !p.is_empty()),
+        })
+    }
 
     fn api(&self) -> &Api {
         &self.api

@@ -14,8 +14,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::registry::Configure;
-use crate::settings::HostDefaults;
 use crate::types::{Labels, ProviderError, Result};
 use crate::vendor::{
     Api, Auth, Browser, BrowserVendor, Call, Failure, Secret, State, Vendor, not_found_is_none,
@@ -74,28 +72,6 @@ pub struct Kernel {
     api: Api,
 }
 
-impl Kernel {
-    pub fn new(settings: KernelSettings) -> Result<Kernel> {
-        let api = Api::new(
-            "Kernel",
-            settings.api_url.as_deref().unwrap_or(DEFAULT_API_URL),
-            settings.api_key.map(Secret::new),
-            Auth::Bearer,
-            "--kernel-api-key (COMPUTER_MCP_KERNEL_API_KEY)",
-            "--kernel-api-url",
-        )?;
-        Ok(Kernel { api })
-    }
-}
-
-impl Configure for KernelProvider {
-    type Settings = KernelSettings;
-
-    fn configure(settings: KernelSettings, _host: &HostDefaults) -> Result<Self> {
-        Ok(BrowserVendor::new(Kernel::new(settings)?))
-    }
-}
-
 fn str_of<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
     v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty())
 }
@@ -142,6 +118,15 @@ impl Vendor for Kernel {
     const MAX_LIFETIME_MS: u64 = MAX_LIFETIME_MS;
     const ISOLATION: &'static str =
         "vm: a Kernel cloud browser on the vendor's machines, nothing of this host";
+    const DEFAULT_API_URL: &'static str = DEFAULT_API_URL;
+    const AUTH: Auth = Auth::Bearer;
+    type Settings = KernelSettings;
+
+    fn configure(settings: KernelSettings) -> Result<Kernel> {
+        Ok(Kernel {
+            api: Api::of::<Self>(settings.api_url.as_deref(), settings.api_key)?,
+        })
+    }
 
     fn api(&self) -> &Api {
         &self.api

@@ -26,12 +26,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use computerd::protocol::{Group, MachineKind, SettingKind};
+use serde::de::DeserializeOwned;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio_util::sync::CancellationToken;
 
 use crate::cdp::BrowserClient;
 use crate::provider::{Connection, Provider};
+use crate::registry::Configure;
+use crate::settings::HostDefaults;
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
     LifetimeMode, NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
@@ -109,7 +112,7 @@ pub struct Browser {
 
 /// How one vendor's API names browsers, their labels and states.
 #[async_trait::async_trait]
-pub trait Vendor: Send + Sync + 'static {
+pub trait Vendor: Send + Sync + Sized + 'static {
     /// The registry id.
     const ID: &'static str;
     /// The vendor's name, for words.
@@ -118,6 +121,17 @@ pub trait Vendor: Send + Sync + 'static {
     const MAX_LIFETIME_MS: u64;
     /// What keeps a browser from this host, in words.
     const ISOLATION: &'static str;
+    /// The vendor's API unless told otherwise.
+    const DEFAULT_API_URL: &'static str;
+    /// How its API takes the key.
+    const AUTH: Auth;
+
+    /// What a user sets of this vendor's provider: flags `--<id>-<key>`,
+    /// variables `COMPUTER_MCP_<ID>_<KEY>`, keys of `[providers.<id>]`.
+    type Settings: clap::Args + clap::FromArgMatches + serde::Serialize + DeserializeOwned;
+
+    /// The vendor's side, from its settings (its [`Api`] by [`Api::of`]).
+    fn configure(settings: Self::Settings) -> Result<Self>;
 
     fn api(&self) -> &Api;
 
@@ -179,6 +193,14 @@ pub fn check_id(id: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// A browser's state as a wait names it last.
+fn state_words(b: &Option<Browser>) -> String {
+    match b {
+        Some(b) => format!("{:?}", b.state).to_lowercase(),
+        None => "unknown".into(),
+    }
 }
 
 /// Now, RFC 3339.
@@ -296,10 +318,7 @@ impl<V: Vendor> BrowserVendor<V> {
             cancel,
             || self.vendor.get(id, cancel),
             |b| b.as_ref().is_none_or(|b| b.state == State::Ended),
-            |b| match b {
-                Some(b) => format!("{:?}", b.state).to_lowercase(),
-                None => "unknown".into(),
-            },
+            state_words,
         )
         .await?;
         Ok(())
@@ -375,6 +394,14 @@ impl<V: Vendor> BrowserVendor<V> {
             }
             Some(b) => Ok(b),
         }
+    }
+}
+
+impl<V: Vendor> Configure for BrowserVendor<V> {
+    type Settings = V::Settings;
+
+    fn configure(settings: V::Settings, _host: &HostDefaults) -> Result<Self> {
+        Ok(BrowserVendor::new(V::configure(settings)?))
     }
 }
 
@@ -594,10 +621,7 @@ impl<V: Vendor> Provider for BrowserVendor<V> {
                 cancel,
                 || self.vendor.get(id, cancel),
                 |b| b.as_ref().is_none_or(|b| b.state != State::Pending),
-                |b| match b {
-                    Some(b) => format!("{:?}", b.state).to_lowercase(),
-                    None => "unknown".into(),
-                },
+                state_words,
             )
             .await?
             .filter(|b| b.state == State::Running)

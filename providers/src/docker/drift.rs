@@ -167,6 +167,17 @@ impl<'a> Section<'a> {
         });
     }
 
+    /// Each of `held`: a key, whether it is as it must be, and what it
+    /// must be.
+    pub(crate) fn want_all(
+        &mut self,
+        held: impl IntoIterator<Item = (&'static str, bool, String)>,
+    ) {
+        for (key, ok, must) in held {
+            self.want(key, ok, must);
+        }
+    }
+
     /// Docker's defaults that nothing here asks to change.
     pub(crate) fn want_defaults(&mut self) {
         let isolation = self
@@ -247,65 +258,83 @@ pub fn inspect_drift(plan: &Plan, inspected: &Value, host: &Host) -> Vec<String>
 /// runc, and Docker's masked and read-only paths.
 fn want_confined(hc: &mut Section) {
     let h = |k: &str| hc.get(k);
-    let cap_drop = strs(h("CapDrop")) == ["ALL"];
-    let cap_add = h("CapAdd").is_none_or(empty);
-    let privileged = h("Privileged").is_none_or(empty);
-    let security = strs(h("SecurityOpt")) == [NO_NEW_PRIVILEGES];
     let private = |k: &str| h(k).and_then(Value::as_str) == Some("private");
-    let (ipc, cgroupns) = (private("IpcMode"), private("CgroupnsMode"));
-    let runc = h("Runtime").and_then(Value::as_str) == Some("runc");
     let masked = strs(h("MaskedPaths"));
-    let masked = MASKED.iter().all(|p| masked.iter().any(|m| m == p));
     let ro = strs(h("ReadonlyPaths"));
-    let ro = READONLY.iter().all(|p| ro.iter().any(|m| m == p));
-    hc.want("CapDrop", cap_drop, "[\"ALL\"]");
-    hc.want("CapAdd", cap_add, "nothing (no capability is added)");
-    hc.want("Privileged", privileged, "false");
-    hc.want(
-        "SecurityOpt",
-        security,
-        format!("exactly [\"{NO_NEW_PRIVILEGES}\"]"),
-    );
-    hc.want("IpcMode", ipc, "\"private\"");
-    hc.want("CgroupnsMode", cgroupns, "\"private\"");
-    hc.want("Runtime", runc, "\"runc\"");
-    hc.want(
-        "MaskedPaths",
-        masked,
-        format!("at least Docker's own {MASKED:?}"),
-    );
-    hc.want(
-        "ReadonlyPaths",
-        ro,
-        format!("at least Docker's own {READONLY:?}"),
-    );
+    let held = [
+        ("CapDrop", strs(h("CapDrop")) == ["ALL"], "[\"ALL\"]".into()),
+        (
+            "CapAdd",
+            h("CapAdd").is_none_or(empty),
+            "nothing (no capability is added)".into(),
+        ),
+        (
+            "Privileged",
+            h("Privileged").is_none_or(empty),
+            "false".into(),
+        ),
+        (
+            "SecurityOpt",
+            strs(h("SecurityOpt")) == [NO_NEW_PRIVILEGES],
+            format!("exactly [\"{NO_NEW_PRIVILEGES}\"]"),
+        ),
+        ("IpcMode", private("IpcMode"), "\"private\"".into()),
+        (
+            "CgroupnsMode",
+            private("CgroupnsMode"),
+            "\"private\"".into(),
+        ),
+        (
+            "Runtime",
+            h("Runtime").and_then(Value::as_str) == Some("runc"),
+            "\"runc\"".into(),
+        ),
+        (
+            "MaskedPaths",
+            MASKED.iter().all(|p| masked.iter().any(|m| m == p)),
+            format!("at least Docker's own {MASKED:?}"),
+        ),
+        (
+            "ReadonlyPaths",
+            READONLY.iter().all(|p| ro.iter().any(|m| m == p)),
+            format!("at least Docker's own {READONLY:?}"),
+        ),
+    ];
+    hc.want_all(held);
 }
 
 /// The plan's pids, memory (no swap) and CPU.
 fn want_bounds(hc: &mut Section, plan: &Plan) {
     let num = |k: &str| hc.get(k).and_then(Value::as_i64);
-    let pids = num("PidsLimit") == Some(plan.limits.pids as i64);
-    let memory = num("Memory") == Some(plan.memory_bytes());
-    let swap = num("MemorySwap") == Some(plan.memory_bytes());
-    let period = num("CpuPeriod") == Some(CPU_PERIOD_US as i64);
-    let quota = num("CpuQuota") == Some(plan.cpu_quota());
-    hc.want("PidsLimit", pids, plan.limits.pids);
-    hc.want(
-        "Memory",
-        memory,
-        format!("{} ({} MiB)", plan.memory_bytes(), plan.limits.memory_mb),
-    );
-    hc.want(
-        "MemorySwap",
-        swap,
-        format!("{} (the memory: no swap)", plan.memory_bytes()),
-    );
-    hc.want("CpuPeriod", period, CPU_PERIOD_US);
-    hc.want(
-        "CpuQuota",
-        quota,
-        format!("{} ({} CPUs)", plan.cpu_quota(), plan.limits.cpus),
-    );
+    let memory = plan.memory_bytes();
+    let held = [
+        (
+            "PidsLimit",
+            num("PidsLimit") == Some(plan.limits.pids as i64),
+            plan.limits.pids.to_string(),
+        ),
+        (
+            "Memory",
+            num("Memory") == Some(memory),
+            format!("{memory} ({} MiB)", plan.limits.memory_mb),
+        ),
+        (
+            "MemorySwap",
+            num("MemorySwap") == Some(memory),
+            format!("{memory} (the memory: no swap)"),
+        ),
+        (
+            "CpuPeriod",
+            num("CpuPeriod") == Some(CPU_PERIOD_US as i64),
+            CPU_PERIOD_US.to_string(),
+        ),
+        (
+            "CpuQuota",
+            num("CpuQuota") == Some(plan.cpu_quota()),
+            format!("{} ({} CPUs)", plan.cpu_quota(), plan.limits.cpus),
+        ),
+    ];
+    hc.want_all(held);
 }
 
 /// The plan's tmpfs places, a read-only root, and its mounts exactly.
@@ -417,29 +446,32 @@ fn config_drift(plan: &Plan, inspected: &Value) -> Vec<String> {
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
     let no_volumes = c("Volumes").is_none_or(empty);
-    cfg.want("User", as_user, format!("{user:?}"));
-    cfg.want("Image", of_image, format!("{:?}", plan.image));
-    cfg.want("WorkingDir", in_home, format!("{HOME:?}"));
-    cfg.want("Env", one_home, format!("one HOME, HOME={HOME}"));
-    // A desktop's display comes by init's --display (in Cmd), never by a
-    // DISPLAY the daemon would take from its environment.
-    cfg.want(
-        "Env",
-        no_display,
-        "no DISPLAY (a desktop's display is init's --display)",
-    );
-    cfg.want("Entrypoint", entrypoint, format!("[{DAEMON_PATH:?}]"));
-    cfg.want("Cmd", cmd, format!("{:?}", plan.init_args()));
-    cfg.want(
-        "Labels",
-        missing.is_empty(),
-        format!("holding {missing:?} as written"),
-    );
-    cfg.want(
-        "Volumes",
-        no_volumes,
-        "empty (an image's VOLUME is a mount the computer was not asked for)",
-    );
+    let held = [
+        ("User", as_user, format!("{user:?}")),
+        ("Image", of_image, format!("{:?}", plan.image)),
+        ("WorkingDir", in_home, format!("{HOME:?}")),
+        ("Env", one_home, format!("one HOME, HOME={HOME}")),
+        // A desktop's display comes by init's --display (in Cmd), never
+        // by a DISPLAY the daemon would take from its environment.
+        (
+            "Env",
+            no_display,
+            "no DISPLAY (a desktop's display is init's --display)".into(),
+        ),
+        ("Entrypoint", entrypoint, format!("[{DAEMON_PATH:?}]")),
+        ("Cmd", cmd, format!("{:?}", plan.init_args())),
+        (
+            "Labels",
+            missing.is_empty(),
+            format!("holding {missing:?} as written"),
+        ),
+        (
+            "Volumes",
+            no_volumes,
+            "empty (an image's VOLUME is a mount the computer was not asked for)".into(),
+        ),
+    ];
+    cfg.want_all(held);
     cfg.finish()
 }
 

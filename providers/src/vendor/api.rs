@@ -14,7 +14,7 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{BODY_MAX, CALL_WAIT, Secret};
+use super::{BODY_MAX, CALL_WAIT, Secret, Vendor};
 use crate::types::{ErrorCode, ProviderError, Result};
 
 /// One vendor request: its words and where it goes.
@@ -101,9 +101,9 @@ pub struct Api {
     auth: Auth,
     /// Where the key is set, for words: "--browserbase-api-key
     /// (COMPUTER_MCP_BROWSERBASE_API_KEY)".
-    key_setting: &'static str,
-    /// The API URL's setting, for words.
-    url_setting: &'static str,
+    key_setting: String,
+    /// The API URL's setting, for words: "--browserbase-api-url".
+    url_setting: String,
     http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
@@ -127,13 +127,30 @@ pub fn install_tls() {
 }
 
 impl Api {
-    pub fn new(
+    /// `V`'s API at `url` (its default when None), with `key`; its
+    /// settings named for words by `V`'s id.
+    pub fn of<V: Vendor>(url: Option<&str>, key: Option<String>) -> Result<Api> {
+        let id = V::ID;
+        Api::new(
+            V::NAME,
+            url.unwrap_or(V::DEFAULT_API_URL),
+            key.map(Secret::new),
+            V::AUTH,
+            format!(
+                "--{id}-api-key (COMPUTER_MCP_{}_API_KEY)",
+                id.to_uppercase()
+            ),
+            format!("--{id}-api-url"),
+        )
+    }
+
+    fn new(
         vendor: &'static str,
         base: &str,
         key: Option<Secret>,
         auth: Auth,
-        key_setting: &'static str,
-        url_setting: &'static str,
+        key_setting: String,
+        url_setting: String,
     ) -> Result<Api> {
         let not_url = || {
             ProviderError::invalid(

@@ -6,6 +6,9 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use bollard::query_parameters::{
+    RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder, StopContainerOptionsBuilder,
+};
 use computerd::launch::Time;
 
 use super::{EgressPlan, LABEL, LEFTOVER_AFTER, LIST_LABEL, READY_LINE, READY_WAIT, name_of};
@@ -129,20 +132,11 @@ impl crate::docker::DockerProvider {
     ) -> Result<()> {
         let (containers, _) = self.removal(docker).parts(computer).await?;
         for c in containers {
-            match docker
-                .stop_container(
-                    &c,
-                    Some(
-                        bollard::query_parameters::StopContainerOptionsBuilder::new()
-                            .t(2)
-                            .build(),
-                    ),
-                )
-                .await
-            {
-                Ok(()) => {}
-                Err(e) if crate::docker::host::is_not_found(&e) => {}
-                Err(bollard::errors::Error::DockerResponseServerError {
+            let opts = StopContainerOptionsBuilder::new().t(2).build();
+            match gone_is_fine(docker.stop_container(&c, Some(opts)).await) {
+                // 304: stopped already.
+                Ok(())
+                | Err(bollard::errors::Error::DockerResponseServerError {
                     status_code: 304, ..
                 }) => {}
                 Err(e) => return Err(self.err("stopping the egress proxy")(e)),
@@ -273,41 +267,29 @@ impl crate::docker::removal::Removal {
         let docker = &self.docker;
         let (containers, volumes) = self.parts(computer).await?;
         for c in containers {
-            match docker
-                .remove_container(
-                    &c,
-                    Some(
-                        bollard::query_parameters::RemoveContainerOptionsBuilder::new()
-                            .force(true)
-                            .v(true)
-                            .build(),
-                    ),
-                )
-                .await
-            {
-                Ok(()) => {}
-                Err(e) if crate::docker::host::is_not_found(&e) => {}
-                Err(e) => return Err(self.err("removing the egress proxy")(e)),
-            }
+            let opts = RemoveContainerOptionsBuilder::new()
+                .force(true)
+                .v(true)
+                .build();
+            gone_is_fine(docker.remove_container(&c, Some(opts)).await)
+                .map_err(self.err("removing the egress proxy"))?;
         }
         for v in volumes {
-            match docker
-                .remove_volume(
-                    &v,
-                    Some(
-                        bollard::query_parameters::RemoveVolumeOptionsBuilder::new()
-                            .force(true)
-                            .build(),
-                    ),
-                )
-                .await
-            {
-                Ok(()) => {}
-                Err(e) if crate::docker::host::is_not_found(&e) => {}
-                Err(e) => return Err(self.err("removing the egress proxy's volume")(e)),
-            }
+            let opts = RemoveVolumeOptionsBuilder::new().force(true).build();
+            gone_is_fine(docker.remove_volume(&v, Some(opts)).await)
+                .map_err(self.err("removing the egress proxy's volume"))?;
         }
         Ok(())
+    }
+}
+
+/// An engine call on a part, where the part being gone already is fine.
+fn gone_is_fine(
+    r: std::result::Result<(), bollard::errors::Error>,
+) -> std::result::Result<(), bollard::errors::Error> {
+    match r {
+        Err(e) if crate::docker::host::is_not_found(&e) => Ok(()),
+        r => r,
     }
 }
 
