@@ -37,7 +37,7 @@ pub type BrowserbaseProvider = BrowserVendor<Browserbase>;
 /// What a user sets of the Browserbase provider: flags
 /// `--browserbase-<key>`, variables `COMPUTER_MCP_BROWSERBASE_<KEY>`, keys
 /// of `[providers.browserbase]`.
-#[derive(Clone, Default, clap::Args, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, clap::Args, Serialize, Deserialize)]
 #[command(next_help_heading = "The Browserbase provider (--provider browserbase)")]
 #[serde(deny_unknown_fields)]
 pub struct BrowserbaseSettings {
@@ -49,7 +49,7 @@ pub struct BrowserbaseSettings {
         env = "COMPUTER_MCP_BROWSERBASE_API_KEY",
         hide_env_values = true
     )]
-    pub api_key: Option<String>,
+    pub api_key: Option<Secret>,
     /// The Browserbase project sessions are made in. [default: the key's own]
     #[arg(
         id = "browserbase.project_id",
@@ -66,16 +66,6 @@ pub struct BrowserbaseSettings {
         env = "COMPUTER_MCP_BROWSERBASE_API_URL"
     )]
     pub api_url: Option<String>,
-}
-
-impl std::fmt::Debug for BrowserbaseSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BrowserbaseSettings")
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("project_id", &self.project_id)
-            .field("api_url", &self.api_url)
-            .finish()
-    }
 }
 
 /// Browserbase's side of [`BrowserVendor`].

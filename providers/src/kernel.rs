@@ -34,7 +34,7 @@ pub type KernelProvider = BrowserVendor<Kernel>;
 
 /// What a user sets of the Kernel provider: flags `--kernel-<key>`,
 /// variables `COMPUTER_MCP_KERNEL_<KEY>`, keys of `[providers.kernel]`.
-#[derive(Clone, Default, clap::Args, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, clap::Args, Serialize, Deserialize)]
 #[command(next_help_heading = "The Kernel provider (--provider kernel)")]
 #[serde(deny_unknown_fields)]
 pub struct KernelSettings {
@@ -46,7 +46,7 @@ pub struct KernelSettings {
         env = "COMPUTER_MCP_KERNEL_API_KEY",
         hide_env_values = true
     )]
-    pub api_key: Option<String>,
+    pub api_key: Option<Secret>,
     /// Kernel's API. [default: https://api.onkernel.com]
     #[arg(
         id = "kernel.api_url",
@@ -55,15 +55,6 @@ pub struct KernelSettings {
         env = "COMPUTER_MCP_KERNEL_API_URL"
     )]
     pub api_url: Option<String>,
-}
-
-impl std::fmt::Debug for KernelSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KernelSettings")
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("api_url", &self.api_url)
-            .finish()
-    }
 }
 
 /// Kernel's side of [`BrowserVendor`].

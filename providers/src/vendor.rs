@@ -64,9 +64,22 @@ pub const BODY_MAX: usize = 4 * 1024 * 1024;
 pub const RELEASE_WAIT: Duration = Duration::from_secs(60);
 
 /// A secret string (a CDP URL, a live view, a key): its Debug says only
-/// that it is one.
-#[derive(Clone, PartialEq, Eq)]
+/// that it is one. As a setting it is read and written as the string.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct Secret(String);
+
+impl From<String> for Secret {
+    fn from(s: String) -> Self {
+        Secret(s)
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(s: &str) -> Self {
+        Secret(s.to_string())
+    }
+}
 
 impl Secret {
     pub fn new(s: impl Into<String>) -> Self {

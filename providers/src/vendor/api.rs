@@ -129,12 +129,12 @@ pub fn install_tls() {
 impl Api {
     /// `V`'s API at `url` (its default when None), with `key`; its
     /// settings named for words by `V`'s id.
-    pub fn of<V: Vendor>(url: Option<&str>, key: Option<String>) -> Result<Api> {
+    pub fn of<V: Vendor>(url: Option<&str>, key: Option<Secret>) -> Result<Api> {
         let id = V::ID;
         Api::new(
             V::NAME,
             url.unwrap_or(V::DEFAULT_API_URL),
-            key.map(Secret::new),
+            key,
             V::AUTH,
             format!(
                 "--{id}-api-key (COMPUTER_MCP_{}_API_KEY)",
