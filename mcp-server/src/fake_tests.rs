@@ -14,9 +14,8 @@ use computer_fakes::{FakeProvider, Op, Script};
 use computer_providers::{ProviderError, label};
 use tokio_util::sync::CancellationToken;
 
-use crate::computers::{Ask, Principal};
+use crate::app::{App, Ask, Principal};
 use crate::config::{self, Config};
-use crate::session::App;
 
 fn config(argv: &[&str]) -> Config {
     let mut all = vec!["computer-mcp"];
@@ -164,7 +163,7 @@ async fn a_hanging_creation_holds_neither_the_caller_nor_shutdown_forever() {
     app.release_all().await;
     let waited = started.elapsed();
     assert!(
-        waited >= crate::session::RELEASE_WAIT && waited < crate::session::RELEASE_WAIT * 2,
+        waited >= crate::app::RELEASE_WAIT && waited < crate::app::RELEASE_WAIT * 2,
         "{waited:?}"
     );
     assert!(fake.computers().is_empty());
@@ -235,7 +234,7 @@ async fn a_creation_that_never_answers_is_given_up_in_words() {
         .err()
         .unwrap();
     assert!(e.contains("took over 180 s and was given up"), "{e}");
-    assert!(started.elapsed() >= crate::computers::CREATE_WAIT);
+    assert!(started.elapsed() >= crate::app::CREATE_WAIT);
     // One create was asked, and given up.
     assert_eq!(fake.count(Op::Create), 1);
 }
@@ -278,7 +277,7 @@ async fn servers_of_two_kinds_on_one_token_make_their_own_defaults() {
     // The other kind's handle is not one this server serves.
     let which = computer_tools::fleet::Which::Handle(a.entry.handle.clone());
     assert!(browser.find(&p, &which).await.is_err());
-    let caller = crate::computers::Caller {
+    let caller = crate::app::Caller {
         principal: p.clone(),
         session: None,
     };

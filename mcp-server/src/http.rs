@@ -16,10 +16,9 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
-use crate::computers::Principal;
+use crate::app::{App, Principal};
 use crate::config::HttpConfig;
 use crate::server::ComputerMcp;
-use crate::session::App;
 
 #[derive(Clone)]
 struct Auth {

@@ -3,11 +3,13 @@
 //! - [`config`]: flags, `COMPUTER_MCP_*` variables and a TOML file, each
 //!   option defined once; a provider's own options come from its settings
 //!   in the registry (`--<id>-<key>`, `[providers.<id>]`).
-//! - [`session`]: what the server's sessions share ([`session::App`]) and
-//!   MCP sessions, each with its lazily made default computer.
-//! - [`computers`]: every computer the server holds, under the handle it
-//!   minted, whose it is, found again by provider labels; bounds, idle
-//!   release, and the fleet tools' server side.
+//! - [`app`]: what the server's sessions share ([`app::App`]): the
+//!   provider, the configuration, and the table of every computer the
+//!   server holds, under the handle it minted, whose it is, found again by
+//!   provider labels; bounds, idle release, and the fleet tools' server
+//!   side.
+//! - [`session`]: MCP sessions (stdio and HTTP), each with its lazily
+//!   made default computer.
 //! - [`server`]: the MCP handler (tools, progress, cancellation).
 //! - [`http`]: streamable HTTP with bearer auth and Host/Origin checks.
 //!
@@ -16,7 +18,7 @@
 //! this crate alone can make local computers; a `computerd` beside it
 //! (smaller, static) is preferred.
 
-mod computers;
+mod app;
 mod config;
 mod conformance;
 mod doctor;
@@ -249,7 +251,7 @@ async fn stopped() {
 
 async fn serve(provider: Arc<dyn Provider>, config: Config) -> anyhow::Result<i32> {
     let http = config.http.clone();
-    let app = session::App::new(provider, config);
+    let app = app::App::new(provider, config);
     let reaper = CancellationToken::new();
     app.start_reaper(reaper.clone());
     let _stop_reaper = reaper.drop_guard();

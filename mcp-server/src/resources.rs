@@ -19,8 +19,7 @@ use rmcp::model::{
     ResourceTemplate, Role,
 };
 
-use crate::computers::{Caller, Entry};
-use crate::session::App;
+use crate::app::{App, Caller, Entry};
 
 /// A page of a file read as a resource.
 pub const PAGE_BYTES: u64 = 64 * 1024;

@@ -25,9 +25,9 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
-use crate::computers::{Caller, CallerFleet, Principal};
+use crate::app::{App, Caller, CallerFleet, Principal};
 use crate::config::NetworkArg;
-use crate::session::{App, Session};
+use crate::session::Session;
 
 /// Where a handler's calls come from.
 #[derive(Clone)]

@@ -15,11 +15,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::provider::Configure;
-use crate::settings::HostDefaults;
 use crate::types::{Labels, ProviderError, Result};
 use crate::vendor::{
-    Api, Auth, Browser, BrowserVendor, Call, Failure, Secret, State, Vendor, plus_secs,
+    Api, Auth, Browser, BrowserVendor, Call, Failure, Secret, State, Vendor, not_found_is_none,
+    plus_secs,
 };
 
 /// Browserbase's API unless told otherwise.
@@ -38,7 +37,7 @@ pub type BrowserbaseProvider = BrowserVendor<Browserbase>;
 /// What a user sets of the Browserbase provider: flags
 /// `--browserbase-<key>`, variables `COMPUTER_MCP_BROWSERBASE_<KEY>`, keys
 /// of `[providers.browserbase]`.
-#[derive(Clone, Default, clap::Args, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, clap::Args, Serialize, Deserialize)]
 #[command(next_help_heading = "The Browserbase provider (--provider browserbase)")]
 #[serde(deny_unknown_fields)]
 pub struct BrowserbaseSettings {
@@ -50,7 +49,7 @@ pub struct BrowserbaseSettings {
         env = "COMPUTER_MCP_BROWSERBASE_API_KEY",
         hide_env_values = true
     )]
-    pub api_key: Option<String>,
+    pub api_key: Option<Secret>,
     /// The Browserbase project sessions are made in. [default: the key's own]
     #[arg(
         id = "browserbase.project_id",
@@ -69,46 +68,11 @@ pub struct BrowserbaseSettings {
     pub api_url: Option<String>,
 }
 
-impl std::fmt::Debug for BrowserbaseSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BrowserbaseSettings")
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("project_id", &self.project_id)
-            .field("api_url", &self.api_url)
-            .finish()
-    }
-}
-
 /// Browserbase's side of [`BrowserVendor`].
 #[derive(Debug)]
 pub struct Browserbase {
     api: Api,
     project_id: Option<String>,
-}
-
-impl Browserbase {
-    pub fn new(settings: BrowserbaseSettings) -> Result<Browserbase> {
-        let api = Api::new(
-            "Browserbase",
-            settings.api_url.as_deref().unwrap_or(DEFAULT_API_URL),
-            settings.api_key.map(Secret::new),
-            Auth::Header(KEY_HEADER),
-            "--browserbase-api-key (COMPUTER_MCP_BROWSERBASE_API_KEY)",
-            "--browserbase-api-url",
-        )?;
-        Ok(Browserbase {
-            api,
-            project_id: settings.project_id.filter(|p| !p.is_empty()),
-        })
-    }
-}
-
-impl Configure for BrowserbaseProvider {
-    type Settings = BrowserbaseSettings;
-
-    fn configure(settings: BrowserbaseSettings, _host: &HostDefaults) -> Result<Self> {
-        Ok(BrowserVendor::new(Browserbase::new(settings)?))
-    }
 }
 
 /// Labels as `userMetadata`: each key's dots written as `_`.
@@ -184,6 +148,16 @@ impl Vendor for Browserbase {
     const MAX_LIFETIME_MS: u64 = MAX_LIFETIME_MS;
     const ISOLATION: &'static str =
         "vm: a Browserbase cloud browser on the vendor's machines, nothing of this host";
+    const DEFAULT_API_URL: &'static str = DEFAULT_API_URL;
+    const AUTH: Auth = Auth::Header(KEY_HEADER);
+    type Settings = BrowserbaseSettings;
+
+    fn configure(settings: BrowserbaseSettings) -> Result<Browserbase> {
+        Ok(Browserbase {
+            api: Api::of::<Self>(settings.api_url.as_deref(), settings.api_key)?,
+            project_id: settings.project_id.filter(|p| !p.is_empty()),
+        })
+    }
 
     fn api(&self) -> &Api {
         &self.api
@@ -258,17 +232,7 @@ impl Vendor for Browserbase {
 
     async fn get(&self, id: &str, cancel: &CancellationToken) -> Result<Option<Browser>> {
         let call = Call::new("read session", http::Method::GET, "/v1/sessions/{id}").id(id);
-        match self.api.send(&call, cancel).await {
-            Ok(v) => Ok(Some(browser_of(&v))),
-            Err(f) => {
-                let e = f.error();
-                if e.code == crate::types::ErrorCode::NotFound {
-                    Ok(None)
-                } else {
-                    Err(e)
-                }
-            }
-        }
+        Ok(not_found_is_none(self.api.send(&call, cancel).await)?.map(|v| browser_of(&v)))
     }
 
     async fn end(&self, id: &str, cancel: &CancellationToken) -> Result<()> {
@@ -279,17 +243,8 @@ impl Vendor for Browserbase {
         let call = Call::new("release session", http::Method::POST, "/v1/sessions/{id}")
             .id(id)
             .body(body);
-        match self.api.send(&call, cancel).await {
-            Ok(_) => Ok(()),
-            Err(f) => {
-                let e = f.error();
-                if e.code == crate::types::ErrorCode::NotFound {
-                    Ok(())
-                } else {
-                    Err(e)
-                }
-            }
-        }
+        not_found_is_none(self.api.send(&call, cancel).await)?;
+        Ok(())
     }
 
     async fn live_view(&self, browser: &Browser, cancel: &CancellationToken) -> Result<Secret> {

@@ -14,11 +14,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::provider::Configure;
-use crate::settings::HostDefaults;
-use crate::types::{ErrorCode, Labels, ProviderError, Result};
+use crate::types::{Labels, ProviderError, Result};
 use crate::vendor::{
-    Api, Auth, Browser, BrowserVendor, Call, Failure, Secret, State, Vendor, plus_secs,
+    Api, Auth, Browser, BrowserVendor, Call, Failure, Secret, State, Vendor, not_found_is_none,
+    plus_secs,
 };
 
 /// Kernel's API unless told otherwise.
@@ -35,7 +34,7 @@ pub type KernelProvider = BrowserVendor<Kernel>;
 
 /// What a user sets of the Kernel provider: flags `--kernel-<key>`,
 /// variables `COMPUTER_MCP_KERNEL_<KEY>`, keys of `[providers.kernel]`.
-#[derive(Clone, Default, clap::Args, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, clap::Args, Serialize, Deserialize)]
 #[command(next_help_heading = "The Kernel provider (--provider kernel)")]
 #[serde(deny_unknown_fields)]
 pub struct KernelSettings {
@@ -47,7 +46,7 @@ pub struct KernelSettings {
         env = "COMPUTER_MCP_KERNEL_API_KEY",
         hide_env_values = true
     )]
-    pub api_key: Option<String>,
+    pub api_key: Option<Secret>,
     /// Kernel's API. [default: https://api.onkernel.com]
     #[arg(
         id = "kernel.api_url",
@@ -58,41 +57,10 @@ pub struct KernelSettings {
     pub api_url: Option<String>,
 }
 
-impl std::fmt::Debug for KernelSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KernelSettings")
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("api_url", &self.api_url)
-            .finish()
-    }
-}
-
 /// Kernel's side of [`BrowserVendor`].
 #[derive(Debug)]
 pub struct Kernel {
     api: Api,
-}
-
-impl Kernel {
-    pub fn new(settings: KernelSettings) -> Result<Kernel> {
-        let api = Api::new(
-            "Kernel",
-            settings.api_url.as_deref().unwrap_or(DEFAULT_API_URL),
-            settings.api_key.map(Secret::new),
-            Auth::Bearer,
-            "--kernel-api-key (COMPUTER_MCP_KERNEL_API_KEY)",
-            "--kernel-api-url",
-        )?;
-        Ok(Kernel { api })
-    }
-}
-
-impl Configure for KernelProvider {
-    type Settings = KernelSettings;
-
-    fn configure(settings: KernelSettings, _host: &HostDefaults) -> Result<Self> {
-        Ok(BrowserVendor::new(Kernel::new(settings)?))
-    }
 }
 
 fn str_of<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
@@ -133,20 +101,6 @@ fn browser_of(v: &Value) -> Browser {
     }
 }
 
-fn not_found_is_none<T>(r: Result<T, Failure>) -> Result<Option<T>> {
-    match r {
-        Ok(t) => Ok(Some(t)),
-        Err(f) => {
-            let e = f.error();
-            if e.code == ErrorCode::NotFound {
-                Ok(None)
-            } else {
-                Err(e)
-            }
-        }
-    }
-}
-
 #[async_trait::async_trait]
 impl Vendor for Kernel {
     const ID: &'static str = "kernel";
@@ -155,6 +109,15 @@ impl Vendor for Kernel {
     const MAX_LIFETIME_MS: u64 = MAX_LIFETIME_MS;
     const ISOLATION: &'static str =
         "vm: a Kernel cloud browser on the vendor's machines, nothing of this host";
+    const DEFAULT_API_URL: &'static str = DEFAULT_API_URL;
+    const AUTH: Auth = Auth::Bearer;
+    type Settings = KernelSettings;
+
+    fn configure(settings: KernelSettings) -> Result<Kernel> {
+        Ok(Kernel {
+            api: Api::of::<Self>(settings.api_url.as_deref(), settings.api_key)?,
+        })
+    }
 
     fn api(&self) -> &Api {
         &self.api

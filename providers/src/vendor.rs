@@ -22,29 +22,29 @@
 //!   its logs must keep `tungstenite` below trace.)
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use computerd::protocol::{Group, MachineKind, SettingKind};
-use http_body_util::{BodyExt, Full, Limited};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
-use serde_json::Value;
+use serde::de::DeserializeOwned;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio_util::sync::CancellationToken;
 
 use crate::cdp::BrowserClient;
+use crate::provider::Configure;
 use crate::provider::{Connection, Provider};
+use crate::settings::HostDefaults;
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
     LifetimeMode, NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
     check_labels, check_lifetime, human_ms,
 };
 use crate::wait::{Wait, wait_until};
+
+mod api;
+
+pub use api::{Api, Auth, Call, Failure, install_tls, not_found_is_none};
 
 /// The label every create writes beside the spec's, its value random: how
 /// a create whose answer was lost finds what it made. The provider's own:
@@ -64,9 +64,22 @@ pub const BODY_MAX: usize = 4 * 1024 * 1024;
 pub const RELEASE_WAIT: Duration = Duration::from_secs(60);
 
 /// A secret string (a CDP URL, a live view, a key): its Debug says only
-/// that it is one.
-#[derive(Clone, PartialEq, Eq)]
+/// that it is one. As a setting it is read and written as the string.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct Secret(String);
+
+impl From<String> for Secret {
+    fn from(s: String) -> Self {
+        Secret(s)
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(s: &str) -> Self {
+        Secret(s.to_string())
+    }
+}
 
 impl Secret {
     pub fn new(s: impl Into<String>) -> Self {
@@ -110,348 +123,9 @@ pub struct Browser {
     pub live_url: Option<Secret>,
 }
 
-/// One vendor request: its words and where it goes.
-#[derive(Clone, Debug)]
-pub struct Call {
-    /// What it does, in words: "create session".
-    pub what: &'static str,
-    pub method: http::Method,
-    /// The route with placeholders, for words: `/v1/sessions/{id}`.
-    pub route: &'static str,
-    /// The path sent.
-    pub path: String,
-    pub query: Vec<(&'static str, String)>,
-    pub body: Option<Value>,
-}
-
-impl Call {
-    pub fn new(what: &'static str, method: http::Method, route: &'static str) -> Self {
-        Self {
-            what,
-            method,
-            route,
-            path: route.to_string(),
-            query: Vec::new(),
-            body: None,
-        }
-    }
-    /// The route with `{id}` filled in.
-    pub fn id(mut self, id: &str) -> Self {
-        self.path = self.route.replace("{id}", id);
-        self
-    }
-    pub fn query(mut self, k: &'static str, v: impl Into<String>) -> Self {
-        self.query.push((k, v.into()));
-        self
-    }
-    pub fn body(mut self, v: Value) -> Self {
-        self.body = Some(v);
-        self
-    }
-    fn named(&self, vendor: &str) -> String {
-        format!(
-            "{vendor}'s {} call ({} {})",
-            self.what, self.method, self.route
-        )
-    }
-}
-
-/// A vendor call that failed.
-#[derive(Clone, Debug)]
-pub enum Failure {
-    /// The vendor refused it or it never left (a 4xx, no connection, no
-    /// key): nothing was done.
-    Refused(ProviderError),
-    /// Whether it was done is unknown (a 5xx, a lost or cut answer, a
-    /// timeout, a cancel).
-    Unknown(ProviderError),
-}
-
-impl Failure {
-    pub fn error(self) -> ProviderError {
-        match self {
-            Failure::Refused(e) | Failure::Unknown(e) => e,
-        }
-    }
-}
-
-/// How a vendor's API takes its key.
-#[derive(Clone, Copy, Debug)]
-pub enum Auth {
-    /// In a header of its own (`X-BB-API-Key`).
-    Header(&'static str),
-    /// `Authorization: Bearer <key>`.
-    Bearer,
-}
-
-/// One vendor's REST API: its base URL, its key, and calls that are each
-/// one bounded request.
-pub struct Api {
-    /// "Browserbase".
-    vendor: &'static str,
-    base: String,
-    key: Option<Secret>,
-    auth: Auth,
-    /// Where the key is set, for words: "--browserbase-api-key
-    /// (COMPUTER_MCP_BROWSERBASE_API_KEY)".
-    key_setting: &'static str,
-    /// The API URL's setting, for words.
-    url_setting: &'static str,
-    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
-}
-
-impl std::fmt::Debug for Api {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Api")
-            .field("vendor", &self.vendor)
-            .field("key", &self.key.as_ref().map(|_| "<redacted>"))
-            .finish_non_exhaustive()
-    }
-}
-
-/// rustls's process-wide provider: ring (no aws-lc, no cmake). Installed
-/// once, before the first https client or wss dial.
-pub fn install_tls() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // Err: a provider is installed already, which serves as well.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
-
-impl Api {
-    pub fn new(
-        vendor: &'static str,
-        base: &str,
-        key: Option<Secret>,
-        auth: Auth,
-        key_setting: &'static str,
-        url_setting: &'static str,
-    ) -> Result<Api> {
-        let not_url = || {
-            ProviderError::invalid(
-                "api_url",
-                format!("{url_setting} must be an http:// or https:// URL: http(s)://host[:port]"),
-            )
-        };
-        let uri: http::Uri = base.parse().map_err(|_| not_url())?;
-        let https = match uri.scheme_str() {
-            Some("https") => true,
-            Some("http") => false,
-            _ => return Err(not_url()),
-        };
-        if uri.authority().is_none() {
-            return Err(not_url());
-        }
-        install_tls();
-        let mut plain = HttpConnector::new();
-        plain.enforce_http(false);
-        plain.set_connect_timeout(Some(Duration::from_secs(10)));
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = match hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_native_roots(Arc::clone(&provider))
-        {
-            Ok(b) => b,
-            Err(_) if !https => {
-                // A plain http API (a fake's) needs no roots.
-                let config = rustls::ClientConfig::builder_with_provider(provider)
-                    .with_safe_default_protocol_versions()
-                    .map_err(|_| ProviderError::failed("rustls refused its own defaults"))?
-                    .with_root_certificates(rustls::RootCertStore::empty())
-                    .with_no_client_auth();
-                hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
-            }
-            Err(_) => {
-                return Err(ProviderError::failed(format!(
-                    "no TLS root certificates could be read on this machine, so {vendor}'s https API cannot be checked; install ca-certificates"
-                )));
-            }
-        };
-        let connector = builder.https_or_http().enable_http1().wrap_connector(plain);
-        let http = Client::builder(TokioExecutor::new()).build(connector);
-        Ok(Api {
-            vendor,
-            base: base.trim_end_matches('/').to_string(),
-            key: key.filter(|k| !k.expose().is_empty()),
-            auth,
-            key_setting,
-            url_setting,
-            http,
-        })
-    }
-
-    /// The vendor's name, for words.
-    pub fn vendor(&self) -> &'static str {
-        self.vendor
-    }
-
-    /// One request, never retried. The answer's JSON on a 2xx (`null` for
-    /// an empty body).
-    pub async fn send(&self, call: &Call, cancel: &CancellationToken) -> Result<Value, Failure> {
-        let Some(key) = &self.key else {
-            return Err(Failure::Refused(
-                ProviderError::new(
-                    ErrorCode::Unauthorized,
-                    format!("{} has no API key: give {}", self.vendor, self.key_setting),
-                )
-                .with_field("api_key"),
-            ));
-        };
-        let named = || call.named(self.vendor);
-        let mut uri = format!("{}{}", self.base, call.path);
-        if !call.query.is_empty() {
-            uri.push('?');
-            uri.push_str(
-                &form_urlencoded::Serializer::new(String::new())
-                    .extend_pairs(call.query.iter().map(|(k, v)| (*k, v.as_str())))
-                    .finish(),
-            );
-        }
-        let mut req = http::Request::builder()
-            .method(call.method.clone())
-            .uri(uri)
-            .header("accept", "application/json");
-        req = match self.auth {
-            Auth::Header(h) => req.header(h, key.expose()),
-            Auth::Bearer => req.header("authorization", format!("Bearer {}", key.expose())),
-        };
-        let body = match &call.body {
-            Some(b) => {
-                req = req.header("content-type", "application/json");
-                Bytes::from(b.to_string())
-            }
-            None => Bytes::new(),
-        };
-        let req = req.body(Full::new(body)).map_err(|_| {
-            // Never the builder's words: they may hold the key.
-            Failure::Refused(
-                ProviderError::invalid(
-                    "api_key",
-                    format!(
-                        "{} could not be sent: the key or the URL holds a character no HTTP header or path takes; check {} and {}",
-                        named(),
-                        self.key_setting,
-                        self.url_setting
-                    ),
-                ),
-            )
-        })?;
-        enum Lost {
-            Connect,
-            Before,
-            Cut,
-        }
-        let exchange = async {
-            let resp = self.http.request(req).await.map_err(|e| {
-                if e.is_connect() {
-                    Lost::Connect
-                } else {
-                    Lost::Before
-                }
-            })?;
-            let status = resp.status().as_u16();
-            let body = Limited::new(resp.into_body(), BODY_MAX)
-                .collect()
-                .await
-                .map_err(|_| Lost::Cut)?
-                .to_bytes();
-            Ok::<_, Lost>((status, body))
-        };
-        let (status, body) = tokio::select! {
-            r = tokio::time::timeout(CALL_WAIT, exchange) => match r {
-                Ok(Ok(done)) => done,
-                Ok(Err(Lost::Connect)) => {
-                    return Err(Failure::Refused(ProviderError::new(
-                        ErrorCode::Unreachable,
-                        format!(
-                            "{} could not connect to {}: check {} and the network",
-                            named(), self.vendor, self.url_setting
-                        ),
-                    )));
-                }
-                Ok(Err(lost)) => {
-                    let how = match lost {
-                        Lost::Cut => "its answer was cut short",
-                        _ => "the connection failed before an answer",
-                    };
-                    return Err(Failure::Unknown(ProviderError::new(
-                        ErrorCode::Unreachable,
-                        format!("{}: {how}; try again later", named()),
-                    )));
-                }
-                Err(_) => {
-                    return Err(Failure::Unknown(ProviderError::new(
-                        ErrorCode::Timeout,
-                        format!(
-                            "{} did not answer within {} s; try again later",
-                            named(),
-                            CALL_WAIT.as_secs()
-                        ),
-                    )));
-                }
-            },
-            _ = cancel.cancelled() => {
-                return Err(Failure::Unknown(ProviderError::new(
-                    ErrorCode::Aborted,
-                    format!("{} was cancelled before its answer", named()),
-                )));
-            }
-        };
-        if (200..300).contains(&status) {
-            if body.is_empty() {
-                return Ok(Value::Null);
-            }
-            return serde_json::from_slice(&body).map_err(|_| {
-                Failure::Unknown(ProviderError::failed(format!(
-                    "{} answered HTTP {status} with a body that is not JSON",
-                    named()
-                )))
-            });
-        }
-        let (code, next) = match status {
-            401 => (
-                ErrorCode::Unauthorized,
-                format!("the API key was refused; check {}", self.key_setting),
-            ),
-            403 => (
-                ErrorCode::Unauthorized,
-                format!(
-                    "the API key may not do this; check {} and the account",
-                    self.key_setting
-                ),
-            ),
-            404 => (
-                ErrorCode::NotFound,
-                "the vendor knows no such browser".into(),
-            ),
-            429 => (
-                ErrorCode::Limit,
-                format!("{} is rate limiting this key; try again later", self.vendor),
-            ),
-            s if s >= 500 => (
-                ErrorCode::Unreachable,
-                format!("{} failed; try again later", self.vendor),
-            ),
-            _ => (
-                ErrorCode::Refused,
-                "the vendor refused the request".to_string(),
-            ),
-        };
-        let mut e = ProviderError::new(code, format!("{} answered HTTP {status}: {next}", named()));
-        if matches!(status, 401 | 403) {
-            e = e.with_field("api_key");
-        }
-        if status >= 500 {
-            Err(Failure::Unknown(e))
-        } else {
-            Err(Failure::Refused(e))
-        }
-    }
-}
-
 /// How one vendor's API names browsers, their labels and states.
 #[async_trait::async_trait]
-pub trait Vendor: Send + Sync + 'static {
+pub trait Vendor: Send + Sync + Sized + 'static {
     /// The registry id.
     const ID: &'static str;
     /// The vendor's name, for words.
@@ -460,6 +134,17 @@ pub trait Vendor: Send + Sync + 'static {
     const MAX_LIFETIME_MS: u64;
     /// What keeps a browser from this host, in words.
     const ISOLATION: &'static str;
+    /// The vendor's API unless told otherwise.
+    const DEFAULT_API_URL: &'static str;
+    /// How its API takes the key.
+    const AUTH: Auth;
+
+    /// What a user sets of this vendor's provider: flags `--<id>-<key>`,
+    /// variables `COMPUTER_MCP_<ID>_<KEY>`, keys of `[providers.<id>]`.
+    type Settings: clap::Args + clap::FromArgMatches + serde::Serialize + DeserializeOwned;
+
+    /// The vendor's side, from its settings (its [`Api`] by [`Api::of`]).
+    fn configure(settings: Self::Settings) -> Result<Self>;
 
     fn api(&self) -> &Api;
 
@@ -521,6 +206,14 @@ pub fn check_id(id: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// A browser's state as a wait names it last.
+fn state_words(b: &Option<Browser>) -> String {
+    match b {
+        Some(b) => format!("{:?}", b.state).to_lowercase(),
+        None => "unknown".into(),
+    }
 }
 
 /// Now, RFC 3339.
@@ -638,10 +331,7 @@ impl<V: Vendor> BrowserVendor<V> {
             cancel,
             || self.vendor.get(id, cancel),
             |b| b.as_ref().is_none_or(|b| b.state == State::Ended),
-            |b| match b {
-                Some(b) => format!("{:?}", b.state).to_lowercase(),
-                None => "unknown".into(),
-            },
+            state_words,
         )
         .await?;
         Ok(())
@@ -717,6 +407,14 @@ impl<V: Vendor> BrowserVendor<V> {
             }
             Some(b) => Ok(b),
         }
+    }
+}
+
+impl<V: Vendor> Configure for BrowserVendor<V> {
+    type Settings = V::Settings;
+
+    fn configure(settings: V::Settings, _host: &HostDefaults) -> Result<Self> {
+        Ok(BrowserVendor::new(V::configure(settings)?))
     }
 }
 
@@ -936,10 +634,7 @@ impl<V: Vendor> Provider for BrowserVendor<V> {
                 cancel,
                 || self.vendor.get(id, cancel),
                 |b| b.as_ref().is_none_or(|b| b.state != State::Pending),
-                |b| match b {
-                    Some(b) => format!("{:?}", b.state).to_lowercase(),
-                    None => "unknown".into(),
-                },
+                state_words,
             )
             .await?
             .filter(|b| b.state == State::Running)

@@ -111,6 +111,15 @@ impl CdpConn {
         self.stop.cancelled()
     }
 
+    /// The next message its transport sends: None once the connection has
+    /// ended or nothing more can be sent.
+    pub async fn outgoing(&self, outbox: &mut Outbox) -> Option<String> {
+        tokio::select! {
+            _ = self.stopped() => None,
+            t = outbox.recv() => t,
+        }
+    }
+
     /// The connection is over (its transport stopped, or its client let it
     /// go): fail every waiting call with `why` and stop the transport.
     pub fn end(&self, why: impl Into<String>) {

@@ -80,14 +80,7 @@ pub async fn start(
     let wd = Arc::clone(&daemon);
     let wid = process.clone();
     tokio::spawn(async move {
-        loop {
-            let text = tokio::select! {
-                _ = writer.stopped() => break,
-                t = outbox.recv() => match t {
-                    Some(t) => t,
-                    None => break,
-                },
-            };
+        while let Some(text) = writer.outgoing(&mut outbox).await {
             let mut bytes = text.into_bytes();
             bytes.push(0);
             let sent = wd

@@ -55,14 +55,7 @@ pub async fn connect(url: &str) -> Result<Arc<CdpConn>> {
     let (mut sink, mut stream) = socket.split();
     let writer = Arc::clone(&conn);
     tokio::spawn(async move {
-        loop {
-            let text = tokio::select! {
-                _ = writer.stopped() => break,
-                t = outbox.recv() => match t {
-                    Some(t) => t,
-                    None => break,
-                },
-            };
+        while let Some(text) = writer.outgoing(&mut outbox).await {
             if let Err(e) = sink.send(Message::text(text)).await {
                 writer.end(format!("sending to the browser failed: {}", send_words(&e)));
                 return;

@@ -85,7 +85,7 @@ pub(crate) fn empty(v: &Value) -> bool {
     }
 }
 
-fn strs(v: Option<&Value>) -> Vec<String> {
+pub(crate) fn strs(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
         .map(|a| {
             a.iter()
@@ -110,113 +110,238 @@ fn options(s: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// Whose inspect a [`Section`] reads: its words differ.
+#[derive(Clone, Copy)]
+pub(crate) enum Whose {
+    Computer,
+    Proxy,
+}
+
+/// One closed section of an inspect (`HostConfig`, `Config`): each field
+/// held is named as it is checked, and [`Section::finish`] names every
+/// other field that is not empty.
+pub(crate) struct Section<'a> {
+    name: &'static str,
+    fields: &'a Value,
+    whose: Whose,
+    checked: BTreeSet<&'static str>,
+    out: Vec<String>,
+}
+
+impl<'a> Section<'a> {
+    /// `inspected[name]`, with `irrelevant` fields left unchecked.
+    pub(crate) fn new(
+        inspected: &'a Value,
+        name: &'static str,
+        whose: Whose,
+        irrelevant: &[&'static str],
+    ) -> Self {
+        Section {
+            name,
+            fields: inspected.get(name).unwrap_or(&Value::Null),
+            whose,
+            checked: irrelevant.iter().copied().collect(),
+            out: Vec::new(),
+        }
+    }
+
+    pub(crate) fn get(&self, key: &str) -> Option<&'a Value> {
+        self.fields.get(key)
+    }
+
+    /// `key` is held, and named unless `ok`, as what it `must` be.
+    pub(crate) fn want(&mut self, key: &'static str, ok: bool, must: impl std::fmt::Display) {
+        self.checked.insert(key);
+        if ok {
+            return;
+        }
+        let name = self.name;
+        self.out.push(match self.whose {
+            Whose::Computer => format!(
+                "{name}.{key} is {}, where it must be {must}",
+                show(self.get(key))
+            ),
+            Whose::Proxy => format!(
+                "has {name}.{key} {}, where it must be {must}",
+                self.get(key).unwrap_or(&Value::Null)
+            ),
+        });
+    }
+
+    /// Each of `held`: a key, whether it is as it must be, and what it
+    /// must be.
+    pub(crate) fn want_all(
+        &mut self,
+        held: impl IntoIterator<Item = (&'static str, bool, String)>,
+    ) {
+        for (key, ok, must) in held {
+            self.want(key, ok, must);
+        }
+    }
+
+    /// Docker's defaults that nothing here asks to change.
+    pub(crate) fn want_defaults(&mut self) {
+        let isolation = self
+            .get("Isolation")
+            .and_then(Value::as_str)
+            .is_none_or(|i| i.is_empty() || i == "default");
+        self.want("Isolation", isolation, "empty or \"default\"");
+        let swappiness = self
+            .get("MemorySwappiness")
+            .is_none_or(|v| v.is_null() || v.as_i64() == Some(-1));
+        self.want("MemorySwappiness", swappiness, "null or -1");
+    }
+
+    /// Every mismatch, then every field held that was not checked and is
+    /// not empty.
+    pub(crate) fn finish(mut self) -> Vec<String> {
+        let name = self.name;
+        if let Some(o) = self.fields.as_object() {
+            for (k, v) in o {
+                if self.checked.contains(k.as_str()) || empty(v) {
+                    continue;
+                }
+                self.out.push(match self.whose {
+                    Whose::Computer => format!(
+                        "{name}.{k} is {v}, where it must be empty: a computer is made without it"
+                    ),
+                    Whose::Proxy => {
+                        format!("has {name}.{k} {v}, where a proxy is made without it")
+                    }
+                });
+            }
+        }
+        self.out
+    }
+}
+
 /// The inspect half: every mismatch between `inspected` (docker inspect
 /// as JSON) and `plan`, on `host`.
 pub fn inspect_drift(plan: &Plan, inspected: &Value, host: &Host) -> Vec<String> {
-    let mut out = Vec::new();
-    let null = Value::Null;
-    let hc = inspected.get("HostConfig").unwrap_or(&null);
-    let cfg = inspected.get("Config").unwrap_or(&null);
-    let h = |k: &str| hc.get(k);
-    let mut checked: BTreeSet<&str> = IRRELEVANT_HOST.iter().copied().collect();
-    let mut want = |out: &mut Vec<String>, key: &'static str, ok: bool, must: String| {
-        checked.insert(key);
-        if !ok {
-            out.push(format!(
-                "HostConfig.{key} is {}, where it must be {must}",
-                show(hc.get(key))
-            ));
-        }
-    };
+    let mut hc = Section::new(inspected, "HostConfig", Whose::Computer, IRRELEVANT_HOST);
+    want_confined(&mut hc);
+    want_bounds(&mut hc, plan);
+    want_storage(&mut hc, plan);
+    let mode = plan.network_mode();
+    let on_mode = hc.get("NetworkMode").and_then(Value::as_str) == Some(mode);
+    hc.want("NetworkMode", on_mode, format!("{mode:?}"));
+    let no_restart = hc
+        .get("RestartPolicy")
+        .and_then(|r| r.get("Name"))
+        .and_then(Value::as_str)
+        .is_none_or(|n| n.is_empty() || n == "no");
+    hc.want(
+        "RestartPolicy",
+        no_restart,
+        "no restart (a restart would bring a computer back after its deadline)",
+    );
+    hc.want_defaults();
+    let mut out = hc.finish();
+    out.extend(config_drift(plan, inspected));
 
-    want(
-        &mut out,
-        "CapDrop",
-        strs(h("CapDrop")) == ["ALL"],
-        "[\"ALL\"]".into(),
-    );
-    want(
-        &mut out,
-        "CapAdd",
-        h("CapAdd").is_none_or(empty),
-        "nothing (no capability is added)".into(),
-    );
-    want(
-        &mut out,
-        "Privileged",
-        h("Privileged").is_none_or(empty),
-        "false".into(),
-    );
-    want(
-        &mut out,
-        "SecurityOpt",
-        strs(h("SecurityOpt")) == [NO_NEW_PRIVILEGES],
-        format!("exactly [\"{NO_NEW_PRIVILEGES}\"]"),
-    );
-    want(
-        &mut out,
-        "IpcMode",
-        h("IpcMode").and_then(Value::as_str) == Some("private"),
-        "\"private\"".into(),
-    );
-    want(
-        &mut out,
-        "CgroupnsMode",
-        h("CgroupnsMode").and_then(Value::as_str) == Some("private"),
-        "\"private\"".into(),
-    );
-    want(
-        &mut out,
-        "Runtime",
-        h("Runtime").and_then(Value::as_str) == Some("runc"),
-        "\"runc\"".into(),
-    );
+    // The network it is on, and the host's own confinement.
+    let networks: Vec<String> = inspected
+        .get("NetworkSettings")
+        .and_then(|n| n.get("Networks"))
+        .and_then(Value::as_object)
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
+    if networks != [mode] {
+        out.push(format!(
+            "the computer is on the networks {networks:?}, where it must be on {mode:?} alone"
+        ));
+    }
+    out.extend(confinement_drift(inspected, host));
+    out
+}
+
+/// No capability, no privilege, no new privileges, private namespaces,
+/// runc, and Docker's masked and read-only paths.
+fn want_confined(hc: &mut Section) {
+    let h = |k: &str| hc.get(k);
+    let private = |k: &str| h(k).and_then(Value::as_str) == Some("private");
     let masked = strs(h("MaskedPaths"));
-    want(
-        &mut out,
-        "MaskedPaths",
-        MASKED.iter().all(|p| masked.iter().any(|m| m == p)),
-        format!("at least Docker's own {MASKED:?}"),
-    );
     let ro = strs(h("ReadonlyPaths"));
-    want(
-        &mut out,
-        "ReadonlyPaths",
-        READONLY.iter().all(|p| ro.iter().any(|m| m == p)),
-        format!("at least Docker's own {READONLY:?}"),
-    );
-    let num = |k: &str| h(k).and_then(Value::as_i64);
-    want(
-        &mut out,
-        "PidsLimit",
-        num("PidsLimit") == Some(plan.limits.pids as i64),
-        plan.limits.pids.to_string(),
-    );
-    want(
-        &mut out,
-        "Memory",
-        num("Memory") == Some(plan.memory_bytes()),
-        format!("{} ({} MiB)", plan.memory_bytes(), plan.limits.memory_mb),
-    );
-    want(
-        &mut out,
-        "MemorySwap",
-        num("MemorySwap") == Some(plan.memory_bytes()),
-        format!("{} (the memory: no swap)", plan.memory_bytes()),
-    );
-    want(
-        &mut out,
-        "CpuPeriod",
-        num("CpuPeriod") == Some(CPU_PERIOD_US as i64),
-        CPU_PERIOD_US.to_string(),
-    );
-    want(
-        &mut out,
-        "CpuQuota",
-        num("CpuQuota") == Some(plan.cpu_quota()),
-        format!("{} ({} CPUs)", plan.cpu_quota(), plan.limits.cpus),
-    );
-    let tmpfs: BTreeMap<String, BTreeSet<String>> = h("Tmpfs")
+    let held = [
+        ("CapDrop", strs(h("CapDrop")) == ["ALL"], "[\"ALL\"]".into()),
+        (
+            "CapAdd",
+            h("CapAdd").is_none_or(empty),
+            "nothing (no capability is added)".into(),
+        ),
+        (
+            "Privileged",
+            h("Privileged").is_none_or(empty),
+            "false".into(),
+        ),
+        (
+            "SecurityOpt",
+            strs(h("SecurityOpt")) == [NO_NEW_PRIVILEGES],
+            format!("exactly [\"{NO_NEW_PRIVILEGES}\"]"),
+        ),
+        ("IpcMode", private("IpcMode"), "\"private\"".into()),
+        (
+            "CgroupnsMode",
+            private("CgroupnsMode"),
+            "\"private\"".into(),
+        ),
+        (
+            "Runtime",
+            h("Runtime").and_then(Value::as_str) == Some("runc"),
+            "\"runc\"".into(),
+        ),
+        (
+            "MaskedPaths",
+            MASKED.iter().all(|p| masked.iter().any(|m| m == p)),
+            format!("at least Docker's own {MASKED:?}"),
+        ),
+        (
+            "ReadonlyPaths",
+            READONLY.iter().all(|p| ro.iter().any(|m| m == p)),
+            format!("at least Docker's own {READONLY:?}"),
+        ),
+    ];
+    hc.want_all(held);
+}
+
+/// The plan's pids, memory (no swap) and CPU.
+fn want_bounds(hc: &mut Section, plan: &Plan) {
+    let num = |k: &str| hc.get(k).and_then(Value::as_i64);
+    let memory = plan.memory_bytes();
+    let held = [
+        (
+            "PidsLimit",
+            num("PidsLimit") == Some(plan.limits.pids as i64),
+            plan.limits.pids.to_string(),
+        ),
+        (
+            "Memory",
+            num("Memory") == Some(memory),
+            format!("{memory} ({} MiB)", plan.limits.memory_mb),
+        ),
+        (
+            "MemorySwap",
+            num("MemorySwap") == Some(memory),
+            format!("{memory} (the memory: no swap)"),
+        ),
+        (
+            "CpuPeriod",
+            num("CpuPeriod") == Some(CPU_PERIOD_US as i64),
+            CPU_PERIOD_US.to_string(),
+        ),
+        (
+            "CpuQuota",
+            num("CpuQuota") == Some(plan.cpu_quota()),
+            format!("{} ({} CPUs)", plan.cpu_quota(), plan.limits.cpus),
+        ),
+    ];
+    hc.want_all(held);
+}
+
+/// The plan's tmpfs places, a read-only root, and its mounts exactly.
+fn want_storage(hc: &mut Section, plan: &Plan) {
+    let tmpfs: BTreeMap<String, BTreeSet<String>> = hc
+        .get("Tmpfs")
         .and_then(Value::as_object)
         .map(|m| {
             m.iter()
@@ -229,19 +354,35 @@ pub fn inspect_drift(plan: &Plan, inspected: &Value, host: &Host) -> Vec<String>
         .into_iter()
         .map(|(k, v)| (k, options(&v)))
         .collect();
-    want(
-        &mut out,
+    hc.want(
         "Tmpfs",
         tmpfs == planned,
         format!("exactly {HOME}, {RUN_DIR} and the scratch places as planned ({planned:?})"),
     );
-    want(
-        &mut out,
+    let ro_root = hc.get("ReadonlyRootfs").and_then(Value::as_bool) == Some(true);
+    hc.want(
         "ReadonlyRootfs",
-        h("ReadonlyRootfs").and_then(Value::as_bool) == Some(true),
-        "true (what a computer writes outside its tmpfs would land on this host's disk)".into(),
+        ro_root,
+        "true (what a computer writes outside its tmpfs would land on this host's disk)",
     );
-    let mounts: Vec<(String, String, bool, String)> = h("Mounts")
+    let mounts = mounts_held(hc.get("Mounts"));
+    let planned_mounts = mounts_planned(plan);
+    hc.want(
+        "Mounts",
+        mounts == planned_mounts,
+        format!(
+            "exactly the daemon at {DAEMON_PATH} read-only, its direct directory read-only, the shares asked for and an allowlist's socket volume read-only ({planned_mounts:?})"
+        ),
+    );
+}
+
+/// A mount as compared: its type, `source -> target`, read-only, and its
+/// bind propagation.
+type MountSeen = (String, String, bool, String);
+
+/// The mounts an inspect holds.
+fn mounts_held(mounts: Option<&Value>) -> Vec<MountSeen> {
+    mounts
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
@@ -260,9 +401,12 @@ pub fn inspect_drift(plan: &Plan, inspected: &Value, host: &Host) -> Vec<String>
                 })
                 .collect()
         })
-        .unwrap_or_default();
-    let planned_mounts: Vec<(String, String, bool, String)> = plan
-        .mounts()
+        .unwrap_or_default()
+}
+
+/// The mounts the plan asks for, as an inspect shows them.
+fn mounts_planned(plan: &Plan) -> Vec<MountSeen> {
+    plan.mounts()
         .iter()
         .map(|m| {
             let bind = m.typ == Some(bollard::models::MountType::BIND);
@@ -277,114 +421,24 @@ pub fn inspect_drift(plan: &Plan, inspected: &Value, host: &Host) -> Vec<String>
                 if bind { "rprivate" } else { "" }.to_string(),
             )
         })
-        .collect();
-    want(
-        &mut out,
-        "Mounts",
-        mounts == planned_mounts,
-        format!(
-            "exactly the daemon at {DAEMON_PATH} read-only, its direct directory read-only, the shares asked for and an allowlist's socket volume read-only ({planned_mounts:?})"
-        ),
-    );
-    let mode = plan.network_mode();
-    want(
-        &mut out,
-        "NetworkMode",
-        h("NetworkMode").and_then(Value::as_str) == Some(mode),
-        format!("{mode:?}"),
-    );
-    want(
-        &mut out,
-        "RestartPolicy",
-        h("RestartPolicy")
-            .and_then(|r| r.get("Name"))
-            .and_then(Value::as_str)
-            .is_none_or(|n| n.is_empty() || n == "no"),
-        "no restart (a restart would bring a computer back after its deadline)".into(),
-    );
-    want(
-        &mut out,
-        "Isolation",
-        h("Isolation")
-            .and_then(Value::as_str)
-            .is_none_or(|i| i.is_empty() || i == "default"),
-        "empty or \"default\"".into(),
-    );
-    want(
-        &mut out,
-        "MemorySwappiness",
-        h("MemorySwappiness").is_none_or(|v| v.is_null() || v.as_i64() == Some(-1)),
-        "null or -1".into(),
-    );
-    if let Some(o) = hc.as_object() {
-        for (k, v) in o {
-            if !checked.contains(k.as_str()) && !empty(v) {
-                out.push(format!(
-                    "HostConfig.{k} is {v}, where it must be empty: a computer is made without it"
-                ));
-            }
-        }
-    }
+        .collect()
+}
 
-    // Config.
+/// The Config half: its user, image, home, entrypoint, init's argv and
+/// labels as planned, and nothing else that acts.
+fn config_drift(plan: &Plan, inspected: &Value) -> Vec<String> {
+    let mut cfg = Section::new(inspected, "Config", Whose::Computer, IRRELEVANT_CONFIG);
     let c = |k: &str| cfg.get(k);
-    let mut checked: BTreeSet<&str> = IRRELEVANT_CONFIG.iter().copied().collect();
-    let mut want = |out: &mut Vec<String>, key: &'static str, ok: bool, must: String| {
-        checked.insert(key);
-        if !ok {
-            out.push(format!(
-                "Config.{key} is {}, where it must be {must}",
-                show(cfg.get(key))
-            ));
-        }
-    };
     let user = plan.user_string();
-    want(
-        &mut out,
-        "User",
-        c("User").and_then(Value::as_str) == Some(user.as_str()),
-        format!("{user:?}"),
-    );
-    want(
-        &mut out,
-        "Image",
-        c("Image").and_then(Value::as_str) == Some(plan.image.as_str()),
-        format!("{:?}", plan.image),
-    );
-    want(
-        &mut out,
-        "WorkingDir",
-        c("WorkingDir").and_then(Value::as_str) == Some(HOME),
-        format!("{HOME:?}"),
-    );
+    let as_user = c("User").and_then(Value::as_str) == Some(user.as_str());
+    let of_image = c("Image").and_then(Value::as_str) == Some(plan.image.as_str());
+    let in_home = c("WorkingDir").and_then(Value::as_str) == Some(HOME);
     let env = strs(c("Env"));
     let homes: Vec<&String> = env.iter().filter(|e| e.starts_with("HOME=")).collect();
-    want(
-        &mut out,
-        "Env",
-        homes.len() == 1 && homes[0] == &format!("HOME={HOME}"),
-        format!("one HOME, HOME={HOME}"),
-    );
-    // A desktop's display comes by init's --display (in Cmd), never by a
-    // DISPLAY the daemon would take from its environment.
-    want(
-        &mut out,
-        "Env",
-        !env.iter().any(|e| e.starts_with("DISPLAY=")),
-        "no DISPLAY (a desktop's display is init's --display)".to_string(),
-    );
-    want(
-        &mut out,
-        "Entrypoint",
-        strs(c("Entrypoint")) == [DAEMON_PATH],
-        format!("[{DAEMON_PATH:?}]"),
-    );
-    want(
-        &mut out,
-        "Cmd",
-        strs(c("Cmd")) == plan.init_args(),
-        format!("{:?}", plan.init_args()),
-    );
+    let one_home = homes.len() == 1 && homes[0] == &format!("HOME={HOME}");
+    let no_display = !env.iter().any(|e| e.starts_with("DISPLAY="));
+    let entrypoint = strs(c("Entrypoint")) == [DAEMON_PATH];
+    let cmd = strs(c("Cmd")) == plan.init_args();
     let labels = c("Labels").and_then(Value::as_object);
     let missing: Vec<String> = plan
         .labels
@@ -392,42 +446,34 @@ pub fn inspect_drift(plan: &Plan, inspected: &Value, host: &Host) -> Vec<String>
         .filter(|(k, v)| labels.and_then(|l| l.get(*k)).and_then(Value::as_str) != Some(v))
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
-    want(
-        &mut out,
-        "Labels",
-        missing.is_empty(),
-        format!("holding {missing:?} as written"),
-    );
-    want(
-        &mut out,
-        "Volumes",
-        c("Volumes").is_none_or(empty),
-        "empty (an image's VOLUME is a mount the computer was not asked for)".into(),
-    );
-    if let Some(o) = cfg.as_object() {
-        for (k, v) in o {
-            if !checked.contains(k.as_str()) && !empty(v) {
-                out.push(format!(
-                    "Config.{k} is {v}, where it must be empty: a computer is made without it"
-                ));
-            }
-        }
-    }
-
-    // The network it is on, and the host's own confinement.
-    let networks: Vec<String> = inspected
-        .get("NetworkSettings")
-        .and_then(|n| n.get("Networks"))
-        .and_then(Value::as_object)
-        .map(|m| m.keys().cloned().collect())
-        .unwrap_or_default();
-    if networks != [mode] {
-        out.push(format!(
-            "the computer is on the networks {networks:?}, where it must be on {mode:?} alone"
-        ));
-    }
-    out.extend(confinement_drift(inspected, host));
-    out
+    let no_volumes = c("Volumes").is_none_or(empty);
+    let held = [
+        ("User", as_user, format!("{user:?}")),
+        ("Image", of_image, format!("{:?}", plan.image)),
+        ("WorkingDir", in_home, format!("{HOME:?}")),
+        ("Env", one_home, format!("one HOME, HOME={HOME}")),
+        // A desktop's display comes by init's --display (in Cmd), never
+        // by a DISPLAY the daemon would take from its environment.
+        (
+            "Env",
+            no_display,
+            "no DISPLAY (a desktop's display is init's --display)".into(),
+        ),
+        ("Entrypoint", entrypoint, format!("[{DAEMON_PATH:?}]")),
+        ("Cmd", cmd, format!("{:?}", plan.init_args())),
+        (
+            "Labels",
+            missing.is_empty(),
+            format!("holding {missing:?} as written"),
+        ),
+        (
+            "Volumes",
+            no_volumes,
+            "empty (an image's VOLUME is a mount the computer was not asked for)".into(),
+        ),
+    ];
+    cfg.want_all(held);
+    cfg.finish()
 }
 
 /// The host's own confinement of a container: AppArmor's docker-default

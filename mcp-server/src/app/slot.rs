@@ -6,8 +6,8 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use tokio_util::sync::CancellationToken;
 
+use super::App;
 use super::{Ask, Entry, Principal, Scope};
-use crate::session::App;
 
 /// A computer a call runs on, and what the call must say about it first
 /// (a new default computer replacing a lost one).

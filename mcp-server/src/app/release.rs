@@ -10,8 +10,9 @@ use computer_providers::{ComputerRef, Release, label};
 use computer_tools::Extended;
 use tokio_util::sync::CancellationToken;
 
+use super::App;
 use super::Entry;
-use crate::session::{App, words};
+use crate::session::words;
 
 /// How far short of the lifetime bound a cut extend stops, in ms.
 const EXTEND_MARGIN_MS: i128 = 1000;
@@ -86,7 +87,7 @@ impl App {
     /// the outcome, so one the provider failed to end counts again.
     pub(crate) async fn release_retired(&self, entry: &Arc<Entry>, why: &str) {
         let r = tokio::time::timeout(
-            crate::session::RELEASE_WAIT,
+            super::RELEASE_WAIT,
             self.provider
                 .release(&entry.computer, Release::Delete, &CancellationToken::new()),
         )
@@ -107,7 +108,7 @@ impl App {
                 computer = entry.log_name(),
                 reason = why,
                 "releasing the computer took over {:?}",
-                crate::session::RELEASE_WAIT
+                super::RELEASE_WAIT
             ),
         }
     }

@@ -1,0 +1,112 @@
+//! Who calls ([`Caller`]): a principal and, for a session-bound client,
+//! its session; and the fleet tools' server side for one caller
+//! ([`CallerFleet`]).
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use computer_tools::fleet::{self, ComputerSummary, NewComputer, Which};
+
+use super::{App, Ask, Principal, Slot};
+use crate::session::{Session, words};
+
+/// The caller of one tool call.
+#[derive(Clone)]
+pub struct Caller {
+    pub principal: Principal,
+    /// The session of a session-bound client; None for a stateless one.
+    pub session: Option<Arc<Session>>,
+}
+
+impl Caller {
+    /// The slot the caller's calls without a `computer` use.
+    pub fn default_slot(&self, app: &Arc<App>) -> Arc<Slot> {
+        match &self.session {
+            Some(s) => Arc::clone(&s.slot),
+            None => app.principal_slot(&self.principal),
+        }
+    }
+}
+
+/// The fleet tools' server side, for one caller.
+pub struct CallerFleet {
+    pub app: Arc<App>,
+    pub caller: Caller,
+}
+
+impl CallerFleet {
+    async fn create_named(&self, ask: NewComputer) -> Result<ComputerSummary, String> {
+        let mut spec = self.app.config.spec()?;
+        spec.kind = ask.kind;
+        spec.lifetime_ms = ask.lifetime_ms;
+        spec.network = match ask.network {
+            fleet::NetworkChoice::None => computer_providers::NetworkPolicy::None,
+            fleet::NetworkChoice::Open => computer_providers::NetworkPolicy::Open,
+            // The server's own list (every public host for public).
+            fleet::NetworkChoice::Allow | fleet::NetworkChoice::Public => spec.network,
+        };
+        if ask.cpus.is_some() {
+            spec.sizes.cpus = ask.cpus;
+        }
+        if ask.memory_mb.is_some() {
+            spec.sizes.memory_mb = ask.memory_mb;
+        }
+        if ask.pids.is_some() {
+            spec.sizes.pids = ask.pids;
+        }
+        self.app
+            .provider
+            .check(&spec)
+            .map_err(|e| words(&e, "checking the new computer"))?;
+        let entry = self
+            .app
+            .make(Ask {
+                principal: self.caller.principal.clone(),
+                name: ask.name,
+                default: None,
+                session: None,
+                spec,
+            })
+            .await?;
+        Ok(entry.summary(false))
+    }
+
+    async fn list_mine(&self) -> Result<Vec<ComputerSummary>, String> {
+        let mut all = self.app.principal_computers(&self.caller.principal).await?;
+        let slot = self.caller.default_slot(&self.app);
+        if let Some(current) = slot.current().await {
+            for c in all.iter_mut().filter(|c| c.handle == current.handle) {
+                *c = current.summary(true);
+            }
+        }
+        Ok(all)
+    }
+
+    async fn release_one(&self, which: Which) -> Result<ComputerSummary, String> {
+        let entry = match &which {
+            Which::Default => {
+                let slot = self.caller.default_slot(&self.app);
+                slot.current()
+                    .await
+                    .ok_or_else(|| "you have no default computer now (it is made on your first tool call without `computer`)".to_string())?
+            }
+            _ => self.app.find(&self.caller.principal, &which).await?,
+        };
+        let summary = entry.summary(which == Which::Default);
+        self.app.end_entry(&entry, "computer_release").await;
+        Ok(summary)
+    }
+}
+
+impl fleet::Fleet for CallerFleet {
+    fn create(&self, ask: NewComputer) -> BoxFuture<'_, Result<ComputerSummary, String>> {
+        Box::pin(self.create_named(ask))
+    }
+    fn list(&self) -> BoxFuture<'_, Result<Vec<ComputerSummary>, String>> {
+        Box::pin(self.list_mine())
+    }
+    fn release(&self, which: Which) -> BoxFuture<'_, Result<ComputerSummary, String>> {
+        Box::pin(self.release_one(which))
+    }
+}

@@ -1,0 +1,406 @@
+//! A vendor's REST API ([`Api`]): one bounded request per [`Call`], never
+//! retried, whose failure ([`Failure`]) says whether the vendor may have
+//! done it, in words that name the call and the HTTP status alone.
+
+use std::sync::{Arc, Once};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::{BODY_MAX, CALL_WAIT, Secret, Vendor};
+use crate::types::{ErrorCode, ProviderError, Result};
+
+/// One vendor request: its words and where it goes.
+#[derive(Clone, Debug)]
+pub struct Call {
+    /// What it does, in words: "create session".
+    pub what: &'static str,
+    pub method: http::Method,
+    /// The route with placeholders, for words: `/v1/sessions/{id}`.
+    pub route: &'static str,
+    /// The path sent.
+    pub path: String,
+    pub query: Vec<(&'static str, String)>,
+    pub body: Option<Value>,
+}
+
+impl Call {
+    pub fn new(what: &'static str, method: http::Method, route: &'static str) -> Self {
+        Self {
+            what,
+            method,
+            route,
+            path: route.to_string(),
+            query: Vec::new(),
+            body: None,
+        }
+    }
+    /// The route with `{id}` filled in.
+    pub fn id(mut self, id: &str) -> Self {
+        self.path = self.route.replace("{id}", id);
+        self
+    }
+    pub fn query(mut self, k: &'static str, v: impl Into<String>) -> Self {
+        self.query.push((k, v.into()));
+        self
+    }
+    pub fn body(mut self, v: Value) -> Self {
+        self.body = Some(v);
+        self
+    }
+    fn named(&self, vendor: &str) -> String {
+        format!(
+            "{vendor}'s {} call ({} {})",
+            self.what, self.method, self.route
+        )
+    }
+}
+
+/// A vendor call that failed.
+#[derive(Clone, Debug)]
+pub enum Failure {
+    /// The vendor refused it or it never left (a 4xx, no connection, no
+    /// key): nothing was done.
+    Refused(ProviderError),
+    /// Whether it was done is unknown (a 5xx, a lost or cut answer, a
+    /// timeout, a cancel).
+    Unknown(ProviderError),
+}
+
+impl Failure {
+    pub fn error(self) -> ProviderError {
+        match self {
+            Failure::Refused(e) | Failure::Unknown(e) => e,
+        }
+    }
+}
+
+/// How a vendor's API takes its key.
+#[derive(Clone, Copy, Debug)]
+pub enum Auth {
+    /// In a header of its own (`X-BB-API-Key`).
+    Header(&'static str),
+    /// `Authorization: Bearer <key>`.
+    Bearer,
+}
+
+/// One vendor's REST API: its base URL, its key, and calls that are each
+/// one bounded request.
+pub struct Api {
+    /// "Browserbase".
+    vendor: &'static str,
+    base: String,
+    key: Option<Secret>,
+    auth: Auth,
+    /// Where the key is set, for words: "--browserbase-api-key
+    /// (COMPUTER_MCP_BROWSERBASE_API_KEY)".
+    key_setting: String,
+    /// The API URL's setting, for words: "--browserbase-api-url".
+    url_setting: String,
+    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+}
+
+impl std::fmt::Debug for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Api")
+            .field("vendor", &self.vendor)
+            .field("key", &self.key.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
+}
+
+/// rustls's process-wide provider: ring (no aws-lc, no cmake). Installed
+/// once, before the first https client or wss dial.
+pub fn install_tls() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // Err: a provider is installed already, which serves as well.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+impl Api {
+    /// `V`'s API at `url` (its default when None), with `key`; its
+    /// settings named for words by `V`'s id.
+    pub fn of<V: Vendor>(url: Option<&str>, key: Option<Secret>) -> Result<Api> {
+        let id = V::ID;
+        Api::new(
+            V::NAME,
+            url.unwrap_or(V::DEFAULT_API_URL),
+            key,
+            V::AUTH,
+            format!(
+                "--{id}-api-key (COMPUTER_MCP_{}_API_KEY)",
+                id.to_uppercase()
+            ),
+            format!("--{id}-api-url"),
+        )
+    }
+
+    fn new(
+        vendor: &'static str,
+        base: &str,
+        key: Option<Secret>,
+        auth: Auth,
+        key_setting: String,
+        url_setting: String,
+    ) -> Result<Api> {
+        let not_url = || {
+            ProviderError::invalid(
+                "api_url",
+                format!("{url_setting} must be an http:// or https:// URL: http(s)://host[:port]"),
+            )
+        };
+        let uri: http::Uri = base.parse().map_err(|_| not_url())?;
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return Err(not_url()),
+        };
+        if uri.authority().is_none() {
+            return Err(not_url());
+        }
+        install_tls();
+        let mut plain = HttpConnector::new();
+        plain.enforce_http(false);
+        plain.set_connect_timeout(Some(Duration::from_secs(10)));
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = match hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_native_roots(Arc::clone(&provider))
+        {
+            Ok(b) => b,
+            Err(_) if !https => {
+                // A plain http API (a fake's) needs no roots.
+                let config = rustls::ClientConfig::builder_with_provider(provider)
+                    .with_safe_default_protocol_versions()
+                    .map_err(|_| ProviderError::failed("rustls refused its own defaults"))?
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth();
+                hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
+            }
+            Err(_) => {
+                return Err(ProviderError::failed(format!(
+                    "no TLS root certificates could be read on this machine, so {vendor}'s https API cannot be checked; install ca-certificates"
+                )));
+            }
+        };
+        let connector = builder.https_or_http().enable_http1().wrap_connector(plain);
+        let http = Client::builder(TokioExecutor::new()).build(connector);
+        Ok(Api {
+            vendor,
+            base: base.trim_end_matches('/').to_string(),
+            key: key.filter(|k| !k.expose().is_empty()),
+            auth,
+            key_setting,
+            url_setting,
+            http,
+        })
+    }
+
+    /// The vendor's name, for words.
+    pub fn vendor(&self) -> &'static str {
+        self.vendor
+    }
+
+    /// One request, never retried. The answer's JSON on a 2xx (`null` for
+    /// an empty body).
+    pub async fn send(&self, call: &Call, cancel: &CancellationToken) -> Result<Value, Failure> {
+        let Some(key) = &self.key else {
+            return Err(Failure::Refused(
+                ProviderError::new(
+                    ErrorCode::Unauthorized,
+                    format!("{} has no API key: give {}", self.vendor, self.key_setting),
+                )
+                .with_field("api_key"),
+            ));
+        };
+        let req = self.request(call, key)?;
+        let (status, body) = self.exchange(call, req, cancel).await?;
+        self.answer(call, status, body)
+    }
+
+    /// The request `call` is, with the key.
+    fn request(&self, call: &Call, key: &Secret) -> Result<http::Request<Full<Bytes>>, Failure> {
+        let mut uri = format!("{}{}", self.base, call.path);
+        if !call.query.is_empty() {
+            uri.push('?');
+            uri.push_str(
+                &form_urlencoded::Serializer::new(String::new())
+                    .extend_pairs(call.query.iter().map(|(k, v)| (*k, v.as_str())))
+                    .finish(),
+            );
+        }
+        let mut req = http::Request::builder()
+            .method(call.method.clone())
+            .uri(uri)
+            .header("accept", "application/json");
+        req = match self.auth {
+            Auth::Header(h) => req.header(h, key.expose()),
+            Auth::Bearer => req.header("authorization", format!("Bearer {}", key.expose())),
+        };
+        let body = match &call.body {
+            Some(b) => {
+                req = req.header("content-type", "application/json");
+                Bytes::from(b.to_string())
+            }
+            None => Bytes::new(),
+        };
+        req.body(Full::new(body)).map_err(|_| {
+            // Never the builder's words: they may hold the key.
+            Failure::Refused(
+                ProviderError::invalid(
+                    "api_key",
+                    format!(
+                        "{} could not be sent: the key or the URL holds a character no HTTP header or path takes; check {} and {}",
+                        call.named(self.vendor),
+                        self.key_setting,
+                        self.url_setting
+                    ),
+                ),
+            )
+        })
+    }
+
+    /// Send `req` and read its status and body, bounded by [`CALL_WAIT`]
+    /// and `cancel`.
+    async fn exchange(
+        &self,
+        call: &Call,
+        req: http::Request<Full<Bytes>>,
+        cancel: &CancellationToken,
+    ) -> Result<(u16, Bytes), Failure> {
+        enum Lost {
+            Connect,
+            Before,
+            Cut,
+        }
+        let named = || call.named(self.vendor);
+        let exchange = async {
+            let resp = self.http.request(req).await.map_err(|e| {
+                if e.is_connect() {
+                    Lost::Connect
+                } else {
+                    Lost::Before
+                }
+            })?;
+            let status = resp.status().as_u16();
+            let body = Limited::new(resp.into_body(), BODY_MAX)
+                .collect()
+                .await
+                .map_err(|_| Lost::Cut)?
+                .to_bytes();
+            Ok::<_, Lost>((status, body))
+        };
+        tokio::select! {
+            r = tokio::time::timeout(CALL_WAIT, exchange) => match r {
+                Ok(Ok(done)) => Ok(done),
+                Ok(Err(Lost::Connect)) => Err(Failure::Refused(ProviderError::new(
+                    ErrorCode::Unreachable,
+                    format!(
+                        "{} could not connect to {}: check {} and the network",
+                        named(), self.vendor, self.url_setting
+                    ),
+                ))),
+                Ok(Err(lost)) => {
+                    let how = match lost {
+                        Lost::Cut => "its answer was cut short",
+                        _ => "the connection failed before an answer",
+                    };
+                    Err(Failure::Unknown(ProviderError::new(
+                        ErrorCode::Unreachable,
+                        format!("{}: {how}; try again later", named()),
+                    )))
+                }
+                Err(_) => Err(Failure::Unknown(ProviderError::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "{} did not answer within {} s; try again later",
+                        named(),
+                        CALL_WAIT.as_secs()
+                    ),
+                ))),
+            },
+            _ = cancel.cancelled() => Err(Failure::Unknown(ProviderError::new(
+                ErrorCode::Aborted,
+                format!("{} was cancelled before its answer", named()),
+            ))),
+        }
+    }
+
+    /// The answer read: its JSON on a 2xx, else a failure by its status.
+    fn answer(&self, call: &Call, status: u16, body: Bytes) -> Result<Value, Failure> {
+        let named = || call.named(self.vendor);
+        if (200..300).contains(&status) {
+            if body.is_empty() {
+                return Ok(Value::Null);
+            }
+            return serde_json::from_slice(&body).map_err(|_| {
+                Failure::Unknown(ProviderError::failed(format!(
+                    "{} answered HTTP {status} with a body that is not JSON",
+                    named()
+                )))
+            });
+        }
+        let (code, next) = match status {
+            401 => (
+                ErrorCode::Unauthorized,
+                format!("the API key was refused; check {}", self.key_setting),
+            ),
+            403 => (
+                ErrorCode::Unauthorized,
+                format!(
+                    "the API key may not do this; check {} and the account",
+                    self.key_setting
+                ),
+            ),
+            404 => (
+                ErrorCode::NotFound,
+                "the vendor knows no such browser".into(),
+            ),
+            429 => (
+                ErrorCode::Limit,
+                format!("{} is rate limiting this key; try again later", self.vendor),
+            ),
+            s if s >= 500 => (
+                ErrorCode::Unreachable,
+                format!("{} failed; try again later", self.vendor),
+            ),
+            _ => (
+                ErrorCode::Refused,
+                "the vendor refused the request".to_string(),
+            ),
+        };
+        let mut e = ProviderError::new(code, format!("{} answered HTTP {status}: {next}", named()));
+        if matches!(status, 401 | 403) {
+            e = e.with_field("api_key");
+        }
+        if status >= 500 {
+            Err(Failure::Unknown(e))
+        } else {
+            Err(Failure::Refused(e))
+        }
+    }
+}
+
+/// A read or an end of something the vendor no longer knows: `None`, not
+/// an error.
+pub fn not_found_is_none<T>(r: Result<T, Failure>) -> Result<Option<T>> {
+    match r {
+        Ok(t) => Ok(Some(t)),
+        Err(f) => {
+            let e = f.error();
+            if e.code == ErrorCode::NotFound {
+                Ok(None)
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
