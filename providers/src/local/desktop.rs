@@ -5,7 +5,7 @@
 //! (`--kind desktop`) and only where Xvfb is installed; a computer is
 //! handed out once hello declares the screen.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use computerd::launch::{InitArgs, Screen};
 use computerd::protocol::{Group, SettingKind};
@@ -29,18 +29,6 @@ pub struct Desktop {
     pub screen: Screen,
 }
 
-/// The first of `paths` that is an executable regular file.
-pub fn find_xvfb(paths: &[&str]) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    paths
-        .iter()
-        .map(Path::new)
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-        .map(Path::to_path_buf)
-}
-
 impl Desktop {
     /// A desktop with `screen` from this machine's Xvfb; refused, naming
     /// the package to install, where there is none.
@@ -49,7 +37,7 @@ impl Desktop {
     }
 
     pub fn find_in(screen: Screen, paths: &[&str]) -> Result<Desktop> {
-        match find_xvfb(paths) {
+        match crate::cdp::chromium::find_in(paths) {
             Some(xvfb) => Ok(Desktop { xvfb, screen }),
             None => Err(ProviderError::unsupported(format!(
                 "--kind desktop needs Xvfb on this machine, and there is none at {}: install the package {PACKAGE} (apt-get install {PACKAGE}), or serve sandboxes",

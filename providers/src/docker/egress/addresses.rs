@@ -21,22 +21,7 @@ pub(super) fn reachable(ip: IpAddr) -> bool {
 
 /// This process's interface addresses that are public.
 pub fn interface_addresses() -> Vec<IpAddr> {
-    let mut out = Vec::new();
-    if let Ok(addrs) = nix::ifaddrs::getifaddrs() {
-        for a in addrs {
-            let Some(addr) = a.address else { continue };
-            let ip = if let Some(v4) = addr.as_sockaddr_in() {
-                IpAddr::V4(v4.ip())
-            } else if let Some(v6) = addr.as_sockaddr_in6() {
-                IpAddr::V6(v6.ip())
-            } else {
-                continue;
-            };
-            if reachable(ip) && !out.contains(&ip) {
-                out.push(ip);
-            }
-        }
-    }
+    let mut out = computerd::net::own_addresses(reachable);
     out.sort();
     out
 }
@@ -139,17 +124,8 @@ pub fn engine_is_here(engine_name: &str, bridge: &Bridge) -> Result<(), String> 
             "the engine's host is named {engine_name:?} and this one {ours:?}"
         ));
     }
-    let addrs: Vec<(String, IpAddr)> = nix::ifaddrs::getifaddrs()
-        .map_err(|e| format!("this process's interfaces could not be read ({e})"))?
-        .filter_map(|i| {
-            let s = i.address?;
-            let ip = s
-                .as_sockaddr_in()
-                .map(|v| IpAddr::V4(v.ip()))
-                .or_else(|| s.as_sockaddr_in6().map(|v| IpAddr::V6(v.ip())))?;
-            Some((i.interface_name, ip))
-        })
-        .collect();
+    let addrs = computerd::net::interface_addresses()
+        .map_err(|e| format!("this process's interfaces could not be read ({e})"))?;
     if let Some(gw) = bridge.gateway {
         return if addrs.iter().any(|(_, ip)| *ip == gw) {
             Ok(())

@@ -294,11 +294,6 @@ fn gone_is_fine(
 }
 
 fn last_words(log: &str) -> String {
-    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
-    let tail = lines[lines.len().saturating_sub(3)..].join(" / ");
-    if tail.is_empty() {
-        "it said nothing".into()
-    } else {
-        tail
-    }
+    let lines: Vec<&str> = log.lines().collect();
+    crate::daemon_backed::last_words(&lines, 3, "it said nothing")
 }
