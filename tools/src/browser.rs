@@ -45,14 +45,11 @@ use serde_json::{Value, json};
 use crate::ToolContext;
 use crate::common;
 use crate::error::{Result, ToolError};
-use crate::registry::{Family, Needs, ToolDef, handler};
-use crate::sandbox::{exec, files, process};
+use crate::registry::{Family, Needs, ToolDef, ToolSet};
+use crate::sandbox;
 
 const CDP: Needs = Needs::Group(Group::Cdp);
 const CDP_FILES: Needs = Needs::All(&[Group::Cdp, Group::Files]);
-const EXEC: Needs = Needs::Group(Group::Exec);
-const FILES: Needs = Needs::Group(Group::Files);
-const PROCESSES: Needs = Needs::Group(Group::Processes);
 
 /// A page tool's handler (as `handler!`): its answer first says so when
 /// the browser was started again since a call it was ended under.
@@ -85,53 +82,38 @@ fn say_started_again(
     Ok(r)
 }
 
-/// The page tools, each one entry another family can list too (a desktop
-/// whose computer declares `cdp` drives its visible browser with them).
+/// The page tools, a set another family can list too (a desktop whose
+/// computer declares `cdp` drives its visible browser with them).
 #[rustfmt::skip]
-pub const PAGE_TOOLS: [ToolDef; 16] = [
-    ToolDef::new("browser_navigate",   CDP, page::navigate_tool,  page_handler!(page::navigate)),
-    ToolDef::new("browser_snapshot",   CDP, page::snapshot_tool,  page_handler!(page::snapshot)),
-    ToolDef::new("browser_click",      CDP, act::click_tool,      page_handler!(act::click)),
-    ToolDef::new("browser_type",       CDP, act::type_tool,       page_handler!(act::type_text)),
-    ToolDef::new("browser_select",     CDP, act::select_tool,     page_handler!(act::select)),
-    ToolDef::new("browser_hover",      CDP, act::hover_tool,      page_handler!(act::hover)),
-    ToolDef::new("browser_scroll",     CDP, gesture::scroll_tool, page_handler!(gesture::scroll)),
-    ToolDef::new("browser_drag",       CDP, gesture::drag_tool,   page_handler!(gesture::drag)),
-    ToolDef::new("browser_upload",     CDP_FILES, upload::upload_tool, page_handler!(upload::upload)),
-    ToolDef::new("browser_press",      CDP, act::press_tool,      page_handler!(act::press)),
-    ToolDef::new("browser_screenshot", CDP, act::screenshot_tool, page_handler!(act::screenshot)),
-    ToolDef::new("browser_tabs",       CDP, page::tabs_tool,      page_handler!(page::tabs)),
-    ToolDef::new("browser_get_text",   CDP, page::get_text_tool,  page_handler!(page::get_text)),
-    ToolDef::new("browser_console",    CDP, page::console_tool,   page_handler!(page::console)),
-    ToolDef::new("browser_network",    CDP, page::network_tool,   page_handler!(page::network)),
-    ToolDef::new("browser_eval",       CDP, page::eval_tool,      page_handler!(page::eval)),
-];
+pub const PAGE_TOOLS: ToolSet = ToolSet {
+    name: "page",
+    tools: &[
+        ToolDef::new("browser_navigate",   CDP, page::navigate_tool,  page_handler!(page::navigate)),
+        ToolDef::new("browser_snapshot",   CDP, page::snapshot_tool,  page_handler!(page::snapshot)),
+        ToolDef::new("browser_click",      CDP, act::click_tool,      page_handler!(act::click)),
+        ToolDef::new("browser_type",       CDP, act::type_tool,       page_handler!(act::type_text)),
+        ToolDef::new("browser_select",     CDP, act::select_tool,     page_handler!(act::select)),
+        ToolDef::new("browser_hover",      CDP, act::hover_tool,      page_handler!(act::hover)),
+        ToolDef::new("browser_scroll",     CDP, gesture::scroll_tool, page_handler!(gesture::scroll)),
+        ToolDef::new("browser_drag",       CDP, gesture::drag_tool,   page_handler!(gesture::drag)),
+        ToolDef::new("browser_upload",     CDP_FILES, upload::upload_tool, page_handler!(upload::upload)),
+        ToolDef::new("browser_press",      CDP, act::press_tool,      page_handler!(act::press)),
+        ToolDef::new("browser_screenshot", CDP, act::screenshot_tool, page_handler!(act::screenshot)),
+        ToolDef::new("browser_tabs",       CDP, page::tabs_tool,      page_handler!(page::tabs)),
+        ToolDef::new("browser_get_text",   CDP, page::get_text_tool,  page_handler!(page::get_text)),
+        ToolDef::new("browser_console",    CDP, page::console_tool,   page_handler!(page::console)),
+        ToolDef::new("browser_network",    CDP, page::network_tool,   page_handler!(page::network)),
+        ToolDef::new("browser_eval",       CDP, page::eval_tool,      page_handler!(page::eval)),
+    ],
+};
 
 /// The browser family: the page tools, then the sandbox's (listed only
 /// where the computer declares their groups).
-#[rustfmt::skip]
 pub const FAMILY: Family = Family {
     kind: SettingKind::Browser,
     instructions: INSTRUCTIONS,
     skill: SKILL_TEXT,
-    tools: &[
-        PAGE_TOOLS[0], PAGE_TOOLS[1], PAGE_TOOLS[2], PAGE_TOOLS[3], PAGE_TOOLS[4],
-        PAGE_TOOLS[5], PAGE_TOOLS[6], PAGE_TOOLS[7], PAGE_TOOLS[8], PAGE_TOOLS[9],
-        PAGE_TOOLS[10], PAGE_TOOLS[11], PAGE_TOOLS[12], PAGE_TOOLS[13], PAGE_TOOLS[14],
-        PAGE_TOOLS[15],
-        ToolDef::new("exec",           EXEC,      exec::tool,           handler!(exec::run)),
-        ToolDef::new("read_file",      FILES,     files::read_tool,     handler!(files::read)),
-        ToolDef::new("write_file",     FILES,     files::write_tool,    handler!(files::write)),
-        ToolDef::new("edit_file",      FILES,     files::edit_tool,     handler!(files::edit)),
-        ToolDef::new("list_files",     FILES,     files::list_tool,     handler!(files::list)),
-        ToolDef::new("process_start",  PROCESSES, process::start_tool,  handler!(process::start)),
-        ToolDef::new("process_read",   PROCESSES, process::read_tool,   handler!(process::read)),
-        ToolDef::new("process_write",  PROCESSES, process::write_tool,  handler!(process::write)),
-        ToolDef::new("process_signal", PROCESSES, process::signal_tool, handler!(process::signal)),
-        ToolDef::new("process_list",   PROCESSES, process::list_tool,   handler!(process::list)),
-        common::INFO,
-        common::EXTEND,
-    ],
+    sets: &[PAGE_TOOLS, sandbox::TOOLS, common::TOOLS],
 };
 
 /// The browser family's skill.

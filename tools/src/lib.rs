@@ -53,7 +53,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 pub use error::{Result, ToolError};
-pub use registry::{Family, Handler, Needs, Offer, Registry, ToolDef, offered, registry};
+pub use registry::{Family, Handler, Needs, Offer, Registry, ToolDef, ToolSet, offered, registry};
 pub use state::ComputerState;
 
 /// What the server knows about the computer, from the provider and hello.
