@@ -338,8 +338,7 @@ mod tests {
             computerd: Some("/bin/true".into()),
             home: None,
             cwd: Some("/".into()),
-            desktop: None,
-            browser: false,
+            ..Default::default()
         }
     }
 
