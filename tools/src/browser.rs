@@ -7,12 +7,12 @@
 //! screenshot is taken only when asked, and its pixels are a frame the
 //! click coordinates are in, as on a desktop.
 //!
-//! - [`page`]: `browser_navigate`, `browser_snapshot`, `browser_get_text`,
-//!   `browser_eval`, `browser_console`, `browser_network`, `browser_tabs`.
-//! - [`act`]: `browser_click`, `browser_type`, `browser_select`,
-//!   `browser_hover`, `browser_press`, `browser_screenshot`.
-//! - [`gesture`]: `browser_scroll`, `browser_drag`; [`upload`]:
-//!   `browser_upload` (listed where the computer has files).
+//! - [`tool`]: one module per page tool (`browser_navigate`,
+//!   `browser_snapshot`, `browser_click`, ...), listed in [`PAGE_TOOLS`];
+//!   `browser_upload` is listed where the computer has files.
+//! - [`dom`]: refs resolved to nodes, node handles and the JavaScript
+//!   snippets called on them; [`pointer`]: the viewport, hit tests, mouse
+//!   and keys; [`target`]: where an action lands.
 //! - [`check`]: the address, ref and size checks made before anything is
 //!   sent; [`keys`]: key names to key events; [`snapshot`]: the tree as
 //!   text.
@@ -24,13 +24,13 @@
 //! a ref from an older snapshot is known as older and refused, never
 //! retargeted; a ref used after the page navigated is refused the same way.
 
-pub mod act;
 pub mod check;
-pub mod gesture;
+pub mod dom;
 pub mod keys;
-pub mod page;
+pub mod pointer;
 pub mod snapshot;
-pub mod upload;
+pub mod target;
+pub mod tool;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -88,22 +88,22 @@ fn say_started_again(
 pub const PAGE_TOOLS: ToolSet = ToolSet {
     name: "page",
     tools: &[
-        ToolDef::new("browser_navigate",   CDP, page::navigate_tool,  page_handler!(page::navigate)),
-        ToolDef::new("browser_snapshot",   CDP, page::snapshot_tool,  page_handler!(page::snapshot)),
-        ToolDef::new("browser_click",      CDP, act::click_tool,      page_handler!(act::click)),
-        ToolDef::new("browser_type",       CDP, act::type_tool,       page_handler!(act::type_text)),
-        ToolDef::new("browser_select",     CDP, act::select_tool,     page_handler!(act::select)),
-        ToolDef::new("browser_hover",      CDP, act::hover_tool,      page_handler!(act::hover)),
-        ToolDef::new("browser_scroll",     CDP, gesture::scroll_tool, page_handler!(gesture::scroll)),
-        ToolDef::new("browser_drag",       CDP, gesture::drag_tool,   page_handler!(gesture::drag)),
-        ToolDef::new("browser_upload",     CDP_FILES, upload::upload_tool, page_handler!(upload::upload)),
-        ToolDef::new("browser_press",      CDP, act::press_tool,      page_handler!(act::press)),
-        ToolDef::new("browser_screenshot", CDP, act::screenshot_tool, page_handler!(act::screenshot)),
-        ToolDef::new("browser_tabs",       CDP, page::tabs_tool,      page_handler!(page::tabs)),
-        ToolDef::new("browser_get_text",   CDP, page::get_text_tool,  page_handler!(page::get_text)),
-        ToolDef::new("browser_console",    CDP, page::console_tool,   page_handler!(page::console)),
-        ToolDef::new("browser_network",    CDP, page::network_tool,   page_handler!(page::network)),
-        ToolDef::new("browser_eval",       CDP, page::eval_tool,      page_handler!(page::eval)),
+        ToolDef::new("browser_navigate",   CDP,       tool::navigate::navigate_tool,     page_handler!(tool::navigate::navigate)),
+        ToolDef::new("browser_snapshot",   CDP,       tool::snapshot::snapshot_tool,     page_handler!(tool::snapshot::snapshot)),
+        ToolDef::new("browser_click",      CDP,       tool::click::click_tool,           page_handler!(tool::click::click)),
+        ToolDef::new("browser_type",       CDP,       tool::type_text::type_tool,        page_handler!(tool::type_text::type_text)),
+        ToolDef::new("browser_select",     CDP,       tool::select::select_tool,         page_handler!(tool::select::select)),
+        ToolDef::new("browser_hover",      CDP,       tool::hover::hover_tool,           page_handler!(tool::hover::hover)),
+        ToolDef::new("browser_scroll",     CDP,       tool::scroll::scroll_tool,         page_handler!(tool::scroll::scroll)),
+        ToolDef::new("browser_drag",       CDP,       tool::drag::drag_tool,             page_handler!(tool::drag::drag)),
+        ToolDef::new("browser_upload",     CDP_FILES, tool::upload::upload_tool,         page_handler!(tool::upload::upload)),
+        ToolDef::new("browser_press",      CDP,       tool::press::press_tool,           page_handler!(tool::press::press)),
+        ToolDef::new("browser_screenshot", CDP,       tool::screenshot::screenshot_tool, page_handler!(tool::screenshot::screenshot)),
+        ToolDef::new("browser_tabs",       CDP,       tool::tabs::tabs_tool,             page_handler!(tool::tabs::tabs)),
+        ToolDef::new("browser_get_text",   CDP,       tool::get_text::get_text_tool,     page_handler!(tool::get_text::get_text)),
+        ToolDef::new("browser_console",    CDP,       tool::console::console_tool,       page_handler!(tool::console::console)),
+        ToolDef::new("browser_network",    CDP,       tool::network::network_tool,       page_handler!(tool::network::network)),
+        ToolDef::new("browser_eval",       CDP,       tool::eval::eval_tool,             page_handler!(tool::eval::eval)),
     ],
 };
 

@@ -1,0 +1,121 @@
+//! Where an action lands: a ref, a point of the latest screenshot, or
+//! Anthropic's `target` object (either), and the frame points are in.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::ToolContext;
+use crate::browser::pointer::viewport;
+use crate::browser::{ShotFrame, Tab, with_memo};
+use crate::desktop::image;
+use crate::error::{Result, ToolError};
+
+/// `target`: a ref as it is ("e12", as Playwright's MCP tools take it), or
+/// Anthropic's browser tool's object (an element by ref, or a point).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Target {
+    /// A ref from the latest snapshot.
+    Plain(String),
+    Typed(Typed),
+}
+
+/// Listed inline and flat: both forms in one object schema, so the five
+/// tools that take a target do not each carry two definitions (about 700
+/// bytes apiece of every `tools/list`). Deserializing stays exact: a typed
+/// target with a field of the other form is refused.
+impl JsonSchema for Target {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Target".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "anyOf": [
+                {"type": "string"},
+                {
+                    "type": "object",
+                    "properties": {
+                        "type": {"enum": ["ref", "coordinate"]},
+                        "ref": {"type": "string"},
+                        "x": {"type": "integer"},
+                        "y": {"type": "integer"}
+                    },
+                    "required": ["type"],
+                    "additionalProperties": false
+                }
+            ]
+        })
+    }
+}
+
+/// Anthropic's form of a target.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Typed {
+    /// An element by its ref.
+    Ref {
+        #[serde(rename = "ref")]
+        element: String,
+    },
+    /// A point in the latest screenshot's pixels.
+    Coordinate { x: i64, y: i64 },
+}
+
+/// Where an action lands: a ref, or a point of the latest screenshot.
+pub(crate) enum Where {
+    Ref(String),
+    Point(i64, i64),
+}
+
+pub(crate) fn where_of(
+    element: Option<String>,
+    x: Option<i64>,
+    y: Option<i64>,
+    target: Option<Target>,
+) -> Result<Where> {
+    match (element, x, y, target) {
+        (Some(r), None, None, None) => Ok(Where::Ref(r)),
+        (None, Some(x), Some(y), None) => Ok(Where::Point(x, y)),
+        (None, None, None, Some(Target::Plain(element)))
+        | (None, None, None, Some(Target::Typed(Typed::Ref { element }))) => Ok(Where::Ref(element)),
+        (None, None, None, Some(Target::Typed(Typed::Coordinate { x, y }))) => {
+            Ok(Where::Point(x, y))
+        }
+        (None, Some(_), None, None) | (None, None, Some(_), None) => Err(ToolError::Invalid(
+            "give both x and y (a point of the latest screenshot); nothing was done".into(),
+        )),
+        (None, None, None, None) => Err(ToolError::Invalid(
+            "give ref (from browser_snapshot), or x and y (in the latest screenshot's pixels); nothing was done".into(),
+        )),
+        _ => Err(ToolError::Invalid(
+            "give one of ref, x and y, or target; nothing was done".into(),
+        )),
+    }
+}
+
+/// The frame points are in: the latest screenshot of this tab, or the
+/// space a screenshot would have now.
+pub(crate) async fn frame_for_points(ctx: &ToolContext, tab: &Tab) -> Result<ShotFrame> {
+    let last = with_memo(ctx, |m| m.frame.clone());
+    if let Some((f, _)) = last.filter(|(_, t)| *t == tab.target) {
+        return Ok(f);
+    }
+    let (w, h, _, _) = viewport(ctx, tab).await?;
+    let (iw, ih) = image::fit(
+        w.round() as u32,
+        h.round() as u32,
+        ctx.settings.screenshot_max,
+        None,
+        false,
+    );
+    Ok(ShotFrame {
+        n: 0,
+        width: iw,
+        height: ih,
+        css_width: w,
+        css_height: h,
+    })
+}
