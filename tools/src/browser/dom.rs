@@ -173,6 +173,36 @@ pub(crate) async fn describe_node(ctx: &ToolContext, tab: &Tab, backend: u64) ->
         .unwrap_or_else(|| "an element".into())
 }
 
+/// Scroll the element `e<n>` into view; a node that is gone says so.
+pub(crate) async fn scroll_into_view(
+    ctx: &ToolContext,
+    tab: &Tab,
+    el: &Element,
+    n: u64,
+) -> Result<()> {
+    node_call(ctx, tab, "DOM.scrollIntoViewIfNeeded", el.backend)
+        .await
+        .map(drop)
+        .map_err(|_| gone(n, el))
+}
+
+/// Give the node the focus (the caller checks or words a refusal).
+pub(crate) async fn focus(ctx: &ToolContext, tab: &Tab, backend: u64) -> Result<Value> {
+    node_call(ctx, tab, "DOM.focus", backend).await
+}
+
+/// A DOM method whose one parameter is the node.
+async fn node_call(ctx: &ToolContext, tab: &Tab, method: &str, backend: u64) -> Result<Value> {
+    send(
+        ctx,
+        Some(&tab.session),
+        method,
+        json!({"backendNodeId": backend}),
+        None,
+    )
+    .await
+}
+
 // ------------------------------------------------------- JS snippets
 
 /// The focus is on the element, or inside it.

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::ToolContext;
-use crate::browser::dom::{describe_el, describe_node, gone, object, release};
+use crate::browser::dom::{describe_el, describe_node, gone, object, release, scroll_into_view};
 use crate::browser::{INPUT_MS, Tab, keys, send, send_held, snapshot::Element};
 use crate::error::{Result, ToolError};
 
@@ -85,15 +85,7 @@ pub(crate) async fn point_in_view(
 ) -> Result<(f64, f64)> {
     let s = Some(tab.session.as_str());
     if scroll {
-        send(
-            ctx,
-            s,
-            "DOM.scrollIntoViewIfNeeded",
-            json!({"backendNodeId": el.backend}),
-            None,
-        )
-        .await
-        .map_err(|_| gone(n, el))?;
+        scroll_into_view(ctx, tab, el, n).await?;
     }
     let d = describe_el(el);
     let shown = if scroll {

@@ -3,12 +3,11 @@
 use rmcp::model::{CallToolResult, Tool};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
-use crate::browser::dom::{describe_el, gone, resolve};
+use crate::browser::dom::{describe_el, focus, resolve, scroll_into_view};
 use crate::browser::pointer::{dialog_words, key_presses};
 use crate::browser::tool::{ActOutput, act_done};
-use crate::browser::{FOLLOW, current, cursor, follow, followed_words, keys, main_frame, send};
+use crate::browser::{FOLLOW, current, cursor, follow, followed_words, keys, main_frame};
 use crate::define::{hints, make_tool};
 use crate::error::{Result, ToolError};
 use crate::{ToolContext, ToolSettings};
@@ -76,23 +75,8 @@ pub(crate) async fn press(ctx: &ToolContext, a: PressArgs) -> Result<CallToolRes
     let (tab, on) = match &a.reference {
         Some(raw) => {
             let (tab, el, n) = resolve(ctx, "ref", raw).await?;
-            send(
-                ctx,
-                Some(&tab.session),
-                "DOM.scrollIntoViewIfNeeded",
-                json!({"backendNodeId": el.backend}),
-                None,
-            )
-            .await
-            .map_err(|_| gone(n, &el))?;
-            send(
-                ctx,
-                Some(&tab.session),
-                "DOM.focus",
-                json!({"backendNodeId": el.backend}),
-                None,
-            )
-            .await
+            scroll_into_view(ctx, &tab, &el, n).await?;
+            focus(ctx, &tab, el.backend).await
             .map_err(|_| {
                 ToolError::Refused(format!(
                     "scrolled e{n} ({}) into view, but it cannot take the focus: nothing was pressed",

@@ -6,10 +6,12 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::browser::dom::{SET_FORM, call_on, describe_el, gone, object, release, resolve};
+use crate::browser::dom::{
+    SET_FORM, call_on, describe_el, object, release, resolve, scroll_into_view,
+};
 use crate::browser::target::{Target, Typed};
 use crate::browser::tool::{ActOutput, act_done};
-use crate::browser::{FOLLOW, check, cursor, follow, followed_words, main_frame, send};
+use crate::browser::{FOLLOW, check, cursor, follow, followed_words, main_frame};
 use crate::define::{hints, make_tool};
 use crate::error::{Result, ToolError};
 use crate::{ToolContext, ToolSettings};
@@ -109,15 +111,7 @@ pub(crate) async fn select(ctx: &ToolContext, a: SelectArgs) -> Result<CallToolR
         }
     };
     let (tab, el, n) = resolve(ctx, "ref", &raw).await?;
-    send(
-        ctx,
-        Some(&tab.session),
-        "DOM.scrollIntoViewIfNeeded",
-        json!({"backendNodeId": el.backend}),
-        None,
-    )
-    .await
-    .map_err(|_| gone(n, &el))?;
+    scroll_into_view(ctx, &tab, &el, n).await?;
     let obj = object(ctx, &tab, el.backend, &format!("e{n}")).await?;
     // A select whose change handler navigates is followed like a click.
     let before = main_frame(ctx, &tab).await?;

@@ -6,7 +6,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::browser::dom::{
-    CLEAR, HAS_FOCUS, VALUE_OF, call_on, describe_el, gone, object, release, resolve,
+    CLEAR, HAS_FOCUS, VALUE_OF, call_on, describe_el, focus, object, release, resolve,
+    scroll_into_view,
 };
 use crate::browser::pointer::{dialog_words, key_presses};
 use crate::browser::tool::{ActOutput, act_done};
@@ -54,23 +55,8 @@ pub(crate) async fn type_text(ctx: &ToolContext, a: TypeArgs) -> Result<CallTool
     let (tab, into, obj) = match &a.reference {
         Some(raw) => {
             let (tab, el, n) = resolve(ctx, "ref", raw).await?;
-            send(
-                ctx,
-                Some(&tab.session),
-                "DOM.scrollIntoViewIfNeeded",
-                json!({"backendNodeId": el.backend}),
-                None,
-            )
-            .await
-            .map_err(|_| gone(n, &el))?;
-            let _ = send(
-                ctx,
-                Some(&tab.session),
-                "DOM.focus",
-                json!({"backendNodeId": el.backend}),
-                None,
-            )
-            .await;
+            scroll_into_view(ctx, &tab, &el, n).await?;
+            let _ = focus(ctx, &tab, el.backend).await;
             let obj = object(ctx, &tab, el.backend, &format!("e{n}")).await?;
             if call_on(ctx, &tab, &obj, HAS_FOCUS, vec![]).await? != true {
                 release(ctx, &tab).await;
