@@ -460,19 +460,22 @@ pub(crate) async fn current(ctx: &ToolContext) -> Result<Tab> {
     let targets = page_targets(ctx).await?;
     let target = match targets.first() {
         Some(t) => t.id.clone(),
-        None => {
-            let r = send(
-                ctx,
-                None,
-                "Target.createTarget",
-                json!({"url": "about:blank"}),
-                None,
-            )
-            .await?;
-            r["targetId"].as_str().unwrap_or("").to_string()
-        }
+        None => new_blank_tab(ctx).await?,
     };
     attach(ctx, &target).await
+}
+
+/// Open a blank tab; gives its target id.
+pub(crate) async fn new_blank_tab(ctx: &ToolContext) -> Result<String> {
+    let r = send(
+        ctx,
+        None,
+        "Target.createTarget",
+        json!({"url": "about:blank"}),
+        None,
+    )
+    .await?;
+    Ok(r["targetId"].as_str().unwrap_or("").to_string())
 }
 
 /// Make the tab `tab_id` (a tab_id from `browser_tabs` list) the current
@@ -490,6 +493,11 @@ pub(crate) async fn use_tab(ctx: &ToolContext, tab_id: Option<&str>) -> Result<(
             "tab_id {id:?} is no open tab; browser_tabs list shows the tabs and their tab_id; nothing was done"
         )));
     }
+    activate(ctx, id).await
+}
+
+/// Bring the tab `id` to the front and make it the current tab.
+pub(crate) async fn activate(ctx: &ToolContext, id: &str) -> Result<()> {
     send(
         ctx,
         None,

@@ -313,17 +313,19 @@ async fn take(ctx: &ToolContext, max_width: Option<u32>, if_changed: bool) -> Re
     let d = digest(&png);
     let last = last_frame(ctx);
     let same = last.filter(|f| f.digest == d && (f.width, f.height) == (w, h));
+    // What the answer says of frame `f`, shown again or new.
+    let output = |f: &Frame, unchanged: bool| ShotOutput {
+        frame: f.id(),
+        width: w,
+        height: h,
+        scale: f.scale(),
+        screen_width: r.screen_width,
+        screen_height: r.screen_height,
+        unchanged,
+        cursor: r.cursor.map(|c| f.from_screen(c)),
+    };
     if let (true, Some(f)) = (if_changed, same) {
-        let out = ShotOutput {
-            frame: f.id(),
-            width: w,
-            height: h,
-            scale: f.scale(),
-            screen_width: r.screen_width,
-            screen_height: r.screen_height,
-            unchanged: true,
-            cursor: r.cursor.map(|c| f.from_screen(c)),
-        };
+        let out = output(&f, true);
         let text = format!(
             "unchanged since frame {}: the screen is as in that screenshot (no new image); its points still apply",
             out.frame
@@ -349,16 +351,7 @@ async fn take(ctx: &ToolContext, max_width: Option<u32>, if_changed: bool) -> Re
         m.last = Some(f);
         f
     };
-    let out = ShotOutput {
-        frame: frame.id(),
-        width: w,
-        height: h,
-        scale: frame.scale(),
-        screen_width: r.screen_width,
-        screen_height: r.screen_height,
-        unchanged: false,
-        cursor: r.cursor.map(|c| frame.from_screen(c)),
-    };
+    let out = output(&frame, false);
     let text = format!(
         "frame {}: {w}x{h} image of the {}x{} screen (scale {:.3}); give points in this image's pixels",
         out.frame, r.screen_width, r.screen_height, out.scale

@@ -167,6 +167,24 @@ pub struct ToolContext {
     pub resources: Option<String>,
 }
 
+impl ToolContext {
+    /// A context for calls on `client` with nothing else set: default facts
+    /// and settings, no progress, no extend, a new state, never cancelled,
+    /// no resources. The server sets what it knows; tests use it as it is.
+    pub fn new(client: Arc<dyn ComputerClient>) -> ToolContext {
+        ToolContext {
+            client,
+            facts: ComputerFacts::default(),
+            settings: ToolSettings::default(),
+            progress: None,
+            extend: None,
+            state: ComputerState::new(),
+            cancel: CancellationToken::new(),
+            resources: None,
+        }
+    }
+}
+
 impl std::fmt::Debug for ToolContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ToolContext")

@@ -279,19 +279,34 @@ pub(crate) fn golden_names(kind: SettingKind) -> Vec<String> {
     tools.into_iter().map(|t| t.name.to_string()).collect()
 }
 
+/// A computer whose connection has ended, for unit tests of calls.
+#[cfg(test)]
+pub(crate) struct Dead;
+
+#[cfg(test)]
+impl computerd::client::ComputerClient for Dead {
+    fn call_value<'a>(
+        &'a self,
+        _method: &'a str,
+        _params: Value,
+    ) -> BoxFuture<'a, computerd::client::Result<Value>> {
+        Box::pin(async { Err(computerd::client::ClientError::Closed("x".into())) })
+    }
+    fn close(&self) {}
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
     use std::sync::Arc;
 
-    use computerd::client::ComputerClient;
     use rmcp::model::ContentBlock;
     use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
 
     use super::*;
+    use crate::ToolContext;
     use crate::define::{done, hints, make_tool};
-    use crate::{ComputerState, ToolContext};
 
     /// Every group a kind can have: what the golden listing shows. Its
     /// row's groups, and for a browser the sandbox's too: a browser in a
@@ -579,19 +594,6 @@ mod tests {
         assert_eq!(desktop.names(&offer), ["exec", "shout"]);
     }
 
-    /// A computer whose connection has ended.
-    struct Dead;
-    impl ComputerClient for Dead {
-        fn call_value<'a>(
-            &'a self,
-            _method: &'a str,
-            _params: Value,
-        ) -> BoxFuture<'a, computerd::client::Result<Value>> {
-            Box::pin(async { Err(computerd::client::ClientError::Closed("x".into())) })
-        }
-        fn close(&self) {}
-    }
-
     #[tokio::test]
     async fn a_new_family_is_listed_and_called_through_the_registry_alone() {
         let reg = Registry::new(THROWAWAY);
@@ -621,17 +623,11 @@ mod tests {
         assert!(!family.offers("shout", &without));
 
         let ctx = ToolContext {
-            resources: None,
-            client: Arc::new(Dead),
             facts: crate::ComputerFacts {
                 id: "b1".into(),
                 ..Default::default()
             },
-            settings: Default::default(),
-            progress: None,
-            extend: None,
-            state: ComputerState::new(),
-            cancel: Default::default(),
+            ..ToolContext::new(Arc::new(Dead))
         };
         let args = serde_json::json!({"words": "hello"});
         let r = family

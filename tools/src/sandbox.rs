@@ -394,7 +394,7 @@ mod tests {
 
     use super::*;
     use crate::define::parse;
-    use crate::registry::{Offer, golden_names, registry};
+    use crate::registry::{Dead, Offer, golden_names, registry};
     use crate::{ComputerState, ToolSettings};
 
     fn groups(g: &[&str]) -> Vec<Group> {
@@ -574,30 +574,8 @@ mod tests {
         );
     }
 
-    /// A computer whose connection has ended.
-    struct Dead;
-    impl ComputerClient for Dead {
-        fn call_value<'a>(
-            &'a self,
-            _method: &'a str,
-            _params: Value,
-        ) -> BoxFuture<'a, computerd::client::Result<Value>> {
-            Box::pin(async { Err(computerd::client::ClientError::Closed("x".into())) })
-        }
-        fn close(&self) {}
-    }
-
     fn dead_ctx() -> ToolContext {
-        ToolContext {
-            resources: None,
-            client: Arc::new(Dead),
-            facts: Default::default(),
-            settings: Default::default(),
-            progress: None,
-            extend: None,
-            state: ComputerState::new(),
-            cancel: Default::default(),
-        }
+        ToolContext::new(Arc::new(Dead))
     }
 
     #[test]

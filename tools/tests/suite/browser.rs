@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use computer_providers::cdp::HostChromium;
 use computer_testkit::need_chromium;
-use computer_tools::{ComputerState, ToolContext, registry};
+use computer_tools::{ToolContext, registry};
 use computerd::protocol::SettingKind;
 use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};
@@ -214,16 +214,7 @@ impl Browser {
         }
         let chromium = HostChromium::start().await.unwrap();
         let client = chromium.client().await.unwrap();
-        let ctx = ToolContext {
-            client: Arc::new(client),
-            facts: Default::default(),
-            settings: Default::default(),
-            progress: None,
-            extend: None,
-            state: ComputerState::new(),
-            cancel: Default::default(),
-            resources: None,
-        };
+        let ctx = ToolContext::new(Arc::new(client));
         Some(Browser {
             _chromium: Some(chromium),
             ctx,

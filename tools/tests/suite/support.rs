@@ -9,14 +9,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use computer_tools::{ComputerFacts, ComputerState, Progress, ToolContext, ToolSettings, registry};
+use computer_tools::{ComputerFacts, Progress, ToolContext, registry};
 use computerd::client::{ComputerClient, DaemonClient};
 use computerd::launch::{InitArgs, Program, Time};
 use computerd::protocol::SettingKind;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
 use tokio::net::UnixStream;
-use tokio_util::sync::CancellationToken;
 
 pub use computer_testkit::{describe, marked_processes, need};
 
@@ -134,14 +133,8 @@ impl Sandbox {
         };
         let shared: Arc<dyn ComputerClient> = Arc::new(client.clone());
         let ctx = ToolContext {
-            resources: None,
-            client: shared,
             facts,
-            settings: ToolSettings::default(),
-            progress: None,
-            extend: None,
-            state: ComputerState::new(),
-            cancel: CancellationToken::new(),
+            ..ToolContext::new(shared)
         };
         Some(Sandbox {
             child,

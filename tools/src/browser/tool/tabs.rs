@@ -9,7 +9,9 @@ use serde_json::json;
 
 use super::navigate::{NAVIGATE_DEFAULT_MS, goto};
 use crate::browser::tool::chars_cut;
-use crate::browser::{attach, check, current, page_targets, send, with_memo};
+use crate::browser::{
+    activate, attach, check, current, new_blank_tab, page_targets, send, with_memo,
+};
 use crate::define::{done, hints, make_tool};
 use crate::error::{Result, ToolError};
 use crate::{ToolContext, ToolSettings};
@@ -126,15 +128,7 @@ pub(crate) async fn tabs(ctx: &ToolContext, a: TabsArgs) -> Result<CallToolResul
                 Some(u) => Some(check::url("url", u)?),
                 None => None,
             };
-            let r = send(
-                ctx,
-                None,
-                "Target.createTarget",
-                json!({"url": "about:blank"}),
-                None,
-            )
-            .await?;
-            let id = r["targetId"].as_str().unwrap_or("").to_string();
+            let id = new_blank_tab(ctx).await?;
             let tab = attach(ctx, &id).await?;
             if let Some(u) = &url
                 && u != "about:blank"
@@ -150,15 +144,7 @@ pub(crate) async fn tabs(ctx: &ToolContext, a: TabsArgs) -> Result<CallToolResul
                 ));
             }
             let id = pick(ctx, &a).await?;
-            send(
-                ctx,
-                None,
-                "Target.activateTarget",
-                json!({"targetId": id}),
-                None,
-            )
-            .await?;
-            attach(ctx, &id).await?;
+            activate(ctx, &id).await?;
             "switched; the current tab is now the one marked:".to_string()
         }
         TabAction::Close => {

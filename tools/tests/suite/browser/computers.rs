@@ -89,16 +89,7 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
     }
     let b = Browser {
         _chromium: None,
-        ctx: ToolContext {
-            client: conn.client.clone(),
-            facts: Default::default(),
-            settings: Default::default(),
-            progress: None,
-            extend: None,
-            state: ComputerState::new(),
-            cancel: Default::default(),
-            resources: None,
-        },
+        ctx: ToolContext::new(conn.client.clone()),
         results: Mutex::new(Vec::new()),
     };
     b.ok(
@@ -291,16 +282,7 @@ async fn the_page_tools_drive_a_vendors_browser_through_its_fake() {
 
     let b = Browser {
         _chromium: None,
-        ctx: ToolContext {
-            client: conn.client.clone(),
-            facts: Default::default(),
-            settings: Default::default(),
-            progress: None,
-            extend: None,
-            state: ComputerState::new(),
-            cancel: Default::default(),
-            resources: None,
-        },
+        ctx: ToolContext::new(conn.client.clone()),
         results: Mutex::new(Vec::new()),
     };
     let (base, seen) = serve().await;
