@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use computerd::protocol::CdpEvent;
 use rmcp::model::{CallToolResult, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -73,12 +74,12 @@ pub(crate) fn entries_max(m: Option<u32>) -> Result<usize> {
 }
 
 /// Every event of `methods` kept since `since` (a few reads at most).
-pub(crate) async fn all_events(
+async fn all_events(
     ctx: &ToolContext,
     tab: &Tab,
     since: u64,
     methods: &[&str],
-) -> Result<(Vec<computerd::protocol::CdpEvent>, u64)> {
+) -> Result<(Vec<CdpEvent>, u64)> {
     let mut all = Vec::new();
     let mut at = since;
     for _ in 0..5 {
@@ -106,7 +107,7 @@ fn remote_text(v: &Value) -> String {
 }
 
 /// One console-ish event as an entry.
-pub(crate) fn console_entry(e: &computerd::protocol::CdpEvent) -> Option<ConsoleEntry> {
+pub(crate) fn console_entry(e: &CdpEvent) -> Option<ConsoleEntry> {
     let (level, text) = match e.method.as_str() {
         "Runtime.consoleAPICalled" => {
             let args: Vec<String> = e.params["args"]
@@ -146,24 +147,35 @@ pub(crate) fn console_entry(e: &computerd::protocol::CdpEvent) -> Option<Console
     })
 }
 
-pub(crate) async fn console(ctx: &ToolContext, a: RecentArgs) -> Result<CallToolResult> {
+/// What `browser_console` and `browser_network` read: the entries `read`
+/// makes of the events `methods` since `a.since` in the tab `a` names, the
+/// newest `a.max` kept; with how many older ones were left out, and `next`.
+pub(crate) async fn recent<T>(
+    ctx: &ToolContext,
+    a: &RecentArgs,
+    methods: &[&str],
+    read: impl FnOnce(&[CdpEvent]) -> Vec<T>,
+) -> Result<(Vec<T>, usize, u64)> {
     crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
     let max = entries_max(a.max)?;
     let tab = current(ctx).await?;
-    let (evs, next) = all_events(
-        ctx,
-        &tab,
-        a.since.unwrap_or(0),
-        &[
-            "Runtime.consoleAPICalled",
-            "Runtime.exceptionThrown",
-            "Log.entryAdded",
-        ],
-    )
-    .await?;
-    let mut entries: Vec<ConsoleEntry> = evs.iter().filter_map(console_entry).collect();
+    let (evs, next) = all_events(ctx, &tab, a.since.unwrap_or(0), methods).await?;
+    let mut entries = read(&evs);
     let skipped = entries.len().saturating_sub(max);
     entries.drain(..skipped);
+    Ok((entries, skipped, next))
+}
+
+pub(crate) async fn console(ctx: &ToolContext, a: RecentArgs) -> Result<CallToolResult> {
+    let methods = [
+        "Runtime.consoleAPICalled",
+        "Runtime.exceptionThrown",
+        "Log.entryAdded",
+    ];
+    let (entries, skipped, next) = recent(ctx, &a, &methods, |evs| {
+        evs.iter().filter_map(console_entry).collect()
+    })
+    .await?;
     let mut text = String::new();
     if skipped > 0 {
         text.push_str(&format!("({skipped} older entries left out)\n"));

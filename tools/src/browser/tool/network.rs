@@ -6,10 +6,7 @@ use rmcp::model::{CallToolResult, Tool};
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::console::{
-    DEFAULT_ENTRIES, MAX_ENTRIES, MAX_ENTRY_CHARS, RecentArgs, all_events, entries_max,
-};
-use crate::browser::current;
+use super::console::{DEFAULT_ENTRIES, MAX_ENTRIES, MAX_ENTRY_CHARS, RecentArgs, recent};
 use crate::browser::tool::chars_cut;
 use crate::define::{done, hints, make_tool};
 use crate::error::Result;
@@ -95,23 +92,12 @@ pub(crate) fn network_entries(evs: &[computerd::protocol::CdpEvent]) -> Vec<Netw
 }
 
 pub(crate) async fn network(ctx: &ToolContext, a: RecentArgs) -> Result<CallToolResult> {
-    crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
-    let max = entries_max(a.max)?;
-    let tab = current(ctx).await?;
-    let (evs, next) = all_events(
-        ctx,
-        &tab,
-        a.since.unwrap_or(0),
-        &[
-            "Network.requestWillBeSent",
-            "Network.responseReceived",
-            "Network.loadingFailed",
-        ],
-    )
-    .await?;
-    let mut requests = network_entries(&evs);
-    let skipped = requests.len().saturating_sub(max);
-    requests.drain(..skipped);
+    let methods = [
+        "Network.requestWillBeSent",
+        "Network.responseReceived",
+        "Network.loadingFailed",
+    ];
+    let (requests, skipped, next) = recent(ctx, &a, &methods, network_entries).await?;
     let mut text = String::new();
     if skipped > 0 {
         text.push_str(&format!("({skipped} older requests left out)\n"));
