@@ -64,6 +64,76 @@ pub enum Typed {
     Coordinate { x: i64, y: i64 },
 }
 
+/// Declares a browser tool's argument struct, with the fields that say
+/// where it acts written once here (so their words cannot drift apart
+/// between tools) and the tool's own fields as they are. `#[serde(flatten)]`
+/// would share them as a type, but serde refuses unknown fields through a
+/// flatten only without naming what is expected; this keeps one plain
+/// struct, so the refusal of an unknown field still lists every field.
+///
+/// In the body, in the order the fields are listed (and refusals name
+/// them): `ref: "what the ref is for this tool",`, `element,`, `point,`
+/// (x and y), `target,` (a ref or a point), `ref_target,` (a ref only),
+/// `tab_id,`, and the tool's own `pub name: Type,` fields with their docs.
+macro_rules! target_args {
+    ($(#[$m:meta])* pub struct $name:ident { $($body:tt)* }) => {
+        $crate::browser::target::target_args!(@field [$(#[$m])* pub struct $name] [] $($body)*);
+    };
+    (@field $head:tt [$($acc:tt)*] ref: $doc:literal, $($rest:tt)*) => {
+        $crate::browser::target::target_args!(@field $head [$($acc)*
+            #[doc = $doc]
+            #[serde(default, rename = "ref")]
+            pub reference: Option<String>,
+        ] $($rest)*);
+    };
+    (@field $head:tt [$($acc:tt)*] element, $($rest:tt)*) => {
+        $crate::browser::target::target_args!(@field $head [$($acc)*
+            /// A few words naming the element, for the record (the ref decides what is acted on).
+            #[serde(default)]
+            pub element: Option<String>,
+        ] $($rest)*);
+    };
+    (@field $head:tt [$($acc:tt)*] point, $($rest:tt)*) => {
+        $crate::browser::target::target_args!(@field $head [$($acc)*
+            /// Instead of ref: a point in the latest browser_screenshot's pixels.
+            #[serde(default)]
+            pub x: Option<i64>,
+            #[serde(default)]
+            pub y: Option<i64>,
+        ] $($rest)*);
+    };
+    (@field $head:tt [$($acc:tt)*] target, $($rest:tt)*) => {
+        $crate::browser::target::target_args!(@field $head [$($acc)*
+            /// Instead of ref or x, y: "e12", {"type": "ref", "ref": "e12"} or {"type": "coordinate", "x": 10, "y": 20}.
+            #[serde(default)]
+            pub target: Option<$crate::browser::target::Target>,
+        ] $($rest)*);
+    };
+    (@field $head:tt [$($acc:tt)*] ref_target, $($rest:tt)*) => {
+        $crate::browser::target::target_args!(@field $head [$($acc)*
+            /// Instead of ref: "e12" or {"type": "ref", "ref": "e12"}.
+            #[serde(default)]
+            pub target: Option<$crate::browser::target::Target>,
+        ] $($rest)*);
+    };
+    (@field $head:tt [$($acc:tt)*] tab_id, $($rest:tt)*) => {
+        $crate::browser::target::target_args!(@field $head [$($acc)*
+            /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
+            #[serde(default)]
+            pub tab_id: Option<String>,
+        ] $($rest)*);
+    };
+    (@field $head:tt [$($acc:tt)*] $(#[$a:meta])* pub $f:ident: $t:ty, $($rest:tt)*) => {
+        $crate::browser::target::target_args!(@field $head [$($acc)* $(#[$a])* pub $f: $t,] $($rest)*);
+    };
+    (@field [$($head:tt)*] [$($acc:tt)*]) => {
+        #[derive(Debug, Default, ::serde::Deserialize, ::schemars::JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        $($head)* { $($acc)* }
+    };
+}
+pub(crate) use target_args;
+
 /// Where an action lands: a ref, or a point of the latest screenshot.
 pub(crate) enum Where {
     Ref(String),

@@ -2,47 +2,33 @@
 //! screenshot.
 
 use rmcp::model::{CallToolResult, Tool};
-use schemars::JsonSchema;
-use serde::Deserialize;
 
 use crate::browser::dom::{describe_el, describe_node, release, resolve};
 use crate::browser::pointer::{Button, dialog_words, hit_at, mouse_click, point_of, viewport};
-use crate::browser::target::{Target, Where, frame_for_points, where_of};
+use crate::browser::target::{Where, frame_for_points, target_args, where_of};
 use crate::browser::tool::{ActOutput, act_done};
 use crate::browser::{FOLLOW, current, cursor, follow, followed_words, keys, main_frame};
 use crate::define::{hints, make_tool};
 use crate::error::{Result, ToolError};
 use crate::{ToolContext, ToolSettings};
 
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ClickArgs {
-    /// The element's ref from the latest snapshot (e12).
-    #[serde(default, rename = "ref")]
-    pub reference: Option<String>,
-    /// A few words naming the element, for the record (the ref decides what is acted on).
-    #[serde(default)]
-    pub element: Option<String>,
-    /// Instead of ref: a point in the latest browser_screenshot's pixels.
-    #[serde(default)]
-    pub x: Option<i64>,
-    #[serde(default)]
-    pub y: Option<i64>,
-    /// Instead of ref or x, y: "e12", {"type": "ref", "ref": "e12"} or {"type": "coordinate", "x": 10, "y": 20}.
-    #[serde(default)]
-    pub target: Option<Target>,
-    /// left (default), right or middle.
-    #[serde(default)]
-    pub button: Option<Button>,
-    /// 2 for a double click, 3 for a triple click (default 1).
-    #[serde(default)]
-    pub click_count: Option<u32>,
-    /// Keys held while clicking: "shift", "ctrl+shift", "cmd".
-    #[serde(default)]
-    pub modifiers: Option<String>,
-    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
-    #[serde(default)]
-    pub tab_id: Option<String>,
+target_args! {
+    pub struct ClickArgs {
+        ref: "The element's ref from the latest snapshot (e12).",
+        element,
+        point,
+        target,
+        /// left (default), right or middle.
+        #[serde(default)]
+        pub button: Option<Button>,
+        /// 2 for a double click, 3 for a triple click (default 1).
+        #[serde(default)]
+        pub click_count: Option<u32>,
+        /// Keys held while clicking: "shift", "ctrl+shift", "cmd".
+        #[serde(default)]
+        pub modifiers: Option<String>,
+        tab_id,
+    }
 }
 
 pub(crate) fn click_tool(name: &'static str, _s: &ToolSettings) -> Tool {

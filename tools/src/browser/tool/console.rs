@@ -6,9 +6,10 @@ use std::time::Duration;
 use computerd::protocol::CdpEvent;
 use rmcp::model::{CallToolResult, Tool};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
+use crate::browser::target::target_args;
 use crate::browser::tool::chars_cut;
 use crate::browser::{Tab, current, events};
 use crate::define::{done, hints, make_tool};
@@ -24,18 +25,16 @@ pub const DEFAULT_ENTRIES: u32 = 50;
 /// One console entry or address at most, in characters.
 pub const MAX_ENTRY_CHARS: usize = 500;
 
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RecentArgs {
-    /// At most this many of the newest entries, 1 to 200 (default 50).
-    #[serde(default)]
-    pub max: Option<u32>,
-    /// Only entries after this point (the previous answer's next).
-    #[serde(default)]
-    pub since: Option<u64>,
-    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
-    #[serde(default)]
-    pub tab_id: Option<String>,
+target_args! {
+    pub struct RecentArgs {
+        /// At most this many of the newest entries, 1 to 200 (default 50).
+        #[serde(default)]
+        pub max: Option<u32>,
+        /// Only entries after this point (the previous answer's next).
+        #[serde(default)]
+        pub since: Option<u64>,
+        tab_id,
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]

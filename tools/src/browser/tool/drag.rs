@@ -4,13 +4,11 @@
 use std::time::Duration;
 
 use rmcp::model::{CallToolResult, Tool};
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::browser::dom::{describe_el, resolve};
 use crate::browser::pointer::{Button, mouse_move, point_in_view, point_of};
-use crate::browser::target::{Where, frame_for_points};
+use crate::browser::target::{Where, frame_for_points, target_args};
 use crate::browser::tool::{ActOutput, act_done};
 use crate::browser::{INPUT_MS, Tab, current, cursor, events, send, send_held};
 use crate::define::{hints, make_tool};
@@ -24,34 +22,32 @@ const DRAG_STEPS: u32 = 10;
 /// drag and drop (`dragstart`), before it is taken as plain mouse moves.
 const DRAG_START_WAIT: Duration = Duration::from_millis(300);
 
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DragArgs {
-    /// The ref of the element to drag, from the latest snapshot.
-    #[serde(default)]
-    pub start_ref: Option<String>,
-    /// A few words naming it, for the record.
-    #[serde(default)]
-    pub start_element: Option<String>,
-    /// The ref of the element to drop on (it must be in view with the start).
-    #[serde(default)]
-    pub end_ref: Option<String>,
-    /// A few words naming it, for the record.
-    #[serde(default)]
-    pub end_element: Option<String>,
-    /// Instead of start_ref: a point in the latest browser_screenshot's pixels.
-    #[serde(default)]
-    pub start_x: Option<i64>,
-    #[serde(default)]
-    pub start_y: Option<i64>,
-    /// Instead of end_ref: a point in the latest browser_screenshot's pixels.
-    #[serde(default)]
-    pub end_x: Option<i64>,
-    #[serde(default)]
-    pub end_y: Option<i64>,
-    /// The tab to act in (a tab_id from browser_tabs list); default the current tab.
-    #[serde(default)]
-    pub tab_id: Option<String>,
+target_args! {
+    pub struct DragArgs {
+        /// The ref of the element to drag, from the latest snapshot.
+        #[serde(default)]
+        pub start_ref: Option<String>,
+        /// A few words naming it, for the record.
+        #[serde(default)]
+        pub start_element: Option<String>,
+        /// The ref of the element to drop on (it must be in view with the start).
+        #[serde(default)]
+        pub end_ref: Option<String>,
+        /// A few words naming it, for the record.
+        #[serde(default)]
+        pub end_element: Option<String>,
+        /// Instead of start_ref: a point in the latest browser_screenshot's pixels.
+        #[serde(default)]
+        pub start_x: Option<i64>,
+        #[serde(default)]
+        pub start_y: Option<i64>,
+        /// Instead of end_ref: a point in the latest browser_screenshot's pixels.
+        #[serde(default)]
+        pub end_x: Option<i64>,
+        #[serde(default)]
+        pub end_y: Option<i64>,
+        tab_id,
+    }
 }
 
 pub(crate) fn drag_tool(name: &'static str, _s: &ToolSettings) -> Tool {

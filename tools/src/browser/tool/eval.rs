@@ -2,10 +2,11 @@
 
 use rmcp::model::{CallToolResult, Tool};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::console::MAX_ENTRY_CHARS;
+use crate::browser::target::target_args;
 use crate::browser::tool::{budget, chars_cut};
 use crate::browser::{check, current, cursor, send_held};
 use crate::define::{done, hints, make_tool};
@@ -16,21 +17,19 @@ use crate::{ToolContext, ToolSettings};
 pub const EVAL_DEFAULT_MS: u64 = 10_000;
 pub const EVAL_MAX_MS: u64 = 60_000;
 
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct EvalArgs {
-    /// JavaScript evaluated in the page; its last expression's value is the answer (a promise is awaited). At most 64 KiB.
-    #[serde(default)]
-    pub expression: Option<String>,
-    /// The same as expression (the name Anthropic's javascript_exec uses).
-    #[serde(default)]
-    pub text: Option<String>,
-    /// How long it may run, 100 to 60000 ms (default 10000).
-    #[serde(default)]
-    pub timeout_ms: Option<u64>,
-    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
-    #[serde(default)]
-    pub tab_id: Option<String>,
+target_args! {
+    pub struct EvalArgs {
+        /// JavaScript evaluated in the page; its last expression's value is the answer (a promise is awaited). At most 64 KiB.
+        #[serde(default)]
+        pub expression: Option<String>,
+        /// The same as expression (the name Anthropic's javascript_exec uses).
+        #[serde(default)]
+        pub text: Option<String>,
+        /// How long it may run, 100 to 60000 ms (default 10000).
+        #[serde(default)]
+        pub timeout_ms: Option<u64>,
+        tab_id,
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]

@@ -2,28 +2,25 @@
 
 use rmcp::model::{CallToolResult, Tool};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::json;
 
 use crate::browser::dom::resolve;
+use crate::browser::target::target_args;
 use crate::browser::tool::budget;
 use crate::browser::{current, send};
 use crate::define::{done, hints, make_tool};
 use crate::error::{Result, ToolError};
 use crate::{ToolContext, ToolSettings};
 
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct GetTextArgs {
-    /// An element's ref from the latest snapshot; none for the whole page.
-    #[serde(default, rename = "ref")]
-    pub reference: Option<String>,
-    /// Where to start, in bytes of the text (the previous answer's next_offset).
-    #[serde(default)]
-    pub offset: Option<usize>,
-    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
-    #[serde(default)]
-    pub tab_id: Option<String>,
+target_args! {
+    pub struct GetTextArgs {
+        ref: "An element's ref from the latest snapshot; none for the whole page.",
+        /// Where to start, in bytes of the text (the previous answer's next_offset).
+        #[serde(default)]
+        pub offset: Option<usize>,
+        tab_id,
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]

@@ -1,38 +1,24 @@
 //! `browser_hover`: move the mouse over an element by ref, or to a point.
 
 use rmcp::model::{CallToolResult, Tool};
-use schemars::JsonSchema;
-use serde::Deserialize;
 
 use crate::browser::current;
 use crate::browser::dom::{describe_el, resolve};
 use crate::browser::pointer::{mouse_move, point_of};
-use crate::browser::target::{Target, Where, frame_for_points, where_of};
+use crate::browser::target::{Where, frame_for_points, target_args, where_of};
 use crate::browser::tool::{ActOutput, act_done};
 use crate::define::{hints, make_tool};
 use crate::error::Result;
 use crate::{ToolContext, ToolSettings};
 
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct HoverArgs {
-    /// The element's ref from the latest snapshot.
-    #[serde(default, rename = "ref")]
-    pub reference: Option<String>,
-    /// A few words naming the element, for the record (the ref decides what is acted on).
-    #[serde(default)]
-    pub element: Option<String>,
-    /// Instead of ref: a point in the latest browser_screenshot's pixels.
-    #[serde(default)]
-    pub x: Option<i64>,
-    #[serde(default)]
-    pub y: Option<i64>,
-    /// Instead: "e12", {"type": "ref", "ref": "e12"} or {"type": "coordinate", "x": 10, "y": 20}.
-    #[serde(default)]
-    pub target: Option<Target>,
-    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
-    #[serde(default)]
-    pub tab_id: Option<String>,
+target_args! {
+    pub struct HoverArgs {
+        ref: "The element's ref from the latest snapshot.",
+        element,
+        point,
+        target,
+        tab_id,
+    }
 }
 
 pub(crate) fn hover_tool(name: &'static str, _s: &ToolSettings) -> Tool {

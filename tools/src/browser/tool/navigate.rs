@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::browser::target::target_args;
 use crate::browser::{Loaded, Tab, check, current, cursor, main_frame, send, title_url, wait_load};
 use crate::define::{done, hints, make_tool};
 use crate::error::{Result, ToolError};
@@ -29,21 +30,19 @@ pub enum History {
     Reload,
 }
 
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NavigateArgs {
-    /// The address to open: http:// or https:// (a bare host gets https://), or about:blank. "back", "forward" and "reload" are taken here too.
-    #[serde(default)]
-    pub url: Option<String>,
-    /// Instead of url: back, forward or reload.
-    #[serde(default)]
-    pub action: Option<History>,
-    /// How long to wait for the page to load, 1000 to 60000 ms (default 30000).
-    #[serde(default)]
-    pub timeout_ms: Option<u64>,
-    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
-    #[serde(default)]
-    pub tab_id: Option<String>,
+target_args! {
+    pub struct NavigateArgs {
+        /// The address to open: http:// or https:// (a bare host gets https://), or about:blank. "back", "forward" and "reload" are taken here too.
+        #[serde(default)]
+        pub url: Option<String>,
+        /// Instead of url: back, forward or reload.
+        #[serde(default)]
+        pub action: Option<History>,
+        /// How long to wait for the page to load, 1000 to 60000 ms (default 30000).
+        #[serde(default)]
+        pub timeout_ms: Option<u64>,
+        tab_id,
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]

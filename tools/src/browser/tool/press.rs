@@ -1,38 +1,31 @@
 //! `browser_press`: press keys and key combinations.
 
 use rmcp::model::{CallToolResult, Tool};
-use schemars::JsonSchema;
-use serde::Deserialize;
 
 use crate::browser::dom::{describe_el, focus, resolve, scroll_into_view};
 use crate::browser::pointer::{dialog_words, key_presses};
+use crate::browser::target::target_args;
 use crate::browser::tool::{ActOutput, act_done};
 use crate::browser::{FOLLOW, current, cursor, follow, followed_words, keys, main_frame};
 use crate::define::{hints, make_tool};
 use crate::error::{Result, ToolError};
 use crate::{ToolContext, ToolSettings};
 
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PressArgs {
-    /// The key or chord: Enter, Tab, Escape, ArrowDown, ctrl+a, shift+Tab; several separated by spaces ("Backspace Backspace").
-    #[serde(default)]
-    pub key: Option<String>,
-    /// The same as key (the name Anthropic's key action uses).
-    #[serde(default)]
-    pub text: Option<String>,
-    /// Focus this element (a ref from the latest snapshot) first.
-    #[serde(default, rename = "ref")]
-    pub reference: Option<String>,
-    /// A few words naming the element, for the record (the ref decides what is acted on).
-    #[serde(default)]
-    pub element: Option<String>,
-    /// Press it this many times, 1 to 100 (default 1).
-    #[serde(default)]
-    pub repeat: Option<u32>,
-    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
-    #[serde(default)]
-    pub tab_id: Option<String>,
+target_args! {
+    pub struct PressArgs {
+        /// The key or chord: Enter, Tab, Escape, ArrowDown, ctrl+a, shift+Tab; several separated by spaces ("Backspace Backspace").
+        #[serde(default)]
+        pub key: Option<String>,
+        /// The same as key (the name Anthropic's key action uses).
+        #[serde(default)]
+        pub text: Option<String>,
+        ref: "Focus this element (a ref from the latest snapshot) first.",
+        element,
+        /// Press it this many times, 1 to 100 (default 1).
+        #[serde(default)]
+        pub repeat: Option<u32>,
+        tab_id,
+    }
 }
 
 pub(crate) fn press_tool(name: &'static str, _s: &ToolSettings) -> Tool {

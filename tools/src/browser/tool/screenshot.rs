@@ -4,25 +4,24 @@
 use base64::Engine;
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::json;
 
 use crate::browser::pointer::viewport;
+use crate::browser::target::target_args;
 use crate::browser::{ShotFrame, current, send, with_memo};
 use crate::define::{hints, make_tool, with_structured};
 use crate::desktop::image;
 use crate::error::{Result, ToolError};
 use crate::{ToolContext, ToolSettings};
 
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ScreenshotArgs {
-    /// At most this many pixels wide (saves context).
-    #[serde(default)]
-    pub max_width: Option<u32>,
-    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
-    #[serde(default)]
-    pub tab_id: Option<String>,
+target_args! {
+    pub struct ScreenshotArgs {
+        /// At most this many pixels wide (saves context).
+        #[serde(default)]
+        pub max_width: Option<u32>,
+        tab_id,
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::browser::dom::{SCROLLER, call_on, describe_el, object, release, resolve};
 use crate::browser::pointer::{dialog_words, hit_at, mouse_move, point_of, viewport};
-use crate::browser::target::{Target, Where, frame_for_points, where_of};
+use crate::browser::target::{Where, frame_for_points, target_args, where_of};
 use crate::browser::tool::{ActOutput, act_done};
 use crate::browser::{INPUT_MS, Tab, current, cursor, send, send_held};
 use crate::define::{hints, make_tool};
@@ -47,32 +47,20 @@ impl Direction {
     }
 }
 
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ScrollArgs {
-    /// up, down, left or right. Without it, ref is scrolled into view.
-    #[serde(default, alias = "scroll_direction")]
-    pub direction: Option<Direction>,
-    /// How far, in CSS pixels (1 to 100000; default 80% of the viewport).
-    #[serde(default)]
-    pub amount: Option<u32>,
-    /// Where the wheel turns: an element's ref (the area it is in scrolls); default the middle of the viewport.
-    #[serde(default, rename = "ref")]
-    pub reference: Option<String>,
-    /// A few words naming the element, for the record.
-    #[serde(default)]
-    pub element: Option<String>,
-    /// Instead of ref: a point in the latest browser_screenshot's pixels.
-    #[serde(default)]
-    pub x: Option<i64>,
-    #[serde(default)]
-    pub y: Option<i64>,
-    /// Instead: "e12", {"type": "ref", "ref": "e12"} or {"type": "coordinate", "x": 10, "y": 20}.
-    #[serde(default)]
-    pub target: Option<Target>,
-    /// The tab to act in (a tab_id from browser_tabs list); default the current tab.
-    #[serde(default)]
-    pub tab_id: Option<String>,
+target_args! {
+    pub struct ScrollArgs {
+        /// up, down, left or right. Without it, ref is scrolled into view.
+        #[serde(default, alias = "scroll_direction")]
+        pub direction: Option<Direction>,
+        /// How far, in CSS pixels (1 to 100000; default 80% of the viewport).
+        #[serde(default)]
+        pub amount: Option<u32>,
+        ref: "Where the wheel turns: an element's ref (the area it is in scrolls); default the middle of the viewport.",
+        element,
+        point,
+        target,
+        tab_id,
+    }
 }
 
 pub(crate) fn scroll_tool(name: &'static str, _s: &ToolSettings) -> Tool {

@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::browser::dom::{
     SET_FORM, call_on, describe_el, object, release, resolve, scroll_into_view,
 };
-use crate::browser::target::{Target, Typed};
+use crate::browser::target::{Target, Typed, target_args};
 use crate::browser::tool::{ActOutput, act_done};
 use crate::browser::{FOLLOW, check, cursor, follow, followed_words, main_frame};
 use crate::define::{hints, make_tool};
@@ -25,27 +25,19 @@ pub enum FormValue {
     Text(String),
 }
 
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SelectArgs {
-    /// The select's (or field's) ref from the latest snapshot.
-    #[serde(default, rename = "ref")]
-    pub reference: Option<String>,
-    /// A few words naming the element, for the record (the ref decides what is acted on).
-    #[serde(default)]
-    pub element: Option<String>,
-    /// Instead of ref: "e12" or {"type": "ref", "ref": "e12"}.
-    #[serde(default)]
-    pub target: Option<Target>,
-    /// The options to pick, by value or by their text (one for a plain select).
-    #[serde(default)]
-    pub values: Option<Vec<String>>,
-    /// Instead of values: one option; true or false to check or uncheck a checkbox; text for a text field.
-    #[serde(default)]
-    pub value: Option<FormValue>,
-    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
-    #[serde(default)]
-    pub tab_id: Option<String>,
+target_args! {
+    pub struct SelectArgs {
+        ref: "The select's (or field's) ref from the latest snapshot.",
+        element,
+        ref_target,
+        /// The options to pick, by value or by their text (one for a plain select).
+        #[serde(default)]
+        pub values: Option<Vec<String>>,
+        /// Instead of values: one option; true or false to check or uncheck a checkbox; text for a text field.
+        #[serde(default)]
+        pub value: Option<FormValue>,
+        tab_id,
+    }
 }
 
 /// The options to pick at most.

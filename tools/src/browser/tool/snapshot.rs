@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::browser::target::target_args;
 use crate::browser::tool::budget;
 use crate::browser::{
     Snap, Tab, current, main_frame, send, snapshot as snap, title_url, with_memo,
@@ -16,18 +17,16 @@ use crate::define::{done, hints, make_tool};
 use crate::error::{Result, ToolError};
 use crate::{ToolContext, ToolSettings};
 
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SnapshotArgs {
-    /// Which page of a long snapshot, from 1. Pages after the first are of the latest snapshot (no new one is taken).
-    #[serde(default)]
-    pub page: Option<u32>,
-    /// "interactive": only the elements with a ref, one a line (shorter); default every line.
-    #[serde(default)]
-    pub filter: Option<Filter>,
-    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
-    #[serde(default)]
-    pub tab_id: Option<String>,
+target_args! {
+    pub struct SnapshotArgs {
+        /// Which page of a long snapshot, from 1. Pages after the first are of the latest snapshot (no new one is taken).
+        #[serde(default)]
+        pub page: Option<u32>,
+        /// "interactive": only the elements with a ref, one a line (shorter); default every line.
+        #[serde(default)]
+        pub filter: Option<Filter>,
+        tab_id,
+    }
 }
 
 /// Which lines of a snapshot are shown.

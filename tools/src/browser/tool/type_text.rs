@@ -1,8 +1,6 @@
 //! `browser_type`: type into a field by ref, or where the focus is.
 
 use rmcp::model::{CallToolResult, Tool};
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::json;
 
 use crate::browser::dom::{
@@ -10,6 +8,7 @@ use crate::browser::dom::{
     scroll_into_view,
 };
 use crate::browser::pointer::{dialog_words, key_presses};
+use crate::browser::target::target_args;
 use crate::browser::tool::{ActOutput, act_done};
 use crate::browser::{
     FOLLOW, check, current, cursor, follow, followed_words, keys, main_frame, send,
@@ -18,26 +17,20 @@ use crate::define::{hints, make_tool};
 use crate::error::{Result, ToolError};
 use crate::{ToolContext, ToolSettings};
 
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TypeArgs {
-    /// The field's ref from the latest snapshot; none types where the focus is.
-    #[serde(default, rename = "ref")]
-    pub reference: Option<String>,
-    /// A few words naming the element, for the record (the ref decides what is acted on).
-    #[serde(default)]
-    pub element: Option<String>,
-    /// The text to type, as it is (at most 64 KiB).
-    pub text: String,
-    /// Empty the field first.
-    #[serde(default)]
-    pub clear: Option<bool>,
-    /// Press Enter after (submits most forms).
-    #[serde(default)]
-    pub submit: Option<bool>,
-    /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
-    #[serde(default)]
-    pub tab_id: Option<String>,
+target_args! {
+    pub struct TypeArgs {
+        ref: "The field's ref from the latest snapshot; none types where the focus is.",
+        element,
+        /// The text to type, as it is (at most 64 KiB).
+        pub text: String,
+        /// Empty the field first.
+        #[serde(default)]
+        pub clear: Option<bool>,
+        /// Press Enter after (submits most forms).
+        #[serde(default)]
+        pub submit: Option<bool>,
+        tab_id,
+    }
 }
 
 pub(crate) fn type_tool(name: &'static str, _s: &ToolSettings) -> Tool {

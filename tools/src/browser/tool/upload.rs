@@ -12,14 +12,13 @@ use std::time::Duration;
 use computerd::client::ComputerExt;
 use computerd::protocol::{ErrorKind, FileType, FilesStatParams};
 use rmcp::model::{CallToolResult, Tool};
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::json;
 
 use crate::browser::dom::{
     INPUT_FACTS, INPUT_FILES, call_on, describe_el, object, release, resolve,
 };
 use crate::browser::pointer::{Button, dialog_words, mouse_click, point_of};
+use crate::browser::target::target_args;
 use crate::browser::tool::{ActOutput, act_done};
 use crate::browser::{Tab, cursor, events, send};
 use crate::define::{hints, make_tool};
@@ -33,20 +32,16 @@ pub const MAX_UPLOAD_FILES: usize = 100;
 /// How long a click may take to open a file chooser.
 const CHOOSER_WAIT: Duration = Duration::from_secs(3);
 
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UploadArgs {
-    /// The ref of the file input, or of the button that opens its file chooser, from the latest snapshot.
-    #[serde(rename = "ref")]
-    pub reference: String,
-    /// A few words naming the element, for the record.
-    #[serde(default)]
-    pub element: Option<String>,
-    /// Absolute paths of files in the computer (at most 100); [] clears the input's choice.
-    pub paths: Vec<String>,
-    /// The tab to act in (a tab_id from browser_tabs list); default the current tab.
-    #[serde(default)]
-    pub tab_id: Option<String>,
+target_args! {
+    pub struct UploadArgs {
+        /// The ref of the file input, or of the button that opens its file chooser, from the latest snapshot.
+        #[serde(rename = "ref")]
+        pub reference: String,
+        element,
+        /// Absolute paths of files in the computer (at most 100); [] clears the input's choice.
+        pub paths: Vec<String>,
+        tab_id,
+    }
 }
 
 pub(crate) fn upload_tool(name: &'static str, _s: &ToolSettings) -> Tool {
