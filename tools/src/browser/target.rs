@@ -189,3 +189,31 @@ pub(crate) async fn frame_for_points(ctx: &ToolContext, tab: &Tab) -> Result<Sho
         css_height: h,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::browser::tool::click::ClickArgs;
+    use crate::browser::tool::upload::UploadArgs;
+
+    /// The fields `target_args!` writes are plain fields of one struct, so
+    /// an unknown field is refused by name with every expected field listed.
+    #[test]
+    fn an_unknown_field_is_refused_by_name_with_the_fields_expected() {
+        let e = serde_json::from_value::<ClickArgs>(serde_json::json!({"ref": "e1", "bogus": 1}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("unknown field `bogus`, expected one of `ref`, `element`, `x`, `y`, `target`, `button`, `click_count`, `modifiers`, `tab_id`"),
+            "{e}"
+        );
+        let e = serde_json::from_value::<UploadArgs>(
+            serde_json::json!({"ref": "e1", "paths": [], "x": 1}),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("unknown field `x`, expected one of `ref`, `element`, `paths`, `tab_id`"),
+            "{e}"
+        );
+    }
+}
