@@ -14,6 +14,8 @@ use std::time::Duration;
 use computer_providers::cdp::HostChromium;
 use computer_testkit::need_chromium;
 use computer_tools::{ToolContext, registry};
+
+use super::support::Calls;
 use computerd::protocol::SettingKind;
 use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};
@@ -248,20 +250,6 @@ impl Browser {
         r
     }
 
-    async fn ok(&self, name: &str, args: Value) -> (String, Value) {
-        let r = self.call(name, args.clone()).await;
-        let t = text(&r);
-        assert_eq!(r.is_error, Some(false), "{name} {args} failed: {t}");
-        (t, r.structured_content.unwrap_or(Value::Null))
-    }
-
-    async fn err(&self, name: &str, args: Value) -> String {
-        let r = self.call(name, args.clone()).await;
-        let t = text(&r);
-        assert_eq!(r.is_error, Some(true), "{name} {args} should fail: {t}");
-        t
-    }
-
     /// The ref on the snapshot line that contains `needle`.
     fn ref_of(snapshot: &str, needle: &str) -> String {
         let line = snapshot
@@ -299,5 +287,21 @@ impl Browser {
             .ok("browser_eval", json!({"expression": "1 + 1"}))
             .await;
         assert_eq!(t, "2");
+    }
+}
+
+impl Calls for Browser {
+    async fn ok(&self, name: &str, args: Value) -> (String, Value) {
+        let r = self.call(name, args.clone()).await;
+        let t = text(&r);
+        assert_eq!(r.is_error, Some(false), "{name} {args} failed: {t}");
+        (t, r.structured_content.unwrap_or(Value::Null))
+    }
+
+    async fn err(&self, name: &str, args: Value) -> String {
+        let r = self.call(name, args.clone()).await;
+        let t = text(&r);
+        assert_eq!(r.is_error, Some(true), "{name} {args} should fail: {t}");
+        t
     }
 }

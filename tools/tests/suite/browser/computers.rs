@@ -171,13 +171,12 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let one = Browser::ref_of(&snap, "\"One\"");
     let pick = Browser::ref_of(&snap, "button \"Choose files\"");
-    let e = b
-        .err(
-            "browser_upload",
-            json!({"ref": one, "paths": ["/tmp/up/a.txt", "/tmp/up/b.txt"]}),
-        )
-        .await;
-    assert!(e.contains("takes one file (it has no `multiple`)"), "{e}");
+    b.err_has(
+        "browser_upload",
+        json!({"ref": one, "paths": ["/tmp/up/a.txt", "/tmp/up/b.txt"]}),
+        "takes one file (it has no `multiple`)",
+    )
+    .await;
     let e = b
         .err(
             "browser_upload",
@@ -188,14 +187,18 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
         e.contains("paths[0] /tmp/up/none.txt") && e.contains("write the file first"),
         "{e}"
     );
-    let e = b
-        .err("browser_upload", json!({"ref": one, "paths": ["a.txt"]}))
-        .await;
-    assert!(e.contains("paths[0] must be an absolute path"), "{e}");
-    let e = b
-        .err("browser_upload", json!({"ref": one, "paths": ["/tmp/up"]}))
-        .await;
-    assert!(e.contains("paths[0] /tmp/up is a directory"), "{e}");
+    b.err_has(
+        "browser_upload",
+        json!({"ref": one, "paths": ["a.txt"]}),
+        "paths[0] must be an absolute path",
+    )
+    .await;
+    b.err_has(
+        "browser_upload",
+        json!({"ref": one, "paths": ["/tmp/up"]}),
+        "paths[0] /tmp/up is a directory",
+    )
+    .await;
     let (t, _) = b
         .ok(
             "browser_upload",

@@ -31,21 +31,24 @@ async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
         "{snap}"
     );
 
-    let (t, _) = b
-        .ok("browser_type", json!({"ref": name, "text": "Ada"}))
-        .await;
-    assert!(t.contains("it now holds \"Ada\""), "{t}");
-    let (t, _) = b
-        .ok("browser_type", json!({"ref": pw, "text": SECRET}))
-        .await;
-    assert!(t.contains("password field"), "{t}");
-    let (t, _) = b
-        .ok(
-            "browser_select",
-            json!({"target": colour, "values": ["Green"]}),
-        )
-        .await;
-    assert!(t.contains("\"Green\" selected"), "{t}");
+    b.ok_has(
+        "browser_type",
+        json!({"ref": name, "text": "Ada"}),
+        "it now holds \"Ada\"",
+    )
+    .await;
+    b.ok_has(
+        "browser_type",
+        json!({"ref": pw, "text": SECRET}),
+        "password field",
+    )
+    .await;
+    b.ok_has(
+        "browser_select",
+        json!({"target": colour, "values": ["Green"]}),
+        "\"Green\" selected",
+    )
+    .await;
     // `element` (a description, as Playwright's MCP tools take it) rides along.
     let (t, _) = b
         .ok(
@@ -84,10 +87,12 @@ async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
     assert_eq!(posted, format!("name=Ada&pw={SECRET}&color=g&agree=on"));
 
     // A ref from before the navigation is refused with the next step.
-    let e = b
-        .err("browser_type", json!({"ref": name, "text": "x"}))
-        .await;
-    assert!(e.contains("take a new snapshot"), "{e}");
+    b.err_has(
+        "browser_type",
+        json!({"ref": name, "text": "x"}),
+        "take a new snapshot",
+    )
+    .await;
     let (only, _) = b
         .ok(
             "browser_snapshot",
@@ -95,8 +100,7 @@ async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
         )
         .await;
     assert!(!only.contains("heading"), "{only}");
-    let (snap3, _) = b.ok("browser_snapshot", json!({})).await;
-    assert!(snap3.contains("Thanks"), "{snap3}");
+    b.ok_has("browser_snapshot", json!({}), "Thanks").await;
 
     let all = b.results.lock().unwrap().join("\n");
     assert!(!all.contains(SECRET), "the password showed in a result");
@@ -132,13 +136,12 @@ async fn a_ref_from_before_a_navigation_is_refused_and_bad_input_is_named() {
         e.ends_with("has no option \"Purple\"; its options are: Red (value r); Green (value g); Blue (value b); nothing was changed"),
         "{e}"
     );
-    let e = b
-        .err("browser_select", json!({"ref": name, "values": ["x"]}))
-        .await;
-    assert!(
-        e.contains("is a <input>, not a <select>: type into it with browser_type"),
-        "{e}"
-    );
+    b.err_has(
+        "browser_select",
+        json!({"ref": name, "values": ["x"]}),
+        "is a <input>, not a <select>: type into it with browser_type",
+    )
+    .await;
     let (t, out) = b.ok("browser_click", json!({"ref": link})).await;
     if out["navigated"] == true {
         assert!(t.contains("/other"), "{t}");
@@ -168,12 +171,18 @@ async fn a_ref_from_before_a_navigation_is_refused_and_bad_input_is_named() {
         assert!(e.starts_with("url has the scheme "), "{e}");
     }
     // An unknown ref, a ref that is no ref.
-    let e = b.err("browser_click", json!({"ref": "e999"})).await;
-    assert!(e.contains("is no ref of any snapshot"), "{e}");
-    let e = b
-        .err("browser_click", json!({"ref": "submit-button"}))
-        .await;
-    assert!(e.contains("is not a ref"), "{e}");
+    b.err_has(
+        "browser_click",
+        json!({"ref": "e999"}),
+        "is no ref of any snapshot",
+    )
+    .await;
+    b.err_has(
+        "browser_click",
+        json!({"ref": "submit-button"}),
+        "is not a ref",
+    )
+    .await;
     // An expression past its bound.
     let big = "1;".repeat(40 * 1024);
     let e = b.err("browser_eval", json!({"expression": big})).await;
@@ -182,13 +191,12 @@ async fn a_ref_from_before_a_navigation_is_refused_and_bad_input_is_named() {
         "{e}"
     );
     // An expression that throws says so.
-    let e = b
-        .err(
-            "browser_eval",
-            json!({"expression": "throw new Error('boom')"}),
-        )
-        .await;
-    assert!(e.contains("boom"), "{e}");
+    b.err_has(
+        "browser_eval",
+        json!({"expression": "throw new Error('boom')"}),
+        "boom",
+    )
+    .await;
 
     // A server that is not there: the browser's words, and it answers.
     let gone = {

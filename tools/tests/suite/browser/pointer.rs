@@ -51,8 +51,12 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
         "{clicks}"
     );
     // Outside the frame: refused, nothing clicked.
-    let e = b.err("browser_click", json!({"x": 400, "y": 10})).await;
-    assert!(e.contains("is outside the 400x"), "{e}");
+    b.err_has(
+        "browser_click",
+        json!({"x": 400, "y": 10}),
+        "is outside the 400x",
+    )
+    .await;
     assert!(vw > 0.0 && vh > 0.0);
 
     // A covered button: what was confirmed, and that nothing was clicked.
@@ -85,11 +89,12 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
         .await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let alert = Browser::ref_of(&snap, "button \"Alert me\"");
-    let (t, _) = b.ok("browser_click", json!({"ref": alert})).await;
-    assert!(
-        t.contains("the page opened an alert dialog saying \"hello there\", which was dismissed"),
-        "{t}"
-    );
+    b.ok_has(
+        "browser_click",
+        json!({"ref": alert}),
+        "the page opened an alert dialog saying \"hello there\", which was dismissed",
+    )
+    .await;
     let (after, _) = b
         .ok("browser_eval", json!({"expression": "window.after"}))
         .await;
@@ -131,17 +136,16 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
 
     // Keys, hover, text, console, network, tabs.
     b.ok("browser_press", json!({"key": "Tab"})).await;
-    let (t, _) = b.ok("browser_get_text", json!({})).await;
-    assert!(t.contains("Go"), "{t}");
+    b.ok_has("browser_get_text", json!({}), "Go").await;
     b.ok(
         "browser_eval",
         json!({"expression": "console.warn('careful', 3)"}),
     )
     .await;
-    let (t, _) = b.ok("browser_console", json!({})).await;
-    assert!(t.contains("warning: careful 3"), "{t}");
-    let (t, _) = b.ok("browser_network", json!({})).await;
-    assert!(t.contains("/covered -> 200 text/html"), "{t}");
+    b.ok_has("browser_console", json!({}), "warning: careful 3")
+        .await;
+    b.ok_has("browser_network", json!({}), "/covered -> 200 text/html")
+        .await;
     let (t, out) = b
         .ok(
             "browser_tabs",
@@ -179,8 +183,8 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
     assert_eq!(out["tabs"][i]["current"], true, "{out}");
     // The other tab's snapshot refs are refused here.
     let nothing = Browser::ref_of(&snap, "button \"Nothing\"");
-    let e = b.err("browser_click", json!({"ref": nothing})).await;
-    assert!(e.contains("another tab"), "{e}");
+    b.err_has("browser_click", json!({"ref": nothing}), "another tab")
+        .await;
     let (_, out) = b
         .ok("browser_tabs", json!({"action": "close", "index": other}))
         .await;
@@ -256,13 +260,12 @@ async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
     assert!(t.contains("the page scrolled to y 500 of"), "{t}");
     assert_eq!(out["navigated"], false);
     assert_eq!(b.js("window.scrollY").await, "500");
-    let (t, _) = b
-        .ok(
-            "browser_scroll",
-            json!({"direction": "up", "amount": 100000}),
-        )
-        .await;
-    assert!(t.contains("the page scrolled to y 0 of"), "{t}");
+    b.ok_has(
+        "browser_scroll",
+        json!({"direction": "up", "amount": 100000}),
+        "the page scrolled to y 0 of",
+    )
+    .await;
     let (t, _) = b.ok("browser_scroll", json!({"direction": "up"})).await;
     assert!(
         t.contains("nothing moved: the page stands at y 0 of") && t.contains("cannot scroll up"),
@@ -303,19 +306,24 @@ async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
         .err("browser_scroll", json!({"direction": "down", "amount": 0}))
         .await;
     assert!(e.contains("amount is 0; give 1 to 100000"), "{e}");
-    let e = b.err("browser_scroll", json!({})).await;
-    assert!(
-        e.contains("give direction (up, down, left or right)"),
-        "{e}"
-    );
-    let e = b
-        .err("browser_scroll", json!({"direction": "sideways"}))
-        .await;
-    assert!(e.contains("direction"), "{e}");
-    let e = b
-        .err("browser_scroll", json!({"ref": bottom, "amount": 10}))
-        .await;
-    assert!(e.contains("amount needs a direction"), "{e}");
+    b.err_has(
+        "browser_scroll",
+        json!({}),
+        "give direction (up, down, left or right)",
+    )
+    .await;
+    b.err_has(
+        "browser_scroll",
+        json!({"direction": "sideways"}),
+        "direction",
+    )
+    .await;
+    b.err_has(
+        "browser_scroll",
+        json!({"ref": bottom, "amount": 10}),
+        "amount needs a direction",
+    )
+    .await;
     assert_eq!(b.js("window.scrollY").await, y);
     b.answers().await;
 }
@@ -345,10 +353,12 @@ async fn a_drag_drops_by_refs_and_moves_a_knob_and_an_end_out_of_view_is_refused
     assert_eq!(out["at"][0], 375.0, "{out}");
     assert_eq!(b.js("window.dropped").await, "\"payload-7\"");
 
-    let (t, _) = b
-        .ok("browser_drag", json!({"start_ref": knob, "end_ref": after}))
-        .await;
-    assert!(t.contains("the page started no drag and drop"), "{t}");
+    b.ok_has(
+        "browser_drag",
+        json!({"start_ref": knob, "end_ref": after}),
+        "the page started no drag and drop",
+    )
+    .await;
     let (k, _) = b
         .ok(
             "browser_eval",
@@ -372,21 +382,18 @@ async fn a_drag_drops_by_refs_and_moves_a_knob_and_an_end_out_of_view_is_refused
             && e.contains("nothing was dragged"),
         "{e}"
     );
-    let e = b.err("browser_drag", json!({"start_ref": item})).await;
-    assert!(
-        e.contains("give end_ref (from browser_snapshot), or end_x and end_y"),
-        "{e}"
-    );
-    let e = b
-        .err(
-            "browser_drag",
-            json!({"start_ref": item, "end_ref": zone, "end_x": 3, "end_y": 4}),
-        )
-        .await;
-    assert!(
-        e.contains("give end_ref or end_x and end_y, not both"),
-        "{e}"
-    );
+    b.err_has(
+        "browser_drag",
+        json!({"start_ref": item}),
+        "give end_ref (from browser_snapshot), or end_x and end_y",
+    )
+    .await;
+    b.err_has(
+        "browser_drag",
+        json!({"start_ref": item, "end_ref": zone, "end_x": 3, "end_y": 4}),
+        "give end_ref or end_x and end_y, not both",
+    )
+    .await;
     assert_eq!(b.js("window.afterClicks").await, "1");
     b.answers().await;
 }
