@@ -175,19 +175,9 @@ async fn drag_steps(
     intercept: bool,
 ) -> Result<Dragged> {
     let since = cursor(ctx, &tab.session).await?;
-    let left = Button::Left;
     mouse_move(ctx, tab, from.0, from.1, 0).await?;
-    let mouse = |kind: &str, (x, y): (f64, f64), buttons: u32| json!({"type": kind, "x": x, "y": y, "button": left.name(), "buttons": buttons, "clickCount": 1});
-    let (_, d) = send_held(
-        ctx,
-        tab,
-        "Input.dispatchMouseEvent",
-        mouse("mousePressed", from, left.bit()),
-        since,
-        INPUT_MS,
-    )
-    .await?;
-    if let Some(w) = d {
+    let held = Button::Left.bit();
+    if let Some(w) = left_mouse(ctx, tab, "mousePressed", from, held, since).await? {
         return Ok(Dragged::Dialog(w));
     }
     let at = |i: u32| {
@@ -201,16 +191,7 @@ async fn drag_steps(
             drag_event(ctx, tab, "dragOver", p, d).await?;
             continue;
         }
-        let (_, d) = send_held(
-            ctx,
-            tab,
-            "Input.dispatchMouseEvent",
-            mouse("mouseMoved", p, left.bit()),
-            since,
-            INPUT_MS,
-        )
-        .await?;
-        if let Some(w) = d {
+        if let Some(w) = left_mouse(ctx, tab, "mouseMoved", p, held, since).await? {
             return Ok(Dragged::Dialog(w));
         }
         if intercept {
@@ -233,16 +214,7 @@ async fn drag_steps(
         drag_event(ctx, tab, "drop", to, d).await?;
     }
     // The release ends the press in the browser's mouse state either way.
-    let (_, d) = send_held(
-        ctx,
-        tab,
-        "Input.dispatchMouseEvent",
-        mouse("mouseReleased", to, 0),
-        since,
-        INPUT_MS,
-    )
-    .await?;
-    if let Some(w) = d {
+    if let Some(w) = left_mouse(ctx, tab, "mouseReleased", to, 0, since).await? {
         return Ok(Dragged::Dialog(w));
     }
     Ok(if data.is_some() {
@@ -250,6 +222,24 @@ async fn drag_steps(
     } else {
         Dragged::Moved
     })
+}
+
+/// One left-button mouse event of the drag (`buttons`: those held after
+/// it): the words of a dialog it opened, if it opened one.
+async fn left_mouse(
+    ctx: &ToolContext,
+    tab: &Tab,
+    kind: &str,
+    (x, y): (f64, f64),
+    buttons: u32,
+    since: u64,
+) -> Result<Option<String>> {
+    let left = Button::Left.name();
+    let event =
+        json!({"type": kind, "x": x, "y": y, "button": left, "buttons": buttons, "clickCount": 1});
+    let (_, dialog) =
+        send_held(ctx, tab, "Input.dispatchMouseEvent", event, since, INPUT_MS).await?;
+    Ok(dialog)
 }
 
 async fn drag_event(
