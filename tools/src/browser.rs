@@ -779,13 +779,7 @@ mod tests {
             extend: true,
         };
         let tools = FAMILY.list(&offer, &ToolSettings::default());
-        let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
-        let mut args: Vec<String> = Vec::new();
-        for t in &tools {
-            if let Some(Value::Object(p)) = t.input_schema.get("properties") {
-                args.extend(p.keys().cloned());
-            }
-        }
+        let (names, args) = skills::names_and_args(&tools);
         let mut rest = skill.body;
         while let Some(i) = rest.find('`') {
             let after = &rest[i + 1..];

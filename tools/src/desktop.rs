@@ -545,31 +545,23 @@ fn computer_tool(name: &'static str, s: &ToolSettings) -> Tool {
     )
 }
 
+/// The answer of an action that is one picture (a screenshot, a zoom).
+fn one_shot(t: Taken) -> CallToolResult {
+    let out = ActOutput {
+        frame: t.out.frame.clone(),
+        done: 1,
+        failed: None,
+        cursor: None,
+        screenshots: vec![t.out],
+    };
+    with_structured(CallToolResult::success(t.blocks), &out)
+}
+
 async fn computer(ctx: &ToolContext, a: ComputerArgs) -> Result<CallToolResult> {
     let frame = frame_for_points(ctx).await?;
     match map::anthropic(&a, &frame)? {
-        Plan::Screenshot => {
-            let t = take(ctx, None, false).await?;
-            let out = ActOutput {
-                frame: t.out.frame.clone(),
-                done: 1,
-                failed: None,
-                cursor: None,
-                screenshots: vec![t.out],
-            };
-            Ok(with_structured(CallToolResult::success(t.blocks), &out))
-        }
-        Plan::Zoom(region) => {
-            let t = zoom(ctx, region).await?;
-            let out = ActOutput {
-                frame: t.out.frame.clone(),
-                done: 1,
-                failed: None,
-                cursor: None,
-                screenshots: vec![t.out],
-            };
-            Ok(with_structured(CallToolResult::success(t.blocks), &out))
-        }
+        Plan::Screenshot => Ok(one_shot(take(ctx, None, false).await?)),
+        Plan::Zoom(region) => Ok(one_shot(zoom(ctx, region).await?)),
         Plan::Cursor => {
             let r = probe(ctx).await?;
             let cursor = r.cursor.map(|c| frame.from_screen(c));
