@@ -19,6 +19,7 @@ use clap::{ArgAction, ArgMatches, Args, CommandFactory, FromArgMatches, Parser, 
 use computer_providers::share::ShareArg;
 use computer_providers::{ComputerSpec, NetworkPolicy, label};
 use computer_providers::{HostDefaults, Table, layer, unknown_option, with_provider_flags};
+use computer_tools::registry;
 use computerd::launch::Screen;
 use computerd::protocol::SettingKind;
 use serde::{Deserialize, Serialize};
@@ -550,8 +551,8 @@ pub fn host_defaults() -> HostDefaults {
         computerd: default_computerd(),
         home,
         cwd: std::env::current_dir().ok(),
-        desktop: None,
-        browser: false,
+        kind: SettingKind::Sandbox,
+        screen: Screen::DEFAULT,
     }
 }
 
@@ -732,30 +733,31 @@ fn listen_address(text: &str) -> Result<SocketAddr, String> {
 }
 
 impl Config {
-    /// `--kind` as the kind of every computer this server makes: sandbox,
-    /// desktop or browser (`conformance` takes any kind, which it checks
-    /// itself).
+    /// `--kind` as the kind of every computer this server makes: one with a
+    /// tool family in the registry (`conformance` takes any kind, which it
+    /// checks itself).
     pub fn kind_of_computers(&self) -> Result<SettingKind, String> {
-        match self.kind.trim() {
-            "sandbox" => Ok(SettingKind::Sandbox),
-            "desktop" => Ok(SettingKind::Desktop),
-            "browser" => Ok(SettingKind::Browser),
-            k => Err(format!(
-                "--kind {k:?}: this server makes sandbox, desktop or browser computers"
-            )),
-        }
+        let kinds: Vec<SettingKind> = registry().families().iter().map(|f| f.kind).collect();
+        let k = self.kind.trim();
+        kinds
+            .iter()
+            .copied()
+            .find(|kind| kind.as_str() == k)
+            .ok_or_else(|| {
+                let names: Vec<&str> = kinds.iter().map(|kind| kind.as_str()).collect();
+                let listed = match names.split_last() {
+                    Some((last, [])) => last.to_string(),
+                    Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+                    None => "no".to_string(),
+                };
+                format!("--kind {k:?}: this server makes {listed} computers")
+            })
     }
 
     /// The kind of this server's computers (a sandbox where `--kind` names
     /// none it makes, which only `conformance` accepts).
     pub fn setting_kind(&self) -> SettingKind {
         self.kind_of_computers().unwrap_or(SettingKind::Sandbox)
-    }
-
-    /// What the providers are told of the desktops they make: the screen,
-    /// when this server makes desktops.
-    pub fn desktop_screen(&self) -> Option<Screen> {
-        (self.setting_kind() == SettingKind::Desktop).then_some(self.screen)
     }
 
     /// The spec of every computer this server makes, labelled with its

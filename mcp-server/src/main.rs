@@ -41,7 +41,7 @@ use std::sync::Arc;
 use clap::ArgMatches;
 use computer_providers::{Provider, Release, Sources, provider_for};
 use computerd::client::ComputerExt;
-use computerd::protocol::{ExecParams, SettingKind};
+use computerd::protocol::ExecParams;
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
@@ -210,8 +210,8 @@ fn make_provider(
         tables: Some(&config.providers),
     };
     let mut host = config::host_defaults();
-    host.desktop = config.desktop_screen();
-    host.browser = config.setting_kind() == SettingKind::Browser;
+    host.kind = config.setting_kind();
+    host.screen = config.screen;
     let provider: Arc<dyn Provider> = provider_for(&config.provider, &sources, &host)
         .map(Arc::from)
         .map_err(|e| e.message)?;

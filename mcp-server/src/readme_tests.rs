@@ -17,7 +17,7 @@ const END: &str = "<!-- /tools -->\n";
 fn tool_table() -> String {
     let mut rows: Vec<(String, String, Vec<&str>)> = Vec::new();
     for family in registry().families() {
-        for t in family.tools {
+        for t in family.tools() {
             let kind = family.kind.as_str();
             if let Some(row) = rows.iter_mut().find(|r| r.0 == t.name) {
                 row.2.push(kind);

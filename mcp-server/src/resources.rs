@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use computer_tools::fleet::Which;
-use computer_tools::registry;
 use computer_tools::skills::{self, Skill};
+use computer_tools::{offered, registry};
 use computerd::client::ComputerExt;
-use computerd::protocol::{FilesReadParams, SettingKind};
+use computerd::protocol::{FilesReadParams, Group, SettingKind};
 use rmcp::ErrorData;
 use rmcp::model::{
     GetPromptResult, Prompt, PromptMessage, ReadResourceResult, Resource, ResourceContents,
@@ -75,6 +75,7 @@ pub async fn list(app: &Arc<App>, caller: &Caller) -> Vec<Resource> {
         .unwrap_or_default();
     // Only what this server can serve: its own kind.
     let kind = app.kind();
+    let screen = has_screen(app);
     for c in mine.into_iter().filter(|c| c.kind == kind.as_str()) {
         out.push(
             Resource::new(
@@ -84,7 +85,7 @@ pub async fn list(app: &Arc<App>, caller: &Caller) -> Vec<Resource> {
             .with_description("what the server knows about this computer")
             .with_mime_type("application/json"),
         );
-        if c.kind == SettingKind::Desktop.as_str() {
+        if screen {
             out.push(
                 Resource::new(
                     format!("computer://{}/screen", c.handle),
@@ -96,6 +97,13 @@ pub async fn list(app: &Arc<App>, caller: &Caller) -> Vec<Resource> {
         }
     }
     out
+}
+
+/// Whether this server's computers have a screen to read: the group their
+/// provider declares (every computer of a server is of its one kind and
+/// provider), as a tool that needs it is listed.
+fn has_screen(app: &App) -> bool {
+    offered(Group::Screen, &app.capabilities().groups)
 }
 
 pub fn templates() -> Vec<ResourceTemplate> {
@@ -249,7 +257,7 @@ pub async fn read(
                     "you have no default computer yet (it is made on your first tool call)",
                 )
             })?;
-            if entry.kind != SettingKind::Desktop {
+            if !has_screen(app) {
                 return Err(not_found(
                     uri,
                     format!(

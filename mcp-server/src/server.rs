@@ -345,7 +345,6 @@ impl ComputerMcp {
             f
         });
         let ctx = ToolContext {
-            client: Arc::clone(&entry.client),
             facts: entry.facts(),
             settings: self.settings(),
             progress,
@@ -353,6 +352,7 @@ impl ComputerMcp {
             state: Arc::clone(&entry.state),
             cancel: cancel.clone(),
             resources: Some(format!("computer://{}", entry.handle)),
+            ..ToolContext::new(Arc::clone(&entry.client))
         };
         let result = family.call(&name, arguments, &ctx).await;
         if entry.default.is_some() {

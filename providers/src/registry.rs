@@ -354,8 +354,7 @@ mod tests {
             computerd: Some("/bin/true".into()),
             home: None,
             cwd: Some("/".into()),
-            desktop: None,
-            browser: false,
+            ..Default::default()
         }
     }
 

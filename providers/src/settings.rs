@@ -11,6 +11,8 @@ use std::path::PathBuf;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, FromArgMatches};
+use computerd::launch::Screen;
+use computerd::protocol::SettingKind;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -19,7 +21,7 @@ pub type Table = serde_json::Map<String, serde_json::Value>;
 
 /// Defaults that depend on the machine the server runs on, found by the
 /// server and handed to every provider.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostDefaults {
     /// Where the server keeps its state: `/var/lib/computer-mcp` as root,
     /// else `$XDG_STATE_HOME/computer-mcp` or `~/.local/state/computer-mcp`;
@@ -32,14 +34,36 @@ pub struct HostDefaults {
     pub home: Option<PathBuf>,
     /// The directory relative paths in options are taken from.
     pub cwd: Option<PathBuf>,
-    /// Some when the server makes desktops (`--kind desktop`): their
-    /// screen (`--screen`).
-    pub desktop: Option<computerd::launch::Screen>,
-    /// True when the server makes browsers (`--kind browser`).
-    pub browser: bool,
+    /// The kind of computer the server makes (`--kind`).
+    pub kind: SettingKind,
+    /// A desktop's screen (`--screen`).
+    pub screen: Screen,
+}
+
+impl Default for HostDefaults {
+    fn default() -> Self {
+        HostDefaults {
+            state_dir: None,
+            computerd: None,
+            home: None,
+            cwd: None,
+            kind: SettingKind::Sandbox,
+            screen: Screen::DEFAULT,
+        }
+    }
 }
 
 impl HostDefaults {
+    /// Some when the server makes desktops: their screen.
+    pub fn desktop(&self) -> Option<Screen> {
+        (self.kind == SettingKind::Desktop).then_some(self.screen)
+    }
+
+    /// Whether the server makes browsers.
+    pub fn browser(&self) -> bool {
+        self.kind == SettingKind::Browser
+    }
+
     /// `path`, made absolute from the server's directory.
     pub fn absolute(&self, option: &str, path: PathBuf) -> Result<PathBuf, String> {
         if path.is_absolute() {

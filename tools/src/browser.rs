@@ -7,12 +7,12 @@
 //! screenshot is taken only when asked, and its pixels are a frame the
 //! click coordinates are in, as on a desktop.
 //!
-//! - [`page`]: `browser_navigate`, `browser_snapshot`, `browser_get_text`,
-//!   `browser_eval`, `browser_console`, `browser_network`, `browser_tabs`.
-//! - [`act`]: `browser_click`, `browser_type`, `browser_select`,
-//!   `browser_hover`, `browser_press`, `browser_screenshot`.
-//! - [`gesture`]: `browser_scroll`, `browser_drag`; [`upload`]:
-//!   `browser_upload` (listed where the computer has files).
+//! - [`tool`]: one module per page tool (`browser_navigate`,
+//!   `browser_snapshot`, `browser_click`, ...), listed in [`PAGE_TOOLS`];
+//!   `browser_upload` is listed where the computer has files.
+//! - [`dom`]: refs resolved to nodes, node handles and the JavaScript
+//!   snippets called on them; [`pointer`]: the viewport, hit tests, mouse
+//!   and keys; [`target`]: where an action lands.
 //! - [`check`]: the address, ref and size checks made before anything is
 //!   sent; [`keys`]: key names to key events; [`snapshot`]: the tree as
 //!   text.
@@ -24,13 +24,13 @@
 //! a ref from an older snapshot is known as older and refused, never
 //! retargeted; a ref used after the page navigated is refused the same way.
 
-pub mod act;
 pub mod check;
-pub mod gesture;
+pub mod dom;
 pub mod keys;
-pub mod page;
+pub mod pointer;
 pub mod snapshot;
-pub mod upload;
+pub mod target;
+pub mod tool;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -45,14 +45,11 @@ use serde_json::{Value, json};
 use crate::ToolContext;
 use crate::common;
 use crate::error::{Result, ToolError};
-use crate::registry::{Family, Needs, ToolDef, handler};
-use crate::sandbox::{exec, files, process};
+use crate::registry::{Family, Needs, ToolDef, ToolSet};
+use crate::sandbox;
 
 const CDP: Needs = Needs::Group(Group::Cdp);
 const CDP_FILES: Needs = Needs::All(&[Group::Cdp, Group::Files]);
-const EXEC: Needs = Needs::Group(Group::Exec);
-const FILES: Needs = Needs::Group(Group::Files);
-const PROCESSES: Needs = Needs::Group(Group::Processes);
 
 /// A page tool's handler (as `handler!`): its answer first says so when
 /// the browser was started again since a call it was ended under.
@@ -85,53 +82,38 @@ fn say_started_again(
     Ok(r)
 }
 
-/// The page tools, each one entry another family can list too (a desktop
-/// whose computer declares `cdp` drives its visible browser with them).
+/// The page tools, a set another family can list too (a desktop whose
+/// computer declares `cdp` drives its visible browser with them).
 #[rustfmt::skip]
-pub const PAGE_TOOLS: [ToolDef; 16] = [
-    ToolDef::new("browser_navigate",   CDP, page::navigate_tool,  page_handler!(page::navigate)),
-    ToolDef::new("browser_snapshot",   CDP, page::snapshot_tool,  page_handler!(page::snapshot)),
-    ToolDef::new("browser_click",      CDP, act::click_tool,      page_handler!(act::click)),
-    ToolDef::new("browser_type",       CDP, act::type_tool,       page_handler!(act::type_text)),
-    ToolDef::new("browser_select",     CDP, act::select_tool,     page_handler!(act::select)),
-    ToolDef::new("browser_hover",      CDP, act::hover_tool,      page_handler!(act::hover)),
-    ToolDef::new("browser_scroll",     CDP, gesture::scroll_tool, page_handler!(gesture::scroll)),
-    ToolDef::new("browser_drag",       CDP, gesture::drag_tool,   page_handler!(gesture::drag)),
-    ToolDef::new("browser_upload",     CDP_FILES, upload::upload_tool, page_handler!(upload::upload)),
-    ToolDef::new("browser_press",      CDP, act::press_tool,      page_handler!(act::press)),
-    ToolDef::new("browser_screenshot", CDP, act::screenshot_tool, page_handler!(act::screenshot)),
-    ToolDef::new("browser_tabs",       CDP, page::tabs_tool,      page_handler!(page::tabs)),
-    ToolDef::new("browser_get_text",   CDP, page::get_text_tool,  page_handler!(page::get_text)),
-    ToolDef::new("browser_console",    CDP, page::console_tool,   page_handler!(page::console)),
-    ToolDef::new("browser_network",    CDP, page::network_tool,   page_handler!(page::network)),
-    ToolDef::new("browser_eval",       CDP, page::eval_tool,      page_handler!(page::eval)),
-];
+pub const PAGE_TOOLS: ToolSet = ToolSet {
+    name: "page",
+    tools: &[
+        ToolDef::new("browser_navigate",   CDP,       tool::navigate::navigate_tool,     page_handler!(tool::navigate::navigate)),
+        ToolDef::new("browser_snapshot",   CDP,       tool::snapshot::snapshot_tool,     page_handler!(tool::snapshot::snapshot)),
+        ToolDef::new("browser_click",      CDP,       tool::click::click_tool,           page_handler!(tool::click::click)),
+        ToolDef::new("browser_type",       CDP,       tool::type_text::type_tool,        page_handler!(tool::type_text::type_text)),
+        ToolDef::new("browser_select",     CDP,       tool::select::select_tool,         page_handler!(tool::select::select)),
+        ToolDef::new("browser_hover",      CDP,       tool::hover::hover_tool,           page_handler!(tool::hover::hover)),
+        ToolDef::new("browser_scroll",     CDP,       tool::scroll::scroll_tool,         page_handler!(tool::scroll::scroll)),
+        ToolDef::new("browser_drag",       CDP,       tool::drag::drag_tool,             page_handler!(tool::drag::drag)),
+        ToolDef::new("browser_upload",     CDP_FILES, tool::upload::upload_tool,         page_handler!(tool::upload::upload)),
+        ToolDef::new("browser_press",      CDP,       tool::press::press_tool,           page_handler!(tool::press::press)),
+        ToolDef::new("browser_screenshot", CDP,       tool::screenshot::screenshot_tool, page_handler!(tool::screenshot::screenshot)),
+        ToolDef::new("browser_tabs",       CDP,       tool::tabs::tabs_tool,             page_handler!(tool::tabs::tabs)),
+        ToolDef::new("browser_get_text",   CDP,       tool::get_text::get_text_tool,     page_handler!(tool::get_text::get_text)),
+        ToolDef::new("browser_console",    CDP,       tool::console::console_tool,       page_handler!(tool::console::console)),
+        ToolDef::new("browser_network",    CDP,       tool::network::network_tool,       page_handler!(tool::network::network)),
+        ToolDef::new("browser_eval",       CDP,       tool::eval::eval_tool,             page_handler!(tool::eval::eval)),
+    ],
+};
 
 /// The browser family: the page tools, then the sandbox's (listed only
 /// where the computer declares their groups).
-#[rustfmt::skip]
 pub const FAMILY: Family = Family {
     kind: SettingKind::Browser,
     instructions: INSTRUCTIONS,
     skill: SKILL_TEXT,
-    tools: &[
-        PAGE_TOOLS[0], PAGE_TOOLS[1], PAGE_TOOLS[2], PAGE_TOOLS[3], PAGE_TOOLS[4],
-        PAGE_TOOLS[5], PAGE_TOOLS[6], PAGE_TOOLS[7], PAGE_TOOLS[8], PAGE_TOOLS[9],
-        PAGE_TOOLS[10], PAGE_TOOLS[11], PAGE_TOOLS[12], PAGE_TOOLS[13], PAGE_TOOLS[14],
-        PAGE_TOOLS[15],
-        ToolDef::new("exec",           EXEC,      exec::tool,           handler!(exec::run)),
-        ToolDef::new("read_file",      FILES,     files::read_tool,     handler!(files::read)),
-        ToolDef::new("write_file",     FILES,     files::write_tool,    handler!(files::write)),
-        ToolDef::new("edit_file",      FILES,     files::edit_tool,     handler!(files::edit)),
-        ToolDef::new("list_files",     FILES,     files::list_tool,     handler!(files::list)),
-        ToolDef::new("process_start",  PROCESSES, process::start_tool,  handler!(process::start)),
-        ToolDef::new("process_read",   PROCESSES, process::read_tool,   handler!(process::read)),
-        ToolDef::new("process_write",  PROCESSES, process::write_tool,  handler!(process::write)),
-        ToolDef::new("process_signal", PROCESSES, process::signal_tool, handler!(process::signal)),
-        ToolDef::new("process_list",   PROCESSES, process::list_tool,   handler!(process::list)),
-        common::INFO,
-        common::EXTEND,
-    ],
+    sets: &[PAGE_TOOLS, sandbox::TOOLS, common::TOOLS],
 };
 
 /// The browser family's skill.
@@ -478,19 +460,22 @@ pub(crate) async fn current(ctx: &ToolContext) -> Result<Tab> {
     let targets = page_targets(ctx).await?;
     let target = match targets.first() {
         Some(t) => t.id.clone(),
-        None => {
-            let r = send(
-                ctx,
-                None,
-                "Target.createTarget",
-                json!({"url": "about:blank"}),
-                None,
-            )
-            .await?;
-            r["targetId"].as_str().unwrap_or("").to_string()
-        }
+        None => new_blank_tab(ctx).await?,
     };
     attach(ctx, &target).await
+}
+
+/// Open a blank tab; gives its target id.
+pub(crate) async fn new_blank_tab(ctx: &ToolContext) -> Result<String> {
+    let r = send(
+        ctx,
+        None,
+        "Target.createTarget",
+        json!({"url": "about:blank"}),
+        None,
+    )
+    .await?;
+    Ok(r["targetId"].as_str().unwrap_or("").to_string())
 }
 
 /// Make the tab `tab_id` (a tab_id from `browser_tabs` list) the current
@@ -508,6 +493,11 @@ pub(crate) async fn use_tab(ctx: &ToolContext, tab_id: Option<&str>) -> Result<(
             "tab_id {id:?} is no open tab; browser_tabs list shows the tabs and their tab_id; nothing was done"
         )));
     }
+    activate(ctx, id).await
+}
+
+/// Bring the tab `id` to the front and make it the current tab.
+pub(crate) async fn activate(ctx: &ToolContext, id: &str) -> Result<()> {
     send(
         ctx,
         None,
@@ -789,13 +779,7 @@ mod tests {
             extend: true,
         };
         let tools = FAMILY.list(&offer, &ToolSettings::default());
-        let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
-        let mut args: Vec<String> = Vec::new();
-        for t in &tools {
-            if let Some(Value::Object(p)) = t.input_schema.get("properties") {
-                args.extend(p.keys().cloned());
-            }
-        }
+        let (names, args) = skills::names_and_args(&tools);
         let mut rest = skill.body;
         while let Some(i) = rest.find('`') {
             let after = &rest[i + 1..];

@@ -1,7 +1,6 @@
 //! The tools every family shares: `computer_info` and `computer_extend`,
-//! the computer itself. A family lists [`INFO`] and [`EXTEND`] in its table;
-//! extend is listed only where the provider can move the deadline
-//! ([`Needs::Extend`]).
+//! the computer itself. Every family lists [`TOOLS`]; extend is listed only
+//! where the provider can move the deadline ([`Needs::Extend`]).
 
 use rmcp::model::{CallToolResult, Tool};
 use schemars::JsonSchema;
@@ -9,19 +8,19 @@ use serde::{Deserialize, Serialize};
 
 use crate::define::{done, hints, make_tool};
 use crate::error::{Result, ToolError};
-use crate::registry::{Needs, ToolDef, handler};
+use crate::registry::{Needs, ToolDef, ToolSet, handler};
 use crate::{ComputerFacts, ToolContext, ToolSettings};
 
-/// `computer_info`: what the server knows about the computer.
-pub const INFO: ToolDef = ToolDef::new("computer_info", Needs::Nothing, info_tool, handler!(info));
-
-/// `computer_extend`: move the deadline, where the provider can.
-pub const EXTEND: ToolDef = ToolDef::new(
-    "computer_extend",
-    Needs::Extend,
-    extend_tool,
-    handler!(extend),
-);
+/// `computer_info` (what the server knows about the computer) and
+/// `computer_extend` (move the deadline, where the provider can).
+#[rustfmt::skip]
+pub const TOOLS: ToolSet = ToolSet {
+    name: "common",
+    tools: &[
+        ToolDef::new("computer_info",   Needs::Nothing, info_tool,   handler!(info)),
+        ToolDef::new("computer_extend", Needs::Extend,  extend_tool, handler!(extend)),
+    ],
+};
 
 /// computer_extend's `ttl_minutes` at most (a day).
 pub const MAX_TTL_MINUTES: u64 = 1440;

@@ -30,48 +30,39 @@ use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::browser::PAGE_TOOLS;
 use crate::common;
 use crate::define::{hints, make_tool, with_structured};
 use crate::error::{Result, ToolError};
-use crate::registry::{Family, Needs, ToolDef, handler};
-use crate::sandbox::{exec, files, process};
+use crate::registry::{Family, Needs, ToolDef, ToolSet, handler};
 use crate::{ToolContext, ToolSettings};
+use crate::{browser, sandbox};
 use map::{ComputerArgs, OpenAiAction, Plan, Points, Step};
 
 const SCREEN: Needs = Needs::Group(Group::Screen);
 const POINTER: Needs = Needs::Group(Group::InputPointer);
-const EXEC: Needs = Needs::Group(Group::Exec);
-const FILES: Needs = Needs::Group(Group::Files);
-const PROCESSES: Needs = Needs::Group(Group::Processes);
 
-/// The desktop family: its own three tools, then the sandbox's.
+/// The screen tools: look, and act with a mouse and keyboard.
 #[rustfmt::skip]
+pub const SCREEN_TOOLS: ToolSet = ToolSet {
+    name: "screen",
+    tools: &[
+        ToolDef::new("screenshot", SCREEN,  screenshot_tool, handler!(screenshot)),
+        ToolDef::new("computer",   POINTER, computer_tool,   handler!(computer)),
+        ToolDef::new("input",      POINTER, input_tool,      handler!(input)),
+    ],
+};
+
+/// The desktop family: the screen tools, the sandbox's, the visible
+/// browser's page tools (where the desktop declares cdp), the common ones.
 pub const FAMILY: Family = Family {
     kind: SettingKind::Desktop,
     instructions: INSTRUCTIONS,
     skill: SKILL_TEXT,
-    tools: &[
-        ToolDef::new("screenshot",     SCREEN,    screenshot_tool,      handler!(screenshot)),
-        ToolDef::new("computer",       POINTER,   computer_tool,        handler!(computer)),
-        ToolDef::new("input",          POINTER,   input_tool,           handler!(input)),
-        ToolDef::new("exec",           EXEC,      exec::tool,           handler!(exec::run)),
-        ToolDef::new("read_file",      FILES,     files::read_tool,     handler!(files::read)),
-        ToolDef::new("write_file",     FILES,     files::write_tool,    handler!(files::write)),
-        ToolDef::new("edit_file",      FILES,     files::edit_tool,     handler!(files::edit)),
-        ToolDef::new("list_files",     FILES,     files::list_tool,     handler!(files::list)),
-        ToolDef::new("process_start",  PROCESSES, process::start_tool,  handler!(process::start)),
-        ToolDef::new("process_read",   PROCESSES, process::read_tool,   handler!(process::read)),
-        ToolDef::new("process_write",  PROCESSES, process::write_tool,  handler!(process::write)),
-        ToolDef::new("process_signal", PROCESSES, process::signal_tool, handler!(process::signal)),
-        ToolDef::new("process_list",   PROCESSES, process::list_tool,   handler!(process::list)),
-        // The visible browser's page tools, where the desktop declares cdp.
-        PAGE_TOOLS[0], PAGE_TOOLS[1], PAGE_TOOLS[2], PAGE_TOOLS[3], PAGE_TOOLS[4],
-        PAGE_TOOLS[5], PAGE_TOOLS[6], PAGE_TOOLS[7], PAGE_TOOLS[8], PAGE_TOOLS[9],
-        PAGE_TOOLS[10], PAGE_TOOLS[11], PAGE_TOOLS[12], PAGE_TOOLS[13], PAGE_TOOLS[14],
-        PAGE_TOOLS[15],
-        common::INFO,
-        common::EXTEND,
+    sets: &[
+        SCREEN_TOOLS,
+        sandbox::TOOLS,
+        browser::PAGE_TOOLS,
+        common::TOOLS,
     ],
 };
 
@@ -322,17 +313,19 @@ async fn take(ctx: &ToolContext, max_width: Option<u32>, if_changed: bool) -> Re
     let d = digest(&png);
     let last = last_frame(ctx);
     let same = last.filter(|f| f.digest == d && (f.width, f.height) == (w, h));
+    // What the answer says of frame `f`, shown again or new.
+    let output = |f: &Frame, unchanged: bool| ShotOutput {
+        frame: f.id(),
+        width: w,
+        height: h,
+        scale: f.scale(),
+        screen_width: r.screen_width,
+        screen_height: r.screen_height,
+        unchanged,
+        cursor: r.cursor.map(|c| f.from_screen(c)),
+    };
     if let (true, Some(f)) = (if_changed, same) {
-        let out = ShotOutput {
-            frame: f.id(),
-            width: w,
-            height: h,
-            scale: f.scale(),
-            screen_width: r.screen_width,
-            screen_height: r.screen_height,
-            unchanged: true,
-            cursor: r.cursor.map(|c| f.from_screen(c)),
-        };
+        let out = output(&f, true);
         let text = format!(
             "unchanged since frame {}: the screen is as in that screenshot (no new image); its points still apply",
             out.frame
@@ -358,16 +351,7 @@ async fn take(ctx: &ToolContext, max_width: Option<u32>, if_changed: bool) -> Re
         m.last = Some(f);
         f
     };
-    let out = ShotOutput {
-        frame: frame.id(),
-        width: w,
-        height: h,
-        scale: frame.scale(),
-        screen_width: r.screen_width,
-        screen_height: r.screen_height,
-        unchanged: false,
-        cursor: r.cursor.map(|c| frame.from_screen(c)),
-    };
+    let out = output(&frame, false);
     let text = format!(
         "frame {}: {w}x{h} image of the {}x{} screen (scale {:.3}); give points in this image's pixels",
         out.frame, r.screen_width, r.screen_height, out.scale
@@ -561,31 +545,23 @@ fn computer_tool(name: &'static str, s: &ToolSettings) -> Tool {
     )
 }
 
+/// The answer of an action that is one picture (a screenshot, a zoom).
+fn one_shot(t: Taken) -> CallToolResult {
+    let out = ActOutput {
+        frame: t.out.frame.clone(),
+        done: 1,
+        failed: None,
+        cursor: None,
+        screenshots: vec![t.out],
+    };
+    with_structured(CallToolResult::success(t.blocks), &out)
+}
+
 async fn computer(ctx: &ToolContext, a: ComputerArgs) -> Result<CallToolResult> {
     let frame = frame_for_points(ctx).await?;
     match map::anthropic(&a, &frame)? {
-        Plan::Screenshot => {
-            let t = take(ctx, None, false).await?;
-            let out = ActOutput {
-                frame: t.out.frame.clone(),
-                done: 1,
-                failed: None,
-                cursor: None,
-                screenshots: vec![t.out],
-            };
-            Ok(with_structured(CallToolResult::success(t.blocks), &out))
-        }
-        Plan::Zoom(region) => {
-            let t = zoom(ctx, region).await?;
-            let out = ActOutput {
-                frame: t.out.frame.clone(),
-                done: 1,
-                failed: None,
-                cursor: None,
-                screenshots: vec![t.out],
-            };
-            Ok(with_structured(CallToolResult::success(t.blocks), &out))
-        }
+        Plan::Screenshot => Ok(one_shot(take(ctx, None, false).await?)),
+        Plan::Zoom(region) => Ok(one_shot(zoom(ctx, region).await?)),
         Plan::Cursor => {
             let r = probe(ctx).await?;
             let cursor = r.cursor.map(|c| frame.from_screen(c));

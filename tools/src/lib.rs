@@ -53,7 +53,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 pub use error::{Result, ToolError};
-pub use registry::{Family, Handler, Needs, Offer, Registry, ToolDef, offered, registry};
+pub use registry::{Family, Handler, Needs, Offer, Registry, ToolDef, ToolSet, offered, registry};
 pub use state::ComputerState;
 
 /// What the server knows about the computer, from the provider and hello.
@@ -165,6 +165,24 @@ pub struct ToolContext {
     /// when the server serves them: a saved output is then linked as
     /// `<base>/file<path>`, which `resources/read` reads in pages.
     pub resources: Option<String>,
+}
+
+impl ToolContext {
+    /// A context for calls on `client` with nothing else set: default facts
+    /// and settings, no progress, no extend, a new state, never cancelled,
+    /// no resources. The server sets what it knows; tests use it as it is.
+    pub fn new(client: Arc<dyn ComputerClient>) -> ToolContext {
+        ToolContext {
+            client,
+            facts: ComputerFacts::default(),
+            settings: ToolSettings::default(),
+            progress: None,
+            extend: None,
+            state: ComputerState::new(),
+            cancel: CancellationToken::new(),
+            resources: None,
+        }
+    }
 }
 
 impl std::fmt::Debug for ToolContext {

@@ -1,5 +1,8 @@
 //! The tool-family registry: for each setting kind, the family of tools it
-//! offers, each tool one [`ToolDef`] entry in its family's table.
+//! offers. A family lists [`ToolSet`]s (a desktop lists the screen tools,
+//! the sandbox's, the page tools and the common ones); each tool is one
+//! [`ToolDef`] entry in exactly one set, so a tool added to a set is listed
+//! by every family that lists the set.
 //!
 //! The server asks [`registry()`] for the family of its session's kind and
 //! lists and calls through it; it never names a family or a tool. A tool is
@@ -68,18 +71,19 @@ impl Registry {
         let Some(own) = self.family(kind) else {
             return Vec::new();
         };
-        let lists = |name: &str| own.tools.iter().any(|t| t.name == name);
+        let lists = |name: &str| own.tools().any(|t| t.name == name);
         let mut out = vec![own];
         out.extend(
             self.families
                 .iter()
-                .filter(|f| f.kind != kind && f.tools.iter().all(|t| lists(t.name))),
+                .filter(|f| f.kind != kind && f.tools().all(|t| lists(t.name))),
         );
         out
     }
 }
 
-/// A setting kind and the tools it offers, in the order they are listed.
+/// A setting kind and the sets of tools it offers, in the order they are
+/// listed.
 #[derive(Debug)]
 pub struct Family {
     pub kind: SettingKind,
@@ -87,6 +91,15 @@ pub struct Family {
     pub instructions: &'static str,
     /// Its `SKILL.md` ([`crate::skills`]), served as a prompt and a resource.
     pub skill: &'static str,
+    pub sets: &'static [ToolSet],
+}
+
+/// Tools that go together (the sandbox's, the page tools), defined once and
+/// listed by every family that offers them.
+#[derive(Clone, Copy, Debug)]
+pub struct ToolSet {
+    /// What the set is, for test messages (`sandbox`, `page`).
+    pub name: &'static str,
     pub tools: &'static [ToolDef],
 }
 
@@ -181,9 +194,17 @@ macro_rules! handler {
 pub(crate) use handler;
 
 impl Family {
+    /// Every entry of every set, in listing order.
+    pub fn tools(&self) -> impl Iterator<Item = &'static ToolDef> + use<> {
+        self.sets.iter().flat_map(|s| s.tools)
+    }
+
     /// The entries `offer` allows, in order.
-    pub fn offered<'a>(&'a self, offer: &'a Offer<'a>) -> impl Iterator<Item = &'a ToolDef> + 'a {
-        self.tools.iter().filter(|t| t.needs.met_by(offer))
+    pub fn offered<'a>(
+        &'a self,
+        offer: &'a Offer<'a>,
+    ) -> impl Iterator<Item = &'static ToolDef> + 'a {
+        self.tools().filter(|t| t.needs.met_by(offer))
     }
 
     /// The tools `offer` allows, stating `settings` in their descriptions
@@ -208,7 +229,7 @@ impl Family {
 
     /// The entry named `name`.
     pub fn tool(&self, name: &str) -> Option<&ToolDef> {
-        self.tools.iter().find(|t| t.name == name)
+        self.tools().find(|t| t.name == name)
     }
 
     /// Run one tool call. Bad arguments, a refused path, a process id that
@@ -226,7 +247,7 @@ impl Family {
         ctx: &ToolContext,
     ) -> std::result::Result<CallToolResult, ErrorData> {
         let Some(tool) = self.tool(name) else {
-            let known: Vec<&str> = self.tools.iter().map(|t| t.name).collect();
+            let known: Vec<&str> = self.tools().map(|t| t.name).collect();
             return Err(ErrorData::invalid_params(
                 format!(
                     "tool {name:?} not found; the {} tools are {}",
@@ -247,19 +268,45 @@ impl Family {
     }
 }
 
+/// The tool names of a kind's golden listing
+/// (`fixtures/schemas/<kind>-tools.json`, every group offered), in order.
+#[cfg(test)]
+pub(crate) fn golden_names(kind: SettingKind) -> Vec<String> {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../fixtures/schemas/{}-tools.json", kind.as_str()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let tools: Vec<Tool> = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    tools.into_iter().map(|t| t.name.to_string()).collect()
+}
+
+/// A computer whose connection has ended, for unit tests of calls.
+#[cfg(test)]
+pub(crate) struct Dead;
+
+#[cfg(test)]
+impl computerd::client::ComputerClient for Dead {
+    fn call_value<'a>(
+        &'a self,
+        _method: &'a str,
+        _params: Value,
+    ) -> BoxFuture<'a, computerd::client::Result<Value>> {
+        Box::pin(async { Err(computerd::client::ClientError::Closed("x".into())) })
+    }
+    fn close(&self) {}
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
     use std::sync::Arc;
 
-    use computerd::client::ComputerClient;
     use rmcp::model::ContentBlock;
     use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
 
     use super::*;
+    use crate::ToolContext;
     use crate::define::{done, hints, make_tool};
-    use crate::{ComputerState, ToolContext};
 
     /// Every group a kind can have: what the golden listing shows. Its
     /// row's groups, and for a browser the sandbox's too: a browser in a
@@ -325,23 +372,8 @@ mod tests {
         };
         let tools = family.list(&offer, &ToolSettings::default());
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-        assert_eq!(
-            names,
-            [
-                "exec",
-                "read_file",
-                "write_file",
-                "edit_file",
-                "list_files",
-                "process_start",
-                "process_read",
-                "process_write",
-                "process_signal",
-                "process_list",
-                "computer_info",
-                "computer_extend"
-            ]
-        );
+        assert_eq!(names, golden_names(SettingKind::Sandbox));
+        assert_eq!(names.len(), 12);
         let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("../fixtures/schemas/sandbox-tools.json");
         let want: Value = serde_json::from_str(&std::fs::read_to_string(golden).unwrap()).unwrap();
@@ -403,9 +435,10 @@ mod tests {
                 f.kind.as_str()
             );
             let kind_groups = every_group(f.kind);
-            for (j, t) in f.tools.iter().enumerate() {
+            let tools: Vec<&ToolDef> = f.tools().collect();
+            for (j, t) in tools.iter().enumerate() {
                 assert!(
-                    f.tools[..j].iter().all(|u| u.name != t.name),
+                    tools[..j].iter().all(|u| u.name != t.name),
                     "{} is listed twice in the {} family",
                     t.name,
                     f.kind.as_str()
@@ -424,6 +457,63 @@ mod tests {
                     );
                 }
                 assert_eq!(t.tool(&ToolSettings::default()).name, t.name);
+            }
+        }
+    }
+
+    /// Every `ToolDef::new("name"` in the crate's sources outside tests,
+    /// with the file it is in: each is a tool definition.
+    fn defined_tools() -> Vec<(String, String)> {
+        fn walk(dir: &std::path::Path, out: &mut Vec<(String, String)>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    walk(&path, out);
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let code = text.split("#[cfg(test)]").next().unwrap();
+                for def in code.split("ToolDef::new(").skip(1) {
+                    let def = def.trim_start();
+                    let Some(rest) = def.strip_prefix('"') else {
+                        continue;
+                    };
+                    let name = rest.split('"').next().unwrap();
+                    out.push((name.to_string(), path.display().to_string()));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(
+            &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut out,
+        );
+        out
+    }
+
+    #[test]
+    fn each_tool_is_defined_once_and_listed_by_a_family() {
+        let defined = defined_tools();
+        assert!(defined.len() > 30, "{defined:?}");
+        for (i, (name, file)) in defined.iter().enumerate() {
+            if let Some((_, other)) = defined[..i].iter().find(|(n, _)| n == name) {
+                panic!("{name} is defined twice: in {other} and in {file}");
+            }
+            assert!(
+                registry()
+                    .families()
+                    .iter()
+                    .any(|f| f.tools().any(|t| t.name == name)),
+                "{name} (in {file}) is listed by no family"
+            );
+        }
+        for family in registry().families() {
+            for t in family.tools() {
+                assert!(
+                    defined.iter().any(|(n, _)| n == t.name),
+                    "{} is listed but its definition was not found",
+                    t.name
+                );
             }
         }
     }
@@ -459,32 +549,49 @@ mod tests {
         Ok(done(loud.clone(), &ShoutOutput { loud }))
     }
 
-    const THROWAWAY: &[Family] = &[Family {
-        kind: SettingKind::Browser,
-        instructions: "A test family.",
-        skill: "---\nname: browser\ndescription: A test.\n---\n# A test\n",
-        tools: &[
-            ToolDef::new(
-                "shout",
-                Needs::Group(Group::Cdp),
-                shout_tool,
-                handler!(shout),
-            ),
-            crate::common::INFO,
-        ],
-    }];
+    /// A throwaway set, listed by two throwaway families beside a real set.
+    const SHOUT: ToolSet = ToolSet {
+        name: "shout",
+        tools: &[ToolDef::new(
+            "shout",
+            Needs::Group(Group::Cdp),
+            shout_tool,
+            handler!(shout),
+        )],
+    };
 
-    /// A computer whose connection has ended.
-    struct Dead;
-    impl ComputerClient for Dead {
-        fn call_value<'a>(
-            &'a self,
-            _method: &'a str,
-            _params: Value,
-        ) -> BoxFuture<'a, computerd::client::Result<Value>> {
-            Box::pin(async { Err(computerd::client::ClientError::Closed("x".into())) })
+    const THROWAWAY: &[Family] = &[
+        Family {
+            kind: SettingKind::Browser,
+            instructions: "A test family.",
+            skill: "---\nname: browser\ndescription: A test.\n---\n# A test\n",
+            sets: &[SHOUT, crate::common::TOOLS],
+        },
+        Family {
+            kind: SettingKind::Desktop,
+            instructions: "Another test family.",
+            skill: "---\nname: desktop\ndescription: A test.\n---\n# A test\n",
+            sets: &[crate::sandbox::TOOLS, SHOUT],
+        },
+    ];
+
+    #[test]
+    fn a_tool_added_to_a_set_is_listed_by_every_family_that_lists_the_set() {
+        let reg = Registry::new(THROWAWAY);
+        let groups = [Group::Cdp, Group::Exec];
+        let offer = Offer {
+            groups: &groups,
+            extend: true,
+        };
+        for family in reg.families() {
+            assert!(
+                family.offers("shout", &offer),
+                "the {} family does not list shout",
+                family.kind.as_str()
+            );
         }
-        fn close(&self) {}
+        let desktop = reg.family(SettingKind::Desktop).unwrap();
+        assert_eq!(desktop.names(&offer), ["exec", "shout"]);
     }
 
     #[tokio::test]
@@ -516,17 +623,11 @@ mod tests {
         assert!(!family.offers("shout", &without));
 
         let ctx = ToolContext {
-            resources: None,
-            client: Arc::new(Dead),
             facts: crate::ComputerFacts {
                 id: "b1".into(),
                 ..Default::default()
             },
-            settings: Default::default(),
-            progress: None,
-            extend: None,
-            state: ComputerState::new(),
-            cancel: Default::default(),
+            ..ToolContext::new(Arc::new(Dead))
         };
         let args = serde_json::json!({"words": "hello"});
         let r = family
@@ -551,7 +652,7 @@ mod tests {
         let e = family.call("exec", None, &ctx).await.unwrap_err();
         assert_eq!(
             e.message,
-            "tool \"exec\" not found; the browser tools are shout, computer_info"
+            "tool \"exec\" not found; the browser tools are shout, computer_info, computer_extend"
         );
     }
 }

@@ -7,8 +7,9 @@
 //! - [`process`]: `process_start`, `process_read`, `process_write`,
 //!   `process_signal`, `process_list`.
 //!
-//! [`FAMILY`] is the table: one entry per tool, in the order they are
-//! listed. Every tool's input schema comes from its args type and its
+//! [`TOOLS`] is the set: one entry per tool, in the order they are listed
+//! (by this family, and by the desktop and browser families too);
+//! [`FAMILY`] lists it and the common tools. Every tool's input schema comes from its args type and its
 //! output schema from its result type. Below it, what the tools share: path
 //! and program checks, owned starts, and the memo of the computer's shell
 //! and process streams (kept in the call's [`crate::ComputerState`]).
@@ -29,20 +30,18 @@ use computerd::protocol::{
 use crate::ToolContext;
 use crate::common;
 use crate::error::{Result, ToolError};
-use crate::registry::{Family, Needs, ToolDef, handler};
+use crate::registry::{Family, Needs, ToolDef, ToolSet, handler};
 
 const EXEC: Needs = Needs::Group(Group::Exec);
 const FILES: Needs = Needs::Group(Group::Files);
 const PROCESSES: Needs = Needs::Group(Group::Processes);
 
-/// The sandbox family: its tools, in the order they are listed. A new
-/// tool is one line here (and its module's args, result, builder and
-/// handler).
+/// The sandbox's tools, in the order they are listed. A new tool is one
+/// line here (and its module's args, result, builder and handler); every
+/// family that lists the set lists it.
 #[rustfmt::skip]
-pub const FAMILY: Family = Family {
-    kind: SettingKind::Sandbox,
-    instructions: INSTRUCTIONS,
-    skill: crate::skills::SANDBOX_TEXT,
+pub const TOOLS: ToolSet = ToolSet {
+    name: "sandbox",
     tools: &[
         ToolDef::new("exec",           EXEC,      exec::tool,           handler!(exec::run)),
         ToolDef::new("read_file",      FILES,     files::read_tool,     handler!(files::read)),
@@ -54,9 +53,15 @@ pub const FAMILY: Family = Family {
         ToolDef::new("process_write",  PROCESSES, process::write_tool,  handler!(process::write)),
         ToolDef::new("process_signal", PROCESSES, process::signal_tool, handler!(process::signal)),
         ToolDef::new("process_list",   PROCESSES, process::list_tool,   handler!(process::list)),
-        common::INFO,
-        common::EXTEND,
     ],
+};
+
+/// The sandbox family: its tools, then the common ones.
+pub const FAMILY: Family = Family {
+    kind: SettingKind::Sandbox,
+    instructions: INSTRUCTIONS,
+    skill: crate::skills::SANDBOX_TEXT,
+    sets: &[TOOLS, common::TOOLS],
 };
 
 /// What a session of this kind is told (MCP instructions).
@@ -389,7 +394,7 @@ mod tests {
 
     use super::*;
     use crate::define::parse;
-    use crate::registry::{Offer, registry};
+    use crate::registry::{Dead, Offer, golden_names, registry};
     use crate::{ComputerState, ToolSettings};
 
     fn groups(g: &[&str]) -> Vec<Group> {
@@ -416,23 +421,7 @@ mod tests {
     #[test]
     fn groups_decide_which_tools_are_listed() {
         let all = sandbox_tools(&groups(&["exec", "files", "processes"]), true);
-        assert_eq!(
-            names(&all),
-            [
-                "exec",
-                "read_file",
-                "write_file",
-                "edit_file",
-                "list_files",
-                "process_start",
-                "process_read",
-                "process_write",
-                "process_signal",
-                "process_list",
-                "computer_info",
-                "computer_extend"
-            ]
-        );
+        assert_eq!(names(&all), golden_names(SettingKind::Sandbox));
         assert_eq!(
             names(&sandbox_tools(&groups(&["files"]), false)),
             [
@@ -585,30 +574,8 @@ mod tests {
         );
     }
 
-    /// A computer whose connection has ended.
-    struct Dead;
-    impl ComputerClient for Dead {
-        fn call_value<'a>(
-            &'a self,
-            _method: &'a str,
-            _params: Value,
-        ) -> BoxFuture<'a, computerd::client::Result<Value>> {
-            Box::pin(async { Err(computerd::client::ClientError::Closed("x".into())) })
-        }
-        fn close(&self) {}
-    }
-
     fn dead_ctx() -> ToolContext {
-        ToolContext {
-            resources: None,
-            client: Arc::new(Dead),
-            facts: Default::default(),
-            settings: Default::default(),
-            progress: None,
-            extend: None,
-            state: ComputerState::new(),
-            cancel: Default::default(),
-        }
+        ToolContext::new(Arc::new(Dead))
     }
 
     #[test]

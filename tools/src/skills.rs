@@ -114,6 +114,20 @@ pub fn answer_matches(shown: &str, text: &str) -> bool {
     rest.is_empty()
 }
 
+/// The tools' names and every argument they take, for the tests that
+/// hold a skill's words to the tools it speaks of.
+#[cfg(test)]
+pub(crate) fn names_and_args(tools: &[rmcp::model::Tool]) -> (Vec<String>, Vec<String>) {
+    let names = tools.iter().map(|t| t.name.to_string()).collect();
+    let mut args = Vec::new();
+    for t in tools {
+        if let Some(serde_json::Value::Object(p)) = t.input_schema.get("properties") {
+            args.extend(p.keys().cloned());
+        }
+    }
+    (names, args)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,13 +177,7 @@ mod tests {
         };
         let mut tools = family.list(&offer, &ToolSettings::default());
         tools.extend(crate::fleet::tools(&crate::fleet::FleetPolicy::default()));
-        let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
-        let mut args: Vec<String> = Vec::new();
-        for t in &tools {
-            if let Some(serde_json::Value::Object(p)) = t.input_schema.get("properties") {
-                args.extend(p.keys().cloned());
-            }
-        }
+        let (names, args) = names_and_args(&tools);
         // Every `snake_case` word in backticks is a tool or an argument.
         let mut rest = skill.body;
         while let Some(i) = rest.find('`') {

@@ -204,8 +204,8 @@ impl Configure for DockerProvider {
         let mut opts = DockerOptions::new(computerd, cache_dir);
         opts.image = image;
         opts.user = user;
-        opts.desktop = host.desktop;
-        opts.browser = host.browser;
+        opts.desktop = host.desktop();
+        opts.browser = host.browser();
         // Without a desktop it means nothing (a browser always runs the
         // image's Chromium): `runs_chromium` reads it with the desktop.
         opts.desktop_browser = settings.desktop_browser.unwrap_or(false);

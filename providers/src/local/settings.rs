@@ -145,8 +145,8 @@ impl Configure for LocalProvider {
         Self::new(LocalOptions {
             isolation: settings.isolation,
             run_as: settings.run_as,
-            desktop: host.desktop,
-            browser: host.browser,
+            desktop: host.desktop(),
+            browser: host.browser(),
             ..LocalOptions::new(state_dir, computerd)
         })
     }

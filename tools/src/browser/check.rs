@@ -121,23 +121,15 @@ mod tests {
 
     #[test]
     fn only_web_addresses_and_about_blank_are_opened() {
-        assert_eq!(
-            url("url", "http://127.0.0.1:8/x").unwrap(),
-            "http://127.0.0.1:8/x"
-        );
-        assert_eq!(
-            url("url", "HTTPS://a.example").unwrap(),
-            "HTTPS://a.example"
-        );
-        assert_eq!(
-            url("url", "example.com/docs").unwrap(),
-            "https://example.com/docs"
-        );
-        assert_eq!(
-            url("url", "localhost:3000/a").unwrap(),
-            "https://localhost:3000/a"
-        );
-        assert_eq!(url("url", "about:blank").unwrap(), "about:blank");
+        for (given, opened) in [
+            ("http://127.0.0.1:8/x", "http://127.0.0.1:8/x"),
+            ("HTTPS://a.example", "HTTPS://a.example"),
+            ("example.com/docs", "https://example.com/docs"),
+            ("localhost:3000/a", "https://localhost:3000/a"),
+            ("about:blank", "about:blank"),
+        ] {
+            assert_eq!(url("url", given).unwrap(), opened, "{given}");
+        }
         for bad in [
             "file:///etc/passwd",
             "chrome://settings",

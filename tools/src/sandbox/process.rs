@@ -7,23 +7,25 @@
 //! one offset. A terminal process is read from its `pty` stream.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 
 use computerd::client::{ClientError, ComputerExt};
 use computerd::protocol::{
-    Bytes64, ErrorKind, ProcessListParams, ProcessReadParams, ProcessReadResult,
-    ProcessSignalParams, ProcessStartParams, ProcessWaitParams, ProcessWaitResult,
-    ProcessWriteParams, PtySize, Signal, Stream, limits,
+    Bytes64, ErrorKind, ProcessListParams, ProcessSignalParams, ProcessStartParams,
+    ProcessWaitParams, ProcessWaitResult, ProcessWriteParams, PtySize, Signal, Stream, limits,
 };
 use rmcp::model::{CallToolResult, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+mod read;
+
+pub use read::{ProcessReadArgs, ProcessReadOutput};
+pub(crate) use read::{read, read_tool};
+
 use super::{absolute, lock, memo, program, start_owned};
 use crate::budget::{kib, save_dirs, unique_name};
 use crate::define::{done, hints, make_tool};
 use crate::error::{Result, ToolError};
-use crate::text::incomplete_utf8_tail;
 use crate::{ToolContext, ToolSettings};
 
 /// process_read's `wait_ms` when none is given, and at most.
@@ -37,7 +39,7 @@ pub const DEFAULT_ROWS: u16 = 40;
 
 const NO_SUCH_ID: &str = "Use process_list to see the ids of this computer's processes.";
 
-fn id_error(doing: String, e: ClientError) -> ToolError {
+pub(crate) fn id_error(doing: String, e: ClientError) -> ToolError {
     ToolError::client(doing, e).hint_for(ErrorKind::NotFound, NO_SUCH_ID)
 }
 
@@ -224,264 +226,11 @@ pub(crate) async fn start(ctx: &ToolContext, a: ProcessStartArgs) -> Result<Call
     Ok(done(text, &out))
 }
 
-// ------------------------------------------------------------- process_read
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ProcessReadArgs {
-    /// The process's id (e.g. "p3").
-    pub id: String,
-    /// Byte offset (0: start). Default: where the last read ended.
-    pub since: Option<u64>,
-    /// Wait this long for new output or the exit. Default 1000, at most 30000; 0: none.
-    #[schemars(range(max = 30000))]
-    pub wait_ms: Option<u64>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct ProcessReadOutput {
-    /// The process read.
-    pub id: String,
-    /// The new output, as UTF-8 (invalid bytes replaced).
-    pub output: String,
-    /// Where this output starts.
-    pub since: u64,
-    /// Pass this as `since` next time.
-    pub next_offset: u64,
-    /// Bytes already there past next_offset, not in this reply.
-    pub pending_bytes: u64,
-    /// Bytes lost between `since` and this output (the process keeps its last 8 MiB).
-    pub dropped: u64,
-    /// The process has ended and all its output has been read.
-    pub exited: bool,
-    /// Its exit code, once exited (absent when a signal ended it).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i32>,
-    /// The signal that ended it, once exited, when one did.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signal: Option<String>,
-    /// What was read: `log` (stdout and stderr together), `pty` (the terminal), or `stdout`.
-    pub stream: String,
-    /// The log file reached its 16 MiB and keeps nothing more.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub log_capped: bool,
-}
-
-pub(crate) fn read_tool(name: &'static str, s: &ToolSettings) -> Tool {
-    make_tool::<ProcessReadArgs, ProcessReadOutput>(
-        name,
-        format!(
-            "Read a background process's new output and whether it has exited. \
-To follow it, call again: each waits up to `wait_ms` (no sleep needed). \
-A reply holds about {}; when more is waiting it says so.",
-            kib(s.output_budget_bytes)
-        ),
-        hints("Read process output", true, false, false, false),
-    )
-}
-
-fn stream_name(s: Stream) -> &'static str {
-    match s {
-        Stream::Stdout => "stdout",
-        Stream::Stderr => "stderr",
-        Stream::Pty => "pty",
-        Stream::Log => "log",
-    }
-}
-
-pub(crate) async fn read(ctx: &ToolContext, a: ProcessReadArgs) -> Result<CallToolResult> {
-    let wait_ms = match a.wait_ms {
-        None => DEFAULT_WAIT_MS,
-        Some(w) if w > MAX_WAIT_MS => {
-            return Err(ToolError::Invalid(format!(
-                "wait_ms is {w}; the most is {MAX_WAIT_MS} (30 s). Call process_read again to wait longer."
-            )));
-        }
-        Some(w) => w,
-    };
-    let started = Instant::now();
-    let memo = memo(ctx);
-    let since = match a.since {
-        Some(s) => s,
-        None => lock(&memo).read_to(&a.id).unwrap_or(0),
-    };
-    let known = lock(&memo).stream(&a.id);
-    let order: Vec<Stream> = match known {
-        Some(s) => vec![s],
-        None => vec![Stream::Log, Stream::Pty, Stream::Stdout],
-    };
-    let max = (ctx.settings.output_budget_bytes as u64).clamp(1, limits::MAX_CHUNK_BYTES);
-    let mut got: Option<(Stream, ProcessReadResult)> = None;
-    for stream in order {
-        let r = ctx
-            .client
-            .call_typed(&ProcessReadParams {
-                id: a.id.clone(),
-                stream,
-                offset: since,
-                max_bytes: Some(max),
-                wait_ms: Some(wait_ms),
-            })
-            .await;
-        match r {
-            Ok(r) => {
-                got = Some((stream, r));
-                break;
-            }
-            Err(ClientError::Rpc(e))
-                if e.kind() == Some(ErrorKind::Invalid)
-                    && e.data.as_ref().and_then(|d| d.field.as_deref()) == Some("stream") =>
-            {
-                continue;
-            }
-            Err(e) => {
-                let e = id_error(format!("reading the output of {}", a.id), e);
-                return Err(if e.field() == Some("offset") {
-                    e.hint_for(
-                        ErrorKind::Invalid,
-                        "since must be at most the output's size so far: pass the next_offset of the last process_read, or 0.",
-                    )
-                } else {
-                    e
-                });
-            }
-        }
-    }
-    let Some((stream, r)) = got else {
-        return Err(ToolError::Refused(format!(
-            "{} has no output stream this tool can read",
-            a.id
-        )));
-    };
-    if known.is_none() {
-        lock(&memo).set_stream(&a.id, stream);
-    }
-    let mut dropped = r.dropped;
-    let mut data = r.data.0;
-    let mut r = ProcessReadResult {
-        data: Default::default(),
-        ..r
-    };
-    // Output comes in bursts (a prompt after a command's output, a test
-    // run's lines): once some came, take what follows within LINGER_MS too,
-    // so one reply holds the burst. Bounded by wait_ms and the budget.
-    let until = started + Duration::from_millis(wait_ms);
-    while !data.is_empty() && !r.exited && (data.len() as u64) < max {
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        let more = ctx
-            .client
-            .call_typed(&ProcessReadParams {
-                id: a.id.clone(),
-                stream,
-                offset: r.next_offset,
-                max_bytes: Some(max - data.len() as u64),
-                wait_ms: Some((left.as_millis() as u64).min(LINGER_MS)),
-            })
-            .await
-            .map_err(|e| id_error(format!("reading the output of {}", a.id), e))?;
-        let quiet = more.data.is_empty() && more.dropped == 0 && !more.exited;
-        dropped += more.dropped;
-        data.extend_from_slice(&more.data);
-        r = ProcessReadResult {
-            data: Default::default(),
-            ..more
-        };
-        if quiet {
-            break;
-        }
-    }
-    let mut next = r.next_offset;
-    let held = incomplete_utf8_tail(&data);
-    if !r.exited && held > 0 && held < data.len() {
-        data.truncate(data.len() - held);
-        next -= held as u64;
-    }
-    let exited = r.exited;
-    let ended = if exited {
-        Some(wait(ctx, &a.id, 0).await?)
-    } else {
-        None
-    };
-    let output = String::from_utf8_lossy(&data).into_owned();
-    // A terminal ends lines with CR LF; the text shows them as plain lines.
-    let shown = if stream == Stream::Pty {
-        output.replace("\r\n", "\n")
-    } else {
-        output.clone()
-    };
-    lock(&memo).set_read_to(&a.id, next);
-    let pending = r.size.saturating_sub(next);
-    let capped = r.capped == Some(true);
-
-    let mut text = match &ended {
-        None => format!("{} is running.", a.id),
-        Some(w) => format!("{} {}.", a.id, how_it_ended(w)),
-    };
-    if dropped > 0 {
-        text.push_str(&format!(
-            " {dropped} bytes after offset {since} were lost before they were read (a process keeps its last 8 MiB of output)."
-        ));
-    }
-    if data.is_empty() {
-        if !exited {
-            text.push_str(&format!(" No new output within {wait_ms} ms."));
-        } else if since == 0 {
-            text.push_str(" It wrote no output.");
-        } else {
-            text.push_str(" No more output.");
-        }
-        text.push('\n');
-    } else {
-        text.push_str(&format!(
-            " Output {}-{next} ({} bytes):\n{shown}",
-            next - data.len() as u64,
-            data.len()
-        ));
-        if !shown.ends_with('\n') {
-            text.push('\n');
-        }
-    }
-    if pending > 0 {
-        text.push_str(&format!(
-            "[{pending} more bytes are already waiting: process_read again goes on from {next}]\n"
-        ));
-    } else if !exited {
-        text.push_str(&format!("[process_read again goes on from {next}]\n"));
-    }
-    if capped {
-        text.push_str(
-            "[the log file reached its 16 MiB cap; output after that is not kept in it]\n",
-        );
-    }
-    if let Some(why) = &r.log_error {
-        text.push_str(&format!("[the log file stopped: {why}]\n"));
-    }
-    if let Some(note) = crate::text::binary_note("this output", &data) {
-        text.push_str(&format!("[{note}]\n"));
-    }
-    if stream == Stream::Stdout {
-        text.push_str("[this process has no combined log: only its stdout is shown]\n");
-    }
-    let out = ProcessReadOutput {
-        id: a.id,
-        output,
-        since,
-        next_offset: next,
-        pending_bytes: pending,
-        dropped,
-        exited,
-        exit_code: ended.as_ref().and_then(|w| w.exit_code),
-        signal: ended.and_then(|w| w.signal),
-        stream: stream_name(stream).to_string(),
-        log_capped: capped,
-    };
-    Ok(done(text, &out))
-}
-
-async fn wait(ctx: &ToolContext, id: &str, timeout_ms: u64) -> Result<ProcessWaitResult> {
+pub(crate) async fn wait(
+    ctx: &ToolContext,
+    id: &str,
+    timeout_ms: u64,
+) -> Result<ProcessWaitResult> {
     ctx.client
         .call_typed(&ProcessWaitParams {
             id: id.to_string(),
@@ -493,7 +242,7 @@ async fn wait(ctx: &ToolContext, id: &str, timeout_ms: u64) -> Result<ProcessWai
 
 /// How a process that no longer runs ended, as the end of a sentence
 /// about it ("p1 has exited with code 0").
-fn how_it_ended(w: &ProcessWaitResult) -> String {
+pub(crate) fn how_it_ended(w: &ProcessWaitResult) -> String {
     match (w.exit_code, &w.signal) {
         (Some(c), _) => format!("has exited with code {c}"),
         (None, Some(s)) => format!("was ended by signal {s}"),

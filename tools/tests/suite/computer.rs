@@ -40,8 +40,12 @@ async fn computer_extend_asks_the_provider() {
         return;
     };
     // Without an extend function the tool says the provider cannot.
-    let t = s.err("computer_extend", json!({"ttl_minutes": 30})).await;
-    assert!(t.contains("cannot move its deadline"), "{t}");
+    s.err_has(
+        "computer_extend",
+        json!({"ttl_minutes": 30}),
+        "cannot move its deadline",
+    )
+    .await;
 
     let asked = Arc::new(Mutex::new(Vec::new()));
     let log = asked.clone();

@@ -77,13 +77,12 @@ async fn write_edit_and_read_a_file_with_line_numbers() {
         )
         .await;
     assert!(t.starts_with("old_string was not found in"), "{t}");
-    let t = s
-        .err(
-            "edit_file",
-            json!({"path": path, "old_string": "a", "new_string": "a"}),
-        )
-        .await;
-    assert!(t.contains("the same"), "{t}");
+    s.err_has(
+        "edit_file",
+        json!({"path": path, "old_string": "a", "new_string": "a"}),
+        "the same",
+    )
+    .await;
     let (_, v) = s
         .ok(
             "edit_file",
@@ -94,13 +93,12 @@ async fn write_edit_and_read_a_file_with_line_numbers() {
     let bytes = s.client.read_file(&path).await.unwrap();
     assert_eq!(bytes, b"bb-bb-bb\n");
     // A file that is not there: write_file makes it, edit_file refuses.
-    let t = s
-        .err(
-            "edit_file",
-            json!({"path": format!("{}/none.txt", s.home()), "old_string": "a", "new_string": "b"}),
-        )
-        .await;
-    assert!(t.contains("write_file"), "{t}");
+    s.err_has(
+        "edit_file",
+        json!({"path": format!("{}/none.txt", s.home()), "old_string": "a", "new_string": "b"}),
+        "write_file",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -205,11 +203,11 @@ async fn binary_files_and_directories_are_refused_with_a_hint() {
         .write_file(&latin1, b"caf\xe9 au lait\n", WriteFileOptions::default())
         .await
         .unwrap();
-    let t = s.err("read_file", json!({"path": latin1})).await;
-    assert!(t.contains("it is not UTF-8 text"), "{t}");
+    s.err_has("read_file", json!({"path": latin1}), "it is not UTF-8 text")
+        .await;
 
-    let t = s.err("read_file", json!({"path": s.home()})).await;
-    assert!(t.contains("use list_files"), "{t}");
+    s.err_has("read_file", json!({"path": s.home()}), "use list_files")
+        .await;
     let t = s
         .err(
             "read_file",
@@ -220,13 +218,12 @@ async fn binary_files_and_directories_are_refused_with_a_hint() {
         t.starts_with(&format!("reading {}/missing: ", s.home())),
         "{t}"
     );
-    let t = s
-        .err(
-            "edit_file",
-            json!({"path": path, "old_string": "a", "new_string": "b"}),
-        )
-        .await;
-    assert!(t.contains("binary"), "{t}");
+    s.err_has(
+        "edit_file",
+        json!({"path": path, "old_string": "a", "new_string": "b"}),
+        "binary",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -291,10 +288,12 @@ async fn list_files_goes_depth_levels_down() {
         ]
     );
     assert_eq!(v["truncated"], false);
-    let t = s
-        .err("list_files", json!({"path": format!("{home}/z.txt")}))
-        .await;
-    assert!(t.contains("read_file"), "{t}");
+    s.err_has(
+        "list_files",
+        json!({"path": format!("{home}/z.txt")}),
+        "read_file",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -261,13 +261,12 @@ async fn stdout_and_stderr_come_together_in_order() {
     assert_eq!(t, format!("{id} has exited with code 7. No more output.\n"));
     assert_eq!(v["exit_code"], 7);
     // Past the end is refused with what to pass instead.
-    let t = s
-        .err("process_read", json!({"id": id, "since": since + 100}))
-        .await;
-    assert!(
-        t.contains("pass the next_offset of the last process_read"),
-        "{t}"
-    );
+    s.err_has(
+        "process_read",
+        json!({"id": id, "since": since + 100}),
+        "pass the next_offset of the last process_read",
+    )
+    .await;
     std::fs::remove_file(&log).unwrap();
 }
 

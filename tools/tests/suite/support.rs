@@ -9,14 +9,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use computer_tools::{ComputerFacts, ComputerState, Progress, ToolContext, ToolSettings, registry};
+use computer_tools::{ComputerFacts, Progress, ToolContext, registry};
 use computerd::client::{ComputerClient, DaemonClient};
 use computerd::launch::{InitArgs, Program, Time};
 use computerd::protocol::SettingKind;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
 use tokio::net::UnixStream;
-use tokio_util::sync::CancellationToken;
 
 pub use computer_testkit::{describe, marked_processes, need};
 
@@ -134,14 +133,8 @@ impl Sandbox {
         };
         let shared: Arc<dyn ComputerClient> = Arc::new(client.clone());
         let ctx = ToolContext {
-            resources: None,
-            client: shared,
             facts,
-            settings: ToolSettings::default(),
-            progress: None,
-            extend: None,
-            state: ComputerState::new(),
-            cancel: CancellationToken::new(),
+            ..ToolContext::new(shared)
         };
         Some(Sandbox {
             child,
@@ -189,23 +182,6 @@ impl Sandbox {
         .expect("a known tool")
     }
 
-    /// A call that must succeed: its structured content.
-    pub async fn ok(&self, name: &str, args: Value) -> (String, Value) {
-        let r = self.call(name, args.clone()).await;
-        let t = text(&r);
-        assert_eq!(r.is_error, Some(false), "{name} {args} failed: {t}");
-        (t, r.structured_content.expect("structured content"))
-    }
-
-    /// A call that must fail: its text.
-    pub async fn err(&self, name: &str, args: Value) -> String {
-        let r = self.call(name, args.clone()).await;
-        let t = text(&r);
-        assert_eq!(r.is_error, Some(true), "{name} {args} should fail: {t}");
-        assert!(r.structured_content.is_none());
-        t
-    }
-
     /// A context that collects progress reports.
     pub fn with_progress(&self) -> (ToolContext, Arc<Mutex<Vec<Progress>>>) {
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -222,6 +198,50 @@ impl Sandbox {
             assert!(Instant::now() < until, "no program of the test started");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+}
+
+/// What the tests ask of a tool caller (a sandbox, a browser): a call that
+/// must succeed, one that must fail, and those two with words to find in
+/// the answer.
+pub trait Calls {
+    /// A call that must succeed: its text and structured content.
+    async fn ok(&self, name: &str, args: Value) -> (String, Value);
+
+    /// A call that must fail: its text.
+    async fn err(&self, name: &str, args: Value) -> String;
+
+    /// A call that must succeed with `needle` in its text: its structured
+    /// content.
+    async fn ok_has(&self, name: &str, args: Value, needle: &str) -> Value {
+        let (t, v) = self.ok(name, args).await;
+        assert!(t.contains(needle), "{name}: no {needle:?} in {t}");
+        v
+    }
+
+    /// A call that must fail with `needle` in its text.
+    async fn err_has(&self, name: &str, args: Value, needle: &str) {
+        let e = self.err(name, args).await;
+        assert!(e.contains(needle), "{name}: no {needle:?} in {e}");
+    }
+}
+
+impl Calls for Sandbox {
+    /// A call that must succeed: its structured content.
+    async fn ok(&self, name: &str, args: Value) -> (String, Value) {
+        let r = self.call(name, args.clone()).await;
+        let t = text(&r);
+        assert_eq!(r.is_error, Some(false), "{name} {args} failed: {t}");
+        (t, r.structured_content.expect("structured content"))
+    }
+
+    /// A call that must fail: its text.
+    async fn err(&self, name: &str, args: Value) -> String {
+        let r = self.call(name, args.clone()).await;
+        let t = text(&r);
+        assert_eq!(r.is_error, Some(true), "{name} {args} should fail: {t}");
+        assert!(r.structured_content.is_none());
+        t
     }
 }
 

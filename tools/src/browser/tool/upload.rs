@@ -12,15 +12,15 @@ use std::time::Duration;
 use computerd::client::ComputerExt;
 use computerd::protocol::{ErrorKind, FileType, FilesStatParams};
 use rmcp::model::{CallToolResult, Tool};
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::json;
 
-use super::act::{
-    ActOutput, Button, act_done, call_on, describe_el, dialog_words, mouse_click, object, point_of,
-    release, resolve,
+use crate::browser::dom::{
+    INPUT_FACTS, INPUT_FILES, call_on, describe_el, object, release, resolve,
 };
-use super::{Tab, cursor, events, send};
+use crate::browser::pointer::{Button, dialog_words, mouse_click, point_of};
+use crate::browser::target::target_args;
+use crate::browser::tool::{ActOutput, act_done};
+use crate::browser::{Tab, cursor, events, send};
 use crate::define::{hints, make_tool};
 use crate::error::{Result, ToolError};
 use crate::sandbox::absolute;
@@ -32,23 +32,19 @@ pub const MAX_UPLOAD_FILES: usize = 100;
 /// How long a click may take to open a file chooser.
 const CHOOSER_WAIT: Duration = Duration::from_secs(3);
 
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UploadArgs {
-    /// The ref of the file input, or of the button that opens its file chooser, from the latest snapshot.
-    #[serde(rename = "ref")]
-    pub reference: String,
-    /// A few words naming the element, for the record.
-    #[serde(default)]
-    pub element: Option<String>,
-    /// Absolute paths of files in the computer (at most 100); [] clears the input's choice.
-    pub paths: Vec<String>,
-    /// The tab to act in (a tab_id from browser_tabs list); default the current tab.
-    #[serde(default)]
-    pub tab_id: Option<String>,
+target_args! {
+    pub struct UploadArgs {
+        /// The ref of the file input, or of the button that opens its file chooser, from the latest snapshot.
+        #[serde(rename = "ref")]
+        pub reference: String,
+        element,
+        /// Absolute paths of files in the computer (at most 100); [] clears the input's choice.
+        pub paths: Vec<String>,
+        tab_id,
+    }
 }
 
-pub(super) fn upload_tool(name: &'static str, _s: &ToolSettings) -> Tool {
+pub(crate) fn upload_tool(name: &'static str, _s: &ToolSettings) -> Tool {
     make_tool::<UploadArgs, ActOutput>(
         name,
         "Choose files of the computer in a page's file input: ref is the input, or the button that opens its file chooser (it is clicked, and the chooser is answered with paths). paths are absolute paths of regular files in the computer (write them first with write_file or exec); an input without `multiple` takes one. Says what the input holds after (names and sizes). Submit the form after with browser_click.".to_string(),
@@ -56,15 +52,8 @@ pub(super) fn upload_tool(name: &'static str, _s: &ToolSettings) -> Tool {
     )
 }
 
-/// What the page says of the element: a file input or not, and its rules.
-const INPUT_FACTS: &str = "function(){ const f = this.tagName === 'INPUT' && String(this.type).toLowerCase() === 'file'; return {file: f, multiple: f && this.multiple, disabled: !!this.disabled, accept: f ? (this.accept || '') : ''}; }";
-
-/// The files the input holds now: [[name, size], ...].
-const INPUT_FILES: &str =
-    "function(){ return Array.from(this.files || []).map(f => [f.name, f.size]); }";
-
-pub(super) async fn upload(ctx: &ToolContext, a: UploadArgs) -> Result<CallToolResult> {
-    super::use_tab(ctx, a.tab_id.as_deref()).await?;
+pub(crate) async fn upload(ctx: &ToolContext, a: UploadArgs) -> Result<CallToolResult> {
+    crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
     if a.paths.len() > MAX_UPLOAD_FILES {
         return Err(ToolError::Invalid(format!(
             "paths has {} entries; one upload takes at most {MAX_UPLOAD_FILES}; nothing was chosen",
@@ -161,7 +150,7 @@ async fn check_file(ctx: &ToolContext, field: &str, path: &str) -> Result<()> {
 async fn chooser_of(
     ctx: &ToolContext,
     tab: &Tab,
-    el: &super::snapshot::Element,
+    el: &crate::browser::snapshot::Element,
     n: u64,
     who: &str,
 ) -> Result<(u64, bool, Option<String>)> {

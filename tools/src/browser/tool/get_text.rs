@@ -1,0 +1,108 @@
+//! `browser_get_text`: the text of the page or of an element, in pages.
+
+use rmcp::model::{CallToolResult, Tool};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::browser::dom::resolve;
+use crate::browser::target::target_args;
+use crate::browser::tool::budget;
+use crate::browser::{current, send};
+use crate::define::{done, hints, make_tool};
+use crate::error::{Result, ToolError};
+use crate::{ToolContext, ToolSettings};
+
+target_args! {
+    pub struct GetTextArgs {
+        ref: "An element's ref from the latest snapshot; none for the whole page.",
+        /// Where to start, in bytes of the text (the previous answer's next_offset).
+        #[serde(default)]
+        pub offset: Option<usize>,
+        tab_id,
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
+pub struct GetTextOutput {
+    /// The whole text's size in bytes.
+    pub bytes: usize,
+    pub offset: usize,
+    /// Where the next part starts, when there is more.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<usize>,
+}
+
+pub(crate) fn get_text_tool(name: &'static str, s: &ToolSettings) -> Tool {
+    make_tool::<GetTextArgs, GetTextOutput>(
+        name,
+        format!(
+            "The visible text of the page (or of one element by ref), as the page renders it (innerText), at most {} KiB per call; offset reads on. For reading articles and tables; use browser_snapshot to find what to act on.",
+            budget(s) / 1024
+        ),
+        hints("Page text", true, false, true, false),
+    )
+}
+
+pub(crate) async fn get_text(ctx: &ToolContext, a: GetTextArgs) -> Result<CallToolResult> {
+    crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
+    let tab = current(ctx).await?;
+    let r = match &a.reference {
+        Some(raw) => {
+            let (tab, r, _) = resolve(ctx, "ref", raw).await?;
+            let obj = crate::browser::dom::object(ctx, &tab, r.backend, raw).await?;
+            send(
+                ctx,
+                Some(&tab.session),
+                "Runtime.callFunctionOn",
+                json!({
+                    "objectId": obj,
+                    "functionDeclaration": "function(){ return this.innerText ?? this.textContent ?? ''; }",
+                    "returnByValue": true,
+                }),
+                None,
+            )
+            .await?
+        }
+        None => {
+            send(
+                ctx,
+                Some(&tab.session),
+                "Runtime.evaluate",
+                json!({
+                    "expression": "document.body ? document.body.innerText : (document.documentElement ? document.documentElement.innerText : '')",
+                    "returnByValue": true,
+                }),
+                None,
+            )
+            .await?
+        }
+    };
+    let text = r["result"]["value"].as_str().unwrap_or("").to_string();
+    let total = text.len();
+    let offset = a.offset.unwrap_or(0);
+    if offset > total {
+        return Err(ToolError::Invalid(format!(
+            "offset is {offset}, past the text's {total} bytes"
+        )));
+    }
+    let start = crate::budget::floor_boundary(&text, offset);
+    let end = crate::budget::floor_boundary(&text, (start + budget(&ctx.settings)).min(total));
+    let mut out = text[start..end].to_string();
+    let next_offset = (end < total).then_some(end);
+    if let Some(n) = next_offset {
+        out.push_str(&format!(
+            "\n(bytes {start} to {end} of {total}: call browser_get_text with offset {n} for more)"
+        ));
+    } else if total == 0 {
+        out.push_str("(no text)");
+    }
+    Ok(done(
+        out,
+        &GetTextOutput {
+            bytes: total,
+            offset: start,
+            next_offset,
+        },
+    ))
+}

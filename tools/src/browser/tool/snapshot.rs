@@ -1,0 +1,260 @@
+//! `browser_snapshot`: the page as an accessibility tree in text, each
+//! interactive element with a ref.
+
+use std::collections::HashSet;
+
+use rmcp::model::{CallToolResult, Tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::browser::target::target_args;
+use crate::browser::tool::budget;
+use crate::browser::{
+    Snap, Tab, current, main_frame, send, snapshot as snap, title_url, with_memo,
+};
+use crate::define::{done, hints, make_tool};
+use crate::error::{Result, ToolError};
+use crate::{ToolContext, ToolSettings};
+
+target_args! {
+    pub struct SnapshotArgs {
+        /// Which page of a long snapshot, from 1. Pages after the first are of the latest snapshot (no new one is taken).
+        #[serde(default)]
+        pub page: Option<u32>,
+        /// "interactive": only the elements with a ref, one a line (shorter); default every line.
+        #[serde(default)]
+        pub filter: Option<Filter>,
+        tab_id,
+    }
+}
+
+/// Which lines of a snapshot are shown.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Filter {
+    #[default]
+    All,
+    Interactive,
+}
+
+/// The lines `filter` shows: every one, or those with a ref, unindented.
+pub(crate) fn shown(lines: &[String], filter: Filter) -> Vec<String> {
+    match filter {
+        Filter::All => lines.to_vec(),
+        Filter::Interactive => lines
+            .iter()
+            .filter(|l| l.contains("[ref=e"))
+            .map(|l| l.trim_start().to_string())
+            .collect(),
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
+pub struct SnapshotOutput {
+    /// The snapshot's number: its refs are valid until the next one.
+    pub snapshot: u64,
+    pub url: String,
+    pub title: String,
+    pub page: u32,
+    pub pages: u32,
+    /// How many refs the snapshot has (all pages).
+    pub refs: u64,
+}
+
+pub(crate) fn snapshot_tool(name: &'static str, s: &ToolSettings) -> Tool {
+    make_tool::<SnapshotArgs, SnapshotOutput>(
+        name,
+        format!(
+            "Read the current page as its accessibility tree: indented lines such as `- button \"Submit\" [ref=e12]`, a ref on every link, button, field, checkbox, select and option you can act on. Pass the refs to browser_click, browser_type, browser_select, browser_hover, browser_press. Refs are of this snapshot only: after the page navigates or you take another snapshot, older refs are refused. Password values are never shown. At most {} KiB a page; page 2 and on are of the same snapshot.",
+            budget(s) / 1024
+        ),
+        hints("Page snapshot", true, false, false, false),
+    )
+}
+
+/// The backend ids of the document's password inputs.
+async fn password_fields(ctx: &ToolContext, tab: &Tab) -> Result<HashSet<u64>> {
+    let s = Some(tab.session.as_str());
+    let doc = send(ctx, s, "DOM.getDocument", json!({"depth": 0}), None).await?;
+    let root = doc["root"]["nodeId"].clone();
+    let q = send(
+        ctx,
+        s,
+        "DOM.querySelectorAll",
+        json!({"nodeId": root, "selector": "input[type=password i]"}),
+        None,
+    )
+    .await?;
+    let mut out = HashSet::new();
+    for id in q["nodeIds"].as_array().cloned().unwrap_or_default() {
+        let d = send(ctx, s, "DOM.describeNode", json!({"nodeId": id}), None).await?;
+        if let Some(b) = d["node"]["backendNodeId"].as_u64() {
+            out.insert(b);
+        }
+    }
+    Ok(out)
+}
+
+/// Frames read into a snapshot at most.
+pub const MAX_FRAMES: usize = 20;
+
+/// The accessibility trees of the tab's frames that share its process
+/// (same-site iframes), each with the backend id of its `<iframe>`. A frame
+/// of another site runs in another process and is left out.
+async fn frame_trees(ctx: &ToolContext, tab: &Tab) -> Result<Vec<(u64, Vec<Value>)>> {
+    let s = Some(tab.session.as_str());
+    let tree = send(ctx, s, "Page.getFrameTree", json!({}), None).await?;
+    let mut ids = Vec::new();
+    let mut todo: Vec<Value> = tree["frameTree"]["childFrames"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    while let Some(f) = todo.pop() {
+        if ids.len() >= MAX_FRAMES {
+            break;
+        }
+        if let Some(id) = f["frame"]["id"].as_str() {
+            ids.push(id.to_string());
+        }
+        todo.extend(f["childFrames"].as_array().cloned().unwrap_or_default());
+    }
+    let mut out = Vec::new();
+    for id in ids {
+        let Ok(owner) = send(ctx, s, "DOM.getFrameOwner", json!({"frameId": id}), None).await
+        else {
+            continue;
+        };
+        let Some(owner) = owner["backendNodeId"].as_u64() else {
+            continue;
+        };
+        let Ok(t) = send(
+            ctx,
+            s,
+            "Accessibility.getFullAXTree",
+            json!({"frameId": id}),
+            None,
+        )
+        .await
+        else {
+            continue;
+        };
+        out.push((owner, t["nodes"].as_array().cloned().unwrap_or_default()));
+    }
+    Ok(out)
+}
+
+/// Take a snapshot of the current tab, remembered as the latest.
+pub(crate) async fn take_snapshot(ctx: &ToolContext) -> Result<Snap> {
+    let tab = current(ctx).await?;
+    let frame = main_frame(ctx, &tab).await?;
+    let passwords = password_fields(ctx, &tab).await?;
+    let tree = send(
+        ctx,
+        Some(&tab.session),
+        "Accessibility.getFullAXTree",
+        json!({}),
+        None,
+    )
+    .await?;
+    let main = tree["nodes"].as_array().cloned().unwrap_or_default();
+    let frames = frame_trees(ctx, &tab).await?;
+    let nodes = snap::merge_frames(&main, &frames);
+    let snap = with_memo(ctx, |m| {
+        // Refs are never reused: a snapshot starts past every earlier one.
+        let first = m.next_ref;
+        let built = snap::build(&nodes, first, &passwords);
+        let next = first + built.refs.len() as u64;
+        m.next_ref = next;
+        m.snaps += 1;
+        let s = Snap {
+            n: m.snaps,
+            first,
+            next,
+            target: tab.target.clone(),
+            loader: frame.loader.clone(),
+            url: frame.url.clone(),
+            refs: built.refs.into_iter().collect(),
+            lines: built.lines,
+        };
+        m.latest = Some(s.clone());
+        s
+    });
+    Ok(snap)
+}
+
+fn ref_range(s: &Snap) -> String {
+    if s.next > s.first {
+        format!("refs e{} to e{}", s.first, s.next - 1)
+    } else {
+        "no refs".into()
+    }
+}
+
+pub(crate) async fn snapshot(ctx: &ToolContext, a: SnapshotArgs) -> Result<CallToolResult> {
+    crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
+    let want = a.page.unwrap_or(1);
+    if want == 0 {
+        return Err(ToolError::Invalid(
+            "page is 0; pages are numbered from 1".into(),
+        ));
+    }
+    let s = if want == 1 {
+        take_snapshot(ctx).await?
+    } else {
+        let Some(s) = with_memo(ctx, |m| m.latest.clone()) else {
+            return Err(ToolError::Refused(format!(
+                "there is no snapshot yet, so no page {want}: call browser_snapshot without page first"
+            )));
+        };
+        let tab = current(ctx).await?;
+        let frame = main_frame(ctx, &tab).await?;
+        if s.target != tab.target || s.loader != frame.loader {
+            return Err(ToolError::Refused(format!(
+                "page {want} would be of snapshot {}, and the tab has navigated or changed since it was taken: take a new snapshot (browser_snapshot without page)",
+                s.n
+            )));
+        }
+        s
+    };
+    let tab = current(ctx).await?;
+    let (title, url) = title_url(ctx, &tab).await?;
+    let lines = shown(&s.lines, a.filter.unwrap_or_default());
+    let ranges = snap::pages(&lines, budget(&ctx.settings));
+    let pages = ranges.len() as u32;
+    let Some(range) = ranges.get(want as usize - 1) else {
+        return Err(ToolError::Invalid(format!(
+            "page is {want}, and snapshot {} has {pages} page{}",
+            s.n,
+            if pages == 1 { "" } else { "s" }
+        )));
+    };
+    let mut text = format!(
+        "snapshot {} of {url} (title {title:?}), page {want} of {pages}, {}:\n",
+        s.n,
+        ref_range(&s)
+    );
+    if lines.is_empty() {
+        text.push_str("(the page shows nothing an accessibility tree holds)\n");
+    }
+    for l in &lines[range.clone()] {
+        text.push_str(l);
+        text.push('\n');
+    }
+    if want < pages {
+        text.push_str(&format!(
+            "(more: call browser_snapshot with page {} for the next part; the refs stay those of snapshot {})\n",
+            want + 1,
+            s.n
+        ));
+    }
+    let out = SnapshotOutput {
+        snapshot: s.n,
+        url,
+        title,
+        page: want,
+        pages,
+        refs: s.next - s.first,
+    };
+    Ok(done(text, &out))
+}

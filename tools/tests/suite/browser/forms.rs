@@ -1,0 +1,237 @@
+//! Forms by refs: filled, submitted, a password never shown back; a ref
+//! from before a navigation refused, bad input named.
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let (base, seen) = serve().await;
+    let (t, out) = b
+        .ok("browser_navigate", json!({"url": format!("{base}/")}))
+        .await;
+    assert_eq!(out["title"], "Sign up", "{t}");
+    assert!(t.contains("browser_snapshot"), "{t}");
+
+    let (snap, out) = b.ok("browser_snapshot", json!({})).await;
+    assert_eq!(out["snapshot"], 1, "{snap}");
+    let name = Browser::ref_of(&snap, "textbox \"Name\"");
+    let pw = Browser::ref_of(&snap, "textbox \"Password\"");
+    let colour = Browser::ref_of(&snap, "combobox");
+    let agree = Browser::ref_of(&snap, "checkbox \"I agree\"");
+    let send = Browser::ref_of(&snap, "button \"Send\"");
+    assert!(snap.contains("- heading \"Sign up\" [level=1]"), "{snap}");
+    assert!(snap.contains("link \"Other page\""), "{snap}");
+    assert!(
+        snap.contains(&format!(
+            "- textbox \"Password\" [ref={pw}]: (password, empty)"
+        )),
+        "{snap}"
+    );
+
+    b.ok_has(
+        "browser_type",
+        json!({"ref": name, "text": "Ada"}),
+        "it now holds \"Ada\"",
+    )
+    .await;
+    b.ok_has(
+        "browser_type",
+        json!({"ref": pw, "text": SECRET}),
+        "password field",
+    )
+    .await;
+    b.ok_has(
+        "browser_select",
+        json!({"target": colour, "values": ["Green"]}),
+        "\"Green\" selected",
+    )
+    .await;
+    // `element` (a description, as Playwright's MCP tools take it) rides along.
+    let (t, _) = b
+        .ok(
+            "browser_click",
+            json!({"ref": agree, "element": "the agree box"}),
+        )
+        .await;
+    assert!(t.starts_with(&format!("clicked {agree} (checkbox")), "{t}");
+
+    // The snapshot after filling shows the values, the password masked.
+    let (snap2, _) = b.ok("browser_snapshot", json!({})).await;
+    assert!(snap2.contains("(password, not shown)"), "{snap2}");
+    assert!(snap2.contains(": Ada"), "{snap2}");
+    assert!(snap2.contains("[checked]"), "{snap2}");
+    // The first snapshot's refs are older now: refused, never retargeted.
+    let e = b.err("browser_click", json!({"ref": send})).await;
+    assert!(e.contains("older snapshot"), "{e}");
+    assert!(e.contains("take a new snapshot"), "{e}");
+
+    let send = Browser::ref_of(&snap2, "button \"Send\"");
+    let (t, out) = b.ok("browser_click", json!({"ref": send})).await;
+    // Seen when it starts within the click's short look (a loaded machine
+    // may be slower; the refusal below holds either way).
+    if out["navigated"] == true {
+        assert!(t.contains("/submit"), "{t}");
+    }
+    b.wait_title("Thanks").await;
+    let posted = seen
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(l, _)| l.starts_with("POST /submit"))
+        .map(|(_, body)| body.clone())
+        .expect("the form was posted");
+    assert_eq!(posted, format!("name=Ada&pw={SECRET}&color=g&agree=on"));
+
+    // A ref from before the navigation is refused with the next step.
+    b.err_has(
+        "browser_type",
+        json!({"ref": name, "text": "x"}),
+        "take a new snapshot",
+    )
+    .await;
+    let (only, _) = b
+        .ok(
+            "browser_snapshot",
+            json!({"page": 1, "filter": "interactive"}),
+        )
+        .await;
+    assert!(!only.contains("heading"), "{only}");
+    b.ok_has("browser_snapshot", json!({}), "Thanks").await;
+
+    let all = b.results.lock().unwrap().join("\n");
+    assert!(!all.contains(SECRET), "the password showed in a result");
+    assert!(!all.contains('•'), "a masked value's bullets showed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ref_from_before_a_navigation_is_refused_and_bad_input_is_named() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let (base, _) = serve().await;
+    b.ok("browser_navigate", json!({"url": format!("{base}/")}))
+        .await;
+    let (only, _) = b
+        .ok("browser_snapshot", json!({"filter": "interactive"}))
+        .await;
+    assert!(!only.contains("heading"), "{only}");
+    assert!(only.contains("\n- textbox \"Name\" [ref=e1]"), "{only}");
+    let (snap, _) = b.ok("browser_snapshot", json!({})).await;
+    let link = Browser::ref_of(&snap, "link \"Other page\"");
+    let name = Browser::ref_of(&snap, "textbox \"Name\"");
+    // A select refuses an option it lacks, naming those it has; a field
+    // that is no select says what to use.
+    let colour = Browser::ref_of(&snap, "combobox");
+    let e = b
+        .err(
+            "browser_select",
+            json!({"ref": colour, "values": ["Purple"]}),
+        )
+        .await;
+    assert!(
+        e.ends_with("has no option \"Purple\"; its options are: Red (value r); Green (value g); Blue (value b); nothing was changed"),
+        "{e}"
+    );
+    b.err_has(
+        "browser_select",
+        json!({"ref": name, "values": ["x"]}),
+        "is a <input>, not a <select>: type into it with browser_type",
+    )
+    .await;
+    let (t, out) = b.ok("browser_click", json!({"ref": link})).await;
+    if out["navigated"] == true {
+        assert!(t.contains("/other"), "{t}");
+    }
+    b.wait_title("Other").await;
+    let e = b.err("browser_click", json!({"ref": name})).await;
+    assert!(
+        e.contains("taken before the page navigated") && e.contains("take a new snapshot"),
+        "{e}"
+    );
+    assert!(e.ends_with("nothing was done"), "{e}");
+
+    // Back and forward.
+    let (t, out) = b.ok("browser_navigate", json!({"action": "back"})).await;
+    assert_eq!(out["title"], "Sign up", "{t}");
+    let (_, out) = b.ok("browser_navigate", json!({"url": "forward"})).await;
+    assert_eq!(out["title"], "Other");
+
+    // Bad schemes are refused naming url, and nothing is sent.
+    for bad in [
+        "file:///etc/passwd",
+        "javascript:alert(1)",
+        "chrome://version",
+        "data:text/html,x",
+    ] {
+        let e = b.err("browser_navigate", json!({"url": bad})).await;
+        assert!(e.starts_with("url has the scheme "), "{e}");
+    }
+    // An unknown ref, a ref that is no ref.
+    b.err_has(
+        "browser_click",
+        json!({"ref": "e999"}),
+        "is no ref of any snapshot",
+    )
+    .await;
+    b.err_has(
+        "browser_click",
+        json!({"ref": "submit-button"}),
+        "is not a ref",
+    )
+    .await;
+    // An expression past its bound.
+    let big = "1;".repeat(40 * 1024);
+    let e = b.err("browser_eval", json!({"expression": big})).await;
+    assert!(
+        e.starts_with("expression is 81920 bytes; at most 64 KiB"),
+        "{e}"
+    );
+    // An expression that throws says so.
+    b.err_has(
+        "browser_eval",
+        json!({"expression": "throw new Error('boom')"}),
+        "boom",
+    )
+    .await;
+
+    // A server that is not there: the browser's words, and it answers.
+    let gone = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/", l.local_addr().unwrap())
+    };
+    let e = b.err("browser_navigate", json!({"url": gone})).await;
+    assert!(
+        e.starts_with(&format!("{gone} did not open: net::ERR_CONNECTION_REFUSED")),
+        "{e}"
+    );
+    b.answers().await;
+    // A timeout past its bound is named.
+    let e = b
+        .err(
+            "browser_navigate",
+            json!({"url": base, "timeout_ms": 90_000}),
+        )
+        .await;
+    assert!(
+        e.starts_with("timeout_ms is 90000; give 1000 to 60000"),
+        "{e}"
+    );
+
+    // A page that never loads ends within its bound, the browser answering.
+    let e = b
+        .err(
+            "browser_navigate",
+            json!({"url": format!("{base}/hang"), "timeout_ms": 2000}),
+        )
+        .await;
+    assert!(
+        e.starts_with("the page did not finish loading within 2 s"),
+        "{e}"
+    );
+    assert!(e.contains("the browser still answers"), "{e}");
+    b.answers().await;
+}
