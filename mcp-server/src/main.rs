@@ -2,16 +2,25 @@
 //!
 //! - [`config`]: flags, `COMPUTER_MCP_*` variables and a TOML file, each
 //!   option defined once; a provider's own options come from its settings
-//!   in the registry (`--<id>-<key>`, `[providers.<id>]`).
+//!   in the registry (`--<id>-<key>`, `[providers.<id>]`); `--kind` takes
+//!   the tool registry's kinds.
 //! - [`app`]: what the server's sessions share ([`app::App`]): the
 //!   provider, the configuration, and the table of every computer the
-//!   server holds, under the handle it minted, whose it is, found again by
-//!   provider labels; bounds, idle release, and the fleet tools' server
-//!   side.
+//!   server holds (`app/`: an entry, a caller, a lazily made slot, the
+//!   admission bounds, lookups, release and the idle reaper).
 //! - [`session`]: MCP sessions (stdio and HTTP), each with its lazily
 //!   made default computer.
-//! - [`server`]: the MCP handler (tools, progress, cancellation).
+//! - [`server`]: the MCP handler (tools from the registry by the groups a
+//!   computer declares, progress, cancellation).
+//! - [`resources`]: prompts and resources (skills, a computer's facts, its
+//!   files in pages), chosen by the groups a computer declares.
 //! - [`http`]: streamable HTTP with bearer auth and Host/Origin checks.
+//! - [`stdio`], [`lines`]: the stdio transport's ends and its messages.
+//! - [`logging`]: logs on stderr through a bounded queue, session ids
+//!   redacted.
+//! - [`doctor`], [`conformance`]: the `doctor` and `conformance`
+//!   subcommands, each naming no provider (the registry finds it).
+//! - [`memory`]: freed memory given back after a burst.
 //!
 //! On Linux the binary is also `computerd` when called through the word
 //! (`computer-mcp computerd init …`) or as argv[0] `computerd`, so a build of
