@@ -65,56 +65,11 @@ fn the_readme_tool_table_is_the_registrys() {
     );
 }
 
-/// The string literals of `src` that are the last argument of a
-/// `Check::no(` call, and those of the `let next = match` arms.
+/// Doctor's own next steps: the last argument of each `Check::no(` call, and
+/// the arms of its `let next = match`.
 fn next_steps(src: &str) -> Vec<String> {
     let code = &src[..src.find("#[cfg(test)]").unwrap_or(src.len())];
-    let mut out = Vec::new();
-    let mut rest = code;
-    while let Some(i) = rest.find("Check::no(") {
-        rest = &rest[i + "Check::no(".len()..];
-        // The call's arguments, split at top-level commas, strings skipped.
-        let (mut depth, mut in_str, mut esc) = (0i32, false, false);
-        let mut args = vec![String::new()];
-        for c in rest.chars() {
-            if in_str {
-                args.last_mut().unwrap().push(c);
-                match (esc, c) {
-                    (true, _) => esc = false,
-                    (false, '\\') => esc = true,
-                    (false, '"') => in_str = false,
-                    _ => {}
-                }
-                continue;
-            }
-            match c {
-                '"' => in_str = true,
-                '(' | '[' | '{' => depth += 1,
-                ')' | ']' | '}' if depth == 0 => break,
-                ')' | ']' | '}' => depth -= 1,
-                ',' if depth == 0 => {
-                    args.push(String::new());
-                    continue;
-                }
-                _ => {}
-            }
-            args.last_mut().unwrap().push(c);
-        }
-        let last = args
-            .iter()
-            .rev()
-            .map(|a| a.trim())
-            .find(|a| !a.is_empty())
-            .unwrap();
-        if let Some(lit) = last.strip_prefix('"').and_then(|l| l.strip_suffix('"')) {
-            out.push(lit.replace("\\\"", "\""));
-        } else if last.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
-            // A named next step: its `const NAME: &str = "…";`.
-            let decl = format!("const {last}: &str = \"");
-            let at = code.find(&decl).expect("the next step's const") + decl.len();
-            out.push(code[at..at + code[at..].find("\";").unwrap()].to_string());
-        }
-    }
+    let mut out = computer_testkit::last_literal_args(code, "Check::no(");
     let m = code
         .find("let next = match")
         .expect("doctor's next-step match");
@@ -129,13 +84,11 @@ fn next_steps(src: &str) -> Vec<String> {
 
 #[test]
 fn the_readme_troubleshooting_names_every_next_step_doctor_gives() {
-    let mut steps = next_steps(include_str!("doctor.rs"));
-    // The Docker provider's own line (its preflight) names this one.
-    steps.push(computer_providers::docker::cache::INSTALL_STATIC.to_string());
+    // A provider's own lines (its survey and preflight) are held to the
+    // same section by a test beside them.
+    let steps = next_steps(include_str!("doctor.rs"));
     assert!(steps.len() >= 15, "{steps:?}");
-    assert!(steps.iter().any(|s| s.contains("crt-static")), "{steps:?}");
-    let body = &README[README.find("## Troubleshooting").unwrap()..];
-    let section = &body[..body[1..].find("\n## ").map_or(body.len(), |e| e + 1)];
+    let section = computer_testkit::markdown_section(README, "## Troubleshooting");
     for s in steps {
         assert!(
             section.contains(&s),

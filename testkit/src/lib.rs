@@ -428,3 +428,77 @@ fn remove_cgroup_tree(dir: &std::path::Path) {
     }
     let _ = std::fs::remove_dir(dir);
 }
+
+/// The last argument of every call `call` (e.g. `"Check::no("`) in `code`
+/// that is a string literal (its text, `\"` unescaped), or a name of a
+/// `const NAME: &str = "…";` in `code` (that string): the words a piece of
+/// code gives, for a test that holds a document to them.
+pub fn last_literal_args(code: &str, call: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find(call) {
+        rest = &rest[i + call.len()..];
+        let Some(last) = call_args(rest).into_iter().rev().find(|a| !a.is_empty()) else {
+            continue;
+        };
+        if let Some(lit) = last.strip_prefix('"').and_then(|l| l.strip_suffix('"')) {
+            out.push(lit.replace("\\\"", "\""));
+        } else if last.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+            let decl = format!("const {last}: &str = \"");
+            if let Some(at) = code.find(&decl).map(|a| a + decl.len())
+                && let Some(len) = code[at..].find("\";")
+            {
+                out.push(code[at..at + len].to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The arguments of a call whose text starts at `rest` (just past its
+/// opening parenthesis), split at top-level commas, trimmed; strings are
+/// kept whole.
+fn call_args(rest: &str) -> Vec<String> {
+    let (mut depth, mut in_str, mut esc) = (0i32, false, false);
+    let mut args = vec![String::new()];
+    for c in rest.chars() {
+        let Some(arg) = args.last_mut() else { break };
+        if in_str {
+            arg.push(c);
+            match (esc, c) {
+                (true, _) => esc = false,
+                (false, '\\') => esc = true,
+                (false, '"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_str = true,
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' if depth == 0 => break,
+            ')' | ']' | '}' => depth -= 1,
+            ',' if depth == 0 => {
+                args.push(String::new());
+                continue;
+            }
+            _ => {}
+        }
+        if let Some(arg) = args.last_mut() {
+            arg.push(c);
+        }
+    }
+    args.into_iter().map(|a| a.trim().to_string()).collect()
+}
+
+/// The section of a Markdown `doc` under `heading` (a whole line such as
+/// `## Troubleshooting`), up to the next heading of that level; empty when
+/// there is none.
+pub fn markdown_section<'a>(doc: &'a str, heading: &str) -> &'a str {
+    let Some(start) = doc.find(heading) else {
+        return "";
+    };
+    let body = &doc[start..];
+    let level = format!("\n{} ", heading.split(' ').next().unwrap_or("##"));
+    &body[..body[1..].find(&level).map_or(body.len(), |e| e + 1)]
+}

@@ -78,3 +78,26 @@ fn computerd(host: &HostDefaults) -> Preflight {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Doctor prints these words as next steps: the top README's
+    /// Troubleshooting says each of them.
+    #[test]
+    fn the_readme_troubleshooting_names_every_next_step_of_dockers_survey() {
+        let readme = include_str!("../../../README.md");
+        let section = computer_testkit::markdown_section(readme, "## Troubleshooting");
+        let src = include_str!("survey.rs");
+        let code = &src[..src.find("#[cfg(test)]").unwrap_or(src.len())];
+        let mut steps = computer_testkit::last_literal_args(code, " no(");
+        steps.push(super::cache::INSTALL_STATIC.to_string());
+        assert_eq!(steps.len(), 5, "{steps:?}");
+        assert!(steps.iter().any(|s| s.contains("crt-static")), "{steps:?}");
+        for s in steps {
+            assert!(
+                section.contains(&s),
+                "README's Troubleshooting lacks Docker's next step {s:?}"
+            );
+        }
+    }
+}
