@@ -20,6 +20,42 @@ fn conformance(state: Option<&Path>, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// A run on the local provider with the test's computerd and `drift`, in a
+/// fresh state directory; `args` name the kind and what it needs.
+fn on_local(drift: &Path, args: &[&str]) -> std::process::Output {
+    let state = tempfile::tempdir().unwrap();
+    let computerd = computerd();
+    let mut all = vec![
+        "--provider",
+        "local",
+        "--local-computerd",
+        computerd.to_str().unwrap(),
+        "--drifted-computerd",
+        drift.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    all.push("--json");
+    conformance(Some(state.path()), &all)
+}
+
+/// A run on the Docker provider in `image` with the static `computerd` and
+/// `drift`; `args` name the kind and what it needs.
+fn on_docker(image: &str, computerd: &Path, drift: &Path, args: &[&str]) -> std::process::Output {
+    let mut all = vec![
+        "--provider",
+        "docker",
+        "--image",
+        image,
+        "--docker-computerd",
+        computerd.to_str().unwrap(),
+        "--drifted-computerd",
+        drift.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    all.push("--json");
+    conformance(None, &all)
+}
+
 #[test]
 fn the_local_provider_passes_core_through_the_command() {
     if !need_root() {
@@ -33,21 +69,8 @@ fn the_local_provider_passes_core_through_the_command() {
     ) {
         return;
     }
-    let state = tempfile::tempdir().unwrap();
-    let computerd = computerd();
     let started = std::time::Instant::now();
-    let out = conformance(
-        Some(state.path()),
-        &[
-            "--provider",
-            "local",
-            "--local-computerd",
-            computerd.to_str().unwrap(),
-            "--drifted-computerd",
-            drift.to_str().unwrap(),
-            "--json",
-        ],
-    );
+    let out = on_local(&drift, &[]);
     let took = started.elapsed();
     let report = passing_report(&out, "local");
     println!(
@@ -96,20 +119,7 @@ fn the_docker_provider_passes_core_through_the_command() {
         return;
     }
     let started = std::time::Instant::now();
-    let out = conformance(
-        None,
-        &[
-            "--provider",
-            "docker",
-            "--image",
-            &image,
-            "--docker-computerd",
-            computerd.to_str().unwrap(),
-            "--drifted-computerd",
-            drift.to_str().unwrap(),
-            "--json",
-        ],
-    );
+    let out = on_docker(&image, &computerd, &drift, &[]);
     let took = started.elapsed();
     let report = passing_report(&out, "docker");
     println!(
@@ -224,26 +234,19 @@ fn a_docker_desktop_passes_the_desktop_kind_through_the_command() {
     ) {
         return;
     }
-    let out = conformance(
-        None,
+    let out = on_docker(
+        &image,
+        &computerd,
+        &drift,
         &[
             "--kind",
             "desktop",
-            "--provider",
-            "docker",
-            "--image",
-            &image,
-            "--docker-computerd",
-            computerd.to_str().unwrap(),
-            "--drifted-computerd",
-            drift.to_str().unwrap(),
             "--fixture",
             fixture.to_str().unwrap(),
             // The test image has Chromium: the browser cases run on the
             // desktop's visible browser too.
             "--docker-desktop-browser",
             "true",
-            "--json",
         ],
     );
     assert_desktop_passes(&out, "docker desktop");
@@ -274,22 +277,7 @@ fn a_docker_browser_passes_the_browser_kind_through_the_command() {
     ) {
         return;
     }
-    let out = conformance(
-        None,
-        &[
-            "--kind",
-            "browser",
-            "--provider",
-            "docker",
-            "--image",
-            &image,
-            "--docker-computerd",
-            computerd.to_str().unwrap(),
-            "--drifted-computerd",
-            drift.to_str().unwrap(),
-            "--json",
-        ],
-    );
+    let out = on_docker(&image, &computerd, &drift, &["--kind", "browser"]);
     assert_kind_passes(&out, "docker browser", BROWSER_CASES);
 }
 
@@ -312,23 +300,9 @@ fn a_local_desktop_passes_the_desktop_kind_through_the_command() {
     ) {
         return;
     }
-    let state = tempfile::tempdir().unwrap();
-    let computerd = computerd();
-    let out = conformance(
-        Some(state.path()),
-        &[
-            "--kind",
-            "desktop",
-            "--provider",
-            "local",
-            "--local-computerd",
-            computerd.to_str().unwrap(),
-            "--drifted-computerd",
-            drift.to_str().unwrap(),
-            "--fixture",
-            fixture.to_str().unwrap(),
-            "--json",
-        ],
+    let out = on_local(
+        &drift,
+        &["--kind", "desktop", "--fixture", fixture.to_str().unwrap()],
     );
     assert_desktop_passes(&out, "local desktop");
     // Where Chromium is, a local desktop drives its visible browser too.
@@ -359,22 +333,7 @@ fn a_local_browser_passes_the_browser_kind_through_the_command() {
     ) {
         return;
     }
-    let state = tempfile::tempdir().unwrap();
-    let computerd = computerd();
-    let out = conformance(
-        Some(state.path()),
-        &[
-            "--kind",
-            "browser",
-            "--provider",
-            "local",
-            "--local-computerd",
-            computerd.to_str().unwrap(),
-            "--drifted-computerd",
-            drift.to_str().unwrap(),
-            "--json",
-        ],
-    );
+    let out = on_local(&drift, &["--kind", "browser"]);
     assert_kind_passes(&out, "local browser", BROWSER_CASES);
 }
 
