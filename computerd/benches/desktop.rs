@@ -109,20 +109,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or(40);
     let n = 900 + std::process::id() % 90;
     let display = format!(":{n}");
-    let mut xvfb = Command::new("Xvfb")
-        .args([
-            &display,
-            "-screen",
-            "0",
-            "1280x800x24",
-            "-nolisten",
-            "tcp",
-            "-noreset",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
+    let mut xvfb = computer_testkit::xvfb(&[&display]).spawn()?;
     let sock = format!("/tmp/.X11-unix/X{n}");
     let until = Instant::now() + Duration::from_secs(10);
     while std::os::unix::net::UnixStream::connect(&sock).is_err() {

@@ -50,20 +50,8 @@ struct HostX {
 
 impl HostX {
     fn start() -> Option<HostX> {
-        let mut child = Command::new("Xvfb")
-            .args([
-                "-displayfd",
-                "1",
-                "-screen",
-                "0",
-                "1280x800x24",
-                "-nolisten",
-                "tcp",
-                "-noreset",
-            ])
-            .stdin(Stdio::null())
+        let mut child = computer_testkit::xvfb(&["-displayfd", "1"])
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
             .spawn()
             .ok()?;
         let mut out = child.stdout.take()?;

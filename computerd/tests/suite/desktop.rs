@@ -83,20 +83,8 @@ impl Xvfb {
         if PathBuf::from(format!("/tmp/.X{n}-lock")).exists() {
             return None;
         }
-        let mut child = Command::new("Xvfb")
-            .arg(format!(":{n}"))
-            .args([
-                "-screen",
-                "0",
-                "1280x800x24",
-                "-nolisten",
-                "tcp",
-                "-noreset",
-            ])
+        let mut child = computer_testkit::xvfb(&[&format!(":{n}")])
             .args(flags)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
             .spawn()
             .unwrap();
         let sock = PathBuf::from(format!("/tmp/.X11-unix/X{n}"));

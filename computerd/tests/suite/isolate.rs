@@ -257,14 +257,7 @@ for name, fam, addr in [('host-tcp', socket.AF_INET, ('127.0.0.1', {port})), ('c
         print(name, 'connected')
     except OSError as e:
         print(name, type(e).__name__)
-srv = socket.socket()
-srv.bind(('127.0.0.1', 0))
-srv.listen(1)
-cli = socket.create_connection(srv.getsockname(), timeout=5)
-conn, _ = srv.accept()
-conn.sendall(b'own loopback answers')
-print(cli.recv(100).decode())
-"#
+{OWN_LOOPBACK_PY}"#
     );
     let r = c.call(&py(&script, &init.marker)).await.unwrap();
     let out = String::from_utf8_lossy(&r.stdout.0).to_string();
