@@ -7,7 +7,6 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::Duration;
 
-use computerd::client::ComputerExt;
 use computerd::protocol::*;
 
 use super::support::*;
@@ -206,11 +205,7 @@ async fn user_runs_programs_as_that_user_with_no_groups_and_only_stdio() {
         })
         .await
         .unwrap();
-    let out = c
-        .read_process_output(&p.id, Stream::Stdout, 0)
-        .await
-        .unwrap();
-    assert_eq!(out.data, b"0\n1\n2\n");
+    assert_eq!(output_of(&c, &p.id, Stream::Stdout).await, b"0\n1\n2\n");
     // The daemon is not dumpable, so its user's programs cannot read or trace it.
     let r = init
         .run_script(&c, &format!("cat /proc/{}/environ", init.child.id()))

@@ -9,11 +9,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub use computer_testkit::{assert_no_leftovers, marked, marked_processes, need, need_root};
-use computerd::client::DaemonClient;
+use computerd::client::{ComputerExt, DaemonClient};
 pub use computerd::launch::{
     InitArgs, Network, Program, SandboxArgs, Share, StdioArgs, Time, UserSpec,
 };
-use computerd::protocol::{Envelope, ExecResult, Id, ProcessStartResult};
+use computerd::protocol::{Envelope, ExecResult, Id, ProcessStartResult, Stream};
 
 /// A marker for one test of this crate.
 pub fn marker() -> String {
@@ -377,6 +377,11 @@ pub fn assert_no_zombies_under(pid: i32) {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// What process `id` wrote to `stream`, read whole once it has ended.
+pub async fn output_of(c: &DaemonClient, id: &str, stream: Stream) -> Vec<u8> {
+    c.read_process_output(id, stream, 0).await.unwrap().data
 }
 
 /// The end of a Python script (one that imported `socket`) that prints
