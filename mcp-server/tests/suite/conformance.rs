@@ -20,40 +20,46 @@ fn conformance(state: Option<&Path>, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-/// A run on the local provider with the test's computerd and `drift`, in a
-/// fresh state directory; `args` name the kind and what it needs.
+/// A run on the provider `provider` names and sets up, against the drifted
+/// build `drift`; `args` name the kind and what it needs.
+fn run_json(
+    state: Option<&Path>,
+    provider: &[&str],
+    drift: &Path,
+    args: &[&str],
+) -> std::process::Output {
+    let mut all = provider.to_vec();
+    all.extend(["--drifted-computerd", drift.to_str().unwrap()]);
+    all.extend_from_slice(args);
+    all.push("--json");
+    conformance(state, &all)
+}
+
+/// A run on the local provider with the test's computerd, in a fresh
+/// state directory.
 fn on_local(drift: &Path, args: &[&str]) -> std::process::Output {
     let state = tempfile::tempdir().unwrap();
     let computerd = computerd();
-    let mut all = vec![
+    let provider = [
         "--provider",
         "local",
         "--local-computerd",
         computerd.to_str().unwrap(),
-        "--drifted-computerd",
-        drift.to_str().unwrap(),
     ];
-    all.extend_from_slice(args);
-    all.push("--json");
-    conformance(Some(state.path()), &all)
+    run_json(Some(state.path()), &provider, drift, args)
 }
 
-/// A run on the Docker provider in `image` with the static `computerd` and
-/// `drift`; `args` name the kind and what it needs.
+/// A run on the Docker provider in `image` with the static `computerd`.
 fn on_docker(image: &str, computerd: &Path, drift: &Path, args: &[&str]) -> std::process::Output {
-    let mut all = vec![
+    let provider = [
         "--provider",
         "docker",
         "--image",
         image,
         "--docker-computerd",
         computerd.to_str().unwrap(),
-        "--drifted-computerd",
-        drift.to_str().unwrap(),
     ];
-    all.extend_from_slice(args);
-    all.push("--json");
-    conformance(None, &all)
+    run_json(None, &provider, drift, args)
 }
 
 #[test]
