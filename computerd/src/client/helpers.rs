@@ -4,9 +4,10 @@ use futures::{Stream, StreamExt};
 
 use super::{ClientError, ComputerClient, Result};
 use crate::protocol::{
-    Bytes64, FilesReadParams, FilesWriteParams, ProcessReadParams, ProcessReadResult,
-    Stream as OutStream, TarPullBeginParams, TarPullEndParams, TarPullReadParams,
-    TarPullReadResult, TarPushBeginParams, TarPushEndParams, TarPushWriteParams, WithData, limits,
+    Bytes64, FilesReadParams, FilesWriteParams, ProcessReadParams, ProcessReadResult, Region,
+    ScreenReadParams, ScreenShotParams, ScreenShotResult, Stream as OutStream, TarPullBeginParams,
+    TarPullEndParams, TarPullReadParams, TarPullReadResult, TarPushBeginParams, TarPushEndParams,
+    TarPushWriteParams, WithData, limits,
 };
 use serde_json::Value;
 
@@ -297,6 +298,43 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
             }
             out.exited = true;
             Ok(out)
+        }
+    }
+
+    /// A whole screenshot: screen.shot, then screen.read for the rest of
+    /// the PNG. The shot's first reply comes back with the whole PNG.
+    fn screen_shot(
+        &self,
+        region: Option<Region>,
+    ) -> impl std::future::Future<Output = Result<(ScreenShotResult, Vec<u8>)>> + Send {
+        async move {
+            let r = self.call_typed(&ScreenShotParams { region }).await?;
+            let mut png = r.data.0.clone();
+            let mut eof = r.eof;
+            while !eof {
+                let more = self
+                    .call_typed(&ScreenReadParams {
+                        id: r.id.clone(),
+                        offset: png.len() as u64,
+                        max_bytes: None,
+                    })
+                    .await?;
+                if more.data.is_empty() && !more.eof {
+                    return Err(ClientError::Decode {
+                        method: <ScreenReadParams as crate::protocol::Call>::METHOD
+                            .as_str()
+                            .to_string(),
+                        detail: format!(
+                            "the screenshot stopped short at {} of its {} bytes",
+                            png.len(),
+                            r.size
+                        ),
+                    });
+                }
+                png.extend_from_slice(&more.data.0);
+                eof = more.eof;
+            }
+            Ok((r, png))
         }
     }
 
