@@ -320,16 +320,11 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
                     })
                     .await?;
                 if more.data.is_empty() && !more.eof {
-                    return Err(ClientError::Decode {
-                        method: <ScreenReadParams as crate::protocol::Call>::METHOD
-                            .as_str()
-                            .to_string(),
-                        detail: format!(
-                            "the screenshot stopped short at {} of its {} bytes",
-                            png.len(),
-                            r.size
-                        ),
-                    });
+                    return Err(unreadable::<ScreenReadParams>(format!(
+                        "the screenshot stopped short at {} of its {} bytes",
+                        png.len(),
+                        r.size
+                    )));
                 }
                 png.extend_from_slice(&more.data.0);
                 eof = more.eof;
@@ -377,17 +372,20 @@ where
 }
 
 fn encode_params<P: crate::protocol::Call>(params: &P) -> Result<Value> {
-    serde_json::to_value(params).map_err(|e| ClientError::Decode {
-        method: P::METHOD.as_str().to_string(),
-        detail: format!("params could not be encoded: {e}"),
-    })
+    serde_json::to_value(params)
+        .map_err(|e| unreadable::<P>(format!("params could not be encoded: {e}")))
 }
 
 fn decode_result<P: crate::protocol::Call>(value: Value) -> Result<P::Result> {
-    serde_json::from_value(value).map_err(|e| ClientError::Decode {
+    serde_json::from_value(value).map_err(|e| unreadable::<P>(e.to_string()))
+}
+
+/// A call of `P` that could not be read or written as the protocol says.
+fn unreadable<P: crate::protocol::Call>(detail: String) -> ClientError {
+    ClientError::Decode {
         method: P::METHOD.as_str().to_string(),
-        detail: e.to_string(),
-    })
+        detail,
+    }
 }
 
 /// A tar pull in progress. Ended on its last chunk, by [`TarPull::end`], or when dropped.
@@ -426,16 +424,11 @@ impl<C: ComputerClient + Clone + 'static> TarPull<C> {
         let read = read.and_then(|(r, framed)| {
             let sent_ahead = self.pipelined;
             if sent_ahead && !r.eof && r.data.len() as u64 != limits::MAX_CHUNK_BYTES {
-                return Err(ClientError::Decode {
-                    method: <TarPullReadParams as crate::protocol::Call>::METHOD
-                        .as_str()
-                        .to_string(),
-                    detail: format!(
-                        "a read before the end returned {} bytes, not the {} asked, so the reads sent ahead of it cannot follow",
-                        r.data.len(),
-                        limits::MAX_CHUNK_BYTES
-                    ),
-                });
+                return Err(unreadable::<TarPullReadParams>(format!(
+                    "a read before the end returned {} bytes, not the {} asked, so the reads sent ahead of it cannot follow",
+                    r.data.len(),
+                    limits::MAX_CHUNK_BYTES
+                )));
             }
             self.received += r.data.len() as u64;
             if framed && !self.pipelined {

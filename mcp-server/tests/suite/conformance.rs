@@ -98,17 +98,27 @@ fn docker_with(image: &str) -> bool {
     ok(&["info", "--format", "{{.ServerVersion}}"]) && ok(&["image", "inspect", image])
 }
 
-#[test]
-fn the_docker_provider_passes_core_through_the_command() {
-    let image = std::env::var("CMCP_TEST_DOCKER_IMAGE")
-        .unwrap_or_else(|_| "computer-mcp-test/debian:bookworm".into());
-    if !computer_testkit::need(
+/// The image `var` names (else `default`) where Docker answers and has it,
+/// or None: the test skips, saying `what` is not built.
+fn docker_image(var: &str, default: &str, what: &str) -> Option<String> {
+    let image = std::env::var(var).unwrap_or_else(|_| default.into());
+    computer_testkit::need(
         "docker",
         docker_with(&image),
-        &format!("no Docker engine answers, or the test image {image} is not built"),
-    ) {
+        &format!("no Docker engine answers, or {what} {image} is not built"),
+    )
+    .then_some(image)
+}
+
+#[test]
+fn the_docker_provider_passes_core_through_the_command() {
+    let Some(image) = docker_image(
+        "CMCP_TEST_DOCKER_IMAGE",
+        "computer-mcp-test/debian:bookworm",
+        "the test image",
+    ) else {
         return;
-    }
+    };
     let (computerd, drift) = docker_daemons();
     if !computer_testkit::need(
         "docker",
@@ -222,15 +232,13 @@ fn static_fixture() -> std::path::PathBuf {
 
 #[test]
 fn a_docker_desktop_passes_the_desktop_kind_through_the_command() {
-    let image = std::env::var("CMCP_TEST_DOCKER_DESKTOP")
-        .unwrap_or_else(|_| "computer-mcp-test/desktop:bookworm".into());
-    if !computer_testkit::need(
-        "docker",
-        docker_with(&image),
-        &format!("no Docker engine answers, or the desktop image {image} is not built"),
-    ) {
+    let Some(image) = docker_image(
+        "CMCP_TEST_DOCKER_DESKTOP",
+        "computer-mcp-test/desktop:bookworm",
+        "the desktop image",
+    ) else {
         return;
-    }
+    };
     let (computerd, drift) = docker_daemons();
     let fixture = static_fixture();
     if !computer_testkit::need(
@@ -266,15 +274,13 @@ fn a_docker_desktop_passes_the_desktop_kind_through_the_command() {
 #[test]
 fn a_docker_browser_passes_the_browser_kind_through_the_command() {
     // The desktop test image has Chromium.
-    let image = std::env::var("CMCP_TEST_DOCKER_DESKTOP")
-        .unwrap_or_else(|_| "computer-mcp-test/desktop:bookworm".into());
-    if !computer_testkit::need(
-        "docker",
-        docker_with(&image),
-        &format!("no Docker engine answers, or the image {image} is not built"),
-    ) {
+    let Some(image) = docker_image(
+        "CMCP_TEST_DOCKER_DESKTOP",
+        "computer-mcp-test/desktop:bookworm",
+        "the image",
+    ) else {
         return;
-    }
+    };
     let (computerd, drift) = docker_daemons();
     if !computer_testkit::need(
         "docker",
