@@ -17,11 +17,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use computerd::client::DaemonClient;
+use computerd::client::{ComputerExt, DaemonClient};
 use computerd::launch::{InitArgs, Program, Time};
-use computerd::protocol::{
-    InputActionsResult, ScreenReadParams, ScreenShotParams, ScreenShotResult,
-};
+use computerd::protocol::InputActionsResult;
 use x11rb::connection::Connection;
 use x11rb::protocol::xproto::{ConnectionExt as _, CreateGCAux, ImageFormat};
 
@@ -109,20 +107,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or(40);
     let n = 900 + std::process::id() % 90;
     let display = format!(":{n}");
-    let mut xvfb = Command::new("Xvfb")
-        .args([
-            &display,
-            "-screen",
-            "0",
-            "1280x800x24",
-            "-nolisten",
-            "tcp",
-            "-noreset",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
+    let mut xvfb = computer_testkit::xvfb(&[&display]).spawn()?;
     let sock = format!("/tmp/.X11-unix/X{n}");
     let until = Instant::now() + Duration::from_secs(10);
     while std::os::unix::net::UnixStream::connect(&sock).is_err() {
@@ -174,24 +159,11 @@ fn bench(calls: usize, display: &str) -> Result<(), Box<dyn std::error::Error>> 
         let mut size = 0;
         for i in 0..calls + 3 {
             let t = Instant::now();
-            let r: ScreenShotResult = c.call(&ScreenShotParams { region: None }).await?;
-            let mut got = r.data.len() as u64;
-            let mut eof = r.eof;
-            while !eof {
-                let more = c
-                    .call(&ScreenReadParams {
-                        id: r.id.clone(),
-                        offset: got,
-                        max_bytes: None,
-                    })
-                    .await?;
-                got += more.data.len() as u64;
-                eof = more.eof;
-            }
+            let (_, png) = c.screen_shot(None).await?;
             if i >= 3 {
                 shots.push(t.elapsed());
             }
-            size = got;
+            size = png.len() as u64;
         }
         let click = serde_json::json!({"actions": [{"type": "click", "point": [150, 50]}]});
         let mut clicks = Vec::with_capacity(calls);

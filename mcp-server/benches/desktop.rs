@@ -19,8 +19,7 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use computerd::client::DaemonClient;
-use computerd::protocol::{ScreenReadParams, ScreenShotParams};
+use computerd::client::{ComputerExt, DaemonClient};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
@@ -50,20 +49,8 @@ struct HostX {
 
 impl HostX {
     fn start() -> Option<HostX> {
-        let mut child = Command::new("Xvfb")
-            .args([
-                "-displayfd",
-                "1",
-                "-screen",
-                "0",
-                "1280x800x24",
-                "-nolisten",
-                "tcp",
-                "-noreset",
-            ])
-            .stdin(Stdio::null())
+        let mut child = computer_testkit::xvfb(&["-displayfd", "1"])
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
             .spawn()
             .ok()?;
         let mut out = child.stdout.take()?;
@@ -189,18 +176,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut size = 0;
     for _ in 0..n {
         let t = Instant::now();
-        let r = daemon.call(&ScreenShotParams { region: None }).await?;
-        let mut got = r.data.len() as u64;
-        while got < r.size {
-            let more = daemon
-                .call(&ScreenReadParams {
-                    id: r.id.clone(),
-                    offset: got,
-                    max_bytes: None,
-                })
-                .await?;
-            got += more.data.len() as u64;
-        }
+        let (r, _) = daemon.screen_shot(None).await?;
         direct.push(t.elapsed());
         size = r.size;
     }

@@ -14,8 +14,9 @@ use computer_fakes::{FakeProvider, Op, Script};
 use computer_providers::{ProviderError, label};
 use tokio_util::sync::CancellationToken;
 
-use crate::app::{App, Ask, Principal};
+use crate::app::{App, Ask, ForCall, Principal};
 use crate::config::{self, Config};
+use crate::session::Session;
 
 fn config(argv: &[&str]) -> Config {
     let mut all = vec!["computer-mcp"];
@@ -35,12 +36,31 @@ fn me() -> Principal {
     Principal::of_token("a-token-for-the-fake-tests")
 }
 
+/// The computer `session`'s next call runs on, asked by a caller that
+/// never cancels.
+async fn computer_of(app: &Arc<App>, session: &Session) -> Result<ForCall, String> {
+    session.slot.computer(app, &CancellationToken::new()).await
+}
+
+/// A fake provider whose creations go as `create` says (else at once), a
+/// server on it from `argv`, and a session of [`me`] there.
+fn session_on_fake(
+    create: Option<Script>,
+    argv: &[&str],
+) -> (FakeProvider, Arc<App>, Arc<Session>) {
+    let fake = FakeProvider::new();
+    if let Some(script) = create {
+        fake.on(Op::Create, script, None);
+    }
+    let app = app_with(&fake, argv);
+    let session = app.new_session(&me()).unwrap();
+    (fake, app, session)
+}
+
 #[tokio::test]
 async fn concurrent_first_calls_share_one_creation() {
-    let fake = FakeProvider::new();
-    fake.on(Op::Create, Script::Delay(Duration::from_millis(200)), None);
-    let app = app_with(&fake, &[]);
-    let session = app.new_session(&me()).unwrap();
+    let (fake, app, session) =
+        session_on_fake(Some(Script::Delay(Duration::from_millis(200))), &[]);
     let cancel = CancellationToken::new();
     let calls = (0..5).map(|_| session.slot.computer(&app, &cancel));
     let got = futures::future::join_all(calls).await;
@@ -60,14 +80,8 @@ async fn concurrent_first_calls_share_one_creation() {
 
 #[tokio::test]
 async fn a_sessions_computer_is_released_when_it_ends() {
-    let fake = FakeProvider::new();
-    let app = app_with(&fake, &[]);
-    let session = app.new_session(&me()).unwrap();
-    let c = session
-        .slot
-        .computer(&app, &CancellationToken::new())
-        .await
-        .unwrap();
+    let (fake, app, session) = session_on_fake(None, &[]);
+    let c = computer_of(&app, &session).await.unwrap();
     let id = c.entry.computer.id.clone();
     assert_eq!(
         c.entry.computer.labels.get(label::SESSION),
@@ -82,21 +96,14 @@ async fn a_sessions_computer_is_released_when_it_ends() {
             .any(|x| x.op == Op::Release && x.on.as_deref() == Some(id.as_str()))
     );
     // A call after the end makes nothing.
-    let e = session
-        .slot
-        .computer(&app, &CancellationToken::new())
-        .await
-        .err()
-        .unwrap();
+    let e = computer_of(&app, &session).await.err().unwrap();
     assert_eq!(e, "this session has ended");
     assert_eq!(fake.count(Op::Create), 1);
 }
 
 #[tokio::test]
 async fn a_dead_computer_is_answered_in_words_then_replaced() {
-    let fake = FakeProvider::new();
-    let app = app_with(&fake, &[]);
-    let session = app.new_session(&me()).unwrap();
+    let (fake, app, session) = session_on_fake(None, &[]);
     let cancel = CancellationToken::new();
     let first = session.slot.computer(&app, &cancel).await.unwrap();
     fake.kill(&first.entry.computer.id);
@@ -118,10 +125,8 @@ async fn a_dead_computer_is_answered_in_words_then_replaced() {
 
 #[tokio::test]
 async fn a_caller_cancelled_during_create_stops_waiting_and_the_creation_serves_the_next() {
-    let fake = FakeProvider::new();
-    fake.on(Op::Create, Script::Delay(Duration::from_millis(400)), None);
-    let app = app_with(&fake, &[]);
-    let session = app.new_session(&me()).unwrap();
+    let (fake, app, session) =
+        session_on_fake(Some(Script::Delay(Duration::from_millis(400))), &[]);
     let cancel = CancellationToken::new();
     let canceller = cancel.clone();
     tokio::spawn(async move {
@@ -133,11 +138,7 @@ async fn a_caller_cancelled_during_create_stops_waiting_and_the_creation_serves_
         e,
         "the tool call was cancelled while its computer was being made (the making goes on, for the next call)"
     );
-    let next = session
-        .slot
-        .computer(&app, &CancellationToken::new())
-        .await
-        .unwrap();
+    let next = computer_of(&app, &session).await.unwrap();
     assert!(next.note.is_none());
     assert_eq!(fake.count(Op::Create), 1);
     session.end().await;
@@ -146,10 +147,7 @@ async fn a_caller_cancelled_during_create_stops_waiting_and_the_creation_serves_
 
 #[tokio::test(start_paused = true)]
 async fn a_hanging_creation_holds_neither_the_caller_nor_shutdown_forever() {
-    let fake = FakeProvider::new();
-    fake.on(Op::Create, Script::Hang, None);
-    let app = app_with(&fake, &[]);
-    let session = app.new_session(&me()).unwrap();
+    let (fake, app, session) = session_on_fake(Some(Script::Hang), &[]);
     let cancel = CancellationToken::new();
     let canceller = cancel.clone();
     tokio::spawn(async move {
@@ -192,14 +190,8 @@ async fn a_failed_create_is_said_in_words_and_the_next_call_tries_again() {
 
 #[tokio::test]
 async fn bounds_are_refused_in_words_naming_the_limit() {
-    let fake = FakeProvider::new();
-    let app = app_with(&fake, &["serve", "--max-computers", "1"]);
-    let session = app.new_session(&me()).unwrap();
-    session
-        .slot
-        .computer(&app, &CancellationToken::new())
-        .await
-        .unwrap();
+    let (fake, app, session) = session_on_fake(None, &["serve", "--max-computers", "1"]);
+    computer_of(&app, &session).await.unwrap();
     let e = app
         .make(Ask {
             principal: me(),
@@ -222,17 +214,9 @@ async fn bounds_are_refused_in_words_naming_the_limit() {
 
 #[tokio::test(start_paused = true)]
 async fn a_creation_that_never_answers_is_given_up_in_words() {
-    let fake = FakeProvider::new();
-    fake.on(Op::Create, Script::Hang, None);
-    let app = app_with(&fake, &[]);
-    let session = app.new_session(&me()).unwrap();
+    let (fake, app, session) = session_on_fake(Some(Script::Hang), &[]);
     let started = tokio::time::Instant::now();
-    let e = session
-        .slot
-        .computer(&app, &CancellationToken::new())
-        .await
-        .err()
-        .unwrap();
+    let e = computer_of(&app, &session).await.err().unwrap();
     assert!(e.contains("took over 180 s and was given up"), "{e}");
     assert!(started.elapsed() >= crate::app::CREATE_WAIT);
     // One create was asked, and given up.

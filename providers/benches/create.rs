@@ -15,13 +15,10 @@ use std::time::{Duration, Instant};
 
 use computer_providers::local::{LocalOptions, LocalProvider};
 use computer_providers::{ComputerSpec, Provider, Release};
-use computerd::client::ComputerExt;
-use computerd::protocol::ExecParams;
+use support::{count, first_result, ms};
 use tokio_util::sync::CancellationToken;
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
+mod support;
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {
     v.sort_unstable();
@@ -33,22 +30,10 @@ async fn run(p: &LocalProvider, n: usize) -> (Vec<Duration>, Vec<Duration>) {
     let spec = ComputerSpec::sandbox(600_000);
     let (mut first, mut release) = (Vec::new(), Vec::new());
     for _ in 0..n {
+        let (took, computer) = first_result(p, &spec, &cancel).await;
+        first.push(took);
         let t = Instant::now();
-        let made = p.create(&spec, &cancel).await.unwrap();
-        let conn = p.connect(&made.computer, &cancel).await.unwrap();
-        let r = conn
-            .client
-            .call_typed(&ExecParams {
-                argv: vec!["true".into()],
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        assert_eq!(r.exit_code, Some(0));
-        first.push(t.elapsed());
-        conn.client.close();
-        let t = Instant::now();
-        p.release(&made.computer, Release::Delete, &cancel)
+        p.release(&computer, Release::Delete, &cancel)
             .await
             .unwrap();
         release.push(t.elapsed());
@@ -62,10 +47,7 @@ async fn main() {
         println!("skipped: local computers need root here");
         return;
     }
-    let n: usize = std::env::var("CMCP_BENCH_CREATES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20);
+    let n = count("CMCP_BENCH_CREATES", 20);
     let bin = std::env::var_os("COMPUTERD_BIN")
         .map(std::path::PathBuf::from)
         .or_else(computer_testkit::computerd_bin)

@@ -35,39 +35,19 @@ use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource};
 use computer_providers::{ComputerSpec, Provider, Release};
 use computerd::client::ComputerExt;
 use computerd::protocol::ExecParams;
+use support::{count, exec_true, first_result, ms};
 use tokio_util::sync::CancellationToken;
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
+mod support;
 
 fn median(v: &mut [Duration]) -> Duration {
     v.sort_unstable();
     v[v.len() / 2]
 }
 
-fn count(var: &str, default: usize) -> usize {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn docker_cli(args: &[&str]) {
     let st = Command::new("docker").args(args).status().unwrap();
     assert!(st.success(), "docker {args:?}: {st}");
-}
-
-async fn exec_true(conn: &computer_providers::Connection) {
-    let r = conn
-        .client
-        .call_typed(&ExecParams {
-            argv: vec!["true".into()],
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    assert_eq!(r.exit_code, Some(0));
 }
 
 /// The tree as a tar stream, made on a thread as it is read, in chunks of
@@ -306,13 +286,9 @@ async fn main() {
     // create → first result vs docker run --rm.
     let mut first = Vec::with_capacity(creates);
     for _ in 0..creates {
-        let t = Instant::now();
-        let made = p.create(&spec, &cancel).await.unwrap();
-        let conn = p.connect(&made.computer, &cancel).await.unwrap();
-        exec_true(&conn).await;
-        first.push(t.elapsed());
-        conn.client.close();
-        p.release(&made.computer, Release::Delete, &cancel)
+        let (took, computer) = first_result(&p, &spec, &cancel).await;
+        first.push(took);
+        p.release(&computer, Release::Delete, &cancel)
             .await
             .unwrap();
     }

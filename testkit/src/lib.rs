@@ -6,7 +6,8 @@
 //! - [`marker`], [`marked_processes`], [`assert_no_leftovers`]: a test sets a
 //!   unique variable on every program it starts, and afterwards finds in
 //!   /proc whatever it left behind.
-//! - [`computerd_bin`]: the daemon the workspace build put beside the tests.
+//! - [`computerd_bin`]: the daemon the workspace build put beside the tests;
+//!   [`InitDirs`]: the directories and environment a test's init runs in.
 //! - [`assert_golden`]: a text (a schema listing) held to a golden file
 //!   under `fixtures/schemas/`.
 //! - [`docker_env`] (feature `docker`): the engine, the test image and the
@@ -148,6 +149,62 @@ pub fn computerd_bin() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let p = exe.parent()?.parent()?.join("computerd");
     p.is_file().then_some(p)
+}
+
+/// An Xvfb on `display` (`:N`, or `-displayfd` and a descriptor) with the
+/// screen every desktop test and bench draws on: 1280x800 at 24 bits, no
+/// TCP, kept between clients; nothing in, its output nowhere.
+pub fn xvfb(display: &[&str]) -> std::process::Command {
+    use std::process::Stdio;
+    let mut cmd = std::process::Command::new("Xvfb");
+    cmd.args(display)
+        .args([
+            "-screen",
+            "0",
+            "1280x800x24",
+            "-nolisten",
+            "tcp",
+            "-noreset",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd
+}
+
+/// Where a test's computerd init lives: a fresh directory named after its
+/// crate's tests, holding `run/` (0700: the socket's) and `home/`.
+pub struct InitDirs {
+    pub dir: tempfile::TempDir,
+    /// `run/computerd.sock`, where the init listens.
+    pub socket: PathBuf,
+    pub home: PathBuf,
+}
+
+impl InitDirs {
+    pub fn new(prefix: &str) -> InitDirs {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
+        let sockdir = dir.path().join("run");
+        std::fs::create_dir(&sockdir).unwrap();
+        std::fs::set_permissions(&sockdir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        let socket = sockdir.join("computerd.sock");
+        InitDirs { dir, socket, home }
+    }
+
+    /// `cmd` with none of the test's environment: a plain PATH, HOME here
+    /// and a log that speaks only of trouble.
+    pub fn daemon_env<'a>(
+        &self,
+        cmd: &'a mut std::process::Command,
+    ) -> &'a mut std::process::Command {
+        cmd.env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+            .env("HOME", &self.home)
+            .env("COMPUTERD_LOG", "warn")
+    }
 }
 
 /// What every Docker test needs: an engine that answers, the test image

@@ -4,9 +4,10 @@ use futures::{Stream, StreamExt};
 
 use super::{ClientError, ComputerClient, Result};
 use crate::protocol::{
-    Bytes64, FilesReadParams, FilesWriteParams, ProcessReadParams, ProcessReadResult,
-    Stream as OutStream, TarPullBeginParams, TarPullEndParams, TarPullReadParams,
-    TarPullReadResult, TarPushBeginParams, TarPushEndParams, TarPushWriteParams, WithData, limits,
+    Bytes64, FilesReadParams, FilesWriteParams, ProcessReadParams, ProcessReadResult, Region,
+    ScreenReadParams, ScreenShotParams, ScreenShotResult, Stream as OutStream, TarPullBeginParams,
+    TarPullEndParams, TarPullReadParams, TarPullReadResult, TarPushBeginParams, TarPushEndParams,
+    TarPushWriteParams, WithData, limits,
 };
 use serde_json::Value;
 
@@ -300,6 +301,38 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
         }
     }
 
+    /// A whole screenshot: screen.shot, then screen.read for the rest of
+    /// the PNG. The shot's first reply comes back with the whole PNG.
+    fn screen_shot(
+        &self,
+        region: Option<Region>,
+    ) -> impl std::future::Future<Output = Result<(ScreenShotResult, Vec<u8>)>> + Send {
+        async move {
+            let r = self.call_typed(&ScreenShotParams { region }).await?;
+            let mut png = r.data.0.clone();
+            let mut eof = r.eof;
+            while !eof {
+                let more = self
+                    .call_typed(&ScreenReadParams {
+                        id: r.id.clone(),
+                        offset: png.len() as u64,
+                        max_bytes: None,
+                    })
+                    .await?;
+                if more.data.is_empty() && !more.eof {
+                    return Err(unreadable::<ScreenReadParams>(format!(
+                        "the screenshot stopped short at {} of its {} bytes",
+                        png.len(),
+                        r.size
+                    )));
+                }
+                png.extend_from_slice(&more.data.0);
+                eof = more.eof;
+            }
+            Ok((r, png))
+        }
+    }
+
     /// Follow a process stream chunk by chunk, with one long-poll read in flight.
     fn follow_process(&self, id: &str, stream: OutStream, offset: u64) -> ProcessFollow<Self> {
         ProcessFollow {
@@ -339,17 +372,20 @@ where
 }
 
 fn encode_params<P: crate::protocol::Call>(params: &P) -> Result<Value> {
-    serde_json::to_value(params).map_err(|e| ClientError::Decode {
-        method: P::METHOD.as_str().to_string(),
-        detail: format!("params could not be encoded: {e}"),
-    })
+    serde_json::to_value(params)
+        .map_err(|e| unreadable::<P>(format!("params could not be encoded: {e}")))
 }
 
 fn decode_result<P: crate::protocol::Call>(value: Value) -> Result<P::Result> {
-    serde_json::from_value(value).map_err(|e| ClientError::Decode {
+    serde_json::from_value(value).map_err(|e| unreadable::<P>(e.to_string()))
+}
+
+/// A call of `P` that could not be read or written as the protocol says.
+fn unreadable<P: crate::protocol::Call>(detail: String) -> ClientError {
+    ClientError::Decode {
         method: P::METHOD.as_str().to_string(),
-        detail: e.to_string(),
-    })
+        detail,
+    }
 }
 
 /// A tar pull in progress. Ended on its last chunk, by [`TarPull::end`], or when dropped.
@@ -388,16 +424,11 @@ impl<C: ComputerClient + Clone + 'static> TarPull<C> {
         let read = read.and_then(|(r, framed)| {
             let sent_ahead = self.pipelined;
             if sent_ahead && !r.eof && r.data.len() as u64 != limits::MAX_CHUNK_BYTES {
-                return Err(ClientError::Decode {
-                    method: <TarPullReadParams as crate::protocol::Call>::METHOD
-                        .as_str()
-                        .to_string(),
-                    detail: format!(
-                        "a read before the end returned {} bytes, not the {} asked, so the reads sent ahead of it cannot follow",
-                        r.data.len(),
-                        limits::MAX_CHUNK_BYTES
-                    ),
-                });
+                return Err(unreadable::<TarPullReadParams>(format!(
+                    "a read before the end returned {} bytes, not the {} asked, so the reads sent ahead of it cannot follow",
+                    r.data.len(),
+                    limits::MAX_CHUNK_BYTES
+                )));
             }
             self.received += r.data.len() as u64;
             if framed && !self.pipelined {

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use computerd::client::{ClientError, DaemonClient};
+use computerd::client::{ClientError, ComputerExt, DaemonClient};
 use computerd::protocol::*;
 use serde_json::{Value, json};
 
@@ -83,20 +83,8 @@ impl Xvfb {
         if PathBuf::from(format!("/tmp/.X{n}-lock")).exists() {
             return None;
         }
-        let mut child = Command::new("Xvfb")
-            .arg(format!(":{n}"))
-            .args([
-                "-screen",
-                "0",
-                "1280x800x24",
-                "-nolisten",
-                "tcp",
-                "-noreset",
-            ])
+        let mut child = computer_testkit::xvfb(&[&format!(":{n}")])
             .args(flags)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
             .spawn()
             .unwrap();
         let sock = PathBuf::from(format!("/tmp/.X11-unix/X{n}"));
@@ -230,21 +218,7 @@ pub async fn actions(c: &DaemonClient, a: Value) -> InputActionsResult {
 
 /// A whole shot: the first chunk and screen.read for the rest.
 pub async fn shot(c: &DaemonClient, region: Option<Region>) -> (ScreenShotResult, Vec<u8>) {
-    let r = c.call(&ScreenShotParams { region }).await.unwrap();
-    let mut png = r.data.0.clone();
-    let mut eof = r.eof;
-    while !eof {
-        let more = c
-            .call(&ScreenReadParams {
-                id: r.id.clone(),
-                offset: png.len() as u64,
-                max_bytes: None,
-            })
-            .await
-            .unwrap();
-        png.extend_from_slice(&more.data.0);
-        eof = more.eof;
-    }
+    let (r, png) = c.screen_shot(region).await.unwrap();
     assert_eq!(png.len() as u64, r.size);
     (r, png)
 }

@@ -7,7 +7,6 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::Duration;
 
-use computerd::client::ComputerExt;
 use computerd::protocol::*;
 
 use super::support::*;
@@ -59,9 +58,6 @@ ev.set()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn init_and_its_programs_hold_no_capability_on_any_thread() {
-    if !need_root() {
-        return;
-    }
     let Some(init) = Init::start() else {
         return;
     };
@@ -101,9 +97,6 @@ async fn init_and_its_programs_hold_no_capability_on_any_thread() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vsock_io_uring_user_namespaces_and_32_bit_calls_are_refused() {
-    if !need_root() {
-        return;
-    }
     let Some(init) = Init::as_fresh_user() else {
         return;
     };
@@ -206,11 +199,7 @@ async fn user_runs_programs_as_that_user_with_no_groups_and_only_stdio() {
         })
         .await
         .unwrap();
-    let out = c
-        .read_process_output(&p.id, Stream::Stdout, 0)
-        .await
-        .unwrap();
-    assert_eq!(out.data, b"0\n1\n2\n");
+    assert_eq!(output_of(&c, &p.id, Stream::Stdout).await, b"0\n1\n2\n");
     // The daemon is not dumpable, so its user's programs cannot read or trace it.
     let r = init
         .run_script(&c, &format!("cat /proc/{}/environ", init.child.id()))
@@ -257,14 +246,7 @@ for name, fam, addr in [('host-tcp', socket.AF_INET, ('127.0.0.1', {port})), ('c
         print(name, 'connected')
     except OSError as e:
         print(name, type(e).__name__)
-srv = socket.socket()
-srv.bind(('127.0.0.1', 0))
-srv.listen(1)
-cli = socket.create_connection(srv.getsockname(), timeout=5)
-conn, _ = srv.accept()
-conn.sendall(b'own loopback answers')
-print(cli.recv(100).decode())
-"#
+{OWN_LOOPBACK_PY}"#
     );
     let r = c.call(&py(&script, &init.marker)).await.unwrap();
     let out = String::from_utf8_lossy(&r.stdout.0).to_string();

@@ -17,16 +17,8 @@ async fn a_process_outlives_its_call_and_its_output_is_read_by_offset() {
         .await;
     assert_eq!(p.id, "p1");
     assert!(p.pid > 0);
-    let out = c
-        .read_process_output(&p.id, Stream::Stdout, 0)
-        .await
-        .unwrap();
-    assert_eq!(out.data, b"one\n");
-    let err = c
-        .read_process_output(&p.id, Stream::Stderr, 0)
-        .await
-        .unwrap();
-    assert_eq!(err.data, b"two\n");
+    assert_eq!(output_of(&c, &p.id, Stream::Stdout).await, b"one\n");
+    assert_eq!(output_of(&c, &p.id, Stream::Stderr).await, b"two\n");
     let w = wait_end(&c, &p.id).await;
     assert_eq!(
         w,
@@ -174,11 +166,10 @@ async fn stdin_writes_reach_the_program_and_close_ends_its_input() {
     })
     .await
     .unwrap();
-    let out = c
-        .read_process_output(&p.id, Stream::Stdout, 0)
-        .await
-        .unwrap();
-    assert_eq!(out.data, b"hello world\ndone\n");
+    assert_eq!(
+        output_of(&c, &p.id, Stream::Stdout).await,
+        b"hello world\ndone\n"
+    );
     // Without stdin: true there is nothing to write to.
     let q = init.start_script(&c, "sleep 5").await;
     let e = c
@@ -456,11 +447,10 @@ async fn wait_group_runs_until_the_group_is_done() {
         t.elapsed()
     );
     assert_eq!(w.exit_code, Some(0));
-    let out = c
-        .read_process_output(&p.id, Stream::Stdout, 0)
-        .await
-        .unwrap();
-    assert_eq!(out.data, b"parent-done\nchild-done\n");
+    assert_eq!(
+        output_of(&c, &p.id, Stream::Stdout).await,
+        b"parent-done\nchild-done\n"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -606,11 +596,7 @@ async fn a_start_with_wait_ms_brings_a_short_programs_end_and_output() {
     assert_eq!(p.ended, None);
     let w = wait_end(&c, &p.id).await;
     assert_eq!(w.exit_code, Some(0));
-    let out = c
-        .read_process_output(&p.id, Stream::Stdout, 0)
-        .await
-        .unwrap();
-    assert_eq!(out.data, b"late\n");
+    assert_eq!(output_of(&c, &p.id, Stream::Stdout).await, b"late\n");
 
     // Past the bound: refused naming the field, nothing started.
     let e = c

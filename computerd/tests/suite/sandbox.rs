@@ -166,9 +166,6 @@ async fn its_tmp_is_its_own_both_ways() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn it_sees_only_its_own_processes_and_init_is_pid_1() {
-    if !need_root() {
-        return;
-    }
     let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
         return;
     };
@@ -210,15 +207,9 @@ for p in sorted(int(d) for d in os.listdir('/proc') if d.isdigit()):
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn network_none_reaches_only_its_own_loopback() {
-    if !need_root() {
-        return;
-    }
-    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = tcp.local_addr().unwrap().port();
-    let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
+    let Some((init, out)) = connect_from(Network::None).await else {
         return;
     };
-    let out = py(&init, &connect_script(port)).await;
     let ifaces = out.lines().find(|l| l.starts_with("interfaces")).unwrap();
     // lo, and the kernel's fallback tunnels if their modules are loaded
     // (down, with no address: init's read-back allows nothing else).
@@ -239,22 +230,26 @@ async fn network_none_reaches_only_its_own_loopback() {
     assert_ne!(ns(forwarder), ns(std::process::id()));
     let routes = std::fs::read_to_string(format!("/proc/{forwarder}/net/route")).unwrap();
     assert_eq!(routes.lines().skip(1).count(), 0, "{routes}");
-    drop(tcp);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn network_host_shares_the_hosts_loopback() {
-    if !need_root() {
-        return;
-    }
-    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = tcp.local_addr().unwrap().port();
-    let Some(init) = sandbox_as(fresh_uid(), Network::Host) else {
+    let Some((_init, out)) = connect_from(Network::Host).await else {
         return;
     };
-    let out = py(&init, &connect_script(port)).await;
     assert!(out.contains("host-tcp connected"), "{out}");
+}
+
+/// A sandbox on `network` that ran [`connect_script`] against a listener on
+/// the host's loopback: the sandbox and what the script printed, or None
+/// (the test skips) where no sandbox can start.
+async fn connect_from(network: Network) -> Option<(Init, String)> {
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let init = sandbox_as(fresh_uid(), network)?;
+    let out = py(&init, &connect_script(port)).await;
     drop(tcp);
+    Some((init, out))
 }
 
 fn connect_script(port: u16) -> String {
@@ -270,14 +265,7 @@ try:
     print('host-tcp connected')
 except OSError as e:
     print('host-tcp', type(e).__name__)
-srv = socket.socket()
-srv.bind(('127.0.0.1', 0))
-srv.listen(1)
-cli = socket.create_connection(srv.getsockname(), timeout=5)
-conn, _ = srv.accept()
-conn.sendall(b'own loopback answers')
-print(cli.recv(100).decode())
-"#
+{OWN_LOOPBACK_PY}"#
     )
 }
 
@@ -373,9 +361,6 @@ async fn a_computerd_outside_the_os_dirs_runs_from_opt_computerd_and_its_dir_is_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_holds_only_the_minimal_nodes_and_they_work() {
-    if !need_root() {
-        return;
-    }
     let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
         return;
     };
@@ -450,9 +435,6 @@ fn wait_gone(pid: i32, within: Duration) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_to_the_sandbox_ends_init_in_order_and_exits_0() {
-    if !need_root() {
-        return;
-    }
     let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
         return;
     };
@@ -464,16 +446,23 @@ async fn sigterm_to_the_sandbox_ends_init_in_order_and_exits_0() {
     assert_no_leftovers(&marker);
 }
 
-#[test]
-fn sigterm_before_init_listens_is_not_lost() {
-    if !need_root() {
-        return;
-    }
+/// A directory a sandbox's user reaches (0755), with the socket's `run/`
+/// (0700) in it.
+fn socket_dir() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let run = dir.path().join("run");
     std::fs::create_dir(&run).unwrap();
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+    (dir, run)
+}
+
+#[test]
+fn sigterm_before_init_listens_is_not_lost() {
+    if !need_root() {
+        return;
+    }
+    let (_dir, run) = socket_dir();
     let uid = fresh_uid();
     let mut init = InitArgs::new(
         Time::from_now(Duration::from_secs(600)),
@@ -521,9 +510,6 @@ fn sigterm_before_init_listens_is_not_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_of_the_forwarder_kills_everything_inside() {
-    if !need_root() {
-        return;
-    }
     let Some(mut init) = sandbox_as(fresh_uid(), Network::None) else {
         return;
     };
@@ -537,9 +523,6 @@ async fn sigkill_of_the_forwarder_kills_everything_inside() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_init_makes_the_sandbox_exit_137_with_nothing_left() {
-    if !need_root() {
-        return;
-    }
     let Some(mut init) = sandbox_as(fresh_uid(), Network::None) else {
         return;
     };
@@ -823,11 +806,7 @@ fn a_host_without_user_namespaces_is_refused_in_words() {
     if !need_root() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let run = dir.path().join("run");
-    std::fs::create_dir(&run).unwrap();
-    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let (_dir, run) = socket_dir();
     std::os::unix::fs::chown(&run, Some(65534), Some(65534)).unwrap();
     let init = InitArgs::new(
         Time::from_now(Duration::from_secs(60)),

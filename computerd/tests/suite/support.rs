@@ -9,11 +9,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub use computer_testkit::{assert_no_leftovers, marked, marked_processes, need, need_root};
-use computerd::client::DaemonClient;
+use computerd::client::{ComputerExt, DaemonClient};
 pub use computerd::launch::{
     InitArgs, Network, Program, SandboxArgs, Share, StdioArgs, Time, UserSpec,
 };
-use computerd::protocol::{Envelope, ExecResult, Id, ProcessStartResult};
+use computerd::protocol::{Envelope, ExecResult, Id, ProcessStartResult, Stream};
 
 /// A marker for one test of this crate.
 pub fn marker() -> String {
@@ -114,31 +114,19 @@ impl Init {
         if !need_root() {
             return None;
         }
-        let dir = tempfile::Builder::new()
-            .prefix("computerd-test")
-            .tempdir()
-            .unwrap();
-        let sockdir = dir.path().join("run");
-        std::fs::create_dir(&sockdir).unwrap();
-        std::fs::set_permissions(&sockdir, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let home = dir.path().join("home");
-        std::fs::create_dir(&home).unwrap();
+        let dirs = computer_testkit::InitDirs::new("computerd-test");
         if o.user.is_some() {
             // The user must reach its HOME and socket through the temp dir.
-            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::fs::set_permissions(dirs.dir.path(), std::fs::Permissions::from_mode(0o755))
+                .unwrap();
         }
-        let socket = sockdir.join("computerd.sock");
-        let mut init = InitArgs::new(Time::from_now(o.deadline), &socket);
+        let mut init = InitArgs::new(Time::from_now(o.deadline), &dirs.socket);
         init.max_deadline = o.max_deadline.map(Time::from_now);
         init.user = o.user.map(|uid| UserSpec { uid, gid: uid });
         init.own_network = o.own_network;
         let exe = o.exe.clone().unwrap_or_else(|| COMPUTERD.into());
         let mut cmd = Program::computerd(exe).command(init);
-        cmd.env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
-            .env("HOME", &home)
-            .env("COMPUTERD_LOG", "warn")
-            .stdin(Stdio::null());
+        dirs.daemon_env(&mut cmd).stdin(Stdio::null());
         cmd.envs(o.env.iter().map(|(k, v)| (k, v)));
         let procs = o.pids_group.as_ref().map(|g| {
             std::fs::OpenOptions::new()
@@ -163,6 +151,7 @@ impl Init {
         }
         let child = cmd.spawn().unwrap();
         drop(procs);
+        let computer_testkit::InitDirs { dir, socket, .. } = dirs;
         let init = Init {
             child,
             dir,
@@ -389,6 +378,23 @@ pub fn assert_no_zombies_under(pid: i32) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// What process `id` wrote to `stream`, read whole once it has ended.
+pub async fn output_of(c: &DaemonClient, id: &str, stream: Stream) -> Vec<u8> {
+    c.read_process_output(id, stream, 0).await.unwrap().data
+}
+
+/// The end of a Python script (one that imported `socket`) that prints
+/// `own loopback answers` where the computer's own loopback carries a
+/// connection to a listener of its own.
+pub const OWN_LOOPBACK_PY: &str = r#"srv = socket.socket()
+srv.bind(('127.0.0.1', 0))
+srv.listen(1)
+cli = socket.create_connection(srv.getsockname(), timeout=5)
+conn, _ = srv.accept()
+conn.sendall(b'own loopback answers')
+print(cli.recv(100).decode())
+"#;
 
 /// A uid no other test of this run uses (--own-network refuses a uid that
 /// any other process holds).

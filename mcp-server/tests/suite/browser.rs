@@ -60,13 +60,7 @@ async fn a_model_fills_and_posts_a_form_by_refs_and_the_password_stays_out() {
     }
     let server = Server::new();
     let (client, _) = server.stdio(&["--kind", "browser"]).await;
-    let names: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names = tool_names(&client).await;
     for want in [
         "browser_navigate",
         "browser_snapshot",

@@ -20,6 +20,48 @@ fn conformance(state: Option<&Path>, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// A run on the provider `provider` names and sets up, against the drifted
+/// build `drift`; `args` name the kind and what it needs.
+fn run_json(
+    state: Option<&Path>,
+    provider: &[&str],
+    drift: &Path,
+    args: &[&str],
+) -> std::process::Output {
+    let mut all = provider.to_vec();
+    all.extend(["--drifted-computerd", drift.to_str().unwrap()]);
+    all.extend_from_slice(args);
+    all.push("--json");
+    conformance(state, &all)
+}
+
+/// A run on the local provider with the test's computerd, in a fresh
+/// state directory.
+fn on_local(drift: &Path, args: &[&str]) -> std::process::Output {
+    let state = tempfile::tempdir().unwrap();
+    let computerd = computerd();
+    let provider = [
+        "--provider",
+        "local",
+        "--local-computerd",
+        computerd.to_str().unwrap(),
+    ];
+    run_json(Some(state.path()), &provider, drift, args)
+}
+
+/// A run on the Docker provider in `image` with the static `computerd`.
+fn on_docker(image: &str, computerd: &Path, drift: &Path, args: &[&str]) -> std::process::Output {
+    let provider = [
+        "--provider",
+        "docker",
+        "--image",
+        image,
+        "--docker-computerd",
+        computerd.to_str().unwrap(),
+    ];
+    run_json(None, &provider, drift, args)
+}
+
 #[test]
 fn the_local_provider_passes_core_through_the_command() {
     if !need_root() {
@@ -33,21 +75,8 @@ fn the_local_provider_passes_core_through_the_command() {
     ) {
         return;
     }
-    let state = tempfile::tempdir().unwrap();
-    let computerd = computerd();
     let started = std::time::Instant::now();
-    let out = conformance(
-        Some(state.path()),
-        &[
-            "--provider",
-            "local",
-            "--local-computerd",
-            computerd.to_str().unwrap(),
-            "--drifted-computerd",
-            drift.to_str().unwrap(),
-            "--json",
-        ],
-    );
+    let out = on_local(&drift, &[]);
     let took = started.elapsed();
     let report = passing_report(&out, "local");
     println!(
@@ -69,17 +98,27 @@ fn docker_with(image: &str) -> bool {
     ok(&["info", "--format", "{{.ServerVersion}}"]) && ok(&["image", "inspect", image])
 }
 
-#[test]
-fn the_docker_provider_passes_core_through_the_command() {
-    let image = std::env::var("CMCP_TEST_DOCKER_IMAGE")
-        .unwrap_or_else(|_| "computer-mcp-test/debian:bookworm".into());
-    if !computer_testkit::need(
+/// The image `var` names (else `default`) where Docker answers and has it,
+/// or None: the test skips, saying `what` is not built.
+fn docker_image(var: &str, default: &str, what: &str) -> Option<String> {
+    let image = std::env::var(var).unwrap_or_else(|_| default.into());
+    computer_testkit::need(
         "docker",
         docker_with(&image),
-        &format!("no Docker engine answers, or the test image {image} is not built"),
-    ) {
+        &format!("no Docker engine answers, or {what} {image} is not built"),
+    )
+    .then_some(image)
+}
+
+#[test]
+fn the_docker_provider_passes_core_through_the_command() {
+    let Some(image) = docker_image(
+        "CMCP_TEST_DOCKER_IMAGE",
+        "computer-mcp-test/debian:bookworm",
+        "the test image",
+    ) else {
         return;
-    }
+    };
     let (computerd, drift) = docker_daemons();
     if !computer_testkit::need(
         "docker",
@@ -96,20 +135,7 @@ fn the_docker_provider_passes_core_through_the_command() {
         return;
     }
     let started = std::time::Instant::now();
-    let out = conformance(
-        None,
-        &[
-            "--provider",
-            "docker",
-            "--image",
-            &image,
-            "--docker-computerd",
-            computerd.to_str().unwrap(),
-            "--drifted-computerd",
-            drift.to_str().unwrap(),
-            "--json",
-        ],
-    );
+    let out = on_docker(&image, &computerd, &drift, &[]);
     let took = started.elapsed();
     let report = passing_report(&out, "docker");
     println!(
@@ -206,15 +232,13 @@ fn static_fixture() -> std::path::PathBuf {
 
 #[test]
 fn a_docker_desktop_passes_the_desktop_kind_through_the_command() {
-    let image = std::env::var("CMCP_TEST_DOCKER_DESKTOP")
-        .unwrap_or_else(|_| "computer-mcp-test/desktop:bookworm".into());
-    if !computer_testkit::need(
-        "docker",
-        docker_with(&image),
-        &format!("no Docker engine answers, or the desktop image {image} is not built"),
-    ) {
+    let Some(image) = docker_image(
+        "CMCP_TEST_DOCKER_DESKTOP",
+        "computer-mcp-test/desktop:bookworm",
+        "the desktop image",
+    ) else {
         return;
-    }
+    };
     let (computerd, drift) = docker_daemons();
     let fixture = static_fixture();
     if !computer_testkit::need(
@@ -224,26 +248,19 @@ fn a_docker_desktop_passes_the_desktop_kind_through_the_command() {
     ) {
         return;
     }
-    let out = conformance(
-        None,
+    let out = on_docker(
+        &image,
+        &computerd,
+        &drift,
         &[
             "--kind",
             "desktop",
-            "--provider",
-            "docker",
-            "--image",
-            &image,
-            "--docker-computerd",
-            computerd.to_str().unwrap(),
-            "--drifted-computerd",
-            drift.to_str().unwrap(),
             "--fixture",
             fixture.to_str().unwrap(),
             // The test image has Chromium: the browser cases run on the
             // desktop's visible browser too.
             "--docker-desktop-browser",
             "true",
-            "--json",
         ],
     );
     assert_desktop_passes(&out, "docker desktop");
@@ -257,15 +274,13 @@ fn a_docker_desktop_passes_the_desktop_kind_through_the_command() {
 #[test]
 fn a_docker_browser_passes_the_browser_kind_through_the_command() {
     // The desktop test image has Chromium.
-    let image = std::env::var("CMCP_TEST_DOCKER_DESKTOP")
-        .unwrap_or_else(|_| "computer-mcp-test/desktop:bookworm".into());
-    if !computer_testkit::need(
-        "docker",
-        docker_with(&image),
-        &format!("no Docker engine answers, or the image {image} is not built"),
-    ) {
+    let Some(image) = docker_image(
+        "CMCP_TEST_DOCKER_DESKTOP",
+        "computer-mcp-test/desktop:bookworm",
+        "the image",
+    ) else {
         return;
-    }
+    };
     let (computerd, drift) = docker_daemons();
     if !computer_testkit::need(
         "docker",
@@ -274,22 +289,7 @@ fn a_docker_browser_passes_the_browser_kind_through_the_command() {
     ) {
         return;
     }
-    let out = conformance(
-        None,
-        &[
-            "--kind",
-            "browser",
-            "--provider",
-            "docker",
-            "--image",
-            &image,
-            "--docker-computerd",
-            computerd.to_str().unwrap(),
-            "--drifted-computerd",
-            drift.to_str().unwrap(),
-            "--json",
-        ],
-    );
+    let out = on_docker(&image, &computerd, &drift, &["--kind", "browser"]);
     assert_kind_passes(&out, "docker browser", BROWSER_CASES);
 }
 
@@ -312,23 +312,9 @@ fn a_local_desktop_passes_the_desktop_kind_through_the_command() {
     ) {
         return;
     }
-    let state = tempfile::tempdir().unwrap();
-    let computerd = computerd();
-    let out = conformance(
-        Some(state.path()),
-        &[
-            "--kind",
-            "desktop",
-            "--provider",
-            "local",
-            "--local-computerd",
-            computerd.to_str().unwrap(),
-            "--drifted-computerd",
-            drift.to_str().unwrap(),
-            "--fixture",
-            fixture.to_str().unwrap(),
-            "--json",
-        ],
+    let out = on_local(
+        &drift,
+        &["--kind", "desktop", "--fixture", fixture.to_str().unwrap()],
     );
     assert_desktop_passes(&out, "local desktop");
     // Where Chromium is, a local desktop drives its visible browser too.
@@ -359,22 +345,7 @@ fn a_local_browser_passes_the_browser_kind_through_the_command() {
     ) {
         return;
     }
-    let state = tempfile::tempdir().unwrap();
-    let computerd = computerd();
-    let out = conformance(
-        Some(state.path()),
-        &[
-            "--kind",
-            "browser",
-            "--provider",
-            "local",
-            "--local-computerd",
-            computerd.to_str().unwrap(),
-            "--drifted-computerd",
-            drift.to_str().unwrap(),
-            "--json",
-        ],
-    );
+    let out = on_local(&drift, &["--kind", "browser"]);
     assert_kind_passes(&out, "local browser", BROWSER_CASES);
 }
 

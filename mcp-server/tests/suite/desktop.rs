@@ -134,13 +134,7 @@ async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
         .stdio(&["--kind", "desktop", "--share", &share_arg])
         .await;
 
-    let names: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names = tool_names(&client).await;
     for want in ["screenshot", "computer", "input", "exec", "process_start"] {
         assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
     }
@@ -368,13 +362,7 @@ async fn a_sandbox_server_lists_no_desktop_tool() {
     }
     let server = Server::new();
     let (client, _) = server.stdio(&[]).await;
-    let names: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names = tool_names(&client).await;
     for not in ["screenshot", "computer", "input"] {
         assert!(!names.iter().any(|n| n == not), "{not} in {names:?}");
     }
@@ -388,13 +376,7 @@ async fn a_desktops_page_tools_drive_the_browser_its_screen_shows() {
     }
     let server = Server::new();
     let (client, _) = server.stdio(&["--kind", "desktop"]).await;
-    let names: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names = tool_names(&client).await;
     for want in [
         "screenshot",
         "computer",

@@ -118,17 +118,7 @@ async fn an_idle_http_session_expires_and_its_computer_is_released() {
     }
     let mut s = HttpServer::start_with(&["--session-idle", "2s"]).await;
     let http = reqwest::Client::new();
-    let (status, sid, _) = post(&http, &s, None, HttpServer::initialize_body()).await;
-    assert_eq!(status, 200);
-    let sid = sid.expect("a session id");
-    let (status, _, _) = post(
-        &http,
-        &s,
-        Some(&sid),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    )
-    .await;
-    assert_eq!(status, 202);
+    let sid = open_session(&http, &s.url, &s.token).await.unwrap();
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "exec", "arguments": {"argv": ["echo", "idle"]}}});
     let (status, _, body) = post(&http, &s, Some(&sid), call).await;
     assert_eq!(status, 200, "{body}");
@@ -176,17 +166,7 @@ async fn a_session_delete_is_204_then_404() {
     }
     let mut s = HttpServer::start().await;
     let http = reqwest::Client::new();
-    let (status, sid, _) = post(&http, &s, None, HttpServer::initialize_body()).await;
-    assert_eq!(status, 200);
-    let sid = sid.expect("a session id");
-    let (status, _, _) = post(
-        &http,
-        &s,
-        Some(&sid),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    )
-    .await;
-    assert_eq!(status, 202);
+    let sid = open_session(&http, &s.url, &s.token).await.unwrap();
     let (status, _, body) = post(
         &http,
         &s,

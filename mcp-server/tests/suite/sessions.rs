@@ -20,21 +20,6 @@ fn exec_call(id: u64, command: &str) -> Value {
            "params": {"name": "exec", "arguments": {"command": command}}})
 }
 
-/// Initialize and confirm a session for `token`: its id.
-async fn open_session(http: &reqwest::Client, url: &str, token: &str) -> Result<String, String> {
-    let (status, sid, body) = mcp_post(http, url, token, None, HttpServer::initialize_body()).await;
-    let sid = match (status, sid) {
-        (200, Some(sid)) => sid,
-        _ => return Err(format!("initialize answered {status}: {body}")),
-    };
-    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let (status, _, body) = mcp_post(http, url, token, Some(&sid), note).await;
-    if status != 202 {
-        return Err(format!("initialized answered {status}: {body}"));
-    }
-    Ok(sid)
-}
-
 fn delete(http: &reqwest::Client, url: &str, token: &str, sid: &str) -> reqwest::RequestBuilder {
     http.delete(url)
         .header("authorization", format!("Bearer {token}"))

@@ -6,30 +6,11 @@ use serde_json::json;
 
 use super::support::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end() {
-    if !need_root() {
-        return;
-    }
-    a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end_on(
-        Server::new(),
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end_on_docker()
- {
-    if !need_root() {
-        return;
-    }
-    let Some(server) = Server::docker() else {
-        return;
-    };
-    let _shared = DOCKER_ENGINE.read().await;
-    a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end_on(server)
-        .await;
-}
+on_each_provider!(
+    a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end,
+    a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end_on_docker,
+    a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end_on
+);
 
 /// The sandbox kind's tool names, as its golden listing
 /// (`fixtures/schemas/sandbox-tools.json`) has them.
@@ -131,25 +112,11 @@ async fn a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_a
     });
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_background_server_is_started_read_and_signalled() {
-    if !need_root() {
-        return;
-    }
-    a_background_server_is_started_read_and_signalled_on(Server::new()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_background_server_is_started_read_and_signalled_on_docker() {
-    if !need_root() {
-        return;
-    }
-    let Some(server) = Server::docker() else {
-        return;
-    };
-    let _shared = DOCKER_ENGINE.read().await;
-    a_background_server_is_started_read_and_signalled_on(server).await;
-}
+on_each_provider!(
+    a_background_server_is_started_read_and_signalled,
+    a_background_server_is_started_read_and_signalled_on_docker,
+    a_background_server_is_started_read_and_signalled_on
+);
 
 /// The same on either provider.
 async fn a_background_server_is_started_read_and_signalled_on(server: Server) {
@@ -213,25 +180,11 @@ async fn a_background_server_is_started_read_and_signalled_on(server: Server) {
     client.cancel().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s() {
-    if !need_root() {
-        return;
-    }
-    a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s_on(Server::new()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s_on_docker() {
-    if !need_root() {
-        return;
-    }
-    let Some(server) = Server::docker() else {
-        return;
-    };
-    let _shared = DOCKER_ENGINE.read().await;
-    a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s_on(server).await;
-}
+on_each_provider!(
+    a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s,
+    a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s_on_docker,
+    a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s_on
+);
 
 /// The same on either provider.
 async fn a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s_on(server: Server) {
@@ -324,25 +277,11 @@ async fn a_local_computer_is_kept_from_the_host() {
     client.cancel().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_input_is_answered_in_words_and_the_session_goes_on() {
-    if !need_root() {
-        return;
-    }
-    bad_input_is_answered_in_words_and_the_session_goes_on_on(Server::new()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_input_is_answered_in_words_and_the_session_goes_on_on_docker() {
-    if !need_root() {
-        return;
-    }
-    let Some(server) = Server::docker() else {
-        return;
-    };
-    let _shared = DOCKER_ENGINE.read().await;
-    bad_input_is_answered_in_words_and_the_session_goes_on_on(server).await;
-}
+on_each_provider!(
+    bad_input_is_answered_in_words_and_the_session_goes_on,
+    bad_input_is_answered_in_words_and_the_session_goes_on_on_docker,
+    bad_input_is_answered_in_words_and_the_session_goes_on_on
+);
 
 /// The same on either provider.
 async fn bad_input_is_answered_in_words_and_the_session_goes_on_on(server: Server) {
@@ -379,30 +318,11 @@ async fn bad_input_is_answered_in_words_and_the_session_goes_on_on(server: Serve
     client.cancel().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one() {
-    if !need_root() {
-        return;
-    }
-    a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one_on(
-        Server::new(),
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one_on_docker()
- {
-    if !need_root() {
-        return;
-    }
-    let Some(server) = Server::docker() else {
-        return;
-    };
-    let _shared = DOCKER_ENGINE.read().await;
-    a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one_on(server)
-        .await;
-}
+on_each_provider!(
+    a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one,
+    a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one_on_docker,
+    a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one_on
+);
 
 /// The same on either provider.
 async fn a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one_on(
@@ -417,48 +337,18 @@ async fn a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_
     // (local), or the container (Docker).
     server.kill_computer(&first[0]);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let t = Instant::now();
-    let r = call(&client, "exec", json!({"argv": ["true"]})).await;
-    assert!(
-        t.elapsed() < Duration::from_secs(5),
-        "the gone computer took {:?} to answer",
-        t.elapsed()
-    );
-    assert!(is_error(&r), "{}", text(&r));
-    assert!(
-        text(&r).contains("gone") || text(&r).contains("stopped answering"),
-        "{}",
-        text(&r)
-    );
-    let r = call(&client, "exec", json!({"argv": ["echo", "again"]})).await;
-    assert!(!is_error(&r), "{}", text(&r));
-    assert!(text(&r).contains("a new computer"), "{}", text(&r));
-    assert_eq!(structured(&r)["stdout"], "again\n");
+    a_call_fails_in_words_and_the_next_makes_a_new_computer(&client, "again").await;
     client.cancel().await.unwrap();
     wait_until("every computer's release", Duration::from_secs(20), || {
         server.computers().is_empty()
     });
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer() {
-    if !need_root() {
-        return;
-    }
-    calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer_on(Server::new()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer_on_docker() {
-    if !need_root() {
-        return;
-    }
-    let Some(server) = Server::docker() else {
-        return;
-    };
-    let _shared = DOCKER_ENGINE.read().await;
-    calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer_on(server).await;
-}
+on_each_provider!(
+    calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer,
+    calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer_on_docker,
+    calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer_on
+);
 
 /// 60 runs of `sleep 0.3` at once need 120 pids (a guard and a program
 /// each) on a computer bounded to 48: each call waits in computerd's queue
@@ -489,25 +379,11 @@ async fn calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer_on(s
     client.cancel().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_first_calls_share_one_computer() {
-    if !need_root() {
-        return;
-    }
-    concurrent_first_calls_share_one_computer_on(Server::new()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_first_calls_share_one_computer_on_docker() {
-    if !need_root() {
-        return;
-    }
-    let Some(server) = Server::docker() else {
-        return;
-    };
-    let _shared = DOCKER_ENGINE.read().await;
-    concurrent_first_calls_share_one_computer_on(server).await;
-}
+on_each_provider!(
+    concurrent_first_calls_share_one_computer,
+    concurrent_first_calls_share_one_computer_on_docker,
+    concurrent_first_calls_share_one_computer_on
+);
 
 /// The same on either provider.
 async fn concurrent_first_calls_share_one_computer_on(server: Server) {
@@ -557,11 +433,23 @@ async fn dockerd_restarted_under_a_live_session_is_answered_in_words_and_the_nex
     });
     drop(back);
     assert!(docker_up());
+    a_call_fails_in_words_and_the_next_makes_a_new_computer(&client, "after").await;
+    client.cancel().await.unwrap();
+    // The new computer, and the one the stopped engine ended, are released.
+    wait_until("every computer's release", Duration::from_secs(30), || {
+        server.computers().is_empty()
+    });
+}
+
+/// With the session's computer gone from under it: the next call fails
+/// within 5 s saying so, and the one after makes a new computer that runs
+/// `echo word`.
+async fn a_call_fails_in_words_and_the_next_makes_a_new_computer(client: &Client, word: &str) {
     let t = Instant::now();
-    let r = call(&client, "exec", json!({"argv": ["true"]})).await;
+    let r = call(client, "exec", json!({"argv": ["true"]})).await;
     assert!(
         t.elapsed() < Duration::from_secs(5),
-        "took {:?}",
+        "the gone computer took {:?} to answer",
         t.elapsed()
     );
     assert!(is_error(&r), "{}", text(&r));
@@ -570,15 +458,10 @@ async fn dockerd_restarted_under_a_live_session_is_answered_in_words_and_the_nex
         "{}",
         text(&r)
     );
-    let r = call(&client, "exec", json!({"argv": ["echo", "after"]})).await;
+    let r = call(client, "exec", json!({"argv": ["echo", word]})).await;
     assert!(!is_error(&r), "{}", text(&r));
     assert!(text(&r).contains("a new computer"), "{}", text(&r));
-    assert_eq!(structured(&r)["stdout"], "after\n");
-    client.cancel().await.unwrap();
-    // The new computer, and the one the stopped engine ended, are released.
-    wait_until("every computer's release", Duration::from_secs(30), || {
-        server.computers().is_empty()
-    });
+    assert_eq!(structured(&r)["stdout"], format!("{word}\n"));
 }
 
 /// One blocking JSON-RPC exchange over the test's end of the server's stdio.

@@ -323,6 +323,17 @@ pub fn args(v: Value) -> Option<serde_json::Map<String, Value>> {
     }
 }
 
+/// The names of the tools `client`'s server lists.
+pub async fn tool_names(client: &Client) -> Vec<String> {
+    client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect()
+}
+
 pub async fn call(client: &Client, name: &str, arguments: Value) -> CallToolResult {
     let mut p = CallToolRequestParams::new(name.to_string());
     if let Some(a) = args(arguments) {
@@ -391,6 +402,25 @@ pub struct HttpServer {
 }
 
 pub const TOKEN: &str = "test-token-0123456789abcdef";
+
+/// Initialize and confirm a session for `token`: its id.
+pub async fn open_session(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+) -> Result<String, String> {
+    let (status, sid, body) = mcp_post(http, url, token, None, HttpServer::initialize_body()).await;
+    let sid = match (status, sid) {
+        (200, Some(sid)) => sid,
+        _ => return Err(format!("initialize answered {status}: {body}")),
+    };
+    let note = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, _, body) = mcp_post(http, url, token, Some(&sid), note).await;
+    if status != 202 {
+        return Err(format!("initialized answered {status}: {body}"));
+    }
+    Ok(sid)
+}
 
 impl HttpServer {
     pub async fn start() -> HttpServer {
@@ -581,6 +611,34 @@ pub fn jhandle(result: &Value) -> String {
 /// Docker tests of this binary share the engine; the one that restarts it
 /// takes it alone.
 pub static DOCKER_ENGINE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// One behaviour pinned on both providers: `$local` runs `$body` on a local
+/// computer, `$docker` on a Docker one (skipped where Docker is not set up)
+/// sharing the engine with the other Docker tests.
+macro_rules! on_each_provider {
+    ($local:ident, $docker:ident, $body:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $local() {
+            if !$crate::suite::support::need_root() {
+                return;
+            }
+            $body($crate::suite::support::Server::new()).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $docker() {
+            if !$crate::suite::support::need_root() {
+                return;
+            }
+            let Some(server) = $crate::suite::support::Server::docker() else {
+                return;
+            };
+            let _shared = $crate::suite::support::DOCKER_ENGINE.read().await;
+            $body(server).await;
+        }
+    };
+}
+pub(crate) use on_each_provider;
 
 /// Whether dockerd answers.
 pub fn docker_up() -> bool {

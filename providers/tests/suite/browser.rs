@@ -373,22 +373,7 @@ async fn a_browser_bounded_below_what_chromium_needs_names_the_bound_and_the_set
 
 /// The whole screen as RGB rows, saved at `save` to be looked at.
 async fn screen_rgb(c: &Arc<dyn ComputerClient>, save: &std::path::Path) -> (u32, u32, Vec<u8>) {
-    use computerd::protocol::{ScreenReadParams, ScreenShotParams};
-    let shot = c.call_typed(&ScreenShotParams::default()).await.unwrap();
-    let mut png = shot.data.0.clone();
-    let mut eof = shot.eof;
-    while !eof {
-        let r = c
-            .call_typed(&ScreenReadParams {
-                id: shot.id.clone(),
-                offset: png.len() as u64,
-                max_bytes: None,
-            })
-            .await
-            .unwrap();
-        png.extend_from_slice(&r.data.0);
-        eof = r.eof;
-    }
+    let (_, png) = c.screen_shot(None).await.unwrap();
     std::fs::write(save, &png).unwrap();
     let mut reader = png::Decoder::new(std::io::Cursor::new(png))
         .read_info()

@@ -2,7 +2,6 @@
 //! around its client, and the leftover checks (after computerd's own test
 //! support).
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -82,27 +81,16 @@ impl Sandbox {
             );
             return None;
         };
-        let dir = tempfile::Builder::new()
-            .prefix("computer-tools-test")
-            .tempdir()
-            .unwrap();
-        let sockdir = dir.path().join("run");
-        std::fs::create_dir(&sockdir).unwrap();
-        std::fs::set_permissions(&sockdir, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let home = dir.path().join("home");
-        std::fs::create_dir(&home).unwrap();
-        let socket = sockdir.join("computerd.sock");
-        let mut init = InitArgs::new(Time::from_now(Duration::from_secs(600)), &socket);
+        let dirs = computer_testkit::InitDirs::new("computer-tools-test");
+        let mut init = InitArgs::new(Time::from_now(Duration::from_secs(600)), &dirs.socket);
         init.max_deadline = Some(Time::from_now(Duration::from_secs(3600)));
-        let child = Program::at(&bin)
-            .command(init)
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
-            .env("HOME", &home)
-            .env("COMPUTERD_LOG", "warn")
+        let mut cmd = Program::at(&bin).command(init);
+        let child = dirs
+            .daemon_env(&mut cmd)
             .stdin(Stdio::null())
             .spawn()
             .unwrap();
+        let computer_testkit::InitDirs { dir, socket, home } = dirs;
         let until = Instant::now() + Duration::from_secs(10);
         let stream = loop {
             match UnixStream::connect(&socket).await {

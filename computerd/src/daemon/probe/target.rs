@@ -167,18 +167,21 @@ fn read_answer(stream: &mut TcpStream, answer_by: Instant, dns_id: Option<u16>) 
             Ok(0) => break End::Closed,
             Ok(n) => got += n,
             // The clock above decides when the bound has passed.
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::Interrupted
-                        | io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                ) => {}
+            Err(e) if read_again(&e) => {}
             Err(e) => break End::Failed(e),
         }
     };
     buf.truncate(got);
     (buf, end)
+}
+
+/// A read that failed only for now (a signal, or its timeout before the
+/// bound the caller's clock keeps): read again.
+fn read_again(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
 }
 
 fn udp(
@@ -249,13 +252,7 @@ fn udp(
                     "ICMP port unreachable: the far side refused the datagram".to_string(),
                 );
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::Interrupted
-                        | io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                ) => {}
+            Err(e) if read_again(&e) => {}
             Err(e) => return refused(target, format!("no reply ({})", io_words(&e))),
         }
     }
@@ -273,32 +270,30 @@ mod tests {
 
     #[test]
     fn a_server_that_speaks_first_answers() {
-        let (port, server) = speaking_server(b"SSH-2.0-x\r\n");
-        let t = format!("127.0.0.1:{port}");
-        assert_eq!(
-            probe_one(&t),
-            want(
-                &t,
-                ProbeOutcome::Answered,
-                11,
-                "11 bytes of no expected protocol"
-            )
-        );
-        // Any port but 443 and 53 is sent an HTTP HEAD with the target's host.
+        assert_a_speaking_server_answers("127.0.0.1", b"SSH-2.0-x\r\n", 11);
+    }
+
+    /// `t` is probed and answered: `bytes` came back, said as `detail`.
+    fn assert_answered(t: &str, bytes: u64, detail: &str) {
+        assert_eq!(probe_one(t), want(t, ProbeOutcome::Answered, bytes, detail));
+    }
+
+    /// A server on `host` that speaks `banner` first is answered with its
+    /// `bytes`, and was sent what any port but 443 and 53 is: an HTTP HEAD
+    /// with the target's host.
+    fn assert_a_speaking_server_answers(host: &str, banner: &'static [u8], bytes: u64) {
+        let (port, server) = speaking_server(banner);
+        let t = format!("{host}:{port}");
+        assert_answered(&t, bytes, &format!("{bytes} bytes of no expected protocol"));
         assert_eq!(
             server.join().unwrap(),
-            b"HEAD / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"
+            format!("HEAD / HTTP/1.0\r\nHost: {host}\r\n\r\n").into_bytes()
         );
     }
 
     #[test]
     fn an_http_server_answers_with_its_status_line() {
-        let (port, server) = tcp_server(|conn| {
-            let got = read_request(conn);
-            conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-                .unwrap();
-            got
-        });
+        let (port, server) = replying_server(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
         let t = format!("127.0.0.1:{port}");
         let r = probe_one(&t);
         assert_eq!(r.outcome, ProbeOutcome::Answered, "{r:?}");
@@ -309,15 +304,20 @@ mod tests {
         assert_eq!(got, b"HEAD / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
     }
 
+    /// A server that reads the probe's request, answers `reply`, and
+    /// gives back the request.
+    fn replying_server(reply: &'static [u8]) -> (u16, std::thread::JoinHandle<Vec<u8>>) {
+        tcp_server(move |conn| {
+            let got = read_request(conn);
+            conn.write_all(reply).unwrap();
+            got
+        })
+    }
+
     #[test]
     fn a_tls_alert_is_an_answer() {
-        let (port, server) = tcp_server(|conn| {
-            let got = read_request(conn);
-            // fatal (2), handshake_failure (40)
-            conn.write_all(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28])
-                .unwrap();
-            got
-        });
+        // fatal (2), handshake_failure (40)
+        let (port, server) = replying_server(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28]);
         let t = format!("127.0.0.1:{port}");
         let r = probe_one(&t);
         assert_eq!(r.outcome, ProbeOutcome::Answered, "{r:?}");
@@ -386,21 +386,7 @@ mod tests {
     #[test]
     fn a_name_is_resolved_and_every_address_tried() {
         // localhost may resolve to ::1 first, where nothing listens.
-        let (port, server) = speaking_server(b"220 smtp\r\n");
-        let t = format!("localhost:{port}");
-        assert_eq!(
-            probe_one(&t),
-            want(
-                &t,
-                ProbeOutcome::Answered,
-                10,
-                "10 bytes of no expected protocol"
-            )
-        );
-        assert_eq!(
-            server.join().unwrap(),
-            b"HEAD / HTTP/1.0\r\nHost: localhost\r\n\r\n"
-        );
+        assert_a_speaking_server_answers("localhost", b"220 smtp\r\n", 10);
     }
 
     #[test]
@@ -445,10 +431,7 @@ mod tests {
             reply
         });
         let t = format!("127.0.0.1:{port}/udp");
-        assert_eq!(
-            probe_one(&t),
-            want(&t, ProbeOutcome::Answered, 29, DNS_ANSWER)
-        );
+        assert_answered(&t, 29, DNS_ANSWER);
         let query = server.join().unwrap();
         assert_eq!(query.len(), 29);
         assert_eq!(query[2..], dns_query(0)[2..], "{query:?}");
@@ -456,36 +439,20 @@ mod tests {
 
     #[test]
     fn a_udp_datagram_that_is_not_the_answer_still_answers() {
-        let (port, server) = udp_server(|query| {
+        let another_id: fn(&[u8]) -> Vec<u8> = |query| {
             let mut reply = query.to_vec();
             reply[0] ^= 0xff; // another id
             reply[2] |= 0x80;
             reply
-        });
-        let t = format!("127.0.0.1:{port}/udp");
-        assert_eq!(
-            probe_one(&t),
-            want(
-                &t,
-                ProbeOutcome::Answered,
-                29,
-                "a UDP datagram that is not the DNS answer"
-            )
-        );
-        server.join().unwrap();
-
-        let (port, server) = udp_server(|_| b"hello".to_vec());
-        let t = format!("127.0.0.1:{port}/udp");
-        assert_eq!(
-            probe_one(&t),
-            want(
-                &t,
-                ProbeOutcome::Answered,
-                5,
-                "a UDP datagram that is not the DNS answer"
-            )
-        );
-        server.join().unwrap();
+        };
+        let hello: fn(&[u8]) -> Vec<u8> = |_| b"hello".to_vec();
+        for (reply, bytes) in [(another_id, 29), (hello, 5)] {
+            let (port, server) = udp_server(reply);
+            let t = format!("127.0.0.1:{port}/udp");
+            // The expected result names the case: its bytes.
+            assert_answered(&t, bytes, "a UDP datagram that is not the DNS answer");
+            server.join().unwrap();
+        }
     }
 
     #[test]

@@ -1,0 +1,49 @@
+//! What the providers' benches share.
+
+use std::time::{Duration, Instant};
+
+use computer_providers::{ComputerRef, ComputerSpec, Provider};
+use computerd::client::ComputerExt;
+use computerd::protocol::ExecParams;
+use tokio_util::sync::CancellationToken;
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The count `var` sets, else `default`.
+pub fn count(var: &str, default: usize) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// create → connect → the first `exec.run` of `true` → its result: how
+/// long that took, and the computer made (its connection closed).
+pub async fn first_result(
+    p: &impl Provider,
+    spec: &ComputerSpec,
+    cancel: &CancellationToken,
+) -> (Duration, ComputerRef) {
+    let t = Instant::now();
+    let made = p.create(spec, cancel).await.unwrap();
+    let conn = p.connect(&made.computer, cancel).await.unwrap();
+    exec_true(&conn).await;
+    let took = t.elapsed();
+    conn.client.close();
+    (took, made.computer)
+}
+
+/// One `exec.run` of `true` on `conn`'s computer, which must exit 0.
+pub async fn exec_true(conn: &computer_providers::Connection) {
+    let r = conn
+        .client
+        .call_typed(&ExecParams {
+            argv: vec!["true".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.exit_code, Some(0));
+}
