@@ -5,6 +5,7 @@ mod browser;
 mod desktop;
 mod exec;
 mod files;
+mod fleet;
 mod health;
 mod limits;
 mod process;
@@ -197,28 +198,28 @@ fn provider_cases() -> Vec<Case> {
             Full,
             Provider,
             NONE,
-            provider::release_older
+            fleet::release_older
         ),
         case!(
             "lifetime.janitor",
             Full,
             Lifetime,
             &[Need::Janitor],
-            provider::janitor
+            fleet::janitor
         ),
         case!(
             "mount.run-folder-bind",
             Full,
             Mount,
             &[Need::Group(Group::Files), Need::Mount("bind")],
-            provider::mount_bind
+            fleet::mount_bind
         ),
         case!(
             "mount.undeclared-kind",
             Full,
             Mount,
             NONE,
-            provider::mount_undeclared
+            fleet::mount_undeclared
         ),
         case!(
             "limits.read-back",
