@@ -1,0 +1,15 @@
+//! A phone as a computer. No daemon runs on a phone: this crate answers
+//! the computer protocol's methods (screen, input.touch, input.keys, apps,
+//! apps.ui_tree) in the server's own process, with the phone's own tools
+//! reached over adb (`screencap`, `input`, `uiautomator`, `pm`, `am`,
+//! `dumpsys`, `wm`).
+//!
+//! - [`screen`]: `screencap`'s raw frame, bounded, cut and made a PNG.
+//! - [`input`]: a checked batch of actions as `input` lines with markers,
+//!   so a phone that goes away mid-batch still says what it did.
+//! - [`facts`]: the phone's tools' outputs read (size, density, props,
+//!   packages, the app in front, `am start`'s outcome).
+
+pub mod facts;
+pub mod input;
+pub mod screen;

@@ -1,0 +1,202 @@
+//! A phone's screen: what `screencap` gives (its raw frame, which costs the
+//! phone no PNG encoding), read and bounded here, cut to a region and made
+//! the protocol's PNG by the daemon's own fast encoder.
+
+use computerd::protocol::Region;
+
+/// The largest screen side and pixel count read: past them a frame is a
+/// lie of its header, not a phone.
+pub const MAX_SIDE: u32 = 16_384;
+pub const MAX_PIXELS: u64 = 1 << 25;
+
+/// `screencap`'s pixel formats this reader takes (AOSP's
+/// `android_pixel_format_t` values; screencap writes the display's format).
+const RGBA_8888: u32 = 1;
+const RGBX_8888: u32 = 2;
+const BGRA_8888: u32 = 5;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ScreenError {
+    #[error("the phone's screencap gave {0} bytes, too few for its header")]
+    Short(usize),
+    #[error(
+        "the phone's screencap says {width}x{height}, past the {MAX_SIDE} px side or 2^25 pixels this reads"
+    )]
+    TooLarge { width: u32, height: u32 },
+    #[error(
+        "the phone's screencap uses pixel format {0}, which this does not read (RGBA, RGBX or BGRA 8888)"
+    )]
+    Format(u32),
+    #[error(
+        "the phone's screencap gave {got} bytes for {width}x{height} pixels; a whole frame is {want} after its header"
+    )]
+    Length {
+        got: usize,
+        want: usize,
+        width: u32,
+        height: u32,
+    },
+}
+
+/// One frame of the screen, as RGB bytes, row after row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    pub width: u32,
+    pub height: u32,
+    rgb: Vec<u8>,
+}
+
+fn word(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+}
+
+impl Frame {
+    /// Read `screencap`'s raw output: a header of width, height and format
+    /// (and, from Android 9 on, a colour space), then 4 bytes a pixel. The
+    /// header's length is told from the total, so both versions read.
+    pub fn from_raw(bytes: &[u8]) -> Result<Frame, ScreenError> {
+        if bytes.len() < 12 {
+            return Err(ScreenError::Short(bytes.len()));
+        }
+        let (width, height, format) = (word(bytes, 0), word(bytes, 4), word(bytes, 8));
+        if width == 0
+            || height == 0
+            || width > MAX_SIDE
+            || height > MAX_SIDE
+            || u64::from(width) * u64::from(height) > MAX_PIXELS
+        {
+            return Err(ScreenError::TooLarge { width, height });
+        }
+        let swap = match format {
+            RGBA_8888 | RGBX_8888 => false,
+            BGRA_8888 => true,
+            other => return Err(ScreenError::Format(other)),
+        };
+        let pixels = width as usize * height as usize * 4;
+        let header = match bytes.len().checked_sub(pixels) {
+            Some(h @ (12 | 16)) => h,
+            _ => {
+                return Err(ScreenError::Length {
+                    got: bytes.len(),
+                    want: pixels,
+                    width,
+                    height,
+                });
+            }
+        };
+        let mut rgb = Vec::with_capacity(width as usize * height as usize * 3);
+        for px in bytes[header..].chunks_exact(4) {
+            if swap {
+                rgb.extend_from_slice(&[px[2], px[1], px[0]]);
+            } else {
+                rgb.extend_from_slice(&px[..3]);
+            }
+        }
+        Ok(Frame { width, height, rgb })
+    }
+
+    /// The frame's pixels inside `region` (already checked inside the screen).
+    pub fn crop(&self, region: Region) -> Frame {
+        let stride = self.width as usize * 3;
+        let mut rgb = Vec::with_capacity(region.width as usize * region.height as usize * 3);
+        for y in region.y..region.y + region.height {
+            let start = y as usize * stride + region.x as usize * 3;
+            rgb.extend_from_slice(&self.rgb[start..start + region.width as usize * 3]);
+        }
+        Frame {
+            width: region.width,
+            height: region.height,
+            rgb,
+        }
+    }
+
+    /// The frame as a PNG (8-bit RGB, non-interlaced), as computerd makes it.
+    pub fn png(&self) -> Result<Vec<u8>, computerd::protocol::RpcError> {
+        computerd::daemon::x11::png::encode(&self.rgb, self.width, self.height)
+    }
+
+    /// The colour at a point (for tests and checks).
+    pub fn at(&self, x: u32, y: u32) -> Option<[u8; 3]> {
+        if x >= self.width || y >= self.height {
+            return None;
+        }
+        let i = (y as usize * self.width as usize + x as usize) * 3;
+        Some([self.rgb[i], self.rgb[i + 1], self.rgb[i + 2]])
+    }
+
+    /// Whether two frames show the same pixels (a watch sends a frame only
+    /// when they differ).
+    pub fn same_as(&self, other: &Frame) -> bool {
+        self == other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(width: u32, height: u32, format: u32, colour_space: bool, px: [u8; 4]) -> Vec<u8> {
+        let mut b = Vec::new();
+        for w in [width, height, format] {
+            b.extend_from_slice(&w.to_le_bytes());
+        }
+        if colour_space {
+            b.extend_from_slice(&1u32.to_le_bytes());
+        }
+        for _ in 0..width * height {
+            b.extend_from_slice(&px);
+        }
+        b
+    }
+
+    #[test]
+    fn both_header_lengths_and_both_byte_orders_read() {
+        let old = Frame::from_raw(&raw(3, 2, RGBA_8888, false, [10, 20, 30, 255])).unwrap();
+        assert_eq!(
+            (old.width, old.height, old.at(2, 1)),
+            (3, 2, Some([10, 20, 30]))
+        );
+        let new = Frame::from_raw(&raw(3, 2, RGBX_8888, true, [10, 20, 30, 0])).unwrap();
+        assert_eq!(new, old);
+        let bgra = Frame::from_raw(&raw(3, 2, BGRA_8888, true, [30, 20, 10, 255])).unwrap();
+        assert_eq!(bgra, old);
+    }
+
+    #[test]
+    fn a_lying_header_is_refused_before_anything_is_allocated() {
+        let mut b = raw(1, 1, RGBA_8888, false, [0; 4]);
+        b[0..4].copy_from_slice(&100_000u32.to_le_bytes());
+        assert!(matches!(
+            Frame::from_raw(&b),
+            Err(ScreenError::TooLarge { .. })
+        ));
+        let cut = raw(4, 4, RGBA_8888, true, [0; 4]);
+        let e = Frame::from_raw(&cut[..cut.len() - 5]).unwrap_err();
+        assert!(e.to_string().contains("4x4"), "{e}");
+        assert_eq!(Frame::from_raw(&[0; 8]), Err(ScreenError::Short(8)));
+        let e = Frame::from_raw(&raw(1, 1, 4, false, [0; 4])).unwrap_err();
+        assert_eq!(e, ScreenError::Format(4));
+    }
+
+    #[test]
+    fn a_region_is_cut_and_the_png_decodes_to_its_size() {
+        let mut b = raw(4, 4, RGBA_8888, false, [0, 0, 0, 255]);
+        // One red pixel at (2, 1).
+        let at = 12 + (4 + 2) * 4;
+        b[at..at + 4].copy_from_slice(&[255, 0, 0, 255]);
+        let f = Frame::from_raw(&b).unwrap();
+        let part = f.crop(Region {
+            x: 1,
+            y: 1,
+            width: 2,
+            height: 3,
+        });
+        assert_eq!((part.width, part.height), (2, 3));
+        assert_eq!(part.at(1, 0), Some([255, 0, 0]));
+        assert_eq!(part.at(0, 0), Some([0, 0, 0]));
+        let png = part.png().unwrap();
+        assert_eq!(&png[1..4], b"PNG");
+        assert_eq!(u32::from_be_bytes(png[16..20].try_into().unwrap()), 2);
+        assert_eq!(u32::from_be_bytes(png[20..24].try_into().unwrap()), 3);
+    }
+}
