@@ -15,6 +15,7 @@
 //! - [`ProbeReport`]: the one JSON line `computerd probe` prints (no method:
 //!   providers run the probe through exec.run and parse its stdout).
 
+mod apps;
 mod cdp;
 pub mod direct;
 pub mod egress;
@@ -30,6 +31,10 @@ mod process;
 mod screen;
 mod tar;
 
+pub use apps::{
+    App, AppsInstallParams, AppsLaunchParams, AppsListParams, AppsListResult, AppsTerminateParams,
+    AppsUiTreeParams, AppsUiTreeResult, UiNode, check_app_id,
+};
 pub use cdp::{
     BROWSER_STARTS_AGAIN, CdpEvent, CdpEventsParams, CdpEventsResult, CdpSendParams, CdpSendResult,
 };
@@ -160,8 +165,20 @@ methods! {
     ScreenRead = "screen.read": ScreenReadParams => ScreenReadResult;
     /// The live view's next frame (JPEG), paced by the caller's ack.
     ScreenWatch = "screen.watch": ScreenWatchParams => ScreenWatchResult;
-    /// A batch of pointer and key actions (groups input.pointer, input.keys).
+    /// A batch of pointer, key and touch actions (groups input.pointer,
+    /// input.keys, input.touch).
     InputActions = "input.actions": InputActionsParams => InputActionsResult;
+    /// The apps on the device and the one in front (group apps; answered
+    /// by a phone's provider, never by computerd).
+    AppsList = "apps.list": AppsListParams => AppsListResult;
+    /// Bring an app to the front (group apps).
+    AppsLaunch = "apps.launch": AppsLaunchParams => Empty;
+    /// Stop an app (group apps).
+    AppsTerminate = "apps.terminate": AppsTerminateParams => Empty;
+    /// Install a package already in the computer's files (group apps.install).
+    AppsInstall = "apps.install": AppsInstallParams => Empty;
+    /// What the screen shows, as a tree of at most 5000 nodes (group apps.ui_tree).
+    AppsUiTree = "apps.ui_tree": AppsUiTreeParams => AppsUiTreeResult;
     /// One CDP command to the browser (group cdp; answered by the
     /// provider's client, never by computerd).
     CdpSend = "cdp.send": CdpSendParams => CdpSendResult;

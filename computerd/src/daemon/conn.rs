@@ -475,7 +475,20 @@ async fn dispatch(
         Method::CdpSend | Method::CdpEvents => Err(RpcError::unsupported(format!(
             "{m} is answered by a browser's provider, not by computerd: this computer declares no cdp"
         ))),
+        Method::AppsList | Method::AppsLaunch | Method::AppsTerminate => {
+            Err(no_apps(m, Group::Apps))
+        }
+        Method::AppsInstall => Err(no_apps(m, Group::AppsInstall)),
+        Method::AppsUiTree => Err(no_apps(m, Group::AppsUiTree)),
     }
+}
+
+/// The refusal of an apps method: a phone's provider answers them in its
+/// own process, and no computerd computer has apps.
+fn no_apps(m: &str, group: Group) -> RpcError {
+    RpcError::unsupported(format!(
+        "{m} is answered by a phone's provider, not by computerd: this computer declares no {group}"
+    ))
 }
 
 /// input.actions' params as they come: each action is decoded by the

@@ -153,16 +153,18 @@ pub enum Action {
     Wait { ms: u64 },
     /// Touch: a tap at a point.
     Tap { point: [i64; 2] },
-    /// Touch: a press held `ms` at a point.
+    /// Touch: a press held `ms` at a point (at most 10 000; the phone's
+    /// long-press time when absent).
     LongPress {
         point: [i64; 2],
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ms: Option<u64>,
     },
-    /// Touch: a swipe from one point to another in `ms`.
+    /// Touch: one finger down at the path's first point, through the rest
+    /// (2 to 100 points), up at the last, in `ms` (0 to 1000; the phone
+    /// client's own pace when absent).
     Swipe {
-        from: [i64; 2],
-        to: [i64; 2],
+        path: Vec<[i64; 2]>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ms: Option<u64>,
     },
@@ -430,25 +432,35 @@ fn check_keys(i: usize, field: &str, keys: &[String], empty_ok: bool) -> Result<
     Ok(())
 }
 
-fn check_path_len(i: usize, n: usize) -> Result<(), ActionFailure> {
+/// A drag's or a swipe's path (`what`): 2 to `most` points.
+fn check_path_len(i: usize, n: usize, what: &str, most: usize) -> Result<(), ActionFailure> {
     if n < 2 {
         return Err(fail(
             i,
             ErrorKind::Invalid,
-            format!("actions[{i}].path holds {n} points; a drag needs at least 2"),
+            format!("actions[{i}].path holds {n} points; a {what} needs at least 2"),
         ));
     }
-    if n > limits::MAX_DRAG_POINTS {
+    if n > most {
         return Err(fail(
             i,
             ErrorKind::Limit,
-            format!(
-                "actions[{i}].path holds {n} points; at most {} go in one drag",
-                limits::MAX_DRAG_POINTS
-            ),
+            format!("actions[{i}].path holds {n} points; at most {most} go in one {what}"),
         ));
     }
     Ok(())
+}
+
+/// A touch's `ms`: at most `most`, for a `what`.
+fn check_touch_ms(i: usize, ms: Option<u64>, what: &str, most: u64) -> Result<(), ActionFailure> {
+    match ms {
+        Some(ms) if ms > most => Err(fail(
+            i,
+            ErrorKind::Limit,
+            format!("actions[{i}].ms is {ms}; a {what} lasts 0 to {most} ms"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn check_one(i: usize, a: &Action, options: CheckOptions) -> Result<(), ActionFailure> {
@@ -469,7 +481,7 @@ fn check_one(i: usize, a: &Action, options: CheckOptions) -> Result<(), ActionFa
             check_keys(i, "keys", keys.as_deref().unwrap_or(&[]), true)
         }
         Action::Drag { path, keys, .. } => {
-            check_path_len(i, path.len())?;
+            check_path_len(i, path.len(), "drag", limits::MAX_DRAG_POINTS)?;
             check_keys(i, "keys", keys.as_deref().unwrap_or(&[]), true)
         }
         Action::Scroll {
@@ -549,6 +561,13 @@ fn check_one(i: usize, a: &Action, options: CheckOptions) -> Result<(), ActionFa
             }
             Ok(())
         }
+        Action::Swipe { path, ms } => {
+            check_path_len(i, path.len(), "swipe", limits::MAX_SWIPE_POINTS)?;
+            check_touch_ms(i, *ms, "swipe", limits::MAX_SWIPE_MS)
+        }
+        Action::LongPress { ms, .. } => {
+            check_touch_ms(i, *ms, "long press", limits::MAX_LONG_PRESS_MS)
+        }
         Action::Pinch { scale, .. } => {
             if !(scale.is_finite() && *scale > 0.0 && *scale != 1.0) {
                 return Err(fail(
@@ -566,8 +585,6 @@ fn check_one(i: usize, a: &Action, options: CheckOptions) -> Result<(), ActionFa
         | Action::Up { .. }
         | Action::Wait { .. }
         | Action::Tap { .. }
-        | Action::LongPress { .. }
-        | Action::Swipe { .. }
         | Action::Button { .. } => Ok(()),
     }
 }
@@ -748,6 +765,73 @@ mod tests {
         );
         let f = refused(json!([{"type": "key", "keys": ["a"], "repeat": 101}]));
         assert_eq!(f.kind, ErrorKind::Limit);
+    }
+
+    const PHONE: &[Group] = &[Group::Screen, Group::InputTouch, Group::InputKeys];
+
+    fn on_phone(actions: Value) -> Result<Vec<Action>, ActionFailure> {
+        let Value::Array(a) = actions else {
+            panic!("not an array")
+        };
+        check_actions_json(&a, PHONE, CheckOptions::default())
+    }
+
+    #[test]
+    fn a_swipe_is_a_path_of_two_to_100_points_in_at_most_1000_ms() {
+        let a = on_phone(json!([
+            {"type": "swipe", "path": [[10, 900], [10, 100]], "ms": 1000},
+            {"type": "swipe", "path": [[0, 0], [5, 5], [9, 0]], "ms": 0},
+            {"type": "swipe", "path": [[1, 1], [2, 2]]}
+        ]))
+        .unwrap();
+        assert_eq!(
+            a[0],
+            Action::Swipe {
+                path: vec![[10, 900], [10, 100]],
+                ms: Some(1000)
+            }
+        );
+        let f = on_phone(json!([
+            {"type": "tap", "point": [1, 1]},
+            {"type": "swipe", "path": [[0, 0], [0, 9]], "ms": 1001}
+        ]))
+        .unwrap_err();
+        assert_eq!((f.index, f.kind), (1, ErrorKind::Limit));
+        assert_eq!(
+            f.message,
+            "actions[1].ms is 1001; a swipe lasts 0 to 1000 ms"
+        );
+        let f = on_phone(json!([{"type": "swipe", "path": [[3, 3]]}])).unwrap_err();
+        assert_eq!((f.index, f.kind), (0, ErrorKind::Invalid));
+        assert_eq!(
+            f.message,
+            "actions[0].path holds 1 points; a swipe needs at least 2"
+        );
+        let path: Vec<[i64; 2]> = (0..101).map(|i| [i, i]).collect();
+        let f = on_phone(json!([{"type": "swipe", "path": path}])).unwrap_err();
+        assert_eq!(f.kind, ErrorKind::Limit);
+        assert!(f.message.contains("at most 100"), "{}", f.message);
+        // The old shape is refused by its shape, naming the field.
+        let f = on_phone(json!([{"type": "swipe", "from": [0, 0], "to": [1, 1]}])).unwrap_err();
+        assert!(f.message.contains("from"), "{}", f.message);
+    }
+
+    #[test]
+    fn a_long_press_is_held_at_most_10_s() {
+        assert!(
+            on_phone(json!([
+                {"type": "long_press", "point": [5, 5]},
+                {"type": "long_press", "point": [5, 5], "ms": 10_000}
+            ]))
+            .is_ok()
+        );
+        let f =
+            on_phone(json!([{"type": "long_press", "point": [5, 5], "ms": 10_001}])).unwrap_err();
+        assert_eq!((f.index, f.kind), (0, ErrorKind::Limit));
+        assert_eq!(
+            f.message,
+            "actions[0].ms is 10001; a long press lasts 0 to 10000 ms"
+        );
     }
 
     #[test]

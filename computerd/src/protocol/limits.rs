@@ -120,3 +120,17 @@ pub const CDP_EVENTS_KEPT: usize = 4096;
 pub const CDP_EVENTS_KEPT_BYTES: usize = 16 * MIB as usize;
 /// cdp: the largest message from or to a browser (64 MiB: a full-page screenshot).
 pub const CDP_MESSAGE_MAX_BYTES: usize = 64 * MIB as usize;
+/// input.actions: a swipe lasts 0 to this many ms (a longer press and
+/// move is a drag, which a phone's one-finger input cannot hold).
+pub const MAX_SWIPE_MS: u64 = 1_000;
+/// input.actions: the most points of one swipe's path.
+pub const MAX_SWIPE_POINTS: usize = 100;
+/// input.actions: a long press is held 0 to this many ms.
+pub const MAX_LONG_PRESS_MS: u64 = 10_000;
+/// apps.ui_tree: the most nodes of one tree.
+pub const MAX_UI_NODES: usize = 5_000;
+/// apps.ui_tree: the deepest tree. Each level is two levels of JSON (a node
+/// and its children), and serde_json refuses past 128, envelope included.
+pub const MAX_UI_DEPTH: usize = 50;
+/// apps.*: the longest app id (a package name or bundle id), in bytes.
+pub const MAX_APP_ID_CHARS: usize = 255;

@@ -506,3 +506,50 @@ print(s.makefile().readline().strip())
         c.call(&PingParams {}).await.unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_apps_methods_are_refused_in_words_naming_the_group_not_declared() {
+    let Some((_init, c)) = Init::with_client().await else {
+        return;
+    };
+    let hello: HelloResult = c.call(&HelloParams::default()).await.unwrap();
+    let refused = |e: computerd::client::ClientError| match e {
+        computerd::client::ClientError::Rpc(e) => e,
+        other => panic!("not an error reply: {other}"),
+    };
+    let cases = [
+        ("apps.list", serde_json::json!({}), "apps"),
+        (
+            "apps.launch",
+            serde_json::json!({"id": "com.android.settings"}),
+            "apps",
+        ),
+        (
+            "apps.terminate",
+            serde_json::json!({"id": "com.android.settings"}),
+            "apps",
+        ),
+        (
+            "apps.install",
+            serde_json::json!({"path": "/tmp/a.apk"}),
+            "apps.install",
+        ),
+        ("apps.ui_tree", serde_json::json!({}), "apps.ui_tree"),
+    ];
+    for (method, params, group) in cases {
+        assert!(
+            !hello.groups.iter().any(|g| g.as_str() == group),
+            "{group} is declared"
+        );
+        let e = refused(c.call_value(method, params).await.unwrap_err());
+        assert_eq!(e.kind(), Some(ErrorKind::Unsupported), "{method}");
+        assert_eq!(
+            e.message,
+            format!(
+                "{method} is answered by a phone's provider, not by computerd: this computer declares no {group}"
+            )
+        );
+    }
+    // The connection still answers after the refusals.
+    c.call(&PingParams {}).await.unwrap();
+}
