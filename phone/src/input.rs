@@ -145,6 +145,39 @@ fn sleep_line(ms: u64) -> String {
     format!("sleep {}.{:03}", ms / 1000, ms % 1000)
 }
 
+/// A swipe along `path` in `ms`: `input swipe` for two points; for more,
+/// `input motionevent` down, through each point, up, with the time shared
+/// between the moves by each segment's length (so it lasts `ms` at least:
+/// each `input` also takes its own start).
+fn swipe_lines(path: &[[i64; 2]], ms: u64) -> Vec<String> {
+    if let [[x1, y1], [x2, y2]] = path {
+        return vec![format!("input swipe {x1} {y1} {x2} {y2} {ms}")];
+    }
+    let lengths: Vec<f64> = path
+        .windows(2)
+        .map(|w| ((w[1][0] - w[0][0]) as f64).hypot((w[1][1] - w[0][1]) as f64))
+        .collect();
+    let total: f64 = lengths.iter().sum();
+    let mut lines = Vec::with_capacity(path.len() * 2 + 1);
+    let [x, y] = path[0];
+    lines.push(format!("input motionevent DOWN {x} {y}"));
+    for (n, [x, y]) in path.iter().enumerate().skip(1) {
+        let share = if total > 0.0 {
+            lengths[n - 1] / total
+        } else {
+            1.0 / lengths.len() as f64
+        };
+        let wait = (ms as f64 * share).round() as u64;
+        if wait > 0 {
+            lines.push(sleep_line(wait));
+        }
+        lines.push(format!("input motionevent MOVE {x} {y}"));
+    }
+    let [x, y] = path[path.len() - 1];
+    lines.push(format!("input motionevent UP {x} {y}"));
+    lines
+}
+
 fn unsupported(i: usize, what: &str) -> ActionFailure {
     refuse(
         i,
@@ -163,14 +196,7 @@ pub fn lines_of(i: usize, a: &Action) -> Result<Vec<String>, ActionFailure> {
             let ms = ms.unwrap_or(DEFAULT_LONG_PRESS_MS);
             vec![format!("input swipe {x} {y} {x} {y} {ms}")]
         }
-        Action::Swipe {
-            from: [x1, y1],
-            to: [x2, y2],
-            ms,
-        } => {
-            let ms = ms.unwrap_or(DEFAULT_SWIPE_MS);
-            vec![format!("input swipe {x1} {y1} {x2} {y2} {ms}")]
-        }
+        Action::Swipe { path, ms } => swipe_lines(path, ms.unwrap_or(DEFAULT_SWIPE_MS)),
         Action::Button { button } => vec![format!("input keyevent {}", button_code(*button))],
         Action::Type { text } => type_lines(i, text)?,
         Action::Key { keys, repeat } => {
@@ -290,11 +316,25 @@ mod tests {
         assert_eq!(line(Action::Tap { point: [10, 20] }), ["input tap 10 20"]);
         assert_eq!(
             line(Action::Swipe {
-                from: [1, 2],
-                to: [3, 4],
+                path: vec![[1, 2], [3, 4]],
                 ms: None
             }),
             ["input swipe 1 2 3 4 300"]
+        );
+        // Three points: the 900 ms go 1/3 to the first segment, 2/3 to the second.
+        assert_eq!(
+            line(Action::Swipe {
+                path: vec![[0, 0], [0, 100], [0, 300]],
+                ms: Some(900)
+            }),
+            [
+                "input motionevent DOWN 0 0",
+                "sleep 0.300",
+                "input motionevent MOVE 0 100",
+                "sleep 0.600",
+                "input motionevent MOVE 0 300",
+                "input motionevent UP 0 300"
+            ]
         );
         assert_eq!(
             line(Action::LongPress {

@@ -9,7 +9,9 @@
 //!   so a phone that goes away mid-batch still says what it did.
 //! - [`facts`]: the phone's tools' outputs read (size, density, props,
 //!   packages, the app in front, `am start`'s outcome).
+//! - [`ui`]: `uiautomator dump` as the protocol's UI tree, within its bounds.
 
 pub mod facts;
 pub mod input;
 pub mod screen;
+pub mod ui;
