@@ -4,6 +4,7 @@
 //! reached over adb (`screencap`, `input`, `uiautomator`, `pm`, `am`,
 //! `dumpsys`, `wm`).
 //!
+//! - [`client`]: [`client::PhoneClient`], the protocol over a [`client::Shell`].
 //! - [`screen`]: `screencap`'s raw frame, bounded, cut and made a PNG.
 //! - [`input`]: a checked batch of actions as `input` lines with markers,
 //!   so a phone that goes away mid-batch still says what it did.
@@ -11,6 +12,7 @@
 //!   packages, the app in front, `am start`'s outcome).
 //! - [`ui`]: `uiautomator dump` as the protocol's UI tree, within its bounds.
 
+pub mod client;
 pub mod facts;
 pub mod input;
 pub mod screen;

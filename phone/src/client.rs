@@ -1,0 +1,456 @@
+//! The phone's client: the computer protocol answered in this process
+//! (daemon mode none). Every method becomes the phone's own tools over a
+//! [`Shell`]; what a phone over adb cannot do is refused in words.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use computerd::client::{ClientError, ComputerClient};
+use computerd::protocol::limits::MAX_CHUNK_BYTES;
+use computerd::protocol::{
+    ActionFailure, App, AppsLaunchParams, AppsListResult, AppsTerminateParams, Bytes64,
+    CheckOptions, ErrorKind, Group, HelloResult, ImageFormat, InputActionsParams,
+    InputActionsResult, MachineKind, RpcError, ScreenReadParams, ScreenReadResult,
+    ScreenShotParams, ScreenShotResult, check_actions_json, decode_params,
+};
+use futures::future::BoxFuture;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::screen::Frame;
+use crate::{facts, input, ui};
+
+/// What a phone client needs of its transport: a shell command's output
+/// and its exit, and a command's raw bytes. adb's `shell,v2:` and `exec:`
+/// services give them; a test gives a fake.
+pub trait Shell: Send + Sync {
+    /// Run `command` in the phone's shell: its stdout and exit code.
+    fn run<'a>(&'a self, command: &'a str) -> BoxFuture<'a, Result<Ran, ShellError>>;
+    /// Run `command` and give its stdout's bytes as they are (no pty, no
+    /// line ending rewritten): for `screencap`.
+    fn bytes<'a>(&'a self, command: &'a str) -> BoxFuture<'a, Result<Vec<u8>, ShellError>>;
+}
+
+/// A command's outcome.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ran {
+    pub stdout: String,
+    pub exit: u8,
+}
+
+/// The transport failed: the phone is gone or did not answer. Its words
+/// name no endpoint.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ShellError(pub String);
+
+/// The groups a phone over adb answers.
+pub const GROUPS: &[Group] = &[
+    Group::Screen,
+    Group::InputTouch,
+    Group::InputKeys,
+    Group::Apps,
+    Group::AppsUiTree,
+];
+
+/// What the phone is, read once when the client is made.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct About {
+    pub model: String,
+    pub android: String,
+    pub sdk: String,
+    pub width: u32,
+    pub height: u32,
+    pub density: u32,
+}
+
+struct Shot {
+    id: String,
+    png: Vec<u8>,
+}
+
+/// A phone as a [`ComputerClient`].
+pub struct PhoneClient {
+    shell: Arc<dyn Shell>,
+    about: About,
+    shot: Mutex<Option<Shot>>,
+    shots: std::sync::atomic::AtomicU64,
+    launched: Mutex<BTreeSet<String>>,
+    closed: std::sync::atomic::AtomicBool,
+}
+
+fn gone(e: ShellError) -> ClientError {
+    ClientError::Closed(format!("the phone did not answer: {e}"))
+}
+
+fn rpc(e: RpcError) -> ClientError {
+    ClientError::Rpc(e)
+}
+
+fn to_value<T: Serialize>(v: &T) -> computerd::client::Result<Value> {
+    serde_json::to_value(v).map_err(|e| ClientError::Decode {
+        method: "phone".into(),
+        detail: e.to_string(),
+    })
+}
+
+impl PhoneClient {
+    /// Read what the phone is (`getprop`, `wm size`, `wm density`) and make
+    /// its client.
+    pub async fn new(shell: Arc<dyn Shell>) -> Result<PhoneClient, ShellError> {
+        let props = facts::props(&shell.run("getprop").await?.stdout);
+        let prop = |k: &str| {
+            props
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        let size = shell.run("wm size").await?.stdout;
+        let (width, height) = facts::screen_size(&size)
+            .ok_or_else(|| ShellError(format!("wm size gave no screen size: {size:?}")))?;
+        let density = facts::density(&shell.run("wm density").await?.stdout).unwrap_or(160);
+        Ok(PhoneClient {
+            shell,
+            about: About {
+                model: prop("ro.product.model"),
+                android: prop("ro.build.version.release"),
+                sdk: prop("ro.build.version.sdk"),
+                width,
+                height,
+                density,
+            },
+            shot: Mutex::new(None),
+            shots: Default::default(),
+            launched: Mutex::new(BTreeSet::new()),
+            closed: Default::default(),
+        })
+    }
+
+    pub fn about(&self) -> &About {
+        &self.about
+    }
+
+    /// What hello says of a phone over adb.
+    pub fn hello(&self) -> HelloResult {
+        HelloResult {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            os: "android".into(),
+            kind: MachineKind::Android,
+            arch: String::new(),
+            groups: GROUPS.to_vec(),
+            bytes_frames: None,
+        }
+    }
+
+    /// The apps this client launched, which release terminates.
+    pub fn launched(&self) -> Vec<String> {
+        self.launched
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    async fn screen_shot(&self, params: Value) -> computerd::client::Result<Value> {
+        let p: ScreenShotParams = decode_params(Some(params)).map_err(rpc)?;
+        let raw = self.shell.bytes("screencap").await.map_err(gone)?;
+        let mut frame = Frame::from_raw(&raw).map_err(|e| rpc(RpcError::invalid(e.to_string())))?;
+        let (screen_width, screen_height) = (frame.width, frame.height);
+        if let Some(r) = p.region {
+            r.check_inside(frame.width, frame.height).map_err(rpc)?;
+            frame = frame.crop(r);
+        }
+        let png = frame.png().map_err(rpc)?;
+        let n = self
+            .shots
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let id = format!("shot-{n}");
+        let first = png.len().min(MAX_CHUNK_BYTES as usize);
+        let result = ScreenShotResult {
+            id: id.clone(),
+            format: ImageFormat::Png,
+            data: Bytes64(png[..first].to_vec()),
+            size: png.len() as u64,
+            eof: first == png.len(),
+            width: frame.width,
+            height: frame.height,
+            screen_width,
+            screen_height,
+            scale: 1.0,
+            cursor: None,
+        };
+        *self.shot.lock().unwrap_or_else(|p| p.into_inner()) = Some(Shot { id, png });
+        to_value(&result)
+    }
+
+    fn screen_read(&self, params: Value) -> computerd::client::Result<Value> {
+        let p: ScreenReadParams = decode_params(Some(params)).map_err(rpc)?;
+        let mut held = self.shot.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(shot) = held.as_ref().filter(|s| s.id == p.id) else {
+            return Err(rpc(RpcError::not_found(format!(
+                "no shot {:?} on this connection: only the latest shot is held, until it is read whole",
+                p.id
+            ))));
+        };
+        let most = p.max_bytes.unwrap_or(MAX_CHUNK_BYTES).min(MAX_CHUNK_BYTES) as usize;
+        let start = (p.offset as usize).min(shot.png.len());
+        let end = (start + most).min(shot.png.len());
+        let result = ScreenReadResult {
+            data: Bytes64(shot.png[start..end].to_vec()),
+            eof: end == shot.png.len(),
+        };
+        if result.eof {
+            *held = None;
+        }
+        to_value(&result)
+    }
+
+    async fn input_actions(&self, params: Value) -> computerd::client::Result<Value> {
+        let raw = params
+            .get("actions")
+            .and_then(Value::as_array)
+            .cloned()
+            .ok_or_else(|| {
+                rpc(RpcError::invalid_field(
+                    "actions",
+                    "actions must be a list of actions",
+                ))
+            })?;
+        // The whole params still decode as the protocol's (no stray fields).
+        let _: InputActionsParams = decode_params(Some(params)).map_err(rpc)?;
+        let refused = |f: ActionFailure| to_value(&InputActionsResult::refused(f));
+        let actions = match check_actions_json(&raw, GROUPS, CheckOptions::default()) {
+            Ok(a) => a,
+            Err(f) => return refused(f),
+        };
+        for (i, a) in actions.iter().enumerate() {
+            if let Some(f) = self.outside(i, a) {
+                return refused(f);
+            }
+        }
+        let scripts = match input::scripts(&actions) {
+            Ok(s) => s,
+            Err(f) => return refused(f),
+        };
+        let mut done = 0usize;
+        for script in scripts {
+            match self.shell.run(&script).await {
+                Ok(ran) => {
+                    done += input::done_in(&ran.stdout);
+                    if ran.exit != 0 {
+                        return to_value(&InputActionsResult {
+                            done: done as u64,
+                            failed: Some(ActionFailure {
+                                index: done as u64,
+                                kind: ErrorKind::Invalid,
+                                message: format!(
+                                    "actions[{done}] failed on the phone (its input command exited {}); the actions before it ran",
+                                    ran.exit
+                                ),
+                            }),
+                        });
+                    }
+                }
+                Err(e) => {
+                    return to_value(&InputActionsResult {
+                        done: done as u64,
+                        failed: Some(ActionFailure {
+                            index: done as u64,
+                            kind: ErrorKind::Aborted,
+                            message: format!(
+                                "the phone went away at actions[{done}] ({e}); {done} actions ran before"
+                            ),
+                        }),
+                    });
+                }
+            }
+        }
+        to_value(&InputActionsResult {
+            done: done as u64,
+            failed: None,
+        })
+    }
+
+    /// A touch outside the screen, refused naming the action and the size.
+    fn outside(&self, i: usize, a: &computerd::protocol::Action) -> Option<ActionFailure> {
+        use computerd::protocol::Action;
+        let points: Vec<[i64; 2]> = match a {
+            Action::Tap { point } | Action::LongPress { point, .. } => vec![*point],
+            Action::Swipe { path, .. } => path.clone(),
+            _ => Vec::new(),
+        };
+        let (w, h) = (i64::from(self.about.width), i64::from(self.about.height));
+        points
+            .iter()
+            .find(|[x, y]| !(0..w).contains(x) || !(0..h).contains(y))
+            .map(|[x, y]| ActionFailure {
+                index: i as u64,
+                kind: ErrorKind::Invalid,
+                message: format!(
+                    "actions[{i}] touches ({x}, {y}), outside the {w}x{h} screen; nothing was done"
+                ),
+            })
+    }
+
+    async fn installed(&self) -> computerd::client::Result<Vec<String>> {
+        let ran = self.shell.run("pm list packages").await.map_err(gone)?;
+        Ok(facts::packages(&ran.stdout))
+    }
+
+    /// The id of an app this phone has, or the refusal naming the field.
+    async fn app_id(&self, id: &str) -> computerd::client::Result<()> {
+        if !facts::is_package(id) {
+            return Err(rpc(RpcError::invalid_field(
+                "id",
+                format!("id {id:?} is not an Android package name (like com.android.settings)"),
+            )));
+        }
+        if !self.installed().await?.iter().any(|p| p == id) {
+            return Err(rpc(RpcError::not_found(format!(
+                "no app {id} on this phone; apps.list names the ones it has"
+            ))
+            .with_field("id")));
+        }
+        Ok(())
+    }
+
+    async fn apps_list(&self) -> computerd::client::Result<Value> {
+        let apps = self.installed().await?;
+        let front = self
+            .shell
+            .run("dumpsys activity activities")
+            .await
+            .map_err(gone)?;
+        to_value(&AppsListResult {
+            apps: apps.into_iter().map(|id| App { id, label: None }).collect(),
+            foreground: facts::foreground(&front.stdout),
+        })
+    }
+
+    async fn apps_launch(&self, params: Value) -> computerd::client::Result<Value> {
+        let p: AppsLaunchParams = decode_params(Some(params)).map_err(rpc)?;
+        self.app_id(&p.id).await?;
+        let resolved = self
+            .shell
+            .run(&format!("cmd package resolve-activity --brief {}", p.id))
+            .await
+            .map_err(gone)?;
+        let Some(activity) = facts::launcher_activity(&resolved.stdout) else {
+            return Err(rpc(RpcError::unsupported(format!(
+                "{} has no launcher activity to start",
+                p.id
+            ))));
+        };
+        self.launched
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(p.id.clone());
+        let started = self
+            .shell
+            .run(&format!("am start -W --activity-clear-task -n {activity}"))
+            .await
+            .map_err(gone)?;
+        if let Some(e) = facts::start_error(&started.stdout) {
+            return Err(rpc(RpcError::invalid(format!(
+                "{} did not start: {e}",
+                p.id
+            ))));
+        }
+        Ok(serde_json::json!({}))
+    }
+
+    async fn apps_terminate(&self, params: Value) -> computerd::client::Result<Value> {
+        let p: AppsTerminateParams = decode_params(Some(params)).map_err(rpc)?;
+        self.app_id(&p.id).await?;
+        self.shell
+            .run(&format!("am force-stop {}", p.id))
+            .await
+            .map_err(gone)?;
+        Ok(serde_json::json!({}))
+    }
+
+    async fn ui_tree(&self) -> computerd::client::Result<Value> {
+        let mut last = None;
+        // uiautomator fails now and then while the screen changes ("null
+        // root node"); a second dump is what a person would do.
+        for _ in 0..2 {
+            let ran = self
+                .shell
+                .run("uiautomator dump /dev/tty")
+                .await
+                .map_err(gone)?;
+            match ui::tree(&ran.stdout, self.about.width, self.about.height) {
+                Ok(t) => return to_value(&t),
+                Err(e) => last = Some(e),
+            }
+        }
+        let e = last.map(|e| e.to_string()).unwrap_or_default();
+        Err(rpc(RpcError::unsupported(e)))
+    }
+
+    /// Terminate what this client launched (release leaves the phone as
+    /// it was but for those).
+    pub async fn terminate_launched(&self) -> Result<(), ShellError> {
+        for id in self.launched() {
+            self.shell.run(&format!("am force-stop {id}")).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The methods a phone answers, for refusals.
+const ANSWERS: &str = "hello, ping, screen.shot, screen.read, input.actions, apps.list, apps.launch, apps.terminate and apps.ui_tree";
+
+impl ComputerClient for PhoneClient {
+    fn call_value<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+    ) -> BoxFuture<'a, computerd::client::Result<Value>> {
+        Box::pin(async move {
+            if self.is_closed() {
+                return Err(ClientError::Closed("the connection was closed".into()));
+            }
+            match method {
+                "hello" => to_value(&self.hello()),
+                "ping" => {
+                    self.shell.run("true").await.map_err(gone)?;
+                    Ok(serde_json::json!({}))
+                }
+                "screen.shot" => self.screen_shot(params).await,
+                "screen.read" => self.screen_read(params),
+                "input.actions" => self.input_actions(params).await,
+                "apps.list" => self.apps_list().await,
+                "apps.launch" => self.apps_launch(params).await,
+                "apps.terminate" => self.apps_terminate(params).await,
+                "apps.ui_tree" => self.ui_tree().await,
+                other if computerd::protocol::Method::from_name(other).is_none() => {
+                    Err(rpc(RpcError::not_found(format!(
+                        "unknown method {other:?}; a phone answers {ANSWERS}"
+                    ))
+                    .with_code(computerd::protocol::METHOD_NOT_FOUND)))
+                }
+                other => Err(rpc(RpcError::unsupported(format!(
+                    "{other}: a phone over adb has no shell, files or processes in the computer protocol, and no deadline of its own; it answers {ANSWERS}"
+                )))),
+            }
+        })
+    }
+
+    fn close(&self) {
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+#[path = "client/tests.rs"]
+mod tests;

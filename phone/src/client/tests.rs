@@ -1,0 +1,287 @@
+use std::sync::Mutex;
+
+use computerd::client::ComputerExt;
+use serde_json::json;
+
+use super::*;
+
+/// A phone that answers from a table and records every command; the
+/// `fail_after`th `run` (counted from 1) and later ones fail as a phone
+/// that went away.
+#[derive(Default)]
+struct Fake {
+    sent: Mutex<Vec<String>>,
+    fail_after: Option<usize>,
+    packages: Vec<&'static str>,
+}
+
+fn raw_screen(w: u32, h: u32) -> Vec<u8> {
+    let mut b = Vec::new();
+    for v in [w, h, 1, 0] {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    for y in 0..h {
+        for x in 0..w {
+            b.extend_from_slice(&[(x * 255 / w) as u8, (y * 255 / h) as u8, 7, 255]);
+        }
+    }
+    b
+}
+
+impl Shell for Fake {
+    fn run<'a>(&'a self, command: &'a str) -> BoxFuture<'a, Result<Ran, ShellError>> {
+        Box::pin(async move {
+            let mut sent = self.sent.lock().unwrap();
+            sent.push(command.to_string());
+            if self.fail_after.is_some_and(|n| sent.len() >= n) {
+                return Err(ShellError("the device is offline".into()));
+            }
+            let stdout = match command {
+                "getprop" => "[ro.product.model]: [Fixture]\n[ro.build.version.release]: [14]\n[ro.build.version.sdk]: [34]\n".to_string(),
+                "wm size" => "Physical size: 200x400\n".into(),
+                "wm density" => "Physical density: 320\n".into(),
+                "pm list packages" => self.packages.iter().map(|p| format!("package:{p}\n")).collect(),
+                c if c.starts_with("cmd package resolve-activity") => "com.android.settings/.Settings\n".into(),
+                c if c.starts_with("am start") => "Status: ok\nComplete\n".into(),
+                "dumpsys activity activities" => "  topResumedActivity=ActivityRecord{1 u0 com.android.settings/.Settings t3}\n".into(),
+                // An input script: it ran whole, so it echoes its markers.
+                c => c
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("echo '"))
+                    .map(|m| format!("{}\n", m.trim_end_matches('\'')))
+                    .collect(),
+            };
+            Ok(Ran { stdout, exit: 0 })
+        })
+    }
+
+    fn bytes<'a>(&'a self, command: &'a str) -> BoxFuture<'a, Result<Vec<u8>, ShellError>> {
+        Box::pin(async move {
+            self.sent.lock().unwrap().push(command.to_string());
+            Ok(raw_screen(200, 400))
+        })
+    }
+}
+
+async fn phone(fake: Fake) -> (Arc<Fake>, Arc<PhoneClient>) {
+    let fake = Arc::new(fake);
+    let client = Arc::new(PhoneClient::new(fake.clone()).await.unwrap());
+    fake.sent.lock().unwrap().clear();
+    (fake, client)
+}
+
+fn sent(f: &Fake) -> Vec<String> {
+    f.sent.lock().unwrap().clone()
+}
+
+#[tokio::test]
+async fn hello_and_about_say_what_the_phone_is() {
+    let (_, c) = phone(Fake::default()).await;
+    let hello: HelloResult =
+        serde_json::from_value(c.call_value("hello", json!({})).await.unwrap()).unwrap();
+    assert_eq!(hello.kind, MachineKind::Android);
+    assert_eq!(hello.groups, GROUPS);
+    assert_eq!(
+        (
+            c.about().model.as_str(),
+            c.about().android.as_str(),
+            c.about().width,
+            c.about().height,
+            c.about().density
+        ),
+        ("Fixture", "14", 200, 400, 320)
+    );
+}
+
+#[tokio::test]
+async fn a_shot_is_the_whole_screen_or_a_region_as_png() {
+    let (_, c) = phone(Fake::default()).await;
+    let (shot, png) = c.screen_shot(None).await.unwrap();
+    assert_eq!((shot.width, shot.height, shot.scale), (200, 400, 1.0));
+    assert_eq!(image_size(&png), (200, 400));
+    let (part, png) = c
+        .screen_shot(Some(computerd::protocol::Region {
+            x: 10,
+            y: 20,
+            width: 30,
+            height: 40,
+        }))
+        .await
+        .unwrap();
+    assert_eq!((part.width, part.screen_width), (30, 200));
+    assert_eq!(image_size(&png), (30, 40));
+    let e = c
+        .call_value(
+            "screen.shot",
+            json!({"region": {"x": 190, "y": 0, "width": 20, "height": 1}}),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("outside the 200x400 screen"), "{e}");
+}
+
+fn image_size(png: &[u8]) -> (u32, u32) {
+    (
+        u32::from_be_bytes(png[16..20].try_into().unwrap()),
+        u32::from_be_bytes(png[20..24].try_into().unwrap()),
+    )
+}
+
+#[tokio::test]
+async fn a_batch_runs_as_one_script_and_a_touch_off_the_screen_sends_nothing() {
+    let (f, c) = phone(Fake::default()).await;
+    let r = c
+        .call_value(
+            "input.actions",
+            json!({"actions": [{"type": "tap", "point": [10, 20]}, {"type": "swipe", "path": [[5, 300], [5, 100]], "ms": 200}, {"type": "type", "text": "Hello, agentrun! 123"}]}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r, json!({"done": 3}));
+    let scripts = sent(&f);
+    assert_eq!(scripts.len(), 1, "{scripts:?}");
+    assert!(scripts[0].contains("input tap 10 20"));
+    assert!(scripts[0].contains("input swipe 5 300 5 100 200"));
+    assert!(scripts[0].contains("input text 'Hello,%sagentrun!%s123'"));
+
+    f.sent.lock().unwrap().clear();
+    let r = c
+        .call_value("input.actions", json!({"actions": [{"type": "tap", "point": [1, 1]}, {"type": "tap", "point": [200, 5]}]}))
+        .await
+        .unwrap();
+    assert_eq!(r["done"], 0);
+    assert_eq!(r["failed"]["index"], 1);
+    assert!(
+        r["failed"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("outside the 200x400 screen")
+    );
+    assert!(
+        sent(&f).is_empty(),
+        "nothing goes to the phone: {:?}",
+        sent(&f)
+    );
+
+    for (bad, words) in [
+        (
+            json!({"type": "swipe", "path": [[1, 1], [2, 2]], "ms": 1001}),
+            "0 to 1000 ms",
+        ),
+        (json!({"type": "swipe", "path": [[1, 1]]}), "at least 2"),
+        (json!({"type": "type", "text": "naïve"}), "cannot type"),
+        (
+            json!({"type": "pinch", "point": [5, 5], "scale": 2.0}),
+            "a pinch",
+        ),
+        (json!({"type": "click", "point": [5, 5]}), "input.pointer"),
+    ] {
+        let r = c
+            .call_value("input.actions", json!({"actions": [bad]}))
+            .await
+            .unwrap();
+        assert_eq!(r["done"], 0);
+        let m = r["failed"]["message"].as_str().unwrap();
+        assert!(m.contains(words), "{m}");
+    }
+    assert!(sent(&f).is_empty(), "{:?}", sent(&f));
+}
+
+#[tokio::test]
+async fn a_phone_that_goes_away_mid_batch_says_what_was_done() {
+    // Three runs read what the phone is; the batch's first script is the
+    // fourth, and the phone is gone for the fifth.
+    let fake = Arc::new(Fake {
+        fail_after: Some(5),
+        ..Fake::default()
+    });
+    let c = PhoneClient::new(fake).await.unwrap();
+    let taps: Vec<Value> = (0..100)
+        .map(|n| json!({"type": "tap", "point": [n % 200, 1]}))
+        .collect();
+    let r = c
+        .call_value("input.actions", json!({"actions": taps}))
+        .await
+        .unwrap();
+    let done = r["done"].as_u64().unwrap();
+    assert!(done > 0 && done < 100, "{r}");
+    assert_eq!(r["failed"]["index"].as_u64(), Some(done));
+    assert_eq!(r["failed"]["kind"], "aborted");
+    assert!(
+        r["failed"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the device is offline"),
+        "{r}"
+    );
+}
+
+#[tokio::test]
+async fn apps_launch_only_what_the_phone_has_and_release_ends_what_was_launched() {
+    let (f, c) = phone(Fake {
+        packages: vec!["com.android.settings", "ai.agentrun.fixture"],
+        ..Fake::default()
+    })
+    .await;
+    let list = c.call_value("apps.list", json!({})).await.unwrap();
+    assert_eq!(list["apps"][0]["id"], "ai.agentrun.fixture");
+    assert_eq!(list["foreground"], "com.android.settings");
+
+    let e = c
+        .call_value("apps.launch", json!({"id": "com.example.none"}))
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("no app com.example.none on this phone"),
+        "{e}"
+    );
+    let e = c
+        .call_value("apps.launch", json!({"id": "x; reboot"}))
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("id \"x; reboot\" is not an Android package name"),
+        "{e}"
+    );
+    assert!(
+        !sent(&f).iter().any(|c| c.starts_with("am ")),
+        "{:?}",
+        sent(&f)
+    );
+
+    c.call_value("apps.launch", json!({"id": "com.android.settings"}))
+        .await
+        .unwrap();
+    assert!(sent(&f).contains(
+        &"am start -W --activity-clear-task -n com.android.settings/.Settings".to_string()
+    ));
+    assert_eq!(c.launched(), ["com.android.settings"]);
+    c.terminate_launched().await.unwrap();
+    assert_eq!(
+        sent(&f).last().map(String::as_str),
+        Some("am force-stop com.android.settings")
+    );
+}
+
+#[tokio::test]
+async fn what_a_phone_has_not_is_refused_in_words() {
+    let (f, c) = phone(Fake::default()).await;
+    let e = c
+        .call_value("exec.run", json!({"argv": ["ls"]}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Unsupported));
+    assert!(
+        e.to_string()
+            .starts_with("exec.run: a phone over adb has no shell"),
+        "{e}"
+    );
+    let e = c.call_value("bogus", json!({})).await.unwrap_err();
+    assert!(e.to_string().contains("unknown method \"bogus\""), "{e}");
+    assert!(sent(&f).is_empty());
+    c.close();
+    assert!(c.is_closed());
+    assert!(c.call_value("hello", json!({})).await.is_err());
+}
