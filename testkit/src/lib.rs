@@ -1,6 +1,6 @@
 //! What the tests of every crate share.
 //!
-//! - [`need`]: a test that needs root, Docker, X or user namespaces skips in
+//! - [`need`]: a test that needs root, Docker, X, adb or user namespaces skips in
 //!   words where it cannot run, and fails instead when `COMPUTER_MCP_REQUIRE`
 //!   (a comma list, as CI sets it) names the need.
 //! - [`marker`], [`marked_processes`], [`assert_no_leftovers`]: a test sets a
@@ -64,6 +64,23 @@ pub fn need_chromium() -> bool {
         found,
         "Chromium is not installed (apt-get install chromium)",
     )
+}
+
+/// `need("adb", ...)`: the phone tests speak to Debian's adb server
+/// (package `adb`), each on a port of its own. The program, when found.
+pub fn need_adb() -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("adb"))
+            .find(|f| f.is_file())
+    });
+    need(
+        "adb",
+        found.is_some(),
+        "adb is not on PATH (apt-get install adb)",
+    )
+    .then_some(found)
+    .flatten()
 }
 
 /// A word unique to one test: set `<marker>=1` on every program it starts.

@@ -1,0 +1,4 @@
+mod fake;
+mod host;
+mod server;
+mod support;
