@@ -4,6 +4,7 @@
 //! reached over adb (`screencap`, `input`, `uiautomator`, `pm`, `am`,
 //! `dumpsys`, `wm`).
 //!
+//! - [`adb`]: [`adb::AdbShell`], the [`client::Shell`] of a device over adb.
 //! - [`client`]: [`client::PhoneClient`], the protocol over a [`client::Shell`].
 //! - [`screen`]: `screencap`'s raw frame, bounded, cut and made a PNG.
 //! - [`input`]: a checked batch of actions as `input` lines with markers,
@@ -12,6 +13,7 @@
 //!   packages, the app in front, `am start`'s outcome).
 //! - [`ui`]: `uiautomator dump` as the protocol's UI tree, within its bounds.
 
+pub mod adb;
 pub mod client;
 pub mod facts;
 pub mod input;

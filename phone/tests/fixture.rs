@@ -1,0 +1,215 @@
+//! The phone client against the fixture phone, through Debian's real adb
+//! server on a port of the test's own: what a model's tools will do.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use computer_adb::{Adb, ensure_server};
+use computer_phone::adb::AdbShell;
+use computer_phone::client::PhoneClient;
+use computer_phone_fixture::phone::screen;
+use computerd::client::{ComputerClient, ComputerExt};
+use serde_json::{Value, json};
+
+/// An adb server of this test's own, killed when dropped.
+struct Server(Adb);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let adb = self.0.clone();
+        let _ = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map(|rt| rt.block_on(adb.kill_server()))
+        })
+        .join();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+struct Rig {
+    _server: Server,
+    log: std::path::PathBuf,
+    client: Arc<PhoneClient>,
+    _dir: tempfile::TempDir,
+}
+
+async fn rig() -> Option<Rig> {
+    let adb_path = computer_testkit::need_adb()?;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("phone.log");
+    let phone = Arc::new(
+        computer_phone_fixture::Phone::new(computer_phone_fixture::Options {
+            lock_code: None,
+            log: Some(log.clone()),
+        })
+        .unwrap(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let phone_port = listener.local_addr().unwrap().port();
+    tokio::spawn(computer_phone_fixture::serve(listener, phone));
+    let port = free_port();
+    ensure_server(&adb_path, port, std::env::vars_os())
+        .await
+        .unwrap();
+    let server = Server(Adb::new(port));
+    server.0.connect("127.0.0.1", phone_port).await.unwrap();
+    let mut tid = None;
+    for _ in 0..50 {
+        tid = server
+            .0
+            .devices()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|d| d.serial.ends_with(&format!(":{phone_port}")) && d.transport_id.is_some())
+            .filter(|d| d.state == computer_adb::DeviceState::Device)
+            .and_then(|d| d.transport_id);
+        if tid.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let device = server
+        .0
+        .device(tid.expect("the fixture phone is a device of the server"));
+    let shell = AdbShell::new(device).await.unwrap();
+    let client = Arc::new(PhoneClient::new(Arc::new(shell)).await.unwrap());
+    Some(Rig {
+        _server: server,
+        log,
+        client,
+        _dir: dir,
+    })
+}
+
+fn events(log: &std::path::Path, kind: &str) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == kind)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_finds_the_button_in_the_tree_taps_it_and_the_phone_sees_the_tap_there() {
+    let Some(r) = rig().await else { return };
+    let c = &r.client;
+    assert_eq!(
+        (c.about().width, c.about().height, c.about().density),
+        (screen::WIDTH as u32, screen::HEIGHT as u32, screen::DENSITY)
+    );
+    let tree = c.call_value("apps.ui_tree", json!({})).await.unwrap();
+    let found =
+        find(&tree["root"], "ai.agentrun.fixture:id/button").expect("the button is in the tree");
+    assert_eq!(found["text"], "agentrun fixture");
+    let b = &found["bounds"];
+    let (x, y) = (
+        b["x"].as_i64().unwrap() + b["width"].as_i64().unwrap() / 2,
+        b["y"].as_i64().unwrap() + b["height"].as_i64().unwrap() / 2,
+    );
+    let done = c
+        .call_value(
+            "input.actions",
+            json!({"actions": [{"type": "tap", "point": [x, y]}]}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done, json!({"done": 1}));
+    let touches = events(&r.log, "touch");
+    assert!(
+        touches
+            .iter()
+            .any(|t| t["phase"] == "down" && t["x"] == x && t["y"] == y),
+        "no touch down at ({x}, {y}): {touches:?}"
+    );
+
+    // The screenshot shows the button's colour where the tree says it is.
+    let (shot, png) = c.screen_shot(None).await.unwrap();
+    assert_eq!(
+        (shot.width, shot.height),
+        (screen::WIDTH as u32, screen::HEIGHT as u32)
+    );
+    assert_eq!(&png[1..4], b"PNG");
+}
+
+fn find<'a>(node: &'a Value, id: &str) -> Option<&'a Value> {
+    if node["id"] == id {
+        return Some(node);
+    }
+    node["children"]
+        .as_array()?
+        .iter()
+        .find_map(|c| find(c, id))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typed_text_and_a_swipe_arrive_exactly() {
+    let Some(r) = rig().await else { return };
+    let c = &r.client;
+    let done = c
+        .call_value(
+            "input.actions",
+            json!({"actions": [
+                {"type": "tap", "point": [540, 325]},
+                {"type": "type", "text": "Hello, agentrun! 123"},
+                {"type": "swipe", "path": [[540, 1800], [540, 900]], "ms": 300}
+            ]}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done, json!({"done": 3}));
+    let texts: String = events(&r.log, "text")
+        .iter()
+        .filter_map(|t| t["text"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(texts, "Hello, agentrun! 123");
+    let touches = events(&r.log, "touch");
+    let down = touches.iter().rfind(|t| t["phase"] == "down").unwrap();
+    let up = touches.iter().rfind(|t| t["phase"] == "up").unwrap();
+    assert_eq!(
+        (down["x"].as_i64(), down["y"].as_i64()),
+        (Some(540), Some(1800))
+    );
+    assert_eq!((up["x"].as_i64(), up["y"].as_i64()), (Some(540), Some(900)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apps_are_listed_launched_and_terminated() {
+    let Some(r) = rig().await else { return };
+    let c = &r.client;
+    let list = c.call_value("apps.list", json!({})).await.unwrap();
+    assert_eq!(list["foreground"], "ai.agentrun.fixture");
+    assert!(
+        list["apps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["id"] == "com.android.settings")
+    );
+    c.call_value("apps.launch", json!({"id": "com.android.settings"}))
+        .await
+        .unwrap();
+    let list = c.call_value("apps.list", json!({})).await.unwrap();
+    assert_eq!(list["foreground"], "com.android.settings");
+    c.call_value("apps.terminate", json!({"id": "com.android.settings"}))
+        .await
+        .unwrap();
+    let list = c.call_value("apps.list", json!({})).await.unwrap();
+    assert_ne!(list["foreground"], "com.android.settings");
+    let e = c
+        .call_value("apps.launch", json!({"id": "com.example.none"}))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("no app com.example.none"), "{e}");
+}
