@@ -53,6 +53,10 @@ pub const GROUPS: &[Group] = &[
     Group::AppsUiTree,
 ];
 
+/// The apps a computer's sessions launched, shared by its connections, so
+/// release can end them.
+pub type Launched = Arc<Mutex<BTreeSet<String>>>;
+
 /// What the phone is, read once when the client is made.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -76,7 +80,7 @@ pub struct PhoneClient {
     about: About,
     shot: Mutex<Option<Shot>>,
     shots: std::sync::atomic::AtomicU64,
-    launched: Mutex<BTreeSet<String>>,
+    launched: Launched,
     closed: std::sync::atomic::AtomicBool,
 }
 
@@ -97,8 +101,8 @@ fn to_value<T: Serialize>(v: &T) -> computerd::client::Result<Value> {
 
 impl PhoneClient {
     /// Read what the phone is (`getprop`, `wm size`, `wm density`) and make
-    /// its client.
-    pub async fn new(shell: Arc<dyn Shell>) -> Result<PhoneClient, ShellError> {
+    /// its client, which adds each app it launches to `launched`.
+    pub async fn new(shell: Arc<dyn Shell>, launched: Launched) -> Result<PhoneClient, ShellError> {
         let props = facts::props(&shell.run("getprop").await?.stdout);
         let prop = |k: &str| {
             props
@@ -123,7 +127,7 @@ impl PhoneClient {
             },
             shot: Mutex::new(None),
             shots: Default::default(),
-            launched: Mutex::new(BTreeSet::new()),
+            launched,
             closed: Default::default(),
         })
     }
@@ -392,14 +396,29 @@ impl PhoneClient {
         Err(rpc(RpcError::unsupported(e)))
     }
 
-    /// Terminate what this client launched (release leaves the phone as
-    /// it was but for those).
+    /// Terminate what this computer's sessions launched.
     pub async fn terminate_launched(&self) -> Result<(), ShellError> {
-        for id in self.launched() {
-            self.shell.run(&format!("am force-stop {id}")).await?;
-        }
-        Ok(())
+        end_launched(self.shell.as_ref(), &self.launched).await
     }
+}
+
+/// Terminate each app in `launched` (release leaves the phone as it was
+/// but for those), forgetting each once it is stopped.
+pub async fn end_launched(shell: &dyn Shell, launched: &Launched) -> Result<(), ShellError> {
+    let ids: Vec<String> = launched
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .cloned()
+        .collect();
+    for id in ids {
+        shell.run(&format!("am force-stop {id}")).await?;
+        launched
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+    }
+    Ok(())
 }
 
 /// The methods a phone answers, for refusals.

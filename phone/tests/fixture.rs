@@ -4,101 +4,39 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use computer_adb::{Adb, ensure_server};
 use computer_phone::adb::AdbShell;
 use computer_phone::client::PhoneClient;
 use computer_phone_fixture::phone::screen;
+use computer_phone_fixture::rig::Rig;
 use computerd::client::{ComputerClient, ComputerExt};
 use serde_json::{Value, json};
 
-/// An adb server of this test's own, killed when dropped.
-struct Server(Adb);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let adb = self.0.clone();
-        let _ = std::thread::spawn(move || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map(|rt| rt.block_on(adb.kill_server()))
-        })
-        .join();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(0)
-}
-
-struct Rig {
-    _server: Server,
-    log: std::path::PathBuf,
+struct Test {
+    rig: Rig,
     client: Arc<PhoneClient>,
     _dir: tempfile::TempDir,
 }
 
-async fn rig() -> Option<Rig> {
+async fn rig() -> Option<Test> {
     let adb_path = computer_testkit::need_adb()?;
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("phone.log");
-    let phone = Arc::new(
-        computer_phone_fixture::Phone::new(computer_phone_fixture::Options {
-            lock_code: None,
-            log: Some(log.clone()),
-        })
-        .unwrap(),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let phone_port = listener.local_addr().unwrap().port();
-    tokio::spawn(computer_phone_fixture::serve(listener, phone));
-    let port = free_port();
-    ensure_server(&adb_path, port, std::env::vars_os())
+    let rig = Rig::start(&adb_path, dir.path().join("phone.log"))
         .await
         .unwrap();
-    let server = Server(Adb::new(port));
-    server.0.connect("127.0.0.1", phone_port).await.unwrap();
-    let mut tid = None;
-    for _ in 0..50 {
-        tid = server
-            .0
-            .devices()
+    let shell = AdbShell::new(rig.adb.device(rig.transport_id))
+        .await
+        .unwrap();
+    let client = Arc::new(
+        PhoneClient::new(Arc::new(shell), Default::default())
             .await
-            .unwrap()
-            .into_iter()
-            .find(|d| d.serial.ends_with(&format!(":{phone_port}")) && d.transport_id.is_some())
-            .filter(|d| d.state == computer_adb::DeviceState::Device)
-            .and_then(|d| d.transport_id);
-        if tid.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let device = server
-        .0
-        .device(tid.expect("the fixture phone is a device of the server"));
-    let shell = AdbShell::new(device).await.unwrap();
-    let client = Arc::new(PhoneClient::new(Arc::new(shell)).await.unwrap());
-    Some(Rig {
-        _server: server,
-        log,
+            .unwrap(),
+    );
+    Some(Test {
+        rig,
         client,
         _dir: dir,
     })
-}
-
-fn events(log: &std::path::Path, kind: &str) -> Vec<Value> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["event"] == kind)
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -126,7 +64,7 @@ async fn a_model_finds_the_button_in_the_tree_taps_it_and_the_phone_sees_the_tap
         .await
         .unwrap();
     assert_eq!(done, json!({"done": 1}));
-    let touches = events(&r.log, "touch");
+    let touches = r.rig.events("touch");
     assert!(
         touches
             .iter()
@@ -169,12 +107,14 @@ async fn typed_text_and_a_swipe_arrive_exactly() {
         .await
         .unwrap();
     assert_eq!(done, json!({"done": 3}));
-    let texts: String = events(&r.log, "text")
+    let texts: String = r
+        .rig
+        .events("text")
         .iter()
         .filter_map(|t| t["text"].as_str().map(str::to_string))
         .collect();
     assert_eq!(texts, "Hello, agentrun! 123");
-    let touches = events(&r.log, "touch");
+    let touches = r.rig.events("touch");
     let down = touches.iter().rfind(|t| t["phase"] == "down").unwrap();
     let up = touches.iter().rfind(|t| t["phase"] == "up").unwrap();
     assert_eq!(

@@ -65,7 +65,11 @@ impl Shell for Fake {
 
 async fn phone(fake: Fake) -> (Arc<Fake>, Arc<PhoneClient>) {
     let fake = Arc::new(fake);
-    let client = Arc::new(PhoneClient::new(fake.clone()).await.unwrap());
+    let client = Arc::new(
+        PhoneClient::new(fake.clone(), Launched::default())
+            .await
+            .unwrap(),
+    );
     fake.sent.lock().unwrap().clear();
     (fake, client)
 }
@@ -195,7 +199,7 @@ async fn a_phone_that_goes_away_mid_batch_says_what_was_done() {
         fail_after: Some(5),
         ..Fake::default()
     });
-    let c = PhoneClient::new(fake).await.unwrap();
+    let c = PhoneClient::new(fake, Launched::default()).await.unwrap();
     let taps: Vec<Value> = (0..100)
         .map(|n| json!({"type": "tap", "point": [n % 200, 1]}))
         .collect();
