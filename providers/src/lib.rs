@@ -45,6 +45,7 @@
 //! its computer. Settings come in typed only: no provider reads the
 //! environment (the server's clap reads the variables a provider declares).
 
+pub mod adb;
 pub mod browserbase;
 pub mod cdp;
 pub mod daemon_backed;
@@ -63,6 +64,7 @@ pub mod vendor;
 pub mod wait;
 pub mod window_manager;
 
+pub use adb::{AdbProvider, AdbSettings};
 pub use browserbase::{BrowserbaseProvider, BrowserbaseSettings};
 pub use docker::{DockerOptions, DockerProvider, DockerSettings};
 pub use janitor::{ReleasedOlder, release_older, run_labels};

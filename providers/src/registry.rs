@@ -63,6 +63,7 @@ pub const PROVIDERS: &[(&str, Constructor)] = &[
         Constructor::of::<crate::browserbase::BrowserbaseProvider>(),
     ),
     ("kernel", Constructor::of::<crate::kernel::KernelProvider>()),
+    ("adb", Constructor::of::<crate::adb::AdbProvider>()),
 ];
 
 /// Every id the registry holds, in the table's order.
@@ -388,14 +389,17 @@ mod tests {
         let e = provider_for("fly", &sources, &host()).err().unwrap();
         assert_eq!(
             e.message,
-            "no provider \"fly\"; the providers are: local, docker, browserbase, kernel"
+            "no provider \"fly\"; the providers are: local, docker, browserbase, kernel, adb"
         );
         assert_eq!(e.field.as_deref(), Some("provider"));
     }
 
     #[test]
     fn the_id_list_and_the_lookup_come_from_one_table() {
-        assert_eq!(PROVIDER_IDS, ["local", "docker", "browserbase", "kernel"]);
+        assert_eq!(
+            PROVIDER_IDS,
+            ["local", "docker", "browserbase", "kernel", "adb"]
+        );
         let m = parsed(PROVIDERS, &[]);
         let sources = Sources {
             matches: &m,

@@ -412,6 +412,27 @@ pub fn human_ms(ms: u64) -> String {
     format!("{s} s")
 }
 
+/// Refuse what a computer that is not made on a host takes (a vendor's
+/// browser, a phone): a mount, shared directories, a user, sizes. `what`
+/// names the computer ("a Kernel browser").
+pub fn refuse_host_parts(spec: &ComputerSpec, what: &str) -> Result<()> {
+    let refusal = if spec.mount.is_some() {
+        Some(("mount", format!("{what} takes no mount")))
+    } else if !spec.shares.is_empty() {
+        Some(("shares", format!("{what} takes no shared directory")))
+    } else if spec.user.is_some() {
+        Some(("user", format!("{what} has no user to choose")))
+    } else if spec.sizes != Sizes::default() {
+        Some(("sizes", format!("{what}'s size is its own; give no sizes")))
+    } else {
+        None
+    };
+    match refusal {
+        Some((field, words)) => Err(ProviderError::invalid(field, words)),
+        None => Ok(()),
+    }
+}
+
 /// Label rules: 1 to 63 bytes of key in `[a-z0-9._/-]`, a value of at most
 /// 255 printable ASCII bytes, at most 32 labels.
 pub fn check_labels(labels: &Labels) -> Result<()> {

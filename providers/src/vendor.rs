@@ -479,33 +479,7 @@ impl<V: Vendor> Provider for BrowserVendor<V> {
                 ),
             ));
         }
-        if spec.mount.is_some() {
-            return Err(ProviderError::invalid(
-                "mount",
-                format!("a {} browser takes no mount", V::NAME),
-            ));
-        }
-        if !spec.shares.is_empty() {
-            return Err(ProviderError::invalid(
-                "shares",
-                format!("a {} browser takes no shared directory", V::NAME),
-            ));
-        }
-        if spec.user.is_some() {
-            return Err(ProviderError::invalid(
-                "user",
-                format!("a {} browser has no user to choose", V::NAME),
-            ));
-        }
-        if spec.sizes != Default::default() {
-            return Err(ProviderError::invalid(
-                "sizes",
-                format!(
-                    "a {} browser's size is the vendor's; give no sizes",
-                    V::NAME
-                ),
-            ));
-        }
+        crate::types::refuse_host_parts(spec, &format!("a {} browser", V::NAME))?;
         if spec.labels.contains_key(CREATE_LABEL) {
             return Err(ProviderError::invalid(
                 "labels",

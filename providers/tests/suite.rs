@@ -1,3 +1,4 @@
+mod adb;
 mod browser;
 mod cgroup;
 mod conformance;
