@@ -51,13 +51,18 @@ use crate::sandbox;
 const CDP: Needs = Needs::Group(Group::Cdp);
 const CDP_FILES: Needs = Needs::All(&[Group::Cdp, Group::Files]);
 
-/// A page tool's handler (as `handler!`): its answer first says so when
-/// the browser was started again since a call it was ended under.
+/// A page tool's handler (as `handler!`): the tab its args name is made
+/// the current one first, and its answer first says so when the browser
+/// was started again since a call it was ended under.
 macro_rules! page_handler {
     ($f:path) => {
         |ctx, name, args| {
             Box::pin(async move {
-                let r = $f(ctx, $crate::define::parse(name, args)?).await;
+                let a = $crate::define::parse(name, args)?;
+                let r = match use_tab(ctx, target::InTab::tab_id(&a)).await {
+                    Ok(()) => $f(ctx, a).await,
+                    Err(e) => Err(e),
+                };
                 say_started_again(ctx, r)
             })
         }

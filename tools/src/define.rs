@@ -124,6 +124,19 @@ pub(crate) fn make_tool<A: JsonSchema + 'static, O: JsonSchema + 'static>(
         .annotate(annotations)
 }
 
+/// A tool's listing fn (a [`crate::registry::ToolDef`]'s `build`): the
+/// tool named as the registry names it, from its args and result types,
+/// with its description and annotations, either of which may state the
+/// settings the fn's pattern binds (`_` where they state none).
+macro_rules! listing {
+    ($vis:vis fn $f:ident($s:pat): $args:ty => $out:ty, $description:expr, $hints:expr $(,)?) => {
+        $vis fn $f(name: &'static str, $s: &$crate::ToolSettings) -> ::rmcp::model::Tool {
+            $crate::define::make_tool::<$args, $out>(name, String::from($description), $hints)
+        }
+    };
+}
+pub(crate) use listing;
+
 /// A schema as strict clients read it cleanly: no `$schema` line, no
 /// non-standard `format` (`uint64`, `double`), an optional field typed as
 /// itself (not `[T, "null"]`, which some validators refuse) and without a

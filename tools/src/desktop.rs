@@ -26,15 +26,15 @@ use computerd::protocol::{
     Action, CheckOptions, Group, InputActionsParams, Region, ScreenReadParams, ScreenShotParams,
     ScreenShotResult, SettingKind, check_actions, limits,
 };
-use rmcp::model::{CallToolResult, ContentBlock, Tool};
+use rmcp::model::{CallToolResult, ContentBlock};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::ToolContext;
 use crate::common;
-use crate::define::{hints, make_tool, with_structured};
+use crate::define::{hints, listing, with_structured};
 use crate::error::{Result, ToolError};
 use crate::registry::{Family, Needs, ToolDef, ToolSet, handler};
-use crate::{ToolContext, ToolSettings};
 use crate::{browser, sandbox};
 use map::{ComputerArgs, OpenAiAction, Plan, Points, Step};
 
@@ -502,26 +502,22 @@ fn act_result(text: String, out: &ActOutput, images: Vec<ContentBlock>) -> CallT
 #[serde(deny_unknown_fields)]
 pub struct ScreenshotArgs {
     /// At most this many pixels wide (saves context).
-    #[serde(default)]
     pub max_width: Option<u32>,
     /// true: if the screen is as in the last screenshot, answer a short note instead of the image.
-    #[serde(default)]
     pub if_changed: Option<bool>,
 }
 
 /// The narrowest `max_width` taken.
 pub const MIN_MAX_WIDTH: u32 = 64;
 
-fn screenshot_tool(name: &'static str, s: &ToolSettings) -> Tool {
-    make_tool::<ScreenshotArgs, ShotOutput>(
-        name,
-        format!(
-            "See the screen: a PNG fit to {}x{} (about 1.15 MP), and its frame id. Points you give any tool are in the pixels of the last screenshot.",
-            s.screenshot_max.0, s.screenshot_max.1
-        ),
-        hints("See the screen", true, false, false, false),
-    )
-}
+listing!(
+    fn screenshot_tool(s): ScreenshotArgs => ShotOutput,
+    format!(
+        "See the screen: a PNG fit to {}x{} (about 1.15 MP), and its frame id. Points you give any tool are in the pixels of the last screenshot.",
+        s.screenshot_max.0, s.screenshot_max.1
+    ),
+    hints("See the screen", true, false, false, false)
+);
 
 async fn screenshot(ctx: &ToolContext, a: ScreenshotArgs) -> Result<CallToolResult> {
     if let Some(w) = a.max_width
@@ -537,13 +533,11 @@ async fn screenshot(ctx: &ToolContext, a: ScreenshotArgs) -> Result<CallToolResu
 
 // -------------------------------------------------------------- computer
 
-fn computer_tool(name: &'static str, s: &ToolSettings) -> Tool {
-    make_tool::<ComputerArgs, ActOutput>(
-        name,
-        "One computer-use action, Anthropic computer_20251124 input as sent (key, hold_key, type, cursor_position, mouse_move, left_mouse_down/up, left_click, left_click_drag, right/middle/double/triple_click, scroll, wait, screenshot, zoom). Points are in the last screenshot's pixels; a click without coordinate acts at the pointer.".to_string(),
-        hints("Act on the screen (Anthropic computer use)", false, true, false, s.open_world),
-    )
-}
+listing!(
+    fn computer_tool(s): ComputerArgs => ActOutput,
+    "One computer-use action, Anthropic computer_20251124 input as sent (key, hold_key, type, cursor_position, mouse_move, left_mouse_down/up, left_click, left_click_drag, right/middle/double/triple_click, scroll, wait, screenshot, zoom). Points are in the last screenshot's pixels; a click without coordinate acts at the pointer.",
+    hints("Act on the screen (Anthropic computer use)", false, true, false, s.open_world)
+);
 
 /// The answer of an action that is one picture (a screenshot, a zoom).
 fn one_shot(t: Taken) -> CallToolResult {
@@ -620,22 +614,20 @@ pub struct InputArgs {
     pub actions: Vec<OpenAiAction>,
 }
 
-fn input_tool(name: &'static str, s: &ToolSettings) -> Tool {
-    make_tool::<InputArgs, ActOutput>(
-        name,
-        format!(
-            "A batch of OpenAI computer actions as sent (click, double_click, drag, keypress, move, scroll, type, wait, screenshot), at most {}, checked whole before any is sent; stops at the first failure and says what was done. Points are in the last screenshot's pixels.",
-            limits::MAX_ACTIONS
-        ),
-        hints(
-            "Act on the screen (OpenAI computer actions)",
-            false,
-            true,
-            false,
-            s.open_world,
-        ),
+listing!(
+    fn input_tool(s): InputArgs => ActOutput,
+    format!(
+        "A batch of OpenAI computer actions as sent (click, double_click, drag, keypress, move, scroll, type, wait, screenshot), at most {}, checked whole before any is sent; stops at the first failure and says what was done. Points are in the last screenshot's pixels.",
+        limits::MAX_ACTIONS
+    ),
+    hints(
+        "Act on the screen (OpenAI computer actions)",
+        false,
+        true,
+        false,
+        s.open_world,
     )
-}
+);
 
 async fn input(ctx: &ToolContext, a: InputArgs) -> Result<CallToolResult> {
     let n = a.actions.len();

@@ -1,15 +1,15 @@
 //! `browser_hover`: move the mouse over an element by ref, or to a point.
 
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::CallToolResult;
 
+use crate::ToolContext;
 use crate::browser::current;
 use crate::browser::dom::{describe_el, resolve};
 use crate::browser::pointer::{mouse_move, point_of};
 use crate::browser::target::{Where, frame_for_points, target_args, where_of};
 use crate::browser::tool::{ActOutput, act_done};
-use crate::define::{hints, make_tool};
+use crate::define::{hints, listing};
 use crate::error::Result;
-use crate::{ToolContext, ToolSettings};
 
 target_args! {
     pub struct HoverArgs {
@@ -21,16 +21,13 @@ target_args! {
     }
 }
 
-pub(crate) fn hover_tool(name: &'static str, _s: &ToolSettings) -> Tool {
-    make_tool::<HoverArgs, ActOutput>(
-        name,
-        "Move the pointer over an element by ref (scrolled into view, checked uncovered) or to x, y of the latest screenshot, without clicking: opens hover menus and tooltips. Take a snapshot after to see what appeared.".to_string(),
-        hints("Hover", false, false, true, false),
-    )
-}
+listing!(
+    pub(crate) fn hover_tool(_): HoverArgs => ActOutput,
+    "Move the pointer over an element by ref (scrolled into view, checked uncovered) or to x, y of the latest screenshot, without clicking: opens hover menus and tooltips. Take a snapshot after to see what appeared.",
+    hints("Hover", false, false, true, false)
+);
 
 pub(crate) async fn hover(ctx: &ToolContext, a: HoverArgs) -> Result<CallToolResult> {
-    crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
     let (tab, p, what) = match where_of(a.reference, a.x, a.y, a.target)? {
         Where::Ref(raw) => {
             let (tab, el, n) = resolve(ctx, "ref", &raw).await?;

@@ -2,16 +2,16 @@
 
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::ToolContext;
 use crate::browser::target::target_args;
 use crate::browser::{Loaded, Tab, check, current, cursor, main_frame, send, title_url, wait_load};
-use crate::define::{done, hints, make_tool};
+use crate::define::{done, hints, listing};
 use crate::error::{Result, ToolError};
-use crate::{ToolContext, ToolSettings};
 
 /// `timeout_ms` of `browser_navigate` when none is given.
 pub const NAVIGATE_DEFAULT_MS: u64 = 30_000;
@@ -33,13 +33,10 @@ pub enum History {
 target_args! {
     pub struct NavigateArgs {
         /// The address to open: http:// or https:// (a bare host gets https://), or about:blank. "back", "forward" and "reload" are taken here too.
-        #[serde(default)]
         pub url: Option<String>,
         /// Instead of url: back, forward or reload.
-        #[serde(default)]
         pub action: Option<History>,
         /// How long to wait for the page to load, 1000 to 60000 ms (default 30000).
-        #[serde(default)]
         pub timeout_ms: Option<u64>,
         tab_id,
     }
@@ -51,17 +48,15 @@ pub struct NavigateOutput {
     pub title: String,
 }
 
-pub(crate) fn navigate_tool(name: &'static str, _s: &ToolSettings) -> Tool {
-    make_tool::<NavigateArgs, NavigateOutput>(
-        name,
-        format!(
-            "Open a page in the current tab (url: http://, https:// or about:blank; other schemes are refused), or go back, forward or reload (action). Waits for the page to load, at most timeout_ms (default {} s, at most {} s), and answers its URL and title. Then read it with browser_snapshot.",
-            NAVIGATE_DEFAULT_MS / 1000,
-            NAVIGATE_MAX_MS / 1000
-        ),
-        hints("Navigate", false, false, false, true),
-    )
-}
+listing!(
+    pub(crate) fn navigate_tool(_): NavigateArgs => NavigateOutput,
+    format!(
+        "Open a page in the current tab (url: http://, https:// or about:blank; other schemes are refused), or go back, forward or reload (action). Waits for the page to load, at most timeout_ms (default {} s, at most {} s), and answers its URL and title. Then read it with browser_snapshot.",
+        NAVIGATE_DEFAULT_MS / 1000,
+        NAVIGATE_MAX_MS / 1000
+    ),
+    hints("Navigate", false, false, false, true)
+);
 
 pub(crate) fn navigate_timeout(t: Option<u64>) -> Result<Duration> {
     let ms = t.unwrap_or(NAVIGATE_DEFAULT_MS);
@@ -225,7 +220,6 @@ pub(crate) async fn navigate(ctx: &ToolContext, a: NavigateArgs) -> Result<CallT
             ));
         }
     };
-    crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
     let tab = current(ctx).await?;
     let what = match go {
         Go::History(h) => {
