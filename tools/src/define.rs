@@ -124,11 +124,15 @@ pub(crate) fn make_tool<A: JsonSchema + 'static, O: JsonSchema + 'static>(
         .annotate(annotations)
 }
 
-/// A tool's listing fn (a [`crate::registry::ToolDef`]'s `build`): the
-/// tool named as the registry names it, from its args and result types,
-/// with its description and annotations, either of which may state the
-/// settings the fn's pattern binds (`_` where they state none).
+/// A tool's listing fn (a [`crate::registry::ToolDef`]'s `build`), as a
+/// closure in a table or a named fn: the tool named as the registry names
+/// it, from its args and result types, with its description and
+/// annotations, either of which may state the settings the pattern binds
+/// (`_` where they state none).
 macro_rules! listing {
+    (|$s:pat_param| $args:ty => $out:ty, $description:expr, $hints:expr $(,)?) => {
+        |name, $s| $crate::define::make_tool::<$args, $out>(name, String::from($description), $hints)
+    };
     ($vis:vis fn $f:ident($s:pat): $args:ty => $out:ty, $description:expr, $hints:expr $(,)?) => {
         $vis fn $f(name: &'static str, $s: &$crate::ToolSettings) -> ::rmcp::model::Tool {
             $crate::define::make_tool::<$args, $out>(name, String::from($description), $hints)

@@ -61,7 +61,7 @@ pub const FAMILY: Family = Family {
     sets: &[
         SCREEN_TOOLS,
         sandbox::TOOLS,
-        browser::PAGE_TOOLS,
+        browser::tool::PAGE_TOOLS,
         common::TOOLS,
     ],
 };

@@ -9,7 +9,6 @@ use crate::browser::pointer::{Button, dialog_words, hit_at, mouse_click, point_o
 use crate::browser::target::{Where, frame_for_points, target_args, where_of};
 use crate::browser::tool::{ActOutput, act_done};
 use crate::browser::{FOLLOW, current, cursor, follow, followed_words, keys, main_frame};
-use crate::define::{hints, listing};
 use crate::error::{Result, ToolError};
 
 target_args! {
@@ -27,12 +26,6 @@ target_args! {
         tab_id,
     }
 }
-
-listing!(
-    pub(crate) fn click_tool(_): ClickArgs => ActOutput,
-    "Click an element by its ref from the latest browser_snapshot (it is scrolled into view and clicked at the middle of its box, after checking nothing covers it), or at x, y in the latest browser_screenshot's pixels. Waits briefly for a navigation the click starts. A ref from an older snapshot, or from before the page navigated, is refused: take a new snapshot.",
-    hints("Click", false, true, false, false)
-);
 
 pub(crate) async fn click(ctx: &ToolContext, a: ClickArgs) -> Result<CallToolResult> {
     let button = a.button.unwrap_or_default();

@@ -13,7 +13,7 @@ use crate::ToolContext;
 use crate::browser::target::target_args;
 use crate::browser::tool::chars_cut;
 use crate::browser::{Tab, current, events};
-use crate::define::{done, hints, listing};
+use crate::define::done;
 use crate::error::{Result, ToolError};
 
 /// Entries `browser_console` and `browser_network` give at most.
@@ -49,14 +49,6 @@ pub struct ConsoleOutput {
     /// since for the next call.
     pub next: u64,
 }
-
-listing!(
-    pub(crate) fn console_tool(_): RecentArgs => ConsoleOutput,
-    format!(
-        "The current tab's recent console messages and uncaught exceptions, newest last (at most max, default {DEFAULT_ENTRIES}, up to {MAX_ENTRIES}; each cut at {MAX_ENTRY_CHARS} characters). since (a previous answer's next) gives only newer ones."
-    ),
-    hints("Console", true, false, true, false)
-);
 
 pub(crate) fn entries_max(m: Option<u32>) -> Result<usize> {
     let m = m.unwrap_or(DEFAULT_ENTRIES);

@@ -12,7 +12,6 @@ use crate::browser::pointer::{Button, mouse_move, point_in_view, point_of};
 use crate::browser::target::{Where, frame_for_points, target_args};
 use crate::browser::tool::{ActOutput, act_done};
 use crate::browser::{INPUT_MS, Tab, current, cursor, events, send, send_held};
-use crate::define::{hints, listing};
 use crate::error::{Result, ToolError};
 
 /// The moves a drag is made of between its press and its release.
@@ -41,12 +40,6 @@ target_args! {
         tab_id,
     }
 }
-
-listing!(
-    pub(crate) fn drag_tool(_): DragArgs => ActOutput,
-    "Drag from start_ref (or start_x, start_y of the latest screenshot) to end_ref (or end_x, end_y) with the left button held: moves a slider, reorders a list, drops an item on a target (HTML drag and drop included). The start is scrolled into view; the end must be in view with it, or the drag is refused and nothing is done. Says whether the page took it as a drag and drop or as mouse moves; take a snapshot after to see the result.",
-    hints("Drag", false, true, false, false)
-);
 
 /// One end of a drag: a ref, or a point of the latest screenshot.
 fn end_of(which: &str, reference: Option<String>, x: Option<i64>, y: Option<i64>) -> Result<Where> {

@@ -10,7 +10,7 @@ use crate::ToolContext;
 use crate::browser::target::target_args;
 use crate::browser::tool::{budget, chars_cut};
 use crate::browser::{check, current, cursor, send_held};
-use crate::define::{done, hints, listing};
+use crate::define::done;
 use crate::error::{Result, ToolError};
 
 /// `browser_eval`'s `timeout_ms` when none is given, and at most.
@@ -40,16 +40,6 @@ pub struct EvalOutput {
     /// The JSON was cut to fit.
     pub cut: bool,
 }
-
-listing!(
-    pub(crate) fn eval_tool(s): EvalArgs => EvalOutput,
-    format!(
-        "Run JavaScript in the current page (expression, at most {} KiB) and answer its value as JSON (a promise is awaited; at most {} KiB of it). Write an expression, not a return. For what snapshots cannot show; act with the ref tools where you can.",
-        check::MAX_EXPRESSION_BYTES / 1024,
-        budget(s) / 1024
-    ),
-    hints("Run JavaScript", false, true, false, true)
-);
 
 pub(crate) async fn eval(ctx: &ToolContext, a: EvalArgs) -> Result<CallToolResult> {
     let (field, expr) = match (a.expression, a.text) {

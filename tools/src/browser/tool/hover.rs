@@ -8,7 +8,6 @@ use crate::browser::dom::{describe_el, resolve};
 use crate::browser::pointer::{mouse_move, point_of};
 use crate::browser::target::{Where, frame_for_points, target_args, where_of};
 use crate::browser::tool::{ActOutput, act_done};
-use crate::define::{hints, listing};
 use crate::error::Result;
 
 target_args! {
@@ -20,12 +19,6 @@ target_args! {
         tab_id,
     }
 }
-
-listing!(
-    pub(crate) fn hover_tool(_): HoverArgs => ActOutput,
-    "Move the pointer over an element by ref (scrolled into view, checked uncovered) or to x, y of the latest screenshot, without clicking: opens hover menus and tooltips. Take a snapshot after to see what appeared.",
-    hints("Hover", false, false, true, false)
-);
 
 pub(crate) async fn hover(ctx: &ToolContext, a: HoverArgs) -> Result<CallToolResult> {
     let (tab, p, what) = match where_of(a.reference, a.x, a.y, a.target)? {

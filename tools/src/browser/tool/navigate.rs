@@ -9,8 +9,10 @@ use serde_json::json;
 
 use crate::ToolContext;
 use crate::browser::target::target_args;
-use crate::browser::{Loaded, Tab, check, current, cursor, main_frame, send, title_url, wait_load};
-use crate::define::{done, hints, listing};
+use crate::browser::{
+    Loaded, Tab, check, current, cursor, main_frame, send, send_to, title_url, wait_load,
+};
+use crate::define::done;
 use crate::error::{Result, ToolError};
 
 /// `timeout_ms` of `browser_navigate` when none is given.
@@ -47,16 +49,6 @@ pub struct NavigateOutput {
     pub url: String,
     pub title: String,
 }
-
-listing!(
-    pub(crate) fn navigate_tool(_): NavigateArgs => NavigateOutput,
-    format!(
-        "Open a page in the current tab (url: http://, https:// or about:blank; other schemes are refused), or go back, forward or reload (action). Waits for the page to load, at most timeout_ms (default {} s, at most {} s), and answers its URL and title. Then read it with browser_snapshot.",
-        NAVIGATE_DEFAULT_MS / 1000,
-        NAVIGATE_MAX_MS / 1000
-    ),
-    hints("Navigate", false, false, false, true)
-);
 
 pub(crate) fn navigate_timeout(t: Option<u64>) -> Result<Duration> {
     let ms = t.unwrap_or(NAVIGATE_DEFAULT_MS);
@@ -145,17 +137,10 @@ async fn history(ctx: &ToolContext, tab: &Tab, h: History, within: Duration) -> 
     let since = cursor(ctx, &tab.session).await?;
     match h {
         History::Reload => {
-            send(ctx, Some(&tab.session), "Page.reload", json!({}), None).await?;
+            send_to(ctx, tab, "Page.reload", json!({})).await?;
         }
         History::Back | History::Forward => {
-            let r = send(
-                ctx,
-                Some(&tab.session),
-                "Page.getNavigationHistory",
-                json!({}),
-                None,
-            )
-            .await?;
+            let r = send_to(ctx, tab, "Page.getNavigationHistory", json!({})).await?;
             let at = r["currentIndex"].as_i64().unwrap_or(0);
             let entries = r["entries"].as_array().cloned().unwrap_or_default();
             let to = if h == History::Back { at - 1 } else { at + 1 };
@@ -171,12 +156,11 @@ async fn history(ctx: &ToolContext, tab: &Tab, h: History, within: Duration) -> 
                     at + 1
                 )));
             };
-            send(
+            send_to(
                 ctx,
-                Some(&tab.session),
+                tab,
                 "Page.navigateToHistoryEntry",
                 json!({"entryId": entry["id"]}),
-                None,
             )
             .await?;
         }

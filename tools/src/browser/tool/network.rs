@@ -6,10 +6,10 @@ use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::console::{DEFAULT_ENTRIES, MAX_ENTRIES, MAX_ENTRY_CHARS, RecentArgs, recent};
+use super::console::{MAX_ENTRY_CHARS, RecentArgs, recent};
 use crate::ToolContext;
 use crate::browser::tool::chars_cut;
-use crate::define::{done, hints, listing};
+use crate::define::done;
 use crate::error::Result;
 
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
@@ -30,14 +30,6 @@ pub struct NetworkOutput {
     pub requests: Vec<NetworkEntry>,
     pub next: u64,
 }
-
-listing!(
-    pub(crate) fn network_tool(_): RecentArgs => NetworkOutput,
-    format!(
-        "The current tab's recent requests, newest last: method, URL, status and type, or why one failed (at most max, default {DEFAULT_ENTRIES}, up to {MAX_ENTRIES}). since (a previous answer's next) gives only newer ones."
-    ),
-    hints("Network", true, false, true, false)
-);
 
 /// Requests from the network events, in the order they were sent.
 pub(crate) fn network_entries(evs: &[computerd::protocol::CdpEvent]) -> Vec<NetworkEntry> {

@@ -8,7 +8,6 @@ use crate::browser::pointer::{dialog_words, key_presses};
 use crate::browser::target::target_args;
 use crate::browser::tool::{ActOutput, act_done};
 use crate::browser::{FOLLOW, current, cursor, follow, followed_words, keys, main_frame};
-use crate::define::{hints, listing};
 use crate::error::{Result, ToolError};
 
 target_args! {
@@ -24,15 +23,6 @@ target_args! {
         tab_id,
     }
 }
-
-listing!(
-    pub(crate) fn press_tool(_): PressArgs => ActOutput,
-    format!(
-        "Press keys in the page: a key name or chord (Enter, Tab, Escape, ArrowDown, PageDown, ctrl+a, shift+Tab), several separated by spaces, at most {} presses; ref focuses that element first, else they go where the focus is. To type text use browser_type.",
-        keys::MAX_PRESSES
-    ),
-    hints("Press keys", false, true, false, false)
-);
 
 pub(crate) async fn press(ctx: &ToolContext, a: PressArgs) -> Result<CallToolResult> {
     let (field, keys_text) = match (a.key, a.text) {

@@ -10,8 +10,8 @@ use serde_json::json;
 use crate::ToolContext;
 use crate::browser::pointer::viewport;
 use crate::browser::target::target_args;
-use crate::browser::{ShotFrame, current, send, with_memo};
-use crate::define::{hints, listing, with_structured};
+use crate::browser::{ShotFrame, current, send_to, with_memo};
+use crate::define::with_structured;
 use crate::desktop::image;
 use crate::error::{Result, ToolError};
 
@@ -34,15 +34,6 @@ pub struct ShotOutput {
     pub viewport_width: f64,
     pub viewport_height: f64,
 }
-
-listing!(
-    pub(crate) fn screenshot_tool(s): ScreenshotArgs => ShotOutput,
-    format!(
-        "See the current tab's viewport: a PNG fit to {}x{}, and its frame id. x, y given to browser_click and browser_hover are in this image's pixels. Prefer browser_snapshot to read a page; take a screenshot for what only pixels show.",
-        s.screenshot_max.0, s.screenshot_max.1
-    ),
-    hints("Browser screenshot", true, false, false, false)
-);
 
 /// A PNG's size, from its header.
 pub fn png_size(png: &[u8]) -> Option<(u32, u32)> {
@@ -77,14 +68,7 @@ pub(crate) async fn screenshot(ctx: &ToolContext, a: ScreenshotArgs) -> Result<C
         // The browser scales the viewport's region itself.
         params["clip"] = json!({"x": px, "y": py, "width": vw, "height": vh, "scale": scale});
     }
-    let r = send(
-        ctx,
-        Some(&tab.session),
-        "Page.captureScreenshot",
-        params,
-        None,
-    )
-    .await?;
+    let r = send_to(ctx, &tab, "Page.captureScreenshot", params).await?;
     let data = r["data"].as_str().unwrap_or("");
     let png = base64::engine::general_purpose::STANDARD
         .decode(data)

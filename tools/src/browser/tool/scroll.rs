@@ -13,8 +13,7 @@ use crate::browser::dom::{SCROLLER, call_on, describe_el, object, release, resol
 use crate::browser::pointer::{dialog_words, hit_at, mouse_move, point_of, viewport};
 use crate::browser::target::{Where, frame_for_points, target_args, where_of};
 use crate::browser::tool::{ActOutput, act_done};
-use crate::browser::{INPUT_MS, Tab, current, cursor, send, send_held};
-use crate::define::{hints, listing};
+use crate::browser::{INPUT_MS, Tab, current, cursor, send_held, send_to};
 use crate::error::{Result, ToolError};
 
 /// The farthest one scroll goes, in CSS pixels.
@@ -62,12 +61,6 @@ target_args! {
     }
 }
 
-listing!(
-    pub(crate) fn scroll_tool(_): ScrollArgs => ActOutput,
-    "Scroll with the mouse wheel: direction up, down, left or right, by amount CSS pixels (default most of a viewport), at ref, at x, y of the latest screenshot, or at the middle of the viewport; the area under that point scrolls. Says what moved and where it stands now (or that it was already at its end). With ref and no direction, scrolls that element into view. Refs stay valid after a scroll.",
-    hints("Scroll", false, false, false, false)
-);
-
 /// Where a scrollable area stands: its scroll, and how far it can go.
 #[derive(Clone, Debug, PartialEq)]
 struct Spot {
@@ -103,16 +96,10 @@ async fn spots(
     let v = match obj {
         Some(o) => call_on(ctx, tab, o, SCROLLER, vec![json!(vertical)]).await?,
         None => {
-            let r = send(
-                ctx,
-                Some(&tab.session),
-                "Runtime.evaluate",
-                json!({
+            let r = send_to(ctx, tab, "Runtime.evaluate", json!({
                     "expression": format!("({SCROLLER}).call(document.documentElement, {vertical})"),
                     "returnByValue": true,
-                }),
-                None,
-            )
+                }))
             .await?;
             r["result"]["value"].clone()
         }

@@ -13,7 +13,6 @@ use crate::browser::dom::{
 use crate::browser::target::{Target, Typed, target_args};
 use crate::browser::tool::{ActOutput, act_done};
 use crate::browser::{FOLLOW, check, cursor, follow, followed_words, main_frame};
-use crate::define::{hints, listing};
 use crate::error::{Result, ToolError};
 
 /// A form value: text, a number, or true/false for a checkbox.
@@ -40,12 +39,6 @@ target_args! {
 
 /// The options to pick at most.
 pub const MAX_VALUES: usize = 100;
-
-listing!(
-    pub(crate) fn select_tool(_): SelectArgs => ActOutput,
-    "Pick options of a <select> by its ref (values: the options' values or texts, several for a multiple select), or set a form field's value directly (value: true/false checks a checkbox or radio, text sets a text field). Fires input and change as a user's choice would.",
-    hints("Select", false, true, true, false)
-);
 
 pub(crate) async fn select(ctx: &ToolContext, a: SelectArgs) -> Result<CallToolResult> {
     let raw = match (a.reference, a.target) {

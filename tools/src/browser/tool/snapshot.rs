@@ -12,9 +12,9 @@ use crate::ToolContext;
 use crate::browser::target::target_args;
 use crate::browser::tool::budget;
 use crate::browser::{
-    Snap, Tab, current, main_frame, send, snapshot as snap, title_url, with_memo,
+    Snap, Tab, current, main_frame, send, send_to, snapshot as snap, title_url, with_memo,
 };
-use crate::define::{done, hints, listing};
+use crate::define::done;
 use crate::error::{Result, ToolError};
 
 target_args! {
@@ -59,15 +59,6 @@ pub struct SnapshotOutput {
     /// How many refs the snapshot has (all pages).
     pub refs: u64,
 }
-
-listing!(
-    pub(crate) fn snapshot_tool(s): SnapshotArgs => SnapshotOutput,
-    format!(
-        "Read the current page as its accessibility tree: indented lines such as `- button \"Submit\" [ref=e12]`, a ref on every link, button, field, checkbox, select and option you can act on. Pass the refs to browser_click, browser_type, browser_select, browser_hover, browser_press. Refs are of this snapshot only: after the page navigates or you take another snapshot, older refs are refused. Password values are never shown. At most {} KiB a page; page 2 and on are of the same snapshot.",
-        budget(s) / 1024
-    ),
-    hints("Page snapshot", true, false, false, false)
-);
 
 /// The backend ids of the document's password inputs.
 async fn password_fields(ctx: &ToolContext, tab: &Tab) -> Result<HashSet<u64>> {
@@ -145,14 +136,7 @@ pub(crate) async fn take_snapshot(ctx: &ToolContext) -> Result<Snap> {
     let tab = current(ctx).await?;
     let frame = main_frame(ctx, &tab).await?;
     let passwords = password_fields(ctx, &tab).await?;
-    let tree = send(
-        ctx,
-        Some(&tab.session),
-        "Accessibility.getFullAXTree",
-        json!({}),
-        None,
-    )
-    .await?;
+    let tree = send_to(ctx, &tab, "Accessibility.getFullAXTree", json!({})).await?;
     let main = tree["nodes"].as_array().cloned().unwrap_or_default();
     let frames = frame_trees(ctx, &tab).await?;
     let nodes = snap::merge_frames(&main, &frames);

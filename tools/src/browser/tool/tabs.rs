@@ -14,7 +14,7 @@ use crate::browser::tool::chars_cut;
 use crate::browser::{
     activate, attach, check, current, new_blank_tab, page_targets, send, with_memo,
 };
-use crate::define::{done, hints, listing};
+use crate::define::done;
 use crate::error::{Result, ToolError};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -61,12 +61,6 @@ pub struct TabRow {
 pub struct TabsOutput {
     pub tabs: Vec<TabRow>,
 }
-
-listing!(
-    pub(crate) fn tabs_tool(_): TabsArgs => TabsOutput,
-    "The browser's tabs: list them, open a new one (it becomes current, url optional), switch to one, or close one (index or tab_id from list). The page tools act on the current tab; refs and screenshots are of the tab they were taken in.",
-    hints("Tabs", false, true, false, false)
-);
 
 async fn tab_rows(ctx: &ToolContext) -> Result<Vec<TabRow>> {
     let cur = current(ctx).await?;

@@ -12,9 +12,8 @@ use crate::browser::pointer::{dialog_words, key_presses};
 use crate::browser::target::target_args;
 use crate::browser::tool::{ActOutput, act_done};
 use crate::browser::{
-    FOLLOW, check, current, cursor, follow, followed_words, keys, main_frame, send,
+    FOLLOW, check, current, cursor, follow, followed_words, keys, main_frame, send_to,
 };
-use crate::define::{hints, listing};
 use crate::error::{Result, ToolError};
 
 target_args! {
@@ -30,12 +29,6 @@ target_args! {
         tab_id,
     }
 }
-
-listing!(
-    pub(crate) fn type_tool(_): TypeArgs => ActOutput,
-    "Type text into a field by its ref from the latest snapshot (it is scrolled into view and focused first; clear empties it first; submit presses Enter after), or where the focus is when no ref is given. What is typed into a password field is never shown back.",
-    hints("Type", false, true, false, false)
-);
 
 pub(crate) async fn type_text(ctx: &ToolContext, a: TypeArgs) -> Result<CallToolResult> {
     check::bounded("text", &a.text, check::MAX_TYPE_BYTES)?;
@@ -65,14 +58,7 @@ pub(crate) async fn type_text(ctx: &ToolContext, a: TypeArgs) -> Result<CallTool
         None => (current(ctx).await?, None, None),
     };
     if !a.text.is_empty() {
-        send(
-            ctx,
-            Some(&tab.session),
-            "Input.insertText",
-            json!({"text": a.text}),
-            None,
-        )
-        .await?;
+        send_to(ctx, &tab, "Input.insertText", json!({"text": a.text})).await?;
     }
     let mut text = match &into {
         Some((n, el)) => format!("typed {chars} characters into e{n} ({})", describe_el(el)),

@@ -21,8 +21,7 @@ use crate::browser::dom::{
 use crate::browser::pointer::{Button, dialog_words, mouse_click, point_of};
 use crate::browser::target::target_args;
 use crate::browser::tool::{ActOutput, act_done};
-use crate::browser::{Tab, cursor, events, send};
-use crate::define::{hints, listing};
+use crate::browser::{Tab, cursor, events, send, send_to};
 use crate::error::{Result, ToolError};
 use crate::sandbox::absolute;
 
@@ -43,12 +42,6 @@ target_args! {
         tab_id,
     }
 }
-
-listing!(
-    pub(crate) fn upload_tool(_): UploadArgs => ActOutput,
-    "Choose files of the computer in a page's file input: ref is the input, or the button that opens its file chooser (it is clicked, and the chooser is answered with paths). paths are absolute paths of regular files in the computer (write them first with write_file or exec); an input without `multiple` takes one. Says what the input holds after (names and sizes). Submit the form after with browser_click.",
-    hints("Upload files", false, true, true, false)
-);
 
 pub(crate) async fn upload(ctx: &ToolContext, a: UploadArgs) -> Result<CallToolResult> {
     if a.paths.len() > MAX_UPLOAD_FILES {
@@ -92,12 +85,11 @@ pub(crate) async fn upload(ctx: &ToolContext, a: UploadArgs) -> Result<CallToolR
             a.paths.len()
         )));
     }
-    send(
+    send_to(
         ctx,
-        Some(&tab.session),
+        &tab,
         "DOM.setFileInputFiles",
         json!({"files": a.paths, "backendNodeId": backend}),
-        None,
     )
     .await?;
     let held = holds(ctx, &tab, backend).await?;
