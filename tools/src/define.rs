@@ -182,13 +182,18 @@ fn clean(o: &mut JsonObject) {
             }
         }
     }
+    inner_objects(o, clean);
+}
+
+/// `f` on every object among `o`'s values, directly or in an array.
+fn inner_objects(o: &mut JsonObject, f: fn(&mut JsonObject)) {
     for (_, v) in o.iter_mut() {
         match v {
-            Value::Object(inner) => clean(inner),
+            Value::Object(inner) => f(inner),
             Value::Array(items) => {
                 for i in items {
                     if let Value::Object(inner) = i {
-                        clean(inner);
+                        f(inner);
                     }
                 }
             }
@@ -212,19 +217,7 @@ fn slim_output(o: &mut JsonObject) {
     if o.get("required").is_some_and(Value::is_array) {
         o.remove("required");
     }
-    for (_, v) in o.iter_mut() {
-        match v {
-            Value::Object(inner) => slim_output(inner),
-            Value::Array(items) => {
-                for i in items {
-                    if let Value::Object(inner) = i {
-                        slim_output(inner);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
+    inner_objects(o, slim_output);
 }
 
 /// The `format` values JSON Schema defines.

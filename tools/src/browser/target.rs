@@ -5,7 +5,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::ToolContext;
-use crate::browser::pointer::viewport;
+use crate::browser::current;
+use crate::browser::dom::{describe_el, resolve};
+use crate::browser::pointer::{point_of, viewport};
 use crate::browser::{ShotFrame, Tab, with_memo};
 use crate::desktop::image;
 use crate::error::{Result, ToolError};
@@ -169,6 +171,38 @@ pub(crate) fn where_of(
             "give one of ref, x and y, or target; nothing was done".into(),
         )),
     }
+}
+
+/// Where a pointer action lands, with the tab and words naming it: a ref's
+/// element ([`at_ref`]) or a point of the latest screenshot.
+pub(crate) async fn landing(
+    ctx: &ToolContext,
+    field: &str,
+    wh: Where,
+    nothing: &str,
+) -> Result<(Tab, (f64, f64), String)> {
+    match wh {
+        Where::Ref(raw) => at_ref(ctx, field, &raw, nothing).await,
+        Where::Point(x, y) => {
+            let tab = current(ctx).await?;
+            let f = frame_for_points(ctx, &tab).await?;
+            Ok((tab, f.to_viewport(x, y)?, format!("({x}, {y})")))
+        }
+    }
+}
+
+/// The element a ref names, scrolled into view and checked uncovered
+/// (`nothing` says what was not done when it is not): its tab, the point
+/// to act at and words naming it.
+pub(crate) async fn at_ref(
+    ctx: &ToolContext,
+    field: &str,
+    raw: &str,
+    nothing: &str,
+) -> Result<(Tab, (f64, f64), String)> {
+    let (tab, el, n) = resolve(ctx, field, raw).await?;
+    let p = point_of(ctx, &tab, &el, n, nothing).await?;
+    Ok((tab, p, format!("e{n} ({})", describe_el(&el))))
 }
 
 /// The frame points are in: the latest screenshot of this tab, or the

@@ -4,9 +4,9 @@
 use rmcp::model::CallToolResult;
 
 use crate::ToolContext;
-use crate::browser::dom::{describe_el, describe_node, release, resolve};
-use crate::browser::pointer::{Button, dialog_words, hit_at, mouse_click, point_of, viewport};
-use crate::browser::target::{Where, frame_for_points, target_args, where_of};
+use crate::browser::dom::{describe_node, release};
+use crate::browser::pointer::{Button, dialog_words, hit_at, mouse_click, viewport};
+use crate::browser::target::{Where, at_ref, frame_for_points, target_args, where_of};
 use crate::browser::tool::{ActOutput, act_done};
 use crate::browser::{FOLLOW, current, cursor, follow, followed_words, keys, main_frame};
 use crate::error::{Result, ToolError};
@@ -41,11 +41,7 @@ pub(crate) async fn click(ctx: &ToolContext, a: ClickArgs) -> Result<CallToolRes
     };
     let wh = where_of(a.reference, a.x, a.y, a.target)?;
     let (tab, point, what) = match wh {
-        Where::Ref(raw) => {
-            let (tab, el, n) = resolve(ctx, "ref", &raw).await?;
-            let p = point_of(ctx, &tab, &el, n, "nothing was clicked").await?;
-            (tab, p, format!("e{n} ({})", describe_el(&el)))
-        }
+        Where::Ref(raw) => at_ref(ctx, "ref", &raw, "nothing was clicked").await?,
         Where::Point(x, y) => {
             let tab = current(ctx).await?;
             let f = frame_for_points(ctx, &tab).await?;

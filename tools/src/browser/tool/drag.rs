@@ -8,10 +8,10 @@ use serde_json::{Value, json};
 
 use crate::ToolContext;
 use crate::browser::dom::{describe_el, resolve};
-use crate::browser::pointer::{Button, mouse_move, point_in_view, point_of};
-use crate::browser::target::{Where, frame_for_points, target_args};
+use crate::browser::pointer::{Button, mouse_move, point_in_view};
+use crate::browser::target::{Where, frame_for_points, landing, target_args};
 use crate::browser::tool::{ActOutput, act_done};
-use crate::browser::{INPUT_MS, Tab, current, cursor, events, send, send_held};
+use crate::browser::{INPUT_MS, Tab, cursor, events, send, send_held};
 use crate::error::{Result, ToolError};
 
 /// The moves a drag is made of between its press and its release.
@@ -62,18 +62,7 @@ pub(crate) async fn drag(ctx: &ToolContext, a: DragArgs) -> Result<CallToolResul
     let start = end_of("start", a.start_ref, a.start_x, a.start_y)?;
     let end = end_of("end", a.end_ref, a.end_x, a.end_y)?;
     let nothing = "nothing was dragged";
-    let (tab, from, from_words) = match start {
-        Where::Ref(raw) => {
-            let (tab, el, n) = resolve(ctx, "start_ref", &raw).await?;
-            let p = point_of(ctx, &tab, &el, n, nothing).await?;
-            (tab, p, format!("e{n} ({})", describe_el(&el)))
-        }
-        Where::Point(x, y) => {
-            let tab = current(ctx).await?;
-            let f = frame_for_points(ctx, &tab).await?;
-            (tab, f.to_viewport(x, y)?, format!("({x}, {y})"))
-        }
-    };
+    let (tab, from, from_words) = landing(ctx, "start_ref", start, nothing).await?;
     let (to, to_words) = match end {
         Where::Ref(raw) => {
             let (_, el, n) = resolve(ctx, "end_ref", &raw).await?;

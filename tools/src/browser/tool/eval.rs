@@ -42,20 +42,13 @@ pub struct EvalOutput {
 }
 
 pub(crate) async fn eval(ctx: &ToolContext, a: EvalArgs) -> Result<CallToolResult> {
-    let (field, expr) = match (a.expression, a.text) {
-        (Some(e), None) => ("expression", e),
-        (None, Some(t)) => ("text", t),
-        (Some(_), Some(_)) => {
-            return Err(ToolError::Invalid(
-                "give expression or text, not both; nothing was run".into(),
-            ));
-        }
-        (None, None) => {
-            return Err(ToolError::Invalid(
-                "expression is missing: give the JavaScript to run".into(),
-            ));
-        }
-    };
+    let (field, expr) = check::field_or_text(
+        "expression",
+        a.expression,
+        a.text,
+        "nothing was run",
+        "expression is missing: give the JavaScript to run",
+    )?;
     check::bounded(field, &expr, check::MAX_EXPRESSION_BYTES)?;
     let ms = a.timeout_ms.unwrap_or(EVAL_DEFAULT_MS);
     if !(100..=EVAL_MAX_MS).contains(&ms) {

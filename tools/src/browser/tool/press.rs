@@ -7,7 +7,7 @@ use crate::browser::dom::{describe_el, focus, resolve, scroll_into_view};
 use crate::browser::pointer::{dialog_words, key_presses};
 use crate::browser::target::target_args;
 use crate::browser::tool::{ActOutput, act_done};
-use crate::browser::{FOLLOW, current, cursor, follow, followed_words, keys, main_frame};
+use crate::browser::{FOLLOW, check, current, cursor, follow, followed_words, keys, main_frame};
 use crate::error::{Result, ToolError};
 
 target_args! {
@@ -25,21 +25,13 @@ target_args! {
 }
 
 pub(crate) async fn press(ctx: &ToolContext, a: PressArgs) -> Result<CallToolResult> {
-    let (field, keys_text) = match (a.key, a.text) {
-        (Some(k), None) => ("key", k),
-        (None, Some(t)) => ("text", t),
-        (Some(_), Some(_)) => {
-            return Err(ToolError::Invalid(
-                "give key or text, not both; nothing was pressed".into(),
-            ));
-        }
-        (None, None) => {
-            return Err(ToolError::Invalid(
-                "key is missing: give a key such as Enter, Tab or ctrl+a; nothing was pressed"
-                    .into(),
-            ));
-        }
-    };
+    let (field, keys_text) = check::field_or_text(
+        "key",
+        a.key,
+        a.text,
+        "nothing was pressed",
+        "key is missing: give a key such as Enter, Tab or ctrl+a; nothing was pressed",
+    )?;
     let repeat = a.repeat.unwrap_or(1);
     let presses = keys::parse(field, &keys_text)?;
     if repeat == 0 || presses.len() * repeat as usize > keys::MAX_PRESSES {
