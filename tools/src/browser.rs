@@ -8,7 +8,7 @@
 //! click coordinates are in, as on a desktop.
 //!
 //! - [`tool`]: one module per page tool (`browser_navigate`,
-//!   `browser_snapshot`, `browser_click`, ...), listed in [`PAGE_TOOLS`];
+//!   `browser_snapshot`, `browser_click`, ...), listed in [`tool::PAGE_TOOLS`];
 //!   `browser_upload` is listed where the computer has files.
 //! - [`dom`]: refs resolved to nodes, node handles and the JavaScript
 //!   snippets called on them; [`pointer`]: the viewport, hit tests, mouse
@@ -38,35 +38,19 @@ use std::time::{Duration, Instant};
 
 use computerd::client::ComputerExt;
 use computerd::protocol::{
-    BROWSER_STARTS_AGAIN, CdpEvent, CdpEventsParams, CdpSendParams, Group, SettingKind, limits,
+    BROWSER_STARTS_AGAIN, CdpEvent, CdpEventsParams, CdpSendParams, SettingKind, limits,
 };
 use serde_json::{Value, json};
 
 use crate::ToolContext;
 use crate::common;
 use crate::error::{Result, ToolError};
-use crate::registry::{Family, Needs, ToolDef, ToolSet};
+use crate::registry::Family;
 use crate::sandbox;
-
-const CDP: Needs = Needs::Group(Group::Cdp);
-const CDP_FILES: Needs = Needs::All(&[Group::Cdp, Group::Files]);
-
-/// A page tool's handler (as `handler!`): its answer first says so when
-/// the browser was started again since a call it was ended under.
-macro_rules! page_handler {
-    ($f:path) => {
-        |ctx, name, args| {
-            Box::pin(async move {
-                let r = $f(ctx, $crate::define::parse(name, args)?).await;
-                say_started_again(ctx, r)
-            })
-        }
-    };
-}
 
 /// Put the note of a browser started again (once) before a page tool's
 /// answer: it is the first answer from the new browser.
-fn say_started_again(
+pub(crate) fn say_started_again(
     ctx: &ToolContext,
     r: Result<rmcp::model::CallToolResult>,
 ) -> Result<rmcp::model::CallToolResult> {
@@ -82,38 +66,13 @@ fn say_started_again(
     Ok(r)
 }
 
-/// The page tools, a set another family can list too (a desktop whose
-/// computer declares `cdp` drives its visible browser with them).
-#[rustfmt::skip]
-pub const PAGE_TOOLS: ToolSet = ToolSet {
-    name: "page",
-    tools: &[
-        ToolDef::new("browser_navigate",   CDP,       tool::navigate::navigate_tool,     page_handler!(tool::navigate::navigate)),
-        ToolDef::new("browser_snapshot",   CDP,       tool::snapshot::snapshot_tool,     page_handler!(tool::snapshot::snapshot)),
-        ToolDef::new("browser_click",      CDP,       tool::click::click_tool,           page_handler!(tool::click::click)),
-        ToolDef::new("browser_type",       CDP,       tool::type_text::type_tool,        page_handler!(tool::type_text::type_text)),
-        ToolDef::new("browser_select",     CDP,       tool::select::select_tool,         page_handler!(tool::select::select)),
-        ToolDef::new("browser_hover",      CDP,       tool::hover::hover_tool,           page_handler!(tool::hover::hover)),
-        ToolDef::new("browser_scroll",     CDP,       tool::scroll::scroll_tool,         page_handler!(tool::scroll::scroll)),
-        ToolDef::new("browser_drag",       CDP,       tool::drag::drag_tool,             page_handler!(tool::drag::drag)),
-        ToolDef::new("browser_upload",     CDP_FILES, tool::upload::upload_tool,         page_handler!(tool::upload::upload)),
-        ToolDef::new("browser_press",      CDP,       tool::press::press_tool,           page_handler!(tool::press::press)),
-        ToolDef::new("browser_screenshot", CDP,       tool::screenshot::screenshot_tool, page_handler!(tool::screenshot::screenshot)),
-        ToolDef::new("browser_tabs",       CDP,       tool::tabs::tabs_tool,             page_handler!(tool::tabs::tabs)),
-        ToolDef::new("browser_get_text",   CDP,       tool::get_text::get_text_tool,     page_handler!(tool::get_text::get_text)),
-        ToolDef::new("browser_console",    CDP,       tool::console::console_tool,       page_handler!(tool::console::console)),
-        ToolDef::new("browser_network",    CDP,       tool::network::network_tool,       page_handler!(tool::network::network)),
-        ToolDef::new("browser_eval",       CDP,       tool::eval::eval_tool,             page_handler!(tool::eval::eval)),
-    ],
-};
-
 /// The browser family: the page tools, then the sandbox's (listed only
 /// where the computer declares their groups).
 pub const FAMILY: Family = Family {
     kind: SettingKind::Browser,
     instructions: INSTRUCTIONS,
     skill: SKILL_TEXT,
-    sets: &[PAGE_TOOLS, sandbox::TOOLS, common::TOOLS],
+    sets: &[tool::PAGE_TOOLS, sandbox::TOOLS, common::TOOLS],
 };
 
 /// The browser family's skill.
@@ -223,6 +182,16 @@ pub(crate) fn with_memo<T>(ctx: &ToolContext, f: impl FnOnce(&mut BrowserMemo) -
 }
 
 // ------------------------------------------------------------------ CDP
+
+/// A CDP command to `tab`'s session, in the default time.
+pub(crate) async fn send_to(
+    ctx: &ToolContext,
+    tab: &Tab,
+    method: &str,
+    params: Value,
+) -> Result<Value> {
+    send(ctx, Some(&tab.session), method, params, None).await
+}
 
 /// One CDP command on `session` (none: the browser). A CDP error comes back
 /// as the browser's words, prefixed with what the tool was doing.
@@ -519,14 +488,7 @@ pub(crate) struct MainFrame {
 }
 
 pub(crate) async fn main_frame(ctx: &ToolContext, tab: &Tab) -> Result<MainFrame> {
-    let r = send(
-        ctx,
-        Some(&tab.session),
-        "Page.getFrameTree",
-        json!({}),
-        None,
-    )
-    .await?;
+    let r = send_to(ctx, tab, "Page.getFrameTree", json!({})).await?;
     let f = &r["frameTree"]["frame"];
     Ok(MainFrame {
         id: f["id"].as_str().unwrap_or("").to_string(),
@@ -662,12 +624,11 @@ pub(crate) async fn close_dialog(
     };
     let kind = d["type"].as_str().unwrap_or("alert").to_string();
     let accept = kind == "beforeunload";
-    send(
+    send_to(
         ctx,
-        Some(&tab.session),
+        tab,
         "Page.handleJavaScriptDialog",
         json!({"accept": accept}),
-        None,
     )
     .await?;
     let message: String = d["message"]
@@ -767,6 +728,7 @@ mod tests {
     use super::*;
     use crate::registry::Offer;
     use crate::{ToolSettings, skills};
+    use computerd::protocol::Group;
 
     #[test]
     fn the_skill_names_every_tool_and_only_arguments_that_exist() {

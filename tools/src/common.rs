@@ -2,14 +2,14 @@
 //! the computer itself. Every family lists [`TOOLS`]; extend is listed only
 //! where the provider can move the deadline ([`Needs::Extend`]).
 
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::define::{done, hints, make_tool};
+use crate::define::{done, hints, listing};
 use crate::error::{Result, ToolError};
 use crate::registry::{Needs, ToolDef, ToolSet, handler};
-use crate::{ComputerFacts, ToolContext, ToolSettings};
+use crate::{ComputerFacts, ToolContext};
 
 /// `computer_info` (what the server knows about the computer) and
 /// `computer_extend` (move the deadline, where the provider can).
@@ -31,15 +31,12 @@ pub const MAX_TTL_MINUTES: u64 = 1440;
 #[serde(deny_unknown_fields)]
 pub struct ComputerInfoArgs {}
 
-fn info_tool(name: &'static str, _s: &ToolSettings) -> Tool {
-    make_tool::<ComputerInfoArgs, ComputerFacts>(
-        name,
-        "Describe this computer: provider, OS, user, work directory (HOME), \
-network as read back (`none (only lo)`: nothing outside reachable), deadline, isolation."
-            .to_string(),
-        hints("About this computer", true, false, true, false),
-    )
-}
+listing!(
+    fn info_tool(_): ComputerInfoArgs => ComputerFacts,
+    "Describe this computer: provider, OS, user, work directory (HOME), \
+network as read back (`none (only lo)`: nothing outside reachable), deadline, isolation.",
+    hints("About this computer", true, false, true, false)
+);
 
 pub(crate) fn render_facts(f: &ComputerFacts) -> String {
     let mut t = String::new();
@@ -88,15 +85,12 @@ pub struct ComputerExtendOutput {
     pub deadline: String,
 }
 
-fn extend_tool(name: &'static str, _s: &ToolSettings) -> Tool {
-    make_tool::<ComputerExtendArgs, ComputerExtendOutput>(
-        name,
-        "Move this computer's deadline to `ttl_minutes` from now: then every program ends and the computer is gone. \
-Never past the server's lifetime from creation: a later ask is cut there, and said."
-            .to_string(),
-        hints("Extend the deadline", false, false, true, false),
-    )
-}
+listing!(
+    fn extend_tool(_): ComputerExtendArgs => ComputerExtendOutput,
+    "Move this computer's deadline to `ttl_minutes` from now: then every program ends and the computer is gone. \
+Never past the server's lifetime from creation: a later ask is cut there, and said.",
+    hints("Extend the deadline", false, false, true, false)
+);
 
 async fn extend(ctx: &ToolContext, a: ComputerExtendArgs) -> Result<CallToolResult> {
     if a.ttl_minutes == 0 || a.ttl_minutes > MAX_TTL_MINUTES {

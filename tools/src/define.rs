@@ -124,6 +124,23 @@ pub(crate) fn make_tool<A: JsonSchema + 'static, O: JsonSchema + 'static>(
         .annotate(annotations)
 }
 
+/// A tool's listing fn (a [`crate::registry::ToolDef`]'s `build`), as a
+/// closure in a table or a named fn: the tool named as the registry names
+/// it, from its args and result types, with its description and
+/// annotations, either of which may state the settings the pattern binds
+/// (`_` where they state none).
+macro_rules! listing {
+    (|$s:pat_param| $args:ty => $out:ty, $description:expr, $hints:expr $(,)?) => {
+        |name, $s| $crate::define::make_tool::<$args, $out>(name, String::from($description), $hints)
+    };
+    ($vis:vis fn $f:ident($s:pat): $args:ty => $out:ty, $description:expr, $hints:expr $(,)?) => {
+        $vis fn $f(name: &'static str, $s: &$crate::ToolSettings) -> ::rmcp::model::Tool {
+            $crate::define::make_tool::<$args, $out>(name, String::from($description), $hints)
+        }
+    };
+}
+pub(crate) use listing;
+
 /// A schema as strict clients read it cleanly: no `$schema` line, no
 /// non-standard `format` (`uint64`, `double`), an optional field typed as
 /// itself (not `[T, "null"]`, which some validators refuse) and without a
@@ -165,13 +182,18 @@ fn clean(o: &mut JsonObject) {
             }
         }
     }
+    inner_objects(o, clean);
+}
+
+/// `f` on every object among `o`'s values, directly or in an array.
+fn inner_objects(o: &mut JsonObject, f: fn(&mut JsonObject)) {
     for (_, v) in o.iter_mut() {
         match v {
-            Value::Object(inner) => clean(inner),
+            Value::Object(inner) => f(inner),
             Value::Array(items) => {
                 for i in items {
                     if let Value::Object(inner) = i {
-                        clean(inner);
+                        f(inner);
                     }
                 }
             }
@@ -195,19 +217,7 @@ fn slim_output(o: &mut JsonObject) {
     if o.get("required").is_some_and(Value::is_array) {
         o.remove("required");
     }
-    for (_, v) in o.iter_mut() {
-        match v {
-            Value::Object(inner) => slim_output(inner),
-            Value::Array(items) => {
-                for i in items {
-                    if let Value::Object(inner) = i {
-                        slim_output(inner);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
+    inner_objects(o, slim_output);
 }
 
 /// The `format` values JSON Schema defines.

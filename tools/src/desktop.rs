@@ -21,20 +21,20 @@ pub mod map;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine;
-use computerd::client::{ComputerClient, ComputerExt};
+use computerd::client::{ClientError, ComputerClient, ComputerExt};
 use computerd::protocol::{
-    Action, CheckOptions, Group, InputActionsParams, Region, ScreenReadParams, ScreenShotParams,
+    Action, Call, CheckOptions, Group, InputActionsParams, Region, ScreenReadParams,
     ScreenShotResult, SettingKind, check_actions, limits,
 };
-use rmcp::model::{CallToolResult, ContentBlock, Tool};
+use rmcp::model::{CallToolResult, ContentBlock};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::ToolContext;
 use crate::common;
-use crate::define::{hints, make_tool, with_structured};
+use crate::define::{hints, listing, with_structured};
 use crate::error::{Result, ToolError};
 use crate::registry::{Family, Needs, ToolDef, ToolSet, handler};
-use crate::{ToolContext, ToolSettings};
 use crate::{browser, sandbox};
 use map::{ComputerArgs, OpenAiAction, Plan, Points, Step};
 
@@ -61,7 +61,7 @@ pub const FAMILY: Family = Family {
     sets: &[
         SCREEN_TOOLS,
         sandbox::TOOLS,
-        browser::PAGE_TOOLS,
+        browser::tool::PAGE_TOOLS,
         common::TOOLS,
     ],
 };
@@ -186,30 +186,16 @@ async fn fetch_from(
         },
         other => other,
     };
-    let r = client
-        .call_typed(&ScreenShotParams { region })
-        .await
-        .map_err(failed)?;
-    let mut png = r.data.0.clone();
-    let mut eof = r.eof;
-    while !eof {
-        let more = client
-            .call_typed(&ScreenReadParams {
-                id: r.id.clone(),
-                offset: png.len() as u64,
-                max_bytes: None,
-            })
-            .await
-            .map_err(failed)?;
-        if more.data.is_empty() && !more.eof {
-            return Err(ToolError::Broken(
-                "the computer's screenshot stopped short".into(),
-            ));
+    client.screen_shot(region).await.map_err(|e| match e {
+        // Bytes that ran out before the PNG's end: the tool's own words.
+        ClientError::Decode { method, detail }
+            if method == ScreenReadParams::METHOD.as_str()
+                && detail.starts_with("the screenshot stopped short") =>
+        {
+            ToolError::Broken("the computer's screenshot stopped short".into())
         }
-        png.extend_from_slice(&more.data.0);
-        eof = more.eof;
-    }
-    Ok((r, png))
+        e => failed(e),
+    })
 }
 
 /// The screen's size and the pointer, from a one-pixel shot.
@@ -292,6 +278,16 @@ struct Taken {
     out: ShotOutput,
 }
 
+impl Taken {
+    /// An image shown, then the words about it.
+    fn image(png: &[u8], text: String, out: ShotOutput) -> Taken {
+        Taken {
+            blocks: vec![png_block(png), ContentBlock::text(text)],
+            out,
+        }
+    }
+}
+
 fn png_block(png: &[u8]) -> ContentBlock {
     ContentBlock::image(
         base64::engine::general_purpose::STANDARD.encode(png),
@@ -356,10 +352,7 @@ async fn take(ctx: &ToolContext, max_width: Option<u32>, if_changed: bool) -> Re
         "frame {}: {w}x{h} image of the {}x{} screen (scale {:.3}); give points in this image's pixels",
         out.frame, r.screen_width, r.screen_height, out.scale
     );
-    Ok(Taken {
-        blocks: vec![png_block(&bytes), ContentBlock::text(text)],
-        out,
-    })
+    Ok(Taken::image(&bytes, text, out))
 }
 
 /// A region of the frame at full resolution, grown to the budget. The
@@ -376,15 +369,15 @@ async fn zoom(ctx: &ToolContext, region: [i64; 4]) -> Result<Taken> {
             f.id()
         )));
     }
-    let sx = |v: i64, up: bool| {
-        let n = v * i64::from(f.screen_width);
-        (if up { (n + w - 1) / w } else { n / w }).clamp(0, i64::from(f.screen_width)) as u32
+    // A frame coordinate `v` of `of` on the screen's `screen`, rounded down
+    // at the region's start and up at its end.
+    let on_screen = |v: i64, of: i64, screen: u32, up: bool| {
+        let n = v * i64::from(screen);
+        (if up { (n + of - 1) / of } else { n / of }).clamp(0, i64::from(screen)) as u32
     };
-    let sy = |v: i64, up: bool| {
-        let n = v * i64::from(f.screen_height);
-        (if up { (n + h - 1) / h } else { n / h }).clamp(0, i64::from(f.screen_height)) as u32
-    };
-    let (rx0, ry0, rx1, ry1) = (sx(x0, false), sy(y0, false), sx(x1, true), sy(y1, true));
+    let (sw, sh) = (f.screen_width, f.screen_height);
+    let (rx0, ry0) = (on_screen(x0, w, sw, false), on_screen(y0, h, sh, false));
+    let (rx1, ry1) = (on_screen(x1, w, sw, true), on_screen(y1, h, sh, true));
     let screen_region = Region {
         x: rx0,
         y: ry0,
@@ -408,10 +401,7 @@ async fn zoom(ctx: &ToolContext, region: [i64; 4]) -> Result<Taken> {
         "zoom of [{x0}, {y0}, {x1}, {y1}] of frame {} (screen {}x{} at ({rx0}, {ry0})), shown {zw}x{zh}; points still refer to frame {}",
         out.frame, r.width, r.height, out.frame
     );
-    Ok(Taken {
-        blocks: vec![png_block(&bytes), ContentBlock::text(text)],
-        out,
-    })
+    Ok(Taken::image(&bytes, text, out))
 }
 
 // ------------------------------------------------------------- sending
@@ -502,26 +492,22 @@ fn act_result(text: String, out: &ActOutput, images: Vec<ContentBlock>) -> CallT
 #[serde(deny_unknown_fields)]
 pub struct ScreenshotArgs {
     /// At most this many pixels wide (saves context).
-    #[serde(default)]
     pub max_width: Option<u32>,
     /// true: if the screen is as in the last screenshot, answer a short note instead of the image.
-    #[serde(default)]
     pub if_changed: Option<bool>,
 }
 
 /// The narrowest `max_width` taken.
 pub const MIN_MAX_WIDTH: u32 = 64;
 
-fn screenshot_tool(name: &'static str, s: &ToolSettings) -> Tool {
-    make_tool::<ScreenshotArgs, ShotOutput>(
-        name,
-        format!(
-            "See the screen: a PNG fit to {}x{} (about 1.15 MP), and its frame id. Points you give any tool are in the pixels of the last screenshot.",
-            s.screenshot_max.0, s.screenshot_max.1
-        ),
-        hints("See the screen", true, false, false, false),
-    )
-}
+listing!(
+    fn screenshot_tool(s): ScreenshotArgs => ShotOutput,
+    format!(
+        "See the screen: a PNG fit to {}x{} (about 1.15 MP), and its frame id. Points you give any tool are in the pixels of the last screenshot.",
+        s.screenshot_max.0, s.screenshot_max.1
+    ),
+    hints("See the screen", true, false, false, false)
+);
 
 async fn screenshot(ctx: &ToolContext, a: ScreenshotArgs) -> Result<CallToolResult> {
     if let Some(w) = a.max_width
@@ -537,13 +523,11 @@ async fn screenshot(ctx: &ToolContext, a: ScreenshotArgs) -> Result<CallToolResu
 
 // -------------------------------------------------------------- computer
 
-fn computer_tool(name: &'static str, s: &ToolSettings) -> Tool {
-    make_tool::<ComputerArgs, ActOutput>(
-        name,
-        "One computer-use action, Anthropic computer_20251124 input as sent (key, hold_key, type, cursor_position, mouse_move, left_mouse_down/up, left_click, left_click_drag, right/middle/double/triple_click, scroll, wait, screenshot, zoom). Points are in the last screenshot's pixels; a click without coordinate acts at the pointer.".to_string(),
-        hints("Act on the screen (Anthropic computer use)", false, true, false, s.open_world),
-    )
-}
+listing!(
+    fn computer_tool(s): ComputerArgs => ActOutput,
+    "One computer-use action, Anthropic computer_20251124 input as sent (key, hold_key, type, cursor_position, mouse_move, left_mouse_down/up, left_click, left_click_drag, right/middle/double/triple_click, scroll, wait, screenshot, zoom). Points are in the last screenshot's pixels; a click without coordinate acts at the pointer.",
+    hints("Act on the screen (Anthropic computer use)", false, true, false, s.open_world)
+);
 
 /// The answer of an action that is one picture (a screenshot, a zoom).
 fn one_shot(t: Taken) -> CallToolResult {
@@ -620,22 +604,20 @@ pub struct InputArgs {
     pub actions: Vec<OpenAiAction>,
 }
 
-fn input_tool(name: &'static str, s: &ToolSettings) -> Tool {
-    make_tool::<InputArgs, ActOutput>(
-        name,
-        format!(
-            "A batch of OpenAI computer actions as sent (click, double_click, drag, keypress, move, scroll, type, wait, screenshot), at most {}, checked whole before any is sent; stops at the first failure and says what was done. Points are in the last screenshot's pixels.",
-            limits::MAX_ACTIONS
-        ),
-        hints(
-            "Act on the screen (OpenAI computer actions)",
-            false,
-            true,
-            false,
-            s.open_world,
-        ),
+listing!(
+    fn input_tool(s): InputArgs => ActOutput,
+    format!(
+        "A batch of OpenAI computer actions as sent (click, double_click, drag, keypress, move, scroll, type, wait, screenshot), at most {}, checked whole before any is sent; stops at the first failure and says what was done. Points are in the last screenshot's pixels.",
+        limits::MAX_ACTIONS
+    ),
+    hints(
+        "Act on the screen (OpenAI computer actions)",
+        false,
+        true,
+        false,
+        s.open_world,
     )
-}
+);
 
 async fn input(ctx: &ToolContext, a: InputArgs) -> Result<CallToolResult> {
     let n = a.actions.len();

@@ -300,25 +300,18 @@ pub fn is_fleet_tool(name: &str) -> bool {
 #[serde(deny_unknown_fields)]
 pub struct ComputerNewArgs {
     /// A short name to call it by (1 to 64 of a-z, 0-9, '-' and '_'), unique among your computers; `default` is taken.
-    #[serde(default)]
     pub name: Option<String>,
     /// Its kind; the server's own when left out.
-    #[serde(default)]
     pub kind: Option<String>,
     /// Minutes it may live; the server's lifetime when left out, and at most that.
-    #[serde(default)]
     pub lifetime_minutes: Option<u64>,
     /// The network it reaches; the server's when left out. A computer may be given less network than the server's, never more.
-    #[serde(default)]
     pub network: Option<NetworkChoice>,
     /// CPUs (0.25 and up), at most the server's.
-    #[serde(default)]
     pub cpus: Option<f64>,
     /// Memory in MiB, at most the server's.
-    #[serde(default)]
     pub memory_mb: Option<u64>,
     /// The most processes and threads at once, at most the server's.
-    #[serde(default)]
     pub pids: Option<u64>,
 }
 

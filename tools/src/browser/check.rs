@@ -103,6 +103,26 @@ pub fn ref_number(field: &str, raw: &str) -> Result<u64> {
     }
 }
 
+/// A field that also comes as `text` (the name Anthropic's browser tool
+/// gives it): the one given, with the name it was given under. Both given
+/// is refused, `nothing` saying what was not done; neither, with `missing`.
+pub fn field_or_text(
+    field: &'static str,
+    value: Option<String>,
+    text: Option<String>,
+    nothing: &str,
+    missing: &str,
+) -> Result<(&'static str, String)> {
+    match (value, text) {
+        (Some(v), None) => Ok((field, v)),
+        (None, Some(t)) => Ok(("text", t)),
+        (Some(_), Some(_)) => Err(ToolError::Invalid(format!(
+            "give {field} or text, not both; {nothing}"
+        ))),
+        (None, None) => Err(ToolError::Invalid(missing.to_string())),
+    }
+}
+
 /// A text the model hands the page, held to its bound.
 pub fn bounded(field: &str, text: &str, max: usize) -> Result<()> {
     if text.len() > max {

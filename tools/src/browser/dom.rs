@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use crate::ToolContext;
-use crate::browser::{Tab, check, current, main_frame, send, snapshot::Element, with_memo};
+use crate::browser::{Tab, check, current, main_frame, send_to, snapshot::Element, with_memo};
 use crate::error::{Result, ToolError};
 
 /// The object group the tools' handles live in (released after each use).
@@ -82,13 +82,7 @@ pub(crate) async fn object(
     backend: u64,
     raw: &str,
 ) -> Result<String> {
-    let r = send(
-        ctx,
-        Some(&tab.session),
-        "DOM.resolveNode",
-        json!({"backendNodeId": backend, "objectGroup": GROUP}),
-        None,
-    )
+    let r = send_to(ctx, tab, "DOM.resolveNode", json!({"backendNodeId": backend, "objectGroup": GROUP}))
     .await
     .map_err(|_| {
         ToolError::Refused(format!(
@@ -110,9 +104,9 @@ pub(crate) async fn call_on(
     function: &str,
     args: Vec<Value>,
 ) -> Result<Value> {
-    let r = send(
+    let r = send_to(
         ctx,
-        Some(&tab.session),
+        tab,
         "Runtime.callFunctionOn",
         json!({
             "objectId": object,
@@ -120,7 +114,6 @@ pub(crate) async fn call_on(
             "arguments": args.into_iter().map(|a| json!({"value": a})).collect::<Vec<_>>(),
             "returnByValue": true,
         }),
-        None,
     )
     .await?;
     if let Some(d) = r.get("exceptionDetails") {
@@ -136,12 +129,11 @@ pub(crate) async fn call_on(
 }
 
 pub(crate) async fn release(ctx: &ToolContext, tab: &Tab) {
-    let _ = send(
+    let _ = send_to(
         ctx,
-        Some(&tab.session),
+        tab,
         "Runtime.releaseObjectGroup",
         json!({"objectGroup": GROUP}),
-        None,
     )
     .await;
 }
@@ -150,12 +142,11 @@ pub(crate) async fn release(ctx: &ToolContext, tab: &Tab) {
 pub(crate) async fn describe_node(ctx: &ToolContext, tab: &Tab, backend: u64) -> String {
     const F: &str = "function(){ const e = this.nodeType === 1 ? this : this.parentElement; if (!e) return String(this.nodeName).toLowerCase(); let s = '<' + e.tagName.toLowerCase(); if (e.id) s += ' id=' + e.id; if (typeof e.className === 'string' && e.className.trim()) s += ' class=' + e.className.trim().split(/\\s+/).slice(0, 3).join('.'); const t = (e.innerText || '').trim().replace(/\\s+/g, ' ').slice(0, 40); return s + '>' + (t ? ' \"' + t + '\"' : ''); }";
     let Ok(obj) = object(ctx, tab, backend, "the element").await else {
-        let d = send(
+        let d = send_to(
             ctx,
-            Some(&tab.session),
+            tab,
             "DOM.describeNode",
             json!({"backendNodeId": backend}),
-            None,
         )
         .await;
         return match d
@@ -193,14 +184,7 @@ pub(crate) async fn focus(ctx: &ToolContext, tab: &Tab, backend: u64) -> Result<
 
 /// A DOM method whose one parameter is the node.
 async fn node_call(ctx: &ToolContext, tab: &Tab, method: &str, backend: u64) -> Result<Value> {
-    send(
-        ctx,
-        Some(&tab.session),
-        method,
-        json!({"backendNodeId": backend}),
-        None,
-    )
-    .await
+    send_to(ctx, tab, method, json!({"backendNodeId": backend})).await
 }
 
 // ------------------------------------------------------- JS snippets

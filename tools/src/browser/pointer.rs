@@ -8,19 +8,12 @@ use serde_json::{Value, json};
 
 use crate::ToolContext;
 use crate::browser::dom::{describe_el, describe_node, gone, object, release, scroll_into_view};
-use crate::browser::{INPUT_MS, Tab, keys, send, send_held, snapshot::Element};
+use crate::browser::{INPUT_MS, Tab, keys, send, send_held, send_to, snapshot::Element};
 use crate::error::{Result, ToolError};
 
 /// The viewport in CSS pixels: width, height, and the page's scroll.
 pub(crate) async fn viewport(ctx: &ToolContext, tab: &Tab) -> Result<(f64, f64, f64, f64)> {
-    let m = send(
-        ctx,
-        Some(&tab.session),
-        "Page.getLayoutMetrics",
-        json!({}),
-        None,
-    )
-    .await?;
+    let m = send_to(ctx, tab, "Page.getLayoutMetrics", json!({})).await?;
     let v = &m["cssVisualViewport"];
     let w = v["clientWidth"].as_f64().unwrap_or(0.0);
     let h = v["clientHeight"].as_f64().unwrap_or(0.0);
@@ -41,16 +34,15 @@ pub(crate) async fn hit_at(
     (x, y): (f64, f64),
     (px, py): (f64, f64),
 ) -> Result<Option<u64>> {
-    let r = send(
+    let r = send_to(
         ctx,
-        Some(&tab.session),
+        tab,
         "DOM.getNodeForLocation",
         json!({
             "x": (x + px).floor() as i64,
             "y": (y + py).floor() as i64,
             "includeUserAgentShadowDOM": false,
         }),
-        None,
     )
     .await;
     match r {
@@ -214,12 +206,11 @@ pub(crate) async fn mouse_move(
     y: f64,
     modifiers: u32,
 ) -> Result<()> {
-    send(
+    send_to(
         ctx,
-        Some(&tab.session),
+        tab,
         "Input.dispatchMouseEvent",
         json!({"type": "mouseMoved", "x": x, "y": y, "modifiers": modifiers}),
-        None,
     )
     .await?;
     Ok(())

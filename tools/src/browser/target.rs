@@ -5,7 +5,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::ToolContext;
-use crate::browser::pointer::viewport;
+use crate::browser::current;
+use crate::browser::dom::{describe_el, resolve};
+use crate::browser::pointer::{point_of, viewport};
 use crate::browser::{ShotFrame, Tab, with_memo};
 use crate::desktop::image;
 use crate::error::{Result, ToolError};
@@ -78,48 +80,47 @@ pub enum Typed {
 macro_rules! target_args {
     ($(#[$m:meta])* pub struct $name:ident { $($body:tt)* }) => {
         $crate::browser::target::target_args!(@field [$(#[$m])* pub struct $name] [] $($body)*);
+        impl $crate::browser::target::InTab for $name {
+            fn tab_id(&self) -> Option<&str> {
+                self.tab_id.as_deref()
+            }
+        }
     };
     (@field $head:tt [$($acc:tt)*] ref: $doc:literal, $($rest:tt)*) => {
         $crate::browser::target::target_args!(@field $head [$($acc)*
             #[doc = $doc]
-            #[serde(default, rename = "ref")]
+            #[serde(rename = "ref")]
             pub reference: Option<String>,
         ] $($rest)*);
     };
     (@field $head:tt [$($acc:tt)*] element, $($rest:tt)*) => {
         $crate::browser::target::target_args!(@field $head [$($acc)*
             /// A few words naming the element, for the record (the ref decides what is acted on).
-            #[serde(default)]
             pub element: Option<String>,
         ] $($rest)*);
     };
     (@field $head:tt [$($acc:tt)*] point, $($rest:tt)*) => {
         $crate::browser::target::target_args!(@field $head [$($acc)*
             /// Instead of ref: a point in the latest browser_screenshot's pixels.
-            #[serde(default)]
             pub x: Option<i64>,
-            #[serde(default)]
             pub y: Option<i64>,
         ] $($rest)*);
     };
     (@field $head:tt [$($acc:tt)*] target, $($rest:tt)*) => {
         $crate::browser::target::target_args!(@field $head [$($acc)*
             /// Instead of ref or x, y: "e12", {"type": "ref", "ref": "e12"} or {"type": "coordinate", "x": 10, "y": 20}.
-            #[serde(default)]
             pub target: Option<$crate::browser::target::Target>,
         ] $($rest)*);
     };
     (@field $head:tt [$($acc:tt)*] ref_target, $($rest:tt)*) => {
         $crate::browser::target::target_args!(@field $head [$($acc)*
             /// Instead of ref: "e12" or {"type": "ref", "ref": "e12"}.
-            #[serde(default)]
             pub target: Option<$crate::browser::target::Target>,
         ] $($rest)*);
     };
     (@field $head:tt [$($acc:tt)*] tab_id, $($rest:tt)*) => {
         $crate::browser::target::target_args!(@field $head [$($acc)*
             /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
-            #[serde(default)]
             pub tab_id: Option<String>,
         ] $($rest)*);
     };
@@ -133,6 +134,12 @@ macro_rules! target_args {
     };
 }
 pub(crate) use target_args;
+
+/// A page tool's args: the tab it acts in (`tab_id`, made the current tab
+/// before the tool runs), or none for the current one.
+pub(crate) trait InTab {
+    fn tab_id(&self) -> Option<&str>;
+}
 
 /// Where an action lands: a ref, or a point of the latest screenshot.
 pub(crate) enum Where {
@@ -164,6 +171,38 @@ pub(crate) fn where_of(
             "give one of ref, x and y, or target; nothing was done".into(),
         )),
     }
+}
+
+/// Where a pointer action lands, with the tab and words naming it: a ref's
+/// element ([`at_ref`]) or a point of the latest screenshot.
+pub(crate) async fn landing(
+    ctx: &ToolContext,
+    field: &str,
+    wh: Where,
+    nothing: &str,
+) -> Result<(Tab, (f64, f64), String)> {
+    match wh {
+        Where::Ref(raw) => at_ref(ctx, field, &raw, nothing).await,
+        Where::Point(x, y) => {
+            let tab = current(ctx).await?;
+            let f = frame_for_points(ctx, &tab).await?;
+            Ok((tab, f.to_viewport(x, y)?, format!("({x}, {y})")))
+        }
+    }
+}
+
+/// The element a ref names, scrolled into view and checked uncovered
+/// (`nothing` says what was not done when it is not): its tab, the point
+/// to act at and words naming it.
+pub(crate) async fn at_ref(
+    ctx: &ToolContext,
+    field: &str,
+    raw: &str,
+    nothing: &str,
+) -> Result<(Tab, (f64, f64), String)> {
+    let (tab, el, n) = resolve(ctx, field, raw).await?;
+    let p = point_of(ctx, &tab, &el, n, nothing).await?;
+    Ok((tab, p, format!("e{n} ({})", describe_el(&el))))
 }
 
 /// The frame points are in: the latest screenshot of this tab, or the

@@ -1,6 +1,6 @@
-//! The page tools, one module per tool (its args, result, listing and
-//! handler), and what several of them share: the answer of an action and
-//! the text budget of a page of output.
+//! The page tools, one module per tool (its args, result and handler),
+//! listed together in [`PAGE_TOOLS`], and what several of them share: the
+//! answer of an action and the text budget of a page of output.
 
 pub mod click;
 pub mod console;
@@ -19,12 +19,141 @@ pub mod tabs;
 pub mod type_text;
 pub mod upload;
 
+use computerd::protocol::Group;
 use rmcp::model::{CallToolResult, ContentBlock};
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use console::{DEFAULT_ENTRIES, MAX_ENTRIES, MAX_ENTRY_CHARS};
+use navigate::{NAVIGATE_DEFAULT_MS, NAVIGATE_MAX_MS};
+
 use crate::ToolSettings;
-use crate::define::with_structured;
+use crate::browser::{check, keys};
+use crate::define::{hints, listing, with_structured};
+use crate::registry::{Needs, ToolDef, ToolSet};
+
+const CDP: Needs = Needs::Group(Group::Cdp);
+const CDP_FILES: Needs = Needs::All(&[Group::Cdp, Group::Files]);
+
+/// A page tool's handler (as `handler!`): the tab its args name is made
+/// the current one first, and its answer first says so when the browser
+/// was started again since a call it was ended under.
+macro_rules! page_handler {
+    ($f:path) => {
+        |ctx, name, args| {
+            Box::pin(async move {
+                let a = $crate::define::parse(name, args)?;
+                let r =
+                    match $crate::browser::use_tab(ctx, $crate::browser::target::InTab::tab_id(&a))
+                        .await
+                    {
+                        Ok(()) => $f(ctx, a).await,
+                        Err(e) => Err(e),
+                    };
+                $crate::browser::say_started_again(ctx, r)
+            })
+        }
+    };
+}
+
+/// The page tools, a set another family can list too (a desktop whose
+/// computer declares `cdp` drives its visible browser with them): each
+/// one's listing (args and result types, description, annotations) and
+/// handler.
+#[rustfmt::skip]
+pub const PAGE_TOOLS: ToolSet = ToolSet {
+    name: "page",
+    tools: &[
+        ToolDef::new("browser_navigate", CDP, listing!(|_| navigate::NavigateArgs => navigate::NavigateOutput,
+            format!(
+                "Open a page in the current tab (url: http://, https:// or about:blank; other schemes are refused), or go back, forward or reload (action). Waits for the page to load, at most timeout_ms (default {} s, at most {} s), and answers its URL and title. Then read it with browser_snapshot.",
+                NAVIGATE_DEFAULT_MS / 1000,
+                NAVIGATE_MAX_MS / 1000
+            ),
+            hints("Navigate", false, false, false, true)
+        ), page_handler!(navigate::navigate)),
+        ToolDef::new("browser_snapshot", CDP, listing!(|s| snapshot::SnapshotArgs => snapshot::SnapshotOutput,
+            format!(
+                "Read the current page as its accessibility tree: indented lines such as `- button \"Submit\" [ref=e12]`, a ref on every link, button, field, checkbox, select and option you can act on. Pass the refs to browser_click, browser_type, browser_select, browser_hover, browser_press. Refs are of this snapshot only: after the page navigates or you take another snapshot, older refs are refused. Password values are never shown. At most {} KiB a page; page 2 and on are of the same snapshot.",
+                budget(s) / 1024
+            ),
+            hints("Page snapshot", true, false, false, false)
+        ), page_handler!(snapshot::snapshot)),
+        ToolDef::new("browser_click", CDP, listing!(|_| click::ClickArgs => ActOutput,
+            "Click an element by its ref from the latest browser_snapshot (it is scrolled into view and clicked at the middle of its box, after checking nothing covers it), or at x, y in the latest browser_screenshot's pixels. Waits briefly for a navigation the click starts. A ref from an older snapshot, or from before the page navigated, is refused: take a new snapshot.",
+            hints("Click", false, true, false, false)
+        ), page_handler!(click::click)),
+        ToolDef::new("browser_type", CDP, listing!(|_| type_text::TypeArgs => ActOutput,
+            "Type text into a field by its ref from the latest snapshot (it is scrolled into view and focused first; clear empties it first; submit presses Enter after), or where the focus is when no ref is given. What is typed into a password field is never shown back.",
+            hints("Type", false, true, false, false)
+        ), page_handler!(type_text::type_text)),
+        ToolDef::new("browser_select", CDP, listing!(|_| select::SelectArgs => ActOutput,
+            "Pick options of a <select> by its ref (values: the options' values or texts, several for a multiple select), or set a form field's value directly (value: true/false checks a checkbox or radio, text sets a text field). Fires input and change as a user's choice would.",
+            hints("Select", false, true, true, false)
+        ), page_handler!(select::select)),
+        ToolDef::new("browser_hover", CDP, listing!(|_| hover::HoverArgs => ActOutput,
+            "Move the pointer over an element by ref (scrolled into view, checked uncovered) or to x, y of the latest screenshot, without clicking: opens hover menus and tooltips. Take a snapshot after to see what appeared.",
+            hints("Hover", false, false, true, false)
+        ), page_handler!(hover::hover)),
+        ToolDef::new("browser_scroll", CDP, listing!(|_| scroll::ScrollArgs => ActOutput,
+            "Scroll with the mouse wheel: direction up, down, left or right, by amount CSS pixels (default most of a viewport), at ref, at x, y of the latest screenshot, or at the middle of the viewport; the area under that point scrolls. Says what moved and where it stands now (or that it was already at its end). With ref and no direction, scrolls that element into view. Refs stay valid after a scroll.",
+            hints("Scroll", false, false, false, false)
+        ), page_handler!(scroll::scroll)),
+        ToolDef::new("browser_drag", CDP, listing!(|_| drag::DragArgs => ActOutput,
+            "Drag from start_ref (or start_x, start_y of the latest screenshot) to end_ref (or end_x, end_y) with the left button held: moves a slider, reorders a list, drops an item on a target (HTML drag and drop included). The start is scrolled into view; the end must be in view with it, or the drag is refused and nothing is done. Says whether the page took it as a drag and drop or as mouse moves; take a snapshot after to see the result.",
+            hints("Drag", false, true, false, false)
+        ), page_handler!(drag::drag)),
+        ToolDef::new("browser_upload", CDP_FILES, listing!(|_| upload::UploadArgs => ActOutput,
+            "Choose files of the computer in a page's file input: ref is the input, or the button that opens its file chooser (it is clicked, and the chooser is answered with paths). paths are absolute paths of regular files in the computer (write them first with write_file or exec); an input without `multiple` takes one. Says what the input holds after (names and sizes). Submit the form after with browser_click.",
+            hints("Upload files", false, true, true, false)
+        ), page_handler!(upload::upload)),
+        ToolDef::new("browser_press", CDP, listing!(|_| press::PressArgs => ActOutput,
+            format!(
+                "Press keys in the page: a key name or chord (Enter, Tab, Escape, ArrowDown, PageDown, ctrl+a, shift+Tab), several separated by spaces, at most {} presses; ref focuses that element first, else they go where the focus is. To type text use browser_type.",
+                keys::MAX_PRESSES
+            ),
+            hints("Press keys", false, true, false, false)
+        ), page_handler!(press::press)),
+        ToolDef::new("browser_screenshot", CDP, listing!(|s| screenshot::ScreenshotArgs => screenshot::ShotOutput,
+            format!(
+                "See the current tab's viewport: a PNG fit to {}x{}, and its frame id. x, y given to browser_click and browser_hover are in this image's pixels. Prefer browser_snapshot to read a page; take a screenshot for what only pixels show.",
+                s.screenshot_max.0, s.screenshot_max.1
+            ),
+            hints("Browser screenshot", true, false, false, false)
+        ), page_handler!(screenshot::screenshot)),
+        ToolDef::new("browser_tabs", CDP, listing!(|_| tabs::TabsArgs => tabs::TabsOutput,
+            "The browser's tabs: list them, open a new one (it becomes current, url optional), switch to one, or close one (index or tab_id from list). The page tools act on the current tab; refs and screenshots are of the tab they were taken in.",
+            hints("Tabs", false, true, false, false)
+        ), page_handler!(tabs::tabs)),
+        ToolDef::new("browser_get_text", CDP, listing!(|s| get_text::GetTextArgs => get_text::GetTextOutput,
+            format!(
+                "The visible text of the page (or of one element by ref), as the page renders it (innerText), at most {} KiB per call; offset reads on. For reading articles and tables; use browser_snapshot to find what to act on.",
+                budget(s) / 1024
+            ),
+            hints("Page text", true, false, true, false)
+        ), page_handler!(get_text::get_text)),
+        ToolDef::new("browser_console", CDP, listing!(|_| console::RecentArgs => console::ConsoleOutput,
+            format!(
+                "The current tab's recent console messages and uncaught exceptions, newest last (at most max, default {DEFAULT_ENTRIES}, up to {MAX_ENTRIES}; each cut at {MAX_ENTRY_CHARS} characters). since (a previous answer's next) gives only newer ones."
+            ),
+            hints("Console", true, false, true, false)
+        ), page_handler!(console::console)),
+        ToolDef::new("browser_network", CDP, listing!(|_| console::RecentArgs => network::NetworkOutput,
+            format!(
+                "The current tab's recent requests, newest last: method, URL, status and type, or why one failed (at most max, default {DEFAULT_ENTRIES}, up to {MAX_ENTRIES}). since (a previous answer's next) gives only newer ones."
+            ),
+            hints("Network", true, false, true, false)
+        ), page_handler!(network::network)),
+        ToolDef::new("browser_eval", CDP, listing!(|s| eval::EvalArgs => eval::EvalOutput,
+            format!(
+                "Run JavaScript in the current page (expression, at most {} KiB) and answer its value as JSON (a promise is awaited; at most {} KiB of it). Write an expression, not a return. For what snapshots cannot show; act with the ref tools where you can.",
+                check::MAX_EXPRESSION_BYTES / 1024,
+                budget(s) / 1024
+            ),
+            hints("Run JavaScript", false, true, false, true)
+        ), page_handler!(eval::eval)),
+    ],
+};
 
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 pub struct ActOutput {

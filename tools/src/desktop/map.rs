@@ -72,24 +72,17 @@ pub enum ScrollDirection {
 pub struct ComputerArgs {
     pub action: ComputerAction,
     /// [x, y] in the last screenshot's pixels.
-    #[serde(default)]
     pub coordinate: Option<[i64; 2]>,
     /// left_click_drag's start, [x, y].
-    #[serde(default)]
     pub start_coordinate: Option<[i64; 2]>,
     /// type: the text; key/hold_key: keys like "ctrl+a" or "Return"; clicks and scroll: modifiers held, like "shift".
-    #[serde(default)]
     pub text: Option<String>,
-    #[serde(default)]
     pub scroll_direction: Option<ScrollDirection>,
     /// Wheel clicks.
-    #[serde(default)]
     pub scroll_amount: Option<u64>,
     /// Seconds (wait, hold_key).
-    #[serde(default)]
     pub duration: Option<f64>,
     /// zoom: [x0, y0, x1, y1] of the last screenshot.
-    #[serde(default)]
     pub region: Option<[i64; 4]>,
 }
 
@@ -271,20 +264,16 @@ pub enum OpenAiAction {
     Click {
         x: i64,
         y: i64,
-        #[serde(default)]
         button: Option<OpenAiButton>,
-        #[serde(default)]
         keys: Option<Vec<String>>,
     },
     DoubleClick {
         x: i64,
         y: i64,
-        #[serde(default)]
         keys: Option<Vec<String>>,
     },
     Drag {
         path: Vec<OpenAiPoint>,
-        #[serde(default)]
         keys: Option<Vec<String>>,
     },
     Keypress {
@@ -293,7 +282,6 @@ pub enum OpenAiAction {
     Move {
         x: i64,
         y: i64,
-        #[serde(default)]
         keys: Option<Vec<String>>,
     },
     /// scroll_x/scroll_y in pixels, a wheel click per 100.
@@ -304,7 +292,6 @@ pub enum OpenAiAction {
         scroll_x: i64,
         #[serde(default)]
         scroll_y: i64,
-        #[serde(default)]
         keys: Option<Vec<String>>,
     },
     Type {

@@ -6,16 +6,16 @@ use computerd::client::{ComputerExt, WriteFileOptions};
 use computerd::protocol::{
     ErrorKind, FileType, FilesListParams, FilesReadParams, FilesStatParams, clean_path, limits,
 };
-use rmcp::model::{CallToolResult, ContentBlock, Tool};
+use rmcp::model::{CallToolResult, ContentBlock};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::absolute;
+use crate::ToolContext;
 use crate::budget::kib;
-use crate::define::{done, hints, make_tool, with_structured};
+use crate::define::{done, hints, listing, with_structured};
 use crate::error::{Result, ToolError};
 use crate::text::{LineWindow, Stop, human_bytes, image_mime, image_size, not_text};
-use crate::{ToolContext, ToolSettings};
 
 /// read_file's `limit` when none is given.
 pub const DEFAULT_READ_LINES: u64 = 2000;
@@ -76,17 +76,15 @@ pub struct ReadFileOutput {
     pub height: Option<u32>,
 }
 
-pub(crate) fn read_tool(name: &'static str, s: &ToolSettings) -> Tool {
-    make_tool::<ReadFileArgs, ReadFileOutput>(
-        name,
-        format!(
-            "Read a text file as numbered lines, or see an image (PNG, JPEG, GIF, WebP; up to 3 MiB). \
+listing!(
+    pub(crate) fn read_tool(s): ReadFileArgs => ReadFileOutput,
+    format!(
+        "Read a text file as numbered lines, or see an image (PNG, JPEG, GIF, WebP; up to 3 MiB). \
 A reply holds about {}, lines over 2000 characters cut; when the file goes on it names the next `offset`.",
-            kib(s.output_budget_bytes)
-        ),
-        hints("Read a file", true, false, true, false),
-    )
-}
+        kib(s.output_budget_bytes)
+    ),
+    hints("Read a file", true, false, true, false)
+);
 
 /// `1000 bytes`, or `2097152 bytes, 2.0 MiB`.
 fn size_words(n: u64) -> String {
@@ -288,15 +286,12 @@ pub struct WriteFileOutput {
     pub bytes_written: u64,
 }
 
-pub(crate) fn write_tool(name: &'static str, _s: &ToolSettings) -> Tool {
-    make_tool::<WriteFileArgs, WriteFileOutput>(
-        name,
-        "Create or replace a whole file with the given text; parent directories are made. \
-To change part of a file, use edit_file."
-            .to_string(),
-        hints("Write a file", false, true, true, false),
-    )
-}
+listing!(
+    pub(crate) fn write_tool(_): WriteFileArgs => WriteFileOutput,
+    "Create or replace a whole file with the given text; parent directories are made. \
+To change part of a file, use edit_file.",
+    hints("Write a file", false, true, true, false)
+);
 
 pub(crate) async fn write(ctx: &ToolContext, a: WriteFileArgs) -> Result<CallToolResult> {
     absolute("path", &a.path, &ctx.facts.work_dir)?;
@@ -354,15 +349,12 @@ pub struct EditFileOutput {
     pub snippet: String,
 }
 
-pub(crate) fn edit_tool(name: &'static str, _s: &ToolSettings) -> Tool {
-    make_tool::<EditFileArgs, EditFileOutput>(
-        name,
-        "Replace exact text in a file. Refused, file unchanged, on no match or several without `replace_all`: \
-add lines around `old_string` to make it unique. Returns the edited lines."
-            .to_string(),
-        hints("Edit a file", false, true, false, false),
-    )
-}
+listing!(
+    pub(crate) fn edit_tool(_): EditFileArgs => EditFileOutput,
+    "Replace exact text in a file. Refused, file unchanged, on no match or several without `replace_all`: \
+add lines around `old_string` to make it unique. Returns the edited lines.",
+    hints("Edit a file", false, true, false, false)
+);
 
 /// An edit that cannot be made, with the count of matches.
 #[derive(Debug, PartialEq, Eq)]
@@ -549,17 +541,15 @@ pub struct ListFilesOutput {
     pub truncated: bool,
 }
 
-pub(crate) fn list_tool(name: &'static str, s: &ToolSettings) -> Tool {
-    make_tool::<ListFilesArgs, ListFilesOutput>(
-        name,
-        format!(
-            "List a directory tree: per entry its type (d, f, l symlink, o other), bytes and relative path; symlinks are not followed. \
+listing!(
+    pub(crate) fn list_tool(s): ListFilesArgs => ListFilesOutput,
+    format!(
+        "List a directory tree: per entry its type (d, f, l symlink, o other), bytes and relative path; symlinks are not followed. \
 Over about {} it stops with a note: list less.",
-            kib(s.output_budget_bytes)
-        ),
-        hints("List files", true, false, true, false),
-    )
-}
+        kib(s.output_budget_bytes)
+    ),
+    hints("List files", true, false, true, false)
+);
 
 fn type_letter(t: FileType) -> (&'static str, &'static str) {
     match t {

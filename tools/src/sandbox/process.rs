@@ -13,7 +13,7 @@ use computerd::protocol::{
     Bytes64, ErrorKind, ProcessListParams, ProcessSignalParams, ProcessStartParams,
     ProcessWaitParams, ProcessWaitResult, ProcessWriteParams, PtySize, Signal, Stream, limits,
 };
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -23,10 +23,10 @@ pub use read::{ProcessReadArgs, ProcessReadOutput};
 pub(crate) use read::{read, read_tool};
 
 use super::{absolute, lock, memo, program, start_owned};
+use crate::ToolContext;
 use crate::budget::{kib, save_dirs, unique_name};
-use crate::define::{done, hints, make_tool};
+use crate::define::{done, hints, listing};
 use crate::error::{Result, ToolError};
-use crate::{ToolContext, ToolSettings};
 
 /// process_read's `wait_ms` when none is given, and at most.
 pub const DEFAULT_WAIT_MS: u64 = 1000;
@@ -112,15 +112,12 @@ pub struct ProcessStartOutput {
 /// bound before it is refused.
 const START_QUEUE_MS: u64 = 30_000;
 
-pub(crate) fn start_tool(name: &'static str, s: &ToolSettings) -> Tool {
-    make_tool::<ProcessStartArgs, ProcessStartOutput>(
-        name,
-        "Start a program in the background (server, watcher, long build, REPL); returns its id at once. \
-Without `pty` its output is also logged to a file the result names."
-            .to_string(),
-        hints("Start a process", false, false, false, s.open_world),
-    )
-}
+listing!(
+    pub(crate) fn start_tool(s): ProcessStartArgs => ProcessStartOutput,
+    "Start a program in the background (server, watcher, long build, REPL); returns its id at once. \
+Without `pty` its output is also logged to a file the result names.",
+    hints("Start a process", false, false, false, s.open_world)
+);
 
 fn check_side(field: &str, v: Option<u16>, default: u16) -> Result<u16> {
     match v {
@@ -274,15 +271,12 @@ pub struct ProcessWriteOutput {
     pub closed: bool,
 }
 
-pub(crate) fn write_tool(name: &'static str, _s: &ToolSettings) -> Tool {
-    make_tool::<ProcessWriteArgs, ProcessWriteOutput>(
-        name,
-        "Send text to a background process's stdin or terminal. \
-Waits up to 10 s for it to be taken; read the answer with process_read."
-            .to_string(),
-        hints("Write to a process", false, false, false, false),
-    )
-}
+listing!(
+    pub(crate) fn write_tool(_): ProcessWriteArgs => ProcessWriteOutput,
+    "Send text to a background process's stdin or terminal. \
+Waits up to 10 s for it to be taken; read the answer with process_read.",
+    hints("Write to a process", false, false, false, false)
+);
 
 pub(crate) async fn write(ctx: &ToolContext, a: ProcessWriteArgs) -> Result<CallToolResult> {
     let input = a.input.unwrap_or_default().into_bytes();
@@ -439,15 +433,12 @@ pub struct ProcessSignalOutput {
     pub ended_by: Option<String>,
 }
 
-pub(crate) fn signal_tool(name: &'static str, _s: &ToolSettings) -> Tool {
-    make_tool::<ProcessSignalArgs, ProcessSignalOutput>(
-        name,
-        "Signal a background process and its group (in a terminal, INT goes to the foreground job). \
-Says whether it ended; KILL ends one that ignores TERM."
-            .to_string(),
-        hints("Signal a process", false, true, false, false),
-    )
-}
+listing!(
+    pub(crate) fn signal_tool(_): ProcessSignalArgs => ProcessSignalOutput,
+    "Signal a background process and its group (in a terminal, INT goes to the foreground job). \
+Says whether it ended; KILL ends one that ignores TERM.",
+    hints("Signal a process", false, true, false, false)
+);
 
 pub(crate) async fn signal(ctx: &ToolContext, a: ProcessSignalArgs) -> Result<CallToolResult> {
     let r = ctx
@@ -534,17 +525,15 @@ pub struct ProcessListOutput {
     pub truncated: bool,
 }
 
-pub(crate) fn list_tool(name: &'static str, s: &ToolSettings) -> Tool {
-    make_tool::<ProcessListArgs, ProcessListOutput>(
-        name,
-        format!(
-            "List background processes, oldest first: id, pid, state, command. \
+listing!(
+    pub(crate) fn list_tool(s): ProcessListArgs => ProcessListOutput,
+    format!(
+        "List background processes, oldest first: id, pid, state, command. \
 Ended ones stay (up to 256), output readable. Fits about {}.",
-            kib(s.output_budget_bytes)
-        ),
-        hints("List processes", true, false, false, false),
-    )
-}
+        kib(s.output_budget_bytes)
+    ),
+    hints("List processes", true, false, false, false)
+);
 
 /// How a process is shown: a shell command by its own text, else its argv.
 pub(crate) fn command_text(argv: &[String], clipped: bool) -> String {

@@ -224,6 +224,16 @@ impl Browser {
         })
     }
 
+    /// A browser on the test server's page `path`, and the server's base
+    /// address.
+    async fn at(path: &str) -> Option<(Browser, String)> {
+        let b = Browser::start().await?;
+        let (base, _) = serve().await;
+        b.ok("browser_navigate", json!({"url": format!("{base}{path}")}))
+            .await;
+        Some((b, base))
+    }
+
     async fn call(&self, name: &str, args: Value) -> CallToolResult {
         let Value::Object(m) = args else {
             panic!("arguments are an object")
@@ -258,6 +268,11 @@ impl Browser {
             .unwrap_or_else(|| panic!("no line with {needle:?} in\n{snapshot}"));
         let i = line.find("[ref=").expect("a ref on the line") + 5;
         line[i..].split(']').next().unwrap().to_string()
+    }
+
+    /// The refs on the snapshot lines that contain each of `needles`.
+    fn refs_of<const N: usize>(snapshot: &str, needles: [&str; N]) -> [String; N] {
+        needles.map(|n| Browser::ref_of(snapshot, n))
     }
 
     /// Wait (up to 20 s) until the tab's title is `title`.

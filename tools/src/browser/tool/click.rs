@@ -1,16 +1,15 @@
 //! `browser_click`: click an element by ref, or at a point of the latest
 //! screenshot.
 
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::CallToolResult;
 
-use crate::browser::dom::{describe_el, describe_node, release, resolve};
-use crate::browser::pointer::{Button, dialog_words, hit_at, mouse_click, point_of, viewport};
-use crate::browser::target::{Where, frame_for_points, target_args, where_of};
+use crate::ToolContext;
+use crate::browser::dom::{describe_node, release};
+use crate::browser::pointer::{Button, dialog_words, hit_at, mouse_click, viewport};
+use crate::browser::target::{Where, at_ref, frame_for_points, target_args, where_of};
 use crate::browser::tool::{ActOutput, act_done};
 use crate::browser::{FOLLOW, current, cursor, follow, followed_words, keys, main_frame};
-use crate::define::{hints, make_tool};
 use crate::error::{Result, ToolError};
-use crate::{ToolContext, ToolSettings};
 
 target_args! {
     pub struct ClickArgs {
@@ -19,28 +18,16 @@ target_args! {
         point,
         target,
         /// left (default), right or middle.
-        #[serde(default)]
         pub button: Option<Button>,
         /// 2 for a double click, 3 for a triple click (default 1).
-        #[serde(default)]
         pub click_count: Option<u32>,
         /// Keys held while clicking: "shift", "ctrl+shift", "cmd".
-        #[serde(default)]
         pub modifiers: Option<String>,
         tab_id,
     }
 }
 
-pub(crate) fn click_tool(name: &'static str, _s: &ToolSettings) -> Tool {
-    make_tool::<ClickArgs, ActOutput>(
-        name,
-        "Click an element by its ref from the latest browser_snapshot (it is scrolled into view and clicked at the middle of its box, after checking nothing covers it), or at x, y in the latest browser_screenshot's pixels. Waits briefly for a navigation the click starts. A ref from an older snapshot, or from before the page navigated, is refused: take a new snapshot.".to_string(),
-        hints("Click", false, true, false, false),
-    )
-}
-
 pub(crate) async fn click(ctx: &ToolContext, a: ClickArgs) -> Result<CallToolResult> {
-    crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
     let button = a.button.unwrap_or_default();
     let count = a.click_count.unwrap_or(1);
     if !(1..=3).contains(&count) {
@@ -54,11 +41,7 @@ pub(crate) async fn click(ctx: &ToolContext, a: ClickArgs) -> Result<CallToolRes
     };
     let wh = where_of(a.reference, a.x, a.y, a.target)?;
     let (tab, point, what) = match wh {
-        Where::Ref(raw) => {
-            let (tab, el, n) = resolve(ctx, "ref", &raw).await?;
-            let p = point_of(ctx, &tab, &el, n, "nothing was clicked").await?;
-            (tab, p, format!("e{n} ({})", describe_el(&el)))
-        }
+        Where::Ref(raw) => at_ref(ctx, "ref", &raw, "nothing was clicked").await?,
         Where::Point(x, y) => {
             let tab = current(ctx).await?;
             let f = frame_for_points(ctx, &tab).await?;

@@ -4,17 +4,17 @@
 use std::time::Duration;
 
 use computerd::protocol::CdpEvent;
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::ToolContext;
 use crate::browser::target::target_args;
 use crate::browser::tool::chars_cut;
 use crate::browser::{Tab, current, events};
-use crate::define::{done, hints, make_tool};
+use crate::define::done;
 use crate::error::{Result, ToolError};
-use crate::{ToolContext, ToolSettings};
 
 /// Entries `browser_console` and `browser_network` give at most.
 pub const MAX_ENTRIES: u32 = 200;
@@ -28,10 +28,8 @@ pub const MAX_ENTRY_CHARS: usize = 500;
 target_args! {
     pub struct RecentArgs {
         /// At most this many of the newest entries, 1 to 200 (default 50).
-        #[serde(default)]
         pub max: Option<u32>,
         /// Only entries after this point (the previous answer's next).
-        #[serde(default)]
         pub since: Option<u64>,
         tab_id,
     }
@@ -50,16 +48,6 @@ pub struct ConsoleOutput {
     pub entries: Vec<ConsoleEntry>,
     /// since for the next call.
     pub next: u64,
-}
-
-pub(crate) fn console_tool(name: &'static str, _s: &ToolSettings) -> Tool {
-    make_tool::<RecentArgs, ConsoleOutput>(
-        name,
-        format!(
-            "The current tab's recent console messages and uncaught exceptions, newest last (at most max, default {DEFAULT_ENTRIES}, up to {MAX_ENTRIES}; each cut at {MAX_ENTRY_CHARS} characters). since (a previous answer's next) gives only newer ones."
-        ),
-        hints("Console", true, false, true, false),
-    )
 }
 
 pub(crate) fn entries_max(m: Option<u32>) -> Result<usize> {
@@ -147,7 +135,7 @@ pub(crate) fn console_entry(e: &CdpEvent) -> Option<ConsoleEntry> {
 }
 
 /// What `browser_console` and `browser_network` read: the entries `read`
-/// makes of the events `methods` since `a.since` in the tab `a` names, the
+/// makes of the events `methods` since `a.since` in the current tab, the
 /// newest `a.max` kept; with how many older ones were left out, and `next`.
 pub(crate) async fn recent<T>(
     ctx: &ToolContext,
@@ -155,7 +143,6 @@ pub(crate) async fn recent<T>(
     methods: &[&str],
     read: impl FnOnce(&[CdpEvent]) -> Vec<T>,
 ) -> Result<(Vec<T>, usize, u64)> {
-    crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
     let max = entries_max(a.max)?;
     let tab = current(ctx).await?;
     let (evs, next) = all_events(ctx, &tab, a.since.unwrap_or(0), methods).await?;

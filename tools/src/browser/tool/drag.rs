@@ -3,17 +3,16 @@
 
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
+use crate::ToolContext;
 use crate::browser::dom::{describe_el, resolve};
-use crate::browser::pointer::{Button, mouse_move, point_in_view, point_of};
-use crate::browser::target::{Where, frame_for_points, target_args};
+use crate::browser::pointer::{Button, mouse_move, point_in_view};
+use crate::browser::target::{Where, frame_for_points, landing, target_args};
 use crate::browser::tool::{ActOutput, act_done};
-use crate::browser::{INPUT_MS, Tab, current, cursor, events, send, send_held};
-use crate::define::{hints, make_tool};
+use crate::browser::{INPUT_MS, Tab, cursor, events, send, send_held};
 use crate::error::{Result, ToolError};
-use crate::{ToolContext, ToolSettings};
 
 /// The moves a drag is made of between its press and its release.
 const DRAG_STEPS: u32 = 10;
@@ -25,37 +24,21 @@ const DRAG_START_WAIT: Duration = Duration::from_millis(300);
 target_args! {
     pub struct DragArgs {
         /// The ref of the element to drag, from the latest snapshot.
-        #[serde(default)]
         pub start_ref: Option<String>,
         /// A few words naming it, for the record.
-        #[serde(default)]
         pub start_element: Option<String>,
         /// The ref of the element to drop on (it must be in view with the start).
-        #[serde(default)]
         pub end_ref: Option<String>,
         /// A few words naming it, for the record.
-        #[serde(default)]
         pub end_element: Option<String>,
         /// Instead of start_ref: a point in the latest browser_screenshot's pixels.
-        #[serde(default)]
         pub start_x: Option<i64>,
-        #[serde(default)]
         pub start_y: Option<i64>,
         /// Instead of end_ref: a point in the latest browser_screenshot's pixels.
-        #[serde(default)]
         pub end_x: Option<i64>,
-        #[serde(default)]
         pub end_y: Option<i64>,
         tab_id,
     }
-}
-
-pub(crate) fn drag_tool(name: &'static str, _s: &ToolSettings) -> Tool {
-    make_tool::<DragArgs, ActOutput>(
-        name,
-        "Drag from start_ref (or start_x, start_y of the latest screenshot) to end_ref (or end_x, end_y) with the left button held: moves a slider, reorders a list, drops an item on a target (HTML drag and drop included). The start is scrolled into view; the end must be in view with it, or the drag is refused and nothing is done. Says whether the page took it as a drag and drop or as mouse moves; take a snapshot after to see the result.".to_string(),
-        hints("Drag", false, true, false, false),
-    )
 }
 
 /// One end of a drag: a ref, or a point of the latest screenshot.
@@ -76,22 +59,10 @@ fn end_of(which: &str, reference: Option<String>, x: Option<i64>, y: Option<i64>
 }
 
 pub(crate) async fn drag(ctx: &ToolContext, a: DragArgs) -> Result<CallToolResult> {
-    crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
     let start = end_of("start", a.start_ref, a.start_x, a.start_y)?;
     let end = end_of("end", a.end_ref, a.end_x, a.end_y)?;
     let nothing = "nothing was dragged";
-    let (tab, from, from_words) = match start {
-        Where::Ref(raw) => {
-            let (tab, el, n) = resolve(ctx, "start_ref", &raw).await?;
-            let p = point_of(ctx, &tab, &el, n, nothing).await?;
-            (tab, p, format!("e{n} ({})", describe_el(&el)))
-        }
-        Where::Point(x, y) => {
-            let tab = current(ctx).await?;
-            let f = frame_for_points(ctx, &tab).await?;
-            (tab, f.to_viewport(x, y)?, format!("({x}, {y})"))
-        }
-    };
+    let (tab, from, from_words) = landing(ctx, "start_ref", start, nothing).await?;
     let (to, to_words) = match end {
         Where::Ref(raw) => {
             let (_, el, n) = resolve(ctx, "end_ref", &raw).await?;

@@ -1,17 +1,17 @@
 //! `browser_eval`: run JavaScript in the page and give back its value.
 
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::console::MAX_ENTRY_CHARS;
+use crate::ToolContext;
 use crate::browser::target::target_args;
 use crate::browser::tool::{budget, chars_cut};
 use crate::browser::{check, current, cursor, send_held};
-use crate::define::{done, hints, make_tool};
+use crate::define::done;
 use crate::error::{Result, ToolError};
-use crate::{ToolContext, ToolSettings};
 
 /// `browser_eval`'s `timeout_ms` when none is given, and at most.
 pub const EVAL_DEFAULT_MS: u64 = 10_000;
@@ -20,13 +20,10 @@ pub const EVAL_MAX_MS: u64 = 60_000;
 target_args! {
     pub struct EvalArgs {
         /// JavaScript evaluated in the page; its last expression's value is the answer (a promise is awaited). At most 64 KiB.
-        #[serde(default)]
         pub expression: Option<String>,
         /// The same as expression (the name Anthropic's javascript_exec uses).
-        #[serde(default)]
         pub text: Option<String>,
         /// How long it may run, 100 to 60000 ms (default 10000).
-        #[serde(default)]
         pub timeout_ms: Option<u64>,
         tab_id,
     }
@@ -44,34 +41,14 @@ pub struct EvalOutput {
     pub cut: bool,
 }
 
-pub(crate) fn eval_tool(name: &'static str, s: &ToolSettings) -> Tool {
-    make_tool::<EvalArgs, EvalOutput>(
-        name,
-        format!(
-            "Run JavaScript in the current page (expression, at most {} KiB) and answer its value as JSON (a promise is awaited; at most {} KiB of it). Write an expression, not a return. For what snapshots cannot show; act with the ref tools where you can.",
-            check::MAX_EXPRESSION_BYTES / 1024,
-            budget(s) / 1024
-        ),
-        hints("Run JavaScript", false, true, false, true),
-    )
-}
-
 pub(crate) async fn eval(ctx: &ToolContext, a: EvalArgs) -> Result<CallToolResult> {
-    crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
-    let (field, expr) = match (a.expression, a.text) {
-        (Some(e), None) => ("expression", e),
-        (None, Some(t)) => ("text", t),
-        (Some(_), Some(_)) => {
-            return Err(ToolError::Invalid(
-                "give expression or text, not both; nothing was run".into(),
-            ));
-        }
-        (None, None) => {
-            return Err(ToolError::Invalid(
-                "expression is missing: give the JavaScript to run".into(),
-            ));
-        }
-    };
+    let (field, expr) = check::field_or_text(
+        "expression",
+        a.expression,
+        a.text,
+        "nothing was run",
+        "expression is missing: give the JavaScript to run",
+    )?;
     check::bounded(field, &expr, check::MAX_EXPRESSION_BYTES)?;
     let ms = a.timeout_ms.unwrap_or(EVAL_DEFAULT_MS);
     if !(100..=EVAL_MAX_MS).contains(&ms) {

@@ -1,23 +1,22 @@
 //! `browser_get_text`: the text of the page or of an element, in pages.
 
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
 
+use crate::ToolContext;
 use crate::browser::dom::resolve;
 use crate::browser::target::target_args;
 use crate::browser::tool::budget;
-use crate::browser::{current, send};
-use crate::define::{done, hints, make_tool};
+use crate::browser::{current, send_to};
+use crate::define::done;
 use crate::error::{Result, ToolError};
-use crate::{ToolContext, ToolSettings};
 
 target_args! {
     pub struct GetTextArgs {
         ref: "An element's ref from the latest snapshot; none for the whole page.",
         /// Where to start, in bytes of the text (the previous answer's next_offset).
-        #[serde(default)]
         pub offset: Option<usize>,
         tab_id,
     }
@@ -33,48 +32,24 @@ pub struct GetTextOutput {
     pub next_offset: Option<usize>,
 }
 
-pub(crate) fn get_text_tool(name: &'static str, s: &ToolSettings) -> Tool {
-    make_tool::<GetTextArgs, GetTextOutput>(
-        name,
-        format!(
-            "The visible text of the page (or of one element by ref), as the page renders it (innerText), at most {} KiB per call; offset reads on. For reading articles and tables; use browser_snapshot to find what to act on.",
-            budget(s) / 1024
-        ),
-        hints("Page text", true, false, true, false),
-    )
-}
-
 pub(crate) async fn get_text(ctx: &ToolContext, a: GetTextArgs) -> Result<CallToolResult> {
-    crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
     let tab = current(ctx).await?;
     let r = match &a.reference {
         Some(raw) => {
             let (tab, r, _) = resolve(ctx, "ref", raw).await?;
             let obj = crate::browser::dom::object(ctx, &tab, r.backend, raw).await?;
-            send(
-                ctx,
-                Some(&tab.session),
-                "Runtime.callFunctionOn",
-                json!({
+            send_to(ctx, &tab, "Runtime.callFunctionOn", json!({
                     "objectId": obj,
                     "functionDeclaration": "function(){ return this.innerText ?? this.textContent ?? ''; }",
                     "returnByValue": true,
-                }),
-                None,
-            )
+                }))
             .await?
         }
         None => {
-            send(
-                ctx,
-                Some(&tab.session),
-                "Runtime.evaluate",
-                json!({
+            send_to(ctx, &tab, "Runtime.evaluate", json!({
                     "expression": "document.body ? document.body.innerText : (document.documentElement ? document.documentElement.innerText : '')",
                     "returnByValue": true,
-                }),
-                None,
-            )
+                }))
             .await?
         }
     };

@@ -1,15 +1,12 @@
 //! `browser_hover`: move the mouse over an element by ref, or to a point.
 
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::CallToolResult;
 
-use crate::browser::current;
-use crate::browser::dom::{describe_el, resolve};
-use crate::browser::pointer::{mouse_move, point_of};
-use crate::browser::target::{Where, frame_for_points, target_args, where_of};
+use crate::ToolContext;
+use crate::browser::pointer::mouse_move;
+use crate::browser::target::{landing, target_args, where_of};
 use crate::browser::tool::{ActOutput, act_done};
-use crate::define::{hints, make_tool};
 use crate::error::Result;
-use crate::{ToolContext, ToolSettings};
 
 target_args! {
     pub struct HoverArgs {
@@ -21,29 +18,9 @@ target_args! {
     }
 }
 
-pub(crate) fn hover_tool(name: &'static str, _s: &ToolSettings) -> Tool {
-    make_tool::<HoverArgs, ActOutput>(
-        name,
-        "Move the pointer over an element by ref (scrolled into view, checked uncovered) or to x, y of the latest screenshot, without clicking: opens hover menus and tooltips. Take a snapshot after to see what appeared.".to_string(),
-        hints("Hover", false, false, true, false),
-    )
-}
-
 pub(crate) async fn hover(ctx: &ToolContext, a: HoverArgs) -> Result<CallToolResult> {
-    crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
-    let (tab, p, what) = match where_of(a.reference, a.x, a.y, a.target)? {
-        Where::Ref(raw) => {
-            let (tab, el, n) = resolve(ctx, "ref", &raw).await?;
-            let p = point_of(ctx, &tab, &el, n, "the pointer was not moved").await?;
-            (tab, p, format!("e{n} ({})", describe_el(&el)))
-        }
-        Where::Point(x, y) => {
-            let tab = current(ctx).await?;
-            let f = frame_for_points(ctx, &tab).await?;
-            let p = f.to_viewport(x, y)?;
-            (tab, p, format!("({x}, {y})"))
-        }
-    };
+    let wh = where_of(a.reference, a.x, a.y, a.target)?;
+    let (tab, p, what) = landing(ctx, "ref", wh, "the pointer was not moved").await?;
     mouse_move(ctx, &tab, p.0, p.1, 0).await?;
     let text = format!(
         "the pointer is over {what} at viewport ({:.0}, {:.0})",

@@ -2,16 +2,18 @@
 
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::ToolContext;
 use crate::browser::target::target_args;
-use crate::browser::{Loaded, Tab, check, current, cursor, main_frame, send, title_url, wait_load};
-use crate::define::{done, hints, make_tool};
+use crate::browser::{
+    Loaded, Tab, check, current, cursor, main_frame, send, send_to, title_url, wait_load,
+};
+use crate::define::done;
 use crate::error::{Result, ToolError};
-use crate::{ToolContext, ToolSettings};
 
 /// `timeout_ms` of `browser_navigate` when none is given.
 pub const NAVIGATE_DEFAULT_MS: u64 = 30_000;
@@ -33,13 +35,10 @@ pub enum History {
 target_args! {
     pub struct NavigateArgs {
         /// The address to open: http:// or https:// (a bare host gets https://), or about:blank. "back", "forward" and "reload" are taken here too.
-        #[serde(default)]
         pub url: Option<String>,
         /// Instead of url: back, forward or reload.
-        #[serde(default)]
         pub action: Option<History>,
         /// How long to wait for the page to load, 1000 to 60000 ms (default 30000).
-        #[serde(default)]
         pub timeout_ms: Option<u64>,
         tab_id,
     }
@@ -49,18 +48,6 @@ target_args! {
 pub struct NavigateOutput {
     pub url: String,
     pub title: String,
-}
-
-pub(crate) fn navigate_tool(name: &'static str, _s: &ToolSettings) -> Tool {
-    make_tool::<NavigateArgs, NavigateOutput>(
-        name,
-        format!(
-            "Open a page in the current tab (url: http://, https:// or about:blank; other schemes are refused), or go back, forward or reload (action). Waits for the page to load, at most timeout_ms (default {} s, at most {} s), and answers its URL and title. Then read it with browser_snapshot.",
-            NAVIGATE_DEFAULT_MS / 1000,
-            NAVIGATE_MAX_MS / 1000
-        ),
-        hints("Navigate", false, false, false, true),
-    )
 }
 
 pub(crate) fn navigate_timeout(t: Option<u64>) -> Result<Duration> {
@@ -150,17 +137,10 @@ async fn history(ctx: &ToolContext, tab: &Tab, h: History, within: Duration) -> 
     let since = cursor(ctx, &tab.session).await?;
     match h {
         History::Reload => {
-            send(ctx, Some(&tab.session), "Page.reload", json!({}), None).await?;
+            send_to(ctx, tab, "Page.reload", json!({})).await?;
         }
         History::Back | History::Forward => {
-            let r = send(
-                ctx,
-                Some(&tab.session),
-                "Page.getNavigationHistory",
-                json!({}),
-                None,
-            )
-            .await?;
+            let r = send_to(ctx, tab, "Page.getNavigationHistory", json!({})).await?;
             let at = r["currentIndex"].as_i64().unwrap_or(0);
             let entries = r["entries"].as_array().cloned().unwrap_or_default();
             let to = if h == History::Back { at - 1 } else { at + 1 };
@@ -176,12 +156,11 @@ async fn history(ctx: &ToolContext, tab: &Tab, h: History, within: Duration) -> 
                     at + 1
                 )));
             };
-            send(
+            send_to(
                 ctx,
-                Some(&tab.session),
+                tab,
                 "Page.navigateToHistoryEntry",
                 json!({"entryId": entry["id"]}),
-                None,
             )
             .await?;
         }
@@ -225,7 +204,6 @@ pub(crate) async fn navigate(ctx: &ToolContext, a: NavigateArgs) -> Result<CallT
             ));
         }
     };
-    crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
     let tab = current(ctx).await?;
     let what = match go {
         Go::History(h) => {

@@ -2,15 +2,15 @@
 
 use std::collections::HashMap;
 
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::console::{DEFAULT_ENTRIES, MAX_ENTRIES, MAX_ENTRY_CHARS, RecentArgs, recent};
+use super::console::{MAX_ENTRY_CHARS, RecentArgs, recent};
+use crate::ToolContext;
 use crate::browser::tool::chars_cut;
-use crate::define::{done, hints, make_tool};
+use crate::define::done;
 use crate::error::Result;
-use crate::{ToolContext, ToolSettings};
 
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 pub struct NetworkEntry {
@@ -29,16 +29,6 @@ pub struct NetworkEntry {
 pub struct NetworkOutput {
     pub requests: Vec<NetworkEntry>,
     pub next: u64,
-}
-
-pub(crate) fn network_tool(name: &'static str, _s: &ToolSettings) -> Tool {
-    make_tool::<RecentArgs, NetworkOutput>(
-        name,
-        format!(
-            "The current tab's recent requests, newest last: method, URL, status and type, or why one failed (at most max, default {DEFAULT_ENTRIES}, up to {MAX_ENTRIES}). since (a previous answer's next) gives only newer ones."
-        ),
-        hints("Network", true, false, true, false),
-    )
 }
 
 /// Requests from the network events, in the order they were sent.

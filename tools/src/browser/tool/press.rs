@@ -1,61 +1,37 @@
 //! `browser_press`: press keys and key combinations.
 
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::CallToolResult;
 
+use crate::ToolContext;
 use crate::browser::dom::{describe_el, focus, resolve, scroll_into_view};
 use crate::browser::pointer::{dialog_words, key_presses};
 use crate::browser::target::target_args;
 use crate::browser::tool::{ActOutput, act_done};
-use crate::browser::{FOLLOW, current, cursor, follow, followed_words, keys, main_frame};
-use crate::define::{hints, make_tool};
+use crate::browser::{FOLLOW, check, current, cursor, follow, followed_words, keys, main_frame};
 use crate::error::{Result, ToolError};
-use crate::{ToolContext, ToolSettings};
 
 target_args! {
     pub struct PressArgs {
         /// The key or chord: Enter, Tab, Escape, ArrowDown, ctrl+a, shift+Tab; several separated by spaces ("Backspace Backspace").
-        #[serde(default)]
         pub key: Option<String>,
         /// The same as key (the name Anthropic's key action uses).
-        #[serde(default)]
         pub text: Option<String>,
         ref: "Focus this element (a ref from the latest snapshot) first.",
         element,
         /// Press it this many times, 1 to 100 (default 1).
-        #[serde(default)]
         pub repeat: Option<u32>,
         tab_id,
     }
 }
 
-pub(crate) fn press_tool(name: &'static str, _s: &ToolSettings) -> Tool {
-    make_tool::<PressArgs, ActOutput>(
-        name,
-        format!(
-            "Press keys in the page: a key name or chord (Enter, Tab, Escape, ArrowDown, PageDown, ctrl+a, shift+Tab), several separated by spaces, at most {} presses; ref focuses that element first, else they go where the focus is. To type text use browser_type.",
-            keys::MAX_PRESSES
-        ),
-        hints("Press keys", false, true, false, false),
-    )
-}
-
 pub(crate) async fn press(ctx: &ToolContext, a: PressArgs) -> Result<CallToolResult> {
-    crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
-    let (field, keys_text) = match (a.key, a.text) {
-        (Some(k), None) => ("key", k),
-        (None, Some(t)) => ("text", t),
-        (Some(_), Some(_)) => {
-            return Err(ToolError::Invalid(
-                "give key or text, not both; nothing was pressed".into(),
-            ));
-        }
-        (None, None) => {
-            return Err(ToolError::Invalid(
-                "key is missing: give a key such as Enter, Tab or ctrl+a; nothing was pressed"
-                    .into(),
-            ));
-        }
-    };
+    let (field, keys_text) = check::field_or_text(
+        "key",
+        a.key,
+        a.text,
+        "nothing was pressed",
+        "key is missing: give a key such as Enter, Tab or ctrl+a; nothing was pressed",
+    )?;
     let repeat = a.repeat.unwrap_or(1);
     let presses = keys::parse(field, &keys_text)?;
     if repeat == 0 || presses.len() * repeat as usize > keys::MAX_PRESSES {

@@ -2,23 +2,22 @@
 //! later points are in.
 
 use base64::Engine;
-use rmcp::model::{CallToolResult, ContentBlock, Tool};
+use rmcp::model::{CallToolResult, ContentBlock};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
 
+use crate::ToolContext;
 use crate::browser::pointer::viewport;
 use crate::browser::target::target_args;
-use crate::browser::{ShotFrame, current, send, with_memo};
-use crate::define::{hints, make_tool, with_structured};
+use crate::browser::{ShotFrame, current, send_to, with_memo};
+use crate::define::with_structured;
 use crate::desktop::image;
 use crate::error::{Result, ToolError};
-use crate::{ToolContext, ToolSettings};
 
 target_args! {
     pub struct ScreenshotArgs {
         /// At most this many pixels wide (saves context).
-        #[serde(default)]
         pub max_width: Option<u32>,
         tab_id,
     }
@@ -36,17 +35,6 @@ pub struct ShotOutput {
     pub viewport_height: f64,
 }
 
-pub(crate) fn screenshot_tool(name: &'static str, s: &ToolSettings) -> Tool {
-    make_tool::<ScreenshotArgs, ShotOutput>(
-        name,
-        format!(
-            "See the current tab's viewport: a PNG fit to {}x{}, and its frame id. x, y given to browser_click and browser_hover are in this image's pixels. Prefer browser_snapshot to read a page; take a screenshot for what only pixels show.",
-            s.screenshot_max.0, s.screenshot_max.1
-        ),
-        hints("Browser screenshot", true, false, false, false),
-    )
-}
-
 /// A PNG's size, from its header.
 pub fn png_size(png: &[u8]) -> Option<(u32, u32)> {
     if png.len() < 24 || &png[..8] != b"\x89PNG\r\n\x1a\n" {
@@ -57,7 +45,6 @@ pub fn png_size(png: &[u8]) -> Option<(u32, u32)> {
 }
 
 pub(crate) async fn screenshot(ctx: &ToolContext, a: ScreenshotArgs) -> Result<CallToolResult> {
-    crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
     if let Some(w) = a.max_width
         && w < crate::desktop::MIN_MAX_WIDTH
     {
@@ -81,14 +68,7 @@ pub(crate) async fn screenshot(ctx: &ToolContext, a: ScreenshotArgs) -> Result<C
         // The browser scales the viewport's region itself.
         params["clip"] = json!({"x": px, "y": py, "width": vw, "height": vh, "scale": scale});
     }
-    let r = send(
-        ctx,
-        Some(&tab.session),
-        "Page.captureScreenshot",
-        params,
-        None,
-    )
-    .await?;
+    let r = send_to(ctx, &tab, "Page.captureScreenshot", params).await?;
     let data = r["data"].as_str().unwrap_or("");
     let png = base64::engine::general_purpose::STANDARD
         .decode(data)

@@ -3,19 +3,18 @@
 
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::ToolContext;
 use crate::browser::dom::{SCROLLER, call_on, describe_el, object, release, resolve};
 use crate::browser::pointer::{dialog_words, hit_at, mouse_move, point_of, viewport};
 use crate::browser::target::{Where, frame_for_points, target_args, where_of};
 use crate::browser::tool::{ActOutput, act_done};
-use crate::browser::{INPUT_MS, Tab, current, cursor, send, send_held};
-use crate::define::{hints, make_tool};
+use crate::browser::{INPUT_MS, Tab, current, cursor, send_held, send_to};
 use crate::error::{Result, ToolError};
-use crate::{ToolContext, ToolSettings};
 
 /// The farthest one scroll goes, in CSS pixels.
 pub const MAX_SCROLL_PX: u32 = 100_000;
@@ -50,10 +49,9 @@ impl Direction {
 target_args! {
     pub struct ScrollArgs {
         /// up, down, left or right. Without it, ref is scrolled into view.
-        #[serde(default, alias = "scroll_direction")]
+        #[serde(alias = "scroll_direction")]
         pub direction: Option<Direction>,
         /// How far, in CSS pixels (1 to 100000; default 80% of the viewport).
-        #[serde(default)]
         pub amount: Option<u32>,
         ref: "Where the wheel turns: an element's ref (the area it is in scrolls); default the middle of the viewport.",
         element,
@@ -61,14 +59,6 @@ target_args! {
         target,
         tab_id,
     }
-}
-
-pub(crate) fn scroll_tool(name: &'static str, _s: &ToolSettings) -> Tool {
-    make_tool::<ScrollArgs, ActOutput>(
-        name,
-        "Scroll with the mouse wheel: direction up, down, left or right, by amount CSS pixels (default most of a viewport), at ref, at x, y of the latest screenshot, or at the middle of the viewport; the area under that point scrolls. Says what moved and where it stands now (or that it was already at its end). With ref and no direction, scrolls that element into view. Refs stay valid after a scroll.".to_string(),
-        hints("Scroll", false, false, false, false),
-    )
 }
 
 /// Where a scrollable area stands: its scroll, and how far it can go.
@@ -106,16 +96,10 @@ async fn spots(
     let v = match obj {
         Some(o) => call_on(ctx, tab, o, SCROLLER, vec![json!(vertical)]).await?,
         None => {
-            let r = send(
-                ctx,
-                Some(&tab.session),
-                "Runtime.evaluate",
-                json!({
+            let r = send_to(ctx, tab, "Runtime.evaluate", json!({
                     "expression": format!("({SCROLLER}).call(document.documentElement, {vertical})"),
                     "returnByValue": true,
-                }),
-                None,
-            )
+                }))
             .await?;
             r["result"]["value"].clone()
         }
@@ -139,7 +123,6 @@ fn moved(a: &Spot, b: &Spot) -> bool {
 }
 
 pub(crate) async fn scroll(ctx: &ToolContext, a: ScrollArgs) -> Result<CallToolResult> {
-    crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
     if let Some(n) = a.amount
         && !(1..=MAX_SCROLL_PX).contains(&n)
     {

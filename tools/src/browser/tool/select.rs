@@ -1,20 +1,19 @@
 //! `browser_select`: choose options of a select, set a checkbox, radio
 //! or a field's value.
 
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::ToolContext;
 use crate::browser::dom::{
     SET_FORM, call_on, describe_el, object, release, resolve, scroll_into_view,
 };
 use crate::browser::target::{Target, Typed, target_args};
 use crate::browser::tool::{ActOutput, act_done};
 use crate::browser::{FOLLOW, check, cursor, follow, followed_words, main_frame};
-use crate::define::{hints, make_tool};
 use crate::error::{Result, ToolError};
-use crate::{ToolContext, ToolSettings};
 
 /// A form value: text, a number, or true/false for a checkbox.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
@@ -31,10 +30,8 @@ target_args! {
         element,
         ref_target,
         /// The options to pick, by value or by their text (one for a plain select).
-        #[serde(default)]
         pub values: Option<Vec<String>>,
         /// Instead of values: one option; true or false to check or uncheck a checkbox; text for a text field.
-        #[serde(default)]
         pub value: Option<FormValue>,
         tab_id,
     }
@@ -43,16 +40,7 @@ target_args! {
 /// The options to pick at most.
 pub const MAX_VALUES: usize = 100;
 
-pub(crate) fn select_tool(name: &'static str, _s: &ToolSettings) -> Tool {
-    make_tool::<SelectArgs, ActOutput>(
-        name,
-        "Pick options of a <select> by its ref (values: the options' values or texts, several for a multiple select), or set a form field's value directly (value: true/false checks a checkbox or radio, text sets a text field). Fires input and change as a user's choice would.".to_string(),
-        hints("Select", false, true, true, false),
-    )
-}
-
 pub(crate) async fn select(ctx: &ToolContext, a: SelectArgs) -> Result<CallToolResult> {
-    crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
     let raw = match (a.reference, a.target) {
         (Some(r), None)
         | (None, Some(Target::Plain(r)))

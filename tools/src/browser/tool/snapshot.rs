@@ -3,27 +3,25 @@
 
 use std::collections::HashSet;
 
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::ToolContext;
 use crate::browser::target::target_args;
 use crate::browser::tool::budget;
 use crate::browser::{
-    Snap, Tab, current, main_frame, send, snapshot as snap, title_url, with_memo,
+    Snap, Tab, current, main_frame, send, send_to, snapshot as snap, title_url, with_memo,
 };
-use crate::define::{done, hints, make_tool};
+use crate::define::done;
 use crate::error::{Result, ToolError};
-use crate::{ToolContext, ToolSettings};
 
 target_args! {
     pub struct SnapshotArgs {
         /// Which page of a long snapshot, from 1. Pages after the first are of the latest snapshot (no new one is taken).
-        #[serde(default)]
         pub page: Option<u32>,
         /// "interactive": only the elements with a ref, one a line (shorter); default every line.
-        #[serde(default)]
         pub filter: Option<Filter>,
         tab_id,
     }
@@ -60,17 +58,6 @@ pub struct SnapshotOutput {
     pub pages: u32,
     /// How many refs the snapshot has (all pages).
     pub refs: u64,
-}
-
-pub(crate) fn snapshot_tool(name: &'static str, s: &ToolSettings) -> Tool {
-    make_tool::<SnapshotArgs, SnapshotOutput>(
-        name,
-        format!(
-            "Read the current page as its accessibility tree: indented lines such as `- button \"Submit\" [ref=e12]`, a ref on every link, button, field, checkbox, select and option you can act on. Pass the refs to browser_click, browser_type, browser_select, browser_hover, browser_press. Refs are of this snapshot only: after the page navigates or you take another snapshot, older refs are refused. Password values are never shown. At most {} KiB a page; page 2 and on are of the same snapshot.",
-            budget(s) / 1024
-        ),
-        hints("Page snapshot", true, false, false, false),
-    )
 }
 
 /// The backend ids of the document's password inputs.
@@ -149,14 +136,7 @@ pub(crate) async fn take_snapshot(ctx: &ToolContext) -> Result<Snap> {
     let tab = current(ctx).await?;
     let frame = main_frame(ctx, &tab).await?;
     let passwords = password_fields(ctx, &tab).await?;
-    let tree = send(
-        ctx,
-        Some(&tab.session),
-        "Accessibility.getFullAXTree",
-        json!({}),
-        None,
-    )
-    .await?;
+    let tree = send_to(ctx, &tab, "Accessibility.getFullAXTree", json!({})).await?;
     let main = tree["nodes"].as_array().cloned().unwrap_or_default();
     let frames = frame_trees(ctx, &tab).await?;
     let nodes = snap::merge_frames(&main, &frames);
@@ -192,7 +172,6 @@ fn ref_range(s: &Snap) -> String {
 }
 
 pub(crate) async fn snapshot(ctx: &ToolContext, a: SnapshotArgs) -> Result<CallToolResult> {
-    crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
     let want = a.page.unwrap_or(1);
     if want == 0 {
         return Err(ToolError::Invalid(

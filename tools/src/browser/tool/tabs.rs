@@ -2,19 +2,20 @@
 
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::navigate::{NAVIGATE_DEFAULT_MS, goto};
+use crate::ToolContext;
+use crate::browser::target::InTab;
 use crate::browser::tool::chars_cut;
 use crate::browser::{
     activate, attach, check, current, new_blank_tab, page_targets, send, with_memo,
 };
-use crate::define::{done, hints, make_tool};
+use crate::define::done;
 use crate::error::{Result, ToolError};
-use crate::{ToolContext, ToolSettings};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -31,14 +32,19 @@ pub struct TabsArgs {
     /// list, new (url optional), switch (index or tab_id), close (index or tab_id; default the current tab).
     pub action: TabAction,
     /// The tab's index as list shows it, from 0.
-    #[serde(default)]
     pub index: Option<usize>,
     /// Instead of index: the tab's id as list shows it.
-    #[serde(default)]
     pub tab_id: Option<String>,
     /// For new: the address to open in it (http://, https:// or about:blank).
-    #[serde(default)]
     pub url: Option<String>,
+}
+
+/// Its `tab_id` is the tab to switch to or close, not one to act in: it
+/// runs on whatever tab is current.
+impl InTab for TabsArgs {
+    fn tab_id(&self) -> Option<&str> {
+        None
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
@@ -54,14 +60,6 @@ pub struct TabRow {
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 pub struct TabsOutput {
     pub tabs: Vec<TabRow>,
-}
-
-pub(crate) fn tabs_tool(name: &'static str, _s: &ToolSettings) -> Tool {
-    make_tool::<TabsArgs, TabsOutput>(
-        name,
-        "The browser's tabs: list them, open a new one (it becomes current, url optional), switch to one, or close one (index or tab_id from list). The page tools act on the current tab; refs and screenshots are of the tab they were taken in.".to_string(),
-        hints("Tabs", false, true, false, false),
-    )
 }
 
 async fn tab_rows(ctx: &ToolContext) -> Result<Vec<TabRow>> {

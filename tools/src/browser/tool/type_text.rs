@@ -1,8 +1,9 @@
 //! `browser_type`: type into a field by ref, or where the focus is.
 
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::CallToolResult;
 use serde_json::json;
 
+use crate::ToolContext;
 use crate::browser::dom::{
     CLEAR, HAS_FOCUS, VALUE_OF, call_on, describe_el, focus, object, release, resolve,
     scroll_into_view,
@@ -11,11 +12,9 @@ use crate::browser::pointer::{dialog_words, key_presses};
 use crate::browser::target::target_args;
 use crate::browser::tool::{ActOutput, act_done};
 use crate::browser::{
-    FOLLOW, check, current, cursor, follow, followed_words, keys, main_frame, send,
+    FOLLOW, check, current, cursor, follow, followed_words, keys, main_frame, send_to,
 };
-use crate::define::{hints, make_tool};
 use crate::error::{Result, ToolError};
-use crate::{ToolContext, ToolSettings};
 
 target_args! {
     pub struct TypeArgs {
@@ -24,25 +23,14 @@ target_args! {
         /// The text to type, as it is (at most 64 KiB).
         pub text: String,
         /// Empty the field first.
-        #[serde(default)]
         pub clear: Option<bool>,
         /// Press Enter after (submits most forms).
-        #[serde(default)]
         pub submit: Option<bool>,
         tab_id,
     }
 }
 
-pub(crate) fn type_tool(name: &'static str, _s: &ToolSettings) -> Tool {
-    make_tool::<TypeArgs, ActOutput>(
-        name,
-        "Type text into a field by its ref from the latest snapshot (it is scrolled into view and focused first; clear empties it first; submit presses Enter after), or where the focus is when no ref is given. What is typed into a password field is never shown back.".to_string(),
-        hints("Type", false, true, false, false),
-    )
-}
-
 pub(crate) async fn type_text(ctx: &ToolContext, a: TypeArgs) -> Result<CallToolResult> {
-    crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
     check::bounded("text", &a.text, check::MAX_TYPE_BYTES)?;
     let chars = a.text.chars().count();
     let (tab, into, obj) = match &a.reference {
@@ -70,14 +58,7 @@ pub(crate) async fn type_text(ctx: &ToolContext, a: TypeArgs) -> Result<CallTool
         None => (current(ctx).await?, None, None),
     };
     if !a.text.is_empty() {
-        send(
-            ctx,
-            Some(&tab.session),
-            "Input.insertText",
-            json!({"text": a.text}),
-            None,
-        )
-        .await?;
+        send_to(ctx, &tab, "Input.insertText", json!({"text": a.text})).await?;
     }
     let mut text = match &into {
         Some((n, el)) => format!("typed {chars} characters into e{n} ({})", describe_el(el)),

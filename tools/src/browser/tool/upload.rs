@@ -11,20 +11,19 @@ use std::time::Duration;
 
 use computerd::client::ComputerExt;
 use computerd::protocol::{ErrorKind, FileType, FilesStatParams};
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::CallToolResult;
 use serde_json::json;
 
+use crate::ToolContext;
 use crate::browser::dom::{
     INPUT_FACTS, INPUT_FILES, call_on, describe_el, object, release, resolve,
 };
 use crate::browser::pointer::{Button, dialog_words, mouse_click, point_of};
 use crate::browser::target::target_args;
 use crate::browser::tool::{ActOutput, act_done};
-use crate::browser::{Tab, cursor, events, send};
-use crate::define::{hints, make_tool};
+use crate::browser::{Tab, cursor, events, send, send_to};
 use crate::error::{Result, ToolError};
 use crate::sandbox::absolute;
-use crate::{ToolContext, ToolSettings};
 
 /// The most files one upload chooses.
 pub const MAX_UPLOAD_FILES: usize = 100;
@@ -44,16 +43,7 @@ target_args! {
     }
 }
 
-pub(crate) fn upload_tool(name: &'static str, _s: &ToolSettings) -> Tool {
-    make_tool::<UploadArgs, ActOutput>(
-        name,
-        "Choose files of the computer in a page's file input: ref is the input, or the button that opens its file chooser (it is clicked, and the chooser is answered with paths). paths are absolute paths of regular files in the computer (write them first with write_file or exec); an input without `multiple` takes one. Says what the input holds after (names and sizes). Submit the form after with browser_click.".to_string(),
-        hints("Upload files", false, true, true, false),
-    )
-}
-
 pub(crate) async fn upload(ctx: &ToolContext, a: UploadArgs) -> Result<CallToolResult> {
-    crate::browser::use_tab(ctx, a.tab_id.as_deref()).await?;
     if a.paths.len() > MAX_UPLOAD_FILES {
         return Err(ToolError::Invalid(format!(
             "paths has {} entries; one upload takes at most {MAX_UPLOAD_FILES}; nothing was chosen",
@@ -95,12 +85,11 @@ pub(crate) async fn upload(ctx: &ToolContext, a: UploadArgs) -> Result<CallToolR
             a.paths.len()
         )));
     }
-    send(
+    send_to(
         ctx,
-        Some(&tab.session),
+        &tab,
         "DOM.setFileInputFiles",
         json!({"files": a.paths, "backendNodeId": backend}),
-        None,
     )
     .await?;
     let held = holds(ctx, &tab, backend).await?;

@@ -8,17 +8,17 @@ use computerd::client::{ClientError, ComputerExt};
 use computerd::protocol::{
     ErrorKind, ProcessReadParams, ProcessReadResult, ProcessWaitResult, Stream, limits,
 };
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{DEFAULT_WAIT_MS, LINGER_MS, MAX_WAIT_MS, how_it_ended, id_error, wait};
+use crate::ToolContext;
 use crate::budget::kib;
-use crate::define::{done, hints, make_tool};
+use crate::define::{done, hints, listing};
 use crate::error::{Result, ToolError};
 use crate::sandbox::{lock, memo};
 use crate::text::incomplete_utf8_tail;
-use crate::{ToolContext, ToolSettings};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -61,18 +61,16 @@ pub struct ProcessReadOutput {
     pub log_capped: bool,
 }
 
-pub(crate) fn read_tool(name: &'static str, s: &ToolSettings) -> Tool {
-    make_tool::<ProcessReadArgs, ProcessReadOutput>(
-        name,
-        format!(
-            "Read a background process's new output and whether it has exited. \
+listing!(
+    pub(crate) fn read_tool(s): ProcessReadArgs => ProcessReadOutput,
+    format!(
+        "Read a background process's new output and whether it has exited. \
 To follow it, call again: each waits up to `wait_ms` (no sleep needed). \
 A reply holds about {}; when more is waiting it says so.",
-            kib(s.output_budget_bytes)
-        ),
-        hints("Read process output", true, false, false, false),
-    )
-}
+        kib(s.output_budget_bytes)
+    ),
+    hints("Read process output", true, false, false, false)
+);
 
 fn stream_name(s: Stream) -> &'static str {
     match s {

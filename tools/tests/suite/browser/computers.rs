@@ -116,10 +116,15 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
     b.ok("browser_navigate", json!({"url": "http://127.0.0.1:8125/"}))
         .await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
-    let name = Browser::ref_of(&snap, "textbox \"Name\"");
-    let pw = Browser::ref_of(&snap, "textbox \"Password\"");
-    let colour = Browser::ref_of(&snap, "combobox");
-    let agree = Browser::ref_of(&snap, "checkbox \"I agree\"");
+    let [name, pw, colour, agree] = Browser::refs_of(
+        &snap,
+        [
+            "textbox \"Name\"",
+            "textbox \"Password\"",
+            "combobox",
+            "checkbox \"I agree\"",
+        ],
+    );
     b.ok("browser_type", json!({"ref": name, "text": "Grace"}))
         .await;
     b.ok("browser_type", json!({"ref": pw, "text": SECRET}))
@@ -169,8 +174,7 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
     )
     .await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
-    let one = Browser::ref_of(&snap, "\"One\"");
-    let pick = Browser::ref_of(&snap, "button \"Choose files\"");
+    let [one, pick] = Browser::refs_of(&snap, ["\"One\"", "button \"Choose files\""]);
     b.err_has(
         "browser_upload",
         json!({"ref": one, "paths": ["/tmp/up/a.txt", "/tmp/up/b.txt"]}),
@@ -292,8 +296,7 @@ async fn the_page_tools_drive_a_vendors_browser_through_its_fake() {
     b.ok("browser_navigate", json!({"url": format!("{base}/")}))
         .await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
-    let name = Browser::ref_of(&snap, "textbox \"Name\"");
-    let pw = Browser::ref_of(&snap, "textbox \"Password\"");
+    let [name, pw] = Browser::refs_of(&snap, ["textbox \"Name\"", "textbox \"Password\""]);
     b.ok("browser_type", json!({"ref": name, "text": "Lin"}))
         .await;
     b.ok(

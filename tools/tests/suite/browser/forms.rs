@@ -17,11 +17,16 @@ async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
 
     let (snap, out) = b.ok("browser_snapshot", json!({})).await;
     assert_eq!(out["snapshot"], 1, "{snap}");
-    let name = Browser::ref_of(&snap, "textbox \"Name\"");
-    let pw = Browser::ref_of(&snap, "textbox \"Password\"");
-    let colour = Browser::ref_of(&snap, "combobox");
-    let agree = Browser::ref_of(&snap, "checkbox \"I agree\"");
-    let send = Browser::ref_of(&snap, "button \"Send\"");
+    let [name, pw, colour, agree, send] = Browser::refs_of(
+        &snap,
+        [
+            "textbox \"Name\"",
+            "textbox \"Password\"",
+            "combobox",
+            "checkbox \"I agree\"",
+            "button \"Send\"",
+        ],
+    );
     assert!(snap.contains("- heading \"Sign up\" [level=1]"), "{snap}");
     assert!(snap.contains("link \"Other page\""), "{snap}");
     assert!(
@@ -109,20 +114,16 @@ async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ref_from_before_a_navigation_is_refused_and_bad_input_is_named() {
-    let Some(b) = Browser::start().await else {
+    let Some((b, base)) = Browser::at("/").await else {
         return;
     };
-    let (base, _) = serve().await;
-    b.ok("browser_navigate", json!({"url": format!("{base}/")}))
-        .await;
     let (only, _) = b
         .ok("browser_snapshot", json!({"filter": "interactive"}))
         .await;
     assert!(!only.contains("heading"), "{only}");
     assert!(only.contains("\n- textbox \"Name\" [ref=e1]"), "{only}");
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
-    let link = Browser::ref_of(&snap, "link \"Other page\"");
-    let name = Browser::ref_of(&snap, "textbox \"Name\"");
+    let [link, name] = Browser::refs_of(&snap, ["link \"Other page\"", "textbox \"Name\""]);
     // A select refuses an option it lacks, naming those it has; a field
     // that is no select says what to use.
     let colour = Browser::ref_of(&snap, "combobox");

@@ -5,12 +5,9 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicked() {
-    let Some(b) = Browser::start().await else {
+    let Some((b, base)) = Browser::at("/clicks").await else {
         return;
     };
-    let (base, _) = serve().await;
-    b.ok("browser_navigate", json!({"url": format!("{base}/clicks")}))
-        .await;
     // A scaled screenshot: its pixels are not the viewport's.
     let r = b
         .call("browser_screenshot", json!({"max_width": 400}))
@@ -240,15 +237,11 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
 /// stay valid across scrolls.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
-    let Some(b) = Browser::start().await else {
+    let Some((b, _)) = Browser::at("/scroll").await else {
         return;
     };
-    let (base, _) = serve().await;
-    b.ok("browser_navigate", json!({"url": format!("{base}/scroll")}))
-        .await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
-    let item1 = Browser::ref_of(&snap, "button \"Item 1\"");
-    let bottom = Browser::ref_of(&snap, "button \"Bottom\"");
+    let [item1, bottom] = Browser::refs_of(&snap, ["button \"Item 1\"", "button \"Bottom\""]);
 
     // The viewport's middle is below the list: the page scrolls.
     let (t, out) = b
@@ -333,18 +326,20 @@ async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
 /// free after; an end out of view is refused with nothing done.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drag_drops_by_refs_and_moves_a_knob_and_an_end_out_of_view_is_refused() {
-    let Some(b) = Browser::start().await else {
+    let Some((b, _)) = Browser::at("/drag").await else {
         return;
     };
-    let (base, _) = serve().await;
-    b.ok("browser_navigate", json!({"url": format!("{base}/drag")}))
-        .await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
-    let item = Browser::ref_of(&snap, "\"Item\"");
-    let zone = Browser::ref_of(&snap, "\"Zone\"");
-    let knob = Browser::ref_of(&snap, "\"Knob\"");
-    let after = Browser::ref_of(&snap, "button \"After\"");
-    let far = Browser::ref_of(&snap, "button \"Far\"");
+    let [item, zone, knob, after, far] = Browser::refs_of(
+        &snap,
+        [
+            "\"Item\"",
+            "\"Zone\"",
+            "\"Knob\"",
+            "button \"After\"",
+            "button \"Far\"",
+        ],
+    );
 
     let (t, out) = b
         .ok("browser_drag", json!({"start_ref": item, "end_ref": zone}))
