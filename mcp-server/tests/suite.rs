@@ -8,6 +8,7 @@ mod fleet;
 mod http;
 mod lifecycle;
 mod malformed;
+mod phone;
 mod sessions;
 mod skills;
 mod stdio;

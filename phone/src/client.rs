@@ -64,6 +64,8 @@ pub struct About {
     pub model: String,
     pub android: String,
     pub sdk: String,
+    /// The CPU as hello names one (`arm64`, `amd64`), from the phone's ABI.
+    pub arch: String,
     pub width: u32,
     pub height: u32,
     pub density: u32,
@@ -121,6 +123,7 @@ impl PhoneClient {
                 model: prop("ro.product.model"),
                 android: prop("ro.build.version.release"),
                 sdk: prop("ro.build.version.sdk"),
+                arch: facts::arch(&prop("ro.product.cpu.abi")),
                 width,
                 height,
                 density,
@@ -142,7 +145,7 @@ impl PhoneClient {
             version: env!("CARGO_PKG_VERSION").to_string(),
             os: "android".into(),
             kind: MachineKind::Android,
-            arch: String::new(),
+            arch: self.about.arch.clone(),
             groups: GROUPS.to_vec(),
             bytes_frames: None,
         }

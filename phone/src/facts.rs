@@ -51,6 +51,18 @@ pub fn props(out: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// An Android ABI (`ro.product.cpu.abi`) as hello names a CPU.
+pub fn arch(abi: &str) -> String {
+    match abi {
+        "arm64-v8a" => "arm64",
+        "armeabi-v7a" | "armeabi" => "arm",
+        "x86_64" => "amd64",
+        "x86" => "386",
+        other => other,
+    }
+    .to_string()
+}
+
 /// `pm list packages`: "package:com.android.settings" lines, sorted.
 pub fn packages(out: &str) -> Vec<String> {
     let mut v: Vec<String> = out

@@ -225,6 +225,30 @@ impl AdbProvider {
     }
 }
 
+impl AdbProvider {
+    /// A client of the phone a hold names.
+    async fn client_of(&self, id: &str, cancel: &CancellationToken) -> Result<PhoneClient> {
+        let held = self.held_of(id)?;
+        let device = self.device_of(&held).await?;
+        let made = async {
+            let shell = AdbShell::new(device).await?;
+            PhoneClient::new(Arc::new(shell), Arc::clone(&held.launched)).await
+        };
+        tokio::select! {
+            c = made => c.map_err(|e| ProviderError::failed(format!("the phone of {id} did not answer: {e}"))),
+            _ = cancel.cancelled() => Err(ProviderError::new(ErrorCode::Aborted, "connecting to the phone was cancelled")),
+        }
+    }
+}
+
+/// A phone's network as this provider reads it: its own, open.
+fn open_network() -> NetworkReadBack {
+    NetworkReadBack {
+        kind: NetworkKind::Open,
+        detail: "the phone's own network (Wi-Fi or mobile data), not read back".into(),
+    }
+}
+
 impl Configure for AdbProvider {
     type Settings = AdbSettings;
 
@@ -288,7 +312,7 @@ impl Provider for AdbProvider {
         check_labels(&spec.labels)
     }
 
-    async fn create(&self, spec: &ComputerSpec, _cancel: &CancellationToken) -> Result<Created> {
+    async fn create(&self, spec: &ComputerSpec, cancel: &CancellationToken) -> Result<Created> {
         self.check(spec)?;
         let phone = self.pick().await?;
         let id = id_of(&phone.serial);
@@ -337,12 +361,31 @@ impl Provider for AdbProvider {
             );
         }
         tracing::info!(computer = %id, "holding a phone over adb");
+        // What the phone is, for computer_info: read now, so a phone that
+        // does not answer is known before a tool needs it.
+        let about = match self.client_of(&id, cancel).await {
+            Ok(c) => {
+                let a = c.about();
+                format!(
+                    "{}, Android {} (SDK {}), screen {}x{} at density {}",
+                    named(&phone),
+                    a.android,
+                    a.sdk,
+                    a.width,
+                    a.height,
+                    a.density
+                )
+            }
+            Err(e) => {
+                self.holds().remove(&id);
+                return Err(e);
+            }
+        };
         Ok(Created {
             computer,
-            network: None,
+            network: Some(open_network()),
             notes: vec![format!(
-                "{} over adb: nothing is installed on it, and release terminates only the apps this computer launched",
-                named(&phone)
+                "{about}, over adb: nothing is installed on it, and release terminates only the apps this computer launched"
             )],
         })
     }
@@ -393,10 +436,7 @@ impl Provider for AdbProvider {
                 computer.id
             )));
         }
-        Ok(NetworkReadBack {
-            kind: NetworkKind::Open,
-            detail: "the phone's own network (Wi-Fi or mobile data), not read back".into(),
-        })
+        Ok(open_network())
     }
 
     async fn connect(
@@ -404,16 +444,7 @@ impl Provider for AdbProvider {
         computer: &ComputerRef,
         cancel: &CancellationToken,
     ) -> Result<Connection> {
-        let held = self.held_of(&computer.id)?;
-        let device = self.device_of(&held).await?;
-        let made = async {
-            let shell = AdbShell::new(device).await?;
-            PhoneClient::new(Arc::new(shell), Arc::clone(&held.launched)).await
-        };
-        let client = tokio::select! {
-            c = made => c.map_err(|e| ProviderError::failed(format!("the phone of {} did not answer: {e}", computer.id)))?,
-            _ = cancel.cancelled() => return Err(ProviderError::new(ErrorCode::Aborted, "connecting to the phone was cancelled")),
-        };
+        let client = self.client_of(&computer.id, cancel).await?;
         let hello = client.hello();
         Ok(Connection {
             client: Arc::new(client),

@@ -41,12 +41,22 @@ network as read back (`none (only lo)`: nothing outside reachable), deadline, is
 pub(crate) fn render_facts(f: &ComputerFacts) -> String {
     let mut t = String::new();
     t.push_str(&format!("provider: {} (id {})\n", f.provider, f.id));
-    t.push_str(&format!("kind: {} ({} {})\n", f.kind, f.os, f.arch));
-    t.push_str(&format!("user: {}\n", f.user));
-    t.push_str(&format!(
-        "work directory: {} (HOME and the default cwd)\n",
-        f.work_dir
-    ));
+    let platform = [f.os.as_str(), f.arch.as_str()]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    t.push_str(&format!("kind: {} ({platform})\n", f.kind));
+    // A phone has no user and no work directory: no line says nothing.
+    if !f.user.is_empty() {
+        t.push_str(&format!("user: {}\n", f.user));
+    }
+    if !f.work_dir.is_empty() {
+        t.push_str(&format!(
+            "work directory: {} (HOME and the default cwd)\n",
+            f.work_dir
+        ));
+    }
     t.push_str(&format!("network: {}\n", f.network));
     match &f.deadline {
         Some(d) => t.push_str(&format!(

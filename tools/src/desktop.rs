@@ -41,12 +41,21 @@ use map::{ComputerArgs, OpenAiAction, Plan, Points, Step};
 const SCREEN: Needs = Needs::Group(Group::Screen);
 const POINTER: Needs = Needs::Group(Group::InputPointer);
 
-/// The screen tools: look, and act with a mouse and keyboard.
+/// Look at the screen: every kind with a screen lists it (a desktop, a
+/// phone).
+#[rustfmt::skip]
+pub const SHOT_TOOLS: ToolSet = ToolSet {
+    name: "screenshot",
+    tools: &[
+        ToolDef::new("screenshot", SCREEN,  screenshot_tool, handler!(screenshot)),
+    ],
+};
+
+/// Act on the screen with a mouse and keyboard.
 #[rustfmt::skip]
 pub const SCREEN_TOOLS: ToolSet = ToolSet {
     name: "screen",
     tools: &[
-        ToolDef::new("screenshot", SCREEN,  screenshot_tool, handler!(screenshot)),
         ToolDef::new("computer",   POINTER, computer_tool,   handler!(computer)),
         ToolDef::new("input",      POINTER, input_tool,      handler!(input)),
     ],
@@ -59,6 +68,7 @@ pub const FAMILY: Family = Family {
     instructions: INSTRUCTIONS,
     skill: SKILL_TEXT,
     sets: &[
+        SHOT_TOOLS,
         SCREEN_TOOLS,
         sandbox::TOOLS,
         browser::tool::PAGE_TOOLS,
@@ -211,7 +221,7 @@ async fn probe(ctx: &ToolContext) -> Result<ScreenShotResult> {
 
 /// The frame points are taken in: the last screenshot's, or the space a
 /// screenshot would have now.
-async fn frame_for_points(ctx: &ToolContext) -> Result<Frame> {
+pub(crate) async fn frame_for_points(ctx: &ToolContext) -> Result<Frame> {
     if let Some(f) = last_frame(ctx) {
         return Ok(f);
     }
@@ -475,7 +485,11 @@ async fn send(
     Ok((r.done, failed))
 }
 
-fn act_result(text: String, out: &ActOutput, images: Vec<ContentBlock>) -> CallToolResult {
+pub(crate) fn act_result(
+    text: String,
+    out: &ActOutput,
+    images: Vec<ContentBlock>,
+) -> CallToolResult {
     let mut blocks = images;
     blocks.push(ContentBlock::text(text));
     let r = if out.failed.is_some() {

@@ -38,6 +38,7 @@ mod define;
 pub mod desktop;
 mod error;
 pub mod fleet;
+pub mod phone;
 mod registry;
 pub mod sandbox;
 pub mod skills;

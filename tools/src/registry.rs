@@ -23,10 +23,15 @@ use rmcp::model::{CallToolResult, JsonObject, Tool};
 use serde_json::Value;
 
 use crate::error::{Result, ToolError};
-use crate::{ToolContext, ToolSettings, browser, desktop, sandbox};
+use crate::{ToolContext, ToolSettings, browser, desktop, phone, sandbox};
 
 /// Every family, one entry per setting kind that has one.
-const FAMILIES: &[Family] = &[sandbox::FAMILY, desktop::FAMILY, browser::FAMILY];
+const FAMILIES: &[Family] = &[
+    sandbox::FAMILY,
+    desktop::FAMILY,
+    browser::FAMILY,
+    phone::FAMILY,
+];
 
 /// The registry of every family this crate has.
 pub fn registry() -> &'static Registry {

@@ -304,16 +304,27 @@ impl Server {
 
     /// A stdio client of a fresh `computer-mcp serve`.
     pub async fn stdio(&self, extra: &[&str]) -> (Client, Recorder) {
-        let mut cmd = tokio::process::Command::new(SERVER);
-        cmd.arg("serve").args(self.args()).args(extra);
-        let recorder = Recorder::default();
-        let client = recorder
-            .clone()
-            .serve(TokioChildProcess::new(cmd).unwrap())
-            .await
-            .unwrap();
-        (client, recorder)
+        let args: Vec<String> = self
+            .args()
+            .into_iter()
+            .chain(extra.iter().map(|a| a.to_string()))
+            .collect();
+        stdio_serve(&args).await
     }
+}
+
+/// A stdio client of `computer-mcp serve <args>` (a provider of its own:
+/// none of [`Server`]'s flags).
+pub async fn stdio_serve(args: &[String]) -> (Client, Recorder) {
+    let mut cmd = tokio::process::Command::new(SERVER);
+    cmd.arg("serve").args(args);
+    let recorder = Recorder::default();
+    let client = recorder
+        .clone()
+        .serve(TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap();
+    (client, recorder)
 }
 
 pub fn args(v: Value) -> Option<serde_json::Map<String, Value>> {

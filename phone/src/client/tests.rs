@@ -37,7 +37,7 @@ impl Shell for Fake {
                 return Err(ShellError("the device is offline".into()));
             }
             let stdout = match command {
-                "getprop" => "[ro.product.model]: [Fixture]\n[ro.build.version.release]: [14]\n[ro.build.version.sdk]: [34]\n".to_string(),
+                "getprop" => "[ro.product.model]: [Fixture]\n[ro.build.version.release]: [14]\n[ro.build.version.sdk]: [34]\n[ro.product.cpu.abi]: [arm64-v8a]\n".to_string(),
                 "wm size" => "Physical size: 200x400\n".into(),
                 "wm density" => "Physical density: 320\n".into(),
                 "pm list packages" => self.packages.iter().map(|p| format!("package:{p}\n")).collect(),
@@ -85,6 +85,7 @@ async fn hello_and_about_say_what_the_phone_is() {
         serde_json::from_value(c.call_value("hello", json!({})).await.unwrap()).unwrap();
     assert_eq!(hello.kind, MachineKind::Android);
     assert_eq!(hello.groups, GROUPS);
+    assert_eq!(hello.arch, "arm64");
     assert_eq!(
         (
             c.about().model.as_str(),

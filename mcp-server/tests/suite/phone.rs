@@ -1,0 +1,247 @@
+//! Phones end to end: `computer-mcp serve --provider adb --kind phone`
+//! holding the fixture phone (fixtures/phone) through Debian's adb server
+//! on a port of the test's own, driven by a real MCP client as a model
+//! would: read the elements, tap by ref and by a point of a scaled
+//! screenshot, swipe and type, with the phone's own log as the witness.
+
+use base64::Engine;
+use computer_phone_fixture::phone::screen::{self, BUTTON};
+use computer_phone_fixture::rig::Rig;
+use serde_json::json;
+
+use super::support::*;
+
+async fn rig(dir: &tempfile::TempDir) -> Option<Rig> {
+    let adb = computer_testkit::need_adb()?;
+    Some(
+        Rig::start(&adb, dir.path().join("phone.log"))
+            .await
+            .unwrap(),
+    )
+}
+
+fn phone_args(rig: &Rig) -> Vec<String> {
+    [
+        "--instance",
+        "tphone",
+        "--log",
+        "warn",
+        "--provider",
+        "adb",
+        "--kind",
+        "phone",
+        "--network",
+        "open",
+        "--adb-port",
+        &rig.adb.port().to_string(),
+        "--adb-serial",
+        &rig.serial,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn touches(rig: &Rig, phase: &str) -> Vec<[i64; 2]> {
+    rig.events("touch")
+        .iter()
+        .filter(|t| t["phase"] == phase)
+        .filter_map(|t| Some([t["x"].as_i64()?, t["y"].as_i64()?]))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_taps_by_element_and_by_a_scaled_screenshots_point_and_the_phone_sees_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(rig) = rig(&dir).await else { return };
+    let (client, _rec) = stdio_serve(&phone_args(&rig)).await;
+    let names = tool_names(&client).await;
+    for t in [
+        "screenshot",
+        "list_elements",
+        "tap",
+        "swipe",
+        "type",
+        "app_launch",
+    ] {
+        assert!(names.contains(&t.to_string()), "{t} not in {names:?}");
+    }
+    assert!(!names.contains(&"exec".to_string()), "{names:?}");
+    let info = text(&call(&client, "computer_info", json!({})).await);
+    for fact in [
+        "provider: adb",
+        "kind: android (android amd64)",
+        "Android 13 (SDK 33)",
+        "screen 1080x2400 at density 420",
+        "network: open",
+    ] {
+        assert!(info.contains(fact), "{fact} not in {info}");
+    }
+    assert!(!info.contains("127.0.0.1"), "the serial stays out: {info}");
+    assert!(!info.contains("work directory"), "{info}");
+
+    // By element: the button's ref from list_elements.
+    let listed = call(&client, "list_elements", json!({})).await;
+    assert!(!is_error(&listed), "{}", text(&listed));
+    let line = text(&listed)
+        .lines()
+        .find(|l| l.contains("id button"))
+        .unwrap_or_else(|| panic!("no button in {}", text(&listed)))
+        .to_string();
+    assert!(line.contains("\"agentrun fixture\""), "{line}");
+    let reference = line.split_whitespace().next().unwrap();
+    let tapped = call(&client, "tap", json!({"ref": reference})).await;
+    assert!(!is_error(&tapped), "{}", text(&tapped));
+    let centre = [
+        i64::from((BUTTON.l + BUTTON.r) / 2),
+        i64::from((BUTTON.t + BUTTON.b) / 2),
+    ];
+    assert_eq!(touches(&rig, "down").last(), Some(&centre));
+
+    // By a point read off a screenshot 360 px wide.
+    let shot = call(&client, "screenshot", json!({"max_width": 360})).await;
+    let out = structured(&shot);
+    assert_eq!(out["width"], 360, "{out}");
+    let png = shot
+        .content
+        .iter()
+        .find_map(|c| c.as_image().map(|i| i.data.clone()))
+        .expect("an image");
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(png)
+        .unwrap();
+    std::fs::write(dir.path().join("shot.png"), &png).unwrap();
+    if let Ok(keep) = std::env::var("CMCP_KEEP_SHOTS") {
+        let _ = std::fs::write(std::path::Path::new(&keep).join("phone-360.png"), &png);
+    }
+    let (w, h, rgb) = decode(&png);
+    assert_eq!(w, 360);
+    // The button's centre in the screenshot, found by its colour.
+    let (x, y) = find_colour(w, h, &rgb, screen::BUTTON_COLOUR).expect("the button shows");
+    let tapped = call(&client, "tap", json!({"x": x, "y": y})).await;
+    assert!(!is_error(&tapped), "{}", text(&tapped));
+    let [dx, dy] = *touches(&rig, "down").last().unwrap();
+    let scale = f64::from(screen::WIDTH) / 360.0;
+    assert!(
+        (dx as f64 - (x as f64 + 0.5) * scale).abs() <= scale / 2.0 + 0.5
+            && (dy as f64 - (y as f64 + 0.5) * scale).abs() <= scale / 2.0 + 0.5,
+        "screenshot ({x}, {y}) landed at ({dx}, {dy})"
+    );
+    assert!(BUTTON.contains(dx as i32, dy as i32));
+
+    // A tap outside the screenshot is refused and nothing reaches the phone.
+    let before = rig.events("touch").len();
+    let out = call(&client, "tap", json!({"x": 360, "y": 5})).await;
+    assert!(is_error(&out));
+    assert!(
+        text(&out).contains("outside the 360x800 screenshot"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(rig.events("touch").len(), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_swipe_and_typed_text_arrive_exactly_and_bad_input_sends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(rig) = rig(&dir).await else { return };
+    let (client, _rec) = stdio_serve(&phone_args(&rig)).await;
+    let shot = call(&client, "screenshot", json!({"max_width": 540})).await;
+    assert_eq!(structured(&shot)["width"], 540);
+    // Half size: each screenshot pixel is 2x2 of the phone's.
+    let swiped = call(
+        &client,
+        "swipe",
+        json!({"from": [270, 900], "to": [270, 450], "ms": 300}),
+    )
+    .await;
+    assert!(!is_error(&swiped), "{}", text(&swiped));
+    assert_eq!(touches(&rig, "down").last(), Some(&[541, 1801]));
+    assert_eq!(touches(&rig, "up").last(), Some(&[541, 901]));
+
+    let listed = text(&call(&client, "list_elements", json!({})).await);
+    let search = listed
+        .lines()
+        .find(|l| l.contains("EditText"))
+        .unwrap_or_else(|| panic!("no field in {listed}"))
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let typed = call(
+        &client,
+        "type",
+        json!({"text": "Hello, agentrun! 123", "ref": search}),
+    )
+    .await;
+    assert!(!is_error(&typed), "{}", text(&typed));
+    let texts: String = rig
+        .events("text")
+        .iter()
+        .filter_map(|t| t["text"].as_str().map(String::from))
+        .collect();
+    assert_eq!(texts, "Hello, agentrun! 123");
+
+    let before = rig.events("touch").len() + rig.events("text").len();
+    for (tool, args, words) in [
+        ("type", json!({"text": "naïve"}), "'ï' (U+00EF)"),
+        (
+            "swipe",
+            json!({"from": [1, 1], "to": [2, 2], "ms": 1001}),
+            "0 to 1000 ms",
+        ),
+        (
+            "swipe",
+            json!({"direction": "up", "from": [1, 1]}),
+            "not both",
+        ),
+        (
+            "tap",
+            json!({"ref": "e9999"}),
+            "not in the last list_elements",
+        ),
+        (
+            "app_launch",
+            json!({"app": "com.example.none"}),
+            "no app com.example.none",
+        ),
+    ] {
+        let out = call(&client, tool, args).await;
+        assert!(is_error(&out), "{tool}: {}", text(&out));
+        assert!(text(&out).contains(words), "{tool}: {}", text(&out));
+    }
+    assert_eq!(rig.events("touch").len() + rig.events("text").len(), before);
+}
+
+fn decode(png: &[u8]) -> (u32, u32, Vec<u8>) {
+    let d = png::Decoder::new(std::io::Cursor::new(png));
+    let mut r = d.read_info().unwrap();
+    let mut buf = vec![0; r.output_buffer_size().unwrap()];
+    let info = r.next_frame(&mut buf).unwrap();
+    let px = info.color_type.samples();
+    let rgb = buf[..info.buffer_size()]
+        .chunks(px)
+        .flat_map(|p| [p[0], p[1], p[2]])
+        .collect();
+    (info.width, info.height, rgb)
+}
+
+/// The centre of the pixels of `colour` (within a small tolerance: the
+/// scaled image blends edges).
+fn find_colour(w: u32, h: u32, rgb: &[u8], colour: [u8; 3]) -> Option<(u32, u32)> {
+    let (mut n, mut sx, mut sy) = (0u64, 0u64, 0u64);
+    for y in 0..h {
+        for x in 0..w {
+            let i = ((y * w + x) * 3) as usize;
+            if rgb[i..i + 3]
+                .iter()
+                .zip(colour)
+                .all(|(a, b)| a.abs_diff(b) <= 4)
+            {
+                n += 1;
+                sx += u64::from(x);
+                sy += u64::from(y);
+            }
+        }
+    }
+    (n > 0).then(|| ((sx / n) as u32, (sy / n) as u32))
+}
