@@ -66,6 +66,15 @@ pub fn need_chromium() -> bool {
     )
 }
 
+/// `need("adb", ...)`: the phone tests drive Debian's `adb` (package
+/// `adb`, platform-tools 29), which must be on PATH.
+pub fn need_adb() -> bool {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join("adb").is_file()))
+        .unwrap_or(false);
+    need("adb", found, "adb is not on PATH (apt-get install adb)")
+}
+
 /// A word unique to one test: set `<marker>=1` on every program it starts.
 pub fn marker(prefix: &str) -> String {
     static N: AtomicU64 = AtomicU64::new(0);
