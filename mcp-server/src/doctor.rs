@@ -308,6 +308,24 @@ pub async fn run(provider: Arc<dyn Provider>, config: &Config) -> (String, bool)
     .await;
     checks.extend(others.into_iter().map(Check::from));
     checks.extend(provider.preflight().into_iter().map(Check::from));
+    // A vendor's account, asked without renting anything.
+    let asked = tokio::time::timeout(
+        Duration::from_secs(60),
+        provider.test_connection(&CancellationToken::new()),
+    )
+    .await;
+    match asked {
+        Ok(Some(p)) => checks.push(Check::from(p)),
+        Ok(None) => {}
+        Err(_) => checks.push(Check::no(
+            "account",
+            format!(
+                "the {} provider's account did not answer within 60 s",
+                provider.id()
+            ),
+            "check the provider's API URL and this host's network",
+        )),
+    }
     let first = first_computer(provider, config).await;
     let works = first.ok;
     checks.push(first);

@@ -13,13 +13,14 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use computer_adb::{Adb, DeviceInfo, DeviceState, ensure_server};
+use computer_adb::{Adb, DeviceInfo, DeviceState};
 use computer_phone::adb::AdbShell;
 use computer_phone::client::{GROUPS, Launched, PhoneClient, end_launched};
 use computerd::protocol::{MachineKind, SettingKind};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::android::{adb_error, client_over, start_adb, which};
 use crate::provider::{Configure, Connection, Preflight, Provider};
 use crate::settings::HostDefaults;
 use crate::types::{
@@ -98,18 +99,6 @@ pub struct AdbProvider {
     held: Mutex<BTreeMap<String, Held>>,
 }
 
-fn adb_error(e: computer_adb::AdbError) -> ProviderError {
-    let code = match e {
-        computer_adb::AdbError::Unreachable { .. } | computer_adb::AdbError::Start { .. } => {
-            ErrorCode::Unreachable
-        }
-        computer_adb::AdbError::DeviceGone { .. } => ErrorCode::Gone,
-        computer_adb::AdbError::Timeout { .. } => ErrorCode::Timeout,
-        _ => ErrorCode::Failed,
-    };
-    ProviderError::new(code, e.to_string())
-}
-
 /// A computer's id for a phone: a digest of its serial, which may be an
 /// endpoint and is never shown whole.
 fn id_of(serial: &str) -> String {
@@ -142,14 +131,7 @@ impl AdbProvider {
 
     /// The adb server, started when none answers.
     async fn server(&self) -> Result<()> {
-        ensure_server(
-            &self.program,
-            self.adb.port(),
-            std::env::vars_os().collect::<Vec<_>>(),
-        )
-        .await
-        .map(|_| ())
-        .map_err(adb_error)
+        start_adb(&self.program, self.adb.port()).await
     }
 
     /// The phones attached and ready, after connecting the configured
@@ -230,14 +212,7 @@ impl AdbProvider {
     async fn client_of(&self, id: &str, cancel: &CancellationToken) -> Result<PhoneClient> {
         let held = self.held_of(id)?;
         let device = self.device_of(&held).await?;
-        let made = async {
-            let shell = AdbShell::new(device).await?;
-            PhoneClient::new(Arc::new(shell), Arc::clone(&held.launched)).await
-        };
-        tokio::select! {
-            c = made => c.map_err(|e| ProviderError::failed(format!("the phone of {id} did not answer: {e}"))),
-            _ = cancel.cancelled() => Err(ProviderError::new(ErrorCode::Aborted, "connecting to the phone was cancelled")),
-        }
+        client_over(device, &held.launched, id, cancel).await
     }
 }
 
@@ -512,18 +487,6 @@ impl Provider for AdbProvider {
             },
         }]
     }
-}
-
-/// `program` as PATH finds it, or as given when it names a file.
-fn which(program: &std::path::Path) -> Option<PathBuf> {
-    if program.components().count() > 1 {
-        return program.is_file().then(|| program.to_path_buf());
-    }
-    std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join(program))
-            .find(|f| f.is_file())
-    })
 }
 
 #[cfg(test)]

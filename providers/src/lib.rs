@@ -26,6 +26,10 @@
 //! - [`vendor`]: what the browser vendors share: one request per call,
 //!   the create label that finds what a lost create made, CDP URLs held
 //!   as secrets; [`browserbase`] and [`kernel`] are its two vendors.
+//! - [`android`]: what the phone providers share: adb's errors, the adb
+//!   server started without this server's settings, a phone client.
+//! - [`adb`]: a phone you already have; [`phone_harness`]: a cloud
+//!   Android emulator rented per computer, with its ledger.
 //! - [`janitor`]: [`janitor::release_older`], the run/epoch fence shared by
 //!   every provider.
 //! - [`share`]: host directories shown at `/workspace`, and the rules a
@@ -46,6 +50,7 @@
 //! environment (the server's clap reads the variables a provider declares).
 
 pub mod adb;
+pub mod android;
 pub mod browserbase;
 pub mod cdp;
 pub mod daemon_backed;
@@ -53,6 +58,7 @@ pub mod docker;
 pub mod janitor;
 pub mod kernel;
 pub mod local;
+pub mod phone_harness;
 pub mod provider;
 pub mod random;
 pub mod registry;
@@ -69,6 +75,7 @@ pub use browserbase::{BrowserbaseProvider, BrowserbaseSettings};
 pub use docker::{DockerOptions, DockerProvider, DockerSettings};
 pub use janitor::{ReleasedOlder, release_older, run_labels};
 pub use kernel::{KernelProvider, KernelSettings};
+pub use phone_harness::{PhoneHarnessProvider, PhoneHarnessSettings};
 pub use provider::{Configure, Connection, Preflight, Provider};
 pub use registry::{
     Constructor, PROVIDER_IDS, PROVIDERS, Sources, provider_for, survey_others, unknown_option,

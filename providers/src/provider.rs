@@ -110,6 +110,15 @@ pub trait Provider: Send + Sync {
         Ok(Vec::new())
     }
 
+    /// For `doctor`: whether the provider's account answers, asked in a
+    /// way that makes and rents nothing (a vendor's list): what was found,
+    /// or what is wrong (unauthorized, unreachable) and the next step.
+    /// None where the provider has no account to ask.
+    async fn test_connection(&self, cancel: &CancellationToken) -> Option<Preflight> {
+        let _ = cancel;
+        None
+    }
+
     /// The sizes a computer gets when its spec names none, which a server
     /// offers as the most one may ask for unless told otherwise.
     fn default_sizes(&self) -> crate::sizing::Limits {

@@ -64,6 +64,10 @@ pub const PROVIDERS: &[(&str, Constructor)] = &[
     ),
     ("kernel", Constructor::of::<crate::kernel::KernelProvider>()),
     ("adb", Constructor::of::<crate::adb::AdbProvider>()),
+    (
+        "phone-harness",
+        Constructor::of::<crate::phone_harness::PhoneHarnessProvider>(),
+    ),
 ];
 
 /// Every id the registry holds, in the table's order.
@@ -226,7 +230,7 @@ fn unknown_in(table: &[(&'static str, Constructor)], word: &str) -> Option<Strin
         let (flag, name) = if let Some(rest) = word.strip_prefix("--") {
             (true, rest.strip_prefix(&format!("{id}-")))
         } else {
-            let prefix = format!("COMPUTER_MCP_{}_", id.to_uppercase());
+            let prefix = format!("COMPUTER_MCP_{}_", id.to_uppercase().replace('-', "_"));
             (false, word.strip_prefix(prefix.as_str()))
         };
         if name.is_none() {
@@ -389,7 +393,7 @@ mod tests {
         let e = provider_for("fly", &sources, &host()).err().unwrap();
         assert_eq!(
             e.message,
-            "no provider \"fly\"; the providers are: local, docker, browserbase, kernel, adb"
+            "no provider \"fly\"; the providers are: local, docker, browserbase, kernel, adb, phone-harness"
         );
         assert_eq!(e.field.as_deref(), Some("provider"));
     }
@@ -398,7 +402,14 @@ mod tests {
     fn the_id_list_and_the_lookup_come_from_one_table() {
         assert_eq!(
             PROVIDER_IDS,
-            ["local", "docker", "browserbase", "kernel", "adb"]
+            [
+                "local",
+                "docker",
+                "browserbase",
+                "kernel",
+                "adb",
+                "phone-harness"
+            ]
         );
         let m = parsed(PROVIDERS, &[]);
         let sources = Sources {
@@ -457,7 +468,7 @@ mod tests {
                     a.get_env().map(|e| e.to_string_lossy().into_owned()),
                     Some(format!(
                         "COMPUTER_MCP_{}_{}",
-                        id.to_uppercase(),
+                        id.to_uppercase().replace('-', "_"),
                         key.to_uppercase()
                     )),
                     "{id}.{key}'s variable"

@@ -28,7 +28,12 @@ pub struct Call {
     /// The path sent.
     pub path: String,
     pub query: Vec<(&'static str, String)>,
+    /// Headers beside the key's (an `Idempotency-Key`).
+    pub headers: Vec<(&'static str, String)>,
     pub body: Option<Value>,
+    /// This call's bound, the answer's body included; [`CALL_WAIT`] when
+    /// none.
+    pub bound: Option<Duration>,
 }
 
 impl Call {
@@ -39,7 +44,9 @@ impl Call {
             route,
             path: route.to_string(),
             query: Vec::new(),
+            headers: Vec::new(),
             body: None,
+            bound: None,
         }
     }
     /// The route with `{id}` filled in.
@@ -54,6 +61,18 @@ impl Call {
     pub fn body(mut self, v: Value) -> Self {
         self.body = Some(v);
         self
+    }
+    pub fn header(mut self, k: &'static str, v: impl Into<String>) -> Self {
+        self.headers.push((k, v.into()));
+        self
+    }
+    /// Bound this call by `d` rather than [`CALL_WAIT`].
+    pub fn bound(mut self, d: Duration) -> Self {
+        self.bound = Some(d);
+        self
+    }
+    fn wait(&self) -> Duration {
+        self.bound.unwrap_or(CALL_WAIT)
     }
     fn named(&self, vendor: &str) -> String {
         format!(
@@ -130,15 +149,33 @@ impl Api {
     /// `V`'s API at `url` (its default when None), with `key`; its
     /// settings named for words by `V`'s id.
     pub fn of<V: Vendor>(url: Option<&str>, key: Option<Secret>) -> Result<Api> {
-        let id = V::ID;
-        Api::new(
+        Api::for_provider(
+            V::ID,
             V::NAME,
             url.unwrap_or(V::DEFAULT_API_URL),
             key,
             V::AUTH,
+        )
+    }
+
+    /// The API of the provider `id` (the vendor `name`) at `url`, with
+    /// `key`; its settings `--<id>-api-key` and `--<id>-api-url` named
+    /// for words.
+    pub fn for_provider(
+        id: &str,
+        name: &'static str,
+        url: &str,
+        key: Option<Secret>,
+        auth: Auth,
+    ) -> Result<Api> {
+        Api::new(
+            name,
+            url,
+            key,
+            auth,
             format!(
                 "--{id}-api-key (COMPUTER_MCP_{}_API_KEY)",
-                id.to_uppercase()
+                id.to_uppercase().replace('-', "_")
             ),
             format!("--{id}-api-url"),
         )
@@ -212,6 +249,19 @@ impl Api {
     /// One request, never retried. The answer's JSON on a 2xx (`null` for
     /// an empty body).
     pub async fn send(&self, call: &Call, cancel: &CancellationToken) -> Result<Value, Failure> {
+        let (status, body) = self.send_raw(call, cancel).await?;
+        self.answer(call, status, body)
+    }
+
+    /// One request, never retried: its status and body, whatever the
+    /// status, for a caller that reads a vendor's error codes before
+    /// [`Api::answer`] judges the rest. Fails only where no whole answer
+    /// came.
+    pub async fn send_raw(
+        &self,
+        call: &Call,
+        cancel: &CancellationToken,
+    ) -> Result<(u16, Bytes), Failure> {
         let Some(key) = &self.key else {
             return Err(Failure::Refused(
                 ProviderError::new(
@@ -222,8 +272,7 @@ impl Api {
             ));
         };
         let req = self.request(call, key)?;
-        let (status, body) = self.exchange(call, req, cancel).await?;
-        self.answer(call, status, body)
+        self.exchange(call, req, cancel).await
     }
 
     /// The request `call` is, with the key.
@@ -241,6 +290,9 @@ impl Api {
             .method(call.method.clone())
             .uri(uri)
             .header("accept", "application/json");
+        for (k, v) in &call.headers {
+            req = req.header(*k, v.as_str());
+        }
         req = match self.auth {
             Auth::Header(h) => req.header(h, key.expose()),
             Auth::Bearer => req.header("authorization", format!("Bearer {}", key.expose())),
@@ -268,8 +320,8 @@ impl Api {
         })
     }
 
-    /// Send `req` and read its status and body, bounded by [`CALL_WAIT`]
-    /// and `cancel`.
+    /// Send `req` and read its status and body, bounded by the call's
+    /// bound and `cancel`.
     async fn exchange(
         &self,
         call: &Call,
@@ -299,7 +351,7 @@ impl Api {
             Ok::<_, Lost>((status, body))
         };
         tokio::select! {
-            r = tokio::time::timeout(CALL_WAIT, exchange) => match r {
+            r = tokio::time::timeout(call.wait(), exchange) => match r {
                 Ok(Ok(done)) => Ok(done),
                 Ok(Err(Lost::Connect)) => Err(Failure::Refused(ProviderError::new(
                     ErrorCode::Unreachable,
@@ -321,9 +373,9 @@ impl Api {
                 Err(_) => Err(Failure::Unknown(ProviderError::new(
                     ErrorCode::Timeout,
                     format!(
-                        "{} did not answer within {} s; try again later",
+                        "{} did not answer within {} ms; try again later",
                         named(),
-                        CALL_WAIT.as_secs()
+                        call.wait().as_millis()
                     ),
                 ))),
             },
@@ -335,7 +387,7 @@ impl Api {
     }
 
     /// The answer read: its JSON on a 2xx, else a failure by its status.
-    fn answer(&self, call: &Call, status: u16, body: Bytes) -> Result<Value, Failure> {
+    pub fn answer(&self, call: &Call, status: u16, body: Bytes) -> Result<Value, Failure> {
         let named = || call.named(self.vendor);
         if (200..300).contains(&status) {
             if body.is_empty() {
@@ -360,10 +412,7 @@ impl Api {
                     self.key_setting
                 ),
             ),
-            404 => (
-                ErrorCode::NotFound,
-                "the vendor knows no such browser".into(),
-            ),
+            404 => (ErrorCode::NotFound, "the vendor knows no such thing".into()),
             429 => (
                 ErrorCode::Limit,
                 format!("{} is rate limiting this key; try again later", self.vendor),

@@ -1,0 +1,90 @@
+//! What the phone providers (`adb`, `phone-harness`) share: adb's errors
+//! as provider errors, the adb server started from an environment that
+//! holds none of this server's settings, and a phone client over one
+//! device of that server.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use computer_adb::{AdbError, Device, ensure_server};
+use computer_phone::adb::AdbShell;
+use computer_phone::client::{Launched, PhoneClient};
+use tokio_util::sync::CancellationToken;
+
+use crate::types::{ErrorCode, ProviderError, Result};
+
+/// An adb failure in a provider's words (adb's words name no endpoint).
+pub fn adb_error(e: AdbError) -> ProviderError {
+    let code = match e {
+        AdbError::Unreachable { .. } | AdbError::Start { .. } => ErrorCode::Unreachable,
+        AdbError::DeviceGone { .. } => ErrorCode::Gone,
+        AdbError::Timeout { .. } => ErrorCode::Timeout,
+        _ => ErrorCode::Failed,
+    };
+    ProviderError::new(code, e.to_string())
+}
+
+/// This process's environment for a spawned adb: without this server's
+/// own settings (`COMPUTER_MCP_*`: a vendor's key, a phone's endpoint),
+/// which the adb server has no use for. `ensure_server` drops `ADB_*`,
+/// `ANDROID_ADB_*` and `ANDROID_SERIAL` besides.
+pub fn adb_environment() -> Vec<(OsString, OsString)> {
+    std::env::vars_os()
+        .filter(|(k, _)| !k.to_string_lossy().starts_with("COMPUTER_MCP_"))
+        .collect()
+}
+
+/// The adb server on `port`, started with `program` when none answers.
+pub async fn start_adb(program: &Path, port: u16) -> Result<()> {
+    ensure_server(program, port, adb_environment())
+        .await
+        .map(|_| ())
+        .map_err(adb_error)
+}
+
+/// A phone client of `device`, adding the apps it launches to
+/// `launched`; `id` names the computer in words.
+pub async fn client_over(
+    device: Device,
+    launched: &Launched,
+    id: &str,
+    cancel: &CancellationToken,
+) -> Result<PhoneClient> {
+    let made = async {
+        let shell = AdbShell::new(device).await?;
+        PhoneClient::new(Arc::new(shell), Arc::clone(launched)).await
+    };
+    tokio::select! {
+        c = made => c.map_err(|e| ProviderError::failed(format!("the phone of {id} did not answer: {e}"))),
+        _ = cancel.cancelled() => Err(ProviderError::new(ErrorCode::Aborted, "connecting to the phone was cancelled")),
+    }
+}
+
+/// `program` as PATH finds it, or as given when it names a file.
+pub fn which(program: &Path) -> Option<PathBuf> {
+    if program.components().count() > 1 {
+        return program.is_file().then(|| program.to_path_buf());
+    }
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(program))
+            .find(|f| f.is_file())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spawned_adb_gets_none_of_the_servers_settings() {
+        // The test's own environment: whatever it holds, no setting of
+        // ours passes.
+        assert!(
+            adb_environment()
+                .iter()
+                .all(|(k, _)| !k.to_string_lossy().starts_with("COMPUTER_MCP_"))
+        );
+    }
+}
