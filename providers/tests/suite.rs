@@ -7,5 +7,6 @@ mod docker_egress;
 mod docker_tar;
 mod egress;
 mod local;
+mod phone_harness;
 mod support;
 mod vendors;

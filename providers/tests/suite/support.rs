@@ -4,6 +4,9 @@
 
 pub mod net;
 
+use std::io::Write;
+use std::sync::Mutex;
+
 use std::sync::Arc;
 
 use bollard::Docker;
@@ -49,4 +52,37 @@ pub async fn remove_by_force(docker: &Docker, id: &str) {
         )
         .await
         .unwrap();
+}
+
+/// A log writer the test reads back.
+#[derive(Clone, Default)]
+pub struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// Every log line of this thread, at every level, into the returned
+/// writer (the tests run on one thread, so every task logs here).
+pub fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
+    let w = Captured::default();
+    let w2 = w.clone();
+    let sub = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || w2.clone())
+        .finish();
+    (w, tracing::subscriber::set_default(sub))
 }

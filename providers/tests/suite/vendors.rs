@@ -6,8 +6,7 @@
 //! Needs Debian's chromium (skips without it unless
 //! COMPUTER_MCP_REQUIRE has `chromium`).
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use computer_fakes::vendor::{FakeVendor, Kind, Lose, Route};
 use computer_providers::browserbase::{BrowserbaseProvider, BrowserbaseSettings};
@@ -23,7 +22,7 @@ use computerd::protocol::{Group, MachineKind, SettingKind};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::support;
+use super::support::{self, capture};
 
 /// One test per vendor, each running `body` against that vendor's fake.
 macro_rules! per_vendor {
@@ -78,39 +77,6 @@ fn spec(labels: &[(&str, &str)]) -> ComputerSpec {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     s
-}
-
-/// A log writer the test reads back.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-/// Every log line of this thread, at every level, into the returned
-/// writer (the tests run on one thread, so every task logs here).
-fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
-    let w = Captured::default();
-    let w2 = w.clone();
-    let sub = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || w2.clone())
-        .finish();
-    (w, tracing::subscriber::set_default(sub))
 }
 
 /// No canary, key or vendor words in `text`.
