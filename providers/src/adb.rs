@@ -11,22 +11,20 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use computer_adb::{Adb, DeviceInfo, DeviceState};
 use computer_phone::adb::AdbShell;
-use computer_phone::client::{GROUPS, Launched, PhoneClient, end_launched};
-use computerd::protocol::{MachineKind, SettingKind};
+use computer_phone::client::{Launched, PhoneClient, end_launched};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::android::{adb_error, client_over, start_adb, which};
+use crate::android::{self, adb_error, client_over, start_adb};
 use crate::provider::{Configure, Connection, Preflight, Provider};
 use crate::settings::HostDefaults;
 use crate::types::{
-    AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
-    LifetimeMode, NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
-    check_labels, check_lifetime,
+    AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, ErrorCode, Labels, LifetimeMode,
+    NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
 };
 use crate::vendor::{Secret, now_rfc3339, plus_secs};
 
@@ -248,43 +246,21 @@ impl Provider for AdbProvider {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            kind: MachineKind::Android,
-            os: "android".into(),
-            daemon: DaemonMode::None,
-            groups: GROUPS.to_vec(),
-            lifetime: LifetimeMode::Janitor,
-            release: vec![Release::Delete],
-            max_lifetime_ms: MAX_LIFETIME_MS,
-            networks: vec![NetworkKind::Open],
-            network_read_back: false,
-            isolation: "none: the phone is yours, as it is; a computer is a hold on it, and release terminates the apps its sessions launched".into(),
-            extend: false,
-        }
+        android::capabilities(
+            LifetimeMode::Janitor,
+            MAX_LIFETIME_MS,
+            "none: the phone is yours, as it is; a computer is a hold on it, and release terminates the apps its sessions launched",
+        )
     }
 
     fn check(&self, spec: &ComputerSpec) -> Result<()> {
-        if spec.kind != SettingKind::Phone {
-            return Err(ProviderError::invalid(
-                "kind",
-                "the adb provider gives phones only; ask for kind phone",
-            ));
-        }
         if spec.image.is_some() {
             return Err(ProviderError::invalid(
                 "image",
                 "a phone over adb is the phone attached; leave image out",
             ));
         }
-        check_lifetime(spec.lifetime_ms, &self.capabilities())?;
-        if spec.network != NetworkPolicy::Open {
-            return Err(ProviderError::invalid(
-                "network",
-                "a phone over adb reaches what the phone reaches; ask for network open (--network open)",
-            ));
-        }
-        crate::types::refuse_host_parts(spec, "a phone over adb")?;
-        check_labels(&spec.labels)
+        android::check_phone(spec, &self.capabilities(), "a phone over adb")
     }
 
     async fn create(&self, spec: &ComputerSpec, cancel: &CancellationToken) -> Result<Created> {
@@ -368,19 +344,10 @@ impl Provider for AdbProvider {
     async fn attach(&self, by: &AttachBy, _cancel: &CancellationToken) -> Result<ComputerRef> {
         match by {
             AttachBy::Id(id) => Ok(self.held_of(id)?.computer),
-            AttachBy::Labels(labels) => {
-                let mut found = self.list(labels, _cancel).await?;
-                match found.len() {
-                    1 => Ok(found.remove(0)),
-                    0 => Err(ProviderError::not_found(
-                        "no phone held here carries those labels",
-                    )),
-                    n => Err(ProviderError::invalid(
-                        "labels",
-                        format!("{n} phones match those labels; attach by id"),
-                    )),
-                }
-            }
+            AttachBy::Labels(labels) => android::only_one(
+                self.list(labels, _cancel).await?,
+                "no phone held here carries those labels",
+            ),
         }
     }
 
@@ -419,12 +386,9 @@ impl Provider for AdbProvider {
         computer: &ComputerRef,
         cancel: &CancellationToken,
     ) -> Result<Connection> {
-        let client = self.client_of(&computer.id, cancel).await?;
-        let hello = client.hello();
-        Ok(Connection {
-            client: Arc::new(client),
-            hello,
-        })
+        Ok(android::connection(
+            self.client_of(&computer.id, cancel).await?,
+        ))
     }
 
     async fn release(
@@ -472,20 +436,11 @@ impl Provider for AdbProvider {
     }
 
     fn preflight(&self) -> Vec<Preflight> {
-        vec![Preflight {
-            name: "adb",
-            found: match which(&self.program) {
-                Some(p) => Ok(format!(
-                    "{} (a server is started on port {} when none answers)",
-                    p.display(),
-                    self.adb.port()
-                )),
-                None => Err((
-                    format!("no adb program at {}", self.program.display()),
-                    "install Android's platform tools (Debian: apt-get install adb), or give --adb-program".into(),
-                )),
-            },
-        }]
+        vec![android::adb_preflight(
+            &self.program,
+            self.adb.port(),
+            "--adb-program",
+        )]
     }
 }
 

@@ -9,10 +9,96 @@ use std::sync::Arc;
 
 use computer_adb::{AdbError, Device, ensure_server};
 use computer_phone::adb::AdbShell;
-use computer_phone::client::{Launched, PhoneClient};
+use computer_phone::client::{GROUPS, Launched, PhoneClient};
+use computerd::protocol::{MachineKind, SettingKind};
 use tokio_util::sync::CancellationToken;
 
-use crate::types::{ErrorCode, ProviderError, Result};
+use crate::provider::{Connection, Preflight};
+use crate::types::{
+    Capabilities, ComputerRef, ComputerSpec, DaemonMode, ErrorCode, LifetimeMode, NetworkKind,
+    NetworkPolicy, ProviderError, Release, Result, check_labels, check_lifetime,
+};
+
+/// What a phone provider offers: kind and os android, no daemon, the
+/// phone client's groups, an open network not read back, release by
+/// delete only, no extend.
+pub fn capabilities(lifetime: LifetimeMode, max_lifetime_ms: u64, isolation: &str) -> Capabilities {
+    Capabilities {
+        kind: MachineKind::Android,
+        os: "android".into(),
+        daemon: DaemonMode::None,
+        groups: GROUPS.to_vec(),
+        lifetime,
+        release: vec![Release::Delete],
+        max_lifetime_ms,
+        networks: vec![NetworkKind::Open],
+        network_read_back: false,
+        isolation: isolation.into(),
+        extend: false,
+    }
+}
+
+/// The rules every phone's spec passes but its image: kind phone, a
+/// lifetime within `caps`, network open, nothing of a host, labels.
+/// `what` names the phone in words ("a phone over adb").
+pub fn check_phone(spec: &ComputerSpec, caps: &Capabilities, what: &str) -> Result<()> {
+    if spec.kind != SettingKind::Phone {
+        return Err(ProviderError::invalid(
+            "kind",
+            "this provider gives phones only; ask for kind phone",
+        ));
+    }
+    check_lifetime(spec.lifetime_ms, caps)?;
+    if spec.network != NetworkPolicy::Open {
+        return Err(ProviderError::invalid(
+            "network",
+            format!("{what} reaches what the phone reaches; ask for network open (--network open)"),
+        ));
+    }
+    crate::types::refuse_host_parts(spec, what)?;
+    check_labels(&spec.labels)
+}
+
+/// The one phone of `found` (attach by labels), or why not.
+pub fn only_one(mut found: Vec<ComputerRef>, none: &str) -> Result<ComputerRef> {
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err(ProviderError::not_found(none)),
+        n => Err(ProviderError::invalid(
+            "labels",
+            format!("{n} phones match those labels; attach by id"),
+        )),
+    }
+}
+
+/// A connection of a phone client.
+pub fn connection(client: PhoneClient) -> Connection {
+    let hello = client.hello();
+    Connection {
+        client: Arc::new(client),
+        hello,
+    }
+}
+
+/// doctor's line on the adb program: found (and the server's port), or
+/// how to get one; `flag` is the provider's own setting for it.
+pub fn adb_preflight(program: &Path, port: u16, flag: &str) -> Preflight {
+    Preflight {
+        name: "adb",
+        found: match which(program) {
+            Some(p) => Ok(format!(
+                "{} (a server is started on port {port} when none answers)",
+                p.display()
+            )),
+            None => Err((
+                format!("no adb program at {}", program.display()),
+                format!(
+                    "install Android's platform tools (Debian: apt-get install adb), or give {flag}"
+                ),
+            )),
+        },
+    }
+}
 
 /// An adb failure in a provider's words (adb's words name no endpoint).
 pub fn adb_error(e: AdbError) -> ProviderError {

@@ -32,18 +32,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use computer_adb::Adb;
-use computer_phone::client::{GROUPS, Launched};
-use computerd::protocol::{MachineKind, SettingKind};
+use computer_phone::client::Launched;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::android::{client_over, start_adb, which};
+use crate::android::{self, client_over, start_adb};
 use crate::provider::{Configure, Connection, Preflight, Provider};
 use crate::settings::HostDefaults;
 use crate::types::{
-    AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
-    LifetimeMode, NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
-    check_labels, check_lifetime, human_ms,
+    AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, ErrorCode, Labels, LifetimeMode,
+    NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result, human_ms,
 };
 use crate::vendor::{Api, Auth, Secret, check_id, now_rfc3339, plus_secs};
 use crate::wait::{Wait, wait_until};
@@ -557,29 +555,14 @@ impl Provider for PhoneHarnessProvider {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            kind: MachineKind::Android,
-            os: "android".into(),
-            daemon: DaemonMode::None,
-            groups: GROUPS.to_vec(),
-            lifetime: LifetimeMode::Enforced,
-            release: vec![Release::Delete],
-            max_lifetime_ms: MAX_LIFETIME_MS,
-            networks: vec![NetworkKind::Open],
-            network_read_back: false,
-            isolation: "vm: a cloud Android emulator at the phone harness, nothing of this host"
-                .into(),
-            extend: false,
-        }
+        android::capabilities(
+            LifetimeMode::Enforced,
+            MAX_LIFETIME_MS,
+            "vm: a cloud Android emulator at the phone harness, nothing of this host",
+        )
     }
 
     fn check(&self, spec: &ComputerSpec) -> Result<()> {
-        if spec.kind != SettingKind::Phone {
-            return Err(ProviderError::invalid(
-                "kind",
-                "the phone harness gives phones only; ask for kind phone",
-            ));
-        }
         if let Some(i) = spec.image.as_deref()
             && i != IMAGE
         {
@@ -590,15 +573,7 @@ impl Provider for PhoneHarnessProvider {
                 ),
             ));
         }
-        check_lifetime(spec.lifetime_ms, &self.capabilities())?;
-        if spec.network != NetworkPolicy::Open {
-            return Err(ProviderError::invalid(
-                "network",
-                "a phone harness phone reaches the internet as the service lets it; ask for network open (--network open)",
-            ));
-        }
-        crate::types::refuse_host_parts(spec, "a phone harness phone")?;
-        check_labels(&spec.labels)
+        android::check_phone(spec, &self.capabilities(), "a phone harness phone")
     }
 
     async fn create(&self, spec: &ComputerSpec, cancel: &CancellationToken) -> Result<Created> {
@@ -659,19 +634,10 @@ impl Provider for PhoneHarnessProvider {
                     )),
                 }
             }
-            AttachBy::Labels(labels) => {
-                let mut found = self.list(labels, cancel).await?;
-                match found.len() {
-                    1 => Ok(found.remove(0)),
-                    0 => Err(ProviderError::not_found(
-                        "no phone harness phone of this server carries those labels",
-                    )),
-                    n => Err(ProviderError::invalid(
-                        "labels",
-                        format!("{n} phones match those labels; attach by id"),
-                    )),
-                }
-            }
+            AttachBy::Labels(labels) => android::only_one(
+                self.list(labels, cancel).await?,
+                "no phone harness phone of this server carries those labels",
+            ),
         }
     }
 
@@ -729,11 +695,7 @@ impl Provider for PhoneHarnessProvider {
             _ = cancel.cancelled() => return Err(aborted("connecting to the phone")),
         };
         let client = client_over(device, &self.inner.launched_of(id), id, cancel).await?;
-        let hello = client.hello();
-        Ok(Connection {
-            client: Arc::new(client),
-            hello,
-        })
+        Ok(android::connection(client))
     }
 
     async fn release(
@@ -815,19 +777,10 @@ impl Provider for PhoneHarnessProvider {
     }
 
     fn preflight(&self) -> Vec<Preflight> {
-        vec![Preflight {
-            name: "adb",
-            found: match which(&self.inner.program) {
-                Some(p) => Ok(format!(
-                    "{} (a server is started on port {} when none answers)",
-                    p.display(),
-                    self.inner.adb.port()
-                )),
-                None => Err((
-                    format!("no adb program at {}", self.inner.program.display()),
-                    "install Android's platform tools (Debian: apt-get install adb), or give --phone-harness-adb-program".into(),
-                )),
-            },
-        }]
+        vec![android::adb_preflight(
+            &self.inner.program,
+            self.inner.adb.port(),
+            "--phone-harness-adb-program",
+        )]
     }
 }

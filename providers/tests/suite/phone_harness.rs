@@ -70,7 +70,11 @@ impl Setup {
             ledger: Some(self.ledger.clone()),
             ready_ms: Some(10_000),
             request_ms: Some(2_000),
-            ..PhoneHarnessSettings::default()
+            // No adb server of these tests is ever on 5037, nor started
+            // where a test does not stop it: connect's own test gives the
+            // rig's.
+            adb_port: Some(computer_phone_fixture::rig::free_port().unwrap()),
+            adb_program: Some("/nonexistent/adb".into()),
         }
     }
     fn provider(&self) -> PhoneHarnessProvider {
@@ -504,6 +508,7 @@ async fn connect_unlocks_the_phone_and_a_tap_and_a_screenshot_work() {
     let p = PhoneHarnessProvider::configure(
         PhoneHarnessSettings {
             adb_port: Some(rig.adb.port()),
+            adb_program: computer_testkit::need_adb(),
             ..s.settings()
         },
         &HostDefaults::default(),
