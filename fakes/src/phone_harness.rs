@@ -10,7 +10,8 @@
 //! ([`Lose`]), refuse the next POST ([`Refusal`]), answer `provisioning`
 //! for the first reads of a new phone ([`FakePhoneHarness::ready_after`])
 //! or fail its boot, and answer `closing` for reads after a DELETE
-//! ([`FakePhoneHarness::delete_lag`]). It counts POSTs per key and
+//! ([`FakePhoneHarness::delete_lag`]), or fail the recovery by key
+//! ([`FakePhoneHarness::fail_by_key`]). It counts POSTs per key and
 //! records DELETEs. Error bodies echo the key sent, and every session
 //! carries a watch URL holding the canary: neither may reach a provider's
 //! words.
@@ -99,6 +100,7 @@ struct Script {
     ready_after: u32,
     fail_boot: bool,
     delete_lag: u32,
+    by_key_fails: u32,
 }
 
 struct Shared {
@@ -209,6 +211,11 @@ impl FakePhoneHarness {
     /// A deleted phone reads `closing` for `n` reads before 404.
     pub fn delete_lag(&self, n: u32) {
         lock(&self.shared.script).delete_lag = n;
+    }
+    /// The next `n` reads of `GET /sessions/requests/{key}` answer 503
+    /// (a create's recovery lost too).
+    pub fn fail_by_key(&self, n: u32) {
+        lock(&self.shared.script).by_key_fails = n;
     }
     /// POSTs per Idempotency-Key.
     pub fn posts(&self) -> BTreeMap<String, u32> {
@@ -362,6 +369,13 @@ async fn create(State(sh): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> Res
 async fn by_key(State(sh): State<Arc<Shared>>, h: HeaderMap, Path(key): Path<String>) -> Response {
     if let Some(r) = refused_key(&sh, &h) {
         return r;
+    }
+    {
+        let mut sc = lock(&sh.script);
+        if sc.by_key_fails > 0 {
+            sc.by_key_fails -= 1;
+            return error(503, "try again".into(), "unavailable");
+        }
     }
     let found = lock(&sh.sessions)
         .values()

@@ -128,6 +128,39 @@ async fn a_create_whose_answer_is_lost_is_found_by_its_key_and_posted_once() {
 }
 
 #[tokio::test]
+async fn a_create_whose_answer_and_recovery_are_lost_is_found_by_list_and_released() {
+    let s = setup().await;
+    let p = s.provider();
+    let cancel = CancellationToken::new();
+    s.fake.lose_next_post(Lose::Status500);
+    s.fake.fail_by_key(10);
+    let e = p
+        .create(&spec(600_000, &[("t", "twice-lost")]), &cancel)
+        .await
+        .unwrap_err();
+    assert!(
+        e.message.contains("no second create was sent"),
+        "{}",
+        e.message
+    );
+    let (key, count) = s.one_post();
+    assert_eq!(count, 1);
+    let entries = s.entries();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].0, format!("pending-{key}"), "the key is kept");
+    // list takes the account's session made under that key as its phone.
+    let listed = p.list(&Labels::new(), &cancel).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].labels["t"], "twice-lost");
+    assert_eq!(s.fake.session_ids(), vec![listed[0].id.clone()]);
+    p.release(&listed[0], Release::Delete, &cancel)
+        .await
+        .unwrap();
+    assert!(s.fake.session_ids().is_empty());
+    assert!(s.entries().is_empty());
+}
+
+#[tokio::test]
 async fn refusals_make_nothing_and_leave_no_ledger_entry() {
     let s = setup().await;
     let p = s.provider();
