@@ -145,6 +145,9 @@ struct Inner {
     ready: Duration,
     /// The apps each phone's sessions launched.
     launched: Mutex<HashMap<String, Launched>>,
+    /// The adb links connected, by phone: let go of at release, so the
+    /// adb server keeps no transport to a phone that has ended.
+    links: Mutex<HashMap<String, api::AdbLink>>,
 }
 
 /// The phone harness provider.
@@ -282,6 +285,19 @@ impl Inner {
         self.ledger.mark_released(id)?;
         if let Ok(mut l) = self.launched.lock() {
             l.remove(id);
+        }
+        let link = self.links.lock().ok().and_then(|mut l| l.remove(id));
+        if let Some(link) = link {
+            // A transport to an ended phone only goes offline: drop it.
+            // Its failure words may hold the endpoint, so they stay unsaid.
+            if self
+                .adb
+                .disconnect(link.host.expose(), link.port)
+                .await
+                .is_err()
+            {
+                tracing::debug!(provider = ID, computer = %id, "the adb server kept its transport to the phone");
+            }
         }
         let gone = wait_until(
             &Wait::new(format!("the phone harness to end the phone {id}"), wait),
@@ -543,6 +559,7 @@ impl Configure for PhoneHarnessProvider {
                 program: s.adb_program.unwrap_or_else(|| PathBuf::from("adb")),
                 ready,
                 launched: Mutex::new(HashMap::new()),
+                links: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -690,6 +707,9 @@ impl Provider for PhoneHarnessProvider {
             )));
         };
         start_adb(&self.inner.program, self.inner.adb.port()).await?;
+        if let Ok(mut l) = self.inner.links.lock() {
+            l.insert(id.to_string(), link.clone());
+        }
         let device = tokio::select! {
             d = link::open(&self.inner.adb, id, &link) => d?,
             _ = cancel.cancelled() => return Err(aborted("connecting to the phone")),

@@ -579,6 +579,11 @@ async fn connect_unlocks_the_phone_and_a_tap_and_a_screenshot_work() {
     p.release(&made.computer, Release::Delete, &cancel)
         .await
         .unwrap();
+    let devices = rig.adb.devices().await.unwrap();
+    assert!(
+        devices.iter().all(|d| d.serial != rig.serial),
+        "release let the adb server's transport go"
+    );
     // The fixture phone runs in this process and logs what its shells
     // are asked, as the phone's own log would: ours is the rest.
     let text = log.text();
