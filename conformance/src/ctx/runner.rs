@@ -66,6 +66,8 @@ struct Run {
     run_id: String,
     /// The spec of the run's computers, labelled with the run.
     base: ComputerSpec,
+    /// A phone's files: the host folder shared with the run's phones.
+    phone_files: Option<std::path::PathBuf>,
     /// The needs a computer of the provider's kind must declare.
     required: Vec<Need>,
     cancel: CancellationToken,
@@ -90,7 +92,9 @@ impl Run {
         let run_id = options.run_id.clone().unwrap_or_else(random_run_id);
         let mut base = run_spec(&caps, options.kind, options.image.clone());
         base.labels.insert(RUN_LABEL.to_string(), run_id.clone());
+        let phone_files = phone_files(&*provider, &mut base, options.run_folders.as_deref());
         Run {
+            phone_files,
             bounds: options.bounds.unwrap_or_default(),
             required: core_needs(caps.kind, caps.daemon),
             cancel: options.cancel.clone().unwrap_or_default(),
@@ -222,6 +226,7 @@ impl Run {
                 .unwrap_or_else(|| computerd::DAEMON_PATH.to_string()),
             run_folders: options.run_folders.clone(),
             fixture: options.fixture.clone(),
+            phone_files: self.phone_files.clone(),
             cancel: self.cancel.child_token(),
             base: self.base.clone(),
             slot: Arc::new(Mutex::new(Slot::default())),
@@ -403,4 +408,29 @@ fn random_run_id() -> String {
                 .unwrap_or(0)
         )
     })
+}
+
+/// A phone has no files of its own: its files are a host folder shared
+/// with it. Where the run has folders and the provider takes a share, a
+/// fresh one is shared (read-only) with the run's phones, for the APK
+/// that apps.install-launch installs.
+fn phone_files(
+    provider: &dyn Provider,
+    base: &mut ComputerSpec,
+    run_folders: Option<&std::path::Path>,
+) -> Option<std::path::PathBuf> {
+    if base.kind != computerd::protocol::SettingKind::Phone {
+        return None;
+    }
+    let dir = run_folders?.join("phone-files");
+    std::fs::create_dir_all(&dir).ok()?;
+    let dir = std::fs::canonicalize(&dir).ok()?;
+    let mut spec = base.clone();
+    spec.shares = vec![computer_providers::share::ShareArg {
+        source: dir.clone(),
+        read_only: true,
+    }];
+    provider.check(&spec).ok()?;
+    *base = spec;
+    Some(dir)
 }
