@@ -326,8 +326,14 @@ fn machine_cases() -> Vec<Case> {
 }
 
 /// What a phone's cases need: the effect is read back through the tree.
-const TOUCH_TREE: &[Need] = &[Need::Group(Group::InputTouch), Need::Group(Group::AppsUiTree)];
-const KEYS_TREE: &[Need] = &[Need::Group(Group::InputKeys), Need::Group(Group::AppsUiTree)];
+const TOUCH_TREE: &[Need] = &[
+    Need::Group(Group::InputTouch),
+    Need::Group(Group::AppsUiTree),
+];
+const KEYS_TREE: &[Need] = &[
+    Need::Group(Group::InputKeys),
+    Need::Group(Group::AppsUiTree),
+];
 
 /// A phone's cases: touch, keys and apps, read back through apps.ui_tree.
 fn phone_cases() -> Vec<Case> {

@@ -39,7 +39,9 @@ fn nodes(root: &UiNode) -> Vec<&UiNode> {
 }
 
 fn by_id<'a>(root: &'a UiNode, id: &str) -> Option<&'a UiNode> {
-    nodes(root).into_iter().find(|n| n.id.as_deref() == Some(id))
+    nodes(root)
+        .into_iter()
+        .find(|n| n.id.as_deref() == Some(id))
 }
 
 fn centre(r: &Region) -> [i64; 2] {
@@ -100,7 +102,9 @@ pub async fn tap(t: &Ctx) -> Result<(), Outcome> {
     })?;
     let status = text_of(&tree(t, c).await?, STATUS)?;
     ensure(status.starts_with("Tapped button"), || {
-        format!("after a tap on the button at ({x}, {y}) the status reads {status:?}, want \"Tapped button at …\"")
+        format!(
+            "after a tap on the button at ({x}, {y}) the status reads {status:?}, want \"Tapped button at …\""
+        )
     })
 }
 
@@ -146,7 +150,11 @@ pub async fn swipe(t: &Ctx) -> Result<(), Outcome> {
 /// A pinch: a phone over adb has one finger, and refuses it in words.
 pub async fn pinch(t: &Ctx) -> Result<(), Outcome> {
     let c = t.shared().await?;
-    let r = actions(c, json!([{"type": "pinch", "point": [100, 100], "scale": 2.0}])).await?;
+    let r = actions(
+        c,
+        json!([{"type": "pinch", "point": [100, 100], "scale": 2.0}]),
+    )
+    .await?;
     match r.failed {
         Some(f) if r.done == 0 => Err(Outcome::Skip(format!(
             "the phone refuses a pinch: {}",
@@ -190,7 +198,9 @@ pub async fn key_table_refuses_unknown(t: &Ctx) -> Result<(), Outcome> {
     .await?;
     let got = r.failed.as_ref().map(|f| (r.done, f.index, f.kind));
     ensure(got == Some((0, 1, ErrorKind::Invalid)), || {
-        format!("a batch with the key Hyper_Q answered {r:?}, want done 0, failed index 1, kind invalid")
+        format!(
+            "a batch with the key Hyper_Q answered {r:?}, want done 0, failed index 1, kind invalid"
+        )
     })?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let after = text_of(&tree(t, c).await?, SEARCH)?;
@@ -236,10 +246,7 @@ pub async fn ui_tree_shape(t: &Ctx) -> Result<(), Outcome> {
         format!("nodes says {} but the tree holds {}", r.nodes, all.len())
     })?;
     let shot = t
-        .call(
-            c,
-            &computerd::protocol::ScreenShotParams { region: None },
-        )
+        .call(c, &computerd::protocol::ScreenShotParams { region: None })
         .await?;
     let (w, h) = (u64::from(shot.width), u64::from(shot.height));
     for n in &all {
@@ -253,17 +260,22 @@ pub async fn ui_tree_shape(t: &Ctx) -> Result<(), Outcome> {
     let button = by_id(&r.root, BUTTON);
     ensure(
         button.is_some_and(|b| b.text.as_deref() == Some("agentrun fixture") && b.enabled),
-        || format!("the button {BUTTON} reads {button:?}, want the text \"agentrun fixture\", enabled"),
+        || {
+            format!(
+                "the button {BUTTON} reads {button:?}, want the text \"agentrun fixture\", enabled"
+            )
+        },
     )
 }
 
 /// The fixture APK (given to the run) installed from the phone's files,
 /// listed, in front when launched and not once terminated.
 pub async fn install_launch(t: &Ctx) -> Result<(), Outcome> {
-    let Some(apk) = t.fixture.as_ref().filter(|p| {
-        p.extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("apk"))
-    }) else {
+    let Some(apk) = t
+        .fixture
+        .as_ref()
+        .filter(|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("apk")))
+    else {
         return Err(Outcome::Skip(
             "no fixture APK was given (--fixture <app>.apk), so there is nothing to install".into(),
         ));
@@ -274,8 +286,12 @@ pub async fn install_launch(t: &Ctx) -> Result<(), Outcome> {
         ));
     };
     let name = format!("{}.apk", t.marker());
-    std::fs::copy(apk, files.join(&name))
-        .map_err(|e| Outcome::Fail(format!("copying {} into the run's folder: {e}", apk.display())))?;
+    std::fs::copy(apk, files.join(&name)).map_err(|e| {
+        Outcome::Fail(format!(
+            "copying {} into the run's folder: {e}",
+            apk.display()
+        ))
+    })?;
     let c = t.shared().await?;
     let got = t
         .call(

@@ -30,7 +30,7 @@ pub(crate) async fn run(
     let run = Run::new(provider, options);
     let mut results = Vec::new();
     let mut undeclared_all: Vec<String> = Vec::new();
-    for case in &selected {
+    for case in own_computers_first(&selected) {
         let result = run.case(case).await;
         if let Some(n) = &result.undeclared
             && !undeclared_all.contains(n)
@@ -39,6 +39,8 @@ pub(crate) async fn run(
         }
         results.push(result);
     }
+    // The report keeps the table's order.
+    results.sort_by_key(|r| selected.iter().position(|c| c.id == r.id));
     // What hello said on the shared computer, before it goes.
     let daemon = daemon_info(&run.shared).await;
     run.clean_up().await;
@@ -433,4 +435,23 @@ fn phone_files(
     provider.check(&spec).ok()?;
     *base = spec;
     Some(dir)
+}
+
+/// The order a run takes its cases: those of the provider's own promises
+/// (provider, lifetime, mount), which make computers of their own, before
+/// the others, which share one. A provider whose computer is a hold on a
+/// device it has one of (a phone over adb) can make theirs only while the
+/// shared computer does not hold it yet.
+fn own_computers_first(selected: &[Case]) -> impl Iterator<Item = &Case> {
+    use crate::CaseGroup;
+    let own = |c: &&Case| {
+        matches!(
+            c.group,
+            CaseGroup::Provider | CaseGroup::Lifetime | CaseGroup::Mount
+        )
+    };
+    selected
+        .iter()
+        .filter(own)
+        .chain(selected.iter().filter(move |c| !own(c)))
 }
