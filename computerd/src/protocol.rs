@@ -32,8 +32,8 @@ mod screen;
 mod tar;
 
 pub use apps::{
-    App, AppsInstallParams, AppsLaunchParams, AppsListParams, AppsListResult, AppsTerminateParams,
-    AppsUiTreeParams, AppsUiTreeResult, UiNode, check_app_id,
+    App, AppsInstallParams, AppsInstallResult, AppsLaunchParams, AppsListParams, AppsListResult,
+    AppsTerminateParams, AppsUiTreeParams, AppsUiTreeResult, UiNode, check_app_id,
 };
 pub use cdp::{
     BROWSER_STARTS_AGAIN, CdpEvent, CdpEventsParams, CdpEventsResult, CdpSendParams, CdpSendResult,
@@ -176,7 +176,7 @@ methods! {
     /// Stop an app (group apps).
     AppsTerminate = "apps.terminate": AppsTerminateParams => Empty;
     /// Install a package already in the computer's files (group apps.install).
-    AppsInstall = "apps.install": AppsInstallParams => Empty;
+    AppsInstall = "apps.install": AppsInstallParams => AppsInstallResult;
     /// What the screen shows, as a tree of at most 5000 nodes (group apps.ui_tree).
     AppsUiTree = "apps.ui_tree": AppsUiTreeParams => AppsUiTreeResult;
     /// One CDP command to the browser (group cdp; answered by the

@@ -8,6 +8,7 @@ mod files;
 mod fleet;
 mod health;
 mod limits;
+mod phone;
 mod process;
 mod provider;
 
@@ -57,7 +58,13 @@ macro_rules! case {
 
 /// Every case of the suite, in the order a run takes them.
 pub fn cases() -> Vec<Case> {
-    [daemon_cases(), provider_cases(), machine_cases()].concat()
+    [
+        daemon_cases(),
+        provider_cases(),
+        machine_cases(),
+        phone_cases(),
+    ]
+    .concat()
 }
 
 /// The cases of the daemon's groups: health, exec, files, tar and
@@ -314,6 +321,66 @@ fn machine_cases() -> Vec<Case> {
             Browser,
             &[Need::Group(Group::Cdp), Need::Network(NetworkKind::None)],
             browser::network_none
+        ),
+    ]
+}
+
+/// What a phone's cases need: the effect is read back through the tree.
+const TOUCH_TREE: &[Need] = &[
+    Need::Group(Group::InputTouch),
+    Need::Group(Group::AppsUiTree),
+];
+const KEYS_TREE: &[Need] = &[
+    Need::Group(Group::InputKeys),
+    Need::Group(Group::AppsUiTree),
+];
+
+/// A phone's cases: touch, keys and apps, read back through apps.ui_tree.
+fn phone_cases() -> Vec<Case> {
+    vec![
+        case!("touch.tap", Core, Touch, TOUCH_TREE, phone::tap),
+        case!("touch.swipe", Core, Touch, TOUCH_TREE, phone::swipe),
+        case!(
+            "touch.pinch",
+            Full,
+            Touch,
+            &[Need::Group(Group::InputTouch)],
+            phone::pinch
+        ),
+        case!(
+            "input.phone-type-text",
+            Core,
+            Input,
+            KEYS_TREE,
+            phone::type_text
+        ),
+        case!(
+            "input.phone-key-table-refuses-unknown",
+            Core,
+            Input,
+            KEYS_TREE,
+            phone::key_table_refuses_unknown
+        ),
+        case!(
+            "apps.launch-terminate",
+            Core,
+            Apps,
+            &[Need::Group(Group::Apps)],
+            phone::launch_terminate
+        ),
+        case!(
+            "apps.ui-tree-shape",
+            Core,
+            Apps,
+            &[Need::Group(Group::AppsUiTree), Need::Group(Group::Screen)],
+            phone::ui_tree_shape
+        ),
+        case!(
+            "apps.install-launch",
+            Core,
+            Apps,
+            &[Need::Group(Group::AppsInstall), Need::Group(Group::Apps)],
+            phone::install_launch
         ),
     ]
 }

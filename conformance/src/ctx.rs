@@ -93,8 +93,11 @@ pub struct Ctx {
     pub daemon_path: String,
     /// Where mount cases make their folders (see [`RunOptions::run_folders`]).
     pub run_folders: Option<std::path::PathBuf>,
-    /// The desktop fixture (see [`RunOptions::fixture`]).
+    /// The desktop fixture, or a phone's fixture APK (see
+    /// [`RunOptions::fixture`]).
     pub fixture: Option<std::path::PathBuf>,
+    /// The host folder a run's phone sees at `/workspace`, when it has one.
+    pub phone_files: Option<std::path::PathBuf>,
     pub cancel: CancellationToken,
     base: ComputerSpec,
     slot: Arc<Mutex<Slot>>,

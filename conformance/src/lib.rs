@@ -92,6 +92,8 @@ pub enum CaseGroup {
     Limits,
     Screen,
     Input,
+    Touch,
+    Apps,
     Browser,
 }
 
@@ -110,6 +112,8 @@ impl CaseGroup {
         CaseGroup::Limits,
         CaseGroup::Screen,
         CaseGroup::Input,
+        CaseGroup::Touch,
+        CaseGroup::Apps,
         CaseGroup::Browser,
     ];
 
@@ -128,6 +132,8 @@ impl CaseGroup {
             CaseGroup::Limits => "limits",
             CaseGroup::Screen => "screen",
             CaseGroup::Input => "input",
+            CaseGroup::Touch => "touch",
+            CaseGroup::Apps => "apps",
             CaseGroup::Browser => "browser",
         }
     }
@@ -279,7 +285,8 @@ pub struct RunOptions {
     pub run_folders: Option<std::path::PathBuf>,
     /// The desktop fixture on this machine (the static
     /// `computerd-x11-fixture`), which the input cases write into the
-    /// computer and read the log of. None: those cases skip in words.
+    /// computer and read the log of; for a phone, the APK that
+    /// apps.install-launch installs. None: those cases skip in words.
     pub fixture: Option<std::path::PathBuf>,
 }
 

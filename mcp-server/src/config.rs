@@ -94,7 +94,7 @@ pub struct ConformanceArgs {
     /// A computerd built to report another version, for the drift case (`cargo build -p computerd --bin computerd-drift`). [default: computerd-drift beside this binary]
     #[arg(long, value_name = "PATH")]
     pub drifted_computerd: Option<std::path::PathBuf>,
-    /// The desktop fixture the screen and input cases write into the computer and read the log of: the static computerd-x11-fixture (built with the static computerd). [default: computerd-x11-fixture beside this binary]
+    /// The fixture the screen and input cases use: for a desktop the static computerd-x11-fixture, written into the computer and its log read [default: computerd-x11-fixture beside this binary]; for a phone the APK apps.install-launch installs from the run's shared folder (no default).
     #[arg(long, value_name = "PATH")]
     pub fixture: Option<std::path::PathBuf>,
 }

@@ -151,8 +151,10 @@ pub async fn run(
     let mut notes = Vec::new();
     // The desktop fixture: given, or beside this binary; none is a note
     // (the screen and input cases skip, so a desktop's Core cannot pass).
+    // A phone's fixture is an APK, given only with --fixture.
     let fixture = match &args.fixture {
         Some(p) => Some(p.clone()),
+        None if spec.kind == SettingKind::Phone => None,
         None => std::env::current_exe()
             .ok()
             .map(|e| e.with_file_name("computerd-x11-fixture"))
@@ -225,7 +227,7 @@ mod tests {
     fn usage_errors_are_words() {
         assert_eq!(
             options(&args(&["exec", "bogus"], None)).err().unwrap(),
-            "--only: \"bogus\" is not a conformance group; the groups are: health, exec, files, tar, process, provider, drift, isolation, lifetime, mount, limits, screen, input, browser"
+            "--only: \"bogus\" is not a conformance group; the groups are: health, exec, files, tar, process, provider, drift, isolation, lifetime, mount, limits, screen, input, touch, apps, browser"
         );
         assert!(
             options(&args(&[], Some("none")))

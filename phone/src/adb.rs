@@ -70,6 +70,18 @@ impl Shell for AdbShell {
     fn bytes<'a>(&'a self, command: &'a str) -> BoxFuture<'a, Result<Vec<u8>, ShellError>> {
         Box::pin(async move { self.device.exec(command).await.map_err(words) })
     }
+
+    fn can_push(&self) -> bool {
+        true
+    }
+
+    fn push<'a>(
+        &'a self,
+        data: &'a [u8],
+        remote: &'a str,
+    ) -> BoxFuture<'a, Result<(), ShellError>> {
+        Box::pin(async move { self.device.push(data, remote, 0o644).await.map_err(words) })
+    }
 }
 
 #[cfg(test)]

@@ -8,15 +8,16 @@ use std::sync::{Arc, Mutex};
 use computerd::client::{ClientError, ComputerClient};
 use computerd::protocol::limits::MAX_CHUNK_BYTES;
 use computerd::protocol::{
-    ActionFailure, App, AppsLaunchParams, AppsListResult, AppsTerminateParams, Bytes64,
-    CheckOptions, ErrorKind, Group, HelloResult, ImageFormat, InputActionsParams,
-    InputActionsResult, MachineKind, RpcError, ScreenReadParams, ScreenReadResult,
-    ScreenShotParams, ScreenShotResult, check_actions_json, decode_params,
+    ActionFailure, App, AppsInstallParams, AppsInstallResult, AppsLaunchParams, AppsListResult,
+    AppsTerminateParams, Bytes64, CheckOptions, ErrorKind, Group, HelloResult, ImageFormat,
+    InputActionsParams, InputActionsResult, MachineKind, RpcError, ScreenReadParams,
+    ScreenReadResult, ScreenShotParams, ScreenShotResult, check_actions_json, decode_params,
 };
 use futures::future::BoxFuture;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::install::{self, Folder, InstallError};
 use crate::screen::Frame;
 use crate::{facts, input, ui};
 
@@ -29,6 +30,25 @@ pub trait Shell: Send + Sync {
     /// Run `command` and give its stdout's bytes as they are (no pty, no
     /// line ending rewritten): for `screencap`.
     fn bytes<'a>(&'a self, command: &'a str) -> BoxFuture<'a, Result<Vec<u8>, ShellError>>;
+    /// Whether [`Shell::push`] writes files (adb's `sync:` does): a
+    /// client declares apps.install only then.
+    fn can_push(&self) -> bool {
+        false
+    }
+    /// Write `data` to the phone's file `remote` (mode 0644). A transport
+    /// that cannot says so, and writes nothing.
+    fn push<'a>(
+        &'a self,
+        data: &'a [u8],
+        remote: &'a str,
+    ) -> BoxFuture<'a, Result<(), ShellError>> {
+        let _ = data;
+        Box::pin(async move {
+            Err(ShellError(format!(
+                "this phone's transport writes no files, so {remote} was not written"
+            )))
+        })
+    }
 }
 
 /// A command's outcome.
@@ -52,6 +72,16 @@ pub const GROUPS: &[Group] = &[
     Group::Apps,
     Group::AppsUiTree,
 ];
+
+/// The groups a phone answers over a transport that does, or does not,
+/// write files (apps.install pushes the APK).
+pub fn groups(can_push: bool) -> Vec<Group> {
+    let mut g = GROUPS.to_vec();
+    if can_push {
+        g.push(Group::AppsInstall);
+    }
+    g
+}
 
 /// The apps a computer's sessions launched, shared by its connections, so
 /// release can end them.
@@ -84,6 +114,8 @@ pub struct PhoneClient {
     shots: std::sync::atomic::AtomicU64,
     launched: Launched,
     closed: std::sync::atomic::AtomicBool,
+    /// The computer's files: the host folders shared with it.
+    folders: Vec<Folder>,
 }
 
 fn gone(e: ShellError) -> ClientError {
@@ -132,7 +164,15 @@ impl PhoneClient {
             shots: Default::default(),
             launched,
             closed: Default::default(),
+            folders: Vec::new(),
         })
+    }
+
+    /// The client with the computer's files: host folders shared with it,
+    /// where apps.install finds APKs.
+    pub fn with_folders(mut self, folders: Vec<Folder>) -> PhoneClient {
+        self.folders = folders;
+        self
     }
 
     pub fn about(&self) -> &About {
@@ -146,7 +186,7 @@ impl PhoneClient {
             os: "android".into(),
             kind: MachineKind::Android,
             arch: self.about.arch.clone(),
-            groups: GROUPS.to_vec(),
+            groups: groups(self.shell.can_push()),
             bytes_frames: None,
         }
     }
@@ -380,6 +420,21 @@ impl PhoneClient {
         Ok(serde_json::json!({}))
     }
 
+    async fn apps_install(&self, params: Value) -> computerd::client::Result<Value> {
+        let p: AppsInstallParams = decode_params(Some(params)).map_err(rpc)?;
+        if !self.shell.can_push() {
+            return Err(rpc(RpcError::unsupported(
+                "this phone's transport writes no files, so it installs no APK",
+            )));
+        }
+        match install::install(self.shell.as_ref(), &self.folders, &p.path).await {
+            Ok(id) => to_value(&AppsInstallResult { id }),
+            Err(InstallError::Refused(e)) => Err(rpc(e)),
+            Err(InstallError::Gone(e)) => Err(gone(e)),
+            Err(InstallError::Failed(words)) => Err(rpc(RpcError::invalid(words))),
+        }
+    }
+
     async fn ui_tree(&self) -> computerd::client::Result<Value> {
         let mut last = None;
         // uiautomator fails now and then while the screen changes ("null
@@ -425,7 +480,7 @@ pub async fn end_launched(shell: &dyn Shell, launched: &Launched) -> Result<(), 
 }
 
 /// The methods a phone answers, for refusals.
-const ANSWERS: &str = "hello, ping, screen.shot, screen.read, input.actions, apps.list, apps.launch, apps.terminate and apps.ui_tree";
+const ANSWERS: &str = "hello, ping, screen.shot, screen.read, input.actions, apps.list, apps.launch, apps.terminate, apps.install and apps.ui_tree";
 
 impl ComputerClient for PhoneClient {
     fn call_value<'a>(
@@ -450,6 +505,7 @@ impl ComputerClient for PhoneClient {
                 "apps.launch" => self.apps_launch(params).await,
                 "apps.terminate" => self.apps_terminate(params).await,
                 "apps.ui_tree" => self.ui_tree().await,
+                "apps.install" => self.apps_install(params).await,
                 other if computerd::protocol::Method::from_name(other).is_none() => {
                     Err(rpc(RpcError::not_found(format!(
                         "unknown method {other:?}; a phone answers {ANSWERS}"

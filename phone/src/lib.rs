@@ -12,10 +12,13 @@
 //! - [`facts`]: the phone's tools' outputs read (size, density, props,
 //!   packages, the app in front, `am start`'s outcome).
 //! - [`ui`]: `uiautomator dump` as the protocol's UI tree, within its bounds.
+//! - [`install`]: apps.install, an APK from the shared folders pushed and
+//!   installed, its package read from `pm list packages -f`.
 
 pub mod adb;
 pub mod client;
 pub mod facts;
 pub mod input;
+pub mod install;
 pub mod screen;
 pub mod ui;

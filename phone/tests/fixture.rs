@@ -153,3 +153,72 @@ async fn apps_are_listed_launched_and_terminated() {
         .unwrap_err();
     assert!(e.to_string().contains("no app com.example.none"), "{e}");
 }
+
+/// The fixture's test APK (fixtures/phone/README.md: a manifest line the
+/// fixture reads in place of a binary AndroidManifest.xml).
+const NOTES_APK: &[u8] = b"fixture-apk package=com.example.notes activity=.Notes label=Notes\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apk_from_a_shared_folder_is_pushed_installed_named_and_launched() {
+    let Some(r) = rig().await else { return };
+    let shared = tempfile::tempdir().unwrap();
+    std::fs::write(shared.path().join("notes.apk"), NOTES_APK).unwrap();
+    let shell = AdbShell::new(r.rig.adb.device(r.rig.transport_id))
+        .await
+        .unwrap();
+    let c = PhoneClient::new(Arc::new(shell), Default::default())
+        .await
+        .unwrap()
+        .with_folders(vec![computer_phone::install::Folder {
+            inside: "/workspace".into(),
+            host: std::fs::canonicalize(shared.path()).unwrap(),
+        }]);
+    assert!(c.hello().groups.iter().any(|g| g == "apps.install"));
+    // Installed twice: a reinstall is named as well as a first install.
+    for _ in 0..2 {
+        let got = c
+            .call_value("apps.install", json!({"path": "/workspace/notes.apk"}))
+            .await
+            .unwrap();
+        assert_eq!(got, json!({"id": "com.example.notes"}));
+    }
+    // The pushed copy is gone from the phone.
+    assert_eq!(
+        r.rig.phone.fs_list("/data/local/tmp"),
+        Vec::<(String, u32, u64)>::new()
+    );
+    let list = c.call_value("apps.list", json!({})).await.unwrap();
+    assert!(
+        list["apps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["id"] == "com.example.notes"),
+        "{list}"
+    );
+    c.call_value("apps.launch", json!({"id": "com.example.notes"}))
+        .await
+        .unwrap();
+    let list = c.call_value("apps.list", json!({})).await.unwrap();
+    assert_eq!(list["foreground"], "com.example.notes");
+
+    // What pm refuses comes back in its words.
+    std::fs::write(shared.path().join("bad.apk"), b"PK\x03\x04 not ours").unwrap();
+    let e = c
+        .call_value("apps.install", json!({"path": "/workspace/bad.apk"}))
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("INSTALL_PARSE_FAILED_NOT_APK"),
+        "{e}"
+    );
+    // A path outside the shared folder is refused naming the field.
+    let e = c
+        .call_value("apps.install", json!({"path": "/etc/notes.apk"}))
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("outside the computer's files"),
+        "{e}"
+    );
+}

@@ -15,7 +15,8 @@ use std::sync::Mutex;
 
 use computer_adb::{Adb, DeviceInfo, DeviceState};
 use computer_phone::adb::AdbShell;
-use computer_phone::client::{Launched, PhoneClient, end_launched};
+use computer_phone::client::{Launched, PhoneClient, end_launched, groups};
+use computer_phone::install::Folder;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
@@ -86,6 +87,8 @@ struct Held {
     deadline_ms: i64,
     computer: ComputerRef,
     launched: Launched,
+    /// The host folders shared with it, where apps.install finds APKs.
+    folders: Vec<Folder>,
 }
 
 /// The adb provider.
@@ -94,6 +97,8 @@ pub struct AdbProvider {
     program: PathBuf,
     serial: Option<String>,
     connect: Option<Secret>,
+    /// The server's state directory, never shared.
+    state_dir: Option<PathBuf>,
     held: Mutex<BTreeMap<String, Held>>,
 }
 
@@ -206,11 +211,39 @@ impl AdbProvider {
 }
 
 impl AdbProvider {
+    /// The shares as the phone's files: checked as every share is, and
+    /// placed at `/workspace` (or `/workspace/<name>` each). Only this
+    /// side reads them, so none needs to be writable.
+    fn folders(&self, shares: &[crate::share::ShareArg]) -> Result<Vec<Folder>> {
+        let read_only: Vec<crate::share::ShareArg> = shares
+            .iter()
+            .map(|s| crate::share::ShareArg {
+                source: s.source.clone(),
+                read_only: true,
+            })
+            .collect();
+        // Without a state directory there is none to keep out.
+        let state = self
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/nonexistent/computer-mcp-state"));
+        let planned = crate::share::plan(&read_only, &state, (0, 0))?;
+        Ok(planned
+            .into_iter()
+            .map(|s| Folder {
+                inside: s.target,
+                host: s.source,
+            })
+            .collect())
+    }
+
     /// A client of the phone a hold names.
     async fn client_of(&self, id: &str, cancel: &CancellationToken) -> Result<PhoneClient> {
         let held = self.held_of(id)?;
         let device = self.device_of(&held).await?;
-        client_over(device, &held.launched, id, cancel).await
+        client_over(device, &held.launched, id, cancel)
+            .await
+            .map(|c| c.with_folders(held.folders.clone()))
     }
 }
 
@@ -225,7 +258,7 @@ fn open_network() -> NetworkReadBack {
 impl Configure for AdbProvider {
     type Settings = AdbSettings;
 
-    fn configure(s: AdbSettings, _host: &HostDefaults) -> Result<Self> {
+    fn configure(s: AdbSettings, host: &HostDefaults) -> Result<Self> {
         if let Some(c) = &s.connect {
             host_port(c.expose())?;
         }
@@ -234,6 +267,7 @@ impl Configure for AdbProvider {
             program: s.program.unwrap_or_else(|| PathBuf::from("adb")),
             serial: s.serial,
             connect: s.connect,
+            state_dir: host.state_dir.clone(),
             held: Mutex::new(BTreeMap::new()),
         })
     }
@@ -246,11 +280,15 @@ impl Provider for AdbProvider {
     }
 
     fn capabilities(&self) -> Capabilities {
-        android::capabilities(
-            LifetimeMode::Janitor,
-            MAX_LIFETIME_MS,
-            "none: the phone is yours, as it is; a computer is a hold on it, and release terminates the apps its sessions launched",
-        )
+        Capabilities {
+            // adb's sync: writes the APKs apps.install pushes.
+            groups: groups(true),
+            ..android::capabilities(
+                LifetimeMode::Janitor,
+                MAX_LIFETIME_MS,
+                "none: the phone is yours, as it is; a computer is a hold on it, and release terminates the apps its sessions launched",
+            )
+        }
     }
 
     fn check(&self, spec: &ComputerSpec) -> Result<()> {
@@ -260,11 +298,18 @@ impl Provider for AdbProvider {
                 "a phone over adb is the phone attached; leave image out",
             ));
         }
-        android::check_phone(spec, &self.capabilities(), "a phone over adb")
+        // Shared folders are the phone's files (apps.install reads APKs
+        // there, on this side); the rest of a host's parts it has not.
+        let mut rest = spec.clone();
+        rest.shares.clear();
+        android::check_phone(&rest, &self.capabilities(), "a phone over adb")?;
+        self.folders(&spec.shares)?;
+        Ok(())
     }
 
     async fn create(&self, spec: &ComputerSpec, cancel: &CancellationToken) -> Result<Created> {
         self.check(spec)?;
+        let folders = self.folders(&spec.shares)?;
         let phone = self.pick().await?;
         let id = id_of(&phone.serial);
         let created_at = now_rfc3339();
@@ -308,6 +353,7 @@ impl Provider for AdbProvider {
                         .saturating_add(i64::try_from(spec.lifetime_ms).unwrap_or(i64::MAX)),
                     computer: computer.clone(),
                     launched: Launched::default(),
+                    folders: folders.clone(),
                 },
             );
         }
@@ -332,12 +378,20 @@ impl Provider for AdbProvider {
                 return Err(e);
             }
         };
+        let mut notes = vec![format!(
+            "{about}, over adb: nothing is installed on it, and release terminates only the apps this computer launched"
+        )];
+        if !folders.is_empty() {
+            let at: Vec<&str> = folders.iter().map(|f| f.inside.as_str()).collect();
+            notes.push(format!(
+                "its files are the shared folders {}: apps.install takes an APK there",
+                at.join(", ")
+            ));
+        }
         Ok(Created {
             computer,
             network: Some(open_network()),
-            notes: vec![format!(
-                "{about}, over adb: nothing is installed on it, and release terminates only the apps this computer launched"
-            )],
+            notes,
         })
     }
 
@@ -462,5 +516,37 @@ mod tests {
         let e = host_port("nowhere").unwrap_err();
         assert_eq!(e.field.as_deref(), Some("adb.connect"));
         assert!(!e.message.contains("nowhere"));
+    }
+
+    #[test]
+    fn a_shared_folder_is_the_phones_files_and_other_host_parts_are_refused() {
+        let p = AdbProvider::configure(AdbSettings::default(), &HostDefaults::default()).unwrap();
+        assert!(
+            p.capabilities()
+                .groups
+                .contains(&computerd::protocol::Group::AppsInstall)
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        let mut spec = ComputerSpec::sandbox(60_000);
+        spec.kind = computerd::protocol::SettingKind::Phone;
+        spec.network = NetworkPolicy::Open;
+        spec.shares = vec![crate::share::ShareArg {
+            source: real.clone(),
+            read_only: false,
+        }];
+        p.check(&spec).unwrap();
+        assert_eq!(
+            p.folders(&spec.shares).unwrap(),
+            vec![Folder {
+                inside: "/workspace".into(),
+                host: real
+            }]
+        );
+        spec.shares[0].source = dir.path().join("missing");
+        assert_eq!(p.check(&spec).unwrap_err().field.as_deref(), Some("share"));
+        spec.shares.clear();
+        spec.user = Some("0:0".into());
+        assert_eq!(p.check(&spec).unwrap_err().field.as_deref(), Some("user"));
     }
 }

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 
 use computerd::client::ComputerExt;
 use computerd::protocol::{
-    Action, AppsLaunchParams, AppsListParams, AppsTerminateParams, AppsUiTreeParams, Group,
-    InputActionsParams, PhoneButton, SettingKind, UiNode,
+    Action, AppsInstallParams, AppsLaunchParams, AppsListParams, AppsTerminateParams,
+    AppsUiTreeParams, Group, InputActionsParams, PhoneButton, SettingKind, UiNode,
 };
 use rmcp::model::{CallToolResult, ContentBlock};
 use schemars::JsonSchema;
@@ -32,6 +32,7 @@ const TOUCH: Needs = Needs::Group(Group::InputTouch);
 const KEYS: Needs = Needs::Group(Group::InputKeys);
 const APPS: Needs = Needs::Group(Group::Apps);
 const TREE: Needs = Needs::Group(Group::AppsUiTree);
+const INSTALL: Needs = Needs::Group(Group::AppsInstall);
 
 /// The phone's own tools.
 #[rustfmt::skip]
@@ -48,6 +49,7 @@ pub const PHONE_TOOLS: ToolSet = ToolSet {
         ToolDef::new("apps_list",     APPS,  apps_tool,      handler!(apps_list)),
         ToolDef::new("app_launch",    APPS,  launch_tool,    handler!(app_launch)),
         ToolDef::new("app_terminate", APPS,  terminate_tool, handler!(app_terminate)),
+        ToolDef::new("app_install",   INSTALL, install_tool, handler!(app_install)),
     ],
 };
 
@@ -618,4 +620,31 @@ async fn app_terminate(ctx: &ToolContext, a: AppArgs) -> Result<CallToolResult> 
         .map_err(|e| ToolError::client(format!("stopping {}", a.app), e))?;
     let text = format!("{} was stopped", a.app);
     Ok(crate::define::done(text, &AppOutput { app: a.app }))
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstallArgs {
+    /// The APK's path in the computer's files: a phone's files are the
+    /// host folders shared with the server, at /workspace (such as
+    /// /workspace/app.apk).
+    pub path: String,
+}
+
+listing!(
+    fn install_tool(_): InstallArgs => AppOutput,
+    "Install (or update) an app from an APK in the computer's files (/workspace/<name>.apk, a folder shared with the server); answers the app's id, to launch it.",
+    hints("Install an app", false, true, true, false)
+);
+
+async fn app_install(ctx: &ToolContext, a: InstallArgs) -> Result<CallToolResult> {
+    let r = ctx
+        .client
+        .call_typed(&AppsInstallParams {
+            path: a.path.clone(),
+        })
+        .await
+        .map_err(|e| ToolError::client(format!("installing {}", a.path), e))?;
+    let text = format!("{} installed {}; app_launch opens it", a.path, r.id);
+    Ok(crate::define::done(text, &AppOutput { app: r.id }))
 }

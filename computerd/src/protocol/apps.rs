@@ -65,6 +65,16 @@ pub struct AppsInstallParams {
     pub path: String,
 }
 
+/// What apps.install installed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AppsInstallResult {
+    /// The installed app's id (its package name on Android), as apps.list
+    /// and apps.launch take it.
+    pub id: String,
+}
+
 /// apps.ui_tree: what the screen shows, as a tree.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]

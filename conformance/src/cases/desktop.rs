@@ -168,7 +168,7 @@ fn show(ev: &[Value]) -> String {
     }
 }
 
-async fn actions(c: &Computer, a: Value) -> Result<InputActionsResult, Outcome> {
+pub(super) async fn actions(c: &Computer, a: Value) -> Result<InputActionsResult, Outcome> {
     let v = tokio::time::timeout(
         Duration::from_secs(60),
         c.conn

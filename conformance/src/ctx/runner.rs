@@ -30,7 +30,7 @@ pub(crate) async fn run(
     let run = Run::new(provider, options);
     let mut results = Vec::new();
     let mut undeclared_all: Vec<String> = Vec::new();
-    for case in &selected {
+    for case in own_computers_first(&selected) {
         let result = run.case(case).await;
         if let Some(n) = &result.undeclared
             && !undeclared_all.contains(n)
@@ -39,6 +39,8 @@ pub(crate) async fn run(
         }
         results.push(result);
     }
+    // The report keeps the table's order.
+    results.sort_by_key(|r| selected.iter().position(|c| c.id == r.id));
     // What hello said on the shared computer, before it goes.
     let daemon = daemon_info(&run.shared).await;
     run.clean_up().await;
@@ -66,6 +68,8 @@ struct Run {
     run_id: String,
     /// The spec of the run's computers, labelled with the run.
     base: ComputerSpec,
+    /// A phone's files: the host folder shared with the run's phones.
+    phone_files: Option<std::path::PathBuf>,
     /// The needs a computer of the provider's kind must declare.
     required: Vec<Need>,
     cancel: CancellationToken,
@@ -90,7 +94,9 @@ impl Run {
         let run_id = options.run_id.clone().unwrap_or_else(random_run_id);
         let mut base = run_spec(&caps, options.kind, options.image.clone());
         base.labels.insert(RUN_LABEL.to_string(), run_id.clone());
+        let phone_files = phone_files(&*provider, &mut base, options.run_folders.as_deref());
         Run {
+            phone_files,
             bounds: options.bounds.unwrap_or_default(),
             required: core_needs(caps.kind, caps.daemon),
             cancel: options.cancel.clone().unwrap_or_default(),
@@ -222,6 +228,7 @@ impl Run {
                 .unwrap_or_else(|| computerd::DAEMON_PATH.to_string()),
             run_folders: options.run_folders.clone(),
             fixture: options.fixture.clone(),
+            phone_files: self.phone_files.clone(),
             cancel: self.cancel.child_token(),
             base: self.base.clone(),
             slot: Arc::new(Mutex::new(Slot::default())),
@@ -403,4 +410,48 @@ fn random_run_id() -> String {
                 .unwrap_or(0)
         )
     })
+}
+
+/// A phone has no files of its own: its files are a host folder shared
+/// with it. Where the run has folders and the provider takes a share, a
+/// fresh one is shared (read-only) with the run's phones, for the APK
+/// that apps.install-launch installs.
+fn phone_files(
+    provider: &dyn Provider,
+    base: &mut ComputerSpec,
+    run_folders: Option<&std::path::Path>,
+) -> Option<std::path::PathBuf> {
+    if base.kind != computerd::protocol::SettingKind::Phone {
+        return None;
+    }
+    let dir = run_folders?.join("phone-files");
+    std::fs::create_dir_all(&dir).ok()?;
+    let dir = std::fs::canonicalize(&dir).ok()?;
+    let mut spec = base.clone();
+    spec.shares = vec![computer_providers::share::ShareArg {
+        source: dir.clone(),
+        read_only: true,
+    }];
+    provider.check(&spec).ok()?;
+    *base = spec;
+    Some(dir)
+}
+
+/// The order a run takes its cases: those of the provider's own promises
+/// (provider, lifetime, mount), which make computers of their own, before
+/// the others, which share one. A provider whose computer is a hold on a
+/// device it has one of (a phone over adb) can make theirs only while the
+/// shared computer does not hold it yet.
+fn own_computers_first(selected: &[Case]) -> impl Iterator<Item = &Case> {
+    use crate::CaseGroup;
+    let own = |c: &&Case| {
+        matches!(
+            c.group,
+            CaseGroup::Provider | CaseGroup::Lifetime | CaseGroup::Mount
+        )
+    };
+    selected
+        .iter()
+        .filter(own)
+        .chain(selected.iter().filter(move |c| !own(c)))
 }

@@ -470,3 +470,87 @@ fn usage_errors_exit_2_in_words() {
         assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
+
+/// The cases a phone over adb passes on the fixture phone.
+const PHONE_CASES: &[&str] = &[
+    "health.hello",
+    "health.kind-consistent",
+    "touch.tap",
+    "touch.swipe",
+    "input.phone-type-text",
+    "input.phone-key-table-refuses-unknown",
+    "apps.launch-terminate",
+    "apps.ui-tree-shape",
+    "apps.install-launch",
+];
+
+/// `--provider adb --kind phone` on the fixture phone, through Debian's
+/// adb server on a port of the test's own: every touch, keys and apps
+/// case passes, the fixture APK is installed from the run's shared
+/// folder, and a pinch is skipped in the phone's own words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adb_passes_the_phone_kind_on_the_fixture_phone() {
+    let Some(adb) = computer_testkit::need_adb() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let rig = computer_phone_fixture::rig::Rig::start(&adb, dir.path().join("phone.log"))
+        .await
+        .unwrap();
+    // The fixture phone's test APK (fixtures/phone/README.md).
+    let apk = dir.path().join("notes.apk");
+    std::fs::write(
+        &apk,
+        "fixture-apk package=ai.agentrun.conformance.notes activity=.Notes label=Notes\n",
+    )
+    .unwrap();
+    let args: Vec<String> = [
+        "--provider",
+        "adb",
+        "--kind",
+        "phone",
+        "--adb-port",
+        &rig.adb.port().to_string(),
+        "--adb-serial",
+        &rig.serial,
+        "--fixture",
+        apk.to_str().unwrap(),
+        "--json",
+    ]
+    .map(String::from)
+    .to_vec();
+    let out = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        conformance(None, &args)
+    })
+    .await
+    .unwrap();
+    assert_kind_passes(&out, "adb phone", PHONE_CASES);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pinch = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "touch.pinch")
+        .cloned()
+        .unwrap();
+    assert_eq!(pinch["status"], "skip", "{pinch}");
+    assert!(
+        pinch["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("the phone refuses a pinch: "),
+        "{pinch}"
+    );
+    // The installed app was launched on the phone, and the run's serial
+    // (an endpoint) is in no word of the report.
+    assert!(
+        rig.phone
+            .state()
+            .apps
+            .packages
+            .contains_key("ai.agentrun.conformance.notes"),
+        "the fixture APK was not installed"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(&rig.serial));
+}

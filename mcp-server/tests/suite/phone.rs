@@ -245,3 +245,43 @@ fn find_colour(w: u32, h: u32, rgb: &[u8], colour: [u8; 3]) -> Option<(u32, u32)
     }
     (n > 0).then(|| ((sx / n) as u32, (sy / n) as u32))
 }
+
+/// `app_install` takes an APK from a folder shared with the server (the
+/// phone's files, at /workspace): the fixture installs it and it opens;
+/// a path outside is refused in words before anything reaches the phone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_installs_an_apk_from_the_shared_folder_and_opens_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(rig) = rig(&dir).await else { return };
+    let shared = tempfile::tempdir().unwrap();
+    let shared_path = std::fs::canonicalize(shared.path()).unwrap();
+    std::fs::write(
+        shared_path.join("notes.apk"),
+        "fixture-apk package=com.example.notes activity=.Notes label=Notes\n",
+    )
+    .unwrap();
+    let mut args = phone_args(&rig);
+    args.extend([
+        "--share".to_string(),
+        format!("{}:ro", shared_path.display()),
+    ]);
+    let (client, _rec) = stdio_serve(&args).await;
+    let out = call(
+        &client,
+        "app_install",
+        json!({"path": "/workspace/notes.apk"}),
+    )
+    .await;
+    assert!(!is_error(&out), "{}", text(&out));
+    assert!(text(&out).contains("com.example.notes"), "{}", text(&out));
+    let out = call(&client, "app_launch", json!({"app": "com.example.notes"})).await;
+    assert!(!is_error(&out), "{}", text(&out));
+    assert_eq!(rig.phone.state().apps.front(), "com.example.notes");
+    let out = call(&client, "app_install", json!({"path": "/etc/notes.apk"})).await;
+    assert!(is_error(&out));
+    assert!(
+        text(&out).contains("outside the computer's files"),
+        "{}",
+        text(&out)
+    );
+}

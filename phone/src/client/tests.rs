@@ -290,3 +290,16 @@ async fn what_a_phone_has_not_is_refused_in_words() {
     assert!(c.is_closed());
     assert!(c.call_value("hello", json!({})).await.is_err());
 }
+
+#[tokio::test]
+async fn a_transport_that_writes_no_files_declares_no_install_and_sends_nothing_for_one() {
+    let (f, c) = phone(Fake::default()).await;
+    assert!(!c.hello().groups.contains(&Group::AppsInstall));
+    let e = c
+        .call_value("apps.install", json!({"path": "/workspace/app.apk"}))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("installs no APK"), "{e}");
+    assert_eq!(sent(&f), Vec::<String>::new());
+    assert_eq!(groups(true).last(), Some(&Group::AppsInstall));
+}
