@@ -12,10 +12,13 @@
 //! - [`facts`]: the phone's tools' outputs read (size, density, props,
 //!   packages, the app in front, `am start`'s outcome).
 //! - [`ui`]: `uiautomator dump` as the protocol's UI tree, within its bounds.
+//! - [`intent`]: a web address opened by a VIEW intent, and the screen's
+//!   rotation settings read and locked.
 
 pub mod adb;
 pub mod client;
 pub mod facts;
 pub mod input;
+pub mod intent;
 pub mod screen;
 pub mod ui;

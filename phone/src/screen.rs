@@ -50,11 +50,21 @@ fn word(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
 
-impl Frame {
-    /// Read `screencap`'s raw output: a header of width, height and format
-    /// (and, from Android 9 on, a colour space), then 4 bytes a pixel. The
-    /// header's length is told from the total, so both versions read.
-    pub fn from_raw(bytes: &[u8]) -> Result<Frame, ScreenError> {
+/// `screencap`'s raw output, its header read and checked: the pixels are
+/// not yet touched.
+pub struct Raw<'a> {
+    pub width: u32,
+    pub height: u32,
+    /// BGRA, not RGBA.
+    swap: bool,
+    pixels: &'a [u8],
+}
+
+impl<'a> Raw<'a> {
+    /// Read the header: width, height and format (and, from Android 9 on,
+    /// a colour space), then 4 bytes a pixel. The header's length is told
+    /// from the total, so both versions read.
+    pub fn read(bytes: &'a [u8]) -> Result<Raw<'a>, ScreenError> {
         if bytes.len() < 12 {
             return Err(ScreenError::Short(bytes.len()));
         }
@@ -73,26 +83,85 @@ impl Frame {
             other => return Err(ScreenError::Format(other)),
         };
         let pixels = width as usize * height as usize * 4;
-        let header = match bytes.len().checked_sub(pixels) {
-            Some(h @ (12 | 16)) => h,
-            _ => {
-                return Err(ScreenError::Length {
-                    got: bytes.len(),
-                    want: pixels,
-                    width,
-                    height,
-                });
-            }
-        };
-        let mut rgb = Vec::with_capacity(width as usize * height as usize * 3);
-        for px in bytes[header..].chunks_exact(4) {
-            if swap {
+        match bytes.len().checked_sub(pixels) {
+            Some(h @ (12 | 16)) => Ok(Raw {
+                width,
+                height,
+                swap,
+                pixels: &bytes[h..],
+            }),
+            _ => Err(ScreenError::Length {
+                got: bytes.len(),
+                want: pixels,
+                width,
+                height,
+            }),
+        }
+    }
+
+    /// Every pixel, as RGB.
+    pub fn frame(&self) -> Frame {
+        let mut rgb = Vec::with_capacity(self.width as usize * self.height as usize * 3);
+        for px in self.pixels.chunks_exact(4) {
+            if self.swap {
                 rgb.extend_from_slice(&[px[2], px[1], px[0]]);
             } else {
                 rgb.extend_from_slice(&px[..3]);
             }
         }
-        Ok(Frame { width, height, rgb })
+        Frame {
+            width: self.width,
+            height: self.height,
+            rgb,
+        }
+    }
+
+    /// The screen at `width` x `height` (at most its own size), each pixel
+    /// the mean of the screen's pixels it covers: scaled here, straight
+    /// from the raw frame, the PNG encoder sees only the pixels shown.
+    pub fn scaled(&self, width: u32, height: u32) -> Frame {
+        let (width, height) = (width.clamp(1, self.width), height.clamp(1, self.height));
+        if (width, height) == (self.width, self.height) {
+            return self.frame();
+        }
+        let xs = spans(self.width, width);
+        let stride = self.width as usize * 4;
+        let (r, b) = if self.swap { (2, 0) } else { (0, 2) };
+        let mut rgb = Vec::with_capacity(width as usize * height as usize * 3);
+        let mut sums = vec![[0u32; 3]; width as usize];
+        for (y0, y1) in spans(self.height, height) {
+            sums.iter_mut().for_each(|s| *s = [0; 3]);
+            for row in self.pixels[y0 * stride..y1 * stride].chunks_exact(stride) {
+                for (sum, &(x0, x1)) in sums.iter_mut().zip(&xs) {
+                    for px in row[x0 * 4..x1 * 4].chunks_exact(4) {
+                        sum[0] += u32::from(px[r]);
+                        sum[1] += u32::from(px[1]);
+                        sum[2] += u32::from(px[b]);
+                    }
+                }
+            }
+            for (sum, &(x0, x1)) in sums.iter().zip(&xs) {
+                let n = ((x1 - x0) * (y1 - y0)) as u32;
+                rgb.extend(sum.iter().map(|c| ((c + n / 2) / n) as u8));
+            }
+        }
+        Frame { width, height, rgb }
+    }
+}
+
+/// The source pixels `[start, end)` each of `out` pixels covers along a
+/// side of `src` (out <= src: none is empty).
+fn spans(src: u32, out: u32) -> Vec<(usize, usize)> {
+    let at = |o: u32| (u64::from(o) * u64::from(src) / u64::from(out)) as usize;
+    (0..out)
+        .map(|o| (at(o), at(o + 1).max(at(o) + 1)))
+        .collect()
+}
+
+impl Frame {
+    /// Read `screencap`'s raw output whole (see [`Raw::read`]).
+    pub fn from_raw(bytes: &[u8]) -> Result<Frame, ScreenError> {
+        Ok(Raw::read(bytes)?.frame())
     }
 
     /// The frame's pixels inside `region` (already checked inside the screen).
@@ -198,5 +267,35 @@ mod tests {
         assert_eq!(&png[1..4], b"PNG");
         assert_eq!(u32::from_be_bytes(png[16..20].try_into().unwrap()), 2);
         assert_eq!(u32::from_be_bytes(png[20..24].try_into().unwrap()), 3);
+    }
+
+    #[test]
+    fn a_scaled_frame_is_each_boxs_mean_in_rgb_whatever_the_byte_order() {
+        // 4x2, BGRA: the left half black, the right half pure red, and
+        // the bottom-right pixel white.
+        let mut b = raw(4, 2, BGRA_8888, true, [0, 0, 0, 255]);
+        for (x, y, px) in [
+            (2, 0, [0, 0, 255, 255]),
+            (3, 0, [0, 0, 255, 255]),
+            (2, 1, [0, 0, 255, 255]),
+            (3, 1, [255, 255, 255, 255]),
+        ] {
+            let at = 16 + (y * 4 + x) * 4;
+            b[at..at + 4].copy_from_slice(&px);
+        }
+        let r = Raw::read(&b).unwrap();
+        let half = r.scaled(2, 1);
+        assert_eq!((half.width, half.height), (2, 1));
+        assert_eq!(half.at(0, 0), Some([0, 0, 0]));
+        // (255 * 3 + 255) / 4 red, 255 / 4 green and blue, rounded.
+        assert_eq!(half.at(1, 0), Some([255, 64, 64]));
+        // Its own size, or larger, is the frame as it is.
+        assert_eq!(r.scaled(4, 2), r.frame());
+        assert_eq!(r.scaled(9, 9), r.frame());
+        // Uneven boxes still cover every pixel once: 4 columns as 1, 1
+        // and 2, the last the red and the white.
+        let third = r.scaled(3, 2);
+        assert_eq!(third.at(1, 1), Some([0, 0, 0]));
+        assert_eq!(third.at(2, 1), Some([255, 128, 128]));
     }
 }

@@ -84,7 +84,7 @@ async fn a_model_taps_by_element_and_by_a_scaled_screenshots_point_and_the_phone
     assert!(!is_error(&listed), "{}", text(&listed));
     let line = text(&listed)
         .lines()
-        .find(|l| l.contains("id button"))
+        .find(|l| l.contains("#button"))
         .unwrap_or_else(|| panic!("no button in {}", text(&listed)))
         .to_string();
     assert!(line.contains("\"agentrun fixture\""), "{line}");

@@ -125,6 +125,30 @@ async fn a_shot_is_the_whole_screen_or_a_region_as_png() {
     assert!(e.to_string().contains("outside the 200x400 screen"), "{e}");
 }
 
+#[tokio::test]
+async fn a_shot_within_a_fit_is_scaled_before_it_is_encoded() {
+    let (_, c) = phone(Fake::default()).await;
+    let fit = json!({"long": 100, "short": 100, "pixels": 1_000_000});
+    let r = c
+        .call_value("screen.shot", json!({ "fit": fit }))
+        .await
+        .unwrap();
+    let r: ScreenShotResult = serde_json::from_value(r).unwrap();
+    // 200x400 within 100x100: 50x100, a quarter of the screen's pixels.
+    assert_eq!((r.width, r.height), (50, 100));
+    assert_eq!((r.screen_width, r.screen_height), (200, 400));
+    assert_eq!(r.scale, 0.25);
+    assert_eq!(image_size(&r.data.0), (50, 100));
+    // A region is never scaled: its pixels are the screen's.
+    let region = json!({"x": 0, "y": 0, "width": 150, "height": 150});
+    let r = c
+        .call_value("screen.shot", json!({ "region": region, "fit": fit }))
+        .await
+        .unwrap();
+    let r: ScreenShotResult = serde_json::from_value(r).unwrap();
+    assert_eq!((r.width, r.height, r.scale), (150, 150, 1.0));
+}
+
 fn image_size(png: &[u8]) -> (u32, u32) {
     (
         u32::from_be_bytes(png[16..20].try_into().unwrap()),
