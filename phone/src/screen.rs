@@ -27,6 +27,8 @@ pub enum ScreenError {
         "the phone's screencap uses pixel format {0}, which this does not read (RGBA, RGBX or BGRA 8888)"
     )]
     Format(u32),
+    #[error("the phone's screencap PNG could not be read: {0}")]
+    Png(String),
     #[error(
         "the phone's screencap gave {got} bytes for {width}x{height} pixels; a whole frame is {want} after its header"
     )]
@@ -50,14 +52,71 @@ fn word(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
 
-/// `screencap`'s raw output, its header read and checked: the pixels are
-/// not yet touched.
+/// A screen's pixels as they came, 3 or 4 bytes each (`screencap`'s raw
+/// output with its header read and checked, or its PNG decoded): not yet
+/// made the frame's RGB.
 pub struct Raw<'a> {
     pub width: u32,
     pub height: u32,
     /// BGRA, not RGBA.
     swap: bool,
+    /// Bytes a pixel: 4, or 3 for a PNG without alpha.
+    step: usize,
     pixels: &'a [u8],
+}
+
+/// A PNG's pixels, 8-bit RGB or RGBA, read within the same bounds as a
+/// raw frame (checked on its header, before the pixels are allocated).
+pub struct Decoded {
+    pub width: u32,
+    pub height: u32,
+    step: usize,
+    pixels: Vec<u8>,
+}
+
+impl Decoded {
+    /// Decode `screencap -p`'s PNG.
+    pub fn png(bytes: &[u8]) -> Result<Decoded, ScreenError> {
+        let bad = |e: String| ScreenError::Png(e);
+        let mut d = png::Decoder::new(std::io::Cursor::new(bytes));
+        d.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
+        let mut r = d.read_info().map_err(|e| bad(e.to_string()))?;
+        let (width, height) = (r.info().width, r.info().height);
+        if width > MAX_SIDE
+            || height > MAX_SIDE
+            || u64::from(width) * u64::from(height) > MAX_PIXELS
+        {
+            return Err(ScreenError::TooLarge { width, height });
+        }
+        let (colour, _) = r.output_color_type();
+        let step = match colour {
+            png::ColorType::Rgb => 3,
+            png::ColorType::Rgba => 4,
+            other => return Err(bad(format!("it is {other:?}, not RGB or RGBA"))),
+        };
+        let size = r
+            .output_buffer_size()
+            .ok_or_else(|| ScreenError::TooLarge { width, height })?;
+        let mut pixels = vec![0; size];
+        let info = r.next_frame(&mut pixels).map_err(|e| bad(e.to_string()))?;
+        pixels.truncate(info.buffer_size());
+        Ok(Decoded {
+            width,
+            height,
+            step,
+            pixels,
+        })
+    }
+
+    pub fn raw(&self) -> Raw<'_> {
+        Raw {
+            width: self.width,
+            height: self.height,
+            swap: false,
+            step: self.step,
+            pixels: &self.pixels,
+        }
+    }
 }
 
 impl<'a> Raw<'a> {
@@ -88,6 +147,7 @@ impl<'a> Raw<'a> {
                 width,
                 height,
                 swap,
+                step: 4,
                 pixels: &bytes[h..],
             }),
             _ => Err(ScreenError::Length {
@@ -102,7 +162,7 @@ impl<'a> Raw<'a> {
     /// Every pixel, as RGB.
     pub fn frame(&self) -> Frame {
         let mut rgb = Vec::with_capacity(self.width as usize * self.height as usize * 3);
-        for px in self.pixels.chunks_exact(4) {
+        for px in self.pixels.chunks_exact(self.step) {
             if self.swap {
                 rgb.extend_from_slice(&[px[2], px[1], px[0]]);
             } else {
@@ -125,7 +185,8 @@ impl<'a> Raw<'a> {
             return self.frame();
         }
         let xs = spans(self.width, width);
-        let stride = self.width as usize * 4;
+        let step = self.step;
+        let stride = self.width as usize * step;
         let (r, b) = if self.swap { (2, 0) } else { (0, 2) };
         let mut rgb = Vec::with_capacity(width as usize * height as usize * 3);
         let mut sums = vec![[0u32; 3]; width as usize];
@@ -133,7 +194,7 @@ impl<'a> Raw<'a> {
             sums.iter_mut().for_each(|s| *s = [0; 3]);
             for row in self.pixels[y0 * stride..y1 * stride].chunks_exact(stride) {
                 for (sum, &(x0, x1)) in sums.iter_mut().zip(&xs) {
-                    for px in row[x0 * 4..x1 * 4].chunks_exact(4) {
+                    for px in row[x0 * step..x1 * step].chunks_exact(step) {
                         sum[0] += u32::from(px[r]);
                         sum[1] += u32::from(px[1]);
                         sum[2] += u32::from(px[b]);
@@ -297,5 +358,32 @@ mod tests {
         let third = r.scaled(3, 2);
         assert_eq!(third.at(1, 1), Some([0, 0, 0]));
         assert_eq!(third.at(2, 1), Some([255, 128, 128]));
+    }
+
+    #[test]
+    fn screencaps_png_decodes_with_or_without_alpha_and_scales_like_raw() {
+        let encode = |colour: png::ColorType, px: &[u8]| {
+            let mut out = Vec::new();
+            let mut e = png::Encoder::new(&mut out, 2, 2);
+            e.set_color(colour);
+            e.set_depth(png::BitDepth::Eight);
+            let mut w = e.write_header().unwrap();
+            w.write_image_data(px).unwrap();
+            w.finish().unwrap();
+            out
+        };
+        let rgba = encode(
+            png::ColorType::Rgba,
+            &[255, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255],
+        );
+        let rgb = encode(png::ColorType::Rgb, &[255, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        for bytes in [rgba, rgb] {
+            let d = Decoded::png(&bytes).unwrap();
+            let f = d.raw().frame();
+            assert_eq!((f.width, f.height, f.at(0, 0)), (2, 2, Some([255, 0, 0])));
+            assert_eq!(d.raw().scaled(1, 1).at(0, 0), Some([64, 0, 0]));
+        }
+        let e = Decoded::png(b"not a png").err().unwrap();
+        assert!(e.to_string().contains("PNG could not be read"), "{e}");
     }
 }

@@ -28,6 +28,22 @@ fn raw_screen(w: u32, h: u32) -> Vec<u8> {
     b
 }
 
+/// A raw frame as `screencap -p` gives it: an RGBA PNG.
+fn png_screen(raw: &[u8]) -> Vec<u8> {
+    let (w, h) = (
+        u32::from_le_bytes(raw[0..4].try_into().unwrap()),
+        u32::from_le_bytes(raw[4..8].try_into().unwrap()),
+    );
+    let mut out = Vec::new();
+    let mut e = png::Encoder::new(&mut out, w, h);
+    e.set_color(png::ColorType::Rgba);
+    e.set_depth(png::BitDepth::Eight);
+    let mut wr = e.write_header().unwrap();
+    wr.write_image_data(&raw[16..]).unwrap();
+    wr.finish().unwrap();
+    out
+}
+
 impl Shell for Fake {
     fn run<'a>(&'a self, command: &'a str) -> BoxFuture<'a, Result<Ran, ShellError>> {
         Box::pin(async move {
@@ -58,7 +74,7 @@ impl Shell for Fake {
     fn bytes<'a>(&'a self, command: &'a str) -> BoxFuture<'a, Result<Vec<u8>, ShellError>> {
         Box::pin(async move {
             self.sent.lock().unwrap().push(command.to_string());
-            Ok(raw_screen(200, 400))
+            Ok(png_screen(&raw_screen(200, 400)))
         })
     }
 }
