@@ -227,7 +227,7 @@ async fn urls_open_by_a_view_intent_the_screen_turns_and_a_volume_key_is_pressed
     for (bad, words) in [
         ("javascript:alert(1)", "only http and https"),
         ("https://exa mple.com/", "no spaces"),
-        ("not a url", "is not a URL"),
+        ("example.com/page", "is not a URL"),
     ] {
         let out = call(&client, "open_url", json!({ "url": bad })).await;
         assert!(is_error(&out), "{bad}: {}", text(&out));
