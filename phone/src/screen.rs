@@ -96,7 +96,7 @@ impl Decoded {
         };
         let size = r
             .output_buffer_size()
-            .ok_or_else(|| ScreenError::TooLarge { width, height })?;
+            .ok_or(ScreenError::TooLarge { width, height })?;
         let mut pixels = vec![0; size];
         let info = r.next_frame(&mut pixels).map_err(|e| bad(e.to_string()))?;
         pixels.truncate(info.buffer_size());
