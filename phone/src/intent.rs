@@ -218,82 +218,68 @@ mod tests {
         (phone, c)
     }
 
+    /// One call to the client: its answer, or its error in words.
+    async fn call(
+        c: &crate::client::PhoneClient,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        use computerd::client::ComputerClient;
+        c.call_value(method, params)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     #[tokio::test]
     async fn a_url_is_opened_by_one_view_intent_and_a_bad_one_sends_nothing() {
-        use computerd::client::ComputerClient;
+        use serde_json::json;
         let (phone, c) = client().await;
-        let ok = c
-            .call_value(
-                "apps.open_url",
-                serde_json::json!({"url": "https://example.com/a b"}),
-            )
-            .await;
-        assert!(format!("{ok:?}").contains("no spaces"), "{ok:?}");
-        let ok = c
-            .call_value(
-                "apps.open_url",
-                serde_json::json!({"url": "ftp://example.com/"}),
-            )
-            .await;
-        assert!(format!("{ok:?}").contains("only http and https"), "{ok:?}");
+        for (bad, says) in [
+            ("https://example.com/a b", "no spaces"),
+            ("ftp://example.com/", "only http and https"),
+        ] {
+            let e = call(&c, "apps.open_url", json!({ "url": bad })).await;
+            assert!(e.as_ref().is_err_and(|e| e.contains(says)), "{e:?}");
+        }
         assert!(phone.sent.lock().unwrap().is_empty());
-        c.call_value(
-            "apps.open_url",
-            serde_json::json!({"url": "https://example.com/?q=1&r=2"}),
-        )
-        .await
-        .unwrap();
+        let url = json!({"url": "https://example.com/?q=1&r=2"});
+        call(&c, "apps.open_url", url).await.unwrap();
         assert_eq!(
             phone.sent.lock().unwrap().as_slice(),
             ["am start -W -a android.intent.action.VIEW -d 'https://example.com/?q=1&r=2' 2>&1"]
         );
-        let e = c
-            .call_value(
-                "apps.open_url",
-                serde_json::json!({"url": "https://nowhere.example/"}),
-            )
-            .await
-            .unwrap_err();
+        let url = json!({"url": "https://nowhere.example/"});
+        let e = call(&c, "apps.open_url", url).await.unwrap_err();
         assert!(
-            e.to_string()
-                .contains("did not open https://nowhere.example/: Activity not started"),
+            e.contains("did not open https://nowhere.example/: Activity not started"),
             "{e}"
         );
     }
 
     #[tokio::test]
     async fn orientation_reads_android_defaults_and_a_set_locks_and_reads_back() {
-        use computerd::client::ComputerClient;
+        use serde_json::json;
         let (phone, c) = client().await;
-        let r = c
-            .call_value("screen.orientation", serde_json::json!({}))
-            .await
-            .unwrap();
-        assert_eq!(
-            r,
-            serde_json::json!({"orientation": "portrait", "autoRotate": true})
-        );
-        let r = c
-            .call_value(
-                "screen.orientation",
-                serde_json::json!({"set": "landscape"}),
-            )
-            .await
-            .unwrap();
-        assert_eq!(
-            r,
-            serde_json::json!({"orientation": "landscape", "autoRotate": false})
-        );
+        for (params, answer) in [
+            (
+                json!({}),
+                json!({"orientation": "portrait", "autoRotate": true}),
+            ),
+            (
+                json!({"set": "landscape"}),
+                json!({"orientation": "landscape", "autoRotate": false}),
+            ),
+        ] {
+            assert_eq!(call(&c, "screen.orientation", params).await, Ok(answer));
+        }
         assert_eq!(
             phone.sent.lock().unwrap()[1],
             "settings put system accelerometer_rotation 0 && settings put system user_rotation 1"
         );
-        let bad = c
-            .call_value(
-                "screen.orientation",
-                serde_json::json!({"set": "upside_down"}),
-            )
-            .await;
-        assert!(format!("{bad:?}").contains("portrait"), "{bad:?}");
+        let bad = call(&c, "screen.orientation", json!({"set": "upside_down"})).await;
+        assert!(
+            bad.as_ref().is_err_and(|e| e.contains("portrait")),
+            "{bad:?}"
+        );
     }
 }
