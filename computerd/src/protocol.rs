@@ -33,7 +33,8 @@ mod tar;
 
 pub use apps::{
     App, AppsInstallParams, AppsInstallResult, AppsLaunchParams, AppsListParams, AppsListResult,
-    AppsTerminateParams, AppsUiTreeParams, AppsUiTreeResult, UiNode, check_app_id,
+    AppsOpenUrlParams, AppsTerminateParams, AppsUiTreeParams, AppsUiTreeResult, UiNode,
+    check_app_id,
 };
 pub use cdp::{
     BROWSER_STARTS_AGAIN, CdpEvent, CdpEventsParams, CdpEventsResult, CdpSendParams, CdpSendResult,
@@ -72,8 +73,9 @@ pub use process::{
     ProcessWriteParams, PtySize, Signal, Stream,
 };
 pub use screen::{
-    ImageFormat, Region, ScreenReadParams, ScreenReadResult, ScreenShotParams, ScreenShotResult,
-    ScreenWatchParams, ScreenWatchResult, WatchFrame,
+    Fit, ImageFormat, Orientation, Region, ScreenOrientationParams, ScreenOrientationResult,
+    ScreenReadParams, ScreenReadResult, ScreenShotParams, ScreenShotResult, ScreenWatchParams,
+    ScreenWatchResult, WatchFrame,
 };
 pub use tar::{
     TarPullBeginParams, TarPullEndParams, TarPullReadParams, TarPullReadResult, TarPushBeginParams,
@@ -165,6 +167,9 @@ methods! {
     ScreenRead = "screen.read": ScreenReadParams => ScreenReadResult;
     /// The live view's next frame (JPEG), paced by the caller's ack.
     ScreenWatch = "screen.watch": ScreenWatchParams => ScreenWatchResult;
+    /// How the screen stands, and a lock of it (group screen; answered by
+    /// a phone's provider, never by computerd).
+    ScreenOrientation = "screen.orientation": ScreenOrientationParams => ScreenOrientationResult;
     /// A batch of pointer, key and touch actions (groups input.pointer,
     /// input.keys, input.touch).
     InputActions = "input.actions": InputActionsParams => InputActionsResult;
@@ -175,6 +180,8 @@ methods! {
     AppsLaunch = "apps.launch": AppsLaunchParams => Empty;
     /// Stop an app (group apps).
     AppsTerminate = "apps.terminate": AppsTerminateParams => Empty;
+    /// Open a web address (group apps).
+    AppsOpenUrl = "apps.open_url": AppsOpenUrlParams => Empty;
     /// Install a package already in the computer's files (group apps.install).
     AppsInstall = "apps.install": AppsInstallParams => AppsInstallResult;
     /// What the screen shows, as a tree of at most 5000 nodes (group apps.ui_tree).

@@ -69,6 +69,8 @@ fn button_code(b: PhoneButton) -> u32 {
         PhoneButton::Back => 4,
         PhoneButton::Home => 3,
         PhoneButton::AppSwitch => 187,
+        PhoneButton::VolumeUp => 24,
+        PhoneButton::VolumeDown => 25,
     }
 }
 
@@ -80,8 +82,9 @@ fn refuse(i: usize, kind: ErrorKind, message: String) -> ActionFailure {
     }
 }
 
-/// `s` quoted for the phone's `sh`.
-fn quoted(s: &str) -> String {
+/// `s` quoted for the phone's `sh`: nothing inside single quotes is
+/// special but the quote itself.
+pub fn quoted(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 

@@ -14,11 +14,14 @@
 //! - [`ui`]: `uiautomator dump` as the protocol's UI tree, within its bounds.
 //! - [`install`]: apps.install, an APK from the shared folders pushed and
 //!   installed, its package read from `pm list packages -f`.
+//! - [`intent`]: a web address opened by a VIEW intent, and the screen's
+//!   rotation settings read and locked.
 
 pub mod adb;
 pub mod client;
 pub mod facts;
 pub mod input;
 pub mod install;
+pub mod intent;
 pub mod screen;
 pub mod ui;

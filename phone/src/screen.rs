@@ -27,6 +27,8 @@ pub enum ScreenError {
         "the phone's screencap uses pixel format {0}, which this does not read (RGBA, RGBX or BGRA 8888)"
     )]
     Format(u32),
+    #[error("the phone's screencap PNG could not be read: {0}")]
+    Png(String),
     #[error(
         "the phone's screencap gave {got} bytes for {width}x{height} pixels; a whole frame is {want} after its header"
     )]
@@ -50,11 +52,78 @@ fn word(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
 
-impl Frame {
-    /// Read `screencap`'s raw output: a header of width, height and format
-    /// (and, from Android 9 on, a colour space), then 4 bytes a pixel. The
-    /// header's length is told from the total, so both versions read.
-    pub fn from_raw(bytes: &[u8]) -> Result<Frame, ScreenError> {
+/// A screen's pixels as they came, 3 or 4 bytes each (`screencap`'s raw
+/// output with its header read and checked, or its PNG decoded): not yet
+/// made the frame's RGB.
+pub struct Raw<'a> {
+    pub width: u32,
+    pub height: u32,
+    /// BGRA, not RGBA.
+    swap: bool,
+    /// Bytes a pixel: 4, or 3 for a PNG without alpha.
+    step: usize,
+    pixels: &'a [u8],
+}
+
+/// A PNG's pixels, 8-bit RGB or RGBA, read within the same bounds as a
+/// raw frame (checked on its header, before the pixels are allocated).
+pub struct Decoded {
+    pub width: u32,
+    pub height: u32,
+    step: usize,
+    pixels: Vec<u8>,
+}
+
+impl Decoded {
+    /// Decode `screencap -p`'s PNG.
+    pub fn png(bytes: &[u8]) -> Result<Decoded, ScreenError> {
+        let bad = |e: String| ScreenError::Png(e);
+        let mut d = png::Decoder::new(std::io::Cursor::new(bytes));
+        d.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
+        let mut r = d.read_info().map_err(|e| bad(e.to_string()))?;
+        let (width, height) = (r.info().width, r.info().height);
+        if width > MAX_SIDE
+            || height > MAX_SIDE
+            || u64::from(width) * u64::from(height) > MAX_PIXELS
+        {
+            return Err(ScreenError::TooLarge { width, height });
+        }
+        let (colour, _) = r.output_color_type();
+        let step = match colour {
+            png::ColorType::Rgb => 3,
+            png::ColorType::Rgba => 4,
+            other => return Err(bad(format!("it is {other:?}, not RGB or RGBA"))),
+        };
+        let size = r
+            .output_buffer_size()
+            .ok_or(ScreenError::TooLarge { width, height })?;
+        let mut pixels = vec![0; size];
+        let info = r.next_frame(&mut pixels).map_err(|e| bad(e.to_string()))?;
+        pixels.truncate(info.buffer_size());
+        Ok(Decoded {
+            width,
+            height,
+            step,
+            pixels,
+        })
+    }
+
+    pub fn raw(&self) -> Raw<'_> {
+        Raw {
+            width: self.width,
+            height: self.height,
+            swap: false,
+            step: self.step,
+            pixels: &self.pixels,
+        }
+    }
+}
+
+impl<'a> Raw<'a> {
+    /// Read the header: width, height and format (and, from Android 9 on,
+    /// a colour space), then 4 bytes a pixel. The header's length is told
+    /// from the total, so both versions read.
+    pub fn read(bytes: &'a [u8]) -> Result<Raw<'a>, ScreenError> {
         if bytes.len() < 12 {
             return Err(ScreenError::Short(bytes.len()));
         }
@@ -73,26 +142,87 @@ impl Frame {
             other => return Err(ScreenError::Format(other)),
         };
         let pixels = width as usize * height as usize * 4;
-        let header = match bytes.len().checked_sub(pixels) {
-            Some(h @ (12 | 16)) => h,
-            _ => {
-                return Err(ScreenError::Length {
-                    got: bytes.len(),
-                    want: pixels,
-                    width,
-                    height,
-                });
-            }
-        };
-        let mut rgb = Vec::with_capacity(width as usize * height as usize * 3);
-        for px in bytes[header..].chunks_exact(4) {
-            if swap {
+        match bytes.len().checked_sub(pixels) {
+            Some(h @ (12 | 16)) => Ok(Raw {
+                width,
+                height,
+                swap,
+                step: 4,
+                pixels: &bytes[h..],
+            }),
+            _ => Err(ScreenError::Length {
+                got: bytes.len(),
+                want: pixels,
+                width,
+                height,
+            }),
+        }
+    }
+
+    /// Every pixel, as RGB.
+    pub fn frame(&self) -> Frame {
+        let mut rgb = Vec::with_capacity(self.width as usize * self.height as usize * 3);
+        for px in self.pixels.chunks_exact(self.step) {
+            if self.swap {
                 rgb.extend_from_slice(&[px[2], px[1], px[0]]);
             } else {
                 rgb.extend_from_slice(&px[..3]);
             }
         }
-        Ok(Frame { width, height, rgb })
+        Frame {
+            width: self.width,
+            height: self.height,
+            rgb,
+        }
+    }
+
+    /// The screen at `width` x `height` (at most its own size), each pixel
+    /// the mean of the screen's pixels it covers: scaled here, straight
+    /// from the raw frame, the PNG encoder sees only the pixels shown.
+    pub fn scaled(&self, width: u32, height: u32) -> Frame {
+        let (width, height) = (width.clamp(1, self.width), height.clamp(1, self.height));
+        if (width, height) == (self.width, self.height) {
+            return self.frame();
+        }
+        let xs = spans(self.width, width);
+        let step = self.step;
+        let stride = self.width as usize * step;
+        let (r, b) = if self.swap { (2, 0) } else { (0, 2) };
+        let mut rgb = Vec::with_capacity(width as usize * height as usize * 3);
+        let mut sums = vec![[0u32; 3]; width as usize];
+        for (y0, y1) in spans(self.height, height) {
+            sums.iter_mut().for_each(|s| *s = [0; 3]);
+            for row in self.pixels[y0 * stride..y1 * stride].chunks_exact(stride) {
+                for (sum, &(x0, x1)) in sums.iter_mut().zip(&xs) {
+                    for px in row[x0 * step..x1 * step].chunks_exact(step) {
+                        sum[0] += u32::from(px[r]);
+                        sum[1] += u32::from(px[1]);
+                        sum[2] += u32::from(px[b]);
+                    }
+                }
+            }
+            for (sum, &(x0, x1)) in sums.iter().zip(&xs) {
+                let n = ((x1 - x0) * (y1 - y0)) as u32;
+                rgb.extend(sum.iter().map(|c| ((c + n / 2) / n) as u8));
+            }
+        }
+        Frame { width, height, rgb }
+    }
+}
+
+/// The source pixels `[start, end)` each of `out` pixels covers along a
+/// side of `src` (out <= src: none is empty).
+fn spans(src: u32, out: u32) -> Vec<(usize, usize)> {
+    let at = |o: u32| (u64::from(o) * u64::from(src) / u64::from(out)) as usize;
+    (0..out)
+        .map(|o| (at(o), at(o + 1).max(at(o) + 1)))
+        .collect()
+}
+
+impl Frame {
+    /// Read `screencap`'s raw output whole (see [`Raw::read`]).
+    pub fn from_raw(bytes: &[u8]) -> Result<Frame, ScreenError> {
+        Ok(Raw::read(bytes)?.frame())
     }
 
     /// The frame's pixels inside `region` (already checked inside the screen).
@@ -198,5 +328,62 @@ mod tests {
         assert_eq!(&png[1..4], b"PNG");
         assert_eq!(u32::from_be_bytes(png[16..20].try_into().unwrap()), 2);
         assert_eq!(u32::from_be_bytes(png[20..24].try_into().unwrap()), 3);
+    }
+
+    #[test]
+    fn a_scaled_frame_is_each_boxs_mean_in_rgb_whatever_the_byte_order() {
+        // 4x2, BGRA: the left half black, the right half pure red, and
+        // the bottom-right pixel white.
+        let mut b = raw(4, 2, BGRA_8888, true, [0, 0, 0, 255]);
+        for (x, y, px) in [
+            (2, 0, [0, 0, 255, 255]),
+            (3, 0, [0, 0, 255, 255]),
+            (2, 1, [0, 0, 255, 255]),
+            (3, 1, [255, 255, 255, 255]),
+        ] {
+            let at = 16 + (y * 4 + x) * 4;
+            b[at..at + 4].copy_from_slice(&px);
+        }
+        let r = Raw::read(&b).unwrap();
+        let half = r.scaled(2, 1);
+        assert_eq!((half.width, half.height), (2, 1));
+        assert_eq!(half.at(0, 0), Some([0, 0, 0]));
+        // (255 * 3 + 255) / 4 red, 255 / 4 green and blue, rounded.
+        assert_eq!(half.at(1, 0), Some([255, 64, 64]));
+        // Its own size, or larger, is the frame as it is.
+        assert_eq!(r.scaled(4, 2), r.frame());
+        assert_eq!(r.scaled(9, 9), r.frame());
+        // Uneven boxes still cover every pixel once: 4 columns as 1, 1
+        // and 2, the last the red and the white.
+        let third = r.scaled(3, 2);
+        assert_eq!(third.at(1, 1), Some([0, 0, 0]));
+        assert_eq!(third.at(2, 1), Some([255, 128, 128]));
+    }
+
+    #[test]
+    fn screencaps_png_decodes_with_or_without_alpha_and_scales_like_raw() {
+        let encode = |colour: png::ColorType, px: &[u8]| {
+            let mut out = Vec::new();
+            let mut e = png::Encoder::new(&mut out, 2, 2);
+            e.set_color(colour);
+            e.set_depth(png::BitDepth::Eight);
+            let mut w = e.write_header().unwrap();
+            w.write_image_data(px).unwrap();
+            w.finish().unwrap();
+            out
+        };
+        let rgba = encode(
+            png::ColorType::Rgba,
+            &[255, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255],
+        );
+        let rgb = encode(png::ColorType::Rgb, &[255, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        for bytes in [rgba, rgb] {
+            let d = Decoded::png(&bytes).unwrap();
+            let f = d.raw().frame();
+            assert_eq!((f.width, f.height, f.at(0, 0)), (2, 2, Some([255, 0, 0])));
+            assert_eq!(d.raw().scaled(1, 1).at(0, 0), Some([64, 0, 0]));
+        }
+        let e = Decoded::png(b"not a png").err().unwrap();
+        assert!(e.to_string().contains("PNG could not be read"), "{e}");
     }
 }

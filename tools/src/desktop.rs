@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use base64::Engine;
 use computerd::client::{ClientError, ComputerClient, ComputerExt};
 use computerd::protocol::{
-    Action, Call, CheckOptions, Group, InputActionsParams, Region, ScreenReadParams,
+    Action, Call, CheckOptions, Fit, Group, InputActionsParams, Region, ScreenReadParams,
     ScreenShotResult, SettingKind, check_actions, limits,
 };
 use rmcp::model::{CallToolResult, ContentBlock};
@@ -174,19 +174,24 @@ fn last_frame(ctx: &ToolContext) -> Option<Frame> {
 // --------------------------------------------------------- screen calls
 
 /// A whole shot: the first reply and screen.read for the rest.
-async fn fetch(ctx: &ToolContext, region: Option<Region>) -> Result<(ScreenShotResult, Vec<u8>)> {
-    fetch_from(&ctx.client, region).await
+async fn fetch(
+    ctx: &ToolContext,
+    region: Option<Region>,
+    fit: Option<Fit>,
+) -> Result<(ScreenShotResult, Vec<u8>)> {
+    fetch_from(&ctx.client, region, fit).await
 }
 
 /// The whole screen now, as the computer's PNG at its own size: what the
 /// server's `computer://<handle>/screen` resource shows a person.
 pub async fn screen_png(client: &Arc<dyn ComputerClient>) -> Result<(ScreenShotResult, Vec<u8>)> {
-    fetch_from(client, None).await
+    fetch_from(client, None, None).await
 }
 
 async fn fetch_from(
     client: &Arc<dyn ComputerClient>,
     region: Option<Region>,
+    fit: Option<Fit>,
 ) -> Result<(ScreenShotResult, Vec<u8>)> {
     let failed = |e| match ToolError::client("taking the screenshot", e) {
         ToolError::Daemon { doing, error, .. } => ToolError::Daemon {
@@ -196,16 +201,19 @@ async fn fetch_from(
         },
         other => other,
     };
-    client.screen_shot(region).await.map_err(|e| match e {
-        // Bytes that ran out before the PNG's end: the tool's own words.
-        ClientError::Decode { method, detail }
-            if method == ScreenReadParams::METHOD.as_str()
-                && detail.starts_with("the screenshot stopped short") =>
-        {
-            ToolError::Broken("the computer's screenshot stopped short".into())
-        }
-        e => failed(e),
-    })
+    client
+        .screen_shot_within(region, fit)
+        .await
+        .map_err(|e| match e {
+            // Bytes that ran out before the PNG's end: the tool's own words.
+            ClientError::Decode { method, detail }
+                if method == ScreenReadParams::METHOD.as_str()
+                    && detail.starts_with("the screenshot stopped short") =>
+            {
+                ToolError::Broken("the computer's screenshot stopped short".into())
+            }
+            e => failed(e),
+        })
 }
 
 /// The screen's size and the pointer, from a one-pixel shot.
@@ -216,7 +224,7 @@ async fn probe(ctx: &ToolContext) -> Result<ScreenShotResult> {
         width: 1,
         height: 1,
     };
-    Ok(fetch(ctx, Some(one)).await?.0)
+    Ok(fetch(ctx, Some(one), None).await?.0)
 }
 
 /// The frame points are taken in: the last screenshot's, or the space a
@@ -308,14 +316,11 @@ fn png_block(png: &[u8]) -> ContentBlock {
 /// Take a screenshot and make it the frame. With `if_changed`, a screen
 /// identical to the last frame's (at the same size) gets a note instead.
 async fn take(ctx: &ToolContext, max_width: Option<u32>, if_changed: bool) -> Result<Taken> {
-    let (r, png) = fetch(ctx, None).await?;
-    let (w, h) = image::fit(
-        r.width,
-        r.height,
-        ctx.settings.screenshot_max,
-        max_width,
-        false,
-    );
+    // A phone scales before it encodes when told the budget; computerd
+    // answers at full size and the shot is scaled here.
+    let budget = image::budget(ctx.settings.screenshot_max, max_width);
+    let (r, png) = fetch(ctx, None, Some(budget)).await?;
+    let (w, h) = budget.size(r.width, r.height, false);
     let d = digest(&png);
     let last = last_frame(ctx);
     let same = last.filter(|f| f.digest == d && (f.width, f.height) == (w, h));
@@ -394,7 +399,7 @@ async fn zoom(ctx: &ToolContext, region: [i64; 4]) -> Result<Taken> {
         width: (rx1 - rx0).max(1),
         height: (ry1 - ry0).max(1),
     };
-    let (r, png) = fetch(ctx, Some(screen_region)).await?;
+    let (r, png) = fetch(ctx, Some(screen_region), None).await?;
     let (zw, zh) = image::fit(r.width, r.height, ctx.settings.screenshot_max, None, true);
     let bytes = scaled(png, (r.width, r.height), (zw, zh)).await?;
     let out = ShotOutput {

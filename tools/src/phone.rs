@@ -13,8 +13,9 @@ use std::sync::{Arc, Mutex};
 
 use computerd::client::ComputerExt;
 use computerd::protocol::{
-    Action, AppsInstallParams, AppsLaunchParams, AppsListParams, AppsTerminateParams,
-    AppsUiTreeParams, Group, InputActionsParams, PhoneButton, SettingKind, UiNode,
+    Action, AppsInstallParams, AppsLaunchParams, AppsListParams, AppsOpenUrlParams,
+    AppsTerminateParams, AppsUiTreeParams, Group, InputActionsParams, Orientation, PhoneButton,
+    ScreenOrientationParams, SettingKind, UiNode,
 };
 use rmcp::model::{CallToolResult, ContentBlock};
 use schemars::JsonSchema;
@@ -33,6 +34,7 @@ const KEYS: Needs = Needs::Group(Group::InputKeys);
 const APPS: Needs = Needs::Group(Group::Apps);
 const TREE: Needs = Needs::Group(Group::AppsUiTree);
 const INSTALL: Needs = Needs::Group(Group::AppsInstall);
+const SCREEN: Needs = Needs::Group(Group::Screen);
 
 /// The phone's own tools.
 #[rustfmt::skip]
@@ -50,6 +52,8 @@ pub const PHONE_TOOLS: ToolSet = ToolSet {
         ToolDef::new("app_launch",    APPS,  launch_tool,    handler!(app_launch)),
         ToolDef::new("app_terminate", APPS,  terminate_tool, handler!(app_terminate)),
         ToolDef::new("app_install",   INSTALL, install_tool, handler!(app_install)),
+        ToolDef::new("open_url",      APPS,  url_tool,       handler!(open_url)),
+        ToolDef::new("orientation",   SCREEN, turn_tool,     handler!(orientation)),
     ],
 };
 
@@ -121,7 +125,7 @@ pub struct ElementsOutput {
 
 listing!(
     fn elements_tool(_): ElementsArgs => ElementsOutput,
-    "List what is on the phone's screen that a person could read or touch: each element with a ref (e1, e2...), its kind, text, label and id, and its centre in the last screenshot's pixels. Tap, long_press and type take the ref. Cheaper than a screenshot; take a new list after the screen changes.",
+    "List what is on the phone's screen that a person could read or touch, one line each: ref (e1, e2...), kind, \"text\", label, #id, and its centre x,y in the last screenshot's pixels. Tap, long_press and type take the ref. Cheaper than a screenshot; take a new list after the screen changes.",
     hints("List the screen's elements", true, false, true, false)
 );
 
@@ -189,7 +193,7 @@ async fn list_elements(ctx: &ToolContext, _a: ElementsArgs) -> Result<CallToolRe
     }
     memo(ctx).lock().unwrap_or_else(|p| p.into_inner()).centres = centres;
     lines.push(format!(
-        "({} elements, points in frame {}{})",
+        "{} elements; x,y in frame {}{}",
         elements.len(),
         frame.id(),
         if tree.truncated {
@@ -209,7 +213,10 @@ async fn list_elements(ctx: &ToolContext, _a: ElementsArgs) -> Result<CallToolRe
     ))
 }
 
-/// `e3 Button "agentrun fixture" (id button) at [270, 1092]`.
+/// `e3 Button "agentrun fixture" #button 270,1092`: the ref, the kind,
+/// the text, the label (when other than the text), `#` and the id, the
+/// centre, and `disabled` when it takes no input. A model reads every
+/// byte of the list on every screen, so nothing in it repeats a default.
 fn element_line(e: &Element) -> String {
     let mut s = format!("{} {}", e.reference, e.role);
     if let Some(t) = &e.text {
@@ -219,9 +226,9 @@ fn element_line(e: &Element) -> String {
         s.push_str(&format!(" label {l:?}"));
     }
     if let Some(i) = &e.id {
-        s.push_str(&format!(" id {i}"));
+        s.push_str(&format!(" #{i}"));
     }
-    s.push_str(&format!(" at [{}, {}]", e.at[0], e.at[1]));
+    s.push_str(&format!(" {},{}", e.at[0], e.at[1]));
     if e.disabled {
         s.push_str(" disabled");
     }
@@ -494,25 +501,28 @@ async fn type_text(ctx: &ToolContext, a: TypeArgs) -> Result<CallToolResult> {
 }
 
 /// A phone's buttons, and Enter.
-#[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ButtonName {
     Back,
     Home,
     AppSwitch,
     Enter,
+    VolumeUp,
+    VolumeDown,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ButtonArgs {
-    /// back, home, app_switch (the recent apps) or enter.
+    /// back, home, app_switch (the recent apps), enter, volume_up or
+    /// volume_down.
     pub button: ButtonName,
 }
 
 listing!(
     fn button_tool(_): ButtonArgs => ActOutput,
-    "Press a phone button: back, home, app_switch (recent apps) or enter.",
+    "Press a phone button: back, home, app_switch (recent apps), enter, volume_up or volume_down.",
     hints("Press a button", false, true, false, false)
 );
 
@@ -532,8 +542,17 @@ async fn press_button(ctx: &ToolContext, a: ButtonArgs) -> Result<CallToolResult
             keys: vec!["enter".into()],
             repeat: None,
         },
+        ButtonName::VolumeUp => Action::Button {
+            button: PhoneButton::VolumeUp,
+        },
+        ButtonName::VolumeDown => Action::Button {
+            button: PhoneButton::VolumeDown,
+        },
     };
-    let name = format!("{:?}", a.button).to_lowercase();
+    let name = serde_json::to_value(a.button)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default();
     act(ctx, &frame, format!("the {name} button"), vec![action]).await
 }
 
@@ -647,4 +666,116 @@ async fn app_install(ctx: &ToolContext, a: InstallArgs) -> Result<CallToolResult
         .map_err(|e| ToolError::client(format!("installing {}", a.path), e))?;
     let text = format!("{} installed {}; app_launch opens it", a.path, r.id);
     Ok(crate::define::done(text, &AppOutput { app: r.id }))
+}
+
+// ------------------------------------------------------- links, turning
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UrlArgs {
+    /// An http or https URL (https://example.com/page).
+    pub url: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
+pub struct UrlOutput {
+    pub url: String,
+}
+
+listing!(
+    fn url_tool(_): UrlArgs => UrlOutput,
+    "Open a web address (http or https) on the phone, in the app that takes it: the browser, or an app that claims the link.",
+    hints("Open a URL", false, true, false, true)
+);
+
+async fn open_url(ctx: &ToolContext, a: UrlArgs) -> Result<CallToolResult> {
+    ctx.client
+        .call_typed(&AppsOpenUrlParams { url: a.url.clone() })
+        .await
+        .map_err(|e| ToolError::client("opening the URL", e))?;
+    let text = format!(
+        "opened {}; take a screenshot or list_elements to see it",
+        a.url
+    );
+    Ok(crate::define::done(text, &UrlOutput { url: a.url }))
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TurnArgs {
+    /// portrait or landscape: lock the screen that way (auto-rotate
+    /// off). Leave out to read how it is.
+    pub set: Option<Turn>,
+}
+
+/// How the screen stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Turn {
+    Portrait,
+    Landscape,
+}
+
+impl Turn {
+    fn wire(self) -> Orientation {
+        match self {
+            Turn::Portrait => Orientation::Portrait,
+            Turn::Landscape => Orientation::Landscape,
+        }
+    }
+
+    fn of(o: Orientation) -> Turn {
+        match o {
+            Orientation::Portrait => Turn::Portrait,
+            Orientation::Landscape => Turn::Landscape,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Turn::Portrait => "portrait",
+            Turn::Landscape => "landscape",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
+pub struct TurnOutput {
+    pub orientation: Turn,
+    /// The screen turns as the phone is held.
+    pub auto_rotate: bool,
+}
+
+listing!(
+    fn turn_tool(_): TurnArgs => TurnOutput,
+    "Read the screen's orientation, or set it: portrait or landscape (locks it; auto-rotate goes off). Take a new screenshot after a turn: the screenshot's size and points change with it.",
+    hints("Screen orientation", false, false, true, false)
+);
+
+async fn orientation(ctx: &ToolContext, a: TurnArgs) -> Result<CallToolResult> {
+    let r = ctx
+        .client
+        .call_typed(&ScreenOrientationParams {
+            set: a.set.map(Turn::wire),
+        })
+        .await
+        .map_err(|e| ToolError::client("turning the screen", e))?;
+    let turn = Turn::of(r.orientation);
+    let mut text = match a.set {
+        Some(_) => format!("the screen is locked in {}", turn.name()),
+        None => format!("the screen is set to {}", turn.name()),
+    };
+    text.push_str(if r.auto_rotate {
+        " (auto-rotate on: it turns as the phone is held)"
+    } else {
+        " (auto-rotate off)"
+    });
+    if a.set.is_some() {
+        text.push_str("; an app that fixes its own orientation keeps it, and a new screenshot shows the screen as it is");
+    }
+    let out = TurnOutput {
+        orientation: turn,
+        auto_rotate: r.auto_rotate,
+    };
+    Ok(crate::define::done(text, &out))
 }

@@ -4,7 +4,7 @@ use futures::{Stream, StreamExt};
 
 use super::{ClientError, ComputerClient, Result};
 use crate::protocol::{
-    Bytes64, FilesReadParams, FilesWriteParams, ProcessReadParams, ProcessReadResult, Region,
+    Bytes64, FilesReadParams, FilesWriteParams, Fit, ProcessReadParams, ProcessReadResult, Region,
     ScreenReadParams, ScreenShotParams, ScreenShotResult, Stream as OutStream, TarPullBeginParams,
     TarPullEndParams, TarPullReadParams, TarPullReadResult, TarPushBeginParams, TarPushEndParams,
     TarPushWriteParams, WithData, limits,
@@ -307,8 +307,18 @@ pub trait ComputerExt: ComputerClient + Clone + Sized + 'static {
         &self,
         region: Option<Region>,
     ) -> impl std::future::Future<Output = Result<(ScreenShotResult, Vec<u8>)>> + Send {
+        self.screen_shot_within(region, None)
+    }
+
+    /// [`screen_shot`](Self::screen_shot) asking for an image within `fit`
+    /// (which a client that scales before it encodes keeps to).
+    fn screen_shot_within(
+        &self,
+        region: Option<Region>,
+        fit: Option<Fit>,
+    ) -> impl std::future::Future<Output = Result<(ScreenShotResult, Vec<u8>)>> + Send {
         async move {
-            let r = self.call_typed(&ScreenShotParams { region }).await?;
+            let r = self.call_typed(&ScreenShotParams { region, fit }).await?;
             let mut png = r.data.0.clone();
             let mut eof = r.eof;
             while !eof {

@@ -475,9 +475,12 @@ async fn dispatch(
         Method::CdpSend | Method::CdpEvents => Err(RpcError::unsupported(format!(
             "{m} is answered by a browser's provider, not by computerd: this computer declares no cdp"
         ))),
-        Method::AppsList | Method::AppsLaunch | Method::AppsTerminate => {
+        Method::AppsList | Method::AppsLaunch | Method::AppsTerminate | Method::AppsOpenUrl => {
             Err(no_apps(m, Group::Apps))
         }
+        Method::ScreenOrientation => Err(RpcError::unsupported(format!(
+            "{m} is answered by a phone's provider, not by computerd: a desktop's screen has no orientation to set"
+        ))),
         Method::AppsInstall => Err(no_apps(m, Group::AppsInstall)),
         Method::AppsUiTree => Err(no_apps(m, Group::AppsUiTree)),
     }

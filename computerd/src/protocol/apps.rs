@@ -55,6 +55,16 @@ pub struct AppsTerminateParams {
     pub id: String,
 }
 
+/// apps.open_url: open a web address in the app that takes it (the
+/// browser, or an app that claims the link).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AppsOpenUrlParams {
+    /// An absolute http or https URL.
+    pub url: String,
+}
+
 /// apps.install: install a package (an APK on Android) that is already a
 /// file in the computer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -83,6 +83,8 @@ pub enum PhoneButton {
     Back,
     Home,
     AppSwitch,
+    VolumeUp,
+    VolumeDown,
 }
 
 /// One action. Points are `[x, y]` in the screen's pixels, origin top left.

@@ -50,6 +50,81 @@ pub struct ScreenShotParams {
     /// A part of the screen; the whole root window when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<Region>,
+    /// The largest image the caller will show. A client that can scale
+    /// before it encodes (a phone's, whose frames are large and whose
+    /// encoding is the shot's main cost) answers within it, its `scale`
+    /// saying by how much; computerd answers at the screen's own size and
+    /// the caller scales.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit: Option<Fit>,
+}
+
+/// A size budget for a picture: its long side within `long`, its short
+/// within `short`, its pixels within `pixels`, and at most `maxWidth` wide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Fit {
+    pub long: u32,
+    pub short: u32,
+    pub pixels: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_width: Option<u32>,
+}
+
+impl Fit {
+    /// The size a `width` x `height` picture is shown at within the budget
+    /// (its ratio kept, sides rounded down). Never larger than the picture
+    /// unless `grow`, never smaller than 1x1.
+    pub fn size(&self, width: u32, height: u32, grow: bool) -> (u32, u32) {
+        let (w, h) = (f64::from(width.max(1)), f64::from(height.max(1)));
+        let (bw, bh) = if width >= height {
+            (self.long, self.short)
+        } else {
+            (self.short, self.long)
+        };
+        let mut s = (f64::from(bw) / w)
+            .min(f64::from(bh) / h)
+            .min((self.pixels as f64 / (w * h)).sqrt());
+        if let Some(mw) = self.max_width {
+            s = s.min(f64::from(mw.max(1)) / w);
+        }
+        if !grow {
+            s = s.min(1.0);
+        }
+        let out = |side: f64| ((side * s).floor() as u32).max(1);
+        (out(w), out(h))
+    }
+}
+
+/// How a screen stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum Orientation {
+    Portrait,
+    Landscape,
+}
+
+/// screen.orientation: how the screen is set to stand, and with `set`,
+/// lock it that way first (answered by a phone's provider).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScreenOrientationParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set: Option<Orientation>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ScreenOrientationResult {
+    /// The orientation the screen is set to (an app that fixes its own
+    /// keeps it while in front).
+    pub orientation: Orientation,
+    /// The screen turns as the device is held (a set turns this off).
+    pub auto_rotate: bool,
 }
 
 /// A shot: a PNG (8-bit RGB, non-interlaced). `data` is its first bytes (at

@@ -294,10 +294,7 @@ fn on_display(display: impl Into<String>) -> Option<Init> {
 
 /// A whole-screen screen.shot that must fail: its error.
 async fn shot_refused(c: &DaemonClient) -> RpcError {
-    rpc(c
-        .call(&ScreenShotParams { region: None })
-        .await
-        .unwrap_err())
+    rpc(c.call(&ScreenShotParams::default()).await.unwrap_err())
 }
 
 fn rpc(e: ClientError) -> RpcError {
@@ -372,6 +369,7 @@ async fn hello_declares_a_desktop_and_a_shot_shows_the_fixtures_colours() {
                 width: 100,
                 height: 10,
             }),
+            fit: None,
         })
         .await
         .unwrap_err());
@@ -385,9 +383,9 @@ async fn hello_declares_a_desktop_and_a_shot_shows_the_fixtures_colours() {
     // One shot held per connection: a newer shot lets the older go. Noise
     // below the fixture makes a PNG of more than one reply.
     noise(&d.x.name());
-    let first = c.call(&ScreenShotParams { region: None }).await.unwrap();
+    let first = c.call(&ScreenShotParams::default()).await.unwrap();
     assert!(!first.eof);
-    let _second = c.call(&ScreenShotParams { region: None }).await.unwrap();
+    let _second = c.call(&ScreenShotParams::default()).await.unwrap();
     let e = rpc(c
         .call(&ScreenReadParams {
             id: first.id.clone(),

@@ -188,7 +188,7 @@ async fn shot(
     c: &Computer,
     region: Option<Region>,
 ) -> Result<(computerd::protocol::ScreenShotResult, Vec<u8>), Outcome> {
-    let r = t.call(c, &ScreenShotParams { region }).await?;
+    let r = t.call(c, &ScreenShotParams { region, fit: None }).await?;
     let mut png = r.data.0.clone();
     let mut eof = r.eof;
     while !eof {

@@ -246,7 +246,13 @@ pub async fn ui_tree_shape(t: &Ctx) -> Result<(), Outcome> {
         format!("nodes says {} but the tree holds {}", r.nodes, all.len())
     })?;
     let shot = t
-        .call(c, &computerd::protocol::ScreenShotParams { region: None })
+        .call(
+            c,
+            &computerd::protocol::ScreenShotParams {
+                region: None,
+                fit: None,
+            },
+        )
         .await?;
     let (w, h) = (u64::from(shot.width), u64::from(shot.height));
     for n in &all {

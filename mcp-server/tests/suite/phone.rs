@@ -84,7 +84,7 @@ async fn a_model_taps_by_element_and_by_a_scaled_screenshots_point_and_the_phone
     assert!(!is_error(&listed), "{}", text(&listed));
     let line = text(&listed)
         .lines()
-        .find(|l| l.contains("id button"))
+        .find(|l| l.contains("#button"))
         .unwrap_or_else(|| panic!("no button in {}", text(&listed)))
         .to_string();
     assert!(line.contains("\"agentrun fixture\""), "{line}");
@@ -210,6 +210,89 @@ async fn a_swipe_and_typed_text_arrive_exactly_and_bad_input_sends_nothing() {
         assert!(text(&out).contains(words), "{tool}: {}", text(&out));
     }
     assert_eq!(rig.events("touch").len() + rig.events("text").len(), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn urls_open_by_a_view_intent_the_screen_turns_and_a_volume_key_is_pressed() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(rig) = rig(&dir).await else { return };
+    let (client, _rec) = stdio_serve(&phone_args(&rig)).await;
+
+    let url = "https://example.com/search?q=it's&n=1";
+    let opened = call(&client, "open_url", json!({ "url": url })).await;
+    assert!(!is_error(&opened), "{}", text(&opened));
+    let views = rig.events("view");
+    assert_eq!(views.len(), 1, "{views:?}");
+    assert_eq!(views[0]["url"], "https://example.com/search?q=it%27s&n=1");
+    for (bad, words) in [
+        ("javascript:alert(1)", "only http and https"),
+        ("https://exa mple.com/", "no spaces"),
+        ("example.com/page", "is not a URL"),
+    ] {
+        let out = call(&client, "open_url", json!({ "url": bad })).await;
+        assert!(is_error(&out), "{bad}: {}", text(&out));
+        assert!(text(&out).contains(words), "{bad}: {}", text(&out));
+    }
+    assert_eq!(
+        rig.events("view").len(),
+        1,
+        "a refused URL reached the phone"
+    );
+
+    let read = call(&client, "orientation", json!({})).await;
+    assert!(!is_error(&read), "{}", text(&read));
+    assert_eq!(structured(&read)["orientation"], "portrait");
+    assert_eq!(structured(&read)["auto_rotate"], true);
+    let set = call(&client, "orientation", json!({"set": "landscape"})).await;
+    assert!(!is_error(&set), "{}", text(&set));
+    assert_eq!(structured(&set)["orientation"], "landscape");
+    assert_eq!(structured(&set)["auto_rotate"], false);
+    let read = call(&client, "orientation", json!({})).await;
+    assert_eq!(
+        structured(&read)["orientation"],
+        "landscape",
+        "{}",
+        text(&read)
+    );
+    let back = call(&client, "orientation", json!({"set": "portrait"})).await;
+    assert_eq!(structured(&back)["orientation"], "portrait");
+    let puts: Vec<(String, String)> = rig
+        .events("setting")
+        .iter()
+        .map(|e| {
+            (
+                e["key"].as_str().unwrap().into(),
+                e["value"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert!(
+        puts.contains(&("user_rotation".into(), "1".into())),
+        "{puts:?}"
+    );
+    assert_eq!(puts.last(), Some(&("user_rotation".into(), "0".into())));
+
+    let pressed = call(&client, "press_button", json!({"button": "volume_up"})).await;
+    assert!(!is_error(&pressed), "{}", text(&pressed));
+    let keys = rig.events("key");
+    assert_eq!(
+        keys.last().unwrap()["name"],
+        "KEYCODE_VOLUME_UP",
+        "{keys:?}"
+    );
+    let out = call(&client, "press_button", json!({"button": "power"})).await;
+    assert!(is_error(&out));
+    for valid in [
+        "back",
+        "home",
+        "app_switch",
+        "enter",
+        "volume_up",
+        "volume_down",
+    ] {
+        assert!(text(&out).contains(valid), "{valid} not in {}", text(&out));
+    }
+    assert_eq!(rig.events("key").len(), keys.len());
 }
 
 fn decode(png: &[u8]) -> (u32, u32, Vec<u8>) {

@@ -28,6 +28,22 @@ fn raw_screen(w: u32, h: u32) -> Vec<u8> {
     b
 }
 
+/// A raw frame as `screencap -p` gives it: an RGBA PNG.
+fn png_screen(raw: &[u8]) -> Vec<u8> {
+    let (w, h) = (
+        u32::from_le_bytes(raw[0..4].try_into().unwrap()),
+        u32::from_le_bytes(raw[4..8].try_into().unwrap()),
+    );
+    let mut out = Vec::new();
+    let mut e = png::Encoder::new(&mut out, w, h);
+    e.set_color(png::ColorType::Rgba);
+    e.set_depth(png::BitDepth::Eight);
+    let mut wr = e.write_header().unwrap();
+    wr.write_image_data(&raw[16..]).unwrap();
+    wr.finish().unwrap();
+    out
+}
+
 impl Shell for Fake {
     fn run<'a>(&'a self, command: &'a str) -> BoxFuture<'a, Result<Ran, ShellError>> {
         Box::pin(async move {
@@ -58,7 +74,7 @@ impl Shell for Fake {
     fn bytes<'a>(&'a self, command: &'a str) -> BoxFuture<'a, Result<Vec<u8>, ShellError>> {
         Box::pin(async move {
             self.sent.lock().unwrap().push(command.to_string());
-            Ok(raw_screen(200, 400))
+            Ok(png_screen(&raw_screen(200, 400)))
         })
     }
 }
@@ -123,6 +139,30 @@ async fn a_shot_is_the_whole_screen_or_a_region_as_png() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("outside the 200x400 screen"), "{e}");
+}
+
+#[tokio::test]
+async fn a_shot_within_a_fit_is_scaled_before_it_is_encoded() {
+    let (_, c) = phone(Fake::default()).await;
+    let fit = json!({"long": 100, "short": 100, "pixels": 1_000_000});
+    let r = c
+        .call_value("screen.shot", json!({ "fit": fit }))
+        .await
+        .unwrap();
+    let r: ScreenShotResult = serde_json::from_value(r).unwrap();
+    // 200x400 within 100x100: 50x100, a quarter of the screen's pixels.
+    assert_eq!((r.width, r.height), (50, 100));
+    assert_eq!((r.screen_width, r.screen_height), (200, 400));
+    assert_eq!(r.scale, 0.25);
+    assert_eq!(image_size(&r.data.0), (50, 100));
+    // A region is never scaled: its pixels are the screen's.
+    let region = json!({"x": 0, "y": 0, "width": 150, "height": 150});
+    let r = c
+        .call_value("screen.shot", json!({ "region": region, "fit": fit }))
+        .await
+        .unwrap();
+    let r: ScreenShotResult = serde_json::from_value(r).unwrap();
+    assert_eq!((r.width, r.height, r.scale), (150, 150, 1.0));
 }
 
 fn image_size(png: &[u8]) -> (u32, u32) {

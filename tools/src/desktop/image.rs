@@ -4,6 +4,8 @@
 //! when larger) and encoded again with the png crate's fast (fdeflate)
 //! compressor. A shot already of the size shown is passed on as it came.
 
+use computerd::protocol::Fit;
+
 use crate::error::{Result, ToolError};
 
 /// About what current models see without a downscale of their own.
@@ -29,25 +31,18 @@ pub fn fit(
     max_width: Option<u32>,
     grow: bool,
 ) -> (u32, u32) {
-    let (w, h) = (f64::from(width.max(1)), f64::from(height.max(1)));
-    let (long, short) = (max.0.max(max.1), max.0.min(max.1));
-    let (bw, bh) = if width >= height {
-        (long, short)
-    } else {
-        (short, long)
-    };
-    let pixels = MAX_PIXELS.max(u64::from(max.0) * u64::from(max.1)) as f64;
-    let mut s = (f64::from(bw) / w)
-        .min(f64::from(bh) / h)
-        .min((pixels / (w * h)).sqrt());
-    if let Some(mw) = max_width {
-        s = s.min(f64::from(mw.max(1)) / w);
+    budget(max, max_width).size(width, height, grow)
+}
+
+/// The budget [`fit`] keeps to, as the protocol carries it to a client
+/// that scales before it encodes.
+pub fn budget(max: (u32, u32), max_width: Option<u32>) -> Fit {
+    Fit {
+        long: max.0.max(max.1),
+        short: max.0.min(max.1),
+        pixels: MAX_PIXELS.max(u64::from(max.0) * u64::from(max.1)),
+        max_width,
     }
-    if !grow {
-        s = s.min(1.0);
-    }
-    let out = |side: f64| ((side * s).floor() as u32).max(1);
-    (out(w), out(h))
 }
 
 /// Decode a PNG of 8-bit RGB (what computerd sends).

@@ -292,7 +292,7 @@ async fn the_cookie_comes_from_a_regular_xauthority_file_only() {
             return;
         };
         let c = init.client().await;
-        let r = c.call(&ScreenShotParams { region: None }).await;
+        let r = c.call(&ScreenShotParams::default()).await;
         let hello: HelloResult = c.call(&HelloParams::default()).await.unwrap();
         match want {
             None => {
