@@ -9,9 +9,7 @@ use super::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn computer_info_shows_the_facts() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     let (t, v) = s.ok("computer_info", json!({})).await;
     assert!(
         t.starts_with("provider: test (id t1)\nkind: linux (linux amd64)\n"),
@@ -36,9 +34,7 @@ async fn computer_info_shows_the_facts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn computer_extend_asks_the_provider() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     // Without an extend function the tool says the provider cannot.
     s.err_has(
         "computer_extend",

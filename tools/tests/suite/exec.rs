@@ -10,9 +10,7 @@ use super::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_runs_uname_and_reports_a_failing_command() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     let (t, v) = s.ok("exec", json!({"command": "uname -a"})).await;
     assert!(t.starts_with("exit code: 0\n--- stdout ---\nLinux "), "{t}");
     assert_eq!(v["exit_code"], 0);
@@ -59,9 +57,7 @@ async fn exec_runs_uname_and_reports_a_failing_command() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_output_comes_with_a_note_saying_how_to_see_its_bytes() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     let (t, v) = s
         .ok("exec", json!({"command": "printf 'ok\\377\\376\\n'"}))
         .await;
@@ -83,9 +79,7 @@ async fn binary_output_comes_with_a_note_saying_how_to_see_its_bytes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdin_env_and_cwd_reach_the_program() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     let args = json!({
         "command": "cat; echo \"$FOO\"; pwd",
         "stdin": "fed\n",
@@ -109,9 +103,7 @@ async fn stdin_env_and_cwd_reach_the_program() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_over_the_budget_is_cut_in_the_middle_and_saved_whole() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     let whole: String = (1..=20000).map(|i| format!("{i}\n")).collect();
     let (t, v) = s
         .ok("exec", json!({"command": "seq 1 20000; echo done >&2"}))
@@ -153,9 +145,7 @@ async fn output_over_the_budget_is_cut_in_the_middle_and_saved_whole() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_reports_name_the_last_line_of_output() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     let (ctx, seen) = s.with_progress();
     let r = s
         .call_with(
@@ -182,9 +172,7 @@ async fn progress_reports_name_the_last_line_of_output() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_ends_the_program_and_says_so() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     let args = json!({"command": "echo begun; sleep 30", "timeout_ms": 500, "env": s.env()});
     let t0 = Instant::now();
     let (t, v) = s.ok("exec", args.clone()).await;
@@ -227,9 +215,7 @@ async fn a_timeout_ends_the_program_and_says_so() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_exec_leaves_no_process() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     for with_progress in [false, true] {
         // Cancelled by the token.
         let mut ctx = if with_progress {
@@ -268,9 +254,7 @@ async fn a_cancelled_exec_leaves_no_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_computer_that_died_says_so() {
-    let Some(mut s) = Sandbox::start().await else {
-        return;
-    };
+    let mut s = or_skip!(Sandbox::start());
     s.ok("exec", json!({"command": "true"})).await;
     s.child.kill().unwrap();
     s.child.wait().unwrap();
@@ -284,9 +268,7 @@ async fn a_computer_that_died_says_so() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_past_what_the_tool_keeps_says_exactly_what_was_kept() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     // 600 KiB: past the 360 KiB the tool keeps of a stream.
     let (t, v) = s
         .ok(
@@ -320,9 +302,7 @@ async fn output_past_what_the_tool_keeps_says_exactly_what_was_kept() {
 /// call's own variables (PATH too) win over the profile's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_sees_the_login_environment_and_its_own_variables_win() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     // Drop what belongs to one shell, not to the environment.
     let strip = "env | grep -v -E '^(_|SHLVL|PWD|OLDPWD)=' | sort";
     let (_, by_command) = s.ok("exec", json!({"command": strip})).await;

@@ -18,9 +18,7 @@ const PNG: &[u8] = &[
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_edit_and_read_a_file_with_line_numbers() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     let path = format!("{}/notes/deep/a.txt", s.home());
     let (t, v) = s
         .ok(
@@ -103,9 +101,7 @@ async fn write_edit_and_read_a_file_with_line_numbers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_files_are_read_in_windows_that_fit_the_budget() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     let path = format!("{}/long.txt", s.home());
     let content: String = (1..=5000).map(|i| format!("line number {i}\n")).collect();
     s.client
@@ -149,9 +145,7 @@ async fn long_files_are_read_in_windows_that_fit_the_budget() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_comes_back_as_image_content() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     let path = format!("{}/dot.png", s.home());
     s.client
         .write_file(&path, PNG, WriteFileOptions::default())
@@ -181,9 +175,7 @@ async fn an_image_comes_back_as_image_content() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_files_and_directories_are_refused_with_a_hint() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     let path = format!("{}/blob.bin", s.home());
     let bytes: Vec<u8> = (0..1000u32).map(|i| (i % 256) as u8).collect();
     s.client
@@ -228,9 +220,7 @@ async fn binary_files_and_directories_are_refused_with_a_hint() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_files_goes_depth_levels_down() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     let home = s.home();
     for (p, c) in [
         ("a/b/c/deep.txt", "x"),
@@ -298,9 +288,7 @@ async fn list_files_goes_depth_levels_down() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_listing_stops_at_the_budget_with_a_note() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     let dir = format!("{}/many", s.home());
     let script =
         format!("mkdir -p {dir} && cd {dir} && for i in $(seq 1 3000); do : > file-$i.txt; done");

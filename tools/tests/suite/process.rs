@@ -7,9 +7,7 @@ use super::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_loop_is_started_read_listed_and_signalled() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     let (t, v) = s
         .ok(
             "process_start",
@@ -99,9 +97,7 @@ async fn a_background_loop_is_started_read_listed_and_signalled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_http_server_runs_in_the_background() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     if !std::path::Path::new("/usr/bin/python3").exists() {
         eprintln!("skipped: no /usr/bin/python3 on this machine");
         return;
@@ -139,9 +135,7 @@ async fn a_python_http_server_runs_in_the_background() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn process_write_feeds_a_cat_and_close_ends_it() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     let (_, v) = s
         .ok("process_start", json!({"argv": ["cat"], "env": s.env()}))
         .await;
@@ -203,9 +197,7 @@ async fn process_write_feeds_a_cat_and_close_ends_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writing_to_a_program_that_has_ended_is_refused_even_in_a_terminal() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     // A terminal outlives its program: bytes written to it are taken, by
     // nobody who reads them.
     let (_, v) = s
@@ -239,9 +231,7 @@ async fn writing_to_a_program_that_has_ended_is_refused_even_in_a_terminal() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdout_and_stderr_come_together_in_order() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     let (_, v) = s
         .ok(
             "process_start",
@@ -272,9 +262,7 @@ async fn stdout_and_stderr_come_together_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shell_in_a_terminal_answers_what_is_typed() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     let (t, v) = s
         .ok(
             "process_start",
@@ -326,9 +314,7 @@ async fn a_shell_in_a_terminal_answers_what_is_typed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_that_ignores_term_is_ended_with_kill() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     let (_, v) = s
         .ok(
             "process_start",
@@ -365,9 +351,7 @@ async fn a_process_that_ignores_term_is_ended_with_kill() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polling_without_since_goes_on_where_the_last_read_ended() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     let (_, v) = s
         .ok(
             "process_start",
@@ -403,9 +387,7 @@ async fn polling_without_since_goes_on_where_the_last_read_ended() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pty_true_is_a_terminal_of_the_default_size() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start());
     let (_, v) = s
         .ok(
             "process_start",

@@ -5,9 +5,7 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
-    let Some(b) = Browser::start().await else {
-        return;
-    };
+    let b = or_skip!(Browser::start());
     let (base, seen) = serve().await;
     let (t, out) = b
         .ok("browser_navigate", json!({"url": format!("{base}/")}))
@@ -114,9 +112,7 @@ async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ref_from_before_a_navigation_is_refused_and_bad_input_is_named() {
-    let Some((b, base)) = Browser::at("/").await else {
-        return;
-    };
+    let (b, base) = or_skip!(Browser::at("/"));
     let (only, _) = b
         .ok("browser_snapshot", json!({"filter": "interactive"}))
         .await;

@@ -5,9 +5,7 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicked() {
-    let Some((b, base)) = Browser::at("/clicks").await else {
-        return;
-    };
+    let (b, base) = or_skip!(Browser::at("/clicks"));
     // A scaled screenshot: its pixels are not the viewport's.
     let r = b
         .call("browser_screenshot", json!({"max_width": 400}))
@@ -237,9 +235,7 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
 /// stay valid across scrolls.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
-    let Some((b, _)) = Browser::at("/scroll").await else {
-        return;
-    };
+    let (b, _) = or_skip!(Browser::at("/scroll"));
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let [item1, bottom] = Browser::refs_of(&snap, ["button \"Item 1\"", "button \"Bottom\""]);
 
@@ -326,9 +322,7 @@ async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
 /// free after; an end out of view is refused with nothing done.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drag_drops_by_refs_and_moves_a_knob_and_an_end_out_of_view_is_refused() {
-    let Some((b, _)) = Browser::at("/drag").await else {
-        return;
-    };
+    let (b, _) = or_skip!(Browser::at("/drag"));
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let [item, zone, knob, after, far] = Browser::refs_of(
         &snap,
