@@ -8,13 +8,7 @@ use super::support::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_loop_is_started_read_listed_and_signalled() {
     let s = or_skip!(Sandbox::start());
-    let (t, v) = s
-        .ok(
-            "process_start",
-            json!({"command": "for i in $(seq 1 1000); do echo tick $i; sleep 0.2; done", "env": s.env()}),
-        )
-        .await;
-    let id = v["id"].as_str().unwrap().to_string();
+    let (t, v, id) = s.start_process(json!({"command": "for i in $(seq 1 1000); do echo tick $i; sleep 0.2; done", "env": s.env()})).await;
     assert!(t.starts_with(&format!("started {id} (pid ")), "{t}");
     let log = v["log_file"].as_str().unwrap().to_string();
     assert!(log.starts_with("/tmp/computer-mcp/process-") && log.ends_with(".log"));
@@ -23,12 +17,7 @@ async fn a_background_loop_is_started_read_listed_and_signalled() {
     let (seen, since) = read_until(&s, &id, "tick 2\n").await;
     assert!(seen.starts_with("tick 1\ntick 2\n"), "{seen}");
     // From `since`, only what came after.
-    let (t, v) = s
-        .ok(
-            "process_read",
-            json!({"id": id, "since": since, "wait_ms": 3000}),
-        )
-        .await;
+    let (t, v) = s.read_from(&id, since, 3000).await;
     assert!(
         t.starts_with(&format!("{id} is running. Output {since}-")),
         "{t}"
@@ -74,12 +63,7 @@ async fn a_background_loop_is_started_read_listed_and_signalled() {
     // Read to the end: the process has exited, and how is said.
     let mut since = 0;
     let v = loop {
-        let (_, v) = s
-            .ok(
-                "process_read",
-                json!({"id": id, "since": since, "wait_ms": 2000}),
-            )
-            .await;
+        let (_, v) = s.read_from(&id, since, 2000).await;
         since = v["next_offset"].as_u64().unwrap();
         if v["exited"] == true {
             break v;
@@ -102,13 +86,11 @@ async fn a_python_http_server_runs_in_the_background() {
         eprintln!("skipped: no /usr/bin/python3 on this machine");
         return;
     }
-    let (_, v) = s
-        .ok(
-            "process_start",
+    let (_, v, id) = s
+        .start_process(
             json!({"command": "python3 -u -m http.server 0 --bind 127.0.0.1", "env": s.env()}),
         )
         .await;
-    let id = v["id"].as_str().unwrap().to_string();
     let log = v["log_file"].as_str().unwrap().to_string();
     let (seen, _) = read_until(&s, &id, "Serving HTTP on 127.0.0.1 port ").await;
     let port: u16 = seen
@@ -136,10 +118,9 @@ async fn a_python_http_server_runs_in_the_background() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn process_write_feeds_a_cat_and_close_ends_it() {
     let s = or_skip!(Sandbox::start());
-    let (_, v) = s
-        .ok("process_start", json!({"argv": ["cat"], "env": s.env()}))
+    let (_, v, id) = s
+        .start_process(json!({"argv": ["cat"], "env": s.env()}))
         .await;
-    let id = v["id"].as_str().unwrap().to_string();
     let log = v["log_file"].as_str().unwrap().to_string();
     let (t, v) = s
         .ok("process_write", json!({"id": id, "input": "hello\n"}))
@@ -158,24 +139,14 @@ async fn process_write_feeds_a_cat_and_close_ends_it() {
         )
         .await;
     assert_eq!(v["closed"], true);
-    let (t, v) = s
-        .ok(
-            "process_read",
-            json!({"id": id, "since": since, "wait_ms": 5000}),
-        )
-        .await;
+    let (t, v) = s.read_from(&id, since, 5000).await;
     assert_eq!(v["output"], "bye\n");
     // The end comes with the last output or right after it.
     let v = if v["exited"] == true {
         v
     } else {
-        let next = v["next_offset"].clone();
-        s.ok(
-            "process_read",
-            json!({"id": id, "since": next, "wait_ms": 5000}),
-        )
-        .await
-        .1
+        let next = v["next_offset"].as_u64().unwrap();
+        s.read_from(&id, next, 5000).await.1
     };
     assert_eq!(
         (v["exited"].as_bool(), v["exit_code"].as_i64()),
@@ -200,13 +171,9 @@ async fn writing_to_a_program_that_has_ended_is_refused_even_in_a_terminal() {
     let s = or_skip!(Sandbox::start());
     // A terminal outlives its program: bytes written to it are taken, by
     // nobody who reads them.
-    let (_, v) = s
-        .ok(
-            "process_start",
-            json!({"command": "echo started", "pty": true, "env": s.env()}),
-        )
+    let (_, _, id) = s
+        .start_process(json!({"command": "echo started", "pty": true, "env": s.env()}))
         .await;
-    let id = v["id"].as_str().unwrap().to_string();
     let (_, v) = s
         .ok("process_read", json!({"id": id, "wait_ms": 10000}))
         .await;
@@ -232,22 +199,15 @@ async fn writing_to_a_program_that_has_ended_is_refused_even_in_a_terminal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdout_and_stderr_come_together_in_order() {
     let s = or_skip!(Sandbox::start());
-    let (_, v) = s
-        .ok(
-            "process_start",
+    let (_, v, id) = s
+        .start_process(
             json!({"command": "echo out; sleep 0.1; echo err >&2; sleep 0.1; echo out2; exit 7"}),
         )
         .await;
-    let id = v["id"].as_str().unwrap().to_string();
     let log = v["log_file"].as_str().unwrap().to_string();
     let (seen, since) = read_until(&s, &id, "out2\n").await;
     assert_eq!(seen, "out\nerr\nout2\n");
-    let (t, v) = s
-        .ok(
-            "process_read",
-            json!({"id": id, "since": since, "wait_ms": 5000}),
-        )
-        .await;
+    let (t, v) = s.read_from(&id, since, 5000).await;
     assert_eq!(t, format!("{id} has exited with code 7. No more output.\n"));
     assert_eq!(v["exit_code"], 7);
     // Past the end is refused with what to pass instead.
@@ -263,13 +223,11 @@ async fn stdout_and_stderr_come_together_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shell_in_a_terminal_answers_what_is_typed() {
     let s = or_skip!(Sandbox::start());
-    let (t, v) = s
-        .ok(
-            "process_start",
+    let (t, v, id) = s
+        .start_process(
             json!({"argv": ["sh", "-i"], "pty": {"cols": 80, "rows": 24}, "env": s.env()}),
         )
         .await;
-    let id = v["id"].as_str().unwrap().to_string();
     assert!(t.contains("in a 80x24 terminal"), "{t}");
     assert_eq!((v["pty"].as_bool(), v.get("log_file")), (Some(true), None));
     s.ok(
@@ -293,12 +251,7 @@ async fn a_shell_in_a_terminal_answers_what_is_typed() {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let mut since = 0;
     loop {
-        let (_, v) = s
-            .ok(
-                "process_read",
-                json!({"id": id, "since": since, "wait_ms": 1000}),
-            )
-            .await;
+        let (_, v) = s.read_from(&id, since, 1000).await;
         assert_eq!(v["stream"], "pty");
         since = v["next_offset"].as_u64().unwrap();
         if v["exited"] == true {
@@ -315,13 +268,9 @@ async fn a_shell_in_a_terminal_answers_what_is_typed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_that_ignores_term_is_ended_with_kill() {
     let s = or_skip!(Sandbox::start());
-    let (_, v) = s
-        .ok(
-            "process_start",
-            json!({"command": "trap '' TERM; echo ready; sleep 60", "env": s.env()}),
-        )
+    let (_, v, id) = s
+        .start_process(json!({"command": "trap '' TERM; echo ready; sleep 60", "env": s.env()}))
         .await;
-    let id = v["id"].as_str().unwrap().to_string();
     let log = v["log_file"].as_str().unwrap().to_string();
     read_until(&s, &id, "ready").await;
     let (t, v) = s
@@ -352,13 +301,7 @@ async fn a_process_that_ignores_term_is_ended_with_kill() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polling_without_since_goes_on_where_the_last_read_ended() {
     let s = or_skip!(Sandbox::start());
-    let (_, v) = s
-        .ok(
-            "process_start",
-            json!({"command": "echo one; sleep 0.5; echo two; sleep 0.5; echo three; sleep 30", "env": s.env()}),
-        )
-        .await;
-    let id = v["id"].as_str().unwrap().to_string();
+    let (_, _, id) = s.start_process(json!({"command": "echo one; sleep 0.5; echo two; sleep 0.5; echo three; sleep 30", "env": s.env()})).await;
     let mut seen = String::new();
     let mut starts = Vec::new();
     for _ in 0..40 {
@@ -375,9 +318,7 @@ async fn polling_without_since_goes_on_where_the_last_read_ended() {
     assert_eq!(seen, "one\ntwo\nthree\n", "{starts:?}");
     assert!(starts.windows(2).all(|w| w[0] <= w[1]), "{starts:?}");
     // `since` still reads from anywhere.
-    let (_, v) = s
-        .ok("process_read", json!({"id": id, "since": 0, "wait_ms": 0}))
-        .await;
+    let (_, v) = s.read_from(&id, 0, 0).await;
     assert_eq!(v["output"], "one\ntwo\nthree\n");
     let (_, v) = s.ok("process_read", json!({"id": id, "wait_ms": 0})).await;
     assert_eq!(v["output"], "", "{v}");

@@ -146,6 +146,23 @@ impl Sandbox {
         })
     }
 
+    /// A process started with `args`: the answer's text and structured
+    /// content, and the process's id.
+    pub async fn start_process(&self, args: Value) -> (String, Value, String) {
+        let (t, v) = self.ok("process_start", args).await;
+        let id = v["id"].as_str().expect("a process id").to_string();
+        (t, v, id)
+    }
+
+    /// The output of process `id` from `since`, waiting up to `wait_ms`.
+    pub async fn read_from(&self, id: &str, since: u64, wait_ms: u64) -> (String, Value) {
+        self.ok(
+            "process_read",
+            json!({"id": id, "since": since, "wait_ms": wait_ms}),
+        )
+        .await
+    }
+
     pub fn home(&self) -> String {
         self.ctx.facts.work_dir.clone()
     }
@@ -295,12 +312,7 @@ pub async fn read_until(s: &Sandbox, id: &str, needle: &str) -> (String, u64) {
     let mut seen = String::new();
     let mut since = 0u64;
     loop {
-        let (_, v) = s
-            .ok(
-                "process_read",
-                json!({"id": id, "since": since, "wait_ms": 1000}),
-            )
-            .await;
+        let (_, v) = s.read_from(id, since, 1000).await;
         seen.push_str(v["output"].as_str().unwrap());
         since = v["next_offset"].as_u64().unwrap();
         if seen.contains(needle) {
