@@ -57,7 +57,7 @@ async fn bad_input_names_the_field_and_the_session_goes_on() {
             "{tool} {args}:\n  got  {t:?}\n  want {want:?}"
         );
         if want.contains("no process p999") {
-            assert!(t.contains("process_list"), "{t}");
+            assert_has(&t, "process_list");
         }
     }
     // An unknown tool is a protocol error, not a result.

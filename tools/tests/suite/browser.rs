@@ -15,7 +15,7 @@ use computer_providers::cdp::HostChromium;
 use computer_testkit::need_chromium;
 use computer_tools::{ToolContext, registry};
 
-use super::support::{Calls, or_skip};
+use super::support::{Calls, assert_ends, assert_has, assert_starts, or_skip};
 use computerd::protocol::SettingKind;
 use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};

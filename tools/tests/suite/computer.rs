@@ -11,25 +11,16 @@ use super::support::*;
 async fn computer_info_shows_the_facts() {
     let s = or_skip!(Sandbox::start());
     let (t, v) = s.ok("computer_info", json!({})).await;
-    assert!(
-        t.starts_with("provider: test (id t1)\nkind: linux (linux amd64)\n"),
-        "{t}"
+    assert_starts(&t, "provider: test (id t1)\nkind: linux (linux amd64)\n");
+    assert_has(
+        &t,
+        &format!("work directory: {} (HOME and the default cwd)\n", s.home()),
     );
-    assert!(
-        t.contains(&format!(
-            "work directory: {} (HOME and the default cwd)\n",
-            s.home()
-        )),
-        "{t}"
-    );
-    assert!(t.contains("note: a test computer\n"), "{t}");
+    assert_has(&t, "note: a test computer\n");
     assert_eq!(v, serde_json::to_value(&s.ctx.facts).unwrap());
     // No arguments are taken.
     let t = s.err("computer_info", json!({"verbose": true})).await;
-    assert!(
-        t.starts_with("computer_info: unknown field `verbose`"),
-        "{t}"
-    );
+    assert_starts(&t, "computer_info: unknown field `verbose`");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,7 +12,7 @@ use super::support::*;
 async fn exec_runs_uname_and_reports_a_failing_command() {
     let s = or_skip!(Sandbox::start());
     let (t, v) = s.ok("exec", json!({"command": "uname -a"})).await;
-    assert!(t.starts_with("exit code: 0\n--- stdout ---\nLinux "), "{t}");
+    assert_starts(&t, "exit code: 0\n--- stdout ---\nLinux ");
     assert_eq!(v["exit_code"], 0);
     assert!(v["stdout"].as_str().unwrap().starts_with("Linux "));
     assert_eq!(v["timed_out"], false);
@@ -49,10 +49,7 @@ async fn exec_runs_uname_and_reports_a_failing_command() {
 
     // A program that does not exist is the daemon's refusal, in its words.
     let t = s.err("exec", json!({"argv": ["no-such-program-x"]})).await;
-    assert!(
-        t.starts_with("exec failed: no-such-program-x: no such program"),
-        "{t}"
-    );
+    assert_starts(&t, "exec failed: no-such-program-x: no such program");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,10 +114,7 @@ async fn output_over_the_budget_is_cut_in_the_middle_and_saved_whole() {
     assert!(shown.len() < 24 * 1024 + 200, "{} bytes shown", shown.len());
     let file = v["stdout_file"].as_str().unwrap().to_string();
     assert!(file.starts_with("/tmp/computer-mcp/exec-") && file.ends_with(".stdout"));
-    assert!(
-        shown.contains(&format!("the whole output is in {file}")),
-        "{shown}"
-    );
+    assert_has(shown, &format!("the whole output is in {file}"));
     assert!(t.contains("bytes cut here to fit the output budget"));
     // stderr fitted: shown whole, not saved.
     assert_eq!(v["stderr"], "done\n");
@@ -259,11 +253,8 @@ async fn a_computer_that_died_says_so() {
     s.child.kill().unwrap();
     s.child.wait().unwrap();
     let t = s.err("exec", json!({"command": "true"})).await;
-    assert!(t.starts_with("the computer is gone ("), "{t}");
-    assert!(
-        t.contains("The next tool call will make a new computer"),
-        "{t}"
-    );
+    assert_starts(&t, "the computer is gone (");
+    assert_has(&t, "The next tool call will make a new computer");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -281,11 +272,9 @@ async fn output_past_what_the_tool_keeps_says_exactly_what_was_kept() {
     let file = v["stdout_file"].as_str().unwrap().to_string();
     let shown = v["stdout"].as_str().unwrap();
     assert!(!shown.contains("the whole output is in"), "{shown}");
-    assert!(
-        shown.contains(&format!(
-            "{file} has the output up to where the tool stopped keeping it"
-        )),
-        "{shown}"
+    assert_has(
+        shown,
+        &format!("{file} has the output up to where the tool stopped keeping it"),
     );
     assert!(t.contains("[stdout: "), "the note says what was lost: {t}");
     // The file holds what the tool kept, and says no more than that.

@@ -9,19 +9,16 @@ use super::support::*;
 async fn a_background_loop_is_started_read_listed_and_signalled() {
     let s = or_skip!(Sandbox::start());
     let (t, v, id) = s.start_process(json!({"command": "for i in $(seq 1 1000); do echo tick $i; sleep 0.2; done", "env": s.env()})).await;
-    assert!(t.starts_with(&format!("started {id} (pid ")), "{t}");
+    assert_starts(&t, &format!("started {id} (pid "));
     let log = v["log_file"].as_str().unwrap().to_string();
     assert!(log.starts_with("/tmp/computer-mcp/process-") && log.ends_with(".log"));
     assert_eq!(v["pty"], false);
 
     let (seen, since) = read_until(&s, &id, "tick 2\n").await;
-    assert!(seen.starts_with("tick 1\ntick 2\n"), "{seen}");
+    assert_starts(&seen, "tick 1\ntick 2\n");
     // From `since`, only what came after.
     let (t, v) = s.read_from(&id, since, 3000).await;
-    assert!(
-        t.starts_with(&format!("{id} is running. Output {since}-")),
-        "{t}"
-    );
+    assert_starts(&t, &format!("{id} is running. Output {since}-"));
     // A read takes what follows its first output within 0.2 s too, so the
     // ticks seen so far may be more than two: the next read goes on from there.
     let last: u32 = seen
@@ -37,10 +34,7 @@ async fn a_background_loop_is_started_read_listed_and_signalled() {
     assert_eq!(v["stream"], "log");
 
     let (t, v) = s.ok("process_list", json!({})).await;
-    assert!(
-        t.starts_with("1 process (1 running), oldest first:\n"),
-        "{t}"
-    );
+    assert_starts(&t, "1 process (1 running), oldest first:\n");
     assert!(
         t.contains("for i in $(seq 1 1000); do echo tick $i; sleep 0.2; done"),
         "{t}"
@@ -107,7 +101,7 @@ async fn a_python_http_server_runs_in_the_background() {
         .await;
     assert_eq!(r["stdout"], "200\n");
     let (seen, _) = read_until(&s, &id, "\"GET / HTTP/1.1\" 200").await;
-    assert!(seen.contains("Serving HTTP"), "{seen}");
+    assert_has(&seen, "Serving HTTP");
     let (_, v) = s
         .ok("process_signal", json!({"id": id, "signal": "TERM"}))
         .await;
@@ -157,11 +151,9 @@ async fn process_write_feeds_a_cat_and_close_ends_it() {
     let t = s
         .err("process_write", json!({"id": id, "input": "more\n"}))
         .await;
-    assert!(
-        t.starts_with(&format!(
-            "{id} has exited with code 0, so nothing was written."
-        )),
-        "{t}"
+    assert_starts(
+        &t,
+        &format!("{id} has exited with code 0, so nothing was written."),
     );
     std::fs::remove_file(&log).unwrap();
 }
@@ -228,7 +220,7 @@ async fn a_shell_in_a_terminal_answers_what_is_typed() {
             json!({"argv": ["sh", "-i"], "pty": {"cols": 80, "rows": 24}, "env": s.env()}),
         )
         .await;
-    assert!(t.contains("in a 80x24 terminal"), "{t}");
+    assert_has(&t, "in a 80x24 terminal");
     assert_eq!((v["pty"].as_bool(), v.get("log_file")), (Some(true), None));
     s.ok(
         "process_write",
@@ -244,7 +236,7 @@ async fn a_shell_in_a_terminal_answers_what_is_typed() {
     let t = s
         .err("process_write", json!({"id": id, "close": true}))
         .await;
-    assert!(t.starts_with(&format!("writing to {id}: ")), "{t}");
+    assert_starts(&t, &format!("writing to {id}: "));
     // ^D ends the shell.
     s.ok("process_write", json!({"id": id, "input": "\u{4}"}))
         .await;
@@ -338,7 +330,7 @@ async fn pty_true_is_a_terminal_of_the_default_size() {
     assert_eq!(v["pty"], true, "{v}");
     let id = v["id"].as_str().unwrap().to_string();
     let (seen, _) = read_until(&s, &id, "40 120").await;
-    assert!(seen.contains("40 120"), "{seen}");
+    assert_has(&seen, "40 120");
     let (_, v) = s
         .ok(
             "process_start",

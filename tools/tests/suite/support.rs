@@ -281,6 +281,24 @@ pub fn text(r: &CallToolResult) -> String {
         .join("\n")
 }
 
+/// `text` starts with `prefix` (a failure shows the whole text).
+#[track_caller]
+pub fn assert_starts(text: &str, prefix: &str) {
+    assert!(text.starts_with(prefix), "{text}");
+}
+
+/// `text` holds `needle` (a failure shows the whole text).
+#[track_caller]
+pub fn assert_has(text: &str, needle: &str) {
+    assert!(text.contains(needle), "{text}");
+}
+
+/// `text` ends with `suffix` (a failure shows the whole text).
+#[track_caller]
+pub fn assert_ends(text: &str, suffix: &str) {
+    assert!(text.ends_with(suffix), "{text}");
+}
+
 /// No process of the test is left (waiting up to 4 s for them to go: a
 /// run's TERM is followed by KILL 2 s later).
 #[track_caller]

@@ -134,7 +134,7 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
     b.ok("browser_select", json!({"ref": agree, "value": true}))
         .await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
-    assert!(snap.contains("(password, not shown)"), "{snap}");
+    assert_has(&snap, "(password, not shown)");
     let send = Browser::ref_of(&snap, "button \"Send\"");
     b.ok("browser_click", json!({"ref": send})).await;
     b.wait_title("Thanks").await;
@@ -145,10 +145,7 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
     let (posted, _) = b
         .ok("exec", json!({"command": "cat /tmp/site/posted.txt"}))
         .await;
-    assert!(
-        posted.contains(&format!("name=Grace&pw={SECRET}&color=b&agree=on")),
-        "{posted}"
-    );
+    assert_has(&posted, &format!("name=Grace&pw={SECRET}&color=b&agree=on"));
 
     // Files of the computer chosen in file inputs: one directly, two
     // through the chooser a button opens; the page reads them back.
@@ -187,10 +184,8 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
             json!({"ref": one, "paths": ["/tmp/up/none.txt"]}),
         )
         .await;
-    assert!(
-        e.contains("paths[0] /tmp/up/none.txt") && e.contains("write the file first"),
-        "{e}"
-    );
+    assert_has(&e, "paths[0] /tmp/up/none.txt");
+    assert_has(&e, "write the file first");
     b.err_has(
         "browser_upload",
         json!({"ref": one, "paths": ["a.txt"]}),
@@ -209,18 +204,15 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
             json!({"ref": one, "paths": ["/tmp/up/a.txt"]}),
         )
         .await;
-    assert!(t.ends_with("now holds a.txt (5 bytes)"), "{t}");
+    assert_ends(&t, "now holds a.txt (5 bytes)");
     let (t, _) = b
         .ok(
             "browser_upload",
             json!({"ref": pick, "paths": ["/tmp/up/a.txt", "/tmp/up/b.txt"]}),
         )
         .await;
-    assert!(
-        t.contains("clicked it and answered the file chooser")
-            && t.contains("now holds a.txt (5 bytes), b.txt (11 bytes)"),
-        "{t}"
-    );
+    assert_has(&t, "clicked it and answered the file chooser");
+    assert_has(&t, "now holds a.txt (5 bytes), b.txt (11 bytes)");
     b.wait_title("Read 3").await;
     let (read, _) = b
         .ok(
@@ -313,12 +305,9 @@ async fn the_page_tools_drive_a_vendors_browser_through_its_fake() {
         .find(|(l, _)| l.starts_with("POST /submit"))
         .map(|(_, body)| body.clone())
         .expect("the form was posted");
-    assert!(
-        posted.starts_with(&format!("name=Lin&pw={SECRET}&")),
-        "{posted}"
-    );
+    assert_starts(&posted, &format!("name=Lin&pw={SECRET}&"));
     let (shot, _) = b.ok("browser_screenshot", json!({})).await;
-    assert!(shot.starts_with("frame b1: "), "{shot}");
+    assert_starts(&shot, "frame b1: ");
     let all = b.results.lock().unwrap().join("\n");
     assert!(!all.contains(SECRET), "the password showed in a result");
     assert!(

@@ -25,8 +25,8 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
     // The pad is at 300..420 x 200..280 in the viewport: its middle, in image pixels.
     let (x, y) = ((360.0 * scale) as i64, (240.0 * scale) as i64);
     let (t, _) = b.ok("browser_click", json!({"x": x, "y": y})).await;
-    assert!(t.contains("frame b1"), "{t}");
-    assert!(t.contains("id=pad"), "{t}");
+    assert_has(&t, "frame b1");
+    assert_has(&t, "id=pad");
     let (clicks, _) = b
         .ok(
             "browser_eval",
@@ -69,8 +69,8 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
         )),
         "{e}"
     );
-    assert!(e.contains("covered by <div class=overlay>"), "{e}");
-    assert!(e.contains("nothing was clicked"), "{e}");
+    assert_has(&e, "covered by <div class=overlay>");
+    assert_has(&e, "nothing was clicked");
     let (hit, _) = b
         .ok(
             "browser_eval",
@@ -104,10 +104,7 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
     b.ok("browser_navigate", json!({"url": format!("{base}/framed")}))
         .await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
-    assert!(
-        snap.contains("- Iframe\n  - button \"Inside\" [ref="),
-        "{snap}"
-    );
+    assert_has(&snap, "- Iframe\n  - button \"Inside\" [ref=");
     let inside = Browser::ref_of(&snap, "button \"Inside\"");
     b.ok("browser_click", json!({"ref": inside})).await;
     let (n, _) = b
@@ -127,7 +124,7 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
             json!({"target": {"type": "coordinate", "x": 5, "y": 5}}),
         )
         .await;
-    assert!(t.starts_with("the pointer is over (5, 5)"), "{t}");
+    assert_starts(&t, "the pointer is over (5, 5)");
 
     // Keys, hover, text, console, network, tabs.
     b.ok("browser_press", json!({"key": "Tab"})).await;
@@ -149,7 +146,7 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
         .await;
     assert_eq!(out["tabs"].as_array().unwrap().len(), 2, "{t}");
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
-    assert!(snap.contains("The other page."), "{snap}");
+    assert_has(&snap, "The other page.");
     let tabs = out["tabs"].as_array().unwrap().clone();
     let at = |end: &str| {
         tabs.iter()
@@ -163,9 +160,9 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
     let (t, _) = b
         .ok("browser_get_text", json!({"tab_id": covered_id}))
         .await;
-    assert!(t.contains("Go"), "{t}");
+    assert_has(&t, "Go");
     let e = b.err("browser_get_text", json!({"tab_id": "NOPE"})).await;
-    assert!(e.starts_with("tab_id \"NOPE\" is no open tab"), "{e}");
+    assert_starts(&e, "tab_id \"NOPE\" is no open tab");
     b.ok("browser_tabs", json!({"action": "switch", "index": other}))
         .await;
     let (_, out) = b
@@ -246,7 +243,7 @@ async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
             json!({"direction": "down", "amount": 500}),
         )
         .await;
-    assert!(t.contains("the page scrolled to y 500 of"), "{t}");
+    assert_has(&t, "the page scrolled to y 500 of");
     assert_eq!(out["navigated"], false);
     assert_eq!(b.js("window.scrollY").await, "500");
     b.ok_has(
@@ -256,10 +253,8 @@ async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
     )
     .await;
     let (t, _) = b.ok("browser_scroll", json!({"direction": "up"})).await;
-    assert!(
-        t.contains("nothing moved: the page stands at y 0 of") && t.contains("cannot scroll up"),
-        "{t}"
-    );
+    assert_has(&t, "nothing moved: the page stands at y 0 of");
+    assert_has(&t, "cannot scroll up");
 
     // Over the list: the list scrolls, the page does not.
     let (t, _) = b
@@ -268,10 +263,7 @@ async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
             json!({"ref": item1, "direction": "down", "amount": 120}),
         )
         .await;
-    assert!(
-        t.contains("the area <div id=list> scrolled to y 120 of"),
-        "{t}"
-    );
+    assert_has(&t, "the area <div id=list> scrolled to y 120 of");
     assert!(!t.contains("the page scrolled"), "{t}");
     assert_eq!(
         b.js("document.getElementById('list').scrollTop").await,
@@ -281,9 +273,9 @@ async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
 
     // A ref alone: into view; the same snapshot's refs still act.
     let (t, _) = b.ok("browser_scroll", json!({"ref": bottom})).await;
-    assert!(
-        t.starts_with(&format!("scrolled {bottom} (button \"Bottom\") into view")),
-        "{t}"
+    assert_starts(
+        &t,
+        &format!("scrolled {bottom} (button \"Bottom\") into view"),
     );
     assert_ne!(b.js("window.scrollY").await, "0");
     b.ok("browser_click", json!({"ref": bottom})).await;
@@ -338,7 +330,7 @@ async fn a_drag_drops_by_refs_and_moves_a_knob_and_an_end_out_of_view_is_refused
     let (t, out) = b
         .ok("browser_drag", json!({"start_ref": item, "end_ref": zone}))
         .await;
-    assert!(t.contains("the page took it as a drag and drop"), "{t}");
+    assert_has(&t, "the page took it as a drag and drop");
     assert_eq!(out["at"][0], 375.0, "{out}");
     assert_eq!(b.js("window.dropped").await, "\"payload-7\"");
 
@@ -366,11 +358,11 @@ async fn a_drag_drops_by_refs_and_moves_a_knob_and_an_end_out_of_view_is_refused
     let e = b
         .err("browser_drag", json!({"start_ref": item, "end_ref": far}))
         .await;
-    assert!(
-        e.contains("was left where it is, but it has no box inside the viewport")
-            && e.contains("nothing was dragged"),
-        "{e}"
+    assert_has(
+        &e,
+        "was left where it is, but it has no box inside the viewport",
     );
+    assert_has(&e, "nothing was dragged");
     b.err_has(
         "browser_drag",
         json!({"start_ref": item}),
