@@ -229,8 +229,7 @@ impl Browser {
     async fn at(path: &str) -> Option<(Browser, String)> {
         let b = Browser::start().await?;
         let (base, _) = serve().await;
-        b.ok("browser_navigate", json!({"url": format!("{base}{path}")}))
-            .await;
+        b.go(&format!("{base}{path}")).await;
         Some((b, base))
     }
 
@@ -287,6 +286,11 @@ impl Browser {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         panic!("the page never got the title {title:?}");
+    }
+
+    /// Open `url` in the current tab.
+    async fn go(&self, url: &str) {
+        self.ok("browser_navigate", json!({"url": url})).await;
     }
 
     /// An expression's value in the page, as the tool shows it.

@@ -113,8 +113,7 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
     )
     .await;
 
-    b.ok("browser_navigate", json!({"url": "http://127.0.0.1:8125/"}))
-        .await;
+    b.go("http://127.0.0.1:8125/").await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let [name, pw, colour, agree] = Browser::refs_of(
         &snap,
@@ -165,11 +164,7 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
         json!({"path": "/tmp/up/b.txt", "content": "bravo-bravo"}),
     )
     .await;
-    b.ok(
-        "browser_navigate",
-        json!({"url": "http://127.0.0.1:8125/upload.html"}),
-    )
-    .await;
+    b.go("http://127.0.0.1:8125/upload.html").await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let [one, pick] = Browser::refs_of(&snap, ["\"One\"", "button \"Choose files\""]);
     b.err_has(
@@ -214,12 +209,7 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
     assert_has(&t, "clicked it and answered the file chooser");
     assert_has(&t, "now holds a.txt (5 bytes), b.txt (11 bytes)");
     b.wait_title("Read 3").await;
-    let (read, _) = b
-        .ok(
-            "browser_eval",
-            json!({"expression": "JSON.stringify(window.read)"}),
-        )
-        .await;
+    let read = b.js("JSON.stringify(window.read)").await;
     assert_eq!(
         read,
         serde_json::to_string(
@@ -285,8 +275,7 @@ async fn the_page_tools_drive_a_vendors_browser_through_its_fake() {
         results: Mutex::new(Vec::new()),
     };
     let (base, seen) = serve().await;
-    b.ok("browser_navigate", json!({"url": format!("{base}/")}))
-        .await;
+    b.go(&format!("{base}/")).await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let [name, pw] = Browser::refs_of(&snap, ["textbox \"Name\"", "textbox \"Password\""]);
     b.ok("browser_type", json!({"ref": name, "text": "Lin"}))

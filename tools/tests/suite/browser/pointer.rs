@@ -27,12 +27,7 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
     let (t, _) = b.ok("browser_click", json!({"x": x, "y": y})).await;
     assert_has(&t, "frame b1");
     assert_has(&t, "id=pad");
-    let (clicks, _) = b
-        .ok(
-            "browser_eval",
-            json!({"expression": "JSON.stringify(window.clicks)"}),
-        )
-        .await;
+    let clicks = b.js("JSON.stringify(window.clicks)").await;
     let clicks: Value =
         serde_json::from_str(&serde_json::from_str::<String>(&clicks).unwrap()).unwrap();
     assert_eq!(clicks.as_array().unwrap().len(), 1, "{clicks}");
@@ -55,11 +50,7 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
     assert!(vw > 0.0 && vh > 0.0);
 
     // A covered button: what was confirmed, and that nothing was clicked.
-    b.ok(
-        "browser_navigate",
-        json!({"url": format!("{base}/covered")}),
-    )
-    .await;
+    b.go(&format!("{base}/covered")).await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let go = Browser::ref_of(&snap, "button \"Go\"");
     let e = b.err("browser_click", json!({"ref": go})).await;
@@ -71,17 +62,11 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
     );
     assert_has(&e, "covered by <div class=overlay>");
     assert_has(&e, "nothing was clicked");
-    let (hit, _) = b
-        .ok(
-            "browser_eval",
-            json!({"expression": "window.hit === undefined"}),
-        )
-        .await;
+    let hit = b.js("window.hit === undefined").await;
     assert_eq!(hit, "true");
 
     // A click that opens an alert: the alert is dismissed, and said so.
-    b.ok("browser_navigate", json!({"url": format!("{base}/dialog")}))
-        .await;
+    b.go(&format!("{base}/dialog")).await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let alert = Browser::ref_of(&snap, "button \"Alert me\"");
     b.ok_has(
@@ -90,32 +75,19 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
         "the page opened an alert dialog saying \"hello there\", which was dismissed",
     )
     .await;
-    let (after, _) = b
-        .ok("browser_eval", json!({"expression": "window.after"}))
-        .await;
+    let after = b.js("window.after").await;
     assert_eq!(after, "1");
-    b.ok(
-        "browser_navigate",
-        json!({"url": format!("{base}/covered")}),
-    )
-    .await;
+    b.go(&format!("{base}/covered")).await;
 
     // A button inside a same-site iframe: shown under it, clicked by ref.
-    b.ok("browser_navigate", json!({"url": format!("{base}/framed")}))
-        .await;
+    b.go(&format!("{base}/framed")).await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     assert_has(&snap, "- Iframe\n  - button \"Inside\" [ref=");
     let inside = Browser::ref_of(&snap, "button \"Inside\"");
     b.ok("browser_click", json!({"ref": inside})).await;
-    let (n, _) = b
-        .ok("browser_eval", json!({"expression": "window.inner"}))
-        .await;
+    let n = b.js("window.inner").await;
     assert_eq!(n, "1");
-    b.ok(
-        "browser_navigate",
-        json!({"url": format!("{base}/covered")}),
-    )
-    .await;
+    b.go(&format!("{base}/covered")).await;
 
     // Anthropic's typed target.
     let (t, _) = b
@@ -340,12 +312,7 @@ async fn a_drag_drops_by_refs_and_moves_a_knob_and_an_end_out_of_view_is_refused
         "the page started no drag and drop",
     )
     .await;
-    let (k, _) = b
-        .ok(
-            "browser_eval",
-            json!({"expression": "JSON.stringify(window.knob)"}),
-        )
-        .await;
+    let k = b.js("JSON.stringify(window.knob)").await;
     let k: Value = serde_json::from_str(&serde_json::from_str::<String>(&k).unwrap()).unwrap();
     assert_eq!(k[0], 35, "the press was at the knob's middle: {k}");
     assert!(k[1].as_f64().unwrap() > 400.0, "released at After: {k}");
