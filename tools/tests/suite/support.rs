@@ -50,6 +50,18 @@ pub fn rfc3339_in(d: Duration) -> String {
         .unwrap()
 }
 
+/// What a test's setup made, or return from the test: it is skipped, and
+/// the setup has said why (as codex's `skip_if_no_network!` does).
+macro_rules! or_skip {
+    ($setup:expr) => {
+        match $setup.await {
+            Some(made) => made,
+            None => return,
+        }
+    };
+}
+pub(crate) use or_skip;
+
 /// A running init with a tool context around a client of it.
 pub struct Sandbox {
     pub child: Child,
@@ -132,6 +144,23 @@ impl Sandbox {
             client,
             ctx,
         })
+    }
+
+    /// A process started with `args`: the answer's text and structured
+    /// content, and the process's id.
+    pub async fn start_process(&self, args: Value) -> (String, Value, String) {
+        let (t, v) = self.ok("process_start", args).await;
+        let id = v["id"].as_str().expect("a process id").to_string();
+        (t, v, id)
+    }
+
+    /// The output of process `id` from `since`, waiting up to `wait_ms`.
+    pub async fn read_from(&self, id: &str, since: u64, wait_ms: u64) -> (String, Value) {
+        self.ok(
+            "process_read",
+            json!({"id": id, "since": since, "wait_ms": wait_ms}),
+        )
+        .await
     }
 
     pub fn home(&self) -> String {
@@ -252,6 +281,24 @@ pub fn text(r: &CallToolResult) -> String {
         .join("\n")
 }
 
+/// `text` starts with `prefix` (a failure shows the whole text).
+#[track_caller]
+pub fn assert_starts(text: &str, prefix: &str) {
+    assert!(text.starts_with(prefix), "{text}");
+}
+
+/// `text` holds `needle` (a failure shows the whole text).
+#[track_caller]
+pub fn assert_has(text: &str, needle: &str) {
+    assert!(text.contains(needle), "{text}");
+}
+
+/// `text` ends with `suffix` (a failure shows the whole text).
+#[track_caller]
+pub fn assert_ends(text: &str, suffix: &str) {
+    assert!(text.ends_with(suffix), "{text}");
+}
+
 /// No process of the test is left (waiting up to 4 s for them to go: a
 /// run's TERM is followed by KILL 2 s later).
 #[track_caller]
@@ -283,12 +330,7 @@ pub async fn read_until(s: &Sandbox, id: &str, needle: &str) -> (String, u64) {
     let mut seen = String::new();
     let mut since = 0u64;
     loop {
-        let (_, v) = s
-            .ok(
-                "process_read",
-                json!({"id": id, "since": since, "wait_ms": 1000}),
-            )
-            .await;
+        let (_, v) = s.read_from(id, since, 1000).await;
         seen.push_str(v["output"].as_str().unwrap());
         since = v["next_offset"].as_u64().unwrap();
         if seen.contains(needle) {

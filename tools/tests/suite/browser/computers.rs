@@ -113,8 +113,7 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
     )
     .await;
 
-    b.ok("browser_navigate", json!({"url": "http://127.0.0.1:8125/"}))
-        .await;
+    b.go("http://127.0.0.1:8125/").await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let [name, pw, colour, agree] = Browser::refs_of(
         &snap,
@@ -134,7 +133,7 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
     b.ok("browser_select", json!({"ref": agree, "value": true}))
         .await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
-    assert!(snap.contains("(password, not shown)"), "{snap}");
+    assert_has(&snap, "(password, not shown)");
     let send = Browser::ref_of(&snap, "button \"Send\"");
     b.ok("browser_click", json!({"ref": send})).await;
     b.wait_title("Thanks").await;
@@ -145,10 +144,7 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
     let (posted, _) = b
         .ok("exec", json!({"command": "cat /tmp/site/posted.txt"}))
         .await;
-    assert!(
-        posted.contains(&format!("name=Grace&pw={SECRET}&color=b&agree=on")),
-        "{posted}"
-    );
+    assert_has(&posted, &format!("name=Grace&pw={SECRET}&color=b&agree=on"));
 
     // Files of the computer chosen in file inputs: one directly, two
     // through the chooser a button opens; the page reads them back.
@@ -168,11 +164,7 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
         json!({"path": "/tmp/up/b.txt", "content": "bravo-bravo"}),
     )
     .await;
-    b.ok(
-        "browser_navigate",
-        json!({"url": "http://127.0.0.1:8125/upload.html"}),
-    )
-    .await;
+    b.go("http://127.0.0.1:8125/upload.html").await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let [one, pick] = Browser::refs_of(&snap, ["\"One\"", "button \"Choose files\""]);
     b.err_has(
@@ -187,10 +179,8 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
             json!({"ref": one, "paths": ["/tmp/up/none.txt"]}),
         )
         .await;
-    assert!(
-        e.contains("paths[0] /tmp/up/none.txt") && e.contains("write the file first"),
-        "{e}"
-    );
+    assert_has(&e, "paths[0] /tmp/up/none.txt");
+    assert_has(&e, "write the file first");
     b.err_has(
         "browser_upload",
         json!({"ref": one, "paths": ["a.txt"]}),
@@ -209,25 +199,17 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
             json!({"ref": one, "paths": ["/tmp/up/a.txt"]}),
         )
         .await;
-    assert!(t.ends_with("now holds a.txt (5 bytes)"), "{t}");
+    assert_ends(&t, "now holds a.txt (5 bytes)");
     let (t, _) = b
         .ok(
             "browser_upload",
             json!({"ref": pick, "paths": ["/tmp/up/a.txt", "/tmp/up/b.txt"]}),
         )
         .await;
-    assert!(
-        t.contains("clicked it and answered the file chooser")
-            && t.contains("now holds a.txt (5 bytes), b.txt (11 bytes)"),
-        "{t}"
-    );
+    assert_has(&t, "clicked it and answered the file chooser");
+    assert_has(&t, "now holds a.txt (5 bytes), b.txt (11 bytes)");
     b.wait_title("Read 3").await;
-    let (read, _) = b
-        .ok(
-            "browser_eval",
-            json!({"expression": "JSON.stringify(window.read)"}),
-        )
-        .await;
+    let read = b.js("JSON.stringify(window.read)").await;
     assert_eq!(
         read,
         serde_json::to_string(
@@ -293,8 +275,7 @@ async fn the_page_tools_drive_a_vendors_browser_through_its_fake() {
         results: Mutex::new(Vec::new()),
     };
     let (base, seen) = serve().await;
-    b.ok("browser_navigate", json!({"url": format!("{base}/")}))
-        .await;
+    b.go(&format!("{base}/")).await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let [name, pw] = Browser::refs_of(&snap, ["textbox \"Name\"", "textbox \"Password\""]);
     b.ok("browser_type", json!({"ref": name, "text": "Lin"}))
@@ -313,12 +294,9 @@ async fn the_page_tools_drive_a_vendors_browser_through_its_fake() {
         .find(|(l, _)| l.starts_with("POST /submit"))
         .map(|(_, body)| body.clone())
         .expect("the form was posted");
-    assert!(
-        posted.starts_with(&format!("name=Lin&pw={SECRET}&")),
-        "{posted}"
-    );
+    assert_starts(&posted, &format!("name=Lin&pw={SECRET}&"));
     let (shot, _) = b.ok("browser_screenshot", json!({})).await;
-    assert!(shot.starts_with("frame b1: "), "{shot}");
+    assert_starts(&shot, "frame b1: ");
     let all = b.results.lock().unwrap().join("\n");
     assert!(!all.contains(SECRET), "the password showed in a result");
     assert!(
