@@ -30,9 +30,7 @@ fn message(env: &Envelope) -> (String, Option<String>, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hello_offers_frames_and_a_push_and_a_pull_travel_in_them() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let mut raw = init.raw().await;
     raw.request(1, "hello", json!({})).await;
     let hello = raw.reply_to(1).await.result.unwrap();
@@ -107,9 +105,7 @@ async fn hello_offers_frames_and_a_push_and_a_pull_travel_in_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_misplaced_frame_is_refused_in_words_and_the_connection_goes_on() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let mut raw = init.raw().await;
     // Bytes that look like a request: they are read as bytes, never run.
     let sneaky = br#"
@@ -162,9 +158,7 @@ async fn a_misplaced_frame_is_refused_in_words_and_the_connection_goes_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frame_over_the_limit_or_of_no_count_ends_the_connection_in_words() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let mut raw = init.raw().await;
     let over = limits::MAX_FRAME_BYTES + 1;
     raw.send(
@@ -207,9 +201,7 @@ async fn a_frame_over_the_limit_or_of_no_count_ends_the_connection_in_words() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frame_cut_short_is_refused_and_its_request_never_runs() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let mut raw = init.raw().await;
     let f = init.path("short");
     raw.send_frame(
@@ -236,9 +228,7 @@ async fn a_frame_cut_short_is_refused_and_its_request_never_runs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pull_reads_sent_ahead_with_offsets_come_back_in_place() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let src = init.path("one.bin");
     let data: Vec<u8> = (0..5000u32).map(|i| (i % 249) as u8).collect();
     std::fs::write(&src, &data).unwrap();

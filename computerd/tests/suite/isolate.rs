@@ -58,9 +58,7 @@ ev.set()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn init_and_its_programs_hold_no_capability_on_any_thread() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     // A program's every thread, read from inside.
     let c = init.client().await;
     let r = c.call(&py(THREADS_STATUS, &init.marker)).await.unwrap();
@@ -97,9 +95,7 @@ async fn init_and_its_programs_hold_no_capability_on_any_thread() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vsock_io_uring_user_namespaces_and_32_bit_calls_are_refused() {
-    let Some(init) = Init::as_fresh_user() else {
-        return;
-    };
+    let init = or_skip!(Init::as_fresh_user());
     let c = init.client().await;
     let script = r#"
 import ctypes, errno, mmap, os, socket
@@ -141,9 +137,7 @@ print('int80', ctypes.CFUNCTYPE(ctypes.c_int)(addr)(), 'pid', os.getpid())
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_setuid_root_copy_of_id_runs_without_euid_0() {
     let uid = fresh_uid();
-    let Some(init) = Init::as_user(uid) else {
-        return;
-    };
+    let init = or_skip!(Init::as_user(uid));
     let sudo_like = init.path("id-suid");
     std::fs::copy("/usr/bin/id", &sudo_like).unwrap();
     std::fs::set_permissions(&sudo_like, std::fs::Permissions::from_mode(0o4755)).unwrap();
@@ -167,9 +161,7 @@ async fn a_setuid_root_copy_of_id_runs_without_euid_0() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_runs_programs_as_that_user_with_no_groups_and_only_stdio() {
     let uid = fresh_uid();
-    let Some(init) = Init::as_user(uid) else {
-        return;
-    };
+    let init = or_skip!(Init::as_user(uid));
     let c = init.client().await;
     let r = init
         .run_script(&c, "id -u; id -g; id -G; ls /proc/$$/fd")

@@ -81,9 +81,7 @@ fn a_missing_socket_directory_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_socket_is_refused_and_a_stale_one_replaced() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let out = Program::computerd(COMPUTERD)
         .command(InitArgs::new(
             Time::from_now(Duration::from_secs(60)),
@@ -162,9 +160,7 @@ async fn at_the_deadline_a_program_that_traps_term_logs_it_before_it_is_killed()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shutting_down_init_refuses_new_starts_and_still_answers_reads() {
-    let Some(mut init) = Init::start() else {
-        return;
-    };
+    let mut init = or_skip!(Init::start());
     let c = init.client().await;
     let p = c
         .call(&ProcessStartParams {
@@ -274,9 +270,7 @@ async fn deadline_extend_moves_later_up_to_the_maximum_and_refuses_the_rest() {
 
 #[test]
 fn the_stdio_bridge_carries_the_protocol_and_says_why_when_it_cannot() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let mut bridge = Command::new(COMPUTERD)
         .arg("stdio")
         .env("COMPUTERD_SOCKET", &init.socket)
@@ -348,9 +342,7 @@ fn one_byte(from: &mut impl Read) -> u8 {
 fn a_direct_bridge_relays_the_providers_socket_after_the_token_and_stdio_when_it_cannot_reach_it() {
     use computerd::protocol::direct;
     use std::io::BufRead;
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let dir = tempfile::tempdir().unwrap();
     let token = format!("{}\n", "5e".repeat(32));
 
@@ -437,9 +429,7 @@ async fn a_program_of_the_computer_cannot_move_its_deadline_through_the_socket()
     }) else {
         return;
     };
-    let Some(plain) = Init::as_fresh_user() else {
-        return;
-    };
+    let plain = or_skip!(Init::as_fresh_user());
     const ASK: &str = r#"
 import json, socket, sys
 s = socket.socket(socket.AF_UNIX)

@@ -111,9 +111,7 @@ fn with_pool(size: usize) -> InitOptions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pooled_guard_ends_the_setsid_and_double_fork_escapees_of_its_run() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let idle = idle_guards(init.init_pid(), DEFAULT_SIZE);
     let c = init.client().await;
     let script = "echo $PPID; \
@@ -136,9 +134,7 @@ async fn a_pooled_guard_ends_the_setsid_and_double_fork_escapees_of_its_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_burst_of_fifty_runs_the_pool_is_back_to_its_size_and_no_guard_is_left() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let pid = init.init_pid();
     let before = idle_guards(pid, DEFAULT_SIZE);
     let c = init.client().await;
@@ -239,9 +235,7 @@ async fn a_pooled_run_sees_the_same_user_cwd_environment_and_confinement_as_a_st
                  for n in /proc/self/ns/*; do readlink $n; done";
     let mut seen = Vec::new();
     for size in [MAX_SIZE, 0] {
-        let Some(init) = Init::start_with(with_pool(size)) else {
-            return;
-        };
+        let init = or_skip!(Init::start_with(with_pool(size)));
         let idle = idle_guards(init.init_pid(), size);
         let c = init.client().await;
         let mut p = sh_at_root(probe, &init.marker);
@@ -279,9 +273,7 @@ async fn a_pooled_run_sees_the_same_user_cwd_environment_and_confinement_as_a_st
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_guard_killed_in_the_pool_is_passed_over() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let idle = idle_guards(init.init_pid(), DEFAULT_SIZE);
     let first = *idle.iter().next().unwrap();
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(first), nix::sys::signal::SIGKILL).unwrap();
@@ -303,9 +295,7 @@ async fn an_idle_guard_killed_in_the_pool_is_passed_over() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_leaves_no_idle_guard_behind() {
-    let Some(init) = Init::start_with(with_pool(MAX_SIZE)) else {
-        return;
-    };
+    let init = or_skip!(Init::start_with(with_pool(MAX_SIZE)));
     idle_guards(init.init_pid(), MAX_SIZE);
     let idle = every_guard_of(init.init_pid());
     assert_eq!(idle.len(), MAX_SIZE + 1, "{idle:?}");
@@ -322,9 +312,7 @@ async fn shutdown_leaves_no_idle_guard_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_guards_exit_when_init_is_killed() {
-    let Some(mut init) = Init::start_with(with_pool(MAX_SIZE)) else {
-        return;
-    };
+    let mut init = or_skip!(Init::start_with(with_pool(MAX_SIZE)));
     idle_guards(init.init_pid(), MAX_SIZE);
     let idle = every_guard_of(init.init_pid());
     assert_eq!(idle.len(), MAX_SIZE + 1, "{idle:?}");
@@ -374,9 +362,7 @@ fn guard_of(out: &[u8]) -> i32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_one_after_another_reuse_the_idle_guards_and_no_guard_is_started() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let pid = init.init_pid();
     let idle = idle_guards(pid, DEFAULT_SIZE);
     let every = every_guard_of(pid);
@@ -400,9 +386,7 @@ async fn runs_one_after_another_reuse_the_idle_guards_and_no_guard_is_started() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reused_guard_gives_the_next_run_nothing_of_the_one_before() {
-    let Some(init) = Init::start_with(with_pool(1)) else {
-        return;
-    };
+    let init = or_skip!(Init::start_with(with_pool(1)));
     let idle = idle_guards(init.init_pid(), 1);
     let c = init.client().await;
     // The first run asks for a cwd and a variable, and leaves an escapee.
@@ -432,9 +416,7 @@ async fn a_reused_guard_gives_the_next_run_nothing_of_the_one_before() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guard_whose_run_timed_out_is_not_reused() {
-    let Some(init) = Init::start_with(with_pool(1)) else {
-        return;
-    };
+    let init = or_skip!(Init::start_with(with_pool(1)));
     let pid = init.init_pid();
     let idle = idle_guards(pid, 1);
     let c = init.client().await;
@@ -462,9 +444,7 @@ async fn a_program_cannot_reach_into_its_guard() {
     }
     // As an unprivileged user, a program may signal its guard (same user)
     // but not read its memory, environment or descriptors.
-    let Some(init) = Init::as_fresh_user() else {
-        return;
-    };
+    let init = or_skip!(Init::as_fresh_user());
     let c = init.client().await;
     let probe = "echo $PPID; \
                  ls /proc/$PPID/fd >/dev/null 2>&1 && echo fd-read; \
@@ -484,9 +464,7 @@ async fn a_program_cannot_reach_into_its_guard() {
 /// pool, as an exec.run does; one with kept orphans does not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_started_process_that_ends_clean_gives_its_guard_back() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let pid = init.init_pid();
     idle_guards(pid, DEFAULT_SIZE);
     let c = init.client().await;
@@ -556,9 +534,7 @@ async fn at_the_pids_bound_a_start_that_may_wait_is_queued_and_one_that_may_not_
     if !need_root() {
         return;
     }
-    let Some(group) = PidsGroup::new(&format!("computerd-room-{}", marker()), 40) else {
-        return;
-    };
+    let group = or_skip!(PidsGroup::new(&format!("computerd-room-{}", marker()), 40));
     let Some(init) = Init::start_with(InitOptions {
         user: Some(fresh_uid()),
         pids_group: Some(group.path().to_path_buf()),

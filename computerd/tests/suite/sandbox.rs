@@ -86,9 +86,7 @@ async fn a_program_writes_only_work_tmp_and_shm_and_the_os_dirs_are_read_only() 
     // allowlist: it is not there at all.
     let open = HostDir::new(&format!("computerd-open-{}", marker()), 0o777);
     let uid = fresh_uid();
-    let Some(init) = sandbox_as(uid, Network::None) else {
-        return;
-    };
+    let init = or_skip!(sandbox_as(uid, Network::None));
     let host_dir = init.dir.path().to_str().unwrap().to_string();
     let dirs = [
         "/",
@@ -141,9 +139,7 @@ async fn its_tmp_is_its_own_both_ways() {
     }
     let host_only = std::env::temp_dir().join(format!("computerd-host-only-{}", marker()));
     std::fs::write(&host_only, "host").unwrap();
-    let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
-        return;
-    };
+    let init = or_skip!(sandbox_as(fresh_uid(), Network::None));
     let inside_only = format!("/tmp/computerd-inside-only-{}", init.marker);
     let (code, out, err) = sh(
         &init,
@@ -168,9 +164,7 @@ async fn its_tmp_is_its_own_both_ways() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn it_sees_only_its_own_processes_and_init_is_pid_1() {
-    let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
-        return;
-    };
+    let init = or_skip!(sandbox_as(fresh_uid(), Network::None));
     let out = py(
         &init,
         r#"
@@ -209,9 +203,7 @@ for p in sorted(int(d) for d in os.listdir('/proc') if d.isdigit()):
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn network_none_reaches_only_its_own_loopback() {
-    let Some((init, out)) = connect_from(Network::None).await else {
-        return;
-    };
+    let (init, out) = or_skip!(connect_from(Network::None).await);
     let ifaces = out.lines().find(|l| l.starts_with("interfaces")).unwrap();
     // lo, and the kernel's fallback tunnels if their modules are loaded
     // (down, with no address: init's read-back allows nothing else).
@@ -236,9 +228,7 @@ async fn network_none_reaches_only_its_own_loopback() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn network_host_shares_the_hosts_loopback() {
-    let Some((_init, out)) = connect_from(Network::Host).await else {
-        return;
-    };
+    let (_init, out) = or_skip!(connect_from(Network::Host).await);
     assert!(out.contains("host-tcp connected"), "{out}");
 }
 
@@ -363,9 +353,7 @@ async fn a_computerd_outside_the_os_dirs_runs_from_opt_computerd_and_its_dir_is_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_holds_only_the_minimal_nodes_and_they_work() {
-    let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
-        return;
-    };
+    let init = or_skip!(sandbox_as(fresh_uid(), Network::None));
     let (code, out, err) = sh(
         &init,
         "ls -A /dev | tr '\\n' ' '; echo; head -c 16 /dev/urandom | wc -c; echo x > /dev/null && echo null; \

@@ -60,9 +60,7 @@ async fn the_root_holds_only_the_allowlisted_host_dirs_and_nothing_at_old_root()
     if !need_root() {
         return;
     }
-    let Some(init) = start(fresh_uid(), SandboxOptions::default()) else {
-        return;
-    };
+    let init = or_skip!(start(fresh_uid(), SandboxOptions::default()));
     let (code, out, err) = sh(&init, "ls -A /").await;
     assert_eq!(code, Some(0), "{err}");
     let inside = lines(&out);
@@ -121,9 +119,7 @@ async fn sys_is_a_sysfs_of_its_own_network_and_absent_with_network_host() {
     if !need_root() {
         return;
     }
-    let Some(init) = start(fresh_uid(), SandboxOptions::default()) else {
-        return;
-    };
+    let init = or_skip!(start(fresh_uid(), SandboxOptions::default()));
     let (code, out, err) = sh(
         &init,
         "ls /sys/class/net; awk '$5 == \"/sys\" {print $5, $6, $9}' /proc/self/mountinfo; \
@@ -336,9 +332,7 @@ async fn cgroup_holds_the_sandbox_init_and_every_program_from_the_start() {
     if !need_root() {
         return;
     }
-    let Some(group) = PidsGroup::new(&format!("computerd-test-{}", marker()), 64) else {
-        return;
-    };
+    let group = or_skip!(PidsGroup::new(&format!("computerd-test-{}", marker()), 64));
     let Some(init) = start(
         fresh_uid(),
         SandboxOptions {

@@ -24,6 +24,18 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
+/// `let init = or_skip!(Init::start());`: what a start gave, or the test
+/// ends here, skipped (the start said why, or fails where it must run).
+macro_rules! or_skip {
+    ($start:expr) => {
+        match $start {
+            Some(started) => started,
+            None => return,
+        }
+    };
+}
+pub(crate) use or_skip;
+
 pub const COMPUTERD: &str = env!("CARGO_BIN_EXE_computerd");
 
 pub fn rfc3339_in(d: Duration) -> String {
@@ -87,6 +99,13 @@ impl Init {
     /// exec.run of `script` on `c` (see [`exec_sh`]).
     pub async fn run_script(&self, c: &DaemonClient, script: &str) -> ExecResult {
         c.call(&exec_sh(script, &self.marker)).await.unwrap()
+    }
+
+    /// process.start of `script` on `c` with its stdin open.
+    pub async fn start_with_stdin(&self, c: &DaemonClient, script: &str) -> ProcessStartResult {
+        let mut sp = start_sh(script, &self.marker);
+        sp.stdin = Some(true);
+        c.call(&sp).await.unwrap()
     }
 
     /// [`Init::start`] and a client connected to it.
@@ -537,6 +556,41 @@ pub fn start_sh(script: &str, marker: &str) -> computerd::protocol::ProcessStart
     }
 }
 
+/// process.read of `stream` from `offset`, waiting up to `wait_ms` for data.
+pub fn read_at(
+    id: &str,
+    stream: Stream,
+    offset: u64,
+    wait_ms: Option<u64>,
+) -> computerd::protocol::ProcessReadParams {
+    computerd::protocol::ProcessReadParams {
+        id: id.into(),
+        stream,
+        offset,
+        max_bytes: None,
+        wait_ms,
+    }
+}
+
+/// process.write of `data` to process `id`'s stdin, closing it after when `close`.
+pub fn write_in(id: &str, data: &[u8], close: bool) -> computerd::protocol::ProcessWriteParams {
+    computerd::protocol::ProcessWriteParams {
+        id: id.into(),
+        data: Some(computerd::protocol::Bytes64(data.to_vec())),
+        close: close.then_some(true),
+    }
+}
+
+/// process.wait that does not wait: the error of a process the table does not hold.
+pub async fn wait_now_err(c: &DaemonClient, id: &str) -> computerd::client::ClientError {
+    c.call(&computerd::protocol::ProcessWaitParams {
+        id: id.into(),
+        timeout_ms: 0,
+    })
+    .await
+    .unwrap_err()
+}
+
 /// process.wait for process `id`'s end, within 20 s.
 pub async fn wait_end(c: &DaemonClient, id: &str) -> computerd::protocol::ProcessWaitResult {
     c.call(&computerd::protocol::ProcessWaitParams {
@@ -564,16 +618,7 @@ pub async fn signal(
 /// Run a shell script in the computer, marked as the test's: (exit code,
 /// stdout, stderr).
 pub async fn sh(init: &Init, script: &str) -> (Option<i32>, String, String) {
-    let c = init.client().await;
-    let r = c
-        .call(&computerd::protocol::ExecParams {
-            argv: vec!["sh".into(), "-c".into(), script.into()],
-            env: Some(marked(&init.marker)),
-            timeout_ms: Some(20_000),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let r = init.run_script(&init.client().await, script).await;
     (
         r.exit_code,
         String::from_utf8_lossy(&r.stdout.0).into_owned(),
