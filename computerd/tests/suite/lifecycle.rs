@@ -124,12 +124,10 @@ async fn a_live_socket_is_refused_and_a_stale_one_replaced() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_the_deadline_a_program_that_traps_term_logs_it_before_it_is_killed() {
-    let Some(mut init) = Init::start_with(InitOptions {
+    let mut init = or_skip!(Init::start_with(InitOptions {
         deadline: Duration::from_secs(3),
         ..Default::default()
-    }) else {
-        return;
-    };
+    }));
     let c = init.client().await;
     let log = init.path("term.log");
     let script =
@@ -210,13 +208,11 @@ async fn a_shutting_down_init_refuses_new_starts_and_still_answers_reads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deadline_extend_moves_later_up_to_the_maximum_and_refuses_the_rest() {
-    let Some(init) = Init::start_with(InitOptions {
+    let init = or_skip!(Init::start_with(InitOptions {
         deadline: Duration::from_secs(60),
         max_deadline: Some(Duration::from_secs(600)),
         ..Default::default()
-    }) else {
-        return;
-    };
+    }));
     let c = init.client().await;
     let to = rfc3339_in(Duration::from_secs(300));
     let r = c
@@ -251,12 +247,10 @@ async fn deadline_extend_moves_later_up_to_the_maximum_and_refuses_the_rest() {
         .unwrap_err();
     assert_eq!(e.kind(), Some(ErrorKind::Invalid), "{e}");
 
-    let Some(fixed) = Init::start_with(InitOptions {
+    let fixed = or_skip!(Init::start_with(InitOptions {
         max_deadline: None,
         ..Default::default()
-    }) else {
-        return;
-    };
+    }));
     let e = fixed
         .client()
         .await
@@ -423,12 +417,10 @@ fn computerd_under_another_name_is_reached_through_its_word() {
 /// whose socket the programs' user reaches (as in a Docker computer).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_program_of_the_computer_cannot_move_its_deadline_through_the_socket() {
-    let Some(sandboxed) = Init::start_sandboxed(SandboxOptions {
+    let sandboxed = or_skip!(Init::start_sandboxed(SandboxOptions {
         user: Some(fresh_uid()),
         ..Default::default()
-    }) else {
-        return;
-    };
+    }));
     let plain = or_skip!(Init::as_fresh_user());
     const ASK: &str = r#"
 import json, socket, sys

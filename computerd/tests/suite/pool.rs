@@ -198,12 +198,10 @@ async fn a_burst_past_the_pool_forks_or_reuses_its_guards_and_execs_none() {
     let copy = tempfile::tempdir().unwrap();
     let exe = copy.path().join("computerd");
     std::fs::copy(COMPUTERD, &exe).unwrap();
-    let Some(init) = Init::start_with(InitOptions {
+    let init = or_skip!(Init::start_with(InitOptions {
         exe: Some(exe.clone()),
         ..Default::default()
-    }) else {
-        return;
-    };
+    }));
     let pid = init.init_pid();
     idle_guards(pid, DEFAULT_SIZE);
     std::fs::remove_file(&exe).unwrap();
@@ -535,13 +533,11 @@ async fn at_the_pids_bound_a_start_that_may_wait_is_queued_and_one_that_may_not_
         return;
     }
     let group = or_skip!(PidsGroup::new(&format!("computerd-room-{}", marker()), 40));
-    let Some(init) = Init::start_with(InitOptions {
+    let init = or_skip!(Init::start_with(InitOptions {
         user: Some(fresh_uid()),
         pids_group: Some(group.path().to_path_buf()),
         ..Default::default()
-    }) else {
-        return;
-    };
+    }));
     let c = init.client().await;
     // The pool is full: its template is there, named at its first fork.
     let pid = init.init_pid();

@@ -23,27 +23,6 @@ fn sandbox_as(uid: u32, network: Network) -> Option<Init> {
     })
 }
 
-async fn py(init: &Init, script: &str) -> String {
-    let c = init.client().await;
-    let r = c
-        .call(&ExecParams {
-            argv: vec!["python3".into(), "-c".into(), script.into()],
-            env: Some(marked(&init.marker)),
-            timeout_ms: Some(20_000),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let out = String::from_utf8_lossy(&r.stdout.0).into_owned();
-    assert_eq!(
-        r.exit_code,
-        Some(0),
-        "{out}{}",
-        String::from_utf8_lossy(&r.stderr.0)
-    );
-    out
-}
-
 /// A host directory anyone may write, removed when dropped.
 struct HostDir(PathBuf);
 
@@ -104,7 +83,7 @@ async fn a_program_writes_only_work_tmp_and_shm_and_the_os_dirs_are_read_only() 
         "import sys; sys.argv = [''] + {dirs:?}\n{TRY_WRITE}",
         dirs = dirs.to_vec()
     );
-    let out = py(&init, &script).await;
+    let out = py_ok(&init, &script).await;
     let said: Vec<(&str, &str)> = out.lines().filter_map(|l| l.rsplit_once(' ')).collect();
     for (dir, what) in &said {
         if ["/work", "/tmp", "/dev/shm"].contains(dir) {
@@ -165,7 +144,7 @@ async fn its_tmp_is_its_own_both_ways() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn it_sees_only_its_own_processes_and_init_is_pid_1() {
     let init = or_skip!(sandbox_as(fresh_uid(), Network::None));
-    let out = py(
+    let out = py_ok(
         &init,
         r#"
 import os
@@ -239,7 +218,7 @@ async fn connect_from(network: Network) -> Option<(Init, String)> {
     let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = tcp.local_addr().unwrap().port();
     let init = sandbox_as(fresh_uid(), network)?;
-    let out = py(&init, &connect_script(port)).await;
+    let out = py_ok(&init, &connect_script(port)).await;
     drop(tcp);
     Some((init, out))
 }
@@ -275,13 +254,11 @@ async fn the_hosts_run_root_and_home_are_absent_and_only_the_socket_dir_shows_in
     let uid = fresh_uid();
     // The socket's directory is under the host's /run: inside, it is
     // /run/computerd and nothing else of the host's /run shows.
-    let Some(init) = Init::start_sandboxed(SandboxOptions {
+    let init = or_skip!(Init::start_sandboxed(SandboxOptions {
         user: Some(uid),
         base: Some("/run".into()),
         ..Default::default()
-    }) else {
-        return;
-    };
+    }));
     let test_dir = init.dir.path().to_str().unwrap().to_string();
     let script = format!(
         r#"
@@ -324,13 +301,11 @@ async fn a_computerd_outside_the_os_dirs_runs_from_opt_computerd_and_its_dir_is_
     std::fs::write(bin.0.join("secret"), "secret").unwrap();
     let exe = bin.0.join("computerd");
     std::fs::copy(COMPUTERD, &exe).unwrap();
-    let Some(init) = Init::start_sandboxed(SandboxOptions {
+    let init = or_skip!(Init::start_sandboxed(SandboxOptions {
         user: Some(fresh_uid()),
         exe: Some(exe.clone()),
         ..Default::default()
-    }) else {
-        return;
-    };
+    }));
     // exec.run starts a guard from init's own binary, by its path inside.
     let (code, out, err) = sh(
         &init,
@@ -574,12 +549,10 @@ async fn an_unprivileged_user_gets_the_same_sandbox_through_a_user_namespace() {
     ) {
         return;
     }
-    let Some(init) = Init::start_sandboxed(SandboxOptions {
+    let init = or_skip!(Init::start_sandboxed(SandboxOptions {
         unprivileged: Some((65534, become_nobody_with_no_capability)),
         ..Default::default()
-    }) else {
-        return;
-    };
+    }));
     let (code, out, err) = sh(
         &init,
         "id -u; id -g; cat /proc/self/uid_map | tr -s ' '; hostname; echo f > $HOME/f; \

@@ -547,6 +547,33 @@ pub fn exec_sh(script: &str, marker: &str) -> computerd::protocol::ExecParams {
     }
 }
 
+/// exec.run of a Python script, marked as the test's, within 20 s.
+pub fn py(script: &str, marker: &str) -> computerd::protocol::ExecParams {
+    computerd::protocol::ExecParams {
+        argv: vec!["python3".into(), "-c".into(), script.into()],
+        ..exec_sh(script, marker)
+    }
+}
+
+/// What a Python script run in the computer printed, once it exited 0
+/// (else the test fails with its output).
+pub async fn py_ok(init: &Init, script: &str) -> String {
+    let r = init
+        .client()
+        .await
+        .call(&py(script, &init.marker))
+        .await
+        .unwrap();
+    let out = String::from_utf8_lossy(&r.stdout.0).into_owned();
+    assert_eq!(
+        r.exit_code,
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&r.stderr.0)
+    );
+    out
+}
+
 /// process.start of a shell script, marked as the test's.
 pub fn start_sh(script: &str, marker: &str) -> computerd::protocol::ProcessStartParams {
     computerd::protocol::ProcessStartParams {
