@@ -191,13 +191,7 @@ async fn a_shutting_down_init_refuses_new_starts_and_still_answers_reads() {
     assert!(e.to_string().contains("shutting down"), "{e}");
     let l = c.call(&ProcessListParams { from: None }).await.unwrap();
     assert_eq!(l.processes.len(), 1);
-    let w = c
-        .call(&ProcessWaitParams {
-            id: p.id.clone(),
-            timeout_ms: 10_000,
-        })
-        .await
-        .unwrap();
+    let w = wait_within(&c, &p.id, 10_000).await.unwrap();
     assert_eq!(
         w.signal.as_deref(),
         Some("KILL"),
@@ -227,25 +221,15 @@ async fn deadline_extend_moves_later_up_to_the_maximum_and_refuses_the_rest() {
             .unwrap()
             .unix_timestamp()
     );
-    let e = c
-        .call(&DeadlineExtendParams {
-            at: rfc3339_in(Duration::from_secs(100)),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Invalid), "{e}");
-    let e = c
-        .call(&DeadlineExtendParams {
-            at: rfc3339_in(Duration::from_secs(3600)),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Limit), "{e}");
-    let e = c
-        .call(&DeadlineExtendParams { at: "soon".into() })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Invalid), "{e}");
+    // Earlier than the deadline, past the maximum, not a time.
+    for (at, kind) in [
+        (rfc3339_in(Duration::from_secs(100)), ErrorKind::Invalid),
+        (rfc3339_in(Duration::from_secs(3600)), ErrorKind::Limit),
+        ("soon".into(), ErrorKind::Invalid),
+    ] {
+        let e = c.call(&DeadlineExtendParams { at }).await.unwrap_err();
+        assert_eq!(e.kind(), Some(kind), "{e}");
+    }
 
     let fixed = or_skip!(Init::start_with(InitOptions {
         max_deadline: None,

@@ -5,9 +5,10 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use computerd::client::DaemonClient;
 use computerd::daemon::guard::TEMPLATE_NAME;
 use computerd::daemon::runner::pool::{DEFAULT_SIZE, MAX_SIZE, SIZE_VAR};
-use computerd::protocol::{ExecParams, Orphans, ProcessReadParams, ProcessStartParams, Stream};
+use computerd::protocol::{ExecParams, Orphans, ProcessStartParams, Stream};
 
 use super::support::*;
 
@@ -139,23 +140,7 @@ async fn after_a_burst_of_fifty_runs_the_pool_is_back_to_its_size_and_no_guard_i
     let before = idle_guards(pid, DEFAULT_SIZE);
     let c = init.client().await;
     let p = sh_at_root("echo $PPID", &init.marker);
-    let calls = (0..50).map(|_| {
-        let c = c.clone();
-        let p = p.clone();
-        tokio::spawn(async move { c.call(&p).await })
-    });
-    let mut guards = BTreeSet::new();
-    for call in calls.collect::<Vec<_>>() {
-        let r = call.await.unwrap().unwrap();
-        assert_eq!(r.exit_code, Some(0));
-        guards.insert(
-            String::from_utf8(r.stdout.0)
-                .unwrap()
-                .trim()
-                .parse::<i32>()
-                .unwrap(),
-        );
-    }
+    let guards = burst(&c, &p, 50).await;
     // Runs at once had guards of their own (a guard given back during the
     // burst may have taken another), those idle before it among them.
     assert!(guards.len() > DEFAULT_SIZE, "{guards:?}");
@@ -179,11 +164,7 @@ async fn after_a_burst_of_fifty_runs_the_pool_is_back_to_its_size_and_no_guard_i
     );
     // A run after the burst takes one of the refilled guards.
     let r = c.call(&p).await.unwrap();
-    let guard: i32 = String::from_utf8(r.stdout.0)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let guard = guard_of(&r.stdout.0);
     assert!(after.contains(&guard), "{guard} not in {after:?}");
     idle_guards(pid, DEFAULT_SIZE);
     assert_no_zombies_under(pid);
@@ -208,17 +189,7 @@ async fn a_burst_past_the_pool_forks_or_reuses_its_guards_and_execs_none() {
     let c = init.client().await;
     // Each run holds its guard a while, so the burst is many at once.
     let p = sh_at_root("sleep 0.1; echo $PPID", &init.marker);
-    let calls = (0..40).map(|_| {
-        let c = c.clone();
-        let p = p.clone();
-        tokio::spawn(async move { c.call(&p).await })
-    });
-    let mut guards = BTreeSet::new();
-    for call in calls.collect::<Vec<_>>() {
-        let r = call.await.unwrap().expect("a run of the burst");
-        assert_eq!(r.exit_code, Some(0), "{r:?}");
-        guards.insert(String::from_utf8(r.stdout.0).unwrap().trim().to_string());
-    }
+    let guards = burst(&c, &p, 40).await;
     assert!(guards.len() > DEFAULT_SIZE, "{guards:?}");
     // After it the pool is back to its size, with the template.
     idle_guards(pid, DEFAULT_SIZE);
@@ -282,11 +253,7 @@ async fn an_idle_guard_killed_in_the_pool_is_passed_over() {
         .await
         .unwrap();
     assert_eq!(r.exit_code, Some(0));
-    let guard: i32 = String::from_utf8(r.stdout.0)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let guard = guard_of(&r.stdout.0);
     assert_ne!(guard, first);
     idle_guards(init.init_pid(), DEFAULT_SIZE);
 }
@@ -356,6 +323,23 @@ fn guard_of(out: &[u8]) -> i32 {
         .next()
         .and_then(|l| l.trim().parse().ok())
         .unwrap_or_else(|| panic!("no guard pid in {:?}", String::from_utf8_lossy(out)))
+}
+
+/// `n` runs of `p` (an `echo $PPID` first) at once, each of which must
+/// succeed: the guards they ran under.
+async fn burst(c: &DaemonClient, p: &ExecParams, n: usize) -> BTreeSet<i32> {
+    let calls = (0..n).map(|_| {
+        let c = c.clone();
+        let p = p.clone();
+        tokio::spawn(async move { c.call(&p).await })
+    });
+    let mut guards = BTreeSet::new();
+    for call in calls.collect::<Vec<_>>() {
+        let r = call.await.unwrap().expect("a run of the burst");
+        assert_eq!(r.exit_code, Some(0), "{r:?}");
+        guards.insert(guard_of(&r.stdout.0));
+    }
+    guards
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -475,11 +459,7 @@ async fn a_started_process_that_ends_clean_gives_its_guard_back() {
     let p = c.call(&start("echo $PPID")).await.unwrap();
     let ended = p.ended.expect("ended within waitMs");
     assert_eq!(ended.exit_code, Some(0));
-    let guard: i32 = String::from_utf8(ended.stdout.unwrap().data.0)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let guard = guard_of(&ended.stdout.unwrap().data.0);
     let idle = idle_guards(pid, DEFAULT_SIZE);
     assert!(idle.contains(&guard), "{guard} not in {idle:?}");
 
@@ -495,13 +475,7 @@ async fn a_started_process_that_ends_clean_gives_its_guard_back() {
     let until = Instant::now() + Duration::from_secs(10);
     let out = loop {
         let out = c
-            .call(&ProcessReadParams {
-                id: kept.id.clone(),
-                stream: Stream::Stdout,
-                offset: 0,
-                max_bytes: None,
-                wait_ms: None,
-            })
+            .call(&read_at(&kept.id, Stream::Stdout, 0, None))
             .await
             .unwrap();
         if !out.data.0.is_empty() || Instant::now() > until {
@@ -509,11 +483,7 @@ async fn a_started_process_that_ends_clean_gives_its_guard_back() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    let guard: i32 = String::from_utf8(out.data.0)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let guard = guard_of(&out.data.0);
     // Its guard stays with the run (orphans may be under it), never idle.
     let idle = idle_guards(pid, DEFAULT_SIZE);
     assert!(!idle.contains(&guard), "{guard} in {idle:?}");

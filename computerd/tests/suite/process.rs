@@ -295,7 +295,7 @@ async fn list_shows_processes_in_start_order_with_their_state() {
     assert_eq!(w.signal.as_deref(), Some("TERM"));
     let r = signal(&c, &b.id, Signal::Term).await;
     assert!(r.note.unwrap().contains("has ended"));
-    let e = wait_now_err(&c, "p99").await;
+    let e = wait_within(&c, "p99", 0).await.unwrap_err();
     assert_eq!(e.kind(), Some(ErrorKind::NotFound));
 }
 
@@ -377,7 +377,7 @@ async fn the_table_keeps_256_and_lets_the_first_ended_go() {
     }
     let next = init.start_script(&c, "true").await;
     assert_eq!(next.id, "p257");
-    let e = wait_now_err(&c, "p1").await;
+    let e = wait_within(&c, "p1", 0).await.unwrap_err();
     assert_eq!(e.kind(), Some(ErrorKind::NotFound));
     let mut all = Vec::new();
     let mut from = None;

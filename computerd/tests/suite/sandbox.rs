@@ -342,21 +342,10 @@ async fn dev_holds_only_the_minimal_nodes_and_they_work() {
     );
     // A terminal from the computer's own devpts.
     let c = init.client().await;
-    let mut sp = ProcessStartParams {
-        argv: vec!["sh".into(), "-c".into(), "tty; ls -1 /dev/pts".into()],
-        env: Some(marked(&init.marker)),
-        ..Default::default()
-    };
+    let mut sp = start_sh("tty; ls -1 /dev/pts", &init.marker);
     sp.pty = Some(PtySize { cols: 80, rows: 24 });
     let p = c.call(&sp).await.unwrap();
-    let w = c
-        .call(&ProcessWaitParams {
-            id: p.id.clone(),
-            timeout_ms: 20_000,
-        })
-        .await
-        .unwrap();
-    assert_eq!(w.exit_code, Some(0));
+    assert_eq!(wait_end(&c, &p.id).await.exit_code, Some(0));
     let out = c.read_process_output(&p.id, Stream::Pty, 0).await.unwrap();
     let text = String::from_utf8_lossy(&out.data).replace('\r', "");
     assert_eq!(text, "/dev/pts/0\n0\nptmx\n");

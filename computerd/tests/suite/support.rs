@@ -608,24 +608,22 @@ pub fn write_in(id: &str, data: &[u8], close: bool) -> computerd::protocol::Proc
     }
 }
 
-/// process.wait that does not wait: the error of a process the table does not hold.
-pub async fn wait_now_err(c: &DaemonClient, id: &str) -> computerd::client::ClientError {
+/// process.wait for process `id`'s end, within `timeout_ms`.
+pub async fn wait_within(
+    c: &DaemonClient,
+    id: &str,
+    timeout_ms: u64,
+) -> Result<computerd::protocol::ProcessWaitResult, computerd::client::ClientError> {
     c.call(&computerd::protocol::ProcessWaitParams {
         id: id.into(),
-        timeout_ms: 0,
+        timeout_ms,
     })
     .await
-    .unwrap_err()
 }
 
 /// process.wait for process `id`'s end, within 20 s.
 pub async fn wait_end(c: &DaemonClient, id: &str) -> computerd::protocol::ProcessWaitResult {
-    c.call(&computerd::protocol::ProcessWaitParams {
-        id: id.into(),
-        timeout_ms: 20_000,
-    })
-    .await
-    .unwrap()
+    wait_within(c, id, 20_000).await.unwrap()
 }
 
 /// process.signal `signal` to process `id`.
