@@ -38,6 +38,7 @@ use log::{NewLog, create_log};
 use pty::{check_pty_size, pump_terminal, write_terminal};
 use table::{Ended, Entry, Inner, Which, info_of, read_entry, seq_of, unknown};
 
+#[derive(Default)]
 pub struct Table {
     inner: Mutex<Inner>,
     /// Starts take turns.
@@ -59,20 +60,7 @@ enum Io {
     Pipes(OwnedFd, OwnedFd),
 }
 
-impl Default for Table {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Table {
-    pub fn new() -> Self {
-        Self {
-            inner: Mutex::new(Inner::default()),
-            start_turn: tokio::sync::Mutex::new(()),
-        }
-    }
-
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
