@@ -428,10 +428,7 @@ impl Table {
             p.max_bytes.unwrap_or(limits::MAX_CHUNK_BYTES),
             limits::MAX_CHUNK_BYTES,
         )?;
-        let wait = p.wait_ms.unwrap_or(0);
-        if wait > limits::MAX_WAIT_MS {
-            return Err(RpcError::over_limit("waitMs", wait, limits::MAX_WAIT_MS));
-        }
+        let wait = check::at_most("waitMs", p.wait_ms.unwrap_or(0), limits::MAX_WAIT_MS)?;
         let seq = seq_of(&p.id)?;
         let until = Instant::now() + Duration::from_millis(wait);
         loop {

@@ -1,6 +1,7 @@
 //! files.read and files.write: bytes of one regular file, opened first and
 //! checked on the descriptor.
 
+use crate::daemon::check;
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::stat::{FileStat as RawStat, Mode};
@@ -20,14 +21,11 @@ pub fn read(p: FilesReadParams) -> Result<FilesReadResult, RpcError> {
     const OP: &str = "files.read";
     let path = clean_path("path", &p.path)?;
     let offset = p.offset.unwrap_or(0);
-    let length = p.length.unwrap_or(limits::MAX_CHUNK_BYTES);
-    if length > limits::MAX_CHUNK_BYTES {
-        return Err(RpcError::over_limit(
-            "length",
-            length,
-            limits::MAX_CHUNK_BYTES,
-        ));
-    }
+    let length = check::at_most(
+        "length",
+        p.length.unwrap_or(limits::MAX_CHUNK_BYTES),
+        limits::MAX_CHUNK_BYTES,
+    )?;
     let start = file_offset(offset, length)?;
 
     let (fd, st) = open_to_read(OP, &path)?;
