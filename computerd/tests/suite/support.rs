@@ -445,13 +445,19 @@ impl Raw {
     }
 
     pub async fn recv(&mut self) -> Envelope {
-        let mut line = String::new();
-        let n = tokio::time::timeout(Duration::from_secs(20), self.read.read_line(&mut line))
-            .await
-            .expect("a reply within 20 s")
-            .unwrap();
-        assert!(n > 0, "the connection ended");
+        let line = self.line("a reply").await;
+        assert!(!line.is_empty(), "the connection ended");
         serde_json::from_str(&line).unwrap()
+    }
+
+    /// The next line (empty at the end), which must come within 20 s.
+    async fn line(&mut self, what: &str) -> String {
+        let mut line = String::new();
+        tokio::time::timeout(Duration::from_secs(20), self.read.read_line(&mut line))
+            .await
+            .unwrap_or_else(|_| panic!("{what} within 20 s"))
+            .unwrap();
+        line
     }
 
     /// A line and the raw bytes of a bytes frame after it.
@@ -472,12 +478,7 @@ impl Raw {
 
     /// True when the daemon ends the connection (within 20 s) with nothing more to say.
     pub async fn ends(&mut self) -> bool {
-        let mut line = String::new();
-        let n = tokio::time::timeout(Duration::from_secs(20), self.read.read_line(&mut line))
-            .await
-            .expect("the end within 20 s")
-            .unwrap();
-        n == 0
+        self.line("the end").await.is_empty()
     }
 
     /// Wait for the reply to `id`, keeping others aside.
