@@ -102,11 +102,7 @@ async fn a_timeout_answers_timed_out_and_leaves_no_process() {
 async fn programs_start_with_no_signal_blocked_or_ignored_and_term_ends_them() {
     let (init, c) = or_skip!(Init::with_client().await);
     let r = c
-        .call(&ExecParams {
-            argv: vec!["cat".into(), "/proc/self/status".into()],
-            env: Some(marked(&init.marker)),
-            ..Default::default()
-        })
+        .call(&exec_argv(&["cat", "/proc/self/status"], &init.marker))
         .await
         .unwrap();
     let status = String::from_utf8(r.stdout.0).unwrap();

@@ -161,15 +161,10 @@ async fn a_shutting_down_init_refuses_new_starts_and_still_answers_reads() {
     let mut init = or_skip!(Init::start());
     let c = init.client().await;
     let p = c
-        .call(&ProcessStartParams {
-            argv: vec![
-                "sh".into(),
-                "-c".into(),
-                "trap '' TERM; echo up; while :; do sleep 0.1; done".into(),
-            ],
-            env: Some(marked(&init.marker)),
-            ..Default::default()
-        })
+        .call(&start_sh(
+            "trap '' TERM; echo up; while :; do sleep 0.1; done",
+            &init.marker,
+        ))
         .await
         .unwrap();
     let mut follow = c.follow_process(&p.id, Stream::Stdout, 0);

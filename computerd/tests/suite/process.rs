@@ -363,13 +363,7 @@ async fn a_process_that_kills_its_guard_reports_the_guards_end_and_is_swept() {
 async fn the_table_keeps_256_and_lets_the_first_ended_go() {
     let (init, c) = or_skip!(Init::with_client().await);
     for _ in 0..limits::MAX_PROCESSES {
-        c.call(&ProcessStartParams {
-            argv: vec!["true".into()],
-            env: Some(marked(&init.marker)),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+        c.call(&start_argv(&["true"], &init.marker)).await.unwrap();
     }
     wait_end(&c, "p256").await;
     for i in 1..=limits::MAX_PROCESSES {

@@ -541,18 +541,16 @@ pub fn become_nobody_with_no_capability() -> std::io::Result<()> {
 /// exec.run of a shell script, marked as the test's, within 20 s.
 pub fn exec_sh(script: &str, marker: &str) -> computerd::protocol::ExecParams {
     computerd::protocol::ExecParams {
-        argv: vec!["sh".into(), "-c".into(), script.into()],
-        env: Some(marked(marker)),
         timeout_ms: Some(20_000),
-        ..Default::default()
+        ..exec_argv(&["sh", "-c", script], marker)
     }
 }
 
 /// exec.run of a Python script, marked as the test's, within 20 s.
 pub fn py(script: &str, marker: &str) -> computerd::protocol::ExecParams {
     computerd::protocol::ExecParams {
-        argv: vec!["python3".into(), "-c".into(), script.into()],
-        ..exec_sh(script, marker)
+        timeout_ms: Some(20_000),
+        ..exec_argv(&["python3", "-c", script], marker)
     }
 }
 
@@ -577,8 +575,22 @@ pub async fn py_ok(init: &Init, script: &str) -> String {
 
 /// process.start of a shell script, marked as the test's.
 pub fn start_sh(script: &str, marker: &str) -> computerd::protocol::ProcessStartParams {
+    start_argv(&["sh", "-c", script], marker)
+}
+
+/// process.start of `argv`, marked as the test's.
+pub fn start_argv(argv: &[&str], marker: &str) -> computerd::protocol::ProcessStartParams {
     computerd::protocol::ProcessStartParams {
-        argv: vec!["sh".into(), "-c".into(), script.into()],
+        argv: argv.iter().map(|a| a.to_string()).collect(),
+        env: Some(marked(marker)),
+        ..Default::default()
+    }
+}
+
+/// exec.run of `argv`, marked as the test's, with no timeout of its own.
+pub fn exec_argv(argv: &[&str], marker: &str) -> computerd::protocol::ExecParams {
+    computerd::protocol::ExecParams {
+        argv: argv.iter().map(|a| a.to_string()).collect(),
         env: Some(marked(marker)),
         ..Default::default()
     }

@@ -6,13 +6,9 @@ use super::*;
 /// A `sleep` started in the computer, and init's pid on the host.
 async fn start_sleep(init: &Init) -> i32 {
     let c = init.client().await;
-    c.call(&ProcessStartParams {
-        argv: vec!["sleep".into(), "1000".into()],
-        env: Some(marked(&init.marker)),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    c.call(&start_argv(&["sleep", "1000"], &init.marker))
+        .await
+        .unwrap();
     // The start is answered once the exec is under way; the kernel fills in
     // the new program's environment (where the marker is read) a moment later.
     let until = Instant::now() + Duration::from_secs(2);
