@@ -44,18 +44,14 @@ pub struct Entry {
     pub reason: &'static str,
 }
 
-/// An entry that denies every call of `libc::SYS_<name>` with EPERM, named
-/// by its constant so that name and number cannot disagree.
-macro_rules! deny {
-    ($sys:ident, $reason:expr) => {
-        Entry {
-            name: stringify!($sys).split_at("SYS_".len()).1,
-            nr: libc::$sys,
-            when: When::Always,
-            deny: Deny::Eperm,
-            reason: $reason,
-        }
-    };
+const fn deny(name: &'static str, nr: i64, reason: &'static str) -> Entry {
+    Entry {
+        name,
+        nr,
+        when: When::Always,
+        deny: Deny::Eperm,
+        reason,
+    }
 }
 
 /// The policy. A test compiles it and runs the program against every entry.
@@ -67,12 +63,21 @@ pub const POLICY: &[Entry] = &[
         deny: Deny::Eperm,
         reason: "AF_VSOCK: a network namespace does not cut vsock, where a virtual machine's own agent may listen",
     },
-    deny!(
-        SYS_io_uring_setup,
-        "io_uring rings open sockets and files past a filter on socket(2)"
+    deny(
+        "io_uring_setup",
+        libc::SYS_io_uring_setup,
+        "io_uring rings open sockets and files past a filter on socket(2)",
     ),
-    deny!(SYS_io_uring_enter, "io_uring: as io_uring_setup"),
-    deny!(SYS_io_uring_register, "io_uring: as io_uring_setup"),
+    deny(
+        "io_uring_enter",
+        libc::SYS_io_uring_enter,
+        "io_uring: as io_uring_setup",
+    ),
+    deny(
+        "io_uring_register",
+        libc::SYS_io_uring_register,
+        "io_uring: as io_uring_setup",
+    ),
     Entry {
         name: "unshare",
         nr: libc::SYS_unshare,
@@ -94,55 +99,103 @@ pub const POLICY: &[Entry] = &[
         deny: Deny::Enosys,
         reason: "its flags are in memory a filter cannot read; ENOSYS makes libc fall back to clone, whose flags it can",
     },
-    deny!(
-        SYS_setns,
-        "joining another namespace (Docker refuses it without CAP_SYS_ADMIN)"
+    deny(
+        "setns",
+        libc::SYS_setns,
+        "joining another namespace (Docker refuses it without CAP_SYS_ADMIN)",
     ),
-    deny!(
-        SYS_bpf,
-        "eBPF programs run in the kernel: a large surface for unprivileged code (Docker)"
+    deny(
+        "bpf",
+        libc::SYS_bpf,
+        "eBPF programs run in the kernel: a large surface for unprivileged code (Docker)",
     ),
-    deny!(
-        SYS_perf_event_open,
-        "kernel surface and side channels (Docker, without CAP_PERFMON)"
+    deny(
+        "perf_event_open",
+        libc::SYS_perf_event_open,
+        "kernel surface and side channels (Docker, without CAP_PERFMON)",
     ),
-    deny!(
-        SYS_userfaultfd,
-        "lets a program stall the kernel on a page fault, a staple of kernel exploits (Docker)"
+    deny(
+        "userfaultfd",
+        libc::SYS_userfaultfd,
+        "lets a program stall the kernel on a page fault, a staple of kernel exploits (Docker)",
     ),
-    deny!(SYS_add_key, "the kernel keyring is not namespaced (Docker)"),
-    deny!(SYS_keyctl, "the kernel keyring is not namespaced (Docker)"),
-    deny!(
-        SYS_request_key,
-        "the kernel keyring is not namespaced (Docker)"
+    deny(
+        "add_key",
+        libc::SYS_add_key,
+        "the kernel keyring is not namespaced (Docker)",
     ),
-    deny!(
-        SYS_open_by_handle_at,
-        "opens files by handle past the mount tree, the classic container escape (Docker)"
+    deny(
+        "keyctl",
+        libc::SYS_keyctl,
+        "the kernel keyring is not namespaced (Docker)",
     ),
-    deny!(SYS_kexec_load, "loads a new kernel (Docker)"),
-    deny!(SYS_kexec_file_load, "loads a new kernel (Docker)"),
-    deny!(SYS_init_module, "loads kernel code (Docker)"),
-    deny!(SYS_finit_module, "loads kernel code (Docker)"),
-    deny!(SYS_delete_module, "unloads kernel code (Docker)"),
-    deny!(SYS_acct, "process accounting is the host's (Docker)"),
-    deny!(SYS_swapon, "swap is the host's (Docker)"),
-    deny!(SYS_swapoff, "swap is the host's (Docker)"),
-    deny!(
-        SYS_reboot,
-        "the machine is not the computer's to reboot (Docker)"
+    deny(
+        "request_key",
+        libc::SYS_request_key,
+        "the kernel keyring is not namespaced (Docker)",
     ),
-    deny!(
-        SYS_mount,
-        "the mount tree is set up before programs run (Docker)"
+    deny(
+        "open_by_handle_at",
+        libc::SYS_open_by_handle_at,
+        "opens files by handle past the mount tree, the classic container escape (Docker)",
     ),
-    deny!(SYS_umount2, "as mount"),
-    deny!(SYS_pivot_root, "as mount"),
-    deny!(SYS_move_mount, "the new mount API: as mount"),
-    deny!(SYS_open_tree, "the new mount API: as mount"),
-    deny!(SYS_fsopen, "the new mount API: as mount"),
-    deny!(SYS_fsmount, "the new mount API: as mount"),
-    deny!(SYS_fspick, "the new mount API: as mount"),
+    deny(
+        "kexec_load",
+        libc::SYS_kexec_load,
+        "loads a new kernel (Docker)",
+    ),
+    deny(
+        "kexec_file_load",
+        libc::SYS_kexec_file_load,
+        "loads a new kernel (Docker)",
+    ),
+    deny(
+        "init_module",
+        libc::SYS_init_module,
+        "loads kernel code (Docker)",
+    ),
+    deny(
+        "finit_module",
+        libc::SYS_finit_module,
+        "loads kernel code (Docker)",
+    ),
+    deny(
+        "delete_module",
+        libc::SYS_delete_module,
+        "unloads kernel code (Docker)",
+    ),
+    deny(
+        "acct",
+        libc::SYS_acct,
+        "process accounting is the host's (Docker)",
+    ),
+    deny("swapon", libc::SYS_swapon, "swap is the host's (Docker)"),
+    deny("swapoff", libc::SYS_swapoff, "swap is the host's (Docker)"),
+    deny(
+        "reboot",
+        libc::SYS_reboot,
+        "the machine is not the computer's to reboot (Docker)",
+    ),
+    deny(
+        "mount",
+        libc::SYS_mount,
+        "the mount tree is set up before programs run (Docker)",
+    ),
+    deny("umount2", libc::SYS_umount2, "as mount"),
+    deny("pivot_root", libc::SYS_pivot_root, "as mount"),
+    deny(
+        "move_mount",
+        libc::SYS_move_mount,
+        "the new mount API: as mount",
+    ),
+    deny(
+        "open_tree",
+        libc::SYS_open_tree,
+        "the new mount API: as mount",
+    ),
+    deny("fsopen", libc::SYS_fsopen, "the new mount API: as mount"),
+    deny("fsmount", libc::SYS_fsmount, "the new mount API: as mount"),
+    deny("fspick", libc::SYS_fspick, "the new mount API: as mount"),
 ];
 
 /// Calls the issue names that have no number here: the architecture check covers them.
