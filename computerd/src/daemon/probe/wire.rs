@@ -365,8 +365,9 @@ mod tests {
         let dns = [0x00, 0x2d, 0xbe, 0xef, 0x81, 0x80];
         let query_echo = [0x00, 0x1d, 0xbe, 0xef, 0x01, 0x00];
         let no_protocol = |n: usize| Some(format!("{n} bytes of no expected protocol"));
-        // (what came back, the DNS id asked, no more will come, the words)
-        let cases: [(&[u8], Option<u16>, bool, Option<String>); 14] = [
+        /// What came back, the DNS id asked, no more will come, the words.
+        type Case<'a> = (&'a [u8], Option<u16>, bool, Option<String>);
+        let cases: [Case; 14] = [
             (&hello, None, false, Some("TLS ServerHello".into())),
             // Too few bytes to tell: wait for more, unless no more will come.
             (&hello[..3], None, false, None),
