@@ -596,3 +596,10 @@ pub fn tree_snapshot(root: &Path) -> Vec<(String, String, u32, Vec<u8>)> {
     walk(root, root, &mut out);
     out
 }
+
+/// The time `d` from now in RFC 3339, as deadlines are written.
+pub fn rfc3339_in(d: Duration) -> String {
+    let t = time::OffsetDateTime::now_utc() + d;
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}

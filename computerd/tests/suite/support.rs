@@ -8,7 +8,9 @@ use std::process::{Child, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-pub use computer_testkit::{assert_no_leftovers, marked, marked_processes, need, need_root};
+pub use computer_testkit::{
+    assert_no_leftovers, marked, marked_processes, need, need_root, rfc3339_in,
+};
 use computerd::client::{ComputerExt, DaemonClient};
 pub use computerd::launch::{
     InitArgs, Network, Program, SandboxArgs, Share, StdioArgs, Time, UserSpec,
@@ -37,12 +39,6 @@ macro_rules! or_skip {
 pub(crate) use or_skip;
 
 pub const COMPUTERD: &str = env!("CARGO_BIN_EXE_computerd");
-
-pub fn rfc3339_in(d: Duration) -> String {
-    let t = time::OffsetDateTime::now_utc() + d;
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap()
-}
 
 pub struct Init {
     pub child: Child,
