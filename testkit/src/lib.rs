@@ -15,7 +15,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -575,4 +575,48 @@ pub fn markdown_section<'a>(doc: &'a str, heading: &str) -> &'a str {
     let body = &doc[start..];
     let level = format!("\n{} ", heading.split(' ').next().unwrap_or("##"));
     &body[..body[1..].find(&level).map_or(body.len(), |e| e + 1)]
+}
+
+/// Every path below `root`, in name order, with its type, permission bits
+/// and content or link target: two trees are alike when their snapshots are.
+pub fn tree_snapshot(root: &Path) -> Vec<(String, String, u32, Vec<u8>)> {
+    use std::os::unix::fs::PermissionsExt;
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String, u32, Vec<u8>)>) {
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        names.sort();
+        for p in names {
+            let rel = p.strip_prefix(root).unwrap().to_str().unwrap().to_string();
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            let mode = meta.permissions().mode() & 0o7777;
+            if meta.file_type().is_symlink() {
+                let t = std::fs::read_link(&p)
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .as_bytes()
+                    .to_vec();
+                out.push((rel, "link".into(), 0, t));
+            } else if meta.is_dir() {
+                out.push((rel, "dir".into(), mode, vec![]));
+                walk(root, &p, out);
+            } else if meta.is_file() {
+                out.push((rel, "file".into(), mode, std::fs::read(&p).unwrap()));
+            } else {
+                out.push((rel, "other".into(), mode, vec![]));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// The time `d` from now in RFC 3339, as deadlines are written.
+pub fn rfc3339_in(d: Duration) -> String {
+    let t = time::OffsetDateTime::now_utc() + d;
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
 }

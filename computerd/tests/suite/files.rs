@@ -51,9 +51,7 @@ fn names_in(dir: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fifo_is_refused_at_once_and_never_hangs_a_read() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let fifo = init.path("fifo");
     nix::unistd::mkfifo(
         fifo.as_str(),
@@ -84,9 +82,7 @@ async fn a_fifo_is_refused_at_once_and_never_hangs_a_read() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_read_only_file_is_written_and_read_back_whole() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let path = init.path("big/dir/file.bin");
     let data: Vec<u8> = (0..3 * 1024 * 1024 + 17).map(|i| (i % 251) as u8).collect();
     let size = c
@@ -126,9 +122,7 @@ async fn a_large_read_only_file_is_written_and_read_back_whole() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_other_file_methods_work_as_a_user_expects() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let d = init.path("tree");
     c.call(&FilesMkdirParams {
         path: format!("{d}/a/b"),
@@ -213,9 +207,7 @@ async fn the_other_file_methods_work_as_a_user_expects() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tree_copied_by_pull_and_push_on_one_connection_is_the_same() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let src = init.path("src");
     std::fs::create_dir_all(format!("{src}/sub/deeper")).unwrap();
     std::fs::write(
@@ -242,9 +234,7 @@ async fn a_tree_copied_by_pull_and_push_on_one_connection_is_the_same() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_refuses_dotdot_absolute_and_symlinked_entries_and_leaves_no_half_file() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let outside = init.path("outside");
     std::fs::create_dir(&outside).unwrap();
 
@@ -293,9 +283,7 @@ async fn a_push_refuses_dotdot_absolute_and_symlinked_entries_and_leaves_no_half
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_holds_at_most_eight_pulls() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let mut pulls = Vec::new();
     for _ in 0..limits::MAX_PULLS_PER_CONNECTION {
         pulls.push(
@@ -335,9 +323,7 @@ async fn a_connection_holds_at_most_eight_pulls() {
 /// at bytes already received, or too far ahead, is refused naming `offset`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelined_push_writes_are_extracted_in_offset_order() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let body: Vec<u8> = (0..900_000u32).map(|i| (i % 251) as u8).collect();
     let ar = tar_of(&[("big.bin", &body), ("small.txt", b"small")]);
     let dst = init.path("dst");
@@ -402,12 +388,10 @@ async fn pipelined_push_writes_are_extracted_in_offset_order() {
 /// quick client's would fall within one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bug_fixed_by_a_same_size_rewrite_is_what_python_runs_next() {
-    let Some(init) = Init::start_sandboxed(SandboxOptions {
+    let init = or_skip!(Init::start_sandboxed(SandboxOptions {
         user: Some(fresh_uid()),
         ..Default::default()
-    }) else {
-        return;
-    };
+    }));
     let c = init.client().await;
     let tests = |want: &'static str| {
         let c = &c;

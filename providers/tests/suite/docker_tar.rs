@@ -10,7 +10,7 @@ use std::path::Path;
 
 use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource};
 use computer_providers::{ComputerSpec, Provider, Release};
-use computer_testkit::docker_env;
+use computer_testkit::{docker_env, tree_snapshot};
 use computerd::client::ComputerExt;
 use computerd::protocol::{ExecParams, limits};
 use tokio_util::sync::CancellationToken;
@@ -61,42 +61,6 @@ fn make_tree(root: &Path) {
     )
     .unwrap();
     std::os::unix::fs::symlink("b/c/deep.bin", root.join("a/link")).unwrap();
-}
-
-/// Every path under `root` with its kind, permission bits and content or target.
-fn snapshot(root: &Path) -> Vec<(String, u32, Vec<u8>)> {
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, u32, Vec<u8>)>) {
-        let mut names: Vec<_> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        names.sort();
-        for p in names {
-            let rel = p.strip_prefix(root).unwrap().display().to_string();
-            let meta = std::fs::symlink_metadata(&p).unwrap();
-            if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(&p).unwrap();
-                out.push((
-                    format!("link {rel}"),
-                    0,
-                    target.display().to_string().into(),
-                ));
-            } else if meta.is_dir() {
-                out.push((
-                    format!("dir {rel}"),
-                    meta.permissions().mode() & 0o7777,
-                    vec![],
-                ));
-                walk(root, &p, out);
-            } else {
-                let mode = meta.permissions().mode() & 0o7777;
-                out.push((format!("file {rel}"), mode, std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(root, root, &mut out);
-    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -162,7 +126,7 @@ async fn a_tree_pushed_into_a_docker_computer_is_pulled_out_byte_for_byte() {
     tar::Archive::new(pulled.as_slice())
         .unpack(out.path())
         .unwrap();
-    assert_eq!(snapshot(out.path()), snapshot(src.path()));
+    assert_eq!(tree_snapshot(out.path()), tree_snapshot(src.path()));
 
     // One file alone, and the whole big file by files.read.
     let big = "/work/tree/f8-3145735";

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use computer_testkit::rfc3339_in;
 use computer_tools::{ComputerFacts, Progress, ToolContext, registry};
 use computerd::client::{ComputerClient, DaemonClient};
 use computerd::launch::{InitArgs, Program, Time};
@@ -42,12 +43,6 @@ pub fn marker() -> String {
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     )
-}
-
-pub fn rfc3339_in(d: Duration) -> String {
-    let t = time::OffsetDateTime::now_utc() + d;
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap()
 }
 
 /// What a test's setup made, or return from the test: it is skipped, and
