@@ -612,29 +612,33 @@ pub fn jhandle(result: &Value) -> String {
 /// takes it alone.
 pub static DOCKER_ENGINE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
-/// One behaviour pinned on both providers: `$local` runs `$body` on a local
-/// computer, `$docker` on a Docker one (skipped where Docker is not set up)
-/// sharing the engine with the other Docker tests.
+/// One behaviour pinned on both providers: the tests `$name::local` and
+/// `$name::docker` run the async fn `$name` (which takes a [`Server`]) on a
+/// local computer and on a Docker one (skipped where Docker is not set up,
+/// and sharing the engine with the other Docker tests). The module and the
+/// fn share the name: one is a type-namespace item, the other a value.
 macro_rules! on_each_provider {
-    ($local:ident, $docker:ident, $body:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $local() {
-            if !$crate::suite::support::need_root() {
-                return;
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn local() {
+                if !$crate::suite::support::need_root() {
+                    return;
+                }
+                super::$name($crate::suite::support::Server::new()).await;
             }
-            $body($crate::suite::support::Server::new()).await;
-        }
 
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $docker() {
-            if !$crate::suite::support::need_root() {
-                return;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn docker() {
+                if !$crate::suite::support::need_root() {
+                    return;
+                }
+                let Some(server) = $crate::suite::support::Server::docker() else {
+                    return;
+                };
+                let _shared = $crate::suite::support::DOCKER_ENGINE.read().await;
+                super::$name(server).await;
             }
-            let Some(server) = $crate::suite::support::Server::docker() else {
-                return;
-            };
-            let _shared = $crate::suite::support::DOCKER_ENGINE.read().await;
-            $body(server).await;
         }
     };
 }
