@@ -302,6 +302,17 @@ impl Server {
         v
     }
 
+    /// Where root is at hand (local computers need it): a local server and
+    /// a stdio client of it, with `extra` flags.
+    pub async fn local_stdio(extra: &[&str]) -> Option<(Server, Client, Recorder)> {
+        if !need_root() {
+            return None;
+        }
+        let server = Server::new();
+        let (client, recorder) = server.stdio(extra).await;
+        Some((server, client, recorder))
+    }
+
     /// A stdio client of a fresh `computer-mcp serve`.
     pub async fn stdio(&self, extra: &[&str]) -> (Client, Recorder) {
         let mut cmd = tokio::process::Command::new(SERVER);
