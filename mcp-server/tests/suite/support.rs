@@ -501,6 +501,14 @@ impl HttpServer {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Wait (up to `within`) until the server holds no computer, then kill
+    /// it.
+    pub async fn end_when_released(mut self, what: &str, within: std::time::Duration) {
+        wait_until(what, within, || self.server.computers().is_empty());
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+    }
+
     /// SIGTERM, and wait for the server to exit; its state stays.
     pub async fn stop(mut self) -> (Server, String) {
         if let Some(pid) = self.child.id() {
