@@ -9,12 +9,15 @@ fn host() -> Host {
     }
 }
 
+/// A change to one size of [`Limits::default`].
+type SetSize = fn(&mut Limits);
+
 #[test]
 fn sizes_out_of_range_are_refused_naming_the_field_and_the_limit() {
     let h = host();
     // Each case is the defaults but for the one size it sets; the words
     // open with the field they name.
-    let cases: [(fn(&mut Limits), &str); 7] = [
+    let cases: [(SetSize, &str); 7] = [
         (|l| l.cpus = 0.2, "cpus 0.2 is under the least, 0.25"),
         (|l| l.cpus = 3.0, "cpus 3 is over this host's 2 CPUs"),
         (|l| l.cpus = f64::NAN, "cpus must be a number"),
