@@ -575,6 +575,17 @@ impl Stateless {
         response_of(&text)
     }
 
+    /// The handle of a computer made by `computer_new` with `name`.
+    pub async fn computer_new(&self, name: &str) -> String {
+        let made = self
+            .call("computer_new", serde_json::json!({ "name": name }))
+            .await;
+        made["structuredContent"]["handle"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no handle in {made}"))
+            .to_string()
+    }
+
     /// A tool call's result (a JSON-RPC error fails the test).
     pub async fn call(&self, tool: &str, arguments: Value) -> Value {
         let v = self
