@@ -88,18 +88,19 @@ fn copy_of(n: i32) -> Option<OwnedFd> {
     fd.try_clone_to_owned().ok()
 }
 
+/// A socket end as tokio's, non-blocking as tokio needs.
+fn unix_stream(fd: OwnedFd) -> Option<tokio::net::UnixStream> {
+    let s = std::os::unix::net::UnixStream::from(fd);
+    s.set_nonblocking(true).ok()?;
+    tokio::net::UnixStream::from_std(s).ok()
+}
+
 fn reader(fd: OwnedFd, k: Kind) -> Option<Reader> {
     match k {
         Kind::Pipe => tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
             .ok()
             .map(|r| Box::pin(r) as Reader),
-        Kind::UnixSocket => {
-            let s = std::os::unix::net::UnixStream::from(fd);
-            s.set_nonblocking(true).ok()?;
-            tokio::net::UnixStream::from_std(s)
-                .ok()
-                .map(|r| Box::pin(r) as Reader)
-        }
+        Kind::UnixSocket => unix_stream(fd).map(|r| Box::pin(r) as Reader),
         Kind::Other => None,
     }
 }
@@ -109,13 +110,7 @@ fn writer(fd: OwnedFd, k: Kind) -> Option<Writer> {
         Kind::Pipe => tokio::net::unix::pipe::Sender::from_owned_fd(fd)
             .ok()
             .map(|w| Box::pin(w) as Writer),
-        Kind::UnixSocket => {
-            let s = std::os::unix::net::UnixStream::from(fd);
-            s.set_nonblocking(true).ok()?;
-            tokio::net::UnixStream::from_std(s)
-                .ok()
-                .map(|w| Box::pin(w) as Writer)
-        }
+        Kind::UnixSocket => unix_stream(fd).map(|w| Box::pin(w) as Writer),
         Kind::Other => None,
     }
 }

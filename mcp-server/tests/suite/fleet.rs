@@ -211,11 +211,7 @@ async fn a_kept_computer_is_reached_by_its_handle_after_a_restart_and_released_f
     }
     let s = HttpServer::start_on(Server::new(), &["--keep"], &[TOKEN]).await;
     let c = s.stateless(TOKEN);
-    let made = c.call("computer_new", json!({"name": "keeper"})).await;
-    let h = made["structuredContent"]["handle"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let h = c.computer_new("keeper").await;
     c.call(
         "exec",
         json!({"command": "echo still-here > ~/note", "computer": h}),
@@ -392,11 +388,9 @@ async fn computers_unused_for_the_idle_time_are_released_and_said_so() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_computer_arguments_are_refused_in_words_and_make_nothing() {
-    if !need_root() {
+    let Some((server, client, _)) = Server::local_stdio(&[]).await else {
         return;
-    }
-    let server = Server::new();
-    let (client, _) = server.stdio(&[]).await;
+    };
     let cases: [(&str, serde_json::Value, &str); 9] = [
         (
             "exec",
@@ -523,11 +517,7 @@ async fn two_replicas_over_one_provider_serve_the_same_handle() {
     let b = HttpServer::start_on(Server::replica_of(&a.server), &[], &[TOKEN]).await;
     let ca = a.stateless(TOKEN);
     let cb = b.stateless(TOKEN);
-    let made = ca.call("computer_new", json!({"name": "shared"})).await;
-    let h = made["structuredContent"]["handle"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let h = ca.computer_new("shared").await;
     ca.call(
         "exec",
         json!({"command": "echo from-a > ~/f", "computer": h}),

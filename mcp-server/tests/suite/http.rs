@@ -77,7 +77,7 @@ async fn an_http_session_runs_tools_and_its_computer_goes_with_it() {
     if !need_root() {
         return;
     }
-    let mut s = HttpServer::start().await;
+    let s = HttpServer::start().await;
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(s.url.clone()).auth_header(s.token.clone()),
     );
@@ -92,13 +92,11 @@ async fn an_http_session_runs_tools_and_its_computer_goes_with_it() {
     assert_eq!(s.server.computers().len(), 1);
     // Closing the client ends the session (DELETE): the computer goes.
     client.cancel().await.unwrap();
-    wait_until(
+    s.end_when_released(
         "the HTTP session's computer release",
         Duration::from_secs(20),
-        || s.server.computers().is_empty(),
-    );
-    let _ = s.child.start_kill();
-    let _ = s.child.wait().await;
+    )
+    .await;
 }
 
 /// POST one JSON-RPC message; the body (SSE or JSON) as text.
@@ -116,7 +114,7 @@ async fn an_idle_http_session_expires_and_its_computer_is_released() {
     if !need_root() {
         return;
     }
-    let mut s = HttpServer::start_with(&["--session-idle", "2s"]).await;
+    let s = HttpServer::start_with(&["--session-idle", "2s"]).await;
     let http = reqwest::Client::new();
     let sid = open_session(&http, &s.url, &s.token).await.unwrap();
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "exec", "arguments": {"argv": ["echo", "idle"]}}});
@@ -125,13 +123,11 @@ async fn an_idle_http_session_expires_and_its_computer_is_released() {
     assert!(body.contains("idle"), "{body}");
     assert_eq!(s.server.computers().len(), 1);
     // Nobody calls for the idle time: the session ends and takes its computer.
-    wait_until(
+    s.end_when_released(
         "the idle session's computer release",
         Duration::from_secs(30),
-        || s.server.computers().is_empty(),
-    );
-    let _ = s.child.start_kill();
-    let _ = s.child.wait().await;
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

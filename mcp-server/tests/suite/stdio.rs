@@ -6,12 +6,6 @@ use serde_json::json;
 
 use super::support::*;
 
-on_each_provider!(
-    a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end,
-    a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end_on_docker,
-    a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end_on
-);
-
 /// The sandbox kind's tool names, as its golden listing
 /// (`fixtures/schemas/sandbox-tools.json`) has them.
 fn golden_sandbox_names() -> Vec<String> {
@@ -26,8 +20,9 @@ fn golden_sandbox_names() -> Vec<String> {
         .collect()
 }
 
-/// The same on either provider.
-async fn a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end_on(
+on_each_provider!(a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end);
+
+async fn a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end(
     server: Server,
 ) {
     let (client, _) = server.stdio(&[]).await;
@@ -112,14 +107,9 @@ async fn a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_a
     });
 }
 
-on_each_provider!(
-    a_background_server_is_started_read_and_signalled,
-    a_background_server_is_started_read_and_signalled_on_docker,
-    a_background_server_is_started_read_and_signalled_on
-);
+on_each_provider!(a_background_server_is_started_read_and_signalled);
 
-/// The same on either provider.
-async fn a_background_server_is_started_read_and_signalled_on(server: Server) {
+async fn a_background_server_is_started_read_and_signalled(server: Server) {
     let (client, _) = server.stdio(&[]).await;
     let r = call(
         &client,
@@ -180,14 +170,9 @@ async fn a_background_server_is_started_read_and_signalled_on(server: Server) {
     client.cancel().await.unwrap();
 }
 
-on_each_provider!(
-    a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s,
-    a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s_on_docker,
-    a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s_on
-);
+on_each_provider!(a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s);
 
-/// The same on either provider.
-async fn a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s_on(server: Server) {
+async fn a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s(server: Server) {
     let (client, recorder) = server.stdio(&[]).await;
     let r = call(
         &client,
@@ -277,14 +262,9 @@ async fn a_local_computer_is_kept_from_the_host() {
     client.cancel().await.unwrap();
 }
 
-on_each_provider!(
-    bad_input_is_answered_in_words_and_the_session_goes_on,
-    bad_input_is_answered_in_words_and_the_session_goes_on_on_docker,
-    bad_input_is_answered_in_words_and_the_session_goes_on_on
-);
+on_each_provider!(bad_input_is_answered_in_words_and_the_session_goes_on);
 
-/// The same on either provider.
-async fn bad_input_is_answered_in_words_and_the_session_goes_on_on(server: Server) {
+async fn bad_input_is_answered_in_words_and_the_session_goes_on(server: Server) {
     let (client, _) = server.stdio(&[]).await;
     // An unknown tool is a protocol error naming the tools.
     let e = client
@@ -318,14 +298,9 @@ async fn bad_input_is_answered_in_words_and_the_session_goes_on_on(server: Serve
     client.cancel().await.unwrap();
 }
 
-on_each_provider!(
-    a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one,
-    a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one_on_docker,
-    a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one_on
-);
+on_each_provider!(a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one);
 
-/// The same on either provider.
-async fn a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one_on(
+async fn a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one(
     server: Server,
 ) {
     let (client, _) = server.stdio(&[]).await;
@@ -344,18 +319,14 @@ async fn a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_
     });
 }
 
-on_each_provider!(
-    calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer,
-    calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer_on_docker,
-    calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer_on
-);
+on_each_provider!(calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer);
 
 /// 60 runs of `sleep 0.3` at once need 120 pids (a guard and a program
 /// each) on a computer bounded to 48: each call waits in computerd's queue
 /// until room comes, and every one answers with its program's exit. (The
 /// queue is for starts: a program that forks once started meets the bound
 /// as on any machine, so these programs do not fork.)
-async fn calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer_on(server: Server) {
+async fn calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer(server: Server) {
     let (client, _) = server.stdio(&["--pids", "48"]).await;
     // The session's first command reads the login environment (a login
     // shell, which forks), here before the burst.
@@ -379,14 +350,9 @@ async fn calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer_on(s
     client.cancel().await.unwrap();
 }
 
-on_each_provider!(
-    concurrent_first_calls_share_one_computer,
-    concurrent_first_calls_share_one_computer_on_docker,
-    concurrent_first_calls_share_one_computer_on
-);
+on_each_provider!(concurrent_first_calls_share_one_computer);
 
-/// The same on either provider.
-async fn concurrent_first_calls_share_one_computer_on(server: Server) {
+async fn concurrent_first_calls_share_one_computer(server: Server) {
     let (client, _) = server.stdio(&[]).await;
     let calls = (0..4).map(|i| {
         let client = &client;

@@ -302,6 +302,17 @@ impl Server {
         v
     }
 
+    /// Where root is at hand (local computers need it): a local server and
+    /// a stdio client of it, with `extra` flags.
+    pub async fn local_stdio(extra: &[&str]) -> Option<(Server, Client, Recorder)> {
+        if !need_root() {
+            return None;
+        }
+        let server = Server::new();
+        let (client, recorder) = server.stdio(extra).await;
+        Some((server, client, recorder))
+    }
+
     /// A stdio client of a fresh `computer-mcp serve`.
     pub async fn stdio(&self, extra: &[&str]) -> (Client, Recorder) {
         let args: Vec<String> = self
@@ -501,6 +512,14 @@ impl HttpServer {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Wait (up to `within`) until the server holds no computer, then kill
+    /// it.
+    pub async fn end_when_released(mut self, what: &str, within: std::time::Duration) {
+        wait_until(what, within, || self.server.computers().is_empty());
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+    }
+
     /// SIGTERM, and wait for the server to exit; its state stays.
     pub async fn stop(mut self) -> (Server, String) {
         if let Some(pid) = self.child.id() {
@@ -567,6 +586,17 @@ impl Stateless {
         response_of(&text)
     }
 
+    /// The handle of a computer made by `computer_new` with `name`.
+    pub async fn computer_new(&self, name: &str) -> String {
+        let made = self
+            .call("computer_new", serde_json::json!({ "name": name }))
+            .await;
+        made["structuredContent"]["handle"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no handle in {made}"))
+            .to_string()
+    }
+
     /// A tool call's result (a JSON-RPC error fails the test).
     pub async fn call(&self, tool: &str, arguments: Value) -> Value {
         let v = self
@@ -623,29 +653,33 @@ pub fn jhandle(result: &Value) -> String {
 /// takes it alone.
 pub static DOCKER_ENGINE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
-/// One behaviour pinned on both providers: `$local` runs `$body` on a local
-/// computer, `$docker` on a Docker one (skipped where Docker is not set up)
-/// sharing the engine with the other Docker tests.
+/// One behaviour pinned on both providers: the tests `$name::local` and
+/// `$name::docker` run the async fn `$name` (which takes a [`Server`]) on a
+/// local computer and on a Docker one (skipped where Docker is not set up,
+/// and sharing the engine with the other Docker tests). The module and the
+/// fn share the name: one is a type-namespace item, the other a value.
 macro_rules! on_each_provider {
-    ($local:ident, $docker:ident, $body:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $local() {
-            if !$crate::suite::support::need_root() {
-                return;
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn local() {
+                if !$crate::suite::support::need_root() {
+                    return;
+                }
+                super::$name($crate::suite::support::Server::new()).await;
             }
-            $body($crate::suite::support::Server::new()).await;
-        }
 
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $docker() {
-            if !$crate::suite::support::need_root() {
-                return;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn docker() {
+                if !$crate::suite::support::need_root() {
+                    return;
+                }
+                let Some(server) = $crate::suite::support::Server::docker() else {
+                    return;
+                };
+                let _shared = $crate::suite::support::DOCKER_ENGINE.read().await;
+                super::$name(server).await;
             }
-            let Some(server) = $crate::suite::support::Server::docker() else {
-                return;
-            };
-            let _shared = $crate::suite::support::DOCKER_ENGINE.read().await;
-            $body(server).await;
         }
     };
 }

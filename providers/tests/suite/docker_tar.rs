@@ -12,8 +12,10 @@ use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource};
 use computer_providers::{ComputerSpec, Provider, Release};
 use computer_testkit::{docker_env, tree_snapshot};
 use computerd::client::ComputerExt;
-use computerd::protocol::{ExecParams, limits};
+use computerd::protocol::limits;
 use tokio_util::sync::CancellationToken;
+
+use super::support::{run, text};
 
 /// The provider, or None (a skip) without Docker, the image or the daemon.
 async fn provider(cache: &Path) -> Option<DockerProvider> {
@@ -95,19 +97,11 @@ async fn a_tree_pushed_into_a_docker_computer_is_pulled_out_byte_for_byte() {
     assert_eq!(entries, 16, "the root, 9 files, 3 directories, 3 in a/");
 
     // What landed, read inside the computer and not through the pull.
-    let sums = conn
-        .client
-        .call_typed(&ExecParams {
-            argv: vec![
-                "sh".into(),
-                "-c".into(),
-                "cd /work/tree && find . -type f | sort | xargs sha256sum".into(),
-            ],
-            timeout_ms: Some(20_000),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let sums = run(
+        &conn.client,
+        "cd /work/tree && find . -type f | sort | xargs sha256sum",
+    )
+    .await;
     assert_eq!(sums.exit_code, Some(0), "{sums:?}");
     let host_sums = std::process::Command::new("sh")
         .arg("-c")
@@ -115,10 +109,7 @@ async fn a_tree_pushed_into_a_docker_computer_is_pulled_out_byte_for_byte() {
         .current_dir(src.path())
         .output()
         .unwrap();
-    assert_eq!(
-        String::from_utf8_lossy(&sums.stdout.0),
-        String::from_utf8_lossy(&host_sums.stdout)
-    );
+    assert_eq!(text(&sums), String::from_utf8_lossy(&host_sums.stdout));
 
     // Out again: the pulled archive unpacks to the very tree.
     let pulled = conn.client.pull_tar_bytes("/work/tree").await.unwrap();

@@ -11,6 +11,8 @@ use computerd::client::ComputerExt;
 use computerd::protocol::ExecParams;
 use tokio_util::sync::CancellationToken;
 
+use super::support::run;
+
 fn provider(state: &std::path::Path) -> Option<Box<dyn Provider>> {
     if !need(
         "root",
@@ -62,18 +64,11 @@ async fn a_local_computer_is_made_reached_found_and_released() {
     );
 
     let conn = p.connect(&c, &cancel).await.unwrap();
-    let r = conn
-        .client
-        .call_typed(&ExecParams {
-            argv: vec![
-                "sh".into(),
-                "-c".into(),
-                "id -u; echo $HOME; cat /proc/net/dev | tail -n +3 | cut -d: -f1".into(),
-            ],
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let r = run(
+        &conn.client,
+        "id -u; echo $HOME; cat /proc/net/dev | tail -n +3 | cut -d: -f1",
+    )
+    .await;
     let out = String::from_utf8(r.stdout.0).unwrap();
     let lines: Vec<&str> = out.lines().map(str::trim).collect();
     // A uid of its own, which no host account has, and the ref says which.

@@ -39,7 +39,7 @@ async fn a_recipe_is_built_once_by_one_flight_and_tagged_by_its_hash() {
     );
     let conn = p.connect(&a, &cancel).await.unwrap();
     assert_eq!(
-        text(&run(&conn, "cat /etc/recipe-run").await),
+        text(&run(&conn.client, "cat /etc/recipe-run").await),
         format!("{}\n", std::process::id())
     );
     conn.client.close();
@@ -330,7 +330,7 @@ async fn a_create_dropped_at_any_point_leaves_nothing_and_one_that_returns_keeps
     assert_eq!(containers.len(), 3, "{containers:?}");
     assert_eq!(volumes.len(), 1, "{volumes:?}");
     let conn = e.p.connect(&c, &cancel).await.unwrap();
-    assert_eq!(text(&run(&conn, "echo up").await), "up\n");
+    assert_eq!(text(&run(&conn.client, "echo up").await), "up\n");
     conn.client.close();
     for c in [c, a] {
         e.p.release(&c, Release::Delete, &cancel).await.unwrap();
@@ -406,7 +406,7 @@ async fn a_spec_may_ask_for_root_which_holds_no_capability() {
     let conn = e.p.connect(&c, &cancel).await.unwrap();
     let out = text(
         &run(
-            &conn,
+            &conn.client,
             "id -u; grep -E '^Cap(Eff|Bnd)' /proc/self/status; touch /etc/x 2>&1 && echo wrote",
         )
         .await,

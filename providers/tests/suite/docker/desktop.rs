@@ -67,7 +67,7 @@ async fn a_docker_desktop_starts_its_x_server_through_the_daemon_and_declares_th
     assert_eq!(&shot.data.0[1..4], b"PNG");
     // The X server is one process of the daemon's table, the computer's user's.
     let r = run(
-        &conn,
+        &conn.client,
         "ps -o user=,args= -C Xvfb 2>/dev/null || cat /proc/[0-9]*/cmdline | tr '\\0' ' '",
     )
     .await;
@@ -96,7 +96,7 @@ async fn a_docker_desktop_starts_its_x_server_through_the_daemon_and_declares_th
     let cmd = i.config.unwrap().cmd.unwrap();
     assert!(cmd.windows(2).any(|w| w == ["--display", ":0"]), "{cmd:?}");
     // Programs get DISPLAY, so a GUI program started from a shell finds it.
-    let r = run(&conn, "printf %s \"$DISPLAY\"").await;
+    let r = run(&conn.client, "printf %s \"$DISPLAY\"").await;
     assert_eq!(text(&r), ":0");
     let refused =
         e.p.attach(&AttachBy::Id(c.id.clone()), &cancel)

@@ -292,7 +292,7 @@ async fn a_share_is_bound_at_workspace_and_a_busybox_image_works() {
     );
     let c = made.computer;
     let conn = e.p.connect(&c, &cancel).await.unwrap();
-    let r = run(&conn, "echo hi > /workspace/from-inside && id -u").await;
+    let r = run(&conn.client, "echo hi > /workspace/from-inside && id -u").await;
     assert_eq!(text(&r), "1879048191\n");
     assert_eq!(
         std::fs::read_to_string(shared.join("from-inside")).unwrap(),
@@ -317,7 +317,7 @@ async fn a_computer_removed_from_outside_is_gone_on_the_next_call_within_5_s() {
     let cancel = CancellationToken::new();
     let c = e.sandbox(&cancel).await;
     let conn = e.p.connect(&c, &cancel).await.unwrap();
-    assert_eq!(text(&run(&conn, "echo up").await), "up\n");
+    assert_eq!(text(&run(&conn.client, "echo up").await), "up\n");
     remove_by_force(&e.docker, &c.id).await;
     let t = Instant::now();
     let r = tokio::time::timeout(
