@@ -21,7 +21,7 @@ use computer_providers::local::cgroup::{self, Cgroups};
 use computer_providers::local::{LocalOptions, LocalProvider};
 use computer_providers::share::ShareArg;
 use computer_providers::{ComputerRef, ComputerSpec, Connection, Provider, Release};
-use computer_testkit::{computerd_bin, marked_processes, marker, need, wait_until};
+use computer_testkit::{computerd_bin, marked_processes, marker, need, or_skip, wait_until};
 use computerd::client::ComputerExt;
 use computerd::protocol::{ExecParams, ExecResult, ProcessStartParams};
 use tokio_util::sync::CancellationToken;
@@ -113,9 +113,7 @@ fn cgroup_of(state: &std::path::Path, id: &str) -> Option<cgroup::ComputerCgroup
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_bomb_stays_under_its_pids_limit_and_leaves_nothing() {
     let state = tempfile::tempdir().unwrap();
-    let Some(p) = provider(state.path()) else {
-        return;
-    };
+    let p = or_skip!(provider(state.path()));
     let m = make(&p, &spec_with(|s| s.sizes.pids = Some(64))).await;
     let cg = cgroup_of(state.path(), &m.computer.id).expect("the computer's cgroup");
     assert_eq!(cg.read_back().unwrap().pids, 64);
@@ -202,9 +200,7 @@ async fn a_fork_bomb_stays_under_its_pids_limit_and_leaves_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allocation_past_memory_is_killed_in_the_computer_which_answers_next() {
     let state = tempfile::tempdir().unwrap();
-    let Some(p) = provider(state.path()) else {
-        return;
-    };
+    let p = or_skip!(provider(state.path()));
     let m = make(&p, &spec_with(|s| s.sizes.memory_mb = Some(128))).await;
     let r = sh(
         &m,
@@ -224,9 +220,7 @@ async fn an_allocation_past_memory_is_killed_in_the_computer_which_answers_next(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_past_work_fails_with_enospc_and_the_hosts_disk_does_not_move() {
     let state = tempfile::tempdir().unwrap();
-    let Some(p) = provider(state.path()) else {
-        return;
-    };
+    let p = or_skip!(provider(state.path()));
     // memoryMb 64: /work holds 32 MiB.
     let m = make(&p, &spec_with(|s| s.sizes.memory_mb = Some(64))).await;
     let free = || {
@@ -255,9 +249,7 @@ async fn a_write_past_work_fails_with_enospc_and_the_hosts_disk_does_not_move() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_release_nothing_of_the_computer_remains_even_a_forking_program() {
     let state = tempfile::tempdir().unwrap();
-    let Some(p) = provider(state.path()) else {
-        return;
-    };
+    let p = or_skip!(provider(state.path()));
     let m = make(&p, &spec_with(|s| s.sizes.pids = Some(64))).await;
     let mark = marker("LIMITS");
     // A program that forks for ever (perl does not give up when a fork
@@ -304,9 +296,7 @@ fn allowed_root() -> BTreeSet<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_computer_sees_only_the_hosts_os_and_two_have_different_uids() {
     let state = tempfile::tempdir().unwrap();
-    let Some(p) = provider(state.path()) else {
-        return;
-    };
+    let p = or_skip!(provider(state.path()));
     let spec = ComputerSpec::sandbox(600_000);
     let (a, b) = tokio::join!(make(&p, &spec), make(&p, &spec));
     let mut uids = Vec::new();
@@ -364,9 +354,7 @@ async fn a_computer_sees_only_the_hosts_os_and_two_have_different_uids() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shares_bind_read_write_and_read_only_and_a_bad_one_makes_nothing() {
     let state = tempfile::tempdir().unwrap();
-    let Some(p) = provider(state.path()) else {
-        return;
-    };
+    let p = or_skip!(provider(state.path()));
     let rw = tempfile::tempdir().unwrap();
     let ro = tempfile::tempdir().unwrap();
     // The computer's uid is its own: let anyone write the read-write share.
@@ -497,9 +485,7 @@ async fn without_a_cgroup_processes_are_still_bounded_and_sizes_refused_in_words
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_computer_comes_from_a_spare_with_its_own_limits_and_none_outlives_the_provider() {
     let state = tempfile::tempdir().unwrap();
-    let Some(p) = provider(state.path()) else {
-        return;
-    };
+    let p = or_skip!(provider(state.path()));
     let a = make(&p, &ComputerSpec::sandbox(600_000)).await;
     // The spare is made after the first creation, in the background.
     let spares = state.path().join("spares");

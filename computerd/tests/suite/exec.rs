@@ -318,8 +318,7 @@ async fn a_daemon_without_setuid_denies_a_user_switch() {
     let (init, c) = or_skip!(Init::with_client().await);
     let mut p = exec_sh("id -u", &init.marker);
     p.user = Some("65534".into());
-    let e = c.call(&p).await.unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Denied), "{e}");
+    let e = refused(&c, &p, ErrorKind::Denied).await;
     assert!(e.to_string().contains("no CAP_SETUID"), "{e}");
     assert!(e.to_string().contains("leave user out"), "{e}");
     // Its own uid is no switch at all.

@@ -59,24 +59,26 @@ async fn a_fifo_is_refused_at_once_and_never_hangs_a_read() {
     )
     .unwrap();
     let t = Instant::now();
-    let e = c
-        .call(&FilesReadParams {
+    refused(
+        &c,
+        &FilesReadParams {
             path: fifo.clone(),
             offset: None,
             length: None,
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Invalid), "{e}");
-    let e = c
-        .call(&FilesWriteParams {
+        },
+        ErrorKind::Invalid,
+    )
+    .await;
+    refused(
+        &c,
+        &FilesWriteParams {
             path: fifo.clone(),
             data: Bytes64(b"x".to_vec()),
             ..Default::default()
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Invalid), "{e}");
+        },
+        ErrorKind::Invalid,
+    )
+    .await;
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
 }
 
@@ -109,15 +111,16 @@ async fn a_large_read_only_file_is_written_and_read_back_whole() {
         (st.file_type, st.size, st.mode),
         (FileType::File, data.len() as u64, 0o444)
     );
-    let e = c
-        .call(&FilesReadParams {
+    refused(
+        &c,
+        &FilesReadParams {
             path,
             offset: None,
             length: Some(512 * 1024 + 1),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Limit), "{e}");
+        },
+        ErrorKind::Limit,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -155,15 +158,16 @@ async fn the_other_file_methods_work_as_a_user_expects() {
         .map(|e| e.path.trim_start_matches(&d).to_string())
         .collect();
     assert_eq!(paths, vec!["/a", "/a/b", "/a/b/f.txt", "/g.txt"]);
-    let e = c
-        .call(&FilesMoveParams {
+    refused(
+        &c,
+        &FilesMoveParams {
             from: format!("{d}/g.txt"),
             to: format!("{d}/a/b/f.txt"),
             overwrite: None,
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Exists), "{e}");
+        },
+        ErrorKind::Exists,
+    )
+    .await;
     assert_eq!(c.read_file(&format!("{d}/a/b/f.txt")).await.unwrap(), b"hi");
     c.call(&FilesMoveParams {
         from: format!("{d}/g.txt"),
@@ -172,14 +176,15 @@ async fn the_other_file_methods_work_as_a_user_expects() {
     })
     .await
     .unwrap();
-    let e = c
-        .call(&FilesRemoveParams {
+    refused(
+        &c,
+        &FilesRemoveParams {
             path: format!("{d}/a"),
             recursive: None,
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::IsDir), "{e}");
+        },
+        ErrorKind::IsDir,
+    )
+    .await;
     c.call(&FilesRemoveParams {
         path: format!("{d}/a"),
         recursive: Some(true),
@@ -187,14 +192,15 @@ async fn the_other_file_methods_work_as_a_user_expects() {
     .await
     .unwrap();
     assert_eq!(names_in(&d), vec!["h.txt"]);
-    let e = c
-        .call(&FilesRemoveParams {
+    refused(
+        &c,
+        &FilesRemoveParams {
             path: "/".into(),
             recursive: Some(true),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Denied), "{e}");
+        },
+        ErrorKind::Denied,
+    )
+    .await;
     let e = c
         .call(&FilesStatParams {
             path: "relative/x".into(),
@@ -294,13 +300,14 @@ async fn a_connection_holds_at_most_eight_pulls() {
             .unwrap(),
         );
     }
-    let e = c
-        .call(&TarPullBeginParams {
+    refused(
+        &c,
+        &TarPullBeginParams {
             path: init.home().to_str().unwrap().into(),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Limit), "{e}");
+        },
+        ErrorKind::Limit,
+    )
+    .await;
     c.call(&TarPullEndParams {
         id: pulls[0].id.clone(),
     })

@@ -175,14 +175,15 @@ async fn a_shutting_down_init_refuses_new_starts_and_still_answers_reads() {
     )
     .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let e = c
-        .call(&ExecParams {
+    let e = refused(
+        &c,
+        &ExecParams {
             argv: vec!["true".into()],
             ..Default::default()
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Unsupported), "{e}");
+        },
+        ErrorKind::Unsupported,
+    )
+    .await;
     assert!(e.to_string().contains("shutting down"), "{e}");
     let l = c.call(&ProcessListParams { from: None }).await.unwrap();
     assert_eq!(l.processes.len(), 1);

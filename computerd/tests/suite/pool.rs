@@ -36,13 +36,7 @@ fn is_template(pid: i32) -> bool {
 
 fn every_guard_of(init: i32) -> BTreeSet<i32> {
     let mut out = BTreeSet::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in dir.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
+    for pid in computer_testkit::pids() {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             continue;
         };

@@ -35,11 +35,12 @@ async fn a_process_outlives_its_call_and_its_output_is_read_by_offset() {
         (r.data.0.as_slice(), r.next_offset, r.exited, r.size),
         (b"e\n".as_slice(), 4, true, 4)
     );
-    let e = c
-        .call(&read_at(&p.id, Stream::Stdout, 5, None))
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Invalid));
+    let e = refused(
+        &c,
+        &read_at(&p.id, Stream::Stdout, 5, None),
+        ErrorKind::Invalid,
+    )
+    .await;
     assert!(e.to_string().contains("past the end of stdout"), "{e}");
 }
 
@@ -67,11 +68,12 @@ async fn a_read_with_wait_ms_waits_for_output_without_polling() {
         .unwrap();
     assert!(r.data.is_empty() && !r.exited);
     assert!(t.elapsed() >= Duration::from_millis(280));
-    let e = c
-        .call(&read_at(&q.id, Stream::Stdout, 0, Some(30_001)))
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Limit));
+    refused(
+        &c,
+        &read_at(&q.id, Stream::Stdout, 0, Some(30_001)),
+        ErrorKind::Limit,
+    )
+    .await;
     signal(&c, &q.id, Signal::Kill).await;
     assert_eq!(wait_end(&c, &q.id).await.signal.as_deref(), Some("KILL"));
 }
@@ -114,8 +116,7 @@ async fn stdin_writes_reach_the_program_and_close_ends_its_input() {
     );
     // Without stdin: true there is nothing to write to.
     let q = init.start_script(&c, "sleep 5").await;
-    let e = c.call(&write_in(&q.id, b"x", false)).await.unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Invalid));
+    let e = refused(&c, &write_in(&q.id, b"x", false), ErrorKind::Invalid).await;
     assert!(e.to_string().contains("has no stdin"), "{e}");
     signal(&c, &q.id, Signal::Term).await;
     assert_eq!(wait_end(&c, &q.id).await.signal.as_deref(), Some("TERM"));
@@ -130,8 +131,7 @@ async fn a_write_to_a_program_that_closed_stdin_fails_at_once() {
     let mut follow = c.follow_process(&p.id, Stream::Stdout, 0);
     assert_eq!(follow.next().await.unwrap().unwrap().data, b"closed\n");
     let t = Instant::now();
-    let e = c.call(&write_in(&p.id, b"x", false)).await.unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Invalid), "{e}");
+    let e = refused(&c, &write_in(&p.id, b"x", false), ErrorKind::Invalid).await;
     assert!(e.to_string().contains("has closed its stdin"), "{e}");
     assert!(t.elapsed() < Duration::from_secs(1));
     signal(&c, &p.id, Signal::Kill).await;
@@ -250,19 +250,16 @@ async fn a_log_file_gets_the_output_and_refuses_links_and_existing_files() {
     );
     assert_eq!(std::fs::read_to_string(&log).unwrap(), text);
     // A file already there is exists; a link on the way is denied; nothing starts.
-    let e = c.call(&sp).await.unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Exists), "{e}");
+    refused(&c, &sp, ErrorKind::Exists).await;
     std::os::unix::fs::symlink("/tmp", init.path("link")).unwrap();
     sp.log = Some(init.path(&format!("link/{}.log", init.marker)));
-    let e = c.call(&sp).await.unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Denied), "{e}");
+    refused(&c, &sp, ErrorKind::Denied).await;
     assert!(!exists(format!("/tmp/{}.log", init.marker)));
     // A start that fails after the log was made removes it.
     let mut bad = start_sh("true", &init.marker);
     bad.argv = vec!["/no/such/program".into()];
     bad.log = Some(init.path("logs/failed.log"));
-    let e = c.call(&bad).await.unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::NotFound), "{e}");
+    refused(&c, &bad, ErrorKind::NotFound).await;
     assert!(!exists(init.path("logs/failed.log")));
 }
 

@@ -362,19 +362,6 @@ fn socket_dir() -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, run)
 }
 
-/// Processes whose command line mentions `needle`.
-fn processes_mentioning(needle: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
-        })
-        .collect()
-}
-
 /// Run the sandbox with `flags` (before `--`) and `init` (after, with
 /// `--socket /run/computerd/s.sock` unless it names one), `{dir}` standing
 /// for a fresh directory holding `home` and `run`: its exit code and stderr
@@ -405,7 +392,7 @@ fn sandbox_refusal(flags: &[&str], init: &[&str]) -> (i32, String) {
         .unwrap();
     assert!(!socket.exists(), "a refused sandbox must not listen");
     assert!(!run.join("computerd.sock").exists());
-    assert_eq!(processes_mentioning(d), Vec::<i32>::new());
+    assert_eq!(computer_testkit::processes_mentioning(d), Vec::<i32>::new());
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).replace(d, "{dir}"),

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub use computer_testkit::{
-    assert_no_leftovers, marked, marked_processes, need, need_root, rfc3339_in,
+    assert_no_leftovers, marked, marked_processes, need, need_root, or_skip, rfc3339_in,
 };
 use computerd::client::{ComputerExt, DaemonClient};
 pub use computerd::launch::{
@@ -25,18 +25,6 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-
-/// `let init = or_skip!(Init::start());`: what a start gave, or the test
-/// ends here, skipped (the start said why, or fails where it must run).
-macro_rules! or_skip {
-    ($start:expr) => {
-        match $start {
-            Some(started) => started,
-            None => return,
-        }
-    };
-}
-pub(crate) use or_skip;
 
 pub const COMPUTERD: &str = env!("CARGO_BIN_EXE_computerd");
 
@@ -615,6 +603,19 @@ pub fn write_in(id: &str, data: &[u8], close: bool) -> computerd::protocol::Proc
         data: Some(computerd::protocol::Bytes64(data.to_vec())),
         close: close.then_some(true),
     }
+}
+
+/// The refusal of a call, checked to be of `kind`.
+pub async fn refused<P: computerd::protocol::Call>(
+    c: &DaemonClient,
+    params: &P,
+    kind: computerd::protocol::ErrorKind,
+) -> computerd::client::ClientError {
+    let Err(e) = c.call(params).await else {
+        panic!("{} was not refused", P::METHOD.as_str());
+    };
+    assert_eq!(e.kind(), Some(kind), "{e}");
+    e
 }
 
 /// process.wait for process `id`'s end, within `timeout_ms`.

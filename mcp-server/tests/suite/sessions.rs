@@ -56,10 +56,7 @@ fn get(http: &reqwest::Client, url: &str, token: &str, sid: &str) -> reqwest::Re
 /// no computer is made for it, A's session and computer go on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_tokens_request_with_a_session_id_is_answered_as_an_unknown_session() {
-    if !need_root() {
-        return;
-    }
-    let s = HttpServer::start_on(Server::new(), &[], &[TOKEN, TOKEN_B]).await;
+    let s = HttpServer::start_on(or_skip!(Server::local()), &[], &[TOKEN, TOKEN_B]).await;
     let http = reqwest::Client::new();
     let sid = open_session(&http, &s.url, TOKEN).await.unwrap();
     let unknown = "3f2b1c9e-0d7a-4e61-9c55-1a2b3c4d5e6f";
@@ -166,10 +163,7 @@ async fn rounds(s: &HttpServer, sessions: usize, at_once: usize) -> Vec<String> 
 /// bound, each ending before the next begins, are never refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ended_sessions_computer_does_not_count_against_its_caller() {
-    if !need_root() {
-        return;
-    }
-    let s = HttpServer::start_with(&["--max-computers", "4"]).await;
+    let s = or_skip!(HttpServer::start_with(&["--max-computers", "4"]).await);
     let failed = rounds(&s, 40, 4).await;
     assert!(
         failed.is_empty(),
@@ -187,11 +181,9 @@ async fn an_ended_sessions_computer_does_not_count_against_its_caller() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a soak of 1000 sessions (minutes): cargo test -p computer-mcp --test e2e -- --ignored soak"]
 async fn soak_1000_http_sessions_16_at_a_time() {
-    if !need_root() {
-        return;
-    }
-    let s =
-        HttpServer::start_with(&["--max-computers", "16", "--max-server-computers", "16"]).await;
+    let s = or_skip!(
+        HttpServer::start_with(&["--max-computers", "16", "--max-server-computers", "16"]).await
+    );
     let started = std::time::Instant::now();
     let failed = rounds(&s, 1000, 16).await;
     let took = started.elapsed();

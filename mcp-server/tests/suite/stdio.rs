@@ -372,9 +372,7 @@ async fn dockerd_restarted_under_a_live_session_is_answered_in_words_and_the_nex
     if !need_root() {
         return;
     }
-    let Some(server) = Server::docker() else {
-        return;
-    };
+    let server = or_skip!(Server::docker());
     let _alone = DOCKER_ENGINE.write().await;
     let (client, _) = server.stdio(&[]).await;
     let r = call(&client, "exec", json!({"argv": ["echo", "before"]})).await;

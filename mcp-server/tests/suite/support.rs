@@ -9,7 +9,7 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
 
-pub use computer_testkit::{marked_processes, need_root, wait_until};
+pub use computer_testkit::{marked_processes, need_root, or_skip, wait_until};
 
 /// A marker for one test of this crate.
 pub fn marker() -> String {
@@ -133,6 +133,12 @@ impl Drop for Server {
 }
 
 impl Server {
+    /// Where root is at hand (local computers need it): a server over a
+    /// fresh local state.
+    pub fn local() -> Option<Server> {
+        need_root().then(Server::new)
+    }
+
     pub fn new() -> Server {
         let state = tempfile::Builder::new()
             .prefix("cmcp-state")
@@ -305,10 +311,7 @@ impl Server {
     /// Where root is at hand (local computers need it): a local server and
     /// a stdio client of it, with `extra` flags.
     pub async fn local_stdio(extra: &[&str]) -> Option<(Server, Client, Recorder)> {
-        if !need_root() {
-            return None;
-        }
-        let server = Server::new();
+        let server = Server::local()?;
         let (client, recorder) = server.stdio(extra).await;
         Some((server, client, recorder))
     }
@@ -445,12 +448,15 @@ pub async fn open_session(
 }
 
 impl HttpServer {
-    pub async fn start() -> HttpServer {
+    /// Where root is at hand (local computers need it): a server over a
+    /// fresh local state, with `extra` flags.
+    pub async fn start() -> Option<HttpServer> {
         Self::start_with(&[]).await
     }
 
-    pub async fn start_with(extra: &[&str]) -> HttpServer {
-        Self::start_on(Server::new(), extra, &[TOKEN]).await
+    /// [`HttpServer::start`] with `extra` flags.
+    pub async fn start_with(extra: &[&str]) -> Option<HttpServer> {
+        Some(Self::start_on(Server::local()?, extra, &[TOKEN]).await)
     }
 
     /// Serve over `server`'s state (a restart keeps it), logging at info,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use computer_providers::cdp::HostChromium;
 use computer_providers::local::{LocalOptions, LocalProvider};
 use computer_providers::{ComputerSpec, Provider, Release};
-use computer_testkit::{computerd_bin, need, need_chromium, need_root};
+use computer_testkit::{computerd_bin, need, need_chromium, need_root, or_skip};
 use computerd::client::{ClientError, ComputerClient, ComputerExt};
 use computerd::protocol::{
     CdpEventsParams, ErrorKind, Group, MachineKind, ProcessStartParams, SettingKind,
@@ -124,9 +124,7 @@ fn local_browsers(state: &std::path::Path) -> Option<LocalProvider> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_browser_runs_chromium_inside_the_computer_on_its_pipe() {
     let state = tempfile::tempdir().unwrap();
-    let Some(p) = local_browsers(state.path()) else {
-        return;
-    };
+    let p = or_skip!(local_browsers(state.path()));
     let cancel = CancellationToken::new();
     let caps = p.capabilities();
     assert_eq!(caps.kind, MachineKind::Browser);
@@ -243,9 +241,7 @@ async fn too_small(p: &LocalProvider, tune: impl FnOnce(&mut ComputerSpec)) -> S
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_browser_bounded_below_what_chromium_needs_names_the_bound_and_the_setting() {
     let state = tempfile::tempdir().unwrap();
-    let Some(p) = local_browsers(state.path()) else {
-        return;
-    };
+    let p = or_skip!(local_browsers(state.path()));
     let words = too_small(&p, |s| s.sizes.pids = Some(32)).await;
     assert!(
         words.contains(&format!(
@@ -427,9 +423,7 @@ async fn a_local_desktop_frames_its_windows_and_shows_pages_whole() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_docker_desktop_frames_its_windows_and_shows_pages_whole() {
     use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource};
-    let Some(env) = computer_testkit::docker_env().await else {
-        return;
-    };
+    let env = or_skip!(computer_testkit::docker_env().await);
     let image = std::env::var("CMCP_TEST_DOCKER_DESKTOP")
         .unwrap_or_else(|_| "computer-mcp-test/desktop:bookworm".into());
     if !need(

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource};
 use computer_providers::{ComputerSpec, Provider, Release};
-use computer_testkit::{docker_env, tree_snapshot};
+use computer_testkit::{docker_env, or_skip, tree_snapshot};
 use computerd::client::ComputerExt;
 use computerd::protocol::limits;
 use tokio_util::sync::CancellationToken;
@@ -68,9 +68,7 @@ fn make_tree(root: &Path) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tree_pushed_into_a_docker_computer_is_pulled_out_byte_for_byte() {
     let cache = tempfile::tempdir().unwrap();
-    let Some(p) = provider(cache.path()).await else {
-        return;
-    };
+    let p = or_skip!(provider(cache.path()).await);
     let cancel = CancellationToken::new();
     let made = p
         .create(&ComputerSpec::sandbox(600_000), &cancel)

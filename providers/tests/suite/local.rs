@@ -6,7 +6,7 @@ use computer_providers::{
     AttachBy, ComputerSpec, ErrorCode, Labels, NetworkKind, NetworkPolicy, NetworkRead, Provider,
     Release, label,
 };
-use computer_testkit::{computerd_bin as computerd, need};
+use computer_testkit::{computerd_bin as computerd, need, or_skip};
 use computerd::client::ComputerExt;
 use computerd::protocol::ExecParams;
 use tokio_util::sync::CancellationToken;
@@ -39,9 +39,7 @@ fn provider(state: &std::path::Path) -> Option<Box<dyn Provider>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_computer_is_made_reached_found_and_released() {
     let state = tempfile::tempdir().unwrap();
-    let Some(p) = provider(state.path()) else {
-        return;
-    };
+    let p = or_skip!(provider(state.path()));
     let cancel = CancellationToken::new();
     let caps = p.capabilities();
     assert_eq!(caps.groups, vec!["exec", "files", "processes"]);
@@ -136,9 +134,7 @@ async fn a_local_computer_is_made_reached_found_and_released() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spec_the_local_provider_cannot_honour_is_refused_in_words() {
     let state = tempfile::tempdir().unwrap();
-    let Some(p) = provider(state.path()) else {
-        return;
-    };
+    let p = or_skip!(provider(state.path()));
     let mut spec = ComputerSpec::sandbox(600_000);
     spec.image = Some("debian".into());
     assert_eq!(p.check(&spec).unwrap_err().field.as_deref(), Some("image"));
@@ -184,9 +180,7 @@ async fn a_spec_the_local_provider_cannot_honour_is_refused_in_words() {
 async fn a_provider_ending_beside_others_leaves_them_able_to_make_computers() {
     use computer_providers::local::cgroup::{Cgroups, group_for};
     let state = tempfile::tempdir().unwrap();
-    let Some(server) = provider(state.path()) else {
-        return;
-    };
+    let server = or_skip!(provider(state.path()));
     let second = provider(state.path()).unwrap();
     let group = Cgroups::detect(&group_for(state.path()))
         .unwrap()

@@ -9,7 +9,7 @@ use super::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_names_the_field_and_the_session_goes_on() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let home = s.home();
     let cases = [
         // Unknown and mistyped fields.

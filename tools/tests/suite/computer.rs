@@ -9,7 +9,7 @@ use super::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn computer_info_shows_the_facts() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let (t, v) = s.ok("computer_info", json!({})).await;
     assert_starts(&t, "provider: test (id t1)\nkind: linux (linux amd64)\n");
     assert_has(
@@ -25,7 +25,7 @@ async fn computer_info_shows_the_facts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn computer_extend_asks_the_provider() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     // Without an extend function the tool says the provider cannot.
     s.err_has(
         "computer_extend",

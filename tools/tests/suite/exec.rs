@@ -10,7 +10,7 @@ use super::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_runs_uname_and_reports_a_failing_command() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let (t, v) = s.ok("exec", json!({"command": "uname -a"})).await;
     assert_starts(&t, "exit code: 0\n--- stdout ---\nLinux ");
     assert_eq!(v["exit_code"], 0);
@@ -54,7 +54,7 @@ async fn exec_runs_uname_and_reports_a_failing_command() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_output_comes_with_a_note_saying_how_to_see_its_bytes() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let (t, v) = s
         .ok("exec", json!({"command": "printf 'ok\\377\\376\\n'"}))
         .await;
@@ -76,7 +76,7 @@ async fn binary_output_comes_with_a_note_saying_how_to_see_its_bytes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdin_env_and_cwd_reach_the_program() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let args = json!({
         "command": "cat; echo \"$FOO\"; pwd",
         "stdin": "fed\n",
@@ -100,7 +100,7 @@ async fn stdin_env_and_cwd_reach_the_program() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_over_the_budget_is_cut_in_the_middle_and_saved_whole() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let whole: String = (1..=20000).map(|i| format!("{i}\n")).collect();
     let (t, v) = s
         .ok("exec", json!({"command": "seq 1 20000; echo done >&2"}))
@@ -139,7 +139,7 @@ async fn output_over_the_budget_is_cut_in_the_middle_and_saved_whole() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_reports_name_the_last_line_of_output() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let (ctx, seen) = s.with_progress();
     let r = s
         .call_with(
@@ -166,7 +166,7 @@ async fn progress_reports_name_the_last_line_of_output() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_ends_the_program_and_says_so() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let args = json!({"command": "echo begun; sleep 30", "timeout_ms": 500, "env": s.env()});
     let t0 = Instant::now();
     let (t, v) = s.ok("exec", args.clone()).await;
@@ -209,7 +209,7 @@ async fn a_timeout_ends_the_program_and_says_so() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_exec_leaves_no_process() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     for with_progress in [false, true] {
         // Cancelled by the token.
         let mut ctx = if with_progress {
@@ -248,7 +248,7 @@ async fn a_cancelled_exec_leaves_no_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_computer_that_died_says_so() {
-    let mut s = or_skip!(Sandbox::start());
+    let mut s = or_skip!(Sandbox::start().await);
     s.ok("exec", json!({"command": "true"})).await;
     s.child.kill().unwrap();
     s.child.wait().unwrap();
@@ -259,7 +259,7 @@ async fn a_computer_that_died_says_so() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_past_what_the_tool_keeps_says_exactly_what_was_kept() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     // 600 KiB: past the 360 KiB the tool keeps of a stream.
     let (t, v) = s
         .ok(
@@ -291,7 +291,7 @@ async fn output_past_what_the_tool_keeps_says_exactly_what_was_kept() {
 /// call's own variables (PATH too) win over the profile's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_sees_the_login_environment_and_its_own_variables_win() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     // Drop what belongs to one shell, not to the environment.
     let strip = "env | grep -v -E '^(_|SHLVL|PWD|OLDPWD)=' | sort";
     let (_, by_command) = s.ok("exec", json!({"command": strip})).await;

@@ -18,7 +18,7 @@ const PNG: &[u8] = &[
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_edit_and_read_a_file_with_line_numbers() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let path = format!("{}/notes/deep/a.txt", s.home());
     let (t, v) = s
         .ok(
@@ -98,7 +98,7 @@ async fn write_edit_and_read_a_file_with_line_numbers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_files_are_read_in_windows_that_fit_the_budget() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let path = format!("{}/long.txt", s.home());
     let content: String = (1..=5000).map(|i| format!("line number {i}\n")).collect();
     s.client
@@ -136,7 +136,7 @@ async fn long_files_are_read_in_windows_that_fit_the_budget() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_comes_back_as_image_content() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let path = format!("{}/dot.png", s.home());
     s.client
         .write_file(&path, PNG, WriteFileOptions::default())
@@ -166,7 +166,7 @@ async fn an_image_comes_back_as_image_content() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_files_and_directories_are_refused_with_a_hint() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let path = format!("{}/blob.bin", s.home());
     let bytes: Vec<u8> = (0..1000u32).map(|i| (i % 256) as u8).collect();
     s.client
@@ -206,7 +206,7 @@ async fn binary_files_and_directories_are_refused_with_a_hint() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_files_goes_depth_levels_down() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let home = s.home();
     for (p, c) in [
         ("a/b/c/deep.txt", "x"),
@@ -274,7 +274,7 @@ async fn list_files_goes_depth_levels_down() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_listing_stops_at_the_budget_with_a_note() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let dir = format!("{}/many", s.home());
     let script =
         format!("mkdir -p {dir} && cd {dir} && for i in $(seq 1 3000); do : > file-$i.txt; done");

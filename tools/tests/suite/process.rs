@@ -7,7 +7,7 @@ use super::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_loop_is_started_read_listed_and_signalled() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let (t, v, id) = s.start_process(json!({"command": "for i in $(seq 1 1000); do echo tick $i; sleep 0.2; done", "env": s.env()})).await;
     assert_starts(&t, &format!("started {id} (pid "));
     let log = v["log_file"].as_str().unwrap().to_string();
@@ -75,7 +75,7 @@ async fn a_background_loop_is_started_read_listed_and_signalled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_http_server_runs_in_the_background() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     if !std::path::Path::new("/usr/bin/python3").exists() {
         eprintln!("skipped: no /usr/bin/python3 on this machine");
         return;
@@ -111,7 +111,7 @@ async fn a_python_http_server_runs_in_the_background() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn process_write_feeds_a_cat_and_close_ends_it() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let (_, v, id) = s
         .start_process(json!({"argv": ["cat"], "env": s.env()}))
         .await;
@@ -160,7 +160,7 @@ async fn process_write_feeds_a_cat_and_close_ends_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writing_to_a_program_that_has_ended_is_refused_even_in_a_terminal() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     // A terminal outlives its program: bytes written to it are taken, by
     // nobody who reads them.
     let (_, _, id) = s
@@ -190,7 +190,7 @@ async fn writing_to_a_program_that_has_ended_is_refused_even_in_a_terminal() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdout_and_stderr_come_together_in_order() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let (_, v, id) = s
         .start_process(
             json!({"command": "echo out; sleep 0.1; echo err >&2; sleep 0.1; echo out2; exit 7"}),
@@ -214,7 +214,7 @@ async fn stdout_and_stderr_come_together_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shell_in_a_terminal_answers_what_is_typed() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let (t, v, id) = s
         .start_process(
             json!({"argv": ["sh", "-i"], "pty": {"cols": 80, "rows": 24}, "env": s.env()}),
@@ -259,7 +259,7 @@ async fn a_shell_in_a_terminal_answers_what_is_typed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_that_ignores_term_is_ended_with_kill() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let (_, v, id) = s
         .start_process(json!({"command": "trap '' TERM; echo ready; sleep 60", "env": s.env()}))
         .await;
@@ -292,7 +292,7 @@ async fn a_process_that_ignores_term_is_ended_with_kill() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polling_without_since_goes_on_where_the_last_read_ended() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let (_, _, id) = s.start_process(json!({"command": "echo one; sleep 0.5; echo two; sleep 0.5; echo three; sleep 30", "env": s.env()})).await;
     let mut seen = String::new();
     let mut starts = Vec::new();
@@ -320,7 +320,7 @@ async fn polling_without_since_goes_on_where_the_last_read_ended() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pty_true_is_a_terminal_of_the_default_size() {
-    let s = or_skip!(Sandbox::start());
+    let s = or_skip!(Sandbox::start().await);
     let (_, v) = s
         .ok(
             "process_start",

@@ -45,17 +45,7 @@ pub fn marker() -> String {
     )
 }
 
-/// What a test's setup made, or return from the test: it is skipped, and
-/// the setup has said why (as codex's `skip_if_no_network!` does).
-macro_rules! or_skip {
-    ($setup:expr) => {
-        match $setup.await {
-            Some(made) => made,
-            None => return,
-        }
-    };
-}
-pub(crate) use or_skip;
+pub use computer_testkit::or_skip;
 
 /// A running init with a tool context around a client of it.
 pub struct Sandbox {

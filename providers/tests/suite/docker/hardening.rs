@@ -2,6 +2,7 @@
 //! socket out of its programs' reach, a fork bomb and a disk fill held by
 //! its bounds, its connection direct or over the exec.
 
+use computer_testkit::or_skip;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -237,9 +238,7 @@ async fn a_computer_whose_direct_socket_cannot_be_reached_is_reached_over_the_ex
 /// (a bridge the engine execs) is served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_program_of_the_computer_cannot_use_the_daemons_socket() {
-    let Some(e) = env("own-socket").await else {
-        return;
-    };
+    let e = or_skip!(env("own-socket").await);
     let cancel = CancellationToken::new();
     let made = e.p.create(&e.spec(600_000), &cancel).await.unwrap();
     let conn = e.p.connect(&made.computer, &cancel).await.unwrap();
@@ -261,9 +260,7 @@ async fn a_program_of_the_computer_cannot_use_the_daemons_socket() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_bomb_stays_within_the_pids_limit_and_the_daemon_keeps_answering() {
-    let Some(e) = env("forkbomb").await else {
-        return;
-    };
+    let e = or_skip!(env("forkbomb").await);
     let cancel = CancellationToken::new();
     // The bound is the container's own pids cgroup (64), written by the
     // provider and again by the test below, and the bomb runs as a uid no

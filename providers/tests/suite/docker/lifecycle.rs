@@ -10,7 +10,7 @@ use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource};
 use computer_providers::{
     AttachBy, ErrorCode, Labels, NetworkPolicy, Provider, Release, label, release_older, run_labels,
 };
-use computer_testkit::need;
+use computer_testkit::{need, or_skip};
 use computerd::client::ComputerExt;
 use computerd::protocol::ExecParams;
 use tokio_util::sync::CancellationToken;
@@ -20,9 +20,7 @@ use crate::suite::support::{SWEEPS, remove_by_force};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_its_deadline_the_computer_stops_by_itself() {
-    let Some(e) = env("deadline").await else {
-        return;
-    };
+    let e = or_skip!(env("deadline").await);
     let _turn = SWEEPS.lock().await;
     let cancel = CancellationToken::new();
     let c = e.p.create(&e.spec(4_000), &cancel).await.unwrap().computer;

@@ -5,7 +5,7 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
-    let b = or_skip!(Browser::start());
+    let b = or_skip!(Browser::start().await);
     let (base, seen) = serve().await;
     let (t, out) = b
         .ok("browser_navigate", json!({"url": format!("{base}/")}))
@@ -110,7 +110,7 @@ async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ref_from_before_a_navigation_is_refused_and_bad_input_is_named() {
-    let (b, base) = or_skip!(Browser::at("/"));
+    let (b, base) = or_skip!(Browser::at("/").await);
     let (only, _) = b
         .ok("browser_snapshot", json!({"filter": "interactive"}))
         .await;

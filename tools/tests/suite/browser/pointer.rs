@@ -5,7 +5,7 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicked() {
-    let (b, base) = or_skip!(Browser::at("/clicks"));
+    let (b, base) = or_skip!(Browser::at("/clicks").await);
     // A scaled screenshot: its pixels are not the viewport's.
     let r = b
         .call("browser_screenshot", json!({"max_width": 400}))
@@ -204,7 +204,7 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
 /// stay valid across scrolls.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
-    let (b, _) = or_skip!(Browser::at("/scroll"));
+    let (b, _) = or_skip!(Browser::at("/scroll").await);
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let [item1, bottom] = Browser::refs_of(&snap, ["button \"Item 1\"", "button \"Bottom\""]);
 
@@ -286,7 +286,7 @@ async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
 /// free after; an end out of view is refused with nothing done.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drag_drops_by_refs_and_moves_a_knob_and_an_end_out_of_view_is_refused() {
-    let (b, _) = or_skip!(Browser::at("/drag"));
+    let (b, _) = or_skip!(Browser::at("/drag").await);
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let [item, zone, knob, after, far] = Browser::refs_of(
         &snap,
