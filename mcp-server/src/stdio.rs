@@ -115,6 +115,27 @@ fn writer(fd: OwnedFd, k: Kind) -> Option<Writer> {
     }
 }
 
+/// fd `n` (with `fd` its borrow and `flags` its flags, read before either
+/// end was touched, as the two may share one file description) as an end
+/// `make` builds over a copy of it, its flags kept in `restore` to be given
+/// back; else `fallback`, tokio's own end over a blocking thread.
+fn end<T>(
+    n: i32,
+    fd: BorrowedFd<'_>,
+    flags: Option<OFlag>,
+    restore: &mut Restore,
+    make: fn(OwnedFd, Kind) -> Option<T>,
+    fallback: impl FnOnce() -> T,
+) -> T {
+    match (copy_of(n), kind(fd), flags) {
+        (Some(copy), k, Some(flags)) if k != Kind::Other => {
+            restore.saved.push((n, flags));
+            make(copy, k).unwrap_or_else(fallback)
+        }
+        _ => fallback(),
+    }
+}
+
 /// The two ends of the stdio transport, and the guard that gives fd 0 and
 /// fd 1 their flags back. Must be called inside the runtime.
 pub fn transport() -> ((Reader, Writer), Restore) {
@@ -123,26 +144,12 @@ pub fn transport() -> ((Reader, Writer), Restore) {
     let stdout = std::io::stdout();
     let flags_in = saved_flags(stdin.as_fd());
     let flags_out = saved_flags(stdout.as_fd());
-    let read: Reader = match (copy_of(0), kind(stdin.as_fd()), flags_in) {
-        (Some(fd), k, Some(flags)) if k != Kind::Other => {
-            restore.saved.push((0, flags));
-            match reader(fd, k) {
-                Some(r) => r,
-                None => Box::pin(tokio::io::stdin()),
-            }
-        }
-        _ => Box::pin(tokio::io::stdin()),
-    };
-    let write: Writer = match (copy_of(1), kind(stdout.as_fd()), flags_out) {
-        (Some(fd), k, Some(flags)) if k != Kind::Other => {
-            restore.saved.push((1, flags));
-            match writer(fd, k) {
-                Some(w) => w,
-                None => Box::pin(tokio::io::stdout()),
-            }
-        }
-        _ => Box::pin(tokio::io::stdout()),
-    };
+    let read = end(0, stdin.as_fd(), flags_in, &mut restore, reader, || {
+        Box::pin(tokio::io::stdin()) as Reader
+    });
+    let write = end(1, stdout.as_fd(), flags_out, &mut restore, writer, || {
+        Box::pin(tokio::io::stdout()) as Writer
+    });
     ((read, write), restore)
 }
 

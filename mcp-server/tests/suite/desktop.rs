@@ -126,7 +126,7 @@ async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
     if !need_root() || !computer_testkit::need_xvfb() {
         return;
     }
-    let Some(bin) = fixture_bin() else { return };
+    let bin = or_skip!(fixture_bin());
     let share = fixture_share(&bin);
     let server = Server::new();
     let share_arg = format!("{}:ro", share.path().display());

@@ -16,7 +16,7 @@ use super::{Env, env, run, text};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recipe_is_built_once_by_one_flight_and_tagged_by_its_hash() {
-    let Some(e) = env("recipe").await else { return };
+    let e = or_skip!(env("recipe").await);
     let cancel = CancellationToken::new();
     // A recipe unique to this run, so the build really happens.
     let recipe = format!(
@@ -390,7 +390,7 @@ async fn a_create_dropped_at_any_point_leaves_nothing_and_one_that_returns_keeps
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spec_may_ask_for_root_which_holds_no_capability() {
-    let Some(e) = env("root").await else { return };
+    let e = or_skip!(env("root").await);
     let cancel = CancellationToken::new();
     let mut spec = e.spec(600_000);
     spec.user = Some("0".into());

@@ -18,7 +18,7 @@ use super::{env, route, run, text};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_docker_computer_is_made_hardened_reached_found_and_released() {
-    let Some(e) = env("made").await else { return };
+    let e = or_skip!(env("made").await);
     let cancel = CancellationToken::new();
     let mut spec = e.spec(600_000);
     spec.labels.insert(label::SESSION.into(), "s-docker".into());
@@ -202,7 +202,7 @@ async fn a_docker_computer_is_made_hardened_reached_found_and_released() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_computer_whose_direct_socket_cannot_be_reached_is_reached_over_the_exec() {
     use std::os::unix::fs::PermissionsExt;
-    let Some(e) = env("direct").await else { return };
+    let e = or_skip!(env("direct").await);
     let cancel = CancellationToken::new();
     let c = e.sandbox(&cancel).await;
     let dir = e.cache.path().join("cache/direct").join(&c.id);
@@ -380,7 +380,7 @@ async fn writable_dirs(
 /// it lands in the container's layer on this host's disk.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_computer_filling_every_writable_directory_stops_at_its_bound_off_the_hosts_disk() {
-    let Some(e) = env("disk").await else { return };
+    let e = or_skip!(env("disk").await);
     let cancel = CancellationToken::new();
     let mut spec = e.spec(600_000);
     spec.sizes.memory_mb = Some(1024);

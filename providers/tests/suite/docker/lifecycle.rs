@@ -61,7 +61,7 @@ async fn at_its_deadline_the_computer_stops_by_itself() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attach_refuses_a_container_with_our_labels_made_wider_naming_the_field() {
-    let Some(e) = env("drift").await else { return };
+    let e = or_skip!(env("drift").await);
     let cancel = CancellationToken::new();
     type Widen = fn(&mut bollard::models::HostConfig);
     let cases: [(&str, Widen, &str); 3] = [
@@ -112,7 +112,7 @@ async fn attach_refuses_a_container_with_our_labels_made_wider_naming_the_field(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_older_deletes_lower_epochs_keeps_its_own_and_another_runs_and_is_fenced() {
-    let Some(e) = env("epochs").await else { return };
+    let e = or_skip!(env("epochs").await);
     let cancel = CancellationToken::new();
     // Containers made (not started) with our labels: list sees them.
     let made = [
@@ -157,7 +157,7 @@ async fn release_older_deletes_lower_epochs_keeps_its_own_and_another_runs_and_i
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_refused_in_words_with_nothing_left_behind() {
-    let Some(e) = env("bad").await else { return };
+    let e = or_skip!(env("bad").await);
     let _turn = SWEEPS.lock().await;
     let cancel = CancellationToken::new();
     let mut spec = e.spec(600_000);
@@ -264,7 +264,7 @@ async fn bad_input_is_refused_in_words_with_nothing_left_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_share_is_bound_at_workspace_and_a_busybox_image_works() {
-    let Some(e) = env("share").await else { return };
+    let e = or_skip!(env("share").await);
     let cancel = CancellationToken::new();
     let dir = tempfile::tempdir().unwrap();
     let shared = dir.path().join("ws");
@@ -311,7 +311,7 @@ async fn a_share_is_bound_at_workspace_and_a_busybox_image_works() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_computer_removed_from_outside_is_gone_on_the_next_call_within_5_s() {
-    let Some(e) = env("killed").await else { return };
+    let e = or_skip!(env("killed").await);
     let cancel = CancellationToken::new();
     let c = e.sandbox(&cancel).await;
     let conn = e.p.connect(&c, &cancel).await.unwrap();
