@@ -56,8 +56,7 @@ async fn write_edit_and_read_a_file_with_line_numbers() {
     assert_has(&t, "read_file with offset 4 to continue");
 
     // Ambiguous, then all; missing; the same text; the file is unchanged by refusals.
-    s.ok("write_file", json!({"path": path, "content": "a-a-a\n"}))
-        .await;
+    s.write_file(&path, "a-a-a\n").await;
     let t = s
         .err(
             "edit_file",

@@ -221,6 +221,13 @@ pub trait Calls {
         v
     }
 
+    /// Write `content` to the file at `path` through write_file, which must
+    /// succeed.
+    async fn write_file(&self, path: &str, content: &str) {
+        self.ok("write_file", json!({"path": path, "content": content}))
+            .await;
+    }
+
     /// A call that must fail with `needle` in its text.
     async fn err_has(&self, name: &str, args: Value, needle: &str) {
         let e = self.err(name, args).await;

@@ -92,16 +92,8 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
         ctx: ToolContext::new(conn.client.clone()),
         results: Mutex::new(Vec::new()),
     };
-    b.ok(
-        "write_file",
-        json!({"path": "/tmp/site/form.html", "content": FORM}),
-    )
-    .await;
-    b.ok(
-        "write_file",
-        json!({"path": "/tmp/site/server.py", "content": INSIDE_SERVER}),
-    )
-    .await;
+    b.write_file("/tmp/site/form.html", FORM).await;
+    b.write_file("/tmp/site/server.py", INSIDE_SERVER).await;
     b.ok(
         "process_start",
         json!({"command": "exec python3 /tmp/site/server.py"}),
@@ -149,50 +141,31 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
     // Files of the computer chosen in file inputs: one directly, two
     // through the chooser a button opens; the page reads them back.
     assert!(names.contains(&"browser_upload"), "{names:?}");
-    b.ok(
-        "write_file",
-        json!({"path": "/tmp/site/upload.html", "content": UPLOAD}),
-    )
-    .await;
-    b.ok(
-        "write_file",
-        json!({"path": "/tmp/up/a.txt", "content": "alpha"}),
-    )
-    .await;
-    b.ok(
-        "write_file",
-        json!({"path": "/tmp/up/b.txt", "content": "bravo-bravo"}),
-    )
-    .await;
+    b.write_file("/tmp/site/upload.html", UPLOAD).await;
+    b.write_file("/tmp/up/a.txt", "alpha").await;
+    b.write_file("/tmp/up/b.txt", "bravo-bravo").await;
     b.go("http://127.0.0.1:8125/upload.html").await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let [one, pick] = Browser::refs_of(&snap, ["\"One\"", "button \"Choose files\""]);
-    b.err_has(
-        "browser_upload",
-        json!({"ref": one, "paths": ["/tmp/up/a.txt", "/tmp/up/b.txt"]}),
-        "takes one file (it has no `multiple`)",
-    )
-    .await;
-    let e = b
-        .err(
-            "browser_upload",
-            json!({"ref": one, "paths": ["/tmp/up/none.txt"]}),
-        )
-        .await;
-    assert_has(&e, "paths[0] /tmp/up/none.txt");
-    assert_has(&e, "write the file first");
-    b.err_has(
-        "browser_upload",
-        json!({"ref": one, "paths": ["a.txt"]}),
-        "paths[0] must be an absolute path",
-    )
-    .await;
-    b.err_has(
-        "browser_upload",
-        json!({"ref": one, "paths": ["/tmp/up"]}),
-        "paths[0] /tmp/up is a directory",
-    )
-    .await;
+    for (paths, words) in [
+        (
+            json!(["/tmp/up/a.txt", "/tmp/up/b.txt"]),
+            &["takes one file (it has no `multiple`)"][..],
+        ),
+        (
+            json!(["/tmp/up/none.txt"]),
+            &["paths[0] /tmp/up/none.txt", "write the file first"],
+        ),
+        (json!(["a.txt"]), &["paths[0] must be an absolute path"]),
+        (json!(["/tmp/up"]), &["paths[0] /tmp/up is a directory"]),
+    ] {
+        let e = b
+            .err("browser_upload", json!({"ref": one, "paths": paths}))
+            .await;
+        for w in words {
+            assert_has(&e, w);
+        }
+    }
     let (t, _) = b
         .ok(
             "browser_upload",

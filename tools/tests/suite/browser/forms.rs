@@ -32,24 +32,25 @@ async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
         &format!("- textbox \"Password\" [ref={pw}]: (password, empty)"),
     );
 
-    b.ok_has(
-        "browser_type",
-        json!({"ref": name, "text": "Ada"}),
-        "it now holds \"Ada\"",
-    )
-    .await;
-    b.ok_has(
-        "browser_type",
-        json!({"ref": pw, "text": SECRET}),
-        "password field",
-    )
-    .await;
-    b.ok_has(
-        "browser_select",
-        json!({"target": colour, "values": ["Green"]}),
-        "\"Green\" selected",
-    )
-    .await;
+    for (tool, args, words) in [
+        (
+            "browser_type",
+            json!({"ref": name, "text": "Ada"}),
+            "it now holds \"Ada\"",
+        ),
+        (
+            "browser_type",
+            json!({"ref": pw, "text": SECRET}),
+            "password field",
+        ),
+        (
+            "browser_select",
+            json!({"target": colour, "values": ["Green"]}),
+            "\"Green\" selected",
+        ),
+    ] {
+        b.ok_has(tool, args, words).await;
+    }
     // `element` (a description, as Playwright's MCP tools take it) rides along.
     let (t, _) = b
         .ok(
@@ -164,18 +165,12 @@ async fn a_ref_from_before_a_navigation_is_refused_and_bad_input_is_named() {
         assert_starts(&e, "url has the scheme ");
     }
     // An unknown ref, a ref that is no ref.
-    b.err_has(
-        "browser_click",
-        json!({"ref": "e999"}),
-        "is no ref of any snapshot",
-    )
-    .await;
-    b.err_has(
-        "browser_click",
-        json!({"ref": "submit-button"}),
-        "is not a ref",
-    )
-    .await;
+    for (args, words) in [
+        (json!({"ref": "e999"}), "is no ref of any snapshot"),
+        (json!({"ref": "submit-button"}), "is not a ref"),
+    ] {
+        b.err_has("browser_click", args, words).await;
+    }
     // An expression past its bound.
     let big = "1;".repeat(40 * 1024);
     let e = b.err("browser_eval", json!({"expression": big})).await;

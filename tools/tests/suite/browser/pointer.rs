@@ -259,24 +259,16 @@ async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
         .err("browser_scroll", json!({"direction": "down", "amount": 0}))
         .await;
     assert!(e.contains("amount is 0; give 1 to 100000"), "{e}");
-    b.err_has(
-        "browser_scroll",
-        json!({}),
-        "give direction (up, down, left or right)",
-    )
-    .await;
-    b.err_has(
-        "browser_scroll",
-        json!({"direction": "sideways"}),
-        "direction",
-    )
-    .await;
-    b.err_has(
-        "browser_scroll",
-        json!({"ref": bottom, "amount": 10}),
-        "amount needs a direction",
-    )
-    .await;
+    for (args, words) in [
+        (json!({}), "give direction (up, down, left or right)"),
+        (json!({"direction": "sideways"}), "direction"),
+        (
+            json!({"ref": bottom, "amount": 10}),
+            "amount needs a direction",
+        ),
+    ] {
+        b.err_has("browser_scroll", args, words).await;
+    }
     assert_eq!(b.js("window.scrollY").await, y);
     b.answers().await;
 }
@@ -330,18 +322,18 @@ async fn a_drag_drops_by_refs_and_moves_a_knob_and_an_end_out_of_view_is_refused
         "was left where it is, but it has no box inside the viewport",
     );
     assert_has(&e, "nothing was dragged");
-    b.err_has(
-        "browser_drag",
-        json!({"start_ref": item}),
-        "give end_ref (from browser_snapshot), or end_x and end_y",
-    )
-    .await;
-    b.err_has(
-        "browser_drag",
-        json!({"start_ref": item, "end_ref": zone, "end_x": 3, "end_y": 4}),
-        "give end_ref or end_x and end_y, not both",
-    )
-    .await;
+    for (args, words) in [
+        (
+            json!({"start_ref": item}),
+            "give end_ref (from browser_snapshot), or end_x and end_y",
+        ),
+        (
+            json!({"start_ref": item, "end_ref": zone, "end_x": 3, "end_y": 4}),
+            "give end_ref or end_x and end_y, not both",
+        ),
+    ] {
+        b.err_has("browser_drag", args, words).await;
+    }
     assert_eq!(b.js("window.afterClicks").await, "1");
     b.answers().await;
 }
