@@ -209,8 +209,7 @@ async fn a_memory_bomb_leaves_a_browser_started_again(server: &Server) {
     let (client, _) = server
         .stdio(&["--kind", "browser", "--memory-mb", "768"])
         .await;
-    let r = call(&client, "browser_navigate", json!({"url": "about:blank"})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    call_ok(&client, "browser_navigate", json!({"url": "about:blank"})).await;
     let browsers = async || {
         let r = call(
             &client,
@@ -239,8 +238,7 @@ async fn a_memory_bomb_leaves_a_browser_started_again(server: &Server) {
         text(&r)
     );
 
-    let r = call(&client, "browser_eval", json!({"expression": "1 + 1"})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    let r = call_ok(&client, "browser_eval", json!({"expression": "1 + 1"})).await;
     assert_eq!(structured(&r)["value"], 2, "{}", text(&r));
     assert!(
         text(&r).contains("Note: the browser was started again before this call"),

@@ -140,13 +140,12 @@ async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
     }
 
     // The fixture, started in the computer like any program: it gets DISPLAY.
-    let r = call(
+    call_ok(
         &client,
         "process_start",
         json!({"argv": ["/workspace/fixture", "--log", "/tmp/events.jsonl"]}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     wait_for(&client, 0, "the ready line", |e| {
         e.iter().any(|e| e["event"] == "ready")
     })
@@ -155,8 +154,7 @@ async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
     assert_eq!(structured(&info)["kind"], "desktop");
 
     // A screenshot 640 wide: half the 1280x800 screen.
-    let shot = call(&client, "screenshot", json!({"max_width": 640})).await;
-    assert!(!is_error(&shot), "{}", text(&shot));
+    let shot = call_ok(&client, "screenshot", json!({"max_width": 640})).await;
     let s = structured(&shot);
     assert_eq!(
         (
@@ -181,13 +179,12 @@ async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
 
     // input: a click at the scaled point lands in green at full resolution.
     let n = events(&client).await.len();
-    let r = call(
+    let r = call_ok(
         &client,
         "input",
         json!({"actions": [{"type": "click", "x": green[0], "y": green[1]}]}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     assert_eq!(structured(&r)["done"], 1);
     assert!(text(&r).contains("frame f1"), "{}", text(&r));
     let ev = wait_for(&client, n, "the click", |e| !downs(e).is_empty()).await;
@@ -200,13 +197,12 @@ async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
 
     // computer: Anthropic's left_click with shift held, at the same point.
     let n = events(&client).await.len();
-    let r = call(
+    call_ok(
         &client,
         "computer",
         json!({"action": "left_click", "coordinate": green, "text": "shift"}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     let ev = wait_for(&client, n, "the shift click", |e| !downs(e).is_empty()).await;
     let d = downs(&ev)[0];
     assert!(in_green(d), "{d}");
@@ -218,13 +214,12 @@ async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
 
     // computer: a zoom of the green quadrant (in the screenshot's pixels)
     // is green, grown to the budget; the frame stays f1.
-    let r = call(
+    let r = call_ok(
         &client,
         "computer",
         json!({"action": "zoom", "region": [50, 0, 100, 50]}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     let (zw, zh, zrgb) = image_of(&r);
     assert_eq!((zw, zh), (800, 800));
     assert!(zrgb.chunks(3).all(|p| p == GREEN), "the zoom is all green");
@@ -232,7 +227,7 @@ async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
 
     // input: OpenAI's drag path and keypress ["CTRL", "A"].
     let n = events(&client).await.len();
-    let r = call(
+    let r = call_ok(
         &client,
         "input",
         json!({"actions": [
@@ -241,7 +236,6 @@ async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
         ]}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     assert_eq!(structured(&r)["done"], 2);
     let ev = wait_for(&client, n, "the drag and the keys", |e| {
         e.iter().any(|e| e["event"] == "up")
@@ -454,8 +448,7 @@ async fn a_desktops_screen_is_a_resource() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("no default computer yet"), "{e}");
-    let r = call(&client, "exec", json!({"command": "true"})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    call_ok(&client, "exec", json!({"command": "true"})).await;
     let listed: Vec<String> = client
         .list_all_resources()
         .await

@@ -453,8 +453,7 @@ async fn a_test_server_dropped_early_ends_its_computers() {
     let Some((server, client, _)) = Server::local_stdio(&[]).await else {
         return;
     };
-    let r = call(&client, "exec", serde_json::json!({"argv": ["true"]})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    call_ok(&client, "exec", serde_json::json!({"argv": ["true"]})).await;
     let id = server.computers().pop().unwrap();
     let meta: serde_json::Value = serde_json::from_slice(
         &std::fs::read(
@@ -493,8 +492,7 @@ async fn computer_extend_is_held_to_the_servers_lifetime() {
         |r: &rmcp::model::CallToolResult| parse(structured(r)["deadline"].as_str().unwrap());
 
     // The default computer lives 30 min already: no room left.
-    let r = call(&client, "exec", json!({"command": "true"})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    call_ok(&client, "exec", json!({"command": "true"})).await;
     let info = call(&client, "computer_info", json!({})).await;
     let before = structured(&info)["deadline"].clone();
     let r = call(&client, "computer_extend", json!({"ttl_minutes": 600})).await;
@@ -509,21 +507,19 @@ async fn computer_extend_is_held_to_the_servers_lifetime() {
     assert_eq!(structured(&info)["deadline"], before);
 
     // A computer made for 10 min: 600 min is cut at 30 min after its making.
-    let r = call(
+    call_ok(
         &client,
         "computer_new",
         json!({"name": "short", "lifetime_minutes": 10}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     let made = time::OffsetDateTime::now_utc();
-    let r = call(
+    let r = call_ok(
         &client,
         "computer_extend",
         json!({"computer": "short", "ttl_minutes": 600}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     assert!(
         text(&r).contains(
             "that is as late as this server allows (--lifetime 30 min after the computer was made"
@@ -541,20 +537,18 @@ async fn computer_extend_is_held_to_the_servers_lifetime() {
         "{cut} vs made {made}"
     );
     // Within the bound nothing is said of it.
-    let r = call(
+    call_ok(
         &client,
         "computer_new",
         json!({"name": "other", "lifetime_minutes": 10}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
-    let r = call(
+    let r = call_ok(
         &client,
         "computer_extend",
         json!({"computer": "other", "ttl_minutes": 15}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     assert!(!text(&r).contains("allows"), "{}", text(&r));
     client.cancel().await.unwrap();
     wait_until("every computer released", Duration::from_secs(30), || {

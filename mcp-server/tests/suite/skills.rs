@@ -165,11 +165,9 @@ async fn made_and_released_computers_change_the_resource_list() {
     assert!(infos(&client.list_all_resources().await.unwrap()).is_empty());
 
     // A call that reads no new computer says nothing.
-    let r = call(&client, "computer_list", json!({})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    call_ok(&client, "computer_list", json!({})).await;
     // The first call makes the default computer: one change, its info listed.
-    let r = call(&client, "exec", json!({"command": "true"})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    call_ok(&client, "exec", json!({"command": "true"})).await;
     let changes = |n: usize| {
         let recorder = recorder.clone();
         async move {
@@ -189,12 +187,10 @@ async fn made_and_released_computers_change_the_resource_list() {
     // Another call on it changes nothing.
     call(&client, "exec", json!({"command": "true"})).await;
     // computer_new and computer_release each change the list.
-    let r = call(&client, "computer_new", json!({"name": "build"})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    call_ok(&client, "computer_new", json!({"name": "build"})).await;
     changes(2).await;
     assert_eq!(infos(&client.list_all_resources().await.unwrap()).len(), 2);
-    let r = call(&client, "computer_release", json!({"computer": "build"})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    call_ok(&client, "computer_release", json!({"computer": "build"})).await;
     changes(3).await;
     assert_eq!(infos(&client.list_all_resources().await.unwrap()), listed);
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;

@@ -58,8 +58,7 @@ async fn a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_a
     // Listing made no computer.
     assert!(server.computers().is_empty(), "{:?}", server.computers());
 
-    let r = call(&client, "exec", json!({"command": "uname -a"})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    let r = call_ok(&client, "exec", json!({"command": "uname -a"})).await;
     assert!(
         structured(&r)["stdout"]
             .as_str()
@@ -81,20 +80,18 @@ async fn a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_a
 
     // write, edit, read.
     let path = format!("{home}/notes/a.txt");
-    let r = call(
+    call_ok(
         &client,
         "write_file",
         json!({"path": path, "content": "alpha\nbeta\ngamma\n"}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
-    let r = call(
+    let r = call_ok(
         &client,
         "edit_file",
         json!({"path": path, "old_string": "beta", "new_string": "BETA"}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     assert_eq!(structured(&r)["replacements"], 1);
     let r = call(&client, "read_file", json!({"path": path})).await;
     let t = text(&r);
@@ -111,13 +108,12 @@ on_each_provider!(a_background_server_is_started_read_and_signalled);
 
 async fn a_background_server_is_started_read_and_signalled(server: Server) {
     let (client, _) = server.stdio(&[]).await;
-    let r = call(
+    let r = call_ok(
         &client,
         "process_start",
         json!({"command": "python3 -u -m http.server 18777 --bind 127.0.0.1"}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     let id = structured(&r)["id"].as_str().unwrap().to_string();
     let mut seen = String::new();
     let mut since = 0;
@@ -142,13 +138,12 @@ async fn a_background_server_is_started_read_and_signalled(server: Server) {
         "{}",
         text(&r)
     );
-    let r = call(
+    call_ok(
         &client,
         "process_signal",
         json!({"id": id, "signal": "TERM"}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     let mut exited = false;
     for _ in 0..20 {
         let r = call(
@@ -293,8 +288,7 @@ async fn bad_input_is_answered_in_words_and_the_session_goes_on(server: Server) 
         assert!(is_error(&r), "{tool} {a}: {}", text(&r));
         assert!(text(&r).contains(words), "{tool} {a}: {}", text(&r));
     }
-    let r = call(&client, "exec", json!({"argv": ["true"]})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    call_ok(&client, "exec", json!({"argv": ["true"]})).await;
     client.cancel().await.unwrap();
 }
 
@@ -304,8 +298,7 @@ async fn a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_
     server: Server,
 ) {
     let (client, _) = server.stdio(&[]).await;
-    let r = call(&client, "exec", json!({"argv": ["true"]})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    call_ok(&client, "exec", json!({"argv": ["true"]})).await;
     let first = server.computers();
     assert_eq!(first.len(), 1);
     // Kill the computer from outside: its first process on the host
@@ -422,8 +415,7 @@ async fn a_call_fails_in_words_and_the_next_makes_a_new_computer(client: &Client
         "{}",
         text(&r)
     );
-    let r = call(client, "exec", json!({"argv": ["echo", word]})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    let r = call_ok(client, "exec", json!({"argv": ["echo", word]})).await;
     assert!(text(&r).contains("a new computer"), "{}", text(&r));
     assert_eq!(structured(&r)["stdout"], format!("{word}\n"));
 }

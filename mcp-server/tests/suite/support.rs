@@ -367,6 +367,13 @@ pub async fn call(client: &Client, name: &str, arguments: Value) -> CallToolResu
     client.call_tool(p).await.unwrap()
 }
 
+/// A call that must succeed (its text shown where it did not).
+pub async fn call_ok(client: &Client, name: &str, arguments: Value) -> CallToolResult {
+    let r = call(client, name, arguments).await;
+    assert!(!is_error(&r), "{name}: {}", text(&r));
+    r
+}
+
 /// The text blocks of a result, joined.
 pub fn text(r: &CallToolResult) -> String {
     r.content
