@@ -159,18 +159,15 @@ async fn a_model_fills_and_posts_a_form_by_refs_and_the_password_stays_out() {
 
     // A ref from before the navigation is refused, in words saying to
     // take a new snapshot, and nothing is clicked.
-    let r = call(&client, "browser_click", json!({"ref": name})).await;
-    assert!(is_error(&r), "{}", text(&r));
-    assert!(text(&r).contains("snapshot"), "{}", text(&r));
+    call_refused(&client, "browser_click", json!({"ref": name}), "snapshot").await;
     // A scheme other than http(s) is refused naming the field.
-    let r = call(
+    call_refused(
         &client,
         "browser_navigate",
         json!({"url": "file:///etc/passwd"}),
+        "url",
     )
     .await;
-    assert!(is_error(&r), "{}", text(&r));
-    assert!(text(&r).contains("url"), "{}", text(&r));
     // The browser still answers.
     let again = call(&client, "browser_snapshot", json!({})).await;
     assert!(text(&again).contains("thanks"), "{}", text(&again));
@@ -225,18 +222,13 @@ async fn a_memory_bomb_leaves_a_browser_started_again(server: &Server) {
     };
     assert_eq!(browsers().await, "1");
 
-    let r = call(
+    call_refused(
         &client,
         "browser_eval",
         json!({"expression": "const a = []; for (;;) a.push(new Uint8Array(16 << 20).fill(1));"}),
+        "it was stuck, and was ended; the next call starts it again",
     )
     .await;
-    assert!(is_error(&r), "{}", text(&r));
-    assert!(
-        text(&r).contains("it was stuck, and was ended; the next call starts it again"),
-        "{}",
-        text(&r)
-    );
 
     let r = call_ok(&client, "browser_eval", json!({"expression": "1 + 1"})).await;
     assert_eq!(structured(&r)["value"], 2, "{}", text(&r));

@@ -374,6 +374,16 @@ pub async fn call_ok(client: &Client, name: &str, arguments: Value) -> CallToolR
     r
 }
 
+/// A call that must be refused with `words` in its text: that text.
+pub async fn call_refused(client: &Client, name: &str, arguments: Value, words: &str) -> String {
+    let shown = format!("{name} {arguments}");
+    let r = call(client, name, arguments).await;
+    let t = text(&r);
+    assert!(is_error(&r), "{shown}: {t}");
+    assert!(t.contains(words), "{shown}: {t}");
+    t
+}
+
 /// The text blocks of a result, joined.
 pub fn text(r: &CallToolResult) -> String {
     r.content
