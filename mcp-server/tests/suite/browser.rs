@@ -44,22 +44,20 @@ fn ref_of(snapshot: &str, words: &[&str]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_browser_skills_example_runs_and_answers_what_it_shows() {
-    if !need_root() || !computer_testkit::need_chromium() {
-        return;
-    }
-    let server = Server::new();
-    let (client, _) = server.stdio(&["--kind", "browser"]).await;
+    let (_server, client, _) = or_skip!(
+        Server::local_stdio_needing(&[computer_testkit::need_chromium], &["--kind", "browser"])
+            .await
+    );
     super::skills::run_examples(&client, "browser").await;
     client.cancel().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_fills_and_posts_a_form_by_refs_and_the_password_stays_out() {
-    if !need_root() || !computer_testkit::need_chromium() {
-        return;
-    }
-    let server = Server::new();
-    let (client, _) = server.stdio(&["--kind", "browser"]).await;
+    let (_server, client, _) = or_skip!(
+        Server::local_stdio_needing(&[computer_testkit::need_chromium], &["--kind", "browser"])
+            .await
+    );
     let names = tool_names(&client).await;
     for want in [
         "browser_navigate",

@@ -361,11 +361,13 @@ async fn a_sandbox_server_lists_no_desktop_tool() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_desktops_page_tools_drive_the_browser_its_screen_shows() {
-    if !need_root() || !computer_testkit::need_xvfb() || !computer_testkit::need_chromium() {
-        return;
-    }
-    let server = Server::new();
-    let (client, _) = server.stdio(&["--kind", "desktop"]).await;
+    let (_server, client, _) = or_skip!(
+        Server::local_stdio_needing(
+            &[computer_testkit::need_xvfb, computer_testkit::need_chromium],
+            &["--kind", "desktop"]
+        )
+        .await
+    );
     let names = tool_names(&client).await;
     for want in [
         "screenshot",
@@ -375,29 +377,11 @@ async fn a_desktops_page_tools_drive_the_browser_its_screen_shows() {
     ] {
         assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
     }
-    let ok = async |name: &str, args: Value| {
-        let r = call(&client, name, args).await;
-        assert!(!is_error(&r), "{name}: {}", text(&r));
-        r
-    };
-    ok(
-        "write_file",
-        json!({"path": "/work/site/green.html", "content": "<!doctype html><title>Green</title><body style=\"margin:0;background:#00ff00;height:100vh\"></body>"}),
-    )
-    .await;
-    ok(
-        "process_start",
-        json!({"command": "cd /work/site && exec python3 -m http.server 8127 --bind 127.0.0.1"}),
-    )
-    .await;
-    ok(
-        "exec",
-        json!({"command": "for i in $(seq 100); do grep -q ':1FBF 00000000:0000 0A' /proc/net/tcp && exit 0; sleep 0.05; done; exit 1"}),
-    )
-    .await;
-    let nav = ok(
-        "browser_navigate",
-        json!({"url": "http://127.0.0.1:8127/green.html"}),
+    let nav = open_served(
+        &client,
+        "green.html",
+        "<!doctype html><title>Green</title><body style=\"margin:0;background:#00ff00;height:100vh\"></body>",
+        8127,
     )
     .await;
     assert!(text(&nav).contains("Green"), "{}", text(&nav));
@@ -405,7 +389,7 @@ async fn a_desktops_page_tools_drive_the_browser_its_screen_shows() {
     // page's green.
     let until = Instant::now() + Duration::from_secs(10);
     loop {
-        let shot = ok("screenshot", json!({})).await;
+        let shot = call_ok(&client, "screenshot", json!({})).await;
         let (w, h, rgb) = image_of(&shot);
         let at = ((h / 2 * w + w / 2) * 3) as usize;
         let px = [rgb[at], rgb[at + 1], rgb[at + 2]];
@@ -426,13 +410,13 @@ async fn a_desktops_page_tools_drive_the_browser_its_screen_shows() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_desktops_screen_is_a_resource() {
     use rmcp::model::{ReadResourceRequestParams, ResourceContents};
-    if !need_root() || !computer_testkit::need_xvfb() {
-        return;
-    }
-    let server = Server::new();
-    let (client, _) = server
-        .stdio(&["--kind", "desktop", "--screen", "640x400"])
-        .await;
+    let (_server, client, _) = or_skip!(
+        Server::local_stdio_needing(
+            &[computer_testkit::need_xvfb],
+            &["--kind", "desktop", "--screen", "640x400"]
+        )
+        .await
+    );
     let templates = client.list_all_resource_templates().await.unwrap();
     assert!(
         templates

@@ -311,7 +311,19 @@ impl Server {
     /// Where root is at hand (local computers need it): a local server and
     /// a stdio client of it, with `extra` flags.
     pub async fn local_stdio(extra: &[&str]) -> Option<(Server, Client, Recorder)> {
+        Self::local_stdio_needing(&[], extra).await
+    }
+
+    /// [`Server::local_stdio`] where each of `needs` (Xvfb, Chromium) is at
+    /// hand too, asked in order after root.
+    pub async fn local_stdio_needing(
+        needs: &[fn() -> bool],
+        extra: &[&str],
+    ) -> Option<(Server, Client, Recorder)> {
         let server = Server::local()?;
+        if !needs.iter().all(|need| need()) {
+            return None;
+        }
         let (client, recorder) = server.stdio(extra).await;
         Some((server, client, recorder))
     }
@@ -372,6 +384,37 @@ pub async fn call_ok(client: &Client, name: &str, arguments: Value) -> CallToolR
     let r = call(client, name, arguments).await;
     assert!(!is_error(&r), "{name}: {}", text(&r));
     r
+}
+
+/// Serve `content` as /work/site/`file` from the computer (python's
+/// http.server on `port`, waited for until it listens) and open it in the
+/// browser: the navigation's answer.
+pub async fn open_served(client: &Client, file: &str, content: &str, port: u16) -> CallToolResult {
+    call_ok(
+        client,
+        "write_file",
+        serde_json::json!({"path": format!("/work/site/{file}"), "content": content}),
+    )
+    .await;
+    call_ok(
+        client,
+        "process_start",
+        serde_json::json!({"command": format!("cd /work/site && exec python3 -m http.server {port} --bind 127.0.0.1")}),
+    )
+    .await;
+    // /proc/net/tcp names the port in hex, and a listening socket 0A.
+    call_ok(
+        client,
+        "exec",
+        serde_json::json!({"command": format!("for i in $(seq 200); do grep -q ':{port:04X} 00000000:0000 0A' /proc/net/tcp && exit 0; sleep 0.05; done; exit 1")}),
+    )
+    .await;
+    call_ok(
+        client,
+        "browser_navigate",
+        serde_json::json!({"url": format!("http://127.0.0.1:{port}/{file}")}),
+    )
+    .await
 }
 
 /// A call that must be refused with `words` in its text: that text.
