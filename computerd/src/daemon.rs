@@ -98,8 +98,8 @@ impl Daemon {
             display,
             identity,
             exe,
-            reaper: init::Reaper::new(),
-            processes: process::Table::new(),
+            reaper: init::Reaper::default(),
+            processes: process::Table::default(),
             life: Arc::new(life),
             next_stream_id: AtomicU64::new(1),
         })

@@ -504,36 +504,24 @@ impl Command {
     }
 }
 
-impl From<InitArgs> for Command {
-    fn from(a: InitArgs) -> Self {
-        Command::Init(a)
-    }
+/// `Command::Init(args)` as `args.into()`, one impl per subcommand.
+macro_rules! command_from {
+    ($($variant:ident($args:ty)),* $(,)?) => {
+        $(impl From<$args> for Command {
+            fn from(a: $args) -> Self {
+                Command::$variant(a)
+            }
+        })*
+    };
 }
-impl From<SpareArgs> for Command {
-    fn from(a: SpareArgs) -> Self {
-        Command::Spare(a)
-    }
-}
-impl From<SandboxArgs> for Command {
-    fn from(a: SandboxArgs) -> Self {
-        Command::Sandbox(a)
-    }
-}
-impl From<StdioArgs> for Command {
-    fn from(a: StdioArgs) -> Self {
-        Command::Stdio(a)
-    }
-}
-impl From<EgressArgs> for Command {
-    fn from(a: EgressArgs) -> Self {
-        Command::Egress(a)
-    }
-}
-impl From<ProbeArgs> for Command {
-    fn from(a: ProbeArgs) -> Self {
-        Command::Probe(a)
-    }
-}
+command_from!(
+    Init(InitArgs),
+    Spare(SpareArgs),
+    Sandbox(SandboxArgs),
+    Stdio(StdioArgs),
+    Egress(EgressArgs),
+    Probe(ProbeArgs),
+);
 
 /// If `argv` (argv[0] first) is a call of computerd, the daemon's
 /// arguments: what follows the word `computerd` when argv[1] is it, else

@@ -26,7 +26,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[path = "support.rs"]
 mod support;
-use support::{line, ms, server_cmd};
+use support::{count_from_env, line, ms, server_cmd};
 
 /// The test page: a counter button among enough else that a snapshot is
 /// more than a line (a form, fifty links).
@@ -126,10 +126,7 @@ async fn serve(page: String) -> std::net::SocketAddr {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let n: usize = std::env::var("CMCP_BENCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(50);
+    let n = count_from_env("CMCP_BENCH_ROUNDS", 50);
     let state = tempfile::tempdir()?;
     println!("browser page-tools bench: snapshot + click by ref, {n} round trips each");
 

@@ -26,7 +26,7 @@ use rmcp::transport::TokioChildProcess;
 
 #[path = "support.rs"]
 mod support;
-use support::{computerd, line, ms, server_cmd};
+use support::{computerd, count_from_env, line, ms, server_cmd};
 
 /// The server's flags for a desktop computer of the bench's size.
 const DESKTOP: &[&str] = &["--kind", "desktop", "--screen", "1280x800"];
@@ -107,10 +107,7 @@ fn ratio(name: &str, ours: Duration, theirs: Option<Duration>) {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let n: usize = std::env::var("CMCP_BENCH_CALLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(40);
+    let n = count_from_env("CMCP_BENCH_CALLS", 40);
     if !installed("Xvfb") {
         println!("skipped: Xvfb is not installed (apt-get install xvfb)");
         return Ok(());

@@ -28,7 +28,7 @@ use rmcp::transport::TokioChildProcess;
 mod support;
 #[path = "trivial.rs"]
 mod trivial;
-use support::{line, ms, pct, server_cmd};
+use support::{count_from_env, line, ms, pct, server_cmd};
 
 fn exec_true() -> CallToolRequestParams {
     let args = serde_json::json!({"argv": ["true"]});
@@ -183,14 +183,8 @@ async fn burst(
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let concurrent: usize = std::env::var("CMCP_BENCH_CONCURRENT")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
-    let sequential: usize = std::env::var("CMCP_BENCH_SEQUENTIAL")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
+    let concurrent = count_from_env("CMCP_BENCH_CONCURRENT", 1000);
+    let sequential = count_from_env("CMCP_BENCH_SEQUENTIAL", 10_000);
     if std::env::var_os(trivial::ENV).is_some() {
         return trivial::serve().await;
     }

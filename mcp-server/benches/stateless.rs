@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 #[path = "support.rs"]
 mod support;
-use support::{line, ms, server_cmd};
+use support::{count_from_env, line, ms, server_cmd};
 
 const TOKEN: &str = "bench-token-0123456789abcdef";
 
@@ -67,10 +67,7 @@ async fn stateless_exec(http: &reqwest::Client, url: &str, computer: Option<&str
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let calls: usize = std::env::var("CMCP_BENCH_CALLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300);
+    let calls = count_from_env("CMCP_BENCH_CALLS", 300);
     let state = tempfile::Builder::new()
         .prefix("cmcp-bench")
         .tempdir()

@@ -32,6 +32,14 @@ pub fn computerd() -> PathBuf {
     }
 }
 
+/// A count a bench takes from the variable `var`, else `default`.
+pub fn count_from_env(var: &str, default: usize) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 pub fn pct(v: &mut [Duration], p: f64) -> Duration {
     v.sort_unstable();
     v[((v.len() as f64 - 1.0) * p).round() as usize]

@@ -40,7 +40,7 @@ use rmcp::transport::TokioChildProcess;
 mod support;
 #[path = "trivial.rs"]
 mod trivial;
-use support::{computerd, line, ms, server_cmd};
+use support::{computerd, count_from_env, line, ms, server_cmd};
 
 fn exec(args: serde_json::Value) -> CallToolRequestParams {
     CallToolRequestParams::new("exec").with_arguments(args.as_object().unwrap().clone())
@@ -168,10 +168,7 @@ impl Bare {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let calls: usize = std::env::var("CMCP_BENCH_CALLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(500);
+    let calls = count_from_env("CMCP_BENCH_CALLS", 500);
     if std::env::var_os(trivial::ENV).is_some() {
         return trivial::serve().await;
     }

@@ -803,23 +803,19 @@ mod tests {
 
     #[test]
     fn durations_read_as_people_write_them() {
-        assert_eq!(parse_duration("x", "90s").unwrap(), Duration::from_secs(90));
-        assert_eq!(
-            parse_duration("x", "30m").unwrap(),
-            Duration::from_secs(1800)
-        );
-        assert_eq!(
-            parse_duration("x", "6h").unwrap(),
-            Duration::from_secs(21_600)
-        );
-        assert_eq!(
-            parse_duration("x", "2d").unwrap(),
-            Duration::from_secs(172_800)
-        );
-        assert_eq!(
-            parse_duration("x", "120").unwrap(),
-            Duration::from_secs(120)
-        );
+        for (text, secs) in [
+            ("90s", 90),
+            ("30m", 1800),
+            ("6h", 21_600),
+            ("2d", 172_800),
+            ("120", 120),
+        ] {
+            assert_eq!(
+                parse_duration("x", text).unwrap(),
+                Duration::from_secs(secs),
+                "{text}"
+            );
+        }
         assert!(
             parse_duration("--lifetime", "soon")
                 .unwrap_err()

@@ -75,24 +75,28 @@ pub async fn list(app: &Arc<App>, caller: &Caller) -> Vec<Resource> {
         .unwrap_or_default();
     // Only what this server can serve: its own kind.
     let kind = app.kind();
-    let screen = has_screen(app);
+    // Each computer's resources: its part of the URI, what it is, its type.
+    let mut parts = vec![(
+        "info",
+        "what the server knows about this computer",
+        "application/json",
+    )];
+    if has_screen(app) {
+        parts.push((
+            "screen",
+            "the desktop's screen now, a PNG at its own size",
+            "image/png",
+        ));
+    }
     for c in mine.into_iter().filter(|c| c.kind == kind.as_str()) {
-        out.push(
-            Resource::new(
-                format!("computer://{}/info", c.handle),
-                format!("{} info", c.label()),
-            )
-            .with_description("what the server knows about this computer")
-            .with_mime_type("application/json"),
-        );
-        if screen {
+        for (part, description, mime) in &parts {
             out.push(
                 Resource::new(
-                    format!("computer://{}/screen", c.handle),
-                    format!("{} screen", c.label()),
+                    format!("computer://{}/{part}", c.handle),
+                    format!("{} {part}", c.label()),
                 )
-                .with_description("the desktop's screen now, a PNG at its own size")
-                .with_mime_type("image/png"),
+                .with_description(*description)
+                .with_mime_type(*mime),
             );
         }
     }

@@ -88,18 +88,19 @@ fn copy_of(n: i32) -> Option<OwnedFd> {
     fd.try_clone_to_owned().ok()
 }
 
+/// A socket end as tokio's, non-blocking as tokio needs.
+fn unix_stream(fd: OwnedFd) -> Option<tokio::net::UnixStream> {
+    let s = std::os::unix::net::UnixStream::from(fd);
+    s.set_nonblocking(true).ok()?;
+    tokio::net::UnixStream::from_std(s).ok()
+}
+
 fn reader(fd: OwnedFd, k: Kind) -> Option<Reader> {
     match k {
         Kind::Pipe => tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
             .ok()
             .map(|r| Box::pin(r) as Reader),
-        Kind::UnixSocket => {
-            let s = std::os::unix::net::UnixStream::from(fd);
-            s.set_nonblocking(true).ok()?;
-            tokio::net::UnixStream::from_std(s)
-                .ok()
-                .map(|r| Box::pin(r) as Reader)
-        }
+        Kind::UnixSocket => unix_stream(fd).map(|r| Box::pin(r) as Reader),
         Kind::Other => None,
     }
 }
@@ -109,14 +110,29 @@ fn writer(fd: OwnedFd, k: Kind) -> Option<Writer> {
         Kind::Pipe => tokio::net::unix::pipe::Sender::from_owned_fd(fd)
             .ok()
             .map(|w| Box::pin(w) as Writer),
-        Kind::UnixSocket => {
-            let s = std::os::unix::net::UnixStream::from(fd);
-            s.set_nonblocking(true).ok()?;
-            tokio::net::UnixStream::from_std(s)
-                .ok()
-                .map(|w| Box::pin(w) as Writer)
-        }
+        Kind::UnixSocket => unix_stream(fd).map(|w| Box::pin(w) as Writer),
         Kind::Other => None,
+    }
+}
+
+/// fd `n` (with `fd` its borrow and `flags` its flags, read before either
+/// end was touched, as the two may share one file description) as an end
+/// `make` builds over a copy of it, its flags kept in `restore` to be given
+/// back; else `fallback`, tokio's own end over a blocking thread.
+fn end<T>(
+    n: i32,
+    fd: BorrowedFd<'_>,
+    flags: Option<OFlag>,
+    restore: &mut Restore,
+    make: fn(OwnedFd, Kind) -> Option<T>,
+    fallback: impl FnOnce() -> T,
+) -> T {
+    match (copy_of(n), kind(fd), flags) {
+        (Some(copy), k, Some(flags)) if k != Kind::Other => {
+            restore.saved.push((n, flags));
+            make(copy, k).unwrap_or_else(fallback)
+        }
+        _ => fallback(),
     }
 }
 
@@ -128,26 +144,12 @@ pub fn transport() -> ((Reader, Writer), Restore) {
     let stdout = std::io::stdout();
     let flags_in = saved_flags(stdin.as_fd());
     let flags_out = saved_flags(stdout.as_fd());
-    let read: Reader = match (copy_of(0), kind(stdin.as_fd()), flags_in) {
-        (Some(fd), k, Some(flags)) if k != Kind::Other => {
-            restore.saved.push((0, flags));
-            match reader(fd, k) {
-                Some(r) => r,
-                None => Box::pin(tokio::io::stdin()),
-            }
-        }
-        _ => Box::pin(tokio::io::stdin()),
-    };
-    let write: Writer = match (copy_of(1), kind(stdout.as_fd()), flags_out) {
-        (Some(fd), k, Some(flags)) if k != Kind::Other => {
-            restore.saved.push((1, flags));
-            match writer(fd, k) {
-                Some(w) => w,
-                None => Box::pin(tokio::io::stdout()),
-            }
-        }
-        _ => Box::pin(tokio::io::stdout()),
-    };
+    let read = end(0, stdin.as_fd(), flags_in, &mut restore, reader, || {
+        Box::pin(tokio::io::stdin()) as Reader
+    });
+    let write = end(1, stdout.as_fd(), flags_out, &mut restore, writer, || {
+        Box::pin(tokio::io::stdout()) as Writer
+    });
     ((read, write), restore)
 }
 

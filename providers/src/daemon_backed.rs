@@ -22,6 +22,8 @@ pub mod labels;
 pub mod network;
 pub mod up;
 
+use computerd::protocol::SettingKind;
+
 use crate::types::{ErrorCode, ProviderError};
 
 /// A call's own cancellation, in words naming what was cancelled.
@@ -51,6 +53,45 @@ pub fn share_note(s: &crate::share::Share) -> String {
     )
 }
 
+/// Refuse a computer of `kind` from a provider (`who`, as "the local
+/// provider") that makes `made` computers here. `needs` is what a kind
+/// needs there besides a server started with its `--kind` (for Docker, an
+/// image that has Xvfb or Chromium).
+pub fn check_kind(
+    who: &str,
+    kind: SettingKind,
+    made: SettingKind,
+    needs: Option<&str>,
+) -> crate::types::Result<()> {
+    if kind == made {
+        return Ok(());
+    }
+    let how = match made {
+        SettingKind::Sandbox => format!(
+            "a {} needs a server started with --kind {}{}",
+            kind.as_str(),
+            kind.as_str(),
+            needs.map(|n| format!(" and {n}")).unwrap_or_default()
+        ),
+        m => format!("this server makes {} (--kind {})", plural(m), m.as_str()),
+    };
+    Err(ProviderError::unsupported(format!(
+        "{who} makes {} here, not a {}: {how}",
+        plural(made),
+        kind.as_str()
+    ))
+    .with_field("kind"))
+}
+
+fn plural(k: SettingKind) -> &'static str {
+    match k {
+        SettingKind::Sandbox => "sandboxes",
+        SettingKind::Desktop => "desktops",
+        SettingKind::Browser => "browsers",
+        SettingKind::Phone => "phones",
+    }
+}
+
 /// The last `n` non-empty lines a computer's daemon wrote, joined, or
 /// `none` when it wrote nothing: what a computer that died while starting
 /// said last.
@@ -71,6 +112,30 @@ pub fn last_words<S: AsRef<str>>(lines: &[S], n: usize, none: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kind_is_refused_only_where_another_is_made() {
+        for k in [
+            SettingKind::Sandbox,
+            SettingKind::Desktop,
+            SettingKind::Browser,
+        ] {
+            assert!(check_kind("the local provider", k, k, None).is_ok());
+            assert!(check_kind("the Docker provider", k, k, Some("an image")).is_ok());
+        }
+        let e = check_kind(
+            "the Docker provider",
+            SettingKind::Desktop,
+            SettingKind::Sandbox,
+            Some("an image that has Xvfb"),
+        )
+        .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("kind"));
+        assert_eq!(
+            e.message,
+            "the Docker provider makes sandboxes here, not a desktop: a desktop needs a server started with --kind desktop and an image that has Xvfb"
+        );
+    }
 
     #[test]
     fn last_words_are_the_last_lines_said_or_the_word_for_nothing() {

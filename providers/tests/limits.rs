@@ -21,7 +21,7 @@ use computer_providers::local::cgroup::{self, Cgroups};
 use computer_providers::local::{LocalOptions, LocalProvider};
 use computer_providers::share::ShareArg;
 use computer_providers::{ComputerRef, ComputerSpec, Connection, Provider, Release};
-use computer_testkit::{computerd_bin, marked_processes, marker, need, wait_until};
+use computer_testkit::{computerd_bin, marked_processes, marker, need, or_skip, wait_until};
 use computerd::client::ComputerExt;
 use computerd::protocol::{ExecParams, ExecResult, ProcessStartParams};
 use tokio_util::sync::CancellationToken;
@@ -33,7 +33,9 @@ fn bound_this_binary() -> bool {
     computer_testkit::need_own_bound()
 }
 
-fn provider(state: &std::path::Path) -> Option<LocalProvider> {
+/// A local provider over a fresh state directory (kept alive beside it),
+/// where root, the test's own bound and the daemon are at hand.
+fn provider() -> Option<(tempfile::TempDir, LocalProvider)> {
     if !need(
         "root",
         nix::unistd::geteuid().is_root(),
@@ -46,11 +48,12 @@ fn provider(state: &std::path::Path) -> Option<LocalProvider> {
     if !need("root", bin.is_some(), "the computerd binary is not built") {
         return None;
     }
+    let state = tempfile::tempdir().unwrap();
     let opts = LocalOptions {
         max_lifetime_ms: 3_600_000,
-        ..LocalOptions::new(state.to_path_buf(), bin.unwrap())
+        ..LocalOptions::new(state.path().to_path_buf(), bin.unwrap())
     };
-    Some(LocalProvider::new(opts).unwrap())
+    Some((state, LocalProvider::new(opts).unwrap()))
 }
 
 struct Made {
@@ -88,6 +91,12 @@ async fn sh(m: &Made, script: &str, env: &BTreeMap<String, String>, timeout_ms: 
         .unwrap()
 }
 
+/// The computer still answers a call.
+async fn still_answers(m: &Made) {
+    let r = sh(m, "echo alive", &BTreeMap::new(), 5000).await;
+    assert_eq!(out(&r), "alive\n");
+}
+
 fn out(r: &ExecResult) -> String {
     String::from_utf8_lossy(&r.stdout.0).into_owned()
 }
@@ -112,10 +121,7 @@ fn cgroup_of(state: &std::path::Path, id: &str) -> Option<cgroup::ComputerCgroup
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_bomb_stays_under_its_pids_limit_and_leaves_nothing() {
-    let state = tempfile::tempdir().unwrap();
-    let Some(p) = provider(state.path()) else {
-        return;
-    };
+    let (state, p) = or_skip!(provider());
     let m = make(&p, &spec_with(|s| s.sizes.pids = Some(64))).await;
     let cg = cgroup_of(state.path(), &m.computer.id).expect("the computer's cgroup");
     assert_eq!(cg.read_back().unwrap().pids, 64);
@@ -193,18 +199,13 @@ async fn a_fork_bomb_stays_under_its_pids_limit_and_leaves_nothing() {
         Duration::from_secs(5),
         || marked_processes(&mark).is_empty(),
     );
-    // The computer still answers.
-    let r = sh(&m, "echo alive", &BTreeMap::new(), 5000).await;
-    assert_eq!(out(&r), "alive\n");
+    still_answers(&m).await;
     release(&p, m).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allocation_past_memory_is_killed_in_the_computer_which_answers_next() {
-    let state = tempfile::tempdir().unwrap();
-    let Some(p) = provider(state.path()) else {
-        return;
-    };
+    let (_state, p) = or_skip!(provider());
     let m = make(&p, &spec_with(|s| s.sizes.memory_mb = Some(128))).await;
     let r = sh(
         &m,
@@ -216,17 +217,13 @@ async fn an_allocation_past_memory_is_killed_in_the_computer_which_answers_next(
     assert_eq!(r.exit_code, None, "the allocation was not stopped: {r:?}");
     assert_eq!(r.signal.as_deref(), Some("KILL"), "{r:?}");
     assert!(!r.timed_out);
-    let r = sh(&m, "echo alive", &BTreeMap::new(), 5000).await;
-    assert_eq!(out(&r), "alive\n");
+    still_answers(&m).await;
     release(&p, m).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_past_work_fails_with_enospc_and_the_hosts_disk_does_not_move() {
-    let state = tempfile::tempdir().unwrap();
-    let Some(p) = provider(state.path()) else {
-        return;
-    };
+    let (state, p) = or_skip!(provider());
     // memoryMb 64: /work holds 32 MiB.
     let m = make(&p, &spec_with(|s| s.sizes.memory_mb = Some(64))).await;
     let free = || {
@@ -254,10 +251,7 @@ async fn a_write_past_work_fails_with_enospc_and_the_hosts_disk_does_not_move() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_release_nothing_of_the_computer_remains_even_a_forking_program() {
-    let state = tempfile::tempdir().unwrap();
-    let Some(p) = provider(state.path()) else {
-        return;
-    };
+    let (state, p) = or_skip!(provider());
     let m = make(&p, &spec_with(|s| s.sizes.pids = Some(64))).await;
     let mark = marker("LIMITS");
     // A program that forks for ever (perl does not give up when a fork
@@ -303,10 +297,7 @@ fn allowed_root() -> BTreeSet<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_computer_sees_only_the_hosts_os_and_two_have_different_uids() {
-    let state = tempfile::tempdir().unwrap();
-    let Some(p) = provider(state.path()) else {
-        return;
-    };
+    let (state, p) = or_skip!(provider());
     let spec = ComputerSpec::sandbox(600_000);
     let (a, b) = tokio::join!(make(&p, &spec), make(&p, &spec));
     let mut uids = Vec::new();
@@ -363,10 +354,7 @@ async fn a_computer_sees_only_the_hosts_os_and_two_have_different_uids() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shares_bind_read_write_and_read_only_and_a_bad_one_makes_nothing() {
-    let state = tempfile::tempdir().unwrap();
-    let Some(p) = provider(state.path()) else {
-        return;
-    };
+    let (state, p) = or_skip!(provider());
     let rw = tempfile::tempdir().unwrap();
     let ro = tempfile::tempdir().unwrap();
     // The computer's uid is its own: let anyone write the read-write share.
@@ -422,10 +410,7 @@ async fn shares_bind_read_write_and_read_only_and_a_bad_one_makes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_cgroup_processes_are_still_bounded_and_sizes_refused_in_words() {
-    let state = tempfile::tempdir().unwrap();
-    if provider(state.path()).is_none() {
-        return;
-    }
+    let (state, _) = or_skip!(provider());
     // As on a host with no cgroup the server may use.
     let p = LocalProvider::new(LocalOptions {
         cgroups: false,
@@ -496,10 +481,7 @@ async fn without_a_cgroup_processes_are_still_bounded_and_sizes_refused_in_words
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_computer_comes_from_a_spare_with_its_own_limits_and_none_outlives_the_provider() {
-    let state = tempfile::tempdir().unwrap();
-    let Some(p) = provider(state.path()) else {
-        return;
-    };
+    let (state, p) = or_skip!(provider());
     let a = make(&p, &ComputerSpec::sandbox(600_000)).await;
     // The spare is made after the first creation, in the background.
     let spares = state.path().join("spares");

@@ -1,6 +1,6 @@
 //! What the tests of every crate share.
 //!
-//! - [`need`]: a test that needs root, Docker, X, adb or user namespaces skips in
+//! - [`need`], [`or_skip!`]: a test that needs root, Docker, X, adb or user namespaces skips in
 //!   words where it cannot run, and fails instead when `COMPUTER_MCP_REQUIRE`
 //!   (a comma list, as CI sets it) names the need.
 //! - [`marker`], [`marked_processes`], [`assert_no_leftovers`]: a test sets a
@@ -15,9 +15,22 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// `let init = or_skip!(Init::start());`, or with an `.await` inside: what
+/// a test's setup gave, or the test ends here, skipped (the setup said why,
+/// or failed where it must run, as codex's `skip_if_no_network!` does).
+#[macro_export]
+macro_rules! or_skip {
+    ($setup:expr) => {
+        match $setup {
+            Some(made) => made,
+            None => return,
+        }
+    };
+}
 
 /// Whether a test that needs `what` can run here. When it cannot, it skips
 /// saying why, unless `COMPUTER_MCP_REQUIRE` names `what`: then it fails.
@@ -105,22 +118,34 @@ pub fn marked(marker: &str) -> std::collections::BTreeMap<String, String> {
 /// there polls (see [`wait_until`]); a check that none is left is safe.
 pub fn marked_processes(marker: &str) -> Vec<i32> {
     let needle = format!("{marker}=1");
-    let mut out = Vec::new();
+    pids()
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == needle.as_bytes()))
+        })
+        .collect()
+}
+
+/// The pid of every process /proc shows now.
+pub fn pids() -> Vec<i32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
+        return Vec::new();
     };
-    for e in dir.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if env.split(|&b| b == 0).any(|v| v == needle.as_bytes()) {
-            out.push(pid);
-        }
-    }
-    out
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Processes whose command line holds `needle`.
+pub fn processes_mentioning(needle: &str) -> Vec<i32> {
+    pids()
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+        .collect()
 }
 
 /// A process's command line, for a failure message.
@@ -575,4 +600,48 @@ pub fn markdown_section<'a>(doc: &'a str, heading: &str) -> &'a str {
     let body = &doc[start..];
     let level = format!("\n{} ", heading.split(' ').next().unwrap_or("##"));
     &body[..body[1..].find(&level).map_or(body.len(), |e| e + 1)]
+}
+
+/// Every path below `root`, in name order, with its type, permission bits
+/// and content or link target: two trees are alike when their snapshots are.
+pub fn tree_snapshot(root: &Path) -> Vec<(String, String, u32, Vec<u8>)> {
+    use std::os::unix::fs::PermissionsExt;
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String, u32, Vec<u8>)>) {
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        names.sort();
+        for p in names {
+            let rel = p.strip_prefix(root).unwrap().to_str().unwrap().to_string();
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            let mode = meta.permissions().mode() & 0o7777;
+            if meta.file_type().is_symlink() {
+                let t = std::fs::read_link(&p)
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .as_bytes()
+                    .to_vec();
+                out.push((rel, "link".into(), 0, t));
+            } else if meta.is_dir() {
+                out.push((rel, "dir".into(), mode, vec![]));
+                walk(root, &p, out);
+            } else if meta.is_file() {
+                out.push((rel, "file".into(), mode, std::fs::read(&p).unwrap()));
+            } else {
+                out.push((rel, "other".into(), mode, vec![]));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// The time `d` from now in RFC 3339, as deadlines are written.
+pub fn rfc3339_in(d: Duration) -> String {
+    let t = time::OffsetDateTime::now_utc() + d;
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
 }

@@ -11,6 +11,11 @@ pub fn one_to(field: &str, value: u64, max: u64) -> Result<u64, RpcError> {
             format!("{field} must be 1 to {max}"),
         ));
     }
+    at_most(field, value, max)
+}
+
+/// `value` when it is at most `max`, else over the limit naming `field`.
+pub fn at_most(field: &str, value: u64, max: u64) -> Result<u64, RpcError> {
     if value > max {
         return Err(RpcError::over_limit(field, value, max));
     }
@@ -19,15 +24,11 @@ pub fn one_to(field: &str, value: u64, max: u64) -> Result<u64, RpcError> {
 
 /// A start's `queueMs`: 0 when absent, at most [`limits::MAX_QUEUE_MS`].
 pub fn queue_ms(value: Option<u64>) -> Result<u64, RpcError> {
-    let value = value.unwrap_or(0);
-    if value > crate::protocol::limits::MAX_QUEUE_MS {
-        return Err(RpcError::over_limit(
-            "queueMs",
-            value,
-            crate::protocol::limits::MAX_QUEUE_MS,
-        ));
-    }
-    Ok(value)
+    at_most(
+        "queueMs",
+        value.unwrap_or(0),
+        crate::protocol::limits::MAX_QUEUE_MS,
+    )
 }
 
 #[cfg(test)]

@@ -29,14 +29,11 @@ pub async fn run(
         p.timeout_ms.unwrap_or(limits::DEFAULT_EXEC_TIMEOUT_MS),
         limits::MAX_EXEC_TIMEOUT_MS,
     )?;
-    let max_output = p.max_output.unwrap_or(limits::MAX_OUTPUT_BYTES);
-    if max_output > limits::MAX_OUTPUT_BYTES {
-        return Err(RpcError::over_limit(
-            "maxOutput",
-            max_output,
-            limits::MAX_OUTPUT_BYTES,
-        ));
-    }
+    let max_output = check::at_most(
+        "maxOutput",
+        p.max_output.unwrap_or(limits::MAX_OUTPUT_BYTES),
+        limits::MAX_OUTPUT_BYTES,
+    )?;
     let queue_ms = check::queue_ms(p.queue_ms)?;
     let deadline = called + Duration::from_millis(timeout_ms);
     let mut prepared = runner::prepare(

@@ -26,6 +26,7 @@ use crate::protocol::{RpcError, limits};
 
 /// Init's children that are guards, each with the channel its wait status
 /// goes to, and the idle guards waiting for a run.
+#[derive(Default)]
 pub struct Reaper {
     guards: Mutex<HashMap<i32, Option<oneshot::Sender<i32>>>>,
     pub pool: Pool,
@@ -33,21 +34,7 @@ pub struct Reaper {
     pub room: Room,
 }
 
-impl Default for Reaper {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Reaper {
-    pub fn new() -> Self {
-        Self {
-            guards: Mutex::new(HashMap::new()),
-            pool: Pool::new(),
-            room: Room::default(),
-        }
-    }
-
     fn lock(&self) -> MutexGuard<'_, HashMap<i32, Option<oneshot::Sender<i32>>>> {
         self.guards.lock().unwrap_or_else(|p| p.into_inner())
     }

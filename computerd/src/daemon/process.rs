@@ -38,6 +38,7 @@ use log::{NewLog, create_log};
 use pty::{check_pty_size, pump_terminal, write_terminal};
 use table::{Ended, Entry, Inner, Which, info_of, read_entry, seq_of, unknown};
 
+#[derive(Default)]
 pub struct Table {
     inner: Mutex<Inner>,
     /// Starts take turns.
@@ -59,20 +60,7 @@ enum Io {
     Pipes(OwnedFd, OwnedFd),
 }
 
-impl Default for Table {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Table {
-    pub fn new() -> Self {
-        Self {
-            inner: Mutex::new(Inner::default()),
-            start_turn: tokio::sync::Mutex::new(()),
-        }
-    }
-
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -440,10 +428,7 @@ impl Table {
             p.max_bytes.unwrap_or(limits::MAX_CHUNK_BYTES),
             limits::MAX_CHUNK_BYTES,
         )?;
-        let wait = p.wait_ms.unwrap_or(0);
-        if wait > limits::MAX_WAIT_MS {
-            return Err(RpcError::over_limit("waitMs", wait, limits::MAX_WAIT_MS));
-        }
+        let wait = check::at_most("waitMs", p.wait_ms.unwrap_or(0), limits::MAX_WAIT_MS)?;
         let seq = seq_of(&p.id)?;
         let until = Instant::now() + Duration::from_millis(wait);
         loop {

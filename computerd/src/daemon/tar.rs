@@ -174,41 +174,6 @@ mod testing {
         })
     }
 
-    /// Every path below `root` with its type, mode and content or target.
-    pub(crate) fn snapshot(root: &Path) -> Vec<(String, String, u32, Vec<u8>)> {
-        fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String, u32, Vec<u8>)>) {
-            let mut names: Vec<_> = std::fs::read_dir(dir)
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .collect();
-            names.sort();
-            for p in names {
-                let rel = p.strip_prefix(root).unwrap().to_str().unwrap().to_string();
-                let meta = std::fs::symlink_metadata(&p).unwrap();
-                let mode = meta.permissions().mode() & 0o7777;
-                if meta.file_type().is_symlink() {
-                    let t = std::fs::read_link(&p)
-                        .unwrap()
-                        .to_str()
-                        .unwrap()
-                        .as_bytes()
-                        .to_vec();
-                    out.push((rel, "link".into(), 0, t));
-                } else if meta.is_dir() {
-                    out.push((rel, "dir".into(), mode, vec![]));
-                    walk(root, &p, out);
-                } else if meta.is_file() {
-                    out.push((rel, "file".into(), mode, std::fs::read(&p).unwrap()));
-                } else {
-                    out.push((rel, "other".into(), mode, vec![]));
-                }
-            }
-        }
-        let mut out = Vec::new();
-        walk(root, root, &mut out);
-        out
-    }
-
     /// A hand-made entry: any name (tar::Builder refuses `..` and `/`).
     pub(crate) fn raw_entry(
         name: &str,
@@ -253,6 +218,7 @@ mod testing {
 mod tests {
     use super::testing::*;
     use super::{Pull, Push};
+    use computer_testkit::tree_snapshot;
     use std::path::Path;
 
     #[test]
@@ -264,10 +230,10 @@ mod tests {
         let dst = tempfile::tempdir().unwrap();
         let target = dst.path().join("made/by/begin");
         assert_eq!(push_all(&target, &archive, 700).unwrap(), 8);
-        assert_eq!(snapshot(&target), snapshot(src.path()));
+        assert_eq!(tree_snapshot(&target), tree_snapshot(src.path()));
         // Pushed again over itself: files and the symlink are replaced in place.
         assert_eq!(push_all(&target, &archive, 512 * 1024).unwrap(), 8);
-        assert_eq!(snapshot(&target), snapshot(src.path()));
+        assert_eq!(tree_snapshot(&target), tree_snapshot(src.path()));
         let mtime = |p: &Path| std::fs::metadata(p).unwrap().modified().unwrap();
         assert_eq!(
             mtime(&target.join("a.txt"))

@@ -10,9 +10,7 @@ use super::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_a_program_and_returns_its_streams_apart() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let r = init.run_script(&c, "echo out; echo err >&2; exit 3").await;
     assert_eq!(
         r,
@@ -29,9 +27,7 @@ async fn runs_a_program_and_returns_its_streams_apart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_environment_is_exactly_path_home_user_logname_and_env() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let mut p = exec_sh("env | sort", &init.marker);
     p.env.as_mut().unwrap().insert("EXTRA".into(), "x y".into());
     let r = c.call(&p).await.unwrap();
@@ -60,9 +56,7 @@ async fn the_environment_is_exactly_path_home_user_logname_and_env() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdin_cwd_and_signal_come_through() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let mut p = exec_sh("pwd; cat", &init.marker);
     p.cwd = Some("/tmp".into());
     p.stdin = Some(Bytes64(b"from stdin".to_vec()));
@@ -74,9 +68,7 @@ async fn stdin_cwd_and_signal_come_through() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_double_fork_and_setsid_leave_nothing_behind() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let script = "setsid sh -c 'sleep 300 & sleep 300' >/dev/null 2>&1 & \
                   (sh -c 'sleep 300 &' &) ; \
                   nohup sleep 300 >/dev/null 2>&1 & \
@@ -90,9 +82,7 @@ async fn a_double_fork_and_setsid_leave_nothing_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_answers_timed_out_and_leaves_no_process() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let mut p = exec_sh("(sleep 300 &); echo begun; sleep 300", &init.marker);
     p.timeout_ms = Some(500);
     let t = Instant::now();
@@ -110,15 +100,9 @@ async fn a_timeout_answers_timed_out_and_leaves_no_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn programs_start_with_no_signal_blocked_or_ignored_and_term_ends_them() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let r = c
-        .call(&ExecParams {
-            argv: vec!["cat".into(), "/proc/self/status".into()],
-            env: Some(marked(&init.marker)),
-            ..Default::default()
-        })
+        .call(&exec_argv(&["cat", "/proc/self/status"], &init.marker))
         .await
         .unwrap();
     let status = String::from_utf8(r.stdout.0).unwrap();
@@ -148,9 +132,7 @@ async fn programs_start_with_no_signal_blocked_or_ignored_and_term_ends_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_program_that_ignores_term_is_killed_after_the_grace() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let mut p = exec_sh(
         "trap '' TERM; echo ready; while :; do sleep 0.05; done",
         &init.marker,
@@ -169,9 +151,7 @@ async fn a_program_that_ignores_term_is_killed_after_the_grace() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_call_answers_aborted_and_ends_the_run() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let mut raw = init.raw().await;
     raw.request(
         7,
@@ -193,9 +173,7 @@ async fn a_cancelled_call_answers_aborted_and_ends_the_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_end_of_input_cancels_the_connections_runs() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let mut raw = init.raw().await;
     raw.request(
         1,
@@ -212,9 +190,7 @@ async fn the_end_of_input_cancels_the_connections_runs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mebibyte_of_output_is_cut_at_360_kib() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let r = init
         .run_script(&c, "head -c 1048576 /dev/zero; head -c 1000 /dev/zero >&2")
         .await;
@@ -230,9 +206,7 @@ async fn a_mebibyte_of_output_is_cut_at_360_kib() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_two_mebibyte_line_gets_an_error_and_the_connection_goes_on() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let mut raw = init.raw().await;
     let mut line = br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":""#.to_vec();
     line.extend(std::iter::repeat_n(b'a', 2 << 20));
@@ -249,9 +223,7 @@ async fn a_two_mebibyte_line_gets_an_error_and_the_connection_goes_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_runs_in_flight_on_one_connection_all_complete() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let calls = (0..64).map(|i| {
         let c = c.clone();
         let p = exec_sh(&format!("sleep 0.2; echo {i}"), &init.marker);
@@ -267,9 +239,7 @@ async fn sixty_four_runs_in_flight_on_one_connection_all_complete() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_errors_naming_the_field() {
-    let Some((_init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (_init, c) = or_skip!(Init::with_client().await);
     let cases = [
         (json!({"argv": []}), ErrorKind::Invalid, "argv is empty"),
         (
@@ -345,13 +315,10 @@ async fn bad_requests_get_errors_naming_the_field() {
 async fn a_daemon_without_setuid_denies_a_user_switch() {
     // init drops every capability, so no user switch is possible, as root
     // or as another user.
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let mut p = exec_sh("id -u", &init.marker);
     p.user = Some("65534".into());
-    let e = c.call(&p).await.unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Denied), "{e}");
+    let e = refused(&c, &p, ErrorKind::Denied).await;
     assert!(e.to_string().contains("no CAP_SETUID"), "{e}");
     assert!(e.to_string().contains("leave user out"), "{e}");
     // Its own uid is no switch at all.
@@ -391,9 +358,7 @@ async fn bash_c(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_bash_line_gives_what_bash_itself_gives() {
     use std::os::unix::fs::PermissionsExt;
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     // A working directory reached through a symlink (bash's PWD is the
     // physical one), a copy of env, a script without #!, a file that may
     // not be executed.

@@ -51,9 +51,7 @@ fn names_in(dir: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fifo_is_refused_at_once_and_never_hangs_a_read() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let fifo = init.path("fifo");
     nix::unistd::mkfifo(
         fifo.as_str(),
@@ -61,32 +59,32 @@ async fn a_fifo_is_refused_at_once_and_never_hangs_a_read() {
     )
     .unwrap();
     let t = Instant::now();
-    let e = c
-        .call(&FilesReadParams {
+    refused(
+        &c,
+        &FilesReadParams {
             path: fifo.clone(),
             offset: None,
             length: None,
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Invalid), "{e}");
-    let e = c
-        .call(&FilesWriteParams {
+        },
+        ErrorKind::Invalid,
+    )
+    .await;
+    refused(
+        &c,
+        &FilesWriteParams {
             path: fifo.clone(),
             data: Bytes64(b"x".to_vec()),
             ..Default::default()
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Invalid), "{e}");
+        },
+        ErrorKind::Invalid,
+    )
+    .await;
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_read_only_file_is_written_and_read_back_whole() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let path = init.path("big/dir/file.bin");
     let data: Vec<u8> = (0..3 * 1024 * 1024 + 17).map(|i| (i % 251) as u8).collect();
     let size = c
@@ -113,22 +111,21 @@ async fn a_large_read_only_file_is_written_and_read_back_whole() {
         (st.file_type, st.size, st.mode),
         (FileType::File, data.len() as u64, 0o444)
     );
-    let e = c
-        .call(&FilesReadParams {
+    refused(
+        &c,
+        &FilesReadParams {
             path,
             offset: None,
             length: Some(512 * 1024 + 1),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Limit), "{e}");
+        },
+        ErrorKind::Limit,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_other_file_methods_work_as_a_user_expects() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let d = init.path("tree");
     c.call(&FilesMkdirParams {
         path: format!("{d}/a/b"),
@@ -161,15 +158,16 @@ async fn the_other_file_methods_work_as_a_user_expects() {
         .map(|e| e.path.trim_start_matches(&d).to_string())
         .collect();
     assert_eq!(paths, vec!["/a", "/a/b", "/a/b/f.txt", "/g.txt"]);
-    let e = c
-        .call(&FilesMoveParams {
+    refused(
+        &c,
+        &FilesMoveParams {
             from: format!("{d}/g.txt"),
             to: format!("{d}/a/b/f.txt"),
             overwrite: None,
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Exists), "{e}");
+        },
+        ErrorKind::Exists,
+    )
+    .await;
     assert_eq!(c.read_file(&format!("{d}/a/b/f.txt")).await.unwrap(), b"hi");
     c.call(&FilesMoveParams {
         from: format!("{d}/g.txt"),
@@ -178,14 +176,15 @@ async fn the_other_file_methods_work_as_a_user_expects() {
     })
     .await
     .unwrap();
-    let e = c
-        .call(&FilesRemoveParams {
+    refused(
+        &c,
+        &FilesRemoveParams {
             path: format!("{d}/a"),
             recursive: None,
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::IsDir), "{e}");
+        },
+        ErrorKind::IsDir,
+    )
+    .await;
     c.call(&FilesRemoveParams {
         path: format!("{d}/a"),
         recursive: Some(true),
@@ -193,14 +192,15 @@ async fn the_other_file_methods_work_as_a_user_expects() {
     .await
     .unwrap();
     assert_eq!(names_in(&d), vec!["h.txt"]);
-    let e = c
-        .call(&FilesRemoveParams {
+    refused(
+        &c,
+        &FilesRemoveParams {
             path: "/".into(),
             recursive: Some(true),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Denied), "{e}");
+        },
+        ErrorKind::Denied,
+    )
+    .await;
     let e = c
         .call(&FilesStatParams {
             path: "relative/x".into(),
@@ -213,9 +213,7 @@ async fn the_other_file_methods_work_as_a_user_expects() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tree_copied_by_pull_and_push_on_one_connection_is_the_same() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let src = init.path("src");
     std::fs::create_dir_all(format!("{src}/sub/deeper")).unwrap();
     std::fs::write(
@@ -242,9 +240,7 @@ async fn a_tree_copied_by_pull_and_push_on_one_connection_is_the_same() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_refuses_dotdot_absolute_and_symlinked_entries_and_leaves_no_half_file() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let outside = init.path("outside");
     std::fs::create_dir(&outside).unwrap();
 
@@ -293,9 +289,7 @@ async fn a_push_refuses_dotdot_absolute_and_symlinked_entries_and_leaves_no_half
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_holds_at_most_eight_pulls() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let mut pulls = Vec::new();
     for _ in 0..limits::MAX_PULLS_PER_CONNECTION {
         pulls.push(
@@ -306,13 +300,14 @@ async fn a_connection_holds_at_most_eight_pulls() {
             .unwrap(),
         );
     }
-    let e = c
-        .call(&TarPullBeginParams {
+    refused(
+        &c,
+        &TarPullBeginParams {
             path: init.home().to_str().unwrap().into(),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Limit), "{e}");
+        },
+        ErrorKind::Limit,
+    )
+    .await;
     c.call(&TarPullEndParams {
         id: pulls[0].id.clone(),
     })
@@ -335,9 +330,7 @@ async fn a_connection_holds_at_most_eight_pulls() {
 /// at bytes already received, or too far ahead, is refused naming `offset`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelined_push_writes_are_extracted_in_offset_order() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let body: Vec<u8> = (0..900_000u32).map(|i| (i % 251) as u8).collect();
     let ar = tar_of(&[("big.bin", &body), ("small.txt", b"small")]);
     let dst = init.path("dst");
@@ -402,12 +395,10 @@ async fn pipelined_push_writes_are_extracted_in_offset_order() {
 /// quick client's would fall within one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bug_fixed_by_a_same_size_rewrite_is_what_python_runs_next() {
-    let Some(init) = Init::start_sandboxed(SandboxOptions {
+    let init = or_skip!(Init::start_sandboxed(SandboxOptions {
         user: Some(fresh_uid()),
         ..Default::default()
-    }) else {
-        return;
-    };
+    }));
     let c = init.client().await;
     let tests = |want: &'static str| {
         let c = &c;

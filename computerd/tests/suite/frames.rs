@@ -28,11 +28,16 @@ fn message(env: &Envelope) -> (String, Option<String>, String) {
     )
 }
 
+/// The words of an error reply, once its kind and field are as expected.
+fn refusal(env: &Envelope, kind: &str, field: &str) -> String {
+    let (k, f, msg) = message(env);
+    assert_eq!((k.as_str(), f.as_deref()), (kind, Some(field)), "{msg}");
+    msg
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hello_offers_frames_and_a_push_and_a_pull_travel_in_them() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let mut raw = init.raw().await;
     raw.request(1, "hello", json!({})).await;
     let hello = raw.reply_to(1).await.result.unwrap();
@@ -107,9 +112,7 @@ async fn hello_offers_frames_and_a_push_and_a_pull_travel_in_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_misplaced_frame_is_refused_in_words_and_the_connection_goes_on() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let mut raw = init.raw().await;
     // Bytes that look like a request: they are read as bytes, never run.
     let sneaky = br#"
@@ -120,11 +123,7 @@ async fn a_misplaced_frame_is_refused_in_words_and_the_connection_goes_on() {
         sneaky,
     )
     .await;
-    let (kind, field, msg) = message(&raw.recv().await);
-    assert_eq!(
-        (kind.as_str(), field.as_deref()),
-        ("invalid", Some("bytes"))
-    );
+    let msg = refusal(&raw.recv().await, "invalid", "bytes");
     assert_eq!(
         msg,
         "ping takes no bytes frame (only files.write and tar.push.write do); its bytes were read and dropped"
@@ -137,8 +136,7 @@ async fn a_misplaced_frame_is_refused_in_words_and_the_connection_goes_on() {
         b"hello",
     )
     .await;
-    let (kind, field, _) = message(&raw.reply_to(2).await);
-    assert_eq!((kind.as_str(), field.as_deref()), ("not_found", Some("id")));
+    refusal(&raw.reply_to(2).await, "not_found", "id");
 
     // data both in params and as the frame.
     let f = init.path("twice");
@@ -148,8 +146,7 @@ async fn a_misplaced_frame_is_refused_in_words_and_the_connection_goes_on() {
         b"hi",
     )
     .await;
-    let (kind, field, msg) = message(&raw.reply_to(3).await);
-    assert_eq!((kind.as_str(), field.as_deref()), ("invalid", Some("data")));
+    let msg = refusal(&raw.reply_to(3).await, "invalid", "data");
     assert!(msg.starts_with("data is given twice"), "{msg}");
     assert!(!exists(&f));
 
@@ -162,9 +159,7 @@ async fn a_misplaced_frame_is_refused_in_words_and_the_connection_goes_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frame_over_the_limit_or_of_no_count_ends_the_connection_in_words() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let mut raw = init.raw().await;
     let over = limits::MAX_FRAME_BYTES + 1;
     raw.send(
@@ -174,8 +169,7 @@ async fn a_frame_over_the_limit_or_of_no_count_ends_the_connection_in_words() {
     .await;
     let env = raw.recv().await;
     assert_eq!(env.id, Some(Id::Num(1)));
-    let (kind, field, msg) = message(&env);
-    assert_eq!((kind.as_str(), field.as_deref()), ("limit", Some("bytes")));
+    let msg = refusal(&env, "limit", "bytes");
     assert!(
         msg.starts_with("bytes is 524289; the most is 524288"),
         "{msg}"
@@ -187,11 +181,7 @@ async fn a_frame_over_the_limit_or_of_no_count_ends_the_connection_in_words() {
         raw.send(json!({"jsonrpc": "2.0", "id": 2, "method": "ping", "bytes": bad}))
             .await;
         let env = raw.recv().await;
-        let (kind, field, msg) = message(&env);
-        assert_eq!(
-            (kind.as_str(), field.as_deref()),
-            ("invalid", Some("bytes"))
-        );
+        let msg = refusal(&env, "invalid", "bytes");
         assert!(
             msg.starts_with(&format!(
                 "bytes must be a count of the raw bytes after the line (0 to 524288), not {bad}"
@@ -207,9 +197,7 @@ async fn a_frame_over_the_limit_or_of_no_count_ends_the_connection_in_words() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frame_cut_short_is_refused_and_its_request_never_runs() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let mut raw = init.raw().await;
     let f = init.path("short");
     raw.send_frame(
@@ -221,11 +209,7 @@ async fn a_frame_cut_short_is_refused_and_its_request_never_runs() {
     raw.write.shutdown().await.unwrap();
     let env = raw.recv().await;
     assert_eq!(env.id, Some(Id::Num(7)));
-    let (kind, field, msg) = message(&env);
-    assert_eq!(
-        (kind.as_str(), field.as_deref()),
-        ("invalid", Some("bytes"))
-    );
+    let msg = refusal(&env, "invalid", "bytes");
     assert_eq!(
         msg,
         "the bytes frame was cut short: 10 of its 100 bytes came before the end of input; the request was not run"
@@ -236,9 +220,7 @@ async fn a_frame_cut_short_is_refused_and_its_request_never_runs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pull_reads_sent_ahead_with_offsets_come_back_in_place() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let src = init.path("one.bin");
     let data: Vec<u8> = (0..5000u32).map(|i| (i % 249) as u8).collect();
     std::fs::write(&src, &data).unwrap();
@@ -271,11 +253,7 @@ async fn pull_reads_sent_ahead_with_offsets_come_back_in_place() {
     // A repeat, and a read too far ahead, are refused naming offset.
     raw.request(20, "tar.pull.read", json!({"id": id, "offset": 1024}))
         .await;
-    let (kind, field, msg) = message(&raw.reply_to(20).await);
-    assert_eq!(
-        (kind.as_str(), field.as_deref()),
-        ("invalid", Some("offset"))
-    );
+    let msg = refusal(&raw.reply_to(20).await, "invalid", "offset");
     assert_eq!(
         msg,
         "offset 1024: the pull has returned 4096 bytes already, so this read would repeat some"

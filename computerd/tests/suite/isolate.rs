@@ -11,15 +11,6 @@ use computerd::protocol::*;
 
 use super::support::*;
 
-fn py(script: &str, marker: &str) -> ExecParams {
-    ExecParams {
-        argv: vec!["python3".into(), "-c".into(), script.into()],
-        env: Some(marked(marker)),
-        timeout_ms: Some(20_000),
-        ..Default::default()
-    }
-}
-
 /// The five capability sets, NoNewPrivs and Seccomp of one status file.
 fn assert_locked_down(who: &str, status: &str) {
     for key in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
@@ -58,9 +49,7 @@ ev.set()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn init_and_its_programs_hold_no_capability_on_any_thread() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     // A program's every thread, read from inside.
     let c = init.client().await;
     let r = c.call(&py(THREADS_STATUS, &init.marker)).await.unwrap();
@@ -97,10 +86,7 @@ async fn init_and_its_programs_hold_no_capability_on_any_thread() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vsock_io_uring_user_namespaces_and_32_bit_calls_are_refused() {
-    let Some(init) = Init::as_fresh_user() else {
-        return;
-    };
-    let c = init.client().await;
+    let init = or_skip!(Init::as_fresh_user());
     let script = r#"
 import ctypes, errno, mmap, os, socket
 libc = ctypes.CDLL(None, use_errno=True)
@@ -121,14 +107,7 @@ buf.write(code)
 addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
 print('int80', ctypes.CFUNCTYPE(ctypes.c_int)(addr)(), 'pid', os.getpid())
 "#;
-    let r = c.call(&py(script, &init.marker)).await.unwrap();
-    let out = String::from_utf8_lossy(&r.stdout.0).to_string();
-    assert_eq!(
-        r.exit_code,
-        Some(0),
-        "{out}{}",
-        String::from_utf8_lossy(&r.stderr.0)
-    );
+    let out = py_ok(&init, script).await;
     assert!(out.contains("vsock EPERM\n"), "{out}");
     assert!(out.contains("io_uring_setup EPERM\n"), "{out}");
     assert!(out.contains("unshare_user EPERM\n"), "{out}");
@@ -141,9 +120,7 @@ print('int80', ctypes.CFUNCTYPE(ctypes.c_int)(addr)(), 'pid', os.getpid())
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_setuid_root_copy_of_id_runs_without_euid_0() {
     let uid = fresh_uid();
-    let Some(init) = Init::as_user(uid) else {
-        return;
-    };
+    let init = or_skip!(Init::as_user(uid));
     let sudo_like = init.path("id-suid");
     std::fs::copy("/usr/bin/id", &sudo_like).unwrap();
     std::fs::set_permissions(&sudo_like, std::fs::Permissions::from_mode(0o4755)).unwrap();
@@ -167,9 +144,7 @@ async fn a_setuid_root_copy_of_id_runs_without_euid_0() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_runs_programs_as_that_user_with_no_groups_and_only_stdio() {
     let uid = fresh_uid();
-    let Some(init) = Init::as_user(uid) else {
-        return;
-    };
+    let init = or_skip!(Init::as_user(uid));
     let c = init.client().await;
     let r = init
         .run_script(&c, "id -u; id -g; id -G; ls /proc/$$/fd")
@@ -226,13 +201,11 @@ async fn own_network_reaches_only_its_own_loopback() {
         std::os::unix::net::SocketAddr::from_abstract_name(canary.as_bytes()).unwrap();
     let unix = std::os::unix::net::UnixListener::bind_addr(&abstract_addr).unwrap();
     let uid = fresh_uid();
-    let Some(init) = Init::start_with(InitOptions {
+    let init = or_skip!(Init::start_with(InitOptions {
         user: Some(uid),
         own_network: true,
         ..Default::default()
-    }) else {
-        return;
-    };
+    }));
     let c = init.client().await;
     let script = format!(
         r#"
@@ -248,14 +221,7 @@ for name, fam, addr in [('host-tcp', socket.AF_INET, ('127.0.0.1', {port})), ('c
         print(name, type(e).__name__)
 {OWN_LOOPBACK_PY}"#
     );
-    let r = c.call(&py(&script, &init.marker)).await.unwrap();
-    let out = String::from_utf8_lossy(&r.stdout.0).to_string();
-    assert_eq!(
-        r.exit_code,
-        Some(0),
-        "{out}{}",
-        String::from_utf8_lossy(&r.stderr.0)
-    );
+    let out = py_ok(&init, &script).await;
     let ifaces = out.lines().find(|l| l.starts_with("interfaces")).unwrap();
     assert!(ifaces.contains("'lo'"), "{out}");
     assert!(

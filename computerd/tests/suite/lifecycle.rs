@@ -81,9 +81,7 @@ fn a_missing_socket_directory_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_socket_is_refused_and_a_stale_one_replaced() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let out = Program::computerd(COMPUTERD)
         .command(InitArgs::new(
             Time::from_now(Duration::from_secs(60)),
@@ -126,12 +124,10 @@ async fn a_live_socket_is_refused_and_a_stale_one_replaced() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_the_deadline_a_program_that_traps_term_logs_it_before_it_is_killed() {
-    let Some(mut init) = Init::start_with(InitOptions {
+    let mut init = or_skip!(Init::start_with(InitOptions {
         deadline: Duration::from_secs(3),
         ..Default::default()
-    }) else {
-        return;
-    };
+    }));
     let c = init.client().await;
     let log = init.path("term.log");
     let script =
@@ -162,20 +158,13 @@ async fn at_the_deadline_a_program_that_traps_term_logs_it_before_it_is_killed()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shutting_down_init_refuses_new_starts_and_still_answers_reads() {
-    let Some(mut init) = Init::start() else {
-        return;
-    };
+    let mut init = or_skip!(Init::start());
     let c = init.client().await;
     let p = c
-        .call(&ProcessStartParams {
-            argv: vec![
-                "sh".into(),
-                "-c".into(),
-                "trap '' TERM; echo up; while :; do sleep 0.1; done".into(),
-            ],
-            env: Some(marked(&init.marker)),
-            ..Default::default()
-        })
+        .call(&start_sh(
+            "trap '' TERM; echo up; while :; do sleep 0.1; done",
+            &init.marker,
+        ))
         .await
         .unwrap();
     let mut follow = c.follow_process(&p.id, Stream::Stdout, 0);
@@ -186,24 +175,19 @@ async fn a_shutting_down_init_refuses_new_starts_and_still_answers_reads() {
     )
     .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let e = c
-        .call(&ExecParams {
+    let e = refused(
+        &c,
+        &ExecParams {
             argv: vec!["true".into()],
             ..Default::default()
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Unsupported), "{e}");
+        },
+        ErrorKind::Unsupported,
+    )
+    .await;
     assert!(e.to_string().contains("shutting down"), "{e}");
     let l = c.call(&ProcessListParams { from: None }).await.unwrap();
     assert_eq!(l.processes.len(), 1);
-    let w = c
-        .call(&ProcessWaitParams {
-            id: p.id.clone(),
-            timeout_ms: 10_000,
-        })
-        .await
-        .unwrap();
+    let w = wait_within(&c, &p.id, 10_000).await.unwrap();
     assert_eq!(
         w.signal.as_deref(),
         Some("KILL"),
@@ -214,13 +198,11 @@ async fn a_shutting_down_init_refuses_new_starts_and_still_answers_reads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deadline_extend_moves_later_up_to_the_maximum_and_refuses_the_rest() {
-    let Some(init) = Init::start_with(InitOptions {
+    let init = or_skip!(Init::start_with(InitOptions {
         deadline: Duration::from_secs(60),
         max_deadline: Some(Duration::from_secs(600)),
         ..Default::default()
-    }) else {
-        return;
-    };
+    }));
     let c = init.client().await;
     let to = rfc3339_in(Duration::from_secs(300));
     let r = c
@@ -235,32 +217,20 @@ async fn deadline_extend_moves_later_up_to_the_maximum_and_refuses_the_rest() {
             .unwrap()
             .unix_timestamp()
     );
-    let e = c
-        .call(&DeadlineExtendParams {
-            at: rfc3339_in(Duration::from_secs(100)),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Invalid), "{e}");
-    let e = c
-        .call(&DeadlineExtendParams {
-            at: rfc3339_in(Duration::from_secs(3600)),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Limit), "{e}");
-    let e = c
-        .call(&DeadlineExtendParams { at: "soon".into() })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Invalid), "{e}");
+    // Earlier than the deadline, past the maximum, not a time.
+    for (at, kind) in [
+        (rfc3339_in(Duration::from_secs(100)), ErrorKind::Invalid),
+        (rfc3339_in(Duration::from_secs(3600)), ErrorKind::Limit),
+        ("soon".into(), ErrorKind::Invalid),
+    ] {
+        let e = c.call(&DeadlineExtendParams { at }).await.unwrap_err();
+        assert_eq!(e.kind(), Some(kind), "{e}");
+    }
 
-    let Some(fixed) = Init::start_with(InitOptions {
+    let fixed = or_skip!(Init::start_with(InitOptions {
         max_deadline: None,
         ..Default::default()
-    }) else {
-        return;
-    };
+    }));
     let e = fixed
         .client()
         .await
@@ -274,9 +244,7 @@ async fn deadline_extend_moves_later_up_to_the_maximum_and_refuses_the_rest() {
 
 #[test]
 fn the_stdio_bridge_carries_the_protocol_and_says_why_when_it_cannot() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let mut bridge = Command::new(COMPUTERD)
         .arg("stdio")
         .env("COMPUTERD_SOCKET", &init.socket)
@@ -348,9 +316,7 @@ fn one_byte(from: &mut impl Read) -> u8 {
 fn a_direct_bridge_relays_the_providers_socket_after_the_token_and_stdio_when_it_cannot_reach_it() {
     use computerd::protocol::direct;
     use std::io::BufRead;
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let dir = tempfile::tempdir().unwrap();
     let token = format!("{}\n", "5e".repeat(32));
 
@@ -431,15 +397,11 @@ fn computerd_under_another_name_is_reached_through_its_word() {
 /// whose socket the programs' user reaches (as in a Docker computer).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_program_of_the_computer_cannot_move_its_deadline_through_the_socket() {
-    let Some(sandboxed) = Init::start_sandboxed(SandboxOptions {
+    let sandboxed = or_skip!(Init::start_sandboxed(SandboxOptions {
         user: Some(fresh_uid()),
         ..Default::default()
-    }) else {
-        return;
-    };
-    let Some(plain) = Init::as_fresh_user() else {
-        return;
-    };
+    }));
+    let plain = or_skip!(Init::as_fresh_user());
     const ASK: &str = r#"
 import json, socket, sys
 s = socket.socket(socket.AF_UNIX)

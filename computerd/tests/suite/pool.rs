@@ -5,9 +5,10 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use computerd::client::DaemonClient;
 use computerd::daemon::guard::TEMPLATE_NAME;
 use computerd::daemon::runner::pool::{DEFAULT_SIZE, MAX_SIZE, SIZE_VAR};
-use computerd::protocol::{ExecParams, Orphans, ProcessReadParams, ProcessStartParams, Stream};
+use computerd::protocol::{ExecParams, Orphans, ProcessStartParams, Stream};
 
 use super::support::*;
 
@@ -35,13 +36,7 @@ fn is_template(pid: i32) -> bool {
 
 fn every_guard_of(init: i32) -> BTreeSet<i32> {
     let mut out = BTreeSet::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in dir.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
+    for pid in computer_testkit::pids() {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             continue;
         };
@@ -111,9 +106,7 @@ fn with_pool(size: usize) -> InitOptions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pooled_guard_ends_the_setsid_and_double_fork_escapees_of_its_run() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let idle = idle_guards(init.init_pid(), DEFAULT_SIZE);
     let c = init.client().await;
     let script = "echo $PPID; \
@@ -136,30 +129,12 @@ async fn a_pooled_guard_ends_the_setsid_and_double_fork_escapees_of_its_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_burst_of_fifty_runs_the_pool_is_back_to_its_size_and_no_guard_is_left() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let pid = init.init_pid();
     let before = idle_guards(pid, DEFAULT_SIZE);
     let c = init.client().await;
     let p = sh_at_root("echo $PPID", &init.marker);
-    let calls = (0..50).map(|_| {
-        let c = c.clone();
-        let p = p.clone();
-        tokio::spawn(async move { c.call(&p).await })
-    });
-    let mut guards = BTreeSet::new();
-    for call in calls.collect::<Vec<_>>() {
-        let r = call.await.unwrap().unwrap();
-        assert_eq!(r.exit_code, Some(0));
-        guards.insert(
-            String::from_utf8(r.stdout.0)
-                .unwrap()
-                .trim()
-                .parse::<i32>()
-                .unwrap(),
-        );
-    }
+    let guards = burst(&c, &p, 50).await;
     // Runs at once had guards of their own (a guard given back during the
     // burst may have taken another), those idle before it among them.
     assert!(guards.len() > DEFAULT_SIZE, "{guards:?}");
@@ -183,11 +158,7 @@ async fn after_a_burst_of_fifty_runs_the_pool_is_back_to_its_size_and_no_guard_i
     );
     // A run after the burst takes one of the refilled guards.
     let r = c.call(&p).await.unwrap();
-    let guard: i32 = String::from_utf8(r.stdout.0)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let guard = guard_of(&r.stdout.0);
     assert!(after.contains(&guard), "{guard} not in {after:?}");
     idle_guards(pid, DEFAULT_SIZE);
     assert_no_zombies_under(pid);
@@ -202,29 +173,17 @@ async fn a_burst_past_the_pool_forks_or_reuses_its_guards_and_execs_none() {
     let copy = tempfile::tempdir().unwrap();
     let exe = copy.path().join("computerd");
     std::fs::copy(COMPUTERD, &exe).unwrap();
-    let Some(init) = Init::start_with(InitOptions {
+    let init = or_skip!(Init::start_with(InitOptions {
         exe: Some(exe.clone()),
         ..Default::default()
-    }) else {
-        return;
-    };
+    }));
     let pid = init.init_pid();
     idle_guards(pid, DEFAULT_SIZE);
     std::fs::remove_file(&exe).unwrap();
     let c = init.client().await;
     // Each run holds its guard a while, so the burst is many at once.
     let p = sh_at_root("sleep 0.1; echo $PPID", &init.marker);
-    let calls = (0..40).map(|_| {
-        let c = c.clone();
-        let p = p.clone();
-        tokio::spawn(async move { c.call(&p).await })
-    });
-    let mut guards = BTreeSet::new();
-    for call in calls.collect::<Vec<_>>() {
-        let r = call.await.unwrap().expect("a run of the burst");
-        assert_eq!(r.exit_code, Some(0), "{r:?}");
-        guards.insert(String::from_utf8(r.stdout.0).unwrap().trim().to_string());
-    }
+    let guards = burst(&c, &p, 40).await;
     assert!(guards.len() > DEFAULT_SIZE, "{guards:?}");
     // After it the pool is back to its size, with the template.
     idle_guards(pid, DEFAULT_SIZE);
@@ -239,9 +198,7 @@ async fn a_pooled_run_sees_the_same_user_cwd_environment_and_confinement_as_a_st
                  for n in /proc/self/ns/*; do readlink $n; done";
     let mut seen = Vec::new();
     for size in [MAX_SIZE, 0] {
-        let Some(init) = Init::start_with(with_pool(size)) else {
-            return;
-        };
+        let init = or_skip!(Init::start_with(with_pool(size)));
         let idle = idle_guards(init.init_pid(), size);
         let c = init.client().await;
         let mut p = sh_at_root(probe, &init.marker);
@@ -279,9 +236,7 @@ async fn a_pooled_run_sees_the_same_user_cwd_environment_and_confinement_as_a_st
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_guard_killed_in_the_pool_is_passed_over() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let idle = idle_guards(init.init_pid(), DEFAULT_SIZE);
     let first = *idle.iter().next().unwrap();
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(first), nix::sys::signal::SIGKILL).unwrap();
@@ -292,20 +247,14 @@ async fn an_idle_guard_killed_in_the_pool_is_passed_over() {
         .await
         .unwrap();
     assert_eq!(r.exit_code, Some(0));
-    let guard: i32 = String::from_utf8(r.stdout.0)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let guard = guard_of(&r.stdout.0);
     assert_ne!(guard, first);
     idle_guards(init.init_pid(), DEFAULT_SIZE);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_leaves_no_idle_guard_behind() {
-    let Some(init) = Init::start_with(with_pool(MAX_SIZE)) else {
-        return;
-    };
+    let init = or_skip!(Init::start_with(with_pool(MAX_SIZE)));
     idle_guards(init.init_pid(), MAX_SIZE);
     let idle = every_guard_of(init.init_pid());
     assert_eq!(idle.len(), MAX_SIZE + 1, "{idle:?}");
@@ -322,9 +271,7 @@ async fn shutdown_leaves_no_idle_guard_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_guards_exit_when_init_is_killed() {
-    let Some(mut init) = Init::start_with(with_pool(MAX_SIZE)) else {
-        return;
-    };
+    let mut init = or_skip!(Init::start_with(with_pool(MAX_SIZE)));
     idle_guards(init.init_pid(), MAX_SIZE);
     let idle = every_guard_of(init.init_pid());
     assert_eq!(idle.len(), MAX_SIZE + 1, "{idle:?}");
@@ -372,11 +319,26 @@ fn guard_of(out: &[u8]) -> i32 {
         .unwrap_or_else(|| panic!("no guard pid in {:?}", String::from_utf8_lossy(out)))
 }
 
+/// `n` runs of `p` (an `echo $PPID` first) at once, each of which must
+/// succeed: the guards they ran under.
+async fn burst(c: &DaemonClient, p: &ExecParams, n: usize) -> BTreeSet<i32> {
+    let calls = (0..n).map(|_| {
+        let c = c.clone();
+        let p = p.clone();
+        tokio::spawn(async move { c.call(&p).await })
+    });
+    let mut guards = BTreeSet::new();
+    for call in calls.collect::<Vec<_>>() {
+        let r = call.await.unwrap().expect("a run of the burst");
+        assert_eq!(r.exit_code, Some(0), "{r:?}");
+        guards.insert(guard_of(&r.stdout.0));
+    }
+    guards
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_one_after_another_reuse_the_idle_guards_and_no_guard_is_started() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let pid = init.init_pid();
     let idle = idle_guards(pid, DEFAULT_SIZE);
     let every = every_guard_of(pid);
@@ -400,9 +362,7 @@ async fn runs_one_after_another_reuse_the_idle_guards_and_no_guard_is_started() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reused_guard_gives_the_next_run_nothing_of_the_one_before() {
-    let Some(init) = Init::start_with(with_pool(1)) else {
-        return;
-    };
+    let init = or_skip!(Init::start_with(with_pool(1)));
     let idle = idle_guards(init.init_pid(), 1);
     let c = init.client().await;
     // The first run asks for a cwd and a variable, and leaves an escapee.
@@ -432,9 +392,7 @@ async fn a_reused_guard_gives_the_next_run_nothing_of_the_one_before() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guard_whose_run_timed_out_is_not_reused() {
-    let Some(init) = Init::start_with(with_pool(1)) else {
-        return;
-    };
+    let init = or_skip!(Init::start_with(with_pool(1)));
     let pid = init.init_pid();
     let idle = idle_guards(pid, 1);
     let c = init.client().await;
@@ -462,9 +420,7 @@ async fn a_program_cannot_reach_into_its_guard() {
     }
     // As an unprivileged user, a program may signal its guard (same user)
     // but not read its memory, environment or descriptors.
-    let Some(init) = Init::as_fresh_user() else {
-        return;
-    };
+    let init = or_skip!(Init::as_fresh_user());
     let c = init.client().await;
     let probe = "echo $PPID; \
                  ls /proc/$PPID/fd >/dev/null 2>&1 && echo fd-read; \
@@ -484,9 +440,7 @@ async fn a_program_cannot_reach_into_its_guard() {
 /// pool, as an exec.run does; one with kept orphans does not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_started_process_that_ends_clean_gives_its_guard_back() {
-    let Some(init) = Init::start() else {
-        return;
-    };
+    let init = or_skip!(Init::start());
     let pid = init.init_pid();
     idle_guards(pid, DEFAULT_SIZE);
     let c = init.client().await;
@@ -499,11 +453,7 @@ async fn a_started_process_that_ends_clean_gives_its_guard_back() {
     let p = c.call(&start("echo $PPID")).await.unwrap();
     let ended = p.ended.expect("ended within waitMs");
     assert_eq!(ended.exit_code, Some(0));
-    let guard: i32 = String::from_utf8(ended.stdout.unwrap().data.0)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let guard = guard_of(&ended.stdout.unwrap().data.0);
     let idle = idle_guards(pid, DEFAULT_SIZE);
     assert!(idle.contains(&guard), "{guard} not in {idle:?}");
 
@@ -519,13 +469,7 @@ async fn a_started_process_that_ends_clean_gives_its_guard_back() {
     let until = Instant::now() + Duration::from_secs(10);
     let out = loop {
         let out = c
-            .call(&ProcessReadParams {
-                id: kept.id.clone(),
-                stream: Stream::Stdout,
-                offset: 0,
-                max_bytes: None,
-                wait_ms: None,
-            })
+            .call(&read_at(&kept.id, Stream::Stdout, 0, None))
             .await
             .unwrap();
         if !out.data.0.is_empty() || Instant::now() > until {
@@ -533,11 +477,7 @@ async fn a_started_process_that_ends_clean_gives_its_guard_back() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    let guard: i32 = String::from_utf8(out.data.0)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let guard = guard_of(&out.data.0);
     // Its guard stays with the run (orphans may be under it), never idle.
     let idle = idle_guards(pid, DEFAULT_SIZE);
     assert!(!idle.contains(&guard), "{guard} in {idle:?}");
@@ -556,16 +496,12 @@ async fn at_the_pids_bound_a_start_that_may_wait_is_queued_and_one_that_may_not_
     if !need_root() {
         return;
     }
-    let Some(group) = PidsGroup::new(&format!("computerd-room-{}", marker()), 40) else {
-        return;
-    };
-    let Some(init) = Init::start_with(InitOptions {
+    let group = or_skip!(PidsGroup::new(&format!("computerd-room-{}", marker()), 40));
+    let init = or_skip!(Init::start_with(InitOptions {
         user: Some(fresh_uid()),
         pids_group: Some(group.path().to_path_buf()),
         ..Default::default()
-    }) else {
-        return;
-    };
+    }));
     let c = init.client().await;
     // The pool is full: its template is there, named at its first fork.
     let pid = init.init_pid();

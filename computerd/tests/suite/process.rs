@@ -9,9 +9,7 @@ use super::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_outlives_its_call_and_its_output_is_read_by_offset() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let p = init
         .start_script(&c, "echo one; sleep 0.3; echo two >&2; exit 4")
         .await;
@@ -30,48 +28,29 @@ async fn a_process_outlives_its_call_and_its_output_is_read_by_offset() {
     );
     // A read from the middle, and one past the end.
     let r = c
-        .call(&ProcessReadParams {
-            id: p.id.clone(),
-            stream: Stream::Stdout,
-            offset: 2,
-            max_bytes: None,
-            wait_ms: None,
-        })
+        .call(&read_at(&p.id, Stream::Stdout, 2, None))
         .await
         .unwrap();
     assert_eq!(
         (r.data.0.as_slice(), r.next_offset, r.exited, r.size),
         (b"e\n".as_slice(), 4, true, 4)
     );
-    let e = c
-        .call(&ProcessReadParams {
-            id: p.id.clone(),
-            stream: Stream::Stdout,
-            offset: 5,
-            max_bytes: None,
-            wait_ms: None,
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Invalid));
+    let e = refused(
+        &c,
+        &read_at(&p.id, Stream::Stdout, 5, None),
+        ErrorKind::Invalid,
+    )
+    .await;
     assert!(e.to_string().contains("past the end of stdout"), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_with_wait_ms_waits_for_output_without_polling() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let p = init.start_script(&c, "sleep 0.5; echo late").await;
     let t = Instant::now();
     let r = c
-        .call(&ProcessReadParams {
-            id: p.id.clone(),
-            stream: Stream::Stdout,
-            offset: 0,
-            max_bytes: None,
-            wait_ms: Some(5000),
-        })
+        .call(&read_at(&p.id, Stream::Stdout, 0, Some(5000)))
         .await
         .unwrap();
     let took = t.elapsed();
@@ -84,49 +63,30 @@ async fn a_read_with_wait_ms_waits_for_output_without_polling() {
     let q = init.start_script(&c, "sleep 30").await;
     let t = Instant::now();
     let r = c
-        .call(&ProcessReadParams {
-            id: q.id.clone(),
-            stream: Stream::Stdout,
-            offset: 0,
-            max_bytes: None,
-            wait_ms: Some(300),
-        })
+        .call(&read_at(&q.id, Stream::Stdout, 0, Some(300)))
         .await
         .unwrap();
     assert!(r.data.is_empty() && !r.exited);
     assert!(t.elapsed() >= Duration::from_millis(280));
-    let e = c
-        .call(&ProcessReadParams {
-            id: q.id.clone(),
-            stream: Stream::Stdout,
-            offset: 0,
-            max_bytes: None,
-            wait_ms: Some(30_001),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Limit));
+    refused(
+        &c,
+        &read_at(&q.id, Stream::Stdout, 0, Some(30_001)),
+        ErrorKind::Limit,
+    )
+    .await;
     signal(&c, &q.id, Signal::Kill).await;
     assert_eq!(wait_end(&c, &q.id).await.signal.as_deref(), Some("KILL"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_mebibytes_read_from_offset_zero_report_what_the_ring_dropped() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let p = init
         .start_script(&c, "head -c 20971520 /dev/zero | tr '\\0' x")
         .await;
     wait_end(&c, &p.id).await;
     let r = c
-        .call(&ProcessReadParams {
-            id: p.id.clone(),
-            stream: Stream::Stdout,
-            offset: 0,
-            max_bytes: None,
-            wait_ms: Some(1000),
-        })
+        .call(&read_at(&p.id, Stream::Stdout, 0, Some(1000)))
         .await
         .unwrap();
     let mib = 1u64 << 20;
@@ -146,41 +106,17 @@ async fn twenty_mebibytes_read_from_offset_zero_report_what_the_ring_dropped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdin_writes_reach_the_program_and_close_ends_its_input() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
-    let mut sp = start_sh("cat; echo done", &init.marker);
-    sp.stdin = Some(true);
-    let p = c.call(&sp).await.unwrap();
-    c.call(&ProcessWriteParams {
-        id: p.id.clone(),
-        data: Some(Bytes64(b"hello ".to_vec())),
-        close: None,
-    })
-    .await
-    .unwrap();
-    c.call(&ProcessWriteParams {
-        id: p.id.clone(),
-        data: Some(Bytes64(b"world\n".to_vec())),
-        close: Some(true),
-    })
-    .await
-    .unwrap();
+    let (init, c) = or_skip!(Init::with_client().await);
+    let p = init.start_with_stdin(&c, "cat; echo done").await;
+    c.call(&write_in(&p.id, b"hello ", false)).await.unwrap();
+    c.call(&write_in(&p.id, b"world\n", true)).await.unwrap();
     assert_eq!(
         output_of(&c, &p.id, Stream::Stdout).await,
         b"hello world\ndone\n"
     );
     // Without stdin: true there is nothing to write to.
     let q = init.start_script(&c, "sleep 5").await;
-    let e = c
-        .call(&ProcessWriteParams {
-            id: q.id.clone(),
-            data: Some(Bytes64(b"x".to_vec())),
-            close: None,
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Invalid));
+    let e = refused(&c, &write_in(&q.id, b"x", false), ErrorKind::Invalid).await;
     assert!(e.to_string().contains("has no stdin"), "{e}");
     signal(&c, &q.id, Signal::Term).await;
     assert_eq!(wait_end(&c, &q.id).await.signal.as_deref(), Some("TERM"));
@@ -188,24 +124,14 @@ async fn stdin_writes_reach_the_program_and_close_ends_its_input() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_to_a_program_that_closed_stdin_fails_at_once() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
-    let mut sp = start_sh("exec 0<&-; echo closed; sleep 30", &init.marker);
-    sp.stdin = Some(true);
-    let p = c.call(&sp).await.unwrap();
+    let (init, c) = or_skip!(Init::with_client().await);
+    let p = init
+        .start_with_stdin(&c, "exec 0<&-; echo closed; sleep 30")
+        .await;
     let mut follow = c.follow_process(&p.id, Stream::Stdout, 0);
     assert_eq!(follow.next().await.unwrap().unwrap().data, b"closed\n");
     let t = Instant::now();
-    let e = c
-        .call(&ProcessWriteParams {
-            id: p.id.clone(),
-            data: Some(Bytes64(b"x".to_vec())),
-            close: None,
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Invalid), "{e}");
+    let e = refused(&c, &write_in(&p.id, b"x", false), ErrorKind::Invalid).await;
     assert!(e.to_string().contains("has closed its stdin"), "{e}");
     assert!(t.elapsed() < Duration::from_secs(1));
     signal(&c, &p.id, Signal::Kill).await;
@@ -213,19 +139,11 @@ async fn a_write_to_a_program_that_closed_stdin_fails_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_nobody_reads_times_out_saying_how_much_went() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
-    let mut sp = start_sh("sleep 60", &init.marker);
-    sp.stdin = Some(true);
-    let p = c.call(&sp).await.unwrap();
+    let (init, c) = or_skip!(Init::with_client().await);
+    let p = init.start_with_stdin(&c, "sleep 60").await;
     let t = Instant::now();
     let e = c
-        .call(&ProcessWriteParams {
-            id: p.id.clone(),
-            data: Some(Bytes64(vec![b'y'; 512 * 1024])),
-            close: None,
-        })
+        .call(&write_in(&p.id, &[b'y'; 512 * 1024], false))
         .await
         .unwrap_err();
     let took = t.elapsed();
@@ -254,9 +172,7 @@ fn written_of(e: &computerd::client::ClientError) -> ClientErrorData {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminal_process_gets_a_pty_its_size_and_ctrl_c() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let mut sp = start_sh("stty size; tty; exec sh -i", &init.marker);
     sp.pty = Some(PtySize {
         cols: 120,
@@ -271,13 +187,9 @@ async fn a_terminal_process_gets_a_pty_its_size_and_ctrl_c() {
     let text = String::from_utf8_lossy(&seen).to_string();
     assert!(text.contains("40 120"), "{text}");
     // A job in the foreground, then ^C: the job ends and the shell reads on.
-    c.call(&ProcessWriteParams {
-        id: p.id.clone(),
-        data: Some(Bytes64(b"sleep 100; echo after-int\n".to_vec())),
-        close: None,
-    })
-    .await
-    .unwrap();
+    c.call(&write_in(&p.id, b"sleep 100; echo after-int\n", false))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let r = signal(&c, &p.id, Signal::Int).await;
     assert_eq!(r.note, None);
@@ -298,13 +210,9 @@ async fn a_terminal_process_gets_a_pty_its_size_and_ctrl_c() {
     })
     .await
     .unwrap();
-    c.call(&ProcessWriteParams {
-        id: p.id.clone(),
-        data: Some(Bytes64(b"stty size; exit 7\n".to_vec())),
-        close: None,
-    })
-    .await
-    .unwrap();
+    c.call(&write_in(&p.id, b"stty size; exit 7\n", false))
+        .await
+        .unwrap();
     let rest = c
         .read_process_output(&p.id, Stream::Pty, follow.offset())
         .await
@@ -328,9 +236,7 @@ async fn a_terminal_process_gets_a_pty_its_size_and_ctrl_c() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_file_gets_the_output_and_refuses_links_and_existing_files() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let log = init.path("logs/deep/out.log");
     let mut sp = start_sh("echo to-log; echo err-too >&2", &init.marker);
     sp.log = Some(log.clone());
@@ -344,27 +250,22 @@ async fn a_log_file_gets_the_output_and_refuses_links_and_existing_files() {
     );
     assert_eq!(std::fs::read_to_string(&log).unwrap(), text);
     // A file already there is exists; a link on the way is denied; nothing starts.
-    let e = c.call(&sp).await.unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Exists), "{e}");
+    refused(&c, &sp, ErrorKind::Exists).await;
     std::os::unix::fs::symlink("/tmp", init.path("link")).unwrap();
     sp.log = Some(init.path(&format!("link/{}.log", init.marker)));
-    let e = c.call(&sp).await.unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::Denied), "{e}");
+    refused(&c, &sp, ErrorKind::Denied).await;
     assert!(!exists(format!("/tmp/{}.log", init.marker)));
     // A start that fails after the log was made removes it.
     let mut bad = start_sh("true", &init.marker);
     bad.argv = vec!["/no/such/program".into()];
     bad.log = Some(init.path("logs/failed.log"));
-    let e = c.call(&bad).await.unwrap_err();
-    assert_eq!(e.kind(), Some(ErrorKind::NotFound), "{e}");
+    refused(&c, &bad, ErrorKind::NotFound).await;
     assert!(!exists(init.path("logs/failed.log")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_shows_processes_in_start_order_with_their_state() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let a = init.start_script(&c, "exit 2").await;
     let b = init.start_script(&c, "sleep 30").await;
     wait_end(&c, &a.id).await;
@@ -391,21 +292,13 @@ async fn list_shows_processes_in_start_order_with_their_state() {
     assert_eq!(w.signal.as_deref(), Some("TERM"));
     let r = signal(&c, &b.id, Signal::Term).await;
     assert!(r.note.unwrap().contains("has ended"));
-    let e = c
-        .call(&ProcessWaitParams {
-            id: "p99".into(),
-            timeout_ms: 0,
-        })
-        .await
-        .unwrap_err();
+    let e = wait_within(&c, "p99", 0).await.unwrap_err();
     assert_eq!(e.kind(), Some(ErrorKind::NotFound));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_end_takes_everything_it_started_unless_orphans_are_kept() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let p = init.start_script(&c, "setsid sleep 300 & echo $!").await;
     wait_end(&c, &p.id).await;
     assert_eq!(marked_processes(&init.marker), Vec::<i32>::new());
@@ -430,9 +323,7 @@ async fn a_process_end_takes_everything_it_started_unless_orphans_are_kept() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_group_runs_until_the_group_is_done() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let mut sp = start_sh(
         "(sleep 0.6; echo child-done) & echo parent-done",
         &init.marker,
@@ -455,9 +346,7 @@ async fn wait_group_runs_until_the_group_is_done() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_that_kills_its_guard_reports_the_guards_end_and_is_swept() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let p = init
         .start_script(&c, "sleep 300 & sleep 0.2; kill -KILL $PPID; sleep 300")
         .await;
@@ -469,17 +358,9 @@ async fn a_process_that_kills_its_guard_reports_the_guards_end_and_is_swept() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_table_keeps_256_and_lets_the_first_ended_go() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     for _ in 0..limits::MAX_PROCESSES {
-        c.call(&ProcessStartParams {
-            argv: vec!["true".into()],
-            env: Some(marked(&init.marker)),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+        c.call(&start_argv(&["true"], &init.marker)).await.unwrap();
     }
     wait_end(&c, "p256").await;
     for i in 1..=limits::MAX_PROCESSES {
@@ -487,13 +368,7 @@ async fn the_table_keeps_256_and_lets_the_first_ended_go() {
     }
     let next = init.start_script(&c, "true").await;
     assert_eq!(next.id, "p257");
-    let e = c
-        .call(&ProcessWaitParams {
-            id: "p1".into(),
-            timeout_ms: 0,
-        })
-        .await
-        .unwrap_err();
+    let e = wait_within(&c, "p1", 0).await.unwrap_err();
     assert_eq!(e.kind(), Some(ErrorKind::NotFound));
     let mut all = Vec::new();
     let mut from = None;
@@ -514,9 +389,7 @@ async fn the_table_keeps_256_and_lets_the_first_ended_go() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_process_requests_name_the_field() {
-    let Some((_init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (_init, c) = or_skip!(Init::with_client().await);
     let cases = [
         (
             "process.start",
@@ -565,9 +438,7 @@ async fn bad_process_requests_name_the_field() {
 /// is answered as a plain start and followed as usual.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_with_wait_ms_brings_a_short_programs_end_and_output() {
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let p = c
         .call(&ProcessStartParams {
             wait_ms: Some(10_000),

@@ -23,27 +23,6 @@ fn sandbox_as(uid: u32, network: Network) -> Option<Init> {
     })
 }
 
-async fn py(init: &Init, script: &str) -> String {
-    let c = init.client().await;
-    let r = c
-        .call(&ExecParams {
-            argv: vec!["python3".into(), "-c".into(), script.into()],
-            env: Some(marked(&init.marker)),
-            timeout_ms: Some(20_000),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let out = String::from_utf8_lossy(&r.stdout.0).into_owned();
-    assert_eq!(
-        r.exit_code,
-        Some(0),
-        "{out}{}",
-        String::from_utf8_lossy(&r.stderr.0)
-    );
-    out
-}
-
 /// A host directory anyone may write, removed when dropped.
 struct HostDir(PathBuf);
 
@@ -86,9 +65,7 @@ async fn a_program_writes_only_work_tmp_and_shm_and_the_os_dirs_are_read_only() 
     // allowlist: it is not there at all.
     let open = HostDir::new(&format!("computerd-open-{}", marker()), 0o777);
     let uid = fresh_uid();
-    let Some(init) = sandbox_as(uid, Network::None) else {
-        return;
-    };
+    let init = or_skip!(sandbox_as(uid, Network::None));
     let host_dir = init.dir.path().to_str().unwrap().to_string();
     let dirs = [
         "/",
@@ -106,7 +83,7 @@ async fn a_program_writes_only_work_tmp_and_shm_and_the_os_dirs_are_read_only() 
         "import sys; sys.argv = [''] + {dirs:?}\n{TRY_WRITE}",
         dirs = dirs.to_vec()
     );
-    let out = py(&init, &script).await;
+    let out = py_ok(&init, &script).await;
     let said: Vec<(&str, &str)> = out.lines().filter_map(|l| l.rsplit_once(' ')).collect();
     for (dir, what) in &said {
         if ["/work", "/tmp", "/dev/shm"].contains(dir) {
@@ -141,9 +118,7 @@ async fn its_tmp_is_its_own_both_ways() {
     }
     let host_only = std::env::temp_dir().join(format!("computerd-host-only-{}", marker()));
     std::fs::write(&host_only, "host").unwrap();
-    let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
-        return;
-    };
+    let init = or_skip!(sandbox_as(fresh_uid(), Network::None));
     let inside_only = format!("/tmp/computerd-inside-only-{}", init.marker);
     let (code, out, err) = sh(
         &init,
@@ -168,10 +143,8 @@ async fn its_tmp_is_its_own_both_ways() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn it_sees_only_its_own_processes_and_init_is_pid_1() {
-    let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
-        return;
-    };
-    let out = py(
+    let init = or_skip!(sandbox_as(fresh_uid(), Network::None));
+    let out = py_ok(
         &init,
         r#"
 import os
@@ -209,9 +182,7 @@ for p in sorted(int(d) for d in os.listdir('/proc') if d.isdigit()):
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn network_none_reaches_only_its_own_loopback() {
-    let Some((init, out)) = connect_from(Network::None).await else {
-        return;
-    };
+    let (init, out) = or_skip!(connect_from(Network::None).await);
     let ifaces = out.lines().find(|l| l.starts_with("interfaces")).unwrap();
     // lo, and the kernel's fallback tunnels if their modules are loaded
     // (down, with no address: init's read-back allows nothing else).
@@ -236,9 +207,7 @@ async fn network_none_reaches_only_its_own_loopback() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn network_host_shares_the_hosts_loopback() {
-    let Some((_init, out)) = connect_from(Network::Host).await else {
-        return;
-    };
+    let (_init, out) = or_skip!(connect_from(Network::Host).await);
     assert!(out.contains("host-tcp connected"), "{out}");
 }
 
@@ -249,7 +218,7 @@ async fn connect_from(network: Network) -> Option<(Init, String)> {
     let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = tcp.local_addr().unwrap().port();
     let init = sandbox_as(fresh_uid(), network)?;
-    let out = py(&init, &connect_script(port)).await;
+    let out = py_ok(&init, &connect_script(port)).await;
     drop(tcp);
     Some((init, out))
 }
@@ -285,13 +254,11 @@ async fn the_hosts_run_root_and_home_are_absent_and_only_the_socket_dir_shows_in
     let uid = fresh_uid();
     // The socket's directory is under the host's /run: inside, it is
     // /run/computerd and nothing else of the host's /run shows.
-    let Some(init) = Init::start_sandboxed(SandboxOptions {
+    let init = or_skip!(Init::start_sandboxed(SandboxOptions {
         user: Some(uid),
         base: Some("/run".into()),
         ..Default::default()
-    }) else {
-        return;
-    };
+    }));
     let test_dir = init.dir.path().to_str().unwrap().to_string();
     let script = format!(
         r#"
@@ -334,13 +301,11 @@ async fn a_computerd_outside_the_os_dirs_runs_from_opt_computerd_and_its_dir_is_
     std::fs::write(bin.0.join("secret"), "secret").unwrap();
     let exe = bin.0.join("computerd");
     std::fs::copy(COMPUTERD, &exe).unwrap();
-    let Some(init) = Init::start_sandboxed(SandboxOptions {
+    let init = or_skip!(Init::start_sandboxed(SandboxOptions {
         user: Some(fresh_uid()),
         exe: Some(exe.clone()),
         ..Default::default()
-    }) else {
-        return;
-    };
+    }));
     // exec.run starts a guard from init's own binary, by its path inside.
     let (code, out, err) = sh(
         &init,
@@ -363,9 +328,7 @@ async fn a_computerd_outside_the_os_dirs_runs_from_opt_computerd_and_its_dir_is_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_holds_only_the_minimal_nodes_and_they_work() {
-    let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
-        return;
-    };
+    let init = or_skip!(sandbox_as(fresh_uid(), Network::None));
     let (code, out, err) = sh(
         &init,
         "ls -A /dev | tr '\\n' ' '; echo; head -c 16 /dev/urandom | wc -c; echo x > /dev/null && echo null; \
@@ -379,21 +342,10 @@ async fn dev_holds_only_the_minimal_nodes_and_they_work() {
     );
     // A terminal from the computer's own devpts.
     let c = init.client().await;
-    let mut sp = ProcessStartParams {
-        argv: vec!["sh".into(), "-c".into(), "tty; ls -1 /dev/pts".into()],
-        env: Some(marked(&init.marker)),
-        ..Default::default()
-    };
+    let mut sp = start_sh("tty; ls -1 /dev/pts", &init.marker);
     sp.pty = Some(PtySize { cols: 80, rows: 24 });
     let p = c.call(&sp).await.unwrap();
-    let w = c
-        .call(&ProcessWaitParams {
-            id: p.id.clone(),
-            timeout_ms: 20_000,
-        })
-        .await
-        .unwrap();
-    assert_eq!(w.exit_code, Some(0));
+    assert_eq!(wait_end(&c, &p.id).await.exit_code, Some(0));
     let out = c.read_process_output(&p.id, Stream::Pty, 0).await.unwrap();
     let text = String::from_utf8_lossy(&out.data).replace('\r', "");
     assert_eq!(text, "/dev/pts/0\n0\nptmx\n");
@@ -408,19 +360,6 @@ fn socket_dir() -> (tempfile::TempDir, std::path::PathBuf) {
     std::fs::create_dir(&run).unwrap();
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
     (dir, run)
-}
-
-/// Processes whose command line mentions `needle`.
-fn processes_mentioning(needle: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
-        })
-        .collect()
 }
 
 /// Run the sandbox with `flags` (before `--`) and `init` (after, with
@@ -453,7 +392,7 @@ fn sandbox_refusal(flags: &[&str], init: &[&str]) -> (i32, String) {
         .unwrap();
     assert!(!socket.exists(), "a refused sandbox must not listen");
     assert!(!run.join("computerd.sock").exists());
-    assert_eq!(processes_mentioning(d), Vec::<i32>::new());
+    assert_eq!(computer_testkit::processes_mentioning(d), Vec::<i32>::new());
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).replace(d, "{dir}"),
@@ -586,12 +525,10 @@ async fn an_unprivileged_user_gets_the_same_sandbox_through_a_user_namespace() {
     ) {
         return;
     }
-    let Some(init) = Init::start_sandboxed(SandboxOptions {
+    let init = or_skip!(Init::start_sandboxed(SandboxOptions {
         unprivileged: Some((65534, become_nobody_with_no_capability)),
         ..Default::default()
-    }) else {
-        return;
-    };
+    }));
     let (code, out, err) = sh(
         &init,
         "id -u; id -g; cat /proc/self/uid_map | tr -s ' '; hostname; echo f > $HOME/f; \

@@ -60,9 +60,7 @@ async fn the_root_holds_only_the_allowlisted_host_dirs_and_nothing_at_old_root()
     if !need_root() {
         return;
     }
-    let Some(init) = start(fresh_uid(), SandboxOptions::default()) else {
-        return;
-    };
+    let init = or_skip!(start(fresh_uid(), SandboxOptions::default()));
     let (code, out, err) = sh(&init, "ls -A /").await;
     assert_eq!(code, Some(0), "{err}");
     let inside = lines(&out);
@@ -121,9 +119,7 @@ async fn sys_is_a_sysfs_of_its_own_network_and_absent_with_network_host() {
     if !need_root() {
         return;
     }
-    let Some(init) = start(fresh_uid(), SandboxOptions::default()) else {
-        return;
-    };
+    let init = or_skip!(start(fresh_uid(), SandboxOptions::default()));
     let (code, out, err) = sh(
         &init,
         "ls /sys/class/net; awk '$5 == \"/sys\" {print $5, $6, $9}' /proc/self/mountinfo; \
@@ -148,15 +144,13 @@ async fn sys_is_a_sysfs_of_its_own_network_and_absent_with_network_host() {
         "{out}"
     );
     drop(init);
-    let Some(init) = start(
+    let init = or_skip!(start(
         fresh_uid(),
         SandboxOptions {
             network: Network::Host,
             ..Default::default()
         },
-    ) else {
-        return;
-    };
+    ));
     let (code, out, err) = sh(&init, "test -e /sys || echo no sys").await;
     assert_eq!((code, out.as_str()), (Some(0), "no sys\n"), "{err}");
 }
@@ -167,15 +161,13 @@ async fn home_is_work_a_tmpfs_of_the_given_size_that_is_the_users_alone() {
         return;
     }
     let uid = fresh_uid();
-    let Some(init) = start(
+    let init = or_skip!(start(
         uid,
         SandboxOptions {
             work_size_mib: Some(8),
             ..Default::default()
         },
-    ) else {
-        return;
-    };
+    ));
     let (code, out, err) = sh(
         &init,
         "echo $HOME; pwd; stat -c '%u:%g %a' /work; stat -f -c '%T %b %S' /work; \
@@ -205,15 +197,13 @@ async fn a_write_past_work_fails_with_enospc_and_the_hosts_disk_does_not_move() 
     if !need_root() {
         return;
     }
-    let Some(init) = start(
+    let init = or_skip!(start(
         fresh_uid(),
         SandboxOptions {
             work_size_mib: Some(8),
             ..Default::default()
         },
-    ) else {
-        return;
-    };
+    ));
     // The host's disk holds the test's directory (and the socket's).
     let disk = init.dir.path().to_str().unwrap().to_string();
     let before = host_free(&disk);
@@ -298,15 +288,13 @@ async fn a_bind_share_is_writable_and_an_ro_one_is_read_only_with_its_submounts(
             read_only: true,
         },
     ];
-    let Some(init) = start(
+    let init = or_skip!(start(
         uid,
         SandboxOptions {
             binds,
             ..Default::default()
         },
-    ) else {
-        return;
-    };
+    ));
     let (code, out, err) = sh(
         &init,
         "ls -A /workspace; echo made > /workspace/rw/x && echo rw wrote; cat /workspace/ro/f; \
@@ -336,18 +324,14 @@ async fn cgroup_holds_the_sandbox_init_and_every_program_from_the_start() {
     if !need_root() {
         return;
     }
-    let Some(group) = PidsGroup::new(&format!("computerd-test-{}", marker()), 64) else {
-        return;
-    };
-    let Some(init) = start(
+    let group = or_skip!(PidsGroup::new(&format!("computerd-test-{}", marker()), 64));
+    let init = or_skip!(start(
         fresh_uid(),
         SandboxOptions {
             cgroups: vec![group.path().to_path_buf()],
             ..Default::default()
         },
-    ) else {
-        return;
-    };
+    ));
     let forwarder = init.child.id() as i32;
     let init_pid = init.init_pid();
     assert_ne!(forwarder, init_pid);

@@ -8,7 +8,9 @@ use std::process::{Child, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-pub use computer_testkit::{assert_no_leftovers, marked, marked_processes, need, need_root};
+pub use computer_testkit::{
+    assert_no_leftovers, marked, marked_processes, need, need_root, or_skip, rfc3339_in,
+};
 use computerd::client::{ComputerExt, DaemonClient};
 pub use computerd::launch::{
     InitArgs, Network, Program, SandboxArgs, Share, StdioArgs, Time, UserSpec,
@@ -25,12 +27,6 @@ use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 pub const COMPUTERD: &str = env!("CARGO_BIN_EXE_computerd");
-
-pub fn rfc3339_in(d: Duration) -> String {
-    let t = time::OffsetDateTime::now_utc() + d;
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap()
-}
 
 pub struct Init {
     pub child: Child,
@@ -87,6 +83,13 @@ impl Init {
     /// exec.run of `script` on `c` (see [`exec_sh`]).
     pub async fn run_script(&self, c: &DaemonClient, script: &str) -> ExecResult {
         c.call(&exec_sh(script, &self.marker)).await.unwrap()
+    }
+
+    /// process.start of `script` on `c` with its stdin open.
+    pub async fn start_with_stdin(&self, c: &DaemonClient, script: &str) -> ProcessStartResult {
+        let mut sp = start_sh(script, &self.marker);
+        sp.stdin = Some(true);
+        c.call(&sp).await.unwrap()
     }
 
     /// [`Init::start`] and a client connected to it.
@@ -426,13 +429,19 @@ impl Raw {
     }
 
     pub async fn recv(&mut self) -> Envelope {
-        let mut line = String::new();
-        let n = tokio::time::timeout(Duration::from_secs(20), self.read.read_line(&mut line))
-            .await
-            .expect("a reply within 20 s")
-            .unwrap();
-        assert!(n > 0, "the connection ended");
+        let line = self.line("a reply").await;
+        assert!(!line.is_empty(), "the connection ended");
         serde_json::from_str(&line).unwrap()
+    }
+
+    /// The next line (empty at the end), which must come within 20 s.
+    async fn line(&mut self, what: &str) -> String {
+        let mut line = String::new();
+        tokio::time::timeout(Duration::from_secs(20), self.read.read_line(&mut line))
+            .await
+            .unwrap_or_else(|_| panic!("{what} within 20 s"))
+            .unwrap();
+        line
     }
 
     /// A line and the raw bytes of a bytes frame after it.
@@ -453,12 +462,7 @@ impl Raw {
 
     /// True when the daemon ends the connection (within 20 s) with nothing more to say.
     pub async fn ends(&mut self) -> bool {
-        let mut line = String::new();
-        let n = tokio::time::timeout(Duration::from_secs(20), self.read.read_line(&mut line))
-            .await
-            .expect("the end within 20 s")
-            .unwrap();
-        n == 0
+        self.line("the end").await.is_empty()
     }
 
     /// Wait for the reply to `id`, keeping others aside.
@@ -521,30 +525,115 @@ pub fn become_nobody_with_no_capability() -> std::io::Result<()> {
 /// exec.run of a shell script, marked as the test's, within 20 s.
 pub fn exec_sh(script: &str, marker: &str) -> computerd::protocol::ExecParams {
     computerd::protocol::ExecParams {
-        argv: vec!["sh".into(), "-c".into(), script.into()],
-        env: Some(marked(marker)),
         timeout_ms: Some(20_000),
-        ..Default::default()
+        ..exec_argv(&["sh", "-c", script], marker)
     }
+}
+
+/// exec.run of a Python script, marked as the test's, within 20 s.
+pub fn py(script: &str, marker: &str) -> computerd::protocol::ExecParams {
+    computerd::protocol::ExecParams {
+        timeout_ms: Some(20_000),
+        ..exec_argv(&["python3", "-c", script], marker)
+    }
+}
+
+/// What a Python script run in the computer printed, once it exited 0
+/// (else the test fails with its output).
+pub async fn py_ok(init: &Init, script: &str) -> String {
+    let r = init
+        .client()
+        .await
+        .call(&py(script, &init.marker))
+        .await
+        .unwrap();
+    let out = String::from_utf8_lossy(&r.stdout.0).into_owned();
+    assert_eq!(
+        r.exit_code,
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&r.stderr.0)
+    );
+    out
 }
 
 /// process.start of a shell script, marked as the test's.
 pub fn start_sh(script: &str, marker: &str) -> computerd::protocol::ProcessStartParams {
+    start_argv(&["sh", "-c", script], marker)
+}
+
+/// process.start of `argv`, marked as the test's.
+pub fn start_argv(argv: &[&str], marker: &str) -> computerd::protocol::ProcessStartParams {
     computerd::protocol::ProcessStartParams {
-        argv: vec!["sh".into(), "-c".into(), script.into()],
+        argv: argv.iter().map(|a| a.to_string()).collect(),
         env: Some(marked(marker)),
         ..Default::default()
     }
 }
 
-/// process.wait for process `id`'s end, within 20 s.
-pub async fn wait_end(c: &DaemonClient, id: &str) -> computerd::protocol::ProcessWaitResult {
+/// exec.run of `argv`, marked as the test's, with no timeout of its own.
+pub fn exec_argv(argv: &[&str], marker: &str) -> computerd::protocol::ExecParams {
+    computerd::protocol::ExecParams {
+        argv: argv.iter().map(|a| a.to_string()).collect(),
+        env: Some(marked(marker)),
+        ..Default::default()
+    }
+}
+
+/// process.read of `stream` from `offset`, waiting up to `wait_ms` for data.
+pub fn read_at(
+    id: &str,
+    stream: Stream,
+    offset: u64,
+    wait_ms: Option<u64>,
+) -> computerd::protocol::ProcessReadParams {
+    computerd::protocol::ProcessReadParams {
+        id: id.into(),
+        stream,
+        offset,
+        max_bytes: None,
+        wait_ms,
+    }
+}
+
+/// process.write of `data` to process `id`'s stdin, closing it after when `close`.
+pub fn write_in(id: &str, data: &[u8], close: bool) -> computerd::protocol::ProcessWriteParams {
+    computerd::protocol::ProcessWriteParams {
+        id: id.into(),
+        data: Some(computerd::protocol::Bytes64(data.to_vec())),
+        close: close.then_some(true),
+    }
+}
+
+/// The refusal of a call, checked to be of `kind`.
+pub async fn refused<P: computerd::protocol::Call>(
+    c: &DaemonClient,
+    params: &P,
+    kind: computerd::protocol::ErrorKind,
+) -> computerd::client::ClientError {
+    let Err(e) = c.call(params).await else {
+        panic!("{} was not refused", P::METHOD.as_str());
+    };
+    assert_eq!(e.kind(), Some(kind), "{e}");
+    e
+}
+
+/// process.wait for process `id`'s end, within `timeout_ms`.
+pub async fn wait_within(
+    c: &DaemonClient,
+    id: &str,
+    timeout_ms: u64,
+) -> Result<computerd::protocol::ProcessWaitResult, computerd::client::ClientError> {
     c.call(&computerd::protocol::ProcessWaitParams {
         id: id.into(),
-        timeout_ms: 20_000,
+        timeout_ms,
     })
     .await
-    .unwrap()
+}
+
+/// process.wait for process `id`'s end, within 20 s.
+pub async fn wait_end(c: &DaemonClient, id: &str) -> computerd::protocol::ProcessWaitResult {
+    wait_within(c, id, 20_000).await.unwrap()
 }
 
 /// process.signal `signal` to process `id`.
@@ -564,16 +653,7 @@ pub async fn signal(
 /// Run a shell script in the computer, marked as the test's: (exit code,
 /// stdout, stderr).
 pub async fn sh(init: &Init, script: &str) -> (Option<i32>, String, String) {
-    let c = init.client().await;
-    let r = c
-        .call(&computerd::protocol::ExecParams {
-            argv: vec!["sh".into(), "-c".into(), script.into()],
-            env: Some(marked(&init.marker)),
-            timeout_ms: Some(20_000),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let r = init.run_script(&init.client().await, script).await;
     (
         r.exit_code,
         String::from_utf8_lossy(&r.stdout.0).into_owned(),

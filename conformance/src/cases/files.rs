@@ -4,7 +4,7 @@
 
 use computerd::client::{ComputerExt, WriteFileOptions};
 use computerd::protocol::{
-    Bytes64, ErrorKind, FileType, FilesListParams, FilesMkdirParams, FilesMoveParams,
+    Bytes64, Call, ErrorKind, FileType, FilesListParams, FilesMkdirParams, FilesMoveParams,
     FilesReadParams, FilesRemoveParams, FilesStatParams, FilesWriteParams, TarPullBeginParams,
 };
 
@@ -13,6 +13,20 @@ use crate::ctx::{Computer, Ctx, Outcome, ensure, fail};
 /// Bytes of every value, and more than one chunk's worth.
 fn payload(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i * 7 + i / 251) as u8).collect()
+}
+
+/// `path` made with its parents.
+async fn mkdir_p(t: &Ctx, c: &Computer, path: &str) -> Result<(), Outcome> {
+    t.call(
+        c,
+        &FilesMkdirParams {
+            path: path.into(),
+            parents: Some(true),
+            mode: None,
+        },
+    )
+    .await?;
+    Ok(())
 }
 
 async fn write(t: &Ctx, c: &Computer, path: &str, data: &[u8]) -> Result<(), Outcome> {
@@ -148,15 +162,7 @@ pub async fn stat_list(t: &Ctx) -> Result<(), Outcome> {
 pub async fn mkdir_move_remove(t: &Ctx) -> Result<(), Outcome> {
     let c = t.shared().await?;
     let dir = t.workdir(c).await?;
-    t.call(
-        c,
-        &FilesMkdirParams {
-            path: format!("{dir}/x/y"),
-            parents: Some(true),
-            mode: None,
-        },
-    )
-    .await?;
+    mkdir_p(t, c, &format!("{dir}/x/y")).await?;
     write(t, c, &format!("{dir}/x/y/f"), b"f").await?;
     t.call(
         c,
@@ -193,64 +199,73 @@ pub async fn mkdir_move_remove(t: &Ctx) -> Result<(), Outcome> {
     }
 }
 
+/// A line for what `params` came to unless it was refused as `kind`
+/// (`word` on the wire); `what` says what was asked.
+async fn unless_refused<P: Call>(
+    t: &Ctx,
+    c: &Computer,
+    params: &P,
+    (kind, word): (ErrorKind, &str),
+    what: &str,
+) -> Option<String>
+where
+    P::Result: std::fmt::Debug,
+{
+    let r = t.try_call(c, params).await;
+    (r.as_ref().err().and_then(|e| e.kind()) != Some(kind))
+        .then(|| format!("{what} gave {r:?}, not {word}"))
+}
+
 pub async fn error_kinds(t: &Ctx) -> Result<(), Outcome> {
     let c = t.shared().await?;
     let dir = t.workdir(c).await?;
-    let mut wrong = Vec::new();
-    let r = t
-        .try_call(
+    let read = |path: String| FilesReadParams {
+        path,
+        offset: None,
+        length: None,
+    };
+    let mkdir = FilesMkdirParams {
+        path: dir.clone(),
+        parents: None,
+        mode: None,
+    };
+    let wrong: Vec<String> = [
+        unless_refused(
+            t,
             c,
-            &FilesReadParams {
-                path: format!("{dir}/missing"),
-                offset: None,
-                length: None,
-            },
+            &read(format!("{dir}/missing")),
+            (ErrorKind::NotFound, "not_found"),
+            "reading a missing file",
         )
-        .await;
-    if r.as_ref().err().and_then(|e| e.kind()) != Some(ErrorKind::NotFound) {
-        wrong.push(format!("reading a missing file gave {r:?}, not not_found"));
-    }
-    let r = t
-        .try_call(
+        .await,
+        unless_refused(
+            t,
             c,
-            &FilesReadParams {
-                path: dir.clone(),
-                offset: None,
-                length: None,
-            },
+            &read(dir.clone()),
+            (ErrorKind::IsDir, "is_dir"),
+            "reading a directory",
         )
-        .await;
-    if r.as_ref().err().and_then(|e| e.kind()) != Some(ErrorKind::IsDir) {
-        wrong.push(format!("reading a directory gave {r:?}, not is_dir"));
-    }
-    let r = t
-        .try_call(
+        .await,
+        unless_refused(
+            t,
             c,
-            &FilesMkdirParams {
-                path: dir.clone(),
-                parents: None,
-                mode: None,
-            },
+            &mkdir,
+            (ErrorKind::Exists, "exists"),
+            "making a directory that exists",
         )
-        .await;
-    if r.as_ref().err().and_then(|e| e.kind()) != Some(ErrorKind::Exists) {
-        wrong.push(format!(
-            "making a directory that exists gave {r:?}, not exists"
-        ));
-    }
-    let r = t
-        .try_call(
+        .await,
+        unless_refused(
+            t,
             c,
-            &FilesReadParams {
-                path: "relative".into(),
-                offset: None,
-                length: None,
-            },
+            &read("relative".into()),
+            (ErrorKind::Invalid, "invalid"),
+            "a relative path",
         )
-        .await;
-    if r.as_ref().err().and_then(|e| e.kind()) != Some(ErrorKind::Invalid) {
-        wrong.push(format!("a relative path gave {r:?}, not invalid"));
-    }
+        .await,
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     ensure(wrong.is_empty(), || wrong.join("; "))
 }
 
@@ -259,15 +274,7 @@ pub async fn tar_round_trip(t: &Ctx) -> Result<(), Outcome> {
     let dir = t.workdir(c).await?;
     let big = payload(700_000);
     write(t, c, &format!("{dir}/src/one.txt"), b"one").await?;
-    t.call(
-        c,
-        &FilesMkdirParams {
-            path: format!("{dir}/src/deep/er"),
-            parents: Some(true),
-            mode: None,
-        },
-    )
-    .await?;
+    mkdir_p(t, c, &format!("{dir}/src/deep/er")).await?;
     write(t, c, &format!("{dir}/src/deep/er/big.bin"), &big).await?;
     let archive = c
         .conn

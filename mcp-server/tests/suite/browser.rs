@@ -44,22 +44,20 @@ fn ref_of(snapshot: &str, words: &[&str]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_browser_skills_example_runs_and_answers_what_it_shows() {
-    if !need_root() || !computer_testkit::need_chromium() {
-        return;
-    }
-    let server = Server::new();
-    let (client, _) = server.stdio(&["--kind", "browser"]).await;
+    let (_server, client, _) = or_skip!(
+        Server::local_stdio_needing(&[computer_testkit::need_chromium], &["--kind", "browser"])
+            .await
+    );
     super::skills::run_examples(&client, "browser").await;
     client.cancel().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_fills_and_posts_a_form_by_refs_and_the_password_stays_out() {
-    if !need_root() || !computer_testkit::need_chromium() {
-        return;
-    }
-    let server = Server::new();
-    let (client, _) = server.stdio(&["--kind", "browser"]).await;
+    let (_server, client, _) = or_skip!(
+        Server::local_stdio_needing(&[computer_testkit::need_chromium], &["--kind", "browser"])
+            .await
+    );
     let names = tool_names(&client).await;
     for want in [
         "browser_navigate",
@@ -159,18 +157,15 @@ async fn a_model_fills_and_posts_a_form_by_refs_and_the_password_stays_out() {
 
     // A ref from before the navigation is refused, in words saying to
     // take a new snapshot, and nothing is clicked.
-    let r = call(&client, "browser_click", json!({"ref": name})).await;
-    assert!(is_error(&r), "{}", text(&r));
-    assert!(text(&r).contains("snapshot"), "{}", text(&r));
+    call_refused(&client, "browser_click", json!({"ref": name}), "snapshot").await;
     // A scheme other than http(s) is refused naming the field.
-    let r = call(
+    call_refused(
         &client,
         "browser_navigate",
         json!({"url": "file:///etc/passwd"}),
+        "url",
     )
     .await;
-    assert!(is_error(&r), "{}", text(&r));
-    assert!(text(&r).contains("url"), "{}", text(&r));
     // The browser still answers.
     let again = call(&client, "browser_snapshot", json!({})).await;
     assert!(text(&again).contains("thanks"), "{}", text(&again));
@@ -200,9 +195,7 @@ async fn a_docker_browser_whose_page_eats_its_memory_is_started_again_by_the_nex
     // is the bomb's bound.
     let image = std::env::var("CMCP_TEST_DOCKER_DESKTOP")
         .unwrap_or_else(|_| "computer-mcp-test/desktop:bookworm".into());
-    let Some(server) = Server::docker_with_image(&image) else {
-        return;
-    };
+    let server = or_skip!(Server::docker_with_image(&image));
     a_memory_bomb_leaves_a_browser_started_again(&server).await;
 }
 
@@ -211,8 +204,7 @@ async fn a_memory_bomb_leaves_a_browser_started_again(server: &Server) {
     let (client, _) = server
         .stdio(&["--kind", "browser", "--memory-mb", "768"])
         .await;
-    let r = call(&client, "browser_navigate", json!({"url": "about:blank"})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    call_ok(&client, "browser_navigate", json!({"url": "about:blank"})).await;
     let browsers = async || {
         let r = call(
             &client,
@@ -228,21 +220,15 @@ async fn a_memory_bomb_leaves_a_browser_started_again(server: &Server) {
     };
     assert_eq!(browsers().await, "1");
 
-    let r = call(
+    call_refused(
         &client,
         "browser_eval",
         json!({"expression": "const a = []; for (;;) a.push(new Uint8Array(16 << 20).fill(1));"}),
+        "it was stuck, and was ended; the next call starts it again",
     )
     .await;
-    assert!(is_error(&r), "{}", text(&r));
-    assert!(
-        text(&r).contains("it was stuck, and was ended; the next call starts it again"),
-        "{}",
-        text(&r)
-    );
 
-    let r = call(&client, "browser_eval", json!({"expression": "1 + 1"})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    let r = call_ok(&client, "browser_eval", json!({"expression": "1 + 1"})).await;
     assert_eq!(structured(&r)["value"], 2, "{}", text(&r));
     assert!(
         text(&r).contains("Note: the browser was started again before this call"),

@@ -37,14 +37,8 @@ document.title = "Ready";
 /// The paragraph's words: what a triple click selects whole.
 const PARAGRAPH: &str = "alpha bravo charlie delta echo";
 
-async fn ok(client: &Client, name: &str, args: Value) -> rmcp::model::CallToolResult {
-    let r = call(client, name, args).await;
-    assert!(!is_error(&r), "{name}: {}", text(&r));
-    r
-}
-
 async fn eval(client: &Client, expression: &str) -> Value {
-    let r = ok(client, "browser_eval", json!({ "expression": expression })).await;
+    let r = call_ok(client, "browser_eval", json!({ "expression": expression })).await;
     structured(&r)["value"].clone()
 }
 
@@ -84,37 +78,13 @@ async fn clicks_count_and_land_in_order(server: &Server, extra: &[&str]) {
     let mut flags = vec!["--kind", "desktop"];
     flags.extend_from_slice(extra);
     let (client, _) = server.stdio(&flags).await;
-    ok(
-        &client,
-        "write_file",
-        json!({"path": "/work/site/clicks.html", "content": PAGE}),
-    )
-    .await;
-    ok(
-        &client,
-        "process_start",
-        json!({"command": "cd /work/site && exec python3 -m http.server 8131 --bind 127.0.0.1"}),
-    )
-    .await;
-    // 8131 is 0x1FC3, listening (0A).
-    ok(
-        &client,
-        "exec",
-        json!({"command": "for i in $(seq 200); do grep -q ':1FC3 00000000:0000 0A' /proc/net/tcp && exit 0; sleep 0.05; done; exit 1"}),
-    )
-    .await;
-    let nav = ok(
-        &client,
-        "browser_navigate",
-        json!({"url": "http://127.0.0.1:8131/clicks.html"}),
-    )
-    .await;
+    let nav = open_served(&client, "clicks.html", PAGE, 8131).await;
     assert!(text(&nav).contains("Ready"), "{}", text(&nav));
 
     // Where the boxes are, as a model finds them: in a screenshot.
     let until = Instant::now() + Duration::from_secs(15);
     let (w, rgb) = loop {
-        let shot = ok(&client, "screenshot", json!({})).await;
+        let shot = call_ok(&client, "screenshot", json!({})).await;
         let (w, _, rgb) = image_of(&shot);
         let shows = |c: [u8; 3]| rgb.chunks(3).any(|p| p == c);
         if [
@@ -143,7 +113,7 @@ async fn clicks_count_and_land_in_order(server: &Server, extra: &[&str]) {
     take_log(&client).await;
 
     // A double click is one dblclick, after two clicks counting 1 and 2.
-    let r = ok(
+    let r = call_ok(
         &client,
         "computer",
         json!({"action": "double_click", "coordinate": d}),
@@ -169,7 +139,7 @@ async fn clicks_count_and_land_in_order(server: &Server, extra: &[&str]) {
     );
 
     // A triple click selects the paragraph, its third press counting 3.
-    ok(
+    call_ok(
         &client,
         "computer",
         json!({"action": "triple_click", "coordinate": p}),
@@ -202,7 +172,7 @@ async fn clicks_count_and_land_in_order(server: &Server, extra: &[&str]) {
         }
     }
     for round in 0..4 {
-        let r = ok(
+        let r = call_ok(
             &client,
             "input",
             json!({"actions": [point(a), point(b), point(c), point(a), point(c), point(b)]}),
@@ -214,7 +184,7 @@ async fn clicks_count_and_land_in_order(server: &Server, extra: &[&str]) {
     }
 
     // A drag from a box to another: down on the first, up on the second.
-    let r = ok(
+    let r = call_ok(
         &client,
         "input",
         json!({"actions": [{"type": "drag", "path": [{"x": a[0], "y": a[1]}, {"x": b[0], "y": b[1]}, {"x": c[0], "y": c[1]}]}]}),
@@ -247,8 +217,6 @@ async fn double_and_triple_clicks_count_and_a_batch_lands_in_order_in_chromium_o
 {
     let image = std::env::var("CMCP_TEST_DOCKER_DESKTOP")
         .unwrap_or_else(|_| "computer-mcp-test/desktop:bookworm".into());
-    let Some(server) = Server::docker_with_image(&image) else {
-        return;
-    };
+    let server = or_skip!(Server::docker_with_image(&image));
     clicks_count_and_land_in_order(&server, &["--docker-desktop-browser", "true"]).await;
 }

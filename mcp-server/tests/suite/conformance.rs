@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use super::support::{SERVER, computerd, need_root};
+use super::support::{SERVER, computerd, need_root, or_skip};
 
 /// The command, with the local provider's state under `state` when given
 /// (another provider refuses the local provider's options).
@@ -67,14 +67,7 @@ fn the_local_provider_passes_core_through_the_command() {
     if !need_root() {
         return;
     }
-    let drift = Path::new(SERVER).with_file_name("computerd-drift");
-    if !computer_testkit::need(
-        "drift",
-        drift.is_file(),
-        "the drift build of computerd is not built (cargo build -p computerd --bin computerd-drift)",
-    ) {
-        return;
-    }
+    let drift = or_skip!(local_drift());
     let started = std::time::Instant::now();
     let out = on_local(&drift, &[]);
     let took = started.elapsed();
@@ -224,6 +217,18 @@ fn docker_daemons() -> (std::path::PathBuf, std::path::PathBuf) {
     (computerd, drift)
 }
 
+/// The drift build of computerd beside the server, or None (skipped in
+/// words, or failed where `drift` is required) where it is not built.
+fn local_drift() -> Option<std::path::PathBuf> {
+    let drift = Path::new(SERVER).with_file_name("computerd-drift");
+    computer_testkit::need(
+        "drift",
+        drift.is_file(),
+        "the drift build of computerd is not built (cargo build -p computerd --bin computerd-drift)",
+    )
+    .then_some(drift)
+}
+
 /// The static desktop fixture, built with the static computerd.
 fn static_fixture() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -337,14 +342,7 @@ fn a_local_browser_passes_the_browser_kind_through_the_command() {
     if !need_root() || !computer_testkit::need_chromium() {
         return;
     }
-    let drift = Path::new(SERVER).with_file_name("computerd-drift");
-    if !computer_testkit::need(
-        "drift",
-        drift.is_file(),
-        "computerd-drift is not built (cargo build -p computerd --bins)",
-    ) {
-        return;
-    }
+    let drift = or_skip!(local_drift());
     let out = on_local(&drift, &["--kind", "browser"]);
     assert_kind_passes(&out, "local browser", BROWSER_CASES);
 }

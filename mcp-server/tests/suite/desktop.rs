@@ -126,7 +126,7 @@ async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
     if !need_root() || !computer_testkit::need_xvfb() {
         return;
     }
-    let Some(bin) = fixture_bin() else { return };
+    let bin = or_skip!(fixture_bin());
     let share = fixture_share(&bin);
     let server = Server::new();
     let share_arg = format!("{}:ro", share.path().display());
@@ -140,13 +140,12 @@ async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
     }
 
     // The fixture, started in the computer like any program: it gets DISPLAY.
-    let r = call(
+    call_ok(
         &client,
         "process_start",
         json!({"argv": ["/workspace/fixture", "--log", "/tmp/events.jsonl"]}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     wait_for(&client, 0, "the ready line", |e| {
         e.iter().any(|e| e["event"] == "ready")
     })
@@ -155,8 +154,7 @@ async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
     assert_eq!(structured(&info)["kind"], "desktop");
 
     // A screenshot 640 wide: half the 1280x800 screen.
-    let shot = call(&client, "screenshot", json!({"max_width": 640})).await;
-    assert!(!is_error(&shot), "{}", text(&shot));
+    let shot = call_ok(&client, "screenshot", json!({"max_width": 640})).await;
     let s = structured(&shot);
     assert_eq!(
         (
@@ -181,13 +179,12 @@ async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
 
     // input: a click at the scaled point lands in green at full resolution.
     let n = events(&client).await.len();
-    let r = call(
+    let r = call_ok(
         &client,
         "input",
         json!({"actions": [{"type": "click", "x": green[0], "y": green[1]}]}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     assert_eq!(structured(&r)["done"], 1);
     assert!(text(&r).contains("frame f1"), "{}", text(&r));
     let ev = wait_for(&client, n, "the click", |e| !downs(e).is_empty()).await;
@@ -200,13 +197,12 @@ async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
 
     // computer: Anthropic's left_click with shift held, at the same point.
     let n = events(&client).await.len();
-    let r = call(
+    call_ok(
         &client,
         "computer",
         json!({"action": "left_click", "coordinate": green, "text": "shift"}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     let ev = wait_for(&client, n, "the shift click", |e| !downs(e).is_empty()).await;
     let d = downs(&ev)[0];
     assert!(in_green(d), "{d}");
@@ -218,13 +214,12 @@ async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
 
     // computer: a zoom of the green quadrant (in the screenshot's pixels)
     // is green, grown to the budget; the frame stays f1.
-    let r = call(
+    let r = call_ok(
         &client,
         "computer",
         json!({"action": "zoom", "region": [50, 0, 100, 50]}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     let (zw, zh, zrgb) = image_of(&r);
     assert_eq!((zw, zh), (800, 800));
     assert!(zrgb.chunks(3).all(|p| p == GREEN), "the zoom is all green");
@@ -232,7 +227,7 @@ async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
 
     // input: OpenAI's drag path and keypress ["CTRL", "A"].
     let n = events(&client).await.len();
-    let r = call(
+    let r = call_ok(
         &client,
         "input",
         json!({"actions": [
@@ -241,7 +236,6 @@ async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
         ]}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     assert_eq!(structured(&r)["done"], 2);
     let ev = wait_for(&client, n, "the drag and the keys", |e| {
         e.iter().any(|e| e["event"] == "up")
@@ -323,9 +317,7 @@ async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
         ),
     ] {
         let n = events(&client).await.len();
-        let r = call(&client, tool, args.clone()).await;
-        assert!(is_error(&r), "{tool} {args}: {}", text(&r));
-        assert!(text(&r).contains(words), "{tool} {args}: {}", text(&r));
+        call_refused(&client, tool, args, words).await;
         let later = events(&client).await;
         assert!(
             later[n..]
@@ -357,11 +349,9 @@ async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sandbox_server_lists_no_desktop_tool() {
-    if !need_root() {
+    let Some((_server, client, _)) = Server::local_stdio(&[]).await else {
         return;
-    }
-    let server = Server::new();
-    let (client, _) = server.stdio(&[]).await;
+    };
     let names = tool_names(&client).await;
     for not in ["screenshot", "computer", "input"] {
         assert!(!names.iter().any(|n| n == not), "{not} in {names:?}");
@@ -371,11 +361,13 @@ async fn a_sandbox_server_lists_no_desktop_tool() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_desktops_page_tools_drive_the_browser_its_screen_shows() {
-    if !need_root() || !computer_testkit::need_xvfb() || !computer_testkit::need_chromium() {
-        return;
-    }
-    let server = Server::new();
-    let (client, _) = server.stdio(&["--kind", "desktop"]).await;
+    let (_server, client, _) = or_skip!(
+        Server::local_stdio_needing(
+            &[computer_testkit::need_xvfb, computer_testkit::need_chromium],
+            &["--kind", "desktop"]
+        )
+        .await
+    );
     let names = tool_names(&client).await;
     for want in [
         "screenshot",
@@ -385,29 +377,11 @@ async fn a_desktops_page_tools_drive_the_browser_its_screen_shows() {
     ] {
         assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
     }
-    let ok = async |name: &str, args: Value| {
-        let r = call(&client, name, args).await;
-        assert!(!is_error(&r), "{name}: {}", text(&r));
-        r
-    };
-    ok(
-        "write_file",
-        json!({"path": "/work/site/green.html", "content": "<!doctype html><title>Green</title><body style=\"margin:0;background:#00ff00;height:100vh\"></body>"}),
-    )
-    .await;
-    ok(
-        "process_start",
-        json!({"command": "cd /work/site && exec python3 -m http.server 8127 --bind 127.0.0.1"}),
-    )
-    .await;
-    ok(
-        "exec",
-        json!({"command": "for i in $(seq 100); do grep -q ':1FBF 00000000:0000 0A' /proc/net/tcp && exit 0; sleep 0.05; done; exit 1"}),
-    )
-    .await;
-    let nav = ok(
-        "browser_navigate",
-        json!({"url": "http://127.0.0.1:8127/green.html"}),
+    let nav = open_served(
+        &client,
+        "green.html",
+        "<!doctype html><title>Green</title><body style=\"margin:0;background:#00ff00;height:100vh\"></body>",
+        8127,
     )
     .await;
     assert!(text(&nav).contains("Green"), "{}", text(&nav));
@@ -415,7 +389,7 @@ async fn a_desktops_page_tools_drive_the_browser_its_screen_shows() {
     // page's green.
     let until = Instant::now() + Duration::from_secs(10);
     loop {
-        let shot = ok("screenshot", json!({})).await;
+        let shot = call_ok(&client, "screenshot", json!({})).await;
         let (w, h, rgb) = image_of(&shot);
         let at = ((h / 2 * w + w / 2) * 3) as usize;
         let px = [rgb[at], rgb[at + 1], rgb[at + 2]];
@@ -436,13 +410,13 @@ async fn a_desktops_page_tools_drive_the_browser_its_screen_shows() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_desktops_screen_is_a_resource() {
     use rmcp::model::{ReadResourceRequestParams, ResourceContents};
-    if !need_root() || !computer_testkit::need_xvfb() {
-        return;
-    }
-    let server = Server::new();
-    let (client, _) = server
-        .stdio(&["--kind", "desktop", "--screen", "640x400"])
-        .await;
+    let (_server, client, _) = or_skip!(
+        Server::local_stdio_needing(
+            &[computer_testkit::need_xvfb],
+            &["--kind", "desktop", "--screen", "640x400"]
+        )
+        .await
+    );
     let templates = client.list_all_resource_templates().await.unwrap();
     assert!(
         templates
@@ -456,8 +430,7 @@ async fn a_desktops_screen_is_a_resource() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("no default computer yet"), "{e}");
-    let r = call(&client, "exec", json!({"command": "true"})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    call_ok(&client, "exec", json!({"command": "true"})).await;
     let listed: Vec<String> = client
         .list_all_resources()
         .await

@@ -12,10 +12,7 @@ const OTHER_TOKEN: &str = "other-token-0123456789abcdef";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stateless_client_keeps_its_work_between_calls_with_and_without_a_handle() {
-    if !need_root() {
-        return;
-    }
-    let s = HttpServer::start().await;
+    let s = or_skip!(HttpServer::start().await);
     let c = s.stateless(TOKEN);
     // server/discover answers with the instructions, and makes nothing.
     let d = c.rpc("server/discover", None, json!({})).await;
@@ -89,10 +86,7 @@ async fn a_stateless_client_keeps_its_work_between_calls_with_and_without_a_hand
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn named_computers_are_apart_listed_and_released_and_a_released_handle_is_refused() {
-    if !need_root() {
-        return;
-    }
-    let s = HttpServer::start().await;
+    let s = or_skip!(HttpServer::start().await);
     let c = s.stateless(TOKEN);
     let a = c.call("computer_new", json!({"name": "alpha"})).await;
     let b = c.call("computer_new", json!({"name": "beta"})).await;
@@ -158,10 +152,7 @@ async fn named_computers_are_apart_listed_and_released_and_a_released_handle_is_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handle_of_one_token_is_not_found_with_another_and_never_logged() {
-    if !need_root() {
-        return;
-    }
-    let s = HttpServer::start_on(Server::new(), &[], &[TOKEN, OTHER_TOKEN]).await;
+    let s = HttpServer::start_on(or_skip!(Server::local()), &[], &[TOKEN, OTHER_TOKEN]).await;
     let mine = s.stateless(TOKEN);
     let theirs = s.stateless(OTHER_TOKEN);
     let made = mine.call("computer_new", json!({"name": "secret"})).await;
@@ -206,16 +197,9 @@ async fn a_handle_of_one_token_is_not_found_with_another_and_never_logged() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kept_computer_is_reached_by_its_handle_after_a_restart_and_released_from_a_terminal() {
-    if !need_root() {
-        return;
-    }
-    let s = HttpServer::start_on(Server::new(), &["--keep"], &[TOKEN]).await;
+    let s = HttpServer::start_on(or_skip!(Server::local()), &["--keep"], &[TOKEN]).await;
     let c = s.stateless(TOKEN);
-    let made = c.call("computer_new", json!({"name": "keeper"})).await;
-    let h = made["structuredContent"]["handle"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let h = c.computer_new("keeper").await;
     c.call(
         "exec",
         json!({"command": "echo still-here > ~/note", "computer": h}),
@@ -288,11 +272,8 @@ async fn a_kept_computer_is_reached_by_its_handle_after_a_restart_and_released_f
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fifth_computer_of_a_caller_and_one_past_the_servers_bound_are_refused() {
-    if !need_root() {
-        return;
-    }
     let s = HttpServer::start_on(
-        Server::new(),
+        or_skip!(Server::local()),
         &["--max-server-computers", "5"],
         &[TOKEN, OTHER_TOKEN],
     )
@@ -348,10 +329,7 @@ async fn the_fifth_computer_of_a_caller_and_one_past_the_servers_bound_are_refus
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn computers_unused_for_the_idle_time_are_released_and_said_so() {
-    if !need_root() {
-        return;
-    }
-    let s = HttpServer::start_with(&["--session-idle", "2s"]).await;
+    let s = or_skip!(HttpServer::start_with(&["--session-idle", "2s"]).await);
     let c = s.stateless(TOKEN);
     let made = c.call("computer_new", json!({"name": "brief"})).await;
     let h = made["structuredContent"]["handle"]
@@ -392,11 +370,9 @@ async fn computers_unused_for_the_idle_time_are_released_and_said_so() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_computer_arguments_are_refused_in_words_and_make_nothing() {
-    if !need_root() {
+    let Some((server, client, _)) = Server::local_stdio(&[]).await else {
         return;
-    }
-    let server = Server::new();
-    let (client, _) = server.stdio(&[]).await;
+    };
     let cases: [(&str, serde_json::Value, &str); 9] = [
         (
             "exec",
@@ -445,14 +421,11 @@ async fn bad_computer_arguments_are_refused_in_words_and_make_nothing() {
         ),
     ];
     for (tool, a, want) in cases {
-        let r = call(&client, tool, a.clone()).await;
-        assert!(is_error(&r), "{tool} {a}: {}", text(&r));
-        assert!(text(&r).contains(want), "{tool} {a}: {}", text(&r));
+        call_refused(&client, tool, a.clone(), want).await;
         assert!(server.computers().is_empty(), "{tool} {a} made a computer");
     }
     // stdio runs the same fleet: a named computer, then the default.
-    let r = call(&client, "computer_new", json!({"name": "side"})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    call_ok(&client, "computer_new", json!({"name": "side"})).await;
     let r = call(
         &client,
         "exec",
@@ -515,19 +488,12 @@ fn a_stateless_client_over_stdio_keeps_its_default_computer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_over_one_provider_serve_the_same_handle() {
-    if !need_root() {
-        return;
-    }
-    let a = HttpServer::start().await;
+    let a = or_skip!(HttpServer::start().await);
     // A second server over the same provider state, with its own instance.
     let b = HttpServer::start_on(Server::replica_of(&a.server), &[], &[TOKEN]).await;
     let ca = a.stateless(TOKEN);
     let cb = b.stateless(TOKEN);
-    let made = ca.call("computer_new", json!({"name": "shared"})).await;
-    let h = made["structuredContent"]["handle"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let h = ca.computer_new("shared").await;
     ca.call(
         "exec",
         json!({"command": "echo from-a > ~/f", "computer": h}),

@@ -11,10 +11,7 @@ use super::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_needs_a_token_and_checks_host_and_origin() {
-    if !need_root() {
-        return;
-    }
-    let s = HttpServer::start().await;
+    let s = or_skip!(HttpServer::start().await);
     let http = reqwest::Client::new();
     let post = |auth: Option<&str>, origin: Option<&str>, host: Option<&str>| {
         let mut rq = http
@@ -74,10 +71,7 @@ async fn http_needs_a_token_and_checks_host_and_origin() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_session_runs_tools_and_its_computer_goes_with_it() {
-    if !need_root() {
-        return;
-    }
-    let mut s = HttpServer::start().await;
+    let s = or_skip!(HttpServer::start().await);
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(s.url.clone()).auth_header(s.token.clone()),
     );
@@ -92,13 +86,11 @@ async fn an_http_session_runs_tools_and_its_computer_goes_with_it() {
     assert_eq!(s.server.computers().len(), 1);
     // Closing the client ends the session (DELETE): the computer goes.
     client.cancel().await.unwrap();
-    wait_until(
+    s.end_when_released(
         "the HTTP session's computer release",
         Duration::from_secs(20),
-        || s.server.computers().is_empty(),
-    );
-    let _ = s.child.start_kill();
-    let _ = s.child.wait().await;
+    )
+    .await;
 }
 
 /// POST one JSON-RPC message; the body (SSE or JSON) as text.
@@ -113,10 +105,7 @@ async fn post(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_http_session_expires_and_its_computer_is_released() {
-    if !need_root() {
-        return;
-    }
-    let mut s = HttpServer::start_with(&["--session-idle", "2s"]).await;
+    let s = or_skip!(HttpServer::start_with(&["--session-idle", "2s"]).await);
     let http = reqwest::Client::new();
     let sid = open_session(&http, &s.url, &s.token).await.unwrap();
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "exec", "arguments": {"argv": ["echo", "idle"]}}});
@@ -125,13 +114,11 @@ async fn an_idle_http_session_expires_and_its_computer_is_released() {
     assert!(body.contains("idle"), "{body}");
     assert_eq!(s.server.computers().len(), 1);
     // Nobody calls for the idle time: the session ends and takes its computer.
-    wait_until(
+    s.end_when_released(
         "the idle session's computer release",
         Duration::from_secs(30),
-        || s.server.computers().is_empty(),
-    );
-    let _ = s.child.start_kill();
-    let _ = s.child.wait().await;
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -161,10 +148,7 @@ async fn an_address_in_use_is_named() {
 /// without the token, 403 as ever. The session's computer goes with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_delete_is_204_then_404() {
-    if !need_root() {
-        return;
-    }
-    let mut s = HttpServer::start().await;
+    let mut s = or_skip!(HttpServer::start().await);
     let http = reqwest::Client::new();
     let sid = open_session(&http, &s.url, &s.token).await.unwrap();
     let (status, _, body) = post(

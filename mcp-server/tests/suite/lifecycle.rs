@@ -103,21 +103,8 @@ async fn session_with_a_computer(http: &reqwest::Client, port: u16) -> String {
 /// directory appears in its sandbox's and init's arguments).
 fn processes_naming(needle: &str) -> Vec<i32> {
     let me = std::process::id() as i32;
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        if String::from_utf8_lossy(&cmd).contains(needle) {
-            found.push(pid);
-        }
-    }
+    let mut found = computer_testkit::processes_mentioning(needle);
+    found.retain(|&pid| pid != me);
     found
 }
 
@@ -161,10 +148,7 @@ fn exits_leaving_nothing(child: &mut Child, server: &Server, limit: Duration, af
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_answers_600_http_requests_while_nobody_reads_its_stderr() {
-    if !need_root() {
-        return;
-    }
-    let server = Server::new();
+    let server = or_skip!(Server::local());
     let port = free_port();
     // debug logs a few lines per request: far more than a pipe holds.
     let mut child = http_server(&server, port, &["--log", "debug"]);
@@ -238,10 +222,7 @@ impl RawStdio {
 
 #[test]
 fn sigterm_ends_a_stdio_server_with_an_open_stdin_and_releases_its_computer() {
-    if !need_root() {
-        return;
-    }
-    let server = Server::new();
+    let server = or_skip!(Server::local());
     let mut raw = RawStdio::start(&server);
     raw.send(RawStdio::exec(2, &["echo", "made"]));
     let line = raw.line();
@@ -254,10 +235,7 @@ fn sigterm_ends_a_stdio_server_with_an_open_stdin_and_releases_its_computer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_an_http_server_with_live_sessions_and_leaves_nothing() {
-    if !need_root() {
-        return;
-    }
-    let server = Server::new();
+    let server = or_skip!(Server::local());
     let port = free_port();
     let mut child = http_server(&server, port, &[]);
     let http = reqwest::Client::new();
@@ -270,10 +248,7 @@ async fn sigterm_ends_an_http_server_with_live_sessions_and_leaves_nothing() {
 
 #[test]
 fn a_call_cancelled_while_its_computer_is_made_leaves_no_computer() {
-    if !need_root() {
-        return;
-    }
-    let server = Server::new();
+    let server = or_skip!(Server::local());
     let mut raw = RawStdio::start(&server);
     // The first call starts the computer's creation and is cancelled at once.
     raw.send(RawStdio::exec(2, &["true"]));
@@ -323,10 +298,7 @@ async fn an_allocation_past_the_computers_memory_is_killed_and_said_so() {
 
 #[test]
 fn sizes_and_shares_out_of_range_stop_the_server_in_words_and_make_nothing() {
-    if !need_root() {
-        return;
-    }
-    let server = Server::new();
+    let server = or_skip!(Server::local());
     for (flags, words) in [
         (
             vec!["--memory-mb", "10"],
@@ -388,10 +360,7 @@ fn is_the_computer_line(l: &str) -> bool {
 
 #[test]
 fn doctor_reports_this_host_and_makes_a_computer() {
-    if !need_root() {
-        return;
-    }
-    let server = Server::new();
+    let server = or_skip!(Server::local());
     let out = std::process::Command::new(SERVER)
         .arg("doctor")
         .args(server.args())
@@ -481,13 +450,10 @@ fn doctor_with_the_docker_engine_unreachable_says_so_and_names_the_next_step() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_test_server_dropped_early_ends_its_computers() {
-    if !need_root() {
+    let Some((server, client, _)) = Server::local_stdio(&[]).await else {
         return;
-    }
-    let server = Server::new();
-    let (client, _) = server.stdio(&[]).await;
-    let r = call(&client, "exec", serde_json::json!({"argv": ["true"]})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    };
+    call_ok(&client, "exec", serde_json::json!({"argv": ["true"]})).await;
     let id = server.computers().pop().unwrap();
     let meta: serde_json::Value = serde_json::from_slice(
         &std::fs::read(
@@ -526,37 +492,33 @@ async fn computer_extend_is_held_to_the_servers_lifetime() {
         |r: &rmcp::model::CallToolResult| parse(structured(r)["deadline"].as_str().unwrap());
 
     // The default computer lives 30 min already: no room left.
-    let r = call(&client, "exec", json!({"command": "true"})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    call_ok(&client, "exec", json!({"command": "true"})).await;
     let info = call(&client, "computer_info", json!({})).await;
     let before = structured(&info)["deadline"].clone();
-    let r = call(&client, "computer_extend", json!({"ttl_minutes": 600})).await;
-    assert!(is_error(&r), "{}", text(&r));
-    assert!(
-        text(&r)
-            .contains("this server keeps a computer at most --lifetime 30 min after it was made"),
-        "{}",
-        text(&r)
-    );
+    call_refused(
+        &client,
+        "computer_extend",
+        json!({"ttl_minutes": 600}),
+        "this server keeps a computer at most --lifetime 30 min after it was made",
+    )
+    .await;
     let info = call(&client, "computer_info", json!({})).await;
     assert_eq!(structured(&info)["deadline"], before);
 
     // A computer made for 10 min: 600 min is cut at 30 min after its making.
-    let r = call(
+    call_ok(
         &client,
         "computer_new",
         json!({"name": "short", "lifetime_minutes": 10}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     let made = time::OffsetDateTime::now_utc();
-    let r = call(
+    let r = call_ok(
         &client,
         "computer_extend",
         json!({"computer": "short", "ttl_minutes": 600}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     assert!(
         text(&r).contains(
             "that is as late as this server allows (--lifetime 30 min after the computer was made"
@@ -574,20 +536,18 @@ async fn computer_extend_is_held_to_the_servers_lifetime() {
         "{cut} vs made {made}"
     );
     // Within the bound nothing is said of it.
-    let r = call(
+    call_ok(
         &client,
         "computer_new",
         json!({"name": "other", "lifetime_minutes": 10}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
-    let r = call(
+    let r = call_ok(
         &client,
         "computer_extend",
         json!({"computer": "other", "ttl_minutes": 15}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     assert!(!text(&r).contains("allows"), "{}", text(&r));
     client.cancel().await.unwrap();
     wait_until("every computer released", Duration::from_secs(30), || {
@@ -602,10 +562,7 @@ async fn computer_extend_is_held_to_the_servers_lifetime() {
 /// "cannot make the cgroup …: No such file or directory" for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_shot_and_a_doctor_beside_two_servers_leave_both_able_to_make_computers() {
-    if !need_root() {
-        return;
-    }
-    let first = Server::new();
+    let first = or_skip!(Server::local());
     let second = Server::replica_of(&first);
     let (a, _) = first.stdio(&[]).await;
     let (b, _) = second.stdio(&[]).await;

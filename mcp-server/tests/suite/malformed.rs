@@ -78,10 +78,7 @@ impl Stdio {
 
 #[test]
 fn every_malformed_stdio_line_is_answered_and_the_server_goes_on() {
-    if !need_root() {
-        return;
-    }
-    let server = Server::new();
+    let server = or_skip!(Server::local());
     let mut s = Stdio::start(&server);
     let too_long = vec![b'x'; 16 * 1024 * 1024 + 1];
     let spaces = vec![b' '; 100_000];
@@ -217,10 +214,7 @@ fn a_clients_refused_requests_are_no_warnings_in_the_log() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_post_that_is_not_one_message_is_a_400_in_words() {
-    if !need_root() {
-        return;
-    }
-    let mut s = HttpServer::start().await;
+    let mut s = or_skip!(HttpServer::start().await);
     let http = reqwest::Client::new();
     let send = |body: String, content_type: &str| {
         http.post(&s.url)

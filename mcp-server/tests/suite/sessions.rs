@@ -56,10 +56,7 @@ fn get(http: &reqwest::Client, url: &str, token: &str, sid: &str) -> reqwest::Re
 /// no computer is made for it, A's session and computer go on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_tokens_request_with_a_session_id_is_answered_as_an_unknown_session() {
-    if !need_root() {
-        return;
-    }
-    let mut s = HttpServer::start_on(Server::new(), &[], &[TOKEN, TOKEN_B]).await;
+    let s = HttpServer::start_on(or_skip!(Server::local()), &[], &[TOKEN, TOKEN_B]).await;
     let http = reqwest::Client::new();
     let sid = open_session(&http, &s.url, TOKEN).await.unwrap();
     let unknown = "3f2b1c9e-0d7a-4e61-9c55-1a2b3c4d5e6f";
@@ -118,13 +115,8 @@ async fn another_tokens_request_with_a_session_id_is_answered_as_an_unknown_sess
     assert_eq!(s.server.computers().len(), 1);
     let (status, _) = answer(delete(&http, &s.url, TOKEN, &sid)).await;
     assert_eq!(status, 204);
-    wait_until(
-        "the session's computer release",
-        Duration::from_secs(20),
-        || s.server.computers().is_empty(),
-    );
-    let _ = s.child.start_kill();
-    let _ = s.child.wait().await;
+    s.end_when_released("the session's computer release", Duration::from_secs(20))
+        .await;
 }
 
 /// One session of a caller: initialize, exec, DELETE.
@@ -171,10 +163,7 @@ async fn rounds(s: &HttpServer, sessions: usize, at_once: usize) -> Vec<String> 
 /// bound, each ending before the next begins, are never refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ended_sessions_computer_does_not_count_against_its_caller() {
-    if !need_root() {
-        return;
-    }
-    let mut s = HttpServer::start_with(&["--max-computers", "4"]).await;
+    let s = or_skip!(HttpServer::start_with(&["--max-computers", "4"]).await);
     let failed = rounds(&s, 40, 4).await;
     assert!(
         failed.is_empty(),
@@ -182,11 +171,8 @@ async fn an_ended_sessions_computer_does_not_count_against_its_caller() {
         failed.len(),
         s.log_text()
     );
-    wait_until("every computer released", Duration::from_secs(60), || {
-        s.server.computers().is_empty()
-    });
-    let _ = s.child.start_kill();
-    let _ = s.child.wait().await;
+    s.end_when_released("every computer released", Duration::from_secs(60))
+        .await;
 }
 
 /// The soak: 1000 sessions, 16 at a time, one token, each initialize +
@@ -195,11 +181,9 @@ async fn an_ended_sessions_computer_does_not_count_against_its_caller() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a soak of 1000 sessions (minutes): cargo test -p computer-mcp --test e2e -- --ignored soak"]
 async fn soak_1000_http_sessions_16_at_a_time() {
-    if !need_root() {
-        return;
-    }
-    let mut s =
-        HttpServer::start_with(&["--max-computers", "16", "--max-server-computers", "16"]).await;
+    let s = or_skip!(
+        HttpServer::start_with(&["--max-computers", "16", "--max-server-computers", "16"]).await
+    );
     let started = std::time::Instant::now();
     let failed = rounds(&s, 1000, 16).await;
     let took = started.elapsed();
@@ -214,11 +198,8 @@ async fn soak_1000_http_sessions_16_at_a_time() {
         failed.len(),
         &failed[..failed.len().min(5)]
     );
-    wait_until("every computer released", Duration::from_secs(120), || {
-        s.server.computers().is_empty()
-    });
-    let _ = s.child.start_kill();
-    let _ = s.child.wait().await;
+    s.end_when_released("every computer released", Duration::from_secs(120))
+        .await;
 }
 
 /// Sessions opened, used, streamed and ended (and one left to the server's

@@ -22,11 +22,9 @@ fn contents_text(c: &ResourceContents) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skills_are_prompts_and_resources_and_their_examples_run() {
-    if !need_root() {
+    let Some((server, client, _)) = Server::local_stdio(&[]).await else {
         return;
-    }
-    let server = Server::new();
-    let (client, _) = server.stdio(&[]).await;
+    };
     let info = client.peer_info().unwrap();
     let instructions = info.instructions.clone().unwrap_or_default();
     assert!(
@@ -98,11 +96,9 @@ async fn skills_are_prompts_and_resources_and_their_examples_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_output_is_linked_and_reads_back_in_pages_byte_for_byte() {
-    if !need_root() {
+    let Some((_server, client, _)) = Server::local_stdio(&[]).await else {
         return;
-    }
-    let server = Server::new();
-    let (client, _) = server.stdio(&[]).await;
+    };
     let r = call(&client, "exec", json!({"command": "seq 1 50000"})).await;
     assert!(structured(&r)["truncated"] == true, "{}", text(&r));
     let link = r
@@ -151,11 +147,9 @@ async fn a_cut_output_is_linked_and_reads_back_in_pages_byte_for_byte() {
 /// `computer://<handle>/info`): the server says so, and says it can.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn made_and_released_computers_change_the_resource_list() {
-    if !need_root() {
+    let Some((_server, client, recorder)) = Server::local_stdio(&[]).await else {
         return;
-    }
-    let server = Server::new();
-    let (client, recorder) = server.stdio(&[]).await;
+    };
     let caps = &client.peer_info().unwrap().capabilities;
     assert_eq!(
         caps.resources.as_ref().and_then(|r| r.list_changed),
@@ -171,11 +165,9 @@ async fn made_and_released_computers_change_the_resource_list() {
     assert!(infos(&client.list_all_resources().await.unwrap()).is_empty());
 
     // A call that reads no new computer says nothing.
-    let r = call(&client, "computer_list", json!({})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    call_ok(&client, "computer_list", json!({})).await;
     // The first call makes the default computer: one change, its info listed.
-    let r = call(&client, "exec", json!({"command": "true"})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    call_ok(&client, "exec", json!({"command": "true"})).await;
     let changes = |n: usize| {
         let recorder = recorder.clone();
         async move {
@@ -195,12 +187,10 @@ async fn made_and_released_computers_change_the_resource_list() {
     // Another call on it changes nothing.
     call(&client, "exec", json!({"command": "true"})).await;
     // computer_new and computer_release each change the list.
-    let r = call(&client, "computer_new", json!({"name": "build"})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    call_ok(&client, "computer_new", json!({"name": "build"})).await;
     changes(2).await;
     assert_eq!(infos(&client.list_all_resources().await.unwrap()).len(), 2);
-    let r = call(&client, "computer_release", json!({"computer": "build"})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    call_ok(&client, "computer_release", json!({"computer": "build"})).await;
     changes(3).await;
     assert_eq!(infos(&client.list_all_resources().await.unwrap()), listed);
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;

@@ -6,12 +6,6 @@ use serde_json::json;
 
 use super::support::*;
 
-on_each_provider!(
-    a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end,
-    a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end_on_docker,
-    a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end_on
-);
-
 /// The sandbox kind's tool names, as its golden listing
 /// (`fixtures/schemas/sandbox-tools.json`) has them.
 fn golden_sandbox_names() -> Vec<String> {
@@ -26,8 +20,9 @@ fn golden_sandbox_names() -> Vec<String> {
         .collect()
 }
 
-/// The same on either provider.
-async fn a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end_on(
+on_each_provider!(a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end);
+
+async fn a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_at_the_end(
     server: Server,
 ) {
     let (client, _) = server.stdio(&[]).await;
@@ -63,8 +58,7 @@ async fn a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_a
     // Listing made no computer.
     assert!(server.computers().is_empty(), "{:?}", server.computers());
 
-    let r = call(&client, "exec", json!({"command": "uname -a"})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    let r = call_ok(&client, "exec", json!({"command": "uname -a"})).await;
     assert!(
         structured(&r)["stdout"]
             .as_str()
@@ -86,20 +80,18 @@ async fn a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_a
 
     // write, edit, read.
     let path = format!("{home}/notes/a.txt");
-    let r = call(
+    call_ok(
         &client,
         "write_file",
         json!({"path": path, "content": "alpha\nbeta\ngamma\n"}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
-    let r = call(
+    let r = call_ok(
         &client,
         "edit_file",
         json!({"path": path, "old_string": "beta", "new_string": "BETA"}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     assert_eq!(structured(&r)["replacements"], 1);
     let r = call(&client, "read_file", json!({"path": path})).await;
     let t = text(&r);
@@ -112,22 +104,16 @@ async fn a_session_lists_tools_makes_its_computer_on_first_use_and_releases_it_a
     });
 }
 
-on_each_provider!(
-    a_background_server_is_started_read_and_signalled,
-    a_background_server_is_started_read_and_signalled_on_docker,
-    a_background_server_is_started_read_and_signalled_on
-);
+on_each_provider!(a_background_server_is_started_read_and_signalled);
 
-/// The same on either provider.
-async fn a_background_server_is_started_read_and_signalled_on(server: Server) {
+async fn a_background_server_is_started_read_and_signalled(server: Server) {
     let (client, _) = server.stdio(&[]).await;
-    let r = call(
+    let r = call_ok(
         &client,
         "process_start",
         json!({"command": "python3 -u -m http.server 18777 --bind 127.0.0.1"}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     let id = structured(&r)["id"].as_str().unwrap().to_string();
     let mut seen = String::new();
     let mut since = 0;
@@ -152,13 +138,12 @@ async fn a_background_server_is_started_read_and_signalled_on(server: Server) {
         "{}",
         text(&r)
     );
-    let r = call(
+    call_ok(
         &client,
         "process_signal",
         json!({"id": id, "signal": "TERM"}),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     let mut exited = false;
     for _ in 0..20 {
         let r = call(
@@ -180,14 +165,9 @@ async fn a_background_server_is_started_read_and_signalled_on(server: Server) {
     client.cancel().await.unwrap();
 }
 
-on_each_provider!(
-    a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s,
-    a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s_on_docker,
-    a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s_on
-);
+on_each_provider!(a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s);
 
-/// The same on either provider.
-async fn a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s_on(server: Server) {
+async fn a_long_exec_sends_progress_and_a_cancelled_one_ends_within_3_s(server: Server) {
     let (client, recorder) = server.stdio(&[]).await;
     let r = call(
         &client,
@@ -277,14 +257,9 @@ async fn a_local_computer_is_kept_from_the_host() {
     client.cancel().await.unwrap();
 }
 
-on_each_provider!(
-    bad_input_is_answered_in_words_and_the_session_goes_on,
-    bad_input_is_answered_in_words_and_the_session_goes_on_on_docker,
-    bad_input_is_answered_in_words_and_the_session_goes_on_on
-);
+on_each_provider!(bad_input_is_answered_in_words_and_the_session_goes_on);
 
-/// The same on either provider.
-async fn bad_input_is_answered_in_words_and_the_session_goes_on_on(server: Server) {
+async fn bad_input_is_answered_in_words_and_the_session_goes_on(server: Server) {
     let (client, _) = server.stdio(&[]).await;
     // An unknown tool is a protocol error naming the tools.
     let e = client
@@ -309,28 +284,19 @@ async fn bad_input_is_answered_in_words_and_the_session_goes_on_on(server: Serve
         ),
     ];
     for (tool, a, words) in cases {
-        let r = call(&client, tool, a.clone()).await;
-        assert!(is_error(&r), "{tool} {a}: {}", text(&r));
-        assert!(text(&r).contains(words), "{tool} {a}: {}", text(&r));
+        call_refused(&client, tool, a, words).await;
     }
-    let r = call(&client, "exec", json!({"argv": ["true"]})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    call_ok(&client, "exec", json!({"argv": ["true"]})).await;
     client.cancel().await.unwrap();
 }
 
-on_each_provider!(
-    a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one,
-    a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one_on_docker,
-    a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one_on
-);
+on_each_provider!(a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one);
 
-/// The same on either provider.
-async fn a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one_on(
+async fn a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_a_new_one(
     server: Server,
 ) {
     let (client, _) = server.stdio(&[]).await;
-    let r = call(&client, "exec", json!({"argv": ["true"]})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    call_ok(&client, "exec", json!({"argv": ["true"]})).await;
     let first = server.computers();
     assert_eq!(first.len(), 1);
     // Kill the computer from outside: its first process on the host
@@ -344,18 +310,14 @@ async fn a_computer_killed_from_outside_fails_that_call_and_the_next_call_makes_
     });
 }
 
-on_each_provider!(
-    calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer,
-    calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer_on_docker,
-    calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer_on
-);
+on_each_provider!(calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer);
 
 /// 60 runs of `sleep 0.3` at once need 120 pids (a guard and a program
 /// each) on a computer bounded to 48: each call waits in computerd's queue
 /// until room comes, and every one answers with its program's exit. (The
 /// queue is for starts: a program that forks once started meets the bound
 /// as on any machine, so these programs do not fork.)
-async fn calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer_on(server: Server) {
+async fn calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer(server: Server) {
     let (client, _) = server.stdio(&["--pids", "48"]).await;
     // The session's first command reads the login environment (a login
     // shell, which forks), here before the burst.
@@ -379,14 +341,9 @@ async fn calls_past_the_computers_pids_bound_wait_their_turn_and_all_answer_on(s
     client.cancel().await.unwrap();
 }
 
-on_each_provider!(
-    concurrent_first_calls_share_one_computer,
-    concurrent_first_calls_share_one_computer_on_docker,
-    concurrent_first_calls_share_one_computer_on
-);
+on_each_provider!(concurrent_first_calls_share_one_computer);
 
-/// The same on either provider.
-async fn concurrent_first_calls_share_one_computer_on(server: Server) {
+async fn concurrent_first_calls_share_one_computer(server: Server) {
     let (client, _) = server.stdio(&[]).await;
     let calls = (0..4).map(|i| {
         let client = &client;
@@ -406,9 +363,7 @@ async fn dockerd_restarted_under_a_live_session_is_answered_in_words_and_the_nex
     if !need_root() {
         return;
     }
-    let Some(server) = Server::docker() else {
-        return;
-    };
+    let server = or_skip!(Server::docker());
     let _alone = DOCKER_ENGINE.write().await;
     let (client, _) = server.stdio(&[]).await;
     let r = call(&client, "exec", json!({"argv": ["echo", "before"]})).await;
@@ -458,8 +413,7 @@ async fn a_call_fails_in_words_and_the_next_makes_a_new_computer(client: &Client
         "{}",
         text(&r)
     );
-    let r = call(client, "exec", json!({"argv": ["echo", word]})).await;
-    assert!(!is_error(&r), "{}", text(&r));
+    let r = call_ok(client, "exec", json!({"argv": ["echo", word]})).await;
     assert!(text(&r).contains("a new computer"), "{}", text(&r));
     assert_eq!(structured(&r)["stdout"], format!("{word}\n"));
 }

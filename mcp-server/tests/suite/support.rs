@@ -9,7 +9,7 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
 
-pub use computer_testkit::{marked_processes, need_root, wait_until};
+pub use computer_testkit::{marked_processes, need_root, or_skip, wait_until};
 
 /// A marker for one test of this crate.
 pub fn marker() -> String {
@@ -133,6 +133,12 @@ impl Drop for Server {
 }
 
 impl Server {
+    /// Where root is at hand (local computers need it): a server over a
+    /// fresh local state.
+    pub fn local() -> Option<Server> {
+        need_root().then(Server::new)
+    }
+
     pub fn new() -> Server {
         let state = tempfile::Builder::new()
             .prefix("cmcp-state")
@@ -302,6 +308,26 @@ impl Server {
         v
     }
 
+    /// Where root is at hand (local computers need it): a local server and
+    /// a stdio client of it, with `extra` flags.
+    pub async fn local_stdio(extra: &[&str]) -> Option<(Server, Client, Recorder)> {
+        Self::local_stdio_needing(&[], extra).await
+    }
+
+    /// [`Server::local_stdio`] where each of `needs` (Xvfb, Chromium) is at
+    /// hand too, asked in order after root.
+    pub async fn local_stdio_needing(
+        needs: &[fn() -> bool],
+        extra: &[&str],
+    ) -> Option<(Server, Client, Recorder)> {
+        let server = Server::local()?;
+        if !needs.iter().all(|need| need()) {
+            return None;
+        }
+        let (client, recorder) = server.stdio(extra).await;
+        Some((server, client, recorder))
+    }
+
     /// A stdio client of a fresh `computer-mcp serve`.
     pub async fn stdio(&self, extra: &[&str]) -> (Client, Recorder) {
         let args: Vec<String> = self
@@ -351,6 +377,54 @@ pub async fn call(client: &Client, name: &str, arguments: Value) -> CallToolResu
         p = p.with_arguments(a);
     }
     client.call_tool(p).await.unwrap()
+}
+
+/// A call that must succeed (its text shown where it did not).
+pub async fn call_ok(client: &Client, name: &str, arguments: Value) -> CallToolResult {
+    let r = call(client, name, arguments).await;
+    assert!(!is_error(&r), "{name}: {}", text(&r));
+    r
+}
+
+/// Serve `content` as /work/site/`file` from the computer (python's
+/// http.server on `port`, waited for until it listens) and open it in the
+/// browser: the navigation's answer.
+pub async fn open_served(client: &Client, file: &str, content: &str, port: u16) -> CallToolResult {
+    call_ok(
+        client,
+        "write_file",
+        serde_json::json!({"path": format!("/work/site/{file}"), "content": content}),
+    )
+    .await;
+    call_ok(
+        client,
+        "process_start",
+        serde_json::json!({"command": format!("cd /work/site && exec python3 -m http.server {port} --bind 127.0.0.1")}),
+    )
+    .await;
+    // /proc/net/tcp names the port in hex, and a listening socket 0A.
+    call_ok(
+        client,
+        "exec",
+        serde_json::json!({"command": format!("for i in $(seq 200); do grep -q ':{port:04X} 00000000:0000 0A' /proc/net/tcp && exit 0; sleep 0.05; done; exit 1")}),
+    )
+    .await;
+    call_ok(
+        client,
+        "browser_navigate",
+        serde_json::json!({"url": format!("http://127.0.0.1:{port}/{file}")}),
+    )
+    .await
+}
+
+/// A call that must be refused with `words` in its text: that text.
+pub async fn call_refused(client: &Client, name: &str, arguments: Value, words: &str) -> String {
+    let shown = format!("{name} {arguments}");
+    let r = call(client, name, arguments).await;
+    let t = text(&r);
+    assert!(is_error(&r), "{shown}: {t}");
+    assert!(t.contains(words), "{shown}: {t}");
+    t
 }
 
 /// The text blocks of a result, joined.
@@ -434,12 +508,15 @@ pub async fn open_session(
 }
 
 impl HttpServer {
-    pub async fn start() -> HttpServer {
+    /// Where root is at hand (local computers need it): a server over a
+    /// fresh local state, with `extra` flags.
+    pub async fn start() -> Option<HttpServer> {
         Self::start_with(&[]).await
     }
 
-    pub async fn start_with(extra: &[&str]) -> HttpServer {
-        Self::start_on(Server::new(), extra, &[TOKEN]).await
+    /// [`HttpServer::start`] with `extra` flags.
+    pub async fn start_with(extra: &[&str]) -> Option<HttpServer> {
+        Some(Self::start_on(Server::local()?, extra, &[TOKEN]).await)
     }
 
     /// Serve over `server`'s state (a restart keeps it), logging at info,
@@ -499,6 +576,14 @@ impl HttpServer {
     /// What the server wrote on stderr so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Wait (up to `within`) until the server holds no computer, then kill
+    /// it.
+    pub async fn end_when_released(mut self, what: &str, within: std::time::Duration) {
+        wait_until(what, within, || self.server.computers().is_empty());
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
     }
 
     /// SIGTERM, and wait for the server to exit; its state stays.
@@ -567,6 +652,17 @@ impl Stateless {
         response_of(&text)
     }
 
+    /// The handle of a computer made by `computer_new` with `name`.
+    pub async fn computer_new(&self, name: &str) -> String {
+        let made = self
+            .call("computer_new", serde_json::json!({ "name": name }))
+            .await;
+        made["structuredContent"]["handle"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no handle in {made}"))
+            .to_string()
+    }
+
     /// A tool call's result (a JSON-RPC error fails the test).
     pub async fn call(&self, tool: &str, arguments: Value) -> Value {
         let v = self
@@ -623,29 +719,33 @@ pub fn jhandle(result: &Value) -> String {
 /// takes it alone.
 pub static DOCKER_ENGINE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
-/// One behaviour pinned on both providers: `$local` runs `$body` on a local
-/// computer, `$docker` on a Docker one (skipped where Docker is not set up)
-/// sharing the engine with the other Docker tests.
+/// One behaviour pinned on both providers: the tests `$name::local` and
+/// `$name::docker` run the async fn `$name` (which takes a [`Server`]) on a
+/// local computer and on a Docker one (skipped where Docker is not set up,
+/// and sharing the engine with the other Docker tests). The module and the
+/// fn share the name: one is a type-namespace item, the other a value.
 macro_rules! on_each_provider {
-    ($local:ident, $docker:ident, $body:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $local() {
-            if !$crate::suite::support::need_root() {
-                return;
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn local() {
+                if !$crate::suite::support::need_root() {
+                    return;
+                }
+                super::$name($crate::suite::support::Server::new()).await;
             }
-            $body($crate::suite::support::Server::new()).await;
-        }
 
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $docker() {
-            if !$crate::suite::support::need_root() {
-                return;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn docker() {
+                if !$crate::suite::support::need_root() {
+                    return;
+                }
+                let Some(server) = $crate::suite::support::Server::docker() else {
+                    return;
+                };
+                let _shared = $crate::suite::support::DOCKER_ENGINE.read().await;
+                super::$name(server).await;
             }
-            let Some(server) = $crate::suite::support::Server::docker() else {
-                return;
-            };
-            let _shared = $crate::suite::support::DOCKER_ENGINE.read().await;
-            $body(server).await;
         }
     };
 }

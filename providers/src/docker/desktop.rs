@@ -52,28 +52,12 @@ pub fn declares_desktop(hello: &HelloResult) -> bool {
 /// The kind a Docker provider makes: sandboxes, or the desktops or
 /// browsers it was made for (the server's `--kind`).
 pub fn check_kind(kind: SettingKind, made: SettingKind) -> Result<()> {
-    if kind == made {
-        return Ok(());
-    }
-    let how = match made {
-        SettingKind::Sandbox => format!(
-            "a {} needs a server started with --kind {} and an image that has {}",
-            kind.as_str(),
-            kind.as_str(),
-            if kind == SettingKind::Browser {
-                "Chromium"
-            } else {
-                "Xvfb"
-            }
-        ),
-        m => format!("this server makes {}s (--kind {})", m.as_str(), m.as_str()),
+    let image = if kind == SettingKind::Browser {
+        "an image that has Chromium"
+    } else {
+        "an image that has Xvfb"
     };
-    Err(ProviderError::unsupported(format!(
-        "the Docker provider makes {}s here, not a {}: {how}",
-        made.as_str(),
-        kind.as_str()
-    ))
-    .with_field("kind"))
+    crate::daemon_backed::check_kind("the Docker provider", kind, made, Some(image))
 }
 
 /// Start the X server through the daemon and wait until hello declares
@@ -162,9 +146,6 @@ mod tests {
 
     #[test]
     fn the_kind_asked_must_be_the_kind_made() {
-        assert!(check_kind(SettingKind::Sandbox, SettingKind::Sandbox).is_ok());
-        assert!(check_kind(SettingKind::Desktop, SettingKind::Desktop).is_ok());
-        assert!(check_kind(SettingKind::Browser, SettingKind::Browser).is_ok());
         let e = check_kind(SettingKind::Browser, SettingKind::Sandbox).unwrap_err();
         assert!(e.message.contains("an image that has Chromium"), "{e}");
         let e = check_kind(SettingKind::Desktop, SettingKind::Sandbox).unwrap_err();

@@ -384,6 +384,15 @@ pub fn is_computer_name(name: &str) -> bool {
 pub(crate) mod tests {
     use super::*;
 
+    /// The init command of [`plan`]'s container.
+    const INIT_CMD: [&str; 5] = [
+        "init",
+        "--deadline",
+        "2026-12-01T10:00:00Z",
+        "--socket",
+        "/run/computerd/computerd.sock",
+    ];
+
     /// A plan as create makes one, for the tests of plan and drift.
     pub(crate) fn plan() -> Plan {
         let deadline: Time = "2026-12-01T10:00:00Z".parse().unwrap();
@@ -475,16 +484,7 @@ pub(crate) mod tests {
         assert_eq!(h.readonly_rootfs, Some(true));
         assert_eq!(b.user.as_deref(), Some("1000:1000"));
         assert_eq!(b.entrypoint, Some(vec!["/opt/computerd/computerd".into()]));
-        assert_eq!(
-            b.cmd.unwrap(),
-            vec![
-                "init",
-                "--deadline",
-                "2026-12-01T10:00:00Z",
-                "--socket",
-                "/run/computerd/computerd.sock"
-            ]
-        );
+        assert_eq!(b.cmd.unwrap(), INIT_CMD);
         assert_eq!(
             Plan::stdio_command(),
             vec![
@@ -512,15 +512,7 @@ pub(crate) mod tests {
         assert_eq!(m[1].read_only, Some(true));
         assert_eq!(
             b.cmd.unwrap(),
-            vec![
-                "init",
-                "--deadline",
-                "2026-12-01T10:00:00Z",
-                "--socket",
-                "/run/computerd/computerd.sock",
-                "--egress",
-                "/run/egress/egress.sock"
-            ]
+            [&INIT_CMD[..], &["--egress", "/run/egress/egress.sock"]].concat()
         );
     }
 

@@ -57,28 +57,7 @@ impl Desktop {
 /// The kinds a local provider makes: sandboxes, or the desktops or
 /// browsers it was made for (`made`).
 pub fn check_kind(kind: SettingKind, made: SettingKind) -> Result<()> {
-    if kind == made {
-        return Ok(());
-    }
-    let plural = |k: SettingKind| match k {
-        SettingKind::Desktop => "desktops",
-        SettingKind::Browser => "browsers",
-        _ => "sandboxes",
-    };
-    let how = match made {
-        SettingKind::Sandbox => format!(
-            "a {} needs a server started with --kind {}",
-            kind.as_str(),
-            kind.as_str()
-        ),
-        m => format!("this server makes {} (--kind {})", plural(m), m.as_str()),
-    };
-    Err(ProviderError::unsupported(format!(
-        "the local provider makes {} here, not a {}: {how}",
-        plural(made),
-        kind.as_str()
-    ))
-    .with_field("kind"))
+    crate::daemon_backed::check_kind("the local provider", kind, made, None)
 }
 
 #[cfg(test)]
@@ -120,9 +99,6 @@ mod tests {
 
     #[test]
     fn the_kind_asked_must_be_the_kind_made() {
-        assert!(check_kind(SettingKind::Sandbox, SettingKind::Sandbox).is_ok());
-        assert!(check_kind(SettingKind::Desktop, SettingKind::Desktop).is_ok());
-        assert!(check_kind(SettingKind::Browser, SettingKind::Browser).is_ok());
         let e = check_kind(SettingKind::Desktop, SettingKind::Sandbox).unwrap_err();
         assert_eq!(
             e.message,

@@ -9,72 +9,37 @@ fn host() -> Host {
     }
 }
 
+/// A change to one size of [`Limits::default`].
+type SetSize = fn(&mut Limits);
+
 #[test]
 fn sizes_out_of_range_are_refused_naming_the_field_and_the_limit() {
     let h = host();
-    let cases = [
+    // Each case is the defaults but for the one size it sets; the words
+    // open with the field they name.
+    let cases: [(SetSize, &str); 7] = [
+        (|l| l.cpus = 0.2, "cpus 0.2 is under the least, 0.25"),
+        (|l| l.cpus = 3.0, "cpus 3 is over this host's 2 CPUs"),
+        (|l| l.cpus = f64::NAN, "cpus must be a number"),
         (
-            Limits {
-                cpus: 0.2,
-                ..Limits::default()
-            },
-            "cpus",
-            "cpus 0.2 is under the least, 0.25",
-        ),
-        (
-            Limits {
-                cpus: 3.0,
-                ..Limits::default()
-            },
-            "cpus",
-            "cpus 3 is over this host's 2 CPUs",
-        ),
-        (
-            Limits {
-                cpus: f64::NAN,
-                ..Limits::default()
-            },
-            "cpus",
-            "cpus must be a number",
-        ),
-        (
-            Limits {
-                memory_mb: 63,
-                ..Limits::default()
-            },
-            "memoryMb",
+            |l| l.memory_mb = 63,
             "memoryMb 63 is under the least, 64 MiB",
         ),
         (
-            Limits {
-                memory_mb: 8001,
-                ..Limits::default()
-            },
-            "memoryMb",
+            |l| l.memory_mb = 8001,
             "memoryMb 8001 is over this host's memory, 8000 MiB",
         ),
-        (
-            Limits {
-                pids: 15,
-                ..Limits::default()
-            },
-            "pids",
-            "pids 15 is under the least, 16",
-        ),
-        (
-            Limits {
-                pids: 32769,
-                ..Limits::default()
-            },
-            "pids",
-            "pids 32769 is over the most, 32768",
-        ),
+        (|l| l.pids = 15, "pids 15 is under the least, 16"),
+        (|l| l.pids = 32769, "pids 32769 is over the most, 32768"),
     ];
-    for (l, field, words) in cases {
+    for (set, words) in cases {
+        let mut l = Limits::default();
+        set(&mut l);
+        let field = words.split(' ').next();
         let e = l.check(&h).unwrap_err();
         assert_eq!(
             (e.code, e.field.as_deref(), e.message.as_str()),
-            (crate::types::ErrorCode::Invalid, Some(field), words)
+            (crate::types::ErrorCode::Invalid, field, words)
         );
     }
     let edge = Limits {
@@ -94,30 +59,24 @@ fn sizes_out_of_range_are_refused_naming_the_field_and_the_limit() {
 
 #[test]
 fn sizes_left_out_are_the_seeds_defaults_lowered_to_the_host() {
-    let big = Host {
-        cpus: 16.0,
-        memory_mb: 64_000,
-    };
-    assert_eq!(
-        Limits::from_sizes(&Sizes::default(), &big),
-        Ok(Limits {
-            cpus: 2.0,
-            memory_mb: 4096,
-            pids: 1024
-        })
-    );
     let small = Host {
         cpus: 1.0,
         memory_mb: 2000,
     };
-    assert_eq!(
-        Limits::from_sizes(&Sizes::default(), &small),
-        Ok(Limits {
-            cpus: 1.0,
-            memory_mb: 2000,
-            pids: 1024
-        })
-    );
+    let big = Host {
+        cpus: 16.0,
+        memory_mb: 64_000,
+    };
+    for (host, cpus, memory_mb) in [(&big, 2.0, 4096), (&small, 1.0, 2000)] {
+        assert_eq!(
+            Limits::from_sizes(&Sizes::default(), host),
+            Ok(Limits {
+                cpus,
+                memory_mb,
+                pids: 1024
+            })
+        );
+    }
     let asked = Sizes {
         cpus: Some(0.5),
         memory_mb: Some(256),

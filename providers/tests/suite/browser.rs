@@ -7,70 +7,15 @@ use std::sync::Arc;
 use computer_providers::cdp::HostChromium;
 use computer_providers::local::{LocalOptions, LocalProvider};
 use computer_providers::{ComputerSpec, Provider, Release};
-use computer_testkit::{computerd_bin, need, need_chromium, need_root};
+use computer_testkit::{computerd_bin, need, need_chromium, need_root, or_skip};
 use computerd::client::{ClientError, ComputerClient, ComputerExt};
 use computerd::protocol::{
-    CdpEventsParams, ErrorKind, ExecParams, Group, MachineKind, ProcessStartParams, SettingKind,
+    CdpEventsParams, ErrorKind, Group, MachineKind, ProcessStartParams, SettingKind,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::support::send;
-
-/// A new page and its session, with Page and Runtime events on.
-async fn page(c: &Arc<dyn ComputerClient>) -> String {
-    let t = send(
-        c,
-        "Target.createTarget",
-        json!({"url": "about:blank"}),
-        None,
-    )
-    .await
-    .unwrap();
-    let s = send(
-        c,
-        "Target.attachToTarget",
-        json!({"targetId": t["targetId"], "flatten": true}),
-        None,
-    )
-    .await
-    .unwrap();
-    let session = s["sessionId"].as_str().unwrap().to_string();
-    send(c, "Page.enable", json!({}), Some(&session))
-        .await
-        .unwrap();
-    send(c, "Runtime.enable", json!({}), Some(&session))
-        .await
-        .unwrap();
-    session
-}
-
-/// Navigate the tab of `session` to `url` and wait (up to 15 s) for its load.
-async fn navigate_loaded(c: &Arc<dyn ComputerClient>, session: &str, url: &str) {
-    send(c, "Page.navigate", json!({"url": url}), Some(session))
-        .await
-        .unwrap();
-    c.call_typed(&CdpEventsParams {
-        methods: Some(vec!["Page.loadEventFired".into()]),
-        session_id: Some(session.to_string()),
-        wait_ms: Some(15_000),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-}
-
-async fn eval(c: &Arc<dyn ComputerClient>, session: &str, expr: &str) -> Value {
-    let r = send(
-        c,
-        "Runtime.evaluate",
-        json!({"expression": expr, "returnByValue": true, "awaitPromise": true}),
-        Some(session),
-    )
-    .await
-    .unwrap();
-    r["result"]["value"].clone()
-}
+use super::support::{eval, load_events, navigate, navigate_loaded, page, run, send, text};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_chromium_answers_cdp_and_keeps_its_events() {
@@ -89,23 +34,13 @@ async fn a_host_chromium_answers_cdp_and_keeps_its_events() {
     c.call_value("ping", json!({})).await.unwrap();
 
     let session = page(&c).await;
-    send(
+    navigate(
         &c,
-        "Page.navigate",
-        json!({"url": "data:text/html,<title>t1</title><script>console.log('hi from the page')</script>"}),
-        Some(&session),
+        &session,
+        "data:text/html,<title>t1</title><script>console.log('hi from the page')</script>",
     )
-    .await
-    .unwrap();
-    let load = c
-        .call_typed(&CdpEventsParams {
-            methods: Some(vec!["Page.loadEventFired".into()]),
-            session_id: Some(session.clone()),
-            wait_ms: Some(10_000),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    .await;
+    let load = load_events(&c, &session, 10_000).await;
     assert_eq!(load.events.len(), 1, "{load:?}");
     assert_eq!(eval(&c, &session, "document.title").await, "t1");
     let console = c
@@ -189,9 +124,7 @@ fn local_browsers(state: &std::path::Path) -> Option<LocalProvider> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_browser_runs_chromium_inside_the_computer_on_its_pipe() {
     let state = tempfile::tempdir().unwrap();
-    let Some(p) = local_browsers(state.path()) else {
-        return;
-    };
+    let p = or_skip!(local_browsers(state.path()));
     let cancel = CancellationToken::new();
     let caps = p.capabilities();
     assert_eq!(caps.kind, MachineKind::Browser);
@@ -232,16 +165,7 @@ async fn a_local_browser_runs_chromium_inside_the_computer_on_its_pipe() {
     })
     .await
     .unwrap();
-    c.call_typed(&ExecParams {
-        argv: vec![
-            "sh".into(),
-            "-c".into(),
-            "for i in $(seq 100); do grep -q ':1FBB 00000000:0000 0A' /proc/net/tcp && exit 0; sleep 0.05; done; exit 1".into(),
-        ],
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    run(&c, "for i in $(seq 100); do grep -q ':1FBB 00000000:0000 0A' /proc/net/tcp && exit 0; sleep 0.05; done; exit 1").await;
     let session = page(&c).await;
     navigate_loaded(&c, &session, "http://127.0.0.1:8123/").await;
     assert_eq!(eval(&c, &session, "document.title").await, "inside");
@@ -250,44 +174,18 @@ async fn a_local_browser_runs_chromium_inside_the_computer_on_its_pipe() {
         "served in the computer"
     );
     // Nothing outside loads: network none.
-    let r = send(
-        &c,
-        "Page.navigate",
-        json!({"url": "http://1.1.1.1/"}),
-        Some(&session),
-    )
-    .await
-    .unwrap();
+    let r = navigate(&c, &session, "http://1.1.1.1/").await;
     assert!(r.get("errorText").is_some(), "{r}");
 
-    let ps = c
-        .call_typed(&ExecParams {
-            argv: vec![
-                "sh".into(),
-                "-c".into(),
-                "ps -o user=,args= -C chromium | head -1; cat /proc/net/tcp /proc/net/tcp6 | awk 'NR>1 && $4==\"0A\"' | wc -l".into(),
-            ],
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let out = String::from_utf8_lossy(&ps.stdout.0).to_string();
+    let ps = run(&c, "ps -o user=,args= -C chromium | head -1; cat /proc/net/tcp /proc/net/tcp6 | awk 'NR>1 && $4==\"0A\"' | wc -l").await;
+    let out = text(&ps);
     assert!(out.contains("--remote-debugging-pipe"), "{out}");
     assert!(!out.starts_with("root"), "{out}");
     // One listener: the test's own http.server.
     assert_eq!(out.lines().last(), Some("1"), "{out}");
 
     // A browser that ends is started again by the next cdp call.
-    c.call_typed(&ExecParams {
-        argv: vec![
-            "sh".into(),
-            "-c".into(),
-            "pkill -KILL -x chromium; sleep 0.3".into(),
-        ],
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    run(&c, "pkill -KILL -x chromium; sleep 0.3").await;
     let again = tokio::time::timeout(std::time::Duration::from_secs(30), async {
         loop {
             match send(&c, "Browser.getVersion", json!({}), None).await {
@@ -343,9 +241,7 @@ async fn too_small(p: &LocalProvider, tune: impl FnOnce(&mut ComputerSpec)) -> S
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_browser_bounded_below_what_chromium_needs_names_the_bound_and_the_setting() {
     let state = tempfile::tempdir().unwrap();
-    let Some(p) = local_browsers(state.path()) else {
-        return;
-    };
+    let p = or_skip!(local_browsers(state.path()));
     let words = too_small(&p, |s| s.sizes.pids = Some(32)).await;
     assert!(
         words.contains(&format!(
@@ -403,25 +299,11 @@ async fn a_desktop_frames_its_windows_and_shows_pages_whole(p: &dyn Provider, ta
     );
     let conn = p.connect(&made.computer, &cancel).await.unwrap();
     let c = conn.client.clone();
-    let sh = |script: &str| {
-        let c = c.clone();
-        let script = script.to_string();
-        async move {
-            let r = c
-                .call_typed(&ExecParams {
-                    argv: vec!["sh".into(), "-c".into(), script],
-                    ..Default::default()
-                })
-                .await
-                .unwrap();
-            String::from_utf8_lossy(&r.stdout.0).into_owned()
-        }
-    };
     // Started with the desktop, it takes the display a moment later (on
     // a loaded machine, seconds): asked again for up to 20 s.
     let mut check = String::new();
     for _ in 0..40 {
-        check = sh("xprop -root _NET_SUPPORTING_WM_CHECK").await;
+        check = text(&run(&c, "xprop -root _NET_SUPPORTING_WM_CHECK").await);
         if check.starts_with("_NET_SUPPORTING_WM_CHECK(WINDOW)") {
             break;
         }
@@ -480,7 +362,7 @@ async fn a_desktop_frames_its_windows_and_shows_pages_whole(p: &dyn Provider, ta
     // The browser's window is the window manager's: framed (a child of
     // its frame, where an unmanaged one is the root's, xwininfo's first
     // level), and so placed below the frame's title bar.
-    let tree = sh("xwininfo -root -tree").await;
+    let tree = text(&run(&c, "xwininfo -root -tree").await);
     let line = tree
         .lines()
         .find(|l| l.contains("\"whole - Chromium\""))
@@ -541,9 +423,7 @@ async fn a_local_desktop_frames_its_windows_and_shows_pages_whole() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_docker_desktop_frames_its_windows_and_shows_pages_whole() {
     use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource};
-    let Some(env) = computer_testkit::docker_env().await else {
-        return;
-    };
+    let env = or_skip!(computer_testkit::docker_env().await);
     let image = std::env::var("CMCP_TEST_DOCKER_DESKTOP")
         .unwrap_or_else(|_| "computer-mcp-test/desktop:bookworm".into());
     if !need(

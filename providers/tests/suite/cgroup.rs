@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use computer_providers::local::cgroup::{Cgroups, ComputerCgroup, Limits, Version};
 use computer_providers::local::uids::{self, UidAllocator};
-use computer_testkit::{assert_no_leftovers, marker, need, wait_until};
+use computer_testkit::{assert_no_leftovers, marker, need, or_skip, wait_until};
 
 /// A group of the test's own, removed (with whatever is left in it) when
 /// the test ends, pass or fail.
@@ -93,7 +93,7 @@ fn can_fork() -> bool {
 
 #[test]
 fn a_process_in_a_computer_cgroup_is_bounded_read_back_and_killed_on_release() {
-    let Some(g) = group("proc") else { return };
+    let g = or_skip!(group("proc"));
     let mark = marker("cgroup_proc");
     let limits = Limits {
         cpus: 0.5,
@@ -199,14 +199,14 @@ fn fork_bomb_is_bounded_and_nothing_of_it_survives_release(
 
 #[test]
 fn a_fork_bomb_is_bounded_by_pids_and_killed_whole_on_release() {
-    let Some(g) = group("bomb") else { return };
+    let g = or_skip!(group("bomb"));
     fork_bomb_is_bounded_and_nothing_of_it_survives_release(&g.cgs, "local-2", 64, SH_BOMB);
     fork_bomb_is_bounded_and_nothing_of_it_survives_release(&g.cgs, "local-2p", 64, PERL_BOMB);
 }
 
 #[test]
 fn without_a_freezer_a_fork_bomb_is_killed_in_rounds_all_the_same() {
-    let Some(g) = group("bomb-nf") else { return };
+    let g = or_skip!(group("bomb-nf"));
     let cgs = g.cgs.clone().without_freezer();
     fork_bomb_is_bounded_and_nothing_of_it_survives_release(&cgs, "local-3", 64, SH_BOMB);
     fork_bomb_is_bounded_and_nothing_of_it_survives_release(&cgs, "local-3p", 64, PERL_BOMB);
@@ -214,7 +214,7 @@ fn without_a_freezer_a_fork_bomb_is_killed_in_rounds_all_the_same() {
 
 #[test]
 fn a_fork_bomb_at_the_default_pids_limit_is_killed_whole_with_and_without_a_freezer() {
-    let Some(g) = group("bomb-big") else { return };
+    let g = or_skip!(group("bomb-big"));
     let pids = computer_providers::local::cgroup::DEFAULT_PIDS;
     fork_bomb_is_bounded_and_nothing_of_it_survives_release(&g.cgs, "local-4", pids, PERL_BOMB);
     let cgs = g.cgs.clone().without_freezer();
@@ -223,7 +223,7 @@ fn a_fork_bomb_at_the_default_pids_limit_is_killed_whole_with_and_without_a_free
 
 #[test]
 fn leftover_cgroups_are_listed_and_released_by_id() {
-    let Some(g) = group("left") else { return };
+    let g = or_skip!(group("left"));
     let mark = marker("cgroup_left");
     let limits = Limits {
         cpus: 0.25,

@@ -22,9 +22,9 @@ use computer_providers::{ComputerRef, ComputerSpec, Labels, NetworkKind, Provide
 use computer_testkit::{
     DockerEnv, docker_env, labelled_containers, labelled_volumes, remove_labelled,
 };
-use computerd::client::ComputerExt;
-use computerd::protocol::{ExecParams, ExecResult};
 use tokio_util::sync::CancellationToken;
+
+use super::support::{run, text};
 /// Every container a test makes carries this label, with the test's name.
 const TEST_LABEL: &str = "computer-mcp.test";
 
@@ -186,21 +186,6 @@ async fn env(test: &str) -> Option<Env> {
     Some(e)
 }
 
-async fn run(conn: &computer_providers::Connection, script: &str) -> ExecResult {
-    conn.client
-        .call_typed(&ExecParams {
-            argv: vec!["sh".into(), "-c".into(), script.into()],
-            timeout_ms: Some(20_000),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-}
-
-fn text(r: &ExecResult) -> String {
-    String::from_utf8_lossy(&r.stdout.0).into_owned()
-}
-
 /// How the computer's one connection goes: `direct` when an accepted
 /// socket of the computer's direct directory is open (the kernel makes
 /// the accepted end in the connecting side's namespace, so the computer's
@@ -215,7 +200,7 @@ async fn route(conn: &computer_providers::Connection, direct_dir: &std::path::Pa
     );
     let mut last = String::new();
     for _ in 0..40 {
-        last = text(&run(conn, &script).await).trim().to_string();
+        last = text(&run(&conn.client, &script).await).trim().to_string();
         let lines: Vec<&str> = last.lines().collect();
         if lines.len() == 2 {
             return match (lines[0], lines[1]) {

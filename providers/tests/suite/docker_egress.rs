@@ -29,7 +29,7 @@ use computer_providers::{
     ProviderError, Release, label,
 };
 use computer_testkit::{
-    DockerEnv, docker_env, labelled_containers, labelled_volumes, need, remove_labelled,
+    DockerEnv, docker_env, labelled_containers, labelled_volumes, need, or_skip, remove_labelled,
 };
 use computerd::client::ComputerExt;
 use computerd::protocol::ExecParams;
@@ -194,9 +194,7 @@ fn body(resp: &str) -> &str {
 async fn a_docker_allowlisted_computer_reaches_its_names_through_its_hardened_proxy_and_nothing_else()
  {
     let _one = EGRESS.write().await;
-    let Some(e) = env("docker-egress-reach", 51).await else {
-        return;
-    };
+    let e = or_skip!(env("docker-egress-reach", 51).await);
     let cancel = CancellationToken::new();
     let (a, b, me) = (e.net.a, e.net.b, e.net.host_ip);
     let b_cidr = format!("{b}/32");
@@ -424,9 +422,7 @@ async fn a_docker_allowlisted_computer_reaches_its_names_through_its_hardened_pr
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_or_changed_proxy_reads_back_as_other_and_attach_refuses_it() {
     let _one = EGRESS.write().await;
-    let Some(e) = env("docker-egress-drift", 52).await else {
-        return;
-    };
+    let e = or_skip!(env("docker-egress-drift", 52).await);
     let cancel = CancellationToken::new();
     let spec = e.spec(600_000, &["good.eg.test"]);
     let c = e.p.create(&spec, &cancel).await.unwrap().computer;
@@ -555,9 +551,7 @@ async fn the_proxy_ends_at_the_deadline_and_parts_left_with_no_computer_are_swep
     let _one = EGRESS.write().await;
     // It sweeps: see SWEEPS.
     let _turn = SWEEPS.lock().await;
-    let Some(e) = env("docker-egress-sweep", 53).await else {
-        return;
-    };
+    let e = or_skip!(env("docker-egress-sweep", 53).await);
     let cancel = CancellationToken::new();
 
     // A bad list is refused before anything is made, naming the entry.

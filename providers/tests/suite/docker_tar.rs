@@ -10,10 +10,12 @@ use std::path::Path;
 
 use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource};
 use computer_providers::{ComputerSpec, Provider, Release};
-use computer_testkit::docker_env;
+use computer_testkit::{docker_env, or_skip, tree_snapshot};
 use computerd::client::ComputerExt;
-use computerd::protocol::{ExecParams, limits};
+use computerd::protocol::limits;
 use tokio_util::sync::CancellationToken;
+
+use super::support::{run, text};
 
 /// The provider, or None (a skip) without Docker, the image or the daemon.
 async fn provider(cache: &Path) -> Option<DockerProvider> {
@@ -63,48 +65,10 @@ fn make_tree(root: &Path) {
     std::os::unix::fs::symlink("b/c/deep.bin", root.join("a/link")).unwrap();
 }
 
-/// Every path under `root` with its kind, permission bits and content or target.
-fn snapshot(root: &Path) -> Vec<(String, u32, Vec<u8>)> {
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, u32, Vec<u8>)>) {
-        let mut names: Vec<_> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        names.sort();
-        for p in names {
-            let rel = p.strip_prefix(root).unwrap().display().to_string();
-            let meta = std::fs::symlink_metadata(&p).unwrap();
-            if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(&p).unwrap();
-                out.push((
-                    format!("link {rel}"),
-                    0,
-                    target.display().to_string().into(),
-                ));
-            } else if meta.is_dir() {
-                out.push((
-                    format!("dir {rel}"),
-                    meta.permissions().mode() & 0o7777,
-                    vec![],
-                ));
-                walk(root, &p, out);
-            } else {
-                let mode = meta.permissions().mode() & 0o7777;
-                out.push((format!("file {rel}"), mode, std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(root, root, &mut out);
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tree_pushed_into_a_docker_computer_is_pulled_out_byte_for_byte() {
     let cache = tempfile::tempdir().unwrap();
-    let Some(p) = provider(cache.path()).await else {
-        return;
-    };
+    let p = or_skip!(provider(cache.path()).await);
     let cancel = CancellationToken::new();
     let made = p
         .create(&ComputerSpec::sandbox(600_000), &cancel)
@@ -131,19 +95,11 @@ async fn a_tree_pushed_into_a_docker_computer_is_pulled_out_byte_for_byte() {
     assert_eq!(entries, 16, "the root, 9 files, 3 directories, 3 in a/");
 
     // What landed, read inside the computer and not through the pull.
-    let sums = conn
-        .client
-        .call_typed(&ExecParams {
-            argv: vec![
-                "sh".into(),
-                "-c".into(),
-                "cd /work/tree && find . -type f | sort | xargs sha256sum".into(),
-            ],
-            timeout_ms: Some(20_000),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let sums = run(
+        &conn.client,
+        "cd /work/tree && find . -type f | sort | xargs sha256sum",
+    )
+    .await;
     assert_eq!(sums.exit_code, Some(0), "{sums:?}");
     let host_sums = std::process::Command::new("sh")
         .arg("-c")
@@ -151,10 +107,7 @@ async fn a_tree_pushed_into_a_docker_computer_is_pulled_out_byte_for_byte() {
         .current_dir(src.path())
         .output()
         .unwrap();
-    assert_eq!(
-        String::from_utf8_lossy(&sums.stdout.0),
-        String::from_utf8_lossy(&host_sums.stdout)
-    );
+    assert_eq!(text(&sums), String::from_utf8_lossy(&host_sums.stdout));
 
     // Out again: the pulled archive unpacks to the very tree.
     let pulled = conn.client.pull_tar_bytes("/work/tree").await.unwrap();
@@ -162,7 +115,7 @@ async fn a_tree_pushed_into_a_docker_computer_is_pulled_out_byte_for_byte() {
     tar::Archive::new(pulled.as_slice())
         .unpack(out.path())
         .unwrap();
-    assert_eq!(snapshot(out.path()), snapshot(src.path()));
+    assert_eq!(tree_snapshot(out.path()), tree_snapshot(src.path()));
 
     // One file alone, and the whole big file by files.read.
     let big = "/work/tree/f8-3145735";

@@ -7,7 +7,7 @@
 //! Needs root (namespaces, veth pairs, cgroups), curl, openssl and
 //! python3 with pip, as CI installs them.
 
-use super::support::{EGRESS, net};
+use super::support::{EGRESS, eval, navigate_loaded, net, page};
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -541,60 +541,10 @@ async fn public_reaches_every_public_host_and_still_no_private_one() {
 
 /// A page's text, once it has loaded (a new page of `c`, navigated to `url`).
 async fn browse(c: &std::sync::Arc<dyn computerd::client::ComputerClient>, url: &str) -> String {
-    use computerd::protocol::{CdpEventsParams, CdpSendParams};
-    let send = |method: &str, params: serde_json::Value, session: Option<String>| {
-        let p = CdpSendParams {
-            method: method.into(),
-            params: Some(params),
-            session_id: session,
-            timeout_ms: None,
-        };
-        async move { c.call_typed(&p).await }
-    };
-    let t = send(
-        "Target.createTarget",
-        serde_json::json!({"url": "about:blank"}),
-        None,
-    )
-    .await
-    .unwrap()
-    .result;
-    let s = send(
-        "Target.attachToTarget",
-        serde_json::json!({"targetId": t["targetId"], "flatten": true}),
-        None,
-    )
-    .await
-    .unwrap()
-    .result;
-    let session = s["sessionId"].as_str().unwrap().to_string();
-    send("Page.enable", serde_json::json!({}), Some(session.clone()))
+    let session = page(c).await;
+    navigate_loaded(c, &session, url).await;
+    eval(c, &session, "document.body ? document.body.innerText : ''")
         .await
-        .unwrap();
-    send(
-        "Page.navigate",
-        serde_json::json!({ "url": url }),
-        Some(session.clone()),
-    )
-    .await
-    .unwrap();
-    c.call_typed(&CdpEventsParams {
-        methods: Some(vec!["Page.loadEventFired".into()]),
-        session_id: Some(session.clone()),
-        wait_ms: Some(15_000),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let r = send(
-        "Runtime.evaluate",
-        serde_json::json!({"expression": "document.body ? document.body.innerText : ''", "returnByValue": true}),
-        Some(session),
-    )
-    .await
-    .unwrap()
-    .result;
-    r["result"]["value"]
         .as_str()
         .unwrap_or_default()
         .to_string()

@@ -6,10 +6,12 @@ use computer_providers::{
     AttachBy, ComputerSpec, ErrorCode, Labels, NetworkKind, NetworkPolicy, NetworkRead, Provider,
     Release, label,
 };
-use computer_testkit::{computerd_bin as computerd, need};
+use computer_testkit::{computerd_bin as computerd, need, or_skip};
 use computerd::client::ComputerExt;
 use computerd::protocol::ExecParams;
 use tokio_util::sync::CancellationToken;
+
+use super::support::run;
 
 fn provider(state: &std::path::Path) -> Option<Box<dyn Provider>> {
     if !need(
@@ -37,9 +39,7 @@ fn provider(state: &std::path::Path) -> Option<Box<dyn Provider>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_computer_is_made_reached_found_and_released() {
     let state = tempfile::tempdir().unwrap();
-    let Some(p) = provider(state.path()) else {
-        return;
-    };
+    let p = or_skip!(provider(state.path()));
     let cancel = CancellationToken::new();
     let caps = p.capabilities();
     assert_eq!(caps.groups, vec!["exec", "files", "processes"]);
@@ -62,18 +62,11 @@ async fn a_local_computer_is_made_reached_found_and_released() {
     );
 
     let conn = p.connect(&c, &cancel).await.unwrap();
-    let r = conn
-        .client
-        .call_typed(&ExecParams {
-            argv: vec![
-                "sh".into(),
-                "-c".into(),
-                "id -u; echo $HOME; cat /proc/net/dev | tail -n +3 | cut -d: -f1".into(),
-            ],
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let r = run(
+        &conn.client,
+        "id -u; echo $HOME; cat /proc/net/dev | tail -n +3 | cut -d: -f1",
+    )
+    .await;
     let out = String::from_utf8(r.stdout.0).unwrap();
     let lines: Vec<&str> = out.lines().map(str::trim).collect();
     // A uid of its own, which no host account has, and the ref says which.
@@ -141,9 +134,7 @@ async fn a_local_computer_is_made_reached_found_and_released() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spec_the_local_provider_cannot_honour_is_refused_in_words() {
     let state = tempfile::tempdir().unwrap();
-    let Some(p) = provider(state.path()) else {
-        return;
-    };
+    let p = or_skip!(provider(state.path()));
     let mut spec = ComputerSpec::sandbox(600_000);
     spec.image = Some("debian".into());
     assert_eq!(p.check(&spec).unwrap_err().field.as_deref(), Some("image"));
@@ -189,9 +180,7 @@ async fn a_spec_the_local_provider_cannot_honour_is_refused_in_words() {
 async fn a_provider_ending_beside_others_leaves_them_able_to_make_computers() {
     use computer_providers::local::cgroup::{Cgroups, group_for};
     let state = tempfile::tempdir().unwrap();
-    let Some(server) = provider(state.path()) else {
-        return;
-    };
+    let server = or_skip!(provider(state.path()));
     let second = provider(state.path()).unwrap();
     let group = Cgroups::detect(&group_for(state.path()))
         .unwrap()

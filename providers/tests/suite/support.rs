@@ -1,6 +1,7 @@
 //! What the tests of this binary share: the test hosts of the egress tests
-//! ([`net`]), the turns tests take where one would disturb another, and a
-//! CDP call.
+//! ([`net`]), the turns tests take where one would disturb another, CDP
+//! calls (a page, its load, an expression) and a shell script run in a
+//! computer.
 
 pub mod net;
 
@@ -12,8 +13,10 @@ use std::sync::Arc;
 use bollard::Docker;
 use bollard::query_parameters::RemoveContainerOptionsBuilder;
 use computerd::client::{ClientError, ComputerClient, ComputerExt};
-use computerd::protocol::CdpSendParams;
-use serde_json::Value;
+use computerd::protocol::{
+    CdpEventsParams, CdpEventsResult, CdpSendParams, ExecParams, ExecResult,
+};
+use serde_json::{Value, json};
 
 /// A sweep releases every expired computer of the engine, so the tests
 /// that sweep take turns (one's expired computer is the other's to find).
@@ -41,6 +44,92 @@ pub async fn send(
     })
     .await
     .map(|r| r.result)
+}
+
+/// A new page and its session, with Page and Runtime events on.
+pub async fn page(c: &Arc<dyn ComputerClient>) -> String {
+    let t = send(
+        c,
+        "Target.createTarget",
+        json!({"url": "about:blank"}),
+        None,
+    )
+    .await
+    .unwrap();
+    let s = send(
+        c,
+        "Target.attachToTarget",
+        json!({"targetId": t["targetId"], "flatten": true}),
+        None,
+    )
+    .await
+    .unwrap();
+    let session = s["sessionId"].as_str().unwrap().to_string();
+    send(c, "Page.enable", json!({}), Some(&session))
+        .await
+        .unwrap();
+    send(c, "Runtime.enable", json!({}), Some(&session))
+        .await
+        .unwrap();
+    session
+}
+
+/// Navigate the tab of `session` to `url`; what the browser answered.
+pub async fn navigate(c: &Arc<dyn ComputerClient>, session: &str, url: &str) -> Value {
+    send(c, "Page.navigate", json!({"url": url}), Some(session))
+        .await
+        .unwrap()
+}
+
+/// Navigate the tab of `session` to `url` and wait (up to 15 s) for its load.
+pub async fn navigate_loaded(c: &Arc<dyn ComputerClient>, session: &str, url: &str) {
+    navigate(c, session, url).await;
+    load_events(c, session, 15_000).await;
+}
+
+/// The load events of the tab of `session`, waited for up to `wait_ms`.
+pub async fn load_events(
+    c: &Arc<dyn ComputerClient>,
+    session: &str,
+    wait_ms: u64,
+) -> CdpEventsResult {
+    c.call_typed(&CdpEventsParams {
+        methods: Some(vec!["Page.loadEventFired".into()]),
+        session_id: Some(session.to_string()),
+        wait_ms: Some(wait_ms),
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+}
+
+/// What `expr` comes to in the tab of `session`.
+pub async fn eval(c: &Arc<dyn ComputerClient>, session: &str, expr: &str) -> Value {
+    let r = send(
+        c,
+        "Runtime.evaluate",
+        json!({"expression": expr, "returnByValue": true, "awaitPromise": true}),
+        Some(session),
+    )
+    .await
+    .unwrap();
+    r["result"]["value"].clone()
+}
+
+/// `sh -c script` in the computer, bounded at 20 s, and what it did.
+pub async fn run(c: &Arc<dyn ComputerClient>, script: &str) -> ExecResult {
+    c.call_typed(&ExecParams {
+        argv: vec!["sh".into(), "-c".into(), script.into()],
+        timeout_ms: Some(20_000),
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+}
+
+/// What a run wrote to stdout, as text.
+pub fn text(r: &ExecResult) -> String {
+    String::from_utf8_lossy(&r.stdout.0).into_owned()
 }
 
 /// A container removed from outside, as a user would (`docker rm -f`).

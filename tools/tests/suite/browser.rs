@@ -15,7 +15,7 @@ use computer_providers::cdp::HostChromium;
 use computer_testkit::need_chromium;
 use computer_tools::{ToolContext, registry};
 
-use super::support::Calls;
+use super::support::{Calls, assert_ends, assert_has, assert_starts, or_skip};
 use computerd::protocol::SettingKind;
 use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};
@@ -229,8 +229,7 @@ impl Browser {
     async fn at(path: &str) -> Option<(Browser, String)> {
         let b = Browser::start().await?;
         let (base, _) = serve().await;
-        b.ok("browser_navigate", json!({"url": format!("{base}{path}")}))
-            .await;
+        b.go(&format!("{base}{path}")).await;
         Some((b, base))
     }
 
@@ -287,6 +286,11 @@ impl Browser {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         panic!("the page never got the title {title:?}");
+    }
+
+    /// Open `url` in the current tab.
+    async fn go(&self, url: &str) {
+        self.ok("browser_navigate", json!({"url": url})).await;
     }
 
     /// An expression's value in the page, as the tool shows it.

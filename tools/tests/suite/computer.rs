@@ -2,43 +2,30 @@
 
 use std::sync::{Arc, Mutex};
 
-use computer_tools::ExtendFn;
-use serde_json::json;
+use computer_tools::{ExtendFn, ToolContext};
+use serde_json::{Value, json};
 
 use super::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn computer_info_shows_the_facts() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start().await);
     let (t, v) = s.ok("computer_info", json!({})).await;
-    assert!(
-        t.starts_with("provider: test (id t1)\nkind: linux (linux amd64)\n"),
-        "{t}"
+    assert_starts(&t, "provider: test (id t1)\nkind: linux (linux amd64)\n");
+    assert_has(
+        &t,
+        &format!("work directory: {} (HOME and the default cwd)\n", s.home()),
     );
-    assert!(
-        t.contains(&format!(
-            "work directory: {} (HOME and the default cwd)\n",
-            s.home()
-        )),
-        "{t}"
-    );
-    assert!(t.contains("note: a test computer\n"), "{t}");
+    assert_has(&t, "note: a test computer\n");
     assert_eq!(v, serde_json::to_value(&s.ctx.facts).unwrap());
     // No arguments are taken.
     let t = s.err("computer_info", json!({"verbose": true})).await;
-    assert!(
-        t.starts_with("computer_info: unknown field `verbose`"),
-        "{t}"
-    );
+    assert_starts(&t, "computer_info: unknown field `verbose`");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn computer_extend_asks_the_provider() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start().await);
     // Without an extend function the tool says the provider cannot.
     s.err_has(
         "computer_extend",
@@ -64,32 +51,21 @@ async fn computer_extend_asks_the_provider() {
     });
     let mut ctx = s.ctx.clone();
     ctx.extend = Some(extend);
-    let r = s
-        .call_with(&ctx, "computer_extend", json!({"ttl_minutes": 30}))
-        .await;
-    assert_eq!(r.is_error, Some(false));
-    assert_eq!(text(&r), "the computer now ends at 2030-01-01T00:30:00Z");
+    let (failed, t, out) = extend_by(&s, &ctx, 30).await;
     assert_eq!(
-        r.structured_content.unwrap(),
-        json!({"deadline": "2030-01-01T00:30:00Z"})
+        (failed, t.as_str(), out),
+        (
+            Some(false),
+            "the computer now ends at 2030-01-01T00:30:00Z",
+            Some(json!({"deadline": "2030-01-01T00:30:00Z"}))
+        )
     );
-    let r = s
-        .call_with(&ctx, "computer_extend", json!({"ttl_minutes": 90}))
-        .await;
-    assert_eq!(r.is_error, Some(true));
-    assert_eq!(
-        text(&r),
-        "the deadline was not moved: the provider allows at most 60 minutes"
-    );
+    let (failed, t, _) = extend_by(&s, &ctx, 90).await;
+    let refused = "the deadline was not moved: the provider allows at most 60 minutes";
+    assert_eq!((failed, t.as_str()), (Some(true), refused));
     assert_eq!(*asked.lock().unwrap(), vec![30 * 60_000, 90 * 60_000]);
-    let r = s
-        .call_with(&ctx, "computer_extend", json!({"ttl_minutes": 0}))
-        .await;
-    assert!(
-        text(&r).starts_with("ttl_minutes is 0; it is 1 to 1440"),
-        "{}",
-        text(&r)
-    );
+    let (_, t, _) = extend_by(&s, &ctx, 0).await;
+    assert_starts(&t, "ttl_minutes is 0; it is 1 to 1440");
     // A cut (the server's lifetime bound) is said in the answer.
     let cut: ExtendFn = Arc::new(|_ttl_ms: u64| {
         Box::pin(async {
@@ -101,15 +77,23 @@ async fn computer_extend_asks_the_provider() {
     });
     let mut cut_ctx = ctx.clone();
     cut_ctx.extend = Some(cut);
-    let r = s
-        .call_with(&cut_ctx, "computer_extend", json!({"ttl_minutes": 600}))
-        .await;
-    assert_eq!(r.is_error, Some(false));
-    assert_eq!(
-        text(&r),
-        "the computer now ends at 2030-01-01T00:29:59Z: that is as late as this server allows"
-    );
+    let (failed, t, _) = extend_by(&s, &cut_ctx, 600).await;
+    let cut_words =
+        "the computer now ends at 2030-01-01T00:29:59Z: that is as late as this server allows";
+    assert_eq!((failed, t.as_str()), (Some(false), cut_words));
     // The info tool mentions extend when it is there.
     let r = s.call_with(&ctx, "computer_info", json!({})).await;
-    assert!(text(&r).contains("computer_extend"), "{}", text(&r));
+    assert_has(&text(&r), "computer_extend");
+}
+
+/// computer_extend to `ttl_minutes` in `ctx`: whether it failed, its text
+/// and its structured content.
+async fn extend_by(
+    s: &Sandbox,
+    ctx: &ToolContext,
+    ttl_minutes: u64,
+) -> (Option<bool>, String, Option<Value>) {
+    let args = json!({ "ttl_minutes": ttl_minutes });
+    let r = s.call_with(ctx, "computer_extend", args).await;
+    (r.is_error, text(&r), r.structured_content)
 }

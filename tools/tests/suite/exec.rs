@@ -10,11 +10,9 @@ use super::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_runs_uname_and_reports_a_failing_command() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start().await);
     let (t, v) = s.ok("exec", json!({"command": "uname -a"})).await;
-    assert!(t.starts_with("exit code: 0\n--- stdout ---\nLinux "), "{t}");
+    assert_starts(&t, "exit code: 0\n--- stdout ---\nLinux ");
     assert_eq!(v["exit_code"], 0);
     assert!(v["stdout"].as_str().unwrap().starts_with("Linux "));
     assert_eq!(v["timed_out"], false);
@@ -51,17 +49,12 @@ async fn exec_runs_uname_and_reports_a_failing_command() {
 
     // A program that does not exist is the daemon's refusal, in its words.
     let t = s.err("exec", json!({"argv": ["no-such-program-x"]})).await;
-    assert!(
-        t.starts_with("exec failed: no-such-program-x: no such program"),
-        "{t}"
-    );
+    assert_starts(&t, "exec failed: no-such-program-x: no such program");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_output_comes_with_a_note_saying_how_to_see_its_bytes() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start().await);
     let (t, v) = s
         .ok("exec", json!({"command": "printf 'ok\\377\\376\\n'"}))
         .await;
@@ -83,9 +76,7 @@ async fn binary_output_comes_with_a_note_saying_how_to_see_its_bytes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdin_env_and_cwd_reach_the_program() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start().await);
     let args = json!({
         "command": "cat; echo \"$FOO\"; pwd",
         "stdin": "fed\n",
@@ -109,9 +100,7 @@ async fn stdin_env_and_cwd_reach_the_program() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_over_the_budget_is_cut_in_the_middle_and_saved_whole() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start().await);
     let whole: String = (1..=20000).map(|i| format!("{i}\n")).collect();
     let (t, v) = s
         .ok("exec", json!({"command": "seq 1 20000; echo done >&2"}))
@@ -125,10 +114,7 @@ async fn output_over_the_budget_is_cut_in_the_middle_and_saved_whole() {
     assert!(shown.len() < 24 * 1024 + 200, "{} bytes shown", shown.len());
     let file = v["stdout_file"].as_str().unwrap().to_string();
     assert!(file.starts_with("/tmp/computer-mcp/exec-") && file.ends_with(".stdout"));
-    assert!(
-        shown.contains(&format!("the whole output is in {file}")),
-        "{shown}"
-    );
+    assert_has(shown, &format!("the whole output is in {file}"));
     assert!(t.contains("bytes cut here to fit the output budget"));
     // stderr fitted: shown whole, not saved.
     assert_eq!(v["stderr"], "done\n");
@@ -153,9 +139,7 @@ async fn output_over_the_budget_is_cut_in_the_middle_and_saved_whole() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_reports_name_the_last_line_of_output() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start().await);
     let (ctx, seen) = s.with_progress();
     let r = s
         .call_with(
@@ -182,9 +166,7 @@ async fn progress_reports_name_the_last_line_of_output() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_ends_the_program_and_says_so() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start().await);
     let args = json!({"command": "echo begun; sleep 30", "timeout_ms": 500, "env": s.env()});
     let t0 = Instant::now();
     let (t, v) = s.ok("exec", args.clone()).await;
@@ -227,9 +209,7 @@ async fn a_timeout_ends_the_program_and_says_so() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_exec_leaves_no_process() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start().await);
     for with_progress in [false, true] {
         // Cancelled by the token.
         let mut ctx = if with_progress {
@@ -268,25 +248,18 @@ async fn a_cancelled_exec_leaves_no_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_computer_that_died_says_so() {
-    let Some(mut s) = Sandbox::start().await else {
-        return;
-    };
+    let mut s = or_skip!(Sandbox::start().await);
     s.ok("exec", json!({"command": "true"})).await;
     s.child.kill().unwrap();
     s.child.wait().unwrap();
     let t = s.err("exec", json!({"command": "true"})).await;
-    assert!(t.starts_with("the computer is gone ("), "{t}");
-    assert!(
-        t.contains("The next tool call will make a new computer"),
-        "{t}"
-    );
+    assert_starts(&t, "the computer is gone (");
+    assert_has(&t, "The next tool call will make a new computer");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_past_what_the_tool_keeps_says_exactly_what_was_kept() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start().await);
     // 600 KiB: past the 360 KiB the tool keeps of a stream.
     let (t, v) = s
         .ok(
@@ -299,11 +272,9 @@ async fn output_past_what_the_tool_keeps_says_exactly_what_was_kept() {
     let file = v["stdout_file"].as_str().unwrap().to_string();
     let shown = v["stdout"].as_str().unwrap();
     assert!(!shown.contains("the whole output is in"), "{shown}");
-    assert!(
-        shown.contains(&format!(
-            "{file} has the output up to where the tool stopped keeping it"
-        )),
-        "{shown}"
+    assert_has(
+        shown,
+        &format!("{file} has the output up to where the tool stopped keeping it"),
     );
     assert!(t.contains("[stdout: "), "the note says what was lost: {t}");
     // The file holds what the tool kept, and says no more than that.
@@ -320,9 +291,7 @@ async fn output_past_what_the_tool_keeps_says_exactly_what_was_kept() {
 /// call's own variables (PATH too) win over the profile's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_sees_the_login_environment_and_its_own_variables_win() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start().await);
     // Drop what belongs to one shell, not to the environment.
     let strip = "env | grep -v -E '^(_|SHLVL|PWD|OLDPWD)=' | sort";
     let (_, by_command) = s.ok("exec", json!({"command": strip})).await;

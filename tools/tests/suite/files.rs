@@ -18,9 +18,7 @@ const PNG: &[u8] = &[
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_edit_and_read_a_file_with_line_numbers() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start().await);
     let path = format!("{}/notes/deep/a.txt", s.home());
     let (t, v) = s
         .ok(
@@ -39,10 +37,7 @@ async fn write_edit_and_read_a_file_with_line_numbers() {
         .await;
     assert_eq!(v["replacements"], 1);
     assert_eq!(v["first_line"], 2);
-    assert!(
-        t.ends_with("     1\tone\n     2\tTWO\n     3\t2b\n     4\tthree\n"),
-        "{t}"
-    );
+    assert_ends(&t, "     1\tone\n     2\tTWO\n     3\t2b\n     4\tthree\n");
 
     let (t, v) = s.ok("read_file", json!({"path": path})).await;
     assert_eq!(
@@ -55,28 +50,27 @@ async fn write_edit_and_read_a_file_with_line_numbers() {
     let (t, v) = s
         .ok("read_file", json!({"path": path, "offset": 2, "limit": 2}))
         .await;
-    assert!(t.contains("     2\tTWO\n     3\t2b\n"), "{t}");
+    assert_has(&t, "     2\tTWO\n     3\t2b\n");
     assert!(!t.contains("one") && !t.contains("three"), "{t}");
     assert_eq!(v["next_offset"], 4);
-    assert!(t.contains("read_file with offset 4 to continue"), "{t}");
+    assert_has(&t, "read_file with offset 4 to continue");
 
     // Ambiguous, then all; missing; the same text; the file is unchanged by refusals.
-    s.ok("write_file", json!({"path": path, "content": "a-a-a\n"}))
-        .await;
+    s.write_file(&path, "a-a-a\n").await;
     let t = s
         .err(
             "edit_file",
             json!({"path": path, "old_string": "a", "new_string": "b"}),
         )
         .await;
-    assert!(t.starts_with("old_string occurs 3 times in"), "{t}");
+    assert_starts(&t, "old_string occurs 3 times in");
     let t = s
         .err(
             "edit_file",
             json!({"path": path, "old_string": "zz", "new_string": "b"}),
         )
         .await;
-    assert!(t.starts_with("old_string was not found in"), "{t}");
+    assert_starts(&t, "old_string was not found in");
     s.err_has(
         "edit_file",
         json!({"path": path, "old_string": "a", "new_string": "a"}),
@@ -103,9 +97,7 @@ async fn write_edit_and_read_a_file_with_line_numbers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_files_are_read_in_windows_that_fit_the_budget() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start().await);
     let path = format!("{}/long.txt", s.home());
     let content: String = (1..=5000).map(|i| format!("line number {i}\n")).collect();
     s.client
@@ -117,27 +109,21 @@ async fn long_files_are_read_in_windows_that_fit_the_budget() {
     assert!(t.len() <= 24 * 1024 + 300, "{}", t.len());
     let next = v["next_offset"].as_u64().unwrap();
     assert!(next > 1000 && next < 2000, "{next}");
-    assert!(t.contains("output budget"), "{t}");
+    assert_has(&t, "output budget");
     let (t, v) = s
         .ok(
             "read_file",
             json!({"path": path, "offset": next, "limit": 3}),
         )
         .await;
-    assert!(
-        t.contains(&format!("{next:>6}\tline number {next}\n")),
-        "{t}"
-    );
+    assert_has(&t, &format!("{next:>6}\tline number {next}\n"));
     assert_eq!(v["last_line"], next + 2);
     // The end of the file gives its line count.
     let (t, v) = s
         .ok("read_file", json!({"path": path, "offset": 4999}))
         .await;
     assert_eq!(v["total_lines"], 5000);
-    assert!(
-        t.starts_with(&format!("{path}: lines 4999-5000 of 5000")),
-        "{t}"
-    );
+    assert_starts(&t, &format!("{path}: lines 4999-5000 of 5000"));
     let (t, _) = s
         .ok("read_file", json!({"path": path, "offset": 6000}))
         .await;
@@ -149,9 +135,7 @@ async fn long_files_are_read_in_windows_that_fit_the_budget() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_comes_back_as_image_content() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start().await);
     let path = format!("{}/dot.png", s.home());
     s.client
         .write_file(&path, PNG, WriteFileOptions::default())
@@ -181,9 +165,7 @@ async fn an_image_comes_back_as_image_content() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_files_and_directories_are_refused_with_a_hint() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start().await);
     let path = format!("{}/blob.bin", s.home());
     let bytes: Vec<u8> = (0..1000u32).map(|i| (i % 256) as u8).collect();
     s.client
@@ -191,13 +173,11 @@ async fn binary_files_and_directories_are_refused_with_a_hint() {
         .await
         .unwrap();
     let t = s.err("read_file", json!({"path": path})).await;
-    assert!(
-        t.starts_with(&format!(
-            "{path} is a binary file (1000 bytes): it holds NUL bytes"
-        )),
-        "{t}"
+    assert_starts(
+        &t,
+        &format!("{path} is a binary file (1000 bytes): it holds NUL bytes"),
     );
-    assert!(t.contains("xxd"), "{t}");
+    assert_has(&t, "xxd");
     let latin1 = format!("{}/latin1.txt", s.home());
     s.client
         .write_file(&latin1, b"caf\xe9 au lait\n", WriteFileOptions::default())
@@ -214,10 +194,7 @@ async fn binary_files_and_directories_are_refused_with_a_hint() {
             json!({"path": format!("{}/missing", s.home())}),
         )
         .await;
-    assert!(
-        t.starts_with(&format!("reading {}/missing: ", s.home())),
-        "{t}"
-    );
+    assert_starts(&t, &format!("reading {}/missing: ", s.home()));
     s.err_has(
         "edit_file",
         json!({"path": path, "old_string": "a", "new_string": "b"}),
@@ -228,9 +205,7 @@ async fn binary_files_and_directories_are_refused_with_a_hint() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_files_goes_depth_levels_down() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start().await);
     let home = s.home();
     for (p, c) in [
         ("a/b/c/deep.txt", "x"),
@@ -298,9 +273,7 @@ async fn list_files_goes_depth_levels_down() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_listing_stops_at_the_budget_with_a_note() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start().await);
     let dir = format!("{}/many", s.home());
     let script =
         format!("mkdir -p {dir} && cd {dir} && for i in $(seq 1 3000); do : > file-$i.txt; done");
@@ -308,10 +281,7 @@ async fn a_long_listing_stops_at_the_budget_with_a_note() {
     let (t, v) = s.ok("list_files", json!({"path": dir})).await;
     assert_eq!(v["truncated"], true);
     assert!(t.len() <= 24 * 1024 + 400, "{}", t.len());
-    assert!(
-        t.contains("the listing stopped at the output budget"),
-        "{t}"
-    );
+    assert_has(&t, "the listing stopped at the output budget");
     let n = v["entries"].as_array().unwrap().len();
     assert!(n > 500 && n < 3000, "{n}");
 }

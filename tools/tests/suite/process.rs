@@ -7,34 +7,18 @@ use super::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_loop_is_started_read_listed_and_signalled() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
-    let (t, v) = s
-        .ok(
-            "process_start",
-            json!({"command": "for i in $(seq 1 1000); do echo tick $i; sleep 0.2; done", "env": s.env()}),
-        )
-        .await;
-    let id = v["id"].as_str().unwrap().to_string();
-    assert!(t.starts_with(&format!("started {id} (pid ")), "{t}");
+    let s = or_skip!(Sandbox::start().await);
+    let (t, v, id) = s.start_process(json!({"command": "for i in $(seq 1 1000); do echo tick $i; sleep 0.2; done", "env": s.env()})).await;
+    assert_starts(&t, &format!("started {id} (pid "));
     let log = v["log_file"].as_str().unwrap().to_string();
     assert!(log.starts_with("/tmp/computer-mcp/process-") && log.ends_with(".log"));
     assert_eq!(v["pty"], false);
 
     let (seen, since) = read_until(&s, &id, "tick 2\n").await;
-    assert!(seen.starts_with("tick 1\ntick 2\n"), "{seen}");
+    assert_starts(&seen, "tick 1\ntick 2\n");
     // From `since`, only what came after.
-    let (t, v) = s
-        .ok(
-            "process_read",
-            json!({"id": id, "since": since, "wait_ms": 3000}),
-        )
-        .await;
-    assert!(
-        t.starts_with(&format!("{id} is running. Output {since}-")),
-        "{t}"
-    );
+    let (t, v) = s.read_from(&id, since, 3000).await;
+    assert_starts(&t, &format!("{id} is running. Output {since}-"));
     // A read takes what follows its first output within 0.2 s too, so the
     // ticks seen so far may be more than two: the next read goes on from there.
     let last: u32 = seen
@@ -50,10 +34,7 @@ async fn a_background_loop_is_started_read_listed_and_signalled() {
     assert_eq!(v["stream"], "log");
 
     let (t, v) = s.ok("process_list", json!({})).await;
-    assert!(
-        t.starts_with("1 process (1 running), oldest first:\n"),
-        "{t}"
-    );
+    assert_starts(&t, "1 process (1 running), oldest first:\n");
     assert!(
         t.contains("for i in $(seq 1 1000); do echo tick $i; sleep 0.2; done"),
         "{t}"
@@ -76,12 +57,7 @@ async fn a_background_loop_is_started_read_listed_and_signalled() {
     // Read to the end: the process has exited, and how is said.
     let mut since = 0;
     let v = loop {
-        let (_, v) = s
-            .ok(
-                "process_read",
-                json!({"id": id, "since": since, "wait_ms": 2000}),
-            )
-            .await;
+        let (_, v) = s.read_from(&id, since, 2000).await;
         since = v["next_offset"].as_u64().unwrap();
         if v["exited"] == true {
             break v;
@@ -99,20 +75,16 @@ async fn a_background_loop_is_started_read_listed_and_signalled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_http_server_runs_in_the_background() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start().await);
     if !std::path::Path::new("/usr/bin/python3").exists() {
         eprintln!("skipped: no /usr/bin/python3 on this machine");
         return;
     }
-    let (_, v) = s
-        .ok(
-            "process_start",
+    let (_, v, id) = s
+        .start_process(
             json!({"command": "python3 -u -m http.server 0 --bind 127.0.0.1", "env": s.env()}),
         )
         .await;
-    let id = v["id"].as_str().unwrap().to_string();
     let log = v["log_file"].as_str().unwrap().to_string();
     let (seen, _) = read_until(&s, &id, "Serving HTTP on 127.0.0.1 port ").await;
     let port: u16 = seen
@@ -129,7 +101,7 @@ async fn a_python_http_server_runs_in_the_background() {
         .await;
     assert_eq!(r["stdout"], "200\n");
     let (seen, _) = read_until(&s, &id, "\"GET / HTTP/1.1\" 200").await;
-    assert!(seen.contains("Serving HTTP"), "{seen}");
+    assert_has(&seen, "Serving HTTP");
     let (_, v) = s
         .ok("process_signal", json!({"id": id, "signal": "TERM"}))
         .await;
@@ -139,13 +111,10 @@ async fn a_python_http_server_runs_in_the_background() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn process_write_feeds_a_cat_and_close_ends_it() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
-    let (_, v) = s
-        .ok("process_start", json!({"argv": ["cat"], "env": s.env()}))
+    let s = or_skip!(Sandbox::start().await);
+    let (_, v, id) = s
+        .start_process(json!({"argv": ["cat"], "env": s.env()}))
         .await;
-    let id = v["id"].as_str().unwrap().to_string();
     let log = v["log_file"].as_str().unwrap().to_string();
     let (t, v) = s
         .ok("process_write", json!({"id": id, "input": "hello\n"}))
@@ -164,24 +133,14 @@ async fn process_write_feeds_a_cat_and_close_ends_it() {
         )
         .await;
     assert_eq!(v["closed"], true);
-    let (t, v) = s
-        .ok(
-            "process_read",
-            json!({"id": id, "since": since, "wait_ms": 5000}),
-        )
-        .await;
+    let (t, v) = s.read_from(&id, since, 5000).await;
     assert_eq!(v["output"], "bye\n");
     // The end comes with the last output or right after it.
     let v = if v["exited"] == true {
         v
     } else {
-        let next = v["next_offset"].clone();
-        s.ok(
-            "process_read",
-            json!({"id": id, "since": next, "wait_ms": 5000}),
-        )
-        .await
-        .1
+        let next = v["next_offset"].as_u64().unwrap();
+        s.read_from(&id, next, 5000).await.1
     };
     assert_eq!(
         (v["exited"].as_bool(), v["exit_code"].as_i64()),
@@ -192,29 +151,21 @@ async fn process_write_feeds_a_cat_and_close_ends_it() {
     let t = s
         .err("process_write", json!({"id": id, "input": "more\n"}))
         .await;
-    assert!(
-        t.starts_with(&format!(
-            "{id} has exited with code 0, so nothing was written."
-        )),
-        "{t}"
+    assert_starts(
+        &t,
+        &format!("{id} has exited with code 0, so nothing was written."),
     );
     std::fs::remove_file(&log).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writing_to_a_program_that_has_ended_is_refused_even_in_a_terminal() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start().await);
     // A terminal outlives its program: bytes written to it are taken, by
     // nobody who reads them.
-    let (_, v) = s
-        .ok(
-            "process_start",
-            json!({"command": "echo started", "pty": true, "env": s.env()}),
-        )
+    let (_, _, id) = s
+        .start_process(json!({"command": "echo started", "pty": true, "env": s.env()}))
         .await;
-    let id = v["id"].as_str().unwrap().to_string();
     let (_, v) = s
         .ok("process_read", json!({"id": id, "wait_ms": 10000}))
         .await;
@@ -239,25 +190,16 @@ async fn writing_to_a_program_that_has_ended_is_refused_even_in_a_terminal() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdout_and_stderr_come_together_in_order() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
-    let (_, v) = s
-        .ok(
-            "process_start",
+    let s = or_skip!(Sandbox::start().await);
+    let (_, v, id) = s
+        .start_process(
             json!({"command": "echo out; sleep 0.1; echo err >&2; sleep 0.1; echo out2; exit 7"}),
         )
         .await;
-    let id = v["id"].as_str().unwrap().to_string();
     let log = v["log_file"].as_str().unwrap().to_string();
     let (seen, since) = read_until(&s, &id, "out2\n").await;
     assert_eq!(seen, "out\nerr\nout2\n");
-    let (t, v) = s
-        .ok(
-            "process_read",
-            json!({"id": id, "since": since, "wait_ms": 5000}),
-        )
-        .await;
+    let (t, v) = s.read_from(&id, since, 5000).await;
     assert_eq!(t, format!("{id} has exited with code 7. No more output.\n"));
     assert_eq!(v["exit_code"], 7);
     // Past the end is refused with what to pass instead.
@@ -272,17 +214,13 @@ async fn stdout_and_stderr_come_together_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shell_in_a_terminal_answers_what_is_typed() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
-    let (t, v) = s
-        .ok(
-            "process_start",
+    let s = or_skip!(Sandbox::start().await);
+    let (t, v, id) = s
+        .start_process(
             json!({"argv": ["sh", "-i"], "pty": {"cols": 80, "rows": 24}, "env": s.env()}),
         )
         .await;
-    let id = v["id"].as_str().unwrap().to_string();
-    assert!(t.contains("in a 80x24 terminal"), "{t}");
+    assert_has(&t, "in a 80x24 terminal");
     assert_eq!((v["pty"].as_bool(), v.get("log_file")), (Some(true), None));
     s.ok(
         "process_write",
@@ -298,19 +236,14 @@ async fn a_shell_in_a_terminal_answers_what_is_typed() {
     let t = s
         .err("process_write", json!({"id": id, "close": true}))
         .await;
-    assert!(t.starts_with(&format!("writing to {id}: ")), "{t}");
+    assert_starts(&t, &format!("writing to {id}: "));
     // ^D ends the shell.
     s.ok("process_write", json!({"id": id, "input": "\u{4}"}))
         .await;
     let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let mut since = 0;
     loop {
-        let (_, v) = s
-            .ok(
-                "process_read",
-                json!({"id": id, "since": since, "wait_ms": 1000}),
-            )
-            .await;
+        let (_, v) = s.read_from(&id, since, 1000).await;
         assert_eq!(v["stream"], "pty");
         since = v["next_offset"].as_u64().unwrap();
         if v["exited"] == true {
@@ -326,16 +259,10 @@ async fn a_shell_in_a_terminal_answers_what_is_typed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_that_ignores_term_is_ended_with_kill() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
-    let (_, v) = s
-        .ok(
-            "process_start",
-            json!({"command": "trap '' TERM; echo ready; sleep 60", "env": s.env()}),
-        )
+    let s = or_skip!(Sandbox::start().await);
+    let (_, v, id) = s
+        .start_process(json!({"command": "trap '' TERM; echo ready; sleep 60", "env": s.env()}))
         .await;
-    let id = v["id"].as_str().unwrap().to_string();
     let log = v["log_file"].as_str().unwrap().to_string();
     read_until(&s, &id, "ready").await;
     let (t, v) = s
@@ -365,16 +292,8 @@ async fn a_process_that_ignores_term_is_ended_with_kill() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polling_without_since_goes_on_where_the_last_read_ended() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
-    let (_, v) = s
-        .ok(
-            "process_start",
-            json!({"command": "echo one; sleep 0.5; echo two; sleep 0.5; echo three; sleep 30", "env": s.env()}),
-        )
-        .await;
-    let id = v["id"].as_str().unwrap().to_string();
+    let s = or_skip!(Sandbox::start().await);
+    let (_, _, id) = s.start_process(json!({"command": "echo one; sleep 0.5; echo two; sleep 0.5; echo three; sleep 30", "env": s.env()})).await;
     let mut seen = String::new();
     let mut starts = Vec::new();
     for _ in 0..40 {
@@ -391,9 +310,7 @@ async fn polling_without_since_goes_on_where_the_last_read_ended() {
     assert_eq!(seen, "one\ntwo\nthree\n", "{starts:?}");
     assert!(starts.windows(2).all(|w| w[0] <= w[1]), "{starts:?}");
     // `since` still reads from anywhere.
-    let (_, v) = s
-        .ok("process_read", json!({"id": id, "since": 0, "wait_ms": 0}))
-        .await;
+    let (_, v) = s.read_from(&id, 0, 0).await;
     assert_eq!(v["output"], "one\ntwo\nthree\n");
     let (_, v) = s.ok("process_read", json!({"id": id, "wait_ms": 0})).await;
     assert_eq!(v["output"], "", "{v}");
@@ -403,9 +320,7 @@ async fn polling_without_since_goes_on_where_the_last_read_ended() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pty_true_is_a_terminal_of_the_default_size() {
-    let Some(s) = Sandbox::start().await else {
-        return;
-    };
+    let s = or_skip!(Sandbox::start().await);
     let (_, v) = s
         .ok(
             "process_start",
@@ -415,7 +330,7 @@ async fn pty_true_is_a_terminal_of_the_default_size() {
     assert_eq!(v["pty"], true, "{v}");
     let id = v["id"].as_str().unwrap().to_string();
     let (seen, _) = read_until(&s, &id, "40 120").await;
-    assert!(seen.contains("40 120"), "{seen}");
+    assert_has(&seen, "40 120");
     let (_, v) = s
         .ok(
             "process_start",

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use computer_testkit::rfc3339_in;
 use computer_tools::{ComputerFacts, Progress, ToolContext, registry};
 use computerd::client::{ComputerClient, DaemonClient};
 use computerd::launch::{InitArgs, Program, Time};
@@ -44,11 +45,7 @@ pub fn marker() -> String {
     )
 }
 
-pub fn rfc3339_in(d: Duration) -> String {
-    let t = time::OffsetDateTime::now_utc() + d;
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap()
-}
+pub use computer_testkit::or_skip;
 
 /// A running init with a tool context around a client of it.
 pub struct Sandbox {
@@ -134,6 +131,23 @@ impl Sandbox {
         })
     }
 
+    /// A process started with `args`: the answer's text and structured
+    /// content, and the process's id.
+    pub async fn start_process(&self, args: Value) -> (String, Value, String) {
+        let (t, v) = self.ok("process_start", args).await;
+        let id = v["id"].as_str().expect("a process id").to_string();
+        (t, v, id)
+    }
+
+    /// The output of process `id` from `since`, waiting up to `wait_ms`.
+    pub async fn read_from(&self, id: &str, since: u64, wait_ms: u64) -> (String, Value) {
+        self.ok(
+            "process_read",
+            json!({"id": id, "since": since, "wait_ms": wait_ms}),
+        )
+        .await
+    }
+
     pub fn home(&self) -> String {
         self.ctx.facts.work_dir.clone()
     }
@@ -207,6 +221,13 @@ pub trait Calls {
         v
     }
 
+    /// Write `content` to the file at `path` through write_file, which must
+    /// succeed.
+    async fn write_file(&self, path: &str, content: &str) {
+        self.ok("write_file", json!({"path": path, "content": content}))
+            .await;
+    }
+
     /// A call that must fail with `needle` in its text.
     async fn err_has(&self, name: &str, args: Value, needle: &str) {
         let e = self.err(name, args).await;
@@ -252,6 +273,24 @@ pub fn text(r: &CallToolResult) -> String {
         .join("\n")
 }
 
+/// `text` starts with `prefix` (a failure shows the whole text).
+#[track_caller]
+pub fn assert_starts(text: &str, prefix: &str) {
+    assert!(text.starts_with(prefix), "{text}");
+}
+
+/// `text` holds `needle` (a failure shows the whole text).
+#[track_caller]
+pub fn assert_has(text: &str, needle: &str) {
+    assert!(text.contains(needle), "{text}");
+}
+
+/// `text` ends with `suffix` (a failure shows the whole text).
+#[track_caller]
+pub fn assert_ends(text: &str, suffix: &str) {
+    assert!(text.ends_with(suffix), "{text}");
+}
+
 /// No process of the test is left (waiting up to 4 s for them to go: a
 /// run's TERM is followed by KILL 2 s later).
 #[track_caller]
@@ -283,12 +322,7 @@ pub async fn read_until(s: &Sandbox, id: &str, needle: &str) -> (String, u64) {
     let mut seen = String::new();
     let mut since = 0u64;
     loop {
-        let (_, v) = s
-            .ok(
-                "process_read",
-                json!({"id": id, "since": since, "wait_ms": 1000}),
-            )
-            .await;
+        let (_, v) = s.read_from(id, since, 1000).await;
         seen.push_str(v["output"].as_str().unwrap());
         since = v["next_offset"].as_u64().unwrap();
         if seen.contains(needle) {

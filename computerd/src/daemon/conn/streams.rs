@@ -5,20 +5,46 @@ use super::*;
 
 type Slot<T> = Arc<tokio::sync::Mutex<Option<T>>>;
 
-/// A pipelined tar.pull.read's `offset` against the `at` bytes returned:
-/// never a repeat, and at most [`limits::MAX_PULL_AHEAD_BYTES`] ahead.
-fn check_pull_offset(offset: u64, at: u64) -> Result<(), RpcError> {
+/// How a pipelined call of a tar stream is named in its refusals, and how
+/// far ahead of the bytes done it may wait.
+struct Ahead {
+    has: &'static str,
+    call: &'static str,
+    done: &'static str,
+    most: u64,
+}
+
+const PULL: Ahead = Ahead {
+    has: "the pull has returned",
+    call: "read",
+    done: "returned",
+    most: limits::MAX_PULL_AHEAD_BYTES,
+};
+
+const PUSH: Ahead = Ahead {
+    has: "the push has",
+    call: "write",
+    done: "received",
+    most: limits::MAX_PUSH_AHEAD_BYTES,
+};
+
+/// A pipelined call's `offset` against the `at` bytes done: never a
+/// repeat, and at most `ahead.most` ahead.
+fn check_offset(offset: u64, at: u64, ahead: &Ahead) -> Result<(), RpcError> {
     if offset < at {
         return Err(RpcError::invalid(format!(
-            "offset {offset}: the pull has returned {at} bytes already, so this read would repeat some"
+            "offset {offset}: {} {at} bytes already, so this {} would repeat some",
+            ahead.has, ahead.call
         ))
         .with_field("offset"));
     }
-    if offset - at > limits::MAX_PULL_AHEAD_BYTES {
+    if offset - at > ahead.most {
         return Err(RpcError::invalid(format!(
-            "offset {offset} is {} bytes past the {at} returned, over the {} a read may wait ahead",
+            "offset {offset} is {} bytes past the {at} {}, over the {} a {} may wait ahead",
             offset - at,
-            limits::MAX_PULL_AHEAD_BYTES
+            ahead.done,
+            ahead.most,
+            ahead.call
         ))
         .with_field("offset"));
     }
@@ -162,7 +188,7 @@ impl Conn {
             || RpcError::not_found(format!("tar pull {:?} has ended", p.id)).with_field("id");
         if let Some(offset) = p.offset {
             let (at, done) = *slot.at.borrow();
-            check_pull_offset(offset, at)?;
+            check_offset(offset, at, &PULL)?;
             if offset > at && !done {
                 // The reads before it are still on their way: wait for them
                 // without holding the pull.
@@ -185,7 +211,7 @@ impl Conn {
         if let Some(offset) = p.offset {
             // Past the end or a failure, a read ahead reads on: it gets
             // the end (no bytes, eof) or the failure again.
-            check_pull_offset(offset, slot.at.borrow().0)?;
+            check_offset(offset, slot.at.borrow().0, &PULL)?;
         }
         let Some(mut pull) = guard.take() else {
             return Err(ended());
@@ -263,20 +289,7 @@ impl Conn {
             let push = guard.as_mut().ok_or_else(ended)?;
             if let Some(offset) = p.offset {
                 let at = push.received();
-                if offset < at {
-                    return Err(RpcError::invalid(format!(
-                        "offset {offset}: the push has {at} bytes already, so this write would repeat some"
-                    ))
-                    .with_field("offset"));
-                }
-                if offset - at > limits::MAX_PUSH_AHEAD_BYTES {
-                    return Err(RpcError::invalid(format!(
-                        "offset {offset} is {} bytes past the {at} received, over the {} a write may wait ahead",
-                        offset - at,
-                        limits::MAX_PUSH_AHEAD_BYTES
-                    ))
-                    .with_field("offset"));
-                }
+                check_offset(offset, at, &PUSH)?;
                 if offset > at {
                     // The writes before it are still on their way: wait for
                     // them without holding the push.

@@ -1,6 +1,7 @@
 //! files.read and files.write: bytes of one regular file, opened first and
 //! checked on the descriptor.
 
+use crate::daemon::check;
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::stat::{FileStat as RawStat, Mode};
@@ -20,14 +21,11 @@ pub fn read(p: FilesReadParams) -> Result<FilesReadResult, RpcError> {
     const OP: &str = "files.read";
     let path = clean_path("path", &p.path)?;
     let offset = p.offset.unwrap_or(0);
-    let length = p.length.unwrap_or(limits::MAX_CHUNK_BYTES);
-    if length > limits::MAX_CHUNK_BYTES {
-        return Err(RpcError::over_limit(
-            "length",
-            length,
-            limits::MAX_CHUNK_BYTES,
-        ));
-    }
+    let length = check::at_most(
+        "length",
+        p.length.unwrap_or(limits::MAX_CHUNK_BYTES),
+        limits::MAX_CHUNK_BYTES,
+    )?;
     let start = file_offset(offset, length)?;
 
     let (fd, st) = open_to_read(OP, &path)?;
@@ -300,48 +298,25 @@ mod tests {
         assert_eq!(r.size, 15);
         assert_eq!(read_all(&f), b"hello WORLD!\0\0z");
 
-        let part = read(FilesReadParams {
-            path: s(&f),
-            offset: Some(6),
-            length: Some(5),
-        })
-        .unwrap();
-        assert_eq!(
-            part,
-            FilesReadResult {
-                data: Bytes64(b"WORLD".to_vec()),
-                eof: false,
-                size: 15
-            }
-        );
-        let tail = read(FilesReadParams {
-            path: s(&f),
-            offset: Some(12),
-            length: Some(100),
-        })
-        .unwrap();
-        assert_eq!(
-            tail,
-            FilesReadResult {
-                data: Bytes64(b"\0\0z".to_vec()),
-                eof: true,
-                size: 15
-            }
-        );
-        let past = read(FilesReadParams {
-            path: s(&f),
-            offset: Some(100),
-            length: None,
-        })
-        .unwrap();
-        assert_eq!(
-            past,
-            FilesReadResult {
-                data: Bytes64(vec![]),
-                eof: true,
-                size: 15
-            }
-        );
+        // A part, a tail asked past the end, and a start past the end.
+        for (offset, length, data, eof) in [
+            (6, Some(5), &b"WORLD"[..], false),
+            (12, Some(100), &b"\0\0z"[..], true),
+            (100, None, &b""[..], true),
+        ] {
+            let r = read(FilesReadParams {
+                path: s(&f),
+                offset: Some(offset),
+                length,
+            })
+            .unwrap();
+            let want = FilesReadResult {
+                data: Bytes64(data.to_vec()),
+                eof,
+                size: 15,
+            };
+            assert_eq!(r, want, "offset {offset}");
+        }
 
         // Replace (no offset, no append) truncates; mode is set after the write.
         let r = write(FilesWriteParams {

@@ -360,53 +360,53 @@ mod tests {
 
     #[test]
     fn answers_are_described_by_what_came_back() {
-        let d = |buf: &[u8], id, done| describe_tcp(buf, id, done);
         let hello = [0x16, 0x03, 0x03, 0x00, 0x31, 0x02, 0x00];
-        assert_eq!(d(&hello, None, false).as_deref(), Some("TLS ServerHello"));
-        // Too few bytes to tell: wait for more, unless no more will come.
-        assert_eq!(d(&hello[..3], None, false), None);
-        assert_eq!(
-            d(&hello[..3], None, true).as_deref(),
-            Some("3 bytes of no expected protocol")
-        );
-        assert_eq!(
-            d(&[0x15, 0x03, 0x01], None, false).as_deref(),
-            Some("TLS alert")
-        );
-        assert_eq!(
-            d(&[0x16, 0x03, 0x03, 0x00, 0x04, 0x0b], None, false).as_deref(),
-            Some("6 bytes of no expected protocol")
-        );
-        assert_eq!(d(b"HTTP/1.1 301 Mo", None, false), None);
-        assert_eq!(
-            d(b"HTTP/1.1 301 Moved\r\nLocation: x", None, false).as_deref(),
-            Some("HTTP status line: HTTP/1.1 301 Moved")
-        );
-        assert_eq!(
-            d(b"HTTP/1.1 301 Mo", None, true).as_deref(),
-            Some("HTTP status line: HTTP/1.1 301 Mo")
-        );
-        assert_eq!(
-            d(b"HTTP/1.0 200 \x01\xff\n", None, false).as_deref(),
-            Some("HTTP status line: HTTP/1.0 200 ??")
-        );
-        assert_eq!(
-            d(b"SSH-2.0-x\r\n", None, false).as_deref(),
-            Some("11 bytes of no expected protocol")
-        );
         // DNS over TCP: length, then the id and the response bit.
         let dns = [0x00, 0x2d, 0xbe, 0xef, 0x81, 0x80];
-        assert_eq!(d(&dns, Some(0xbeef), false).as_deref(), Some(DNS_ANSWER));
-        assert_eq!(d(&dns[..4], Some(0xbeef), false), None);
-        assert_eq!(
-            d(&dns, Some(0x1234), false).as_deref(),
-            Some("6 bytes of no expected protocol")
-        );
         let query_echo = [0x00, 0x1d, 0xbe, 0xef, 0x01, 0x00];
-        assert_eq!(
-            d(&query_echo, Some(0xbeef), false).as_deref(),
-            Some("6 bytes of no expected protocol")
-        );
+        let no_protocol = |n: usize| Some(format!("{n} bytes of no expected protocol"));
+        /// What came back, the DNS id asked, no more will come, the words.
+        type Case<'a> = (&'a [u8], Option<u16>, bool, Option<String>);
+        let cases: [Case; 14] = [
+            (&hello, None, false, Some("TLS ServerHello".into())),
+            // Too few bytes to tell: wait for more, unless no more will come.
+            (&hello[..3], None, false, None),
+            (&hello[..3], None, true, no_protocol(3)),
+            (&[0x15, 0x03, 0x01], None, false, Some("TLS alert".into())),
+            (
+                &[0x16, 0x03, 0x03, 0x00, 0x04, 0x0b],
+                None,
+                false,
+                no_protocol(6),
+            ),
+            (b"HTTP/1.1 301 Mo", None, false, None),
+            (
+                b"HTTP/1.1 301 Moved\r\nLocation: x",
+                None,
+                false,
+                Some("HTTP status line: HTTP/1.1 301 Moved".into()),
+            ),
+            (
+                b"HTTP/1.1 301 Mo",
+                None,
+                true,
+                Some("HTTP status line: HTTP/1.1 301 Mo".into()),
+            ),
+            (
+                b"HTTP/1.0 200 \x01\xff\n",
+                None,
+                false,
+                Some("HTTP status line: HTTP/1.0 200 ??".into()),
+            ),
+            (b"SSH-2.0-x\r\n", None, false, no_protocol(11)),
+            (&dns, Some(0xbeef), false, Some(DNS_ANSWER.into())),
+            (&dns[..4], Some(0xbeef), false, None),
+            (&dns, Some(0x1234), false, no_protocol(6)),
+            (&query_echo, Some(0xbeef), false, no_protocol(6)),
+        ];
+        for (buf, id, done, want) in cases {
+            assert_eq!(describe_tcp(buf, id, done), want, "{buf:?} {id:?} {done}");
+        }
 
         assert!(is_dns_answer(&[0xbe, 0xef, 0x81], 0xbeef));
         assert!(!is_dns_answer(&[0xbe, 0xef, 0x01], 0xbeef));

@@ -76,7 +76,9 @@ pub struct Guard {
     pub exit: oneshot::Receiver<i32>,
 }
 
-/// The idle guards, and how many to keep.
+/// The idle guards, and how many to keep. An empty pool (the default)
+/// keeps nothing until [`Pool::set_size`].
+#[derive(Default)]
 pub struct Pool {
     idle: Mutex<VecDeque<Guard>>,
     /// The idle guard new ones are forked from; it never takes a run.
@@ -127,28 +129,7 @@ enum Fill {
     No,
 }
 
-impl Default for Pool {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Pool {
-    /// An empty pool that keeps nothing until [`Pool::set_size`].
-    pub fn new() -> Self {
-        Self {
-            idle: Mutex::new(VecDeque::new()),
-            template: Mutex::new(None),
-            size: AtomicUsize::new(0),
-            closed: AtomicBool::new(false),
-            taken: Notify::new(),
-            lent: Mutex::new(HashMap::new()),
-            next_lent: AtomicU64::new(0),
-            forking: tokio::sync::Mutex::new(()),
-            waiting: AtomicUsize::new(0),
-        }
-    }
-
     fn lent(&self) -> MutexGuard<'_, HashMap<u64, Instant>> {
         self.lent.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -57,10 +57,9 @@ pub fn build(plan: &Plan) -> Result<(), SetupError> {
     )?;
     stage()?;
     let new = Path::new(NEW);
-    mount(
-        Some(Path::new("tmpfs")),
+    fresh(
+        "tmpfs",
         new,
-        Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some("mode=0755,size=1m"),
         "mount the computer's root tmpfs",
@@ -93,10 +92,9 @@ pub fn build(plan: &Plan) -> Result<(), SetupError> {
 /// /oldroot and /newroot is an empty directory of ours.
 fn stage() -> Result<(), SetupError> {
     let stage = Path::new(STAGE);
-    mount(
-        Some(Path::new("tmpfs")),
+    fresh(
+        "tmpfs",
         stage,
-        Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some("mode=0700,size=64k"),
         "mount the staging tmpfs",
@@ -146,10 +144,9 @@ fn os_entry(entry: &OsEntry) -> Result<(), SetupError> {
 fn proc() -> Result<(), SetupError> {
     let target = PathBuf::from(NEW).join("proc");
     mkdir(&target, 0o555)?;
-    mount(
-        Some(Path::new("proc")),
+    fresh(
+        "proc",
         &target,
-        Some("proc"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         None,
         "mount /proc",
@@ -185,10 +182,9 @@ fn proc() -> Result<(), SetupError> {
 fn dev(plan: &Plan) -> Result<(), SetupError> {
     let dev = PathBuf::from(NEW).join("dev");
     mkdir(&dev, 0o755)?;
-    mount(
-        Some(Path::new("tmpfs")),
+    fresh(
+        "tmpfs",
         &dev,
-        Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
         Some("mode=0755,size=64k"),
         "mount /dev",
@@ -214,24 +210,14 @@ fn dev(plan: &Plan) -> Result<(), SetupError> {
     }
     let pts = dev.join("pts");
     mkdir(&pts, 0o755)?;
-    mount(
-        Some(Path::new("devpts")),
+    fresh(
+        "devpts",
         &pts,
-        Some("devpts"),
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
         Some("newinstance,ptmxmode=0666,mode=0620"),
         "mount a devpts instance",
     )?;
-    let shm = dev.join("shm");
-    mkdir(&shm, 0o755)?;
-    mount(
-        Some(Path::new("tmpfs")),
-        &shm,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some(&format!("mode=1777,size={}m", plan.tmp_size_mib)),
-        "mount /dev/shm",
-    )?;
+    scratch(plan, &dev.join("shm"), "mount /dev/shm")?;
     for (link, to) in [
         ("ptmx", "pts/ptmx"),
         ("fd", "/proc/self/fd"),
@@ -247,15 +233,23 @@ fn dev(plan: &Plan) -> Result<(), SetupError> {
 
 /// The private /tmp: a tmpfs anyone may write, `--tmp-size-mib` large.
 fn tmp(plan: &Plan) -> Result<(), SetupError> {
-    let target = PathBuf::from(NEW).join("tmp");
-    mkdir(&target, 0o755)?;
-    mount(
-        Some(Path::new("tmpfs")),
-        &target,
-        Some("tmpfs"),
+    scratch(
+        plan,
+        &PathBuf::from(NEW).join("tmp"),
+        "mount the private /tmp",
+    )
+}
+
+/// A tmpfs anyone may write, `--tmp-size-mib` large, on a new directory
+/// `target` (the private /tmp, and /dev/shm).
+fn scratch(plan: &Plan, target: &Path, step: &str) -> Result<(), SetupError> {
+    mkdir(target, 0o755)?;
+    fresh(
+        "tmpfs",
+        target,
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some(&format!("mode=1777,size={}m", plan.tmp_size_mib)),
-        "mount the private /tmp",
+        step,
     )
 }
 
@@ -266,10 +260,9 @@ fn work(plan: &Plan) -> Result<(), SetupError> {
     let target = join(Path::new(NEW), Path::new(plan::WORK));
     mkdir(&target, 0o755)?;
     let (uid, gid) = plan.owner;
-    mount(
-        Some(Path::new("tmpfs")),
+    fresh(
+        "tmpfs",
         &target,
-        Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some(&format!(
             "mode=0700,uid={uid},gid={gid},size={}m",
@@ -389,10 +382,9 @@ fn exe(plan: &Plan) -> Result<(), SetupError> {
 fn sysfs(in_userns: bool) -> Result<(), SetupError> {
     let target = PathBuf::from(NEW).join("sys");
     mkdir(&target, 0o555)?;
-    let made = mount(
-        Some(Path::new("sysfs")),
+    let made = fresh(
+        "sysfs",
         &target,
-        Some("sysfs"),
         MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         None,
         "mount /sys",
@@ -449,6 +441,26 @@ fn inside(p: &Path) -> String {
     } else {
         p.display().to_string()
     }
+}
+
+/// Mount a new instance of the kernel's filesystem `fstype` (tmpfs, proc,
+/// devpts, sysfs) at `target`, its source named for its type as mount(8)
+/// names it.
+fn fresh(
+    fstype: &str,
+    target: &Path,
+    flags: MsFlags,
+    data: Option<&str>,
+    step: &str,
+) -> Result<(), SetupError> {
+    mount(
+        Some(Path::new(fstype)),
+        target,
+        Some(fstype),
+        flags,
+        data,
+        step,
+    )
 }
 
 fn mount(

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::Display;
+use crate::daemon::check;
 use crate::protocol::{
     ImageFormat, RpcError, ScreenWatchParams, ScreenWatchResult, WatchFrame, limits,
 };
@@ -50,14 +51,11 @@ impl Watch {
         cancel: &CancellationToken,
         new_id: impl Fn() -> String,
     ) -> Result<(ScreenWatchResult, Option<Held>), RpcError> {
-        let wait = p.wait_ms.unwrap_or(limits::DEFAULT_WATCH_WAIT_MS);
-        if wait > limits::MAX_WATCH_WAIT_MS {
-            return Err(RpcError::over_limit(
-                "waitMs",
-                wait,
-                limits::MAX_WATCH_WAIT_MS,
-            ));
-        }
+        let wait = check::at_most(
+            "waitMs",
+            p.wait_ms.unwrap_or(limits::DEFAULT_WATCH_WAIT_MS),
+            limits::MAX_WATCH_WAIT_MS,
+        )?;
         let max_width = p.max_width.unwrap_or(limits::DEFAULT_WATCH_MAX_WIDTH);
         if max_width == 0 {
             return Err(RpcError::invalid_field(

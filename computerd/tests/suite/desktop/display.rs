@@ -7,9 +7,7 @@ use super::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_display_is_linux_and_the_display_is_reached_when_it_comes_and_after_it_goes() {
     // No DISPLAY: kind linux, and the methods say why in words.
-    let Some((init, c)) = Init::with_client().await else {
-        return;
-    };
+    let (init, c) = or_skip!(Init::with_client().await);
     let hello: HelloResult = c.call(&HelloParams::default()).await.unwrap();
     assert_eq!(hello.kind, MachineKind::Linux);
     assert_eq!(
@@ -22,9 +20,7 @@ async fn no_display_is_linux_and_the_display_is_reached_when_it_comes_and_after_
     drop(init);
 
     // A DISPLAY naming another host is refused before anything is sent.
-    let Some(init) = on_display("198.51.100.7:0") else {
-        return;
-    };
+    let init = or_skip!(on_display("198.51.100.7:0"));
     let c = init.client().await;
     let t = Instant::now();
     let e = shot_refused(&c).await;
@@ -41,9 +37,7 @@ async fn no_display_is_linux_and_the_display_is_reached_when_it_comes_and_after_
     let Some(x) = Xvfb::start() else { return };
     let n = x.display;
     drop(x);
-    let Some(init) = on_display(format!(":{n}")) else {
-        return;
-    };
+    let init = or_skip!(on_display(format!(":{n}")));
     let c = init.client().await;
     let kind = |c: DaemonClient| async move {
         let h: HelloResult = c.call(&HelloParams::default()).await.unwrap();
@@ -240,9 +234,7 @@ async fn a_hostile_x_server_is_refused_in_words_before_the_daemon_allocates_for_
     ];
     for (what, answer, reply, words) in cases {
         let (r, server) = hostile(answer, reply);
-        let Some(init) = on_display(format!(":{}", r.n)) else {
-            return;
-        };
+        let init = or_skip!(on_display(format!(":{}", r.n)));
         let c = init.client().await;
         let t = Instant::now();
         let e = shot_refused(&c).await;
@@ -282,15 +274,13 @@ async fn the_cookie_comes_from_a_regular_xauthority_file_only() {
         (&file, None),
         (&link, Some("symbolic link")),
     ] {
-        let Some(init) = Init::start_with(InitOptions {
+        let init = or_skip!(Init::start_with(InitOptions {
             env: vec![
                 ("DISPLAY".into(), format!(":{n}")),
                 ("XAUTHORITY".into(), path.to_str().unwrap().into()),
             ],
             ..Default::default()
-        }) else {
-            return;
-        };
+        }));
         let c = init.client().await;
         let r = c.call(&ScreenShotParams::default()).await;
         let hello: HelloResult = c.call(&HelloParams::default()).await.unwrap();

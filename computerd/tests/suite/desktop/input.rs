@@ -5,9 +5,7 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clicks_drags_and_scrolls_land_where_aimed() {
-    let Some((d, c)) = Desktop::with_client().await else {
-        return;
-    };
+    let (d, c) = or_skip!(Desktop::with_client().await);
     let f = &d.fixture;
     let n = f.events().len();
     let r = actions(
@@ -87,9 +85,7 @@ async fn clicks_drags_and_scrolls_land_where_aimed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typed_text_arrives_exactly_through_shift_caps_lock_and_the_remap() {
-    let Some((d, c)) = Desktop::with_client().await else {
-        return;
-    };
+    let (d, c) = or_skip!(Desktop::with_client().await);
     let f = &d.fixture;
 
     let n = f.events().len();
@@ -147,9 +143,7 @@ async fn typed_text_arrives_exactly_through_shift_caps_lock_and_the_remap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_stops_at_its_first_failure_and_lets_go_of_what_it_pressed() {
-    let Some((d, c)) = Desktop::with_client().await else {
-        return;
-    };
+    let (d, c) = or_skip!(Desktop::with_client().await);
     let f = &d.fixture;
 
     // Refused whole: nothing runs.
@@ -270,9 +264,7 @@ async fn a_batch_stops_at_its_first_failure_and_lets_go_of_what_it_pressed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_remap_reuses_keycodes_once_settled_and_refuses_what_cannot_fit() {
-    let Some((d, c)) = Desktop::with_client().await else {
-        return;
-    };
+    let (d, c) = or_skip!(Desktop::with_client().await);
     let f = &d.fixture;
     let cjk =
         |from: u32, n: u32| -> String { (from..from + n).filter_map(char::from_u32).collect() };

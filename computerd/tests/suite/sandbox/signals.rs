@@ -6,13 +6,9 @@ use super::*;
 /// A `sleep` started in the computer, and init's pid on the host.
 async fn start_sleep(init: &Init) -> i32 {
     let c = init.client().await;
-    c.call(&ProcessStartParams {
-        argv: vec!["sleep".into(), "1000".into()],
-        env: Some(marked(&init.marker)),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    c.call(&start_argv(&["sleep", "1000"], &init.marker))
+        .await
+        .unwrap();
     // The start is answered once the exec is under way; the kernel fills in
     // the new program's environment (where the marker is read) a moment later.
     let until = Instant::now() + Duration::from_secs(2);
@@ -41,9 +37,7 @@ fn wait_gone(pid: i32, within: Duration) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_to_the_sandbox_ends_init_in_order_and_exits_0() {
-    let Some(init) = sandbox_as(fresh_uid(), Network::None) else {
-        return;
-    };
+    let init = or_skip!(sandbox_as(fresh_uid(), Network::None));
     let init_pid = start_sleep(&init).await;
     let marker = init.marker.clone();
     let status = init.stop();
@@ -105,9 +99,7 @@ fn sigterm_before_init_listens_is_not_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_of_the_forwarder_kills_everything_inside() {
-    let Some(mut init) = sandbox_as(fresh_uid(), Network::None) else {
-        return;
-    };
+    let mut init = or_skip!(sandbox_as(fresh_uid(), Network::None));
     let init_pid = start_sleep(&init).await;
     assert_ne!(init_pid, init.child.id() as i32);
     init.child.kill().unwrap();
@@ -118,9 +110,7 @@ async fn sigkill_of_the_forwarder_kills_everything_inside() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_init_makes_the_sandbox_exit_137_with_nothing_left() {
-    let Some(mut init) = sandbox_as(fresh_uid(), Network::None) else {
-        return;
-    };
+    let mut init = or_skip!(sandbox_as(fresh_uid(), Network::None));
     let init_pid = start_sleep(&init).await;
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(init_pid),

@@ -34,6 +34,14 @@ fn v2_cgroup(dir: &Path, controllers: &str) {
     }
 }
 
+/// [`v2_cgroup`]s with the three controllers we use, at each of `rels`
+/// under `top` (`""` for the top itself).
+fn v2_cgroups(top: &Path, rels: &[&str]) {
+    for rel in rels {
+        v2_cgroup(&top.join(rel), "cpu memory pids\n");
+    }
+}
+
 fn v2_sources(top: &Path, own: &str, root: bool) -> Sources {
     Sources {
         mountinfo: format!(
@@ -43,6 +51,23 @@ fn v2_sources(top: &Path, own: &str, root: bool) -> Sources {
         self_cgroup: format!("0::{own}\n"),
         root,
     }
+}
+
+/// A v2 tree with the group `g` under the top and an empty cgroup `id`
+/// in it, as a root server at the top finds it.
+fn v2_group(top: &Path, id: &str) -> Cgroups {
+    v2_cgroups(top, &["", "g", &format!("g/{id}")]);
+    Cgroups::detect_from(&v2_sources(top, "/", true), "g").unwrap()
+}
+
+/// Computer `id`'s cgroup made with the default limits in [`v2_group`]'s
+/// tree, with the tree and the cgroup's directory.
+fn v2_made(id: &str) -> (tempfile::TempDir, Cgroups, ComputerCgroup, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let cgs = v2_group(tmp.path(), id);
+    let cg = cgs.create(id, &Limits::default()).unwrap();
+    let dir = tmp.path().join("g").join(id);
+    (tmp, cgs, cg, dir)
 }
 
 #[test]
@@ -102,8 +127,7 @@ fn v2_at_the_top_enables_controllers_writes_limits_and_reads_them_back() {
     let top = tmp.path();
     v2_cgroup(top, "cpuset cpu io memory hugetlb pids rdma misc\n");
     write(&top.join("cgroup.subtree_control"), "cpuset\n");
-    v2_cgroup(&top.join("computer-mcp"), "cpu memory pids\n");
-    v2_cgroup(&top.join("computer-mcp/local-1"), "cpu memory pids\n");
+    v2_cgroups(top, &["computer-mcp", "computer-mcp/local-1"]);
 
     let cgs = Cgroups::detect_from(&v2_sources(top, "/", true), GROUP).unwrap();
     assert_eq!(cgs.version(), Version::V2);
@@ -159,29 +183,23 @@ fn v2_at_the_top_enables_controllers_writes_limits_and_reads_them_back() {
 
 #[test]
 fn v2_read_back_refuses_a_bound_that_reads_max() {
-    let tmp = tempfile::tempdir().unwrap();
-    let top = tmp.path();
-    v2_cgroup(top, "cpu memory pids\n");
-    v2_cgroup(&top.join("g"), "cpu memory pids\n");
-    v2_cgroup(&top.join("g/local-2"), "cpu memory pids\n");
-    let cgs = Cgroups::detect_from(&v2_sources(top, "/", true), "g").unwrap();
-    let cg = cgs.create("local-2", &Limits::default()).unwrap();
-    assert_eq!(read(&top.join("g/local-2/cpu.max")), "200000 100000");
-    write(&top.join("g/local-2/memory.max"), "max\n");
+    let (_tmp, _, cg, dir) = v2_made("local-2");
+    assert_eq!(read(&dir.join("cpu.max")), "200000 100000");
+    write(&dir.join("memory.max"), "max\n");
     assert_eq!(
         cg.read_back().unwrap_err().message,
         format!(
-            "{}/g/local-2/memory.max reads \"max\": that bound is not held",
-            top.display()
+            "{}/memory.max reads \"max\": that bound is not held",
+            dir.display()
         )
     );
-    write(&top.join("g/local-2/memory.max"), "4294967296\n");
-    write(&top.join("g/local-2/memory.swap.max"), "1024\n");
+    write(&dir.join("memory.max"), "4294967296\n");
+    write(&dir.join("memory.swap.max"), "1024\n");
     assert_eq!(
         cg.read_back().unwrap_err().message,
         format!(
-            "{}/g/local-2/memory.swap.max reads \"1024\": that bound is not held",
-            top.display()
+            "{}/memory.swap.max reads \"1024\": that bound is not held",
+            dir.display()
         )
     );
 }
@@ -190,13 +208,18 @@ fn v2_read_back_refuses_a_bound_that_reads_max() {
 fn v2_under_a_delegated_cgroup_moves_the_server_into_a_leaf() {
     let tmp = tempfile::tempdir().unwrap();
     let top = tmp.path();
-    v2_cgroup(top, "cpu memory pids\n");
+    v2_cgroups(top, &[""]);
     let own = top.join("user.slice/svc");
-    v2_cgroup(&own, "cpu memory pids\n");
+    v2_cgroups(
+        &own,
+        &[
+            "",
+            "computer-mcp-server",
+            "computer-mcp",
+            "computer-mcp/local-3",
+        ],
+    );
     write(&own.join("cgroup.procs"), "4242\n");
-    v2_cgroup(&own.join("computer-mcp-server"), "cpu memory pids\n");
-    v2_cgroup(&own.join("computer-mcp"), "cpu memory pids\n");
-    v2_cgroup(&own.join("computer-mcp/local-3"), "cpu memory pids\n");
 
     let cgs = Cgroups::detect_from(&v2_sources(top, "/user.slice/svc", false), GROUP).unwrap();
     assert_eq!(
@@ -243,9 +266,8 @@ fn v2_under_a_delegated_cgroup_moves_the_server_into_a_leaf() {
 fn v2_where_the_own_cgroup_lacks_controllers_a_root_server_uses_the_top() {
     let tmp = tempfile::tempdir().unwrap();
     let top = tmp.path();
-    v2_cgroup(top, "cpu memory pids\n");
+    v2_cgroups(top, &["", "computer-mcp"]);
     v2_cgroup(&top.join("system.slice/x.service"), "memory pids\n");
-    v2_cgroup(&top.join("computer-mcp"), "cpu memory pids\n");
     let cgs =
         Cgroups::detect_from(&v2_sources(top, "/system.slice/x.service", true), GROUP).unwrap();
     assert_eq!(
@@ -280,14 +302,7 @@ fn v2_without_controllers_and_no_v1_says_why_in_words() {
 
 #[test]
 fn v2_kill_writes_cgroup_kill_and_says_what_is_left_after_the_bound() {
-    let tmp = tempfile::tempdir().unwrap();
-    let top = tmp.path();
-    v2_cgroup(top, "cpu memory pids\n");
-    v2_cgroup(&top.join("g"), "cpu memory pids\n");
-    v2_cgroup(&top.join("g/local-4"), "cpu memory pids\n");
-    let cgs = Cgroups::detect_from(&v2_sources(top, "/", true), "g").unwrap();
-    let cg = cgs.create("local-4", &Limits::default()).unwrap();
-    let dir = top.join("g/local-4");
+    let (_tmp, _, cg, dir) = v2_made("local-4");
     // Nothing in it: nothing is written.
     cg.kill(Duration::from_millis(100)).unwrap();
     assert_eq!(read(&dir.join("cgroup.kill")), "");
@@ -303,14 +318,7 @@ fn v2_kill_writes_cgroup_kill_and_says_what_is_left_after_the_bound() {
 
 #[test]
 fn v2_without_cgroup_kill_freezes_and_never_signals_a_process_outside_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let top = tmp.path();
-    v2_cgroup(top, "cpu memory pids\n");
-    v2_cgroup(&top.join("g"), "cpu memory pids\n");
-    v2_cgroup(&top.join("g/local-5"), "cpu memory pids\n");
-    let cgs = Cgroups::detect_from(&v2_sources(top, "/", true), "g").unwrap();
-    let cg = cgs.create("local-5", &Limits::default()).unwrap();
-    let dir = top.join("g/local-5");
+    let (_tmp, _, cg, dir) = v2_made("local-5");
     fs::remove_file(dir.join("cgroup.kill")).unwrap();
     write(&dir.join("cgroup.events"), "populated 1\nfrozen 1\n");
     // A real process listed in the fake cgroup: its /proc/<pid>/cgroup puts
@@ -331,15 +339,8 @@ fn v2_without_cgroup_kill_freezes_and_never_signals_a_process_outside_it() {
 
 #[test]
 fn remove_takes_the_directories_deepest_first() {
-    let tmp = tempfile::tempdir().unwrap();
-    let top = tmp.path();
-    v2_cgroup(top, "cpu memory pids\n");
-    v2_cgroup(&top.join("g"), "cpu memory pids\n");
-    v2_cgroup(&top.join("g/local-6"), "cpu memory pids\n");
-    let cgs = Cgroups::detect_from(&v2_sources(top, "/", true), "g").unwrap();
-    let cg = cgs.create("local-6", &Limits::default()).unwrap();
+    let (_tmp, cgs, cg, dir) = v2_made("local-6");
     // The kernel's files go with the directory; a fake's must go by hand.
-    let dir = top.join("g/local-6");
     fs::create_dir(dir.join("inner")).unwrap();
     for e in fs::read_dir(&dir).unwrap().flatten() {
         if e.path().is_file() {
@@ -359,11 +360,9 @@ fn remove_takes_the_directories_deepest_first() {
 fn create_refuses_a_bad_id_and_a_leftover_that_holds_processes() {
     let tmp = tempfile::tempdir().unwrap();
     let top = tmp.path();
-    v2_cgroup(top, "cpu memory pids\n");
-    v2_cgroup(&top.join("g"), "cpu memory pids\n");
-    v2_cgroup(&top.join("g/local-7"), "cpu memory pids\n");
+    let cgs = v2_group(top, "local-7");
+    // Detection reads the group, not its cgroups: a leftover shows at create.
     write(&top.join("g/local-7/cgroup.procs"), "12\n");
-    let cgs = Cgroups::detect_from(&v2_sources(top, "/", true), "g").unwrap();
     let e = cgs.create("../x", &Limits::default()).unwrap_err();
     assert_eq!(
         (e.field.as_deref(), e.message.as_str()),
@@ -593,12 +592,10 @@ fn v2_kill_and_freeze_end_a_real_fork_bomb_on_a_hybrid_host() {
 fn a_server_already_in_its_leaf_uses_the_leafs_parent() {
     let tmp = tempfile::tempdir().unwrap();
     let top = tmp.path();
-    v2_cgroup(top, "cpu memory pids\n");
+    v2_cgroups(top, &[""]);
     let own = top.join("svc");
-    v2_cgroup(&own, "cpu memory pids\n");
+    v2_cgroups(&own, &["", SERVER_LEAF, "g"]);
     write(&own.join("cgroup.subtree_control"), "cpu memory pids\n");
-    v2_cgroup(&own.join(SERVER_LEAF), "cpu memory pids\n");
-    v2_cgroup(&own.join("g"), "cpu memory pids\n");
     let src = v2_sources(top, &format!("/svc/{SERVER_LEAF}"), false);
     let cgs = Cgroups::detect_from(&src, "g").unwrap();
     assert_eq!(cgs.hiers[0].base, own.join("g"));

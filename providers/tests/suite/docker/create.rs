@@ -2,6 +2,7 @@
 //! built once, a daemon refused or silent, a create dropped at any point,
 //! root without capabilities.
 
+use computer_testkit::or_skip;
 use std::time::{Duration, Instant};
 
 use bollard::query_parameters::ListContainersOptionsBuilder;
@@ -15,7 +16,7 @@ use super::{Env, env, run, text};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recipe_is_built_once_by_one_flight_and_tagged_by_its_hash() {
-    let Some(e) = env("recipe").await else { return };
+    let e = or_skip!(env("recipe").await);
     let cancel = CancellationToken::new();
     // A recipe unique to this run, so the build really happens.
     let recipe = format!(
@@ -39,7 +40,7 @@ async fn a_recipe_is_built_once_by_one_flight_and_tagged_by_its_hash() {
     );
     let conn = p.connect(&a, &cancel).await.unwrap();
     assert_eq!(
-        text(&run(&conn, "cat /etc/recipe-run").await),
+        text(&run(&conn.client, "cat /etc/recipe-run").await),
         format!("{}\n", std::process::id())
     );
     conn.client.close();
@@ -80,9 +81,7 @@ async fn a_recipe_is_built_once_by_one_flight_and_tagged_by_its_hash() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_of_another_version_is_refused() {
-    let Some(e) = env("version").await else {
-        return;
-    };
+    let e = or_skip!(env("version").await);
     let cancel = CancellationToken::new();
     // A stand-in daemon: init sleeps, stdio answers hello as version 0.0.0.
     let fake = e.cache.path().join("fake-computerd");
@@ -175,9 +174,7 @@ fn provider_with_daemon(e: &Env, name: &str, program: &[u8]) -> DockerProvider {
 #[cfg(target_arch = "x86_64")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_whose_daemon_never_answers_hello_deletes_its_container_and_names_the_step() {
-    let Some(e) = env("no-hello").await else {
-        return;
-    };
+    let e = or_skip!(env("no-hello").await);
     let cancel = CancellationToken::new();
     // A daemon that exits at once with code 3 (mov eax, 60; mov edi, 3;
     // syscall): the container stops before any hello.
@@ -271,9 +268,7 @@ fn allowlisted(mut s: ComputerSpec) -> ComputerSpec {
 #[cfg(target_arch = "x86_64")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_dropped_while_it_waits_for_its_daemon_or_proxy_leaves_nothing_within_5_s() {
-    let Some(e) = env("dropped-waiting").await else {
-        return;
-    };
+    let e = or_skip!(env("dropped-waiting").await);
     let hangs = provider_with_daemon(
         &e,
         "never-answers",
@@ -309,9 +304,7 @@ async fn a_create_dropped_while_it_waits_for_its_daemon_or_proxy_leaves_nothing_
 /// returns keeps its computer (and an allowlist its proxy and volume).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_dropped_at_any_point_leaves_nothing_and_one_that_returns_keeps_its_computer() {
-    let Some(e) = env("dropped").await else {
-        return;
-    };
+    let e = or_skip!(env("dropped").await);
     let cancel = CancellationToken::new();
     // A create that returns keeps what it made after the drop guard's
     // removal would have run; how long each took sets the drops' bounds.
@@ -330,7 +323,7 @@ async fn a_create_dropped_at_any_point_leaves_nothing_and_one_that_returns_keeps
     assert_eq!(containers.len(), 3, "{containers:?}");
     assert_eq!(volumes.len(), 1, "{volumes:?}");
     let conn = e.p.connect(&c, &cancel).await.unwrap();
-    assert_eq!(text(&run(&conn, "echo up").await), "up\n");
+    assert_eq!(text(&run(&conn.client, "echo up").await), "up\n");
     conn.client.close();
     for c in [c, a] {
         e.p.release(&c, Release::Delete, &cancel).await.unwrap();
@@ -397,7 +390,7 @@ async fn a_create_dropped_at_any_point_leaves_nothing_and_one_that_returns_keeps
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spec_may_ask_for_root_which_holds_no_capability() {
-    let Some(e) = env("root").await else { return };
+    let e = or_skip!(env("root").await);
     let cancel = CancellationToken::new();
     let mut spec = e.spec(600_000);
     spec.user = Some("0".into());
@@ -406,7 +399,7 @@ async fn a_spec_may_ask_for_root_which_holds_no_capability() {
     let conn = e.p.connect(&c, &cancel).await.unwrap();
     let out = text(
         &run(
-            &conn,
+            &conn.client,
             "id -u; grep -E '^Cap(Eff|Bnd)' /proc/self/status; touch /etc/x 2>&1 && echo wrote",
         )
         .await,

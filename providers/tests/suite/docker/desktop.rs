@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use bollard::query_parameters::{InspectContainerOptions, ListContainersOptionsBuilder};
 use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource};
 use computer_providers::{AttachBy, Provider, Release};
-use computer_testkit::need;
+use computer_testkit::{need, or_skip};
 use computerd::client::ComputerExt;
 use tokio_util::sync::CancellationToken;
 
@@ -35,12 +35,8 @@ fn desktop_provider(e: &Env, image: &str, screen: &str) -> DockerProvider {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_docker_desktop_starts_its_x_server_through_the_daemon_and_declares_the_screen() {
-    let Some(e) = env("desktop").await else {
-        return;
-    };
-    let Some(image) = desktop_image(&e).await else {
-        return;
-    };
+    let e = or_skip!(env("desktop").await);
+    let image = or_skip!(desktop_image(&e).await);
     let cancel = CancellationToken::new();
     let p = desktop_provider(&e, &image, "1024x768");
     let caps = p.capabilities();
@@ -67,7 +63,7 @@ async fn a_docker_desktop_starts_its_x_server_through_the_daemon_and_declares_th
     assert_eq!(&shot.data.0[1..4], b"PNG");
     // The X server is one process of the daemon's table, the computer's user's.
     let r = run(
-        &conn,
+        &conn.client,
         "ps -o user=,args= -C Xvfb 2>/dev/null || cat /proc/[0-9]*/cmdline | tr '\\0' ' '",
     )
     .await;
@@ -96,7 +92,7 @@ async fn a_docker_desktop_starts_its_x_server_through_the_daemon_and_declares_th
     let cmd = i.config.unwrap().cmd.unwrap();
     assert!(cmd.windows(2).any(|w| w == ["--display", ":0"]), "{cmd:?}");
     // Programs get DISPLAY, so a GUI program started from a shell finds it.
-    let r = run(&conn, "printf %s \"$DISPLAY\"").await;
+    let r = run(&conn.client, "printf %s \"$DISPLAY\"").await;
     assert_eq!(text(&r), ":0");
     let refused =
         e.p.attach(&AttachBy::Id(c.id.clone()), &cancel)
@@ -135,9 +131,7 @@ async fn a_docker_desktop_starts_its_x_server_through_the_daemon_and_declares_th
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_desktop_on_an_image_without_xvfb_is_refused_in_words_and_deleted() {
-    let Some(e) = env("desktop-no-x").await else {
-        return;
-    };
+    let e = or_skip!(env("desktop-no-x").await);
     let cancel = CancellationToken::new();
     // The plain Debian image has no X server.
     let p = desktop_provider(&e, &e.image, "1280x800");
@@ -164,12 +158,8 @@ async fn a_desktop_on_an_image_without_xvfb_is_refused_in_words_and_deleted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_docker_browser_bounded_below_what_chromium_needs_names_the_bound_and_the_setting() {
-    let Some(e) = env("browser-pids").await else {
-        return;
-    };
-    let Some(image) = desktop_image(&e).await else {
-        return;
-    };
+    let e = or_skip!(env("browser-pids").await);
+    let image = or_skip!(desktop_image(&e).await);
     let cancel = CancellationToken::new();
     let mut opts = DockerOptions::new(e.computerd.clone(), e.cache.path().join("cache"));
     opts.image = Some(ImageSource::Name(image));

@@ -2,6 +2,7 @@
 //! socket out of its programs' reach, a fork bomb and a disk fill held by
 //! its bounds, its connection direct or over the exec.
 
+use computer_testkit::or_skip;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use super::{env, route, run, text};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_docker_computer_is_made_hardened_reached_found_and_released() {
-    let Some(e) = env("made").await else { return };
+    let e = or_skip!(env("made").await);
     let cancel = CancellationToken::new();
     let mut spec = e.spec(600_000);
     spec.labels.insert(label::SESSION.into(), "s-docker".into());
@@ -93,7 +94,7 @@ async fn a_docker_computer_is_made_hardened_reached_found_and_released() {
     let conn = e.p.connect(&c, &cancel).await.unwrap();
     assert_eq!(conn.hello.version, computerd::VERSION);
     let r = run(
-        &conn,
+        &conn.client,
         "id -u; id -g; grep -E '^(Cap|NoNewPrivs|Seccomp:)' /proc/self/status; echo HOME=$HOME; pwd",
     )
     .await;
@@ -111,18 +112,26 @@ async fn a_docker_computer_is_made_hardened_reached_found_and_released() {
     assert_eq!(fields.get("Seccomp"), Some(&"2"), "{out}");
     assert_eq!(fields.get("HOME"), Some(&"/work"), "{out}");
     assert!(out.trim_end().ends_with("/work"), "{out}");
-    let r = run(&conn, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '").await;
+    let r = run(
+        &conn.client,
+        "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '",
+    )
+    .await;
     assert_eq!(text(&r), "lo\n");
     // The host's bridge address is not reached: no route at all.
     let r = run(
-        &conn,
+        &conn.client,
         "bash -c 'exec 3<>/dev/tcp/172.17.0.1/2375' 2>&1; echo rc=$?",
     )
     .await;
     let out = text(&r);
     assert!(out.contains("rc=1") && out.contains("unreachable"), "{out}");
     // The daemon is read-only to the computer.
-    let r = run(&conn, "echo x > /opt/computerd/computerd 2>&1; echo rc=$?").await;
+    let r = run(
+        &conn.client,
+        "echo x > /opt/computerd/computerd 2>&1; echo rc=$?",
+    )
+    .await;
     assert!(
         text(&r).contains("rc=1") || text(&r).contains("rc=2"),
         "{}",
@@ -132,7 +141,7 @@ async fn a_docker_computer_is_made_hardened_reached_found_and_released() {
     // through can be neither listed nor written from inside.
     assert_eq!(route(&conn, &direct_dir).await, "direct");
     let r = run(
-        &conn,
+        &conn.client,
         "ls /run/computerd-host >/dev/null 2>&1; echo ls=$?; touch /run/computerd-host/x 2>&1; echo touch=$?",
     )
     .await;
@@ -146,7 +155,7 @@ async fn a_docker_computer_is_made_hardened_reached_found_and_released() {
     // the same user can neither read its environment nor take its
     // descriptors (nor trace it or read its memory: it is not dumpable).
     let r = run(
-        &conn,
+        &conn.client,
         "for p in /proc/[0-9]*; do case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in '/opt/computerd/computerd stdio '*) b=$p;; esac; done; \
          ls $b/fd >/dev/null 2>&1; echo fd=$?; cat $b/environ >/dev/null 2>&1; echo environ=$?",
     )
@@ -193,7 +202,7 @@ async fn a_docker_computer_is_made_hardened_reached_found_and_released() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_computer_whose_direct_socket_cannot_be_reached_is_reached_over_the_exec() {
     use std::os::unix::fs::PermissionsExt;
-    let Some(e) = env("direct").await else { return };
+    let e = or_skip!(env("direct").await);
     let cancel = CancellationToken::new();
     let c = e.sandbox(&cancel).await;
     let dir = e.cache.path().join("cache/direct").join(&c.id);
@@ -203,14 +212,14 @@ async fn a_computer_whose_direct_socket_cannot_be_reached_is_reached_over_the_ex
     mode(0o700);
     let conn = e.p.connect(&c, &cancel).await.unwrap();
     assert_eq!(route(&conn, &dir).await, "exec, told");
-    let r = run(&conn, "head -c 3000000 /dev/zero | wc -c").await;
+    let r = run(&conn.client, "head -c 3000000 /dev/zero | wc -c").await;
     assert_eq!(text(&r).trim(), "3000000");
     conn.client.close();
     // Reachable again: direct again.
     mode(0o711);
     let conn = e.p.connect(&c, &cancel).await.unwrap();
     assert_eq!(route(&conn, &dir).await, "direct");
-    let r = run(&conn, "head -c 3000000 /dev/zero | wc -c").await;
+    let r = run(&conn.client, "head -c 3000000 /dev/zero | wc -c").await;
     assert_eq!(text(&r).trim(), "3000000");
     conn.client.close();
     // The directory gone from this host (a cleaned cache): over the exec,
@@ -229,14 +238,12 @@ async fn a_computer_whose_direct_socket_cannot_be_reached_is_reached_over_the_ex
 /// (a bridge the engine execs) is served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_program_of_the_computer_cannot_use_the_daemons_socket() {
-    let Some(e) = env("own-socket").await else {
-        return;
-    };
+    let e = or_skip!(env("own-socket").await);
     let cancel = CancellationToken::new();
     let made = e.p.create(&e.spec(600_000), &cancel).await.unwrap();
     let conn = e.p.connect(&made.computer, &cancel).await.unwrap();
     let r = run(
-        &conn,
+        &conn.client,
         r#"printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"deadline.extend","params":{"at":"2100-01-01T00:00:00Z"}}' | /opt/computerd/computerd stdio"#,
     )
     .await;
@@ -244,7 +251,7 @@ async fn a_program_of_the_computer_cannot_use_the_daemons_socket() {
     assert_eq!(reply["error"]["data"]["kind"], "denied", "{reply}");
     assert_eq!(reply["id"], serde_json::Value::Null, "{reply}");
     // The provider's connection goes on.
-    assert_eq!(text(&run(&conn, "echo still").await), "still\n");
+    assert_eq!(text(&run(&conn.client, "echo still").await), "still\n");
     conn.client.close();
     e.p.release(&made.computer, Release::Delete, &cancel)
         .await
@@ -253,9 +260,7 @@ async fn a_program_of_the_computer_cannot_use_the_daemons_socket() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_bomb_stays_within_the_pids_limit_and_the_daemon_keeps_answering() {
-    let Some(e) = env("forkbomb").await else {
-        return;
-    };
+    let e = or_skip!(env("forkbomb").await);
     let cancel = CancellationToken::new();
     // The bound is the container's own pids cgroup (64), written by the
     // provider and again by the test below, and the bomb runs as a uid no
@@ -309,7 +314,7 @@ async fn a_fork_bomb_stays_within_the_pids_limit_and_the_daemon_keeps_answering(
         .expect("the bomb's run ends at its timeout");
     drop(r);
     // The cgroup held it: never above 64, and the daemon still answers.
-    let r = run(&conn, "cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids/pids.events 2>/dev/null || cat /sys/fs/cgroup/pids.max /sys/fs/cgroup/pids.events").await;
+    let r = run(&conn.client, "cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids/pids.events 2>/dev/null || cat /sys/fs/cgroup/pids.max /sys/fs/cgroup/pids.events").await;
     let out = text(&r);
     assert!(out.starts_with("64\n"), "{out}");
     let hit: u64 = out
@@ -320,7 +325,7 @@ async fn a_fork_bomb_stays_within_the_pids_limit_and_the_daemon_keeps_answering(
         .parse()
         .unwrap();
     assert!(hit > 0, "the bomb never reached the limit: {out}");
-    let r = run(&conn, "echo still here").await;
+    let r = run(&conn.client, "echo still here").await;
     assert_eq!(text(&r), "still here\n");
     // Everything the run started ended with it.
     computer_testkit::wait_until("the bomb's processes end", Duration::from_secs(10), || {
@@ -375,7 +380,7 @@ async fn writable_dirs(
 /// it lands in the container's layer on this host's disk.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_computer_filling_every_writable_directory_stops_at_its_bound_off_the_hosts_disk() {
-    let Some(e) = env("disk").await else { return };
+    let e = or_skip!(env("disk").await);
     let cancel = CancellationToken::new();
     let mut spec = e.spec(600_000);
     spec.sizes.memory_mb = Some(1024);
@@ -422,7 +427,10 @@ async fn a_computer_filling_every_writable_directory_stops_at_its_bound_off_the_
         layer < 1 << 20,
         "the container's layer on this host's disk grew by {layer} bytes: {dirs:?}"
     );
-    assert_eq!(text(&run(&conn, "echo still here").await), "still here\n");
+    assert_eq!(
+        text(&run(&conn.client, "echo still here").await),
+        "still here\n"
+    );
     conn.client.close();
     e.p.release(&c, Release::Delete, &cancel).await.unwrap();
 

@@ -10,7 +10,7 @@ use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource};
 use computer_providers::{
     AttachBy, ErrorCode, Labels, NetworkPolicy, Provider, Release, label, release_older, run_labels,
 };
-use computer_testkit::need;
+use computer_testkit::{need, or_skip};
 use computerd::client::ComputerExt;
 use computerd::protocol::ExecParams;
 use tokio_util::sync::CancellationToken;
@@ -20,9 +20,7 @@ use crate::suite::support::{SWEEPS, remove_by_force};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_its_deadline_the_computer_stops_by_itself() {
-    let Some(e) = env("deadline").await else {
-        return;
-    };
+    let e = or_skip!(env("deadline").await);
     let _turn = SWEEPS.lock().await;
     let cancel = CancellationToken::new();
     let c = e.p.create(&e.spec(4_000), &cancel).await.unwrap().computer;
@@ -63,7 +61,7 @@ async fn at_its_deadline_the_computer_stops_by_itself() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attach_refuses_a_container_with_our_labels_made_wider_naming_the_field() {
-    let Some(e) = env("drift").await else { return };
+    let e = or_skip!(env("drift").await);
     let cancel = CancellationToken::new();
     type Widen = fn(&mut bollard::models::HostConfig);
     let cases: [(&str, Widen, &str); 3] = [
@@ -114,7 +112,7 @@ async fn attach_refuses_a_container_with_our_labels_made_wider_naming_the_field(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_older_deletes_lower_epochs_keeps_its_own_and_another_runs_and_is_fenced() {
-    let Some(e) = env("epochs").await else { return };
+    let e = or_skip!(env("epochs").await);
     let cancel = CancellationToken::new();
     // Containers made (not started) with our labels: list sees them.
     let made = [
@@ -159,7 +157,7 @@ async fn release_older_deletes_lower_epochs_keeps_its_own_and_another_runs_and_i
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_refused_in_words_with_nothing_left_behind() {
-    let Some(e) = env("bad").await else { return };
+    let e = or_skip!(env("bad").await);
     let _turn = SWEEPS.lock().await;
     let cancel = CancellationToken::new();
     let mut spec = e.spec(600_000);
@@ -266,7 +264,7 @@ async fn bad_input_is_refused_in_words_with_nothing_left_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_share_is_bound_at_workspace_and_a_busybox_image_works() {
-    let Some(e) = env("share").await else { return };
+    let e = or_skip!(env("share").await);
     let cancel = CancellationToken::new();
     let dir = tempfile::tempdir().unwrap();
     let shared = dir.path().join("ws");
@@ -292,7 +290,7 @@ async fn a_share_is_bound_at_workspace_and_a_busybox_image_works() {
     );
     let c = made.computer;
     let conn = e.p.connect(&c, &cancel).await.unwrap();
-    let r = run(&conn, "echo hi > /workspace/from-inside && id -u").await;
+    let r = run(&conn.client, "echo hi > /workspace/from-inside && id -u").await;
     assert_eq!(text(&r), "1879048191\n");
     assert_eq!(
         std::fs::read_to_string(shared.join("from-inside")).unwrap(),
@@ -313,11 +311,11 @@ async fn a_share_is_bound_at_workspace_and_a_busybox_image_works() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_computer_removed_from_outside_is_gone_on_the_next_call_within_5_s() {
-    let Some(e) = env("killed").await else { return };
+    let e = or_skip!(env("killed").await);
     let cancel = CancellationToken::new();
     let c = e.sandbox(&cancel).await;
     let conn = e.p.connect(&c, &cancel).await.unwrap();
-    assert_eq!(text(&run(&conn, "echo up").await), "up\n");
+    assert_eq!(text(&run(&conn.client, "echo up").await), "up\n");
     remove_by_force(&e.docker, &c.id).await;
     let t = Instant::now();
     let r = tokio::time::timeout(

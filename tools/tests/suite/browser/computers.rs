@@ -92,16 +92,8 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
         ctx: ToolContext::new(conn.client.clone()),
         results: Mutex::new(Vec::new()),
     };
-    b.ok(
-        "write_file",
-        json!({"path": "/tmp/site/form.html", "content": FORM}),
-    )
-    .await;
-    b.ok(
-        "write_file",
-        json!({"path": "/tmp/site/server.py", "content": INSIDE_SERVER}),
-    )
-    .await;
+    b.write_file("/tmp/site/form.html", FORM).await;
+    b.write_file("/tmp/site/server.py", INSIDE_SERVER).await;
     b.ok(
         "process_start",
         json!({"command": "exec python3 /tmp/site/server.py"}),
@@ -113,8 +105,7 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
     )
     .await;
 
-    b.ok("browser_navigate", json!({"url": "http://127.0.0.1:8125/"}))
-        .await;
+    b.go("http://127.0.0.1:8125/").await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let [name, pw, colour, agree] = Browser::refs_of(
         &snap,
@@ -134,7 +125,7 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
     b.ok("browser_select", json!({"ref": agree, "value": true}))
         .await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
-    assert!(snap.contains("(password, not shown)"), "{snap}");
+    assert_has(&snap, "(password, not shown)");
     let send = Browser::ref_of(&snap, "button \"Send\"");
     b.ok("browser_click", json!({"ref": send})).await;
     b.wait_title("Thanks").await;
@@ -145,89 +136,53 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
     let (posted, _) = b
         .ok("exec", json!({"command": "cat /tmp/site/posted.txt"}))
         .await;
-    assert!(
-        posted.contains(&format!("name=Grace&pw={SECRET}&color=b&agree=on")),
-        "{posted}"
-    );
+    assert_has(&posted, &format!("name=Grace&pw={SECRET}&color=b&agree=on"));
 
     // Files of the computer chosen in file inputs: one directly, two
     // through the chooser a button opens; the page reads them back.
     assert!(names.contains(&"browser_upload"), "{names:?}");
-    b.ok(
-        "write_file",
-        json!({"path": "/tmp/site/upload.html", "content": UPLOAD}),
-    )
-    .await;
-    b.ok(
-        "write_file",
-        json!({"path": "/tmp/up/a.txt", "content": "alpha"}),
-    )
-    .await;
-    b.ok(
-        "write_file",
-        json!({"path": "/tmp/up/b.txt", "content": "bravo-bravo"}),
-    )
-    .await;
-    b.ok(
-        "browser_navigate",
-        json!({"url": "http://127.0.0.1:8125/upload.html"}),
-    )
-    .await;
+    b.write_file("/tmp/site/upload.html", UPLOAD).await;
+    b.write_file("/tmp/up/a.txt", "alpha").await;
+    b.write_file("/tmp/up/b.txt", "bravo-bravo").await;
+    b.go("http://127.0.0.1:8125/upload.html").await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let [one, pick] = Browser::refs_of(&snap, ["\"One\"", "button \"Choose files\""]);
-    b.err_has(
-        "browser_upload",
-        json!({"ref": one, "paths": ["/tmp/up/a.txt", "/tmp/up/b.txt"]}),
-        "takes one file (it has no `multiple`)",
-    )
-    .await;
-    let e = b
-        .err(
-            "browser_upload",
-            json!({"ref": one, "paths": ["/tmp/up/none.txt"]}),
-        )
-        .await;
-    assert!(
-        e.contains("paths[0] /tmp/up/none.txt") && e.contains("write the file first"),
-        "{e}"
-    );
-    b.err_has(
-        "browser_upload",
-        json!({"ref": one, "paths": ["a.txt"]}),
-        "paths[0] must be an absolute path",
-    )
-    .await;
-    b.err_has(
-        "browser_upload",
-        json!({"ref": one, "paths": ["/tmp/up"]}),
-        "paths[0] /tmp/up is a directory",
-    )
-    .await;
+    for (paths, words) in [
+        (
+            json!(["/tmp/up/a.txt", "/tmp/up/b.txt"]),
+            &["takes one file (it has no `multiple`)"][..],
+        ),
+        (
+            json!(["/tmp/up/none.txt"]),
+            &["paths[0] /tmp/up/none.txt", "write the file first"],
+        ),
+        (json!(["a.txt"]), &["paths[0] must be an absolute path"]),
+        (json!(["/tmp/up"]), &["paths[0] /tmp/up is a directory"]),
+    ] {
+        let e = b
+            .err("browser_upload", json!({"ref": one, "paths": paths}))
+            .await;
+        for w in words {
+            assert_has(&e, w);
+        }
+    }
     let (t, _) = b
         .ok(
             "browser_upload",
             json!({"ref": one, "paths": ["/tmp/up/a.txt"]}),
         )
         .await;
-    assert!(t.ends_with("now holds a.txt (5 bytes)"), "{t}");
+    assert_ends(&t, "now holds a.txt (5 bytes)");
     let (t, _) = b
         .ok(
             "browser_upload",
             json!({"ref": pick, "paths": ["/tmp/up/a.txt", "/tmp/up/b.txt"]}),
         )
         .await;
-    assert!(
-        t.contains("clicked it and answered the file chooser")
-            && t.contains("now holds a.txt (5 bytes), b.txt (11 bytes)"),
-        "{t}"
-    );
+    assert_has(&t, "clicked it and answered the file chooser");
+    assert_has(&t, "now holds a.txt (5 bytes), b.txt (11 bytes)");
     b.wait_title("Read 3").await;
-    let (read, _) = b
-        .ok(
-            "browser_eval",
-            json!({"expression": "JSON.stringify(window.read)"}),
-        )
-        .await;
+    let read = b.js("JSON.stringify(window.read)").await;
     assert_eq!(
         read,
         serde_json::to_string(
@@ -293,8 +248,7 @@ async fn the_page_tools_drive_a_vendors_browser_through_its_fake() {
         results: Mutex::new(Vec::new()),
     };
     let (base, seen) = serve().await;
-    b.ok("browser_navigate", json!({"url": format!("{base}/")}))
-        .await;
+    b.go(&format!("{base}/")).await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let [name, pw] = Browser::refs_of(&snap, ["textbox \"Name\"", "textbox \"Password\""]);
     b.ok("browser_type", json!({"ref": name, "text": "Lin"}))
@@ -313,12 +267,9 @@ async fn the_page_tools_drive_a_vendors_browser_through_its_fake() {
         .find(|(l, _)| l.starts_with("POST /submit"))
         .map(|(_, body)| body.clone())
         .expect("the form was posted");
-    assert!(
-        posted.starts_with(&format!("name=Lin&pw={SECRET}&")),
-        "{posted}"
-    );
+    assert_starts(&posted, &format!("name=Lin&pw={SECRET}&"));
     let (shot, _) = b.ok("browser_screenshot", json!({})).await;
-    assert!(shot.starts_with("frame b1: "), "{shot}");
+    assert_starts(&shot, "frame b1: ");
     let all = b.results.lock().unwrap().join("\n");
     assert!(!all.contains(SECRET), "the password showed in a result");
     assert!(

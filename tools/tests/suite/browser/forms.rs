@@ -5,15 +5,13 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
-    let Some(b) = Browser::start().await else {
-        return;
-    };
+    let b = or_skip!(Browser::start().await);
     let (base, seen) = serve().await;
     let (t, out) = b
         .ok("browser_navigate", json!({"url": format!("{base}/")}))
         .await;
     assert_eq!(out["title"], "Sign up", "{t}");
-    assert!(t.contains("browser_snapshot"), "{t}");
+    assert_has(&t, "browser_snapshot");
 
     let (snap, out) = b.ok("browser_snapshot", json!({})).await;
     assert_eq!(out["snapshot"], 1, "{snap}");
@@ -27,33 +25,32 @@ async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
             "button \"Send\"",
         ],
     );
-    assert!(snap.contains("- heading \"Sign up\" [level=1]"), "{snap}");
-    assert!(snap.contains("link \"Other page\""), "{snap}");
-    assert!(
-        snap.contains(&format!(
-            "- textbox \"Password\" [ref={pw}]: (password, empty)"
-        )),
-        "{snap}"
+    assert_has(&snap, "- heading \"Sign up\" [level=1]");
+    assert_has(&snap, "link \"Other page\"");
+    assert_has(
+        &snap,
+        &format!("- textbox \"Password\" [ref={pw}]: (password, empty)"),
     );
 
-    b.ok_has(
-        "browser_type",
-        json!({"ref": name, "text": "Ada"}),
-        "it now holds \"Ada\"",
-    )
-    .await;
-    b.ok_has(
-        "browser_type",
-        json!({"ref": pw, "text": SECRET}),
-        "password field",
-    )
-    .await;
-    b.ok_has(
-        "browser_select",
-        json!({"target": colour, "values": ["Green"]}),
-        "\"Green\" selected",
-    )
-    .await;
+    for (tool, args, words) in [
+        (
+            "browser_type",
+            json!({"ref": name, "text": "Ada"}),
+            "it now holds \"Ada\"",
+        ),
+        (
+            "browser_type",
+            json!({"ref": pw, "text": SECRET}),
+            "password field",
+        ),
+        (
+            "browser_select",
+            json!({"target": colour, "values": ["Green"]}),
+            "\"Green\" selected",
+        ),
+    ] {
+        b.ok_has(tool, args, words).await;
+    }
     // `element` (a description, as Playwright's MCP tools take it) rides along.
     let (t, _) = b
         .ok(
@@ -61,24 +58,24 @@ async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
             json!({"ref": agree, "element": "the agree box"}),
         )
         .await;
-    assert!(t.starts_with(&format!("clicked {agree} (checkbox")), "{t}");
+    assert_starts(&t, &format!("clicked {agree} (checkbox"));
 
     // The snapshot after filling shows the values, the password masked.
     let (snap2, _) = b.ok("browser_snapshot", json!({})).await;
-    assert!(snap2.contains("(password, not shown)"), "{snap2}");
-    assert!(snap2.contains(": Ada"), "{snap2}");
-    assert!(snap2.contains("[checked]"), "{snap2}");
+    assert_has(&snap2, "(password, not shown)");
+    assert_has(&snap2, ": Ada");
+    assert_has(&snap2, "[checked]");
     // The first snapshot's refs are older now: refused, never retargeted.
     let e = b.err("browser_click", json!({"ref": send})).await;
-    assert!(e.contains("older snapshot"), "{e}");
-    assert!(e.contains("take a new snapshot"), "{e}");
+    assert_has(&e, "older snapshot");
+    assert_has(&e, "take a new snapshot");
 
     let send = Browser::ref_of(&snap2, "button \"Send\"");
     let (t, out) = b.ok("browser_click", json!({"ref": send})).await;
     // Seen when it starts within the click's short look (a loaded machine
     // may be slower; the refusal below holds either way).
     if out["navigated"] == true {
-        assert!(t.contains("/submit"), "{t}");
+        assert_has(&t, "/submit");
     }
     b.wait_title("Thanks").await;
     let posted = seen
@@ -114,14 +111,12 @@ async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ref_from_before_a_navigation_is_refused_and_bad_input_is_named() {
-    let Some((b, base)) = Browser::at("/").await else {
-        return;
-    };
+    let (b, base) = or_skip!(Browser::at("/").await);
     let (only, _) = b
         .ok("browser_snapshot", json!({"filter": "interactive"}))
         .await;
     assert!(!only.contains("heading"), "{only}");
-    assert!(only.contains("\n- textbox \"Name\" [ref=e1]"), "{only}");
+    assert_has(&only, "\n- textbox \"Name\" [ref=e1]");
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let [link, name] = Browser::refs_of(&snap, ["link \"Other page\"", "textbox \"Name\""]);
     // A select refuses an option it lacks, naming those it has; a field
@@ -145,15 +140,13 @@ async fn a_ref_from_before_a_navigation_is_refused_and_bad_input_is_named() {
     .await;
     let (t, out) = b.ok("browser_click", json!({"ref": link})).await;
     if out["navigated"] == true {
-        assert!(t.contains("/other"), "{t}");
+        assert_has(&t, "/other");
     }
     b.wait_title("Other").await;
     let e = b.err("browser_click", json!({"ref": name})).await;
-    assert!(
-        e.contains("taken before the page navigated") && e.contains("take a new snapshot"),
-        "{e}"
-    );
-    assert!(e.ends_with("nothing was done"), "{e}");
+    assert_has(&e, "taken before the page navigated");
+    assert_has(&e, "take a new snapshot");
+    assert_ends(&e, "nothing was done");
 
     // Back and forward.
     let (t, out) = b.ok("browser_navigate", json!({"action": "back"})).await;
@@ -169,21 +162,15 @@ async fn a_ref_from_before_a_navigation_is_refused_and_bad_input_is_named() {
         "data:text/html,x",
     ] {
         let e = b.err("browser_navigate", json!({"url": bad})).await;
-        assert!(e.starts_with("url has the scheme "), "{e}");
+        assert_starts(&e, "url has the scheme ");
     }
     // An unknown ref, a ref that is no ref.
-    b.err_has(
-        "browser_click",
-        json!({"ref": "e999"}),
-        "is no ref of any snapshot",
-    )
-    .await;
-    b.err_has(
-        "browser_click",
-        json!({"ref": "submit-button"}),
-        "is not a ref",
-    )
-    .await;
+    for (args, words) in [
+        (json!({"ref": "e999"}), "is no ref of any snapshot"),
+        (json!({"ref": "submit-button"}), "is not a ref"),
+    ] {
+        b.err_has("browser_click", args, words).await;
+    }
     // An expression past its bound.
     let big = "1;".repeat(40 * 1024);
     let e = b.err("browser_eval", json!({"expression": big})).await;
@@ -205,9 +192,9 @@ async fn a_ref_from_before_a_navigation_is_refused_and_bad_input_is_named() {
         format!("http://{}/", l.local_addr().unwrap())
     };
     let e = b.err("browser_navigate", json!({"url": gone})).await;
-    assert!(
-        e.starts_with(&format!("{gone} did not open: net::ERR_CONNECTION_REFUSED")),
-        "{e}"
+    assert_starts(
+        &e,
+        &format!("{gone} did not open: net::ERR_CONNECTION_REFUSED"),
     );
     b.answers().await;
     // A timeout past its bound is named.
@@ -229,10 +216,7 @@ async fn a_ref_from_before_a_navigation_is_refused_and_bad_input_is_named() {
             json!({"url": format!("{base}/hang"), "timeout_ms": 2000}),
         )
         .await;
-    assert!(
-        e.starts_with("the page did not finish loading within 2 s"),
-        "{e}"
-    );
-    assert!(e.contains("the browser still answers"), "{e}");
+    assert_starts(&e, "the page did not finish loading within 2 s");
+    assert_has(&e, "the browser still answers");
     b.answers().await;
 }

@@ -5,9 +5,7 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicked() {
-    let Some((b, base)) = Browser::at("/clicks").await else {
-        return;
-    };
+    let (b, base) = or_skip!(Browser::at("/clicks").await);
     // A scaled screenshot: its pixels are not the viewport's.
     let r = b
         .call("browser_screenshot", json!({"max_width": 400}))
@@ -27,14 +25,9 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
     // The pad is at 300..420 x 200..280 in the viewport: its middle, in image pixels.
     let (x, y) = ((360.0 * scale) as i64, (240.0 * scale) as i64);
     let (t, _) = b.ok("browser_click", json!({"x": x, "y": y})).await;
-    assert!(t.contains("frame b1"), "{t}");
-    assert!(t.contains("id=pad"), "{t}");
-    let (clicks, _) = b
-        .ok(
-            "browser_eval",
-            json!({"expression": "JSON.stringify(window.clicks)"}),
-        )
-        .await;
+    assert_has(&t, "frame b1");
+    assert_has(&t, "id=pad");
+    let clicks = b.js("JSON.stringify(window.clicks)").await;
     let clicks: Value =
         serde_json::from_str(&serde_json::from_str::<String>(&clicks).unwrap()).unwrap();
     assert_eq!(clicks.as_array().unwrap().len(), 1, "{clicks}");
@@ -57,11 +50,7 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
     assert!(vw > 0.0 && vh > 0.0);
 
     // A covered button: what was confirmed, and that nothing was clicked.
-    b.ok(
-        "browser_navigate",
-        json!({"url": format!("{base}/covered")}),
-    )
-    .await;
+    b.go(&format!("{base}/covered")).await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let go = Browser::ref_of(&snap, "button \"Go\"");
     let e = b.err("browser_click", json!({"ref": go})).await;
@@ -71,19 +60,13 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
         )),
         "{e}"
     );
-    assert!(e.contains("covered by <div class=overlay>"), "{e}");
-    assert!(e.contains("nothing was clicked"), "{e}");
-    let (hit, _) = b
-        .ok(
-            "browser_eval",
-            json!({"expression": "window.hit === undefined"}),
-        )
-        .await;
+    assert_has(&e, "covered by <div class=overlay>");
+    assert_has(&e, "nothing was clicked");
+    let hit = b.js("window.hit === undefined").await;
     assert_eq!(hit, "true");
 
     // A click that opens an alert: the alert is dismissed, and said so.
-    b.ok("browser_navigate", json!({"url": format!("{base}/dialog")}))
-        .await;
+    b.go(&format!("{base}/dialog")).await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let alert = Browser::ref_of(&snap, "button \"Alert me\"");
     b.ok_has(
@@ -92,35 +75,19 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
         "the page opened an alert dialog saying \"hello there\", which was dismissed",
     )
     .await;
-    let (after, _) = b
-        .ok("browser_eval", json!({"expression": "window.after"}))
-        .await;
+    let after = b.js("window.after").await;
     assert_eq!(after, "1");
-    b.ok(
-        "browser_navigate",
-        json!({"url": format!("{base}/covered")}),
-    )
-    .await;
+    b.go(&format!("{base}/covered")).await;
 
     // A button inside a same-site iframe: shown under it, clicked by ref.
-    b.ok("browser_navigate", json!({"url": format!("{base}/framed")}))
-        .await;
+    b.go(&format!("{base}/framed")).await;
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
-    assert!(
-        snap.contains("- Iframe\n  - button \"Inside\" [ref="),
-        "{snap}"
-    );
+    assert_has(&snap, "- Iframe\n  - button \"Inside\" [ref=");
     let inside = Browser::ref_of(&snap, "button \"Inside\"");
     b.ok("browser_click", json!({"ref": inside})).await;
-    let (n, _) = b
-        .ok("browser_eval", json!({"expression": "window.inner"}))
-        .await;
+    let n = b.js("window.inner").await;
     assert_eq!(n, "1");
-    b.ok(
-        "browser_navigate",
-        json!({"url": format!("{base}/covered")}),
-    )
-    .await;
+    b.go(&format!("{base}/covered")).await;
 
     // Anthropic's typed target.
     let (t, _) = b
@@ -129,7 +96,7 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
             json!({"target": {"type": "coordinate", "x": 5, "y": 5}}),
         )
         .await;
-    assert!(t.starts_with("the pointer is over (5, 5)"), "{t}");
+    assert_starts(&t, "the pointer is over (5, 5)");
 
     // Keys, hover, text, console, network, tabs.
     b.ok("browser_press", json!({"key": "Tab"})).await;
@@ -151,7 +118,7 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
         .await;
     assert_eq!(out["tabs"].as_array().unwrap().len(), 2, "{t}");
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
-    assert!(snap.contains("The other page."), "{snap}");
+    assert_has(&snap, "The other page.");
     let tabs = out["tabs"].as_array().unwrap().clone();
     let at = |end: &str| {
         tabs.iter()
@@ -165,9 +132,9 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
     let (t, _) = b
         .ok("browser_get_text", json!({"tab_id": covered_id}))
         .await;
-    assert!(t.contains("Go"), "{t}");
+    assert_has(&t, "Go");
     let e = b.err("browser_get_text", json!({"tab_id": "NOPE"})).await;
-    assert!(e.starts_with("tab_id \"NOPE\" is no open tab"), "{e}");
+    assert_starts(&e, "tab_id \"NOPE\" is no open tab");
     b.ok("browser_tabs", json!({"action": "switch", "index": other}))
         .await;
     let (_, out) = b
@@ -237,9 +204,7 @@ async fn a_click_at_screenshot_coordinates_lands_and_a_covered_ref_is_not_clicke
 /// stay valid across scrolls.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
-    let Some((b, _)) = Browser::at("/scroll").await else {
-        return;
-    };
+    let (b, _) = or_skip!(Browser::at("/scroll").await);
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let [item1, bottom] = Browser::refs_of(&snap, ["button \"Item 1\"", "button \"Bottom\""]);
 
@@ -250,7 +215,7 @@ async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
             json!({"direction": "down", "amount": 500}),
         )
         .await;
-    assert!(t.contains("the page scrolled to y 500 of"), "{t}");
+    assert_has(&t, "the page scrolled to y 500 of");
     assert_eq!(out["navigated"], false);
     assert_eq!(b.js("window.scrollY").await, "500");
     b.ok_has(
@@ -260,10 +225,8 @@ async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
     )
     .await;
     let (t, _) = b.ok("browser_scroll", json!({"direction": "up"})).await;
-    assert!(
-        t.contains("nothing moved: the page stands at y 0 of") && t.contains("cannot scroll up"),
-        "{t}"
-    );
+    assert_has(&t, "nothing moved: the page stands at y 0 of");
+    assert_has(&t, "cannot scroll up");
 
     // Over the list: the list scrolls, the page does not.
     let (t, _) = b
@@ -272,10 +235,7 @@ async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
             json!({"ref": item1, "direction": "down", "amount": 120}),
         )
         .await;
-    assert!(
-        t.contains("the area <div id=list> scrolled to y 120 of"),
-        "{t}"
-    );
+    assert_has(&t, "the area <div id=list> scrolled to y 120 of");
     assert!(!t.contains("the page scrolled"), "{t}");
     assert_eq!(
         b.js("document.getElementById('list').scrollTop").await,
@@ -285,9 +245,9 @@ async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
 
     // A ref alone: into view; the same snapshot's refs still act.
     let (t, _) = b.ok("browser_scroll", json!({"ref": bottom})).await;
-    assert!(
-        t.starts_with(&format!("scrolled {bottom} (button \"Bottom\") into view")),
-        "{t}"
+    assert_starts(
+        &t,
+        &format!("scrolled {bottom} (button \"Bottom\") into view"),
     );
     assert_ne!(b.js("window.scrollY").await, "0");
     b.ok("browser_click", json!({"ref": bottom})).await;
@@ -299,24 +259,16 @@ async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
         .err("browser_scroll", json!({"direction": "down", "amount": 0}))
         .await;
     assert!(e.contains("amount is 0; give 1 to 100000"), "{e}");
-    b.err_has(
-        "browser_scroll",
-        json!({}),
-        "give direction (up, down, left or right)",
-    )
-    .await;
-    b.err_has(
-        "browser_scroll",
-        json!({"direction": "sideways"}),
-        "direction",
-    )
-    .await;
-    b.err_has(
-        "browser_scroll",
-        json!({"ref": bottom, "amount": 10}),
-        "amount needs a direction",
-    )
-    .await;
+    for (args, words) in [
+        (json!({}), "give direction (up, down, left or right)"),
+        (json!({"direction": "sideways"}), "direction"),
+        (
+            json!({"ref": bottom, "amount": 10}),
+            "amount needs a direction",
+        ),
+    ] {
+        b.err_has("browser_scroll", args, words).await;
+    }
     assert_eq!(b.js("window.scrollY").await, y);
     b.answers().await;
 }
@@ -326,9 +278,7 @@ async fn the_wheel_scrolls_the_area_under_it_and_says_where_it_stands() {
 /// free after; an end out of view is refused with nothing done.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drag_drops_by_refs_and_moves_a_knob_and_an_end_out_of_view_is_refused() {
-    let Some((b, _)) = Browser::at("/drag").await else {
-        return;
-    };
+    let (b, _) = or_skip!(Browser::at("/drag").await);
     let (snap, _) = b.ok("browser_snapshot", json!({})).await;
     let [item, zone, knob, after, far] = Browser::refs_of(
         &snap,
@@ -344,7 +294,7 @@ async fn a_drag_drops_by_refs_and_moves_a_knob_and_an_end_out_of_view_is_refused
     let (t, out) = b
         .ok("browser_drag", json!({"start_ref": item, "end_ref": zone}))
         .await;
-    assert!(t.contains("the page took it as a drag and drop"), "{t}");
+    assert_has(&t, "the page took it as a drag and drop");
     assert_eq!(out["at"][0], 375.0, "{out}");
     assert_eq!(b.js("window.dropped").await, "\"payload-7\"");
 
@@ -354,12 +304,7 @@ async fn a_drag_drops_by_refs_and_moves_a_knob_and_an_end_out_of_view_is_refused
         "the page started no drag and drop",
     )
     .await;
-    let (k, _) = b
-        .ok(
-            "browser_eval",
-            json!({"expression": "JSON.stringify(window.knob)"}),
-        )
-        .await;
+    let k = b.js("JSON.stringify(window.knob)").await;
     let k: Value = serde_json::from_str(&serde_json::from_str::<String>(&k).unwrap()).unwrap();
     assert_eq!(k[0], 35, "the press was at the knob's middle: {k}");
     assert!(k[1].as_f64().unwrap() > 400.0, "released at After: {k}");
@@ -372,23 +317,23 @@ async fn a_drag_drops_by_refs_and_moves_a_knob_and_an_end_out_of_view_is_refused
     let e = b
         .err("browser_drag", json!({"start_ref": item, "end_ref": far}))
         .await;
-    assert!(
-        e.contains("was left where it is, but it has no box inside the viewport")
-            && e.contains("nothing was dragged"),
-        "{e}"
+    assert_has(
+        &e,
+        "was left where it is, but it has no box inside the viewport",
     );
-    b.err_has(
-        "browser_drag",
-        json!({"start_ref": item}),
-        "give end_ref (from browser_snapshot), or end_x and end_y",
-    )
-    .await;
-    b.err_has(
-        "browser_drag",
-        json!({"start_ref": item, "end_ref": zone, "end_x": 3, "end_y": 4}),
-        "give end_ref or end_x and end_y, not both",
-    )
-    .await;
+    assert_has(&e, "nothing was dragged");
+    for (args, words) in [
+        (
+            json!({"start_ref": item}),
+            "give end_ref (from browser_snapshot), or end_x and end_y",
+        ),
+        (
+            json!({"start_ref": item, "end_ref": zone, "end_x": 3, "end_y": 4}),
+            "give end_ref or end_x and end_y, not both",
+        ),
+    ] {
+        b.err_has("browser_drag", args, words).await;
+    }
     assert_eq!(b.js("window.afterClicks").await, "1");
     b.answers().await;
 }
