@@ -41,6 +41,29 @@ fn phone_args(rig: &Rig) -> Vec<String> {
     .to_vec()
 }
 
+/// Ends the server and waits for it to exit (its release of the phone
+/// reaches the adb server) before the rig kills its adb server, then checks
+/// that nothing listens on the rig's adb port. A server still releasing
+/// after the rig's end started a fresh adb server on that port and left it
+/// running; that one comes up later than this check can see, so the wait
+/// for the server's exit is the fix and the check only the rig's half.
+async fn end(client: Client, rig: Rig) {
+    let port = rig.adb.port();
+    client.cancel().await.unwrap();
+    drop(rig);
+    let gone = (0..40).any(|_| {
+        let closed = std::net::TcpStream::connect(("127.0.0.1", port)).is_err();
+        if !closed {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        closed
+    });
+    assert!(
+        gone,
+        "an adb server still listens on port {port} after the test"
+    );
+}
+
 fn touches(rig: &Rig, phase: &str) -> Vec<[i64; 2]> {
     rig.events("touch")
         .iter()
@@ -138,6 +161,7 @@ async fn a_model_taps_by_element_and_by_a_scaled_screenshots_point_and_the_phone
         text(&out)
     );
     assert_eq!(rig.events("touch").len(), before);
+    end(client, rig).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -210,6 +234,7 @@ async fn a_swipe_and_typed_text_arrive_exactly_and_bad_input_sends_nothing() {
         assert!(text(&out).contains(words), "{tool}: {}", text(&out));
     }
     assert_eq!(rig.events("touch").len() + rig.events("text").len(), before);
+    end(client, rig).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -293,6 +318,7 @@ async fn urls_open_by_a_view_intent_the_screen_turns_and_a_volume_key_is_pressed
         assert!(text(&out).contains(valid), "{valid} not in {}", text(&out));
     }
     assert_eq!(rig.events("key").len(), keys.len());
+    end(client, rig).await;
 }
 
 fn decode(png: &[u8]) -> (u32, u32, Vec<u8>) {
@@ -367,4 +393,5 @@ async fn a_model_installs_an_apk_from_the_shared_folder_and_opens_it() {
         "{}",
         text(&out)
     );
+    end(client, rig).await;
 }
