@@ -20,9 +20,12 @@
 //! What the family remembers of a computer ([`BrowserMemo`], one slot of
 //! [`crate::ComputerState`]): the current tab and its CDP session, the
 //! latest snapshot (its refs, the tab and the document it was taken of) and
-//! the latest screenshot's frame. Refs are numbered on across snapshots, so
-//! a ref from an older snapshot is known as older and refused, never
-//! retargeted; a ref used after the page navigated is refused the same way.
+//! the latest screenshot's frame, and every ref handed out. A ref names one
+//! element for as long as it lives: the same element keeps its ref across
+//! snapshots and filters (and a page restored from the back-forward cache
+//! is the same document, so its refs hold again); a number is never given
+//! to another element, so a ref whose element was removed, or whose
+//! document the tab has navigated away from, is refused, never retargeted.
 
 pub mod check;
 pub mod dom;
@@ -96,21 +99,32 @@ pub struct Tab {
     pub session: String,
 }
 
-/// The latest snapshot: what its refs name, and what it was taken of.
+/// The latest snapshot: what it was taken of, and its lines.
 #[derive(Clone, Debug)]
 pub struct Snap {
     /// 1, 2, ...
     pub n: u64,
-    /// Its refs are e`first` to e`next - 1`.
-    pub first: u64,
-    pub next: u64,
     /// The tab and the document (the main frame's loaderId) it was taken of.
     pub target: String,
     pub loader: String,
     pub url: String,
-    pub refs: HashMap<u64, snapshot::Element>,
+    /// How many refs it shows.
+    pub refs: u64,
     pub lines: Vec<String>,
 }
+
+/// What a ref names: the element, and the tab and document it lives in.
+#[derive(Clone, Debug)]
+pub struct Held {
+    pub el: snapshot::Element,
+    pub target: String,
+    pub loader: String,
+    pub url: String,
+}
+
+/// The most refs remembered; past it, those of documents no tab shows in
+/// the latest snapshot are forgotten (and then refused as unknown).
+pub const MAX_HELD: usize = 50_000;
 
 /// The latest screenshot: the space `x`, `y` are in.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -155,8 +169,12 @@ pub struct BrowserMemo {
     pub tab: Option<Tab>,
     /// The CDP session of every tab attached so far, by target.
     pub sessions: HashMap<String, String>,
-    /// The ref the next snapshot starts at (refs are never reused).
+    /// The number the next new element gets (numbers are never reused).
     pub next_ref: u64,
+    /// Every ref handed out, by number.
+    pub held: HashMap<u64, Held>,
+    /// The ref of each element handed out, by its tab and backend id.
+    pub numbers: HashMap<(String, u64), u64>,
     pub snaps: u64,
     pub latest: Option<Snap>,
     /// The latest screenshot, and the tab it shows.

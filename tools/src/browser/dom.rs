@@ -13,58 +13,73 @@ use crate::error::{Result, ToolError};
 /// The object group the tools' handles live in (released after each use).
 const GROUP: &str = "computer-mcp-page-tools";
 
-/// The element `raw` names, checked: a ref of the latest snapshot, taken
-/// of the current tab and of the document it shows now.
+/// The element `raw` names, checked: a ref handed out by a snapshot of
+/// the current tab, of the document it shows now, and still in it.
 pub(crate) async fn resolve(
     ctx: &ToolContext,
     field: &str,
     raw: &str,
 ) -> Result<(Tab, Element, u64)> {
     let n = check::ref_number(field, raw)?;
-    let Some(s) = with_memo(ctx, |m| m.latest.clone()) else {
-        return Err(ToolError::Refused(format!(
-            "{field} {raw:?}: there is no snapshot yet; take browser_snapshot and use the refs it shows; nothing was done"
-        )));
-    };
-    let range = if s.next > s.first {
-        format!("refs e{} to e{}", s.first, s.next - 1)
-    } else {
-        "no refs".into()
-    };
-    if n < s.first {
-        return Err(ToolError::Refused(format!(
-            "{field} e{n} is from an older snapshot than the latest (snapshot {}, {range}); a ref is never carried over to a newer snapshot: take a new snapshot with browser_snapshot and use its refs; nothing was done",
-            s.n
-        )));
-    }
-    let Some(el) = s.refs.get(&n).cloned() else {
-        return Err(ToolError::Refused(format!(
-            "{field} e{n} is no ref of any snapshot: the latest (snapshot {}) has {range}; take browser_snapshot to see the page's refs; nothing was done",
-            s.n
-        )));
+    let (held, snaps) = with_memo(ctx, |m| (m.held.get(&n).cloned(), m.snaps));
+    let Some(held) = held else {
+        return Err(ToolError::Refused(if snaps == 0 {
+            format!(
+                "{field} {raw:?}: there is no snapshot yet; take browser_snapshot and use the refs it shows; nothing was done"
+            )
+        } else {
+            format!(
+                "{field} e{n} is no ref of any snapshot; take browser_snapshot to see the page's refs; nothing was done"
+            )
+        }));
     };
     let tab = current(ctx).await?;
-    if tab.target != s.target {
+    if tab.target != held.target {
         return Err(ToolError::Refused(format!(
-            "{field} e{n} is of snapshot {}, taken in another tab; the current tab changed since: take a new snapshot with browser_snapshot; nothing was done",
-            s.n
+            "{field} e{n} was taken in another tab; the current tab changed since: take a new snapshot with browser_snapshot; nothing was done"
         )));
     }
     let frame = main_frame(ctx, &tab).await?;
-    if frame.loader != s.loader {
+    if frame.loader != held.loader {
         return Err(ToolError::Refused(format!(
-            "{field} e{n} is of snapshot {}, taken before the page navigated (it was {}, it now shows {}): take a new snapshot with browser_snapshot and use its refs; nothing was done",
-            s.n, s.url, frame.url
+            "{field} e{n} was taken before the page navigated (it was {}, it now shows {}): take a new snapshot with browser_snapshot and use its refs; nothing was done",
+            held.url, frame.url
         )));
     }
-    Ok((tab, el, n))
+    if !connected(ctx, &tab, held.el.backend).await {
+        return Err(removed(field, n, &held.el));
+    }
+    Ok((tab, held.el, n))
 }
 
-pub(crate) fn gone(n: u64, el: &Element) -> ToolError {
+/// The node is in its document (a removed one may live on detached).
+async fn connected(ctx: &ToolContext, tab: &Tab, backend: u64) -> bool {
+    let Ok(obj) = object(ctx, tab, backend, "the element").await else {
+        return false;
+    };
+    let on = call_on(
+        ctx,
+        tab,
+        &obj,
+        "function(){ return this.isConnected; }",
+        vec![],
+    )
+    .await;
+    release(ctx, tab).await;
+    on.is_ok_and(|v| v == Value::Bool(true))
+}
+
+/// A ref whose element left the page: refused, never retargeted.
+fn removed(field: &str, n: u64, el: &Element) -> ToolError {
     ToolError::Refused(format!(
-        "e{n} ({}) is no longer in the page: it was removed or replaced since the snapshot was taken; take a new snapshot with browser_snapshot; nothing was done",
+        "{field} e{n} ({}) was removed from the page; take a new snapshot with browser_snapshot; nothing was done",
         describe_el(el)
     ))
+}
+
+/// An element that left the page while a tool acted on it.
+pub(crate) fn gone(n: u64, el: &Element) -> ToolError {
+    removed("ref", n, el)
 }
 
 pub(crate) fn describe_el(el: &Element) -> String {

@@ -9,8 +9,9 @@
 //! ```
 //!
 //! Pure: the tree comes in as JSON, the lines and the refs (each the
-//! element's `backendDOMNodeId`) go out, and [`pages`] cuts the lines to a
-//! budget. Wrappers that say nothing (`generic`, `none`, label boxes) are
+//! element's `backendDOMNodeId`, numbered by the caller, who keeps an
+//! element's number for as long as it lives) go out, and [`pages`] cuts
+//! the lines to a budget. Wrappers that say nothing (`generic`, `none`, label boxes) are
 //! left out and their children shown in their place; the text inside a
 //! field is its value, shown once on the field's line.
 
@@ -74,7 +75,7 @@ pub struct Element {
     pub password: bool,
 }
 
-/// A snapshot's text and the refs in it, numbered from `first`.
+/// A snapshot's text and the refs in it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Built {
     pub lines: Vec<String>,
@@ -170,9 +171,14 @@ pub fn merge_frames(main: &[Value], frames: &[(u64, Vec<Value>)]) -> Vec<Value> 
     out
 }
 
-/// The snapshot of `nodes` (getFullAXTree's `nodes`), refs numbered from
-/// `first`. `passwords` are the backend ids of the page's password inputs.
-pub fn build(nodes: &[Value], first: u64, passwords: &HashSet<u64>) -> Built {
+/// The snapshot of `nodes` (getFullAXTree's `nodes`), each element that
+/// gets a ref numbered by `number` (given its backend id). `passwords` are
+/// the backend ids of the page's password inputs.
+pub fn build(
+    nodes: &[Value],
+    number: &mut dyn FnMut(u64) -> u64,
+    passwords: &HashSet<u64>,
+) -> Built {
     let mut by_id: HashMap<&str, Node<'_>> = HashMap::new();
     let mut root = None;
     for n in nodes {
@@ -203,7 +209,7 @@ pub fn build(nodes: &[Value], first: u64, passwords: &HashSet<u64>) -> Built {
     let mut w = Walk {
         by_id: &by_id,
         passwords,
-        next: first,
+        number,
         out: &mut out,
         seen: HashSet::new(),
     };
@@ -219,7 +225,7 @@ pub fn build(nodes: &[Value], first: u64, passwords: &HashSet<u64>) -> Built {
 struct Walk<'a, 'b> {
     by_id: &'b HashMap<&'a str, Node<'a>>,
     passwords: &'b HashSet<u64>,
-    next: u64,
+    number: &'b mut dyn FnMut(u64) -> u64,
     out: &'b mut Built,
     seen: HashSet<&'a str>,
 }
@@ -309,8 +315,7 @@ impl<'a> Walk<'a, '_> {
         let wants_ref = INTERACTIVE.contains(&n.role) && !(in_select && n.role == "option");
         let password = is_password(n.raw, backend, self.passwords);
         if wants_ref && let Some(b) = backend {
-            let r = self.next;
-            self.next += 1;
+            let r = (self.number)(b);
             line.push_str(&format!(" [ref=e{r}]"));
             self.out.refs.push((
                 r,
@@ -369,6 +374,15 @@ pub fn pages(lines: &[String], budget: usize) -> Vec<std::ops::Range<usize>> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Refs numbered on from `first`, as a page's first snapshot gets them.
+    fn from(first: u64) -> impl FnMut(u64) -> u64 {
+        let mut next = first;
+        move |_| {
+            next += 1;
+            next - 1
+        }
+    }
 
     /// The tree Chromium 148 gives for a small form (recorded, cut to the
     /// fields the snapshot reads; the password's value was "s3cret").
@@ -440,7 +454,7 @@ mod tests {
 
     #[test]
     fn a_form_reads_as_indented_lines_with_a_ref_per_interactive_element() {
-        let b = build(&form_tree(), 7, &HashSet::new());
+        let b = build(&form_tree(), &mut from(7), &HashSet::new());
         assert_eq!(
             b.lines,
             [
@@ -478,7 +492,7 @@ mod tests {
     fn a_password_the_dom_names_is_masked_whatever_its_value() {
         let mut tree = form_tree();
         tree[9]["value"] = json!({"type": "string", "value": "plain-visible"});
-        let b = build(&tree, 1, &HashSet::from([4]));
+        let b = build(&tree, &mut from(1), &HashSet::from([4]));
         assert_eq!(
             b.lines[1],
             "- textbox \"Name\" [ref=e1]: (password, not shown)"
@@ -494,7 +508,7 @@ mod tests {
             json!({"nodeId": "1", "role": {"value": "RootWebArea"}, "childIds": ["2"]}),
             json!({"nodeId": "2", "parentId": "1", "role": {"value": "button"}, "name": {"value": name}, "backendDOMNodeId": 9}),
         ];
-        let b = build(&tree, 1, &HashSet::new());
+        let b = build(&tree, &mut from(1), &HashSet::new());
         assert!(b.lines[0].ends_with("…\" [ref=e1]"), "{}", b.lines[0]);
         let lines: Vec<String> = (0..10).map(|i| format!("line {i:04}")).collect();
         // 10 bytes a line with its newline: 3 a page in 35 bytes.
@@ -516,7 +530,7 @@ mod tests {
             json!({"nodeId": "2", "parentId": "1", "role": {"value": "button"}, "name": {"value": "Inner"}, "backendDOMNodeId": 14}),
         ];
         let merged = merge_frames(&main, &[(5, inner), (77, vec![])]);
-        let b = build(&merged, 1, &HashSet::new());
+        let b = build(&merged, &mut from(1), &HashSet::new());
         assert_eq!(
             b.lines,
             [
@@ -530,11 +544,14 @@ mod tests {
 
     #[test]
     fn an_empty_or_cyclic_tree_ends() {
-        assert_eq!(build(&[], 1, &HashSet::new()), Built::default());
+        assert_eq!(build(&[], &mut from(1), &HashSet::new()), Built::default());
         let tree = vec![
             json!({"nodeId": "1", "role": {"value": "RootWebArea"}, "childIds": ["2"]}),
             json!({"nodeId": "2", "parentId": "1", "role": {"value": "group"}, "name": {"value": "g"}, "childIds": ["2"]}),
         ];
-        assert_eq!(build(&tree, 1, &HashSet::new()).lines, ["- group \"g\""]);
+        assert_eq!(
+            build(&tree, &mut from(1), &HashSet::new()).lines,
+            ["- group \"g\""]
+        );
     }
 }

@@ -74,13 +74,13 @@ pub const PAGE_TOOLS: ToolSet = ToolSet {
         ), page_handler!(navigate::navigate)),
         ToolDef::new("browser_snapshot", CDP, listing!(|s| snapshot::SnapshotArgs => snapshot::SnapshotOutput,
             format!(
-                "Read the current page as its accessibility tree: indented lines such as `- button \"Submit\" [ref=e12]`, a ref on every link, button, field, checkbox, select and option you can act on. Pass the refs to browser_click, browser_type, browser_select, browser_hover, browser_press. Refs are of this snapshot only: after the page navigates or you take another snapshot, older refs are refused. Password values are never shown. At most {} KiB a page; page 2 and on are of the same snapshot.",
+                "Read the current page as its accessibility tree: indented lines such as `- button \"Submit\" [ref=e12]`, a ref on every link, button, field, checkbox, select and option you can act on. Pass the refs to browser_click, browser_type, browser_select, browser_hover, browser_press. A ref names its element for as long as it is in the page, across snapshots; a removed element's ref, or one from before the page navigated, is refused. Password values are never shown. At most {} KiB a page; page 2 and on are of the same snapshot.",
                 budget(s) / 1024
             ),
             hints("Page snapshot", true, false, false, false)
         ), page_handler!(snapshot::snapshot)),
         ToolDef::new("browser_click", CDP, listing!(|_| click::ClickArgs => ActOutput,
-            "Click an element by its ref from the latest browser_snapshot (it is scrolled into view and clicked at the middle of its box, after checking nothing covers it), or at x, y in the latest browser_screenshot's pixels. Waits briefly for a navigation the click starts. A ref from an older snapshot, or from before the page navigated, is refused: take a new snapshot.",
+            "Click an element by its ref from browser_snapshot (it is scrolled into view and clicked at the middle of its box, after checking nothing covers it), or at x, y in the latest browser_screenshot's pixels. Waits briefly for a navigation the click starts. A ref whose element was removed, or from before the page navigated, is refused: take a new snapshot.",
             hints("Click", false, true, false, false)
         ), page_handler!(click::click)),
         ToolDef::new("browser_type", CDP, listing!(|_| type_text::TypeArgs => ActOutput,

@@ -12,7 +12,8 @@ use crate::ToolContext;
 use crate::browser::target::target_args;
 use crate::browser::tool::budget;
 use crate::browser::{
-    Snap, Tab, current, main_frame, send, send_to, snapshot as snap, title_url, with_memo,
+    BrowserMemo, Held, MAX_HELD, Snap, Tab, current, main_frame, send, send_to, snapshot as snap,
+    title_url, with_memo,
 };
 use crate::define::done;
 use crate::error::{Result, ToolError};
@@ -50,7 +51,7 @@ pub(crate) fn shown(lines: &[String], filter: Filter) -> Vec<String> {
 
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 pub struct SnapshotOutput {
-    /// The snapshot's number: its refs are valid until the next one.
+    /// The snapshot's number (a later page of it names it).
     pub snapshot: u64,
     pub url: String,
     pub title: String,
@@ -141,20 +142,30 @@ pub(crate) async fn take_snapshot(ctx: &ToolContext) -> Result<Snap> {
     let frames = frame_trees(ctx, &tab).await?;
     let nodes = snap::merge_frames(&main, &frames);
     let snap = with_memo(ctx, |m| {
-        // Refs are never reused: a snapshot starts past every earlier one.
-        let first = m.next_ref;
-        let built = snap::build(&nodes, first, &passwords);
-        let next = first + built.refs.len() as u64;
-        m.next_ref = next;
+        let built = snap::build(&nodes, &mut |b| number(m, &tab.target, b), &passwords);
+        if m.held.len() + built.refs.len() > MAX_HELD {
+            m.held.retain(|_, h| h.loader == frame.loader);
+            let held = &m.held;
+            m.numbers.retain(|_, n| held.contains_key(n));
+        }
+        for (n, el) in &built.refs {
+            m.held.insert(
+                *n,
+                Held {
+                    el: el.clone(),
+                    target: tab.target.clone(),
+                    loader: frame.loader.clone(),
+                    url: frame.url.clone(),
+                },
+            );
+        }
         m.snaps += 1;
         let s = Snap {
             n: m.snaps,
-            first,
-            next,
             target: tab.target.clone(),
             loader: frame.loader.clone(),
             url: frame.url.clone(),
-            refs: built.refs.into_iter().collect(),
+            refs: built.refs.len() as u64,
             lines: built.lines,
         };
         m.latest = Some(s.clone());
@@ -163,11 +174,23 @@ pub(crate) async fn take_snapshot(ctx: &ToolContext) -> Result<Snap> {
     Ok(snap)
 }
 
-fn ref_range(s: &Snap) -> String {
-    if s.next > s.first {
-        format!("refs e{} to e{}", s.first, s.next - 1)
-    } else {
-        "no refs".into()
+/// The ref of the element `backend` of tab `target`: the one it was given
+/// before, or a number no element had.
+fn number(m: &mut BrowserMemo, target: &str, backend: u64) -> u64 {
+    if let Some(n) = m.numbers.get(&(target.to_string(), backend)) {
+        return *n;
+    }
+    let n = m.next_ref;
+    m.next_ref += 1;
+    m.numbers.insert((target.to_string(), backend), n);
+    n
+}
+
+fn ref_count(s: &Snap) -> String {
+    match s.refs {
+        0 => "no refs".into(),
+        1 => "1 ref".into(),
+        n => format!("{n} refs"),
     }
 }
 
@@ -211,7 +234,7 @@ pub(crate) async fn snapshot(ctx: &ToolContext, a: SnapshotArgs) -> Result<CallT
     let mut text = format!(
         "snapshot {} of {url} (title {title:?}), page {want} of {pages}, {}:\n",
         s.n,
-        ref_range(&s)
+        ref_count(&s)
     );
     if lines.is_empty() {
         text.push_str("(the page shows nothing an accessibility tree holds)\n");
@@ -222,7 +245,7 @@ pub(crate) async fn snapshot(ctx: &ToolContext, a: SnapshotArgs) -> Result<CallT
     }
     if want < pages {
         text.push_str(&format!(
-            "(more: call browser_snapshot with page {} for the next part; the refs stay those of snapshot {})\n",
+            "(more: call browser_snapshot with page {} for the next part, of snapshot {})\n",
             want + 1,
             s.n
         ));
@@ -233,7 +256,7 @@ pub(crate) async fn snapshot(ctx: &ToolContext, a: SnapshotArgs) -> Result<CallT
         title,
         page: want,
         pages,
-        refs: s.next - s.first,
+        refs: s.refs,
     };
     Ok(done(text, &out))
 }

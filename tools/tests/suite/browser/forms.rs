@@ -1,5 +1,6 @@
-//! Forms by refs: filled, submitted, a password never shown back; a ref
-//! from before a navigation refused, bad input named.
+//! Forms by refs: filled, submitted, a password never shown back; refs
+//! that stay with their elements, a removed element's and one from before
+//! a navigation refused, bad input named.
 
 use super::*;
 
@@ -65,12 +66,12 @@ async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
     assert_has(&snap2, "(password, not shown)");
     assert_has(&snap2, ": Ada");
     assert_has(&snap2, "[checked]");
-    // The first snapshot's refs are older now: refused, never retargeted.
-    let e = b.err("browser_click", json!({"ref": send})).await;
-    assert_has(&e, "older snapshot");
-    assert_has(&e, "take a new snapshot");
-
-    let send = Browser::ref_of(&snap2, "button \"Send\"");
+    // Each element keeps its ref across snapshots.
+    assert_eq!(
+        Browser::refs_of(&snap2, ["textbox \"Name\"", "combobox", "button \"Send\""]),
+        [name.clone(), colour.clone(), send.clone()],
+        "{snap2}"
+    );
     let (t, out) = b.ok("browser_click", json!({"ref": send})).await;
     // Seen when it starts within the click's short look (a loaded machine
     // may be slower; the refusal below holds either way).
@@ -219,4 +220,93 @@ async fn a_ref_from_before_a_navigation_is_refused_and_bad_input_is_named() {
     assert_starts(&e, "the page did not finish loading within 2 s");
     assert_has(&e, "the browser still answers");
     b.answers().await;
+}
+
+/// A ref names one element for as long as it lives: the same in a second
+/// snapshot and under the interactive filter; a removed element's ref is
+/// refused as removed, and its number is never given to another element;
+/// after a back navigation a ref works exactly when the element it names
+/// is there again (a page restored from the back-forward cache).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refs_stay_with_their_elements_and_a_removed_ones_ref_is_refused() {
+    let (b, _base) = or_skip!(Browser::at("/").await);
+    let (first, _) = b.ok("browser_snapshot", json!({})).await;
+    let (again, _) = b.ok("browser_snapshot", json!({})).await;
+    let (only, _) = b
+        .ok("browser_snapshot", json!({"filter": "interactive"}))
+        .await;
+    let wanted = [
+        "textbox \"Name\"",
+        "combobox",
+        "button \"Send\"",
+        "link \"Other page\"",
+    ];
+    let refs = Browser::refs_of(&first, wanted);
+    assert_eq!(Browser::refs_of(&again, wanted), refs, "{again}");
+    assert_eq!(Browser::refs_of(&only, wanted), refs, "{only}");
+    let [name, colour, send, link] = refs;
+
+    // The Send button removed, another put in its place: the old ref is
+    // refused by name, never retargeted to the new button.
+    b.ok(
+        "browser_eval",
+        json!({"expression": "(() => { const s = [...document.querySelectorAll('button')].find(x => x.textContent.includes('Send')); const n = document.createElement('button'); n.textContent = 'Send'; s.replaceWith(n); return true; })()"}),
+    )
+    .await;
+    let e = b.err("browser_click", json!({"ref": send})).await;
+    assert_has(
+        &e,
+        &format!("ref {send} (button \"Send\") was removed from the page"),
+    );
+    assert_ends(&e, "nothing was done");
+    let (after, _) = b.ok("browser_snapshot", json!({})).await;
+    let [send2, name2] = Browser::refs_of(&after, ["button \"Send\"", "textbox \"Name\""]);
+    assert_ne!(
+        send2, send,
+        "a removed element's number was given again: {after}"
+    );
+    assert_eq!(name2, name, "{after}");
+    b.ok_has(
+        "browser_type",
+        json!({"ref": name, "text": "Ada"}),
+        "it now holds \"Ada\"",
+    )
+    .await;
+
+    // Away and back.
+    b.ok("browser_click", json!({"ref": link})).await;
+    b.wait_title("Other").await;
+    let e = b
+        .err(
+            "browser_select",
+            json!({"ref": colour, "values": ["Green"]}),
+        )
+        .await;
+    assert_has(&e, "taken before the page navigated");
+    b.ok("browser_navigate", json!({"action": "back"})).await;
+    b.wait_title("Sign up").await;
+    let (back, _) = b.ok("browser_snapshot", json!({})).await;
+    let colour_back = Browser::ref_of(&back, "combobox");
+    let r = b
+        .call(
+            "browser_select",
+            json!({"ref": colour, "values": ["Green"]}),
+        )
+        .await;
+    let refused = r.is_error == Some(true);
+    if colour_back == colour {
+        // Restored from the back-forward cache: the same element, the same ref.
+        assert!(
+            !refused,
+            "the restored element's ref was refused: {}",
+            text(&r)
+        );
+    } else {
+        assert!(
+            refused,
+            "a ref of the page before was taken on a new document: {}",
+            text(&r)
+        );
+        assert_has(&text(&r), "taken before the page navigated");
+    }
 }
