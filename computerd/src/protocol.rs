@@ -43,7 +43,7 @@ pub use envelope::{
     Bytes64, Call, Envelope, ErrorData, ErrorKind, INVALID_REQUEST, Id, METHOD_NOT_FOUND,
     PARSE_ERROR, RpcError, WithData, decode_params, decode_params_with_bytes,
 };
-pub use exec::{ExecParams, ExecResult};
+pub use exec::{ExecParams, ExecResult, Invocation};
 pub use files::{
     FileStat, FileType, FilesListParams, FilesListResult, FilesMkdirParams, FilesMoveParams,
     FilesReadParams, FilesReadResult, FilesRemoveParams, FilesStatParams, FilesWriteParams,
