@@ -187,6 +187,26 @@ pub struct ComputerRef {
     pub network: Option<NetworkRead>,
 }
 
+impl ComputerRef {
+    /// A running computer named by its id alone: no labels, no times and
+    /// nothing read back, as one is named by a caller that holds only the id.
+    pub fn by_id(provider: impl Into<String>, id: impl Into<String>) -> Self {
+        ComputerRef {
+            provider: provider.into(),
+            id: id.into(),
+            labels: Labels::new(),
+            created_at: String::new(),
+            deadline: String::new(),
+            running: true,
+            home: None,
+            user: None,
+            sizes: None,
+            image: None,
+            network: None,
+        }
+    }
+}
+
 /// A network as read back with a computer: a policy's read-back, or the
 /// words for one that is none of the policies (never reported as one).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
