@@ -193,11 +193,7 @@ methods! {
     CdpEvents = "cdp.events": CdpEventsParams => CdpEventsResult;
 }
 
-impl std::fmt::Display for Method {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+crate::display_as_str!(Method);
 
 impl std::str::FromStr for Method {
     type Err = RpcError;
