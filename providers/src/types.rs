@@ -152,7 +152,7 @@ pub struct MountSpec {
 }
 
 /// A computer a provider made, as it can be found again.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ComputerRef {
     pub provider: String,
@@ -194,15 +194,8 @@ impl ComputerRef {
         ComputerRef {
             provider: provider.into(),
             id: id.into(),
-            labels: Labels::new(),
-            created_at: String::new(),
-            deadline: String::new(),
             running: true,
-            home: None,
-            user: None,
-            sizes: None,
-            image: None,
-            network: None,
+            ..ComputerRef::default()
         }
     }
 }
