@@ -14,6 +14,15 @@ use serde_json::{Value, json};
 use crate::client::{LineRead, read_bounded_line};
 use crate::protocol::{self, Envelope, decode_params};
 
+/// One of `words`, each as likely as another, or now and then (as often
+/// as one word) a string `pattern` matches.
+fn word_or(words: &'static [&'static str], pattern: &'static str) -> impl Strategy<Value = String> {
+    prop_oneof![
+        words.len() as u32 => prop::sample::select(words).prop_map(String::from),
+        1 => pattern,
+    ]
+}
+
 /// A JSON value of bounded depth and size.
 fn any_json() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
@@ -23,46 +32,23 @@ fn any_json() -> impl Strategy<Value = Value> {
         any::<f64>()
             .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
         ".{0,12}".prop_map(Value::String),
-        prop_oneof![
-            Just("move"),
-            Just("click"),
-            Just("type"),
-            Just("key"),
-            Just("drag"),
-            Just("scroll"),
-            Just("wait"),
-            Just("hold"),
-            Just("down"),
-            Just("up"),
-            Just("left"),
-            Just("ctrl+a"),
-            Just("point"),
-            Just("text"),
-            Just("keys"),
-            Just("count"),
-            Just("ms"),
-            Just("path"),
-        ]
+        prop::sample::select(&[
+            "move", "click", "type", "key", "drag", "scroll", "wait", "hold", "down", "up", "left",
+            "ctrl+a", "point", "text", "keys", "count", "ms", "path"
+        ])
         .prop_map(|s| Value::String(s.to_string())),
     ];
     leaf.prop_recursive(4, 48, 6, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
             prop::collection::btree_map(
-                prop_oneof![
-                    Just("type".to_string()),
-                    Just("point".to_string()),
-                    Just("button".to_string()),
-                    Just("count".to_string()),
-                    Just("keys".to_string()),
-                    Just("text".to_string()),
-                    Just("ms".to_string()),
-                    Just("path".to_string()),
-                    Just("dx".to_string()),
-                    Just("dy".to_string()),
-                    Just("repeat".to_string()),
-                    "[a-z]{1,6}",
-                ],
+                word_or(
+                    &[
+                        "type", "point", "button", "count", "keys", "text", "ms", "path", "dx",
+                        "dy", "repeat"
+                    ],
+                    "[a-z]{1,6}"
+                ),
                 inner,
                 0..6
             )
@@ -189,16 +175,18 @@ proptest! {
 
 /// Entry names an archive may carry to get out of its root.
 fn hostile_name() -> impl Strategy<Value = String> {
-    prop_oneof![
-        Just("../escape".to_string()),
-        Just("/abs-escape".to_string()),
-        Just("a/../../escape".to_string()),
-        Just("link".to_string()),
-        Just("link/through".to_string()),
-        Just("./ok/file".to_string()),
-        Just("dir/".to_string()),
+    word_or(
+        &[
+            "../escape",
+            "/abs-escape",
+            "a/../../escape",
+            "link",
+            "link/through",
+            "./ok/file",
+            "dir/",
+        ],
         "[a-z]{1,4}(/[a-z]{1,4}){0,2}",
-    ]
+    )
 }
 
 #[derive(Clone, Debug)]

@@ -15,6 +15,20 @@
 //! - `daemon` (Linux only): `init` and its socket, the `stdio` bridge, the per-run
 //!   `guard`, the `sandbox`, the `probe`, and the exec, process, files and tar
 //!   methods.
+//! - [`display_as_str!`]: `Display` for the enums that name themselves.
+
+/// `Display` for types that name themselves with `as_str` (a word of the
+/// wire or of a command line), so what is printed is what is sent.
+#[macro_export]
+macro_rules! display_as_str {
+    ($($t:ty),+ $(,)?) => {$(
+        impl ::std::fmt::Display for $t {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    )+};
+}
 
 pub mod client;
 pub mod launch;

@@ -43,7 +43,7 @@ pub use envelope::{
     Bytes64, Call, Envelope, ErrorData, ErrorKind, INVALID_REQUEST, Id, METHOD_NOT_FOUND,
     PARSE_ERROR, RpcError, WithData, decode_params, decode_params_with_bytes,
 };
-pub use exec::{ExecParams, ExecResult};
+pub use exec::{ExecParams, ExecResult, Invocation};
 pub use files::{
     FileStat, FileType, FilesListParams, FilesListResult, FilesMkdirParams, FilesMoveParams,
     FilesReadParams, FilesReadResult, FilesRemoveParams, FilesStatParams, FilesWriteParams,
@@ -193,11 +193,7 @@ methods! {
     CdpEvents = "cdp.events": CdpEventsParams => CdpEventsResult;
 }
 
-impl std::fmt::Display for Method {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+crate::display_as_str!(Method);
 
 impl std::str::FromStr for Method {
     type Err = RpcError;

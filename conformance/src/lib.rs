@@ -139,11 +139,7 @@ impl CaseGroup {
     }
 }
 
-impl fmt::Display for CaseGroup {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+computerd::display_as_str!(CaseGroup);
 
 impl std::str::FromStr for CaseGroup {
     type Err = String;

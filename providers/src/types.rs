@@ -152,7 +152,7 @@ pub struct MountSpec {
 }
 
 /// A computer a provider made, as it can be found again.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ComputerRef {
     pub provider: String,
@@ -185,6 +185,19 @@ pub struct ComputerRef {
     /// is read by [`crate::Provider::network`] alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkRead>,
+}
+
+impl ComputerRef {
+    /// A running computer named by its id alone: no labels, no times and
+    /// nothing read back, as one is named by a caller that holds only the id.
+    pub fn by_id(provider: impl Into<String>, id: impl Into<String>) -> Self {
+        ComputerRef {
+            provider: provider.into(),
+            id: id.into(),
+            running: true,
+            ..ComputerRef::default()
+        }
+    }
 }
 
 /// A network as read back with a computer: a policy's read-back, or the

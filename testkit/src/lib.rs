@@ -57,13 +57,22 @@ pub fn need_root() -> bool {
     )
 }
 
+/// The program `name` as PATH finds it, when it does.
+pub fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|f| f.is_file())
+}
+
 /// `need("xvfb", ...)`: the desktop tests start their own `Xvfb` (Debian's
 /// package `xvfb`), which must be on PATH.
 pub fn need_xvfb() -> bool {
-    let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join("Xvfb").is_file()))
-        .unwrap_or(false);
-    need("xvfb", found, "Xvfb is not on PATH (apt-get install xvfb)")
+    need(
+        "xvfb",
+        on_path("Xvfb").is_some(),
+        "Xvfb is not on PATH (apt-get install xvfb)",
+    )
 }
 
 /// `need("chromium", ...)`: the browser tests drive Debian's Chromium
@@ -82,11 +91,7 @@ pub fn need_chromium() -> bool {
 /// `need("adb", ...)`: the phone tests speak to Debian's adb server
 /// (package `adb`), each on a port of its own. The program, when found.
 pub fn need_adb() -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("adb"))
-            .find(|f| f.is_file())
-    });
+    let found = on_path("adb");
     need(
         "adb",
         found.is_some(),

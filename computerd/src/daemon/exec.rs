@@ -36,13 +36,7 @@ pub async fn run(
     )?;
     let queue_ms = check::queue_ms(p.queue_ms)?;
     let deadline = called + Duration::from_millis(timeout_ms);
-    let mut prepared = runner::prepare(
-        daemon,
-        &p.argv,
-        p.cwd.as_deref(),
-        p.env.as_ref(),
-        p.user.as_deref(),
-    )?;
+    let mut prepared = runner::prepare(daemon, p.invocation())?;
     // A run that ends clean gives its guard back for the next one.
     prepared.spec.reuse = true;
 

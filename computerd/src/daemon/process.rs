@@ -164,13 +164,7 @@ impl Table {
         p: ProcessStartParams,
         cancel: CancellationToken,
     ) -> Result<ProcessStartResult, RpcError> {
-        let mut prepared = runner::prepare(
-            daemon,
-            &p.argv,
-            p.cwd.as_deref(),
-            p.env.as_ref(),
-            p.user.as_deref(),
-        )?;
+        let mut prepared = runner::prepare(daemon, p.invocation())?;
         if let Some(size) = p.pty {
             check_pty_size(size.cols, size.rows)?;
             if p.stdin == Some(true) {

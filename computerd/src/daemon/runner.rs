@@ -16,7 +16,7 @@ use crate::quiet::{QuietRead, QuietStream, QuietWrite};
 
 use super::guard::{GuardCommand, GuardEvent, GuardSpec};
 use super::{Daemon, proctree, sys, users};
-use crate::protocol::{RpcError, clean_path, limits};
+use crate::protocol::{Invocation, RpcError, clean_path, limits};
 
 /// The validated parts every start shares (exec.run and process.start).
 pub struct Prepared {
@@ -24,13 +24,13 @@ pub struct Prepared {
 }
 
 /// Check argv, cwd, env and user, and build the guard's spec.
-pub fn prepare(
-    daemon: &Daemon,
-    argv: &[String],
-    cwd: Option<&str>,
-    env: Option<&BTreeMap<String, String>>,
-    user: Option<&str>,
-) -> Result<Prepared, RpcError> {
+pub fn prepare(daemon: &Daemon, invocation: Invocation<'_>) -> Result<Prepared, RpcError> {
+    let Invocation {
+        argv,
+        cwd,
+        env,
+        user,
+    } = invocation;
     if argv.is_empty() {
         return Err(RpcError::invalid_field(
             "argv",

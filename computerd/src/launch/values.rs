@@ -79,18 +79,21 @@ impl FromStr for UserSpec {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         let bad = || format!("--user {s:?} is not uid:gid (two numbers, such as 1000:1000)");
-        let (u, g) = s.split_once(':').ok_or_else(bad)?;
         // u32::MAX is (uid_t)-1, "no change" to set*id: never an id.
-        let num = |x: &str| {
-            x.parse::<u32>()
-                .ok()
-                .filter(|&n| n != u32::MAX && !x.starts_with('+'))
-        };
-        Ok(Self {
-            uid: num(u).ok_or_else(bad)?,
-            gid: num(g).ok_or_else(bad)?,
-        })
+        let (uid, gid) = two_numbers(s, &[':'], |n| n != u32::MAX).ok_or_else(bad)?;
+        Ok(Self { uid, gid })
     }
+}
+
+/// `A<sep>B` as two numbers, each written plainly (no sign) and taken by `ok`.
+fn two_numbers(s: &str, sep: &[char], ok: impl Fn(u32) -> bool) -> Option<(u32, u32)> {
+    let (a, b) = s.split_once(sep)?;
+    let num = |x: &str| {
+        x.parse::<u32>()
+            .ok()
+            .filter(|&n| !x.starts_with('+') && ok(n))
+    };
+    Some((num(a)?, num(b)?))
 }
 
 impl fmt::Display for UserSpec {
@@ -131,11 +134,7 @@ impl FromStr for Network {
     }
 }
 
-impl fmt::Display for Network {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+crate::display_as_str!(Network);
 
 /// `--bind HOST_DIR:INSIDE[:ro|:rw]`: a host directory shown at `INSIDE`
 /// (under `/workspace`), read-write unless `:ro`.
@@ -225,16 +224,10 @@ impl FromStr for Screen {
                 Screen::MAX_SIDE
             )
         };
-        let (w, h) = s.split_once(['x', 'X']).ok_or_else(bad)?;
-        let side = |x: &str| {
-            x.parse::<u32>().ok().filter(|n| {
-                !x.starts_with('+') && (Screen::MIN_SIDE..=Screen::MAX_SIDE).contains(n)
-            })
-        };
-        Ok(Self {
-            width: side(w).ok_or_else(bad)?,
-            height: side(h).ok_or_else(bad)?,
-        })
+        let sides = Screen::MIN_SIDE..=Screen::MAX_SIDE;
+        let (width, height) =
+            two_numbers(s, &['x', 'X'], |n| sides.contains(&n)).ok_or_else(bad)?;
+        Ok(Self { width, height })
     }
 }
 

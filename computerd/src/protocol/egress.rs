@@ -187,11 +187,7 @@ impl Class {
     }
 }
 
-impl fmt::Display for Class {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+crate::display_as_str!(Class);
 
 /// The ranges the address rule refuses, most specific first (the first
 /// that holds an address is its class). An IPv6 address outside 2000::/3

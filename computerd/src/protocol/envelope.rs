@@ -173,11 +173,7 @@ impl ErrorKind {
     }
 }
 
-impl fmt::Display for ErrorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+crate::display_as_str!(ErrorKind);
 
 /// `data` of an error object.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -2,7 +2,6 @@
 //! reports (hello's `kind`), and the setting kind an agent is given, which
 //! is a set of machine kinds plus the capability groups it needs.
 
-use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize};
@@ -41,11 +40,7 @@ impl MachineKind {
     }
 }
 
-impl fmt::Display for MachineKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+crate::display_as_str!(MachineKind);
 
 impl PartialEq<&str> for MachineKind {
     fn eq(&self, other: &&str) -> bool {
@@ -137,11 +132,7 @@ impl FromStr for Group {
     }
 }
 
-impl fmt::Display for Group {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+crate::display_as_str!(Group);
 
 /// Compare with a group's wire name, for tables that hold names.
 impl PartialEq<&str> for Group {

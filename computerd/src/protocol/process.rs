@@ -1,11 +1,11 @@
 //! process.*: programs that keep running after their call returns.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use super::envelope::Bytes64;
+use super::exec::start_params;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
@@ -23,41 +23,33 @@ pub enum Orphans {
     Keep,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ProcessStartParams {
-    pub argv: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cwd: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub env: Option<BTreeMap<String, String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
-    /// Run in a terminal of this size; stdout and stderr are then one `pty` stream.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pty: Option<PtySize>,
-    /// Give the program a stdin pipe for process.write (else /dev/null).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stdin: Option<bool>,
-    /// An absolute path for a new file that gets the first 16 MiB of output.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub log: Option<String>,
-    /// Run until the program and every process left in its group have ended.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wait_group: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub orphans: Option<Orphans>,
-    /// Wait up to this long (at most 30 000) for the program to end: one
-    /// that ends within it is answered with how it ended and the first of
-    /// its output (`ended`), so a short program costs one round trip.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wait_ms: Option<u64>,
-    /// When every process the computer's pids bound allows is in use, wait
-    /// up to this long (at most 3 600 000) for room, queued behind earlier
-    /// starts, instead of being refused at once.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub queue_ms: Option<u64>,
+start_params! {
+    pub struct ProcessStartParams {
+        /// Run in a terminal of this size; stdout and stderr are then one `pty` stream.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub pty: Option<PtySize>,
+        /// Give the program a stdin pipe for process.write (else /dev/null).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub stdin: Option<bool>,
+        /// An absolute path for a new file that gets the first 16 MiB of output.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub log: Option<String>,
+        /// Run until the program and every process left in its group have ended.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub wait_group: Option<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub orphans: Option<Orphans>,
+        /// Wait up to this long (at most 30 000) for the program to end: one
+        /// that ends within it is answered with how it ended and the first of
+        /// its output (`ended`), so a short program costs one round trip.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub wait_ms: Option<u64>,
+        /// When every process the computer's pids bound allows is in use, wait
+        /// up to this long (at most 3 600 000) for room, queued behind earlier
+        /// starts, instead of being refused at once.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub queue_ms: Option<u64>,
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

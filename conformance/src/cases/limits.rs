@@ -145,19 +145,7 @@ mod tests {
 
     #[test]
     fn bounds_read_back_short_or_missing_are_named() {
-        let mut r = ComputerRef {
-            provider: "p".into(),
-            id: "c".into(),
-            labels: Default::default(),
-            created_at: String::new(),
-            deadline: String::new(),
-            running: true,
-            home: None,
-            user: None,
-            sizes: None,
-            image: None,
-            network: None,
-        };
+        let mut r = ComputerRef::by_id("p", "c");
         assert_eq!(
             held("attach", &r).unwrap_err(),
             "attach reads no bounds back for a computer asked for pids 64 and 256 MiB"

@@ -198,17 +198,8 @@ async fn a_memory_bomb_leaves_a_browser_started_again(server: &Server) {
         .await;
     call_ok(&client, "browser_navigate", json!({"url": "about:blank"})).await;
     let browsers = async || {
-        let r = call(
-            &client,
-            "exec",
-            json!({"command": "ps -eo args | grep -c '^/usr/lib/chromium/chromium --user-data-dir' || true"}),
-        )
-        .await;
-        structured(&r)["stdout"]
-            .as_str()
-            .unwrap()
-            .trim()
-            .to_string()
+        let count = "ps -eo args | grep -c '^/usr/lib/chromium/chromium --user-data-dir' || true";
+        stdout_of(&client, count).await.trim().to_string()
     };
     assert_eq!(browsers().await, "1");
 

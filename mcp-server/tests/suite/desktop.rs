@@ -76,15 +76,8 @@ pub fn centre_of(w: u32, rgb: &[u8], colour: [u8; 3]) -> [i64; 2] {
 }
 
 async fn events(client: &Client) -> Vec<Value> {
-    let r = call(
-        client,
-        "exec",
-        json!({"command": "cat /tmp/events.jsonl 2>/dev/null"}),
-    )
-    .await;
-    structured(&r)["stdout"]
-        .as_str()
-        .unwrap_or_default()
+    stdout_of(client, "cat /tmp/events.jsonl 2>/dev/null")
+        .await
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
@@ -409,7 +402,7 @@ async fn a_desktops_page_tools_drive_the_browser_its_screen_shows() {
 /// size, listed once the desktop exists; a sandbox has none, said in words.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_desktops_screen_is_a_resource() {
-    use rmcp::model::{ReadResourceRequestParams, ResourceContents};
+    use rmcp::model::ResourceContents;
     let (_server, client, _) = or_skip!(
         Server::local_stdio_needing(
             &[computer_testkit::need_xvfb],
@@ -424,27 +417,17 @@ async fn a_desktops_screen_is_a_resource() {
             .any(|t| t.uri_template == "computer://{computer}/screen"),
         "{templates:?}"
     );
-    let e = client
-        .read_resource(ReadResourceRequestParams::new("computer://default/screen"))
-        .await
-        .unwrap_err()
-        .to_string();
+    let e = read_refused(&client, "computer://default/screen").await;
     assert!(e.contains("no default computer yet"), "{e}");
     call_ok(&client, "exec", json!({"command": "true"})).await;
-    let listed: Vec<String> = client
-        .list_all_resources()
+    let listed: Vec<String> = resource_uris(&client)
         .await
-        .unwrap()
-        .iter()
-        .map(|r| r.uri.clone())
+        .into_iter()
         .filter(|u| u.ends_with("/screen"))
         .collect();
     assert_eq!(listed.len(), 1, "{listed:?}");
     for uri in ["computer://default/screen", listed[0].as_str()] {
-        let got = client
-            .read_resource(ReadResourceRequestParams::new(uri))
-            .await
-            .unwrap();
+        let got = read(&client, uri).await;
         let ResourceContents::BlobResourceContents {
             blob, mime_type, ..
         } = &got.contents[0]
@@ -467,11 +450,7 @@ async fn a_desktops_screen_is_a_resource() {
     let sandbox = Server::new();
     let (client, _) = sandbox.stdio(&[]).await;
     call(&client, "exec", json!({"command": "true"})).await;
-    let e = client
-        .read_resource(ReadResourceRequestParams::new("computer://default/screen"))
-        .await
-        .unwrap_err()
-        .to_string();
+    let e = read_refused(&client, "computer://default/screen").await;
     assert!(e.contains("which has no screen"), "{e}");
     client.cancel().await.unwrap();
 }

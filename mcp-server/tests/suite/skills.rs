@@ -2,7 +2,7 @@
 //! resources (their examples run for real), a computer's info, and a cut
 //! output read back in pages.
 
-use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams, ResourceContents};
+use rmcp::model::{GetPromptRequestParams, ResourceContents};
 use serde_json::json;
 
 use super::support::*;
@@ -51,25 +51,17 @@ async fn skills_are_prompts_and_resources_and_their_examples_run() {
         "{e}"
     );
 
-    let resources = client.list_all_resources().await.unwrap();
+    let resources = resource_uris(&client).await;
     assert!(
-        resources
-            .iter()
-            .any(|r| r.uri == "skill://sandbox/SKILL.md"),
+        resources.iter().any(|u| u == "skill://sandbox/SKILL.md"),
         "{resources:?}"
     );
-    let skill = client
-        .read_resource(ReadResourceRequestParams::new("skill://sandbox/SKILL.md"))
-        .await
-        .unwrap();
+    let skill = read(&client, "skill://sandbox/SKILL.md").await;
     let md = String::from_utf8(contents_text(&skill.contents[0])).unwrap();
     assert!(md.starts_with("---\nname: sandbox\n"), "{md}");
 
     // Before the first call: no computer, said so, and none made.
-    let info = client
-        .read_resource(ReadResourceRequestParams::new("computer://default/info"))
-        .await
-        .unwrap();
+    let info = read(&client, "computer://default/info").await;
     let t = String::from_utf8(contents_text(&info.contents[0])).unwrap();
     assert!(t.contains("no default computer yet"), "{t}");
     assert!(server.computers().is_empty());
@@ -77,19 +69,12 @@ async fn skills_are_prompts_and_resources_and_their_examples_run() {
     run_examples(&client, "sandbox").await;
 
     // After: the info is the computer's.
-    let info = client
-        .read_resource(ReadResourceRequestParams::new("computer://default/info"))
-        .await
-        .unwrap();
+    let info = read(&client, "computer://default/info").await;
     let v: serde_json::Value = serde_json::from_slice(&contents_text(&info.contents[0])).unwrap();
     assert_eq!(v["provider"], "local", "{v}");
     assert!(v["handle"].as_str().unwrap().starts_with("c-"), "{v}");
     assert_eq!(v["name"], "default");
-    let e = client
-        .read_resource(ReadResourceRequestParams::new("computer://nobody/info"))
-        .await
-        .unwrap_err()
-        .to_string();
+    let e = read_refused(&client, "computer://nobody/info").await;
     assert!(e.contains("no computer"), "{e}");
     client.cancel().await.unwrap();
 }
@@ -117,10 +102,7 @@ async fn a_cut_output_is_linked_and_reads_back_in_pages_byte_for_byte() {
     let mut page = 1;
     loop {
         let uri = format!("{}?page={page}", link.uri);
-        let r = client
-            .read_resource(ReadResourceRequestParams::new(uri))
-            .await
-            .unwrap();
+        let r = read(&client, uri).await;
         got.extend(contents_text(&r.contents[0]));
         let meta = &r.meta.as_ref().unwrap().0["computer-mcp/page"];
         if meta["page"] == meta["pages"] {
@@ -131,11 +113,7 @@ async fn a_cut_output_is_linked_and_reads_back_in_pages_byte_for_byte() {
     assert_eq!(got.len(), want.len());
     assert!(got == want.as_bytes(), "the pages differ from the output");
     let past = format!("{}?page={}", link.uri, page + 1);
-    let e = client
-        .read_resource(ReadResourceRequestParams::new(past))
-        .await
-        .unwrap_err()
-        .to_string();
+    let e = read_refused(&client, past).await;
     assert!(
         e.contains(&format!("pages 1 to {page} of 65536 bytes")),
         "{e}"
@@ -156,13 +134,12 @@ async fn made_and_released_computers_change_the_resource_list() {
         Some(true),
         "{caps:?}"
     );
-    let infos = |rs: &[rmcp::model::Resource]| -> Vec<String> {
-        rs.iter()
-            .map(|r| r.uri.clone())
+    let infos = |uris: Vec<String>| -> Vec<String> {
+        uris.into_iter()
             .filter(|u| u.starts_with("computer://"))
             .collect()
     };
-    assert!(infos(&client.list_all_resources().await.unwrap()).is_empty());
+    assert!(infos(resource_uris(&client).await).is_empty());
 
     // A call that reads no new computer says nothing.
     call_ok(&client, "computer_list", json!({})).await;
@@ -181,7 +158,7 @@ async fn made_and_released_computers_change_the_resource_list() {
         }
     };
     changes(1).await;
-    let listed = infos(&client.list_all_resources().await.unwrap());
+    let listed = infos(resource_uris(&client).await);
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert!(listed[0].ends_with("/info"), "{listed:?}");
     // Another call on it changes nothing.
@@ -189,10 +166,10 @@ async fn made_and_released_computers_change_the_resource_list() {
     // computer_new and computer_release each change the list.
     call_ok(&client, "computer_new", json!({"name": "build"})).await;
     changes(2).await;
-    assert_eq!(infos(&client.list_all_resources().await.unwrap()).len(), 2);
+    assert_eq!(infos(resource_uris(&client).await).len(), 2);
     call_ok(&client, "computer_release", json!({"computer": "build"})).await;
     changes(3).await;
-    assert_eq!(infos(&client.list_all_resources().await.unwrap()), listed);
+    assert_eq!(infos(resource_uris(&client).await), listed);
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(recorder.resource_changes(), 3);
     client.cancel().await.unwrap();

@@ -3,7 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ProgressNotificationParam, ReadResourceRequestParams,
+    ReadResourceResult,
+};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -384,6 +387,43 @@ pub async fn call_ok(client: &Client, name: &str, arguments: Value) -> CallToolR
     let r = call(client, name, arguments).await;
     assert!(!is_error(&r), "{name}: {}", text(&r));
     r
+}
+
+/// The URIs of the resources the server lists.
+pub async fn resource_uris(client: &Client) -> Vec<String> {
+    let listed = client.list_all_resources().await.unwrap();
+    listed.into_iter().map(|r| r.uri).collect()
+}
+
+/// Resource `uri`, which must be read.
+pub async fn read(client: &Client, uri: impl Into<String>) -> ReadResourceResult {
+    let uri = uri.into();
+    client
+        .read_resource(ReadResourceRequestParams::new(uri.clone()))
+        .await
+        .unwrap_or_else(|e| panic!("reading {uri}: {e}"))
+}
+
+/// Why reading resource `uri` was refused.
+pub async fn read_refused(client: &Client, uri: impl Into<String>) -> String {
+    let uri = uri.into();
+    match client
+        .read_resource(ReadResourceRequestParams::new(uri.clone()))
+        .await
+    {
+        Ok(r) => panic!("{uri} was read: {r:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// What the exec tool's `command` printed on stdout (empty where the
+/// call answered none).
+pub async fn stdout_of(client: &Client, command: &str) -> String {
+    let r = call(client, "exec", serde_json::json!({ "command": command })).await;
+    structured(&r)["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// Serve `content` as /work/site/`file` from the computer (python's

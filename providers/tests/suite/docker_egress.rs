@@ -29,7 +29,8 @@ use computer_providers::{
     ProviderError, Release, label,
 };
 use computer_testkit::{
-    DockerEnv, docker_env, labelled_containers, labelled_volumes, need, or_skip, remove_labelled,
+    DockerEnv, docker_env, labelled_containers, labelled_volumes, need, on_path, or_skip,
+    remove_labelled,
 };
 use computerd::client::ComputerExt;
 use computerd::protocol::ExecParams;
@@ -37,13 +38,6 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 const TEST_LABEL: &str = "computer-mcp.test";
-
-fn have(tool: &str) -> bool {
-    std::process::Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
 
 struct Env {
     p: DockerProvider,
@@ -58,7 +52,7 @@ struct Env {
 async fn env(test: &str, n: u8) -> Option<Env> {
     if !need(
         "docker",
-        nix::unistd::geteuid().is_root() && have("ip") && have("openssl"),
+        nix::unistd::geteuid().is_root() && ["ip", "openssl"].iter().all(|t| on_path(t).is_some()),
         "the Docker egress tests make a network namespace and a veth pair (root, ip) and a TLS test host (openssl)",
     ) {
         return None;

@@ -14,27 +14,46 @@ use std::time::Duration;
 
 use computer_providers::local::{LocalOptions, LocalProvider};
 use computer_providers::{ComputerSpec, ErrorCode, NetworkKind, NetworkPolicy, Provider, Release};
-use computer_testkit::{computerd_bin, need};
+use computer_testkit::{computerd_bin, need, on_path};
 use computerd::client::ComputerExt;
 use computerd::protocol::ExecParams;
 use tokio_util::sync::CancellationToken;
 
-fn have(tool: &str) -> bool {
-    std::process::Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
+/// What each test here runs against: the test hosts on subnet `n` and a
+/// local provider whose egress proxies ask their DNS, its state in a
+/// directory of its own, and the egress turn held (see `support::EGRESS`).
+struct Rig {
+    _turn: tokio::sync::RwLockReadGuard<'static, ()>,
+    net: net::Net,
+    state: tempfile::TempDir,
+    p: LocalProvider,
+    cancel: CancellationToken,
 }
 
-/// The provider, or None (skipped in words) where these tests cannot run.
-fn provider(state: &std::path::Path, net: &net::Net) -> Option<LocalProvider> {
-    let bin = computerd_bin()?;
-    let opts = LocalOptions {
-        max_lifetime_ms: 3_600_000,
-        egress_resolvers: vec![net.dns],
-        ..LocalOptions::new(state.to_path_buf(), bin)
-    };
-    Some(LocalProvider::new(opts).unwrap())
+impl Rig {
+    /// The rig, with a provider that makes browsers when `browser`; None
+    /// (skipped in words) where these tests cannot run.
+    async fn up(n: u8, browser: bool) -> Option<Rig> {
+        let turn = EGRESS.read().await;
+        if !can_run() || (browser && !computer_testkit::need_chromium()) {
+            return None;
+        }
+        let net = net::Net::up(n).await.unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let opts = LocalOptions {
+            max_lifetime_ms: 3_600_000,
+            egress_resolvers: vec![net.dns],
+            browser,
+            ..LocalOptions::new(state.path().to_path_buf(), computerd_bin()?)
+        };
+        Some(Rig {
+            _turn: turn,
+            net,
+            state,
+            p: LocalProvider::new(opts).unwrap(),
+            cancel: CancellationToken::new(),
+        })
+    }
 }
 
 fn can_run() -> bool {
@@ -48,7 +67,9 @@ fn can_run() -> bool {
         "the computerd binary is not built (run cargo test --workspace)",
     ) && need(
         "root",
-        have("curl") && have("openssl") && have("python3") && have("ip"),
+        ["curl", "openssl", "python3", "ip"]
+            .iter()
+            .all(|t| on_path(t).is_some()),
         "curl, openssl, python3 and ip (iproute2) must be installed",
     )
 }
@@ -104,10 +125,10 @@ const LIST: &[&str] = &[
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allowlisted_computer_reaches_its_names_and_nothing_else() {
-    let _turn = EGRESS.read().await;
-    if !can_run() {
+    let Some(rig) = Rig::up(41, false).await else {
         return;
-    }
+    };
+    let Rig { net, p, cancel, .. } = &rig;
     let pip = std::process::Command::new("python3")
         .args(["-m", "pip", "--version"])
         .output()
@@ -117,15 +138,11 @@ async fn an_allowlisted_computer_reaches_its_names_and_nothing_else() {
         pip,
         "python3's pip is not installed (apt-get install python3-pip)",
     );
-    let net = net::Net::up(41).await.unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let p = provider(state.path(), &net).unwrap();
-    let cancel = CancellationToken::new();
     let mut list: Vec<String> = LIST.iter().map(|s| s.to_string()).collect();
     list.push(format!("{}/32", net.b));
     let mut spec = ComputerSpec::sandbox(600_000);
     spec.network = NetworkPolicy::Allow(list.clone());
-    let made = p.create(&spec, &cancel).await.unwrap();
+    let made = p.create(&spec, cancel).await.unwrap();
     let c = made.computer.clone();
     let rb = made.network.clone().unwrap();
     assert_eq!(rb.kind, NetworkKind::Allow, "{rb}");
@@ -133,12 +150,12 @@ async fn an_allowlisted_computer_reaches_its_names_and_nothing_else() {
         rb.detail.starts_with("allow good.eg.test, loop.eg.test, mapped.eg.test, meta.eg.test, mixed.eg.test, private.eg.test, rebind.eg.test, self.eg.test, *.wild.eg.test, 11.0.41.3/32: a network namespace of its own"),
         "{rb}"
     );
-    assert_eq!(p.network(&c, None, &cancel).await.unwrap(), rb);
+    assert_eq!(p.network(&c, None, cancel).await.unwrap(), rb);
     let e = p
         .network(
             &c,
             Some(&NetworkPolicy::Allow(vec!["good.eg.test".into()])),
-            &cancel,
+            cancel,
         )
         .await
         .unwrap_err();
@@ -149,7 +166,7 @@ async fn an_allowlisted_computer_reaches_its_names_and_nothing_else() {
     let (a, b, me) = (net.a, net.b, net.host_ip);
 
     // The proxy variables, as every program gets them.
-    let o = sh(&p, &c, "env | grep -i _proxy= | sort", &[]).await;
+    let o = sh(p, &c, "env | grep -i _proxy= | sort", &[]).await;
     assert_eq!(
         o.stdout,
         "ALL_PROXY=http://127.0.0.1:3128\nHTTPS_PROXY=http://127.0.0.1:3128\nHTTP_PROXY=http://127.0.0.1:3128\nNO_PROXY=localhost,127.0.0.1,::1\nall_proxy=http://127.0.0.1:3128\nhttp_proxy=http://127.0.0.1:3128\nhttps_proxy=http://127.0.0.1:3128\nno_proxy=localhost,127.0.0.1,::1\n"
@@ -157,7 +174,7 @@ async fn an_allowlisted_computer_reaches_its_names_and_nothing_else() {
 
     // Allowed: plain HTTP, TLS through CONNECT, a wildcard, a listed CIDR,
     // SOCKS5 CONNECT.
-    let o = sh(&p, &c, "printf '%s' \"$CERT\" > /tmp/c.pem; curl -sS http://good.eg.test/; curl -sS --cacert /tmp/c.pem https://good.eg.test/ | grep -q s_server && echo tls-ok; curl -sS http://files.wild.eg.test/; curl -sS --cacert /tmp/c.pem https://files.wild.eg.test/ | grep -q s_server && echo tls-ok; curl -sS http://11.0.41.3/; curl -sS --socks5-hostname 127.0.0.1:3128 http://good.eg.test/", &env).await;
+    let o = sh(p, &c, "printf '%s' \"$CERT\" > /tmp/c.pem; curl -sS http://good.eg.test/; curl -sS --cacert /tmp/c.pem https://good.eg.test/ | grep -q s_server && echo tls-ok; curl -sS http://files.wild.eg.test/; curl -sS --cacert /tmp/c.pem https://files.wild.eg.test/ | grep -q s_server && echo tls-ok; curl -sS http://11.0.41.3/; curl -sS --socks5-hostname 127.0.0.1:3128 http://good.eg.test/", &env).await;
     assert_eq!(
         o.stdout,
         format!(
@@ -169,7 +186,7 @@ async fn an_allowlisted_computer_reaches_its_names_and_nothing_else() {
 
     // Python's urllib, over HTTP and TLS, with nothing but the variables.
     let py = "import ssl, urllib.request\nprint(urllib.request.urlopen('http://good.eg.test/py').read().decode(), end='')\nctx = ssl.create_default_context(cafile='/tmp/c.pem')\nprint(urllib.request.urlopen('https://good.eg.test/', context=ctx).status)\n";
-    let o = sh(&p, &c, "python3 -c \"$PY\"", &[("PY", py)]).await;
+    let o = sh(p, &c, "python3 -c \"$PY\"", &[("PY", py)]).await;
     assert_eq!(
         o.stdout,
         format!("served-by={a} host=good.eg.test path=/py\n200\n"),
@@ -179,7 +196,7 @@ async fn an_allowlisted_computer_reaches_its_names_and_nothing_else() {
 
     // pip, from a test index.
     if pip {
-        let o = sh(&p, &c, "python3 -m pip download --disable-pip-version-check --no-deps --index-url http://good.eg.test/simple/ --trusted-host good.eg.test -d /tmp/dl egpkg >/dev/null 2>/tmp/pip.err; echo $?; ls /tmp/dl; cat /tmp/pip.err | tail -3", &[]).await;
+        let o = sh(p, &c, "python3 -m pip download --disable-pip-version-check --no-deps --index-url http://good.eg.test/simple/ --trusted-host good.eg.test -d /tmp/dl egpkg >/dev/null 2>/tmp/pip.err; echo $?; ls /tmp/dl; cat /tmp/pip.err | tail -3", &[]).await;
         assert_eq!(
             o.stdout.lines().take(2).collect::<Vec<_>>(),
             ["0", "egpkg-1.0-py3-none-any.whl"],
@@ -201,7 +218,7 @@ async fn an_allowlisted_computer_reaches_its_names_and_nothing_else() {
         ("http://mixed.eg.test/", "403 mixed.eg.test resolves to 10.0.0.1, a private address".into()),
     ];
     for (url, words) in &cases {
-        let o = sh(&p, &c, &format!("curl -sS '{url}'"), &[]).await;
+        let o = sh(p, &c, &format!("curl -sS '{url}'"), &[]).await;
         assert!(
             o.stdout.starts_with(words.as_str()),
             "{url}: {:?} {}",
@@ -211,7 +228,7 @@ async fn an_allowlisted_computer_reaches_its_names_and_nothing_else() {
     }
     // No answer reached a server but the listed ones.
     let o = sh(
-        &p,
+        p,
         &c,
         "curl -sS -H 'Host: unlisted.eg.test' http://good.eg.test/",
         &[],
@@ -220,7 +237,7 @@ async fn an_allowlisted_computer_reaches_its_names_and_nothing_else() {
     assert!(o.stdout.starts_with("403 the Host header names unlisted.eg.test, another host than the request line's good.eg.test"), "{}", o.stdout);
     // A redirect reaches the program as sent, never followed.
     let o = sh(
-        &p,
+        p,
         &c,
         "curl -sS -i http://good.eg.test/redirect | head -2 | tr -d '\\r'",
         &[],
@@ -232,7 +249,7 @@ async fn an_allowlisted_computer_reaches_its_names_and_nothing_else() {
     );
     // A refused CONNECT: 403.
     let o = sh(
-        &p,
+        p,
         &c,
         "curl -sS -o /dev/null -w '%{http_connect}' https://unlisted.eg.test/; echo",
         &[],
@@ -243,13 +260,13 @@ async fn an_allowlisted_computer_reaches_its_names_and_nothing_else() {
     // The checked address is the one dialled: rebind.eg.test answers the
     // test host once and loopback after; the first request reaches the
     // test host having asked once, the next is refused.
-    let o = sh(&p, &c, "curl -sS http://rebind.eg.test/", &[]).await;
+    let o = sh(p, &c, "curl -sS http://rebind.eg.test/", &[]).await;
     assert_eq!(
         o.stdout,
         format!("served-by={a} host=rebind.eg.test path=/\n")
     );
     assert_eq!(net.asked("rebind.eg.test"), 1);
-    let o = sh(&p, &c, "curl -sS http://rebind.eg.test/", &[]).await;
+    let o = sh(p, &c, "curl -sS http://rebind.eg.test/", &[]).await;
     assert!(
         o.stdout
             .starts_with("403 rebind.eg.test resolves to 127.0.0.1, a loopback address"),
@@ -261,7 +278,7 @@ async fn an_allowlisted_computer_reaches_its_names_and_nothing_else() {
 
     // SOCKS BIND and UDP ASSOCIATE, in their reply and words.
     let socks = "import socket\nfor cmd in (2, 3):\n    s = socket.create_connection(('127.0.0.1', 3128))\n    s.sendall(b'\\x05\\x01\\x00')\n    assert s.recv(2) == b'\\x05\\x00'\n    s.sendall(bytes([5, cmd, 0, 1, 11, 0, 41, 2, 0, 80]))\n    r = b''\n    while True:\n        d = s.recv(4096)\n        if not d: break\n        r += d\n    print(r[1], r[10:].decode().strip())\n";
-    let o = sh(&p, &c, "python3 -c \"$PY\"", &[("PY", socks)]).await;
+    let o = sh(p, &c, "python3 -c \"$PY\"", &[("PY", socks)]).await;
     assert_eq!(
         o.stdout,
         "7 SOCKS BIND is refused: this proxy carries outgoing TCP connections (CONNECT) to listed hosts only\n7 SOCKS UDP ASSOCIATE is refused: this proxy carries outgoing TCP connections (CONNECT) to listed hosts only; UDP reaches nothing\n",
@@ -274,14 +291,14 @@ async fn an_allowlisted_computer_reaches_its_names_and_nothing_else() {
     // port and an address no list allows; 4, host unreachable, for a
     // listed name with no address. The proxy's log names the rule and
     // what to do.
-    let o = sh(&p, &c, "for u in http://unlisted.eg.test/ http://good.eg.test:22/ http://private.eg.test/ http://nx.wild.eg.test/; do curl -sS --socks5-hostname 127.0.0.1:3128 $u; echo $?; done", &[]).await;
+    let o = sh(p, &c, "for u in http://unlisted.eg.test/ http://good.eg.test:22/ http://private.eg.test/ http://nx.wild.eg.test/; do curl -sS --socks5-hostname 127.0.0.1:3128 $u; echo $?; done", &[]).await;
     assert_eq!(o.stdout, "97\n97\n97\n97\n", "{}", o.stderr);
     assert_eq!(
         o.stderr,
         "curl: (97) Can't complete SOCKS5 connection to unlisted.eg.test. (2)\ncurl: (97) Can't complete SOCKS5 connection to good.eg.test. (2)\ncurl: (97) Can't complete SOCKS5 connection to private.eg.test. (2)\ncurl: (97) Can't complete SOCKS5 connection to nx.wild.eg.test. (4)\n"
     );
     let log = std::fs::read_to_string(
-        state
+        rig.state
             .path()
             .join("computers")
             .join(&c.id)
@@ -301,27 +318,23 @@ async fn an_allowlisted_computer_reaches_its_names_and_nothing_else() {
     let direct = format!(
         "import socket\nfor t in (('{a}', 80), ('{a}', 53)):\n    try:\n        socket.create_connection(t, timeout=5)\n        print('reached', t)\n    except OSError as e:\n        print(e.errno)\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ntry:\n    s.sendto(b'x', ('{a}', 53))\n    print('sent')\nexcept OSError as e:\n    print(e.errno)\n"
     );
-    let o = sh(&p, &c, "python3 -c \"$PY\"; curl -sS --noproxy '*' --max-time 5 http://good.eg.test/; echo curl=$?", &[("PY", &direct)]).await;
+    let o = sh(p, &c, "python3 -c \"$PY\"; curl -sS --noproxy '*' --max-time 5 http://good.eg.test/; echo curl=$?", &[("PY", &direct)]).await;
     assert_eq!(o.stdout, "101\n101\n101\ncurl=6\n", "{}", o.stderr);
 
-    p.release(&c, Release::Delete, &cancel).await.unwrap();
+    p.release(&c, Release::Delete, cancel).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_proxy_ends_with_the_computer_and_nothing_is_left() {
-    let _turn = EGRESS.read().await;
-    if !can_run() {
+    let Some(rig) = Rig::up(42, false).await else {
         return;
-    }
-    let net = net::Net::up(42).await.unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let p = provider(state.path(), &net).unwrap();
-    let cancel = CancellationToken::new();
+    };
+    let Rig { net, p, cancel, .. } = &rig;
 
     // A bad list is refused before anything is made, naming the entry.
     let mut spec = ComputerSpec::sandbox(8_000);
     spec.network = NetworkPolicy::Allow(vec!["good.eg.test".into(), "10.0.0.0/8".into()]);
-    let e = p.create(&spec, &cancel).await.unwrap_err();
+    let e = p.create(&spec, cancel).await.unwrap_err();
     assert_eq!(e.field.as_deref(), Some("network"));
     assert_eq!(
         e.message,
@@ -329,9 +342,9 @@ async fn the_proxy_ends_with_the_computer_and_nothing_is_left() {
     );
 
     spec.network = NetworkPolicy::Allow(vec!["good.eg.test".into()]);
-    let made = p.create(&spec, &cancel).await.unwrap();
+    let made = p.create(&spec, cancel).await.unwrap();
     let id = made.computer.id.clone();
-    let dir = state.path().join("computers").join(&id);
+    let dir = rig.state.path().join("computers").join(&id);
     let meta: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
     let pid = meta["egress"]["process"]["pid"].as_i64().unwrap() as i32;
@@ -355,7 +368,7 @@ async fn the_proxy_ends_with_the_computer_and_nothing_is_left() {
     assert!(status.contains("NoNewPrivs:\t1"), "{status}");
     let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
     assert!(cgroup.contains(&format!("{id}-egress")), "{cgroup}");
-    let o = sh(&p, &made.computer, "curl -sS http://good.eg.test/", &[]).await;
+    let o = sh(p, &made.computer, "curl -sS http://good.eg.test/", &[]).await;
     assert_eq!(
         o.stdout,
         format!("served-by={} host=good.eg.test path=/\n", net.a)
@@ -372,7 +385,7 @@ async fn the_proxy_ends_with_the_computer_and_nothing_is_left() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    p.release(&made.computer, Release::Delete, &cancel)
+    p.release(&made.computer, Release::Delete, cancel)
         .await
         .unwrap();
     assert!(!dir.exists(), "its state is gone");
@@ -402,17 +415,13 @@ async fn the_proxy_ends_with_the_computer_and_nothing_is_left() {
 /// the listed name's address; the message with both is refused in words.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pipelined_or_smuggled_request_never_reaches_an_unlisted_host() {
-    let _turn = EGRESS.read().await;
-    if !can_run() {
+    let Some(rig) = Rig::up(46, false).await else {
         return;
-    }
-    let net = net::Net::up(46).await.unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let p = provider(state.path(), &net).unwrap();
-    let cancel = CancellationToken::new();
+    };
+    let Rig { net, p, cancel, .. } = &rig;
     let mut spec = ComputerSpec::sandbox(600_000);
     spec.network = NetworkPolicy::Allow(vec!["good.eg.test".into()]);
-    let c = p.create(&spec, &cancel).await.unwrap().computer;
+    let c = p.create(&spec, cancel).await.unwrap().computer;
     // One connection to the proxy, the bytes sent at once, read to its end.
     let send = "import socket, sys\ns = socket.create_connection(('127.0.0.1', 3128))\ns.sendall(sys.argv[1].encode().decode('unicode_escape').encode('latin-1'))\nout = b''\nwhile True:\n    d = s.recv(65536)\n    if not d: break\n    out += d\nprint(out.decode('latin-1'), end='')\n";
     let run = |req: &'static str| {
@@ -481,28 +490,24 @@ async fn a_pipelined_or_smuggled_request_never_reaches_an_unlisted_host() {
     );
     // Refused before any host was reached: the host heard nothing more.
     assert_eq!(net.heard.lock().unwrap().len(), 3);
-    p.release(&c, Release::Delete, &cancel).await.unwrap();
+    p.release(&c, Release::Delete, cancel).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn public_reaches_every_public_host_and_still_no_private_one() {
-    let _turn = EGRESS.read().await;
-    if !can_run() {
+    let Some(rig) = Rig::up(44, false).await else {
         return;
-    }
-    let net = net::Net::up(44).await.unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let p = provider(state.path(), &net).unwrap();
-    let cancel = CancellationToken::new();
+    };
+    let Rig { net, p, cancel, .. } = &rig;
     let mut spec = ComputerSpec::sandbox(600_000);
     // What `--network public` asks for.
     spec.network = NetworkPolicy::Allow(vec!["*".into()]);
-    let made = p.create(&spec, &cancel).await.unwrap();
+    let made = p.create(&spec, cancel).await.unwrap();
     let rb = made.network.clone().unwrap();
     assert!(rb.detail.starts_with("allow *: "), "{rb}");
     let a = net.a;
     let o = sh(
-        &p,
+        p,
         &made.computer,
         &format!("curl -sS http://unlisted.eg.test/; curl -sS http://{a}/; curl -sS http://private.eg.test/; curl -sS http://10.0.0.1/; curl -sS http://self.eg.test/; curl -sS http://good.eg.test:8080/"),
         &[],
@@ -534,7 +539,7 @@ async fn public_reaches_every_public_host_and_still_no_private_one() {
         "{}",
         lines[5]
     );
-    p.release(&made.computer, Release::Delete, &cancel)
+    p.release(&made.computer, Release::Delete, cancel)
         .await
         .unwrap();
 }
@@ -552,25 +557,15 @@ async fn browse(c: &std::sync::Arc<dyn computerd::client::ComputerClient>, url: 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allowlisted_browser_reaches_its_names_through_the_proxy_and_nothing_else() {
-    let _turn = EGRESS.read().await;
-    if !can_run() || !computer_testkit::need_chromium() {
+    let Some(rig) = Rig::up(45, true).await else {
         return;
-    }
-    let net = net::Net::up(45).await.unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let opts = LocalOptions {
-        max_lifetime_ms: 3_600_000,
-        egress_resolvers: vec![net.dns],
-        browser: true,
-        ..LocalOptions::new(state.path().to_path_buf(), computerd_bin().unwrap())
     };
-    let p = LocalProvider::new(opts).unwrap();
-    let cancel = CancellationToken::new();
+    let Rig { net, p, cancel, .. } = &rig;
     let mut spec = ComputerSpec::sandbox(600_000);
     spec.kind = computerd::protocol::SettingKind::Browser;
     spec.network = NetworkPolicy::Allow(vec!["good.eg.test".into()]);
-    let made = p.create(&spec, &cancel).await.unwrap();
-    let conn = p.connect(&made.computer, &cancel).await.unwrap();
+    let made = p.create(&spec, cancel).await.unwrap();
+    let conn = p.connect(&made.computer, cancel).await.unwrap();
     let c = conn.client.clone();
 
     let listed = browse(&c, "http://good.eg.test/from-the-browser").await;
@@ -591,7 +586,7 @@ async fn an_allowlisted_browser_reaches_its_names_through_the_proxy_and_nothing_
         assert!(!text.contains("served-by"), "{url}: {text}");
     }
     conn.client.close();
-    p.release(&made.computer, Release::Delete, &cancel)
+    p.release(&made.computer, Release::Delete, cancel)
         .await
         .unwrap();
 }

@@ -119,6 +119,18 @@ const INNER: &str = r#"<!doctype html><html><body><button onclick="parent.inner 
 #[derive(Default)]
 struct Seen(Mutex<Vec<(String, String)>>);
 
+impl Seen {
+    /// The body of the first request whose line starts with `line`.
+    fn body_of(&self, line: &str) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(l, _)| l.starts_with(line))
+            .map(|(_, body)| body.clone())
+    }
+}
+
 /// A server on 127.0.0.1 for the pages above; `/hang` never answers.
 async fn serve() -> (String, Arc<Seen>) {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();

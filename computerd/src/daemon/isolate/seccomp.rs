@@ -44,158 +44,105 @@ pub struct Entry {
     pub reason: &'static str,
 }
 
-const fn deny(name: &'static str, nr: i64, reason: &'static str) -> Entry {
-    Entry {
-        name,
-        nr,
-        when: When::Always,
-        deny: Deny::Eperm,
-        reason,
-    }
+/// An entry by the call's `SYS_` constant, from which its name comes too,
+/// so the two cannot disagree; without a `When` and a `Deny`, every call
+/// of it gets EPERM.
+macro_rules! deny {
+    ($sys:ident, $reason:literal) => {
+        deny!($sys, When::Always, Deny::Eperm, $reason)
+    };
+    ($sys:ident, $when:expr, $deny:expr, $reason:literal) => {
+        Entry {
+            name: stringify!($sys).split_at("SYS_".len()).1,
+            nr: libc::$sys,
+            when: $when,
+            deny: $deny,
+            reason: $reason,
+        }
+    };
 }
 
 /// The policy. A test compiles it and runs the program against every entry.
 pub const POLICY: &[Entry] = &[
-    Entry {
-        name: "socket",
-        nr: libc::SYS_socket,
-        when: When::Arg0Is(libc::AF_VSOCK as u64),
-        deny: Deny::Eperm,
-        reason: "AF_VSOCK: a network namespace does not cut vsock, where a virtual machine's own agent may listen",
-    },
-    deny(
-        "io_uring_setup",
-        libc::SYS_io_uring_setup,
-        "io_uring rings open sockets and files past a filter on socket(2)",
+    deny!(
+        SYS_socket,
+        When::Arg0Is(libc::AF_VSOCK as u64),
+        Deny::Eperm,
+        "AF_VSOCK: a network namespace does not cut vsock, where a virtual machine's own agent may listen"
     ),
-    deny(
-        "io_uring_enter",
-        libc::SYS_io_uring_enter,
-        "io_uring: as io_uring_setup",
+    deny!(
+        SYS_io_uring_setup,
+        "io_uring rings open sockets and files past a filter on socket(2)"
     ),
-    deny(
-        "io_uring_register",
-        libc::SYS_io_uring_register,
-        "io_uring: as io_uring_setup",
+    deny!(SYS_io_uring_enter, "io_uring: as io_uring_setup"),
+    deny!(SYS_io_uring_register, "io_uring: as io_uring_setup"),
+    deny!(
+        SYS_unshare,
+        When::Arg0Has(libc::CLONE_NEWUSER as u64),
+        Deny::Eperm,
+        "a user namespace hands an unprivileged program every capability over new namespaces: the widest kernel surface there is (Docker refuses it)"
     ),
-    Entry {
-        name: "unshare",
-        nr: libc::SYS_unshare,
-        when: When::Arg0Has(libc::CLONE_NEWUSER as u64),
-        deny: Deny::Eperm,
-        reason: "a user namespace hands an unprivileged program every capability over new namespaces: the widest kernel surface there is (Docker refuses it)",
-    },
-    Entry {
-        name: "clone",
-        nr: libc::SYS_clone,
-        when: When::Arg0Has(libc::CLONE_NEWUSER as u64),
-        deny: Deny::Eperm,
-        reason: "CLONE_NEWUSER: as unshare",
-    },
-    Entry {
-        name: "clone3",
-        nr: libc::SYS_clone3,
-        when: When::Always,
-        deny: Deny::Enosys,
-        reason: "its flags are in memory a filter cannot read; ENOSYS makes libc fall back to clone, whose flags it can",
-    },
-    deny(
-        "setns",
-        libc::SYS_setns,
-        "joining another namespace (Docker refuses it without CAP_SYS_ADMIN)",
+    deny!(
+        SYS_clone,
+        When::Arg0Has(libc::CLONE_NEWUSER as u64),
+        Deny::Eperm,
+        "CLONE_NEWUSER: as unshare"
     ),
-    deny(
-        "bpf",
-        libc::SYS_bpf,
-        "eBPF programs run in the kernel: a large surface for unprivileged code (Docker)",
+    deny!(
+        SYS_clone3,
+        When::Always,
+        Deny::Enosys,
+        "its flags are in memory a filter cannot read; ENOSYS makes libc fall back to clone, whose flags it can"
     ),
-    deny(
-        "perf_event_open",
-        libc::SYS_perf_event_open,
-        "kernel surface and side channels (Docker, without CAP_PERFMON)",
+    deny!(
+        SYS_setns,
+        "joining another namespace (Docker refuses it without CAP_SYS_ADMIN)"
     ),
-    deny(
-        "userfaultfd",
-        libc::SYS_userfaultfd,
-        "lets a program stall the kernel on a page fault, a staple of kernel exploits (Docker)",
+    deny!(
+        SYS_bpf,
+        "eBPF programs run in the kernel: a large surface for unprivileged code (Docker)"
     ),
-    deny(
-        "add_key",
-        libc::SYS_add_key,
-        "the kernel keyring is not namespaced (Docker)",
+    deny!(
+        SYS_perf_event_open,
+        "kernel surface and side channels (Docker, without CAP_PERFMON)"
     ),
-    deny(
-        "keyctl",
-        libc::SYS_keyctl,
-        "the kernel keyring is not namespaced (Docker)",
+    deny!(
+        SYS_userfaultfd,
+        "lets a program stall the kernel on a page fault, a staple of kernel exploits (Docker)"
     ),
-    deny(
-        "request_key",
-        libc::SYS_request_key,
-        "the kernel keyring is not namespaced (Docker)",
+    deny!(SYS_add_key, "the kernel keyring is not namespaced (Docker)"),
+    deny!(SYS_keyctl, "the kernel keyring is not namespaced (Docker)"),
+    deny!(
+        SYS_request_key,
+        "the kernel keyring is not namespaced (Docker)"
     ),
-    deny(
-        "open_by_handle_at",
-        libc::SYS_open_by_handle_at,
-        "opens files by handle past the mount tree, the classic container escape (Docker)",
+    deny!(
+        SYS_open_by_handle_at,
+        "opens files by handle past the mount tree, the classic container escape (Docker)"
     ),
-    deny(
-        "kexec_load",
-        libc::SYS_kexec_load,
-        "loads a new kernel (Docker)",
+    deny!(SYS_kexec_load, "loads a new kernel (Docker)"),
+    deny!(SYS_kexec_file_load, "loads a new kernel (Docker)"),
+    deny!(SYS_init_module, "loads kernel code (Docker)"),
+    deny!(SYS_finit_module, "loads kernel code (Docker)"),
+    deny!(SYS_delete_module, "unloads kernel code (Docker)"),
+    deny!(SYS_acct, "process accounting is the host's (Docker)"),
+    deny!(SYS_swapon, "swap is the host's (Docker)"),
+    deny!(SYS_swapoff, "swap is the host's (Docker)"),
+    deny!(
+        SYS_reboot,
+        "the machine is not the computer's to reboot (Docker)"
     ),
-    deny(
-        "kexec_file_load",
-        libc::SYS_kexec_file_load,
-        "loads a new kernel (Docker)",
+    deny!(
+        SYS_mount,
+        "the mount tree is set up before programs run (Docker)"
     ),
-    deny(
-        "init_module",
-        libc::SYS_init_module,
-        "loads kernel code (Docker)",
-    ),
-    deny(
-        "finit_module",
-        libc::SYS_finit_module,
-        "loads kernel code (Docker)",
-    ),
-    deny(
-        "delete_module",
-        libc::SYS_delete_module,
-        "unloads kernel code (Docker)",
-    ),
-    deny(
-        "acct",
-        libc::SYS_acct,
-        "process accounting is the host's (Docker)",
-    ),
-    deny("swapon", libc::SYS_swapon, "swap is the host's (Docker)"),
-    deny("swapoff", libc::SYS_swapoff, "swap is the host's (Docker)"),
-    deny(
-        "reboot",
-        libc::SYS_reboot,
-        "the machine is not the computer's to reboot (Docker)",
-    ),
-    deny(
-        "mount",
-        libc::SYS_mount,
-        "the mount tree is set up before programs run (Docker)",
-    ),
-    deny("umount2", libc::SYS_umount2, "as mount"),
-    deny("pivot_root", libc::SYS_pivot_root, "as mount"),
-    deny(
-        "move_mount",
-        libc::SYS_move_mount,
-        "the new mount API: as mount",
-    ),
-    deny(
-        "open_tree",
-        libc::SYS_open_tree,
-        "the new mount API: as mount",
-    ),
-    deny("fsopen", libc::SYS_fsopen, "the new mount API: as mount"),
-    deny("fsmount", libc::SYS_fsmount, "the new mount API: as mount"),
-    deny("fspick", libc::SYS_fspick, "the new mount API: as mount"),
+    deny!(SYS_umount2, "as mount"),
+    deny!(SYS_pivot_root, "as mount"),
+    deny!(SYS_move_mount, "the new mount API: as mount"),
+    deny!(SYS_open_tree, "the new mount API: as mount"),
+    deny!(SYS_fsopen, "the new mount API: as mount"),
+    deny!(SYS_fsmount, "the new mount API: as mount"),
+    deny!(SYS_fspick, "the new mount API: as mount"),
 ];
 
 /// Calls the issue names that have no number here: the architecture check covers them.

@@ -95,19 +95,7 @@ async fn a_daemon_of_another_version_is_refused() {
     let mut plan = e.plan(name, 600_000, &Labels::new());
     plan.daemon = fake.clone();
     e.make(plan.body(), name, true).await;
-    let c = computer_providers::ComputerRef {
-        provider: "docker".into(),
-        id: name.into(),
-        labels: Labels::new(),
-        created_at: String::new(),
-        deadline: String::new(),
-        running: true,
-        home: None,
-        user: None,
-        sizes: None,
-        image: None,
-        network: None,
-    };
+    let c = computer_providers::ComputerRef::by_id("docker", name);
     let err = e.p.connect(&c, &cancel).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Refused, "{err:?}");
     assert!(

@@ -259,14 +259,7 @@ async fn the_page_tools_drive_a_vendors_browser_through_its_fake() {
     )
     .await;
     b.wait_title("Thanks").await;
-    let posted = seen
-        .0
-        .lock()
-        .unwrap()
-        .iter()
-        .find(|(l, _)| l.starts_with("POST /submit"))
-        .map(|(_, body)| body.clone())
-        .expect("the form was posted");
+    let posted = seen.body_of("POST /submit").expect("the form was posted");
     assert_starts(&posted, &format!("name=Lin&pw={SECRET}&"));
     let (shot, _) = b.ok("browser_screenshot", json!({})).await;
     assert_starts(&shot, "frame b1: ");

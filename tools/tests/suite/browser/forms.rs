@@ -79,14 +79,7 @@ async fn a_form_is_filled_by_refs_and_submitted_and_the_password_never_shows() {
         assert_has(&t, "/submit");
     }
     b.wait_title("Thanks").await;
-    let posted = seen
-        .0
-        .lock()
-        .unwrap()
-        .iter()
-        .find(|(l, _)| l.starts_with("POST /submit"))
-        .map(|(_, body)| body.clone())
-        .expect("the form was posted");
+    let posted = seen.body_of("POST /submit").expect("the form was posted");
     assert_eq!(posted, format!("name=Ada&pw={SECRET}&color=g&agree=on"));
 
     // A ref from before the navigation is refused with the next step.
