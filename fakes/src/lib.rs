@@ -7,11 +7,15 @@
 //!   root, no namespaces and no Docker.
 //! - [`vendor`]: [`vendor::FakeVendor`], fake Browserbase and Kernel APIs
 //!   on 127.0.0.1 whose browsers are a real headless Chromium.
+//! - [`daytona`]: [`daytona::FakeDaytona`], a fake Daytona (control plane
+//!   and toolbox) whose sandboxes' commands run in a [`daytona::Machine`]
+//!   a test gives, with Daytona's lags, cut log frames and 429s on demand.
 //! - [`phone_harness`]: [`phone_harness::FakePhoneHarness`], a fake phone
 //!   harness REST API whose phones' adb links are what a test points them
 //!   at (a fixture phone), with lost answers, 5xx, refusals, slow
 //!   readiness and asynchronous delete on demand.
 
+pub mod daytona;
 pub mod phone_harness;
 pub mod provider;
 pub mod vendor;

@@ -23,6 +23,9 @@
 //!   ([`local::uids`]).
 //! - [`docker`]: hardened Docker containers with `computerd init` as PID 1,
 //!   made and read back through the engine's API, each checked for drift.
+//! - [`daytona`]: Daytona sandboxes over its REST API, computerd pushed
+//!   in through the sandbox's toolbox and reached over its session
+//!   command's input and log stream.
 //! - [`vendor`]: what the browser vendors share: one request per call,
 //!   the create label that finds what a lost create made, CDP URLs held
 //!   as secrets; [`browserbase`] and [`kernel`] are its two vendors.
@@ -54,6 +57,7 @@ pub mod android;
 pub mod browserbase;
 pub mod cdp;
 pub mod daemon_backed;
+pub mod daytona;
 pub mod docker;
 pub mod janitor;
 pub mod kernel;

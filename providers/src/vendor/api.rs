@@ -31,6 +31,9 @@ pub struct Call {
     /// Headers beside the key's (an `Idempotency-Key`).
     pub headers: Vec<(&'static str, String)>,
     pub body: Option<Value>,
+    /// A body that is not JSON (a file's bytes) and its content type; sent
+    /// in place of `body`.
+    pub raw: Option<(Bytes, String)>,
     /// This call's bound, the answer's body included; [`CALL_WAIT`] when
     /// none.
     pub bound: Option<Duration>,
@@ -46,6 +49,7 @@ impl Call {
             query: Vec::new(),
             headers: Vec::new(),
             body: None,
+            raw: None,
             bound: None,
         }
     }
@@ -60,6 +64,11 @@ impl Call {
     }
     pub fn body(mut self, v: Value) -> Self {
         self.body = Some(v);
+        self
+    }
+    /// Send `bytes` as the body, of `content_type`.
+    pub fn raw(mut self, bytes: Bytes, content_type: impl Into<String>) -> Self {
+        self.raw = Some((bytes, content_type.into()));
         self
     }
     pub fn header(mut self, k: &'static str, v: impl Into<String>) -> Self {
@@ -262,6 +271,16 @@ impl Api {
         call: &Call,
         cancel: &CancellationToken,
     ) -> Result<(u16, Bytes), Failure> {
+        let (status, _, body) = self.send_headed(call, cancel).await?;
+        Ok((status, body))
+    }
+
+    /// [`Api::send_raw`] with the answer's headers (a `Retry-After`).
+    pub async fn send_headed(
+        &self,
+        call: &Call,
+        cancel: &CancellationToken,
+    ) -> Result<(u16, http::HeaderMap, Bytes), Failure> {
         let Some(key) = &self.key else {
             return Err(Failure::Refused(
                 ProviderError::new(
@@ -297,12 +316,16 @@ impl Api {
             Auth::Header(h) => req.header(h, key.expose()),
             Auth::Bearer => req.header("authorization", format!("Bearer {}", key.expose())),
         };
-        let body = match &call.body {
-            Some(b) => {
+        let body = match (&call.raw, &call.body) {
+            (Some((bytes, kind)), _) => {
+                req = req.header("content-type", kind.as_str());
+                bytes.clone()
+            }
+            (None, Some(b)) => {
                 req = req.header("content-type", "application/json");
                 Bytes::from(b.to_string())
             }
-            None => Bytes::new(),
+            (None, None) => Bytes::new(),
         };
         req.body(Full::new(body)).map_err(|_| {
             // Never the builder's words: they may hold the key.
@@ -327,7 +350,7 @@ impl Api {
         call: &Call,
         req: http::Request<Full<Bytes>>,
         cancel: &CancellationToken,
-    ) -> Result<(u16, Bytes), Failure> {
+    ) -> Result<(u16, http::HeaderMap, Bytes), Failure> {
         enum Lost {
             Connect,
             Before,
@@ -343,12 +366,13 @@ impl Api {
                 }
             })?;
             let status = resp.status().as_u16();
+            let headers = resp.headers().clone();
             let body = Limited::new(resp.into_body(), BODY_MAX)
                 .collect()
                 .await
                 .map_err(|_| Lost::Cut)?
                 .to_bytes();
-            Ok::<_, Lost>((status, body))
+            Ok::<_, Lost>((status, headers, body))
         };
         tokio::select! {
             r = tokio::time::timeout(call.wait(), exchange) => match r {
