@@ -2,6 +2,7 @@ mod adb;
 mod browser;
 mod cgroup;
 mod conformance;
+mod daytona;
 mod docker;
 mod docker_egress;
 mod docker_tar;

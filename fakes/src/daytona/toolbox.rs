@@ -28,6 +28,8 @@
 //!   log_reader.go:15-53). Markers are kept only for a client that sends
 //!   `X-Daytona-SDK-Version` >= 0.167.0, or no version and
 //!   `X-Daytona-Split-Output: true`; stripped otherwise (common.go:17-33).
+//! - `GET …/command/{cid}` reads `{id, command, exitCode}`, the code null
+//!   while it runs (toolbox.json 3850).
 //! - `DELETE /process/session/{sid}` ends the session's commands (204).
 //!
 //! [`FakeDaytona::frame_max`]: super::FakeDaytona::frame_max
@@ -107,6 +109,8 @@ pub(crate) struct Boxes {
     next: AtomicU64,
     pub(crate) frame_max: AtomicU64,
     pub(crate) drop_after: AtomicU64,
+    /// Log connections still to be dropped.
+    pub(crate) drops: AtomicU64,
 }
 
 pub(crate) fn routes() -> Router<Arc<Shared>> {
@@ -116,6 +120,10 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
         .route("/toolbox/{id}/process/session", post(open_session))
         .route("/toolbox/{id}/process/session/{sid}", delete(end_session))
         .route("/toolbox/{id}/process/session/{sid}/exec", post(exec))
+        .route(
+            "/toolbox/{id}/process/session/{sid}/command/{cid}",
+            get(read_command),
+        )
         .route(
             "/toolbox/{id}/process/session/{sid}/command/{cid}/input",
             post(input),
@@ -134,9 +142,11 @@ impl FakeDaytona {
             .frame_max
             .store(n.max(1), Ordering::Relaxed);
     }
-    /// Each log WebSocket is cut (no close frame) after `n` bytes; 0 never.
-    pub fn drop_logs_after(&self, n: u64) {
+    /// The next `times` log WebSockets are each cut (no close frame) after
+    /// `n` bytes: their client must reconnect, and gets a replay from 0.
+    pub fn drop_logs_after(&self, n: u64, times: u64) {
         self.shared.toolbox.drop_after.store(n, Ordering::Relaxed);
+        self.shared.toolbox.drops.store(times, Ordering::Relaxed);
     }
 }
 
@@ -417,6 +427,20 @@ fn command(sh: &Shared, id: &str, sid: &str, cid: &str) -> Option<Arc<Cmd>> {
         .and_then(|s| s.cmds.get(cid).cloned())
 }
 
+/// A command as the toolbox reads it: its exit code once ended.
+async fn read_command(
+    State(sh): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path((id, sid, cid)): Path<(String, String, String)>,
+) -> Response {
+    let _m = enter_box!(sh, headers, id, "GET /process/session/{sid}/command/{cid}");
+    let Some(cmd) = command(&sh, &id, &sid, &cid) else {
+        return error(StatusCode::NOT_FOUND, "command not found");
+    };
+    let code = lock(&cmd.ended).map(|(c, _)| c);
+    axum::Json(json!({"id": cid, "command": cmd.command, "exitCode": code})).into_response()
+}
+
 async fn input(
     State(sh): State<Arc<Shared>>,
     headers: HeaderMap,
@@ -553,7 +577,16 @@ async fn logs(
     };
     let frame_max = sh.toolbox.frame_max.load(Ordering::Relaxed);
     let frame_max = if frame_max == 0 { 1024 } else { frame_max };
-    let drop_after = sh.toolbox.drop_after.load(Ordering::Relaxed);
+    let dropped = sh
+        .toolbox
+        .drops
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+        .is_ok();
+    let drop_after = if dropped {
+        sh.toolbox.drop_after.load(Ordering::Relaxed)
+    } else {
+        0
+    };
     let stop = sh.stop.clone();
     tokio::spawn(async move {
         let Ok(up) = upgrade.await else { return };

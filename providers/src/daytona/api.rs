@@ -488,6 +488,25 @@ impl Toolbox {
         Ok(())
     }
 
+    /// A session command's exit code: `None` while it runs.
+    pub async fn exit_code(
+        &self,
+        sid: &str,
+        cid: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Option<i64>> {
+        let mut call = Call::new(
+            "read command",
+            http::Method::GET,
+            "/process/session/{sid}/command/{cid}",
+        );
+        call.path = format!("/process/session/{sid}/command/{cid}");
+        let v = send(&self.api, &call, true, cancel)
+            .await
+            .map_err(Failure::error)?;
+        Ok(v.get("exitCode").and_then(Value::as_i64))
+    }
+
     /// End the session `sid` and its processes; one already gone is ended.
     pub async fn end_session(&self, sid: &str, cancel: &CancellationToken) -> Result<()> {
         let mut call = Call::new("end session", http::Method::DELETE, "/process/session/{id}");

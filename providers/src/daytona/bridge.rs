@@ -11,8 +11,9 @@
 //! The log is a file the toolbox replays from its first byte on every
 //! connection (daemon/pkg/session/log.go:43-110), so the reader counts
 //! the bytes it has taken and skips that many after a reconnect. A
-//! connection that closes having brought nothing new is the command's end
-//! (the toolbox closes ~1 s after the exit code appears).
+//! connection that closes is followed by a read of the command: one that
+//! has exited has said all (the toolbox closes ~1 s after its exit code
+//! appears); one still running is followed again.
 //!
 //! The log is line-oriented text (NULs lost, a partial last line given a
 //! newline), so no raw bytes frame may cross it: the hello reply's
@@ -40,9 +41,9 @@ use crate::types::{ProviderError, Result};
 const LINE_MAX: usize = computerd::protocol::limits::MAX_LINE_BYTES as usize + 64 * 1024;
 /// How long one dial of the log WebSocket may take.
 const DIAL_WAIT: Duration = Duration::from_secs(20);
-/// Reconnects in a row that bring nothing before the stream is taken as
-/// ended.
-const IDLE_RECONNECTS: u32 = 1;
+/// Connections in a row that fail to open or bring nothing new before the
+/// stream is given up.
+const IDLE_RECONNECTS: u32 = 5;
 
 /// A bridge's command: where its halves go.
 #[derive(Clone, Debug)]
@@ -175,22 +176,29 @@ async fn output(
     let mut idle = 0u32;
     let why = loop {
         let before = reader.taken;
-        match follow(&toolbox, &cmd, &mut reader, &mut to, &stop).await {
-            Ok(()) => {}
-            Err(e) => break e.message,
-        }
+        let followed = follow(&toolbox, &cmd, &mut reader, &mut to, &stop).await;
         if stop.is_cancelled() {
             break "the connection was closed".to_string();
+        }
+        match toolbox.exit_code(&cmd.session, &cmd.command, &stop).await {
+            Ok(Some(code)) if followed.is_ok() => {
+                break format!("computerd stdio exited with code {code}");
+            }
+            Ok(_) => {}
+            Err(e) => break e.message,
         }
         if reader.taken == before {
             idle += 1;
             if idle > IDLE_RECONNECTS {
-                break "the command's log ended".to_string();
+                break match followed {
+                    Err(e) => e.message,
+                    Ok(()) => "the command's log brought nothing new on several connections".into(),
+                };
             }
         } else {
             idle = 0;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(100 << idle.min(4))).await;
     };
     tracing::debug!(reason = %why, "the Daytona bridge's output ended");
     stop.cancel();

@@ -1,0 +1,299 @@
+//! Daytona's client and bridge against the fake Daytona
+//! (`computer_fakes::daytona`), with a scripted machine that runs no
+//! program: its one long-lived command answers JSON-RPC lines the way
+//! `computerd stdio` would, so the bridge is driven through log frames
+//! cut inside markers, dropped log connections that replay from 0,
+//! interleaved stderr, 429s and a canary key.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use computer_fakes::daytona::{Attached, FakeDaytona, Machine, Machines};
+use computer_providers::daytona::api::CreateBody;
+use computer_providers::daytona::bridge::{self, Command};
+use computer_providers::daytona::{Daytona, Phase};
+use computer_providers::vendor::Secret;
+use computer_providers::{ErrorCode, Labels};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio_util::sync::CancellationToken;
+
+fn canary_key() -> String {
+    format!(
+        "dtn_CANARY_{}",
+        computer_providers::random::random_hex(8).unwrap()
+    )
+}
+
+/// A machine that runs nothing: `echo <w>` prints `<w>`, `rpc` answers
+/// each JSON-RPC request line with its params (and says each on stderr),
+/// files go into a map.
+#[derive(Default)]
+struct Scripted {
+    files: Mutex<Vec<(String, Vec<u8>)>>,
+}
+
+#[async_trait::async_trait]
+impl Machine for Scripted {
+    async fn upload(&self, path: &str, bytes: Vec<u8>) -> io::Result<()> {
+        self.files.lock().unwrap().push((path.to_string(), bytes));
+        Ok(())
+    }
+    async fn run(&self, command: &str, _t: Duration) -> io::Result<Option<(i32, Vec<u8>)>> {
+        Ok(Some(match command.strip_prefix("echo ") {
+            Some(w) => (0, format!("{w}\n").into_bytes()),
+            None => (127, b"sh: not found\n".to_vec()),
+        }))
+    }
+    async fn start(&self, command: &str) -> io::Result<Attached> {
+        if command != "rpc" {
+            return Err(io::Error::other("not found"));
+        }
+        let (stdin, ours_in) = tokio::io::duplex(1 << 20);
+        let (mut ours_out, stdout) = tokio::io::duplex(1 << 20);
+        let (mut ours_err, stderr) = tokio::io::duplex(1 << 20);
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<i32>();
+        let task = tokio::spawn(async move {
+            let mut lines = BufReader::new(ours_in).lines();
+            while let Ok(Some(l)) = lines.next_line().await {
+                let Ok(req) = serde_json::from_str::<Value>(&l) else {
+                    continue;
+                };
+                if req["method"] == "exit" {
+                    break;
+                }
+                let reply = json!({"jsonrpc": "2.0", "id": req["id"], "result": {"echo": req["params"], "bytesFrames": 1024}});
+                let _ = ours_err.write_all(b"rpc: a request\n").await;
+                let _ = ours_out.write_all(format!("{reply}\n").as_bytes()).await;
+            }
+            let _ = done_tx.send(3);
+        });
+        Ok(Attached {
+            stdin: Box::pin(stdin),
+            stdout: Box::pin(stdout),
+            stderr: Box::pin(stderr),
+            exit: async move { done_rx.await.unwrap_or(-1) }.boxed(),
+            kill: Box::new(move || async move { task.abort() }.boxed()),
+        })
+    }
+    async fn remove(&self) {}
+}
+
+struct ScriptedMachines;
+
+impl Machines for ScriptedMachines {
+    fn make(
+        &self,
+        _id: &str,
+        _s: Option<&str>,
+    ) -> BoxFuture<'static, io::Result<Arc<dyn Machine>>> {
+        async { Ok(Arc::new(Scripted::default()) as Arc<dyn Machine>) }.boxed()
+    }
+}
+
+fn body(name: &str) -> CreateBody {
+    let mut labels = Labels::new();
+    labels.insert("computer-mcp".into(), "1".into());
+    CreateBody {
+        name: name.into(),
+        snapshot: None,
+        labels,
+        public: false,
+        network_block_all: true,
+        ttl_minutes: 10,
+        auto_stop_interval: 0,
+        auto_delete_interval: -1,
+    }
+}
+
+async fn started(
+    d: &Daytona,
+    id: &str,
+    cancel: &CancellationToken,
+) -> computer_providers::daytona::Sandbox {
+    for _ in 0..50 {
+        let s = d.get(id, cancel).await.unwrap().unwrap();
+        if s.state.as_deref() == Some("started") {
+            return s;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the sandbox never started");
+}
+
+#[tokio::test]
+async fn the_bridge_carries_json_rpc_through_cut_frames_and_replayed_logs() {
+    let key = canary_key();
+    let fake = FakeDaytona::start(&key, Arc::new(ScriptedMachines))
+        .await
+        .unwrap();
+    fake.start_polls(2);
+    // Frames of 1 to 2 bytes cut every marker; the first three log
+    // connections drop after 300 bytes, so what follows comes from replays.
+    fake.frame_max(2);
+    fake.drop_logs_after(300, 3);
+    let cancel = CancellationToken::new();
+    let d = Daytona::new(Some(&fake.api_url()), Some(Secret::new(key.clone()))).unwrap();
+    let made = d
+        .create(&body("computer-0123456789ab"), &cancel)
+        .await
+        .unwrap();
+    assert_eq!(made.phase(), Phase::Running);
+    let sb = started(&d, &made.id, &cancel).await;
+    let tb = Arc::new(d.toolbox(&sb).unwrap());
+    tb.upload("/tmp/x", bytes::Bytes::from_static(b"\x00\x01bin"), &cancel)
+        .await
+        .unwrap();
+    let ran = tb
+        .execute("echo hi", Duration::from_secs(5), &cancel)
+        .await
+        .unwrap();
+    assert_eq!((ran.exit_code, ran.result.as_str()), (0, "hi\n"));
+    tb.session("bridge-1", &cancel).await.unwrap();
+    let cid = tb.start("bridge-1", "rpc", &cancel).await.unwrap();
+    let stop = CancellationToken::new();
+    let client = bridge::client(
+        Arc::clone(&tb),
+        Command {
+            session: "bridge-1".into(),
+            command: cid,
+        },
+        stop.clone(),
+    );
+    for i in 0..20 {
+        let got = client
+            .call_value("ping", json!({"n": i, "pad": "x".repeat(i * 7)}))
+            .await
+            .unwrap();
+        // bytesFrames is taken out of every reply: no raw frame may cross.
+        assert_eq!(
+            got,
+            json!({"echo": {"n": i, "pad": "x".repeat(i * 7)}}),
+            "call {i}"
+        );
+    }
+    stop.cancel();
+    tb.end_session("bridge-1", &cancel).await.unwrap();
+    assert!(fake.calls().iter().all(|c| !c.contains(&key)));
+}
+
+#[tokio::test]
+async fn input_after_the_command_ends_is_refused_and_the_stream_ends() {
+    let key = canary_key();
+    let fake = FakeDaytona::start(&key, Arc::new(ScriptedMachines))
+        .await
+        .unwrap();
+    fake.start_polls(0);
+    let cancel = CancellationToken::new();
+    let d = Daytona::new(Some(&fake.api_url()), Some(Secret::new(key.clone()))).unwrap();
+    let made = d
+        .create(&body("computer-aaaaaaaaaaaa"), &cancel)
+        .await
+        .unwrap();
+    let sb = started(&d, &made.id, &cancel).await;
+    let tb = Arc::new(d.toolbox(&sb).unwrap());
+    tb.session("s", &cancel).await.unwrap();
+    let cid = tb.start("s", "rpc", &cancel).await.unwrap();
+    tb.input("s", &cid, r#"{"jsonrpc":"2.0","method":"exit"}"#, &cancel)
+        .await
+        .unwrap();
+    let mut refused = None;
+    for _ in 0..100 {
+        match tb.input("s", &cid, "{}", &cancel).await {
+            Ok(()) => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
+    }
+    let e = refused.expect("input after exit was taken");
+    assert_eq!(e.code, ErrorCode::Refused, "{}", e.message);
+    assert!(e.message.contains("HTTP 410"), "{}", e.message);
+    let stop = CancellationToken::new();
+    let client = bridge::client(
+        Arc::clone(&tb),
+        Command {
+            session: "s".into(),
+            command: cid,
+        },
+        stop.clone(),
+    );
+    // The log closes about 1 s after the exit: the client sees its end.
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        while !client.is_closed() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the bridge outlived its command");
+    assert!(stop.is_cancelled());
+}
+
+#[tokio::test]
+async fn listing_pages_lag_deletes_take_polls_and_429s_are_waited_out() {
+    let key = canary_key();
+    let fake = FakeDaytona::start(&key, Arc::new(ScriptedMachines))
+        .await
+        .unwrap();
+    fake.start_polls(1);
+    fake.delete_polls(3);
+    let cancel = CancellationToken::new();
+    let d = Daytona::new(Some(&fake.api_url()), Some(Secret::new(key.clone()))).unwrap();
+    for i in 0..105 {
+        d.create(&body(&format!("computer-{i:012x}")), &cancel)
+            .await
+            .unwrap();
+    }
+    let mut ours = Labels::new();
+    ours.insert("computer-mcp".into(), "1".into());
+    let all = d.list(&ours, &cancel).await.unwrap();
+    assert_eq!(all.len(), 105, "every page is read");
+    assert_eq!(
+        fake.calls().iter().filter(|c| *c == "GET /sandbox").count(),
+        2
+    );
+    let mut other = Labels::new();
+    other.insert("computer-mcp".into(), "2".into());
+    assert!(d.list(&other, &cancel).await.unwrap().is_empty());
+
+    fake.list_lag(2);
+    let id = all[0].id.clone();
+    d.delete(&id, &cancel).await.unwrap().unwrap();
+    let mut reads = Vec::new();
+    while let Some(s) = d.get(&id, &cancel).await.unwrap() {
+        reads.push(s.state.unwrap_or_default());
+    }
+    assert_eq!(reads, ["destroying"; 3]);
+    // The listing trails by two listing calls (one list of two pages).
+    let shown = |l: Vec<computer_providers::daytona::Sandbox>| l.iter().any(|s| s.id == id);
+    assert!(shown(d.list(&ours, &cancel).await.unwrap()));
+    assert!(!shown(d.list(&ours, &cancel).await.unwrap()));
+
+    fake.limit(2, 1);
+    let t = std::time::Instant::now();
+    assert!(d.get(&all[1].id, &cancel).await.unwrap().is_some());
+    assert!(
+        t.elapsed() >= Duration::from_secs(2),
+        "each 429 waited its Retry-After"
+    );
+    assert_eq!(fake.early_retries(), 0);
+
+    let wrong = Daytona::new(Some(&fake.api_url()), Some(Secret::new("dtn_wrong"))).unwrap();
+    let e = wrong.get(&all[1].id, &cancel).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Unauthorized);
+    assert!(
+        e.message.contains("COMPUTER_MCP_DAYTONA_API_KEY"),
+        "{}",
+        e.message
+    );
+    assert!(
+        !e.message.contains("dtn_wrong") && !e.message.contains("vendor-words"),
+        "{}",
+        e.message
+    );
+}
