@@ -14,11 +14,15 @@
 //!   harness REST API whose phones' adb links are what a test points them
 //!   at (a fixture phone), with lost answers, 5xx, refusals, slow
 //!   readiness and asynchronous delete on demand.
+//! - [`vendor_box`]: [`vendor_box::VendorBox`], a fake vendor's sandbox (a
+//!   bounded Docker container of the test image) that the fake vendors
+//!   whose computers run computerd run their commands in.
 
 pub mod daytona;
 pub mod phone_harness;
 pub mod provider;
 pub mod vendor;
+pub mod vendor_box;
 
 pub use provider::{
     Breaks, FakeCall, FakeProvider, Op, Script, ok_stdout, proc_status, script_has,
