@@ -31,6 +31,7 @@
 //! The toolbox (`/toolbox/<id>/…`, the sandbox's `toolboxProxyUrl`) is in
 //! [`toolbox`].
 
+mod boxed;
 mod machine;
 mod toolbox;
 
@@ -50,6 +51,7 @@ use serde_json::{Map, Value, json};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+pub use boxed::{BoxMachine, BoxMachines};
 pub use machine::{Attached, Machine, Machines};
 
 /// The snapshot a create with none is made of, by Daytona's own name.

@@ -68,6 +68,10 @@ pub const PROVIDERS: &[(&str, Constructor)] = &[
         "phone-harness",
         Constructor::of::<crate::phone_harness::PhoneHarnessProvider>(),
     ),
+    (
+        "daytona",
+        Constructor::of::<crate::daytona::DaytonaProvider>(),
+    ),
 ];
 
 /// Every id the registry holds, in the table's order.
@@ -408,7 +412,8 @@ mod tests {
                 "browserbase",
                 "kernel",
                 "adb",
-                "phone-harness"
+                "phone-harness",
+                "daytona"
             ]
         );
         let m = parsed(PROVIDERS, &[]);

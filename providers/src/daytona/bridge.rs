@@ -52,9 +52,15 @@ pub struct Command {
     pub command: String,
 }
 
-/// Open a client over the running command `cmd` of `toolbox`; `stop`
-/// ends both halves (the caller's close).
-pub fn client(toolbox: Arc<Toolbox>, cmd: Command, stop: CancellationToken) -> DaemonClient {
+/// The two halves of the running command `cmd` of `toolbox`, as the
+/// reader and writer of one byte stream. Dropping the writer (a client's
+/// close), the command's end, or `stop` ends both and deletes the
+/// command's session, which ends the command and nothing else.
+pub fn open(
+    toolbox: Arc<Toolbox>,
+    cmd: Command,
+    stop: CancellationToken,
+) -> (DuplexStream, DuplexStream) {
     let (client_read, ours_write) = tokio::io::duplex(256 * 1024);
     let (ours_read, client_write) = tokio::io::duplex(256 * 1024);
     tokio::spawn(output(
@@ -63,8 +69,28 @@ pub fn client(toolbox: Arc<Toolbox>, cmd: Command, stop: CancellationToken) -> D
         ours_write,
         stop.clone(),
     ));
-    tokio::spawn(input(toolbox, cmd, ours_read, stop));
-    DaemonClient::from_parts(client_read, client_write)
+    tokio::spawn(input(
+        Arc::clone(&toolbox),
+        cmd.clone(),
+        ours_read,
+        stop.clone(),
+    ));
+    tokio::spawn(async move {
+        stop.cancelled().await;
+        // A fresh token: the session is ended even after the stop.
+        let own = CancellationToken::new();
+        let end = toolbox.end_session(&cmd.session, &own);
+        if let Ok(Err(e)) = tokio::time::timeout(Duration::from_secs(15), end).await {
+            tracing::info!(error = %e.message, "the Daytona bridge's session could not be ended");
+        }
+    });
+    (client_read, client_write)
+}
+
+/// A client over [`open`]'s halves.
+pub fn client(toolbox: Arc<Toolbox>, cmd: Command, stop: CancellationToken) -> DaemonClient {
+    let (read, write) = open(toolbox, cmd, stop);
+    DaemonClient::from_parts(read, write)
 }
 
 /// The input half: whole lines, one POST after another. Ends (and so
@@ -80,7 +106,10 @@ async fn input(toolbox: Arc<Toolbox>, cmd: Command, from: DuplexStream, stop: Ca
             _ = stop.cancelled() => return,
         };
         match read {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => {
+                stop.cancel();
+                return;
+            }
             Ok(_) if line.len() > LINE_MAX => {
                 tracing::warn!(
                     "a line to the Daytona bridge was longer than the protocol allows; closing"

@@ -155,12 +155,13 @@ async fn the_bridge_carries_json_rpc_through_cut_frames_and_replayed_logs() {
     assert_eq!((ran.exit_code, ran.result.as_str()), (0, "hi\n"));
     tb.session("bridge-1", &cancel).await.unwrap();
     let cid = tb.start("bridge-1", "rpc", &cancel).await.unwrap();
+    let cid_copy = cid.clone();
     let stop = CancellationToken::new();
     let client = bridge::client(
         Arc::clone(&tb),
         Command {
             session: "bridge-1".into(),
-            command: cid,
+            command: cid.clone(),
         },
         stop.clone(),
     );
@@ -176,8 +177,18 @@ async fn the_bridge_carries_json_rpc_through_cut_frames_and_replayed_logs() {
             "call {i}"
         );
     }
-    stop.cancel();
-    tb.end_session("bridge-1", &cancel).await.unwrap();
+    client.close();
+    // Its close ends the session, and so the command.
+    let mut ended = false;
+    for _ in 0..100 {
+        if tb.exit_code("bridge-1", &cid_copy, &cancel).await.is_err() {
+            ended = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(ended, "the bridge's session outlived its close");
+    assert!(stop.is_cancelled());
     assert!(fake.calls().iter().all(|c| !c.contains(&key)));
 }
 
