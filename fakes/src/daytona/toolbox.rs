@@ -56,6 +56,9 @@ use tokio_tungstenite::tungstenite::protocol::Role;
 use super::machine::{Attached, Machine};
 use super::{FakeDaytona, Shared, enter, lock};
 
+/// The largest upload the fake takes.
+const UPLOAD_MAX: usize = 64 * 1024 * 1024;
+
 /// One session command's state.
 struct Cmd {
     command: String,
@@ -115,7 +118,11 @@ pub(crate) struct Boxes {
 
 pub(crate) fn routes() -> Router<Arc<Shared>> {
     Router::new()
-        .route("/toolbox/{id}/files/upload-v2", post(upload))
+        .route(
+            "/toolbox/{id}/files/upload-v2",
+            // A static computerd is a few MiB; axum's default takes 2.
+            post(upload).layer(axum::extract::DefaultBodyLimit::max(UPLOAD_MAX)),
+        )
         .route("/toolbox/{id}/process/execute", post(execute))
         .route("/toolbox/{id}/process/session", post(open_session))
         .route("/toolbox/{id}/process/session/{sid}", delete(end_session))

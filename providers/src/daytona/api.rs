@@ -507,6 +507,33 @@ impl Toolbox {
         Ok(v.get("exitCode").and_then(Value::as_i64))
     }
 
+    /// A session command's output so far, markers stripped (no follow).
+    pub async fn log_text(
+        &self,
+        sid: &str,
+        cid: &str,
+        cancel: &CancellationToken,
+    ) -> Result<String> {
+        let mut call = Call::new(
+            "read command log",
+            http::Method::GET,
+            "/process/session/{sid}/command/{cid}/logs",
+        );
+        call.path = format!("/process/session/{sid}/command/{cid}/logs");
+        match self
+            .api
+            .send_headed(&call, cancel)
+            .await
+            .map_err(Failure::error)?
+        {
+            (200, _, body) => Ok(String::from_utf8_lossy(&body).into_owned()),
+            (status, _, body) => Err(self.api.answer(&call, status, body).err().map_or_else(
+                || ProviderError::failed("Daytona's read command log call failed"),
+                Failure::error,
+            )),
+        }
+    }
+
     /// End the session `sid` and its processes; one already gone is ended.
     pub async fn end_session(&self, sid: &str, cancel: &CancellationToken) -> Result<()> {
         let mut call = Call::new("end session", http::Method::DELETE, "/process/session/{id}");

@@ -26,7 +26,12 @@ use super::bridge::{self, Command};
 use crate::daemon_backed::child::{
     BridgeReader, BridgeWriter, ChildHost, RAN_MAX_BYTES, Ran, shell_line,
 };
-use crate::types::Result;
+use crate::types::{ErrorCode, ProviderError, Result};
+
+/// What a background command says first, so its start is seen.
+const STARTED: &str = "computer-mcp: started";
+/// How long a background command may take to begin.
+const START_WAIT: Duration = Duration::from_secs(30);
 
 /// A sandbox's toolbox as a [`ChildHost`].
 pub struct SandboxHost {
@@ -40,13 +45,10 @@ impl SandboxHost {
         Self { toolbox, cancel }
     }
 
-    async fn session_command(&self, prefix: &str, argv: &[String]) -> Result<Command> {
+    async fn session_command(&self, prefix: &str, line: &str) -> Result<Command> {
         let session = format!("{prefix}-{}", crate::random::random_hex(6)?);
         self.toolbox.session(&session, &self.cancel).await?;
-        let command = self
-            .toolbox
-            .start(&session, &as_root(argv), &self.cancel)
-            .await?;
+        let command = self.toolbox.start(&session, line, &self.cancel).await?;
         Ok(Command { session, command })
     }
 }
@@ -91,14 +93,51 @@ impl ChildHost for SandboxHost {
         })
     }
 
+    /// Returns once the command has begun: a session runs its commands
+    /// when its shell gets to them, and the caller reads the command's
+    /// state next.
     async fn spawn(&self, argv: &[String]) -> Result<()> {
-        self.session_command("computer-mcp-init", argv)
-            .await
-            .map(|_| ())
+        let line = format!("echo {STARTED}; {}", as_root(argv));
+        let cmd = self.session_command("computer-mcp-init", &line).await?;
+        let until = tokio::time::Instant::now() + START_WAIT;
+        loop {
+            let log = self
+                .toolbox
+                .log_text(&cmd.session, &cmd.command, &self.cancel)
+                .await?;
+            if log.contains(STARTED) {
+                return Ok(());
+            }
+            if let Some(code) = self
+                .toolbox
+                .exit_code(&cmd.session, &cmd.command, &self.cancel)
+                .await?
+            {
+                return Err(ProviderError::failed(format!(
+                    "a command in the Daytona sandbox ended at once with code {code}: {}",
+                    log.lines().last().unwrap_or("it said nothing")
+                )));
+            }
+            if tokio::time::Instant::now() >= until {
+                return Err(ProviderError::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "a command in the Daytona sandbox did not begin within {} s",
+                        START_WAIT.as_secs()
+                    ),
+                ));
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                _ = self.cancel.cancelled() => return Err(crate::daemon_backed::aborted("starting a command in the Daytona sandbox")),
+            }
+        }
     }
 
     async fn attach(&self, argv: &[String]) -> Result<(BridgeReader, BridgeWriter)> {
-        let cmd = self.session_command("computer-mcp-bridge", argv).await?;
+        let cmd = self
+            .session_command("computer-mcp-bridge", &as_root(argv))
+            .await?;
         let (read, write) = bridge::open(Arc::clone(&self.toolbox), cmd, CancellationToken::new());
         Ok((Box::pin(read), Box::pin(write)))
     }

@@ -308,3 +308,294 @@ async fn listing_pages_lag_deletes_take_polls_and_429s_are_waited_out() {
         e.message
     );
 }
+
+// ---- the provider, its sandboxes' insides bounded vendor boxes ----
+
+struct Rig {
+    fake: FakeDaytona,
+    key: String,
+    owner: String,
+    docker: bollard::Docker,
+    provider: computer_providers::daytona::DaytonaProvider,
+}
+
+impl Rig {
+    /// Nothing of the rig's left: no sandbox, no box.
+    async fn assert_nothing_left(&self) {
+        assert_eq!(
+            self.fake.names(),
+            Vec::<String>::new(),
+            "a sandbox was left"
+        );
+        let label = format!("{}={}", computer_fakes::vendor_box::LABEL, self.owner);
+        // The fake removes a gone sandbox's box as it reads it gone.
+        for _ in 0..50 {
+            if computer_testkit::labelled_containers(&self.docker, &label)
+                .await
+                .is_empty()
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("a vendor box was left");
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        let (docker, label) = (
+            self.docker.clone(),
+            format!("{}={}", computer_fakes::vendor_box::LABEL, self.owner),
+        );
+        let _ = std::thread::spawn(move || {
+            if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                rt.block_on(computer_testkit::remove_labelled(&docker, &label));
+            }
+        })
+        .join();
+    }
+}
+
+async fn rig(name: &str) -> Option<Rig> {
+    use computer_providers::Configure;
+    let env = computer_testkit::docker_env().await?;
+    let owner = computer_testkit::marker(name);
+    let spec = computer_fakes::vendor_box::BoxSpec::new(&env.image, &owner);
+    let machines = computer_fakes::daytona::BoxMachines::new(env.docker.clone(), spec);
+    let key = canary_key();
+    let fake = FakeDaytona::start(&key, Arc::new(machines)).await.unwrap();
+    fake.start_polls(2);
+    fake.delete_polls(2);
+    fake.list_lag(1);
+    let settings = computer_providers::daytona::DaytonaSettings {
+        api_key: Some(Secret::new(key.clone())),
+        api_url: Some(fake.api_url()),
+        computerd: Some(env.computerd.clone()),
+        ..Default::default()
+    };
+    let provider = computer_providers::daytona::DaytonaProvider::configure(
+        settings,
+        &computer_providers::HostDefaults::default(),
+    )
+    .unwrap();
+    Some(Rig {
+        fake,
+        key,
+        owner,
+        docker: env.docker,
+        provider,
+    })
+}
+
+fn labelled(pairs: &[(&str, &str)]) -> computer_providers::ComputerSpec {
+    let mut s = computer_providers::ComputerSpec::sandbox(600_000);
+    s.labels = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_computer_is_made_reached_found_and_deleted_with_nothing_left() {
+    use computer_providers::{AttachBy, Provider, Release};
+    let Some(r) = rig("daytona-life").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    let made = r
+        .provider
+        .create(&labelled(&[("computer-mcp.session", "s1")]), &cancel)
+        .await
+        .unwrap();
+    let c = made.computer;
+    assert_eq!(
+        made.network.as_ref().map(|n| n.kind),
+        Some(computer_providers::NetworkKind::None)
+    );
+    assert_eq!(c.image.as_deref(), Some("default"));
+    assert!(c.running);
+    let names = r.fake.names();
+    assert_eq!(names.len(), 1);
+    let held = r.fake.labels_of(&names[0]).unwrap();
+    assert_eq!(held.get("computer-mcp.computer"), Some(&json!("1")));
+    assert_eq!(held.get("computer-mcp.image"), Some(&json!("default")));
+    assert_eq!(held.get("computer-mcp.deadline"), Some(&json!(c.deadline)));
+
+    let conn = r.provider.connect(&c, &cancel).await.unwrap();
+    let ran = super::support::run(
+        &conn.client,
+        "id -u; id -g; cat /proc/self/status | grep -c '^CapEff:.0000000000000000'",
+    )
+    .await;
+    assert_eq!(super::support::text(&ran), "2510\n2510\n1\n");
+    conn.client.close();
+
+    let by_name = r
+        .provider
+        .attach(&AttachBy::Id(names[0].clone()), &cancel)
+        .await
+        .unwrap();
+    assert_eq!(by_name.id, c.id);
+    let mut wanted = Labels::new();
+    wanted.insert("computer-mcp.session".into(), "s1".into());
+    let by_labels = r
+        .provider
+        .attach(&AttachBy::Labels(wanted.clone()), &cancel)
+        .await
+        .unwrap();
+    assert_eq!(by_labels.id, c.id);
+    assert_eq!(r.provider.list(&wanted, &cancel).await.unwrap().len(), 1);
+    wanted.insert("computer-mcp.session".into(), "s2".into());
+    assert!(r.provider.list(&wanted, &cancel).await.unwrap().is_empty());
+
+    r.provider
+        .release(&c, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    assert!(
+        r.provider
+            .list(&Labels::new(), &cancel)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Released twice is released.
+    r.provider
+        .release(&c, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(
+        r.fake
+            .calls()
+            .iter()
+            .filter(|c| *c == "POST /sandbox")
+            .count(),
+        1
+    );
+    r.assert_nothing_left().await;
+    assert!(r.fake.calls().iter().all(|c| !c.contains(&r.key)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_create_answer_is_found_by_its_name_and_deleted_and_a_429_is_waited_out() {
+    use computer_providers::Provider;
+    let Some(r) = rig("daytona-lost").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    r.fake.lose_next_create();
+    let e = r
+        .provider
+        .create(&labelled(&[]), &cancel)
+        .await
+        .unwrap_err();
+    assert!(e.message.contains("was deleted"), "{}", e.message);
+    assert!(
+        !e.message.contains(&r.key) && !e.message.contains("vendor-words"),
+        "{}",
+        e.message
+    );
+    assert_eq!(
+        r.fake
+            .calls()
+            .iter()
+            .filter(|c| *c == "POST /sandbox")
+            .count(),
+        1,
+        "a create is never sent again"
+    );
+    r.assert_nothing_left().await;
+
+    r.fake.limit(1, 1);
+    let made = r.provider.create(&labelled(&[]), &cancel).await.unwrap();
+    assert_eq!(r.fake.early_retries(), 0);
+    r.provider
+        .release(&made.computer, computer_providers::Release::Delete, &cancel)
+        .await
+        .unwrap();
+    r.assert_nothing_left().await;
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_in_words_before_any_request() {
+    use computer_providers::{Configure, NetworkPolicy, Provider};
+    let fake = FakeDaytona::start("k", Arc::new(ScriptedMachines))
+        .await
+        .unwrap();
+    let make = |key: Option<&str>| {
+        computer_providers::daytona::DaytonaProvider::configure(
+            computer_providers::daytona::DaytonaSettings {
+                api_key: key.map(Secret::new),
+                api_url: Some(fake.api_url()),
+                computerd: Some("/nonexistent/computerd".into()),
+                ..Default::default()
+            },
+            &computer_providers::HostDefaults::default(),
+        )
+        .unwrap()
+    };
+    let cancel = CancellationToken::new();
+    let e = make(None)
+        .create(&labelled(&[]), &cancel)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Unauthorized);
+    assert!(
+        e.message.contains("COMPUTER_MCP_DAYTONA_API_KEY"),
+        "{}",
+        e.message
+    );
+    let p = make(Some("k"));
+    let field = |spec: computer_providers::ComputerSpec| p.check(&spec).unwrap_err().field;
+    let long = computer_providers::ComputerSpec::sandbox(31 * 24 * 3600 * 1000);
+    assert_eq!(field(long), Some("lifetime".into()));
+    let mut open = labelled(&[]);
+    open.network = NetworkPolicy::Open;
+    assert_eq!(field(open), Some("network".into()));
+    let mut allow = labelled(&[]);
+    allow.network = NetworkPolicy::Allow(vec!["example.com".into()]);
+    assert_eq!(field(allow), Some("network".into()));
+    let many: Vec<(String, String)> = (0..31).map(|i| (format!("l{i}"), "v".into())).collect();
+    let mut too_many = labelled(&[]);
+    too_many.labels = many.into_iter().collect();
+    let e = p.check(&too_many).unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("labels"), "{}", e.message);
+    let mut sized = labelled(&[]);
+    sized.sizes.cpus = Some(2.0);
+    assert_eq!(field(sized), Some("sizes".into()));
+    assert_eq!(
+        field(labelled(&[("computer-mcp.image", "x")])),
+        Some("labels".into())
+    );
+    let e = p
+        .network(
+            &computer_providers::ComputerRef {
+                provider: "daytona".into(),
+                id: "x".into(),
+                labels: Labels::new(),
+                created_at: String::new(),
+                deadline: String::new(),
+                running: true,
+                home: None,
+                user: None,
+                sizes: None,
+                image: None,
+                network: None,
+            },
+            Some(&NetworkPolicy::Open),
+            &cancel,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("network"));
+    assert!(
+        fake.calls().is_empty(),
+        "a refusal sent a request: {:?}",
+        fake.calls()
+    );
+}
