@@ -23,6 +23,8 @@
 //!   ([`local::uids`]).
 //! - [`docker`]: hardened Docker containers with `computerd init` as PID 1,
 //!   made and read back through the engine's API, each checked for drift.
+//! - [`e2b`]: E2B sandboxes, with computerd pushed in and started as a
+//!   child of E2B's own agent ([`daemon_backed::child`]).
 //! - [`vendor`]: what the browser vendors share: one request per call,
 //!   the create label that finds what a lost create made, CDP URLs held
 //!   as secrets; [`browserbase`] and [`kernel`] are its two vendors.
@@ -55,6 +57,7 @@ pub mod browserbase;
 pub mod cdp;
 pub mod daemon_backed;
 pub mod docker;
+pub mod e2b;
 pub mod janitor;
 pub mod kernel;
 pub mod local;

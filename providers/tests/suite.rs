@@ -5,6 +5,7 @@ mod conformance;
 mod docker;
 mod docker_egress;
 mod docker_tar;
+mod e2b;
 mod egress;
 mod local;
 mod phone_harness;
