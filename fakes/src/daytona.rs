@@ -344,8 +344,23 @@ impl Sandbox {
         })
     }
 
+    /// Past its TTL Daytona destroys it, whatever its state.
+    fn expire(&mut self) {
+        let at = time::OffsetDateTime::parse(
+            &self.destroy_at,
+            &time::format_description::well_known::Rfc3339,
+        );
+        if at.is_ok_and(|t| t <= time::OffsetDateTime::now_utc()) && !self.gone {
+            self.gone = true;
+        }
+    }
+
     /// One read: a state under way moves on when its reads are spent.
     fn poll(&mut self) {
+        self.expire();
+        if self.gone {
+            return;
+        }
         if self.polls > 0 {
             self.polls -= 1;
             return;
@@ -620,6 +635,7 @@ async fn list(
     {
         let mut all = lock(&sh.sandboxes);
         for s in all.values_mut() {
+            s.expire();
             if s.view_lag > 0 {
                 s.view_lag -= 1;
             } else {
@@ -635,6 +651,7 @@ async fn list(
         }
         all.retain(|_, s| !(s.gone && s.view.is_none() && s.machine.is_none()));
     }
+    reap(&sh).await;
     let page: Vec<Value> = shown.drain(..shown.len().min(limit)).collect();
     let next = if shown.is_empty() {
         Value::Null

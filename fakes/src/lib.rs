@@ -14,11 +14,15 @@
 //!   harness REST API whose phones' adb links are what a test points them
 //!   at (a fixture phone), with lost answers, 5xx, refusals, slow
 //!   readiness and asynchronous delete on demand.
+//! - [`e2b`]: [`e2b::FakeE2b`], a fake E2B control plane and envd whose
+//!   sandboxes are vendor boxes, with a lagging listing, slow deletes,
+//!   429s, lost creates and cut streams on demand.
 //! - [`vendor_box`]: [`vendor_box::VendorBox`], a fake vendor's sandbox (a
 //!   bounded Docker container of the test image) that the fake vendors
 //!   whose computers run computerd run their commands in.
 
 pub mod daytona;
+pub mod e2b;
 pub mod phone_harness;
 pub mod provider;
 pub mod vendor;

@@ -193,7 +193,9 @@ impl DaytonaProvider {
             labels: s.labels.clone(),
             created_at: s.created_at.clone().unwrap_or_default(),
             deadline: s.labels.get(label::DEADLINE).cloned().unwrap_or_default(),
-            running: s.phase() == Phase::Running,
+            // Init ends every process at the deadline; the sandbox itself
+            // lives on to Daytona's TTL, rounded up to the minute.
+            running: s.phase() == Phase::Running && !past(s.labels.get(label::DEADLINE)),
             home: Some(child::HOME.into()),
             user: Some(format!(
                 "{}:{}",
@@ -584,6 +586,15 @@ impl Provider for DaytonaProvider {
             found,
         })
     }
+}
+
+/// Whether an RFC 3339 deadline has passed (an unreadable one has not).
+fn past(deadline: Option<&String>) -> bool {
+    deadline
+        .and_then(|d| {
+            time::OffsetDateTime::parse(d, &time::format_description::well_known::Rfc3339).ok()
+        })
+        .is_some_and(|d| d <= time::OffsetDateTime::now_utc())
 }
 
 /// A sandbox's network as Daytona reads it back.

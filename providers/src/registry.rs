@@ -72,6 +72,7 @@ pub const PROVIDERS: &[(&str, Constructor)] = &[
         "daytona",
         Constructor::of::<crate::daytona::DaytonaProvider>(),
     ),
+    ("e2b", Constructor::of::<crate::e2b::E2bProvider>()),
 ];
 
 /// Every id the registry holds, in the table's order.
@@ -397,7 +398,7 @@ mod tests {
         let e = provider_for("fly", &sources, &host()).err().unwrap();
         assert_eq!(
             e.message,
-            "no provider \"fly\"; the providers are: local, docker, browserbase, kernel, adb, phone-harness"
+            "no provider \"fly\"; the providers are: local, docker, browserbase, kernel, adb, phone-harness, daytona, e2b"
         );
         assert_eq!(e.field.as_deref(), Some("provider"));
     }
@@ -413,7 +414,8 @@ mod tests {
                 "kernel",
                 "adb",
                 "phone-harness",
-                "daytona"
+                "daytona",
+                "e2b"
             ]
         );
         let m = parsed(PROVIDERS, &[]);

@@ -6,6 +6,7 @@ mod daytona;
 mod docker;
 mod docker_egress;
 mod docker_tar;
+mod e2b;
 mod egress;
 mod local;
 mod phone_harness;

@@ -102,6 +102,13 @@ impl BoxMachines {
     pub fn new(docker: Docker, spec: BoxSpec) -> Self {
         Self { docker, spec }
     }
+
+    /// Boxes of `spec` on this host's engine (its unix socket).
+    pub fn local(spec: BoxSpec) -> io::Result<Self> {
+        let docker =
+            Docker::connect_with_unix_defaults().map_err(|e| io::Error::other(e.to_string()))?;
+        Ok(Self::new(docker, spec))
+    }
 }
 
 impl Machines for BoxMachines {

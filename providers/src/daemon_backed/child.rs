@@ -58,8 +58,9 @@ pub const DAEMON_USER: UserSpec = UserSpec {
     uid: 2510,
     gid: 2510,
 };
-/// The only variable init starts with: nothing of the vendor agent's
-/// environment (its tokens among them) reaches the computer.
+/// Init's PATH, beside HOME ([`HOME`], which init makes the daemon's
+/// user's): nothing else of the vendor agent's environment (its tokens
+/// among them) reaches the computer.
 pub const CLEAN_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// How long the install script may take.
 pub const INSTALL_WITHIN: Duration = Duration::from_secs(60);
@@ -222,7 +223,7 @@ pub fn init_args(deadline: Time, max_deadline: Time) -> InitArgs {
 /// The argv [`start_init`] hands the host.
 pub fn init_argv(init: &InitArgs) -> Vec<String> {
     let start = format!(
-        "{HELD}{GUARDED}umask 077\necho $$ > {INIT_PID}\ncd {HOME}\nexec /usr/bin/env -i {CLEAN_PATH} \"$@\" >> {INIT_LOG} 2>&1 < /dev/null\n"
+        "{HELD}{GUARDED}umask 077\necho $$ > {INIT_PID}\ncd {HOME}\nexec /usr/bin/env -i {CLEAN_PATH} HOME={HOME} \"$@\" >> {INIT_LOG} 2>&1 < /dev/null\n"
     );
     guarded_argv(&start, init.to_args())
 }

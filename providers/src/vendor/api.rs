@@ -132,7 +132,7 @@ pub struct Api {
     key_setting: String,
     /// The API URL's setting, for words: "--browserbase-api-url".
     url_setting: String,
-    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    http: Http,
 }
 
 impl std::fmt::Debug for Api {
@@ -153,6 +153,40 @@ pub fn install_tls() {
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
 }
+
+/// An HTTP/1.1 client for a vendor's `https://` (checked against this
+/// machine's roots) or plain `http://` (a fake's) URLs.
+pub fn http_client(vendor: &str, https: bool) -> Result<Http> {
+    install_tls();
+    let mut plain = HttpConnector::new();
+    plain.enforce_http(false);
+    plain.set_connect_timeout(Some(Duration::from_secs(10)));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = match hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_native_roots(Arc::clone(&provider))
+    {
+        Ok(b) => b,
+        Err(_) if !https => {
+            // A plain http API (a fake's) needs no roots.
+            let config = rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .map_err(|_| ProviderError::failed("rustls refused its own defaults"))?
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth();
+            hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
+        }
+        Err(_) => {
+            return Err(ProviderError::failed(format!(
+                "no TLS root certificates could be read on this machine, so {vendor}'s https API cannot be checked; install ca-certificates"
+            )));
+        }
+    };
+    let connector = builder.https_or_http().enable_http1().wrap_connector(plain);
+    Ok(Client::builder(TokioExecutor::new()).build(connector))
+}
+
+/// The client [`http_client`] makes.
+pub type Http = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 impl Api {
     /// `V`'s API at `url` (its default when None), with `key`; its
@@ -213,32 +247,7 @@ impl Api {
         if uri.authority().is_none() {
             return Err(not_url());
         }
-        install_tls();
-        let mut plain = HttpConnector::new();
-        plain.enforce_http(false);
-        plain.set_connect_timeout(Some(Duration::from_secs(10)));
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = match hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_native_roots(Arc::clone(&provider))
-        {
-            Ok(b) => b,
-            Err(_) if !https => {
-                // A plain http API (a fake's) needs no roots.
-                let config = rustls::ClientConfig::builder_with_provider(provider)
-                    .with_safe_default_protocol_versions()
-                    .map_err(|_| ProviderError::failed("rustls refused its own defaults"))?
-                    .with_root_certificates(rustls::RootCertStore::empty())
-                    .with_no_client_auth();
-                hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
-            }
-            Err(_) => {
-                return Err(ProviderError::failed(format!(
-                    "no TLS root certificates could be read on this machine, so {vendor}'s https API cannot be checked; install ca-certificates"
-                )));
-            }
-        };
-        let connector = builder.https_or_http().enable_http1().wrap_connector(plain);
-        let http = Client::builder(TokioExecutor::new()).build(connector);
+        let http = http_client(vendor, https)?;
         Ok(Api {
             vendor,
             base: base.trim_end_matches('/').to_string(),
@@ -275,7 +284,8 @@ impl Api {
         Ok((status, body))
     }
 
-    /// [`Api::send_raw`] with the answer's headers (a `Retry-After`).
+    /// [`Api::send_raw`] with the answer's headers (a paging cursor, a
+    /// Retry-After).
     pub async fn send_headed(
         &self,
         call: &Call,

@@ -199,7 +199,9 @@ fn init_is_rendered_with_its_deadlines_user_socket_and_own_network_in_a_clean_en
     let max = Time::from_unix_ms(1_800_003_600_000).unwrap();
     let argv = init_argv(&init_args(deadline, max));
     assert_eq!(&argv[..2], ["/bin/sh", "-c"]);
-    assert!(argv[2].contains(&format!("exec /usr/bin/env -i {CLEAN_PATH} \"$@\"")));
+    assert!(argv[2].contains(&format!(
+        "exec /usr/bin/env -i {CLEAN_PATH} HOME={HOME} \"$@\""
+    )));
     assert_eq!(
         argv[3..],
         [
