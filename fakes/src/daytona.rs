@@ -516,6 +516,31 @@ async fn read(
     }
 }
 
+/// Move the sandbox `id` toward `to` (desired `want`), its reads and the
+/// listing lagging as set; `None` when it is there or on its way already.
+fn head_for(sh: &Shared, id: &str, to: &'static str, want: &'static str) -> Response {
+    let lag = sh.list_lag.load(Ordering::Relaxed) as u32;
+    let polls = sh.delete_polls.load(Ordering::Relaxed) as u32;
+    let mut all = lock(&sh.sandboxes);
+    let Some(s) = find(&mut all, id) else {
+        return error(StatusCode::NOT_FOUND, "sandbox not found");
+    };
+    let settled = match to {
+        "stopping" if s.state == "destroying" => {
+            return error(StatusCode::BAD_REQUEST, "sandbox is being destroyed");
+        }
+        "stopping" => matches!(s.state, "stopped" | "stopping"),
+        _ => s.state == to,
+    };
+    if !settled {
+        s.state = to;
+        s.desired = want;
+        s.polls = polls;
+        s.view_lag = lag;
+    }
+    answer(StatusCode::OK, s.json(sh.port))
+}
+
 async fn delete(
     State(sh): State<Arc<Shared>>,
     headers: HeaderMap,
@@ -524,19 +549,7 @@ async fn delete(
     if let Some(r) = enter(&sh, &headers, "DELETE /sandbox/{id}".into()) {
         return r;
     }
-    let lag = sh.list_lag.load(Ordering::Relaxed) as u32;
-    let polls = sh.delete_polls.load(Ordering::Relaxed) as u32;
-    let mut all = lock(&sh.sandboxes);
-    let Some(s) = find(&mut all, &id) else {
-        return error(StatusCode::NOT_FOUND, "sandbox not found");
-    };
-    if s.state != "destroying" {
-        s.state = "destroying";
-        s.desired = "destroyed";
-        s.polls = polls;
-        s.view_lag = lag;
-    }
-    answer(StatusCode::OK, s.json(sh.port))
+    head_for(&sh, &id, "destroying", "destroyed")
 }
 
 async fn stop(
@@ -547,23 +560,7 @@ async fn stop(
     if let Some(r) = enter(&sh, &headers, "POST /sandbox/{id}/stop".into()) {
         return r;
     }
-    let lag = sh.list_lag.load(Ordering::Relaxed) as u32;
-    let polls = sh.delete_polls.load(Ordering::Relaxed) as u32;
-    let mut all = lock(&sh.sandboxes);
-    let Some(s) = find(&mut all, &id) else {
-        return error(StatusCode::NOT_FOUND, "sandbox not found");
-    };
-    match s.state {
-        "destroying" => return error(StatusCode::BAD_REQUEST, "sandbox is being destroyed"),
-        "stopped" | "stopping" => {}
-        _ => {
-            s.state = "stopping";
-            s.desired = "stopped";
-            s.polls = polls;
-            s.view_lag = lag;
-        }
-    }
-    answer(StatusCode::OK, s.json(sh.port))
+    head_for(&sh, &id, "stopping", "stopped")
 }
 
 async fn network(
@@ -594,14 +591,11 @@ async fn network(
     let Some(s) = find(&mut all, &id) else {
         return error(StatusCode::NOT_FOUND, "sandbox not found");
     };
-    match block {
-        // Block-all clears both lists; false alone clears both too.
-        Some(b) => {
-            s.block_all = b;
-            s.allow_list = None;
-            s.domain_list = None;
-        }
-        None => {}
+    // Block-all clears both lists; false alone clears both too.
+    if let Some(b) = block {
+        s.block_all = b;
+        s.allow_list = None;
+        s.domain_list = None;
     }
     if let Some(a) = allow {
         s.allow_list = (!a.is_empty()).then_some(a);

@@ -563,28 +563,13 @@ impl Provider for DaytonaProvider {
     }
 
     async fn test_connection(&self, cancel: &CancellationToken) -> Option<Preflight> {
-        let found = match self.find(&Labels::new(), cancel).await {
-            Ok(all) => Ok(format!(
-                "reached; {} computer{} of this provider",
-                all.len(),
-                if all.len() == 1 { "" } else { "s" }
-            )),
-            Err(e) => Err(match e.code {
-                ErrorCode::Unauthorized => (
-                    format!("unauthorized: {}", e.message),
-                    "give a valid key: --daytona-api-key (COMPUTER_MCP_DAYTONA_API_KEY)".into(),
-                ),
-                ErrorCode::Unreachable | ErrorCode::Timeout => (
-                    format!("unreachable: {}", e.message),
-                    "check --daytona-api-url and this host's network".into(),
-                ),
-                _ => (e.message, "do what the words say".into()),
-            }),
-        };
-        Some(Preflight {
-            name: "daytona",
-            found,
-        })
+        let found = self.find(&Labels::new(), cancel).await.map(|all| {
+            format!(
+                "reached; {} of this provider",
+                crate::vendor::count(all.len(), "computer", "computers")
+            )
+        });
+        Some(crate::vendor::account_preflight("daytona", ID, found))
     }
 }
 

@@ -166,17 +166,18 @@ fn error(status: StatusCode, words: &str) -> Response {
 }
 
 /// The started sandbox `id`'s machine, or the answer refusing it.
-fn machine(sh: &Shared, id: &str) -> Result<Arc<dyn Machine>, Response> {
+fn machine(sh: &Shared, id: &str) -> Result<Arc<dyn Machine>, Box<Response>> {
     let all = lock(&sh.sandboxes);
     match all.get(id).filter(|s| !s.gone) {
-        None => Err(error(StatusCode::NOT_FOUND, "sandbox not found")),
-        Some(s) if s.state != "started" => {
-            Err(error(StatusCode::BAD_REQUEST, "sandbox is not started"))
-        }
+        None => Err(Box::new(error(StatusCode::NOT_FOUND, "sandbox not found"))),
+        Some(s) if s.state != "started" => Err(Box::new(error(
+            StatusCode::BAD_REQUEST,
+            "sandbox is not started",
+        ))),
         Some(s) => s
             .machine
             .clone()
-            .ok_or_else(|| error(StatusCode::NOT_FOUND, "sandbox not found")),
+            .ok_or_else(|| Box::new(error(StatusCode::NOT_FOUND, "sandbox not found"))),
     }
 }
 
@@ -187,7 +188,7 @@ macro_rules! enter_box {
         }
         match machine(&$sh, &$id) {
             Ok(m) => m,
-            Err(r) => return r,
+            Err(r) => return *r,
         }
     }};
 }
@@ -666,11 +667,11 @@ async fn follow<S>(
             sent = end;
         }
         let ended = *lock(&cmd.ended);
-        if let Some((_, at)) = ended {
-            if at.elapsed() >= Duration::from_secs(1) {
-                let _ = ws.close(None).await;
-                return;
-            }
+        if let Some((_, at)) = ended
+            && at.elapsed() >= Duration::from_secs(1)
+        {
+            let _ = ws.close(None).await;
+            return;
         }
         let _ = tokio::time::timeout(Duration::from_millis(20), changed).await;
     }

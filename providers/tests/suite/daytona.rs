@@ -110,6 +110,18 @@ fn body(name: &str) -> CreateBody {
     }
 }
 
+/// A fake on scripted machines whose sandboxes start after `polls`
+/// reads, its canary key, a client of it and a token.
+async fn scripted(polls: u32) -> (FakeDaytona, String, Daytona, CancellationToken) {
+    let key = canary_key();
+    let fake = FakeDaytona::start(&key, Arc::new(ScriptedMachines))
+        .await
+        .unwrap();
+    fake.start_polls(polls);
+    let d = Daytona::new(Some(&fake.api_url()), Some(Secret::new(key.clone()))).unwrap();
+    (fake, key, d, CancellationToken::new())
+}
+
 async fn started(
     d: &Daytona,
     id: &str,
@@ -127,17 +139,11 @@ async fn started(
 
 #[tokio::test]
 async fn the_bridge_carries_json_rpc_through_cut_frames_and_replayed_logs() {
-    let key = canary_key();
-    let fake = FakeDaytona::start(&key, Arc::new(ScriptedMachines))
-        .await
-        .unwrap();
-    fake.start_polls(2);
+    let (fake, key, d, cancel) = scripted(2).await;
     // Frames of 1 to 2 bytes cut every marker; the first three log
     // connections drop after 300 bytes, so what follows comes from replays.
     fake.frame_max(2);
     fake.drop_logs_after(300, 3);
-    let cancel = CancellationToken::new();
-    let d = Daytona::new(Some(&fake.api_url()), Some(Secret::new(key.clone()))).unwrap();
     let made = d
         .create(&body("computer-0123456789ab"), &cancel)
         .await
@@ -194,13 +200,7 @@ async fn the_bridge_carries_json_rpc_through_cut_frames_and_replayed_logs() {
 
 #[tokio::test]
 async fn input_after_the_command_ends_is_refused_and_the_stream_ends() {
-    let key = canary_key();
-    let fake = FakeDaytona::start(&key, Arc::new(ScriptedMachines))
-        .await
-        .unwrap();
-    fake.start_polls(0);
-    let cancel = CancellationToken::new();
-    let d = Daytona::new(Some(&fake.api_url()), Some(Secret::new(key.clone()))).unwrap();
+    let (_fake, _key, d, cancel) = scripted(0).await;
     let made = d
         .create(&body("computer-aaaaaaaaaaaa"), &cancel)
         .await
@@ -247,14 +247,8 @@ async fn input_after_the_command_ends_is_refused_and_the_stream_ends() {
 
 #[tokio::test]
 async fn listing_pages_lag_deletes_take_polls_and_429s_are_waited_out() {
-    let key = canary_key();
-    let fake = FakeDaytona::start(&key, Arc::new(ScriptedMachines))
-        .await
-        .unwrap();
-    fake.start_polls(1);
+    let (fake, _key, d, cancel) = scripted(1).await;
     fake.delete_polls(3);
-    let cancel = CancellationToken::new();
-    let d = Daytona::new(Some(&fake.api_url()), Some(Secret::new(key.clone()))).unwrap();
     for i in 0..105 {
         d.create(&body(&format!("computer-{i:012x}")), &cancel)
             .await
@@ -574,19 +568,9 @@ async fn bad_input_is_refused_in_words_before_any_request() {
     );
     let e = p
         .network(
-            &computer_providers::ComputerRef {
-                provider: "daytona".into(),
-                id: "x".into(),
-                labels: Labels::new(),
-                created_at: String::new(),
-                deadline: String::new(),
-                running: true,
-                home: None,
-                user: None,
-                sizes: None,
-                image: None,
-                network: None,
-            },
+            &serde_json::from_value(json!({"provider": "daytona", "id": "x", "labels": {},
+                "createdAt": "", "deadline": "", "running": true}))
+            .unwrap(),
             Some(&NetworkPolicy::Open),
             &cancel,
         )
@@ -597,5 +581,73 @@ async fn bad_input_is_refused_in_words_before_any_request() {
         fake.calls().is_empty(),
         "a refusal sent a request: {:?}",
         fake.calls()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_computer_is_listed_stopped_once_daytona_reads_it_so() {
+    use computer_providers::{Provider, Release};
+    let Some(r) = rig("daytona-stop").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    let c = r
+        .provider
+        .create(&labelled(&[]), &cancel)
+        .await
+        .unwrap()
+        .computer;
+    r.fake.delete_polls(3);
+    r.provider
+        .release(&c, Release::Stop, &cancel)
+        .await
+        .unwrap();
+    let listed = r.provider.list(&Labels::new(), &cancel).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|c| c.running).collect::<Vec<_>>(),
+        [false]
+    );
+    let e = r.provider.connect(&c, &cancel).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Gone, "{}", e.message);
+    // Stopped twice is stopped, and a stopped computer is deleted.
+    r.provider
+        .release(&c, Release::Stop, &cancel)
+        .await
+        .unwrap();
+    r.provider
+        .release(&c, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    r.assert_nothing_left().await;
+}
+
+#[tokio::test]
+async fn test_connection_reads_once_and_names_the_key_setting_when_refused() {
+    use computer_providers::{Configure, Provider};
+    let (fake, key, _d, cancel) = scripted(0).await;
+    let with = |k: &str| {
+        computer_providers::daytona::DaytonaProvider::configure(
+            computer_providers::daytona::DaytonaSettings {
+                api_key: Some(Secret::new(k)),
+                api_url: Some(fake.api_url()),
+                computerd: Some("/nonexistent/computerd".into()),
+                ..Default::default()
+            },
+            &computer_providers::HostDefaults::default(),
+        )
+        .unwrap()
+    };
+    let ok = with(&key).test_connection(&cancel).await.unwrap();
+    assert_eq!(ok.found, Ok("reached; 0 computers of this provider".into()));
+    assert_eq!(fake.calls(), ["GET /sandbox"]);
+    let bad = with("dtn_wrong").test_connection(&cancel).await.unwrap();
+    let (what, next) = bad.found.unwrap_err();
+    assert!(
+        what.starts_with("unauthorized: ") && !what.contains("dtn_wrong"),
+        "{what}"
+    );
+    assert_eq!(
+        next,
+        "give a valid key: --daytona-api-key (COMPUTER_MCP_DAYTONA_API_KEY)"
     );
 }
