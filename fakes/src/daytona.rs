@@ -45,10 +45,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use computer_providers::types::{ErrorCode, ProviderError, Result};
+use computer_providers::types::Result;
 use computer_providers::vendor::{now_rfc3339, plus_secs};
 use serde_json::{Map, Value, json};
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use boxed::{BoxMachine, BoxMachines};
@@ -150,13 +149,7 @@ impl FakeDaytona {
     /// Start the fake on a port of 127.0.0.1, taking the key `key`, its
     /// sandboxes' insides made by `machines`.
     pub async fn start(key: &str, machines: Arc<dyn Machines>) -> Result<FakeDaytona> {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(|e| ProviderError::new(ErrorCode::Failed, format!("the fake's port: {e}")))?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| ProviderError::new(ErrorCode::Failed, format!("the fake's port: {e}")))?
-            .port();
+        let (listener, port) = crate::bind_local().await?;
         let shared = Arc::new(Shared {
             key: key.to_string(),
             port,

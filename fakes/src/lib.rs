@@ -31,3 +31,19 @@ pub mod vendor_box;
 pub use provider::{
     Breaks, FakeCall, FakeProvider, Op, Script, ok_stdout, proc_status, script_has,
 };
+
+/// A listener on a free port of 127.0.0.1, and the port: where a fake
+/// vendor's API serves.
+pub async fn bind_local() -> computer_providers::types::Result<(tokio::net::TcpListener, u16)> {
+    let failed = |e: std::io::Error| {
+        computer_providers::types::ProviderError::new(
+            computer_providers::types::ErrorCode::Failed,
+            format!("the fake's port: {e}"),
+        )
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(failed)?;
+    let port = listener.local_addr().map_err(failed)?.port();
+    Ok((listener, port))
+}

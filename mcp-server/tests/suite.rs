@@ -2,7 +2,6 @@ mod browser;
 mod bundle;
 mod chromium_input;
 mod conformance;
-mod daytona;
 mod desktop;
 mod egress;
 mod fleet;

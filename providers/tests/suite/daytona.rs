@@ -314,6 +314,16 @@ struct Rig {
 }
 
 impl Rig {
+    /// Create a computer carrying `pairs`.
+    async fn create(
+        &self,
+        pairs: &[(&str, &str)],
+    ) -> Result<computer_providers::Created, computer_providers::ProviderError> {
+        use computer_providers::Provider;
+        let cancel = CancellationToken::new();
+        self.provider.create(&labelled(pairs), &cancel).await
+    }
+
     /// Nothing of the rig's left: no sandbox, no box.
     async fn assert_nothing_left(&self) {
         assert_eq!(
@@ -401,11 +411,7 @@ async fn a_computer_is_made_reached_found_and_deleted_with_nothing_left() {
         return;
     };
     let cancel = CancellationToken::new();
-    let made = r
-        .provider
-        .create(&labelled(&[("computer-mcp.session", "s1")]), &cancel)
-        .await
-        .unwrap();
+    let made = r.create(&[("computer-mcp.session", "s1")]).await.unwrap();
     let c = made.computer;
     assert_eq!(
         made.network.as_ref().map(|n| n.kind),
@@ -483,11 +489,7 @@ async fn a_lost_create_answer_is_found_by_its_name_and_deleted_and_a_429_is_wait
     };
     let cancel = CancellationToken::new();
     r.fake.lose_next_create();
-    let e = r
-        .provider
-        .create(&labelled(&[]), &cancel)
-        .await
-        .unwrap_err();
+    let e = r.create(&[]).await.unwrap_err();
     assert!(e.message.contains("was deleted"), "{}", e.message);
     assert!(
         !e.message.contains(&r.key) && !e.message.contains("vendor-words"),
@@ -591,12 +593,7 @@ async fn a_stopped_computer_is_listed_stopped_once_daytona_reads_it_so() {
         return;
     };
     let cancel = CancellationToken::new();
-    let c = r
-        .provider
-        .create(&labelled(&[]), &cancel)
-        .await
-        .unwrap()
-        .computer;
+    let c = r.create(&[]).await.unwrap().computer;
     r.fake.delete_polls(3);
     r.provider
         .release(&c, Release::Stop, &cancel)
