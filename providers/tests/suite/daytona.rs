@@ -648,3 +648,49 @@ async fn test_connection_reads_once_and_names_the_key_setting_when_refused() {
         "give a valid key: --daytona-api-key (COMPUTER_MCP_DAYTONA_API_KEY)"
     );
 }
+
+#[tokio::test]
+async fn a_computer_made_open_is_narrowed_to_none_and_read_back() {
+    use computer_providers::{Configure, NetworkKind, NetworkPolicy, Provider};
+    let (fake, key, d, cancel) = scripted(0).await;
+    // A computer of ours made before the loopback block, with no block.
+    let mut open = body("computer-0000000000aa");
+    open.network_block_all = false;
+    open.labels
+        .insert("computer-mcp.computer".into(), "1".into());
+    let made = d.create(&open, &cancel).await.unwrap();
+    let p = computer_providers::daytona::DaytonaProvider::configure(
+        computer_providers::daytona::DaytonaSettings {
+            api_key: Some(Secret::new(key)),
+            api_url: Some(fake.api_url()),
+            computerd: Some("/nonexistent/computerd".into()),
+            ..Default::default()
+        },
+        &computer_providers::HostDefaults::default(),
+    )
+    .unwrap();
+    let c = p
+        .attach(&computer_providers::AttachBy::Id(made.id.clone()), &cancel)
+        .await
+        .unwrap();
+    assert_eq!(
+        p.network(&c, None, &cancel).await.unwrap().kind,
+        NetworkKind::Open
+    );
+    let now = p
+        .network(&c, Some(&NetworkPolicy::None), &cancel)
+        .await
+        .unwrap();
+    assert_eq!(now.kind, NetworkKind::None, "{now}");
+    assert_eq!(
+        fake.calls()
+            .iter()
+            .filter(|c| *c == "POST /sandbox/{id}/network-settings")
+            .count(),
+        1
+    );
+    assert_eq!(
+        p.network(&c, None, &cancel).await.unwrap().kind,
+        NetworkKind::None
+    );
+}
