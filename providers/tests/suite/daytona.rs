@@ -122,6 +122,30 @@ async fn scripted(polls: u32) -> (FakeDaytona, String, Daytona, CancellationToke
     (fake, key, d, CancellationToken::new())
 }
 
+/// The provider on `url` with `key` and the daemon at `computerd`.
+fn provider_at(
+    url: &str,
+    key: Option<&str>,
+    computerd: &std::path::Path,
+) -> computer_providers::daytona::DaytonaProvider {
+    use computer_providers::Configure;
+    let settings = computer_providers::daytona::DaytonaSettings {
+        api_key: key.map(Secret::new),
+        api_url: Some(url.to_string()),
+        computerd: Some(computerd.to_path_buf()),
+        ..Default::default()
+    };
+    computer_providers::daytona::DaytonaProvider::configure(
+        settings,
+        &computer_providers::HostDefaults::default(),
+    )
+    .unwrap()
+}
+
+/// No daemon is pushed where the provider is only asked, never made to
+/// create.
+const NO_DAEMON: &str = "/nonexistent/computerd";
+
 async fn started(
     d: &Daytona,
     id: &str,
@@ -365,7 +389,6 @@ impl Drop for Rig {
 }
 
 async fn rig(name: &str) -> Option<Rig> {
-    use computer_providers::Configure;
     let env = computer_testkit::docker_env().await?;
     let owner = computer_testkit::marker(name);
     let spec = computer_fakes::vendor_box::BoxSpec::new(&env.image, &owner);
@@ -375,17 +398,7 @@ async fn rig(name: &str) -> Option<Rig> {
     fake.start_polls(2);
     fake.delete_polls(2);
     fake.list_lag(1);
-    let settings = computer_providers::daytona::DaytonaSettings {
-        api_key: Some(Secret::new(key.clone())),
-        api_url: Some(fake.api_url()),
-        computerd: Some(env.computerd.clone()),
-        ..Default::default()
-    };
-    let provider = computer_providers::daytona::DaytonaProvider::configure(
-        settings,
-        &computer_providers::HostDefaults::default(),
-    )
-    .unwrap();
+    let provider = provider_at(&fake.api_url(), Some(&key), &env.computerd);
     Some(Rig {
         fake,
         key,
@@ -519,22 +532,11 @@ async fn a_lost_create_answer_is_found_by_its_name_and_deleted_and_a_429_is_wait
 
 #[tokio::test]
 async fn bad_input_is_refused_in_words_before_any_request() {
-    use computer_providers::{Configure, NetworkPolicy, Provider};
+    use computer_providers::{NetworkPolicy, Provider};
     let fake = FakeDaytona::start("k", Arc::new(ScriptedMachines))
         .await
         .unwrap();
-    let make = |key: Option<&str>| {
-        computer_providers::daytona::DaytonaProvider::configure(
-            computer_providers::daytona::DaytonaSettings {
-                api_key: key.map(Secret::new),
-                api_url: Some(fake.api_url()),
-                computerd: Some("/nonexistent/computerd".into()),
-                ..Default::default()
-            },
-            &computer_providers::HostDefaults::default(),
-        )
-        .unwrap()
-    };
+    let make = |key: Option<&str>| provider_at(&fake.api_url(), key, NO_DAEMON.as_ref());
     let cancel = CancellationToken::new();
     let e = make(None)
         .create(&labelled(&[]), &cancel)
@@ -620,20 +622,9 @@ async fn a_stopped_computer_is_listed_stopped_once_daytona_reads_it_so() {
 
 #[tokio::test]
 async fn test_connection_reads_once_and_names_the_key_setting_when_refused() {
-    use computer_providers::{Configure, Provider};
+    use computer_providers::Provider;
     let (fake, key, _d, cancel) = scripted(0).await;
-    let with = |k: &str| {
-        computer_providers::daytona::DaytonaProvider::configure(
-            computer_providers::daytona::DaytonaSettings {
-                api_key: Some(Secret::new(k)),
-                api_url: Some(fake.api_url()),
-                computerd: Some("/nonexistent/computerd".into()),
-                ..Default::default()
-            },
-            &computer_providers::HostDefaults::default(),
-        )
-        .unwrap()
-    };
+    let with = |k: &str| provider_at(&fake.api_url(), Some(k), NO_DAEMON.as_ref());
     let ok = with(&key).test_connection(&cancel).await.unwrap();
     assert_eq!(ok.found, Ok("reached; 0 computers of this provider".into()));
     assert_eq!(fake.calls(), ["GET /sandbox"]);
@@ -651,7 +642,7 @@ async fn test_connection_reads_once_and_names_the_key_setting_when_refused() {
 
 #[tokio::test]
 async fn a_computer_made_open_is_narrowed_to_none_and_read_back() {
-    use computer_providers::{Configure, NetworkKind, NetworkPolicy, Provider};
+    use computer_providers::{NetworkKind, NetworkPolicy, Provider};
     let (fake, key, d, cancel) = scripted(0).await;
     // A computer of ours made before the loopback block, with no block.
     let mut open = body("computer-0000000000aa");
@@ -659,16 +650,7 @@ async fn a_computer_made_open_is_narrowed_to_none_and_read_back() {
     open.labels
         .insert("computer-mcp.computer".into(), "1".into());
     let made = d.create(&open, &cancel).await.unwrap();
-    let p = computer_providers::daytona::DaytonaProvider::configure(
-        computer_providers::daytona::DaytonaSettings {
-            api_key: Some(Secret::new(key)),
-            api_url: Some(fake.api_url()),
-            computerd: Some("/nonexistent/computerd".into()),
-            ..Default::default()
-        },
-        &computer_providers::HostDefaults::default(),
-    )
-    .unwrap();
+    let p = provider_at(&fake.api_url(), Some(&key), NO_DAEMON.as_ref());
     let c = p
         .attach(&computer_providers::AttachBy::Id(made.id.clone()), &cancel)
         .await
