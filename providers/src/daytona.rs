@@ -239,6 +239,44 @@ impl DaytonaProvider {
         }
     }
 
+    /// An attached computer, refused (and left as it is) where Daytona
+    /// reads it other than this provider, as configured, makes them.
+    fn undrifted(&self, s: Sandbox) -> Result<Sandbox> {
+        let image = s.labels.get(IMAGE_LABEL).map(String::as_str);
+        let deadline = s
+            .labels
+            .get(label::DEADLINE)
+            .and_then(|d| {
+                time::OffsetDateTime::parse(d, &time::format_description::well_known::Rfc3339).ok()
+            })
+            .map(|d| d.unix_timestamp());
+        let Some(deadline) = deadline else {
+            return Err(ProviderError::refused(format!(
+                "the Daytona computer {} has no readable {} label; it is left as it is",
+                s.id,
+                label::DEADLINE
+            )));
+        };
+        let want = Wanted {
+            // A computer made before the image label reports its snapshot.
+            snapshot: image.filter(|i| *i != DEFAULT_IMAGE),
+            labels: &s.labels,
+            auto_stop: self.auto_stop,
+            auto_delete: self.auto_delete,
+            deadline,
+            network: false,
+        };
+        let drifted = life::drift(&s, &want);
+        if drifted.is_empty() {
+            return Ok(s);
+        }
+        Err(ProviderError::refused(format!(
+            "the Daytona computer {} is not as this provider makes them: {}; it is left as it is",
+            s.id,
+            drifted.join("; ")
+        )))
+    }
+
     fn host(&self, s: &Sandbox, cancel: &CancellationToken) -> Result<host::SandboxHost> {
         Ok(host::SandboxHost::new(
             Arc::new(self.api.toolbox(s)?),
@@ -428,6 +466,7 @@ impl Provider for DaytonaProvider {
             auto_stop: self.auto_stop,
             auto_delete: self.auto_delete,
             deadline: unix_secs(&deadline),
+            network: true,
         };
         let up = self.bring_up(&made, &want, deadline, cancel).await;
         let s = match up {
@@ -451,14 +490,16 @@ impl Provider for DaytonaProvider {
 
     async fn attach(&self, by: &AttachBy, cancel: &CancellationToken) -> Result<ComputerRef> {
         match by {
-            AttachBy::Id(id) => Ok(self.to_ref(&self.read_ours(id, cancel).await?)),
+            AttachBy::Id(id) => {
+                Ok(self.to_ref(&self.undrifted(self.read_ours(id, cancel).await?)?))
+            }
             AttachBy::Labels(labels) => {
                 let found = self.find(labels, cancel).await?;
                 let one =
                     by_labels::the_one(found, "no Daytona computer carries those labels", |n| {
                         format!("{n} Daytona computers carry those labels; attach by id")
                     })?;
-                Ok(self.to_ref(&one))
+                Ok(self.to_ref(&self.undrifted(one)?))
             }
         }
     }

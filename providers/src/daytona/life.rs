@@ -180,6 +180,9 @@ pub struct Wanted<'a> {
     pub auto_delete: i64,
     /// Unix seconds.
     pub deadline: i64,
+    /// Block-all alone is asked (a new computer); an attached one's
+    /// network is read back by `network` instead, which can narrow it.
+    pub network: bool,
 }
 
 /// Every way Daytona's read of a sandbox differs from what was asked, in
@@ -197,7 +200,7 @@ pub fn drift(s: &Sandbox, want: &Wanted<'_>) -> Vec<String> {
     let lists = [&s.network_allow_list, &s.domain_allow_list]
         .iter()
         .any(|l| l.as_deref().is_some_and(|l| !l.is_empty()));
-    if s.network_block_all != Some(true)
+    if want.network && s.network_block_all != Some(true)
         || lists
         || s.outbound_proxy_url
             .as_deref()
@@ -282,6 +285,7 @@ mod tests {
             auto_stop: 0,
             auto_delete: -1,
             deadline: 1_800_000_000,
+            network: true,
         };
         let mut s = Sandbox {
             labels: labels.clone(),

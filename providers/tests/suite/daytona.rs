@@ -647,6 +647,9 @@ async fn a_computer_made_open_is_narrowed_to_none_and_read_back() {
     // A computer of ours made before the loopback block, with no block.
     let mut open = body("computer-0000000000aa");
     open.network_block_all = false;
+    let deadline =
+        computer_providers::vendor::plus_secs(&computer_providers::vendor::now_rfc3339(), 600);
+    open.labels.insert("computer-mcp.deadline".into(), deadline);
     open.labels
         .insert("computer-mcp.computer".into(), "1".into());
     let made = d.create(&open, &cancel).await.unwrap();
@@ -675,4 +678,20 @@ async fn a_computer_made_open_is_narrowed_to_none_and_read_back() {
         p.network(&c, None, &cancel).await.unwrap().kind,
         NetworkKind::None
     );
+    // One Daytona stops on its own after 15 idle minutes is not as this
+    // provider makes them: refused, and left as it is.
+    let mut idle = open.clone();
+    idle.name = "computer-0000000000bb".into();
+    idle.auto_stop_interval = 15;
+    let other = d.create(&idle, &cancel).await.unwrap();
+    let e = p
+        .attach(&computer_providers::AttachBy::Id(other.id.clone()), &cancel)
+        .await
+        .unwrap_err();
+    assert!(
+        e.message.contains("autoStopInterval Some(15), not 0"),
+        "{}",
+        e.message
+    );
+    assert_eq!(fake.names().len(), 2);
 }
