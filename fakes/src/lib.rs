@@ -7,15 +7,43 @@
 //!   root, no namespaces and no Docker.
 //! - [`vendor`]: [`vendor::FakeVendor`], fake Browserbase and Kernel APIs
 //!   on 127.0.0.1 whose browsers are a real headless Chromium.
+//! - [`daytona`]: [`daytona::FakeDaytona`], a fake Daytona (control plane
+//!   and toolbox) whose sandboxes' commands run in a [`daytona::Machine`]
+//!   a test gives, with Daytona's lags, cut log frames and 429s on demand.
 //! - [`phone_harness`]: [`phone_harness::FakePhoneHarness`], a fake phone
 //!   harness REST API whose phones' adb links are what a test points them
 //!   at (a fixture phone), with lost answers, 5xx, refusals, slow
 //!   readiness and asynchronous delete on demand.
+//! - [`e2b`]: [`e2b::FakeE2b`], a fake E2B control plane and envd whose
+//!   sandboxes are vendor boxes, with a lagging listing, slow deletes,
+//!   429s, lost creates and cut streams on demand.
+//! - [`vendor_box`]: [`vendor_box::VendorBox`], a fake vendor's sandbox (a
+//!   bounded Docker container of the test image) that the fake vendors
+//!   whose computers run computerd run their commands in.
 
+pub mod daytona;
+pub mod e2b;
 pub mod phone_harness;
 pub mod provider;
 pub mod vendor;
+pub mod vendor_box;
 
 pub use provider::{
     Breaks, FakeCall, FakeProvider, Op, Script, ok_stdout, proc_status, script_has,
 };
+
+/// A listener on a free port of 127.0.0.1, and the port: where a fake
+/// vendor's API serves.
+pub async fn bind_local() -> computer_providers::types::Result<(tokio::net::TcpListener, u16)> {
+    let failed = |e: std::io::Error| {
+        computer_providers::types::ProviderError::new(
+            computer_providers::types::ErrorCode::Failed,
+            format!("the fake's port: {e}"),
+        )
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(failed)?;
+    let port = listener.local_addr().map_err(failed)?.port();
+    Ok((listener, port))
+}

@@ -26,10 +26,9 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use computer_providers::types::{ErrorCode, ProviderError, Result};
+use computer_providers::types::Result;
 use computer_providers::vendor::{now_rfc3339, plus_secs};
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 /// How the next POST's answer is lost; its phone is made either way.
@@ -144,13 +143,7 @@ impl FakePhoneHarness {
     /// Start the fake on a port of 127.0.0.1, taking the key `key` (a
     /// test's canary key).
     pub async fn start(key: &str) -> Result<FakePhoneHarness> {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(|e| ProviderError::new(ErrorCode::Failed, format!("the fake's port: {e}")))?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| ProviderError::new(ErrorCode::Failed, format!("the fake's port: {e}")))?
-            .port();
+        let (listener, port) = crate::bind_local().await?;
         let shared = Arc::new(Shared {
             key: key.to_string(),
             canary: format!("canary{}", computer_providers::random::random_hex(12)?),

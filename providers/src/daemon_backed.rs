@@ -8,6 +8,8 @@
 //!   words of one that died on the way.
 //! - [`browser`]: a Chromium started inside the computer on its debugging
 //!   pipe, through the egress relay when the computer has an allowlist.
+//! - [`child`]: a daemon started as a child of the vendor's own agent
+//!   (E2B, Daytona) over the vendor's process API.
 //! - [`labels`]: which computers carry the labels a list or an attach
 //!   asks for, and the one an attach by labels finds.
 //! - [`network`]: a network fixed when the computer is made, and the
@@ -17,6 +19,7 @@
 //! kernel bounds.
 
 pub mod browser;
+pub mod child;
 pub mod hello;
 pub mod labels;
 pub mod network;

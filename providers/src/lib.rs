@@ -23,6 +23,11 @@
 //!   ([`local::uids`]).
 //! - [`docker`]: hardened Docker containers with `computerd init` as PID 1,
 //!   made and read back through the engine's API, each checked for drift.
+//! - [`daytona`]: Daytona sandboxes over its REST API, computerd pushed
+//!   in through the sandbox's toolbox and reached over its session
+//!   command's input and log stream.
+//! - [`e2b`]: E2B sandboxes, with computerd pushed in and started as a
+//!   child of E2B's own agent ([`daemon_backed::child`]).
 //! - [`vendor`]: what the browser vendors share: one request per call,
 //!   the create label that finds what a lost create made, CDP URLs held
 //!   as secrets; [`browserbase`] and [`kernel`] are its two vendors.
@@ -54,7 +59,9 @@ pub mod android;
 pub mod browserbase;
 pub mod cdp;
 pub mod daemon_backed;
+pub mod daytona;
 pub mod docker;
+pub mod e2b;
 pub mod janitor;
 pub mod kernel;
 pub mod local;

@@ -772,28 +772,13 @@ impl Provider for PhoneHarnessProvider {
     }
 
     async fn test_connection(&self, cancel: &CancellationToken) -> Option<Preflight> {
-        let found = match self.inner.phones(cancel).await {
-            Ok(p) => Ok(format!(
-                "reached; {} phone{} of this server's ledger",
-                p.len(),
-                if p.len() == 1 { "" } else { "s" }
-            )),
-            Err(e) => Err(match e.code {
-                ErrorCode::Unauthorized => (
-                    format!("unauthorized: {}", e.message),
-                    "give a valid key: --phone-harness-api-key (COMPUTER_MCP_PHONE_HARNESS_API_KEY)".into(),
-                ),
-                ErrorCode::Unreachable | ErrorCode::Timeout => (
-                    format!("unreachable: {}", e.message),
-                    "check --phone-harness-api-url and this host's network".into(),
-                ),
-                _ => (e.message, "do what the words say".into()),
-            }),
-        };
-        Some(Preflight {
-            name: "phone harness",
-            found,
-        })
+        let found = self.inner.phones(cancel).await.map(|p| {
+            format!(
+                "reached; {} of this server's ledger",
+                crate::vendor::count(p.len(), "phone", "phones")
+            )
+        });
+        Some(crate::vendor::account_preflight("phone harness", ID, found))
     }
 
     fn preflight(&self) -> Vec<Preflight> {

@@ -68,6 +68,11 @@ pub const PROVIDERS: &[(&str, Constructor)] = &[
         "phone-harness",
         Constructor::of::<crate::phone_harness::PhoneHarnessProvider>(),
     ),
+    (
+        "daytona",
+        Constructor::of::<crate::daytona::DaytonaProvider>(),
+    ),
+    ("e2b", Constructor::of::<crate::e2b::E2bProvider>()),
 ];
 
 /// Every id the registry holds, in the table's order.
@@ -393,7 +398,7 @@ mod tests {
         let e = provider_for("fly", &sources, &host()).err().unwrap();
         assert_eq!(
             e.message,
-            "no provider \"fly\"; the providers are: local, docker, browserbase, kernel, adb, phone-harness"
+            "no provider \"fly\"; the providers are: local, docker, browserbase, kernel, adb, phone-harness, daytona, e2b"
         );
         assert_eq!(e.field.as_deref(), Some("provider"));
     }
@@ -408,7 +413,9 @@ mod tests {
                 "browserbase",
                 "kernel",
                 "adb",
-                "phone-harness"
+                "phone-harness",
+                "daytona",
+                "e2b"
             ]
         );
         let m = parsed(PROVIDERS, &[]);

@@ -44,7 +44,7 @@ use crate::wait::{Wait, wait_until};
 
 mod api;
 
-pub use api::{Api, Auth, Call, Failure, install_tls, not_found_is_none};
+pub use api::{Api, Auth, Call, Failure, Http, http_client, install_tls, not_found_is_none};
 
 /// The label every create writes beside the spec's, its value random: how
 /// a create whose answer was lost finds what it made. The provider's own:
@@ -206,6 +206,37 @@ pub fn check_id(id: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// For `doctor`: what a read of the account of the provider `id` (named
+/// `name`) found, or what is wrong with the next step, naming its
+/// `--<id>-api-key` and `--<id>-api-url` settings.
+pub fn account_preflight(
+    name: &'static str,
+    id: &str,
+    found: Result<String>,
+) -> crate::provider::Preflight {
+    let var = format!(
+        "COMPUTER_MCP_{}_API_KEY",
+        id.to_uppercase().replace('-', "_")
+    );
+    let found = found.map_err(|e| match e.code {
+        ErrorCode::Unauthorized => (
+            format!("unauthorized: {}", e.message),
+            format!("give a valid key: --{id}-api-key ({var})"),
+        ),
+        ErrorCode::Unreachable | ErrorCode::Timeout => (
+            format!("unreachable: {}", e.message),
+            format!("check --{id}-api-url and this host's network"),
+        ),
+        _ => (e.message, "do what the words say".into()),
+    });
+    crate::provider::Preflight { name, found }
+}
+
+/// How many of a thing, in words: "1 phone", "2 phones".
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// A browser's state as a wait names it last.

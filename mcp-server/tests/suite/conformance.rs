@@ -552,3 +552,72 @@ async fn adb_passes_the_phone_kind_on_the_fixture_phone() {
     );
     assert!(!String::from_utf8_lossy(&out.stdout).contains(&rig.serial));
 }
+
+/// `--provider daytona` against the fake Daytona, whose sandboxes are
+/// bounded Docker containers of the test image: Core passes, nothing is
+/// left, and the canary key is in no word of the report or the log.
+#[test]
+fn daytona_passes_core_through_the_command_against_its_fake() {
+    let Some(image) = docker_image(
+        "CMCP_TEST_DOCKER_IMAGE",
+        "computer-mcp-test/debian:bookworm",
+        "the test image",
+    ) else {
+        return;
+    };
+    let (computerd, drift) = docker_daemons();
+    if !computer_testkit::need(
+        "docker",
+        computerd.is_file() && drift.is_file(),
+        "the static computerd and computerd-drift are not both built",
+    ) {
+        return;
+    }
+    let owner = computer_testkit::marker("daytona-conformance");
+    let key = format!(
+        "dtn_CANARY_{}",
+        computer_providers::random::random_hex(8).unwrap()
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let spec = computer_fakes::vendor_box::BoxSpec::new(&image, &owner);
+    let machines = computer_fakes::daytona::BoxMachines::local(spec).unwrap();
+    let fake = rt
+        .block_on(computer_fakes::daytona::FakeDaytona::start(
+            &key,
+            std::sync::Arc::new(machines),
+        ))
+        .unwrap();
+    fake.list_lag(1);
+    let url = fake.api_url();
+    let out = Command::new(SERVER)
+        .args([
+            "conformance",
+            "--provider",
+            "daytona",
+            "--daytona-api-url",
+            &url,
+            "--daytona-computerd",
+            computerd.to_str().unwrap(),
+            "--drifted-computerd",
+            drift.to_str().unwrap(),
+            "--json",
+        ])
+        .env("COMPUTER_MCP_DAYTONA_API_KEY", &key)
+        .env_remove("COMPUTER_MCP_PROVIDER")
+        .output()
+        .unwrap();
+    for text in [&out.stdout, &out.stderr] {
+        assert!(
+            !String::from_utf8_lossy(text).contains(&key),
+            "the key leaked"
+        );
+    }
+    let report = passing_report(&out, "daytona");
+    println!(
+        "daytona: core {}/{}",
+        report["core"]["passed"], report["core"]["total"]
+    );
+    let left = fake.names();
+    rt.block_on(fake.shutdown());
+    assert_eq!(left, Vec::<String>::new(), "sandboxes left");
+}

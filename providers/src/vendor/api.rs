@@ -31,6 +31,9 @@ pub struct Call {
     /// Headers beside the key's (an `Idempotency-Key`).
     pub headers: Vec<(&'static str, String)>,
     pub body: Option<Value>,
+    /// A body that is not JSON (a file's bytes) and its content type; sent
+    /// in place of `body`.
+    pub raw: Option<(Bytes, String)>,
     /// This call's bound, the answer's body included; [`CALL_WAIT`] when
     /// none.
     pub bound: Option<Duration>,
@@ -46,6 +49,7 @@ impl Call {
             query: Vec::new(),
             headers: Vec::new(),
             body: None,
+            raw: None,
             bound: None,
         }
     }
@@ -60,6 +64,11 @@ impl Call {
     }
     pub fn body(mut self, v: Value) -> Self {
         self.body = Some(v);
+        self
+    }
+    /// Send `bytes` as the body, of `content_type`.
+    pub fn raw(mut self, bytes: Bytes, content_type: impl Into<String>) -> Self {
+        self.raw = Some((bytes, content_type.into()));
         self
     }
     pub fn header(mut self, k: &'static str, v: impl Into<String>) -> Self {
@@ -123,7 +132,7 @@ pub struct Api {
     key_setting: String,
     /// The API URL's setting, for words: "--browserbase-api-url".
     url_setting: String,
-    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    http: Http,
 }
 
 impl std::fmt::Debug for Api {
@@ -144,6 +153,40 @@ pub fn install_tls() {
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
 }
+
+/// An HTTP/1.1 client for a vendor's `https://` (checked against this
+/// machine's roots) or plain `http://` (a fake's) URLs.
+pub fn http_client(vendor: &str, https: bool) -> Result<Http> {
+    install_tls();
+    let mut plain = HttpConnector::new();
+    plain.enforce_http(false);
+    plain.set_connect_timeout(Some(Duration::from_secs(10)));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = match hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_native_roots(Arc::clone(&provider))
+    {
+        Ok(b) => b,
+        Err(_) if !https => {
+            // A plain http API (a fake's) needs no roots.
+            let config = rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .map_err(|_| ProviderError::failed("rustls refused its own defaults"))?
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth();
+            hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
+        }
+        Err(_) => {
+            return Err(ProviderError::failed(format!(
+                "no TLS root certificates could be read on this machine, so {vendor}'s https API cannot be checked; install ca-certificates"
+            )));
+        }
+    };
+    let connector = builder.https_or_http().enable_http1().wrap_connector(plain);
+    Ok(Client::builder(TokioExecutor::new()).build(connector))
+}
+
+/// The client [`http_client`] makes.
+pub type Http = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 impl Api {
     /// `V`'s API at `url` (its default when None), with `key`; its
@@ -204,32 +247,7 @@ impl Api {
         if uri.authority().is_none() {
             return Err(not_url());
         }
-        install_tls();
-        let mut plain = HttpConnector::new();
-        plain.enforce_http(false);
-        plain.set_connect_timeout(Some(Duration::from_secs(10)));
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = match hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_native_roots(Arc::clone(&provider))
-        {
-            Ok(b) => b,
-            Err(_) if !https => {
-                // A plain http API (a fake's) needs no roots.
-                let config = rustls::ClientConfig::builder_with_provider(provider)
-                    .with_safe_default_protocol_versions()
-                    .map_err(|_| ProviderError::failed("rustls refused its own defaults"))?
-                    .with_root_certificates(rustls::RootCertStore::empty())
-                    .with_no_client_auth();
-                hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
-            }
-            Err(_) => {
-                return Err(ProviderError::failed(format!(
-                    "no TLS root certificates could be read on this machine, so {vendor}'s https API cannot be checked; install ca-certificates"
-                )));
-            }
-        };
-        let connector = builder.https_or_http().enable_http1().wrap_connector(plain);
-        let http = Client::builder(TokioExecutor::new()).build(connector);
+        let http = http_client(vendor, https)?;
         Ok(Api {
             vendor,
             base: base.trim_end_matches('/').to_string(),
@@ -262,6 +280,17 @@ impl Api {
         call: &Call,
         cancel: &CancellationToken,
     ) -> Result<(u16, Bytes), Failure> {
+        let (status, _, body) = self.send_headed(call, cancel).await?;
+        Ok((status, body))
+    }
+
+    /// [`Api::send_raw`] with the answer's headers (a paging cursor, a
+    /// Retry-After).
+    pub async fn send_headed(
+        &self,
+        call: &Call,
+        cancel: &CancellationToken,
+    ) -> Result<(u16, http::HeaderMap, Bytes), Failure> {
         let Some(key) = &self.key else {
             return Err(Failure::Refused(
                 ProviderError::new(
@@ -297,12 +326,16 @@ impl Api {
             Auth::Header(h) => req.header(h, key.expose()),
             Auth::Bearer => req.header("authorization", format!("Bearer {}", key.expose())),
         };
-        let body = match &call.body {
-            Some(b) => {
+        let body = match (&call.raw, &call.body) {
+            (Some((bytes, kind)), _) => {
+                req = req.header("content-type", kind.as_str());
+                bytes.clone()
+            }
+            (None, Some(b)) => {
                 req = req.header("content-type", "application/json");
                 Bytes::from(b.to_string())
             }
-            None => Bytes::new(),
+            (None, None) => Bytes::new(),
         };
         req.body(Full::new(body)).map_err(|_| {
             // Never the builder's words: they may hold the key.
@@ -327,7 +360,7 @@ impl Api {
         call: &Call,
         req: http::Request<Full<Bytes>>,
         cancel: &CancellationToken,
-    ) -> Result<(u16, Bytes), Failure> {
+    ) -> Result<(u16, http::HeaderMap, Bytes), Failure> {
         enum Lost {
             Connect,
             Before,
@@ -343,12 +376,13 @@ impl Api {
                 }
             })?;
             let status = resp.status().as_u16();
+            let headers = resp.headers().clone();
             let body = Limited::new(resp.into_body(), BODY_MAX)
                 .collect()
                 .await
                 .map_err(|_| Lost::Cut)?
                 .to_bytes();
-            Ok::<_, Lost>((status, body))
+            Ok::<_, Lost>((status, headers, body))
         };
         tokio::select! {
             r = tokio::time::timeout(call.wait(), exchange) => match r {

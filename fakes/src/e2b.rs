@@ -1,0 +1,736 @@
+//! A fake E2B, for the E2B provider's tests: its control plane and envd on
+//! one listener of 127.0.0.1, each sandbox a [`VendorBox`] (a bounded
+//! Docker container of the test image) that envd's processes run in as
+//! root, as on E2B. The rules it keeps, each from
+//! /work/shared/research/vendor-apis.md section 2 and the sources it
+//! cites:
+//!
+//! - Control plane (e2b-dev/infra spec/openapi.yml:11, 2355-2896): every
+//!   call needs `X-API-Key`, else 401. `POST /sandboxes` answers 201 with
+//!   `sandboxID`, `envdAccessToken` and `domain`, and keeps metadata,
+//!   `allow_internet_access`, `network.allowPublicTraffic` and
+//!   `lifecycle.onTimeout`; `GET /sandboxes/{id}` reflects them with
+//!   `startedAt`, `endAt` and `state`, 404 once gone; `GET /v2/sandboxes`
+//!   filters by `metadata`, `k=v&k2=v2` with each part URL-encoded and the
+//!   whole encoded again (js-sdk sandboxApi.ts:1852-1882), pages by
+//!   `limit` and `nextToken` with the next cursor in `X-Next-Token`
+//!   (paginator.ts:59); `DELETE /sandboxes/{id}` answers 204, 404 when
+//!   unknown; `POST /sandboxes/{id}/timeout` moves `endAt` to now plus
+//!   its seconds. A sandbox past its `endAt` is killed.
+//! - Knobs the real one shows now and then: a new sandbox is left out of
+//!   the listing for its first [`Knobs::list_lag`] listings; a killed one
+//!   still reads back for [`Knobs::delete_polls`] reads; the next call is
+//!   answered 429 with `Retry-After` ([`Knobs::rate_limit`]); the next
+//!   create makes its sandbox and answers 502 ([`Knobs::lose_create`]).
+//! - envd (infra packages/envd): routed by `E2b-Sandbox-Id` (js-sdk
+//!   connectionConfig.ts:493-536); `X-Access-Token` must be the sandbox's
+//!   token (envd internal/api/auth.go:22) and `Authorization: Basic` names
+//!   the user `root` or `user` with an empty password (js-sdk
+//!   envd/rpc.ts:160-180), else 401. `POST /files?path=&username=` takes
+//!   the raw bytes, parents made. `/process.Process/Start` is a Connect
+//!   server stream: a request envelope in, envelopes out (flag byte, 4-byte
+//!   big-endian length, JSON; bytes as base64): start{pid}, data{stdout or
+//!   stderr}, keepalive every `Keepalive-Ping-Interval` seconds, end
+//!   {exitCode}, then the end-stream envelope (flag 0x02), each cut across
+//!   writes at arbitrary points. A `Connect-Timeout-Ms` becomes the
+//!   process's lifetime: it is killed then (envd process/start.go:38-43);
+//!   without it the process outlives the stream. `SendInput` and
+//!   `SendSignal` are unary JSON calls. [`Knobs::cut_stream`] cuts the next
+//!   stream's connection inside an envelope.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use bollard::Docker;
+use computer_providers::e2b::envd::{Envelopes, envelope};
+use computer_providers::types::{ErrorCode, ProviderError, Result};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::vendor_box::{BoxSpec, Chunk, Cmd, VendorBox};
+
+/// The largest upload the fake takes.
+pub const FILE_MAX: usize = 256 * 1024 * 1024;
+
+/// What the fake does now and then, set by a test.
+#[derive(Clone, Debug, Default)]
+pub struct Knobs {
+    /// Listings a new sandbox is left out of.
+    pub list_lag: u32,
+    /// Reads a killed sandbox still answers before 404.
+    pub delete_polls: u32,
+    /// Answer the next control call 429 with this Retry-After (s).
+    pub rate_limit: Option<u64>,
+    /// Make the next create's sandbox and answer 502.
+    pub lose_create: bool,
+    /// Cut the next process stream's connection after this many bytes
+    /// (inside an envelope when it falls there).
+    pub cut_stream: Option<usize>,
+    /// Sandboxes per listing page at most (the ask's limit otherwise).
+    pub page: Option<usize>,
+}
+
+struct Sbx {
+    id: String,
+    template: String,
+    token: String,
+    metadata: BTreeMap<String, String>,
+    internet: bool,
+    public: bool,
+    on_timeout: String,
+    started: OffsetDateTime,
+    end: OffsetDateTime,
+    lag: u32,
+    /// Killed: reads left before it is gone.
+    killed: Option<u32>,
+    boxed: Arc<VendorBox>,
+}
+
+type Input = Arc<tokio::sync::Mutex<Option<std::pin::Pin<Box<dyn AsyncWrite + Send>>>>>;
+
+struct Shared {
+    key: String,
+    docker: Docker,
+    image: String,
+    owner: String,
+    sandboxes: Mutex<BTreeMap<String, Sbx>>,
+    /// Each process's stdin, by sandbox and pid.
+    inputs: Mutex<HashMap<(String, u32), Input>>,
+    knobs: Mutex<Knobs>,
+    creates: AtomicU64,
+    stop: CancellationToken,
+}
+
+/// The fake, serving until dropped; every box it made is removed then.
+pub struct FakeE2b {
+    shared: Arc<Shared>,
+    url: String,
+}
+
+impl std::fmt::Debug for FakeE2b {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeE2b")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn failed(e: impl std::fmt::Display) -> ProviderError {
+    ProviderError::new(ErrorCode::Failed, e.to_string())
+}
+
+fn rfc3339(t: OffsetDateTime) -> String {
+    t.format(&Rfc3339).unwrap_or_default()
+}
+
+impl FakeE2b {
+    /// Start the fake on 127.0.0.1, taking the key `key`; its sandboxes
+    /// are boxes of `image`, labelled with `owner`.
+    pub async fn start(docker: &Docker, image: &str, key: &str, owner: &str) -> Result<FakeE2b> {
+        let listener = TcpListener::bind("127.0.0.1:0").await.map_err(failed)?;
+        let port = listener.local_addr().map_err(failed)?.port();
+        let shared = Arc::new(Shared {
+            key: key.to_string(),
+            docker: docker.clone(),
+            image: image.to_string(),
+            owner: owner.to_string(),
+            sandboxes: Mutex::new(BTreeMap::new()),
+            inputs: Mutex::new(HashMap::new()),
+            knobs: Mutex::new(Knobs::default()),
+            creates: AtomicU64::new(0),
+            stop: CancellationToken::new(),
+        });
+        let app = Router::new()
+            .route("/sandboxes", post(create))
+            .route("/sandboxes/{id}", get(info).delete(kill))
+            .route("/sandboxes/{id}/timeout", post(set_timeout))
+            .route("/v2/sandboxes", get(list))
+            // envd takes a file of any size (507 when the disk is full).
+            .route(
+                "/files",
+                post(files).layer(axum::extract::DefaultBodyLimit::max(FILE_MAX)),
+            )
+            .route("/process.Process/Start", post(start))
+            .route("/process.Process/SendInput", post(send_input))
+            .route("/process.Process/SendSignal", post(send_signal))
+            .with_state(Arc::clone(&shared));
+        let stop = shared.stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await;
+        });
+        Ok(FakeE2b {
+            shared,
+            url: format!("http://127.0.0.1:{port}"),
+        })
+    }
+
+    /// The control plane's and envd's base URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Set what the fake does next.
+    pub fn knobs(&self, f: impl FnOnce(&mut Knobs)) {
+        f(&mut lock(&self.shared.knobs));
+    }
+
+    /// How many creates were asked.
+    pub fn creates(&self) -> u64 {
+        self.shared.creates.load(Ordering::SeqCst)
+    }
+
+    /// Ids of the sandboxes not yet gone (killed ones still reading back
+    /// included).
+    pub fn sandboxes(&self) -> Vec<String> {
+        lock(&self.shared.sandboxes).keys().cloned().collect()
+    }
+
+    /// Remove every box now.
+    pub async fn close(&self) {
+        let boxes: Vec<Arc<VendorBox>> = lock(&self.shared.sandboxes)
+            .values()
+            .map(|s| Arc::clone(&s.boxed))
+            .collect();
+        for b in boxes {
+            let _ = b.remove().await;
+        }
+        self.shared.stop.cancel();
+    }
+}
+
+impl Drop for FakeE2b {
+    fn drop(&mut self) {
+        self.shared.stop.cancel();
+        // Each box removes itself when its last holder drops it.
+        lock(&self.shared.sandboxes).clear();
+    }
+}
+
+fn status(code: StatusCode, message: &str) -> Response {
+    (
+        code,
+        axum::Json(json!({"code": code.as_u16(), "message": message})),
+    )
+        .into_response()
+}
+
+/// The control plane's gate: the key, then a 429 when told.
+fn gate(s: &Shared, h: &HeaderMap) -> Option<Response> {
+    if h.get("x-api-key").and_then(|v| v.to_str().ok()) != Some(s.key.as_str()) {
+        return Some(status(StatusCode::UNAUTHORIZED, "Invalid API key"));
+    }
+    if let Some(secs) = lock(&s.knobs).rate_limit.take() {
+        let mut r = status(StatusCode::TOO_MANY_REQUESTS, "rate limited");
+        if let Ok(v) = secs.to_string().parse() {
+            r.headers_mut().insert("retry-after", v);
+        }
+        return Some(r);
+    }
+    None
+}
+
+/// Forget sandboxes past their end, or killed and read enough.
+fn expire(s: &Shared) {
+    let now = OffsetDateTime::now_utc();
+    lock(&s.sandboxes).retain(|_, b| b.end > now && b.killed != Some(0));
+}
+
+fn view(b: &Sbx) -> Value {
+    json!({
+        "sandboxID": b.id,
+        "templateID": b.template,
+        "alias": b.template,
+        "startedAt": rfc3339(b.started),
+        "endAt": rfc3339(b.end),
+        "state": "running",
+        "metadata": b.metadata,
+        "allowInternetAccess": b.internet,
+        "network": {"allowPublicTraffic": b.public},
+        "lifecycle": {"onTimeout": b.on_timeout, "autoResume": false},
+        "envdVersion": "0.5.7",
+        "envdAccessToken": b.token,
+    })
+}
+
+async fn create(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> Response {
+    if let Some(r) = gate(&s, &h) {
+        return r;
+    }
+    s.creates.fetch_add(1, Ordering::SeqCst);
+    let Ok(v) = serde_json::from_slice::<Value>(&body) else {
+        return status(StatusCode::BAD_REQUEST, "body is not JSON");
+    };
+    let Some(template) = v["templateID"].as_str() else {
+        return status(StatusCode::BAD_REQUEST, "templateID is required");
+    };
+    let timeout = v["timeout"].as_u64().unwrap_or(15);
+    let boxed = match VendorBox::start(&s.docker, &BoxSpec::new(&s.image, &s.owner)).await {
+        Ok(b) => Arc::new(b),
+        Err(e) => return status(StatusCode::INTERNAL_SERVER_ERROR, &e.0),
+    };
+    let token = computer_providers::random::random_hex(16).unwrap_or_default();
+    let id = format!(
+        "i{}",
+        computer_providers::random::random_hex(10).unwrap_or_default()
+    );
+    let now = OffsetDateTime::now_utc();
+    let metadata = v["metadata"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let on_timeout = match (
+        v["lifecycle"]["onTimeout"].as_str(),
+        v["autoPause"].as_bool(),
+    ) {
+        (Some(o), _) => o.to_string(),
+        (None, Some(true)) => "pause".into(),
+        _ => "kill".into(),
+    };
+    let lag = lock(&s.knobs).list_lag;
+    let sbx = Sbx {
+        id: id.clone(),
+        template: template.to_string(),
+        token: token.clone(),
+        metadata,
+        internet: v["allow_internet_access"].as_bool().unwrap_or(true),
+        public: v["network"]["allowPublicTraffic"].as_bool().unwrap_or(true),
+        on_timeout,
+        started: now,
+        end: now + Duration::from_secs(timeout),
+        lag,
+        killed: None,
+        boxed,
+    };
+    lock(&s.sandboxes).insert(id.clone(), sbx);
+    if std::mem::take(&mut lock(&s.knobs).lose_create) {
+        return status(StatusCode::BAD_GATEWAY, "upstream lost");
+    }
+    (
+        StatusCode::CREATED,
+        axum::Json(json!({
+            "sandboxID": id,
+            "templateID": template,
+            "alias": template,
+            "clientID": "fake",
+            "envdVersion": "0.5.7",
+            "envdAccessToken": token,
+            "trafficAccessToken": null,
+            "domain": "e2b.fake",
+        })),
+    )
+        .into_response()
+}
+
+async fn info(State(s): State<Arc<Shared>>, h: HeaderMap, Path(id): Path<String>) -> Response {
+    if let Some(r) = gate(&s, &h) {
+        return r;
+    }
+    expire(&s);
+    let mut all = lock(&s.sandboxes);
+    let Some(b) = all.get_mut(&id) else {
+        return status(StatusCode::NOT_FOUND, "sandbox not found");
+    };
+    if let Some(n) = b.killed.as_mut() {
+        *n = n.saturating_sub(1);
+    }
+    axum::Json(view(b)).into_response()
+}
+
+async fn kill(State(s): State<Arc<Shared>>, h: HeaderMap, Path(id): Path<String>) -> Response {
+    if let Some(r) = gate(&s, &h) {
+        return r;
+    }
+    expire(&s);
+    let polls = lock(&s.knobs).delete_polls;
+    let boxed = {
+        let mut all = lock(&s.sandboxes);
+        let Some(b) = all.get_mut(&id) else {
+            return status(StatusCode::NOT_FOUND, "sandbox not found");
+        };
+        if b.killed.is_none() {
+            b.killed = Some(polls);
+        }
+        Arc::clone(&b.boxed)
+    };
+    let _ = boxed.remove().await;
+    if polls == 0 {
+        lock(&s.sandboxes).remove(&id);
+    }
+    StatusCode::NO_CONTENT.into_response()
+}
+
+async fn set_timeout(
+    State(s): State<Arc<Shared>>,
+    h: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    if let Some(r) = gate(&s, &h) {
+        return r;
+    }
+    expire(&s);
+    let secs = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|v| v["timeout"].as_u64());
+    let Some(secs) = secs else {
+        return status(StatusCode::BAD_REQUEST, "timeout is required");
+    };
+    match lock(&s.sandboxes).get_mut(&id) {
+        Some(b) if b.killed.is_none() => {
+            b.end = OffsetDateTime::now_utc() + Duration::from_secs(secs);
+            StatusCode::NO_CONTENT.into_response()
+        }
+        _ => status(StatusCode::NOT_FOUND, "sandbox not found"),
+    }
+}
+
+/// The metadata filter, decoded twice as E2B does.
+fn filter_of(raw: &str) -> BTreeMap<String, String> {
+    form_urlencoded::parse(raw.as_bytes())
+        .filter(|(k, _)| k == "metadata")
+        .flat_map(|(_, v)| {
+            v.split('&')
+                .filter_map(|kv| {
+                    let mut p = form_urlencoded::parse(kv.as_bytes());
+                    p.next().map(|(k, v)| (k.into_owned(), v.into_owned()))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+async fn list(State(s): State<Arc<Shared>>, h: HeaderMap, RawQuery(q): RawQuery) -> Response {
+    if let Some(r) = gate(&s, &h) {
+        return r;
+    }
+    expire(&s);
+    let q = q.unwrap_or_default();
+    let filter = filter_of(&q);
+    let pairs: HashMap<String, String> =
+        form_urlencoded::parse(q.as_bytes()).into_owned().collect();
+    let limit: usize = pairs
+        .get("limit")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(100)
+        .min(lock(&s.knobs).page.unwrap_or(100));
+    let from: usize = pairs
+        .get("nextToken")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0);
+    let mut shown = Vec::new();
+    for b in lock(&s.sandboxes).values_mut() {
+        if b.lag > 0 {
+            b.lag -= 1;
+            continue;
+        }
+        if b.killed.is_some() || !filter.iter().all(|(k, v)| b.metadata.get(k) == Some(v)) {
+            continue;
+        }
+        shown.push(view(b));
+    }
+    let page: Vec<Value> = shown.iter().skip(from).take(limit).cloned().collect();
+    let mut r = axum::Json(page).into_response();
+    if from + limit < shown.len()
+        && let Ok(v) = (from + limit).to_string().parse()
+    {
+        r.headers_mut().insert("x-next-token", v);
+    }
+    r
+}
+
+/// Why envd refused a call.
+type Refusal = (StatusCode, &'static str);
+
+/// envd's gate: the sandbox by its header, its token, and the user.
+fn envd_gate(
+    s: &Shared,
+    h: &HeaderMap,
+) -> std::result::Result<(String, Arc<VendorBox>, String), Refusal> {
+    let header = |k: &str| h.get(k).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let id = header("e2b-sandbox-id").to_string();
+    expire(s);
+    let all = lock(&s.sandboxes);
+    let Some(b) = all.get(&id).filter(|b| b.killed.is_none()) else {
+        return Err((StatusCode::NOT_FOUND, "sandbox not found"));
+    };
+    if header("x-access-token") != b.token {
+        return Err((StatusCode::UNAUTHORIZED, "invalid access token"));
+    }
+    let user = header("authorization")
+        .strip_prefix("Basic ")
+        .and_then(|b| B64.decode(b).ok())
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|u| u.strip_suffix(':').map(str::to_string));
+    match user.as_deref() {
+        Some("root") => Ok((id, Arc::clone(&b.boxed), "0:0".into())),
+        Some("user") => Ok((id, Arc::clone(&b.boxed), "1000:1000".into())),
+        _ => Err((StatusCode::UNAUTHORIZED, "no such user")),
+    }
+}
+
+async fn files(
+    State(s): State<Arc<Shared>>,
+    h: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> Response {
+    let (_, boxed, _) = match envd_gate(&s, &h) {
+        Ok(g) => g,
+        Err((c, m)) => return status(c, m),
+    };
+    let Some(path) = q.get("path") else {
+        return status(StatusCode::BAD_REQUEST, "path is required");
+    };
+    match boxed.upload(path, &body).await {
+        Ok(()) => axum::Json(json!([{"name": path, "type": "file", "path": path}])).into_response(),
+        Err(e) => status(StatusCode::INTERNAL_SERVER_ERROR, &e.0),
+    }
+}
+
+fn event(e: Value) -> Vec<u8> {
+    envelope(0, json!({"event": e}).to_string().as_bytes())
+}
+
+/// The stream's bytes, cut into pieces of 1 to 7 bytes at the start of
+/// each envelope and whole after, so a reader meets a cut anywhere.
+fn pieces(bytes: Vec<u8>, seed: &mut u64) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let n = ((*seed >> 33) % 7 + 1) as usize;
+        let end = if out.len() < 3 {
+            (at + n).min(bytes.len())
+        } else {
+            bytes.len()
+        };
+        out.push(Bytes::copy_from_slice(&bytes[at..end]));
+        at = end;
+    }
+    out
+}
+
+async fn start(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> Response {
+    let (id, boxed, user) = match envd_gate(&s, &h) {
+        Ok(g) => g,
+        Err((c, m)) => return status(c, m),
+    };
+    let mut envs = Envelopes::default();
+    envs.push(&body);
+    let Ok(Some(req)) = envs.take() else {
+        return status(StatusCode::BAD_REQUEST, "the request is not one envelope");
+    };
+    let Ok(v) = serde_json::from_slice::<Value>(&req.message) else {
+        return status(StatusCode::BAD_REQUEST, "the request is not JSON");
+    };
+    let p = &v["process"];
+    let mut argv = vec![p["cmd"].as_str().unwrap_or_default().to_string()];
+    argv.extend(
+        p["args"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a.as_str().map(str::to_string)),
+    );
+    let cmd = Cmd {
+        argv,
+        env: p["envs"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+            .collect(),
+        cwd: p["cwd"].as_str().map(str::to_string),
+        user: Some(user),
+    };
+    let stdin = v["stdin"].as_bool().unwrap_or(false);
+    let mut attached = match boxed.attach(&cmd, stdin).await {
+        Ok(a) => a,
+        Err(e) => return status(StatusCode::INTERNAL_SERVER_ERROR, &e.0),
+    };
+    let pid = attached.pid;
+    if let Some(input) = attached.input.take() {
+        lock(&s.inputs).insert(
+            (id.clone(), pid),
+            Arc::new(tokio::sync::Mutex::new(Some(input))),
+        );
+    }
+    let header = |k: &str| {
+        h.get(k)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    if let Some(ms) = header("connect-timeout-ms") {
+        let b = Arc::clone(&boxed);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            let _ = b.signal(pid, "KILL").await;
+        });
+    }
+    let keepalive = Duration::from_secs(header("keepalive-ping-interval").unwrap_or(90).max(1));
+    let cut = lock(&s.knobs).cut_stream.take();
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::result::Result<Bytes, std::io::Error>>(64);
+    let shared = Arc::clone(&s);
+    tokio::spawn(async move {
+        let mut seed = u64::from(pid);
+        let mut sent = 0usize;
+        // Sends one message's pieces; false once the client is gone (the
+        // process keeps running, its output read and dropped) or cut.
+        let mut send = |bytes: Vec<u8>, tx: &tokio::sync::mpsc::Sender<_>| {
+            let mut out = Vec::new();
+            for piece in pieces(bytes, &mut seed) {
+                if let Some(c) = cut
+                    && sent + piece.len() > c
+                {
+                    out.push(Ok(piece.slice(..c.saturating_sub(sent))));
+                    out.push(Err(std::io::Error::other("cut")));
+                    sent = usize::MAX / 2;
+                    break;
+                }
+                sent += piece.len();
+                out.push(Ok(piece));
+            }
+            let tx = tx.clone();
+            async move {
+                for p in out {
+                    let end = p.is_err();
+                    if tx.send(p).await.is_err() || end {
+                        return false;
+                    }
+                }
+                true
+            }
+        };
+        let mut open = send(event(json!({"start": {"pid": pid}})), &tx).await;
+        let mut tick = tokio::time::interval(keepalive);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                c = attached.output.next() => match c {
+                    Some(Chunk::Stdout(b)) if open => {
+                        open = send(event(json!({"data": {"stdout": B64.encode(&b)}})), &tx).await;
+                    }
+                    Some(Chunk::Stderr(b)) if open => {
+                        open = send(event(json!({"data": {"stderr": B64.encode(&b)}})), &tx).await;
+                    }
+                    Some(_) => {}
+                    None => break,
+                },
+                _ = tick.tick(), if open => {
+                    open = send(event(json!({"keepalive": {}})), &tx).await;
+                }
+            }
+        }
+        lock(&shared.inputs).remove(&(id, pid));
+        let code = boxed.exit_code(&attached.exec).await.unwrap_or(-1);
+        if open {
+            let end = json!({"end": {"exitCode": code, "exited": true, "status": format!("exit status {code}")}});
+            if send(event(end), &tx).await {
+                let _ = send(envelope(2, b"{}"), &tx).await;
+            }
+        }
+    });
+    let stream = tokio_stream_of(rx);
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "application/connect+json")
+        .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| status(StatusCode::INTERNAL_SERVER_ERROR, "response"))
+}
+
+fn tokio_stream_of(
+    mut rx: tokio::sync::mpsc::Receiver<std::result::Result<Bytes, std::io::Error>>,
+) -> impl futures::Stream<Item = std::result::Result<Bytes, std::io::Error>> {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+async fn unary_gate(
+    s: &Shared,
+    h: &HeaderMap,
+    body: &[u8],
+) -> std::result::Result<(String, Arc<VendorBox>, u32, Value), Refusal> {
+    let (id, boxed, _) = envd_gate(s, h)?;
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|_| (StatusCode::BAD_REQUEST, "the request is not JSON"))?;
+    let pid = v["process"]["pid"]
+        .as_u64()
+        .ok_or((StatusCode::BAD_REQUEST, "process.pid is required"))? as u32;
+    Ok((id, boxed, pid, v))
+}
+
+async fn send_input(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> Response {
+    let (id, _, pid, v) = match unary_gate(&s, &h, &body).await {
+        Ok(g) => g,
+        Err((c, m)) => return status(c, m),
+    };
+    let Some(bytes) = v["input"]["stdin"]
+        .as_str()
+        .and_then(|b| B64.decode(b).ok())
+    else {
+        return status(StatusCode::BAD_REQUEST, "input.stdin is not base64");
+    };
+    let Some(input) = lock(&s.inputs).get(&(id, pid)).cloned() else {
+        return status(StatusCode::NOT_FOUND, "no such process with stdin");
+    };
+    let mut held = input.lock().await;
+    let Some(w) = held.as_mut() else {
+        return status(StatusCode::NOT_FOUND, "stdin closed");
+    };
+    match async {
+        w.write_all(&bytes).await?;
+        w.flush().await
+    }
+    .await
+    {
+        Ok(()) => axum::Json(json!({})).into_response(),
+        Err(_) => status(StatusCode::NOT_FOUND, "the process is gone"),
+    }
+}
+
+async fn send_signal(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> Response {
+    let (_, boxed, pid, v) = match unary_gate(&s, &h, &body).await {
+        Ok(g) => g,
+        Err((c, m)) => return status(c, m),
+    };
+    let sig = match v["signal"].as_str() {
+        Some("SIGNAL_SIGKILL") => "KILL",
+        Some("SIGNAL_SIGTERM") => "TERM",
+        _ => {
+            return status(
+                StatusCode::BAD_REQUEST,
+                "signal is SIGNAL_SIGKILL or SIGNAL_SIGTERM",
+            );
+        }
+    };
+    match boxed.signal(pid, sig).await {
+        Ok(()) => axum::Json(json!({})).into_response(),
+        Err(_) => status(StatusCode::NOT_FOUND, "no such process"),
+    }
+}

@@ -1,0 +1,110 @@
+use super::*;
+
+fn provider(max: Option<u64>) -> E2bProvider {
+    E2bProvider::configure(
+        E2bSettings {
+            api_key: Some(Secret::new("e2b_canary_key")),
+            api_url: Some("http://127.0.0.1:9".into()),
+            computerd: Some("/nonexistent/computerd".into()),
+            max_lifetime_ms: max,
+            ..Default::default()
+        },
+        &HostDefaults::default(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_spec_e2b_cannot_honour_is_refused_in_words_before_any_request() {
+    let p = provider(None);
+    let ok = ComputerSpec::sandbox(600_000);
+    p.check(&ok).unwrap();
+    let refused = |f: &dyn Fn(&mut ComputerSpec)| {
+        let mut s = ok.clone();
+        f(&mut s);
+        p.check(&s).unwrap_err()
+    };
+    let e = refused(&|s| s.lifetime_ms = 3_600_001);
+    assert_eq!(
+        (e.field.as_deref(), e.message.as_str()),
+        (
+            Some("lifetime"),
+            "lifetime 3600001 ms is over this provider's most, 1 h"
+        )
+    );
+    let e = refused(&|s| s.network = NetworkPolicy::Open);
+    assert_eq!(
+        (e.field.as_deref(), e.message.as_str()),
+        (
+            Some("network"),
+            "an E2B computer's network is none: open waits for a proxy out of the daemon's own network"
+        )
+    );
+    let e = refused(&|s| s.network = NetworkPolicy::Allow(vec!["example.com".into()]));
+    assert!(e.message.contains("an allowlist waits"), "{}", e.message);
+    let e = refused(&|s| {
+        for i in 0..33 {
+            s.labels.insert(format!("k{i}"), "v".into());
+        }
+    });
+    assert_eq!(e.message, "33 labels; the most is 32");
+    let e = refused(&|s| {
+        s.labels.insert(CREATE_LABEL.into(), "x".into());
+    });
+    assert_eq!(e.field.as_deref(), Some("labels"));
+    let e = refused(&|s| s.sizes.memory_mb = Some(512));
+    assert_eq!(e.field.as_deref(), Some("sizes"));
+    let e = refused(&|s| s.image = Some("desktop".into()));
+    assert_eq!(e.field.as_deref(), Some("image"));
+    // Pro's 24 h when the account has it.
+    let pro = provider(Some(PRO_MAX_LIFETIME_MS));
+    pro.check(&ComputerSpec::sandbox(PRO_MAX_LIFETIME_MS))
+        .unwrap();
+    let e = pro
+        .check(&ComputerSpec::sandbox(PRO_MAX_LIFETIME_MS + 1))
+        .unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("lifetime"));
+}
+
+#[test]
+fn a_cap_past_e2bs_most_is_refused_and_the_key_is_in_no_debug() {
+    let e = E2bProvider::configure(
+        E2bSettings {
+            max_lifetime_ms: Some(PRO_MAX_LIFETIME_MS + 1),
+            computerd: Some("/x".into()),
+            ..Default::default()
+        },
+        &HostDefaults::default(),
+    )
+    .unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("max_lifetime_ms"));
+    let p = provider(None);
+    assert!(!format!("{p:?}").contains("canary"));
+}
+
+#[tokio::test]
+async fn no_key_is_one_line_naming_the_variable() {
+    let p = E2bProvider::configure(
+        E2bSettings {
+            api_url: Some("http://127.0.0.1:9".into()),
+            computerd: Some("/x".into()),
+            ..Default::default()
+        },
+        &HostDefaults::default(),
+    )
+    .unwrap();
+    let found = p
+        .test_connection(&CancellationToken::new())
+        .await
+        .unwrap()
+        .found
+        .unwrap_err();
+    assert_eq!(
+        found,
+        (
+            "unauthorized: E2B has no API key: give --e2b-api-key (COMPUTER_MCP_E2B_API_KEY)"
+                .into(),
+            "give a valid key: --e2b-api-key (COMPUTER_MCP_E2B_API_KEY)".into()
+        )
+    );
+}

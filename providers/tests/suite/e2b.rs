@@ -1,0 +1,246 @@
+//! The E2B provider against the fake E2B (computer-fakes' e2b), whose
+//! sandboxes are bounded Docker containers: a computer made, used,
+//! listed, extended and released, and the faults E2B shows (a lagging
+//! listing, a slow delete, a cut stream, a lost create, a 429), with the
+//! canary key and envd's token in no words or log line.
+
+use computer_fakes::e2b::FakeE2b;
+use computer_fakes::vendor_box::LABEL;
+use computer_providers::e2b::{E2bProvider, E2bSettings};
+use computer_providers::provider::{Configure, Provider};
+use computer_providers::settings::HostDefaults;
+use computer_providers::types::{AttachBy, ComputerSpec, ErrorCode, Labels, Release};
+use computer_providers::vendor::Secret;
+use tokio_util::sync::CancellationToken;
+
+use super::support::{capture, run, text};
+
+const KEY: &str = "e2b_canary_key_0f9e8d";
+
+struct Rig {
+    fake: FakeE2b,
+    provider: E2bProvider,
+    owner: String,
+    docker: bollard::Docker,
+}
+
+async fn rig(name: &str) -> Option<Rig> {
+    let env = computer_testkit::docker_env().await?;
+    let owner = computer_testkit::marker(name);
+    let fake = FakeE2b::start(&env.docker, &env.image, KEY, &owner)
+        .await
+        .unwrap();
+    let provider = E2bProvider::configure(
+        E2bSettings {
+            api_key: Some(Secret::new(KEY)),
+            api_url: Some(fake.url().into()),
+            envd_url: Some(fake.url().into()),
+            computerd: Some(env.computerd.clone()),
+            ..Default::default()
+        },
+        &HostDefaults::default(),
+    )
+    .unwrap();
+    Some(Rig {
+        fake,
+        provider,
+        owner,
+        docker: env.docker,
+    })
+}
+
+impl Rig {
+    async fn boxes(&self) -> usize {
+        computer_testkit::labelled_containers(&self.docker, &format!("{LABEL}={}", self.owner))
+            .await
+            .len()
+    }
+    async fn close(self) {
+        self.fake.close().await;
+        assert_eq!(self.boxes().await, 0, "a box was left");
+    }
+}
+
+fn labelled(v: &str) -> ComputerSpec {
+    let mut s = ComputerSpec::sandbox(600_000);
+    s.max_lifetime_ms = Some(1_200_000);
+    s.labels = Labels::from([("computer-mcp.name".to_string(), v.to_string())]);
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_e2b_computer_is_made_used_extended_and_released_and_no_secret_is_told() {
+    let (logs, _guard) = capture();
+    let Some(r) = rig("e2b-life").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    // A listing that lags, a delete that reads back twice, a 429 once.
+    r.fake.knobs(|k| {
+        k.list_lag = 2;
+        k.delete_polls = 2;
+        k.rate_limit = Some(1);
+    });
+    let made = r.provider.create(&labelled("life"), &cancel).await.unwrap();
+    let c = &made.computer;
+    assert_eq!(
+        (
+            c.provider.as_str(),
+            c.home.as_deref(),
+            c.user.as_deref(),
+            c.running
+        ),
+        ("e2b", Some("/work"), Some("2510:2510"), true)
+    );
+    assert_eq!(made.network.as_ref().unwrap().kind.to_string(), "none");
+
+    let conn = r.provider.connect(c, &cancel).await.unwrap();
+    let out = run(
+        &conn.client,
+        "id -u; pwd; touch /work/mine && echo wrote; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; ls /sys/class/net",
+    )
+    .await;
+    assert_eq!(
+        text(&out),
+        "2510\n/work\nwrote\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\nlo\n"
+    );
+    // The bridge survives output cut into envelopes at any point.
+    let big = run(&conn.client, "head -c 300000 /dev/zero | tr '\\0' x").await;
+    assert_eq!(big.stdout.0.len(), 300_000);
+    conn.client.close();
+
+    let listed = r
+        .provider
+        .list(
+            &Labels::from([("computer-mcp.name".into(), "life".into())]),
+            &cancel,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.iter().map(|l| l.id.clone()).collect::<Vec<_>>(),
+        vec![c.id.clone()]
+    );
+    let by_id = r
+        .provider
+        .attach(&AttachBy::Id(c.id.clone()), &cancel)
+        .await
+        .unwrap();
+    assert_eq!(
+        by_id.labels.get("computer-mcp.name").map(String::as_str),
+        Some("life")
+    );
+
+    let moved = r.provider.extend(c, 900_000, &cancel).await.unwrap();
+    assert!(moved > c.deadline, "{moved} is not past {}", c.deadline);
+    let e = r.provider.extend(c, 1_300_000, &cancel).await.unwrap_err();
+    assert_eq!(
+        (e.code, e.field.as_deref()),
+        (ErrorCode::Limit, Some("ttl"))
+    );
+
+    r.provider
+        .release(c, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    assert!(r.fake.sandboxes().is_empty());
+    let e = r.provider.connect(c, &cancel).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Gone);
+
+    let said = format!("{made:?} {by_id:?} {listed:?} {e:?} {}", logs.text());
+    assert!(!said.contains(KEY), "the key was told");
+    assert!(
+        !said.to_lowercase().contains("x-access-token:"),
+        "a token was told"
+    );
+    r.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_whose_answer_is_lost_is_found_by_its_label_and_killed() {
+    let Some(r) = rig("e2b-lost").await else {
+        return;
+    };
+    r.fake.knobs(|k| {
+        k.lose_create = true;
+        k.list_lag = 1;
+    });
+    let e = r
+        .provider
+        .create(&labelled("lost"), &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert_eq!(r.fake.creates(), 1, "a second create was sent");
+    assert!(
+        e.message
+            .contains("the sandbox it made was found by its create label")
+            && e.message.contains("killed"),
+        "{}",
+        e.message
+    );
+    assert!(r.fake.sandboxes().is_empty());
+    assert!(!e.message.contains(KEY));
+    r.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_cut_mid_envelope_fails_the_connection_in_words_and_the_next_one_works() {
+    let Some(r) = rig("e2b-cut").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    let made = r.provider.create(&labelled("cut"), &cancel).await.unwrap();
+    r.fake.knobs(|k| k.cut_stream = Some(9));
+    let e = r
+        .provider
+        .connect(&made.computer, &cancel)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Unreachable, "{}", e.message);
+    let conn = r.provider.connect(&made.computer, &cancel).await.unwrap();
+    assert_eq!(text(&run(&conn.client, "echo ok").await), "ok\n");
+    conn.client.close();
+    r.provider
+        .release(&made.computer, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    r.close().await;
+}
+
+#[tokio::test]
+async fn a_wrong_key_is_one_line_naming_the_variable_and_makes_nothing() {
+    let Some(r) = rig("e2b-key").await else {
+        return;
+    };
+    let wrong = E2bProvider::configure(
+        E2bSettings {
+            api_key: Some(Secret::new("not_the_key")),
+            api_url: Some(r.fake.url().into()),
+            computerd: Some("/x".into()),
+            ..Default::default()
+        },
+        &HostDefaults::default(),
+    )
+    .unwrap();
+    let found = wrong
+        .test_connection(&CancellationToken::new())
+        .await
+        .unwrap()
+        .found
+        .unwrap_err();
+    assert!(found.1.contains("COMPUTER_MCP_E2B_API_KEY"), "{found:?}");
+    assert!(!found.0.contains("not_the_key"));
+    let ok = r
+        .provider
+        .test_connection(&CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(ok.found, Ok("reached; 0 sandboxes of computer-mcp".into()));
+    let e = wrong
+        .create(&labelled("k"), &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Unauthorized);
+    assert!(r.fake.sandboxes().is_empty());
+    r.close().await;
+}
