@@ -178,6 +178,11 @@ pub async fn run(
             Err(why) => notes.push(why),
         }
     }
+    // A daemon pushed in as a vendor agent's child lives where the child
+    // layer installs it, not where a container binds it.
+    if caps.daemon == computer_providers::DaemonMode::Child {
+        options.daemon_path = Some(computer_providers::daemon_backed::child::DAEMON.to_string());
+    }
     // Where the mount cases make their folders: a fresh directory under
     // the temp directory, removed when the run ends.
     let folders = std::env::temp_dir().join(format!(
