@@ -113,6 +113,9 @@ struct Shared {
     inputs: Mutex<HashMap<(String, u32), Input>>,
     knobs: Mutex<Knobs>,
     creates: AtomicU64,
+    tokens: Mutex<Vec<String>>,
+    /// Every box made, so close removes even one a process still holds.
+    made: Mutex<Vec<Arc<VendorBox>>>,
     stop: CancellationToken,
 }
 
@@ -157,6 +160,8 @@ impl FakeE2b {
             inputs: Mutex::new(HashMap::new()),
             knobs: Mutex::new(Knobs::default()),
             creates: AtomicU64::new(0),
+            tokens: Mutex::new(Vec::new()),
+            made: Mutex::new(Vec::new()),
             stop: CancellationToken::new(),
         });
         let app = Router::new()
@@ -200,6 +205,11 @@ impl FakeE2b {
         self.shared.creates.load(Ordering::SeqCst)
     }
 
+    /// Every envd access token handed out (for a test's canary check).
+    pub fn tokens(&self) -> Vec<String> {
+        lock(&self.shared.tokens).clone()
+    }
+
     /// Ids of the sandboxes not yet gone (killed ones still reading back
     /// included).
     pub fn sandboxes(&self) -> Vec<String> {
@@ -208,10 +218,7 @@ impl FakeE2b {
 
     /// Remove every box now.
     pub async fn close(&self) {
-        let boxes: Vec<Arc<VendorBox>> = lock(&self.shared.sandboxes)
-            .values()
-            .map(|s| Arc::clone(&s.boxed))
-            .collect();
+        let boxes: Vec<Arc<VendorBox>> = lock(&self.shared.made).drain(..).collect();
         for b in boxes {
             let _ = b.remove().await;
         }
@@ -224,6 +231,7 @@ impl Drop for FakeE2b {
         self.shared.stop.cancel();
         // Each box removes itself when its last holder drops it.
         lock(&self.shared.sandboxes).clear();
+        lock(&self.shared.made).clear();
     }
 }
 
@@ -250,10 +258,18 @@ fn gate(s: &Shared, h: &HeaderMap) -> Option<Response> {
     None
 }
 
-/// Forget sandboxes past their end, or killed and read enough.
+/// Forget sandboxes killed and read enough, and kill those past their end
+/// (E2B's timer, onTimeout kill).
 fn expire(s: &Shared) {
     let now = OffsetDateTime::now_utc();
-    lock(&s.sandboxes).retain(|_, b| b.end > now && b.killed != Some(0));
+    lock(&s.sandboxes).retain(|_, b| {
+        if b.end <= now {
+            let boxed = Arc::clone(&b.boxed);
+            tokio::spawn(async move { boxed.remove().await });
+            return false;
+        }
+        b.killed != Some(0)
+    });
 }
 
 fn view(b: &Sbx) -> Value {
@@ -286,10 +302,15 @@ async fn create(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> Resp
     };
     let timeout = v["timeout"].as_u64().unwrap_or(15);
     let boxed = match VendorBox::start(&s.docker, &BoxSpec::new(&s.image, &s.owner)).await {
-        Ok(b) => Arc::new(b),
+        Ok(b) => {
+            let b = Arc::new(b);
+            lock(&s.made).push(Arc::clone(&b));
+            b
+        }
         Err(e) => return status(StatusCode::INTERNAL_SERVER_ERROR, &e.0),
     };
     let token = computer_providers::random::random_hex(16).unwrap_or_default();
+    lock(&s.tokens).push(token.clone());
     let id = format!(
         "i{}",
         computer_providers::random::random_hex(10).unwrap_or_default()

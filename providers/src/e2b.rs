@@ -384,8 +384,7 @@ impl E2bProvider {
         &self,
         id: &str,
         mark: &str,
-        deadline: Time,
-        max: Time,
+        max_ms: u64,
         cancel: &CancellationToken,
     ) -> Result<(Sandbox, Connection)> {
         let s = self.control.info(id, cancel).await?.ok_or_else(|| {
@@ -404,6 +403,9 @@ impl E2bProvider {
             )));
         }
         Self::network_of(&s)?;
+        // Init ends the programs at E2B's own end, up to the cap from
+        // E2B's start: one deadline, read the same by create and attach.
+        let (deadline, max) = Self::deadlines(&s, max_ms)?;
         let reach = self.reach_of(id, cancel).await?;
         let host = self.host(id, &reach)?;
         let daemon = tokio::fs::read(&self.computerd).await.map_err(|e| {
@@ -430,6 +432,18 @@ impl E2bProvider {
         )
         .await?;
         Ok((s, conn))
+    }
+
+    /// A sandbox's end and the most extend may reach, as init takes them.
+    fn deadlines(s: &Sandbox, max_ms: u64) -> Result<(Time, Time)> {
+        let (Some(start), Some(end)) = (parse_time(&s.started_at), parse_time(&s.end_at)) else {
+            return Err(ProviderError::failed(format!(
+                "E2B sandbox {} reads back no startedAt or endAt",
+                s.id
+            )));
+        };
+        let cap = start + Duration::from_millis(max_ms);
+        Ok((Time::new(end.min(cap)), Time::new(cap)))
     }
 
     fn check_hello(&self, conn: &Connection) -> Result<()> {
@@ -534,7 +548,6 @@ impl Provider for E2bProvider {
         metadata.insert(CREATE_LABEL.into(), mark.clone());
         metadata.insert(MAX_LIFETIME_LABEL.into(), max_ms.to_string());
         let timeout_s = spec.lifetime_ms.div_ceil(1000);
-        let now = OffsetDateTime::now_utc();
         let ask = Ask {
             template: &self.template,
             timeout_s,
@@ -552,20 +565,15 @@ impl Provider for E2bProvider {
                 token: made.token.clone(),
             },
         );
-        let deadline = Time::new(now + Duration::from_millis(spec.lifetime_ms));
-        let max = Time::new(now + Duration::from_millis(max_ms));
-        match self.set_up(&made.id, &mark, deadline, max, cancel).await {
+        match self.set_up(&made.id, &mark, max_ms, cancel).await {
             Ok((s, conn)) => {
                 conn.client.close();
-                let mut computer = self.to_ref(&s);
-                computer.deadline = rfc3339(deadline.get());
                 Ok(Created {
-                    computer,
+                    computer: self.to_ref(&s),
                     network: Some(Self::network_of(&s)?),
                     notes: vec![format!(
                         "E2B template {}; ends at {} (E2B's timer and init's deadline)",
-                        self.template,
-                        rfc3339(deadline.get())
+                        self.template, s.end_at
                     )],
                 })
             }
@@ -730,17 +738,23 @@ impl Provider for E2bProvider {
                 ),
             ));
         }
+        // Whole seconds, rounded down, so E2B's end never passes the cap.
         let secs = (want - now).whole_seconds().max(1) as u64;
         self.control.set_timeout(&s.id, secs, cancel).await?;
+        let moved = self
+            .ours(&s.id, cancel)
+            .await?
+            .ok_or_else(|| ProviderError::gone(format!("E2B sandbox {} is gone", computer.id)))?;
+        let (end, _) = Self::deadlines(&moved, max_ms)?;
         let conn = self.connect(computer, cancel).await?;
-        let at = rfc3339(want);
+        let at = rfc3339(end.get());
         let r = computerd::client::ComputerExt::call_typed(
             &conn.client,
             &computerd::protocol::DeadlineExtendParams { at },
         )
         .await;
         conn.client.close();
-        r.map(|r| r.at).map_err(|e| {
+        r.map(|_| moved.end_at.clone()).map_err(|e| {
             ProviderError::refused(format!(
                 "E2B's timer moved, but the daemon refused the new deadline (its programs end at the old one): {e}"
             ))

@@ -443,6 +443,80 @@ fn kernel_passes_the_browser_kind_against_its_fake() {
     vendor_passes(computer_fakes::vendor::Kind::Kernel, "kernel");
 }
 
+/// E2B against its fake, whose sandboxes are bounded containers of the
+/// test image: Core passes, with the static computerd pushed in and
+/// started as a child of the fake's envd, and neither the key nor any
+/// sandbox's envd token is in the report or the log.
+#[test]
+fn e2b_passes_core_against_its_fake() {
+    let (computerd, drift) = docker_daemons();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let Some(env) = rt.block_on(computer_testkit::docker_env()) else {
+        return;
+    };
+    if !computer_testkit::need(
+        "drift",
+        drift.is_file(),
+        &format!("the static drift build {} is not built", drift.display()),
+    ) {
+        return;
+    }
+    let key = "e2b_conformance_canary_3c1d";
+    let owner = computer_testkit::marker("e2b-conformance");
+    let fake = rt
+        .block_on(computer_fakes::e2b::FakeE2b::start(
+            &env.docker,
+            &env.image,
+            key,
+            &owner,
+        ))
+        .unwrap();
+    fake.knobs(|k| {
+        k.list_lag = 1;
+        k.delete_polls = 1;
+    });
+    let started = std::time::Instant::now();
+    let out = run_json(
+        None,
+        &[
+            "--provider",
+            "e2b",
+            "--e2b-api-url",
+            fake.url(),
+            "--e2b-envd-url",
+            fake.url(),
+            "--e2b-api-key",
+            key,
+            "--e2b-computerd",
+            computerd.to_str().unwrap(),
+        ],
+        &drift,
+        &[],
+    );
+    let took = started.elapsed();
+    let tokens = fake.tokens();
+    rt.block_on(fake.close());
+    let report = passing_report(&out, "e2b");
+    println!(
+        "e2b: core {}/{} in {} ms",
+        report["core"]["passed"],
+        report["core"]["total"],
+        took.as_millis()
+    );
+    for text in [&out.stdout, &out.stderr] {
+        let text = String::from_utf8_lossy(text);
+        assert!(!text.contains(key), "e2b: the key leaked");
+        for t in &tokens {
+            assert!(!text.contains(t.as_str()), "e2b: an envd token leaked");
+        }
+    }
+    let left = rt.block_on(computer_testkit::labelled_containers(
+        &env.docker,
+        &format!("{}={owner}", computer_fakes::vendor_box::LABEL),
+    ));
+    assert!(left.is_empty(), "e2b: boxes left");
+}
+
 #[test]
 fn usage_errors_exit_2_in_words() {
     let state = tempfile::tempdir().unwrap();
