@@ -25,7 +25,7 @@ use crate::provider::{Configure, Connection, Preflight, Provider};
 use crate::settings::HostDefaults;
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, ErrorCode, Labels, LifetimeMode,
-    NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
+    NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
 };
 use crate::vendor::{Secret, now_rfc3339, plus_secs};
 
@@ -238,12 +238,9 @@ impl AdbProvider {
 }
 
 /// A phone's network as this provider reads it: its own, open.
-fn open_network() -> NetworkReadBack {
-    NetworkReadBack {
-        kind: NetworkKind::Open,
-        detail: "the phone's own network (Wi-Fi or mobile data), not read back".into(),
-    }
-}
+const NETWORK: &str = "the phone's own network (Wi-Fi or mobile data), not read back";
+/// Why another network policy is refused.
+const KEEPS: &str = "a phone over adb keeps its own network";
 
 impl Configure for AdbProvider {
     type Settings = AdbSettings;
@@ -357,7 +354,7 @@ impl Provider for AdbProvider {
         notes.extend(android::files_note(&folders));
         Ok(Created {
             computer,
-            network: Some(open_network()),
+            network: Some(android::open_network(NETWORK)),
             notes,
         })
     }
@@ -391,15 +388,7 @@ impl Provider for AdbProvider {
         policy: Option<&NetworkPolicy>,
         _cancel: &CancellationToken,
     ) -> Result<NetworkReadBack> {
-        if let Some(p) = policy
-            && *p != NetworkPolicy::Open
-        {
-            return Err(ProviderError::unsupported(format!(
-                "a phone over adb keeps its own network; {} is unchanged",
-                computer.id
-            )));
-        }
-        Ok(open_network())
+        android::network(computer, policy, KEEPS, NETWORK)
     }
 
     async fn connect(
@@ -418,11 +407,10 @@ impl Provider for AdbProvider {
         how: Release,
         _cancel: &CancellationToken,
     ) -> Result<()> {
-        if how != Release::Delete {
-            return Err(ProviderError::unsupported(
-                "a phone cannot be stopped and kept; release it with delete (the phone stays as it is)",
-            ));
-        }
+        android::delete_only(
+            how,
+            "a phone cannot be stopped and kept; release it with delete (the phone stays as it is)",
+        )?;
         let Some(held) = self.holds().remove(&computer.id) else {
             return Ok(());
         };

@@ -18,7 +18,7 @@ use crate::provider::{Connection, Preflight};
 use crate::share::ShareArg;
 use crate::types::{
     Capabilities, ComputerRef, ComputerSpec, DaemonMode, ErrorCode, LifetimeMode, NetworkKind,
-    NetworkPolicy, ProviderError, Release, Result, check_labels, check_lifetime,
+    NetworkPolicy, NetworkReadBack, ProviderError, Release, Result, check_labels, check_lifetime,
 };
 
 /// What a phone provider offers: kind and os android, no daemon, the
@@ -110,6 +110,45 @@ pub fn only_one(mut found: Vec<ComputerRef>, none: &str) -> Result<ComputerRef> 
             "labels",
             format!("{n} phones match those labels; attach by id"),
         )),
+    }
+}
+
+/// A phone's network as its provider reads it: open, `detail` saying
+/// whose.
+pub fn open_network(detail: &str) -> NetworkReadBack {
+    NetworkReadBack {
+        kind: NetworkKind::Open,
+        detail: detail.into(),
+    }
+}
+
+/// A phone's answer to a network policy: its network stays open, so any
+/// other policy is refused in `keeps` words (how the phone keeps its
+/// network), the computer named unchanged.
+pub fn network(
+    computer: &ComputerRef,
+    policy: Option<&NetworkPolicy>,
+    keeps: &str,
+    detail: &str,
+) -> Result<NetworkReadBack> {
+    if let Some(p) = policy
+        && *p != NetworkPolicy::Open
+    {
+        return Err(ProviderError::unsupported(format!(
+            "{keeps}; {} is unchanged",
+            computer.id
+        )));
+    }
+    Ok(open_network(detail))
+}
+
+/// A phone is released by delete only: it cannot be stopped and kept.
+/// `words` say so, and what becomes of it.
+pub fn delete_only(how: Release, words: &str) -> Result<()> {
+    if how == Release::Delete {
+        Ok(())
+    } else {
+        Err(ProviderError::unsupported(words))
     }
 }
 

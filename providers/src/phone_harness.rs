@@ -42,7 +42,7 @@ use crate::provider::{Configure, Connection, Preflight, Provider};
 use crate::settings::HostDefaults;
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, ErrorCode, Labels, LifetimeMode,
-    NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result, human_ms,
+    NetworkPolicy, NetworkReadBack, ProviderError, Release, Result, human_ms,
 };
 use crate::vendor::{Api, Auth, Secret, check_id, now_rfc3339, plus_secs};
 use crate::wait::{Wait, wait_until};
@@ -187,12 +187,10 @@ fn to_ref(id: &str, entry: &Entry, running: bool) -> ComputerRef {
     }
 }
 
-fn open_network() -> NetworkReadBack {
-    NetworkReadBack {
-        kind: NetworkKind::Open,
-        detail: "the phone harness's own network for its emulators, not read back".into(),
-    }
-}
+/// A phone's network as this provider reads it: the service's, open.
+const NETWORK: &str = "the phone harness's own network for its emulators, not read back";
+/// Why another network policy is refused.
+const KEEPS: &str = "a phone harness phone's network is the service's and stays open";
 
 /// The phone's phase as a wait names it last.
 fn phase_words(s: &Option<Session>) -> String {
@@ -647,7 +645,7 @@ impl Provider for PhoneHarnessProvider {
         notes.extend(android::files_note(&entry.files));
         Ok(Created {
             computer: to_ref(&session.id, &entry, true),
-            network: Some(open_network()),
+            network: Some(android::open_network(NETWORK)),
             notes,
         })
     }
@@ -701,15 +699,7 @@ impl Provider for PhoneHarnessProvider {
         _cancel: &CancellationToken,
     ) -> Result<NetworkReadBack> {
         self.inner.live_entry(&computer.id)?;
-        if let Some(p) = policy
-            && *p != NetworkPolicy::Open
-        {
-            return Err(ProviderError::unsupported(format!(
-                "a phone harness phone's network is the service's and stays open; {} is unchanged",
-                computer.id
-            )));
-        }
-        Ok(open_network())
+        android::network(computer, policy, KEEPS, NETWORK)
     }
 
     async fn connect(
@@ -743,11 +733,10 @@ impl Provider for PhoneHarnessProvider {
         how: Release,
         cancel: &CancellationToken,
     ) -> Result<()> {
-        if how != Release::Delete {
-            return Err(ProviderError::unsupported(
-                "a phone harness phone cannot be stopped and kept; release it with delete",
-            ));
-        }
+        android::delete_only(
+            how,
+            "a phone harness phone cannot be stopped and kept; release it with delete",
+        )?;
         let id = computer.id.as_str();
         check_id(id)?;
         let sessions = &self.inner.sessions;

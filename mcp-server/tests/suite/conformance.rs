@@ -4,6 +4,8 @@
 use std::path::Path;
 use std::process::Command;
 
+use computer_phone_fixture::rig::Rig;
+
 use super::support::{SERVER, computerd, need_root, or_skip};
 
 /// The command, with the local provider's state under `state` when given
@@ -499,13 +501,10 @@ fn notes_apk(dir: &Path) -> std::path::PathBuf {
 /// folder, and a pinch is skipped in the phone's own words.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adb_passes_the_phone_kind_on_the_fixture_phone() {
-    let Some(adb) = computer_testkit::need_adb() else {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(rig) = Rig::of_test(dir.path(), None).await else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let rig = computer_phone_fixture::rig::Rig::start(&adb, dir.path().join("phone.log"))
-        .await
-        .unwrap();
     let apk = notes_apk(dir.path());
     let args: Vec<String> = [
         "--provider",
@@ -568,18 +567,12 @@ async fn adb_passes_the_phone_kind_on_the_fixture_phone() {
 /// is in a word of the report or the log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn phone_harness_passes_the_phone_kind_against_its_fake() {
-    let Some(adb) = computer_testkit::need_adb() else {
-        return;
-    };
     let dir = tempfile::tempdir().unwrap();
     let code = "CANARY4471";
-    let rig = computer_phone_fixture::rig::Rig::start_locked(
-        &adb,
-        dir.path().join("phone.log"),
-        Some(code.into()),
-    )
-    .await
-    .unwrap();
+    let Some(rig) = Rig::of_test(dir.path(), Some(code)).await else {
+        return;
+    };
+    let adb = computer_testkit::need_adb().unwrap();
     let key = format!(
         "phk_CANARY_{}",
         computer_providers::random::random_hex(8).unwrap()
@@ -587,8 +580,7 @@ async fn phone_harness_passes_the_phone_kind_against_its_fake() {
     let fake = computer_fakes::phone_harness::FakePhoneHarness::start(&key)
         .await
         .unwrap();
-    let (_, phone_port) = rig.serial.rsplit_once(':').unwrap();
-    fake.point_adb("127.0.0.1", phone_port.parse().unwrap(), code);
+    fake.point_adb("127.0.0.1", rig.phone_port, code);
     let apk = notes_apk(dir.path());
     let args: Vec<String> = [
         "--provider",
