@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -172,6 +172,10 @@ impl FakePhoneHarness {
         })
     }
 
+    /// Change what the next requests meet.
+    fn script(&self, change: impl FnOnce(&mut Script)) {
+        change(&mut lock(&self.shared.script));
+    }
     /// The API's base URL (the provider's `api_url` setting).
     pub fn api_url(&self) -> &str {
         &self.url
@@ -186,29 +190,29 @@ impl FakePhoneHarness {
     }
     /// The next POST makes its phone and loses its answer.
     pub fn lose_next_post(&self, how: Lose) {
-        lock(&self.shared.script).lose = Some(how);
+        self.script(|s| s.lose = Some(how));
     }
     /// The next POST is refused.
     pub fn refuse_next_post(&self, how: Refusal) {
-        lock(&self.shared.script).refuse = Some(how);
+        self.script(|s| s.refuse = Some(how));
     }
     /// Phones made from now on read `provisioning` for their first `n`
     /// reads.
     pub fn ready_after(&self, n: u32) {
-        lock(&self.shared.script).ready_after = n;
+        self.script(|s| s.ready_after = n);
     }
     /// Phones made from now on fail their boot (read `error`).
     pub fn fail_boot(&self, fail: bool) {
-        lock(&self.shared.script).fail_boot = fail;
+        self.script(|s| s.fail_boot = fail);
     }
     /// A deleted phone reads `closing` for `n` reads before 404.
     pub fn delete_lag(&self, n: u32) {
-        lock(&self.shared.script).delete_lag = n;
+        self.script(|s| s.delete_lag = n);
     }
     /// The next `n` reads of `GET /sessions/requests/{key}` answer 503
     /// (a create's recovery lost too).
     pub fn fail_by_key(&self, n: u32) {
-        lock(&self.shared.script).by_key_fails = n;
+        self.script(|s| s.by_key_fails = n);
     }
     /// POSTs per Idempotency-Key.
     pub fn posts(&self) -> BTreeMap<String, u32> {
@@ -344,18 +348,7 @@ async fn create(State(sh): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> Res
         }
         Some(Lose::Status500) => error(500, "internal error".into(), "internal"),
         Some(Lose::Empty) => (StatusCode::OK, axum::Json(json!({}))).into_response(),
-        Some(Lose::Cut) => {
-            let text = body.to_string();
-            let half = Bytes::from(text.as_bytes()[..text.len() / 2].to_vec());
-            let chunks: Vec<std::result::Result<Bytes, std::io::Error>> =
-                vec![Ok(half), Err(std::io::Error::other("cut"))];
-            Response::builder()
-                .status(StatusCode::CREATED)
-                .header("content-type", "application/json")
-                .header("content-length", text.len().to_string())
-                .body(Body::from_stream(futures::stream::iter(chunks)))
-                .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
-        }
+        Some(Lose::Cut) => crate::vendor::cut(StatusCode::CREATED, &body),
     }
 }
 

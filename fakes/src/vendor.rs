@@ -170,6 +170,21 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// An answer of `status` with the JSON `body` cut mid-way: its length is
+/// announced, half of it sent, then the connection fails.
+pub fn cut(status: StatusCode, body: &Value) -> Response {
+    let text = body.to_string();
+    let half = Bytes::from(text.as_bytes()[..text.len() / 2].to_vec());
+    let chunks: Vec<std::result::Result<Bytes, std::io::Error>> =
+        vec![Ok(half), Err(std::io::Error::other("cut"))];
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .header("content-length", text.len().to_string())
+        .body(Body::from_stream(futures::stream::iter(chunks)))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
 fn io_err(what: &str, e: std::io::Error) -> ProviderError {
     ProviderError::new(ErrorCode::Failed, format!("the fake vendor's {what}: {e}"))
 }
@@ -414,18 +429,7 @@ fn made(
         None => ok(body),
         Some(Lose::Status500) => words(500, ""),
         Some(Lose::Empty) => ok(json!({})),
-        Some(Lose::Cut) => {
-            let text = body.to_string();
-            let half = Bytes::from(text.as_bytes()[..text.len() / 2].to_vec());
-            let chunks: Vec<std::result::Result<Bytes, std::io::Error>> =
-                vec![Ok(half), Err(std::io::Error::other("cut"))];
-            Response::builder()
-                .status(StatusCode::OK)
-                .header("content-type", "application/json")
-                .header("content-length", text.len().to_string())
-                .body(Body::from_stream(futures::stream::iter(chunks)))
-                .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
-        }
+        Some(Lose::Cut) => cut(StatusCode::OK, &body),
     }
 }
 

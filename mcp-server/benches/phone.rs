@@ -80,59 +80,40 @@ struct Figures {
     element_bytes: usize,
 }
 
-async fn ours(rig: &Rig, runs: usize) -> Figures {
-    let mut cmd = tokio::process::Command::new(SERVER);
-    cmd.arg("serve").args([
-        "--provider",
-        "adb",
-        "--kind",
-        "phone",
-        "--network",
-        "open",
-        "--log",
-        "error",
-        "--adb-port",
-        &rig.adb.port().to_string(),
-        "--adb-serial",
-        &rig.serial,
-    ]);
-    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
-    // The first call holds the phone; the figures are of calls after it.
+/// `runs` calls of each of a server's tap, screenshot and element list
+/// (`who` names the server in each line), after one screenshot that
+/// holds the phone; the client is ended after.
+async fn figures(client: Client, who: &str, calls: [(&str, Value); 3], runs: usize) -> Figures {
+    let shot = &calls[1];
     client
-        .call_tool(call("screenshot", json!({})))
+        .call_tool(call(shot.0, shot.1.clone()))
         .await
         .unwrap();
-    let (tap, _) = time(
-        &client,
-        "computer-mcp tap",
-        "tap",
-        json!({"x": 10, "y": 300}),
-        runs,
-    )
-    .await;
-    let (shot, _) = time(
-        &client,
-        "computer-mcp screenshot",
-        "screenshot",
-        json!({}),
-        runs,
-    )
-    .await;
-    let (elements, element_bytes) = time(
-        &client,
-        "computer-mcp list_elements",
-        "list_elements",
-        json!({}),
-        runs,
-    )
-    .await;
+    let mut out = Vec::with_capacity(3);
+    for (name, args) in calls {
+        out.push(time(&client, &format!("{who} {name}"), name, args, runs).await);
+    }
     let _ = client.cancel().await;
     Figures {
-        tap,
-        shot,
-        elements,
-        element_bytes,
+        tap: out[0].0,
+        shot: out[1].0,
+        elements: out[2].0,
+        element_bytes: out[2].1,
     }
+}
+
+async fn ours(rig: &Rig, runs: usize) -> Figures {
+    let mut cmd = tokio::process::Command::new(SERVER);
+    cmd.arg("serve")
+        .args(rig.adb_provider_args())
+        .args(["--log", "error"]);
+    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let calls = [
+        ("tap", json!({"x": 10, "y": 300})),
+        ("screenshot", json!({})),
+        ("list_elements", json!({})),
+    ];
+    figures(client, "computer-mcp", calls, runs).await
 }
 
 async fn theirs(rig: &Rig, index_js: &str, runs: usize) -> Figures {
@@ -150,42 +131,16 @@ async fn theirs(rig: &Rig, index_js: &str, runs: usize) -> Figures {
     }
     let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
     let device = json!(rig.serial);
-    client
-        .call_tool(call("mobile_take_screenshot", json!({"device": device})))
-        .await
-        .unwrap();
     // The same point of the phone: mobile-mcp takes the phone's pixels.
-    let (tap, _) = time(
-        &client,
-        "mobile-mcp mobile_click_on_screen_at_coordinates",
-        "mobile_click_on_screen_at_coordinates",
-        json!({"device": device, "x": 20, "y": 600}),
-        runs,
-    )
-    .await;
-    let (shot, _) = time(
-        &client,
-        "mobile-mcp mobile_take_screenshot",
-        "mobile_take_screenshot",
-        json!({"device": device}),
-        runs,
-    )
-    .await;
-    let (elements, element_bytes) = time(
-        &client,
-        "mobile-mcp mobile_list_elements_on_screen",
-        "mobile_list_elements_on_screen",
-        json!({"device": device}),
-        runs,
-    )
-    .await;
-    let _ = client.cancel().await;
-    Figures {
-        tap,
-        shot,
-        elements,
-        element_bytes,
-    }
+    let calls = [
+        (
+            "mobile_click_on_screen_at_coordinates",
+            json!({"device": device, "x": 20, "y": 600}),
+        ),
+        ("mobile_take_screenshot", json!({"device": device})),
+        ("mobile_list_elements_on_screen", json!({"device": device})),
+    ];
+    figures(client, "mobile-mcp", calls, runs).await
 }
 
 fn ratio(label: &str, ours: Duration, theirs: Duration) {

@@ -214,7 +214,7 @@ impl PhoneClient {
         let frame = match (p.region, p.fit) {
             (Some(r), _) => {
                 r.check_inside(raw.width, raw.height).map_err(rpc)?;
-                raw.frame().crop(r)
+                raw.crop(r)
             }
             (None, Some(fit)) => {
                 let (w, h) = fit.size(raw.width, raw.height, false);

@@ -29,7 +29,7 @@ use crate::client::{Shell, ShellError};
 pub const MAX_APK_BYTES: u64 = 512 * 1024 * 1024;
 
 /// Where a phone's computer sees a shared host folder.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Folder {
     /// The path inside the computer: `/workspace` or `/workspace/<name>`.
     pub inside: String,

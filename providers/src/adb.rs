@@ -15,7 +15,7 @@ use std::sync::Mutex;
 
 use computer_adb::{Adb, DeviceInfo, DeviceState};
 use computer_phone::adb::AdbShell;
-use computer_phone::client::{Launched, PhoneClient, end_launched, groups};
+use computer_phone::client::{Launched, PhoneClient, end_launched};
 use computer_phone::install::Folder;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -25,7 +25,7 @@ use crate::provider::{Configure, Connection, Preflight, Provider};
 use crate::settings::HostDefaults;
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, ErrorCode, Labels, LifetimeMode,
-    NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
+    NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
 };
 use crate::vendor::{Secret, now_rfc3339, plus_secs};
 
@@ -211,30 +211,20 @@ impl AdbProvider {
 }
 
 impl AdbProvider {
-    /// The shares as the phone's files: checked as every share is, and
-    /// placed at `/workspace` (or `/workspace/<name>` each). Only this
-    /// side reads them, so none needs to be writable.
-    fn folders(&self, shares: &[crate::share::ShareArg]) -> Result<Vec<Folder>> {
-        let read_only: Vec<crate::share::ShareArg> = shares
-            .iter()
-            .map(|s| crate::share::ShareArg {
-                source: s.source.clone(),
-                read_only: true,
-            })
-            .collect();
-        // Without a state directory there is none to keep out.
-        let state = self
-            .state_dir
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("/nonexistent/computer-mcp-state"));
-        let planned = crate::share::plan(&read_only, &state, (0, 0))?;
-        Ok(planned
-            .into_iter()
-            .map(|s| Folder {
-                inside: s.target,
-                host: s.source,
-            })
-            .collect())
+    /// The spec checked, and its shares as the phone's files.
+    fn checked(&self, spec: &ComputerSpec) -> Result<Vec<Folder>> {
+        if spec.image.is_some() {
+            return Err(ProviderError::invalid(
+                "image",
+                "a phone over adb is the phone attached; leave image out",
+            ));
+        }
+        android::check_phone(
+            spec,
+            &self.capabilities(),
+            "a phone over adb",
+            self.state_dir.as_deref(),
+        )
     }
 
     /// A client of the phone a hold names.
@@ -248,12 +238,9 @@ impl AdbProvider {
 }
 
 /// A phone's network as this provider reads it: its own, open.
-fn open_network() -> NetworkReadBack {
-    NetworkReadBack {
-        kind: NetworkKind::Open,
-        detail: "the phone's own network (Wi-Fi or mobile data), not read back".into(),
-    }
-}
+const NETWORK: &str = "the phone's own network (Wi-Fi or mobile data), not read back";
+/// Why another network policy is refused.
+const KEEPS: &str = "a phone over adb keeps its own network";
 
 impl Configure for AdbProvider {
     type Settings = AdbSettings;
@@ -280,36 +267,19 @@ impl Provider for AdbProvider {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            // adb's sync: writes the APKs apps.install pushes.
-            groups: groups(true),
-            ..android::capabilities(
-                LifetimeMode::Janitor,
-                MAX_LIFETIME_MS,
-                "none: the phone is yours, as it is; a computer is a hold on it, and release terminates the apps its sessions launched",
-            )
-        }
+        android::capabilities(
+            LifetimeMode::Janitor,
+            MAX_LIFETIME_MS,
+            "none: the phone is yours, as it is; a computer is a hold on it, and release terminates the apps its sessions launched",
+        )
     }
 
     fn check(&self, spec: &ComputerSpec) -> Result<()> {
-        if spec.image.is_some() {
-            return Err(ProviderError::invalid(
-                "image",
-                "a phone over adb is the phone attached; leave image out",
-            ));
-        }
-        // Shared folders are the phone's files (apps.install reads APKs
-        // there, on this side); the rest of a host's parts it has not.
-        let mut rest = spec.clone();
-        rest.shares.clear();
-        android::check_phone(&rest, &self.capabilities(), "a phone over adb")?;
-        self.folders(&spec.shares)?;
-        Ok(())
+        self.checked(spec).map(|_| ())
     }
 
     async fn create(&self, spec: &ComputerSpec, cancel: &CancellationToken) -> Result<Created> {
-        self.check(spec)?;
-        let folders = self.folders(&spec.shares)?;
+        let folders = self.checked(spec)?;
         let phone = self.pick().await?;
         let id = id_of(&phone.serial);
         let created_at = now_rfc3339();
@@ -381,16 +351,10 @@ impl Provider for AdbProvider {
         let mut notes = vec![format!(
             "{about}, over adb: nothing is installed on it, and release terminates only the apps this computer launched"
         )];
-        if !folders.is_empty() {
-            let at: Vec<&str> = folders.iter().map(|f| f.inside.as_str()).collect();
-            notes.push(format!(
-                "its files are the shared folders {}: apps.install takes an APK there",
-                at.join(", ")
-            ));
-        }
+        notes.extend(android::files_note(&folders));
         Ok(Created {
             computer,
-            network: Some(open_network()),
+            network: Some(android::open_network(NETWORK)),
             notes,
         })
     }
@@ -424,15 +388,7 @@ impl Provider for AdbProvider {
         policy: Option<&NetworkPolicy>,
         _cancel: &CancellationToken,
     ) -> Result<NetworkReadBack> {
-        if let Some(p) = policy
-            && *p != NetworkPolicy::Open
-        {
-            return Err(ProviderError::unsupported(format!(
-                "a phone over adb keeps its own network; {} is unchanged",
-                computer.id
-            )));
-        }
-        Ok(open_network())
+        android::network(computer, policy, KEEPS, NETWORK)
     }
 
     async fn connect(
@@ -451,11 +407,10 @@ impl Provider for AdbProvider {
         how: Release,
         _cancel: &CancellationToken,
     ) -> Result<()> {
-        if how != Release::Delete {
-            return Err(ProviderError::unsupported(
-                "a phone cannot be stopped and kept; release it with delete (the phone stays as it is)",
-            ));
-        }
+        android::delete_only(
+            how,
+            "a phone cannot be stopped and kept; release it with delete (the phone stays as it is)",
+        )?;
         let Some(held) = self.holds().remove(&computer.id) else {
             return Ok(());
         };
@@ -537,7 +492,7 @@ mod tests {
         }];
         p.check(&spec).unwrap();
         assert_eq!(
-            p.folders(&spec.shares).unwrap(),
+            p.checked(&spec).unwrap(),
             vec![Folder {
                 inside: "/workspace".into(),
                 host: real

@@ -9,25 +9,28 @@ use std::sync::Arc;
 
 use computer_adb::{AdbError, Device, ensure_server};
 use computer_phone::adb::AdbShell;
-use computer_phone::client::{GROUPS, Launched, PhoneClient};
+use computer_phone::client::{Launched, PhoneClient, groups};
+use computer_phone::install::Folder;
 use computerd::protocol::{MachineKind, SettingKind};
 use tokio_util::sync::CancellationToken;
 
 use crate::provider::{Connection, Preflight};
+use crate::share::ShareArg;
 use crate::types::{
     Capabilities, ComputerRef, ComputerSpec, DaemonMode, ErrorCode, LifetimeMode, NetworkKind,
-    NetworkPolicy, ProviderError, Release, Result, check_labels, check_lifetime,
+    NetworkPolicy, NetworkReadBack, ProviderError, Release, Result, check_labels, check_lifetime,
 };
 
 /// What a phone provider offers: kind and os android, no daemon, the
-/// phone client's groups, an open network not read back, release by
+/// groups of a phone client over adb (whose `sync:` writes the APKs
+/// apps.install pushes), an open network not read back, release by
 /// delete only, no extend.
 pub fn capabilities(lifetime: LifetimeMode, max_lifetime_ms: u64, isolation: &str) -> Capabilities {
     Capabilities {
         kind: MachineKind::Android,
         os: "android".into(),
         daemon: DaemonMode::None,
-        groups: GROUPS.to_vec(),
+        groups: groups(true),
         lifetime,
         release: vec![Release::Delete],
         max_lifetime_ms,
@@ -39,9 +42,18 @@ pub fn capabilities(lifetime: LifetimeMode, max_lifetime_ms: u64, isolation: &st
 }
 
 /// The rules every phone's spec passes but its image: kind phone, a
-/// lifetime within `caps`, network open, nothing of a host, labels.
-/// `what` names the phone in words ("a phone over adb").
-pub fn check_phone(spec: &ComputerSpec, caps: &Capabilities, what: &str) -> Result<()> {
+/// lifetime within `caps`, network open, nothing of a host but shared
+/// folders, labels. `what` names the phone in words ("a phone over
+/// adb"). The shares are the phone's files (apps.install reads APKs
+/// there, on this side): checked as every share is, and placed at
+/// `/workspace` (or `/workspace/<name>` each); only this side reads them,
+/// so none needs to be writable, and none may be `state_dir`.
+pub fn check_phone(
+    spec: &ComputerSpec,
+    caps: &Capabilities,
+    what: &str,
+    state_dir: Option<&Path>,
+) -> Result<Vec<Folder>> {
     if spec.kind != SettingKind::Phone {
         return Err(ProviderError::invalid(
             "kind",
@@ -55,8 +67,38 @@ pub fn check_phone(spec: &ComputerSpec, caps: &Capabilities, what: &str) -> Resu
             format!("{what} reaches what the phone reaches; ask for network open (--network open)"),
         ));
     }
-    crate::types::refuse_host_parts(spec, what)?;
-    check_labels(&spec.labels)
+    let mut rest = spec.clone();
+    rest.shares.clear();
+    crate::types::refuse_host_parts(&rest, what)?;
+    check_labels(&spec.labels)?;
+    let read_only: Vec<ShareArg> = spec
+        .shares
+        .iter()
+        .map(|s| ShareArg {
+            source: s.source.clone(),
+            read_only: true,
+        })
+        .collect();
+    // Without a state directory there is none to keep out.
+    let state = state_dir.unwrap_or(Path::new("/nonexistent/computer-mcp-state"));
+    Ok(crate::share::plan(&read_only, state, (0, 0))?
+        .into_iter()
+        .map(|s| Folder {
+            inside: s.target,
+            host: s.source,
+        })
+        .collect())
+}
+
+/// A created phone's note on its files, where folders are shared.
+pub fn files_note(folders: &[Folder]) -> Option<String> {
+    let at: Vec<&str> = folders.iter().map(|f| f.inside.as_str()).collect();
+    (!at.is_empty()).then(|| {
+        format!(
+            "its files are the shared folders {}: apps.install takes an APK there",
+            at.join(", ")
+        )
+    })
 }
 
 /// The one phone of `found` (attach by labels), or why not.
@@ -68,6 +110,45 @@ pub fn only_one(mut found: Vec<ComputerRef>, none: &str) -> Result<ComputerRef> 
             "labels",
             format!("{n} phones match those labels; attach by id"),
         )),
+    }
+}
+
+/// A phone's network as its provider reads it: open, `detail` saying
+/// whose.
+pub fn open_network(detail: &str) -> NetworkReadBack {
+    NetworkReadBack {
+        kind: NetworkKind::Open,
+        detail: detail.into(),
+    }
+}
+
+/// A phone's answer to a network policy: its network stays open, so any
+/// other policy is refused in `keeps` words (how the phone keeps its
+/// network), the computer named unchanged.
+pub fn network(
+    computer: &ComputerRef,
+    policy: Option<&NetworkPolicy>,
+    keeps: &str,
+    detail: &str,
+) -> Result<NetworkReadBack> {
+    if let Some(p) = policy
+        && *p != NetworkPolicy::Open
+    {
+        return Err(ProviderError::unsupported(format!(
+            "{keeps}; {} is unchanged",
+            computer.id
+        )));
+    }
+    Ok(open_network(detail))
+}
+
+/// A phone is released by delete only: it cannot be stopped and kept.
+/// `words` say so, and what becomes of it.
+pub fn delete_only(how: Release, words: &str) -> Result<()> {
+    if how == Release::Delete {
+        Ok(())
+    } else {
+        Err(ProviderError::unsupported(words))
     }
 }
 

@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use computer_adb::Adb;
 use computer_phone::client::Launched;
+use computer_phone::install::Folder;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
@@ -41,7 +42,7 @@ use crate::provider::{Configure, Connection, Preflight, Provider};
 use crate::settings::HostDefaults;
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, ErrorCode, Labels, LifetimeMode,
-    NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result, human_ms,
+    NetworkPolicy, NetworkReadBack, ProviderError, Release, Result, human_ms,
 };
 use crate::vendor::{Api, Auth, Secret, check_id, now_rfc3339, plus_secs};
 use crate::wait::{Wait, wait_until};
@@ -143,6 +144,8 @@ struct Inner {
     adb: Adb,
     program: PathBuf,
     ready: Duration,
+    /// The server's state directory, which no share may be.
+    state_dir: Option<PathBuf>,
     /// The apps each phone's sessions launched.
     launched: Mutex<HashMap<String, Launched>>,
     /// The adb links connected, by phone: let go of at release, so the
@@ -184,12 +187,10 @@ fn to_ref(id: &str, entry: &Entry, running: bool) -> ComputerRef {
     }
 }
 
-fn open_network() -> NetworkReadBack {
-    NetworkReadBack {
-        kind: NetworkKind::Open,
-        detail: "the phone harness's own network for its emulators, not read back".into(),
-    }
-}
+/// A phone's network as this provider reads it: the service's, open.
+const NETWORK: &str = "the phone harness's own network for its emulators, not read back";
+/// Why another network policy is refused.
+const KEEPS: &str = "a phone harness phone's network is the service's and stays open";
 
 /// The phone's phase as a wait names it last.
 fn phase_words(s: &Option<Session>) -> String {
@@ -558,10 +559,33 @@ impl Configure for PhoneHarnessProvider {
                 adb: Adb::new(s.adb_port.unwrap_or(crate::adb::DEFAULT_PORT)),
                 program: s.adb_program.unwrap_or_else(|| PathBuf::from("adb")),
                 ready,
+                state_dir: host.state_dir.clone(),
                 launched: Mutex::new(HashMap::new()),
                 links: Mutex::new(HashMap::new()),
             }),
         })
+    }
+}
+
+impl PhoneHarnessProvider {
+    /// The spec checked, and its shares as the phone's files.
+    fn checked(&self, spec: &ComputerSpec) -> Result<Vec<Folder>> {
+        if let Some(i) = spec.image.as_deref()
+            && i != IMAGE
+        {
+            return Err(ProviderError::invalid(
+                "image",
+                format!(
+                    "a phone harness phone is an Android emulator (a cloud iPhone is not offered yet); leave image out or give {IMAGE:?}"
+                ),
+            ));
+        }
+        android::check_phone(
+            spec,
+            &self.capabilities(),
+            "a phone harness phone",
+            self.inner.state_dir.as_deref(),
+        )
     }
 }
 
@@ -580,21 +604,11 @@ impl Provider for PhoneHarnessProvider {
     }
 
     fn check(&self, spec: &ComputerSpec) -> Result<()> {
-        if let Some(i) = spec.image.as_deref()
-            && i != IMAGE
-        {
-            return Err(ProviderError::invalid(
-                "image",
-                format!(
-                    "a phone harness phone is an Android emulator (a cloud iPhone is not offered yet); leave image out or give {IMAGE:?}"
-                ),
-            ));
-        }
-        android::check_phone(spec, &self.capabilities(), "a phone harness phone")
+        self.checked(spec).map(|_| ())
     }
 
     async fn create(&self, spec: &ComputerSpec, cancel: &CancellationToken) -> Result<Created> {
-        self.check(spec)?;
+        let files = self.checked(spec)?;
         let key = crate::random::random_hex(16)?;
         let created_at = now_rfc3339();
         let entry = Entry {
@@ -606,6 +620,7 @@ impl Provider for PhoneHarnessProvider {
             deadline_ms: computerd::now_ms()
                 .saturating_add(i64::try_from(spec.lifetime_ms).unwrap_or(i64::MAX)),
             released: false,
+            files,
         };
         // Before the POST: a phone it makes is found by its key whatever
         // happens to this server next.
@@ -623,13 +638,15 @@ impl Provider for PhoneHarnessProvider {
         let session = made?;
         guard.armed = false;
         tracing::info!(provider = ID, computer = %session.id, "rented a phone");
+        let mut notes = vec![format!(
+            "a cloud Android emulator from the phone harness, billed by the minute until it is released or its deadline ({}); nothing is installed on it",
+            entry.deadline
+        )];
+        notes.extend(android::files_note(&entry.files));
         Ok(Created {
             computer: to_ref(&session.id, &entry, true),
-            network: Some(open_network()),
-            notes: vec![format!(
-                "a cloud Android emulator from the phone harness, billed by the minute until it is released or its deadline ({}); nothing is installed on it",
-                entry.deadline
-            )],
+            network: Some(android::open_network(NETWORK)),
+            notes,
         })
     }
 
@@ -682,15 +699,7 @@ impl Provider for PhoneHarnessProvider {
         _cancel: &CancellationToken,
     ) -> Result<NetworkReadBack> {
         self.inner.live_entry(&computer.id)?;
-        if let Some(p) = policy
-            && *p != NetworkPolicy::Open
-        {
-            return Err(ProviderError::unsupported(format!(
-                "a phone harness phone's network is the service's and stays open; {} is unchanged",
-                computer.id
-            )));
-        }
-        Ok(open_network())
+        android::network(computer, policy, KEEPS, NETWORK)
     }
 
     async fn connect(
@@ -699,7 +708,7 @@ impl Provider for PhoneHarnessProvider {
         cancel: &CancellationToken,
     ) -> Result<Connection> {
         let id = computer.id.as_str();
-        self.inner.live_entry(id)?;
+        let entry = self.inner.live_entry(id)?;
         let session = self.inner.wait_ready(id, self.inner.ready, cancel).await?;
         let Some(link) = session.adb else {
             return Err(ProviderError::failed(format!(
@@ -715,7 +724,7 @@ impl Provider for PhoneHarnessProvider {
             _ = cancel.cancelled() => return Err(aborted("connecting to the phone")),
         };
         let client = client_over(device, &self.inner.launched_of(id), id, cancel).await?;
-        Ok(android::connection(client))
+        Ok(android::connection(client.with_folders(entry.files)))
     }
 
     async fn release(
@@ -724,11 +733,10 @@ impl Provider for PhoneHarnessProvider {
         how: Release,
         cancel: &CancellationToken,
     ) -> Result<()> {
-        if how != Release::Delete {
-            return Err(ProviderError::unsupported(
-                "a phone harness phone cannot be stopped and kept; release it with delete",
-            ));
-        }
+        android::delete_only(
+            how,
+            "a phone harness phone cannot be stopped and kept; release it with delete",
+        )?;
         let id = computer.id.as_str();
         check_id(id)?;
         let sessions = &self.inner.sessions;

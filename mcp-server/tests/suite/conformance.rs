@@ -4,6 +4,8 @@
 use std::path::Path;
 use std::process::Command;
 
+use computer_phone_fixture::rig::Rig;
+
 use super::support::{SERVER, computerd, need_root, or_skip};
 
 /// The command, with the local provider's state under `state` when given
@@ -556,26 +558,28 @@ const PHONE_CASES: &[&str] = &[
     "apps.install-launch",
 ];
 
+/// The fixture phone's test APK (fixtures/phone/README.md), written in `dir`.
+fn notes_apk(dir: &Path) -> std::path::PathBuf {
+    let apk = dir.join("notes.apk");
+    std::fs::write(
+        &apk,
+        "fixture-apk package=ai.agentrun.conformance.notes activity=.Notes label=Notes\n",
+    )
+    .unwrap();
+    apk
+}
+
 /// `--provider adb --kind phone` on the fixture phone, through Debian's
 /// adb server on a port of the test's own: every touch, keys and apps
 /// case passes, the fixture APK is installed from the run's shared
 /// folder, and a pinch is skipped in the phone's own words.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adb_passes_the_phone_kind_on_the_fixture_phone() {
-    let Some(adb) = computer_testkit::need_adb() else {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(rig) = Rig::of_test(dir.path(), None).await else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let rig = computer_phone_fixture::rig::Rig::start(&adb, dir.path().join("phone.log"))
-        .await
-        .unwrap();
-    // The fixture phone's test APK (fixtures/phone/README.md).
-    let apk = dir.path().join("notes.apk");
-    std::fs::write(
-        &apk,
-        "fixture-apk package=ai.agentrun.conformance.notes activity=.Notes label=Notes\n",
-    )
-    .unwrap();
+    let apk = notes_apk(dir.path());
     let args: Vec<String> = [
         "--provider",
         "adb",
@@ -694,4 +698,74 @@ fn daytona_passes_core_through_the_command_against_its_fake() {
     let left = fake.names();
     rt.block_on(fake.shutdown());
     assert_eq!(left, Vec::<String>::new(), "sandboxes left");
+}
+
+/// `--provider phone-harness --kind phone` against the fake phone harness,
+/// whose sessions' adb links reach the fixture phone (locked, as a cloud
+/// phone is, until the session's code unlocks it) through Debian's adb
+/// server on a port of the test's own: every touch, keys and apps case
+/// passes (the fixture APK installed from the run's shared folder, pushed
+/// over the session's link), every phone the run rented is ended, and
+/// neither the key, the unlock code, a watch URL nor the phone's endpoint
+/// is in a word of the report or the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn phone_harness_passes_the_phone_kind_against_its_fake() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = "CANARY4471";
+    let Some(rig) = Rig::of_test(dir.path(), Some(code)).await else {
+        return;
+    };
+    let adb = computer_testkit::need_adb().unwrap();
+    let key = format!(
+        "phk_CANARY_{}",
+        computer_providers::random::random_hex(8).unwrap()
+    );
+    let fake = computer_fakes::phone_harness::FakePhoneHarness::start(&key)
+        .await
+        .unwrap();
+    fake.point_adb("127.0.0.1", rig.phone_port, code);
+    let apk = notes_apk(dir.path());
+    let args: Vec<String> = [
+        "--provider",
+        "phone-harness",
+        "--kind",
+        "phone",
+        "--phone-harness-api-url",
+        fake.api_url(),
+        "--phone-harness-api-key",
+        &key,
+        "--phone-harness-adb-port",
+        &rig.adb.port().to_string(),
+        "--phone-harness-adb-program",
+        adb.to_str().unwrap(),
+        "--phone-harness-ledger",
+        dir.path().join("ledger.json").to_str().unwrap(),
+        "--fixture",
+        apk.to_str().unwrap(),
+        "--json",
+    ]
+    .map(String::from)
+    .to_vec();
+    let out = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        conformance(None, &args)
+    })
+    .await
+    .unwrap();
+    assert_kind_passes(&out, "phone harness", PHONE_CASES);
+    assert!(
+        rig.phone
+            .state()
+            .apps
+            .packages
+            .contains_key("ai.agentrun.conformance.notes"),
+        "the fixture APK was not installed"
+    );
+    assert_eq!(fake.session_ids(), Vec::<String>::new(), "phones left");
+    for text in [&out.stdout, &out.stderr] {
+        let text = String::from_utf8_lossy(text);
+        for secret in [key.as_str(), code, fake.canary(), &rig.serial] {
+            assert!(!text.contains(secret), "{secret} leaked: {text}");
+        }
+    }
 }

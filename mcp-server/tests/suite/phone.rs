@@ -11,34 +11,13 @@ use serde_json::json;
 
 use super::support::*;
 
-async fn rig(dir: &tempfile::TempDir) -> Option<Rig> {
-    let adb = computer_testkit::need_adb()?;
-    Some(
-        Rig::start(&adb, dir.path().join("phone.log"))
-            .await
-            .unwrap(),
-    )
-}
-
+/// The server's options for the rig's phone, as the instance `tphone`.
 fn phone_args(rig: &Rig) -> Vec<String> {
-    [
-        "--instance",
-        "tphone",
-        "--log",
-        "warn",
-        "--provider",
-        "adb",
-        "--kind",
-        "phone",
-        "--network",
-        "open",
-        "--adb-port",
-        &rig.adb.port().to_string(),
-        "--adb-serial",
-        &rig.serial,
-    ]
-    .map(String::from)
-    .to_vec()
+    let mut args: Vec<String> = ["--instance", "tphone", "--log", "warn"]
+        .map(String::from)
+        .to_vec();
+    args.extend(rig.adb_provider_args());
+    args
 }
 
 /// Ends the server and waits for it to exit (its release of the phone
@@ -75,7 +54,9 @@ fn touches(rig: &Rig, phase: &str) -> Vec<[i64; 2]> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_taps_by_element_and_by_a_scaled_screenshots_point_and_the_phone_sees_each() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(rig) = rig(&dir).await else { return };
+    let Some(rig) = Rig::of_test(dir.path(), None).await else {
+        return;
+    };
     let (client, _rec) = stdio_serve(&phone_args(&rig)).await;
     let names = tool_names(&client).await;
     for t in [
@@ -167,7 +148,9 @@ async fn a_model_taps_by_element_and_by_a_scaled_screenshots_point_and_the_phone
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_swipe_and_typed_text_arrive_exactly_and_bad_input_sends_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(rig) = rig(&dir).await else { return };
+    let Some(rig) = Rig::of_test(dir.path(), None).await else {
+        return;
+    };
     let (client, _rec) = stdio_serve(&phone_args(&rig)).await;
     let shot = call(&client, "screenshot", json!({"max_width": 540})).await;
     assert_eq!(structured(&shot)["width"], 540);
@@ -240,7 +223,9 @@ async fn a_swipe_and_typed_text_arrive_exactly_and_bad_input_sends_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn urls_open_by_a_view_intent_the_screen_turns_and_a_volume_key_is_pressed() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(rig) = rig(&dir).await else { return };
+    let Some(rig) = Rig::of_test(dir.path(), None).await else {
+        return;
+    };
     let (client, _rec) = stdio_serve(&phone_args(&rig)).await;
 
     let url = "https://example.com/search?q=it's&n=1";
@@ -361,7 +346,9 @@ fn find_colour(w: u32, h: u32, rgb: &[u8], colour: [u8; 3]) -> Option<(u32, u32)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_installs_an_apk_from_the_shared_folder_and_opens_it() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(rig) = rig(&dir).await else { return };
+    let Some(rig) = Rig::of_test(dir.path(), None).await else {
+        return;
+    };
     let shared = tempfile::tempdir().unwrap();
     let shared_path = std::fs::canonicalize(shared.path()).unwrap();
     std::fs::write(

@@ -14,6 +14,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use computer_phone::install::Folder;
 use serde::{Deserialize, Serialize};
 
 use crate::types::{Labels, ProviderError, Result};
@@ -40,6 +41,10 @@ pub struct Entry {
     /// Released (DELETE sent), kept until the service no longer knows it.
     #[serde(default)]
     pub released: bool,
+    /// The host folders shared with it: its files, where apps.install
+    /// finds APKs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<Folder>,
 }
 
 #[derive(Default, Serialize, Deserialize)]
@@ -171,6 +176,7 @@ mod tests {
             deadline: "2026-01-01T00:10:00Z".into(),
             deadline_ms: 1,
             released: false,
+            files: Vec::new(),
         }
     }
 

@@ -30,19 +30,12 @@ fn provider(port: u16, serial: Option<String>) -> AdbProvider {
     .unwrap()
 }
 
-async fn rig(dir: &tempfile::TempDir) -> Option<Rig> {
-    let adb = computer_testkit::need_adb()?;
-    Some(
-        Rig::start(&adb, dir.path().join("phone.log"))
-            .await
-            .unwrap(),
-    )
-}
-
 #[tokio::test]
 async fn a_phone_is_held_by_one_computer_and_let_go_as_it_was_but_for_its_apps() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(rig) = rig(&dir).await else { return };
+    let Some(rig) = Rig::of_test(dir.path(), None).await else {
+        return;
+    };
     let cancel = CancellationToken::new();
     // The only phone attached is taken when none is named.
     let p = provider(rig.adb.port(), None);
@@ -99,7 +92,9 @@ async fn a_phone_is_held_by_one_computer_and_let_go_as_it_was_but_for_its_apps()
 #[tokio::test]
 async fn what_a_phone_cannot_be_is_refused_before_anything_is_asked() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(rig) = rig(&dir).await else { return };
+    let Some(rig) = Rig::of_test(dir.path(), None).await else {
+        return;
+    };
     let cancel = CancellationToken::new();
     let p = provider(rig.adb.port(), Some("emulator-5554".into()));
     for (spec, field) in [

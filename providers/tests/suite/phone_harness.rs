@@ -6,7 +6,7 @@
 //! connect test drives a locked fixture phone through Debian's adb
 //! server (skips without adb unless COMPUTER_MCP_REQUIRE has `adb`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use computer_fakes::phone_harness::{FakePhoneHarness, Lose, Refusal};
@@ -503,25 +503,11 @@ async fn the_canary_key_is_in_no_error_log_note_or_doctor_line() {
     clean(&s, code, "the log", &text);
 }
 
-/// The fixture phone's port, from its serial.
-fn port_of(rig: &Rig) -> u16 {
-    rig.serial.rsplit_once(':').unwrap().1.parse().unwrap()
-}
-
-async fn locked_rig(dir: &Path, code: &str) -> Option<Rig> {
-    let adb = computer_testkit::need_adb()?;
-    Some(
-        Rig::start_locked(&adb, dir.join("phone.log"), Some(code.into()))
-            .await
-            .unwrap(),
-    )
-}
-
 #[tokio::test]
 async fn connect_unlocks_the_phone_and_a_tap_and_a_screenshot_work() {
     let s = setup().await;
     let code = "CANARY9911";
-    let Some(rig) = locked_rig(
+    let Some(rig) = Rig::of_test(
         s.ledger
             .parent()
             .unwrap()
@@ -529,14 +515,14 @@ async fn connect_unlocks_the_phone_and_a_tap_and_a_screenshot_work() {
             .unwrap()
             .parent()
             .unwrap(),
-        code,
+        Some(code),
     )
     .await
     else {
         return;
     };
     let (log, _guard) = capture();
-    s.fake.point_adb("127.0.0.1", port_of(&rig), code);
+    s.fake.point_adb("127.0.0.1", rig.phone_port, code);
     s.fake.ready_after(2);
     let p = PhoneHarnessProvider::configure(
         PhoneHarnessSettings {
