@@ -239,7 +239,7 @@ pub struct Config {
     pub provider: String,
     /// How long a computer may live (30m, 6h, 2d).
     #[arg(long, value_name = "DURATION", env = "COMPUTER_MCP_LIFETIME")]
-    #[arg(default_value = "6h", value_parser = duration)]
+    #[arg(default_value = DEFAULT_LIFETIME_TEXT, value_parser = duration)]
     #[serde(with = "text")]
     pub lifetime: Duration,
     /// The network a computer reaches: none; open (whatever this machine reaches, its own loopback services included); public (every public host, through an egress proxy that refuses private, loopback, link-local, metadata and this machine's addresses); or allow:NAME[,NAME...] (only these names, *.suffix wildcards and CIDRs, on ports 80 and 443, through the same proxy).
@@ -488,6 +488,10 @@ mod text {
 fn duration(s: &str) -> Result<Duration, String> {
     parse_duration("the value", s)
 }
+
+/// How long a computer lives unless told otherwise (the flag's default).
+pub const DEFAULT_LIFETIME_TEXT: &str = "6h";
+pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(6 * 3600);
 
 /// "90s", "30m", "6h", "2d", "1500ms", or a plain number of seconds.
 pub fn parse_duration(field: &str, s: &str) -> Result<Duration, String> {
@@ -822,6 +826,12 @@ mod tests {
                 .contains("--lifetime \"soon\"")
         );
         assert!(parse_duration("x", "0s").is_err());
+    }
+
+    #[test]
+    fn the_default_lifetime_is_the_flags_default() {
+        assert_eq!(duration(DEFAULT_LIFETIME_TEXT), Ok(DEFAULT_LIFETIME));
+        assert_eq!(resolved(&["serve"]).unwrap().lifetime, DEFAULT_LIFETIME);
     }
 
     fn resolved(argv: &[&str]) -> Result<Config, String> {

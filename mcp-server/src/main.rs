@@ -149,6 +149,13 @@ fn run(parsed: Parsed) -> i32 {
                 return 2;
             }
         };
+        let mut config = config;
+        fit_default_lifetime(
+            &mut config,
+            &parsed.matches,
+            provider.id(),
+            provider.capabilities().max_lifetime_ms,
+        );
         // What every computer will be made from is checked now (sizes,
         // shares, lifetime), so a bad option stops the server in words
         // instead of failing its first tool call. `sweep` makes none, and
@@ -240,6 +247,26 @@ fn make_provider(
         ));
     }
     Ok(provider)
+}
+
+/// A lifetime left at its default (no flag, variable or file key) that is
+/// over what the provider allows becomes the provider's most, said once:
+/// a new user's `--provider e2b` works without knowing E2B's cap. A
+/// lifetime the user gave is checked as given, and refused in words.
+fn fit_default_lifetime(config: &mut Config, matches: &ArgMatches, provider: &str, most_ms: u64) {
+    let default = config::DEFAULT_LIFETIME;
+    if computer_providers::settings::given(matches, "lifetime").is_some()
+        || config.lifetime != default
+        || default.as_millis() as u64 <= most_ms
+    {
+        return;
+    }
+    config.lifetime = std::time::Duration::from_millis(most_ms);
+    tracing::info!(
+        "the default lifetime, {} h, is over what the {provider} provider allows: computers live {} here (set --lifetime to choose less)",
+        default.as_secs() / 3600,
+        computer_providers::types::human_ms(most_ms)
+    );
 }
 
 /// Resolve on SIGTERM or SIGINT.
