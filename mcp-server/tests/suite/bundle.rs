@@ -361,7 +361,8 @@ fn the_packed_bundle_starts_its_server_as_the_manifest_says() {
 }
 
 /// Start `entry` with `env`, initialize, send `calls` one at a time and
-/// return every reply (initialize's first), then close its stdin.
+/// return every reply (initialize's first; notifications left out), then
+/// close its stdin.
 fn stdio_exchange(
     entry: &Path,
     env: &[(String, String)],
@@ -393,7 +394,15 @@ fn stdio_exchange(
     send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     for c in calls {
         send(c.clone());
-        replies.push(read());
+        // Notifications (a computer made changes the resource list) may
+        // come before the reply: the reply is the line with the call's id.
+        loop {
+            let line = read();
+            if line.get("id") == c.get("id") {
+                replies.push(line);
+                break;
+            }
+        }
     }
     drop(stdin);
     let status = child.wait().unwrap();
