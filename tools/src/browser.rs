@@ -173,8 +173,8 @@ pub struct BrowserMemo {
     pub next_ref: u64,
     /// Every ref handed out, by number.
     pub held: HashMap<u64, Held>,
-    /// The ref of each element handed out, by its tab and backend id.
-    pub numbers: HashMap<(String, u64), u64>,
+    /// The ref of each element handed out, by its tab, document and backend id.
+    pub numbers: HashMap<(String, String, u64), u64>,
     pub snaps: u64,
     pub latest: Option<Snap>,
     /// The latest screenshot, and the tab it shows.

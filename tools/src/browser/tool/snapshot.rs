@@ -142,7 +142,11 @@ pub(crate) async fn take_snapshot(ctx: &ToolContext) -> Result<Snap> {
     let frames = frame_trees(ctx, &tab).await?;
     let nodes = snap::merge_frames(&main, &frames);
     let snap = with_memo(ctx, |m| {
-        let built = snap::build(&nodes, &mut |b| number(m, &tab.target, b), &passwords);
+        let built = snap::build(
+            &nodes,
+            &mut |b| number(m, &tab.target, &frame.loader, b),
+            &passwords,
+        );
         if m.held.len() + built.refs.len() > MAX_HELD {
             m.held.retain(|_, h| h.loader == frame.loader);
             let held = &m.held;
@@ -174,15 +178,18 @@ pub(crate) async fn take_snapshot(ctx: &ToolContext) -> Result<Snap> {
     Ok(snap)
 }
 
-/// The ref of the element `backend` of tab `target`: the one it was given
-/// before, or a number no element had.
-fn number(m: &mut BrowserMemo, target: &str, backend: u64) -> u64 {
-    if let Some(n) = m.numbers.get(&(target.to_string(), backend)) {
+/// The ref of the element `backend` of tab `target`'s document `loader`:
+/// the one it was given before, or a number no element had. The document
+/// is part of the key: a new renderer process (a navigation to another
+/// site) may give its elements backend ids an old document's had.
+fn number(m: &mut BrowserMemo, target: &str, loader: &str, backend: u64) -> u64 {
+    let key = (target.to_string(), loader.to_string(), backend);
+    if let Some(n) = m.numbers.get(&key) {
         return *n;
     }
     let n = m.next_ref;
     m.next_ref += 1;
-    m.numbers.insert((target.to_string(), backend), n);
+    m.numbers.insert(key, n);
     n
 }
 
