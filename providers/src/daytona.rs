@@ -339,32 +339,20 @@ impl DaytonaProvider {
 
     /// Wait until the listing shows `id` twice running.
     async fn listed(&self, id: &str, cancel: &CancellationToken) -> Result<()> {
-        let seen = std::sync::atomic::AtomicU32::new(0);
-        crate::wait::wait_until(
-            &crate::wait::Wait::new(
-                format!("Daytona's listing to show the sandbox {id}"),
-                life::LISTED_WAIT,
-            ),
+        crate::daemon_backed::labels::wait_listed(
+            "Daytona",
+            id,
+            life::LISTED_WAIT,
             cancel,
             || async {
-                let shown = self
+                Ok(self
                     .find(&Labels::new(), cancel)
                     .await?
                     .iter()
-                    .any(|s| s.id == id);
-                let n = if shown {
-                    seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
-                } else {
-                    seen.store(0, std::sync::atomic::Ordering::Relaxed);
-                    0
-                };
-                Ok(n)
+                    .any(|s| s.id == id))
             },
-            |n| *n >= 2,
-            |n| format!("listed {n} time(s) running"),
         )
         .await
-        .map(|_| ())
     }
 }
 
@@ -601,6 +589,10 @@ impl Provider for DaytonaProvider {
                 life::settled(&self.api, &s.id, Left::Stopped, life::GONE_WAIT, cancel).await
             }
         }
+    }
+
+    async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {
+        crate::daemon_backed::sweep::sweep(self, cancel).await
     }
 
     async fn test_connection(&self, cancel: &CancellationToken) -> Option<Preflight> {

@@ -420,16 +420,16 @@ impl E2bProvider {
             crate::daemon_backed::up::wait_until_up(&mut Booting { host: &host }, cancel).await?;
         self.check_hello(&conn)?;
         // E2B's listing shows a new sandbox a moment late: a create
-        // returns once a list would find it.
+        // returns once a list finds it steadily.
         let mine: Labels = [(CREATE_LABEL.to_string(), mark.to_string())].into();
-        let wait = Wait::new(format!("E2B's listing to show sandbox {id}"), LISTED_WAIT);
-        wait_until(
-            &wait,
-            cancel,
-            || self.control.list(&mine, cancel),
-            |l| l.iter().any(|x| x.id == id),
-            |_| "not listed".into(),
-        )
+        crate::daemon_backed::labels::wait_listed("E2B", id, LISTED_WAIT, cancel, || async {
+            Ok(self
+                .control
+                .list(&mine, cancel)
+                .await?
+                .iter()
+                .any(|x| x.id == id))
+        })
         .await?;
         Ok((s, conn))
     }
@@ -759,6 +759,10 @@ impl Provider for E2bProvider {
                 "E2B's timer moved, but the daemon refused the new deadline (its programs end at the old one): {e}"
             ))
         })
+    }
+
+    async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {
+        crate::daemon_backed::sweep::sweep(self, cancel).await
     }
 
     async fn test_connection(&self, cancel: &CancellationToken) -> Option<Preflight> {

@@ -44,7 +44,10 @@ use crate::wait::{Wait, wait_until};
 
 mod api;
 
-pub use api::{Api, Auth, Call, Failure, Http, http_client, install_tls, not_found_is_none};
+pub use api::{
+    Api, Auth, Call, Failure, Http, RETRY_AFTER_MAX, http_client, install_tls, not_found_is_none,
+    retry_after,
+};
 
 /// The label every create writes beside the spec's, its value random: how
 /// a create whose answer was lost finds what it made. The provider's own:
