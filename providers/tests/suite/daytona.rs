@@ -695,3 +695,89 @@ async fn a_computer_made_open_is_narrowed_to_none_and_read_back() {
     );
     assert_eq!(fake.names().len(), 2);
 }
+
+#[tokio::test]
+async fn the_sweep_deletes_computers_past_their_deadline_and_keeps_the_rest() {
+    use computer_providers::Provider;
+    let (fake, key, d, cancel) = scripted(0).await;
+    fake.delete_polls(2);
+    let ours = |name: &str, deadline: &str| {
+        let mut b = body(name);
+        b.labels.insert("computer-mcp.computer".into(), "1".into());
+        b.labels
+            .insert("computer-mcp.deadline".into(), deadline.into());
+        b
+    };
+    let later =
+        computer_providers::vendor::plus_secs(&computer_providers::vendor::now_rfc3339(), 600);
+    let old = d
+        .create(
+            &ours("computer-00000000000a", "2020-01-01T00:00:00Z"),
+            &cancel,
+        )
+        .await
+        .unwrap();
+    let live = d
+        .create(&ours("computer-00000000000b", &later), &cancel)
+        .await
+        .unwrap();
+    // Not ours (no computer label): never touched.
+    d.create(&body("computer-00000000000c"), &cancel)
+        .await
+        .unwrap();
+    let p = provider_at(&fake.api_url(), Some(&key), NO_DAEMON.as_ref());
+    assert_eq!(p.sweep(&cancel).await.unwrap(), [old.id.clone()]);
+    // The sweep's release waited the delete out.
+    assert_eq!(
+        fake.names(),
+        ["computer-00000000000b", "computer-00000000000c"]
+    );
+    assert!(d.get(&old.id, &cancel).await.unwrap().is_none());
+    assert!(d.get(&live.id, &cancel).await.unwrap().is_some());
+    assert_eq!(p.sweep(&cancel).await.unwrap(), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_listing_and_a_slow_delete_are_waited_out_through_the_provider() {
+    use computer_providers::{Provider, Release};
+    let Some(r) = rig("daytona-lag").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    r.fake.list_lag(3);
+    r.fake.delete_polls(3);
+    let c = r
+        .create(&[("computer-mcp.name", "lag")])
+        .await
+        .unwrap()
+        .computer;
+    // Create returned once the listing showed it steadily.
+    let listed = r.provider.list(&Labels::new(), &cancel).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|l| l.id.as_str()).collect::<Vec<_>>(),
+        [c.id.as_str()]
+    );
+    // exec.run with no cwd runs in the computer's home, /work.
+    let conn = r.provider.connect(&c, &cancel).await.unwrap();
+    let ran = super::support::run(&conn.client, "pwd; echo $HOME").await;
+    assert_eq!(super::support::text(&ran), "/work\n/work\n");
+    conn.client.close();
+    r.provider
+        .release(&c, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    // Release returned once Daytona read it gone, by GET and by listing.
+    assert_eq!(
+        r.fake.names(),
+        Vec::<String>::new(),
+        "release returned early"
+    );
+    assert!(
+        r.provider
+            .list(&Labels::new(), &cancel)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    r.assert_nothing_left().await;
+}
