@@ -444,8 +444,9 @@ impl Api {
             }
             return serde_json::from_slice(&body).map_err(|_| {
                 Failure::Unknown(ProviderError::failed(format!(
-                    "{} answered HTTP {status} with a body that is not JSON",
-                    named()
+                    "{} answered HTTP {status} with a body that is not JSON: {}",
+                    named(),
+                    super::quote(&String::from_utf8_lossy(&body), self.key.as_ref())
                 )))
             });
         }
@@ -506,6 +507,29 @@ pub fn not_found_is_none<T>(r: Result<T, Failure>) -> Result<Option<T>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_that_is_not_json_is_quoted_200_bytes_at_most_without_the_key() {
+        let key = "dtn_CANARY_quote_5e1f";
+        let api = Api::for_provider(
+            "daytona",
+            "Daytona",
+            "http://127.0.0.1:9",
+            Some(Secret::new(key)),
+            Auth::Bearer,
+        )
+        .unwrap();
+        let call = Call::new("sandbox read", http::Method::GET, "/sandbox");
+        let body = format!("<html>oops {key} {}</html>", "é".repeat(300));
+        let Err(Failure::Unknown(e)) = api.answer(&call, 200, Bytes::from(body)) else {
+            panic!("a body that is not JSON was read");
+        };
+        assert!(!e.message.contains(key), "{}", e.message);
+        assert!(e.message.contains("<html>oops [key] éé"), "{}", e.message);
+        let quoted = &e.message[e.message.find('"').unwrap()..];
+        assert!(quoted.len() <= 200 + 2 + "…".len(), "{}", quoted.len());
+        assert!(quoted.ends_with('…'), "{quoted}");
+    }
 
     #[test]
     fn retry_after_is_read_in_seconds_and_bounded() {

@@ -420,11 +420,13 @@ fn labelled(pairs: &[(&str, &str)]) -> computer_providers::ComputerSpec {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_computer_is_made_reached_found_and_deleted_with_nothing_left() {
     use computer_providers::{AttachBy, Provider, Release};
+    let (logs, _guard) = super::support::capture();
     let Some(r) = rig("daytona-life").await else {
         return;
     };
     let cancel = CancellationToken::new();
     let made = r.create(&[("computer-mcp.session", "s1")]).await.unwrap();
+    let made_network = made.network.as_ref().unwrap().detail.clone();
     let c = made.computer;
     assert_eq!(
         made.network.as_ref().map(|n| n.kind),
@@ -462,6 +464,17 @@ async fn a_computer_is_made_reached_found_and_deleted_with_nothing_left() {
         .await
         .unwrap();
     assert_eq!(by_labels.id, c.id);
+    // Network none was read from inside at create and at each attach.
+    let inside = "read from inside: none of 5 answered, lo alone";
+    assert!(
+        made_network.ends_with(inside),
+        "create's network: {made_network}"
+    );
+    for c in [&by_name, &by_labels] {
+        let read = format!("{:?}", c.network);
+        assert!(read.contains(inside), "attach's network: {read}");
+    }
+    assert!(!logs.text().contains(&r.key));
     assert_eq!(r.provider.list(&wanted, &cancel).await.unwrap().len(), 1);
     wanted.insert("computer-mcp.session".into(), "s2".into());
     assert!(r.provider.list(&wanted, &cancel).await.unwrap().is_empty());

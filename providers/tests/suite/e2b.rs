@@ -147,7 +147,12 @@ async fn an_e2b_computer_is_made_used_extended_and_released_and_no_secret_is_tol
     let e = r.provider.connect(c, &cancel).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Gone);
 
-    let said = format!("{made:?} {by_id:?} {listed:?} {e:?} {}", logs.text());
+    // Network none was read from inside at create and at attach.
+    let inside = "read from inside: none of 5 answered, lo alone";
+    let read = format!("{:?} {:?}", made.network, by_id.network);
+    assert_eq!(read.matches(inside).count(), 2, "{read}");
+    let logged = logs.text();
+    let said = format!("{made:?} {by_id:?} {listed:?} {e:?} {logged}");
     assert!(!said.contains(KEY), "the key was told");
     let tokens = r.fake.tokens();
     assert!(!tokens.is_empty());
