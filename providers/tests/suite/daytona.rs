@@ -739,7 +739,7 @@ async fn the_sweep_deletes_computers_past_their_deadline_and_keeps_the_rest() {
         .await
         .unwrap();
     let p = provider_at(&fake.api_url(), Some(&key), NO_DAEMON.as_ref());
-    assert_eq!(p.sweep(&cancel).await.unwrap(), [old.id.clone()]);
+    assert_eq!(p.sweep(&cancel).await.unwrap(), vec![old.id.clone()]);
     // The sweep's release waited the delete out.
     assert_eq!(
         fake.names(),
