@@ -114,6 +114,8 @@ struct Shared {
     knobs: Mutex<Knobs>,
     creates: AtomicU64,
     tokens: Mutex<Vec<String>>,
+    /// Each process start's `Connect-Timeout-Ms`, in order (None: none).
+    starts: Mutex<Vec<Option<u64>>>,
     /// Every box made, so close removes even one a process still holds.
     made: Mutex<Vec<Arc<VendorBox>>>,
     stop: CancellationToken,
@@ -161,6 +163,7 @@ impl FakeE2b {
             knobs: Mutex::new(Knobs::default()),
             creates: AtomicU64::new(0),
             tokens: Mutex::new(Vec::new()),
+            starts: Mutex::new(Vec::new()),
             made: Mutex::new(Vec::new()),
             stop: CancellationToken::new(),
         });
@@ -208,6 +211,12 @@ impl FakeE2b {
     /// Every envd access token handed out (for a test's canary check).
     pub fn tokens(&self) -> Vec<String> {
         lock(&self.shared.tokens).clone()
+    }
+
+    /// Each process start's `Connect-Timeout-Ms` so far, in order (None
+    /// where the start carried none).
+    pub fn starts(&self) -> Vec<Option<u64>> {
+        lock(&self.shared.starts).clone()
     }
 
     /// Ids of the sandboxes not yet gone (killed ones still reading back
@@ -608,7 +617,9 @@ async fn start(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> Respo
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok())
     };
-    if let Some(ms) = header("connect-timeout-ms") {
+    let timeout = header("connect-timeout-ms");
+    lock(&s.starts).push(timeout);
+    if let Some(ms) = timeout {
         let b = Arc::clone(&boxed);
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(ms)).await;

@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::daemon_backed::child::{self, Booting};
 use crate::daemon_backed::hello::{Expect, drift};
+use crate::daemon_backed::probe;
 use crate::provider::{Configure, Connection, Preflight, Provider};
 use crate::settings::HostDefaults;
 use crate::types::{
@@ -386,7 +387,7 @@ impl E2bProvider {
         mark: &str,
         max_ms: u64,
         cancel: &CancellationToken,
-    ) -> Result<(Sandbox, Connection)> {
+    ) -> Result<(Sandbox, Connection, String)> {
         let s = self.control.info(id, cancel).await?.ok_or_else(|| {
             ProviderError::gone(format!("E2B sandbox {id} was gone as soon as it was made"))
         })?;
@@ -419,19 +420,25 @@ impl E2bProvider {
         let conn =
             crate::daemon_backed::up::wait_until_up(&mut Booting { host: &host }, cancel).await?;
         self.check_hello(&conn)?;
+        let probed = probe::none_from_inside(&conn.client, "E2B", id).await;
+        if probed.is_err() {
+            conn.client.close();
+        }
+        tracing::info!(provider = ID, computer = %id, network = %probed.as_ref().map_or("refused", String::as_str), "network none at create");
+        let inside = probed?;
         // E2B's listing shows a new sandbox a moment late: a create
-        // returns once a list would find it.
+        // returns once a list finds it steadily.
         let mine: Labels = [(CREATE_LABEL.to_string(), mark.to_string())].into();
-        let wait = Wait::new(format!("E2B's listing to show sandbox {id}"), LISTED_WAIT);
-        wait_until(
-            &wait,
-            cancel,
-            || self.control.list(&mine, cancel),
-            |l| l.iter().any(|x| x.id == id),
-            |_| "not listed".into(),
-        )
+        crate::daemon_backed::labels::wait_listed("E2B", id, LISTED_WAIT, cancel, || async {
+            Ok(self
+                .control
+                .list(&mine, cancel)
+                .await?
+                .iter()
+                .any(|x| x.id == id))
+        })
         .await?;
-        Ok((s, conn))
+        Ok((s, conn, inside))
     }
 
     /// A sandbox's end and the most extend may reach, as init takes them.
@@ -566,11 +573,13 @@ impl Provider for E2bProvider {
             },
         );
         match self.set_up(&made.id, &mark, max_ms, cancel).await {
-            Ok((s, conn)) => {
+            Ok((s, conn, inside)) => {
                 conn.client.close();
+                let mut network = Self::network_of(&s)?;
+                network.detail = format!("{}; {inside}", network.detail);
                 Ok(Created {
                     computer: self.to_ref(&s),
-                    network: Some(Self::network_of(&s)?),
+                    network: Some(network),
                     notes: vec![format!(
                         "E2B template {}; ends at {} (E2B's timer and init's deadline)",
                         self.template, s.end_at
@@ -598,18 +607,22 @@ impl Provider for E2bProvider {
 
     async fn attach(&self, by: &AttachBy, cancel: &CancellationToken) -> Result<ComputerRef> {
         match by {
-            AttachBy::Id(id) => self
-                .ours(id, cancel)
-                .await?
-                .map(|s| self.to_ref(&s))
-                .ok_or_else(|| ProviderError::not_found(format!("no E2B sandbox {id}"))),
+            AttachBy::Id(id) => {
+                let c = self
+                    .ours(id, cancel)
+                    .await?
+                    .map(|s| self.to_ref(&s))
+                    .ok_or_else(|| ProviderError::not_found(format!("no E2B sandbox {id}")))?;
+                probe::at_attach(self, c, "E2B", cancel).await
+            }
             AttachBy::Labels(labels) => {
                 let found = self.list(labels, cancel).await?;
-                crate::daemon_backed::labels::the_one(
+                let c = crate::daemon_backed::labels::the_one(
                     found,
                     "no E2B computer carries those labels",
                     |n| format!("{n} E2B computers carry those labels; give more"),
-                )
+                )?;
+                probe::at_attach(self, c, "E2B", cancel).await
             }
         }
     }
@@ -759,6 +772,10 @@ impl Provider for E2bProvider {
                 "E2B's timer moved, but the daemon refused the new deadline (its programs end at the old one): {e}"
             ))
         })
+    }
+
+    async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {
+        crate::daemon_backed::sweep::sweep(self, cancel).await
     }
 
     async fn test_connection(&self, cancel: &CancellationToken) -> Option<Preflight> {

@@ -144,7 +144,7 @@ fn the_docker_provider_passes_core_through_the_command() {
 /// The JSON report of a run that passed: no case failed, Core passed,
 /// nothing was left behind, exit 0 (asserted whole, so a failure prints
 /// what each case found).
-fn passing_report(out: &std::process::Output, what: &str) -> serde_json::Value {
+pub(super) fn passing_report(out: &std::process::Output, what: &str) -> serde_json::Value {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "{what}: the report is not JSON ({e}): {}\n{}",
