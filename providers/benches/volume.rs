@@ -101,8 +101,39 @@ fn line(name: &str, f: &Figures, base: &Figures) {
     );
 }
 
-#[tokio::main]
-async fn main() {
+/// Set in the parker's environment: how many threads it parks.
+const PARK: &str = "CMCP_BENCH_PARK_THREADS";
+
+/// The parker: `n` threads that wait until stdin closes.
+fn park(n: usize) {
+    let stop = Arc::new(std::sync::Barrier::new(n + 1));
+    let threads: Vec<_> = (0..n)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn(move || {
+                    stop.wait();
+                })
+                .unwrap()
+        })
+        .collect();
+    println!("parked");
+    let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+    stop.wait();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+fn main() {
+    if let Some(n) = std::env::var(PARK).ok().and_then(|v| v.parse().ok()) {
+        return park(n);
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(bench());
+}
+
+async fn bench() {
     if !nix::unistd::geteuid().is_root() {
         println!("skipped: local computers need root here");
         return;
@@ -137,29 +168,33 @@ async fn main() {
     let many = measure(&p, n, &warm).await;
     line(&format!("{alive} computers alive"), &many, &one);
 
-    // Idle threads of another process's kind: parked, never woken.
-    let stop = Arc::new(std::sync::Barrier::new(threads + 1));
-    let parked: Vec<_> = (0..threads)
-        .map(|_| {
-            let stop = stop.clone();
-            std::thread::Builder::new()
-                .stack_size(64 * 1024)
-                .spawn(move || {
-                    stop.wait();
-                })
-                .unwrap()
-        })
-        .collect();
+    // Idle threads in another process (this bench run again as a parker),
+    // as the host's other programs would have them.
+    let mut parker = std::process::Command::new(std::env::current_exe().unwrap())
+        .env(PARK, threads.to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(parker.stdout.take().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    assert_eq!(
+        ready.trim(),
+        "parked",
+        "the parker did not start its threads"
+    );
     let busy = measure(&p, n, &warm).await;
     line(
         &format!("{alive} alive + {threads} idle threads"),
         &busy,
         &one,
     );
-    stop.wait();
-    for t in parked {
-        t.join().unwrap();
-    }
+    drop(parker.stdin.take());
+    parker.wait().unwrap();
 
     let cancel = CancellationToken::new();
     for c in held {

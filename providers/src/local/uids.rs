@@ -40,6 +40,8 @@ use std::io::{self, Write};
 use std::ops::RangeInclusive;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::types::{ErrorCode, ProviderError, Result};
 
@@ -77,6 +79,8 @@ pub struct UidAllocator {
     dir: PathBuf,
     range: RangeInclusive<u32>,
     host: HostFiles,
+    /// Where the next search starts: after the last uid handed out.
+    next: Arc<AtomicU32>,
 }
 
 impl UidAllocator {
@@ -104,7 +108,13 @@ impl UidAllocator {
         fs::create_dir_all(&dir)
             .and_then(|()| fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)))
             .map_err(|e| ProviderError::failed(format!("cannot make {}: {e}", dir.display())))?;
-        Ok(UidAllocator { dir, range, host })
+        let next = Arc::new(AtomicU32::new(*range.start()));
+        Ok(UidAllocator {
+            dir,
+            range,
+            host,
+            next,
+        })
     }
 
     pub fn range(&self) -> RangeInclusive<u32> {
@@ -115,8 +125,12 @@ impl UidAllocator {
     /// for `owner` (a computer id) until [`UidAllocator::release`].
     pub fn allocate(&self, owner: &str) -> Result<u32> {
         let used = Used::read(&self.host)?;
-        for uid in self.range.clone() {
-            if used.has(uid) || runs_as(uid)? {
+        // From where the last one was found, round the range once: the
+        // uids held before it are not tried again one by one.
+        let (start, end) = (*self.range.start(), *self.range.end());
+        let from = self.next.load(Ordering::Relaxed).clamp(start, end);
+        for uid in (from..=end).chain(start..from) {
+            if used.has(uid) {
                 continue;
             }
             let path = self.dir.join(uid.to_string());
@@ -135,6 +149,14 @@ impl UidAllocator {
                     )));
                 }
             };
+            // Asked only of a uid no computer holds: a held one's processes
+            // would make the kernel look at every thread.
+            let runs = runs_as(uid);
+            if !matches!(runs, Ok(false)) {
+                let _ = fs::remove_file(&path);
+                runs?;
+                continue;
+            }
             if let Err(e) = f.write_all(format!("{owner}\n").as_bytes()) {
                 let _ = fs::remove_file(&path);
                 return Err(ProviderError::failed(format!(
@@ -142,6 +164,7 @@ impl UidAllocator {
                     path.display()
                 )));
             }
+            self.next.store(uid.saturating_add(1), Ordering::Relaxed);
             return Ok(uid);
         }
         Err(ProviderError::new(
