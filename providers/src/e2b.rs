@@ -4,6 +4,8 @@
 //! [`crate::daemon_backed::child`]).
 //!
 //! - [`control`]: E2B's REST control plane (`X-API-Key`).
+//! - [`desktop`]: the desktop kind (`--kind desktop`): the desktop
+//!   template, init starting its X server.
 //! - [`envd`]: envd's file upload and Connect process calls.
 //! - [`host`]: the child layer's [`ChildHost`] over envd.
 //!
