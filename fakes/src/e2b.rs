@@ -17,6 +17,10 @@
 //!   (paginator.ts:59); `DELETE /sandboxes/{id}` answers 204, 404 when
 //!   unknown; `POST /sandboxes/{id}/timeout` moves `endAt` to now plus
 //!   its seconds. A sandbox past its `endAt` is killed.
+//! - Templates: a sandbox is a box of the template's image, set by
+//!   [`FakeE2b::template`] (the desktop template, as E2B's `desktop` has
+//!   X, is the desktop test image); any other template is the image the
+//!   fake was started with.
 //! - Knobs the real one shows now and then: a new sandbox is left out of
 //!   the listing for its first [`Knobs::list_lag`] listings; a killed one
 //!   still reads back for [`Knobs::delete_polls`] reads; the next call is
@@ -107,6 +111,8 @@ struct Shared {
     key: String,
     docker: Docker,
     image: String,
+    /// Each template's image, beside `image` for any other.
+    templates: Mutex<HashMap<String, String>>,
     owner: String,
     sandboxes: Mutex<BTreeMap<String, Sbx>>,
     /// Each process's stdin, by sandbox and pid.
@@ -157,6 +163,7 @@ impl FakeE2b {
             key: key.to_string(),
             docker: docker.clone(),
             image: image.to_string(),
+            templates: Mutex::new(HashMap::new()),
             owner: owner.to_string(),
             sandboxes: Mutex::new(BTreeMap::new()),
             inputs: Mutex::new(HashMap::new()),
@@ -196,6 +203,11 @@ impl FakeE2b {
     /// The control plane's and envd's base URL.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// Make the template `template`'s sandboxes boxes of `image`.
+    pub fn template(&self, template: &str, image: &str) {
+        lock(&self.shared.templates).insert(template.to_string(), image.to_string());
     }
 
     /// Set what the fake does next.
@@ -310,7 +322,11 @@ async fn create(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> Resp
         return status(StatusCode::BAD_REQUEST, "templateID is required");
     };
     let timeout = v["timeout"].as_u64().unwrap_or(15);
-    let boxed = match VendorBox::start(&s.docker, &BoxSpec::new(&s.image, &s.owner)).await {
+    let image = lock(&s.templates)
+        .get(template)
+        .cloned()
+        .unwrap_or_else(|| s.image.clone());
+    let boxed = match VendorBox::start(&s.docker, &BoxSpec::new(&image, &s.owner)).await {
         Ok(b) => {
             let b = Arc::new(b);
             lock(&s.made).push(Arc::clone(&b));
