@@ -199,7 +199,9 @@ fn random_id(prefix: &str) -> String {
 /// Serve `app` (an axum router of gRPC routes) on `listener` until `stop`.
 fn serve(listener: TcpListener, app: axum::Router, stop: CancellationToken) {
     tokio::spawn(async move {
-        let incoming = tonic::transport::server::TcpIncoming::from(listener);
+        // No Nagle: a small answer goes at once, as from a real server.
+        let incoming =
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
         let _ = tonic::transport::Server::builder()
             .add_routes(tonic::service::Routes::from(app))
             .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
