@@ -304,11 +304,22 @@ impl Router {
         exec: &str,
         fd: i32,
     ) -> impl Stream<Item = Result<Bytes>> + Send + 'static {
+        self.output_from(exec, fd, 0)
+    }
+
+    /// The exec's output on `fd` from byte `offset` on (a reader that has
+    /// the bytes before it).
+    pub fn output_from(
+        self: &Arc<Self>,
+        exec: &str,
+        fd: i32,
+        offset: u64,
+    ) -> impl Stream<Item = Result<Bytes>> + Send + 'static {
         let state = Reading {
             router: Arc::clone(self),
             exec: exec.to_string(),
             fd,
-            offset: 0,
+            offset,
             open: None,
             reopens: 0,
             ended: false,

@@ -290,3 +290,72 @@ async fn a_wrong_token_pair_is_one_line_naming_the_variables_and_makes_nothing()
     assert_eq!(r.fake.creates(), 0);
     r.close().await;
 }
+
+/// The router's own rules, straight through the provider's router client:
+/// a stdin write sent again is taken once, a gap is refused, and output
+/// read from an offset resumes there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdin_is_taken_once_by_offset_and_output_resumes_from_an_offset() {
+    use computer_providers::modal::control::{Control, Tokens};
+    use computer_providers::modal::proto::FD_STDOUT;
+    use computer_providers::modal::router::{Exit, Router};
+    use futures::StreamExt;
+    use std::sync::Arc;
+
+    let Some(r) = rig("modal-offsets").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    let made = r
+        .provider
+        .create(&labelled("offsets"), &cancel)
+        .await
+        .unwrap();
+    let control = Arc::new(Control::new(
+        r.fake.url().into(),
+        true,
+        Some(Tokens {
+            id: Secret::new(TOKEN_ID),
+            secret: Secret::new(TOKEN_SECRET),
+        }),
+    ));
+    let task = control.task_id(&made.computer.id, 10.0).await.unwrap();
+    let router = Arc::new(Router::open(Arc::clone(&control), &task).await.unwrap());
+    let exec = router
+        .start(
+            &["cat".to_string()],
+            Some(Duration::from_secs(30)),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    router.write(&exec, 0, b"hello ", false).await.unwrap();
+    // The same bytes again (a retry), then an overlap: each byte once.
+    router.write(&exec, 0, b"hello ", false).await.unwrap();
+    router.write(&exec, 3, b"lo world", false).await.unwrap();
+    let e = router.write(&exec, 99, b"gap", false).await.unwrap_err();
+    assert!(e.message.contains("FailedPrecondition"), "{}", e.message);
+    router.write(&exec, 11, b"", true).await.unwrap();
+    assert_eq!(
+        router.wait(&exec, Duration::from_secs(30)).await.unwrap(),
+        Exit::Code(0)
+    );
+    let all: Vec<u8> = router
+        .output(&exec, FD_STDOUT)
+        .map(|b| b.unwrap().to_vec())
+        .concat()
+        .await;
+    assert_eq!(all, b"hello world");
+    // A reader that had 6 bytes asks from there and gets the rest.
+    let rest: Vec<u8> = router
+        .output_from(&exec, FD_STDOUT, 6)
+        .map(|b| b.unwrap().to_vec())
+        .concat()
+        .await;
+    assert_eq!(rest, b"world");
+    r.provider
+        .release(&made.computer, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    r.close().await;
+}
