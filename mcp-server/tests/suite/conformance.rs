@@ -602,6 +602,46 @@ fn modal_passes_core_against_its_fake() {
     assert!(left.is_empty(), "modal: boxes left");
 }
 
+/// Modal itself, when its token pair is in the environment
+/// (`COMPUTER_MCP_MODAL_TOKEN_ID` and `COMPUTER_MCP_MODAL_TOKEN_SECRET`,
+/// with the provider's other variables as the user sets them): Core
+/// passes, nothing is left, and no word of the pair is in the report.
+/// Without the pair this skips, unless `COMPUTER_MCP_REQUIRE` names
+/// `modal-live`.
+#[test]
+fn a_live_modal_passes_core_when_its_token_pair_is_given() {
+    let id = std::env::var("COMPUTER_MCP_MODAL_TOKEN_ID").unwrap_or_default();
+    let secret = std::env::var("COMPUTER_MCP_MODAL_TOKEN_SECRET").unwrap_or_default();
+    if !computer_testkit::need(
+        "modal-live",
+        !id.is_empty() && !secret.is_empty(),
+        "COMPUTER_MCP_MODAL_TOKEN_ID and COMPUTER_MCP_MODAL_TOKEN_SECRET are not set, so no live Modal run",
+    ) {
+        return;
+    }
+    let (computerd, drift) = docker_daemons();
+    // The pair comes from the environment, never from the command line.
+    let out = run_json(
+        None,
+        &[
+            "--provider",
+            "modal",
+            "--modal-computerd",
+            computerd.to_str().unwrap(),
+        ],
+        &drift,
+        &[],
+    );
+    passing_report(&out, "live modal");
+    for text in [&out.stdout, &out.stderr] {
+        let text = String::from_utf8_lossy(text);
+        assert!(
+            !text.contains(&id) && !text.contains(&secret),
+            "live modal: the token pair leaked"
+        );
+    }
+}
+
 #[test]
 fn usage_errors_exit_2_in_words() {
     let state = tempfile::tempdir().unwrap();
