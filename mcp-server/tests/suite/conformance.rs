@@ -553,6 +553,129 @@ fn e2b_passes_the_desktop_kind_against_its_fakes_desktop_template() {
     assert_desktop_passes(&out, "e2b desktop");
 }
 
+/// Modal against its fake (two gRPC servers on loopback, the router's
+/// JWTs short-lived so the run crosses refreshes), whose sandboxes are
+/// bounded containers of the test image: Core passes, with the static
+/// computerd pushed in through the command router, and neither the token
+/// pair nor any auth token or JWT is in the report or the log.
+#[test]
+fn modal_passes_core_against_its_fake() {
+    let (computerd, drift) = docker_daemons();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let Some(env) = rt.block_on(computer_testkit::docker_env()) else {
+        return;
+    };
+    if !computer_testkit::need(
+        "drift",
+        drift.is_file(),
+        &format!("the static drift build {} is not built", drift.display()),
+    ) {
+        return;
+    }
+    let (id, secret) = ("ak-conformance-canary-51e0", "as-conformance-canary-a7f3");
+    let owner = computer_testkit::marker("modal-conformance");
+    let fake = rt
+        .block_on(computer_fakes::modal::FakeModal::start(
+            &env.docker,
+            &env.image,
+            id,
+            secret,
+            &owner,
+        ))
+        .unwrap();
+    fake.knobs(|k| {
+        k.list_lag = 1;
+        k.terminate_polls = 1;
+        k.listed_after_end = 1;
+        k.jwt_ttl = std::time::Duration::from_secs(20);
+    });
+    let started = std::time::Instant::now();
+    let out = run_json(
+        None,
+        &[
+            "--provider",
+            "modal",
+            "--modal-server-url",
+            fake.url(),
+            "--modal-insecure-plaintext-for-tests",
+            "true",
+            "--modal-token-id",
+            id,
+            "--modal-token-secret",
+            secret,
+            "--modal-computerd",
+            computerd.to_str().unwrap(),
+        ],
+        &drift,
+        &[],
+    );
+    let took = started.elapsed();
+    let secrets = fake.secrets();
+    rt.block_on(fake.close());
+    let report = passing_report(&out, "modal");
+    println!(
+        "modal: core {}/{} in {} ms",
+        report["core"]["passed"],
+        report["core"]["total"],
+        took.as_millis()
+    );
+    for text in [&out.stdout, &out.stderr] {
+        let text = String::from_utf8_lossy(text);
+        assert!(
+            !text.contains(id) && !text.contains(secret),
+            "modal: the token pair leaked"
+        );
+        for t in &secrets {
+            assert!(!text.contains(t.as_str()), "modal: a JWT leaked");
+        }
+    }
+    let left = rt.block_on(computer_testkit::labelled_containers(
+        &env.docker,
+        &format!("{}={owner}", computer_fakes::vendor_box::LABEL),
+    ));
+    assert!(left.is_empty(), "modal: boxes left");
+}
+
+/// Modal itself, when its token pair is in the environment
+/// (`COMPUTER_MCP_MODAL_TOKEN_ID` and `COMPUTER_MCP_MODAL_TOKEN_SECRET`,
+/// with the provider's other variables as the user sets them): Core
+/// passes, nothing is left, and no word of the pair is in the report.
+/// Without the pair this skips, unless `COMPUTER_MCP_REQUIRE` names
+/// `modal-live`.
+#[test]
+fn a_live_modal_passes_core_when_its_token_pair_is_given() {
+    let id = std::env::var("COMPUTER_MCP_MODAL_TOKEN_ID").unwrap_or_default();
+    let secret = std::env::var("COMPUTER_MCP_MODAL_TOKEN_SECRET").unwrap_or_default();
+    if !computer_testkit::need(
+        "modal-live",
+        !id.is_empty() && !secret.is_empty(),
+        "COMPUTER_MCP_MODAL_TOKEN_ID and COMPUTER_MCP_MODAL_TOKEN_SECRET are not set, so no live Modal run",
+    ) {
+        return;
+    }
+    let (computerd, drift) = docker_daemons();
+    // The pair comes from the environment, never from the command line.
+    let out = run_json(
+        None,
+        &[
+            "--provider",
+            "modal",
+            "--modal-computerd",
+            computerd.to_str().unwrap(),
+        ],
+        &drift,
+        &[],
+    );
+    passing_report(&out, "live modal");
+    for text in [&out.stdout, &out.stderr] {
+        let text = String::from_utf8_lossy(text);
+        assert!(
+            !text.contains(&id) && !text.contains(&secret),
+            "live modal: the token pair leaked"
+        );
+    }
+}
+
 #[test]
 fn usage_errors_exit_2_in_words() {
     let state = tempfile::tempdir().unwrap();
