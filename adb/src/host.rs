@@ -139,6 +139,15 @@ impl Adb {
             // Wait for the close, so the port is free when this returns.
             let _ = wire::read_to_end_bounded(&mut s, request, 4096).await;
             let _ = s.shutdown().await;
+            // The server closes our connection before its listener: until
+            // the port refuses (at most 2 s; another server may have taken
+            // it by then), a connection there is one the dying server resets.
+            for _ in 0..100 {
+                if self.dial().await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
             Ok(())
         })
         .await
