@@ -30,6 +30,7 @@
 pub mod check;
 pub mod dom;
 pub mod keys;
+pub mod playwright;
 pub mod pointer;
 pub mod snapshot;
 pub mod target;
@@ -88,7 +89,10 @@ page as text, each link, button and field with a ref such as e12), and act on \
 refs with `browser_click`, `browser_type`, `browser_select`, `browser_hover` and \
 `browser_press`. Refs come from the latest snapshot only: after the page changes, \
 take a new snapshot. Take `browser_screenshot` only when you need to see pixels; \
-`browser_click` also takes x and y in that screenshot's pixels.";
+`browser_click` also takes x and y in that screenshot's pixels. Answered though \
+not listed: `browser_handle_dialog` {accept, promptText} (the open or the next \
+dialog; others are dismissed), `browser_resize` {width, height}, `browser_close`, \
+`browser_pdf` {path}, and Playwright MCP's tool names and arguments.";
 
 // --------------------------------------------------------------- memory
 
@@ -183,6 +187,16 @@ pub struct BrowserMemo {
     /// Why the browser was ended under a call (it ended, or was stuck):
     /// said once, in the next page tool's answer, whose call starts a new one.
     pub started_again: Option<String>,
+    /// How the model asked the next dialog to be answered
+    /// (`browser_handle_dialog` when none was open); none dismisses it.
+    pub dialog: Option<DialogAnswer>,
+}
+
+/// A model's answer to a dialog not yet opened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DialogAnswer {
+    pub accept: bool,
+    pub prompt_text: Option<String>,
 }
 
 fn memo(ctx: &ToolContext) -> Arc<Mutex<BrowserMemo>> {
@@ -610,9 +624,10 @@ pub(crate) async fn wait_load(
 pub(crate) const INPUT_MS: u64 = 5_000;
 
 /// A dialog (`alert`, `confirm`, `prompt`, `beforeunload`) the page opened
-/// since `since` and left open, closed: the words saying so. A
-/// `beforeunload` is accepted (the navigation asked for goes on); every
-/// other is dismissed.
+/// since `since` and left open, closed: the words saying so. As the model
+/// asked with `browser_handle_dialog` before it opened, else a
+/// `beforeunload` is accepted (the navigation asked for goes on) and every
+/// other dismissed.
 pub(crate) async fn close_dialog(
     ctx: &ToolContext,
     tab: &Tab,
@@ -641,14 +656,13 @@ pub(crate) async fn close_dialog(
         return Ok(None);
     };
     let kind = d["type"].as_str().unwrap_or("alert").to_string();
-    let accept = kind == "beforeunload";
-    send_to(
-        ctx,
-        tab,
-        "Page.handleJavaScriptDialog",
-        json!({"accept": accept}),
-    )
-    .await?;
+    let asked = with_memo(ctx, |m| m.dialog.take());
+    let accept = asked.as_ref().map_or(kind == "beforeunload", |a| a.accept);
+    let mut params = json!({"accept": accept});
+    if let Some(t) = asked.as_ref().and_then(|a| a.prompt_text.as_ref()) {
+        params["promptText"] = json!(t);
+    }
+    send_to(ctx, tab, "Page.handleJavaScriptDialog", params).await?;
     let message: String = d["message"]
         .as_str()
         .unwrap_or("")
@@ -661,8 +675,13 @@ pub(crate) async fn close_dialog(
         "a"
     };
     Ok(Some(format!(
-        "the page opened {article} {kind} dialog saying {message:?}, which was {}",
-        if accept { "accepted" } else { "dismissed" }
+        "the page opened {article} {kind} dialog saying {message:?}, which was {}{}",
+        if accept { "accepted" } else { "dismissed" },
+        if asked.is_some() {
+            " as browser_handle_dialog asked"
+        } else {
+            ""
+        }
     )))
 }
 
@@ -767,7 +786,9 @@ mod tests {
             let word = &after[..end];
             if word.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') && !word.is_empty() {
                 assert!(
-                    names.iter().any(|n| n == word) || args.iter().any(|a| a == word),
+                    names.iter().any(|n| n == word)
+                        || args.iter().any(|a| a == word)
+                        || FAMILY.alias(word).is_some(),
                     "the skill names `{word}`, which is no tool or argument"
                 );
             }
@@ -796,7 +817,7 @@ mod tests {
         };
         let names = FAMILY.names(&offer);
         // Every page tool but browser_upload (it needs the computer's files).
-        assert_eq!(names.len(), 16, "{names:?}");
+        assert_eq!(names.len(), 18, "{names:?}");
         assert!(!names.contains(&"browser_upload"), "{names:?}");
         let with_files = FAMILY.names(&Offer {
             groups: &[Group::Cdp, Group::Files],

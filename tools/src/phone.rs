@@ -55,6 +55,7 @@ pub const PHONE_TOOLS: ToolSet = ToolSet {
         ToolDef::new("open_url",      APPS,  url_tool,       handler!(open_url)),
         ToolDef::new("orientation",   SCREEN, turn_tool,     handler!(orientation)),
     ],
+    aliases: &[],
 };
 
 /// The phone family.
