@@ -466,3 +466,7 @@ mod tests {
         assert_eq!(instead("browser_click", "depth"), None);
     }
 }
+
+#[cfg(test)]
+#[path = "playwright_golden.rs"]
+mod golden;
