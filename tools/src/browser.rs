@@ -633,17 +633,7 @@ pub(crate) async fn close_dialog(
     tab: &Tab,
     since: u64,
 ) -> Result<Option<String>> {
-    let (evs, _) = events(
-        ctx,
-        &tab.session,
-        since,
-        &[
-            "Page.javascriptDialogOpening",
-            "Page.javascriptDialogClosed",
-        ],
-        Duration::ZERO,
-    )
-    .await?;
+    let (evs, _) = events(ctx, &tab.session, since, &DIALOG_EVENTS, Duration::ZERO).await?;
     let mut open = None;
     for e in evs {
         if e.method == "Page.javascriptDialogOpening" {
@@ -685,9 +675,11 @@ pub(crate) async fn close_dialog(
     )))
 }
 
-/// One input event (or a command the page may hold with a dialog): when it
-/// does not finish within [`INPUT_MS`] and the page opened a dialog since
-/// `since`, the dialog is closed and its words come back.
+/// One input event (or a command the page may hold with a dialog): a
+/// dialog the page opens while the command is held is closed as soon as it
+/// opens (a page in `prompt()` can leave the browser answering nothing
+/// until it is closed), and its words come back; without one, a command
+/// that does not finish within `timeout_ms` is an error.
 pub(crate) async fn send_held(
     ctx: &ToolContext,
     tab: &Tab,
@@ -696,17 +688,47 @@ pub(crate) async fn send_held(
     since: u64,
     timeout_ms: u64,
 ) -> Result<(Value, Option<String>)> {
-    match send(ctx, Some(&tab.session), method, params, Some(timeout_ms)).await {
-        Ok(v) => Ok((v, None)),
-        Err(e) if e.kind() == Some(computerd::protocol::ErrorKind::Timeout) => {
-            match close_dialog(ctx, tab, since).await? {
-                Some(words) => Ok((Value::Null, Some(words))),
-                None => Err(e),
+    let held = send(ctx, Some(&tab.session), method, params, Some(timeout_ms));
+    tokio::pin!(held);
+    let opened = async {
+        let mut at = since;
+        loop {
+            let wait = Duration::from_millis(limits::CDP_EVENTS_WAIT_MAX_MS);
+            let (evs, next) = events(ctx, &tab.session, at, &DIALOG_EVENTS[..1], wait).await?;
+            if !evs.is_empty() {
+                return Result::Ok(());
             }
+            at = next.max(at);
         }
-        Err(e) => Err(e),
-    }
+    };
+    let words = tokio::select! {
+        r = &mut held => {
+            return match r {
+                Ok(v) => Ok((v, None)),
+                Err(e) if e.kind() == Some(computerd::protocol::ErrorKind::Timeout) => {
+                    match close_dialog(ctx, tab, since).await? {
+                        Some(words) => Ok((Value::Null, Some(words))),
+                        None => Err(e),
+                    }
+                }
+                Err(e) => Err(e),
+            };
+        }
+        o = opened => {
+            o?;
+            close_dialog(ctx, tab, since).await?
+        }
+    };
+    // The dialog closed, the command it held finishes.
+    let v = held.await.unwrap_or(Value::Null);
+    Ok((v, words))
 }
+
+/// The events of a page's dialogs, opening first.
+pub(crate) const DIALOG_EVENTS: [&str; 2] = [
+    "Page.javascriptDialogOpening",
+    "Page.javascriptDialogClosed",
+];
 
 /// After an action that may start a navigation (a click, Enter): whether
 /// the main frame started loading within a moment, and if so, the wait
