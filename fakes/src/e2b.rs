@@ -17,6 +17,10 @@
 //!   (paginator.ts:59); `DELETE /sandboxes/{id}` answers 204, 404 when
 //!   unknown; `POST /sandboxes/{id}/timeout` moves `endAt` to now plus
 //!   its seconds. A sandbox past its `endAt` is killed.
+//! - Templates: a sandbox is a box of the template's image, set by
+//!   [`FakeE2b::template`] (the desktop template, as E2B's `desktop` has
+//!   X, is the desktop test image); any other template is the image the
+//!   fake was started with.
 //! - Knobs the real one shows now and then: a new sandbox is left out of
 //!   the listing for its first [`Knobs::list_lag`] listings; a killed one
 //!   still reads back for [`Knobs::delete_polls`] reads; the next call is
@@ -107,6 +111,8 @@ struct Shared {
     key: String,
     docker: Docker,
     image: String,
+    /// Each template's image, beside `image` for any other.
+    templates: Mutex<HashMap<String, String>>,
     owner: String,
     sandboxes: Mutex<BTreeMap<String, Sbx>>,
     /// Each process's stdin, by sandbox and pid.
@@ -114,6 +120,8 @@ struct Shared {
     knobs: Mutex<Knobs>,
     creates: AtomicU64,
     tokens: Mutex<Vec<String>>,
+    /// Each process start's `Connect-Timeout-Ms`, in order (None: none).
+    starts: Mutex<Vec<Option<u64>>>,
     /// Every box made, so close removes even one a process still holds.
     made: Mutex<Vec<Arc<VendorBox>>>,
     stop: CancellationToken,
@@ -155,12 +163,14 @@ impl FakeE2b {
             key: key.to_string(),
             docker: docker.clone(),
             image: image.to_string(),
+            templates: Mutex::new(HashMap::new()),
             owner: owner.to_string(),
             sandboxes: Mutex::new(BTreeMap::new()),
             inputs: Mutex::new(HashMap::new()),
             knobs: Mutex::new(Knobs::default()),
             creates: AtomicU64::new(0),
             tokens: Mutex::new(Vec::new()),
+            starts: Mutex::new(Vec::new()),
             made: Mutex::new(Vec::new()),
             stop: CancellationToken::new(),
         });
@@ -195,6 +205,11 @@ impl FakeE2b {
         &self.url
     }
 
+    /// Make the template `template`'s sandboxes boxes of `image`.
+    pub fn template(&self, template: &str, image: &str) {
+        lock(&self.shared.templates).insert(template.to_string(), image.to_string());
+    }
+
     /// Set what the fake does next.
     pub fn knobs(&self, f: impl FnOnce(&mut Knobs)) {
         f(&mut lock(&self.shared.knobs));
@@ -208,6 +223,12 @@ impl FakeE2b {
     /// Every envd access token handed out (for a test's canary check).
     pub fn tokens(&self) -> Vec<String> {
         lock(&self.shared.tokens).clone()
+    }
+
+    /// Each process start's `Connect-Timeout-Ms` so far, in order (None
+    /// where the start carried none).
+    pub fn starts(&self) -> Vec<Option<u64>> {
+        lock(&self.shared.starts).clone()
     }
 
     /// Ids of the sandboxes not yet gone (killed ones still reading back
@@ -301,7 +322,11 @@ async fn create(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> Resp
         return status(StatusCode::BAD_REQUEST, "templateID is required");
     };
     let timeout = v["timeout"].as_u64().unwrap_or(15);
-    let boxed = match VendorBox::start(&s.docker, &BoxSpec::new(&s.image, &s.owner)).await {
+    let image = lock(&s.templates)
+        .get(template)
+        .cloned()
+        .unwrap_or_else(|| s.image.clone());
+    let boxed = match VendorBox::start(&s.docker, &BoxSpec::new(&image, &s.owner)).await {
         Ok(b) => {
             let b = Arc::new(b);
             lock(&s.made).push(Arc::clone(&b));
@@ -608,7 +633,9 @@ async fn start(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> Respo
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok())
     };
-    if let Some(ms) = header("connect-timeout-ms") {
+    let timeout = header("connect-timeout-ms");
+    lock(&s.starts).push(timeout);
+    if let Some(ms) = timeout {
         let b = Arc::clone(&boxed);
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(ms)).await;

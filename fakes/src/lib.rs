@@ -17,12 +17,17 @@
 //! - [`e2b`]: [`e2b::FakeE2b`], a fake E2B control plane and envd whose
 //!   sandboxes are vendor boxes, with a lagging listing, slow deletes,
 //!   429s, lost creates and cut streams on demand.
+//! - [`modal`]: [`modal::FakeModal`], a fake Modal control plane and task
+//!   command router (gRPC on loopback) whose sandboxes are vendor boxes,
+//!   with lagging listings, slow terminates, short-lived JWTs and lost
+//!   creates on demand.
 //! - [`vendor_box`]: [`vendor_box::VendorBox`], a fake vendor's sandbox (a
 //!   bounded Docker container of the test image) that the fake vendors
 //!   whose computers run computerd run their commands in.
 
 pub mod daytona;
 pub mod e2b;
+pub mod modal;
 pub mod phone_harness;
 pub mod provider;
 pub mod vendor;

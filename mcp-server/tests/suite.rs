@@ -1,6 +1,7 @@
 mod browser;
 mod bundle;
 mod chromium_input;
+mod cloud;
 mod conformance;
 mod desktop;
 mod egress;

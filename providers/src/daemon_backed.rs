@@ -14,6 +14,8 @@
 //!   asks for, and the one an attach by labels finds.
 //! - [`network`]: a network fixed when the computer is made, and the
 //!   allowlist a spec asks for.
+//! - [`probe`]: network none read from inside (`computerd probe`).
+//! - [`sweep`]: a labelled vendor's computers past their deadline deleted.
 //!
 //! Sizes are [`crate::sizing`]'s, the same for every provider the host's
 //! kernel bounds.
@@ -23,6 +25,8 @@ pub mod child;
 pub mod hello;
 pub mod labels;
 pub mod network;
+pub mod probe;
+pub mod sweep;
 pub mod up;
 
 use computerd::protocol::SettingKind;

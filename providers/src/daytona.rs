@@ -42,7 +42,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::daemon_backed::child::{self, Booting};
 use crate::daemon_backed::hello::{Expect, drift as hello_drift};
-use crate::daemon_backed::{check_kind, labels as by_labels};
+use crate::daemon_backed::{check_kind, labels as by_labels, probe};
 use crate::provider::{Configure, Connection, Preflight, Provider};
 use crate::settings::HostDefaults;
 use crate::types::{
@@ -310,7 +310,7 @@ impl DaytonaProvider {
         want: &Wanted<'_>,
         deadline: Time,
         cancel: &CancellationToken,
-    ) -> Result<Sandbox> {
+    ) -> Result<(Sandbox, String)> {
         let s = life::started(&self.api, &made.id, cancel).await?;
         let drifted = life::drift(&s, want);
         if !drifted.is_empty() {
@@ -331,40 +331,44 @@ impl DaytonaProvider {
         child::start_init(&host, &child::init_args(deadline, deadline)).await?;
         let conn =
             crate::daemon_backed::up::wait_until_up(&mut Booting { host: &host }, cancel).await?;
+        let checked = self.check_hello(&conn, &s.id);
+        let probed = match checked {
+            Ok(()) => probe::none_from_inside(&conn.client, "Daytona", &s.id).await,
+            Err(e) => Err(e),
+        };
         conn.client.close();
-        self.check_hello(&conn, &s.id)?;
+        tracing::info!(provider = ID, computer = %s.id, network = %probed.as_ref().map_or("refused", String::as_str), "network none at create");
+        let inside = probed?;
         self.listed(&s.id, cancel).await?;
-        Ok(s)
+        Ok((s, inside))
+    }
+
+    /// An attached sandbox's ref, held to network none from inside when
+    /// Daytona reads it blocked (one read open is network()'s to narrow).
+    async fn probed(&self, s: Sandbox, cancel: &CancellationToken) -> Result<ComputerRef> {
+        let c = self.to_ref(&s);
+        if read_network(&s).kind != NetworkKind::None {
+            return Ok(c);
+        }
+        probe::at_attach(self, c, "Daytona", cancel).await
     }
 
     /// Wait until the listing shows `id` twice running.
     async fn listed(&self, id: &str, cancel: &CancellationToken) -> Result<()> {
-        let seen = std::sync::atomic::AtomicU32::new(0);
-        crate::wait::wait_until(
-            &crate::wait::Wait::new(
-                format!("Daytona's listing to show the sandbox {id}"),
-                life::LISTED_WAIT,
-            ),
+        crate::daemon_backed::labels::wait_listed(
+            "Daytona",
+            id,
+            life::LISTED_WAIT,
             cancel,
             || async {
-                let shown = self
+                Ok(self
                     .find(&Labels::new(), cancel)
                     .await?
                     .iter()
-                    .any(|s| s.id == id);
-                let n = if shown {
-                    seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
-                } else {
-                    seen.store(0, std::sync::atomic::Ordering::Relaxed);
-                    0
-                };
-                Ok(n)
+                    .any(|s| s.id == id))
             },
-            |n| *n >= 2,
-            |n| format!("listed {n} time(s) running"),
         )
         .await
-        .map(|_| ())
     }
 }
 
@@ -469,8 +473,8 @@ impl Provider for DaytonaProvider {
             network: true,
         };
         let up = self.bring_up(&made, &want, deadline, cancel).await;
-        let s = match up {
-            Ok(s) if !cancel.is_cancelled() => s,
+        let (s, inside) = match up {
+            Ok(up) if !cancel.is_cancelled() => up,
             Ok(_) => {
                 let why = crate::daemon_backed::aborted("creating the Daytona computer");
                 return Err(life::undo(&self.api, &made.id, why).await);
@@ -478,9 +482,13 @@ impl Provider for DaytonaProvider {
             Err(e) => return Err(life::undo(&self.api, &made.id, e).await),
         };
         tracing::info!(provider = ID, computer = %s.id, "made a Daytona computer");
+        let read = read_network(&s);
         Ok(Created {
             computer: self.to_ref(&s),
-            network: Some(read_network(&s)),
+            network: Some(NetworkReadBack {
+                detail: format!("{}; {inside}", read.detail),
+                ..read
+            }),
             notes: vec![format!(
                 "Daytona snapshot: {}",
                 s.snapshot.as_deref().unwrap_or("unknown")
@@ -491,7 +499,8 @@ impl Provider for DaytonaProvider {
     async fn attach(&self, by: &AttachBy, cancel: &CancellationToken) -> Result<ComputerRef> {
         match by {
             AttachBy::Id(id) => {
-                Ok(self.to_ref(&self.undrifted(self.read_ours(id, cancel).await?)?))
+                let s = self.undrifted(self.read_ours(id, cancel).await?)?;
+                self.probed(s, cancel).await
             }
             AttachBy::Labels(labels) => {
                 let found = self.find(labels, cancel).await?;
@@ -499,7 +508,7 @@ impl Provider for DaytonaProvider {
                     by_labels::the_one(found, "no Daytona computer carries those labels", |n| {
                         format!("{n} Daytona computers carry those labels; attach by id")
                     })?;
-                Ok(self.to_ref(&self.undrifted(one)?))
+                self.probed(self.undrifted(one)?, cancel).await
             }
         }
     }
@@ -601,6 +610,10 @@ impl Provider for DaytonaProvider {
                 life::settled(&self.api, &s.id, Left::Stopped, life::GONE_WAIT, cancel).await
             }
         }
+    }
+
+    async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {
+        crate::daemon_backed::sweep::sweep(self, cancel).await
     }
 
     async fn test_connection(&self, cancel: &CancellationToken) -> Option<Preflight> {

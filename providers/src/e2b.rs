@@ -4,6 +4,8 @@
 //! [`crate::daemon_backed::child`]).
 //!
 //! - [`control`]: E2B's REST control plane (`X-API-Key`).
+//! - [`desktop`]: the desktop kind (`--kind desktop`): the desktop
+//!   template, init starting its X server.
 //! - [`envd`]: envd's file upload and Connect process calls.
 //! - [`host`]: the child layer's [`ChildHost`] over envd.
 //!
@@ -17,6 +19,7 @@
 //! never in words, logs, refs or notes.
 
 pub mod control;
+pub mod desktop;
 pub mod envd;
 pub mod host;
 
@@ -27,14 +30,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use computerd::launch::Time;
-use computerd::protocol::{Group, MachineKind, SettingKind};
+use computerd::protocol::SettingKind;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio_util::sync::CancellationToken;
 
 use crate::daemon_backed::child::{self, Booting};
-use crate::daemon_backed::hello::{Expect, drift};
+use crate::daemon_backed::probe;
 use crate::provider::{Configure, Connection, Preflight, Provider};
 use crate::settings::HostDefaults;
 use crate::types::{
@@ -45,6 +48,7 @@ use crate::types::{
 use crate::vendor::{Api, Auth, CREATE_LABEL, Failure, Secret};
 use crate::wait::{Wait, wait_until};
 use control::{Ask, Control, Sandbox};
+use desktop::Made;
 use envd::Envd;
 use host::E2bHost;
 
@@ -62,7 +66,6 @@ pub const RECOVER: Duration = Duration::from_secs(30);
 pub const LISTED_WAIT: Duration = Duration::from_secs(15);
 /// How long a release waits for E2B to read the sandbox gone.
 pub const GONE_WAIT: Duration = Duration::from_secs(120);
-const GROUPS: &[Group] = &[Group::Exec, Group::Files, Group::Processes];
 
 /// What a user sets of the E2B provider: flags `--e2b-<key>`, variables
 /// `COMPUTER_MCP_E2B_<KEY>`, keys of `[providers.e2b]`.
@@ -104,6 +107,15 @@ pub struct E2bSettings {
         env = "COMPUTER_MCP_E2B_TEMPLATE"
     )]
     pub template: Option<String>,
+    /// The template every desktop is made from (`--kind desktop`): one
+    /// with X. [default: desktop]
+    #[arg(
+        id = "e2b.desktop_template",
+        long = "e2b-desktop-template",
+        value_name = "TEMPLATE",
+        env = "COMPUTER_MCP_E2B_DESKTOP_TEMPLATE"
+    )]
+    pub desktop_template: Option<String>,
     /// The most a computer may live, in ms: E2B's cap on the account's
     /// plan (1 h on Hobby, up to 24 h on Pro). [default: 3600000]
     #[arg(
@@ -136,7 +148,10 @@ pub struct E2bProvider {
     envd_url: Option<String>,
     /// The domain after `api.` in the API URL, for envd's address.
     domain: String,
+    /// The template computers are made from: the desktop template when
+    /// the server makes desktops.
     template: String,
+    made: Made,
     max_lifetime_ms: u64,
     computerd: PathBuf,
     /// envd's access token of each sandbox seen, by id (never written out).
@@ -175,11 +190,24 @@ impl Configure for E2bProvider {
                 "--e2b-envd-url must be an http:// or https:// URL",
             ));
         }
-        let template = s.template.unwrap_or_else(|| DEFAULT_TEMPLATE.into());
+        let made = Made {
+            screen: host.desktop(),
+        };
+        let (template, flag) = match made.screen {
+            Some(_) => (
+                s.desktop_template
+                    .unwrap_or_else(|| desktop::DEFAULT_TEMPLATE.into()),
+                "desktop_template",
+            ),
+            None => (
+                s.template.unwrap_or_else(|| DEFAULT_TEMPLATE.into()),
+                "template",
+            ),
+        };
         if template.is_empty() {
             return Err(ProviderError::invalid(
-                "template",
-                "--e2b-template must name a template",
+                flag,
+                format!("--e2b-{} must name a template", flag.replace('_', "-")),
             ));
         }
         let computerd = match s.computerd {
@@ -200,6 +228,7 @@ impl Configure for E2bProvider {
             envd_url: s.envd_url.map(|u| u.trim_end_matches('/').to_string()),
             domain,
             template,
+            made,
             max_lifetime_ms: max,
             computerd,
             reach: Mutex::new(HashMap::new()),
@@ -386,7 +415,7 @@ impl E2bProvider {
         mark: &str,
         max_ms: u64,
         cancel: &CancellationToken,
-    ) -> Result<(Sandbox, Connection)> {
+    ) -> Result<(Sandbox, Connection, String)> {
         let s = self.control.info(id, cancel).await?.ok_or_else(|| {
             ProviderError::gone(format!("E2B sandbox {id} was gone as soon as it was made"))
         })?;
@@ -414,24 +443,32 @@ impl E2bProvider {
                 self.computerd.display()
             ))
         })?;
+        self.made.check_template(&host, &self.template).await?;
         child::install(&host, Bytes::from(daemon)).await?;
-        child::start_init(&host, &child::init_args(deadline, max)).await?;
+        let init = self.made.init_args(child::init_args(deadline, max));
+        child::start_init(&host, &init).await?;
         let conn =
             crate::daemon_backed::up::wait_until_up(&mut Booting { host: &host }, cancel).await?;
         self.check_hello(&conn)?;
+        let probed = probe::none_from_inside(&conn.client, "E2B", id).await;
+        if probed.is_err() {
+            conn.client.close();
+        }
+        tracing::info!(provider = ID, computer = %id, network = %probed.as_ref().map_or("refused", String::as_str), "network none at create");
+        let inside = probed?;
         // E2B's listing shows a new sandbox a moment late: a create
-        // returns once a list would find it.
+        // returns once a list finds it steadily.
         let mine: Labels = [(CREATE_LABEL.to_string(), mark.to_string())].into();
-        let wait = Wait::new(format!("E2B's listing to show sandbox {id}"), LISTED_WAIT);
-        wait_until(
-            &wait,
-            cancel,
-            || self.control.list(&mine, cancel),
-            |l| l.iter().any(|x| x.id == id),
-            |_| "not listed".into(),
-        )
+        crate::daemon_backed::labels::wait_listed("E2B", id, LISTED_WAIT, cancel, || async {
+            Ok(self
+                .control
+                .list(&mine, cancel)
+                .await?
+                .iter()
+                .any(|x| x.id == id))
+        })
         .await?;
-        Ok((s, conn))
+        Ok((s, conn, inside))
     }
 
     /// A sandbox's end and the most extend may reach, as init takes them.
@@ -447,19 +484,14 @@ impl E2bProvider {
     }
 
     fn check_hello(&self, conn: &Connection) -> Result<()> {
-        let expect = Expect {
-            kind: MachineKind::Linux,
-            groups: GROUPS,
-            exact: true,
-            arch: None,
-        };
-        let d = drift(&conn.hello, &expect);
+        let d = self.made.drift(&conn.hello);
         if d.is_empty() {
             return Ok(());
         }
         conn.client.close();
         Err(ProviderError::refused(format!(
-            "the daemon in the E2B sandbox is not this server's: {d:?}"
+            "the daemon in the E2B sandbox is not this server's: {}",
+            d.join("; ")
         )))
     }
 }
@@ -472,10 +504,10 @@ impl Provider for E2bProvider {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            kind: MachineKind::Linux,
+            kind: self.made.kind(),
             os: "linux".into(),
             daemon: DaemonMode::Child,
-            groups: GROUPS.to_vec(),
+            groups: self.made.groups(),
             lifetime: LifetimeMode::Enforced,
             release: vec![Release::Delete],
             max_lifetime_ms: self.max_lifetime_ms,
@@ -490,8 +522,9 @@ impl Provider for E2bProvider {
         crate::daemon_backed::check_kind(
             "the E2B provider",
             spec.kind,
-            SettingKind::Sandbox,
-            None,
+            self.made.setting(),
+            (spec.kind == SettingKind::Desktop)
+                .then_some("an E2B template with X (--e2b-desktop-template)"),
         )?;
         check_lifetime(spec.lifetime_ms, &self.capabilities())?;
         if spec.max_lifetime_ms.unwrap_or(0) > self.max_lifetime_ms {
@@ -528,8 +561,13 @@ impl Provider for E2bProvider {
             return Err(ProviderError::invalid(
                 "image",
                 format!(
-                    "an E2B computer's image is the template {} (--e2b-template)",
-                    self.template
+                    "an E2B computer's image is the template {} (--e2b-{})",
+                    self.template,
+                    if self.made.screen.is_some() {
+                        "desktop-template"
+                    } else {
+                        "template"
+                    }
                 ),
             ));
         }
@@ -566,11 +604,13 @@ impl Provider for E2bProvider {
             },
         );
         match self.set_up(&made.id, &mark, max_ms, cancel).await {
-            Ok((s, conn)) => {
+            Ok((s, conn, inside)) => {
                 conn.client.close();
+                let mut network = Self::network_of(&s)?;
+                network.detail = format!("{}; {inside}", network.detail);
                 Ok(Created {
                     computer: self.to_ref(&s),
-                    network: Some(Self::network_of(&s)?),
+                    network: Some(network),
                     notes: vec![format!(
                         "E2B template {}; ends at {} (E2B's timer and init's deadline)",
                         self.template, s.end_at
@@ -598,18 +638,22 @@ impl Provider for E2bProvider {
 
     async fn attach(&self, by: &AttachBy, cancel: &CancellationToken) -> Result<ComputerRef> {
         match by {
-            AttachBy::Id(id) => self
-                .ours(id, cancel)
-                .await?
-                .map(|s| self.to_ref(&s))
-                .ok_or_else(|| ProviderError::not_found(format!("no E2B sandbox {id}"))),
+            AttachBy::Id(id) => {
+                let c = self
+                    .ours(id, cancel)
+                    .await?
+                    .map(|s| self.to_ref(&s))
+                    .ok_or_else(|| ProviderError::not_found(format!("no E2B sandbox {id}")))?;
+                probe::at_attach(self, c, "E2B", cancel).await
+            }
             AttachBy::Labels(labels) => {
                 let found = self.list(labels, cancel).await?;
-                crate::daemon_backed::labels::the_one(
+                let c = crate::daemon_backed::labels::the_one(
                     found,
                     "no E2B computer carries those labels",
                     |n| format!("{n} E2B computers carry those labels; give more"),
-                )
+                )?;
+                probe::at_attach(self, c, "E2B", cancel).await
             }
         }
     }
@@ -759,6 +803,10 @@ impl Provider for E2bProvider {
                 "E2B's timer moved, but the daemon refused the new deadline (its programs end at the old one): {e}"
             ))
         })
+    }
+
+    async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {
+        crate::daemon_backed::sweep::sweep(self, cancel).await
     }
 
     async fn test_connection(&self, cancel: &CancellationToken) -> Option<Preflight> {

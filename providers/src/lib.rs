@@ -28,6 +28,8 @@
 //!   command's input and log stream.
 //! - [`e2b`]: E2B sandboxes, with computerd pushed in and started as a
 //!   child of E2B's own agent ([`daemon_backed::child`]).
+//! - `modal` (cargo feature `modal`): Modal sandboxes over gRPC, the
+//!   daemon a child of Modal's exec through the task command router.
 //! - [`vendor`]: what the browser vendors share: one request per call,
 //!   the create label that finds what a lost create made, CDP URLs held
 //!   as secrets; [`browserbase`] and [`kernel`] are its two vendors.
@@ -65,6 +67,8 @@ pub mod e2b;
 pub mod janitor;
 pub mod kernel;
 pub mod local;
+#[cfg(feature = "modal")]
+pub mod modal;
 pub mod phone_harness;
 pub mod provider;
 pub mod random;

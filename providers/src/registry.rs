@@ -73,6 +73,8 @@ pub const PROVIDERS: &[(&str, Constructor)] = &[
         Constructor::of::<crate::daytona::DaytonaProvider>(),
     ),
     ("e2b", Constructor::of::<crate::e2b::E2bProvider>()),
+    #[cfg(feature = "modal")]
+    ("modal", Constructor::of::<crate::modal::ModalProvider>()),
 ];
 
 /// Every id the registry holds, in the table's order.
@@ -398,26 +400,34 @@ mod tests {
         let e = provider_for("fly", &sources, &host()).err().unwrap();
         assert_eq!(
             e.message,
-            "no provider \"fly\"; the providers are: local, docker, browserbase, kernel, adb, phone-harness, daytona, e2b"
+            format!(
+                "no provider \"fly\"; the providers are: local, docker, browserbase, kernel, adb, phone-harness, daytona, e2b{}",
+                if cfg!(feature = "modal") {
+                    ", modal"
+                } else {
+                    ""
+                }
+            )
         );
         assert_eq!(e.field.as_deref(), Some("provider"));
     }
 
     #[test]
     fn the_id_list_and_the_lookup_come_from_one_table() {
-        assert_eq!(
-            PROVIDER_IDS,
-            [
-                "local",
-                "docker",
-                "browserbase",
-                "kernel",
-                "adb",
-                "phone-harness",
-                "daytona",
-                "e2b"
-            ]
-        );
+        let mut want = vec![
+            "local",
+            "docker",
+            "browserbase",
+            "kernel",
+            "adb",
+            "phone-harness",
+            "daytona",
+            "e2b",
+        ];
+        if cfg!(feature = "modal") {
+            want.push("modal");
+        }
+        assert_eq!(PROVIDER_IDS.to_vec(), want);
         let m = parsed(PROVIDERS, &[]);
         let sources = Sources {
             matches: &m,

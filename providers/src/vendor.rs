@@ -44,7 +44,10 @@ use crate::wait::{Wait, wait_until};
 
 mod api;
 
-pub use api::{Api, Auth, Call, Failure, Http, http_client, install_tls, not_found_is_none};
+pub use api::{
+    Api, Auth, Call, Failure, Http, RETRY_AFTER_MAX, http_client, install_tls, not_found_is_none,
+    retry_after,
+};
 
 /// The label every create writes beside the spec's, its value random: how
 /// a create whose answer was lost finds what it made. The provider's own:
@@ -232,6 +235,24 @@ pub fn account_preflight(
         _ => (e.message, "do what the words say".into()),
     });
     crate::provider::Preflight { name, found }
+}
+
+/// The most of a vendor's unexpected words an error quotes.
+pub const QUOTE_MAX: usize = 200;
+
+/// `text` as an error quotes it: at most [`QUOTE_MAX`] bytes (cut on a
+/// character), `secret` put out of it first, escaped, "…" after a cut.
+pub fn quote(text: &str, secret: Option<&Secret>) -> String {
+    let mut t = text.to_string();
+    if let Some(k) = secret.map(Secret::expose).filter(|k| !k.is_empty()) {
+        t = t.replace(k, "[key]");
+    }
+    let mut end = t.len().min(QUOTE_MAX);
+    while !t.is_char_boundary(end) {
+        end -= 1;
+    }
+    let more = if end < t.len() { "…" } else { "" };
+    format!("{:?}{more}", &t[..end])
 }
 
 /// How many of a thing, in words: "1 phone", "2 phones".

@@ -144,7 +144,7 @@ fn the_docker_provider_passes_core_through_the_command() {
 /// The JSON report of a run that passed: no case failed, Core passed,
 /// nothing was left behind, exit 0 (asserted whole, so a failure prints
 /// what each case found).
-fn passing_report(out: &std::process::Output, what: &str) -> serde_json::Value {
+pub(super) fn passing_report(out: &std::process::Output, what: &str) -> serde_json::Value {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "{what}: the report is not JSON ({e}): {}\n{}",
@@ -446,23 +446,29 @@ fn kernel_passes_the_browser_kind_against_its_fake() {
 }
 
 /// E2B against its fake, whose sandboxes are bounded containers of the
-/// test image: Core passes, with the static computerd pushed in and
-/// started as a child of the fake's envd, and neither the key nor any
-/// sandbox's envd token is in the report or the log.
-#[test]
-fn e2b_passes_core_against_its_fake() {
+/// test image (the desktop template's of the desktop image): the run of
+/// `args`, with the static computerd pushed in and started as a child of
+/// the fake's envd, and neither the key nor any sandbox's envd token in
+/// the report or the log, and no box left. None: skipped in words.
+fn e2b_on_fake(what: &str, args: &[&str], desktop: bool) -> Option<std::process::Output> {
     let (computerd, drift) = docker_daemons();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let Some(env) = rt.block_on(computer_testkit::docker_env()) else {
-        return;
-    };
+    let env = rt.block_on(computer_testkit::docker_env())?;
     if !computer_testkit::need(
         "drift",
         drift.is_file(),
         &format!("the static drift build {} is not built", drift.display()),
     ) {
-        return;
+        return None;
     }
+    let desktop = match desktop {
+        true => Some(docker_image(
+            "CMCP_TEST_DOCKER_DESKTOP",
+            "computer-mcp-test/desktop:bookworm",
+            "the desktop image",
+        )?),
+        false => None,
+    };
     let key = "e2b_conformance_canary_3c1d";
     let owner = computer_testkit::marker("e2b-conformance");
     let fake = rt
@@ -473,6 +479,9 @@ fn e2b_passes_core_against_its_fake() {
             &owner,
         ))
         .unwrap();
+    if let Some(image) = &desktop {
+        fake.template("desktop", image);
+    }
     fake.knobs(|k| {
         k.list_lag = 1;
         k.delete_polls = 1;
@@ -493,30 +502,178 @@ fn e2b_passes_core_against_its_fake() {
             computerd.to_str().unwrap(),
         ],
         &drift,
-        &[],
+        args,
     );
-    let took = started.elapsed();
+    println!("{what}: the run took {} ms", started.elapsed().as_millis());
     let tokens = fake.tokens();
     rt.block_on(fake.close());
-    let report = passing_report(&out, "e2b");
-    println!(
-        "e2b: core {}/{} in {} ms",
-        report["core"]["passed"],
-        report["core"]["total"],
-        took.as_millis()
-    );
     for text in [&out.stdout, &out.stderr] {
         let text = String::from_utf8_lossy(text);
-        assert!(!text.contains(key), "e2b: the key leaked");
+        assert!(!text.contains(key), "{what}: the key leaked");
         for t in &tokens {
-            assert!(!text.contains(t.as_str()), "e2b: an envd token leaked");
+            assert!(!text.contains(t.as_str()), "{what}: an envd token leaked");
         }
     }
     let left = rt.block_on(computer_testkit::labelled_containers(
         &env.docker,
         &format!("{}={owner}", computer_fakes::vendor_box::LABEL),
     ));
-    assert!(left.is_empty(), "e2b: boxes left");
+    assert!(left.is_empty(), "{what}: boxes left");
+    Some(out)
+}
+
+#[test]
+fn e2b_passes_core_against_its_fake() {
+    let Some(out) = e2b_on_fake("e2b", &[], false) else {
+        return;
+    };
+    let report = passing_report(&out, "e2b");
+    println!(
+        "e2b: core {}/{}",
+        report["core"]["passed"], report["core"]["total"]
+    );
+}
+
+/// `--kind desktop` against the fake's desktop template: Core and every
+/// screen and input case pass, the fixture's window read off the shots.
+#[test]
+fn e2b_passes_the_desktop_kind_against_its_fakes_desktop_template() {
+    let fixture = docker_daemons().0.with_file_name("computerd-x11-fixture");
+    if !computer_testkit::need(
+        "docker",
+        fixture.is_file(),
+        &format!("the static {} is not built", fixture.display()),
+    ) {
+        return;
+    }
+    let args = ["--kind", "desktop", "--fixture", fixture.to_str().unwrap()];
+    let Some(out) = e2b_on_fake("e2b desktop", &args, true) else {
+        return;
+    };
+    assert_desktop_passes(&out, "e2b desktop");
+}
+
+/// Modal against its fake (two gRPC servers on loopback, the router's
+/// JWTs short-lived so the run crosses refreshes), whose sandboxes are
+/// bounded containers of the test image: Core passes, with the static
+/// computerd pushed in through the command router, and neither the token
+/// pair nor any auth token or JWT is in the report or the log.
+#[test]
+fn modal_passes_core_against_its_fake() {
+    let (computerd, drift) = docker_daemons();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let Some(env) = rt.block_on(computer_testkit::docker_env()) else {
+        return;
+    };
+    if !computer_testkit::need(
+        "drift",
+        drift.is_file(),
+        &format!("the static drift build {} is not built", drift.display()),
+    ) {
+        return;
+    }
+    let (id, secret) = ("ak-conformance-canary-51e0", "as-conformance-canary-a7f3");
+    let owner = computer_testkit::marker("modal-conformance");
+    let fake = rt
+        .block_on(computer_fakes::modal::FakeModal::start(
+            &env.docker,
+            &env.image,
+            id,
+            secret,
+            &owner,
+        ))
+        .unwrap();
+    fake.knobs(|k| {
+        k.list_lag = 1;
+        k.terminate_polls = 1;
+        k.listed_after_end = 1;
+        k.jwt_ttl = std::time::Duration::from_secs(20);
+    });
+    let started = std::time::Instant::now();
+    let out = run_json(
+        None,
+        &[
+            "--provider",
+            "modal",
+            "--modal-server-url",
+            fake.url(),
+            "--modal-insecure-plaintext-for-tests",
+            "true",
+            "--modal-token-id",
+            id,
+            "--modal-token-secret",
+            secret,
+            "--modal-computerd",
+            computerd.to_str().unwrap(),
+        ],
+        &drift,
+        &[],
+    );
+    let took = started.elapsed();
+    let secrets = fake.secrets();
+    rt.block_on(fake.close());
+    let report = passing_report(&out, "modal");
+    println!(
+        "modal: core {}/{} in {} ms",
+        report["core"]["passed"],
+        report["core"]["total"],
+        took.as_millis()
+    );
+    for text in [&out.stdout, &out.stderr] {
+        let text = String::from_utf8_lossy(text);
+        assert!(
+            !text.contains(id) && !text.contains(secret),
+            "modal: the token pair leaked"
+        );
+        for t in &secrets {
+            assert!(!text.contains(t.as_str()), "modal: a JWT leaked");
+        }
+    }
+    let left = rt.block_on(computer_testkit::labelled_containers(
+        &env.docker,
+        &format!("{}={owner}", computer_fakes::vendor_box::LABEL),
+    ));
+    assert!(left.is_empty(), "modal: boxes left");
+}
+
+/// Modal itself, when its token pair is in the environment
+/// (`COMPUTER_MCP_MODAL_TOKEN_ID` and `COMPUTER_MCP_MODAL_TOKEN_SECRET`,
+/// with the provider's other variables as the user sets them): Core
+/// passes, nothing is left, and no word of the pair is in the report.
+/// Without the pair this skips, unless `COMPUTER_MCP_REQUIRE` names
+/// `modal-live`.
+#[test]
+fn a_live_modal_passes_core_when_its_token_pair_is_given() {
+    let id = std::env::var("COMPUTER_MCP_MODAL_TOKEN_ID").unwrap_or_default();
+    let secret = std::env::var("COMPUTER_MCP_MODAL_TOKEN_SECRET").unwrap_or_default();
+    if !computer_testkit::need(
+        "modal-live",
+        !id.is_empty() && !secret.is_empty(),
+        "COMPUTER_MCP_MODAL_TOKEN_ID and COMPUTER_MCP_MODAL_TOKEN_SECRET are not set, so no live Modal run",
+    ) {
+        return;
+    }
+    let (computerd, drift) = docker_daemons();
+    // The pair comes from the environment, never from the command line.
+    let out = run_json(
+        None,
+        &[
+            "--provider",
+            "modal",
+            "--modal-computerd",
+            computerd.to_str().unwrap(),
+        ],
+        &drift,
+        &[],
+    );
+    passing_report(&out, "live modal");
+    for text in [&out.stdout, &out.stderr] {
+        let text = String::from_utf8_lossy(text);
+        assert!(
+            !text.contains(&id) && !text.contains(&secret),
+            "live modal: the token pair leaked"
+        );
+    }
 }
 
 #[test]

@@ -1,8 +1,15 @@
 //! Labels between a computer and its [`crate::ComputerRef`]: which
 //! computers carry the labels a list or an attach asks for, and the one an
-//! attach by labels finds.
+//! attach by labels finds, and the wait until a vendor's listing (which
+//! trails a create) shows a new computer.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
 
 use crate::types::{Labels, ProviderError, Result};
+use crate::wait::{Wait, wait_until};
 
 /// Whether a computer whose label `k` reads `held(k)` carries every one of
 /// `wanted`.
@@ -19,6 +26,43 @@ pub fn the_one<T>(mut found: Vec<T>, none: &str, many: impl FnOnce(usize) -> Str
         1 => Ok(found.remove(0)),
         n => Err(ProviderError::invalid("labels", many(n))),
     }
+}
+
+/// Wait, within `bound`, until `shown` (one read of the vendor's label
+/// listing: whether it holds the computer `id`) says yes twice running,
+/// so a listing that trails a create shows the computer steadily before
+/// create returns. `vendor` names the vendor in the words of a timeout.
+pub async fn wait_listed<F, Fut>(
+    vendor: &str,
+    id: &str,
+    bound: Duration,
+    cancel: &CancellationToken,
+    shown: F,
+) -> Result<()>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<bool>>,
+{
+    let seen = AtomicU32::new(0);
+    wait_until(
+        &Wait::new(
+            format!("{vendor}'s listing to show the computer {id}"),
+            bound,
+        ),
+        cancel,
+        || async {
+            Ok(if shown().await? {
+                seen.fetch_add(1, Ordering::Relaxed) + 1
+            } else {
+                seen.store(0, Ordering::Relaxed);
+                0
+            })
+        },
+        |n| *n >= 2,
+        |n| format!("listed {n} time(s) running"),
+    )
+    .await
+    .map(|_| ())
 }
 
 #[cfg(test)]

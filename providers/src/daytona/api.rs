@@ -28,8 +28,6 @@ pub const NAME: &str = "Daytona";
 pub const DEFAULT_API_URL: &str = "https://app.daytona.io/api";
 /// Tries of a call that may be repeated.
 const TRIES: u32 = 3;
-/// The longest `Retry-After` honoured; a longer one is waited this long.
-const RETRY_AFTER_MAX: Duration = Duration::from_secs(30);
 /// How many 429s one call waits out before it gives up.
 const LIMITED_TRIES: u32 = 5;
 /// A listing's page size (Daytona's most is 200).
@@ -148,16 +146,6 @@ pub struct Daytona {
     key: Option<Secret>,
 }
 
-/// A `Retry-After` in seconds, bounded; 1 s when absent or unreadable.
-fn retry_after(headers: &http::HeaderMap) -> Duration {
-    headers
-        .get(http::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map_or(Duration::from_secs(1), Duration::from_secs)
-        .min(RETRY_AFTER_MAX)
-}
-
 /// Send `call` on `api`: 429s waited out by their `Retry-After`; lost
 /// answers and 5xx tried again when `again` (at most [`TRIES`]).
 async fn send(
@@ -175,7 +163,7 @@ async fn send(
             Ok((429, headers, body)) if limited < LIMITED_TRIES => {
                 limited += 1;
                 tries -= 1;
-                let wait = retry_after(&headers);
+                let wait = crate::vendor::retry_after(&headers);
                 tracing::info!(
                     call = call.what,
                     wait_ms = wait.as_millis() as u64,
@@ -632,22 +620,6 @@ mod tests {
         }
         assert_eq!(at("started", Some("destroyed")), Phase::Going);
         assert_eq!(at("stopping", Some("stopped")), Phase::Running);
-    }
-
-    #[test]
-    fn retry_after_is_read_in_seconds_and_bounded() {
-        let mut h = http::HeaderMap::new();
-        assert_eq!(retry_after(&h), Duration::from_secs(1));
-        h.insert(
-            http::header::RETRY_AFTER,
-            http::HeaderValue::from_static("3"),
-        );
-        assert_eq!(retry_after(&h), Duration::from_secs(3));
-        h.insert(
-            http::header::RETRY_AFTER,
-            http::HeaderValue::from_static("3600"),
-        );
-        assert_eq!(retry_after(&h), RETRY_AFTER_MAX);
     }
 
     #[test]

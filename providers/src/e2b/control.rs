@@ -3,16 +3,12 @@
 //! asked again after its Retry-After (capped): a rate-limited call was
 //! not done, so asking again never doubles it.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::types::{ErrorCode, Labels, ProviderError, Result};
 use crate::vendor::{Api, Call, Failure, Secret};
 
-/// The longest Retry-After waited for.
-pub const RETRY_AFTER_MAX: Duration = Duration::from_secs(30);
 /// How many times a rate-limited call is asked again.
 const RETRIES: u32 = 3;
 /// The most sandboxes one listing page asks for (E2B's limit).
@@ -91,7 +87,7 @@ impl Control {
             let (status, headers, body) = self.api.send_headed(call, cancel).await?;
             if status == 429 && tries < RETRIES {
                 tries += 1;
-                let wait = retry_after(&headers);
+                let wait = crate::vendor::retry_after(&headers);
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => continue,
                     _ = cancel.cancelled() => {
@@ -229,16 +225,6 @@ pub fn metadata_filter(labels: &Labels) -> String {
         .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
         .collect::<Vec<_>>()
         .join("&")
-}
-
-fn retry_after(headers: &http::HeaderMap) -> Duration {
-    headers
-        .get("retry-after")
-        .and_then(|h| h.to_str().ok())
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .map(Duration::from_secs)
-        .unwrap_or(Duration::from_secs(1))
-        .min(RETRY_AFTER_MAX)
 }
 
 #[cfg(test)]

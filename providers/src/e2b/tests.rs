@@ -108,3 +108,53 @@ async fn no_key_is_one_line_naming_the_variable() {
         )
     );
 }
+
+#[test]
+fn a_desktop_server_makes_desktops_of_the_desktop_template() {
+    let host = HostDefaults {
+        kind: SettingKind::Desktop,
+        ..Default::default()
+    };
+    let settings = E2bSettings {
+        api_key: Some(Secret::new("k")),
+        computerd: Some("/x".into()),
+        ..Default::default()
+    };
+    let p = E2bProvider::configure(settings.clone(), &host).unwrap();
+    assert_eq!(p.template, "desktop");
+    let caps = p.capabilities();
+    assert_eq!(caps.kind, computerd::protocol::MachineKind::Desktop);
+    assert!(caps.groups.contains(&computerd::protocol::Group::Screen));
+    let mut spec = ComputerSpec::sandbox(600_000);
+    spec.kind = SettingKind::Desktop;
+    p.check(&spec).unwrap();
+    spec.image = Some("base".into());
+    let e = p.check(&spec).unwrap_err();
+    assert!(
+        e.message.contains("--e2b-desktop-template"),
+        "{}",
+        e.message
+    );
+    // A sandbox server refuses a desktop, naming what it needs.
+    let e = provider(None)
+        .check(&ComputerSpec {
+            kind: SettingKind::Desktop,
+            ..ComputerSpec::sandbox(600_000)
+        })
+        .unwrap_err();
+    assert!(
+        e.message
+            .contains("--kind desktop and an E2B template with X"),
+        "{}",
+        e.message
+    );
+    let e = E2bProvider::configure(
+        E2bSettings {
+            desktop_template: Some(String::new()),
+            ..settings
+        },
+        &host,
+    )
+    .unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("desktop_template"));
+}

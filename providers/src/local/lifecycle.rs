@@ -618,29 +618,34 @@ impl LocalProvider {
             p.signal(libc::SIGTERM);
         }
         let until = tokio::time::Instant::now() + RELEASE_WAIT;
-        let mut child = child;
-        loop {
-            if let Some(c) = child.as_mut()
-                && let Ok(Some(_)) = c.try_wait()
-            {
-                break;
-            }
-            if child.is_none() && !p.alive() {
-                break;
-            }
-            if tokio::time::Instant::now() >= until {
-                tracing::warn!(
-                    computer = meta.id,
-                    "did not end in order within {} s; killing it",
-                    RELEASE_WAIT.as_secs()
-                );
-                p.signal(libc::SIGKILL);
-                if let Some(c) = child.as_mut() {
+        let ended = match child {
+            // Our own child: its exit is awaited, not polled for.
+            Some(mut c) => match tokio::time::timeout_at(until, c.wait()).await {
+                Ok(_) => true,
+                Err(_) => {
+                    p.signal(libc::SIGKILL);
                     let _ = c.wait().await;
+                    false
                 }
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            },
+            // One a server before this one started: looked at until gone.
+            None => loop {
+                if !p.alive() {
+                    break true;
+                }
+                if tokio::time::Instant::now() >= until {
+                    p.signal(libc::SIGKILL);
+                    break false;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            },
+        };
+        if !ended {
+            tracing::warn!(
+                computer = meta.id,
+                "did not end in order within {} s; killed it",
+                RELEASE_WAIT.as_secs()
+            );
         }
         meta.process = None;
         Ok(())

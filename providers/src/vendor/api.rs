@@ -154,6 +154,21 @@ pub fn install_tls() {
     });
 }
 
+/// The longest `Retry-After` a vendor's 429 is waited for; a longer one is
+/// waited this long (E2B, Daytona).
+pub const RETRY_AFTER_MAX: Duration = Duration::from_secs(30);
+
+/// A 429's `Retry-After` in seconds, capped at [`RETRY_AFTER_MAX`]; 1 s
+/// when absent or unreadable.
+pub fn retry_after(headers: &http::HeaderMap) -> Duration {
+    headers
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(Duration::from_secs(1), Duration::from_secs)
+        .min(RETRY_AFTER_MAX)
+}
+
 /// An HTTP/1.1 client for a vendor's `https://` (checked against this
 /// machine's roots) or plain `http://` (a fake's) URLs.
 pub fn http_client(vendor: &str, https: bool) -> Result<Http> {
@@ -429,8 +444,9 @@ impl Api {
             }
             return serde_json::from_slice(&body).map_err(|_| {
                 Failure::Unknown(ProviderError::failed(format!(
-                    "{} answered HTTP {status} with a body that is not JSON",
-                    named()
+                    "{} answered HTTP {status} with a body that is not JSON: {}",
+                    named(),
+                    super::quote(&String::from_utf8_lossy(&body), self.key.as_ref())
                 )))
             });
         }
@@ -485,5 +501,49 @@ pub fn not_found_is_none<T>(r: Result<T, Failure>) -> Result<Option<T>> {
                 Err(e)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_that_is_not_json_is_quoted_200_bytes_at_most_without_the_key() {
+        let key = "dtn_CANARY_quote_5e1f";
+        let api = Api::for_provider(
+            "daytona",
+            "Daytona",
+            "http://127.0.0.1:9",
+            Some(Secret::new(key)),
+            Auth::Bearer,
+        )
+        .unwrap();
+        let call = Call::new("sandbox read", http::Method::GET, "/sandbox");
+        let body = format!("<html>oops {key} {}</html>", "é".repeat(300));
+        let Err(Failure::Unknown(e)) = api.answer(&call, 200, Bytes::from(body)) else {
+            panic!("a body that is not JSON was read");
+        };
+        assert!(!e.message.contains(key), "{}", e.message);
+        assert!(e.message.contains("<html>oops [key] éé"), "{}", e.message);
+        let quoted = &e.message[e.message.find('"').unwrap()..];
+        assert!(quoted.len() <= 200 + 2 + "…".len(), "{}", quoted.len());
+        assert!(quoted.ends_with('…'), "{quoted}");
+    }
+
+    #[test]
+    fn retry_after_is_read_in_seconds_and_bounded() {
+        let mut h = http::HeaderMap::new();
+        assert_eq!(retry_after(&h), Duration::from_secs(1));
+        h.insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static("3"),
+        );
+        assert_eq!(retry_after(&h), Duration::from_secs(3));
+        h.insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static("3600"),
+        );
+        assert_eq!(retry_after(&h), RETRY_AFTER_MAX);
     }
 }

@@ -420,11 +420,13 @@ fn labelled(pairs: &[(&str, &str)]) -> computer_providers::ComputerSpec {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_computer_is_made_reached_found_and_deleted_with_nothing_left() {
     use computer_providers::{AttachBy, Provider, Release};
+    let (logs, _guard) = super::support::capture();
     let Some(r) = rig("daytona-life").await else {
         return;
     };
     let cancel = CancellationToken::new();
     let made = r.create(&[("computer-mcp.session", "s1")]).await.unwrap();
+    let made_network = made.network.as_ref().unwrap().detail.clone();
     let c = made.computer;
     assert_eq!(
         made.network.as_ref().map(|n| n.kind),
@@ -462,6 +464,17 @@ async fn a_computer_is_made_reached_found_and_deleted_with_nothing_left() {
         .await
         .unwrap();
     assert_eq!(by_labels.id, c.id);
+    // Network none was read from inside at create and at each attach.
+    let inside = "read from inside: none of 5 answered, lo alone";
+    assert!(
+        made_network.ends_with(inside),
+        "create's network: {made_network}"
+    );
+    for c in [&by_name, &by_labels] {
+        let read = format!("{:?}", c.network);
+        assert!(read.contains(inside), "attach's network: {read}");
+    }
+    assert!(!logs.text().contains(&r.key));
     assert_eq!(r.provider.list(&wanted, &cancel).await.unwrap().len(), 1);
     wanted.insert("computer-mcp.session".into(), "s2".into());
     assert!(r.provider.list(&wanted, &cancel).await.unwrap().is_empty());
@@ -694,4 +707,90 @@ async fn a_computer_made_open_is_narrowed_to_none_and_read_back() {
         e.message
     );
     assert_eq!(fake.names().len(), 2);
+}
+
+#[tokio::test]
+async fn the_sweep_deletes_computers_past_their_deadline_and_keeps_the_rest() {
+    use computer_providers::Provider;
+    let (fake, key, d, cancel) = scripted(0).await;
+    fake.delete_polls(2);
+    let ours = |name: &str, deadline: &str| {
+        let mut b = body(name);
+        b.labels.insert("computer-mcp.computer".into(), "1".into());
+        b.labels
+            .insert("computer-mcp.deadline".into(), deadline.into());
+        b
+    };
+    let later =
+        computer_providers::vendor::plus_secs(&computer_providers::vendor::now_rfc3339(), 600);
+    let old = d
+        .create(
+            &ours("computer-00000000000a", "2020-01-01T00:00:00Z"),
+            &cancel,
+        )
+        .await
+        .unwrap();
+    let live = d
+        .create(&ours("computer-00000000000b", &later), &cancel)
+        .await
+        .unwrap();
+    // Not ours (no computer label): never touched.
+    d.create(&body("computer-00000000000c"), &cancel)
+        .await
+        .unwrap();
+    let p = provider_at(&fake.api_url(), Some(&key), NO_DAEMON.as_ref());
+    assert_eq!(p.sweep(&cancel).await.unwrap(), vec![old.id.clone()]);
+    // The sweep's release waited the delete out.
+    assert_eq!(
+        fake.names(),
+        ["computer-00000000000b", "computer-00000000000c"]
+    );
+    assert!(d.get(&old.id, &cancel).await.unwrap().is_none());
+    assert!(d.get(&live.id, &cancel).await.unwrap().is_some());
+    assert_eq!(p.sweep(&cancel).await.unwrap(), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_listing_and_a_slow_delete_are_waited_out_through_the_provider() {
+    use computer_providers::{Provider, Release};
+    let Some(r) = rig("daytona-lag").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    r.fake.list_lag(3);
+    r.fake.delete_polls(3);
+    let c = r
+        .create(&[("computer-mcp.name", "lag")])
+        .await
+        .unwrap()
+        .computer;
+    // Create returned once the listing showed it steadily.
+    let listed = r.provider.list(&Labels::new(), &cancel).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|l| l.id.as_str()).collect::<Vec<_>>(),
+        [c.id.as_str()]
+    );
+    // exec.run with no cwd runs in the computer's home, /work.
+    let conn = r.provider.connect(&c, &cancel).await.unwrap();
+    let ran = super::support::run(&conn.client, "pwd; echo $HOME").await;
+    assert_eq!(super::support::text(&ran), "/work\n/work\n");
+    conn.client.close();
+    r.provider
+        .release(&c, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    // Release returned once Daytona read it gone, by GET and by listing.
+    assert_eq!(
+        r.fake.names(),
+        Vec::<String>::new(),
+        "release returned early"
+    );
+    assert!(
+        r.provider
+            .list(&Labels::new(), &cancel)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    r.assert_nothing_left().await;
 }

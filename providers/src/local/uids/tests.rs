@@ -3,14 +3,13 @@ use std::sync::{Arc, Barrier};
 use super::*;
 
 /// Host files in a temporary directory (all empty but what `write` puts
-/// there), with the real /proc.
+/// there).
 fn host(tmp: &Path) -> HostFiles {
     let h = HostFiles {
         passwd: tmp.join("passwd"),
         group: tmp.join("group"),
         subuid: tmp.join("subuid"),
         subgid: tmp.join("subgid"),
-        proc: "/proc".into(),
     };
     for p in [&h.passwd, &h.group, &h.subuid, &h.subgid] {
         fs::write(p, "").unwrap();
@@ -127,7 +126,9 @@ fn a_uid_held_by_a_running_process_is_skipped() {
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(got.unwrap(), b + 1);
-    // Its gid counts too: with b taken, b+5 is skipped.
+    // The kernel is asked by real uid: a process that runs as b+6 with the
+    // gid b+5 holds b+6 only (b+5 is no process's uid, and the range is the
+    // server's own, so no host process runs with it as its group).
     let a = UidAllocator::with(tmp.path().join("uids2"), b + 5..=b + 6, host(tmp.path())).unwrap();
     let mut child = std::process::Command::new("sleep")
         .arg("30")
@@ -136,17 +137,18 @@ fn a_uid_held_by_a_running_process_is_skipped() {
         .spawn()
         .unwrap();
     computer_testkit::wait_until(
-        "the child runs as its gid",
+        "the child runs as its uid",
         std::time::Duration::from_secs(5),
         || {
             fs::read_to_string(format!("/proc/{}/comm", child.id()))
                 .is_ok_and(|c| c.trim() == "sleep")
         },
     );
-    let got = a.allocate("local-q");
+    let (first, second) = (a.allocate("local-q"), a.allocate("local-r"));
     let _ = child.kill();
     let _ = child.wait();
-    assert_eq!(got.unwrap_err().code, ErrorCode::Limit);
+    assert_eq!(first.unwrap(), b + 5);
+    assert_eq!(second.unwrap_err().code, ErrorCode::Limit);
 }
 
 #[test]
