@@ -86,9 +86,11 @@ async fn main() {
     .await;
     let (w, h) = fit.size(whole.width, whole.height, false);
     println!("  fit {}x{} -> {w}x{h}", whole.width, whole.height);
-    let frame = runs("decode the PNG scaling row by row to the fit", n, || async {
-        Png::read(&png).unwrap().scaled(w, h).unwrap()
-    })
+    let frame = runs(
+        "decode the PNG scaling row by row to the fit",
+        n,
+        || async { Png::read(&png).unwrap().scaled(w, h).unwrap() },
+    )
     .await;
     runs("read + scale the raw frame to the fit", n, || async {
         Raw::read(&raw).unwrap().scaled(w, h).unwrap()

@@ -590,7 +590,10 @@ mod tests {
                 height: 1,
             };
             let cut = Png::read(&bytes).unwrap().crop(cut).unwrap();
-            assert_eq!((cut.width, cut.height, cut.at(0, 0)), (1, 1, Some([255, 0, 0])));
+            assert_eq!(
+                (cut.width, cut.height, cut.at(0, 0)),
+                (1, 1, Some([255, 0, 0]))
+            );
         }
         let e = Png::read(b"not a png").err().unwrap();
         assert!(e.to_string().contains("PNG could not be read"), "{e}");
