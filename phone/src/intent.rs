@@ -61,12 +61,12 @@ pub fn open_error(output: &str) -> Option<String> {
         .map(|l| l.trim_start_matches("Error: ").trim().to_string())
 }
 
-/// The command that reads the display's rotation as it is (the touch
-/// screen's orientation in `dumpsys input`, which follows the display
-/// whatever turned it: the sensor, the user's lock or the app in front),
-/// then whether the phone turns by its sensor.
-pub const READ_ROTATION: &str = "dumpsys input | grep -E 'SurfaceOrientation|InputDeviceOrientation'; \
-     echo auto-rotate: $(settings get system accelerometer_rotation)";
+/// The command that reads whether the phone turns by its sensor (its
+/// first line), then the display's rotation as it is (the touch screen's
+/// orientation in `dumpsys input`, which follows the display whatever
+/// turned it: the sensor, the user's lock or the app in front).
+pub const READ_ROTATION: &str = "settings get system accelerometer_rotation; \
+     dumpsys input | grep -E 'SurfaceOrientation|InputDeviceOrientation'";
 
 /// The command that locks the screen in `o`: the sensor's turning off,
 /// then the rotation (0 is the phone's natural portrait, 1 a quarter turn).
@@ -116,14 +116,10 @@ pub fn rotation(output: &str) -> Result<(Orientation, bool), String> {
     } else {
         Orientation::Portrait
     };
-    let sensor = output
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("auto-rotate:"))
-        .map(str::trim);
-    let auto = match sensor {
-        Some("0") => false,
-        Some("1" | "null" | "") | None => true,
-        Some(other) => {
+    let auto = match output.lines().next().map(str::trim).unwrap_or_default() {
+        "0" => false,
+        "1" | "null" => true,
+        other => {
             return Err(format!(
                 "accelerometer_rotation reads {other:?}, not 0 or 1"
             ));
@@ -183,7 +179,7 @@ mod tests {
 
     #[test]
     fn the_rotation_reads_as_each_android_prints_it() {
-        let read = |lines: &str, sensor: &str| rotation(&format!("{lines}auto-rotate: {sensor}\n"));
+        let read = |lines: &str, sensor: &str| rotation(&format!("{sensor}\n{lines}"));
         // Android 12: `dumpSurface`; 13 and 14: `dumpDisplay`, a number;
         // 15: the rotation's name. The first touch screen counts.
         assert_eq!(
@@ -245,7 +241,7 @@ mod tests {
                     // sensor is off (as a phone with no app fixing its own).
                     READ_ROTATION => {
                         let turns = if rot.1 == "0" { rot.0.as_str() } else { "0" };
-                        format!("      SurfaceOrientation: {turns}\nauto-rotate: {}\n", rot.1)
+                        format!("{}\n      SurfaceOrientation: {turns}\n", rot.1)
                     }
                     c if c.starts_with("settings put system accelerometer_rotation 0 && settings put system user_rotation ") => {
                         *rot = (c.rsplit(' ').next().unwrap().to_string(), "0".into());
