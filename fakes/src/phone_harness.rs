@@ -3,8 +3,11 @@
 //! provider calls (`POST /sessions` with an `Idempotency-Key` and replay
 //! by it, `GET /sessions/requests/{key}`, `GET /sessions`,
 //! `GET`/`DELETE /sessions/{id}`), checks the key, and hands every ready
-//! session the adb link it is told ([`FakePhoneHarness::point_adb`]): in
-//! the tests, a locked fixture phone and its code.
+//! session an adb endpoint of its own, as each cloud phone has its own
+//! address: a TCP forwarder on a port of its own to the phone it is told
+//! ([`FakePhoneHarness::point_adb`]; in the tests, a locked fixture phone
+//! and its code), ended with the session. One session's release (which
+//! drops its adb server transport) then leaves the others' links up.
 //!
 //! Knobs: lose the next POST's answer after making its phone
 //! ([`Lose`]), refuse the next POST ([`Refusal`]), answer `provisioning`
@@ -67,6 +70,50 @@ struct Sess {
     /// After a DELETE: reads still answered `closing`.
     closing: Option<u32>,
     gone: bool,
+    /// Its adb endpoint, from its first ready answer on.
+    forward: Option<Forward>,
+}
+
+/// A session's own adb endpoint: a TCP forwarder on a port of 127.0.0.1
+/// to the phone the fake was pointed at when the session became ready.
+/// Ending it ends every connection through it.
+struct Forward {
+    port: u16,
+    stop: CancellationToken,
+}
+
+impl Forward {
+    fn start(to: (String, u16), stop: CancellationToken) -> std::io::Result<Forward> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let port = listener.local_addr()?.port();
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let ends = stop.clone();
+        tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    () = ends.cancelled() => return,
+                    a = listener.accept() => a,
+                };
+                let Ok((mut inbound, _)) = accepted else {
+                    return;
+                };
+                let (to, ends) = (to.clone(), ends.clone());
+                tokio::spawn(async move {
+                    let Ok(mut outbound) =
+                        tokio::net::TcpStream::connect((to.0.as_str(), to.1)).await
+                    else {
+                        return;
+                    };
+                    tokio::select! {
+                        () = ends.cancelled() => {}
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                    }
+                });
+            }
+        });
+        Ok(Forward { port, stop })
+    }
 }
 
 impl Sess {
@@ -81,10 +128,18 @@ impl Sess {
             "ready"
         }
     }
+    /// Gone: its endpoint, and every link through it, ends.
+    fn end(&mut self) {
+        self.gone = true;
+        if let Some(f) = self.forward.take() {
+            f.stop.cancel();
+        }
+    }
+
     /// One read: lags count down.
     fn read(&mut self) {
         match self.closing {
-            Some(0) => self.gone = true,
+            Some(0) => self.end(),
             Some(n) => self.closing = Some(n - 1),
             None if self.provisioning > 0 => self.provisioning -= 1,
             None => {}
@@ -238,6 +293,15 @@ impl FakePhoneHarness {
             .map(|s| s.id.clone())
             .collect()
     }
+    /// The port of a session's own adb endpoint, once it was answered ready
+    /// (None after it ended).
+    pub fn adb_port(&self, id: &str) -> Option<u16> {
+        lock(&self.shared.sessions)
+            .get(id)
+            .and_then(|s| s.forward.as_ref())
+            .map(|f| f.port)
+    }
+
     /// A ready session of the account that no provider made (another
     /// client's): its id.
     pub fn add_foreign(&self) -> String {
@@ -258,14 +322,25 @@ fn make(sh: &Shared, key: Option<&str>, timeout_s: u64, provisioning: u32, fails
             fails,
             closing: None,
             gone: false,
+            forward: None,
         },
     );
     id
 }
 
-fn answer(sh: &Shared, s: &Sess) -> Value {
+fn answer(sh: &Shared, s: &mut Sess) -> Value {
     let state = s.state();
     let (host, port, code) = lock(&sh.adb).clone();
+    if state == "ready" && s.forward.is_none() {
+        match Forward::start((host, port), sh.stop.child_token()) {
+            Ok(f) => s.forward = Some(f),
+            Err(e) => tracing::warn!(session = %s.id, "no adb endpoint: {e}"),
+        }
+    }
+    let adb = match &s.forward {
+        Some(f) if state == "ready" => json!({"host": "127.0.0.1", "port": f.port, "code": code}),
+        _ => Value::Null,
+    };
     json!({
         "id": s.id,
         "state": state,
@@ -274,7 +349,7 @@ fn answer(sh: &Shared, s: &Sess) -> Value {
         "expires_at": plus_secs(&s.created_at, s.timeout_s),
         "watch_url": format!("https://watch.phone-harness.test/{}/{}", sh.canary, s.id),
         "progress": {"phase": state, "queue_position": 0},
-        "adb": if state == "ready" { json!({"host": host, "port": port, "code": code}) } else { Value::Null },
+        "adb": adb,
     })
 }
 
@@ -309,7 +384,7 @@ async fn create(State(sh): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> Res
     };
     // A replay under a key already used answers its session.
     let replay = lock(&sh.sessions)
-        .values()
+        .values_mut()
         .find(|s| s.request_key.as_deref() == Some(key))
         .map(|s| answer(&sh, s));
     if let Some(v) = replay {
@@ -337,7 +412,7 @@ async fn create(State(sh): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> Res
     }
     let id = make(&sh, Some(key), timeout_s, ready_after, fails);
     let body = lock(&sh.sessions)
-        .get(&id)
+        .get_mut(&id)
         .map(|s| answer(&sh, s))
         .unwrap_or_default();
     match lose {
@@ -364,7 +439,7 @@ async fn by_key(State(sh): State<Arc<Shared>>, h: HeaderMap, Path(key): Path<Str
         }
     }
     let found = lock(&sh.sessions)
-        .values()
+        .values_mut()
         .find(|s| s.request_key.as_deref() == Some(key.as_str()))
         .map(|s| answer(&sh, s));
     match found {
@@ -378,7 +453,7 @@ async fn list(State(sh): State<Arc<Shared>>, h: HeaderMap) -> Response {
         return r;
     }
     let all: Vec<Value> = lock(&sh.sessions)
-        .values()
+        .values_mut()
         .filter(|s| !s.gone)
         .map(|s| answer(&sh, s))
         .collect();
@@ -414,7 +489,7 @@ async fn delete(State(sh): State<Arc<Shared>>, h: HeaderMap, Path(id): Path<Stri
         Some(s) => {
             if s.closing.is_none() {
                 if lag == 0 {
-                    s.gone = true;
+                    s.end();
                 } else {
                     s.closing = Some(lag);
                 }

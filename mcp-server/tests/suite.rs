@@ -10,6 +10,7 @@ mod http;
 mod lifecycle;
 mod malformed;
 mod phone;
+mod playwright;
 mod sessions;
 mod skills;
 mod stdio;

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use computer_phone::adb::AdbShell;
 use computer_phone::client::PhoneClient;
-use computer_phone::screen::{Decoded, Raw};
+use computer_phone::screen::{Png, Raw};
 use computer_phone_fixture::rig::Rig;
 use computerd::client::ComputerClient;
 use computerd::protocol::Fit;
@@ -80,18 +80,20 @@ async fn main() {
         pixels: 1_150_000,
         max_width: None,
     };
-    let decoded = runs("decode the PNG", n, || async {
-        Decoded::png(&png).unwrap()
+    let whole = runs("decode the whole PNG (RGB)", n, || async {
+        Png::read(&png).unwrap().frame().unwrap()
     })
     .await;
-    let (w, h) = fit.size(decoded.width, decoded.height, false);
-    println!("  fit {}x{} -> {w}x{h}", decoded.width, decoded.height);
-    let frame = runs("scale the decoded PNG to the fit", n, || async {
-        decoded.raw().scaled(w, h)
-    })
+    let (w, h) = fit.size(whole.width, whole.height, false);
+    println!("  fit {}x{} -> {w}x{h}", whole.width, whole.height);
+    let frame = runs(
+        "decode the PNG scaling row by row to the fit",
+        n,
+        || async { Png::read(&png).unwrap().scaled(w, h).unwrap() },
+    )
     .await;
     runs("read + scale the raw frame to the fit", n, || async {
-        Raw::read(&raw).unwrap().scaled(w, h)
+        Raw::read(&raw).unwrap().scaled(w, h).unwrap()
     })
     .await;
     let out = runs("encode the fitted frame (PNG)", n, || async {

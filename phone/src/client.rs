@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::install::{self, Folder, InstallError};
-use crate::screen::Decoded;
+use crate::screen::Png;
 use crate::{facts, input, intent, ui};
 
 /// What a phone client needs of its transport: a shell command's output
@@ -208,20 +208,21 @@ impl PhoneClient {
         // 4 bytes a pixel cost more than the phone's encoding and this
         // decoding together (the bench's figures are in the note).
         let bytes = self.shell.bytes("screencap -p").await.map_err(gone)?;
-        let decoded = Decoded::png(&bytes).map_err(|e| rpc(RpcError::invalid(e.to_string())))?;
-        let raw = decoded.raw();
-        let (screen_width, screen_height) = (raw.width, raw.height);
+        let unread = |e: crate::screen::ScreenError| rpc(RpcError::invalid(e.to_string()));
+        let shot = Png::read(&bytes).map_err(unread)?;
+        let (screen_width, screen_height) = (shot.width(), shot.height());
         let frame = match (p.region, p.fit) {
             (Some(r), _) => {
-                r.check_inside(raw.width, raw.height).map_err(rpc)?;
-                raw.crop(r)
+                r.check_inside(screen_width, screen_height).map_err(rpc)?;
+                shot.crop(r)
             }
             (None, Some(fit)) => {
-                let (w, h) = fit.size(raw.width, raw.height, false);
-                raw.scaled(w, h)
+                let (w, h) = fit.size(screen_width, screen_height, false);
+                shot.scaled(w, h)
             }
-            (None, None) => raw.frame(),
-        };
+            (None, None) => shot.frame(),
+        }
+        .map_err(unread)?;
         let png = frame.png().map_err(rpc)?;
         let n = self
             .shots

@@ -61,10 +61,12 @@ pub fn open_error(output: &str) -> Option<String> {
         .map(|l| l.trim_start_matches("Error: ").trim().to_string())
 }
 
-/// The command that reads the rotation settings: the user rotation, then
-/// whether the phone turns by its sensor, one a line.
-pub const READ_ROTATION: &str =
-    "settings get system user_rotation; settings get system accelerometer_rotation";
+/// The command that reads whether the phone turns by its sensor (its
+/// first line), then the display's rotation as it is (the touch screen's
+/// orientation in `dumpsys input`, which follows the display whatever
+/// turned it: the sensor, the user's lock or the app in front).
+pub const READ_ROTATION: &str = "settings get system accelerometer_rotation; \
+     dumpsys input | grep -E 'SurfaceOrientation|InputDeviceOrientation'";
 
 /// The command that locks the screen in `o`: the sensor's turning off,
 /// then the rotation (0 is the phone's natural portrait, 1 a quarter turn).
@@ -78,27 +80,52 @@ pub fn set_rotation_command(o: Orientation) -> String {
     )
 }
 
-/// [`READ_ROTATION`]'s output as (orientation, turns with the sensor). A
-/// setting never written reads `null`: Android's defaults, portrait and
-/// turning.
+/// One `dumpsys input` orientation line's rotation in quarter turns, as
+/// each Android prints it (AOSP frameworks/native, inputflinger's
+/// `TouchInputMapper`): `SurfaceOrientation: 1` up to Android 12
+/// (`dumpSurface`), `InputDeviceOrientation: 1` in 13 and 14
+/// (`dumpDisplay`, a number), `InputDeviceOrientation: Rotation90` from 15
+/// (`ftl::enum_string` of `ui::Rotation`).
+fn quarter_turns(line: &str) -> Option<u8> {
+    let (key, value) = line.trim().split_once(':')?;
+    if !matches!(key, "SurfaceOrientation" | "InputDeviceOrientation") {
+        return None;
+    }
+    match value.trim() {
+        "0" | "Rotation0" => Some(0),
+        "1" | "Rotation90" => Some(1),
+        "2" | "Rotation180" => Some(2),
+        "3" | "Rotation270" => Some(3),
+        _ => None,
+    }
+}
+
+/// [`READ_ROTATION`]'s output as (orientation, turns with the sensor): the
+/// first touch screen's rotation (a quarter or three quarters of a turn is
+/// landscape), and the sensor setting (never written reads `null`:
+/// Android's default, turning).
 pub fn rotation(output: &str) -> Result<(Orientation, bool), String> {
-    let mut lines = output.lines().map(str::trim);
-    let (user, sensor) = (lines.next(), lines.next());
-    let orientation = match user {
-        Some("0" | "2" | "null") | None => Orientation::Portrait,
-        Some("1" | "3") => Orientation::Landscape,
-        Some(other) => return Err(format!("user_rotation reads {other:?}, not 0 to 3")),
+    let turns = output.lines().find_map(quarter_turns).ok_or_else(|| {
+        format!(
+            "dumpsys input names no touch screen orientation (no SurfaceOrientation or InputDeviceOrientation line in {:?})",
+            output.chars().take(200).collect::<String>()
+        )
+    })?;
+    let orientation = if turns % 2 == 1 {
+        Orientation::Landscape
+    } else {
+        Orientation::Portrait
     };
-    let turns = match sensor {
-        Some("0") => false,
-        Some("1" | "null") | None => true,
-        Some(other) => {
+    let auto = match output.lines().next().map(str::trim).unwrap_or_default() {
+        "0" => false,
+        "1" | "null" => true,
+        other => {
             return Err(format!(
                 "accelerometer_rotation reads {other:?}, not 0 or 1"
             ));
         }
     };
-    Ok((orientation, turns))
+    Ok((orientation, auto))
 }
 
 #[cfg(test)]
@@ -151,12 +178,35 @@ mod tests {
     }
 
     #[test]
-    fn rotation_settings_read_as_android_writes_them() {
-        assert_eq!(rotation("null\nnull\n"), Ok((Orientation::Portrait, true)));
-        assert_eq!(rotation("1\n0\n"), Ok((Orientation::Landscape, false)));
-        assert_eq!(rotation("3\n1\n"), Ok((Orientation::Landscape, true)));
-        assert_eq!(rotation("0\n0\n"), Ok((Orientation::Portrait, false)));
-        assert!(rotation("7\n0\n").unwrap_err().contains("user_rotation"));
+    fn the_rotation_reads_as_each_android_prints_it() {
+        let read = |lines: &str, sensor: &str| rotation(&format!("{sensor}\n{lines}"));
+        // Android 12: `dumpSurface`; 13 and 14: `dumpDisplay`, a number;
+        // 15: the rotation's name. The first touch screen counts.
+        assert_eq!(
+            read("      SurfaceOrientation: 0\n", "null"),
+            Ok((Orientation::Portrait, true))
+        );
+        assert_eq!(
+            read(
+                "      InputDeviceOrientation: 1\n        SurfaceOrientation: 0\n",
+                "0"
+            ),
+            Ok((Orientation::Landscape, false))
+        );
+        assert_eq!(
+            read("      InputDeviceOrientation: Rotation270\n", "1"),
+            Ok((Orientation::Landscape, true))
+        );
+        assert_eq!(
+            read("      InputDeviceOrientation: Rotation180\n", "0"),
+            Ok((Orientation::Portrait, false))
+        );
+        let none = read("", "0").unwrap_err();
+        assert!(none.contains("no touch screen orientation"), "{none}");
+        let odd = read("SurfaceOrientation: 7\n", "0").unwrap_err();
+        assert!(odd.contains("no touch screen orientation"), "{odd}");
+        let sensor = read("SurfaceOrientation: 1\n", "2").unwrap_err();
+        assert!(sensor.contains("accelerometer_rotation"), "{sensor}");
         assert!(set_rotation_command(Orientation::Landscape).ends_with("user_rotation 1"));
     }
 
@@ -187,7 +237,12 @@ mod tests {
                 let stdout = match command {
                     "getprop" => String::new(),
                     "wm size" => "Physical size: 200x400\n".into(),
-                    READ_ROTATION => format!("{}\n{}\n", rot.0, rot.1),
+                    // The display turns to the user's rotation once the
+                    // sensor is off (as a phone with no app fixing its own).
+                    READ_ROTATION => {
+                        let turns = if rot.1 == "0" { rot.0.as_str() } else { "0" };
+                        format!("{}\n      SurfaceOrientation: {turns}\n", rot.1)
+                    }
                     c if c.starts_with("settings put system accelerometer_rotation 0 && settings put system user_rotation ") => {
                         *rot = (c.rsplit(' ').next().unwrap().to_string(), "0".into());
                         String::new()

@@ -52,82 +52,20 @@ fn word(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
 
-/// A screen's pixels as they came, 3 or 4 bytes each (`screencap`'s raw
-/// output with its header read and checked, or its PNG decoded): not yet
-/// made the frame's RGB.
-pub struct Raw<'a> {
-    pub width: u32,
-    pub height: u32,
-    /// BGRA, not RGBA.
-    swap: bool,
+/// How a screen's pixels are laid out: 3 or 4 bytes each, red first or
+/// (BGRA) blue first.
+#[derive(Clone, Copy, Debug)]
+struct Layout {
+    width: u32,
+    height: u32,
     /// Bytes a pixel: 4, or 3 for a PNG without alpha.
     step: usize,
-    pixels: &'a [u8],
+    /// BGRA, not RGBA.
+    swap: bool,
 }
 
-/// A PNG's pixels, 8-bit RGB or RGBA, read within the same bounds as a
-/// raw frame (checked on its header, before the pixels are allocated).
-pub struct Decoded {
-    pub width: u32,
-    pub height: u32,
-    step: usize,
-    pixels: Vec<u8>,
-}
-
-impl Decoded {
-    /// Decode `screencap -p`'s PNG.
-    pub fn png(bytes: &[u8]) -> Result<Decoded, ScreenError> {
-        let bad = |e: String| ScreenError::Png(e);
-        let mut d = png::Decoder::new(std::io::Cursor::new(bytes));
-        d.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
-        let mut r = d.read_info().map_err(|e| bad(e.to_string()))?;
-        let (width, height) = (r.info().width, r.info().height);
-        if width > MAX_SIDE
-            || height > MAX_SIDE
-            || u64::from(width) * u64::from(height) > MAX_PIXELS
-        {
-            return Err(ScreenError::TooLarge { width, height });
-        }
-        let (colour, _) = r.output_color_type();
-        let step = match colour {
-            png::ColorType::Rgb => 3,
-            png::ColorType::Rgba => 4,
-            other => return Err(bad(format!("it is {other:?}, not RGB or RGBA"))),
-        };
-        let size = r
-            .output_buffer_size()
-            .ok_or(ScreenError::TooLarge { width, height })?;
-        let mut pixels = vec![0; size];
-        let info = r.next_frame(&mut pixels).map_err(|e| bad(e.to_string()))?;
-        pixels.truncate(info.buffer_size());
-        Ok(Decoded {
-            width,
-            height,
-            step,
-            pixels,
-        })
-    }
-
-    pub fn raw(&self) -> Raw<'_> {
-        Raw {
-            width: self.width,
-            height: self.height,
-            swap: false,
-            step: self.step,
-            pixels: &self.pixels,
-        }
-    }
-}
-
-impl<'a> Raw<'a> {
-    /// Read the header: width, height and format (and, from Android 9 on,
-    /// a colour space), then 4 bytes a pixel. The header's length is told
-    /// from the total, so both versions read.
-    pub fn read(bytes: &'a [u8]) -> Result<Raw<'a>, ScreenError> {
-        if bytes.len() < 12 {
-            return Err(ScreenError::Short(bytes.len()));
-        }
-        let (width, height, format) = (word(bytes, 0), word(bytes, 4), word(bytes, 8));
+impl Layout {
+    fn checked(width: u32, height: u32, step: usize, swap: bool) -> Result<Layout, ScreenError> {
         if width == 0
             || height == 0
             || width > MAX_SIDE
@@ -136,55 +74,16 @@ impl<'a> Raw<'a> {
         {
             return Err(ScreenError::TooLarge { width, height });
         }
-        let swap = match format {
-            RGBA_8888 | RGBX_8888 => false,
-            BGRA_8888 => true,
-            other => return Err(ScreenError::Format(other)),
-        };
-        let pixels = width as usize * height as usize * 4;
-        match bytes.len().checked_sub(pixels) {
-            Some(h @ (12 | 16)) => Ok(Raw {
-                width,
-                height,
-                swap,
-                step: 4,
-                pixels: &bytes[h..],
-            }),
-            _ => Err(ScreenError::Length {
-                got: bytes.len(),
-                want: pixels,
-                width,
-                height,
-            }),
-        }
+        Ok(Layout {
+            width,
+            height,
+            step,
+            swap,
+        })
     }
 
-    /// Every pixel, as RGB.
-    pub fn frame(&self) -> Frame {
-        let mut rgb = Vec::with_capacity(self.width as usize * self.height as usize * 3);
-        self.push_rgb(self.pixels, &mut rgb);
-        Frame {
-            width: self.width,
-            height: self.height,
-            rgb,
-        }
-    }
-
-    /// The pixels inside `region` (already checked inside the screen), as
-    /// RGB: only its rows and columns are read.
-    pub fn crop(&self, region: Region) -> Frame {
-        let stride = self.width as usize * self.step;
-        let (x0, x1) = (region.x as usize, (region.x + region.width) as usize);
-        let mut rgb = Vec::with_capacity(region.width as usize * region.height as usize * 3);
-        for y in region.y..region.y + region.height {
-            let row = &self.pixels[y as usize * stride..][..stride];
-            self.push_rgb(&row[x0 * self.step..x1 * self.step], &mut rgb);
-        }
-        Frame {
-            width: region.width,
-            height: region.height,
-            rgb,
-        }
+    fn stride(&self) -> usize {
+        self.width as usize * self.step
     }
 
     /// `pixels`' RGB, pushed onto `rgb`.
@@ -199,57 +98,302 @@ impl<'a> Raw<'a> {
             _ => rgb.extend_from_slice(pixels),
         }
     }
+}
 
-    /// The screen at `width` x `height` (at most its own size), each pixel
-    /// the mean of the screen's pixels it covers: scaled here, straight
-    /// from the raw frame, the PNG encoder sees only the pixels shown.
-    pub fn scaled(&self, width: u32, height: u32) -> Frame {
-        let (width, height) = (width.clamp(1, self.width), height.clamp(1, self.height));
-        if (width, height) == (self.width, self.height) {
-            return self.frame();
+/// A source of a screen's rows, top to bottom, each `stride` bytes.
+trait Rows {
+    fn next(&mut self) -> Result<&[u8], ScreenError>;
+}
+
+/// What is made of a screen: all of it, a region of it (already checked
+/// inside the screen), or all of it scaled to a size.
+#[derive(Clone, Copy, Debug)]
+enum Want {
+    Whole,
+    Crop(Region),
+    Scaled(u32, u32),
+}
+
+/// Make `want` of the screen, reading its rows once, top to bottom, and
+/// none past the last one it needs: a crop's rows alone are made RGB, a
+/// scale adds each row into its band's sums as it comes, so no whole
+/// frame is ever held besides what the source holds.
+fn render(l: Layout, rows: &mut impl Rows, want: Want) -> Result<Frame, ScreenError> {
+    let region = match want {
+        Want::Scaled(w, h) => {
+            let (w, h) = (w.clamp(1, l.width), h.clamp(1, l.height));
+            if (w, h) != (l.width, l.height) {
+                let rgb = match (l.step, l.swap) {
+                    (4, false) => boxes::<4, 0, 2>(l, rows, w, h)?,
+                    (4, true) => boxes::<4, 2, 0>(l, rows, w, h)?,
+                    _ => boxes::<3, 0, 2>(l, rows, w, h)?,
+                };
+                return Ok(Frame {
+                    width: w,
+                    height: h,
+                    rgb,
+                });
+            }
+            None
         }
-        let rgb = match (self.step, self.swap) {
-            (4, false) => self.boxes::<4, 0, 2>(width, height),
-            (4, true) => self.boxes::<4, 2, 0>(width, height),
-            _ => self.boxes::<3, 0, 2>(width, height),
+        Want::Crop(r) => Some(r),
+        Want::Whole => None,
+    };
+    let r = region.unwrap_or(Region {
+        x: 0,
+        y: 0,
+        width: l.width,
+        height: l.height,
+    });
+    let (x0, x1) = (r.x as usize * l.step, (r.x + r.width) as usize * l.step);
+    let mut rgb = Vec::with_capacity(r.width as usize * r.height as usize * 3);
+    for _ in 0..r.y {
+        rows.next()?;
+    }
+    for _ in 0..r.height {
+        l.push_rgb(&rows.next()?[x0..x1], &mut rgb);
+    }
+    Ok(Frame {
+        width: r.width,
+        height: r.height,
+        rgb,
+    })
+}
+
+/// Each output pixel's box mean, for pixels of `STEP` bytes with red at
+/// `R` and blue at `B`, a band of rows at a time: the band's rows added up
+/// byte by byte as they come (a loop the compiler makes SIMD, where most of
+/// the work is), then each output column's box of those sums (the boxes
+/// are contiguous and cover the screen).
+fn boxes<const STEP: usize, const R: usize, const B: usize>(
+    l: Layout,
+    rows: &mut impl Rows,
+    width: u32,
+    height: u32,
+) -> Result<Vec<u8>, ScreenError> {
+    let xs = spans(l.width, width);
+    let mut rgb = Vec::with_capacity(width as usize * height as usize * 3);
+    let mut column = vec![0u32; l.stride()];
+    // Each output column's divisor, by the band's height (a band is one
+    // of two heights, the ratio's floor or ceiling): made once, not a
+    // division per pixel.
+    let mut divisors: Vec<(usize, Vec<Divisor>)> = Vec::new();
+    for (y0, y1) in spans(l.height, height) {
+        column.iter_mut().for_each(|c| *c = 0);
+        for _ in y0..y1 {
+            for (c, &v) in column.iter_mut().zip(rows.next()?) {
+                *c += u32::from(v);
+            }
+        }
+        let band = y1 - y0;
+        let at = match divisors.iter().position(|(h, _)| *h == band) {
+            Some(at) => at,
+            None => {
+                let each = xs.iter().map(|&(x0, x1)| Divisor::new((x1 - x0) * band));
+                divisors.push((band, each.collect()));
+                divisors.len() - 1
+            }
         };
-        Frame { width, height, rgb }
+        for (&(x0, x1), d) in xs.iter().zip(&divisors[at].1) {
+            let mut sum = [0u64; 3];
+            for p in column[x0 * STEP..x1 * STEP].chunks_exact(STEP) {
+                sum[0] += u64::from(p[R]);
+                sum[1] += u64::from(p[1]);
+                sum[2] += u64::from(p[B]);
+            }
+            rgb.extend(sum.map(|c| d.mean(c)));
+        }
+    }
+    Ok(rgb)
+}
+
+/// A box's pixel count `n`, and the rounded mean of `n` bytes' sum by a
+/// multiply: with `m = ceil(2^32 / n)`, `(s * m) >> 32` is `s / n` exactly
+/// for every `s < 2^32 / n`, so for every sum of bytes plus `n / 2` while
+/// `n <= 4096` (`256 n < 2^32 / n`); a larger box divides.
+#[derive(Clone, Copy, Debug)]
+struct Divisor {
+    n: u64,
+    m: u64,
+}
+
+impl Divisor {
+    const EXACT_UP_TO: u64 = 4096;
+
+    fn new(n: usize) -> Divisor {
+        let n = n.max(1) as u64;
+        let m = if n <= Self::EXACT_UP_TO {
+            (1u64 << 32).div_ceil(n)
+        } else {
+            0
+        };
+        Divisor { n, m }
     }
 
-    /// Each output pixel's box mean, for pixels of `STEP` bytes with red at
-    /// `R` and blue at `B`, in two passes a band of rows at a time: the
-    /// band's rows added up byte by byte (a loop the compiler makes SIMD,
-    /// where most of the work is), then each output column's box of those
-    /// sums (the boxes are contiguous and cover the screen).
-    fn boxes<const STEP: usize, const R: usize, const B: usize>(
-        &self,
-        width: u32,
-        height: u32,
-    ) -> Vec<u8> {
-        let xs = spans(self.width, width);
-        let stride = self.width as usize * STEP;
-        let mut rgb = Vec::with_capacity(width as usize * height as usize * 3);
-        let mut column = vec![0u32; stride];
-        for (y0, y1) in spans(self.height, height) {
-            column.iter_mut().for_each(|c| *c = 0);
-            for row in self.pixels[y0 * stride..y1 * stride].chunks_exact(stride) {
-                for (c, &v) in column.iter_mut().zip(row) {
-                    *c += u32::from(v);
-                }
-            }
-            let rows = (y1 - y0) as u32;
-            for &(x0, x1) in &xs {
-                let mut sum = [0u32; 3];
-                for p in column[x0 * STEP..x1 * STEP].chunks_exact(STEP) {
-                    sum[0] += p[R];
-                    sum[1] += p[1];
-                    sum[2] += p[B];
-                }
-                let n = (x1 - x0) as u32 * rows;
-                rgb.extend(sum.iter().map(|c| ((c + n / 2) / n) as u8));
-            }
+    /// `(sum + n / 2) / n`, for a sum of `n` bytes.
+    fn mean(&self, sum: u64) -> u8 {
+        let s = sum + self.n / 2;
+        if self.m == 0 {
+            (s / self.n) as u8
+        } else {
+            ((s * self.m) >> 32) as u8
         }
-        rgb
+    }
+}
+
+/// `screencap`'s raw output, its header read and checked: 4 bytes a pixel.
+pub struct Raw<'a> {
+    layout: Layout,
+    pixels: &'a [u8],
+}
+
+struct Slices<'a> {
+    pixels: &'a [u8],
+    stride: usize,
+}
+
+impl Rows for Slices<'_> {
+    fn next(&mut self) -> Result<&[u8], ScreenError> {
+        let (row, rest) = self.pixels.split_at(self.stride.min(self.pixels.len()));
+        self.pixels = rest;
+        Ok(row)
+    }
+}
+
+impl<'a> Raw<'a> {
+    /// Read the header: width, height and format (and, from Android 9 on,
+    /// a colour space), then 4 bytes a pixel. The header's length is told
+    /// from the total, so both versions read.
+    pub fn read(bytes: &'a [u8]) -> Result<Raw<'a>, ScreenError> {
+        if bytes.len() < 12 {
+            return Err(ScreenError::Short(bytes.len()));
+        }
+        let (width, height, format) = (word(bytes, 0), word(bytes, 4), word(bytes, 8));
+        let mut layout = Layout::checked(width, height, 4, false)?;
+        layout.swap = match format {
+            RGBA_8888 | RGBX_8888 => false,
+            BGRA_8888 => true,
+            other => return Err(ScreenError::Format(other)),
+        };
+        let pixels = width as usize * height as usize * 4;
+        match bytes.len().checked_sub(pixels) {
+            Some(h @ (12 | 16)) => Ok(Raw {
+                layout,
+                pixels: &bytes[h..],
+            }),
+            _ => Err(ScreenError::Length {
+                got: bytes.len(),
+                want: pixels,
+                width,
+                height,
+            }),
+        }
+    }
+
+    pub fn width(&self) -> u32 {
+        self.layout.width
+    }
+
+    pub fn height(&self) -> u32 {
+        self.layout.height
+    }
+
+    fn render(&self, want: Want) -> Result<Frame, ScreenError> {
+        let mut rows = Slices {
+            pixels: self.pixels,
+            stride: self.layout.stride(),
+        };
+        render(self.layout, &mut rows, want)
+    }
+
+    /// Every pixel, as RGB.
+    pub fn frame(&self) -> Result<Frame, ScreenError> {
+        self.render(Want::Whole)
+    }
+
+    /// The pixels inside `region` (already checked inside the screen), as
+    /// RGB: only its rows and columns are read.
+    pub fn crop(&self, region: Region) -> Result<Frame, ScreenError> {
+        self.render(Want::Crop(region))
+    }
+
+    /// The screen at `width` x `height` (at most its own size), each pixel
+    /// the mean of the screen's pixels it covers.
+    pub fn scaled(&self, width: u32, height: u32) -> Result<Frame, ScreenError> {
+        self.render(Want::Scaled(width, height))
+    }
+}
+
+/// `screencap -p`'s PNG, its header read and checked against the same
+/// bounds as a raw frame, decoded a row at a time as a frame is made of it
+/// (see [`render`]): the whole decoded screen (10 MB for 1080x2400) is never
+/// built, and a crop stops inflating after its last row.
+pub struct Png<'a> {
+    layout: Layout,
+    reader: png::Reader<std::io::Cursor<&'a [u8]>>,
+}
+
+struct PngRows<'r, 'a>(&'r mut png::Reader<std::io::Cursor<&'a [u8]>>);
+
+impl Rows for PngRows<'_, '_> {
+    fn next(&mut self) -> Result<&[u8], ScreenError> {
+        match self.0.next_row() {
+            Ok(Some(row)) => Ok(row.data()),
+            Ok(None) => Err(ScreenError::Png("it ended before its last row".into())),
+            Err(e) => Err(ScreenError::Png(e.to_string())),
+        }
+    }
+}
+
+impl<'a> Png<'a> {
+    /// Read the PNG's header: 8-bit (or 16-bit, stripped) RGB or RGBA,
+    /// not interlaced (screencap never interlaces).
+    pub fn read(bytes: &'a [u8]) -> Result<Png<'a>, ScreenError> {
+        let bad = |e: String| ScreenError::Png(e);
+        let mut d = png::Decoder::new(std::io::Cursor::new(bytes));
+        d.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
+        let reader = d.read_info().map_err(|e| bad(e.to_string()))?;
+        let (width, height) = (reader.info().width, reader.info().height);
+        if reader.info().interlaced {
+            return Err(bad(format!(
+                "it is interlaced ({width}x{height}), which screencap never writes"
+            )));
+        }
+        let step = match reader.output_color_type().0 {
+            png::ColorType::Rgb => 3,
+            png::ColorType::Rgba => 4,
+            other => return Err(bad(format!("it is {other:?}, not RGB or RGBA"))),
+        };
+        let layout = Layout::checked(width, height, step, false)?;
+        Ok(Png { layout, reader })
+    }
+
+    pub fn width(&self) -> u32 {
+        self.layout.width
+    }
+
+    pub fn height(&self) -> u32 {
+        self.layout.height
+    }
+
+    fn render(mut self, want: Want) -> Result<Frame, ScreenError> {
+        render(self.layout, &mut PngRows(&mut self.reader), want)
+    }
+
+    /// Every pixel, as RGB.
+    pub fn frame(self) -> Result<Frame, ScreenError> {
+        self.render(Want::Whole)
+    }
+
+    /// The pixels inside `region` (already checked inside the screen).
+    pub fn crop(self, region: Region) -> Result<Frame, ScreenError> {
+        self.render(Want::Crop(region))
+    }
+
+    /// The screen at `width` x `height` (at most its own size), each pixel
+    /// the mean of the screen's pixels it covers.
+    pub fn scaled(self, width: u32, height: u32) -> Result<Frame, ScreenError> {
+        self.render(Want::Scaled(width, height))
     }
 }
 
@@ -265,7 +409,7 @@ fn spans(src: u32, out: u32) -> Vec<(usize, usize)> {
 impl Frame {
     /// Read `screencap`'s raw output whole (see [`Raw::read`]).
     pub fn from_raw(bytes: &[u8]) -> Result<Frame, ScreenError> {
-        Ok(Raw::read(bytes)?.frame())
+        Raw::read(bytes)?.frame()
     }
 
     /// The frame's pixels inside `region` (already checked inside the screen).
@@ -366,7 +510,7 @@ mod tests {
         };
         let part = f.crop(region);
         // Cut from the raw pixels, not the whole frame made RGB first.
-        assert_eq!(Raw::read(&b).unwrap().crop(region), part);
+        assert_eq!(Raw::read(&b).unwrap().crop(region).unwrap(), part);
         assert_eq!((part.width, part.height), (2, 3));
         assert_eq!(part.at(1, 0), Some([255, 0, 0]));
         assert_eq!(part.at(0, 0), Some([0, 0, 0]));
@@ -391,7 +535,7 @@ mod tests {
             b[at..at + 4].copy_from_slice(&px);
         }
         let r = Raw::read(&b).unwrap();
-        let half = r.scaled(2, 1);
+        let half = r.scaled(2, 1).unwrap();
         assert_eq!((half.width, half.height), (2, 1));
         assert_eq!(half.at(0, 0), Some([0, 0, 0]));
         // (255 * 3 + 255) / 4 red, 255 / 4 green and blue, rounded.
@@ -401,9 +545,20 @@ mod tests {
         assert_eq!(r.scaled(9, 9), r.frame());
         // Uneven boxes still cover every pixel once: 4 columns as 1, 1
         // and 2, the last the red and the white.
-        let third = r.scaled(3, 2);
+        let third = r.scaled(3, 2).unwrap();
         assert_eq!(third.at(1, 1), Some([0, 0, 0]));
         assert_eq!(third.at(2, 1), Some([255, 128, 128]));
+    }
+
+    #[test]
+    fn a_box_mean_by_multiply_is_the_mean_by_division() {
+        for n in (1..=5000u64).chain([65_536, 1 << 25]) {
+            let d = Divisor::new(n as usize);
+            for sum in [0, 1, n / 2, n - 1, n, 127 * n + n / 2, 200 * n + 7, 255 * n] {
+                let sum = sum.min(255 * n);
+                assert_eq!(u64::from(d.mean(sum)), (sum + n / 2) / n, "{sum} / {n}");
+            }
+        }
     }
 
     #[test]
@@ -424,12 +579,23 @@ mod tests {
         );
         let rgb = encode(png::ColorType::Rgb, &[255, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
         for bytes in [rgba, rgb] {
-            let d = Decoded::png(&bytes).unwrap();
-            let f = d.raw().frame();
+            let f = Png::read(&bytes).unwrap().frame().unwrap();
             assert_eq!((f.width, f.height, f.at(0, 0)), (2, 2, Some([255, 0, 0])));
-            assert_eq!(d.raw().scaled(1, 1).at(0, 0), Some([64, 0, 0]));
+            let one = Png::read(&bytes).unwrap().scaled(1, 1).unwrap();
+            assert_eq!(one.at(0, 0), Some([64, 0, 0]));
+            let cut = Region {
+                x: 0,
+                y: 0,
+                width: 1,
+                height: 1,
+            };
+            let cut = Png::read(&bytes).unwrap().crop(cut).unwrap();
+            assert_eq!(
+                (cut.width, cut.height, cut.at(0, 0)),
+                (1, 1, Some([255, 0, 0]))
+            );
         }
-        let e = Decoded::png(b"not a png").err().unwrap();
+        let e = Png::read(b"not a png").err().unwrap();
         assert!(e.to_string().contains("PNG could not be read"), "{e}");
     }
 }

@@ -141,6 +141,12 @@ impl AdbProvider {
     /// endpoint.
     async fn phones(&self) -> Result<Vec<DeviceInfo>> {
         self.server().await?;
+        self.attached().await
+    }
+
+    /// [`Self::phones`] of a server that already runs: none is started
+    /// (where none answers, this is its error).
+    async fn attached(&self) -> Result<Vec<DeviceInfo>> {
         if let Some(e) = &self.connect {
             let (host, port) = host_port(e.expose())?;
             self.adb.connect(&host, port).await.map_err(adb_error)?;
@@ -193,9 +199,9 @@ impl AdbProvider {
         })
     }
 
-    /// The attached phone a hold names, by its transport id now.
-    async fn device_of(&self, held: &Held) -> Result<computer_adb::Device> {
-        let phones = self.phones().await?;
+    /// The attached phone a hold names, by its transport id now, among
+    /// `phones`.
+    fn device_of(&self, held: &Held, phones: &[DeviceInfo]) -> Result<computer_adb::Device> {
         let d = phones
             .iter()
             .find(|d| d.serial == held.serial)
@@ -230,7 +236,7 @@ impl AdbProvider {
     /// A client of the phone a hold names.
     async fn client_of(&self, id: &str, cancel: &CancellationToken) -> Result<PhoneClient> {
         let held = self.held_of(id)?;
-        let device = self.device_of(&held).await?;
+        let device = self.device_of(&held, &self.phones().await?)?;
         client_over(device, &held.launched, id, cancel)
             .await
             .map(|c| c.with_folders(held.folders.clone()))
@@ -414,8 +420,18 @@ impl Provider for AdbProvider {
         let Some(held) = self.holds().remove(&computer.id) else {
             return Ok(());
         };
-        // The phone may have gone; the hold ends either way.
-        if let Ok(device) = self.device_of(&held).await {
+        // The phone may have gone; the hold ends either way. Release asks
+        // only a server that runs: where none does (ended, or never
+        // started by this server), it starts none, and the phone's link
+        // went with the server.
+        let device = match self.attached().await {
+            Ok(phones) => self.device_of(&held, &phones),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &device {
+            tracing::info!(computer = %computer.id, "the phone's apps were left as they are: {}", e.message);
+        }
+        if let Ok(device) = device {
             let ended = match AdbShell::new(device).await {
                 Ok(shell) => end_launched(&shell, &held.launched).await,
                 Err(e) => Err(e),

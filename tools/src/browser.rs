@@ -28,12 +28,16 @@
 //! document the tab has navigated away from, is refused, never retargeted.
 
 pub mod check;
+pub mod dialog;
 pub mod dom;
 pub mod keys;
+pub mod playwright;
 pub mod pointer;
 pub mod snapshot;
 pub mod target;
 pub mod tool;
+
+pub(crate) use dialog::{INPUT_MS, send_held};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -88,7 +92,10 @@ page as text, each link, button and field with a ref such as e12), and act on \
 refs with `browser_click`, `browser_type`, `browser_select`, `browser_hover` and \
 `browser_press`. Refs come from the latest snapshot only: after the page changes, \
 take a new snapshot. Take `browser_screenshot` only when you need to see pixels; \
-`browser_click` also takes x and y in that screenshot's pixels.";
+`browser_click` also takes x and y in that screenshot's pixels. Answered though \
+not listed: `browser_handle_dialog` {accept, promptText} (the open or the next \
+dialog; others are dismissed), `browser_resize` {width, height}, `browser_close`, \
+`browser_pdf` {path}, and Playwright MCP's tool names and arguments.";
 
 // --------------------------------------------------------------- memory
 
@@ -183,6 +190,16 @@ pub struct BrowserMemo {
     /// Why the browser was ended under a call (it ended, or was stuck):
     /// said once, in the next page tool's answer, whose call starts a new one.
     pub started_again: Option<String>,
+    /// How the model asked the next dialog to be answered
+    /// (`browser_handle_dialog` when none was open); none dismisses it.
+    pub dialog: Option<DialogAnswer>,
+}
+
+/// A model's answer to a dialog not yet opened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DialogAnswer {
+    pub accept: bool,
+    pub prompt_text: Option<String>,
 }
 
 fn memo(ctx: &ToolContext) -> Arc<Mutex<BrowserMemo>> {
@@ -605,90 +622,6 @@ pub(crate) async fn wait_load(
     }
 }
 
-/// How long an input event may take before the tools look for a dialog
-/// that holds it (a page in `alert()` answers no input until it closes).
-pub(crate) const INPUT_MS: u64 = 5_000;
-
-/// A dialog (`alert`, `confirm`, `prompt`, `beforeunload`) the page opened
-/// since `since` and left open, closed: the words saying so. A
-/// `beforeunload` is accepted (the navigation asked for goes on); every
-/// other is dismissed.
-pub(crate) async fn close_dialog(
-    ctx: &ToolContext,
-    tab: &Tab,
-    since: u64,
-) -> Result<Option<String>> {
-    let (evs, _) = events(
-        ctx,
-        &tab.session,
-        since,
-        &[
-            "Page.javascriptDialogOpening",
-            "Page.javascriptDialogClosed",
-        ],
-        Duration::ZERO,
-    )
-    .await?;
-    let mut open = None;
-    for e in evs {
-        if e.method == "Page.javascriptDialogOpening" {
-            open = Some(e.params);
-        } else {
-            open = None;
-        }
-    }
-    let Some(d) = open else {
-        return Ok(None);
-    };
-    let kind = d["type"].as_str().unwrap_or("alert").to_string();
-    let accept = kind == "beforeunload";
-    send_to(
-        ctx,
-        tab,
-        "Page.handleJavaScriptDialog",
-        json!({"accept": accept}),
-    )
-    .await?;
-    let message: String = d["message"]
-        .as_str()
-        .unwrap_or("")
-        .chars()
-        .take(200)
-        .collect();
-    let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
-        "an"
-    } else {
-        "a"
-    };
-    Ok(Some(format!(
-        "the page opened {article} {kind} dialog saying {message:?}, which was {}",
-        if accept { "accepted" } else { "dismissed" }
-    )))
-}
-
-/// One input event (or a command the page may hold with a dialog): when it
-/// does not finish within [`INPUT_MS`] and the page opened a dialog since
-/// `since`, the dialog is closed and its words come back.
-pub(crate) async fn send_held(
-    ctx: &ToolContext,
-    tab: &Tab,
-    method: &str,
-    params: Value,
-    since: u64,
-    timeout_ms: u64,
-) -> Result<(Value, Option<String>)> {
-    match send(ctx, Some(&tab.session), method, params, Some(timeout_ms)).await {
-        Ok(v) => Ok((v, None)),
-        Err(e) if e.kind() == Some(computerd::protocol::ErrorKind::Timeout) => {
-            match close_dialog(ctx, tab, since).await? {
-                Some(words) => Ok((Value::Null, Some(words))),
-                None => Err(e),
-            }
-        }
-        Err(e) => Err(e),
-    }
-}
-
 /// After an action that may start a navigation (a click, Enter): whether
 /// the main frame started loading within a moment, and if so, the wait
 /// for it (at most `within`). None when nothing started.
@@ -767,7 +700,9 @@ mod tests {
             let word = &after[..end];
             if word.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') && !word.is_empty() {
                 assert!(
-                    names.iter().any(|n| n == word) || args.iter().any(|a| a == word),
+                    names.iter().any(|n| n == word)
+                        || args.iter().any(|a| a == word)
+                        || FAMILY.alias(word).is_some(),
                     "the skill names `{word}`, which is no tool or argument"
                 );
             }
@@ -796,7 +731,7 @@ mod tests {
         };
         let names = FAMILY.names(&offer);
         // Every page tool but browser_upload (it needs the computer's files).
-        assert_eq!(names.len(), 16, "{names:?}");
+        assert_eq!(names.len(), 18, "{names:?}");
         assert!(!names.contains(&"browser_upload"), "{names:?}");
         let with_files = FAMILY.names(&Offer {
             groups: &[Group::Cdp, Group::Files],

@@ -20,6 +20,7 @@ pub const TOOLS: ToolSet = ToolSet {
         ToolDef::new("computer_info",   Needs::Nothing, info_tool,   handler!(info)),
         ToolDef::new("computer_extend", Needs::Extend,  extend_tool, handler!(extend)),
     ],
+    aliases: &[],
 };
 
 /// computer_extend's `ttl_minutes` at most (a day).

@@ -29,6 +29,14 @@ pub(crate) fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T> {
                 path = parent.to_string();
             }
         }
+        if let Some(rest) = inner.strip_prefix("unknown field `")
+            && let Some((field, _)) = rest.split_once('`')
+            && let Some(instead) = crate::browser::playwright::instead(tool, field)
+        {
+            return ToolError::Invalid(format!(
+                "{tool}: {field} is not taken here: {instead}; nothing was done"
+            ));
+        }
         let hint = shape_hint(&path, &inner);
         let inner = plain_words(&inner) + hint;
         if path == "." || path.is_empty() {

@@ -49,6 +49,7 @@ pub const SHOT_TOOLS: ToolSet = ToolSet {
     tools: &[
         ToolDef::new("screenshot", SCREEN,  screenshot_tool, handler!(screenshot)),
     ],
+    aliases: &[],
 };
 
 /// Act on the screen with a mouse and keyboard.
@@ -59,6 +60,7 @@ pub const SCREEN_TOOLS: ToolSet = ToolSet {
         ToolDef::new("computer",   POINTER, computer_tool,   handler!(computer)),
         ToolDef::new("input",      POINTER, input_tool,      handler!(input)),
     ],
+    aliases: &[],
 };
 
 /// The desktop family: the screen tools, the sandbox's, the visible

@@ -55,6 +55,7 @@ pub const PHONE_TOOLS: ToolSet = ToolSet {
         ToolDef::new("open_url",      APPS,  url_tool,       handler!(open_url)),
         ToolDef::new("orientation",   SCREEN, turn_tool,     handler!(orientation)),
     ],
+    aliases: &[],
 };
 
 /// The phone family.
@@ -762,8 +763,13 @@ async fn orientation(ctx: &ToolContext, a: TurnArgs) -> Result<CallToolResult> {
         .map_err(|e| ToolError::client("turning the screen", e))?;
     let turn = Turn::of(r.orientation);
     let mut text = match a.set {
+        Some(want) if want != turn => format!(
+            "rotation locked to {}, but the screen shows {}: the app in front fixes its own orientation",
+            want.name(),
+            turn.name()
+        ),
         Some(_) => format!("the screen is locked in {}", turn.name()),
-        None => format!("the screen is set to {}", turn.name()),
+        None => format!("the screen is in {}", turn.name()),
     };
     text.push_str(if r.auto_rotate {
         " (auto-rotate on: it turns as the phone is held)"
@@ -771,7 +777,7 @@ async fn orientation(ctx: &ToolContext, a: TurnArgs) -> Result<CallToolResult> {
         " (auto-rotate off)"
     });
     if a.set.is_some() {
-        text.push_str("; an app that fixes its own orientation keeps it, and a new screenshot shows the screen as it is");
+        text.push_str("; take a new screenshot: its size and points follow the screen");
     }
     let out = TurnOutput {
         orientation: turn,

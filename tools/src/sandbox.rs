@@ -54,6 +54,7 @@ pub const TOOLS: ToolSet = ToolSet {
         ToolDef::new("process_signal", PROCESSES, process::signal_tool, handler!(process::signal)),
         ToolDef::new("process_list",   PROCESSES, process::list_tool,   handler!(process::list)),
     ],
+    aliases: &[],
 };
 
 /// The sandbox family: its tools, then the common ones.

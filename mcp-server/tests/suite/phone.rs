@@ -201,6 +201,14 @@ async fn a_swipe_and_typed_text_arrive_exactly_and_bad_input_sends_nothing() {
             json!({"direction": "up", "from": [1, 1]}),
             "not both",
         ),
+        // One point is no swipe.
+        ("swipe", json!({"from": [1, 1]}), "from and to"),
+        // The screenshot is 540 wide: x goes 0 to 539.
+        (
+            "tap",
+            json!({"x": 540, "y": 10}),
+            "is outside the 540x1200 screenshot",
+        ),
         (
             "tap",
             json!({"ref": "e9999"}),
@@ -253,10 +261,30 @@ async fn urls_open_by_a_view_intent_the_screen_turns_and_a_volume_key_is_pressed
     assert!(!is_error(&read), "{}", text(&read));
     assert_eq!(structured(&read)["orientation"], "portrait");
     assert_eq!(structured(&read)["auto_rotate"], true);
+    // The fixture app (in front since the URL) fixes itself in portrait:
+    // the lock is set, but the display, read from the phone, stays.
     let set = call(&client, "orientation", json!({"set": "landscape"})).await;
     assert!(!is_error(&set), "{}", text(&set));
-    assert_eq!(structured(&set)["orientation"], "landscape");
+    assert_eq!(
+        structured(&set)["orientation"],
+        "portrait",
+        "{}",
+        text(&set)
+    );
     assert_eq!(structured(&set)["auto_rotate"], false);
+    assert!(
+        text(&set).contains("fixes its own orientation"),
+        "{}",
+        text(&set)
+    );
+    // Settings follows the lock: the display turns.
+    let settings = call(
+        &client,
+        "app_launch",
+        json!({"app": "com.android.settings"}),
+    )
+    .await;
+    assert!(!is_error(&settings), "{}", text(&settings));
     let read = call(&client, "orientation", json!({})).await;
     assert_eq!(
         structured(&read)["orientation"],

@@ -128,3 +128,72 @@ async fn what_a_phone_cannot_be_is_refused_before_anything_is_asked() {
     assert_eq!(e.code, ErrorCode::NotFound, "{}", e.message);
     assert!(e.message.contains("--adb-serial"), "{}", e.message);
 }
+
+/// Whether anything on this machine is an adb server of `port`: one
+/// answering on it, or a process whose arguments name it (`adb -P <port>
+/// start-server` forks `adb -L tcp:<port> fork-server server`).
+fn an_adb_server_of(port: u16) -> Option<String> {
+    if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        return Some(format!("something answers on port {port}"));
+    }
+    let names = [format!("tcp:{port}"), port.to_string()];
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let args = std::fs::read(e.path().join("cmdline")).ok()?;
+        let args: Vec<String> = args
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let adb = args.first().is_some_and(|a| a.ends_with("adb"));
+        let named = args
+            .iter()
+            .any(|a| names.contains(a) || a.ends_with(&format!(":{port}")));
+        (adb && named).then(|| args.join(" "))
+    })
+}
+
+#[tokio::test]
+async fn a_release_starts_no_adb_server_where_none_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(rig) = Rig::of_test(dir.path(), None).await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    let port = rig.adb.port();
+    let p = provider(port, Some(rig.serial.clone()));
+    let made = p.create(&phone_spec(), &cancel).await.unwrap();
+    let conn = p.connect(&made.computer, &cancel).await.unwrap();
+    conn.client
+        .call_value("apps.launch", json!({"id": "com.android.settings"}))
+        .await
+        .unwrap();
+    drop(conn);
+    // The server goes (a user's `adb kill-server`, a reboot of the host's
+    // adb): its connection closes once it is gone.
+    rig.adb.kill_server().await.unwrap();
+    for _ in 0..50 {
+        if an_adb_server_of(port).is_none() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(an_adb_server_of(port), None, "the server did not end");
+
+    p.release(&made.computer, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    // Release starts none: it waits for a server it starts to answer, so
+    // one started would be here now; a moment more for a late fork.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        an_adb_server_of(port),
+        None,
+        "release started an adb server"
+    );
+    // The hold ended all the same.
+    assert!(
+        p.list(&Default::default(), &cancel)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -503,27 +503,12 @@ async fn the_canary_key_is_in_no_error_log_note_or_doctor_line() {
     clean(&s, code, "the log", &text);
 }
 
-#[tokio::test]
-async fn connect_unlocks_the_phone_and_a_tap_and_a_screenshot_work() {
-    let s = setup().await;
-    let code = "CANARY9911";
-    let Some(rig) = Rig::of_test(
-        s.ledger
-            .parent()
-            .unwrap()
-            .parent()
-            .unwrap()
-            .parent()
-            .unwrap(),
-        Some(code),
-    )
-    .await
-    else {
-        return;
-    };
-    let (log, _guard) = capture();
+/// The fixture phone, locked by `code`, the fake pointed at it, and a
+/// provider on the rig's adb server. None where adb is missing.
+async fn on_a_fixture_phone(s: &Setup, code: &str) -> Option<(Rig, PhoneHarnessProvider)> {
+    let dir = s.ledger.ancestors().nth(3).unwrap();
+    let rig = Rig::of_test(dir, Some(code)).await?;
     s.fake.point_adb("127.0.0.1", rig.phone_port, code);
-    s.fake.ready_after(2);
     let p = PhoneHarnessProvider::configure(
         PhoneHarnessSettings {
             adb_port: Some(rig.adb.port()),
@@ -533,6 +518,27 @@ async fn connect_unlocks_the_phone_and_a_tap_and_a_screenshot_work() {
         &HostDefaults::default(),
     )
     .unwrap();
+    Some((rig, p))
+}
+
+/// The port of the newest session's own adb endpoint.
+fn session_port(s: &Setup) -> u16 {
+    let ids = s.fake.session_ids();
+    let newest = ids
+        .iter()
+        .max_by_key(|id| id.trim_start_matches("ph-").parse::<u64>().unwrap_or(0));
+    s.fake.adb_port(newest.unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn connect_unlocks_the_phone_and_a_tap_and_a_screenshot_work() {
+    let s = setup().await;
+    let code = "CANARY9911";
+    let Some((rig, p)) = on_a_fixture_phone(&s, code).await else {
+        return;
+    };
+    let (log, _guard) = capture();
+    s.fake.ready_after(2);
     let cancel = CancellationToken::new();
     let locked = rig
         .adb
@@ -562,13 +568,18 @@ async fn connect_unlocks_the_phone_and_a_tap_and_a_screenshot_work() {
         .unwrap();
     let touches = rig.events("touch");
     assert!(!touches.is_empty(), "the tap reached the phone");
+    let own = format!("127.0.0.1:{}", session_port(&s));
     p.release(&made.computer, Release::Delete, &cancel)
         .await
         .unwrap();
     let devices = rig.adb.devices().await.unwrap();
     assert!(
-        devices.iter().all(|d| d.serial != rig.serial),
+        devices.iter().all(|d| d.serial != own),
         "release let the adb server's transport go"
+    );
+    assert!(
+        devices.iter().any(|d| d.serial == rig.serial),
+        "and only its own: the rig's link to the phone stays"
     );
     // The fixture phone runs in this process and logs what its shells
     // are asked, as the phone's own log would: ours is the rest.
@@ -579,4 +590,74 @@ async fn connect_unlocks_the_phone_and_a_tap_and_a_screenshot_work() {
     let held: Vec<&str> = ours.filter(|l| l.contains(code)).collect();
     assert!(held.is_empty(), "the log holds the unlock code: {held:?}");
     assert!(!text.contains(&s.key), "the log holds the key");
+}
+
+#[tokio::test]
+async fn each_session_has_its_own_adb_link_and_one_release_leaves_the_other_working() {
+    let s = setup().await;
+    let code = "CANARY4242";
+    let Some((rig, p)) = on_a_fixture_phone(&s, code).await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    let first = p.create(&spec(600_000, &[]), &cancel).await.unwrap();
+    let first_port = session_port(&s);
+    let second = p.create(&spec(600_000, &[]), &cancel).await.unwrap();
+    let second_port = session_port(&s);
+    assert_ne!(
+        first_port, second_port,
+        "the sessions share an adb endpoint"
+    );
+    let a = p.connect(&first.computer, &cancel).await.unwrap();
+    let b = p.connect(&second.computer, &cancel).await.unwrap();
+    for conn in [&a, &b] {
+        let apps = conn
+            .client
+            .call_value("apps.list", json!({}))
+            .await
+            .unwrap();
+        assert!(
+            apps["apps"].as_array().is_some_and(|a| !a.is_empty()),
+            "{apps}"
+        );
+    }
+    drop(a);
+    p.release(&first.computer, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    let serials: Vec<String> = rig
+        .adb
+        .devices()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.serial)
+        .collect();
+    assert!(
+        !serials.contains(&format!("127.0.0.1:{first_port}")),
+        "{serials:?}"
+    );
+    assert!(
+        serials.contains(&format!("127.0.0.1:{second_port}")),
+        "{serials:?}"
+    );
+    // The other session's link works on: a shot and a tap reach the phone.
+    let taps = rig.events("touch").len();
+    let shot = b.client.call_value("screen.shot", json!({})).await.unwrap();
+    assert!(shot["width"].as_u64().is_some_and(|w| w > 0), "{shot}");
+    b.client
+        .call_value(
+            "input.actions",
+            json!({"actions": [{"type": "tap", "point": [100, 200]}]}),
+        )
+        .await
+        .unwrap();
+    assert!(
+        rig.events("touch").len() > taps,
+        "the tap did not reach the phone"
+    );
+    drop(b);
+    p.release(&second.computer, Release::Delete, &cancel)
+        .await
+        .unwrap();
 }

@@ -11,7 +11,7 @@ use crate::browser::{Tab, check, current, main_frame, send_to, snapshot::Element
 use crate::error::{Result, ToolError};
 
 /// The object group the tools' handles live in (released after each use).
-const GROUP: &str = "computer-mcp-page-tools";
+pub(crate) const GROUP: &str = "computer-mcp-page-tools";
 
 /// The element `raw` names, checked: a ref handed out by a snapshot of
 /// the current tab, of the document it shows now, and still in it.

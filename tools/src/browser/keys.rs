@@ -100,7 +100,7 @@ const NAMED: &[Named] = &[
 /// Modifier names and bits.
 const MODIFIERS: &[(&[&str], u32)] = &[
     (&["alt", "option"], 1),
-    (&["ctrl", "control"], 2),
+    (&["ctrl", "control", "controlormeta"], 2),
     (&["meta", "cmd", "command", "super", "win"], 4),
     (&["shift"], 8),
 ];

@@ -135,6 +135,24 @@ macro_rules! target_args {
 }
 pub(crate) use target_args;
 
+/// The ref of a tool that acts on an element only: `ref`, or `target` as
+/// a ref ("e12" or Anthropic's ref object); none when neither is given.
+pub(crate) fn ref_of(reference: Option<String>, target: Option<Target>) -> Result<Option<String>> {
+    match (reference, target) {
+        (Some(r), None)
+        | (None, Some(Target::Plain(r)))
+        | (None, Some(Target::Typed(Typed::Ref { element: r }))) => Ok(Some(r)),
+        (None, Some(Target::Typed(Typed::Coordinate { .. }))) => Err(ToolError::Invalid(
+            "target is a coordinate; this acts on an element: give its ref; nothing was done"
+                .into(),
+        )),
+        (Some(_), Some(_)) => Err(ToolError::Invalid(
+            "give ref or target, not both; nothing was done".into(),
+        )),
+        (None, None) => Ok(None),
+    }
+}
+
 /// A page tool's args: the tab it acts in (`tab_id`, made the current tab
 /// before the tool runs), or none for the current one.
 pub(crate) trait InTab {
@@ -242,7 +260,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.starts_with("unknown field `bogus`, expected one of `ref`, `element`, `x`, `y`, `target`, `button`, `click_count`, `modifiers`, `tab_id`"),
+            e.starts_with("unknown field `bogus`, expected one of `ref`, `element`, `x`, `y`, `target`, `button`, `click_count`, `modifiers`, `doubleClick`, `tab_id`"),
             "{e}"
         );
         let e = serde_json::from_value::<UploadArgs>(

@@ -6,6 +6,7 @@ pub mod click;
 pub mod console;
 pub mod drag;
 pub mod eval;
+pub mod form;
 pub mod get_text;
 pub mod hover;
 pub mod navigate;
@@ -18,6 +19,8 @@ pub mod snapshot;
 pub mod tabs;
 pub mod type_text;
 pub mod upload;
+pub mod wait;
+pub mod window;
 
 use computerd::protocol::Group;
 use rmcp::model::{CallToolResult, ContentBlock};
@@ -56,6 +59,29 @@ macro_rules! page_handler {
     };
 }
 
+/// A page tool that acts (`page_handler!`), answering after what it did
+/// with the page's state as Playwright MCP does: URL, title, and the
+/// console messages the act produced.
+macro_rules! act_handler {
+    ($f:path) => {
+        |ctx, name, args| {
+            Box::pin(async move {
+                let a = $crate::define::parse(name, args)?;
+                let tab = $crate::browser::target::InTab::tab_id(&a);
+                let r = match $crate::browser::use_tab(ctx, tab).await {
+                    Ok(()) => {
+                        let mark = $crate::browser::playwright::mark(ctx).await;
+                        let r = $f(ctx, a).await;
+                        $crate::browser::playwright::with_page_state(ctx, mark, r).await
+                    }
+                    Err(e) => Err(e),
+                };
+                $crate::browser::say_started_again(ctx, r)
+            })
+        }
+    };
+}
+
 /// The page tools, a set another family can list too (a desktop whose
 /// computer declares `cdp` drives its visible browser with them): each
 /// one's listing (args and result types, description, annotations) and
@@ -82,19 +108,19 @@ pub const PAGE_TOOLS: ToolSet = ToolSet {
         ToolDef::new("browser_click", CDP, listing!(|_| click::ClickArgs => ActOutput,
             "Click an element by its ref from browser_snapshot (it is scrolled into view and clicked at the middle of its box, after checking nothing covers it), or at x, y in the latest browser_screenshot's pixels. Waits briefly for a navigation the click starts. A ref whose element was removed, or from before the page navigated, is refused: take a new snapshot.",
             hints("Click", false, true, false, false)
-        ), page_handler!(click::click)),
+        ), act_handler!(click::click)),
         ToolDef::new("browser_type", CDP, listing!(|_| type_text::TypeArgs => ActOutput,
             "Type text into a field by its ref from the latest snapshot (it is scrolled into view and focused first; clear empties it first; submit presses Enter after), or where the focus is when no ref is given. What is typed into a password field is never shown back.",
             hints("Type", false, true, false, false)
-        ), page_handler!(type_text::type_text)),
+        ), act_handler!(type_text::type_text)),
         ToolDef::new("browser_select", CDP, listing!(|_| select::SelectArgs => ActOutput,
             "Pick options of a <select> by its ref (values: the options' values or texts, several for a multiple select), or set a form field's value directly (value: true/false checks a checkbox or radio, text sets a text field). Fires input and change as a user's choice would.",
             hints("Select", false, true, true, false)
-        ), page_handler!(select::select)),
+        ), act_handler!(select::select)),
         ToolDef::new("browser_hover", CDP, listing!(|_| hover::HoverArgs => ActOutput,
             "Move the pointer over an element by ref (scrolled into view, checked uncovered) or to x, y of the latest screenshot, without clicking: opens hover menus and tooltips. Take a snapshot after to see what appeared.",
             hints("Hover", false, false, true, false)
-        ), page_handler!(hover::hover)),
+        ), act_handler!(hover::hover)),
         ToolDef::new("browser_scroll", CDP, listing!(|_| scroll::ScrollArgs => ActOutput,
             "Scroll with the mouse wheel: direction up, down, left or right, by amount CSS pixels (default most of a viewport), at ref, at x, y of the latest screenshot, or at the middle of the viewport; the area under that point scrolls. Says what moved and where it stands now (or that it was already at its end). With ref and no direction, scrolls that element into view. Refs stay valid after a scroll.",
             hints("Scroll", false, false, false, false)
@@ -102,7 +128,7 @@ pub const PAGE_TOOLS: ToolSet = ToolSet {
         ToolDef::new("browser_drag", CDP, listing!(|_| drag::DragArgs => ActOutput,
             "Drag from start_ref (or start_x, start_y of the latest screenshot) to end_ref (or end_x, end_y) with the left button held: moves a slider, reorders a list, drops an item on a target (HTML drag and drop included). The start is scrolled into view; the end must be in view with it, or the drag is refused and nothing is done. Says whether the page took it as a drag and drop or as mouse moves; take a snapshot after to see the result.",
             hints("Drag", false, true, false, false)
-        ), page_handler!(drag::drag)),
+        ), act_handler!(drag::drag)),
         ToolDef::new("browser_upload", CDP_FILES, listing!(|_| upload::UploadArgs => ActOutput,
             "Choose files of the computer in a page's file input: ref is the input, or the button that opens its file chooser (it is clicked, and the chooser is answered with paths). paths are absolute paths of regular files in the computer (write them first with write_file or exec); an input without `multiple` takes one. Says what the input holds after (names and sizes). Submit the form after with browser_click.",
             hints("Upload files", false, true, true, false)
@@ -113,7 +139,7 @@ pub const PAGE_TOOLS: ToolSet = ToolSet {
                 keys::MAX_PRESSES
             ),
             hints("Press keys", false, true, false, false)
-        ), page_handler!(press::press)),
+        ), act_handler!(press::press)),
         ToolDef::new("browser_screenshot", CDP, listing!(|s| screenshot::ScreenshotArgs => screenshot::ShotOutput,
             format!(
                 "See the current tab's viewport: a PNG fit to {}x{}, and its frame id. x, y given to browser_click and browser_hover are in this image's pixels. Prefer browser_snapshot to read a page; take a screenshot for what only pixels show.",
@@ -152,7 +178,16 @@ pub const PAGE_TOOLS: ToolSet = ToolSet {
             ),
             hints("Run JavaScript", false, true, false, true)
         ), page_handler!(eval::eval)),
+        ToolDef::new("browser_wait_for", CDP, listing!(|_| wait::WaitArgs => wait::WaitOutput,
+            "Wait for text to show in the page, or textGone to go, or for time seconds (at most 30; with text, the bound, default 10). A wait that reaches its bound ends with what the page showed.",
+            hints("Wait for", true, false, true, false)
+        ), act_handler!(wait::wait_for)),
+        ToolDef::new("browser_fill_form", CDP, listing!(|_| form::FillFormArgs => form::FillFormOutput,
+            "Fill several fields by ref (target) in one call: a textbox's value is typed (emptied first), a checkbox's or radio's is \"true\" or \"false\", a combobox's is an option's text.",
+            hints("Fill form", false, true, true, false)
+        ), act_handler!(form::fill_form)),
     ],
+    aliases: crate::browser::playwright::ALIASES,
 };
 
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]

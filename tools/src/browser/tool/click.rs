@@ -22,21 +22,63 @@ target_args! {
         /// 2 for a double click, 3 for a triple click (default 1).
         pub click_count: Option<u32>,
         /// Keys held while clicking: "shift", "ctrl+shift", "cmd".
-        pub modifiers: Option<String>,
+        pub modifiers: Option<Modifiers>,
+        /// Playwright's: true is click_count 2 (unlisted).
+        #[serde(rename = "doubleClick")]
+        #[schemars(skip)]
+        pub double_click: Option<bool>,
         tab_id,
+    }
+}
+
+/// Modifier keys as one `+`-joined text, or Playwright's list of names.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(untagged)]
+pub enum Modifiers {
+    Joined(String),
+    Listed(Vec<String>),
+}
+
+impl Modifiers {
+    fn joined(&self) -> String {
+        match self {
+            Modifiers::Joined(s) => s.clone(),
+            Modifiers::Listed(l) => l.join("+"),
+        }
+    }
+}
+
+/// Listed as the string it was (Playwright's list is taken unlisted).
+impl schemars::JsonSchema for Modifiers {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Modifiers".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string"})
     }
 }
 
 pub(crate) async fn click(ctx: &ToolContext, a: ClickArgs) -> Result<CallToolResult> {
     let button = a.button.unwrap_or_default();
-    let count = a.click_count.unwrap_or(1);
+    let count = match (a.click_count, a.double_click) {
+        (Some(c), Some(true)) if c != 2 => {
+            return Err(ToolError::Invalid(format!(
+                "doubleClick is true and click_count is {c}; give one of them; nothing was done"
+            )));
+        }
+        (_, Some(true)) => 2,
+        (c, _) => c.unwrap_or(1),
+    };
     if !(1..=3).contains(&count) {
         return Err(ToolError::Invalid(format!(
             "click_count is {count}; give 1, 2 or 3; nothing was done"
         )));
     }
     let modifiers = match &a.modifiers {
-        Some(m) => keys::modifier_bits("modifiers", m)?,
+        Some(m) => keys::modifier_bits("modifiers", &m.joined())?,
         None => 0,
     };
     let wh = where_of(a.reference, a.x, a.y, a.target)?;

@@ -20,6 +20,13 @@ use crate::error::{Result, ToolError};
 pub const MAX_ENTRIES: u32 = 200;
 
 /// Entries they give when `max` is not given.
+/// The events console entries are read from.
+pub const METHODS: [&str; 3] = [
+    "Runtime.consoleAPICalled",
+    "Runtime.exceptionThrown",
+    "Log.entryAdded",
+];
+
 pub const DEFAULT_ENTRIES: u32 = 50;
 
 /// One console entry or address at most, in characters.
@@ -153,13 +160,20 @@ pub(crate) async fn recent<T>(
 }
 
 pub(crate) async fn console(ctx: &ToolContext, a: RecentArgs) -> Result<CallToolResult> {
-    let methods = [
-        "Runtime.consoleAPICalled",
-        "Runtime.exceptionThrown",
-        "Log.entryAdded",
-    ];
-    let (entries, skipped, next) = recent(ctx, &a, &methods, |evs| {
-        evs.iter().filter_map(console_entry).collect()
+    console_kept(ctx, a, |_| true).await
+}
+
+/// The recent console entries `keep` takes (Playwright's level).
+pub(crate) async fn console_kept(
+    ctx: &ToolContext,
+    a: RecentArgs,
+    keep: impl Fn(&ConsoleEntry) -> bool,
+) -> Result<CallToolResult> {
+    let (entries, skipped, next) = recent(ctx, &a, &METHODS, |evs| {
+        evs.iter()
+            .filter_map(console_entry)
+            .filter(|e| keep(e))
+            .collect()
     })
     .await?;
     let mut text = String::new();

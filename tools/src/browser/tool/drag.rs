@@ -24,12 +24,16 @@ const DRAG_START_WAIT: Duration = Duration::from_millis(300);
 target_args! {
     pub struct DragArgs {
         /// The ref of the element to drag, from the latest snapshot.
+        #[serde(alias = "startTarget")]
         pub start_ref: Option<String>,
         /// A few words naming it, for the record.
+        #[serde(alias = "startElement")]
         pub start_element: Option<String>,
         /// The ref of the element to drop on (it must be in view with the start).
+        #[serde(alias = "endTarget")]
         pub end_ref: Option<String>,
         /// A few words naming it, for the record.
+        #[serde(alias = "endElement")]
         pub end_element: Option<String>,
         /// Instead of start_ref: a point in the latest browser_screenshot's pixels.
         pub start_x: Option<i64>,

@@ -7,9 +7,10 @@ use serde_json::{Value, json};
 
 use super::console::MAX_ENTRY_CHARS;
 use crate::ToolContext;
+use crate::browser::dom::{object, release, resolve};
 use crate::browser::target::target_args;
 use crate::browser::tool::{budget, chars_cut};
-use crate::browser::{check, current, cursor, send_held};
+use crate::browser::{Tab, check, current, cursor, send_held};
 use crate::define::done;
 use crate::error::{Result, ToolError};
 
@@ -57,18 +58,81 @@ pub(crate) async fn eval(ctx: &ToolContext, a: EvalArgs) -> Result<CallToolResul
         )));
     }
     let tab = current(ctx).await?;
-    let since = cursor(ctx, &tab.session).await?;
-    let (r, dialog) = send_held(
-        ctx,
-        &tab,
-        "Runtime.evaluate",
-        json!({
-            "expression": expr,
+    let params = json!({
+        "expression": expr,
+        "returnByValue": true,
+        "awaitPromise": true,
+        "userGesture": true,
+        "timeout": ms,
+    });
+    run(ctx, &tab, field, "Runtime.evaluate", params, ms).await
+}
+
+/// Playwright's `browser_evaluate`: `function` is a function's source,
+/// called with no argument, or with the element `target` names (a ref).
+pub(crate) async fn eval_function(
+    ctx: &ToolContext,
+    field: &str,
+    function: &str,
+    target: Option<&str>,
+) -> Result<CallToolResult> {
+    check::bounded(field, function, check::MAX_EXPRESSION_BYTES)?;
+    let Some(raw) = target else {
+        let tab = current(ctx).await?;
+        let params = json!({
+            "expression": format!("({function})()"),
             "returnByValue": true,
             "awaitPromise": true,
             "userGesture": true,
-            "timeout": ms,
-        }),
+            "timeout": EVAL_DEFAULT_MS,
+        });
+        return run(
+            ctx,
+            &tab,
+            field,
+            "Runtime.evaluate",
+            params,
+            EVAL_DEFAULT_MS,
+        )
+        .await;
+    };
+    let (tab, el, n) = resolve(ctx, "target", raw).await?;
+    let obj = object(ctx, &tab, el.backend, &format!("e{n}")).await?;
+    let params = json!({
+        "objectId": obj,
+        "functionDeclaration": format!("function() {{ return ({function})(this); }}"),
+        "returnByValue": true,
+        "awaitPromise": true,
+        "userGesture": true,
+    });
+    let r = run(
+        ctx,
+        &tab,
+        field,
+        "Runtime.callFunctionOn",
+        params,
+        EVAL_DEFAULT_MS,
+    )
+    .await;
+    release(ctx, &tab).await;
+    r
+}
+
+/// Run `method` (an evaluation) and answer its value, or why there is none.
+async fn run(
+    ctx: &ToolContext,
+    tab: &Tab,
+    field: &str,
+    method: &str,
+    params: Value,
+    ms: u64,
+) -> Result<CallToolResult> {
+    let since = cursor(ctx, &tab.session).await?;
+    let (r, dialog) = send_held(
+        ctx,
+        tab,
+        method,
+        params,
         since,
         (ms + 2_000).min(computerd::protocol::limits::CDP_SEND_MAX_MS),
     )

@@ -81,13 +81,30 @@ pub(crate) fn network_entries(evs: &[computerd::protocol::CdpEvent]) -> Vec<Netw
     order.into_iter().filter_map(|id| by.remove(&id)).collect()
 }
 
+/// The events requests are read from.
+pub const METHODS: [&str; 3] = [
+    "Network.requestWillBeSent",
+    "Network.responseReceived",
+    "Network.loadingFailed",
+];
+
 pub(crate) async fn network(ctx: &ToolContext, a: RecentArgs) -> Result<CallToolResult> {
-    let methods = [
-        "Network.requestWillBeSent",
-        "Network.responseReceived",
-        "Network.loadingFailed",
-    ];
-    let (requests, skipped, next) = recent(ctx, &a, &methods, network_entries).await?;
+    network_kept(ctx, a, |_| true).await
+}
+
+/// The recent requests `keep` takes (Playwright's filters).
+pub(crate) async fn network_kept(
+    ctx: &ToolContext,
+    a: RecentArgs,
+    keep: impl Fn(&NetworkEntry) -> bool,
+) -> Result<CallToolResult> {
+    let (requests, skipped, next) = recent(ctx, &a, &METHODS, |evs| {
+        network_entries(evs)
+            .into_iter()
+            .filter(|e| keep(e))
+            .collect()
+    })
+    .await?;
     let mut text = String::new();
     if skipped > 0 {
         text.push_str(&format!("({skipped} older requests left out)\n"));

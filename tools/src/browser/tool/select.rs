@@ -10,7 +10,7 @@ use crate::ToolContext;
 use crate::browser::dom::{
     SET_FORM, call_on, describe_el, object, release, resolve, scroll_into_view,
 };
-use crate::browser::target::{Target, Typed, target_args};
+use crate::browser::target::{ref_of, target_args};
 use crate::browser::tool::{ActOutput, act_done};
 use crate::browser::{FOLLOW, check, cursor, follow, followed_words, main_frame};
 use crate::error::{Result, ToolError};
@@ -41,26 +41,10 @@ target_args! {
 pub const MAX_VALUES: usize = 100;
 
 pub(crate) async fn select(ctx: &ToolContext, a: SelectArgs) -> Result<CallToolResult> {
-    let raw = match (a.reference, a.target) {
-        (Some(r), None)
-        | (None, Some(Target::Plain(r)))
-        | (None, Some(Target::Typed(Typed::Ref { element: r }))) => r,
-        (None, Some(Target::Typed(Typed::Coordinate { .. }))) => {
-            return Err(ToolError::Invalid(
-                "target is a coordinate; a form value is set on an element: give its ref; nothing was done".into(),
-            ));
-        }
-        (Some(_), Some(_)) => {
-            return Err(ToolError::Invalid(
-                "give ref or target, not both; nothing was done".into(),
-            ));
-        }
-        (None, None) => {
-            return Err(ToolError::Invalid(
-                "ref is missing: give the select's ref from browser_snapshot; nothing was done"
-                    .into(),
-            ));
-        }
+    let Some(raw) = ref_of(a.reference, a.target)? else {
+        return Err(ToolError::Invalid(
+            "ref is missing: give the select's ref from browser_snapshot; nothing was done".into(),
+        ));
     };
     let (vals, flag, text): (Vec<String>, Option<bool>, Option<String>) = match (a.values, a.value)
     {

@@ -22,6 +22,7 @@ use crate::error::{Result, ToolError};
 pub enum TabAction {
     List,
     New,
+    #[serde(alias = "select")]
     Switch,
     Close,
 }

@@ -9,7 +9,7 @@ use crate::browser::dom::{
     scroll_into_view,
 };
 use crate::browser::pointer::{dialog_words, key_presses};
-use crate::browser::target::target_args;
+use crate::browser::target::{ref_of, target_args};
 use crate::browser::tool::{ActOutput, act_done};
 use crate::browser::{
     FOLLOW, check, current, cursor, follow, followed_words, keys, main_frame, send_to,
@@ -20,12 +20,18 @@ target_args! {
     pub struct TypeArgs {
         ref: "The field's ref from the latest snapshot; none types where the focus is.",
         element,
+        /// Playwright's name for ref (unlisted).
+        #[schemars(skip)]
+        pub target: Option<crate::browser::target::Target>,
         /// The text to type, as it is (at most 64 KiB).
         pub text: String,
         /// Empty the field first.
         pub clear: Option<bool>,
         /// Press Enter after (submits most forms).
         pub submit: Option<bool>,
+        /// Playwright's: one key press per character (unlisted).
+        #[schemars(skip)]
+        pub slowly: Option<bool>,
         tab_id,
     }
 }
@@ -33,7 +39,8 @@ target_args! {
 pub(crate) async fn type_text(ctx: &ToolContext, a: TypeArgs) -> Result<CallToolResult> {
     check::bounded("text", &a.text, check::MAX_TYPE_BYTES)?;
     let chars = a.text.chars().count();
-    let (tab, into, obj) = match &a.reference {
+    let reference = ref_of(a.reference, a.target)?;
+    let (tab, into, obj) = match &reference {
         Some(raw) => {
             let (tab, el, n) = resolve(ctx, "ref", raw).await?;
             scroll_into_view(ctx, &tab, &el, n).await?;
@@ -57,7 +64,18 @@ pub(crate) async fn type_text(ctx: &ToolContext, a: TypeArgs) -> Result<CallTool
         }
         None => (current(ctx).await?, None, None),
     };
-    if !a.text.is_empty() {
+    if a.slowly == Some(true) {
+        for c in a.text.chars() {
+            let t = c.to_string();
+            for kind in ["keyDown", "keyUp"] {
+                let mut p = json!({"type": kind, "key": t});
+                if kind == "keyDown" {
+                    p["text"] = json!(t);
+                }
+                send_to(ctx, &tab, "Input.dispatchKeyEvent", p).await?;
+            }
+        }
+    } else if !a.text.is_empty() {
         send_to(ctx, &tab, "Input.insertText", json!({"text": a.text})).await?;
     }
     let mut text = match &into {

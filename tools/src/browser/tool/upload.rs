@@ -43,6 +43,37 @@ target_args! {
     }
 }
 
+/// The ref of the page's one file input, for a call that names none
+/// (Playwright's `browser_file_upload` answers the chooser a click opened):
+/// refused when the page has none or several, or when no snapshot showed it.
+pub(crate) async fn only_file_input(ctx: &ToolContext, tab: &Tab) -> Result<String> {
+    let r = send_to(
+        ctx,
+        tab,
+        "Runtime.evaluate",
+        json!({"expression": "(() => { const a = document.querySelectorAll('input[type=file]'); return a.length === 1 ? a[0] : a.length; })()", "objectGroup": crate::browser::dom::GROUP}),
+    )
+    .await?;
+    let res = &r["result"];
+    let Some(obj) = res["objectId"].as_str() else {
+        let n = res["value"].as_u64().unwrap_or(0);
+        return Err(ToolError::Refused(format!(
+            "paths: the page has {n} file inputs, and no file chooser is open here (a click opens none); give the input's ref with browser_upload {{ref, paths}}; nothing was chosen"
+        )));
+    };
+    let node = send_to(ctx, tab, "DOM.describeNode", json!({"objectId": obj})).await;
+    release(ctx, tab).await;
+    let backend = node?["node"]["backendNodeId"].as_u64().unwrap_or(0);
+    let loader = crate::browser::main_frame(ctx, tab).await?.loader;
+    let key = (tab.target.clone(), loader, backend);
+    match crate::browser::with_memo(ctx, |m| m.numbers.get(&key).copied()) {
+        Some(n) => Ok(format!("e{n}")),
+        None => Err(ToolError::Refused(
+            "paths: the page's file input is in no snapshot yet; take browser_snapshot, then upload again (or give its ref with browser_upload); nothing was chosen".into(),
+        )),
+    }
+}
+
 pub(crate) async fn upload(ctx: &ToolContext, a: UploadArgs) -> Result<CallToolResult> {
     if a.paths.len() > MAX_UPLOAD_FILES {
         return Err(ToolError::Invalid(format!(

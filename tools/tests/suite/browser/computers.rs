@@ -238,7 +238,7 @@ async fn the_page_tools_drive_a_vendors_browser_through_its_fake() {
             groups: &groups,
             extend: false,
         });
-    assert_eq!(names.len(), 16, "{names:?}");
+    assert_eq!(names.len(), 18, "{names:?}");
     assert!(!names.contains(&"browser_upload"), "{names:?}");
     assert!(!names.contains(&"exec"), "{names:?}");
 
