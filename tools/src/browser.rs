@@ -90,8 +90,9 @@ This server gives you a web browser (Chromium). It is made on your first tool \
 call. Open a page with `browser_navigate`, read it with `browser_snapshot` (the \
 page as text, each link, button and field with a ref such as e12), and act on \
 refs with `browser_click`, `browser_type`, `browser_select`, `browser_hover` and \
-`browser_press`. Refs come from the latest snapshot only: after the page changes, \
-take a new snapshot. Take `browser_screenshot` only when you need to see pixels; \
+`browser_press`. A ref names its element for as long as the element is on the \
+page; a removed element's ref is refused, and a navigation voids every ref: \
+then take a new snapshot. Take `browser_screenshot` only when you need to see pixels; \
 `browser_click` also takes x and y in that screenshot's pixels. Answered though \
 not listed: `browser_handle_dialog` {accept, promptText} (the open or the next \
 dialog; others are dismissed), `browser_resize` {width, height}, `browser_close`, \
