@@ -37,6 +37,7 @@ use time::format_description::well_known::Rfc3339;
 use tokio_util::sync::CancellationToken;
 
 use crate::daemon_backed::child::{self, Booting};
+use crate::daemon_backed::labels::{Lost, recover_lost};
 use crate::daemon_backed::probe;
 use crate::provider::{Configure, Connection, Preflight, Provider};
 use crate::settings::HostDefaults;
@@ -366,45 +367,30 @@ impl E2bProvider {
     /// A create whose answer never came: find what it made by its create
     /// label (the listing lags, so it is asked again) and kill each.
     async fn recover(&self, mark: &str, lost: ProviderError) -> ProviderError {
-        let cancel = CancellationToken::new();
         let labels: Labels = [(CREATE_LABEL.to_string(), mark.to_string())].into();
-        let wait = Wait::new("a lost create's sandbox to be listed", RECOVER);
-        let found = wait_until(
-            &wait,
-            &cancel,
-            || self.control.list(&labels, &cancel),
-            |l| !l.is_empty(),
-            |_| "none listed".into(),
-        )
-        .await;
-        let found = match found {
-            Ok(f) => f,
-            Err(_) => {
-                return ProviderError::new(
-                    lost.code,
-                    format!(
-                        "{}; no sandbox of that create was listed within {} s",
-                        lost.message,
-                        RECOVER.as_secs()
-                    ),
-                );
-            }
+        let lost = Lost {
+            error: lost,
+            within: RECOVER,
+            found_by: "its create label",
+            ended: "killed",
         };
-        let mut words = Vec::new();
-        for s in &found {
-            match self.kill_and_wait(&s.id, &cancel).await {
-                Ok(()) => words.push(format!("{} killed", s.id)),
-                Err(e) => words.push(format!("{} not killed: {}", s.id, e.message)),
-            }
-        }
-        ProviderError::new(
-            lost.code,
-            format!(
-                "{}; the sandbox it made was found by its create label: {}",
-                lost.message,
-                words.join(", ")
-            ),
+        recover_lost(
+            lost,
+            || async {
+                Ok(self
+                    .control
+                    .list(&labels, &CancellationToken::new())
+                    .await?
+                    .into_iter()
+                    .map(|s| s.id)
+                    .collect())
+            },
+            |id| async move {
+                let cancel = CancellationToken::new();
+                self.kill_and_wait(&id, &cancel).await
+            },
         )
+        .await
     }
 
     /// Everything after E2B made the sandbox: read it back, push the

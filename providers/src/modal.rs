@@ -39,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::daemon_backed::child::{self, Booting};
 use crate::daemon_backed::hello::{Expect, drift};
+use crate::daemon_backed::labels::{Lost, recover_lost};
 use crate::provider::{Configure, Connection, Preflight, Provider};
 use crate::settings::HostDefaults;
 use crate::types::{
@@ -431,42 +432,29 @@ impl ModalProvider {
     /// A create whose answer never came: find its sandbox by its tag (the
     /// listing lags, so it is asked again) and terminate each.
     async fn recover(&self, mark: &str, lost: ProviderError) -> ProviderError {
-        let cancel = CancellationToken::new();
         let mine: Labels = [(label::COMPUTER.to_string(), mark.to_string())].into();
-        let wait = Wait::new("a lost create's sandbox to be listed", RECOVER);
-        let found = wait_until(
-            &wait,
-            &cancel,
-            || self.running(&mine),
-            |l| !l.is_empty(),
-            |_| "none listed".into(),
-        )
-        .await;
-        let Ok(found) = found else {
-            return ProviderError::new(
-                lost.code,
-                format!(
-                    "{}; no sandbox of that create was listed within {} s",
-                    lost.message,
-                    RECOVER.as_secs()
-                ),
-            );
+        let lost = Lost {
+            error: lost,
+            within: RECOVER,
+            found_by: "its tag",
+            ended: "terminated",
         };
-        let mut words = Vec::new();
-        for s in &found {
-            match self.terminate_and_wait(&s.id, &cancel).await {
-                Ok(()) => words.push(format!("{} terminated", s.id)),
-                Err(e) => words.push(format!("{} not terminated: {}", s.id, e.message)),
-            }
-        }
-        ProviderError::new(
-            lost.code,
-            format!(
-                "{}; the sandbox it made was found by its tag: {}",
-                lost.message,
-                words.join(", ")
-            ),
+        recover_lost(
+            lost,
+            || async {
+                Ok(self
+                    .running(&mine)
+                    .await?
+                    .into_iter()
+                    .map(|s| s.id)
+                    .collect())
+            },
+            |id| async move {
+                let cancel = CancellationToken::new();
+                self.terminate_and_wait(&id, &cancel).await
+            },
         )
+        .await
     }
 
     /// Everything after Modal made the sandbox: push the daemon in, start

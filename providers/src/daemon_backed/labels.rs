@@ -65,6 +65,67 @@ where
     .map(|_| ())
 }
 
+/// What a vendor made for a create whose answer never came, and how it
+/// is found and ended: see [`recover_lost`].
+pub struct Lost<'a> {
+    /// The create's own error, kept as the answer's code and first words.
+    pub error: ProviderError,
+    /// How long the listing (which trails a create) is asked.
+    pub within: Duration,
+    /// How the sandbox was found ("its tag").
+    pub found_by: &'a str,
+    /// What ending it did ("terminated").
+    pub ended: &'a str,
+}
+
+/// A create whose answer never came: ask `list` (the sandboxes carrying
+/// the create's own mark) until it names one, end each with `end` (by id),
+/// and answer the create's error with what was found and ended.
+pub async fn recover_lost<L, LFut, E, EFut>(lost: Lost<'_>, list: L, end: E) -> ProviderError
+where
+    L: FnMut() -> LFut,
+    LFut: Future<Output = Result<Vec<String>>>,
+    E: Fn(String) -> EFut,
+    EFut: Future<Output = Result<()>>,
+{
+    let cancel = CancellationToken::new();
+    let wait = Wait::new("a lost create's sandbox to be listed", lost.within);
+    let found = wait_until(
+        &wait,
+        &cancel,
+        list,
+        |l: &Vec<String>| !l.is_empty(),
+        |_| "none listed".into(),
+    )
+    .await;
+    let Ok(found) = found else {
+        return ProviderError::new(
+            lost.error.code,
+            format!(
+                "{}; no sandbox of that create was listed within {} s",
+                lost.error.message,
+                lost.within.as_secs()
+            ),
+        );
+    };
+    let mut words = Vec::new();
+    for id in found {
+        match end(id.clone()).await {
+            Ok(()) => words.push(format!("{id} {}", lost.ended)),
+            Err(e) => words.push(format!("{id} not {}: {}", lost.ended, e.message)),
+        }
+    }
+    ProviderError::new(
+        lost.error.code,
+        format!(
+            "{}; the sandbox it made was found by {}: {}",
+            lost.error.message,
+            lost.found_by,
+            words.join(", ")
+        ),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
