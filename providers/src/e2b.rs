@@ -37,7 +37,7 @@ use time::format_description::well_known::Rfc3339;
 use tokio_util::sync::CancellationToken;
 
 use crate::daemon_backed::child::{self, Booting};
-use crate::daemon_backed::labels::{Lost, recover_lost};
+use crate::daemon_backed::labels::{Lost, recover_lost, set_up_failed};
 use crate::daemon_backed::probe;
 use crate::provider::{Configure, Connection, Preflight, Provider};
 use crate::settings::HostDefaults;
@@ -607,17 +607,7 @@ impl Provider for E2bProvider {
                 let killed = self
                     .kill_and_wait(&made.id, &CancellationToken::new())
                     .await;
-                Err(ProviderError::new(
-                    e.code,
-                    format!(
-                        "{}; the sandbox {}",
-                        e.message,
-                        match killed {
-                            Ok(()) => "was killed".to_string(),
-                            Err(k) => format!("could not be killed: {}", k.message),
-                        }
-                    ),
-                ))
+                Err(set_up_failed(e, "killed", killed))
             }
         }
     }

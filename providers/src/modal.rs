@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::daemon_backed::child::{self, Booting};
 use crate::daemon_backed::hello::{Expect, drift};
-use crate::daemon_backed::labels::{Lost, recover_lost};
+use crate::daemon_backed::labels::{Lost, recover_lost, set_up_failed};
 use crate::provider::{Configure, Connection, Preflight, Provider};
 use crate::settings::HostDefaults;
 use crate::types::{

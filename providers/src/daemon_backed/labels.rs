@@ -65,6 +65,16 @@ where
     .map(|_| ())
 }
 
+/// A set-up that failed after the vendor made the sandbox: its error, and
+/// whether ending the sandbox (`ended`: "terminated", "killed") worked.
+pub fn set_up_failed(e: ProviderError, ended: &str, how: Result<()>) -> ProviderError {
+    let words = match how {
+        Ok(()) => format!("was {ended}"),
+        Err(k) => format!("could not be {ended}: {}", k.message),
+    };
+    ProviderError::new(e.code, format!("{}; the sandbox {words}", e.message))
+}
+
 /// What a vendor made for a create whose answer never came, and how it
 /// is found and ended: see [`recover_lost`].
 pub struct Lost<'a> {

@@ -132,17 +132,7 @@ impl Provider for ModalProvider {
                 let ended = self
                     .terminate_and_wait(&id, &CancellationToken::new())
                     .await;
-                Err(ProviderError::new(
-                    e.code,
-                    format!(
-                        "{}; the sandbox {}",
-                        e.message,
-                        match ended {
-                            Ok(()) => "was terminated".to_string(),
-                            Err(k) => format!("could not be terminated: {}", k.message),
-                        }
-                    ),
-                ))
+                Err(set_up_failed(e, "terminated", ended))
             }
         }
     }
