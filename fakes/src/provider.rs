@@ -61,6 +61,9 @@ pub enum Script {
     Hang,
     /// Create only: make the computer (it is listed), answer an error.
     Lost,
+    /// List only: read the computers, then wait this long before
+    /// answering (a listing already old when it arrives).
+    Stale(Duration),
 }
 
 struct Rule {
@@ -294,7 +297,11 @@ impl FakeProvider {
 
     /// Apply the script for `op`: Ok(true) when create's answer is lost.
     async fn scripted(&self, op: Op, cancel: &CancellationToken) -> Result<bool> {
-        match self.rule(op) {
+        self.apply(self.rule(op), cancel).await
+    }
+
+    async fn apply(&self, rule: Option<Script>, cancel: &CancellationToken) -> Result<bool> {
+        match rule {
             None => Ok(false),
             Some(Script::Fail(e)) => Err(e),
             Some(Script::Delay(d)) => {
@@ -309,6 +316,7 @@ impl FakeProvider {
                 ))
             }
             Some(Script::Lost) => Ok(true),
+            Some(Script::Stale(_)) => Ok(false),
         }
     }
 
@@ -462,13 +470,22 @@ impl Provider for FakeProvider {
 
     async fn list(&self, labels: &Labels, cancel: &CancellationToken) -> Result<Vec<ComputerRef>> {
         self.record(Op::List, None);
-        self.scripted(Op::List, cancel).await?;
+        let rule = self.rule(Op::List);
+        let stale = match rule {
+            Some(Script::Stale(d)) => Some(d),
+            _ => None,
+        };
+        self.apply(rule, cancel).await?;
         let all: Vec<Arc<FakeComputer>> = lock(&self.inner.computers).values().cloned().collect();
-        Ok(all
+        let found = all
             .iter()
             .map(|c| self.shown(c))
             .filter(|r| labels.iter().all(|(k, v)| r.labels.get(k) == Some(v)))
-            .collect())
+            .collect();
+        if let Some(d) = stale {
+            tokio::time::sleep(d).await;
+        }
+        Ok(found)
     }
 
     async fn network(
@@ -683,7 +700,7 @@ impl ComputerClient for FakeClient {
                 }
                 Some(Script::Delay(d)) => tokio::time::sleep(d).await,
                 Some(Script::Hang) => std::future::pending::<()>().await,
-                Some(Script::Lost) | None => {}
+                Some(Script::Lost | Script::Stale(_)) | None => {}
             }
             if self.is_closed() {
                 return Err(ClientError::Closed("the fake computer is gone".into()));

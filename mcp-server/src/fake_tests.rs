@@ -212,6 +212,31 @@ async fn bounds_are_refused_in_words_naming_the_limit() {
     assert!(fake.computers().is_empty());
 }
 
+/// A release that ends while the provider answers a listing: the listing
+/// still names the computer, yet it counts against its caller no more
+/// (the set being released is read from before the listing too). CI once
+/// refused a caller at its bound for exactly this.
+#[tokio::test]
+async fn a_release_that_ends_during_a_listing_does_not_count() {
+    let (fake, app, session) = session_on_fake(None, &["serve", "--max-computers", "1"]);
+    let first = computer_of(&app, &session).await.unwrap().entry;
+    fake.on(
+        Op::Release,
+        Script::Delay(Duration::from_millis(50)),
+        Some(1),
+    );
+    fake.on(Op::List, Script::Stale(Duration::from_millis(300)), Some(1));
+    assert!(app.retire(&first, "the test ended it", false));
+    let app2 = Arc::clone(&app);
+    let release =
+        tokio::spawn(async move { app2.release_retired(&first, "the test ended it").await });
+    let mine = app.principal_computers(&me()).await.unwrap();
+    release.await.unwrap();
+    let handles: Vec<&str> = mine.iter().map(|c| c.handle.as_str()).collect();
+    assert!(handles.is_empty(), "still counted: {handles:?}");
+    assert!(fake.computers().is_empty());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_creation_that_never_answers_is_given_up_in_words() {
     let (fake, app, session) = session_on_fake(Some(Script::Hang), &[]);

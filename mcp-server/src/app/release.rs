@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use computer_providers::{ComputerRef, Release, label};
+use computer_providers::{ComputerRef, Labels, Release, label};
 use computer_tools::Extended;
 use tokio_util::sync::CancellationToken;
 
@@ -67,19 +67,32 @@ impl App {
         self.releasing.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// What the provider lists that is a computer of its own: running, and
-    /// neither being released here nor still being made (counted as
-    /// pending, and not yet to be attached).
-    pub(super) fn live(&self, mut found: Vec<ComputerRef>) -> Vec<ComputerRef> {
+    /// What the provider lists under `labels` that is a computer of its
+    /// own: running, and neither being released here nor still being made
+    /// (counted as pending, and not yet to be attached). The set being
+    /// released is read before the listing as well as after: a release
+    /// that ends while the provider answers leaves that set, yet the
+    /// listing may still name its computer.
+    pub(super) async fn listed(
+        &self,
+        labels: &Labels,
+        what: &str,
+    ) -> Result<Vec<ComputerRef>, String> {
+        let before = self.releasing().clone();
+        let mut found = self
+            .provider
+            .list(labels, &CancellationToken::new())
+            .await
+            .map_err(|e| words(&e, what))?;
         let releasing = self.releasing();
         let pending = self.pending.lock().unwrap_or_else(|x| x.into_inner());
         found.retain(|r| {
             r.running
-                && r.labels
-                    .get(label::HANDLE)
-                    .is_none_or(|h| !releasing.contains(h) && !pending.handles.contains(h))
+                && r.labels.get(label::HANDLE).is_none_or(|h| {
+                    !before.contains(h) && !releasing.contains(h) && !pending.handles.contains(h)
+                })
         });
-        found
+        Ok(found)
     }
 
     /// The provider's part of a release of a retired entry (bounded in

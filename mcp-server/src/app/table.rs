@@ -51,12 +51,7 @@ impl App {
             .map(|e| e.summary(false))
             .collect();
         let labels = Labels::from([(label::PRINCIPAL.to_string(), principal.0.clone())]);
-        let found = self
-            .provider
-            .list(&labels, &CancellationToken::new())
-            .await
-            .map_err(|e| words(&e, "listing your computers"))?;
-        for r in self.live(found) {
+        for r in self.listed(&labels, "listing your computers").await? {
             let Some(handle) = r.labels.get(label::HANDLE) else {
                 continue;
             };
@@ -268,12 +263,9 @@ impl App {
             ),
             (label::KIND.to_string(), self.kind().as_str().to_string()),
         ]);
-        let found = self
-            .provider
-            .list(&labels, &CancellationToken::new())
-            .await
-            .map_err(|e| words(&e, "looking for your default computer"))?;
-        let mut found = self.live(found);
+        let mut found = self
+            .listed(&labels, "looking for your default computer")
+            .await?;
         let Some(newest) = found.pop() else {
             return Ok(None);
         };
@@ -345,12 +337,8 @@ impl App {
             Which::Name(n) => labels.insert(label::NAME.into(), n.clone()),
             Which::Default => None,
         };
-        let found = self
-            .provider
-            .list(&labels, &CancellationToken::new())
-            .await
-            .map_err(|e| words(&e, "looking for the computer"))?;
-        if let Some(r) = self.live(found).pop() {
+        let found = self.listed(&labels, "looking for the computer").await?;
+        if let Some(r) = found.into_iter().last() {
             return self.attach(r).await;
         }
         if let Which::Handle(h) = which
