@@ -165,13 +165,8 @@ impl Session {
             return;
         };
         tracing::info!(session = self.id, "session ended");
-        let why = "its session ended";
-        if self.app.retire(&entry, why, self.app.config.keep) {
-            let app = Arc::clone(&self.app);
-            self.app
-                .tasks
-                .spawn(async move { app.release_retired(&entry, why).await });
-        }
+        self.app
+            .retire_now_release_later(&entry, "its session ended", self.app.config.keep);
     }
 }
 

@@ -142,6 +142,20 @@ impl App {
             .spawn(async move { app.end_entry(&entry, &why).await });
     }
 
+    /// End an entry as the caller sees it at once: retired (it counts
+    /// against no bound and is named released from now on), with the
+    /// provider's part in the background, tracked so a stopping server
+    /// waits for it. `keep` as in [`App::retire`].
+    pub fn retire_now_release_later(self: &Arc<Self>, entry: &Arc<Entry>, why: &str, keep: bool) {
+        if self.retire(entry, why, keep) {
+            let app = Arc::clone(self);
+            let entry = Arc::clone(entry);
+            let why = why.to_string();
+            self.tasks
+                .spawn(async move { app.release_retired(&entry, &why).await });
+        }
+    }
+
     /// Release in the background (a dropped session), tracked so shutdown
     /// waits for it.
     pub fn end_session_entry_later(self: &Arc<Self>, entry: Arc<Entry>) {
