@@ -70,6 +70,11 @@ pub enum Command {
     /// ones, those of a server that is gone, or any other.
     #[command(subcommand)]
     Computers(ComputersCommand),
+    /// Copy a file or a tree between this host and a computer, either way:
+    /// `cp ./src build:/work/src`, `cp build:/work/out ./out`. DST is the
+    /// path the source becomes; onto this host it must not exist, and the
+    /// computer's archive is unpacked by rules that keep it inside DST.
+    Cp(crate::cp::CpArgs),
     /// Run the conformance suite against the provider: the contract every
     /// provider must pass. Exits 0 when Core passes, 1 when it fails, 2 on a
     /// usage error, 3 on a partial run (--only).

@@ -30,6 +30,7 @@
 mod app;
 mod config;
 mod conformance;
+mod cp;
 mod doctor;
 #[cfg(test)]
 mod fake_tests;
@@ -165,6 +166,7 @@ fn run(parsed: Parsed) -> i32 {
             Some(
                 Command::Sweep(_)
                     | Command::Computers(_)
+                    | Command::Cp(_)
                     | Command::Doctor
                     | Command::Conformance(_)
             )
@@ -185,6 +187,16 @@ fn run(parsed: Parsed) -> i32 {
             Some(Command::Exec(args)) => exec(provider, &config, args).await,
             Some(Command::Sweep(a)) => sweep(provider, a).await,
             Some(Command::Computers(c)) => manage(provider, c).await,
+            Some(Command::Cp(a)) => match cp::run(provider, a).await {
+                Ok(words) => {
+                    eprintln!("computer-mcp: {words}");
+                    Ok(0)
+                }
+                Err(e) => {
+                    eprintln!("computer-mcp: {e}");
+                    Ok(1)
+                }
+            },
             Some(Command::Doctor) => {
                 let (text, works) = doctor::run(provider, &config).await;
                 print_out(&text);
@@ -494,15 +506,7 @@ async fn manage(
         config::ComputersCommand::Release { which } => {
             let mut code = 0;
             for w in &which {
-                let hits: Vec<&computer_providers::ComputerRef> = all
-                    .iter()
-                    .filter(|r| {
-                        &r.id == w
-                            || r.labels.get(label::HANDLE) == Some(w)
-                            || r.labels.get(label::NAME) == Some(w)
-                    })
-                    .collect();
-                match hits.as_slice() {
+                match cp::named(&all, w).as_slice() {
                     [] => {
                         eprintln!(
                             "computer-mcp: no computer {w:?} (not a handle, name or id of this provider's; see `computer-mcp computers list`)"

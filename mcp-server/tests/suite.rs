@@ -3,6 +3,7 @@ mod bundle;
 mod chromium_input;
 mod cloud;
 mod conformance;
+mod cp;
 mod desktop;
 mod egress;
 mod fleet;
