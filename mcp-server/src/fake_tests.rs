@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use computer_fakes::{FakeProvider, Op, Script};
-use computer_providers::{ProviderError, label};
+use computer_providers::{Provider, ProviderError, label};
 use tokio_util::sync::CancellationToken;
 
 use crate::app::{App, Ask, ForCall, Principal};
@@ -235,6 +235,25 @@ async fn a_release_that_ends_during_a_listing_does_not_count() {
     let handles: Vec<&str> = mine.iter().map(|c| c.handle.as_str()).collect();
     assert!(handles.is_empty(), "still counted: {handles:?}");
     assert!(fake.computers().is_empty());
+}
+
+/// A provider that cannot pause says so in words naming itself, and the
+/// computer runs on, its calls answered.
+#[tokio::test]
+async fn a_pause_where_the_provider_has_none_is_refused_naming_it() {
+    let (fake, app, session) = session_on_fake(None, &[]);
+    let entry = computer_of(&app, &session).await.unwrap().entry;
+    let e = app.pause(&entry, true).await.unwrap_err();
+    assert!(
+        e.contains(&format!(
+            "the {} provider cannot pause a computer",
+            fake.id()
+        )),
+        "{e}"
+    );
+    assert!(!entry.is_paused());
+    assert!(crate::server::fleet_policy(&app).pause == fake.can_pause());
+    session.end().await;
 }
 
 #[tokio::test(start_paused = true)]

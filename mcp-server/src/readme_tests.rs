@@ -35,9 +35,18 @@ fn tool_table() -> String {
     for (name, title, kinds) in rows {
         out.push_str(&format!("| `{name}` | {title} | {} |\n", kinds.join(", ")));
     }
-    for t in fleet::tools(&FleetPolicy::default()) {
+    let pausing = FleetPolicy {
+        pause: true,
+        ..FleetPolicy::default()
+    };
+    for t in fleet::tools(&pausing) {
         let title = t.annotations.and_then(|a| a.title).unwrap();
-        out.push_str(&format!("| `{}` | {title} | every session |\n", t.name));
+        let kinds = if fleet::PAUSE_NAMES.contains(&t.name.as_ref()) {
+            "every session, where the provider can pause (local with a cgroup freezer, Docker)"
+        } else {
+            "every session"
+        };
+        out.push_str(&format!("| `{}` | {title} | {kinds} |\n", t.name));
     }
     out
 }

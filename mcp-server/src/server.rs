@@ -131,6 +131,7 @@ pub fn fleet_policy(app: &App) -> FleetPolicy {
         max_pids: c.pids.unwrap_or(sizes.pids),
         idle_ms: c.fleet.idle.as_millis() as u64,
         max_computers: c.fleet.max_computers,
+        pause: app.provider.can_pause(),
     }
 }
 
@@ -304,6 +305,9 @@ impl ComputerMcp {
         let Some(family) = family else {
             let mut names = self.family().map(|f| f.names(&offer)).unwrap_or_default();
             names.extend(fleet::NAMES);
+            if self.app.provider.can_pause() {
+                names.extend(fleet::PAUSE_NAMES);
+            }
             return Err(ErrorData::invalid_params(
                 format!("no tool {name:?}; the tools are: {}", names.join(", ")),
                 None,

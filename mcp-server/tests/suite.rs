@@ -10,6 +10,7 @@ mod fleet;
 mod http;
 mod lifecycle;
 mod malformed;
+mod pause;
 mod phone;
 mod playwright;
 mod sessions;

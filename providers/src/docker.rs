@@ -444,7 +444,12 @@ impl Provider for DockerProvider {
         let docker = self.engine()?;
         // Only our own: a name of ours with our label.
         match self.find(&docker, &computer.id).await {
-            Ok(_) => {}
+            Ok(v) => {
+                // A paused computer is let run first, so it stops in order.
+                if v["State"]["Paused"].as_bool() == Some(true) {
+                    let _ = docker.unpause_container(&computer.id).await;
+                }
+            }
             Err(e) if e.code == ErrorCode::NotFound && plan::is_computer_name(&computer.id) => {
                 // Its parts, should any be left.
                 direct::remove(&self.opts.cache_dir, &computer.id);
@@ -479,6 +484,31 @@ impl Provider for DockerProvider {
 
     fn preflight(&self) -> Vec<crate::Preflight> {
         vec![cache::preflight(&self.opts.computerd)]
+    }
+
+    fn can_pause(&self) -> bool {
+        true
+    }
+
+    async fn pause(&self, computer: &ComputerRef, _cancel: &CancellationToken) -> Result<()> {
+        let docker = self.engine()?;
+        self.find(&docker, &computer.id).await?;
+        docker
+            .pause_container(&computer.id)
+            .await
+            .map_err(self.err("pausing the computer"))
+    }
+
+    async fn resume(&self, computer: &ComputerRef, _cancel: &CancellationToken) -> Result<()> {
+        let docker = self.engine()?;
+        let v = self.find(&docker, &computer.id).await?;
+        if v["State"]["Paused"].as_bool() != Some(true) {
+            return Ok(());
+        }
+        docker
+            .unpause_container(&computer.id)
+            .await
+            .map_err(self.err("resuming the computer"))
     }
 
     async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {

@@ -312,6 +312,23 @@ impl LocalProvider {
             .map(Some)
     }
 
+    /// Freeze (`on`) or thaw the computer's cgroup: pause and resume.
+    async fn freeze(&self, meta: &Meta, on: bool) -> Result<()> {
+        let cgroups = match (&self.cgroups, meta.limits.is_some()) {
+            (Ok(c), true) => c.clone(),
+            _ => {
+                return Err(ProviderError::unsupported(format!(
+                    "the local computer {} has no cgroup of its own (this server runs without cgroups), so it cannot be paused",
+                    meta.id
+                )));
+            }
+        };
+        let id = meta.id.clone();
+        tokio::task::spawn_blocking(move || cgroups.open(&id)?.pause(on))
+            .await
+            .map_err(|e| ProviderError::failed(format!("pausing failed: {e}")))?
+    }
+
     /// Kill whatever is left in the cgroup `id` (`whose`: "the computer's")
     /// and remove it; none is fine, as is a host with no cgroups.
     async fn release_cgroup(&self, id: &str, whose: &str) -> Result<()> {
@@ -589,6 +606,9 @@ impl Provider for LocalProvider {
         _cancel: &CancellationToken,
     ) -> Result<()> {
         let mut meta = self.read_meta(&computer.id)?;
+        // A paused computer is let run first, so init can shut down in
+        // order (no cgroup, nothing to thaw).
+        let _ = self.freeze(&meta, false).await;
         self.end(&mut meta).await?;
         // Whatever escaped init's shutdown (a fork racing it) is killed
         // with the cgroup.
@@ -602,6 +622,20 @@ impl Provider for LocalProvider {
                 ProviderError::failed(format!("could not write the computer's state: {e}"))
             }),
         }
+    }
+
+    fn can_pause(&self) -> bool {
+        self.cgroups.as_ref().is_ok_and(|c| c.can_freeze())
+    }
+
+    async fn pause(&self, computer: &ComputerRef, _cancel: &CancellationToken) -> Result<()> {
+        let meta = self.read_meta(&computer.id)?;
+        self.freeze(&meta, true).await
+    }
+
+    async fn resume(&self, computer: &ComputerRef, _cancel: &CancellationToken) -> Result<()> {
+        let meta = self.read_meta(&computer.id)?;
+        self.freeze(&meta, false).await
     }
 
     async fn extend(

@@ -88,6 +88,33 @@ pub trait Provider: Send + Sync {
         )))
     }
 
+    /// Whether [`Provider::pause`] can work here (the tools are listed only
+    /// then).
+    fn can_pause(&self) -> bool {
+        false
+    }
+
+    /// Freeze every program of the computer, its daemon among them, until
+    /// [`Provider::resume`]: nothing runs and no call is answered, while
+    /// its files and memory stay. The deadline keeps running.
+    async fn pause(&self, computer: &ComputerRef, cancel: &CancellationToken) -> Result<()> {
+        let _ = (computer, cancel);
+        Err(ProviderError::unsupported(format!(
+            "the {} provider cannot pause a computer",
+            self.id()
+        )))
+    }
+
+    /// Let a paused computer's programs run on; a running one is left as
+    /// it is.
+    async fn resume(&self, computer: &ComputerRef, cancel: &CancellationToken) -> Result<()> {
+        let _ = (computer, cancel);
+        Err(ProviderError::unsupported(format!(
+            "the {} provider cannot pause or resume a computer",
+            self.id()
+        )))
+    }
+
     /// The computer's live view (group stream): a URL a person opens to
     /// watch it. A secret: never in a ref, a list, an error's words, a log
     /// line or a report.

@@ -22,6 +22,9 @@ use serde_json::Value;
 use crate::define::{done, hints, make_tool, parse};
 use crate::error::{Result, ToolError};
 
+mod pause;
+pub use pause::PAUSE_NAMES;
+
 /// The argument every tool of a family takes to say which computer.
 pub const COMPUTER_ARG: &str = "computer";
 /// The name that always means the caller's default computer.
@@ -166,6 +169,9 @@ pub struct FleetPolicy {
     pub idle_ms: u64,
     /// The most computers one caller holds at once.
     pub max_computers: usize,
+    /// The provider can pause a computer: computer_pause and
+    /// computer_resume are listed.
+    pub pause: bool,
 }
 
 impl Default for FleetPolicy {
@@ -179,6 +185,7 @@ impl Default for FleetPolicy {
             max_pids: 1024,
             idle_ms: 30 * 60_000,
             max_computers: 4,
+            pause: false,
         }
     }
 }
@@ -284,6 +291,12 @@ pub trait Fleet: Send + Sync {
     fn list(&self) -> BoxFuture<'_, std::result::Result<Vec<ComputerSummary>, String>>;
     /// End one of the caller's computers.
     fn release(&self, which: Which) -> BoxFuture<'_, std::result::Result<ComputerSummary, String>>;
+    /// Pause (`on`) or resume one of the caller's computers.
+    fn pause(
+        &self,
+        which: Which,
+        on: bool,
+    ) -> BoxFuture<'_, std::result::Result<ComputerSummary, String>>;
 }
 
 // ----------------------------------------------------------------- the tools
@@ -293,7 +306,7 @@ pub const NAMES: [&str; 3] = ["computer_new", "computer_list", "computer_release
 
 /// Whether `name` is a fleet tool.
 pub fn is_fleet_tool(name: &str) -> bool {
-    NAMES.contains(&name)
+    NAMES.contains(&name) || PAUSE_NAMES.contains(&name)
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -393,7 +406,11 @@ A computer unused for {idle} is released, so one you made earlier may be gone."
 Release a computer when its work is done, so you stay under your limit.".to_string(),
         hints("Release a computer", false, true, true, false),
     );
-    vec![new, list, release]
+    let mut all = vec![new, list, release];
+    if policy.pause {
+        all.extend(pause::tools());
+    }
+    all
 }
 
 /// Check `a` against `policy`: the first argument at fault, named with
@@ -516,6 +533,11 @@ pub async fn call(
         "computer_new" => new(args, policy, fleet).await,
         "computer_list" => list(args, fleet).await,
         "computer_release" => release(args, fleet).await,
+        "computer_pause" | "computer_resume" if !policy.pause => Err(ToolError::Refused(format!(
+            "{name}: this server's provider cannot pause a computer"
+        ))),
+        "computer_pause" => pause::call(args, true, fleet).await,
+        "computer_resume" => pause::call(args, false, fleet).await,
         _ => return None,
     };
     Some(r.unwrap_or_else(ToolError::into_result))
@@ -710,9 +732,14 @@ mod tests {
 
     #[test]
     fn the_fleet_tools_match_their_golden_schemas() {
-        let tools = tools(&FleetPolicy::default());
+        let tools = tools(&FleetPolicy {
+            pause: true,
+            ..FleetPolicy::default()
+        });
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-        assert_eq!(names, NAMES);
+        assert_eq!(names, [&NAMES[..], &PAUSE_NAMES[..]].concat());
+        // Where the provider cannot pause, the two are not listed.
+        assert_eq!(super::tools(&FleetPolicy::default()).len(), NAMES.len());
         let mut text = serde_json::to_string_pretty(&tools).unwrap();
         text.push('\n');
         computer_testkit::assert_golden("fleet-tools", &text);

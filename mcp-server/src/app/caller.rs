@@ -83,16 +83,27 @@ impl CallerFleet {
         Ok(all)
     }
 
-    async fn release_one(&self, which: Which) -> Result<ComputerSummary, String> {
-        let entry = match &which {
+    /// The caller's computer `which` names, made by no call of this.
+    async fn named(&self, which: &Which) -> Result<Arc<super::Entry>, String> {
+        match which {
             Which::Default => {
                 let slot = self.caller.default_slot(&self.app);
                 slot.current()
                     .await
-                    .ok_or_else(|| "you have no default computer now (it is made on your first tool call without `computer`)".to_string())?
+                    .ok_or_else(|| "you have no default computer now (it is made on your first tool call without `computer`)".to_string())
             }
-            _ => self.app.find(&self.caller.principal, &which).await?,
-        };
+            _ => self.app.find(&self.caller.principal, which).await,
+        }
+    }
+
+    async fn pause_one(&self, which: Which, on: bool) -> Result<ComputerSummary, String> {
+        let entry = self.named(&which).await?;
+        self.app.pause(&entry, on).await?;
+        Ok(entry.summary(which == Which::Default))
+    }
+
+    async fn release_one(&self, which: Which) -> Result<ComputerSummary, String> {
+        let entry = self.named(&which).await?;
         let summary = entry.summary(which == Which::Default);
         self.app.end_entry(&entry, "computer_release").await;
         Ok(summary)
@@ -108,5 +119,8 @@ impl fleet::Fleet for CallerFleet {
     }
     fn release(&self, which: Which) -> BoxFuture<'_, Result<ComputerSummary, String>> {
         Box::pin(self.release_one(which))
+    }
+    fn pause(&self, which: Which, on: bool) -> BoxFuture<'_, Result<ComputerSummary, String>> {
+        Box::pin(self.pause_one(which, on))
     }
 }

@@ -86,9 +86,15 @@ pub struct Entry {
     pub(super) in_use: AtomicUsize,
     /// Why it was released, once it was.
     pub(super) released: Mutex<Option<String>>,
+    /// Paused by computer_pause: its calls are refused until resumed.
+    pub(super) paused: std::sync::atomic::AtomicBool,
 }
 
 impl Entry {
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::SeqCst)
+    }
+
     pub fn facts(&self) -> ComputerFacts {
         self.facts.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }

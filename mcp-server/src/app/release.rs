@@ -164,6 +164,40 @@ impl App {
             .spawn(async move { app.end_session_entry(&entry).await });
     }
 
+    /// Pause (`on`) or resume an entry's computer at the provider; its
+    /// calls are refused while it is paused. Pausing a paused one, or
+    /// resuming a running one, is refused in words.
+    pub async fn pause(&self, entry: &Arc<Entry>, on: bool) -> Result<(), String> {
+        use std::sync::atomic::Ordering;
+        if entry.paused.load(Ordering::SeqCst) == on {
+            let now = if on { "paused already" } else { "not paused" };
+            return Err(format!("the computer {} is {now}", entry.label()));
+        }
+        let cancel = CancellationToken::new();
+        let done = if on {
+            self.provider.pause(&entry.computer, &cancel).await
+        } else {
+            self.provider.resume(&entry.computer, &cancel).await
+        };
+        done.map_err(|e| {
+            words(
+                &e,
+                if on {
+                    "pausing the computer"
+                } else {
+                    "resuming the computer"
+                },
+            )
+        })?;
+        entry.paused.store(on, Ordering::SeqCst);
+        tracing::info!(
+            computer = entry.log_name(),
+            "computer {}",
+            if on { "paused" } else { "resumed" }
+        );
+        Ok(())
+    }
+
     /// Move an entry's deadline to `ttl_ms` from now, never past the
     /// server's lifetime bound after the computer was made (the seed's
     /// rule: an extend reaches at most creation + the most a computer may

@@ -135,6 +135,7 @@ impl App {
             last_used: Mutex::new(None),
             in_use: AtomicUsize::new(0),
             released: Mutex::new(None),
+            paused: std::sync::atomic::AtomicBool::new(false),
         });
         {
             // Held and no longer pending in one step for the admission
@@ -228,6 +229,7 @@ impl App {
             last_used: Mutex::new(None),
             in_use: AtomicUsize::new(0),
             released: Mutex::new(None),
+            paused: std::sync::atomic::AtomicBool::new(false),
         });
         let mut all = self.entries();
         if let Some(e) = all.get(&handle)
@@ -285,13 +287,20 @@ impl App {
         which: &Which,
         cancel: &CancellationToken,
     ) -> Result<ForCall, String> {
-        match which {
-            Which::Default => caller.default_slot(self).computer(self, cancel).await,
+        let call = match which {
+            Which::Default => caller.default_slot(self).computer(self, cancel).await?,
             _ => self
                 .find(&caller.principal, which)
                 .await
-                .map(|entry| ForCall { entry, note: None }),
+                .map(|entry| ForCall { entry, note: None })?,
+        };
+        if call.entry.is_paused() {
+            return Err(format!(
+                "the computer {} is paused (computer_pause); computer_resume it first",
+                call.entry.label()
+            ));
         }
+        Ok(call)
     }
 
     /// A named or handled computer of `principal`: held here, or found by

@@ -337,6 +337,39 @@ impl ComputerCgroup {
         Ok(())
     }
 
+    /// Pause (freeze) every process in it, or let them run on (thaw): a
+    /// paused computer. A freeze the kernel does not report done within
+    /// the freeze wait is undone and refused.
+    pub fn pause(&self, on: bool) -> Result<()> {
+        if !self.freeze(on) {
+            return Err(ProviderError::unsupported(
+                "this host gives no cgroup freezer (cgroup v2, or v1 with the freezer mounted), so a local computer cannot be paused",
+            ));
+        }
+        if on && !self.frozen() {
+            self.freeze(false);
+            return Err(ProviderError::failed(
+                "the computer's programs did not freeze in time; it runs on",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether the kernel reports it frozen.
+    pub fn frozen(&self) -> bool {
+        let (file, word) = match self.version {
+            Version::V2 => (self.dirs[0].path.join("cgroup.events"), "frozen 1"),
+            Version::V1 => match self.dir_with("freezer") {
+                Some(d) => (d.path.join("freezer.state"), "FROZEN"),
+                None => return false,
+            },
+        };
+        fs::read_to_string(file)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.trim() == word)
+    }
+
     /// Kill everything in it and remove it ([`KILL_WAIT`], [`REMOVE_WAIT`]).
     pub fn release(&self) -> Result<()> {
         self.kill(KILL_WAIT)?;
