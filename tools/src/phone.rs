@@ -444,6 +444,12 @@ async fn swipe(ctx: &ToolContext, a: SwipeArgs) -> Result<CallToolResult> {
             frame.to_screen("to", t)?,
             format!("swipe from [{}, {}] to [{}, {}]", f[0], f[1], t[0], t[1]),
         ),
+        (None, Some(_), None) | (None, None, Some(_)) => {
+            let given = if a.from.is_some() { "from" } else { "to" };
+            return Err(ToolError::Invalid(format!(
+                "a swipe is 2 points, from and to (in the last screenshot's pixels), or a direction; only {given} was given, so nothing was sent"
+            )));
+        }
         _ => {
             return Err(ToolError::Invalid(
                 "give direction, or from and to (points in the last screenshot's pixels), not both; nothing was sent".into(),

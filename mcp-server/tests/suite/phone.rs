@@ -202,7 +202,11 @@ async fn a_swipe_and_typed_text_arrive_exactly_and_bad_input_sends_nothing() {
             "not both",
         ),
         // One point is no swipe.
-        ("swipe", json!({"from": [1, 1]}), "from and to"),
+        (
+            "swipe",
+            json!({"from": [1, 1]}),
+            "a swipe is 2 points, from and to (in the last screenshot's pixels), or a direction; only from was given",
+        ),
         // The screenshot is 540 wide: x goes 0 to 539.
         (
             "tap",
