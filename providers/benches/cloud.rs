@@ -28,7 +28,9 @@ use computer_providers::daytona::{Daytona, DaytonaProvider, DaytonaSettings};
 use computer_providers::e2b::envd::{Envd, Event};
 use computer_providers::e2b::{E2bProvider, E2bSettings};
 use computer_providers::vendor::Secret;
-use computer_providers::{ComputerSpec, Configure, Connection, HostDefaults, Provider, Release};
+use computer_providers::{
+    ComputerRef, ComputerSpec, Configure, Connection, HostDefaults, Provider, Release,
+};
 use computerd::client::ComputerExt;
 use computerd::protocol::limits::MAX_WRITE_BYTES;
 use computerd::protocol::{Bytes64, FilesWriteParams};
@@ -79,30 +81,89 @@ async fn push_through(conn: &Connection, data: &[u8]) -> Duration {
     t.elapsed()
 }
 
-/// Medians of one run each way.
-struct Figures {
+/// The vendor's own figures: medians, and one upload.
+struct Own {
     /// One API call of the fake's (a read).
     call: Duration,
     /// `true` run as a new process through the vendor's own process API.
     own: Duration,
-    /// `exec.run` of `true` through the bridge.
-    bridged: Duration,
+    /// 10 MiB through the vendor's own upload.
+    upload: Duration,
 }
 
-fn report(vendor: &str, f: Figures, upload: Duration, pushed: Duration) {
+/// A provider of `settings`, then a computer of it made and reached.
+async fn reached<P: Configure>(
+    settings: P::Settings,
+    cancel: &CancellationToken,
+) -> (P, (ComputerRef, Connection)) {
+    let p = P::configure(settings, &HostDefaults::default()).unwrap();
+    let made = made(&p, cancel).await;
+    (p, made)
+}
+
+/// The vendor's own figures: `n` runs of `own` and of `call` (medians),
+/// and one `upload`.
+async fn vendor_figures<O, OF, C, CF>(
+    n: usize,
+    own: O,
+    call: C,
+    upload: impl Future<Output = ()>,
+) -> Own
+where
+    O: FnMut() -> OF,
+    OF: Future<Output = ()>,
+    C: FnMut() -> CF,
+    CF: Future<Output = ()>,
+{
+    let own = timed(n, own).await;
+    let call = timed(n, call).await;
+    let t = Instant::now();
+    upload.await;
+    Own {
+        call,
+        own,
+        upload: t.elapsed(),
+    }
+}
+
+/// A computer of `p` made and reached.
+async fn made(p: &dyn Provider, cancel: &CancellationToken) -> (ComputerRef, Connection) {
+    let made = p
+        .create(&ComputerSpec::sandbox(600_000), cancel)
+        .await
+        .unwrap();
+    let conn = p.connect(&made.computer, cancel).await.unwrap();
+    (made.computer, conn)
+}
+
+/// The bridge's figures beside the vendor's own (`f`), reported; then the
+/// computer released.
+async fn bridge_and_report(
+    vendor: &str,
+    p: &dyn Provider,
+    (computer, conn): (ComputerRef, Connection),
+    n: usize,
+    data: &[u8],
+    f: Own,
+    cancel: &CancellationToken,
+) {
+    let bridged = timed(n, || exec_true(&conn)).await;
+    let pushed = push_through(&conn, data).await;
     println!(
         "{vendor:<8} exec of true: the fake's own process {:>7.2} ms; through the bridge {:>7.2} ms, {:>+7.2} ms over one fake API call ({:.2} ms) (medians)",
         ms(f.own),
-        ms(f.bridged),
-        ms(f.bridged) - ms(f.call),
+        ms(bridged),
+        ms(bridged) - ms(f.call),
         ms(f.call)
     );
     println!(
         "{vendor:<8} 10 MiB push: the vendor's upload {:>7.1} ms, through the daemon {:>7.1} ms ({:.1} MiB/s)",
-        ms(upload),
+        ms(f.upload),
         ms(pushed),
         10.0 / pushed.as_secs_f64()
     );
+    conn.client.close();
+    p.release(&computer, Release::Delete, cancel).await.unwrap();
 }
 
 async fn e2b(env: &computer_testkit::DockerEnv, n: usize, data: &[u8]) {
@@ -111,7 +172,8 @@ async fn e2b(env: &computer_testkit::DockerEnv, n: usize, data: &[u8]) {
     let fake = FakeE2b::start(&env.docker, &env.image, key, &owner)
         .await
         .unwrap();
-    let p = E2bProvider::configure(
+    let cancel = CancellationToken::new();
+    let (p, made) = reached::<E2bProvider>(
         E2bSettings {
             api_key: Some(Secret::new(key)),
             api_url: Some(fake.url().into()),
@@ -119,50 +181,40 @@ async fn e2b(env: &computer_testkit::DockerEnv, n: usize, data: &[u8]) {
             computerd: Some(env.computerd.clone()),
             ..Default::default()
         },
-        &HostDefaults::default(),
+        &cancel,
     )
-    .unwrap();
-    let cancel = CancellationToken::new();
-    let made = p
-        .create(&ComputerSpec::sandbox(600_000), &cancel)
-        .await
-        .unwrap();
-    let conn = p.connect(&made.computer, &cancel).await.unwrap();
+    .await;
     let envd = Envd {
         http: computer_providers::vendor::http_client("E2B", false).unwrap(),
         base: fake.url().into(),
-        sandbox: made.computer.id.clone(),
+        sandbox: made.0.id.clone(),
         token: fake.tokens().last().cloned().map(Secret::new),
     };
-    let own = timed(n, || async {
-        let argv = ["true".to_string()];
-        let (_, mut s) = envd
-            .start(&argv, false, Some(Duration::from_secs(10)))
-            .await
-            .unwrap();
-        while let Some(e) = s.next().await.unwrap() {
-            if let Event::End { exit_code, .. } = e {
-                assert_eq!(exit_code, 0);
+    let own = vendor_figures(
+        n,
+        || async {
+            let argv = ["true".to_string()];
+            let (_, mut s) = envd
+                .start(&argv, false, Some(Duration::from_secs(10)))
+                .await
+                .unwrap();
+            while let Some(e) = s.next().await.unwrap() {
+                if let Event::End { exit_code, .. } = e {
+                    assert_eq!(exit_code, 0);
+                }
             }
-        }
-    })
+        },
+        || async {
+            p.list(&Default::default(), &cancel).await.unwrap();
+        },
+        async {
+            envd.upload("/tmp/upload.bin", Bytes::copy_from_slice(data))
+                .await
+                .unwrap();
+        },
+    )
     .await;
-    let bridged = timed(n, || exec_true(&conn)).await;
-    let call = timed(n, || async {
-        p.list(&Default::default(), &cancel).await.unwrap();
-    })
-    .await;
-    let t = Instant::now();
-    envd.upload("/tmp/upload.bin", Bytes::copy_from_slice(data))
-        .await
-        .unwrap();
-    let upload = t.elapsed();
-    let pushed = push_through(&conn, data).await;
-    report("E2B", Figures { call, own, bridged }, upload, pushed);
-    conn.client.close();
-    p.release(&made.computer, Release::Delete, &cancel)
-        .await
-        .unwrap();
+    bridge_and_report("E2B", &p, made, n, data, own, &cancel).await;
     fake.close().await;
 }
 
@@ -171,49 +223,40 @@ async fn daytona(env: &computer_testkit::DockerEnv, n: usize, data: &[u8]) {
     let owner = computer_testkit::marker("daytona-bench");
     let machines = BoxMachines::new(env.docker.clone(), BoxSpec::new(&env.image, &owner));
     let fake = FakeDaytona::start(key, Arc::new(machines)).await.unwrap();
-    let p = DaytonaProvider::configure(
+    let cancel = CancellationToken::new();
+    let (p, made) = reached::<DaytonaProvider>(
         DaytonaSettings {
             api_key: Some(Secret::new(key)),
             api_url: Some(fake.api_url()),
             computerd: Some(env.computerd.clone()),
             ..Default::default()
         },
-        &HostDefaults::default(),
+        &cancel,
     )
-    .unwrap();
-    let cancel = CancellationToken::new();
-    let made = p
-        .create(&ComputerSpec::sandbox(600_000), &cancel)
-        .await
-        .unwrap();
-    let conn = p.connect(&made.computer, &cancel).await.unwrap();
+    .await;
     let d = Daytona::new(Some(&fake.api_url()), Some(Secret::new(key))).unwrap();
-    let sb = d.get(&made.computer.id, &cancel).await.unwrap().unwrap();
+    let sb = d.get(&made.0.id, &cancel).await.unwrap().unwrap();
     let tb = d.toolbox(&sb).unwrap();
-    let own = timed(n, || async {
-        let r = tb
-            .execute("true", Duration::from_secs(10), &cancel)
-            .await
-            .unwrap();
-        assert_eq!(r.exit_code, 0);
-    })
+    let own = vendor_figures(
+        n,
+        || async {
+            let r = tb
+                .execute("true", Duration::from_secs(10), &cancel)
+                .await
+                .unwrap();
+            assert_eq!(r.exit_code, 0);
+        },
+        || async {
+            d.get(&made.0.id, &cancel).await.unwrap().unwrap();
+        },
+        async {
+            tb.upload("/tmp/upload.bin", Bytes::copy_from_slice(data), &cancel)
+                .await
+                .unwrap();
+        },
+    )
     .await;
-    let bridged = timed(n, || exec_true(&conn)).await;
-    let call = timed(n, || async {
-        d.get(&made.computer.id, &cancel).await.unwrap().unwrap();
-    })
-    .await;
-    let t = Instant::now();
-    tb.upload("/tmp/upload.bin", Bytes::copy_from_slice(data), &cancel)
-        .await
-        .unwrap();
-    let upload = t.elapsed();
-    let pushed = push_through(&conn, data).await;
-    report("Daytona", Figures { call, own, bridged }, upload, pushed);
-    conn.client.close();
-    p.release(&made.computer, Release::Delete, &cancel)
-        .await
-        .unwrap();
+    bridge_and_report("Daytona", &p, made, n, data, own, &cancel).await;
     fake.shutdown().await;
 }
 

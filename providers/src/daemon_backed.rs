@@ -50,6 +50,26 @@ pub fn check_computerd(path: &std::path::Path) -> crate::types::Result<()> {
     ))
 }
 
+/// A release of a computer its vendor only deletes: a stop refused in
+/// the words `why`; a computer the vendor no longer holds (`held` says
+/// no) forgotten (`forget`) and released; else `end` (delete and wait).
+pub async fn release_deleted(
+    how: crate::types::Release,
+    why: &str,
+    held: impl Future<Output = crate::types::Result<bool>>,
+    forget: impl FnOnce(),
+    end: impl Future<Output = crate::types::Result<()>>,
+) -> crate::types::Result<()> {
+    if how == crate::types::Release::Stop {
+        return Err(ProviderError::unsupported(why));
+    }
+    if !held.await? {
+        forget();
+        return Ok(());
+    }
+    end.await
+}
+
 /// A new computer's note of one share.
 pub fn share_note(s: &crate::share::Share) -> String {
     format!(

@@ -38,14 +38,14 @@ use time::format_description::well_known::Rfc3339;
 use tokio_util::sync::CancellationToken;
 
 use crate::daemon_backed::child::{self, Booting};
-use crate::daemon_backed::hello::{Expect, drift};
+use crate::daemon_backed::hello::{Expect, drift, refuse_drift};
 use crate::daemon_backed::labels::{Lost, recover_lost, set_up_failed};
 use crate::provider::{Configure, Connection, Preflight, Provider};
 use crate::settings::HostDefaults;
 use crate::types::{
-    AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
-    LifetimeMode, NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Release, Result,
-    Sizes, check_labels, check_lifetime, label, refuse_host_parts,
+    AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, ErrorCode, Labels, NetworkKind,
+    NetworkPolicy, NetworkReadBack, ProviderError, Release, Result, Sizes, check_labels,
+    check_lifetime, label, refuse_host_parts,
 };
 use crate::vendor::{CREATE_LABEL, Failure, Secret};
 use crate::wait::{Wait, wait_until};
@@ -477,9 +477,9 @@ impl ModalProvider {
         child::install(&host, Bytes::from(daemon)).await?;
         // No extend on Modal: the deadline is also the most.
         child::start_init(&host, &child::init_args(deadline, deadline)).await?;
-        let conn =
-            crate::daemon_backed::up::wait_until_up(&mut Booting { host: &host }, cancel).await?;
-        self.check_hello(&conn)?;
+        let conn = self.checked(
+            crate::daemon_backed::up::wait_until_up(&mut Booting { host: &host }, cancel).await?,
+        )?;
         let mine: Labels = [(label::COMPUTER.to_string(), mark.to_string())].into();
         let wait = Wait::new(format!("Modal's listing to show sandbox {id}"), LISTED_WAIT);
         let listed = wait_until(
@@ -504,21 +504,19 @@ impl ModalProvider {
         Ok((s, conn))
     }
 
-    fn check_hello(&self, conn: &Connection) -> Result<()> {
+    /// `conn` once its daemon is this server's.
+    fn checked(&self, conn: Connection) -> Result<Connection> {
         let expect = Expect {
             kind: MachineKind::Linux,
             groups: GROUPS,
             exact: true,
             arch: None,
         };
-        let d = drift(&conn.hello, &expect);
-        if d.is_empty() {
-            return Ok(());
-        }
-        conn.client.close();
-        Err(ProviderError::refused(format!(
-            "the daemon in the Modal sandbox is not this server's: {d:?}"
-        )))
+        let d = drift(&conn.hello, &expect)
+            .iter()
+            .map(|d| format!("{d:?}"))
+            .collect();
+        refuse_drift(conn, d, "the Modal sandbox")
     }
 
     fn none_read_back() -> NetworkReadBack {

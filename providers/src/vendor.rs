@@ -223,14 +223,28 @@ pub fn account_preflight(
         "COMPUTER_MCP_{}_API_KEY",
         id.to_uppercase().replace('-', "_")
     );
+    preflight(
+        name,
+        found,
+        &format!("give a valid key: --{id}-api-key ({var})"),
+        &format!("--{id}-api-url"),
+    )
+}
+
+/// For `doctor`: what a read of `name`'s account found, or the next step:
+/// `give_key` when the vendor refused the credentials, a check of the
+/// setting `url` when it was not reached.
+pub fn preflight(
+    name: &'static str,
+    found: Result<String>,
+    give_key: &str,
+    url: &str,
+) -> crate::provider::Preflight {
     let found = found.map_err(|e| match e.code {
-        ErrorCode::Unauthorized => (
-            format!("unauthorized: {}", e.message),
-            format!("give a valid key: --{id}-api-key ({var})"),
-        ),
+        ErrorCode::Unauthorized => (format!("unauthorized: {}", e.message), give_key.into()),
         ErrorCode::Unreachable | ErrorCode::Timeout => (
             format!("unreachable: {}", e.message),
-            format!("check --{id}-api-url and this host's network"),
+            format!("check {url} and this host's network"),
         ),
         _ => (e.message, "do what the words say".into()),
     });

@@ -252,6 +252,33 @@ pub async fn start_init(host: &dyn ChildHost, init: &InitArgs) -> Result<()> {
     host.spawn(&init_argv(init)).await
 }
 
+/// What a vendor's computer offers whose daemon is a child of the
+/// vendor's agent, which the vendor only deletes, whose lifetime init
+/// enforces and whose network is none: the rest as each vendor says.
+pub fn capabilities(
+    kind: computerd::protocol::MachineKind,
+    groups: Vec<computerd::protocol::Group>,
+    max_lifetime_ms: u64,
+    network_read_back: bool,
+    isolation: &str,
+    extend: bool,
+) -> crate::types::Capabilities {
+    use crate::types::{DaemonMode, LifetimeMode, NetworkKind, Release};
+    crate::types::Capabilities {
+        kind,
+        os: "linux".into(),
+        daemon: DaemonMode::Child,
+        groups,
+        lifetime: LifetimeMode::Enforced,
+        release: vec![Release::Delete],
+        max_lifetime_ms,
+        networks: vec![NetworkKind::None],
+        network_read_back,
+        isolation: isolation.into(),
+        extend,
+    }
+}
+
 /// Open the bridge and say hello over it.
 pub async fn connect(host: &dyn ChildHost) -> Result<Connection> {
     let (reader, writer) = host.attach(&bridge_argv()).await?;

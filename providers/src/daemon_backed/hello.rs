@@ -16,6 +16,20 @@ use crate::types::{ErrorCode, ProviderError, Result};
 /// How long hello may take on a live connection.
 pub const HELLO_WAIT: Duration = Duration::from_secs(10);
 
+/// `conn`, unless its daemon differs from this server's (`drift`, what
+/// differs): then closed, and refused in words naming `sandbox` (as "the
+/// E2B sandbox").
+pub fn refuse_drift(conn: Connection, drift: Vec<String>, sandbox: &str) -> Result<Connection> {
+    if drift.is_empty() {
+        return Ok(conn);
+    }
+    conn.client.close();
+    Err(ProviderError::refused(format!(
+        "the daemon in {sandbox} is not this server's: {}",
+        drift.join("; ")
+    )))
+}
+
 /// Say hello on `client`, within [`HELLO_WAIT`].
 pub async fn call(client: DaemonClient) -> Result<Connection> {
     let hello = tokio::time::timeout(

@@ -28,6 +28,15 @@ pub fn the_one<T>(mut found: Vec<T>, none: &str, many: impl FnOnce(usize) -> Str
     }
 }
 
+/// [`the_one`] in the words of a vendor's computers (`vendor`, as "E2B").
+pub fn the_one_of<T>(found: Vec<T>, vendor: &str) -> Result<T> {
+    the_one(
+        found,
+        &format!("no {vendor} computer carries those labels"),
+        |n| format!("{n} {vendor} computers carry those labels; give more"),
+    )
+}
+
 /// Wait, within `bound`, until `shown` (one read of the vendor's label
 /// listing: whether it holds the computer `id`) says yes twice running,
 /// so a listing that trails a create shows the computer steadily before

@@ -46,6 +46,18 @@ pub fn refuse_change(
     Ok(())
 }
 
+/// Refuse any `policy` but none for a computer (`who`, as "an E2B
+/// computer") whose network is none from its making.
+pub fn refuse_other_than_none(policy: Option<&NetworkPolicy>, who: &str) -> Result<()> {
+    match policy {
+        Some(p) if *p != NetworkPolicy::None => Err(ProviderError::unsupported(format!(
+            "{who}'s network is fixed at none when it is made"
+        ))
+        .with_field("network")),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

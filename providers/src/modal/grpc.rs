@@ -63,24 +63,14 @@ where
     Req: prost::Message + Send + Sync + 'static,
     Res: prost::Message + Default + Send + Sync + 'static,
 {
-    let mut grpc = tonic::client::Grpc::new(channel.clone())
-        .max_decoding_message_size(MESSAGE_MAX)
-        .max_encoding_message_size(MESSAGE_MAX);
-    let call = async {
-        grpc.ready()
-            .await
-            .map_err(|e| tonic::Status::unavailable(format!("not reached: {e}")))?;
-        grpc.unary(req, path, tonic_prost::ProstCodec::default())
+    bounded(within, "answer", async {
+        ready(channel)
+            .await?
+            .unary(req, path, tonic_prost::ProstCodec::default())
             .await
             .map(tonic::Response::into_inner)
-    };
-    match tokio::time::timeout(within, call).await {
-        Ok(r) => r,
-        Err(_) => Err(tonic::Status::deadline_exceeded(format!(
-            "no answer within {} s",
-            within.as_secs()
-        ))),
-    }
+    })
+    .await
 }
 
 /// A server stream on `channel` (opened within `within`).
@@ -94,21 +84,40 @@ where
     Req: prost::Message + Send + Sync + 'static,
     Res: prost::Message + Default + Send + Sync + 'static,
 {
+    bounded(within, "stream", async {
+        ready(channel)
+            .await?
+            .server_streaming(req, path, tonic_prost::ProstCodec::default())
+            .await
+            .map(tonic::Response::into_inner)
+    })
+    .await
+}
+
+/// A gRPC client on `channel` at Modal's message cap, once the channel
+/// is ready for a call.
+async fn ready(
+    channel: &Channel,
+) -> std::result::Result<tonic::client::Grpc<Channel>, tonic::Status> {
     let mut grpc = tonic::client::Grpc::new(channel.clone())
         .max_decoding_message_size(MESSAGE_MAX)
         .max_encoding_message_size(MESSAGE_MAX);
-    let call = async {
-        grpc.ready()
-            .await
-            .map_err(|e| tonic::Status::unavailable(format!("not reached: {e}")))?;
-        grpc.server_streaming(req, path, tonic_prost::ProstCodec::default())
-            .await
-            .map(tonic::Response::into_inner)
-    };
+    grpc.ready()
+        .await
+        .map_err(|e| tonic::Status::unavailable(format!("not reached: {e}")))?;
+    Ok(grpc)
+}
+
+/// `call` within `within`, else a deadline status saying no `what` came.
+async fn bounded<T>(
+    within: Duration,
+    what: &str,
+    call: impl Future<Output = std::result::Result<T, tonic::Status>>,
+) -> std::result::Result<T, tonic::Status> {
     match tokio::time::timeout(within, call).await {
         Ok(r) => r,
         Err(_) => Err(tonic::Status::deadline_exceeded(format!(
-            "no stream within {} s",
+            "no {what} within {} s",
             within.as_secs()
         ))),
     }

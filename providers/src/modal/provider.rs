@@ -32,19 +32,14 @@ impl Provider for ModalProvider {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            kind: MachineKind::Linux,
-            os: "linux".into(),
-            daemon: DaemonMode::Child,
-            groups: GROUPS.to_vec(),
-            lifetime: LifetimeMode::Enforced,
-            release: vec![Release::Delete],
-            max_lifetime_ms: self.max_lifetime_ms,
-            networks: vec![NetworkKind::None],
-            network_read_back: false,
-            isolation: "container: a Modal sandbox (gVisor or Modal's VM runtime); the daemon's programs as 2510:2510 in a network namespace of their own, cut off from Modal's agent".into(),
-            extend: false,
-        }
+        child::capabilities(
+            MachineKind::Linux,
+            GROUPS.to_vec(),
+            self.max_lifetime_ms,
+            false,
+            "container: a Modal sandbox (gVisor or Modal's VM runtime); the daemon's programs as 2510:2510 in a network namespace of their own, cut off from Modal's agent",
+            false,
+        )
     }
 
     fn check(&self, spec: &ComputerSpec) -> Result<()> {
@@ -150,11 +145,7 @@ impl Provider for ModalProvider {
                 }),
             AttachBy::Labels(labels) => {
                 let found = self.list(labels, cancel).await?;
-                crate::daemon_backed::labels::the_one(
-                    found,
-                    "no Modal computer carries those labels",
-                    |n| format!("{n} Modal computers carry those labels; give more"),
-                )
+                crate::daemon_backed::labels::the_one_of(found, "Modal")
             }
         }
     }
@@ -174,14 +165,7 @@ impl Provider for ModalProvider {
         policy: Option<&NetworkPolicy>,
         _cancel: &CancellationToken,
     ) -> Result<NetworkReadBack> {
-        if let Some(p) = policy
-            && *p != NetworkPolicy::None
-        {
-            return Err(ProviderError::unsupported(
-                "a Modal computer's network is fixed at none when it is made",
-            )
-            .with_field("network"));
-        }
+        crate::daemon_backed::network::refuse_other_than_none(policy, "a Modal computer")?;
         self.find(&computer.id).await?.ok_or_else(|| {
             ProviderError::gone(format!("Modal sandbox {} has ended", computer.id))
         })?;
@@ -199,9 +183,7 @@ impl Provider for ModalProvider {
         let host = ModalHost {
             router: self.router(&computer.id).await?,
         };
-        let conn = child::connect(&host).await?;
-        self.check_hello(&conn)?;
-        Ok(conn)
+        self.checked(child::connect(&host).await?)
     }
 
     async fn release(
@@ -210,16 +192,16 @@ impl Provider for ModalProvider {
         how: Release,
         cancel: &CancellationToken,
     ) -> Result<()> {
-        if how == Release::Stop {
-            return Err(ProviderError::unsupported(
-                "a Modal computer is only deleted: Modal has no stopped sandbox",
-            ));
-        }
-        if self.find(&computer.id).await?.is_none() {
-            self.routers().remove(&computer.id);
-            return Ok(());
-        }
-        self.terminate_and_wait(&computer.id, cancel).await
+        crate::daemon_backed::release_deleted(
+            how,
+            "a Modal computer is only deleted: Modal has no stopped sandbox",
+            async { Ok(self.find(&computer.id).await?.is_some()) },
+            || {
+                self.routers().remove(&computer.id);
+            },
+            self.terminate_and_wait(&computer.id, cancel),
+        )
+        .await
     }
 
     async fn test_connection(&self, _cancel: &CancellationToken) -> Option<Preflight> {
@@ -243,21 +225,12 @@ impl Provider for ModalProvider {
                 self.app
             ))
         }
-        .await
-        .map_err(|e| match e.code {
-            ErrorCode::Unauthorized => (
-                format!("unauthorized: {}", e.message),
-                "give a valid token pair: --modal-token-id and --modal-token-secret (COMPUTER_MCP_MODAL_TOKEN_ID, COMPUTER_MCP_MODAL_TOKEN_SECRET)".into(),
-            ),
-            ErrorCode::Unreachable | ErrorCode::Timeout => (
-                format!("unreachable: {}", e.message),
-                "check --modal-server-url and this host's network".into(),
-            ),
-            _ => (e.message, "do what the words say".into()),
-        });
-        Some(Preflight {
-            name: "Modal",
+        .await;
+        Some(crate::vendor::preflight(
+            "Modal",
             found,
-        })
+            "give a valid token pair: --modal-token-id and --modal-token-secret (COMPUTER_MCP_MODAL_TOKEN_ID, COMPUTER_MCP_MODAL_TOKEN_SECRET)",
+            "--modal-server-url",
+        ))
     }
 }

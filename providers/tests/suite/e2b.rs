@@ -9,13 +9,13 @@ use computer_fakes::vendor_box::LABEL;
 use computer_providers::e2b::{E2bProvider, E2bSettings};
 use computer_providers::provider::{Configure, Provider};
 use computer_providers::settings::HostDefaults;
-use computer_providers::types::{AttachBy, ComputerSpec, ErrorCode, Labels, Release};
+use computer_providers::types::{ComputerSpec, ErrorCode, Labels, Release};
 use computer_providers::vendor::Secret;
 use computerd::client::{ComputerExt, WriteFileOptions};
 use computerd::protocol::{Group, MachineKind, ProcessStartParams, ScreenShotParams, SettingKind};
 use tokio_util::sync::CancellationToken;
 
-use super::support::{capture, run, text};
+use super::support::{capture, lost_create, run, text, used_listed_attached};
 
 const KEY: &str = "e2b_canary_key_0f9e8d";
 
@@ -111,42 +111,7 @@ async fn an_e2b_computer_is_made_used_extended_and_released_and_no_secret_is_tol
     );
     assert_eq!(made.network.as_ref().unwrap().kind.to_string(), "none");
 
-    let conn = r.provider.connect(c, &cancel).await.unwrap();
-    let out = run(
-        &conn.client,
-        "id -u; pwd; touch /work/mine && echo wrote; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; ls /sys/class/net",
-    )
-    .await;
-    assert_eq!(
-        text(&out),
-        "2510\n/work\nwrote\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\nlo\n"
-    );
-    // The bridge survives output cut into envelopes at any point.
-    let big = run(&conn.client, "head -c 300000 /dev/zero | tr '\\0' x").await;
-    assert_eq!(big.stdout.0.len(), 300_000);
-    conn.client.close();
-
-    let listed = r
-        .provider
-        .list(
-            &Labels::from([("computer-mcp.name".into(), "life".into())]),
-            &cancel,
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        listed.iter().map(|l| l.id.clone()).collect::<Vec<_>>(),
-        vec![c.id.clone()]
-    );
-    let by_id = r
-        .provider
-        .attach(&AttachBy::Id(c.id.clone()), &cancel)
-        .await
-        .unwrap();
-    assert_eq!(
-        by_id.labels.get("computer-mcp.name").map(String::as_str),
-        Some("life")
-    );
+    let (listed, by_id) = used_listed_attached(&r.provider, c, &cancel).await;
 
     let moved = r.provider.extend(c, 900_000, &cancel).await.unwrap();
     assert!(moved > c.deadline, "{moved} is not past {}", c.deadline);
@@ -188,19 +153,14 @@ async fn a_create_whose_answer_is_lost_is_found_by_its_label_and_killed() {
         k.lose_create = true;
         k.list_lag = 1;
     });
-    let e = r
-        .provider
-        .create(&labelled("lost"), &CancellationToken::new())
-        .await
-        .unwrap_err();
-    assert_eq!(r.fake.creates(), 1, "a second create was sent");
-    assert!(
-        e.message
-            .contains("the sandbox it made was found by its create label")
-            && e.message.contains("killed"),
-        "{}",
-        e.message
-    );
+    let e = lost_create(
+        &r.provider,
+        &labelled("lost"),
+        || r.fake.creates(),
+        "create label",
+        "killed",
+    )
+    .await;
     assert!(r.fake.sandboxes().is_empty());
     assert!(!e.message.contains(KEY));
     r.close().await;

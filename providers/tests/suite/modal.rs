@@ -12,11 +12,11 @@ use computer_fakes::vendor_box::LABEL;
 use computer_providers::modal::{ModalProvider, ModalSettings};
 use computer_providers::provider::{Configure, Provider};
 use computer_providers::settings::HostDefaults;
-use computer_providers::types::{AttachBy, ComputerSpec, ErrorCode, Labels, Release};
+use computer_providers::types::{ComputerSpec, ErrorCode, Labels, Release};
 use computer_providers::vendor::Secret;
 use tokio_util::sync::CancellationToken;
 
-use super::support::{capture, run, text};
+use super::support::{capture, lost_create, run, text, used_listed_attached};
 
 const TOKEN_ID: &str = "ak-modal-canary-7c21";
 const TOKEN_SECRET: &str = "as-modal-canary-9d04";
@@ -128,41 +128,7 @@ async fn a_modal_computer_is_made_used_listed_and_terminated_and_no_secret_is_to
     );
     assert_eq!(tags.len(), 2, "{tags:?}");
 
-    let conn = r.provider.connect(c, &cancel).await.unwrap();
-    let out = run(
-        &conn.client,
-        "id -u; pwd; touch /work/mine && echo wrote; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; ls /sys/class/net",
-    )
-    .await;
-    assert_eq!(
-        text(&out),
-        "2510\n/work\nwrote\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\nlo\n"
-    );
-    let big = run(&conn.client, "head -c 300000 /dev/zero | tr '\\0' x").await;
-    assert_eq!(big.stdout.0.len(), 300_000);
-    conn.client.close();
-
-    let listed = r
-        .provider
-        .list(
-            &Labels::from([("computer-mcp.name".into(), "life".into())]),
-            &cancel,
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        listed.iter().map(|l| l.id.clone()).collect::<Vec<_>>(),
-        vec![c.id.clone()]
-    );
-    let by_id = r
-        .provider
-        .attach(&AttachBy::Id(c.id.clone()), &cancel)
-        .await
-        .unwrap();
-    assert_eq!(
-        by_id.labels.get("computer-mcp.name").map(String::as_str),
-        Some("life")
-    );
+    let (listed, by_id) = used_listed_attached(&r.provider, c, &cancel).await;
     let e = r
         .provider
         .release(c, Release::Stop, &cancel)
@@ -235,19 +201,14 @@ async fn a_create_whose_answer_is_lost_is_found_by_its_tag_and_terminated() {
         k.list_lag = 2;
         k.terminate_polls = 1;
     });
-    let e = r
-        .provider
-        .create(&labelled("lost"), &CancellationToken::new())
-        .await
-        .unwrap_err();
-    assert_eq!(r.fake.creates(), 1, "a second create was sent");
-    assert!(
-        e.message
-            .contains("the sandbox it made was found by its tag")
-            && e.message.contains("terminated"),
-        "{}",
-        e.message
-    );
+    let e = lost_create(
+        &r.provider,
+        &labelled("lost"),
+        || r.fake.creates(),
+        "tag",
+        "terminated",
+    )
+    .await;
     assert!(r.fake.running().is_empty());
     r.assert_untold(&e.message);
     r.close().await;

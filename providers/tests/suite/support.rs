@@ -132,6 +132,54 @@ pub fn text(r: &ExecResult) -> String {
     String::from_utf8_lossy(&r.stdout.0).into_owned()
 }
 
+/// A new cloud computer `c` of `p`, labelled `computer-mcp.name=life`, as
+/// a user finds it: its shell runs as the daemon's user in `/work` with no
+/// capability and no network, 300 kB of output cross the bridge whole, a
+/// listing by its label names it alone, and an attach by id reads the
+/// label back. What the listing and the attach gave.
+pub async fn used_listed_attached(
+    p: &dyn computer_providers::provider::Provider,
+    c: &computer_providers::types::ComputerRef,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> (
+    Vec<computer_providers::types::ComputerRef>,
+    computer_providers::types::ComputerRef,
+) {
+    use computer_providers::types::{AttachBy, Labels};
+    let conn = p.connect(c, cancel).await.unwrap();
+    let out = run(
+        &conn.client,
+        "id -u; pwd; touch /work/mine && echo wrote; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; ls /sys/class/net",
+    )
+    .await;
+    assert_eq!(
+        text(&out),
+        "2510\n/work\nwrote\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\nlo\n"
+    );
+    // The bridge survives output cut at any point (envelopes, offsets).
+    let big = run(&conn.client, "head -c 300000 /dev/zero | tr '\\0' x").await;
+    assert_eq!(big.stdout.0.len(), 300_000);
+    conn.client.close();
+
+    let listed = p
+        .list(
+            &Labels::from([("computer-mcp.name".into(), "life".into())]),
+            cancel,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.iter().map(|l| l.id.clone()).collect::<Vec<_>>(),
+        vec![c.id.clone()]
+    );
+    let by_id = p.attach(&AttachBy::Id(c.id.clone()), cancel).await.unwrap();
+    assert_eq!(
+        by_id.labels.get("computer-mcp.name").map(String::as_str),
+        Some("life")
+    );
+    (listed, by_id)
+}
+
 /// A container removed from outside, as a user would (`docker rm -f`).
 pub async fn remove_by_force(docker: &Docker, id: &str) {
     docker
@@ -174,4 +222,29 @@ pub fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
         .with_writer(move || w2.clone())
         .finish();
     (w, tracing::subscriber::set_default(sub))
+}
+
+/// A create through `p` whose answer the vendor's fake lost (`creates`
+/// counts the fake's creates): refused after one create, in words saying
+/// the sandbox was found by `found_by` and `ended`. The refusal.
+pub async fn lost_create(
+    p: &dyn computer_providers::provider::Provider,
+    spec: &computer_providers::types::ComputerSpec,
+    creates: impl Fn() -> u64,
+    found_by: &str,
+    ended: &str,
+) -> computer_providers::types::ProviderError {
+    let e = p
+        .create(spec, &tokio_util::sync::CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert_eq!(creates(), 1, "a second create was sent");
+    assert!(
+        e.message
+            .contains(&format!("the sandbox it made was found by its {found_by}"))
+            && e.message.contains(ended),
+        "{}",
+        e.message
+    );
+    e
 }
