@@ -436,12 +436,7 @@ impl E2bProvider {
         let conn = self.checked(
             crate::daemon_backed::up::wait_until_up(&mut Booting { host: &host }, cancel).await?,
         )?;
-        let probed = probe::none_from_inside(&conn.client, "E2B", id).await;
-        if probed.is_err() {
-            conn.client.close();
-        }
-        tracing::info!(provider = ID, computer = %id, network = %probed.as_ref().map_or("refused", String::as_str), "network none at create");
-        let inside = probed?;
+        let inside = probe::at_create(&conn, ID, "E2B", id).await?;
         // E2B's listing shows a new sandbox a moment late: a create
         // returns once a list finds it steadily.
         let mine: Labels = [(CREATE_LABEL.to_string(), mark.to_string())].into();

@@ -40,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 use crate::daemon_backed::child::{self, Booting};
 use crate::daemon_backed::hello::{Expect, drift, refuse_drift};
 use crate::daemon_backed::labels::{Lost, recover_lost, set_up_failed};
+use crate::daemon_backed::probe;
 use crate::provider::{Configure, Connection, Preflight, Provider};
 use crate::settings::HostDefaults;
 use crate::types::{
@@ -458,14 +459,16 @@ impl ModalProvider {
     }
 
     /// Everything after Modal made the sandbox: push the daemon in, start
-    /// it, say hello, and wait until the listing shows it.
+    /// it, say hello, read network none from inside (Modal reads no
+    /// policy back), and wait until the listing shows it. The sandbox, the
+    /// connection and the probe's words.
     async fn set_up(
         &self,
         id: &str,
         mark: &str,
         deadline: Time,
         cancel: &CancellationToken,
-    ) -> Result<(SandboxInfo, Connection)> {
+    ) -> Result<(SandboxInfo, Connection, String)> {
         let router = self.router(id).await?;
         let host = ModalHost { router };
         let daemon = tokio::fs::read(&self.computerd).await.map_err(|e| {
@@ -480,6 +483,7 @@ impl ModalProvider {
         let conn = self.checked(
             crate::daemon_backed::up::wait_until_up(&mut Booting { host: &host }, cancel).await?,
         )?;
+        let inside = probe::at_create(&conn, ID, "Modal", id).await?;
         let mine: Labels = [(label::COMPUTER.to_string(), mark.to_string())].into();
         let wait = Wait::new(format!("Modal's listing to show sandbox {id}"), LISTED_WAIT);
         let listed = wait_until(
@@ -501,7 +505,7 @@ impl ModalProvider {
             .into_iter()
             .find(|x| x.id == id)
             .ok_or_else(|| ProviderError::failed(format!("Modal sandbox {id} was not listed")))?;
-        Ok((s, conn))
+        Ok((s, conn, inside))
     }
 
     /// `conn` once its daemon is this server's.
@@ -519,10 +523,16 @@ impl ModalProvider {
         refuse_drift(conn, d, "the Modal sandbox")
     }
 
-    fn none_read_back() -> NetworkReadBack {
+    /// Network none as Modal was asked for it, with `inside`, the words
+    /// of a probe from inside where one ran.
+    fn none_read_back(inside: Option<&str>) -> NetworkReadBack {
+        let mut detail = "Modal: network access BLOCKED at create (Modal reads no policy back); the daemon and its programs in a network namespace of their own (only lo)".to_string();
+        if let Some(inside) = inside {
+            detail = format!("{detail}; {inside}");
+        }
         NetworkReadBack {
             kind: NetworkKind::None,
-            detail: "Modal: network access BLOCKED at create (Modal reads no policy back); the daemon and its programs in a network namespace of their own (only lo)".into(),
+            detail,
         }
     }
 }

@@ -100,6 +100,23 @@ pub async fn none_from_inside(
     })
 }
 
+/// A create's probe: the new computer `id` of `vendor` (provider
+/// `provider`), reached by `conn`, held to network none from inside; the
+/// words of the read-back, or refused with `conn` closed.
+pub async fn at_create(
+    conn: &crate::provider::Connection,
+    provider: &str,
+    vendor: &str,
+    id: &str,
+) -> Result<String> {
+    let probed = none_from_inside(&conn.client, vendor, id).await;
+    if probed.is_err() {
+        conn.client.close();
+    }
+    tracing::info!(provider, computer = %id, network = %probed.as_ref().map_or("refused", String::as_str), "network none at create");
+    probed
+}
+
 /// An attach's probe: a running computer `c` of `provider` is reached and
 /// held to network none from inside before it is handed back; a stopped
 /// one is handed back as it is (it runs nothing to probe). The read is

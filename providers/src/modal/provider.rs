@@ -36,7 +36,7 @@ impl Provider for ModalProvider {
             MachineKind::Linux,
             GROUPS.to_vec(),
             self.max_lifetime_ms,
-            false,
+            true,
             "container: a Modal sandbox (gVisor or Modal's VM runtime); the daemon's programs as 2510:2510 in a network namespace of their own, cut off from Modal's agent",
             false,
         )
@@ -111,11 +111,11 @@ impl Provider for ModalProvider {
             Err(Failure::Unknown(e)) => return Err(self.recover(&mark, e).await),
         };
         match self.set_up(&id, &mark, Time::new(deadline), cancel).await {
-            Ok((s, conn)) => {
+            Ok((s, conn, inside)) => {
                 conn.client.close();
                 Ok(Created {
                     computer: self.to_ref(&s),
-                    network: Some(Self::none_read_back()),
+                    network: Some(Self::none_read_back(Some(&inside))),
                     notes: vec![format!(
                         "Modal image {image} in app {}; ends at {} (Modal's timeout and init's deadline)",
                         self.app,
@@ -134,18 +134,22 @@ impl Provider for ModalProvider {
 
     async fn attach(&self, by: &AttachBy, cancel: &CancellationToken) -> Result<ComputerRef> {
         match by {
-            AttachBy::Id(id) => self
-                .find(id)
-                .await?
-                .map(|s| self.to_ref(&s))
-                .ok_or_else(|| {
-                    ProviderError::not_found(format!(
-                        "no running Modal sandbox {id} of computer-mcp"
-                    ))
-                }),
+            AttachBy::Id(id) => {
+                let c = self
+                    .find(id)
+                    .await?
+                    .map(|s| self.to_ref(&s))
+                    .ok_or_else(|| {
+                        ProviderError::not_found(format!(
+                            "no running Modal sandbox {id} of computer-mcp"
+                        ))
+                    })?;
+                probe::at_attach(self, c, "Modal", cancel).await
+            }
             AttachBy::Labels(labels) => {
                 let found = self.list(labels, cancel).await?;
-                crate::daemon_backed::labels::the_one_of(found, "Modal")
+                let c = crate::daemon_backed::labels::the_one_of(found, "Modal")?;
+                probe::at_attach(self, c, "Modal", cancel).await
             }
         }
     }
@@ -169,7 +173,7 @@ impl Provider for ModalProvider {
         self.find(&computer.id).await?.ok_or_else(|| {
             ProviderError::gone(format!("Modal sandbox {} has ended", computer.id))
         })?;
-        Ok(Self::none_read_back())
+        Ok(Self::none_read_back(None))
     }
 
     async fn connect(

@@ -129,6 +129,10 @@ async fn a_modal_computer_is_made_used_listed_and_terminated_and_no_secret_is_to
     assert_eq!(tags.len(), 2, "{tags:?}");
 
     let (listed, by_id) = used_listed_attached(&r.provider, c, &cancel).await;
+    // Network none was read from inside at create and at attach.
+    let inside = "read from inside: none of 5 answered, lo alone";
+    let read = format!("{:?} {:?}", made.network, by_id.network);
+    assert_eq!(read.matches(inside).count(), 2, "{read}");
     let e = r
         .provider
         .release(c, Release::Stop, &cancel)
