@@ -1,17 +1,24 @@
-//! Page tools through the whole stack: a snapshot and a click by its ref
-//! on the same test page, through computer-mcp (`--kind browser`: Chromium
-//! in a local computer, CDP over its debugging pipe) and through
-//! `@playwright/mcp` (npm) driving the same Debian Chromium, medians and
-//! ratio in one run.
+//! Page tools through the whole stack, on the same test page, through
+//! computer-mcp (`--kind browser`: Chromium in a local computer, CDP over
+//! its debugging pipe) and through `@playwright/mcp` (npm) driving the same
+//! Debian Chromium, the two alternating round by round, medians and ratios
+//! in one run:
+//!
+//! - a snapshot right after a navigation (the navigation not timed);
+//! - a snapshot of the page at rest;
+//! - the bytes of one snapshot's answer (its text, what the model reads);
+//! - a snapshot and a click by its ref.
 //!
 //! Run on demand (never part of `cargo test`), as root like the tests, with
 //! Debian's chromium and Node's npx (the first run fetches the package):
 //!
 //!     cargo bench -p computer-mcp --bench browser
 //!
-//! `CMCP_BENCH_ROUNDS` sets the round trips (default 50);
+//! `CMCP_BENCH_ROUNDS` sets the rounds of each figure (default 50);
 //! `CMCP_BENCH_PLAYWRIGHT` the Playwright MCP command (default
-//! `npx -y @playwright/mcp@0.0.83`); `COMPUTERD_BIN` the daemon.
+//! `npx -y @playwright/mcp@0.0.83`; an installed one is quicker to start:
+//! `/work/bench-cache/playwright-mcp/node_modules/.bin/playwright-mcp`);
+//! `COMPUTERD_BIN` the daemon.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
@@ -80,23 +87,62 @@ async fn ok(
     r
 }
 
-/// Round trips of snapshot + click on `client`: the click in Playwright's
+/// One round of snapshot + click on `client`: the click in Playwright's
 /// form (`target`, the ref, and `element`, a description), which both take.
-async fn rounds(client: &RunningService<RoleClient, ()>, n: usize) -> Vec<Duration> {
-    let mut took = Vec::with_capacity(n);
+async fn snap_click(client: &RunningService<RoleClient, ()>) -> Duration {
+    let t = Instant::now();
+    let snap = ok(client, "browser_snapshot", json!({})).await;
+    let r = button_ref(&text_of(&snap));
+    ok(
+        client,
+        "browser_click",
+        json!({"target": r, "element": "Add one button"}),
+    )
+    .await;
+    t.elapsed()
+}
+
+/// One snapshot, timed.
+async fn snap(client: &RunningService<RoleClient, ()>) -> Duration {
+    let t = Instant::now();
+    ok(client, "browser_snapshot", json!({})).await;
+    t.elapsed()
+}
+
+/// A navigation to `url` (not timed), then a snapshot, timed.
+async fn snap_after_nav(client: &RunningService<RoleClient, ()>, url: &str) -> Duration {
+    ok(client, "browser_navigate", json!({ "url": url })).await;
+    snap(client).await
+}
+
+/// One side of the bench: its client and the page's address as it reaches it.
+struct Side {
+    name: &'static str,
+    client: RunningService<RoleClient, ()>,
+    url: String,
+}
+
+/// Medians of both sides for one figure, `n` rounds alternating, and the
+/// ratio (Playwright's time over ours: above 1, ours is faster).
+async fn compare<F, Fut>(what: &str, n: usize, sides: &[Side; 2], f: F)
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = Duration>,
+{
+    let mut took = [Vec::with_capacity(n), Vec::with_capacity(n)];
     for _ in 0..n {
-        let t = Instant::now();
-        let snap = ok(client, "browser_snapshot", json!({})).await;
-        let r = button_ref(&text_of(&snap));
-        ok(
-            client,
-            "browser_click",
-            json!({"target": r, "element": "Add one button"}),
-        )
-        .await;
-        took.push(t.elapsed());
+        for (i, t) in took.iter_mut().enumerate() {
+            t.push(f(i).await);
+        }
     }
-    took
+    let ours = line(&format!("{}: {what}", sides[0].name), &mut took[0]);
+    let theirs = line(&format!("{}: {what}", sides[1].name), &mut took[1]);
+    println!(
+        "ratio {what} (playwright / computer-mcp, medians): {:.2}x ({:.2} ms vs {:.2} ms)",
+        ms(theirs) / ms(ours),
+        ms(theirs),
+        ms(ours)
+    );
 }
 
 /// A one-page HTTP server on 127.0.0.1 for Playwright's browser.
@@ -128,7 +174,9 @@ async fn serve(page: String) -> std::net::SocketAddr {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n = count_from_env("CMCP_BENCH_ROUNDS", 50);
     let state = tempfile::tempdir()?;
-    println!("browser page-tools bench: snapshot + click by ref, {n} round trips each");
+    println!(
+        "browser page-tools bench: snapshots and snapshot + click by ref, {n} rounds each, the two sides alternating"
+    );
 
     // Ours: Chromium in a local computer, the page served inside it.
     let cmd = server_cmd(state.path(), &["--kind", "browser"]);
@@ -151,16 +199,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         json!({"command": "for i in $(seq 100); do grep -q ':1FBD 00000000:0000 0A' /proc/net/tcp && exit 0; sleep 0.05; done; exit 1"}),
     )
     .await;
-    ok(
-        &ours,
-        "browser_navigate",
-        json!({"url": "http://127.0.0.1:8125/"}),
-    )
-    .await;
-    rounds(&ours, 3).await;
-    let mut our = rounds(&ours, n).await;
-    let our_med = line("computer-mcp: snapshot + click", &mut our);
-    ours.cancel().await?;
 
     // @playwright/mcp on the same Chromium, the page served on this machine.
     let addr = serve(page()).await;
@@ -175,22 +213,49 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "exec {pw_cmd} --headless --isolated --no-sandbox --browser chromium --executable-path {chromium}"
     ));
     let pw = ().serve(TokioChildProcess::new(cmd)?).await?;
-    ok(
-        &pw,
-        "browser_navigate",
-        json!({ "url": format!("http://{addr}/") }),
-    )
-    .await;
-    rounds(&pw, 3).await;
-    let mut theirs = rounds(&pw, n).await;
-    let pw_med = line("@playwright/mcp: snapshot + click", &mut theirs);
-    pw.cancel().await?;
 
+    let sides = [
+        Side {
+            name: "computer-mcp",
+            client: ours,
+            url: "http://127.0.0.1:8125/".into(),
+        },
+        Side {
+            name: "@playwright/mcp",
+            client: pw,
+            url: format!("http://{addr}/"),
+        },
+    ];
+    for s in &sides {
+        ok(&s.client, "browser_navigate", json!({ "url": s.url })).await;
+        for _ in 0..3 {
+            snap_click(&s.client).await;
+        }
+    }
+
+    // The bytes of one snapshot of the same page (the counter aside).
+    let mut bytes = [0usize; 2];
+    for (i, s) in sides.iter().enumerate() {
+        let t = text_of(&ok(&s.client, "browser_snapshot", json!({})).await);
+        bytes[i] = t.len();
+        println!("{}: snapshot text {} bytes", s.name, t.len());
+    }
     println!(
-        "ratio (playwright / computer-mcp, medians): {:.2}x ({:.2} ms vs {:.2} ms)",
-        ms(pw_med) / ms(our_med),
-        ms(pw_med),
-        ms(our_med)
+        "ratio snapshot bytes (computer-mcp / playwright): {:.2}x ({} B vs {} B)",
+        bytes[0] as f64 / bytes[1] as f64,
+        bytes[0],
+        bytes[1]
     );
+
+    let s = &sides;
+    compare("snapshot right after a navigation", n, s, |i| {
+        snap_after_nav(&s[i].client, &s[i].url)
+    })
+    .await;
+    compare("snapshot at rest", n, s, |i| snap(&s[i].client)).await;
+    compare("snapshot + click", n, s, |i| snap_click(&s[i].client)).await;
+    for side in sides {
+        side.client.cancel().await?;
+    }
     Ok(())
 }

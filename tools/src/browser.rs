@@ -45,7 +45,8 @@ use std::time::{Duration, Instant};
 
 use computerd::client::ComputerExt;
 use computerd::protocol::{
-    BROWSER_STARTS_AGAIN, CdpEvent, CdpEventsParams, CdpSendParams, SettingKind, limits,
+    BROWSER_STARTS_AGAIN, CdpEvent, CdpEventsParams, CdpSendParams, MachineKind, SettingKind,
+    limits,
 };
 use serde_json::{Value, json};
 
@@ -372,7 +373,7 @@ pub(crate) async fn cursor(ctx: &ToolContext, session: &str) -> Result<u64> {
 
 /// The domains a tab's session needs, enabled once when it is attached
 /// (the client keeps every event it gets, so these are what it gets).
-async fn enable(ctx: &ToolContext, session: &str) -> Result<()> {
+async fn enable(ctx: &ToolContext, target: &str, session: &str) -> Result<()> {
     for m in [
         "Page.enable",
         "Runtime.enable",
@@ -387,6 +388,41 @@ async fn enable(ctx: &ToolContext, session: &str) -> Result<()> {
         Some(session),
         "Page.setLifecycleEventsEnabled",
         json!({"enabled": true}),
+        None,
+    )
+    .await?;
+    if ctx.facts.kind == MachineKind::Browser.to_string() {
+        fill_window(ctx, target, session).await?;
+    }
+    Ok(())
+}
+
+/// A headless browser's page gets its whole window (the screen it is
+/// given): headless Chromium keeps room for a toolbar it does not show
+/// (1280x657 of a 1280x800 window), so the viewport and the screen the
+/// page sees are set to the window's size. A shown browser's page keeps
+/// what its window leaves it. `browser_resize` sets another size.
+async fn fill_window(ctx: &ToolContext, target: &str, session: &str) -> Result<()> {
+    let w = send(
+        ctx,
+        None,
+        "Browser.getWindowForTarget",
+        json!({"targetId": target}),
+        None,
+    )
+    .await?;
+    let (Some(width), Some(height)) = (
+        w["bounds"]["width"].as_u64().filter(|v| *v > 0),
+        w["bounds"]["height"].as_u64().filter(|v| *v > 0),
+    ) else {
+        return Ok(());
+    };
+    send(
+        ctx,
+        Some(session),
+        "Emulation.setDeviceMetricsOverride",
+        json!({"width": width, "height": height, "deviceScaleFactor": 0, "mobile": false,
+            "screenWidth": width, "screenHeight": height}),
         None,
     )
     .await?;
@@ -417,7 +453,7 @@ pub(crate) async fn attach(ctx: &ToolContext, target: &str) -> Result<Tab> {
             "the browser attached to the tab but named no session".into(),
         ));
     };
-    enable(ctx, &session).await?;
+    enable(ctx, target, &session).await?;
     let tab = Tab {
         target: target.to_string(),
         session: session.clone(),
@@ -523,14 +559,21 @@ pub(crate) struct MainFrame {
     pub url: String,
 }
 
+impl MainFrame {
+    /// The main frame of `tree`, Page.getFrameTree's answer.
+    pub(crate) fn of(tree: &Value) -> MainFrame {
+        let f = &tree["frameTree"]["frame"];
+        MainFrame {
+            id: f["id"].as_str().unwrap_or("").to_string(),
+            loader: f["loaderId"].as_str().unwrap_or("").to_string(),
+            url: f["url"].as_str().unwrap_or("").to_string(),
+        }
+    }
+}
+
 pub(crate) async fn main_frame(ctx: &ToolContext, tab: &Tab) -> Result<MainFrame> {
     let r = send_to(ctx, tab, "Page.getFrameTree", json!({})).await?;
-    let f = &r["frameTree"]["frame"];
-    Ok(MainFrame {
-        id: f["id"].as_str().unwrap_or("").to_string(),
-        loader: f["loaderId"].as_str().unwrap_or("").to_string(),
-        url: f["url"].as_str().unwrap_or("").to_string(),
-    })
+    Ok(MainFrame::of(&r))
 }
 
 /// The tab's title and URL, from the browser (answers while a page loads).

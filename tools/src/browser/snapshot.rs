@@ -41,6 +41,10 @@ pub const INTERACTIVE: &[&str] = &[
     "PopUpButton",
 ];
 
+/// Roles left out with their children: what a model reads past (the
+/// bullet or number of each list item; the `listitem` line stays).
+const SKIPPED: &[&str] = &["InlineTextBox", "ListMarker"];
+
 /// Roles shown as their children alone.
 const WRAPPERS: &[&str] = &[
     "generic",
@@ -171,13 +175,32 @@ pub fn merge_frames(main: &[Value], frames: &[(u64, Vec<Value>)]) -> Vec<Value> 
     out
 }
 
+/// A link's address as the model needs it beside the page's `base`: the
+/// fragment alone on the same document (`#top`), the path on the same
+/// origin (`/docs/a?b`), else as it is. The snapshot's header names the
+/// page's address, so each form is clear.
+pub fn relative(url: &str, base: &str) -> String {
+    let (Ok(u), Ok(b)) = (url::Url::parse(url), url::Url::parse(base)) else {
+        return url.to_string();
+    };
+    if u.cannot_be_a_base() || u.origin() != b.origin() || !u.origin().is_tuple() {
+        return url.to_string();
+    }
+    match u.fragment() {
+        Some(f) if u.path() == b.path() && u.query() == b.query() => format!("#{f}"),
+        _ => u[url::Position::BeforePath..].to_string(),
+    }
+}
+
 /// The snapshot of `nodes` (getFullAXTree's `nodes`), each element that
 /// gets a ref numbered by `number` (given its backend id). `passwords` are
-/// the backend ids of the page's password inputs.
+/// the backend ids of the page's password inputs; links on the origin of
+/// `base` (the page's address) are shown relative to it.
 pub fn build(
     nodes: &[Value],
     number: &mut dyn FnMut(u64) -> u64,
     passwords: &HashSet<u64>,
+    base: &str,
 ) -> Built {
     let mut by_id: HashMap<&str, Node<'_>> = HashMap::new();
     let mut root = None;
@@ -209,6 +232,7 @@ pub fn build(
     let mut w = Walk {
         by_id: &by_id,
         passwords,
+        base,
         number,
         out: &mut out,
         seen: HashSet::new(),
@@ -225,6 +249,7 @@ pub fn build(
 struct Walk<'a, 'b> {
     by_id: &'b HashMap<&'a str, Node<'a>>,
     passwords: &'b HashSet<u64>,
+    base: &'b str,
     number: &'b mut dyn FnMut(u64) -> u64,
     out: &'b mut Built,
     seen: HashSet<&'a str>,
@@ -258,7 +283,7 @@ impl<'a> Walk<'a, '_> {
             return;
         };
         let ignored = n.raw["ignored"].as_bool().unwrap_or(false);
-        if n.role == "InlineTextBox" {
+        if SKIPPED.contains(&n.role) {
             return;
         }
         // A frame's document shows as its content, under its Iframe line.
@@ -309,7 +334,7 @@ impl<'a> Walk<'a, '_> {
         if n.role == "link"
             && let Some(Value::String(u)) = prop(n.raw, "url")
         {
-            line.push_str(&format!(" [url={}]", one_line(u)));
+            line.push_str(&format!(" [url={}]", one_line(&relative(u, self.base))));
         }
         // An option of a <select> is picked with browser_select, not by ref.
         let wants_ref = INTERACTIVE.contains(&n.role) && !(in_select && n.role == "option");
@@ -374,6 +399,9 @@ pub fn pages(lines: &[String], budget: usize) -> Vec<std::ops::Range<usize>> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The address of the page the recorded trees are of.
+    const BASE: &str = "http://h/form";
 
     /// Refs numbered on from `first`, as a page's first snapshot gets them.
     fn from(first: u64) -> impl FnMut(u64) -> u64 {
@@ -454,7 +482,7 @@ mod tests {
 
     #[test]
     fn a_form_reads_as_indented_lines_with_a_ref_per_interactive_element() {
-        let b = build(&form_tree(), &mut from(7), &HashSet::new());
+        let b = build(&form_tree(), &mut from(7), &HashSet::new(), BASE);
         assert_eq!(
             b.lines,
             [
@@ -466,7 +494,7 @@ mod tests {
                 "  - option \"Green\"",
                 "- checkbox \"Agree\" [checked=false] [ref=e10]",
                 "- button \"Submit\" [ref=e11]",
-                "- link \"Other page\" [url=http://h/other] [ref=e12]",
+                "- link \"Other page\" [url=/other] [ref=e12]",
             ]
         );
         let refs: Vec<(u64, u64, &str, bool)> = b
@@ -492,7 +520,7 @@ mod tests {
     fn a_password_the_dom_names_is_masked_whatever_its_value() {
         let mut tree = form_tree();
         tree[9]["value"] = json!({"type": "string", "value": "plain-visible"});
-        let b = build(&tree, &mut from(1), &HashSet::from([4]));
+        let b = build(&tree, &mut from(1), &HashSet::from([4]), BASE);
         assert_eq!(
             b.lines[1],
             "- textbox \"Name\" [ref=e1]: (password, not shown)"
@@ -508,7 +536,7 @@ mod tests {
             json!({"nodeId": "1", "role": {"value": "RootWebArea"}, "childIds": ["2"]}),
             json!({"nodeId": "2", "parentId": "1", "role": {"value": "button"}, "name": {"value": name}, "backendDOMNodeId": 9}),
         ];
-        let b = build(&tree, &mut from(1), &HashSet::new());
+        let b = build(&tree, &mut from(1), &HashSet::new(), BASE);
         assert!(b.lines[0].ends_with("…\" [ref=e1]"), "{}", b.lines[0]);
         let lines: Vec<String> = (0..10).map(|i| format!("line {i:04}")).collect();
         // 10 bytes a line with its newline: 3 a page in 35 bytes.
@@ -530,7 +558,7 @@ mod tests {
             json!({"nodeId": "2", "parentId": "1", "role": {"value": "button"}, "name": {"value": "Inner"}, "backendDOMNodeId": 14}),
         ];
         let merged = merge_frames(&main, &[(5, inner), (77, vec![])]);
-        let b = build(&merged, &mut from(1), &HashSet::new());
+        let b = build(&merged, &mut from(1), &HashSet::new(), BASE);
         assert_eq!(
             b.lines,
             [
@@ -544,14 +572,55 @@ mod tests {
 
     #[test]
     fn an_empty_or_cyclic_tree_ends() {
-        assert_eq!(build(&[], &mut from(1), &HashSet::new()), Built::default());
+        assert_eq!(
+            build(&[], &mut from(1), &HashSet::new(), BASE),
+            Built::default()
+        );
         let tree = vec![
             json!({"nodeId": "1", "role": {"value": "RootWebArea"}, "childIds": ["2"]}),
             json!({"nodeId": "2", "parentId": "1", "role": {"value": "group"}, "name": {"value": "g"}, "childIds": ["2"]}),
         ];
         assert_eq!(
-            build(&tree, &mut from(1), &HashSet::new()).lines,
+            build(&tree, &mut from(1), &HashSet::new(), BASE).lines,
             ["- group \"g\""]
         );
+    }
+
+    #[test]
+    fn list_markers_are_left_out_and_links_on_the_page_origin_are_short() {
+        let tree = vec![
+            json!({"nodeId": "1", "role": {"value": "RootWebArea"}, "childIds": ["2"]}),
+            json!({"nodeId": "2", "parentId": "1", "role": {"value": "list"}, "childIds": ["3"]}),
+            json!({"nodeId": "3", "parentId": "2", "role": {"value": "listitem"}, "childIds": ["4", "6"]}),
+            json!({"nodeId": "4", "parentId": "3", "role": {"value": "ListMarker"}, "name": {"value": "•"}, "childIds": ["5"]}),
+            json!({"nodeId": "5", "parentId": "4", "role": {"value": "StaticText"}, "name": {"value": "• "}}),
+            json!({"nodeId": "6", "parentId": "3", "role": {"value": "link"}, "name": {"value": "Top"}, "backendDOMNodeId": 9,
+                "properties": [{"name": "url", "value": {"type": "string", "value": "http://h/form#top"}}]}),
+        ];
+        let b = build(&tree, &mut from(1), &HashSet::new(), BASE);
+        assert_eq!(
+            b.lines,
+            [
+                "- list",
+                "  - listitem",
+                "    - link \"Top\" [url=#top] [ref=e1]"
+            ]
+        );
+        for (url, shown) in [
+            ("http://h/form#a", "#a"),
+            ("http://h/form?q=1#a", "/form?q=1#a"),
+            ("http://h/docs/x?y=2", "/docs/x?y=2"),
+            ("http://h/form", "/form"),
+            ("https://h/form", "https://h/form"),
+            ("http://h:81/x", "http://h:81/x"),
+            ("http://other/x", "http://other/x"),
+            ("mailto:a@h", "mailto:a@h"),
+            ("javascript:void(0)", "javascript:void(0)"),
+        ] {
+            assert_eq!(relative(url, BASE), shown, "{url}");
+        }
+        // A page whose own address has no origin keeps every address whole.
+        assert_eq!(relative("http://h/x", "about:blank"), "http://h/x");
+        assert_eq!(relative("file:///a/b", "file:///a/c"), "file:///a/b");
     }
 }

@@ -3,6 +3,8 @@
 
 use std::collections::HashSet;
 
+use futures::future::join_all;
+
 use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -12,8 +14,8 @@ use crate::ToolContext;
 use crate::browser::target::target_args;
 use crate::browser::tool::budget;
 use crate::browser::{
-    BrowserMemo, Held, MAX_HELD, Snap, Tab, current, main_frame, send, send_to, snapshot as snap,
-    title_url, with_memo,
+    BrowserMemo, Held, MAX_HELD, MainFrame, Snap, Tab, current, main_frame, send_to,
+    snapshot as snap, title_url, with_memo,
 };
 use crate::define::done;
 use crate::error::{Result, ToolError};
@@ -61,23 +63,26 @@ pub struct SnapshotOutput {
     pub refs: u64,
 }
 
-/// The backend ids of the document's password inputs.
+/// The backend ids of the document's password inputs (each described at
+/// once).
 async fn password_fields(ctx: &ToolContext, tab: &Tab) -> Result<HashSet<u64>> {
-    let s = Some(tab.session.as_str());
-    let doc = send(ctx, s, "DOM.getDocument", json!({"depth": 0}), None).await?;
-    let root = doc["root"]["nodeId"].clone();
-    let q = send(
+    let doc = send_to(ctx, tab, "DOM.getDocument", json!({"depth": 0})).await?;
+    let q = send_to(
         ctx,
-        s,
+        tab,
         "DOM.querySelectorAll",
-        json!({"nodeId": root, "selector": "input[type=password i]"}),
-        None,
+        json!({"nodeId": doc["root"]["nodeId"], "selector": "input[type=password i]"}),
     )
     .await?;
+    let ids = q["nodeIds"].as_array().cloned().unwrap_or_default();
+    let described = join_all(
+        ids.iter()
+            .map(|id| send_to(ctx, tab, "DOM.describeNode", json!({"nodeId": id}))),
+    )
+    .await;
     let mut out = HashSet::new();
-    for id in q["nodeIds"].as_array().cloned().unwrap_or_default() {
-        let d = send(ctx, s, "DOM.describeNode", json!({"nodeId": id}), None).await?;
-        if let Some(b) = d["node"]["backendNodeId"].as_u64() {
+    for d in described {
+        if let Some(b) = d?["node"]["backendNodeId"].as_u64() {
             out.insert(b);
         }
     }
@@ -87,16 +92,13 @@ async fn password_fields(ctx: &ToolContext, tab: &Tab) -> Result<HashSet<u64>> {
 /// Frames read into a snapshot at most.
 pub const MAX_FRAMES: usize = 20;
 
-/// The accessibility trees of the tab's frames that share its process
-/// (same-site iframes), each with the backend id of its `<iframe>`. A frame
-/// of another site runs in another process and is left out.
-async fn frame_trees(ctx: &ToolContext, tab: &Tab) -> Result<Vec<(u64, Vec<Value>)>> {
-    let s = Some(tab.session.as_str());
-    let tree = send(ctx, s, "Page.getFrameTree", json!({}), None).await?;
+/// The ids of the frames under the main frame of `tree` (Page.getFrameTree's
+/// answer), at most [`MAX_FRAMES`].
+fn child_frames(tree: &Value) -> Vec<String> {
     let mut ids = Vec::new();
-    let mut todo: Vec<Value> = tree["frameTree"]["childFrames"]
+    let mut todo: Vec<&Value> = tree["frameTree"]["childFrames"]
         .as_array()
-        .cloned()
+        .map(|a| a.iter().collect())
         .unwrap_or_default();
     while let Some(f) = todo.pop() {
         if ids.len() >= MAX_FRAMES {
@@ -105,47 +107,58 @@ async fn frame_trees(ctx: &ToolContext, tab: &Tab) -> Result<Vec<(u64, Vec<Value
         if let Some(id) = f["frame"]["id"].as_str() {
             ids.push(id.to_string());
         }
-        todo.extend(f["childFrames"].as_array().cloned().unwrap_or_default());
+        todo.extend(f["childFrames"].as_array().into_iter().flatten());
     }
-    let mut out = Vec::new();
-    for id in ids {
-        let Ok(owner) = send(ctx, s, "DOM.getFrameOwner", json!({"frameId": id}), None).await
-        else {
-            continue;
-        };
-        let Some(owner) = owner["backendNodeId"].as_u64() else {
-            continue;
-        };
-        let Ok(t) = send(
-            ctx,
-            s,
-            "Accessibility.getFullAXTree",
-            json!({"frameId": id}),
-            None,
-        )
-        .await
-        else {
-            continue;
-        };
-        out.push((owner, t["nodes"].as_array().cloned().unwrap_or_default()));
-    }
-    Ok(out)
+    ids
 }
 
-/// Take a snapshot of the current tab, remembered as the latest.
+/// The accessibility tree of the frame `id` if it shares the tab's process
+/// (a same-site iframe), with the backend id of its `<iframe>`; none for a
+/// frame of another site (another process), which is left out.
+async fn frame_tree(ctx: &ToolContext, tab: &Tab, id: &str) -> Option<(u64, Vec<Value>)> {
+    let (owner, t) = tokio::join!(
+        send_to(ctx, tab, "DOM.getFrameOwner", json!({"frameId": id})),
+        send_to(
+            ctx,
+            tab,
+            "Accessibility.getFullAXTree",
+            json!({"frameId": id})
+        ),
+    );
+    let owner = owner.ok()?["backendNodeId"].as_u64()?;
+    let nodes = t.ok()?["nodes"].as_array().cloned().unwrap_or_default();
+    Some((owner, nodes))
+}
+
+/// Take a snapshot of the current tab, remembered as the latest. The
+/// browser is asked everything at once: the tree, the frames, the
+/// password fields (then each frame's tree, at once).
 pub(crate) async fn take_snapshot(ctx: &ToolContext) -> Result<Snap> {
     let tab = current(ctx).await?;
-    let frame = main_frame(ctx, &tab).await?;
-    let passwords = password_fields(ctx, &tab).await?;
-    let tree = send_to(ctx, &tab, "Accessibility.getFullAXTree", json!({})).await?;
+    let (frames, passwords, tree) = tokio::join!(
+        send_to(ctx, &tab, "Page.getFrameTree", json!({})),
+        password_fields(ctx, &tab),
+        send_to(ctx, &tab, "Accessibility.getFullAXTree", json!({})),
+    );
+    let (frames, passwords, tree) = (frames?, passwords?, tree?);
+    let frame = MainFrame::of(&frames);
     let main = tree["nodes"].as_array().cloned().unwrap_or_default();
-    let frames = frame_trees(ctx, &tab).await?;
-    let nodes = snap::merge_frames(&main, &frames);
+    let inner: Vec<(u64, Vec<Value>)> = join_all(
+        child_frames(&frames)
+            .iter()
+            .map(|id| frame_tree(ctx, &tab, id)),
+    )
+    .await
+    .into_iter()
+    .flatten()
+    .collect();
+    let nodes = snap::merge_frames(&main, &inner);
     let snap = with_memo(ctx, |m| {
         let built = snap::build(
             &nodes,
             &mut |b| number(m, &tab.target, &frame.loader, b),
             &passwords,
+            &frame.url,
         );
         if m.held.len() + built.refs.len() > MAX_HELD {
             m.held.retain(|_, h| h.loader == frame.loader);
@@ -208,8 +221,11 @@ pub(crate) async fn snapshot(ctx: &ToolContext, a: SnapshotArgs) -> Result<CallT
             "page is 0; pages are numbered from 1".into(),
         ));
     }
-    let s = if want == 1 {
-        take_snapshot(ctx).await?
+    let (s, (title, url)) = if want == 1 {
+        // The title and address are asked beside the snapshot's calls.
+        let tab = current(ctx).await?;
+        let (s, tu) = tokio::join!(take_snapshot(ctx), title_url(ctx, &tab));
+        (s?, tu?)
     } else {
         let Some(s) = with_memo(ctx, |m| m.latest.clone()) else {
             return Err(ToolError::Refused(format!(
@@ -224,10 +240,8 @@ pub(crate) async fn snapshot(ctx: &ToolContext, a: SnapshotArgs) -> Result<CallT
                 s.n
             )));
         }
-        s
+        (s, title_url(ctx, &tab).await?)
     };
-    let tab = current(ctx).await?;
-    let (title, url) = title_url(ctx, &tab).await?;
     let lines = shown(&s.lines, a.filter.unwrap_or_default());
     let ranges = snap::pages(&lines, budget(&ctx.settings));
     let pages = ranges.len() as u32;
