@@ -50,6 +50,12 @@ impl Ring {
     }
 }
 
+/// Events never kept: the accessibility tree's own upkeep while its
+/// domain is on (the page tools turn it on so a snapshot reads a tree the
+/// renderer keeps, not one built anew each time), which on a busy page
+/// would push the events the tools wait for out of the ring.
+const UNKEPT: &[&str] = &["Accessibility.nodesUpdated", "Accessibility.loadComplete"];
+
 /// A CDP connection: send commands, read events.
 pub struct CdpConn {
     out: mpsc::Sender<String>,
@@ -233,6 +239,9 @@ impl CdpConn {
         let Some(method) = msg.get("method").and_then(Value::as_str) else {
             return;
         };
+        if UNKEPT.contains(&method) {
+            return;
+        }
         let event = CdpEvent {
             seq: 0,
             method: method.to_string(),
@@ -413,6 +422,17 @@ mod tests {
             ))
         );
         assert!(lock(&conn.state).pending.is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_accessibility_trees_upkeep_is_not_kept() {
+        let (conn, _out) = CdpConn::new();
+        event(&conn, "Accessibility.nodesUpdated", Some("S1"));
+        event(&conn, "Accessibility.loadComplete", Some("S1"));
+        event(&conn, "Page.loadEventFired", Some("S1"));
+        let all = conn.events(&CdpEventsParams::default()).await;
+        let kept: Vec<&str> = all.events.iter().map(|e| e.method.as_str()).collect();
+        assert_eq!(kept, ["Page.loadEventFired"]);
     }
 
     #[tokio::test]
