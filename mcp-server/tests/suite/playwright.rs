@@ -229,6 +229,16 @@ async fn every_playwright_mcp_core_call_works_and_answers_with_the_pages_state()
     );
     seen.borrow_mut().push("browser_take_screenshot");
 
+    // A headless browser's page gets its whole 1280x800 window (headless
+    // Chromium left it 1280x657), and the screen it sees is that size.
+    let t = pw(
+        "browser_evaluate",
+        json!({"function": "() => innerWidth + 'x' + innerHeight + ' on ' + screen.width + 'x' + screen.height"}),
+        &page,
+    )
+    .await;
+    assert!(t.contains("1280x800 on 1280x800"), "{t}");
+
     pw(
         "browser_resize",
         json!({"width": 800, "height": 600}),
