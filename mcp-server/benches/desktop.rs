@@ -12,9 +12,15 @@
 //! `CMCP_BENCH_CALLS` sets the runs of each figure (default 40);
 //! `COMPUTERD_BIN` the daemon. Both screens are 1280x800 and show the same
 //! (nothing drawn on them), so the PNGs are alike.
+//!
+//! Then a busy screen: Chromium (where installed) shows a page of text and
+//! a table, made from a fixed seed, on the desktop's own display, and our
+//! screenshot through MCP alternates with scrot run in the same computer
+//! (timed there, around the process alone): bytes, time and ratios.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
+use base64::Engine as _;
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -182,6 +188,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "  (a {size}-byte PNG; the MCP stack adds {:.3} ms to it)",
         ms(shot) - ms(direct_med)
     );
+    busy(&client, &daemon, n).await?;
     daemon.close();
     client.cancel().await?;
 
@@ -232,6 +239,152 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "click vs xdotool click --delay 0 (target >= 1x)",
         click,
         xdo0,
+    );
+    Ok(())
+}
+
+/// A page of text and a table, the same on every run (a fixed-seed LCG
+/// picks the words).
+fn busy_page() -> String {
+    const WORDS: &[&str] = &[
+        "the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "screen", "table", "row",
+        "value", "model", "agent", "computer", "desktop", "shell", "file", "process", "window",
+        "click",
+    ];
+    let mut seed = 42u64;
+    let mut word = move || {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        WORDS[(seed >> 33) as usize % WORDS.len()]
+    };
+    let mut para = |n: usize| (0..n).map(|_| word()).collect::<Vec<_>>().join(" ");
+    let mut rows = String::new();
+    for r in 0..18 {
+        rows.push_str("<tr>");
+        for c in 0..6 {
+            rows.push_str(&format!(
+                "<td>{} {}</td>",
+                para(2),
+                (r * 7919 + c * 104_729) % 99_991
+            ));
+        }
+        rows.push_str("</tr>");
+    }
+    let (top, bottom) = (para(120), para(150));
+    format!(
+        "<!doctype html><html><head><meta charset=utf-8><style>body{{font-family:sans-serif;margin:16px}} \
+         table{{border-collapse:collapse}} td{{border:1px solid #888;padding:3px 6px;font-size:13px}} \
+         tr:nth-child(even){{background:#eef}}</style></head><body><h1>Quarterly report</h1>\
+         <p>{top}</p><table>{rows}</table><p>{bottom}</p></body></html>"
+    )
+}
+
+/// `exec.run` of `argv` in the desktop, with `stdin`; its stdout.
+async fn run(daemon: &DaemonClient, argv: &[&str], stdin: &[u8]) -> String {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let r = daemon
+        .call_value(
+            "exec.run",
+            serde_json::json!({"argv": argv, "stdin": b64.encode(stdin), "timeoutMs": 20_000}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["exitCode"], 0, "{argv:?}: {r}");
+    String::from_utf8(b64.decode(r["stdout"].as_str().unwrap()).unwrap()).unwrap()
+}
+
+/// The PNG bytes of a screenshot's answer, checked to be one.
+fn png_of(r: &rmcp::model::CallToolResult) -> Vec<u8> {
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    let img = r
+        .content
+        .iter()
+        .find_map(|c| c.as_image())
+        .expect("an image");
+    base64::engine::general_purpose::STANDARD
+        .decode(&img.data)
+        .unwrap()
+}
+
+/// Chromium showing [`busy_page`] on the desktop; our screenshot through
+/// MCP (full and 640 wide) against scrot in the same computer, alternating.
+async fn busy(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    daemon: &DaemonClient,
+    n: usize,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let chromium = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|p| installed(p));
+    let (Some(chromium), true) = (chromium, installed("scrot")) else {
+        println!("skipped the busy screen: it needs chromium and scrot");
+        return Ok(());
+    };
+    run(
+        daemon,
+        &["sh", "-c", "cat > /tmp/busy.html"],
+        busy_page().as_bytes(),
+    )
+    .await;
+    let start = format!(
+        "{chromium} --no-sandbox --user-data-dir=/tmp/busy-profile --kiosk --window-size=1280,800 \
+         --window-position=0,0 --no-first-run --disable-gpu file:///tmp/busy.html >/dev/null 2>&1 &"
+    );
+    run(daemon, &["sh", "-c", &start], b"").await;
+    // Shown once the screen stops changing and is no longer blank.
+    let (mut last, t0) = (Vec::new(), Instant::now());
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let png = png_of(
+            &client
+                .call_tool(call("screenshot", serde_json::json!({})))
+                .await?,
+        );
+        if png.len() > 50_000 && png == last {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "Chromium did not show the page"
+        );
+        last = png;
+    }
+    let scrot = "s=$EPOCHREALTIME; scrot -o /tmp/busy.png; e=$EPOCHREALTIME; echo \"$s $e $(stat -c %s /tmp/busy.png)\"";
+    let (mut ours, mut theirs, mut small) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut our_bytes, mut their_bytes, mut small_width) = (0, 0, 0);
+    for _ in 0..n {
+        let t = Instant::now();
+        let r = client
+            .call_tool(call("screenshot", serde_json::json!({})))
+            .await?;
+        ours.push(t.elapsed());
+        our_bytes = png_of(&r).len();
+        let out = run(daemon, &["bash", "-c", scrot], b"").await;
+        let f: Vec<f64> = out.split_whitespace().map(|v| v.parse().unwrap()).collect();
+        theirs.push(Duration::from_secs_f64(f[1] - f[0]));
+        their_bytes = f[2] as usize;
+        let t = Instant::now();
+        let r = client
+            .call_tool(call("screenshot", serde_json::json!({"max_width": 640})))
+            .await?;
+        small.push(t.elapsed());
+        let png = png_of(&r);
+        small_width = u32::from_be_bytes([png[16], png[17], png[18], png[19]]);
+    }
+    println!("busy screen: Chromium with text and a table, 1280x800");
+    let ours = line("  MCP screenshot 1280x800, to the client", &mut ours);
+    let theirs = line("  scrot in the computer (the process alone)", &mut theirs);
+    let small = line("  MCP screenshot max_width 640, to the client", &mut small);
+    println!(
+        "  PNG bytes: ours {our_bytes} vs scrot {their_bytes}: {:.3}x scrot's (target <= 1.0x)",
+        our_bytes as f64 / their_bytes as f64
+    );
+    println!(
+        "  speed: {:.2}x scrot's end to end (target >= 3x)",
+        ms(theirs) / ms(ours)
+    );
+    println!(
+        "  {small_width}-wide shot: {:.2}x the full one's time (target <= 1.0x)",
+        ms(small) / ms(ours)
     );
     Ok(())
 }

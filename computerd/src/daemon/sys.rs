@@ -721,3 +721,44 @@ pub fn kernel_release() -> Result<String, Errno> {
         .collect();
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
+
+/// A System V shared memory segment of `len` bytes, private to this
+/// process's uid (mode 0600), for MIT-SHM.
+pub fn shm_create(len: usize) -> io::Result<i32> {
+    // SAFETY: shmget takes no pointer; it makes a new private segment.
+    let id = unsafe { libc::shmget(libc::IPC_PRIVATE, len, libc::IPC_CREAT | 0o600) };
+    if id < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(id)
+}
+
+/// Map segment `id` into this process, read-write.
+pub fn shm_map(id: i32) -> io::Result<*mut u8> {
+    // SAFETY: a null address lets the kernel pick where; the mapping is
+    // only read through the pointer returned, within the segment's size.
+    let p = unsafe { libc::shmat(id, std::ptr::null(), 0) };
+    if p as isize == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(p.cast())
+}
+
+/// Mark segment `id` to go once every process has let it go (no one can
+/// map it by its id after).
+pub fn shm_remove(id: i32) -> io::Result<()> {
+    // SAFETY: IPC_RMID reads no buffer, so the null pointer is allowed.
+    if unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Unmap a segment [`shm_map`] mapped at `p`.
+pub fn shm_unmap(p: *mut u8) -> io::Result<()> {
+    // SAFETY: p came from shmat and is unmapped once, by its owner's drop.
+    if unsafe { libc::shmdt(p.cast()) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

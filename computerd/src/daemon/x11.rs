@@ -9,7 +9,8 @@
 //! - [`wire`]: the stream under the connection, which bounds the setup and
 //!   every reply by what its request can get back.
 //! - [`session`]: one connection, checked (scanline pads, keycodes, XTEST),
-//!   and its pixels and input primitives; [`keys`] the keyboard map and the
+//!   and its pixels (through [`shm`] where the server can share memory)
+//!   and input primitives; [`keys`] the keyboard map and the
 //!   remap; [`input`] a batch of actions.
 //!
 //! The display is reached when first asked for and again after it goes, so
@@ -21,7 +22,9 @@ pub mod auth;
 pub mod input;
 pub mod keys;
 pub mod png;
+pub mod scale;
 pub mod session;
+pub mod shm;
 pub mod watch;
 pub mod wire;
 
@@ -34,7 +37,7 @@ use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::protocol::{
-    CheckOptions, Group, InputActionsResult, Region, RpcError, check_actions_json,
+    CheckOptions, Fit, Group, InputActionsResult, Region, RpcError, check_actions_json,
 };
 use session::Session;
 
@@ -51,9 +54,9 @@ pub struct Display {
     up: Arc<AtomicBool>,
 }
 
-/// The whole screen's pixels, as RGB, and the pointer.
+/// The whole screen's pixels, as the X server's BGRX, and the pointer.
 pub struct Grab {
-    pub rgb: Vec<u8>,
+    pub bgrx: Vec<u8>,
     pub width: u32,
     pub height: u32,
     pub cursor: Option<[i64; 2]>,
@@ -62,10 +65,13 @@ pub struct Grab {
 /// A shot's PNG and what it shows.
 pub struct Shot {
     pub png: Vec<u8>,
+    /// The image's size (within the fit asked for).
     pub width: u32,
     pub height: u32,
     pub screen_width: u32,
     pub screen_height: u32,
+    /// Image pixels per screen pixel.
+    pub scale: f64,
     pub cursor: Option<[i64; 2]>,
 }
 
@@ -163,9 +169,13 @@ impl Display {
         }
     }
 
+    /// The screen (or `region` of it) as PNG; the whole screen scaled down
+    /// to `fit` when it is larger, since scaling before encoding costs less
+    /// than the encoding it saves.
     pub async fn shot(
         &self,
         region: Option<Region>,
+        fit: Option<Fit>,
         cancel: &CancellationToken,
     ) -> Result<Shot, RpcError> {
         self.with(cancel, move |s| {
@@ -178,15 +188,24 @@ impl Display {
             });
             r.check_inside(sw, sh)?;
             // Inside the screen, whose sides fit u16.
-            let rgb = s.pixels(r.x as u16, r.y as u16, r.width as u16, r.height as u16)?;
+            let bgrx = s.pixels(r.x as u16, r.y as u16, r.width as u16, r.height as u16)?;
             let (x, y, same, _) = s.pointer()?;
-            let png = png::encode(&rgb, r.width, r.height)?;
+            // A region is shown at its own size, as a phone's client does.
+            let (bgrx, width, height) = match fit.filter(|_| region.is_none()) {
+                Some(f) => {
+                    let to = f.size(r.width, r.height, false);
+                    scale::down(&bgrx, r.width, r.height, to)
+                }
+                None => (bgrx, r.width, r.height),
+            };
+            let (png, _) = png::encode_bgrx(&bgrx, width, height)?;
             Ok(Shot {
                 png,
-                width: r.width,
-                height: r.height,
+                width,
+                height,
                 screen_width: sw,
                 screen_height: sh,
+                scale: f64::from(width) / f64::from(r.width),
                 cursor: same.then_some([x, y]),
             })
         })
@@ -196,10 +215,10 @@ impl Display {
     /// The whole screen, for screen.watch.
     pub async fn grab(&self, cancel: &CancellationToken) -> Result<Grab, RpcError> {
         self.with(cancel, |s| {
-            let rgb = s.pixels(0, 0, s.width, s.height)?;
+            let bgrx = s.pixels(0, 0, s.width, s.height)?;
             let (x, y, same, _) = s.pointer()?;
             Ok(Grab {
-                rgb,
+                bgrx,
                 width: u32::from(s.width),
                 height: u32::from(s.height),
                 cursor: same.then_some([x, y]),

@@ -51,10 +51,9 @@ pub struct ScreenShotParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<Region>,
     /// The largest image the caller will show. A client that can scale
-    /// before it encodes (a phone's, whose frames are large and whose
-    /// encoding is the shot's main cost) answers within it, its `scale`
-    /// saying by how much; computerd answers at the screen's own size and
-    /// the caller scales.
+    /// before it encodes (computerd, a phone's: encoding is the shot's
+    /// main cost) answers within it, its `scale` saying by how much; one
+    /// that cannot answers at the screen's own size and the caller scales.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fit: Option<Fit>,
 }
@@ -127,8 +126,9 @@ pub struct ScreenOrientationResult {
     pub auto_rotate: bool,
 }
 
-/// A shot: a PNG (8-bit RGB, non-interlaced). `data` is its first bytes (at
-/// most 512 KiB); screen.read gives the rest by `id` and offset.
+/// A shot: a PNG (8-bit RGB, or RGBA with every pixel opaque; non-interlaced).
+/// `data` is its first bytes (at most 512 KiB); screen.read gives the rest
+/// by `id` and offset.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
@@ -147,7 +147,7 @@ pub struct ScreenShotResult {
     /// The screen's pixels: points are in this space, whatever the region.
     pub screen_width: u32,
     pub screen_height: u32,
-    /// Image pixels per screen pixel (1 from computerd).
+    /// Image pixels per screen pixel (below 1 when scaled to the fit).
     pub scale: f64,
     /// The pointer, in screen pixels, when it is on the screen.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -70,7 +70,7 @@ impl Conn {
         p: protocol::ScreenShotParams,
         cancel: CancellationToken,
     ) -> Result<protocol::ScreenShotResult, RpcError> {
-        let shot = self.daemon.display.shot(p.region, &cancel).await?;
+        let shot = self.daemon.display.shot(p.region, p.fit, &cancel).await?;
         let id = format!("s{}", self.daemon.stream_id());
         let png = Arc::new(shot.png);
         let first = png.len().min(limits::MAX_CHUNK_BYTES as usize);
@@ -90,7 +90,7 @@ impl Conn {
             height: shot.height,
             screen_width: shot.screen_width,
             screen_height: shot.screen_height,
-            scale: 1.0,
+            scale: shot.scale,
             cursor: shot.cursor,
         })
     }

@@ -12,6 +12,7 @@ use x11rb::rust_connection::{DefaultStream, RustConnection};
 use super::addr::{Target, Via};
 use super::auth;
 use super::keys::Keymap;
+use super::shm::Shm;
 use super::wire::{Allowance, Bounded};
 use crate::protocol::{RpcError, limits};
 
@@ -24,6 +25,9 @@ pub struct Session {
     pub height: u16,
     pub keymap: Keymap,
     allowance: Allowance,
+    /// Memory shared with the server for the screen's pixels, where it
+    /// could attach it ([`Shm`]); GetImage otherwise.
+    shm: Option<Shm>,
     /// Where this connection is (for messages).
     pub name: String,
 }
@@ -138,6 +142,17 @@ impl Session {
             .reply()
             .map_err(|e| lost(name, e))?;
         let keymap = Keymap::new(min, map.keysyms_per_keycode, map.keysyms);
+        let shm = match Shm::attach(&conn, usize::from(width) * usize::from(height) * 4) {
+            Ok(s) => Some(s),
+            Err(why) => {
+                tracing::debug!(
+                    display = name,
+                    why,
+                    "the screen is read by GetImage, not MIT-SHM"
+                );
+                None
+            }
+        };
         Ok(Session {
             conn,
             root,
@@ -145,6 +160,7 @@ impl Session {
             height,
             keymap,
             allowance,
+            shm,
             name: name.to_string(),
         })
     }
@@ -188,9 +204,27 @@ impl Session {
         ))
     }
 
-    /// The pixels of a rectangle inside the screen, as RGB.
-    pub fn pixels(&self, x: u16, y: u16, w: u16, h: u16) -> Result<Vec<u8>, RpcError> {
+    /// The pixels of a rectangle inside the screen, as the server gives
+    /// them: BGRX, four bytes a pixel.
+    pub fn pixels(&mut self, x: u16, y: u16, w: u16, h: u16) -> Result<Vec<u8>, RpcError> {
         let want = u64::from(w) * u64::from(h) * 4;
+        if let Some(shm) = &self.shm {
+            match shm.pixels(
+                &self.conn,
+                &self.name,
+                self.root,
+                (x, y, w, h),
+                want as usize,
+            ) {
+                Ok(px) => return Ok(px),
+                Err(e) => {
+                    // Let it go and read by GetImage from now on.
+                    tracing::debug!(display = %self.name, error = %e.message, "MIT-SHM failed");
+                    self.shm = None;
+                    self.sync()?;
+                }
+            }
+        }
         self.allowance.set(32 + want);
         let r = self
             .conn
@@ -216,13 +250,7 @@ impl Session {
                 ),
             ));
         }
-        let mut rgb = vec![0u8; (want / 4 * 3) as usize];
-        for (d, px) in rgb.chunks_exact_mut(3).zip(data.chunks_exact(4)) {
-            d[0] = px[2];
-            d[1] = px[1];
-            d[2] = px[0];
-        }
-        Ok(rgb)
+        Ok(data)
     }
 
     /// A fake event: a key or button press or release, or a motion.

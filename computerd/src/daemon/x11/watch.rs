@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::Display;
+use super::{Display, scale};
 use crate::daemon::check;
 use crate::protocol::{
     ImageFormat, RpcError, ScreenWatchParams, ScreenWatchResult, WatchFrame, limits,
@@ -22,7 +22,7 @@ pub struct Watch {
 #[derive(Default)]
 struct State {
     seq: u64,
-    rgb: Vec<u8>,
+    bgrx: Vec<u8>,
     cursor: Option<[i64; 2]>,
     frame: Option<WatchFrame>,
     jpeg: Arc<Vec<u8>>,
@@ -93,19 +93,19 @@ impl Watch {
         let until = Instant::now() + Duration::from_millis(wait);
         loop {
             let g = display.grab(cancel).await?;
-            if st.seq == 0 || g.cursor != st.cursor || g.rgb != st.rgb {
-                let rgb = g.rgb;
+            if st.seq == 0 || g.cursor != st.cursor || g.bgrx != st.bgrx {
+                let bgrx = g.bgrx;
                 let (w, h) = (g.width, g.height);
-                let (jpeg, fw, fh, rgb) = tokio::task::spawn_blocking(move || {
-                    let (scaled, fw, fh) = scale(&rgb, w, h, max_width);
-                    jpeg(&scaled, fw, fh, quality).map(|j| (j, fw, fh, rgb))
+                let (jpeg, fw, fh, bgrx) = tokio::task::spawn_blocking(move || {
+                    let (scaled, fw, fh) = scale::down(&bgrx, w, h, frame_size(w, h, max_width));
+                    jpeg(&scaled, fw, fh, quality).map(|j| (j, fw, fh, bgrx))
                 })
                 .await
                 .map_err(|e| {
                     RpcError::invalid(format!("the frame failed inside the daemon: {e}"))
                 })??;
                 st.seq += 1;
-                st.rgb = rgb;
+                st.bgrx = bgrx;
                 st.cursor = g.cursor;
                 let jpeg = Arc::new(jpeg);
                 let first = jpeg.len().min(limits::MAX_CHUNK_BYTES as usize);
@@ -143,42 +143,21 @@ impl Watch {
     }
 }
 
-/// RGB scaled down to at most `max_width` (never up), each pixel the mean
-/// of the pixels it covers; the height keeps the ratio.
-pub fn scale(rgb: &[u8], w: u32, h: u32, max_width: u32) -> (Vec<u8>, u32, u32) {
+/// A frame's size: at most `max_width` wide (never wider than the
+/// screen), the height keeping the ratio.
+pub fn frame_size(w: u32, h: u32, max_width: u32) -> (u32, u32) {
     if w <= max_width {
-        return (rgb.to_vec(), w, h);
+        return (w, h);
     }
-    let fw = max_width;
-    let fh = ((u64::from(h) * u64::from(fw)).div_ceil(u64::from(w)) as u32).max(1);
-    let mut out = Vec::with_capacity((fw * fh * 3) as usize);
-    for fy in 0..fh {
-        let y0 = (u64::from(fy) * u64::from(h) / u64::from(fh)) as u32;
-        let y1 = ((u64::from(fy + 1) * u64::from(h) / u64::from(fh)) as u32).max(y0 + 1);
-        for fx in 0..fw {
-            let x0 = (u64::from(fx) * u64::from(w) / u64::from(fw)) as u32;
-            let x1 = ((u64::from(fx + 1) * u64::from(w) / u64::from(fw)) as u32).max(x0 + 1);
-            let mut sum = [0u64; 3];
-            for y in y0..y1 {
-                let row = (y * w * 3) as usize;
-                for x in x0..x1 {
-                    let at = row + (x * 3) as usize;
-                    for (c, s) in sum.iter_mut().enumerate() {
-                        *s += u64::from(rgb[at + c]);
-                    }
-                }
-            }
-            let n = u64::from((y1 - y0) * (x1 - x0));
-            out.extend(sum.iter().map(|s| (s / n) as u8));
-        }
-    }
-    (out, fw, fh)
+    let fh = (u64::from(h) * u64::from(max_width)).div_ceil(u64::from(w)) as u32;
+    (max_width, fh.max(1))
 }
 
-pub fn jpeg(rgb: &[u8], w: u32, h: u32, quality: u8) -> Result<Vec<u8>, RpcError> {
+/// A JPEG of BGRX pixels.
+pub fn jpeg(bgrx: &[u8], w: u32, h: u32, quality: u8) -> Result<Vec<u8>, RpcError> {
     let mut out = Vec::new();
     let enc = jpeg_encoder::Encoder::new(&mut out, quality);
-    enc.encode(rgb, w as u16, h as u16, jpeg_encoder::ColorType::Rgb)
+    enc.encode(bgrx, w as u16, h as u16, jpeg_encoder::ColorType::Bgra)
         .map_err(|e| RpcError::invalid(format!("the JPEG could not be made: {e}")))?;
     Ok(out)
 }
@@ -188,21 +167,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn scaling_keeps_the_ratio_and_averages() {
-        // 4x2: left half black, right half white.
-        let mut rgb = Vec::new();
-        for _ in 0..2 {
-            for x in 0..4 {
-                rgb.extend_from_slice(&[if x < 2 { 0 } else { 255 }; 3]);
-            }
-        }
-        let (out, w, h) = scale(&rgb, 4, 2, 2);
-        assert_eq!((w, h), (2, 1));
-        assert_eq!(out, vec![0, 0, 0, 255, 255, 255]);
-        let (out, w, h) = scale(&rgb, 4, 2, 1);
-        assert_eq!((w, h, out[0]), (1, 1, 127));
-        assert_eq!(scale(&rgb, 4, 2, 10).1, 4, "never up");
-        let j = jpeg(&rgb, 4, 2, 60).unwrap();
+    fn a_frame_keeps_the_ratio_and_is_never_wider_than_the_screen() {
+        assert_eq!(frame_size(4, 2, 2), (2, 1));
+        assert_eq!(frame_size(4, 2, 1), (1, 1));
+        assert_eq!(frame_size(1280, 800, 640), (640, 400));
+        assert_eq!(frame_size(1280, 801, 640), (640, 401));
+        assert_eq!(frame_size(4, 2, 10), (4, 2), "never up");
+        let bgrx = [0u8, 0, 0, 0, 255, 255, 255, 0].repeat(4);
+        let j = jpeg(&bgrx, 4, 2, 60).unwrap();
         assert_eq!(&j[..2], &[0xff, 0xd8]);
     }
 }
