@@ -75,7 +75,7 @@ pub use process::{
 pub use screen::{
     Fit, ImageFormat, Orientation, Region, ScreenOrientationParams, ScreenOrientationResult,
     ScreenReadParams, ScreenReadResult, ScreenShotParams, ScreenShotResult, ScreenWatchParams,
-    ScreenWatchResult, WatchFrame,
+    ScreenWatchResult, WatchFrame, area_spans,
 };
 pub use tar::{
     TarPullBeginParams, TarPullEndParams, TarPullReadParams, TarPullReadResult, TarPushBeginParams,

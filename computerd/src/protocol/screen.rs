@@ -238,6 +238,19 @@ pub struct WatchFrame {
     pub cursor: Option<[i64; 2]>,
 }
 
+/// The source pixels `[a, b)` each of `out` output pixels covers, of `src`,
+/// when a picture is scaled by area averaging (every span holds at least
+/// one pixel).
+pub fn area_spans(src: u32, out: u32) -> Vec<(usize, usize)> {
+    (0..u64::from(out))
+        .map(|o| {
+            let a = (o * u64::from(src) / u64::from(out)) as usize;
+            let b = ((o + 1) * u64::from(src) / u64::from(out)) as usize;
+            (a, b.max(a + 1).min(src as usize))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

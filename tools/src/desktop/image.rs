@@ -4,7 +4,7 @@
 //! when larger) and encoded again with the png crate's fast (fdeflate)
 //! compressor. A shot already of the size shown is passed on as it came.
 
-use computerd::protocol::Fit;
+use computerd::protocol::{Fit, area_spans as spans};
 
 use crate::error::{Result, ToolError};
 
@@ -96,17 +96,6 @@ pub fn encode(img: &Rgb) -> Result<Vec<u8>> {
     w.write_image_data(&img.pixels).map_err(failed)?;
     w.finish().map_err(failed)?;
     Ok(out)
-}
-
-/// The source columns (or rows) each of `out` output pixels covers.
-fn spans(src: u32, out: u32) -> Vec<(usize, usize)> {
-    (0..u64::from(out))
-        .map(|o| {
-            let a = (o * u64::from(src) / u64::from(out)) as usize;
-            let b = ((o + 1) * u64::from(src) / u64::from(out)) as usize;
-            (a, b.max(a + 1).min(src as usize))
-        })
-        .collect()
 }
 
 /// `img` at `width` x `height`.

@@ -3,17 +3,7 @@
 //! pixels as they came (four bytes a pixel), so a scaled shot costs one
 //! pass over the screen and encodes a quarter of the pixels at half width.
 
-/// The source pixels `[a, b)` each of `out` output pixels covers, of `src`
-/// (`out` at most `src`, so every span holds at least one).
-fn spans(src: u32, out: u32) -> Vec<(usize, usize)> {
-    (0..u64::from(out))
-        .map(|o| {
-            let a = (o * u64::from(src) / u64::from(out)) as usize;
-            let b = ((o + 1) * u64::from(src) / u64::from(out)) as usize;
-            (a, b.max(a + 1).min(src as usize))
-        })
-        .collect()
-}
+use crate::protocol::area_spans as spans;
 
 /// `bgrx`, `w` x `h`, at `to` (each side clamped to 1 ..= the source's),
 /// as BGRX.
