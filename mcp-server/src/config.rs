@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use clap::builder::BoolishValueParser;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::{ArgAction, ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{ArgAction, ArgMatches, Args, CommandFactory, FromArgMatches};
 use computer_providers::share::ShareArg;
 use computer_providers::{ComputerSpec, NetworkPolicy, label};
 use computer_providers::{HostDefaults, Table, layer, unknown_option, with_provider_flags};
@@ -24,108 +24,8 @@ use computerd::launch::Screen;
 use computerd::protocol::SettingKind;
 use serde::{Deserialize, Serialize};
 
-const ABOUT: &str = "An MCP server that gives a model a computer: a shell, files and processes in an isolated computer made on the first tool call.";
-
-const LONG_ABOUT: &str = "\
-An MCP server that gives a model a computer: a shell, files and background
-processes in an isolated computer that is made on the first tool call and
-released when the session ends or after --session-idle unused. A model may
-make more with computer_new and name them; `computer-mcp computers` lists
-and releases them from a terminal.
-
-Plug it into an MCP client over stdio (the default: `computer-mcp`, or
-`computer-mcp serve`), or over streamable HTTP (`computer-mcp serve --http
-127.0.0.1:8700`, which requires a bearer token).
-
-Every option can be given as a flag, as a COMPUTER_MCP_* variable (named
-under each flag), or in a TOML file (--config; keys are the flags' names
-with '_' for '-', `[http]` for serve's, and `[providers.<id>]` for a
-provider's, without the `<id>-` of its flags), in that order of precedence.
-A provider's options are refused unless it is the --provider.";
-
-#[derive(Parser, Debug)]
-#[command(name = "computer-mcp", version, about = ABOUT, long_about = LONG_ABOUT)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Option<Command>,
-    #[command(flatten)]
-    pub config: Config,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum Command {
-    /// Serve MCP over stdio (the default), or over streamable HTTP with --http.
-    Serve(ServeArgs),
-    /// Make a computer, run one program in it, print its output, release it.
-    /// For trying the server's computers from a terminal.
-    Exec(ExecArgs),
-    /// Release every computer of the provider whose deadline has passed;
-    /// with --run and --epoch, also the run's computers of lower epochs.
-    Sweep(SweepArgs),
-    /// Check what this host can give (namespaces, seccomp, cgroups, Docker,
-    /// Xvfb, Chromium), make one computer with the configured provider, and
-    /// say the next step for each thing that does not work.
-    Doctor,
-    /// List or release the provider's computers from a terminal: kept
-    /// ones, those of a server that is gone, or any other.
-    #[command(subcommand)]
-    Computers(ComputersCommand),
-    /// Copy a file or a tree between this host and a computer, either way:
-    /// `cp ./src build:/work/src`, `cp build:/work/out ./out`. DST is the
-    /// path the source becomes; onto this host it must not exist, and the
-    /// computer's archive is unpacked by rules that keep it inside DST.
-    Cp(crate::cp::CpArgs),
-    /// Run the conformance suite against the provider: the contract every
-    /// provider must pass. Exits 0 when Core passes, 1 when it fails, 2 on a
-    /// usage error, 3 on a partial run (--only).
-    Conformance(ConformanceArgs),
-}
-
-#[derive(Args, Debug, Default, Clone)]
-pub struct ConformanceArgs {
-    /// The image every computer of the run starts from. [default: the provider's own]
-    #[arg(long, value_name = "IMAGE")]
-    pub image: Option<String>,
-    /// Run only these groups' cases (comma list: health, exec, files, tar, process, provider, drift, isolation, lifetime, mount, limits, screen, input, browser); a run that leaves a Core case out is partial, never a pass.
-    #[arg(long, value_name = "GROUPS", value_delimiter = ',')]
-    pub only: Vec<String>,
-    /// The root `--kind`, when given: run that setting kind's cases and
-    /// give its verdict (sandbox, desktop, phone or browser).
-    #[arg(skip)]
-    pub kind: Option<String>,
-    /// Print the report as JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// A computerd built to report another version, for the drift case (`cargo build -p computerd --bin computerd-drift`). [default: computerd-drift beside this binary]
-    #[arg(long, value_name = "PATH")]
-    pub drifted_computerd: Option<std::path::PathBuf>,
-    /// The fixture the screen and input cases use: for a desktop the static computerd-x11-fixture, written into the computer and its log read [default: computerd-x11-fixture beside this binary]; for a phone the APK apps.install-launch installs from the run's shared folder (no default).
-    #[arg(long, value_name = "PATH")]
-    pub fixture: Option<std::path::PathBuf>,
-}
-
-#[derive(Args, Debug, Clone, Default)]
-pub struct SweepArgs {
-    /// A run's name (its computers carry it in the label computer-mcp.run): release the run's computers of an epoch below --epoch, keep --epoch's; refused, releasing nothing, when the run has a computer of a higher epoch (a later claim holds it).
-    #[arg(long, value_name = "RUN", requires = "epoch")]
-    pub run: Option<String>,
-    /// The claim epoch of --run (a whole number).
-    #[arg(long, value_name = "N", requires = "run")]
-    pub epoch: Option<u64>,
-}
-
-#[derive(Subcommand, Debug, Clone)]
-pub enum ComputersCommand {
-    /// Every computer of the provider: its handle and name, whose it is
-    /// (a hash of the caller), kind, age, deadline, and whether it is kept.
-    List,
-    /// Release computers now, each named by handle, name or provider id.
-    Release {
-        /// Handles (c-...), names, or provider ids.
-        #[arg(required = true, value_name = "COMPUTER")]
-        which: Vec<String>,
-    },
-}
+mod commands;
+pub use commands::{Cli, Command, ComputersCommand, ConformanceArgs, ExecArgs, SweepArgs};
 
 /// The network every computer of this server reaches: `none`, `open`,
 /// `public` (every public host, through the egress proxy) or
@@ -403,21 +303,6 @@ impl Default for FleetLimits {
 const DEFAULT_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
 /// The Host headers always allowed over HTTP.
 const LOOPBACK_HOSTS: [&str; 4] = ["localhost", "127.0.0.1", "::1", "[::1]"];
-
-#[derive(Args, Debug, Default, Clone)]
-pub struct ExecArgs {
-    /// The program and its arguments (after --).
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "ARGV"
-    )]
-    pub argv: Vec<String>,
-    /// The program's timeout. [default: the exec timeout]
-    #[arg(long, value_name = "DURATION")]
-    pub timeout: Option<String>,
-}
 
 /// `serve`'s HTTP options, resolved.
 #[derive(Clone, Debug)]

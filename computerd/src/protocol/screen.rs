@@ -126,7 +126,7 @@ pub struct ScreenOrientationResult {
     pub auto_rotate: bool,
 }
 
-/// A shot: a PNG (8-bit RGB, or RGBA with every pixel opaque; non-interlaced).
+/// A shot: a PNG (8-bit RGB, non-interlaced).
 /// `data` is its first bytes (at most 512 KiB); screen.read gives the rest
 /// by `id` and offset.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -45,18 +45,16 @@ pub fn budget(max: (u32, u32), max_width: Option<u32>) -> Fit {
     }
 }
 
-/// Decode a PNG of 8-bit RGB or RGBA (what computerd sends: RGBA, opaque,
-/// for a busy screen) to RGB.
+/// Decode a PNG of 8-bit RGB (what computerd sends).
 pub fn decode(png_bytes: &[u8]) -> Result<Rgb> {
     let broken =
         |e: String| ToolError::Broken(format!("the computer's screenshot could not be read: {e}"));
     let d = png::Decoder::new(std::io::Cursor::new(png_bytes));
     let mut r = d.read_info().map_err(|e| broken(e.to_string()))?;
     let info = r.info();
-    let rgba = info.color_type == png::ColorType::Rgba;
-    if info.bit_depth != png::BitDepth::Eight || !(rgba || info.color_type == png::ColorType::Rgb) {
+    if info.bit_depth != png::BitDepth::Eight || info.color_type != png::ColorType::Rgb {
         return Err(broken(format!(
-            "it is {:?} {:?}, not 8-bit RGB or RGBA",
+            "it is {:?} {:?}, not 8-bit RGB",
             info.bit_depth, info.color_type
         )));
     }
@@ -69,12 +67,6 @@ pub fn decode(png_bytes: &[u8]) -> Result<Rgb> {
         .next_frame(&mut pixels)
         .map_err(|e| broken(e.to_string()))?;
     pixels.truncate(frame.buffer_size());
-    if rgba {
-        pixels = pixels
-            .chunks_exact(4)
-            .flat_map(|p| [p[0], p[1], p[2]])
-            .collect();
-    }
     Ok(Rgb {
         width,
         height,
@@ -199,13 +191,5 @@ mod tests {
         // Round trip through PNG.
         let png = encode(&half).unwrap();
         assert_eq!(decode(&png).unwrap(), half);
-        // An RGBA PNG (computerd's busy screens) decodes to its RGB.
-        let mut rgba = Vec::new();
-        let mut e = png::Encoder::new(&mut rgba, 2, 1);
-        e.set_color(png::ColorType::Rgba);
-        let mut w = e.write_header().unwrap();
-        w.write_image_data(&[1, 2, 3, 255, 4, 5, 6, 255]).unwrap();
-        w.finish().unwrap();
-        assert_eq!(decode(&rgba).unwrap().pixels, vec![1, 2, 3, 4, 5, 6]);
     }
 }
