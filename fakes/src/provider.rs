@@ -412,6 +412,7 @@ impl Provider for FakeProvider {
                 created_at: rfc3339(now),
                 deadline: rfc3339(deadline_ms),
                 running: true,
+                paused: false,
                 home: Some("/home/fake".into()),
                 user: Some("1000:1000".into()),
                 // It bounds no size (its check refuses sizes).

@@ -496,7 +496,11 @@ async fn manage(
                     } else {
                         "no"
                     },
-                    if r.running { "yes" } else { "no" },
+                    match (r.running, r.paused) {
+                        (true, true) => "paused",
+                        (true, false) => "yes",
+                        (false, _) => "no",
+                    },
                     r.id
                 );
             }

@@ -296,6 +296,7 @@ impl Provider for AdbProvider {
             deadline: plus_secs(&created_at, spec.lifetime_ms / 1000),
             created_at,
             running: true,
+            paused: false,
             home: None,
             user: None,
             sizes: None,

@@ -196,6 +196,7 @@ impl DaytonaProvider {
             // Init ends every process at the deadline; the sandbox itself
             // lives on to Daytona's TTL, rounded up to the minute.
             running: s.phase() == Phase::Running && !past(s.labels.get(label::DEADLINE)),
+            paused: false,
             home: Some(child::HOME.into()),
             user: Some(format!(
                 "{}:{}",

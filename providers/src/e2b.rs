@@ -307,6 +307,7 @@ impl E2bProvider {
             created_at: s.started_at.clone(),
             deadline: s.end_at.clone(),
             running: s.state == "running",
+            paused: s.state == "paused",
             home: Some(child::HOME.into()),
             user: Some(child::DAEMON_USER.to_string()),
             sizes: None,

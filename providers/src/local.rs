@@ -379,6 +379,11 @@ impl LocalProvider {
     }
 
     fn to_ref(&self, meta: &Meta) -> ComputerRef {
+        let cgroup = self
+            .cgroups
+            .as_ref()
+            .ok()
+            .and_then(|c| c.open(&meta.id).ok());
         ComputerRef {
             provider: "local".into(),
             id: meta.id.clone(),
@@ -386,14 +391,12 @@ impl LocalProvider {
             created_at: state::format_ms(meta.created_ms),
             deadline: state::format_ms(meta.deadline_ms),
             running: meta.process.as_ref().is_some_and(Process::alive),
+            paused: cgroup.as_ref().is_some_and(|cg| cg.frozen()),
             home: Some(meta.work_dir.clone()),
             user: meta.user.map(|(u, g)| format!("{u}:{g}")),
             // Read from the cgroup's files now, not from what create wrote.
-            sizes: self
-                .cgroups
+            sizes: cgroup
                 .as_ref()
-                .ok()
-                .and_then(|c| c.open(&meta.id).ok())
                 .and_then(|cg| cg.read_back().ok())
                 .map(Into::into),
             // It runs this machine's own system: no image (check refuses one).

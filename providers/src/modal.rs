@@ -368,6 +368,7 @@ impl ModalProvider {
             created_at: rfc3339_s(s.created_at),
             deadline: rfc3339_s(s.created_at + f64::from(s.timeout_secs)),
             running: true,
+            paused: false,
             home: Some(child::HOME.into()),
             user: Some(child::DAEMON_USER.to_string()),
             sizes: None,

@@ -179,6 +179,7 @@ fn to_ref(id: &str, entry: &Entry, running: bool) -> ComputerRef {
         created_at: entry.created_at.clone(),
         deadline: entry.deadline.clone(),
         running,
+        paused: false,
         home: None,
         user: None,
         sizes: None,

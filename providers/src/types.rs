@@ -164,6 +164,11 @@ pub struct ComputerRef {
     pub deadline: String,
     /// Whether it still runs, as the provider last saw it.
     pub running: bool,
+    /// Whether its programs are stopped where they were by a pause
+    /// (`computer_pause`: the cgroup freezer, `docker pause`), as read from
+    /// what holds them; a paused computer answers nothing until resumed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
     /// The programs' HOME (absolute), where the provider knows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub home: Option<String>,

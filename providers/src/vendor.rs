@@ -338,6 +338,7 @@ impl<V: Vendor> BrowserVendor<V> {
             created_at: b.created_at.clone(),
             deadline: b.deadline.clone(),
             running: b.state != State::Ended,
+            paused: false,
             home: None,
             user: None,
             sizes: None,

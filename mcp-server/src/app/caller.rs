@@ -97,7 +97,20 @@ impl CallerFleet {
     }
 
     async fn pause_one(&self, which: Which, on: bool) -> Result<ComputerSummary, String> {
-        let entry = self.named(&which).await?;
+        let entry = match self.named(&which).await {
+            Ok(entry) => entry,
+            // Paused, and not held here: found by its labels, resumed, and
+            // attached.
+            Err(why) if !on => match self
+                .app
+                .resume_listed(&self.caller.principal, &which)
+                .await?
+            {
+                Some(entry) => return Ok(entry.summary(which == Which::Default)),
+                None => return Err(why),
+            },
+            Err(why) => return Err(why),
+        };
         self.app.pause(&entry, on).await?;
         Ok(entry.summary(which == Which::Default))
     }

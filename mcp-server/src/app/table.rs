@@ -189,6 +189,11 @@ impl App {
         {
             return Ok(Arc::clone(e));
         }
+        if r.paused {
+            // Its daemon is stopped too: a connection would wait for an
+            // answer that cannot come.
+            return Err(paused_words(&ref_label(&r, &handle)));
+        }
         let cancel = CancellationToken::new();
         let conn = self
             .provider
@@ -271,6 +276,16 @@ impl App {
         let Some(newest) = found.pop() else {
             return Ok(None);
         };
+        if newest.paused {
+            // Kept, and paused by a server before this one: the caller
+            // hears so, rather than getting a new default beside it.
+            let handle = newest
+                .labels
+                .get(label::HANDLE)
+                .cloned()
+                .unwrap_or_default();
+            return Err(paused_words(&ref_label(&newest, &handle)));
+        }
         match self.attach(newest).await {
             Ok(e) => Ok(Some(e)),
             Err(why) => {
@@ -295,12 +310,43 @@ impl App {
                 .map(|entry| ForCall { entry, note: None })?,
         };
         if call.entry.is_paused() {
-            return Err(format!(
-                "the computer {} is paused (computer_pause); computer_resume it first",
-                call.entry.label()
-            ));
+            return Err(paused_words(&call.entry.label()));
         }
         Ok(call)
+    }
+
+    /// Resume a paused computer of `principal` that this server does not
+    /// hold (paused by a server before this one, or by a call whose
+    /// session has ended), found by its labels, and attach it. None when
+    /// no such computer is paused.
+    pub async fn resume_listed(
+        self: &Arc<Self>,
+        principal: &Principal,
+        which: &Which,
+    ) -> Result<Option<Arc<Entry>>, String> {
+        let mut labels = Labels::from([
+            (label::PRINCIPAL.to_string(), principal.0.clone()),
+            (label::KIND.to_string(), self.kind().as_str().to_string()),
+        ]);
+        let (key, value) = match which {
+            Which::Handle(h) => (label::HANDLE, h.clone()),
+            Which::Name(n) => (label::NAME, n.clone()),
+            Which::Default => (label::DEFAULT, Scope::Principal.as_label().to_string()),
+        };
+        labels.insert(key.to_string(), value);
+        let found = self
+            .listed(&labels, "looking for the paused computer")
+            .await?;
+        let Some(mut r) = found.into_iter().rev().find(|r| r.paused) else {
+            return Ok(None);
+        };
+        let cancel = CancellationToken::new();
+        self.provider
+            .resume(&r, &cancel)
+            .await
+            .map_err(|e| words(&e, "resuming the computer"))?;
+        r.paused = false;
+        self.attach(r).await.map(Some)
     }
 
     /// A named or handled computer of `principal`: held here, or found by
@@ -370,5 +416,19 @@ impl App {
             which.as_str(),
             list_words(&mine)
         ))
+    }
+}
+
+/// The words for a call on a paused computer, shown as `shown`.
+fn paused_words(shown: &str) -> String {
+    format!("the computer {shown} is paused (computer_pause); computer_resume it first")
+}
+
+/// How a listed computer `r` (handle `handle`) is shown, as an entry's
+/// label is: its name and handle, or its handle.
+fn ref_label(r: &ComputerRef, handle: &str) -> String {
+    match r.labels.get(label::NAME) {
+        Some(n) => format!("{n} ({handle})"),
+        None => handle.to_string(),
     }
 }

@@ -243,6 +243,7 @@ impl Server {
     /// same provider state.
     pub fn replica_of(other: &Server) -> Server {
         let mut s = Server::new();
+        s.backend = other.backend.clone();
         s.state_dir = other.state_dir.clone();
         s.instance = format!("{}-b", other.instance);
         s

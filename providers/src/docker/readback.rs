@@ -166,6 +166,7 @@ impl DockerProvider {
             labels,
             created_at: format_ms(created_ms(v)),
             running: v["State"]["Running"].as_bool().unwrap_or(false),
+            paused: v["State"]["Paused"].as_bool().unwrap_or(false),
             home: Some(plan::HOME.into()),
             user: v["Config"]["User"].as_str().map(String::from),
             sizes: sizes_of(v),
