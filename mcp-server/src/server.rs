@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 
 use computer_tools::fleet::{self, FleetPolicy, NetworkChoice};
 use computer_tools::{
-    ExtendFn, Family, Offer, Progress, ProgressFn, ToolContext, ToolSettings, registry,
+    ExtendFn, Family, Offer, Progress, ProgressFn, ReceiptFn, ToolContext, ToolSettings, registry,
 };
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
@@ -348,11 +348,22 @@ impl ComputerMcp {
             });
             f
         });
+        entry.count_call();
+        let receipt: ReceiptFn = {
+            let app = Arc::clone(&self.app);
+            let entry = Arc::clone(&entry);
+            Arc::new(move || {
+                let app = Arc::clone(&app);
+                let entry = Arc::clone(&entry);
+                Box::pin(async move { app.receipt(&entry).await })
+            })
+        };
         let ctx = ToolContext {
             facts: entry.facts(),
             settings: self.settings(),
             progress,
             extend,
+            receipt: Some(receipt),
             state: Arc::clone(&entry.state),
             cancel: cancel.clone(),
             resources: Some(format!("computer://{}", entry.handle)),

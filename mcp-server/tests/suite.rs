@@ -13,6 +13,7 @@ mod malformed;
 mod pause;
 mod phone;
 mod playwright;
+mod receipt;
 mod sessions;
 mod skills;
 mod stdio;

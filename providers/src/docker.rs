@@ -59,7 +59,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use bollard::Docker;
-use bollard::query_parameters::StopContainerOptionsBuilder;
+use bollard::query_parameters::{StatsOptionsBuilder, StopContainerOptionsBuilder};
 use computerd::launch::Time;
 use computerd::protocol::{Group, MachineKind};
 use tokio_util::sync::CancellationToken;
@@ -69,7 +69,7 @@ use crate::provider::{Connection, Provider};
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
     LifetimeMode, NetworkKind, NetworkPolicy, NetworkRead, NetworkReadBack, ProviderError, Release,
-    Result, label,
+    Result, Used, label,
 };
 pub use host::Host;
 pub use image::ImageSource;
@@ -509,6 +509,28 @@ impl Provider for DockerProvider {
             .unpause_container(&computer.id)
             .await
             .map_err(self.err("resuming the computer"))
+    }
+
+    async fn used(&self, computer: &ComputerRef, _cancel: &CancellationToken) -> Result<Used> {
+        use futures::StreamExt as _;
+        let docker = self.engine()?;
+        let opts = StatsOptionsBuilder::new()
+            .stream(false)
+            .one_shot(true)
+            .build();
+        let Some(stats) = docker.stats(&computer.id, Some(opts)).next().await else {
+            return Ok(Used::default());
+        };
+        let stats = stats.map_err(self.err("reading what the computer used"))?;
+        let cpu = stats
+            .cpu_stats
+            .and_then(|c| c.cpu_usage)
+            .and_then(|u| u.total_usage);
+        Ok(Used {
+            cpu_seconds: cpu.map(|ns| ns as f64 / 1e9),
+            // max_usage is cgroup v1's; v2 engines give no peak.
+            peak_memory_bytes: stats.memory_stats.and_then(|m| m.max_usage),
+        })
     }
 
     async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {

@@ -96,5 +96,5 @@ pub use settings::{HostDefaults, Table, layer};
 pub use types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
     LifetimeMode, NetworkKind, NetworkPolicy, NetworkRead, NetworkReadBack, ProviderError, Release,
-    Result, Sizes, SizesReadBack, check_labels, check_lifetime, human_ms, label,
+    Result, Sizes, SizesReadBack, Used, check_labels, check_lifetime, human_ms, label,
 };

@@ -55,7 +55,7 @@ use crate::provider::{Connection, Provider};
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
     LifetimeMode, NetworkKind, NetworkPolicy, NetworkRead, NetworkReadBack, ProviderError, Release,
-    Result, check_labels, check_lifetime, human_ms,
+    Result, Used, check_labels, check_lifetime, human_ms,
 };
 use settings::parse_uid_gid;
 pub use settings::{Isolation, LocalOptions, LocalSettings};
@@ -639,6 +639,20 @@ impl Provider for LocalProvider {
     async fn resume(&self, computer: &ComputerRef, _cancel: &CancellationToken) -> Result<()> {
         let meta = self.read_meta(&computer.id)?;
         self.freeze(&meta, false).await
+    }
+
+    async fn used(&self, computer: &ComputerRef, _cancel: &CancellationToken) -> Result<Used> {
+        let Ok(cgroups) = self.cgroups.clone() else {
+            return Ok(Used::default());
+        };
+        let id = computer.id.clone();
+        let usage = tokio::task::spawn_blocking(move || cgroups.open(&id)?.usage())
+            .await
+            .map_err(|e| ProviderError::failed(format!("reading what it used failed: {e}")))??;
+        Ok(Used {
+            cpu_seconds: usage.cpu_ns.map(|ns| ns as f64 / 1e9),
+            peak_memory_bytes: usage.peak_memory_bytes,
+        })
     }
 
     async fn extend(

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use crate::settings::{HostDefaults, Table};
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, Labels, NetworkPolicy,
-    NetworkReadBack, ProviderError, Release, Result,
+    NetworkReadBack, ProviderError, Release, Result, Used,
 };
 
 /// A live connection to a computer: its client and what hello said.
@@ -113,6 +113,13 @@ pub trait Provider: Send + Sync {
             "the {} provider cannot pause or resume a computer",
             self.id()
         )))
+    }
+
+    /// What the computer has used so far (its receipt's CPU and memory),
+    /// read from what runs it; nothing known by default.
+    async fn used(&self, computer: &ComputerRef, cancel: &CancellationToken) -> Result<Used> {
+        let _ = (computer, cancel);
+        Ok(Used::default())
     }
 
     /// The computer's live view (group stream): a URL a person opens to

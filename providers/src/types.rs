@@ -541,3 +541,13 @@ mod tests {
         assert_eq!(p.kind(), NetworkKind::Allow);
     }
 }
+
+/// What a computer has used so far, as its provider reads it from what
+/// runs it (a receipt's figures): none where the provider cannot tell.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Used {
+    /// CPU seconds its programs have used, user and system.
+    pub cpu_seconds: Option<f64>,
+    /// The most memory it has held at once, in bytes.
+    pub peak_memory_bytes: Option<u64>,
+}

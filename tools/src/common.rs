@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::define::{done, hints, listing};
 use crate::error::{Result, ToolError};
 use crate::registry::{Needs, ToolDef, ToolSet, handler};
-use crate::{ComputerFacts, ToolContext};
+use crate::{ComputerFacts, Receipt, ToolContext};
 
 /// `computer_info` (what the server knows about the computer) and
 /// `computer_extend` (move the deadline, where the provider can).
@@ -34,8 +34,8 @@ pub struct ComputerInfoArgs {}
 
 listing!(
     fn info_tool(_): ComputerInfoArgs => ComputerFacts,
-    "Describe this computer: provider, OS, user, work directory (HOME), \
-network as read back (`none (only lo)`: nothing outside reachable), deadline, isolation.",
+    "This computer: provider, OS, user, work directory (HOME), \
+network as read back (`none (only lo)`: nothing outside reachable), deadline, isolation, what it used (`receipt`).",
     hints("About this computer", true, false, true, false)
 );
 
@@ -66,18 +66,43 @@ pub(crate) fn render_facts(f: &ComputerFacts) -> String {
         None => t.push_str("deadline: none\n"),
     }
     t.push_str(&format!("isolation: {}\n", f.isolation));
+    if let Some(r) = &f.receipt {
+        t.push_str(&format!("used: {}\n", render_receipt(r)));
+    }
     for n in &f.notes {
         t.push_str(&format!("note: {n}\n"));
     }
     t
 }
 
+/// A receipt in a line: `12 s since made, 1.93 CPU seconds, peak memory
+/// 130.2 MiB, 7 tool calls`.
+pub fn render_receipt(r: &Receipt) -> String {
+    let mut parts = vec![format!("{} s since made", r.wall_seconds)];
+    if let Some(cpu) = r.cpu_seconds {
+        parts.push(format!("{cpu:.2} CPU seconds"));
+    }
+    if let Some(peak) = r.peak_memory_bytes {
+        parts.push(format!(
+            "peak memory {:.1} MiB",
+            peak as f64 / (1024.0 * 1024.0)
+        ));
+    }
+    let s = if r.tool_calls == 1 { "" } else { "s" };
+    parts.push(format!("{} tool call{s}", r.tool_calls));
+    parts.join(", ")
+}
+
 async fn info(ctx: &ToolContext, _a: ComputerInfoArgs) -> Result<CallToolResult> {
-    let mut text = render_facts(&ctx.facts);
-    if ctx.extend.is_some() && ctx.facts.deadline.is_some() {
+    let mut facts = ctx.facts.clone();
+    if let Some(receipt) = &ctx.receipt {
+        facts.receipt = Some(receipt().await);
+    }
+    let mut text = render_facts(&facts);
+    if ctx.extend.is_some() && facts.deadline.is_some() {
         text.push_str("The deadline can be moved later with computer_extend.\n");
     }
-    Ok(done(text, &ctx.facts))
+    Ok(done(text, &facts))
 }
 
 // ---------------------------------------------------------- computer_extend
@@ -98,7 +123,7 @@ pub struct ComputerExtendOutput {
 
 listing!(
     fn extend_tool(_): ComputerExtendArgs => ComputerExtendOutput,
-    "Move this computer's deadline to `ttl_minutes` from now: then every program ends and the computer is gone. \
+    "Move this computer's deadline to `ttl_minutes` from now, when it ends with its programs. \
 Never past the server's lifetime from creation: a later ask is cut there, and said.",
     hints("Extend the deadline", false, false, true, false)
 );
@@ -144,10 +169,29 @@ mod tests {
             deadline: Some("2030-01-01T00:00:00Z".into()),
             isolation: "namespaces".into(),
             notes: vec!["a note".into()],
+            receipt: None,
         };
         assert_eq!(
             render_facts(&f),
             "provider: local (id c1)\nkind: linux (linux amd64)\nuser: 1000:1000\nwork directory: /home/w (HOME and the default cwd)\nnetwork: none (only lo)\ndeadline: 2030-01-01T00:00:00Z (the computer and everything in it ends then)\nisolation: namespaces\nnote: a note\n"
         );
+    }
+
+    #[test]
+    fn a_receipt_reads_as_one_line_with_what_is_known() {
+        let mut r = Receipt {
+            wall_seconds: 12,
+            cpu_seconds: Some(1.934),
+            peak_memory_bytes: Some(136_533_606),
+            tool_calls: 7,
+        };
+        assert_eq!(
+            render_receipt(&r),
+            "12 s since made, 1.93 CPU seconds, peak memory 130.2 MiB, 7 tool calls"
+        );
+        r.cpu_seconds = None;
+        r.peak_memory_bytes = None;
+        r.tool_calls = 1;
+        assert_eq!(render_receipt(&r), "12 s since made, 1 tool call");
     }
 }

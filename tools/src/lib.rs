@@ -85,7 +85,33 @@ pub struct ComputerFacts {
     /// Anything else the model should know.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// What it has used so far (computer_info reads it at the call). Left
+    /// out of the output schema, which allows more fields: the sandbox's
+    /// whole listing is held to 12 KB, and the description names it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub receipt: Option<Receipt>,
 }
+
+/// What a computer has used so far: the figures of its receipt.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, JsonSchema)]
+pub struct Receipt {
+    /// Seconds since it was made.
+    pub wall_seconds: u64,
+    /// CPU seconds its programs have used, user and system, where the
+    /// provider can read them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<f64>,
+    /// The most memory it has held at once, in bytes, where the provider
+    /// can read it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_memory_bytes: Option<u64>,
+    /// Tool calls on it through this server (this one included).
+    pub tool_calls: u64,
+}
+
+/// Reads the computer's receipt now.
+pub type ReceiptFn = Arc<dyn Fn() -> BoxFuture<'static, Receipt> + Send + Sync>;
 
 /// Limits the server may configure.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -157,6 +183,8 @@ pub struct ToolContext {
     pub progress: Option<ProgressFn>,
     /// Some when the provider can extend the deadline.
     pub extend: Option<ExtendFn>,
+    /// Some when the server keeps the computer's receipt.
+    pub receipt: Option<ReceiptFn>,
     /// What the tools remember about this computer: one per computer, the
     /// same `Arc` for every call on it.
     pub state: Arc<ComputerState>,
@@ -179,6 +207,7 @@ impl ToolContext {
             settings: ToolSettings::default(),
             progress: None,
             extend: None,
+            receipt: None,
             state: ComputerState::new(),
             cancel: CancellationToken::new(),
             resources: None,

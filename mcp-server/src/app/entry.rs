@@ -84,6 +84,8 @@ pub struct Entry {
     pub(super) since: Instant,
     pub(super) last_used: Mutex<Option<Instant>>,
     pub(super) in_use: AtomicUsize,
+    /// Tool calls on it through this server (its receipt's count).
+    pub(super) calls: std::sync::atomic::AtomicU64,
     /// Why it was released, once it was.
     pub(super) released: Mutex<Option<String>>,
     /// Paused by computer_pause: its calls are refused until resumed.
@@ -154,6 +156,11 @@ impl Entry {
     }
 
     /// Mark a call on it: busy until the guard drops, then used now.
+    /// Count a tool call on it (its receipt's `tool_calls`).
+    pub fn count_call(&self) {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+    }
+
     pub fn begin_use(self: &Arc<Self>) -> InUse {
         self.in_use.fetch_add(1, Ordering::SeqCst);
         InUse(Arc::clone(self))

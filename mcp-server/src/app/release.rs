@@ -4,10 +4,11 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use computer_providers::{ComputerRef, Labels, Release, label};
-use computer_tools::Extended;
+use computer_tools::{Extended, Receipt};
 use tokio_util::sync::CancellationToken;
 
 use super::App;
@@ -16,6 +17,9 @@ use crate::session::words;
 
 /// How far short of the lifetime bound a cut extend stops, in ms.
 const EXTEND_MARGIN_MS: i128 = 1000;
+
+/// How long a receipt waits for the provider's figures.
+const USED_WAIT: Duration = Duration::from_secs(5);
 impl App {
     /// End an entry now: closed, out of the table, released at the provider
     /// (unless the server keeps computers and `keep_ok`), logged with `why`.
@@ -99,6 +103,17 @@ impl App {
     /// time); the computer leaves the set of those being released whatever
     /// the outcome, so one the provider failed to end counts again.
     pub(crate) async fn release_retired(&self, entry: &Arc<Entry>, why: &str) {
+        // Read while there is still something to read it from.
+        let receipt = self.receipt(entry).await;
+        tracing::info!(
+            computer = entry.log_name(),
+            wall_seconds = receipt.wall_seconds,
+            cpu_seconds = receipt.cpu_seconds,
+            peak_memory_bytes = receipt.peak_memory_bytes,
+            tool_calls = receipt.tool_calls,
+            "receipt: {}",
+            computer_tools::common::render_receipt(&receipt)
+        );
         let r = tokio::time::timeout(
             super::RELEASE_WAIT,
             self.provider
@@ -123,6 +138,26 @@ impl App {
                 "releasing the computer took over {:?}",
                 super::RELEASE_WAIT
             ),
+        }
+    }
+
+    /// What `entry` has used so far: the provider's figures (none when it
+    /// cannot read them within [`USED_WAIT`]) and this server's count.
+    pub async fn receipt(&self, entry: &Entry) -> Receipt {
+        let used = tokio::time::timeout(
+            USED_WAIT,
+            self.provider
+                .used(&entry.computer, &CancellationToken::new()),
+        )
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+        Receipt {
+            wall_seconds: super::entry::age_seconds(&entry.computer.created_at),
+            cpu_seconds: used.cpu_seconds,
+            peak_memory_bytes: used.peak_memory_bytes,
+            tool_calls: entry.calls.load(Ordering::SeqCst),
         }
     }
 

@@ -134,6 +134,7 @@ impl App {
             since: Instant::now(),
             last_used: Mutex::new(None),
             in_use: AtomicUsize::new(0),
+            calls: std::sync::atomic::AtomicU64::new(0),
             released: Mutex::new(None),
             paused: std::sync::atomic::AtomicBool::new(false),
         });
@@ -173,6 +174,7 @@ impl App {
             deadline: Some(computer.deadline.clone()),
             isolation: caps.isolation.clone(),
             notes,
+            receipt: None,
         }
     }
 
@@ -233,6 +235,7 @@ impl App {
             since: Instant::now(),
             last_used: Mutex::new(None),
             in_use: AtomicUsize::new(0),
+            calls: std::sync::atomic::AtomicU64::new(0),
             released: Mutex::new(None),
             paused: std::sync::atomic::AtomicBool::new(false),
         });

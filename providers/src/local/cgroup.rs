@@ -95,6 +95,12 @@ pub struct Usage {
     pub pids: u64,
     /// Memory charged, in bytes (`memory.current` / `memory.usage_in_bytes`).
     pub memory_bytes: u64,
+    /// The most memory charged at once since it was made (`memory.peak`,
+    /// kernel 5.19 and later / `memory.max_usage_in_bytes`).
+    pub peak_memory_bytes: Option<u64>,
+    /// CPU time its processes have used, in nanoseconds (`cpu.stat`'s
+    /// usage_usec / `cpuacct.usage`, where cpuacct is mounted).
+    pub cpu_ns: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

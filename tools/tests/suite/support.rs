@@ -115,6 +115,7 @@ impl Sandbox {
             deadline: Some(rfc3339_in(Duration::from_secs(600))),
             isolation: "none (test)".into(),
             notes: vec!["a test computer".into()],
+            receipt: None,
         };
         let shared: Arc<dyn ComputerClient> = Arc::new(client.clone());
         let ctx = ToolContext {

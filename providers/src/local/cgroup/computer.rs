@@ -204,9 +204,31 @@ impl ComputerCgroup {
             Version::V2 => "memory.current",
             Version::V1 => "memory.usage_in_bytes",
         };
+        let (peak, cpu_ns) = match self.version {
+            Version::V2 => (
+                read_limit(&mem.path.join("memory.peak")).ok(),
+                self.dir_with("cpu").and_then(|d| {
+                    let stat = read_text(&d.path.join("cpu.stat")).ok()?;
+                    let usec = stat
+                        .lines()
+                        .find_map(|l| l.strip_prefix("usage_usec "))?
+                        .trim()
+                        .parse::<u64>()
+                        .ok()?;
+                    Some(usec.saturating_mul(1000))
+                }),
+            ),
+            Version::V1 => (
+                read_limit(&mem.path.join("memory.max_usage_in_bytes")).ok(),
+                self.dir_with("cpuacct")
+                    .and_then(|d| read_limit(&d.path.join("cpuacct.usage")).ok()),
+            ),
+        };
         Ok(Usage {
             pids,
             memory_bytes: read_limit(&mem.path.join(file))?,
+            peak_memory_bytes: peak,
+            cpu_ns,
         })
     }
 

@@ -301,14 +301,19 @@ pub(super) fn detect_v2(
     ))
 }
 
+/// The v1 controllers used where mounted, and done without elsewhere: the
+/// freezer (a kill without rounds, and pause) and cpuacct (a receipt's CPU
+/// seconds).
+const V1_OPTIONAL: [&str; 2] = ["freezer", "cpuacct"];
+
 pub(super) fn detect_v1(
     mounts: &[Mount],
     own: &[Membership],
     group: &str,
 ) -> std::result::Result<Vec<Hier>, String> {
     let mut hiers: Vec<(PathBuf, Hier)> = Vec::new();
-    for c in V1_CONTROLLERS.iter().copied().chain(["freezer"]) {
-        let required = c != "freezer";
+    for c in V1_CONTROLLERS.iter().copied().chain(V1_OPTIONAL) {
+        let required = !V1_OPTIONAL.contains(&c);
         let Some(m) = mounts
             .iter()
             .find(|m| m.fstype == "cgroup" && m.superopts.iter().any(|o| o == c))
@@ -362,8 +367,9 @@ pub(super) fn detect_v1(
                 }
                 usable.push(h);
             }
-            // The freezer only helps a kill; without it a kill goes in rounds.
-            Err(_) if h.controllers == ["freezer"] => {}
+            // The freezer only helps a kill (without it a kill goes in
+            // rounds) and pauses; cpuacct only counts CPU time.
+            Err(_) if h.controllers.iter().all(|c| V1_OPTIONAL.contains(c)) => {}
             Err(e) => {
                 remove_dirs(&made);
                 return Err(e);

@@ -171,8 +171,20 @@ fn v2_at_the_top_enables_controllers_writes_limits_and_reads_them_back() {
         cg.usage(),
         Ok(Usage {
             pids: 0,
-            memory_bytes: 4096
+            memory_bytes: 4096,
+            peak_memory_bytes: None,
+            cpu_ns: None,
         })
+    );
+    write(&dir.join("memory.peak"), "1048576\n");
+    write(
+        &dir.join("cpu.stat"),
+        "usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n",
+    );
+    let u = cg.usage().unwrap();
+    assert_eq!(
+        (u.peak_memory_bytes, u.cpu_ns),
+        (Some(1_048_576), Some(2_500_000_000))
     );
     assert_eq!(cgs.list_existing(), vec!["local-1".to_string()]);
 
@@ -455,11 +467,18 @@ fn v1_writes_each_hierarchys_files() {
         ["32", "134217728", "134217728", "50000", "100000"]
     );
     assert_eq!(cg.read_back(), Ok(limits));
+    write(
+        &t.join("memory/api/x/g/local-9/memory.max_usage_in_bytes"),
+        "65536",
+    );
+    write(&t.join("cpu,cpuacct/g/local-9/cpuacct.usage"), "1500000000");
     assert_eq!(
         cg.usage(),
         Ok(Usage {
             pids: 3,
-            memory_bytes: 8192
+            memory_bytes: 8192,
+            peak_memory_bytes: Some(65536),
+            cpu_ns: Some(1_500_000_000),
         })
     );
     let d = &cg.dirs[1];
