@@ -37,7 +37,7 @@ use time::format_description::well_known::Rfc3339;
 use tokio_util::sync::CancellationToken;
 
 use crate::daemon_backed::child::{self, Booting};
-use crate::daemon_backed::labels::{Lost, recover_lost, set_up_failed};
+use crate::daemon_backed::labels::{LostCreate, set_up_failed};
 use crate::daemon_backed::probe;
 use crate::provider::{Configure, Connection, Preflight, Provider};
 use crate::settings::HostDefaults;
@@ -365,35 +365,6 @@ impl E2bProvider {
         Ok(())
     }
 
-    /// A create whose answer never came: find what it made by its create
-    /// label (the listing lags, so it is asked again) and kill each.
-    async fn recover(&self, mark: &str, lost: ProviderError) -> ProviderError {
-        let labels: Labels = [(CREATE_LABEL.to_string(), mark.to_string())].into();
-        let lost = Lost {
-            error: lost,
-            within: RECOVER,
-            found_by: "its create label",
-            ended: "killed",
-        };
-        recover_lost(
-            lost,
-            || async {
-                Ok(self
-                    .control
-                    .list(&labels, &CancellationToken::new())
-                    .await?
-                    .into_iter()
-                    .map(|s| s.id)
-                    .collect())
-            },
-            |id| async move {
-                let cancel = CancellationToken::new();
-                self.kill_and_wait(&id, &cancel).await
-            },
-        )
-        .await
-    }
-
     /// Everything after E2B made the sandbox: read it back, push the
     /// daemon in, start it and say hello.
     async fn set_up(
@@ -474,6 +445,25 @@ impl E2bProvider {
 
 #[path = "e2b/provider.rs"]
 mod provider_impl;
+
+impl LostCreate for E2bProvider {
+    const FOUND_BY: &'static str = "its create label";
+    const ENDED: &'static str = "killed";
+    const WITHIN: Duration = RECOVER;
+
+    async fn marked(&self, mark: &str) -> Result<Vec<String>> {
+        let labels: Labels = [(CREATE_LABEL.to_string(), mark.to_string())].into();
+        let listed = self
+            .control
+            .list(&labels, &CancellationToken::new())
+            .await?;
+        Ok(listed.into_iter().map(|s| s.id).collect())
+    }
+
+    async fn end(&self, id: &str) -> Result<()> {
+        self.kill_and_wait(id, &CancellationToken::new()).await
+    }
+}
 
 #[cfg(test)]
 #[path = "e2b/tests.rs"]

@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::daemon_backed::child::{self, Booting};
 use crate::daemon_backed::hello::{Expect, drift, refuse_drift};
-use crate::daemon_backed::labels::{Lost, recover_lost, set_up_failed};
+use crate::daemon_backed::labels::{LostCreate, set_up_failed};
 use crate::daemon_backed::probe;
 use crate::provider::{Configure, Connection, Preflight, Provider};
 use crate::settings::HostDefaults;
@@ -431,34 +431,6 @@ impl ModalProvider {
         Ok(())
     }
 
-    /// A create whose answer never came: find its sandbox by its tag (the
-    /// listing lags, so it is asked again) and terminate each.
-    async fn recover(&self, mark: &str, lost: ProviderError) -> ProviderError {
-        let mine: Labels = [(label::COMPUTER.to_string(), mark.to_string())].into();
-        let lost = Lost {
-            error: lost,
-            within: RECOVER,
-            found_by: "its tag",
-            ended: "terminated",
-        };
-        recover_lost(
-            lost,
-            || async {
-                Ok(self
-                    .running(&mine)
-                    .await?
-                    .into_iter()
-                    .map(|s| s.id)
-                    .collect())
-            },
-            |id| async move {
-                let cancel = CancellationToken::new();
-                self.terminate_and_wait(&id, &cancel).await
-            },
-        )
-        .await
-    }
-
     /// Everything after Modal made the sandbox: push the daemon in, start
     /// it, say hello, read network none from inside (Modal reads no
     /// policy back), and wait until the listing shows it. The sandbox, the
@@ -540,6 +512,26 @@ impl ModalProvider {
 
 #[path = "modal/provider.rs"]
 mod provider_impl;
+
+impl LostCreate for ModalProvider {
+    const FOUND_BY: &'static str = "its tag";
+    const ENDED: &'static str = "terminated";
+    const WITHIN: Duration = RECOVER;
+
+    async fn marked(&self, mark: &str) -> Result<Vec<String>> {
+        let mine: Labels = [(label::COMPUTER.to_string(), mark.to_string())].into();
+        Ok(self
+            .running(&mine)
+            .await?
+            .into_iter()
+            .map(|s| s.id)
+            .collect())
+    }
+
+    async fn end(&self, id: &str) -> Result<()> {
+        self.terminate_and_wait(id, &CancellationToken::new()).await
+    }
+}
 
 #[cfg(test)]
 #[path = "modal/tests.rs"]

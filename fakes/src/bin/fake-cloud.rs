@@ -44,6 +44,11 @@ struct Args {
     /// looks for one as it does for Docker computers).
     #[arg(long, value_name = "PATH")]
     computerd: Option<std::path::PathBuf>,
+    /// E2B only: the Docker image of the `desktop` template's sandboxes,
+    /// for `--kind desktop` (it needs Xvfb, as E2B's desktop template has
+    /// X). Without it the desktop template is `--image`, which has no X.
+    #[arg(long, value_name = "IMAGE")]
+    desktop_image: Option<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -70,6 +75,10 @@ impl Fake {
     }
 }
 
+/// E2B's desktop template's name (computer-mcp's `--e2b-desktop-template`
+/// default).
+const DESKTOP_TEMPLATE: &str = "desktop";
+
 /// A throwaway credential, marked as the fake's in its own words.
 fn throwaway(prefix: &str) -> Result<String, String> {
     let hex = computer_providers::random::random_hex(8).map_err(|e| e.message)?;
@@ -80,9 +89,10 @@ fn throwaway(prefix: &str) -> Result<String, String> {
 async fn start(
     vendor: Vendor,
     docker: &Docker,
-    image: &str,
+    args: &Args,
     owner: &str,
 ) -> Result<(Fake, Vec<(String, String)>, Vec<String>), String> {
+    let image = args.image.as_str();
     let flags = |pairs: &[(&str, &str)]| -> Vec<String> {
         pairs
             .iter()
@@ -95,6 +105,9 @@ async fn start(
             let f = FakeE2b::start(docker, image, &key, owner)
                 .await
                 .map_err(|e| e.message)?;
+            if let Some(desktop) = &args.desktop_image {
+                f.template(DESKTOP_TEMPLATE, desktop);
+            }
             let url = f.url().to_string();
             (
                 Fake::E2b(f),
@@ -160,14 +173,22 @@ async fn serve(args: Args) -> Result<(), String> {
         .ping()
         .await
         .map_err(|e| format!("fake-cloud: the Docker engine does not answer: {e}"))?;
-    if docker.inspect_image(&args.image).await.is_err() {
-        return Err(format!(
-            "fake-cloud: the image {} is not on this Docker host: `docker pull {}`, or give --image",
-            args.image, args.image
-        ));
+    if args.desktop_image.is_some() && !matches!(args.vendor, Vendor::E2b) {
+        return Err("fake-cloud: --desktop-image is for e2b only (E2B's desktop template)".into());
+    }
+    for (image, flag) in [
+        (Some(&args.image), "--image"),
+        (args.desktop_image.as_ref(), "--desktop-image"),
+    ] {
+        let Some(image) = image else { continue };
+        if docker.inspect_image(image).await.is_err() {
+            return Err(format!(
+                "fake-cloud: the image {image} is not on this Docker host: `docker pull {image}`, or give {flag}"
+            ));
+        }
     }
     let owner = throwaway("owner")?;
-    let (fake, vars, mut flags) = start(args.vendor, &docker, &args.image, &owner).await?;
+    let (fake, vars, mut flags) = start(args.vendor, &docker, &args, &owner).await?;
     if let Some(p) = &args.computerd {
         let p = std::path::absolute(p).map_err(|e| format!("fake-cloud: --computerd: {e}"))?;
         flags.extend([format!("--{id}-computerd"), p.display().to_string()]);
@@ -184,9 +205,22 @@ async fn serve(args: Args) -> Result<(), String> {
         exports.join(" "),
         flags.join(" ")
     );
+    if let Some(desktop) = &args.desktop_image {
+        println!(
+            "A desktop of its `{DESKTOP_TEMPLATE}` template (a container of {desktop}):\n\n  \
+             computer-mcp serve --provider {id} {} --kind desktop\n",
+            flags.join(" ")
+        );
+    }
     if matches!(args.vendor, Vendor::Modal) {
         println!("(--provider modal needs a computer-mcp built with `--features modal`.)\n");
     }
+    println!(
+        "Its sandboxes carry the Docker label {}={owner}; if it is killed before it\n\
+         removes them: docker rm -f $(docker ps -aq --filter label={}={owner})\n",
+        computer_fakes::vendor_box::LABEL,
+        computer_fakes::vendor_box::LABEL
+    );
     println!("Serving until Ctrl-C; then its sandboxes are removed.");
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| e.to_string())?;

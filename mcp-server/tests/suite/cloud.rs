@@ -1,8 +1,9 @@
-//! The cloud providers (E2B, Daytona) through the real binary against
+//! The cloud providers (E2B, Daytona, Modal) through the real binary against
 //! their fakes, whose sandboxes are bounded Docker containers: bad input is
 //! one line in words and rents nothing; a session's every word, the
 //! server's log, `computer_info`, the sweep's and the listing's output hold
-//! neither the canary key nor an envd token; and, when a key is given, the
+//! neither the canary key (Modal's token pair) nor an envd token or a Modal
+//! JWT; and, when a key is given, the
 //! live vendor passes Core.
 
 use std::path::Path;
@@ -11,6 +12,7 @@ use std::sync::Arc;
 
 use computer_fakes::daytona::{BoxMachines, FakeDaytona};
 use computer_fakes::e2b::FakeE2b;
+use computer_fakes::modal::FakeModal;
 use computer_fakes::vendor_box::{BoxSpec, LABEL};
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
@@ -22,6 +24,7 @@ use super::support::{Recorder, SERVER, call, text};
 enum Fake {
     E2b(FakeE2b),
     Daytona(FakeDaytona),
+    Modal(FakeModal),
 }
 
 struct Rig {
@@ -46,6 +49,14 @@ impl Rig {
                     .await
                     .unwrap(),
             ),
+            "modal" => {
+                let (id, secret) = modal_pair(&key);
+                let f = FakeModal::start(&env.docker, &env.image, &id, &secret, &owner)
+                    .await
+                    .unwrap();
+                f.knobs(|k| k.list_lag = 1);
+                Fake::Modal(f)
+            }
             _ => {
                 let machines =
                     BoxMachines::new(env.docker.clone(), BoxSpec::new(&env.image, &owner));
@@ -63,9 +74,18 @@ impl Rig {
         })
     }
 
-    /// The variable the key is read from.
-    fn key_var(&self) -> String {
-        format!("COMPUTER_MCP_{}_API_KEY", self.id.to_uppercase())
+    /// The variables the key is read from, each with its value (Modal's
+    /// token pair is two).
+    fn key_vars(&self) -> Vec<(String, String)> {
+        if let Fake::Modal(_) = self.fake {
+            let (id, secret) = modal_pair(&self.key);
+            return vec![
+                ("COMPUTER_MCP_MODAL_TOKEN_ID".into(), id),
+                ("COMPUTER_MCP_MODAL_TOKEN_SECRET".into(), secret),
+            ];
+        }
+        let var = format!("COMPUTER_MCP_{}_API_KEY", self.id.to_uppercase());
+        vec![(var, self.key.clone())]
     }
 
     /// `--provider <id>` and the flags that point it at the fake.
@@ -78,9 +98,17 @@ impl Rig {
                 e.url().to_string()
             }
             Fake::Daytona(d) => d.api_url(),
+            Fake::Modal(m) => {
+                f.extend(["--modal-insecure-plaintext-for-tests".into(), "true".into()]);
+                m.url().to_string()
+            }
+        };
+        let url_flag = match self.fake {
+            Fake::Modal(_) => "--modal-server-url".to_string(),
+            _ => format!("--{id}-api-url"),
         };
         f.extend([
-            format!("--{id}-api-url"),
+            url_flag,
             url,
             format!("--{id}-computerd"),
             self.env.computerd.to_str().unwrap().to_string(),
@@ -95,10 +123,12 @@ impl Rig {
         cmd.arg(sub)
             .args(self.flags())
             .args(args)
-            .env_remove("COMPUTER_MCP_PROVIDER")
-            .env_remove(self.key_var());
-        if keyed {
-            cmd.env(self.key_var(), &self.key);
+            .env_remove("COMPUTER_MCP_PROVIDER");
+        for (var, value) in self.key_vars() {
+            cmd.env_remove(&var);
+            if keyed {
+                cmd.env(var, value);
+            }
         }
         cmd
     }
@@ -108,14 +138,18 @@ impl Rig {
         match &self.fake {
             Fake::E2b(e) => e.creates() as usize,
             Fake::Daytona(d) => d.calls().iter().filter(|c| *c == "POST /sandbox").count(),
+            Fake::Modal(m) => m.creates() as usize,
         }
     }
 
-    /// The key and every envd token the fake handed out.
+    /// The key (Modal's pair) and every envd token, Modal auth token and
+    /// JWT the fake handed out.
     fn secrets(&self) -> Vec<String> {
-        let mut s = vec![self.key.clone()];
-        if let Fake::E2b(e) = &self.fake {
-            s.extend(e.tokens());
+        let mut s: Vec<String> = self.key_vars().into_iter().map(|(_, v)| v).collect();
+        match &self.fake {
+            Fake::E2b(e) => s.extend(e.tokens()),
+            Fake::Modal(m) => s.extend(m.secrets()),
+            Fake::Daytona(_) => {}
         }
         s
     }
@@ -124,6 +158,7 @@ impl Rig {
     async fn close(self) {
         match &self.fake {
             Fake::E2b(e) => e.close().await,
+            Fake::Modal(m) => m.close().await,
             Fake::Daytona(d) => {
                 let left = d.names();
                 d.shutdown().await;
@@ -142,6 +177,11 @@ impl Rig {
         }
         panic!("{}: a box was left", self.id);
     }
+}
+
+/// Modal's canary token pair, made of the rig's canary `key`.
+fn modal_pair(key: &str) -> (String, String) {
+    (format!("ak-{key}"), format!("as-{key}"))
 }
 
 /// stderr's lines that are not the log's (a log line starts with its time).
@@ -230,6 +270,36 @@ async fn daytona_bad_input_through_the_binary_is_one_line_in_words_and_rents_not
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modal_bad_input_through_the_binary_is_one_line_in_words_and_rents_nothing() {
+    bad_input_is_one_line_and_rents_nothing(
+        "modal",
+        &[
+            (
+                false,
+                &[],
+                "give --modal-token-id and --modal-token-secret (COMPUTER_MCP_MODAL_TOKEN_ID, COMPUTER_MCP_MODAL_TOKEN_SECRET)",
+            ),
+            (
+                true,
+                &["--lifetime", "25h"],
+                "lifetime 25 h is over this provider's most, 1 d",
+            ),
+            (
+                true,
+                &["--network", "open"],
+                "a Modal computer's network is none",
+            ),
+            (
+                true,
+                &["--network", "allow:example.com"],
+                "Modal's allowlist",
+            ),
+        ],
+    )
+    .await;
+}
+
 /// A session on the vendor through MCP, its log at debug in `log`: every
 /// result's words.
 async fn session_words(rig: &Rig, log: &Path) -> String {
@@ -238,7 +308,7 @@ async fn session_words(rig: &Rig, log: &Path) -> String {
         .args(rig.flags())
         .args(["--lifetime", "20m", "--log", "debug"])
         .env_remove("COMPUTER_MCP_PROVIDER")
-        .env(rig.key_var(), &rig.key);
+        .envs(rig.key_vars());
     let (transport, _) = TokioChildProcess::builder(cmd)
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()
@@ -284,7 +354,7 @@ async fn no_secret_is_told(id: &'static str) {
     assert!(logged.contains("DEBUG"), "{id}: the log is not at debug");
     let secrets = rig.secrets();
     assert!(
-        secrets.len() > usize::from(id == "e2b"),
+        id == "daytona" || secrets.len() > rig.key_vars().len(),
         "{id}: no token handed out"
     );
     for s in &secrets {
@@ -305,6 +375,11 @@ async fn an_e2b_session_tells_neither_the_key_nor_an_envd_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daytona_session_tells_no_key() {
     no_secret_is_told("daytona").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modal_session_tells_neither_the_token_pair_nor_an_auth_token_or_jwt() {
+    no_secret_is_told("modal").await;
 }
 
 /// The real vendor, when its key is in the environment: Core passes

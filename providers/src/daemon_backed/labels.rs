@@ -84,62 +84,60 @@ pub fn set_up_failed(e: ProviderError, ended: &str, how: Result<()>) -> Provider
     ProviderError::new(e.code, format!("{}; the sandbox {words}", e.message))
 }
 
-/// What a vendor made for a create whose answer never came, and how it
-/// is found and ended: see [`recover_lost`].
-pub struct Lost<'a> {
-    /// The create's own error, kept as the answer's code and first words.
-    pub error: ProviderError,
+/// A vendor whose create marks its sandbox (a tag, a label) and whose
+/// listing finds sandboxes by that mark: what [`recover`] asks of it for
+/// a create whose answer never came.
+pub trait LostCreate: Sync {
+    /// How the sandbox is found ("its tag").
+    const FOUND_BY: &'static str;
+    /// What ending it does ("terminated").
+    const ENDED: &'static str;
     /// How long the listing (which trails a create) is asked.
-    pub within: Duration,
-    /// How the sandbox was found ("its tag").
-    pub found_by: &'a str,
-    /// What ending it did ("terminated").
-    pub ended: &'a str,
+    const WITHIN: Duration;
+    /// One read of the listing: the ids of the sandboxes carrying the
+    /// create's `mark`.
+    fn marked(&self, mark: &str) -> impl Future<Output = Result<Vec<String>>> + Send;
+    /// End the sandbox `id` and wait until the vendor reads it ended.
+    fn end(&self, id: &str) -> impl Future<Output = Result<()>> + Send;
 }
 
-/// A create whose answer never came: ask `list` (the sandboxes carrying
-/// the create's own mark) until it names one, end each with `end` (by id),
-/// and answer the create's error with what was found and ended.
-pub async fn recover_lost<L, LFut, E, EFut>(lost: Lost<'_>, list: L, end: E) -> ProviderError
-where
-    L: FnMut() -> LFut,
-    LFut: Future<Output = Result<Vec<String>>>,
-    E: Fn(String) -> EFut,
-    EFut: Future<Output = Result<()>>,
-{
+/// A create whose answer never came (`error`): ask `vendor`'s listing for
+/// the sandboxes carrying the create's `mark` until it names one, end
+/// each, and answer the create's error with what was found and ended.
+pub async fn recover<V: LostCreate>(vendor: &V, mark: &str, error: ProviderError) -> ProviderError {
     let cancel = CancellationToken::new();
-    let wait = Wait::new("a lost create's sandbox to be listed", lost.within);
+    let wait = Wait::new("a lost create's sandbox to be listed", V::WITHIN);
     let found = wait_until(
         &wait,
         &cancel,
-        list,
+        || vendor.marked(mark),
         |l: &Vec<String>| !l.is_empty(),
         |_| "none listed".into(),
     )
     .await;
     let Ok(found) = found else {
         return ProviderError::new(
-            lost.error.code,
+            error.code,
             format!(
                 "{}; no sandbox of that create was listed within {} s",
-                lost.error.message,
-                lost.within.as_secs()
+                error.message,
+                V::WITHIN.as_secs()
             ),
         );
     };
     let mut words = Vec::new();
     for id in found {
-        match end(id.clone()).await {
-            Ok(()) => words.push(format!("{id} {}", lost.ended)),
-            Err(e) => words.push(format!("{id} not {}: {}", lost.ended, e.message)),
+        match vendor.end(&id).await {
+            Ok(()) => words.push(format!("{id} {}", V::ENDED)),
+            Err(e) => words.push(format!("{id} not {}: {}", V::ENDED, e.message)),
         }
     }
     ProviderError::new(
-        lost.error.code,
+        error.code,
         format!(
             "{}; the sandbox it made was found by {}: {}",
-            lost.error.message,
-            lost.found_by,
+            error.message,
+            V::FOUND_BY,
             words.join(", ")
         ),
     )

@@ -58,6 +58,44 @@ pub fn refuse_other_than_none(policy: Option<&NetworkPolicy>, who: &str) -> Resu
     }
 }
 
+/// For a none-only vendor's unit tests: `p` takes a ten-minute sandbox,
+/// refuses one a millisecond past `max_ms` saying its most (`most`, as
+/// "1 h"), and refuses an open network in `who`'s words (as "an E2B
+/// computer"). What refuses a sandbox changed by a function, for the
+/// vendor's own cases.
+#[cfg(test)]
+pub(crate) fn none_only_refusals<'a>(
+    p: &'a dyn crate::provider::Provider,
+    max_ms: u64,
+    most: &str,
+    who: &str,
+) -> impl Fn(&dyn Fn(&mut crate::types::ComputerSpec)) -> ProviderError + 'a {
+    let ok = crate::types::ComputerSpec::sandbox(600_000);
+    p.check(&ok).unwrap();
+    let refused = move |f: &dyn Fn(&mut crate::types::ComputerSpec)| {
+        let mut s = ok.clone();
+        f(&mut s);
+        p.check(&s).unwrap_err()
+    };
+    let e = refused(&|s| s.lifetime_ms = max_ms + 1);
+    let over = format!(
+        "lifetime {} ms is over this provider's most, {most}",
+        max_ms + 1
+    );
+    assert_eq!(
+        (e.field.as_deref(), e.message.as_str()),
+        (Some("lifetime"), over.as_str())
+    );
+    let e = refused(&|s| s.network = NetworkPolicy::Open);
+    let none =
+        format!("{who}'s network is none: open waits for a proxy out of the daemon's own network");
+    assert_eq!(
+        (e.field.as_deref(), e.message.as_str()),
+        (Some("network"), none.as_str())
+    );
+    refused
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -96,7 +96,9 @@ impl Provider for E2bProvider {
         let made = match self.control.create(&ask, cancel).await {
             Ok(m) => m,
             Err(Failure::Refused(e)) => return Err(e),
-            Err(Failure::Unknown(e)) => return Err(self.recover(&mark, e).await),
+            Err(Failure::Unknown(e)) => {
+                return Err(crate::daemon_backed::labels::recover(self, &mark, e).await);
+            }
         };
         self.lock().insert(
             made.id.clone(),

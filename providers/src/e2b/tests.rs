@@ -17,28 +17,11 @@ fn provider(max: Option<u64>) -> E2bProvider {
 #[test]
 fn a_spec_e2b_cannot_honour_is_refused_in_words_before_any_request() {
     let p = provider(None);
-    let ok = ComputerSpec::sandbox(600_000);
-    p.check(&ok).unwrap();
-    let refused = |f: &dyn Fn(&mut ComputerSpec)| {
-        let mut s = ok.clone();
-        f(&mut s);
-        p.check(&s).unwrap_err()
-    };
-    let e = refused(&|s| s.lifetime_ms = 3_600_001);
-    assert_eq!(
-        (e.field.as_deref(), e.message.as_str()),
-        (
-            Some("lifetime"),
-            "lifetime 3600001 ms is over this provider's most, 1 h"
-        )
-    );
-    let e = refused(&|s| s.network = NetworkPolicy::Open);
-    assert_eq!(
-        (e.field.as_deref(), e.message.as_str()),
-        (
-            Some("network"),
-            "an E2B computer's network is none: open waits for a proxy out of the daemon's own network"
-        )
+    let refused = crate::daemon_backed::network::none_only_refusals(
+        &p,
+        DEFAULT_MAX_LIFETIME_MS,
+        "1 h",
+        "an E2B computer",
     );
     let e = refused(&|s| s.network = NetworkPolicy::Allow(vec!["example.com".into()]));
     assert!(e.message.contains("an allowlist waits"), "{}", e.message);

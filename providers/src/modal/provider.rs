@@ -108,7 +108,9 @@ impl Provider for ModalProvider {
         let id = match self.control.create(ask).await {
             Ok(id) => id,
             Err(Failure::Refused(e)) => return Err(e),
-            Err(Failure::Unknown(e)) => return Err(self.recover(&mark, e).await),
+            Err(Failure::Unknown(e)) => {
+                return Err(crate::daemon_backed::labels::recover(self, &mark, e).await);
+            }
         };
         match self.set_up(&id, &mark, Time::new(deadline), cancel).await {
             Ok((s, conn, inside)) => {

@@ -18,28 +18,11 @@ fn provider() -> ModalProvider {
 #[test]
 fn a_spec_modal_cannot_honour_is_refused_in_words_before_any_request() {
     let p = provider();
-    let ok = ComputerSpec::sandbox(600_000);
-    p.check(&ok).unwrap();
-    let refused = |f: &dyn Fn(&mut ComputerSpec)| {
-        let mut s = ok.clone();
-        f(&mut s);
-        p.check(&s).unwrap_err()
-    };
-    let e = refused(&|s| s.lifetime_ms = MAX_LIFETIME_MS + 1);
-    assert_eq!(
-        (e.field.as_deref(), e.message.as_str()),
-        (
-            Some("lifetime"),
-            "lifetime 86400001 ms is over this provider's most, 1 d"
-        )
-    );
-    let e = refused(&|s| s.network = NetworkPolicy::Open);
-    assert_eq!(
-        (e.field.as_deref(), e.message.as_str()),
-        (
-            Some("network"),
-            "a Modal computer's network is none: open waits for a proxy out of the daemon's own network"
-        )
+    let refused = crate::daemon_backed::network::none_only_refusals(
+        &p,
+        MAX_LIFETIME_MS,
+        "1 d",
+        "a Modal computer",
     );
     let e = refused(&|s| s.network = NetworkPolicy::Allow(vec!["example.com".into()]));
     assert!(e.message.contains("Modal's allowlist"), "{}", e.message);
@@ -72,7 +55,7 @@ fn a_spec_modal_cannot_honour_is_refused_in_words_before_any_request() {
     let e = refused(&|s| s.user = Some("0:0".into()));
     assert_eq!(e.field.as_deref(), Some("user"));
     // Sizes Modal takes become its limits, with its default request.
-    let mut sized = ok.clone();
+    let mut sized = ComputerSpec::sandbox(600_000);
     sized.sizes.cpus = Some(2.0);
     sized.sizes.memory_mb = Some(1024);
     p.check(&sized).unwrap();

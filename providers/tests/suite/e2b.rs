@@ -15,15 +15,14 @@ use computerd::client::{ComputerExt, WriteFileOptions};
 use computerd::protocol::{Group, MachineKind, ProcessStartParams, ScreenShotParams, SettingKind};
 use tokio_util::sync::CancellationToken;
 
-use super::support::{capture, lost_create, run, text, used_listed_attached};
+use super::support::{Boxes, capture, lost_create, run, text, used_listed_attached};
 
 const KEY: &str = "e2b_canary_key_0f9e8d";
 
 struct Rig {
     fake: FakeE2b,
     provider: E2bProvider,
-    owner: String,
-    docker: bollard::Docker,
+    boxes: Boxes,
 }
 
 async fn rig(name: &str) -> Option<Rig> {
@@ -38,11 +37,14 @@ async fn rig(name: &str) -> Option<Rig> {
         E2bSettings::default(),
         &HostDefaults::default(),
     );
+    let boxes = Boxes {
+        docker: env.docker,
+        owner,
+    };
     Some(Rig {
         fake,
         provider,
-        owner,
-        docker: env.docker,
+        boxes,
     })
 }
 
@@ -67,21 +69,15 @@ fn provider_of(
 }
 
 impl Rig {
-    async fn boxes(&self) -> usize {
-        computer_testkit::labelled_containers(&self.docker, &format!("{LABEL}={}", self.owner))
-            .await
-            .len()
-    }
     async fn close(self) {
         self.fake.close().await;
-        assert_eq!(self.boxes().await, 0, "a box was left");
+        self.boxes.assert_none().await;
     }
 }
 
 fn labelled(v: &str) -> ComputerSpec {
-    let mut s = ComputerSpec::sandbox(600_000);
+    let mut s = super::support::labelled(v);
     s.max_lifetime_ms = Some(1_200_000);
-    s.labels = Labels::from([("computer-mcp.name".to_string(), v.to_string())]);
     s
 }
 
@@ -155,13 +151,12 @@ async fn a_create_whose_answer_is_lost_is_found_by_its_label_and_killed() {
     });
     let e = lost_create(
         &r.provider,
-        &labelled("lost"),
         || r.fake.creates(),
+        || r.fake.sandboxes().len(),
         "create label",
         "killed",
     )
     .await;
-    assert!(r.fake.sandboxes().is_empty());
     assert!(!e.message.contains(KEY));
     r.close().await;
 }

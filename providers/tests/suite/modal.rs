@@ -8,15 +8,14 @@
 use std::time::Duration;
 
 use computer_fakes::modal::FakeModal;
-use computer_fakes::vendor_box::LABEL;
 use computer_providers::modal::{ModalProvider, ModalSettings};
 use computer_providers::provider::{Configure, Provider};
 use computer_providers::settings::HostDefaults;
-use computer_providers::types::{ComputerSpec, ErrorCode, Labels, Release};
+use computer_providers::types::{ErrorCode, Labels, Release};
 use computer_providers::vendor::Secret;
 use tokio_util::sync::CancellationToken;
 
-use super::support::{capture, lost_create, run, text, used_listed_attached};
+use super::support::{Boxes, capture, labelled, lost_create, run, text, used_listed_attached};
 
 const TOKEN_ID: &str = "ak-modal-canary-7c21";
 const TOKEN_SECRET: &str = "as-modal-canary-9d04";
@@ -24,8 +23,7 @@ const TOKEN_SECRET: &str = "as-modal-canary-9d04";
 struct Rig {
     fake: FakeModal,
     provider: ModalProvider,
-    owner: String,
-    docker: bollard::Docker,
+    boxes: Boxes,
 }
 
 fn settings(url: &str, id: &str, secret: &str, computerd: std::path::PathBuf) -> ModalSettings {
@@ -50,23 +48,21 @@ async fn rig(name: &str) -> Option<Rig> {
         &HostDefaults::default(),
     )
     .unwrap();
+    let boxes = Boxes {
+        docker: env.docker,
+        owner,
+    };
     Some(Rig {
         fake,
         provider,
-        owner,
-        docker: env.docker,
+        boxes,
     })
 }
 
 impl Rig {
-    async fn boxes(&self) -> usize {
-        computer_testkit::labelled_containers(&self.docker, &format!("{LABEL}={}", self.owner))
-            .await
-            .len()
-    }
     async fn close(self) {
         self.fake.close().await;
-        assert_eq!(self.boxes().await, 0, "a box was left");
+        self.boxes.assert_none().await;
     }
     /// Nothing secret in `said`.
     fn assert_untold(&self, said: &str) {
@@ -76,12 +72,6 @@ impl Rig {
             assert!(!said.contains(&s), "an auth token or a JWT was told");
         }
     }
-}
-
-fn labelled(v: &str) -> ComputerSpec {
-    let mut s = ComputerSpec::sandbox(600_000);
-    s.labels = Labels::from([("computer-mcp.name".to_string(), v.to_string())]);
-    s
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -207,13 +197,12 @@ async fn a_create_whose_answer_is_lost_is_found_by_its_tag_and_terminated() {
     });
     let e = lost_create(
         &r.provider,
-        &labelled("lost"),
         || r.fake.creates(),
+        || r.fake.running().len(),
         "tag",
         "terminated",
     )
     .await;
-    assert!(r.fake.running().is_empty());
     r.assert_untold(&e.message);
     r.close().await;
 }

@@ -224,21 +224,58 @@ pub fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
     (w, tracing::subscriber::set_default(sub))
 }
 
+/// The boxes a vendor's fake made for one test: the Docker containers
+/// carrying the test's owner label.
+pub struct Boxes {
+    pub docker: Docker,
+    pub owner: String,
+}
+
+impl Boxes {
+    /// How many are there now.
+    pub async fn count(&self) -> usize {
+        let label = format!("{}={}", computer_fakes::vendor_box::LABEL, self.owner);
+        computer_testkit::labelled_containers(&self.docker, &label)
+            .await
+            .len()
+    }
+
+    /// None is left (called after the fake is closed).
+    pub async fn assert_none(&self) {
+        assert_eq!(self.count().await, 0, "a box was left");
+    }
+}
+
+/// A sandbox of ten minutes labelled `computer-mcp.name=<name>`.
+pub fn labelled(name: &str) -> computer_providers::types::ComputerSpec {
+    let mut s = computer_providers::types::ComputerSpec::sandbox(600_000);
+    s.labels = computer_providers::types::Labels::from([(
+        "computer-mcp.name".to_string(),
+        name.to_string(),
+    )]);
+    s
+}
+
 /// A create through `p` whose answer the vendor's fake lost (`creates`
-/// counts the fake's creates): refused after one create, in words saying
-/// the sandbox was found by `found_by` and `ended`. The refusal.
+/// counts the fake's creates, `alive` its sandboxes still running):
+/// refused after one create, in words saying the sandbox was found by
+/// `found_by` and `ended`, and none of it left running. The refusal.
 pub async fn lost_create(
     p: &dyn computer_providers::provider::Provider,
-    spec: &computer_providers::types::ComputerSpec,
     creates: impl Fn() -> u64,
+    alive: impl Fn() -> usize,
     found_by: &str,
     ended: &str,
 ) -> computer_providers::types::ProviderError {
     let e = p
-        .create(spec, &tokio_util::sync::CancellationToken::new())
+        .create(
+            &labelled("lost"),
+            &tokio_util::sync::CancellationToken::new(),
+        )
         .await
         .unwrap_err();
     assert_eq!(creates(), 1, "a second create was sent");
+    assert_eq!(alive(), 0, "the lost create's sandbox still runs");
     assert!(
         e.message
             .contains(&format!("the sandbox it made was found by its {found_by}"))
