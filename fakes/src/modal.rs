@@ -23,6 +23,10 @@
 //!   image.ts:434-514): ImageGetOrCreate answers an id with no result,
 //!   and ImageJoinStreaming then ends in SUCCESS with eof. Every `FROM`
 //!   image is the test image here.
+//! - Throttling: Modal publishes no rate limits (its SDKs retry a
+//!   throttled call themselves); [`Knobs::throttle`] answers the next
+//!   calls RESOURCE_EXHAUSTED with a `grpc-retry-pushback-ms` trailer, the
+//!   server's wait in gRPC's retry design (grpc/proposal A6-client-retries).
 //! - SandboxCreate (4867, sandbox.ts:614-660) keeps the definition and
 //!   the tags (at most 10, else INVALID_ARGUMENT), runs the entrypoint in
 //!   the box (its end is the sandbox's end) and ends the sandbox at
@@ -107,7 +111,13 @@ pub struct Knobs {
     pub lose_create: bool,
     /// Sandboxes per listing page at most.
     pub page: usize,
+    /// The next calls (but AuthTokenGet) answered RESOURCE_EXHAUSTED with
+    /// a `grpc-retry-pushback-ms` of [`PUSHBACK_MS`].
+    pub throttle: u32,
 }
+
+/// The wait a throttled answer asks for.
+pub const PUSHBACK_MS: u64 = 200;
 
 impl Default for Knobs {
     fn default() -> Self {
@@ -118,6 +128,7 @@ impl Default for Knobs {
             jwt_ttl: Duration::from_secs(600),
             lose_create: false,
             page: 100,
+            throttle: 0,
         }
     }
 }
@@ -157,6 +168,7 @@ struct Shared {
     jwts: Mutex<HashMap<String, Jwt>>,
     knobs: Mutex<Knobs>,
     creates: AtomicU64,
+    throttled: AtomicU64,
     made: Mutex<Vec<Arc<VendorBox>>>,
     stop: CancellationToken,
 }
@@ -237,6 +249,7 @@ impl FakeModal {
             jwts: Mutex::new(HashMap::new()),
             knobs: Mutex::new(Knobs::default()),
             creates: AtomicU64::new(0),
+            throttled: AtomicU64::new(0),
             made: Mutex::new(Vec::new()),
             stop: CancellationToken::new(),
         });
@@ -273,6 +286,11 @@ impl FakeModal {
     /// How many creates were asked.
     pub fn creates(&self) -> u64 {
         self.shared.creates.load(Ordering::SeqCst)
+    }
+
+    /// How many calls were answered RESOURCE_EXHAUSTED ([`Knobs::throttle`]).
+    pub fn throttled(&self) -> u64 {
+        self.shared.throttled.load(Ordering::SeqCst)
     }
 
     /// Every auth token and router JWT handed out (for a canary check).
@@ -346,6 +364,17 @@ impl Shared {
             let t = serve::meta(md, "x-modal-auth-token");
             if t.is_empty() || !lock(&self.auth_tokens).iter().any(|a| a == t) {
                 return Err(Status::unauthenticated("Missing or invalid auth token"));
+            }
+            let mut knobs = lock(&self.knobs);
+            if knobs.throttle > 0 {
+                knobs.throttle -= 1;
+                self.throttled.fetch_add(1, Ordering::SeqCst);
+                let mut s = Status::resource_exhausted("rate limit exceeded, try again later");
+                s.metadata_mut().insert(
+                    "grpc-retry-pushback-ms",
+                    tonic::metadata::MetadataValue::from(PUSHBACK_MS),
+                );
+                return Err(s);
             }
         }
         Ok(())

@@ -13,7 +13,7 @@ use tonic::transport::Channel;
 use super::grpc;
 use super::proto::*;
 use crate::types::{ErrorCode, ProviderError, Result};
-use crate::vendor::{Failure, Secret};
+use crate::vendor::{Failure, RETRY_AFTER_MAX, Secret};
 
 /// Each control call's bound.
 pub const CALL_WAIT: Duration = Duration::from_secs(30);
@@ -145,7 +145,10 @@ impl Control {
     }
 
     /// One call of `method`, the status left as it is (a create tells a
-    /// refusal from a lost answer by it).
+    /// refusal from a lost answer by it). A throttled call
+    /// (RESOURCE_EXHAUSTED: refused, so not done) is asked again after the
+    /// wait Modal asks for ([`grpc::pushback`]), for at most
+    /// [`RETRY_AFTER_MAX`] in all, as the 429s of the REST vendors are.
     async fn call_raw<Req, Res>(
         &self,
         method: &str,
@@ -153,27 +156,42 @@ impl Control {
         within: Duration,
     ) -> std::result::Result<Res, Failure>
     where
-        Req: prost::Message + Send + Sync + 'static,
+        Req: prost::Message + Clone + Send + Sync + 'static,
         Res: prost::Message + Default + Send + Sync + 'static,
     {
-        let auth = self.auth_token().await.map_err(Failure::Refused)?;
-        let req = self.request(msg, Some(&auth)).map_err(Failure::Refused)?;
-        let channel = self.channel().map_err(Failure::Refused)?;
-        grpc::unary(&channel, grpc::path(CLIENT, method), req, within)
-            .await
-            .map_err(|s| {
-                let e = grpc::error(method, &s, &self.secrets());
-                if lost(&s) {
-                    Failure::Unknown(e)
-                } else {
-                    Failure::Refused(e)
+        let mut waited = Duration::ZERO;
+        let answer = loop {
+            let auth = self.auth_token().await.map_err(Failure::Refused)?;
+            let req = self
+                .request(msg.clone(), Some(&auth))
+                .map_err(Failure::Refused)?;
+            let channel = self.channel().map_err(Failure::Refused)?;
+            let answer = grpc::unary(&channel, grpc::path(CLIENT, method), req, within).await;
+            match &answer {
+                Err(s)
+                    if s.code() == tonic::Code::ResourceExhausted && waited < RETRY_AFTER_MAX =>
+                {
+                    let wait = grpc::pushback(s).min(RETRY_AFTER_MAX - waited);
+                    tracing::debug!(method, ?wait, "Modal throttled the call; asking again");
+                    tokio::time::sleep(wait).await;
+                    waited += wait;
                 }
-            })
+                _ => break answer,
+            }
+        };
+        answer.map_err(|s| {
+            let e = grpc::error(method, &s, &self.secrets());
+            if lost(&s) {
+                Failure::Unknown(e)
+            } else {
+                Failure::Refused(e)
+            }
+        })
     }
 
     async fn call<Req, Res>(&self, method: &str, msg: Req) -> Result<Res>
     where
-        Req: prost::Message + Send + Sync + 'static,
+        Req: prost::Message + Clone + Send + Sync + 'static,
         Res: prost::Message + Default + Send + Sync + 'static,
     {
         self.call_raw(method, msg, CALL_WAIT)

@@ -52,6 +52,17 @@ pub fn path(service: &str, method: &str) -> PathAndQuery {
         .unwrap_or_else(|_| PathAndQuery::from_static("/"))
 }
 
+/// How long a throttled call (RESOURCE_EXHAUSTED) is to wait before it is
+/// asked again: the server's `grpc-retry-pushback-ms` (gRPC's retry design,
+/// A6), else a second.
+pub fn pushback(s: &tonic::Status) -> Duration {
+    s.metadata()
+        .get("grpc-retry-pushback-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(Duration::from_secs(1), Duration::from_millis)
+}
+
 /// One unary call on `channel`, within `within`.
 pub async fn unary<Req, Res>(
     channel: &Channel,

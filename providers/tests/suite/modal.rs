@@ -207,6 +207,38 @@ async fn a_create_whose_answer_is_lost_is_found_by_its_tag_and_terminated() {
     r.close().await;
 }
 
+/// Throttled calls (RESOURCE_EXHAUSTED, as Modal answers a caller over
+/// its rate) are asked again after the wait the answer gives: a create and
+/// a listing through four throttled answers each succeed, with one
+/// sandbox made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttled_calls_are_asked_again_after_the_wait_modal_gives() {
+    let Some(r) = rig("modal-throttle").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    r.fake.knobs(|k| k.throttle = 4);
+    let made = r
+        .provider
+        .create(&labelled("throttled"), &cancel)
+        .await
+        .unwrap();
+    assert_eq!(r.fake.throttled(), 4);
+    assert_eq!(r.fake.creates(), 1, "a throttled create was made twice");
+    r.fake.knobs(|k| k.throttle = 4);
+    let listed = r.provider.list(&Labels::new(), &cancel).await.unwrap();
+    assert_eq!(r.fake.throttled(), 8);
+    assert!(
+        listed.iter().any(|c| c.id == made.computer.id),
+        "{listed:?}"
+    );
+    r.provider
+        .release(&made.computer, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    r.close().await;
+}
+
 #[tokio::test]
 async fn a_wrong_token_pair_is_one_line_naming_the_variables_and_makes_nothing() {
     let Some(r) = rig("modal-key").await else {
