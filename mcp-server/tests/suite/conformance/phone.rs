@@ -29,15 +29,21 @@ fn notes_apk(dir: &Path) -> std::path::PathBuf {
     apk
 }
 
-/// The command with `args`, off the test's runtime (the fixture phone
-/// answers on it).
-async fn run(args: Vec<String>) -> std::process::Output {
-    tokio::task::spawn_blocking(move || {
+/// `--kind phone` on the provider `provider` names, with the fixture APK
+/// `apk`, off the test's runtime (the fixture phone answers on it): every
+/// phone case passes.
+async fn passes(provider: &[&str], apk: &Path, what: &str) -> std::process::Output {
+    let mut args: Vec<String> = provider.iter().map(|a| a.to_string()).collect();
+    let apk = apk.to_str().unwrap();
+    args.extend(["--kind", "phone", "--fixture", apk, "--json"].map(String::from));
+    let out = tokio::task::spawn_blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         conformance(None, &args)
     })
     .await
-    .unwrap()
+    .unwrap();
+    assert_kind_passes(&out, what, PHONE_CASES);
+    out
 }
 
 /// The run installed the fixture APK on the phone.
@@ -63,23 +69,16 @@ async fn adb_passes_the_phone_kind_on_the_fixture_phone() {
         return;
     };
     let apk = notes_apk(dir.path());
-    let args: Vec<String> = [
+    let port = rig.adb.port().to_string();
+    let provider = [
         "--provider",
         "adb",
-        "--kind",
-        "phone",
         "--adb-port",
-        &rig.adb.port().to_string(),
+        &port,
         "--adb-serial",
         &rig.serial,
-        "--fixture",
-        apk.to_str().unwrap(),
-        "--json",
-    ]
-    .map(String::from)
-    .to_vec();
-    let out = run(args).await;
-    assert_kind_passes(&out, "adb phone", PHONE_CASES);
+    ];
+    let out = passes(&provider, &apk, "adb phone").await;
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let pinch = report["results"]
         .as_array()
@@ -127,29 +126,23 @@ async fn phone_harness_passes_the_phone_kind_against_its_fake() {
         .unwrap();
     fake.point_adb("127.0.0.1", rig.phone_port, code);
     let apk = notes_apk(dir.path());
-    let args: Vec<String> = [
+    let port = rig.adb.port().to_string();
+    let ledger = dir.path().join("ledger.json");
+    let provider = [
         "--provider",
         "phone-harness",
-        "--kind",
-        "phone",
         "--phone-harness-api-url",
         fake.api_url(),
         "--phone-harness-api-key",
         &key,
         "--phone-harness-adb-port",
-        &rig.adb.port().to_string(),
+        &port,
         "--phone-harness-adb-program",
         adb.to_str().unwrap(),
         "--phone-harness-ledger",
-        dir.path().join("ledger.json").to_str().unwrap(),
-        "--fixture",
-        apk.to_str().unwrap(),
-        "--json",
-    ]
-    .map(String::from)
-    .to_vec();
-    let out = run(args).await;
-    assert_kind_passes(&out, "phone harness", PHONE_CASES);
+        ledger.to_str().unwrap(),
+    ];
+    let out = passes(&provider, &apk, "phone harness").await;
     assert_notes_installed(&rig);
     assert_eq!(fake.session_ids(), Vec::<String>::new(), "phones left");
     for text in [&out.stdout, &out.stderr] {
