@@ -7,6 +7,15 @@
 //! through the daemon (`files.write` in 512 KiB pieces) against the
 //! vendor's own upload.
 //!
+//! Against the real vendor: neither E2B nor Daytona publishes a per-call
+//! latency (each publishes sandbox start times only). A bridged exec is
+//! one request carrying the daemon's stdin (E2B: envd SendInput; Daytona:
+//! a session command input POST) and its answer on the output stream the
+//! bridge holds open, so it costs about one network round trip to the
+//! vendor plus the figure measured here; the vendor's own exec is a
+//! process start and a stream, at least as many trips. The live runs
+//! (`COMPUTER_MCP_<ID>_API_KEY`) give the real figure.
+//!
 //! Run on demand, as root, with Docker and the test image:
 //!
 //!     cargo bench -p computer-providers --bench cloud
