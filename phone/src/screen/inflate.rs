@@ -76,19 +76,18 @@ fn all_zero(bytes: &[u8]) -> bool {
         .all(|c| c.iter().fold(0u8, |a, &b| a | b) == 0)
 }
 
+/// PNG's Paeth predictor: of left `a`, above `b` and above-left `c`, the
+/// one nearest `a + b - c` (whose distances to them are |b - c|, |a - c|
+/// and |a + b - 2c|), ties to `a`, then `b`.
 fn paeth(a: u8, b: u8, c: u8) -> u8 {
-    let p = i16::from(a) + i16::from(b) - i16::from(c);
-    let (pa, pb, pc) = (
-        (p - i16::from(a)).abs(),
-        (p - i16::from(b)).abs(),
-        (p - i16::from(c)).abs(),
-    );
-    if pa <= pb && pa <= pc {
-        a
-    } else if pb <= pc {
-        b
-    } else {
-        c
+    let (a16, b16, c16) = (i16::from(a), i16::from(b), i16::from(c));
+    let to_a = (b16 - c16).abs();
+    let to_b = (a16 - c16).abs();
+    let to_c = (a16 + b16 - 2 * c16).abs();
+    match (to_a <= to_b && to_a <= to_c, to_b <= to_c) {
+        (true, _) => a,
+        (false, true) => b,
+        (false, false) => c,
     }
 }
 
