@@ -444,7 +444,8 @@ pub struct Screencap<'a>(Source<'a>);
 
 enum Source<'a> {
     Inflated(inflate::Unfiltered<'a>),
-    Crate(Png<'a>),
+    /// Boxed: the png crate's reader is large, and the rarer path.
+    Crate(Box<Png<'a>>),
 }
 
 impl<'a> Screencap<'a> {
@@ -463,7 +464,7 @@ impl<'a> Screencap<'a> {
     ) -> Result<Screencap<'a>, ScreenError> {
         Ok(Screencap(match inflate::parts(bytes) {
             Some(parts) => Source::Inflated(inflate::Unfiltered::read(&parts, buf, rows)?),
-            None => Source::Crate(Png::read(bytes)?),
+            None => Source::Crate(Box::new(Png::read(bytes)?)),
         }))
     }
 
