@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use computer_phone::adb::AdbShell;
 use computer_phone::client::PhoneClient;
-use computer_phone::screen::{Png, Raw};
+use computer_phone::screen::{Png, Raw, Screencap};
 use computer_phone_fixture::rig::Rig;
 use computerd::client::ComputerClient;
 use computerd::protocol::Fit;
@@ -72,6 +72,9 @@ async fn main() {
     .await
     .unwrap();
     println!("  PNG {} bytes, raw {} bytes", png.len(), raw.len());
+    if let Ok(p) = std::env::var("CMCP_DUMP") {
+        std::fs::write(p, &png).unwrap();
+    }
     // The screenshot tool's budget (tools' screenshot_max 1280x800, about
     // 1.15 MP).
     let fit = Fit {
@@ -87,11 +90,26 @@ async fn main() {
     let (w, h) = fit.size(whole.width, whole.height, false);
     println!("  fit {}x{} -> {w}x{h}", whole.width, whole.height);
     let frame = runs(
-        "decode the PNG scaling row by row to the fit",
+        "png crate: decode scaling row by row to the fit",
         n,
         || async { Png::read(&png).unwrap().scaled(w, h).unwrap() },
     )
     .await;
+    let mut v = Vec::with_capacity(n);
+    let mut buf = Vec::new();
+    let mut again = None;
+    for _ in 0..n {
+        let t = Instant::now();
+        again = Some(
+            Screencap::read(&png, &mut buf)
+                .unwrap()
+                .scaled(w, h)
+                .unwrap(),
+        );
+        v.push(t.elapsed());
+    }
+    median("Screencap: inflate (buffer reused), scale runs", v);
+    assert_eq!(again.unwrap(), frame, "the two decoders differ");
     runs("read + scale the raw frame to the fit", n, || async {
         Raw::read(&raw).unwrap().scaled(w, h).unwrap()
     })

@@ -4,6 +4,8 @@
 
 use computerd::protocol::Region;
 
+mod inflate;
+
 /// The largest screen side and pixel count read: past them a frame is a
 /// lie of its header, not a phone.
 pub const MAX_SIDE: u32 = 16_384;
@@ -103,6 +105,14 @@ impl Layout {
 /// A source of a screen's rows, top to bottom, each `stride` bytes.
 trait Rows {
     fn next(&mut self) -> Result<&[u8], ScreenError>;
+    /// The next row and how many rows in a row (at most `most`, at least
+    /// one) are that same row: a source that knows its repeats says so.
+    /// The row's identity (the same for the rows that repeat it), where the
+    /// source knows it.
+    fn run(&mut self, most: usize) -> Result<(&[u8], usize, Option<u32>), ScreenError> {
+        let _ = most;
+        self.next().map(|row| (row, 1, None))
+    }
 }
 
 /// What is made of a screen: all of it, a region of it (already checked
@@ -147,8 +157,9 @@ fn render(l: Layout, rows: &mut impl Rows, want: Want) -> Result<Frame, ScreenEr
     });
     let (x0, x1) = (r.x as usize * l.step, (r.x + r.width) as usize * l.step);
     let mut rgb = Vec::with_capacity(r.width as usize * r.height as usize * 3);
-    for _ in 0..r.y {
-        rows.next()?;
+    let mut skip = r.y as usize;
+    while skip > 0 {
+        skip -= rows.run(skip)?.1;
     }
     for _ in 0..r.height {
         l.push_rgb(&rows.next()?[x0..x1], &mut rgb);
@@ -178,14 +189,42 @@ fn boxes<const STEP: usize, const R: usize, const B: usize>(
     // of two heights, the ratio's floor or ceiling): made once, not a
     // division per pixel.
     let mut divisors: Vec<(usize, Vec<Divisor>)> = Vec::new();
+    let mut last_pure: Option<(u32, usize)> = None;
     for (y0, y1) in spans(l.height, height) {
-        column.iter_mut().for_each(|c| *c = 0);
-        for _ in y0..y1 {
-            for (c, &v) in column.iter_mut().zip(rows.next()?) {
-                *c += u32::from(v);
-            }
-        }
         let band = y1 - y0;
+        let out_row = width as usize * 3;
+        // A run of rows that repeat one row is added once, times its length;
+        // the band's first run sets the sums. A band that is one run of the
+        // row the band before was, as high, is that band's pixels again.
+        let (row, n, id) = rows.run(band)?;
+        let pure = id.filter(|_| n == band).map(|id| (id, band));
+        if pure.is_some() && pure == last_pure {
+            rgb.extend_from_within(rgb.len() - out_row..);
+            continue;
+        }
+        last_pure = pure;
+        let k = n as u32;
+        column
+            .iter_mut()
+            .zip(row)
+            .for_each(|(c, &v)| *c = u32::from(v) * k);
+        let mut left = band - n;
+        while left > 0 {
+            let (row, n, _) = rows.run(left)?;
+            let k = n as u32;
+            if n == 1 {
+                column
+                    .iter_mut()
+                    .zip(row)
+                    .for_each(|(c, &v)| *c += u32::from(v));
+            } else {
+                column
+                    .iter_mut()
+                    .zip(row)
+                    .for_each(|(c, &v)| *c += u32::from(v) * k);
+            }
+            left -= n;
+        }
         let at = match divisors.iter().position(|(h, _)| *h == band) {
             Some(at) => at,
             None => {
@@ -378,6 +417,77 @@ impl<'a> Png<'a> {
 
     fn render(mut self, want: Want) -> Result<Frame, ScreenError> {
         render(self.layout, &mut PngRows(&mut self.reader), want)
+    }
+
+    /// Every pixel, as RGB.
+    pub fn frame(self) -> Result<Frame, ScreenError> {
+        self.render(Want::Whole)
+    }
+
+    /// The pixels inside `region` (already checked inside the screen).
+    pub fn crop(self, region: Region) -> Result<Frame, ScreenError> {
+        self.render(Want::Crop(region))
+    }
+
+    /// The screen at `width` x `height` (at most its own size), each pixel
+    /// the mean of the screen's pixels it covers.
+    pub fn scaled(self, width: u32, height: u32) -> Result<Frame, ScreenError> {
+        self.render(Want::Scaled(width, height))
+    }
+}
+
+/// `screencap -p`'s PNG as a shot reads it: 8-bit RGB or RGBA inflated
+/// into a buffer the caller keeps for the next shot, the rows that repeat
+/// the row above counted rather than unfiltered (see `inflate`); any
+/// other PNG through the png crate ([`Png`]). Either way the same frame.
+pub struct Screencap<'a>(Source<'a>);
+
+enum Source<'a> {
+    Inflated(inflate::Unfiltered<'a>),
+    /// Boxed: the png crate's reader is large, and the rarer path.
+    Crate(Box<Png<'a>>),
+}
+
+impl<'a> Screencap<'a> {
+    /// Read `bytes`' header and (for 8-bit RGB or RGBA) inflate it into
+    /// `buf`, checked against the same bounds as [`Png::read`].
+    pub fn read(bytes: &'a [u8], buf: &'a mut Vec<u8>) -> Result<Screencap<'a>, ScreenError> {
+        Self::read_rows(bytes, buf, None)
+    }
+
+    /// [`Screencap::read`] of the first `rows` rows only (a region's last
+    /// row and those above it), or all of them.
+    pub fn read_rows(
+        bytes: &'a [u8],
+        buf: &'a mut Vec<u8>,
+        rows: Option<u32>,
+    ) -> Result<Screencap<'a>, ScreenError> {
+        Ok(Screencap(match inflate::parts(bytes) {
+            Some(parts) => Source::Inflated(inflate::Unfiltered::read(&parts, buf, rows)?),
+            None => Source::Crate(Box::new(Png::read(bytes)?)),
+        }))
+    }
+
+    fn layout(&self) -> Layout {
+        match &self.0 {
+            Source::Inflated(u) => u.layout,
+            Source::Crate(p) => p.layout,
+        }
+    }
+
+    pub fn width(&self) -> u32 {
+        self.layout().width
+    }
+
+    pub fn height(&self) -> u32 {
+        self.layout().height
+    }
+
+    fn render(self, want: Want) -> Result<Frame, ScreenError> {
+        match self.0 {
+            Source::Inflated(mut u) => render(u.layout, &mut u, want),
+            Source::Crate(p) => p.render(want),
+        }
     }
 
     /// Every pixel, as RGB.

@@ -257,11 +257,39 @@ pub fn encode(rgb: &[u8], w: u32, h: u32) -> Result<Vec<u8>, RpcError> {
             rgb.len()
         )));
     }
+    // A plain screen (rows equal in RGB exactly where they are in BGRX) is
+    // filtered from its RGB as it is: no round trip through BGRX.
+    if w > 0 && h > 0 && kind(repeats(rgb, w as usize * 3), h) == Kind::Plain {
+        return Ok(png_of(&plain_idat(rgb, w, h)?, w, h));
+    }
     let bgrx: Vec<u8> = rgb
         .chunks_exact(3)
         .flat_map(|p| [p[2], p[1], p[0], 0])
         .collect();
     Ok(encode_bgrx(&bgrx, w, h)?.0)
+}
+
+/// A plain screen's image data: RGB rows, adaptive filters, fdeflate.
+fn plain_idat(rgb: &[u8], w: u32, h: u32) -> Result<Vec<u8>, RpcError> {
+    let fail = |e: std::io::Error| RpcError::invalid(format!("the PNG could not be made: {e}"));
+    let mut z = fdeflate::Compressor::new(Vec::with_capacity(rgb.len() / 12)).map_err(fail)?;
+    z.write_data(&filtered(rgb, w, h)).map_err(fail)?;
+    z.finish().map_err(fail)
+}
+
+/// The PNG of `w` x `h` 8-bit RGB pixels whose image data is `idat`.
+fn png_of(idat: &[u8], w: u32, h: u32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(idat.len() + 64);
+    out.extend_from_slice(b"\x89PNG\r\n\x1a\n");
+    let mut ihdr = Vec::with_capacity(13);
+    ihdr.extend_from_slice(&w.to_be_bytes());
+    ihdr.extend_from_slice(&h.to_be_bytes());
+    // 8-bit, RGB, deflate, adaptive filters, no interlace.
+    ihdr.extend_from_slice(&[8, 2, 0, 0, 0]);
+    chunk(&mut out, b"IHDR", &ihdr);
+    chunk(&mut out, b"IDAT", idat);
+    chunk(&mut out, b"IEND", &[]);
+    out
 }
 
 /// A PNG of `w` x `h` pixels given as the X server's BGRX (four bytes a
@@ -274,28 +302,12 @@ pub fn encode_bgrx(bgrx: &[u8], w: u32, h: u32) -> Result<(Vec<u8>, Kind), RpcEr
             bgrx.len()
         )));
     }
-    let fail = |e: std::io::Error| RpcError::invalid(format!("the PNG could not be made: {e}"));
     let kind = kind(repeats(bgrx, stride), h);
     let idat = match kind {
-        Kind::Plain => {
-            let mut z =
-                fdeflate::Compressor::new(Vec::with_capacity(bgrx.len() / 16)).map_err(fail)?;
-            z.write_data(&filtered(&rgb_of(bgrx), w, h)).map_err(fail)?;
-            z.finish().map_err(fail)?
-        }
+        Kind::Plain => plain_idat(&rgb_of(bgrx), w, h)?,
         Kind::Busy => busy_idat(bgrx, stride),
     };
-    let mut out = Vec::with_capacity(idat.len() + 64);
-    out.extend_from_slice(b"\x89PNG\r\n\x1a\n");
-    let mut ihdr = Vec::with_capacity(13);
-    ihdr.extend_from_slice(&w.to_be_bytes());
-    ihdr.extend_from_slice(&h.to_be_bytes());
-    // 8-bit, RGB, deflate, adaptive filters, no interlace.
-    ihdr.extend_from_slice(&[8, 2, 0, 0, 0]);
-    chunk(&mut out, b"IHDR", &ihdr);
-    chunk(&mut out, b"IDAT", &idat);
-    chunk(&mut out, b"IEND", &[]);
-    Ok((out, kind))
+    Ok((png_of(&idat, w, h), kind))
 }
 
 /// The zlib stream of [`Kind::Busy`]: each row RGB unfiltered, or Up
@@ -382,6 +394,14 @@ mod tests {
         assert_eq!(round_trip(&text, w, h), (text.clone(), Kind::Busy));
         // One row, one pixel.
         assert_eq!(round_trip(&[1, 2, 3], 1, 1), (vec![1, 2, 3], Kind::Plain));
+        // From RGB (a phone's frames) the same bytes as from BGRX, plain
+        // screens filtered from the RGB directly.
+        for (px, w, h) in [(&blank, w, h), (&text, w, h), (&vec![1, 2, 3], 1, 1)] {
+            assert_eq!(
+                encode(px, w, h).unwrap(),
+                encode_bgrx(&bgrx_of(px), w, h).unwrap().0
+            );
+        }
         assert_eq!(kind(0, 2), Kind::Busy);
         assert_eq!(kind(7, 9), Kind::Plain);
         assert_eq!(kind(6, 9), Kind::Busy);
