@@ -195,6 +195,9 @@ pub struct BrowserMemo {
     /// How the model asked the next dialog to be answered
     /// (`browser_handle_dialog` when none was open); none dismisses it.
     pub dialog: Option<DialogAnswer>,
+    /// The page tabs' target ids in the order the tools first saw them:
+    /// the order tabs are listed and numbered in.
+    pub tab_order: Vec<String>,
 }
 
 /// A model's answer to a dialog not yet opened.
@@ -476,10 +479,32 @@ pub(crate) struct TargetInfo {
     pub url: String,
 }
 
-/// The browser's page tabs, in its order.
+/// The browser's page tabs, in the order the tools first saw them (as
+/// Playwright numbers pages: by when they opened). Chromium's own order
+/// moves a tab when it is activated, so a tab's index would change
+/// between a `browser_tabs` list and the next call.
 pub(crate) async fn page_targets(ctx: &ToolContext) -> Result<Vec<TargetInfo>> {
     let r = send(ctx, None, "Target.getTargets", json!({}), None).await?;
-    Ok(r["targetInfos"]
+    let mut targets = listed_pages(&r);
+    with_memo(ctx, |m| in_first_seen_order(&mut m.tab_order, &mut targets));
+    Ok(targets)
+}
+
+/// Order `targets` by `order` (target ids first seen first), adding the
+/// new ones at its end in the browser's order and forgetting closed ones.
+fn in_first_seen_order(order: &mut Vec<String>, targets: &mut [TargetInfo]) {
+    order.retain(|id| targets.iter().any(|t| &t.id == id));
+    for t in targets.iter() {
+        if !order.contains(&t.id) {
+            order.push(t.id.clone());
+        }
+    }
+    targets.sort_by_key(|t| order.iter().position(|id| *id == t.id));
+}
+
+/// The page tabs of a `Target.getTargets` answer, in its order.
+fn listed_pages(r: &Value) -> Vec<TargetInfo> {
+    r["targetInfos"]
         .as_array()
         .map(|a| {
             a.iter()
@@ -492,7 +517,7 @@ pub(crate) async fn page_targets(ctx: &ToolContext) -> Result<Vec<TargetInfo>> {
                 })
                 .collect()
         })
-        .unwrap_or_default())
+        .unwrap_or_default()
 }
 
 /// The current tab: the one the tools last used, else the browser's first
@@ -727,6 +752,37 @@ mod tests {
     use crate::registry::Offer;
     use crate::{ToolSettings, skills};
     use computerd::protocol::Group;
+
+    /// Tabs keep the numbers they were first listed with, whatever order
+    /// Chromium lists them in after one is activated; a closed one leaves,
+    /// a new one comes last.
+    #[test]
+    fn tabs_are_listed_in_the_order_they_were_first_seen() {
+        let answer = |ids: &[&str]| {
+            let infos: Vec<Value> = ids
+                .iter()
+                .map(
+                    |id| json!({"targetId": id, "type": "page", "title": id, "url": "about:blank"}),
+                )
+                .chain([json!({"targetId": "w", "type": "service_worker", "url": "x"})])
+                .collect();
+            json!({ "targetInfos": infos })
+        };
+        let ids = |t: &[TargetInfo]| t.iter().map(|t| t.id.clone()).collect::<Vec<_>>();
+        let mut order = Vec::new();
+        let mut t = listed_pages(&answer(&["a", "b"]));
+        in_first_seen_order(&mut order, &mut t);
+        assert_eq!(ids(&t), ["a", "b"]);
+        // "a" activated: Chromium lists it after "b".
+        let mut t = listed_pages(&answer(&["b", "a"]));
+        in_first_seen_order(&mut order, &mut t);
+        assert_eq!(ids(&t), ["a", "b"]);
+        // "a" closed, "c" opened.
+        let mut t = listed_pages(&answer(&["c", "b"]));
+        in_first_seen_order(&mut order, &mut t);
+        assert_eq!(ids(&t), ["b", "c"]);
+        assert_eq!(order, ["b", "c"]);
+    }
 
     #[test]
     fn the_skill_names_every_tool_and_only_arguments_that_exist() {

@@ -158,6 +158,12 @@ impl HttpServer {
         (self.server, log)
     }
 
+    /// [`HttpServer::stop`], and hold that no computer of its is left.
+    pub async fn stop_leaving_none(self) {
+        let (server, _) = self.stop().await;
+        assert!(server.computers().is_empty(), "{:?}", server.computers());
+    }
+
     /// A 2026-07-28 (stateless) client of this server with `token`.
     pub fn stateless(&self, token: &str) -> Stateless {
         Stateless {
