@@ -117,6 +117,11 @@ pub fn templates() -> Vec<ResourceTemplate> {
                 "A computer's facts (provider, user, work directory, network, deadline); {computer} is a handle, a name or default",
             )
             .with_mime_type("application/json"),
+        ResourceTemplate::new("computer://{computer}/receipt", "what a computer has used")
+            .with_description(
+                "What a computer has used so far (seconds since made, CPU seconds, peak memory, tool calls through this server), read now; {computer} is a handle, a name or default",
+            )
+            .with_mime_type("application/json"),
         ResourceTemplate::new("computer://{computer}/screen", "a desktop's screen")
             .with_description(
                 "A desktop's screen now, as a PNG at the screen's own size; {computer} is a handle, a name or default",
@@ -135,6 +140,7 @@ pub fn templates() -> Vec<ResourceTemplate> {
 enum Uri {
     Skill(String),
     Info(Which),
+    Receipt(Which),
     Screen(Which),
     File {
         which: Which,
@@ -155,19 +161,20 @@ fn parse(uri: &str) -> Result<Uri, ErrorData> {
         return Ok(Uri::Skill(name.to_string()));
     }
     let rest = uri.strip_prefix("computer://").ok_or_else(|| {
-        not_found(uri, "the resources are skill://<name>/SKILL.md and computer://<computer>/info, /screen or /file/<path>")
+        not_found(uri, "the resources are skill://<name>/SKILL.md and computer://<computer>/info, /receipt, /screen or /file/<path>")
     })?;
     let (host, tail) = rest.split_once('/').unwrap_or((rest, ""));
     let which = Which::parse("computer", host).map_err(|e| not_found(uri, e))?;
     match tail {
         "info" => return Ok(Uri::Info(which)),
+        "receipt" => return Ok(Uri::Receipt(which)),
         "screen" => return Ok(Uri::Screen(which)),
         _ => {}
     }
     let Some(file) = tail.strip_prefix("file/") else {
         return Err(not_found(
             uri,
-            "a computer has /info, /screen (a desktop) and /file/<path>",
+            "a computer has /info, /receipt, /screen (a desktop) and /file/<path>",
         ));
     };
     let (path, query) = file.split_once('?').unwrap_or((file, ""));
@@ -248,6 +255,22 @@ pub async fn read(
             let mut v = serde_json::to_value(entry.facts()).unwrap_or_default();
             v["handle"] = serde_json::json!(entry.handle);
             v["name"] = serde_json::json!(entry.shown_name());
+            Ok(ReadResourceResult::new(vec![text_contents(
+                uri,
+                serde_json::to_string_pretty(&v).unwrap_or_default(),
+                "application/json",
+            )]))
+        }
+        Uri::Receipt(which) => {
+            let entry = computer(app, caller, uri, &which).await?.ok_or_else(|| {
+                not_found(
+                    uri,
+                    "no default computer yet: it is made on your first tool call",
+                )
+            })?;
+            let receipt = app.receipt(&entry).await;
+            let mut v = serde_json::to_value(receipt).unwrap_or_default();
+            v["handle"] = serde_json::json!(entry.handle);
             Ok(ReadResourceResult::new(vec![text_contents(
                 uri,
                 serde_json::to_string_pretty(&v).unwrap_or_default(),
@@ -373,6 +396,10 @@ mod tests {
         assert_eq!(
             parse("computer://default/info").unwrap(),
             Uri::Info(Which::Default)
+        );
+        assert_eq!(
+            parse("computer://default/receipt").unwrap(),
+            Uri::Receipt(Which::Default)
         );
         assert_eq!(
             parse("computer://default/screen").unwrap(),

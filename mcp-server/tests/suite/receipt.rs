@@ -71,6 +71,26 @@ async fn metered(server: Server) {
     );
     assert!(after["wall_seconds"].as_u64().is_some(), "{after}");
 
+    // The same, as the resource computer://<computer>/receipt (a read is
+    // no tool call).
+    let r = c
+        .rpc(
+            "resources/read",
+            Some("computer://metered/receipt"),
+            json!({"uri": "computer://metered/receipt"}),
+        )
+        .await;
+    let text = r["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"));
+    let read: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(read["tool_calls"], after["tool_calls"], "{read}");
+    assert!(read["peak_memory_bytes"].as_u64() >= Some(peak), "{read}");
+    assert!(
+        read["handle"].as_str().is_some_and(|h| h.starts_with("c-")),
+        "{read}"
+    );
+
     let r = c
         .call("computer_release", json!({"computer": "metered"}))
         .await;
