@@ -209,6 +209,11 @@ pub struct Config {
     #[arg(default_value = "10m", value_parser = duration)]
     #[serde(with = "text")]
     pub exec_max_timeout: Duration,
+    /// List each tool's output schema in tools/list, for clients that check structured results against it. Off, every result still carries its structured content; the schemas only cost a model's context. The variable takes true/false/1/0.
+    #[arg(long, action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    #[arg(env = "COMPUTER_MCP_OUTPUT_SCHEMAS")]
+    #[serde(default)]
+    pub output_schemas: bool,
     /// Log level on stderr: error, warn, info, debug, trace, or a tracing filter.
     #[arg(
         long,

@@ -15,10 +15,13 @@ const END: &str = "<!-- /tools -->\n";
 /// kinds that list it (a desktop or browser lists a tool only when its
 /// computer declares the tool's group).
 fn tool_table() -> String {
-    let mut rows: Vec<(String, String, Vec<&str>)> = Vec::new();
+    let mut rows: Vec<(String, String, Vec<String>)> = Vec::new();
     for family in registry().families() {
         for t in family.tools() {
-            let kind = family.kind.as_str();
+            let kind = match family.together.iter().find(|g| g.contains(t.name)) {
+                Some(g) => format!("{} (in `{}`)", family.kind.as_str(), g.name),
+                None => family.kind.as_str().to_string(),
+            };
             if let Some(row) = rows.iter_mut().find(|r| r.0 == t.name) {
                 row.2.push(kind);
                 continue;

@@ -70,6 +70,7 @@ impl ComputerMcp {
             exec_max_timeout_ms: c.exec_max_timeout.as_millis() as u64,
             open_world: c.network != NetworkArg::None,
             screenshot_max: (c.screenshot_max.width, c.screenshot_max.height),
+            output_schemas: c.output_schemas,
         }
     }
 
@@ -242,7 +243,16 @@ default computer when its session ends."
             Some(f) => f.list(&offer, &self.settings()),
             None => Vec::new(),
         };
-        tools.extend(fleet::tools(&fleet_policy(&self.app)));
+        tools.extend(
+            fleet::tools(&fleet_policy(&self.app))
+                .into_iter()
+                .map(|mut t| {
+                    if !self.app.config.output_schemas {
+                        t.output_schema = None;
+                    }
+                    t
+                }),
+        );
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -313,7 +323,12 @@ impl ComputerMcp {
                 None,
             ));
         };
-        let mut arguments = request.arguments;
+        // A tool listed inside another (`process` {action: "start"}) is
+        // called as itself (`process_start`) from here on.
+        let (name, mut arguments) = match family.unfold(&name, request.arguments, &offer) {
+            Ok(unfolded) => unfolded,
+            Err(why) => return Ok(tool_error(format!("{name}: {why}"))),
+        };
         let which = match fleet::take_computer_arg(&mut arguments) {
             Ok(w) => w,
             Err(why) => return Ok(tool_error(format!("{name}: {why}"))),

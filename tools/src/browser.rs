@@ -81,6 +81,7 @@ pub const FAMILY: Family = Family {
     instructions: INSTRUCTIONS,
     skill: SKILL_TEXT,
     sets: &[tool::PAGE_TOOLS, sandbox::TOOLS, common::TOOLS],
+    together: &[tool::RARE_PAGE_TOGETHER, sandbox::PROCESS_TOGETHER],
 };
 
 /// The browser family's skill.
@@ -90,8 +91,10 @@ const INSTRUCTIONS: &str = "\
 This server gives you a web browser (Chromium). It is made on your first tool \
 call. Open a page with `browser_navigate`, read it with `browser_snapshot` (the \
 page as text, each link, button and field with a ref such as e12), and act on \
-refs with `browser_click`, `browser_type`, `browser_select`, `browser_hover` and \
-`browser_press`. A ref names its element for as long as the element is on the \
+refs with `browser_click`, `browser_type`, `browser_fill_form` and \
+`browser_press`; `browser` does the rarer acts (select, hover, scroll, drag, \
+upload, tabs, text, console, network, eval), and `process` runs background \
+programs. A ref names its element for as long as the element is on the \
 page; a removed element's ref is refused, and a navigation voids every ref: \
 then take a new snapshot. Take `browser_screenshot` only when you need to see pixels; \
 `browser_click` also takes x and y in that screenshot's pixels. Answered though \
@@ -795,7 +798,13 @@ mod tests {
             extend: true,
         };
         let tools = FAMILY.list(&offer, &ToolSettings::default());
-        let (names, args) = skills::names_and_args(&tools);
+        let (names, _) = skills::names_and_args(&tools);
+        // Arguments of every tool offered, those listed inside one too.
+        let each: Vec<_> = FAMILY
+            .offered(&offer)
+            .map(|t| t.tool(&ToolSettings::default()))
+            .collect();
+        let (_, args) = skills::names_and_args(&each);
         let mut rest = skill.body;
         while let Some(i) = rest.find('`') {
             let after = &rest[i + 1..];
@@ -805,13 +814,18 @@ mod tests {
                 assert!(
                     names.iter().any(|n| n == word)
                         || args.iter().any(|a| a == word)
-                        || FAMILY.alias(word).is_some(),
+                        || FAMILY.offers(word, &offer)
+                        || FAMILY.together.iter().any(|g| FAMILY
+                            .offered(&offer)
+                            .any(|t| g.contains(t.name) && g.act(t.name) == word)),
                     "the skill names `{word}`, which is no tool or argument"
                 );
             }
             rest = &after[end + 1..];
         }
-        for n in FAMILY.names(&offer) {
+        // Every tool offered, those listed inside `browser` and `process`
+        // too (each answers to its own name as well).
+        for n in FAMILY.offered(&offer).map(|t| t.name) {
             if n != "computer_extend" {
                 assert!(
                     skill.body.contains(&format!("`{n}`")),
@@ -832,20 +846,26 @@ mod tests {
             groups: &[Group::Cdp],
             extend: false,
         };
-        let names = FAMILY.names(&offer);
+        let names: Vec<&str> = FAMILY.offered(&offer).map(|t| t.name).collect();
         // Every page tool but browser_upload (it needs the computer's files).
         assert_eq!(names.len(), 18, "{names:?}");
         assert!(!names.contains(&"browser_upload"), "{names:?}");
-        let with_files = FAMILY.names(&Offer {
+        assert!(!FAMILY.offers("browser_upload", &offer));
+        let with_files = Offer {
             groups: &[Group::Cdp, Group::Files],
             extend: false,
-        });
-        assert!(with_files.contains(&"browser_upload"), "{with_files:?}");
+        };
+        assert!(FAMILY.offers("browser_upload", &with_files));
         assert!(
             names
                 .iter()
                 .all(|n| n.starts_with("browser_") || *n == "computer_info")
         );
+        // Listed: the frequent page acts one by one, the rest inside
+        // `browser` (no `process`: a vendor's browser has no processes).
+        let listed = FAMILY.names(&offer);
+        assert_eq!(listed.len(), 10, "{listed:?}");
+        assert!(listed.contains(&"browser") && !listed.contains(&"process"));
     }
 
     #[test]

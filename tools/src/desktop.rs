@@ -76,6 +76,7 @@ pub const FAMILY: Family = Family {
         browser::tool::PAGE_TOOLS,
         common::TOOLS,
     ],
+    together: &[sandbox::PROCESS_TOGETHER, browser::tool::PAGE_TOGETHER],
 };
 
 /// The desktop family's skill.

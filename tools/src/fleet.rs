@@ -352,13 +352,12 @@ pub fn tools(policy: &FleetPolicy) -> Vec<Tool> {
     let mut new = make_tool::<ComputerNewArgs, ComputerSummary>(
         "computer_new",
         format!(
-            "Make another computer, separate from your others (its own files and processes), and give it a name. \
-Returns its handle; pass the handle or the name as `computer` to any tool to run there. \
-It lives until computer_release, {idle} without use, or its lifetime ({max_life} unless you ask less), whichever comes first; \
-it is still there after the server restarts only if the server keeps computers. \
-You may hold {} computers at once, your default one included. \
-Kinds: {}. Networks: {}. Use it for work that must not share a machine (a clean build, a server and its client apart); \
-for one task, your default computer is enough.",
+            "Make another computer, separate from your others (its own files and processes). \
+Pass its handle or name as `computer` to any tool to run there. \
+It lives until computer_release, {idle} without use, or its lifetime ({max_life} unless you ask less); \
+it outlives a server restart only if the server keeps computers. \
+You may hold {} computers, your default one included. \
+Kinds: {}. Networks: {}. For work that must not share a machine (a clean build, a server and its client apart).",
             policy.max_computers,
             policy.kinds_text(),
             policy.networks_text(),

@@ -28,6 +28,7 @@
 //!   types), argument parsing that names the field, annotations, results.
 //! - `budget`: what keeps a result inside a model's context: the middle cut
 //!   and the file in the computer that keeps the whole output.
+//! - [`Together`]: members of a family listed as one tool (`process`).
 //! - `text`: line numbering by offset and limit, image and binary detection.
 //! - `error`: [`ToolError`], and its one mapping to an `isError` result.
 
@@ -44,6 +45,7 @@ pub mod sandbox;
 pub mod skills;
 mod state;
 mod text;
+mod together;
 
 use std::sync::Arc;
 
@@ -56,6 +58,7 @@ use tokio_util::sync::CancellationToken;
 pub use error::{Result, ToolError};
 pub use registry::{Family, Handler, Needs, Offer, Registry, ToolDef, ToolSet, offered, registry};
 pub use state::ComputerState;
+pub use together::{Members, Together};
 
 /// What the server knows about the computer, from the provider and hello.
 /// `computer_info` shows it as it is.
@@ -128,6 +131,10 @@ pub struct ToolSettings {
     /// A screenshot fits this (width, height), either way round
     /// (`--screenshot-max`).
     pub screenshot_max: (u32, u32),
+    /// List each tool's output schema (`--output-schemas`). Off, a result
+    /// still carries its structured content; the schema only lets a client
+    /// check it, and costs every model context it does not read.
+    pub output_schemas: bool,
 }
 
 impl Default for ToolSettings {
@@ -138,6 +145,7 @@ impl Default for ToolSettings {
             exec_max_timeout_ms: 600_000,
             open_world: false,
             screenshot_max: (1280, 800),
+            output_schemas: false,
         }
     }
 }

@@ -64,6 +64,7 @@ pub const FAMILY: Family = Family {
     instructions: INSTRUCTIONS,
     skill: SKILL_TEXT,
     sets: &[desktop::SHOT_TOOLS, PHONE_TOOLS, common::TOOLS],
+    together: &[],
 };
 
 /// The phone family's skill.

@@ -31,6 +31,7 @@ use crate::ToolContext;
 use crate::common;
 use crate::error::{Result, ToolError};
 use crate::registry::{Family, Needs, ToolDef, ToolSet, handler};
+use crate::together::{Members, Together};
 
 const EXEC: Needs = Needs::Group(Group::Exec);
 const FILES: Needs = Needs::Group(Group::Files);
@@ -57,12 +58,29 @@ pub const TOOLS: ToolSet = ToolSet {
     aliases: &[],
 };
 
+/// The background-process tools listed as one tool (`process`, action
+/// `start`, `read`…), for the kinds whose listing has no room for five
+/// (a desktop, a browser); a sandbox lists them one by one.
+pub const PROCESS_TOGETHER: Together = Together {
+    name: "process",
+    title: "Background processes",
+    lead: "Background processes (servers, long or interactive programs): start one, then read its output as it comes.",
+    members: Members::Named(&[
+        "process_start",
+        "process_read",
+        "process_write",
+        "process_signal",
+        "process_list",
+    ]),
+};
+
 /// The sandbox family: its tools, then the common ones.
 pub const FAMILY: Family = Family {
     kind: SettingKind::Sandbox,
     instructions: INSTRUCTIONS,
     skill: crate::skills::SANDBOX_TEXT,
     sets: &[TOOLS, common::TOOLS],
+    together: &[],
 };
 
 /// What a session of this kind is told (MCP instructions).
@@ -446,7 +464,14 @@ mod tests {
 
     #[test]
     fn every_tool_has_typed_schemas_that_describe_every_field() {
-        for t in sandbox_tools(&groups(&["exec", "files", "processes"]), true) {
+        let listing = ToolSettings {
+            output_schemas: true,
+            ..ToolSettings::default()
+        };
+        let all = groups(&["exec", "files", "processes"]);
+        let plain = sandbox_tools(&all, true);
+        assert!(plain.iter().all(|t| t.output_schema.is_none()));
+        for t in sandbox_tools_with(&all, true, &listing) {
             let input = Value::Object(t.input_schema.as_ref().clone());
             assert_eq!(input["type"], "object", "{}", t.name);
             assert_eq!(

@@ -197,14 +197,18 @@ pub async fn run_examples(client: &Client, name: &str) {
             a = a.replace(&format!("\"{from}\""), &format!("\"{to}\""));
             want = want.replace(&format!("{from} is "), &format!("{to} is "));
         }
-        if tool == "process_start" {
+        // process_start, or `process` with the act start (as a desktop or
+        // a browser lists it).
+        let starts =
+            tool == "process_start" || (tool == "process" && a.contains("\"action\": \"start\""));
+        if starts {
             started += 1;
             want = want.replace(&format!("\"p{started}\""), "\"…\"");
             want = want.replace(&format!("started p{started} "), "started … ");
         }
         let args: serde_json::Value = serde_json::from_str(&a).unwrap();
         let r = call(client, &tool, args).await;
-        if tool == "process_start" {
+        if starts {
             let id = structured(&r)["id"].as_str().unwrap().to_string();
             ids.push((format!("p{started}"), id));
         }

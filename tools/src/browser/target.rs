@@ -95,7 +95,10 @@ macro_rules! target_args {
     };
     (@field $head:tt [$($acc:tt)*] element, $($rest:tt)*) => {
         $crate::browser::target::target_args!(@field $head [$($acc)*
-            /// A few words naming the element, for the record (the ref decides what is acted on).
+            /// A few words naming the element, for the record (the ref
+            /// decides what is acted on). Taken as Playwright sends it,
+            /// not listed: a model reads the listing's `ref`.
+            #[schemars(skip)]
             pub element: Option<String>,
         ] $($rest)*);
     };
@@ -108,19 +111,24 @@ macro_rules! target_args {
     };
     (@field $head:tt [$($acc:tt)*] target, $($rest:tt)*) => {
         $crate::browser::target::target_args!(@field $head [$($acc)*
-            /// Instead of ref or x, y: "e12", {"type": "ref", "ref": "e12"} or {"type": "coordinate", "x": 10, "y": 20}.
+            /// Instead of ref or x, y: "e12", {"type": "ref", "ref": "e12"}
+            /// or {"type": "coordinate", "x": 10, "y": 20}. Taken as
+            /// Playwright's and Anthropic's tools send it, not listed.
+            #[schemars(skip)]
             pub target: Option<$crate::browser::target::Target>,
         ] $($rest)*);
     };
     (@field $head:tt [$($acc:tt)*] ref_target, $($rest:tt)*) => {
         $crate::browser::target::target_args!(@field $head [$($acc)*
             /// Instead of ref: "e12" or {"type": "ref", "ref": "e12"}.
+            /// Taken as Playwright sends it, not listed.
+            #[schemars(skip)]
             pub target: Option<$crate::browser::target::Target>,
         ] $($rest)*);
     };
     (@field $head:tt [$($acc:tt)*] tab_id, $($rest:tt)*) => {
         $crate::browser::target::target_args!(@field $head [$($acc)*
-            /// The tab to act in, a tab_id from browser_tabs list (it becomes the current tab); default the current tab.
+            /// From browser_tabs; default: the current tab.
             pub tab_id: Option<String>,
         ] $($rest)*);
     };

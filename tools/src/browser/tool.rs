@@ -34,6 +34,7 @@ use crate::ToolSettings;
 use crate::browser::{check, keys};
 use crate::define::{hints, listing, with_structured};
 use crate::registry::{Needs, ToolDef, ToolSet};
+use crate::together::{Members, Together};
 
 const CDP: Needs = Needs::Group(Group::Cdp);
 const CDP_FILES: Needs = Needs::All(&[Group::Cdp, Group::Files]);
@@ -100,13 +101,13 @@ pub const PAGE_TOOLS: ToolSet = ToolSet {
         ), page_handler!(navigate::navigate)),
         ToolDef::new("browser_snapshot", CDP, listing!(|s| snapshot::SnapshotArgs => snapshot::SnapshotOutput,
             format!(
-                "Read the current page as its accessibility tree: indented lines such as `- button \"Submit\" [ref=e12]`, a ref on every link, button, field, checkbox, select and option you can act on. Pass the refs to browser_click, browser_type, browser_select, browser_hover, browser_press. A ref names its element for as long as it is in the page, across snapshots; a removed element's ref, or one from before the page navigated, is refused. Password values are never shown. At most {} KiB a page; page 2 and on are of the same snapshot.",
+                "Read the current page as its accessibility tree: indented lines such as `- button \"Submit\" [ref=e12]`, a ref on everything you can act on; pass refs to the other page tools. A ref names its element while it is in the page, across snapshots; a removed element's ref, or one from before a navigation, is refused. Passwords are never shown. At most {} KiB a page; page 2 and on are of the same snapshot.",
                 budget(s) / 1024
             ),
             hints("Page snapshot", true, false, false, false)
         ), page_handler!(snapshot::snapshot)),
         ToolDef::new("browser_click", CDP, listing!(|_| click::ClickArgs => ActOutput,
-            "Click an element by its ref from browser_snapshot (it is scrolled into view and clicked at the middle of its box, after checking nothing covers it), or at x, y in the latest browser_screenshot's pixels. Waits briefly for a navigation the click starts. A ref whose element was removed, or from before the page navigated, is refused: take a new snapshot.",
+            "Click an element by its ref from browser_snapshot (scrolled into view, checked uncovered, clicked at its middle), or at x, y in the latest browser_screenshot's pixels. Waits briefly for a navigation it starts.",
             hints("Click", false, true, false, false)
         ), act_handler!(click::click)),
         ToolDef::new("browser_type", CDP, listing!(|_| type_text::TypeArgs => ActOutput,
@@ -188,6 +189,36 @@ pub const PAGE_TOOLS: ToolSet = ToolSet {
         ), act_handler!(form::fill_form)),
     ],
     aliases: crate::browser::playwright::ALIASES,
+};
+
+/// A desktop's page tools, listed as one tool (`browser`, action
+/// `navigate`, `snapshot`…): the screen tools come first there, and one by
+/// one the page tools would not fit a desktop's listing budget.
+pub const PAGE_TOGETHER: Together = Together {
+    name: "browser",
+    title: "Browser pages",
+    lead: "The visible Chromium's pages, read and acted on by their accessibility tree: navigate, then snapshot for refs (e12), then act on an element by its ref.",
+    members: Members::Set(&PAGE_TOOLS),
+};
+
+/// A browser's less frequent page acts, listed as one tool (`browser`,
+/// action `hover`, `drag`…) so the kind's listing fits its budget.
+pub const RARE_PAGE_TOGETHER: Together = Together {
+    name: "browser",
+    title: "More page acts",
+    lead: "More page acts, on an element by its ref from browser_snapshot where they take one; each takes tab_id too.",
+    members: Members::Named(&[
+        "browser_select",
+        "browser_scroll",
+        "browser_eval",
+        "browser_tabs",
+        "browser_hover",
+        "browser_drag",
+        "browser_upload",
+        "browser_get_text",
+        "browser_console",
+        "browser_network",
+    ]),
 };
 
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]

@@ -26,14 +26,16 @@ target_args! {
         /// The ref of the element to drag, from the latest snapshot.
         #[serde(alias = "startTarget")]
         pub start_ref: Option<String>,
-        /// A few words naming it, for the record.
+        /// A few words naming it, for the record (taken, not listed).
         #[serde(alias = "startElement")]
+        #[schemars(skip)]
         pub start_element: Option<String>,
         /// The ref of the element to drop on (it must be in view with the start).
         #[serde(alias = "endTarget")]
         pub end_ref: Option<String>,
-        /// A few words naming it, for the record.
+        /// A few words naming it, for the record (taken, not listed).
         #[serde(alias = "endElement")]
+        #[schemars(skip)]
         pub end_element: Option<String>,
         /// Instead of start_ref: a point in the latest browser_screenshot's pixels.
         pub start_x: Option<i64>,

@@ -14,7 +14,9 @@ target_args! {
     pub struct PressArgs {
         /// The key or chord: Enter, Tab, Escape, ArrowDown, ctrl+a, shift+Tab; several separated by spaces ("Backspace Backspace").
         pub key: Option<String>,
-        /// The same as key (the name Anthropic's key action uses).
+        /// The same as key (the name Anthropic's key action uses); taken,
+        /// not listed.
+        #[schemars(skip)]
         pub text: Option<String>,
         ref: "Focus this element (a ref from the latest snapshot) first.",
         element,
