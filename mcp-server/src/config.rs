@@ -166,7 +166,7 @@ pub struct Config {
         default_value = "1280x800"
     )]
     pub screen: Screen,
-    /// The most a screenshot shows the model: it fits WxH (either way round) and about 1.15 megapixels, or WxH's pixels if more (1920x1080 for the newest models).
+    /// The most a screenshot shows the model: it fits WxH (either way round) and about 1.15 megapixels, or WxH's pixels if more (1920x1080 for the newest models); each side at most 2000.
     #[arg(
         long,
         value_name = "WxH",
@@ -535,6 +535,18 @@ impl Config {
                 config.exec_max_timeout.as_secs()
             ));
         }
+        let side = computer_tools::desktop::image::MAX_SIDE;
+        if config
+            .screenshot_max
+            .width
+            .max(config.screenshot_max.height)
+            > side
+        {
+            return Err(format!(
+                "--screenshot-max {} has a side over {side} px, the most a model is shown (the Claude API refuses larger)",
+                config.screenshot_max
+            ));
+        }
         if !(1024..=1 << 20).contains(&config.output_budget) {
             return Err(format!(
                 "--output-budget {} must be from 1024 to 1048576 bytes",
@@ -790,6 +802,17 @@ mod tests {
             c.network,
             NetworkArg::Allow(vec!["pypi.org".into(), "*.pythonhosted.org".into()])
         );
+    }
+
+    #[test]
+    fn a_screenshot_budget_over_2000_px_a_side_is_refused_in_words() {
+        let e = resolved(&["--screenshot-max", "4000x3000"]).unwrap_err();
+        assert_eq!(
+            e,
+            "--screenshot-max 4000x3000 has a side over 2000 px, the most a model is shown (the Claude API refuses larger)"
+        );
+        let c = resolved(&["--screenshot-max", "1920x1080"]).unwrap();
+        assert_eq!(c.screenshot_max.to_string(), "1920x1080");
     }
 
     #[test]

@@ -259,6 +259,51 @@ async fn a_local_computer_is_kept_from_the_host() {
     client.cancel().await.unwrap();
 }
 
+/// A 4000x3000 PNG read with read_file comes back scaled within what a
+/// model is shown (2000 px a side, the result under 1 MB), and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_big_image_file_is_shown_scaled_within_a_models_bounds() {
+    if !need_root() {
+        return;
+    }
+    let server = Server::new();
+    let (client, _) = server.stdio(&[]).await;
+    let script = "python3 -c \"import zlib,struct\n\
+w,h=4000,3000\n\
+row=b'\\x00'+bytes((i*7)%256 for i in range(w*3))\n\
+def chunk(t,d): return struct.pack('>I',len(d))+t+d+struct.pack('>I',zlib.crc32(t+d))\n\
+png=b'\\x89PNG\\r\\n\\x1a\\n'+chunk(b'IHDR',struct.pack('>IIBBBBB',w,h,8,2,0,0,0))+chunk(b'IDAT',zlib.compress(row*h,9))+chunk(b'IEND',b'')\n\
+open('/tmp/big.png','wb').write(png)\"";
+    call_ok(&client, "exec", json!({"command": script})).await;
+    let r = call_ok(&client, "read_file", json!({"path": "/tmp/big.png"})).await;
+    let said = text(&r);
+    assert!(
+        said.contains("4000x3000 pixels") && said.contains("shown scaled to 2000x1500"),
+        "{said}"
+    );
+    let image = r
+        .content
+        .iter()
+        .find_map(|c| c.as_image())
+        .expect("an image");
+    let whole = serde_json::to_string(&r).unwrap().len();
+    assert!(whole < 1_000_000, "the result is {whole} bytes");
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(&image.data)
+        .unwrap();
+    let shown = png_size(&bytes);
+    assert_eq!(shown, (2000, 1500), "{}", image.mime_type);
+    client.cancel().await.unwrap();
+}
+
+/// A PNG's width and height, from its header.
+fn png_size(png: &[u8]) -> (u32, u32) {
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    let be = |i: usize| u32::from_be_bytes(png[i..i + 4].try_into().unwrap());
+    (be(16), be(20))
+}
+
 on_each_provider!(bad_input_is_answered_in_words_and_the_session_goes_on);
 
 async fn bad_input_is_answered_in_words_and_the_session_goes_on(server: Server) {

@@ -130,9 +130,143 @@ pub fn resize(img: &Rgb, width: u32, height: u32) -> Rgb {
     }
 }
 
+/// The longest side an image result has: the Claude API refuses an image
+/// over 2000 px a side.
+pub const MAX_SIDE: u32 = 2000;
+
+/// The most bytes of one image in a result: base64 makes it a third more,
+/// and a client drops a result over 1 MB (Claude Desktop).
+pub const MAX_RESULT_IMAGE_BYTES: usize = 700 * 1024;
+
+/// An image file as a model may be shown it.
+#[derive(Debug)]
+pub struct Shown {
+    pub bytes: Vec<u8>,
+    pub mime: &'static str,
+    pub width: u32,
+    pub height: u32,
+}
+
+/// An image file (`mime`: PNG, JPEG, GIF or WebP) within [`MAX_SIDE`] and
+/// [`MAX_RESULT_IMAGE_BYTES`]: None when it already is (shown as it is),
+/// else scaled down (the mean of each pixel's source box) and encoded
+/// again, as JPEG for a photo (a JPEG or WebP file) or a PNG that would be
+/// over the bound, smaller again until it fits.
+pub fn fit_for_result(bytes: &[u8], mime: &str, dims: Option<(u32, u32)>) -> Result<Option<Shown>> {
+    let within = |(w, h): (u32, u32)| w <= MAX_SIDE && h <= MAX_SIDE;
+    if bytes.len() <= MAX_RESULT_IMAGE_BYTES && dims.is_some_and(within) {
+        return Ok(None);
+    }
+    let format = match mime {
+        "image/png" => image::ImageFormat::Png,
+        "image/jpeg" => image::ImageFormat::Jpeg,
+        "image/gif" => image::ImageFormat::Gif,
+        "image/webp" => image::ImageFormat::WebP,
+        _ => {
+            return Err(ToolError::Refused(format!(
+                "a {mime} image cannot be scaled"
+            )));
+        }
+    };
+    let decoded = image::load_from_memory_with_format(bytes, format)
+        .map_err(|e| ToolError::Refused(format!("the {mime} image could not be read: {e}")))?
+        .into_rgb8();
+    let whole = Rgb {
+        width: decoded.width(),
+        height: decoded.height(),
+        pixels: decoded.into_raw(),
+    };
+    let photo = matches!(format, image::ImageFormat::Jpeg | image::ImageFormat::WebP);
+    let (mut w, mut h) = fit(whole.width, whole.height, (MAX_SIDE, MAX_SIDE), None, false);
+    loop {
+        let img = resize(&whole, w, h);
+        let (bytes, mime) = if photo {
+            (encode_jpeg(&img)?, "image/jpeg")
+        } else {
+            match encode(&img)? {
+                png if png.len() <= MAX_RESULT_IMAGE_BYTES => (png, "image/png"),
+                _ => (encode_jpeg(&img)?, "image/jpeg"),
+            }
+        };
+        if bytes.len() <= MAX_RESULT_IMAGE_BYTES || (w, h) == (1, 1) {
+            return Ok(Some(Shown {
+                bytes,
+                mime,
+                width: w,
+                height: h,
+            }));
+        }
+        (w, h) = ((w * 3 / 4).max(1), (h * 3 / 4).max(1));
+    }
+}
+
+/// Encode as JPEG of quality 85.
+fn encode_jpeg(img: &Rgb) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let (w, h) = (
+        u16::try_from(img.width).unwrap_or(u16::MAX),
+        u16::try_from(img.height).unwrap_or(u16::MAX),
+    );
+    jpeg_encoder::Encoder::new(&mut out, 85)
+        .encode(&img.pixels, w, h, jpeg_encoder::ColorType::Rgb)
+        .map_err(|e| ToolError::Broken(format!("the image could not be encoded: {e}")))?;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `w` x `h` picture of noise (no encoder makes it small), as PNG.
+    fn noisy_png(w: u32, h: u32) -> Vec<u8> {
+        let mut state = 0x2545_f491_u32;
+        let pixels = (0..w * h * 3)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                state as u8
+            })
+            .collect();
+        encode(&Rgb {
+            width: w,
+            height: h,
+            pixels,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn an_image_over_the_bounds_is_scaled_under_them_and_one_within_is_left() {
+        let small = noisy_png(300, 200);
+        assert!(
+            fit_for_result(&small, "image/png", Some((300, 200)))
+                .unwrap()
+                .is_none()
+        );
+        // 2600x1950 of noise: 15 MB of pixels, over either bound.
+        let big = noisy_png(2600, 1950);
+        let shown = fit_for_result(&big, "image/png", Some((2600, 1950)))
+            .unwrap()
+            .unwrap();
+        assert!(
+            shown.width <= MAX_SIDE && shown.height <= MAX_SIDE,
+            "{shown:?}"
+        );
+        assert!(
+            shown.bytes.len() <= MAX_RESULT_IMAGE_BYTES,
+            "{}",
+            shown.bytes.len()
+        );
+        // The shape is kept.
+        let ratio = f64::from(shown.width) / f64::from(shown.height);
+        assert!((ratio - 4.0 / 3.0).abs() < 0.01, "{shown:?}");
+        let back = image::load_from_memory(&shown.bytes).unwrap();
+        assert_eq!((back.width(), back.height()), (shown.width, shown.height));
+        // A file that is no image of its kind is refused in words.
+        let e = fit_for_result(b"not a png", "image/png", None).unwrap_err();
+        assert!(e.to_string().contains("could not be read"), "{e}");
+    }
 
     #[test]
     fn a_screen_is_shown_within_the_budget_and_never_larger() {

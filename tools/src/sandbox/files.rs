@@ -244,17 +244,33 @@ async fn read_image(
         )));
     }
     let dims = image_size(mime, &bytes);
-    let text = match dims {
+    let mut text = match dims {
         Some((w, h)) => format!(
             "{path}: {mime} image, {w}x{h} pixels, {} bytes",
             bytes.len()
         ),
         None => format!("{path}: {mime} image, {} bytes", bytes.len()),
     };
+    let size = bytes.len() as u64;
+    let (bytes, shown_mime) = match crate::desktop::image::fit_for_result(&bytes, mime, dims)? {
+        None => (bytes, mime.to_string()),
+        Some(s) => {
+            text.push_str(&format!(
+                "; shown scaled to {}x{} as {} ({} bytes), within what a model is shown ({} px a side, {} KiB); the file is unchanged",
+                s.width,
+                s.height,
+                s.mime,
+                s.bytes.len(),
+                crate::desktop::image::MAX_SIDE,
+                crate::desktop::image::MAX_RESULT_IMAGE_BYTES / 1024
+            ));
+            (s.bytes, s.mime.to_string())
+        }
+    };
     let out = ReadFileOutput {
         path: path.to_string(),
         kind: "image".into(),
-        size: bytes.len() as u64,
+        size,
         mime_type: Some(mime.to_string()),
         width: dims.map(|d| d.0),
         height: dims.map(|d| d.1),
@@ -262,7 +278,7 @@ async fn read_image(
     };
     let r = CallToolResult::success(vec![
         ContentBlock::text(text),
-        ContentBlock::image(STANDARD.encode(&bytes), mime),
+        ContentBlock::image(STANDARD.encode(&bytes), shown_mime),
     ]);
     Ok(with_structured(r, &out))
 }
