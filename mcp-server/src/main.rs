@@ -43,6 +43,7 @@ mod readme_tests;
 mod resources;
 mod server;
 mod session;
+mod skills_ext;
 mod stdio;
 
 use std::io::Write;

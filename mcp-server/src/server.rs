@@ -18,9 +18,10 @@ use computer_tools::{
 };
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
-    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    GetPromptResponse, GetSkillRequestParams, GetSkillResult, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -151,6 +152,7 @@ impl ServerHandler for ComputerMcp {
                 .enable_prompts()
                 .enable_resources()
                 .enable_resources_list_changed()
+                .enable_skills()
                 .build(),
         )
         .with_server_info(Implementation::new(
@@ -226,6 +228,22 @@ default computer when its session ends."
         crate::resources::read(&self.app, &caller, &request.uri)
             .await
             .map(Into::into)
+    }
+
+    async fn list_skills(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, ErrorData> {
+        Ok(crate::skills_ext::list(self.app.kind()))
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, ErrorData> {
+        crate::skills_ext::get(self.app.kind(), &request.uri)
     }
 
     async fn list_tools(

@@ -79,6 +79,52 @@ async fn skills_are_prompts_and_resources_and_their_examples_run() {
     client.cancel().await.unwrap();
 }
 
+/// The Skills extension (SEP-2640) as rmcp's client speaks it: declared,
+/// `skills/list` gives the session's skills, each file's digest matches the
+/// bytes `resources/read` gives, and `skills/get` answers one by URI and
+/// refuses another as invalid params. No computer is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skills_are_listed_and_got_over_the_skills_extension_with_digests_that_match() {
+    use rmcp::model::{GetSkillRequestParams, SkillResources};
+    let Some((server, client, _)) = Server::local_stdio(&["--kind", "browser"]).await else {
+        return;
+    };
+    let info = client.peer_info().unwrap();
+    assert!(
+        info.capabilities.supports_skills(),
+        "{:?}",
+        info.capabilities
+    );
+    let listed = client.list_skills(None).await.unwrap();
+    let uris: Vec<&str> = listed.skills.iter().map(|s| s.uri.as_str()).collect();
+    assert_eq!(
+        uris,
+        ["skill://browser/SKILL.md", "skill://sandbox/SKILL.md"]
+    );
+    for skill in &listed.skills {
+        let SkillResources::Files(files) = &skill.resources else {
+            panic!("{skill:?}")
+        };
+        for f in files {
+            let read = read(&client, &f.uri).await;
+            f.verify(&contents_text(&read.contents[0])).unwrap();
+        }
+        let got = client
+            .get_skill(GetSkillRequestParams::new(skill.uri.clone()))
+            .await
+            .unwrap();
+        assert_eq!(&got.skill, skill);
+    }
+    let e = client
+        .get_skill(GetSkillRequestParams::new("skill://desktop/SKILL.md"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("is no skill of this server"), "{e}");
+    assert!(server.computers().is_empty());
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_output_is_linked_and_reads_back_in_pages_byte_for_byte() {
     let Some((_server, client, _)) = Server::local_stdio(&[]).await else {
