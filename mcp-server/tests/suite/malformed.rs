@@ -20,7 +20,8 @@ struct Stdio {
 const ANSWER_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Stdio {
-    fn start(server: &Server) -> Stdio {
+    /// Started, not yet initialized.
+    fn spawn(server: &Server) -> Stdio {
         let mut child = std::process::Command::new(SERVER)
             .arg("serve")
             .args(server.args())
@@ -39,7 +40,12 @@ impl Stdio {
                 }
             }
         });
-        let mut s = Stdio { child, to, from };
+        Stdio { child, to, from }
+    }
+
+    /// Started and initialized (2025-06-18's `initialize`).
+    fn start(server: &Server) -> Stdio {
+        let mut s = Stdio::spawn(server);
         let init = s.ask(
             &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
@@ -74,6 +80,75 @@ impl Stdio {
             }
         }
     }
+}
+
+/// A 2026-07-28 client on stdio: no `initialize`, `server/discover` first,
+/// then requests that each carry their protocol version and client in
+/// `_meta` (rmcp's inline lifecycle). The server answers them all, a tool
+/// call included; the older `initialize` works on its own pipe (every other
+/// test here).
+#[test]
+fn a_2026_07_28_client_discovers_and_calls_on_stdio_without_initialize() {
+    let server = or_skip!(Server::local());
+    let mut s = Stdio::spawn(&server);
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "discover", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    let ask = |s: &mut Stdio, id: u64, method: &str, mut params: Value| {
+        params["_meta"] = meta.clone();
+        let m = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        s.ask(m.to_string().as_bytes())
+    };
+    let found = ask(&mut s, 1, "server/discover", json!({}));
+    let versions = &found["result"]["supportedVersions"];
+    assert!(
+        versions
+            .as_array()
+            .is_some_and(|v| v.contains(&json!("2026-07-28")) && v.contains(&json!("2025-06-18"))),
+        "{found}"
+    );
+    assert!(
+        found["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/skills"].is_object(),
+        "{found}"
+    );
+    assert!(
+        found["result"]["instructions"]
+            .as_str()
+            .is_some_and(|i| i.contains("skill://sandbox/SKILL.md")),
+        "{found}"
+    );
+    let listed = ask(&mut s, 2, "tools/list", json!({}));
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"exec"), "{names:?}");
+    let ran = ask(
+        &mut s,
+        3,
+        "tools/call",
+        json!({"name": "exec", "arguments": {"command": "echo discovered"}}),
+    );
+    assert_eq!(
+        ran["result"]["structuredContent"]["stdout"], "discovered\n",
+        "{ran}"
+    );
+    // A request without the per-request _meta is refused in words.
+    let bare = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {}});
+    let v = s.ask(bare.to_string().as_bytes());
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("io.modelcontextprotocol/protocolVersion")),
+        "{v}"
+    );
+    drop(s.to);
+    assert!(s.child.wait().unwrap().success());
 }
 
 #[test]
