@@ -352,6 +352,12 @@ impl ComputerMcp {
             Err(why) => return Ok(tool_error(format!("{name}: {why}"))),
         };
         let cancel = context.ct.clone();
+        // A browser's tabs are each one caller's: a session's, or a
+        // stateless caller's principal's.
+        let caller_id = match &caller.session {
+            Some(s) => s.id.clone(),
+            None => caller.principal.0.clone(),
+        };
         let for_call = match self.app.resolve(&caller, &which, &cancel).await {
             Ok(c) => c,
             Err(why) => return Ok(tool_error(format!("{name} could not run: {why}"))),
@@ -400,6 +406,7 @@ impl ComputerMcp {
             state: Arc::clone(&entry.state),
             cancel: cancel.clone(),
             resources: Some(format!("computer://{}", entry.handle)),
+            caller: caller_id,
             ..ToolContext::new(Arc::clone(&entry.client))
         };
         let result = family.call(&name, arguments, &ctx).await;

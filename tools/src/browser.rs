@@ -210,18 +210,39 @@ pub struct DialogAnswer {
     pub prompt_text: Option<String>,
 }
 
-fn memo(ctx: &ToolContext) -> Arc<Mutex<BrowserMemo>> {
-    ctx.state.slot::<Mutex<BrowserMemo>>()
+/// The page tools' memory of one browser: each caller's own memo (its
+/// current tab, refs, snapshots), and whose each tab is. A caller sees and
+/// acts on its own tabs only: two agents on one browser work side by side.
+#[derive(Debug, Default)]
+pub struct Pages {
+    memos: HashMap<String, BrowserMemo>,
+    /// Each page tab's caller, by target id: the caller that opened it,
+    /// the opener's caller for a tab a page opened, else the first caller
+    /// that saw it.
+    owners: HashMap<String, String>,
 }
 
-/// Read or change the memo (never held across an await).
-pub(crate) fn with_memo<T>(ctx: &ToolContext, f: impl FnOnce(&mut BrowserMemo) -> T) -> T {
-    let m = memo(ctx);
-    let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
-    if g.next_ref == 0 {
-        g.next_ref = 1;
-    }
+fn pages(ctx: &ToolContext) -> Arc<Mutex<Pages>> {
+    ctx.state.slot::<Mutex<Pages>>()
+}
+
+/// Read or change every caller's pages at once (never held across an
+/// await).
+fn with_pages<T>(ctx: &ToolContext, f: impl FnOnce(&mut Pages) -> T) -> T {
+    let p = pages(ctx);
+    let mut g = p.lock().unwrap_or_else(|p| p.into_inner());
     f(&mut g)
+}
+
+/// Read or change the calling caller's memo (never held across an await).
+pub(crate) fn with_memo<T>(ctx: &ToolContext, f: impl FnOnce(&mut BrowserMemo) -> T) -> T {
+    with_pages(ctx, |p| {
+        let m = p.memos.entry(ctx.caller.clone()).or_default();
+        if m.next_ref == 0 {
+            m.next_ref = 1;
+        }
+        f(m)
+    })
 }
 
 // ------------------------------------------------------------------ CDP
@@ -266,13 +287,17 @@ pub(crate) async fn send(
                 let why = error
                     .message
                     .replace(&format!("; {BROWSER_STARTS_AGAIN}"), "");
-                with_memo(ctx, |m| {
-                    *m = BrowserMemo {
-                        next_ref: m.next_ref,
-                        snaps: m.snaps,
-                        shots: m.shots,
-                        started_again: Some(why),
-                        ..BrowserMemo::default()
+                // Every caller's: each is told at its next page tool.
+                with_pages(ctx, |p| {
+                    p.owners.clear();
+                    for m in p.memos.values_mut() {
+                        *m = BrowserMemo {
+                            next_ref: m.next_ref,
+                            snaps: m.snaps,
+                            shots: m.shots,
+                            started_again: Some(why.clone()),
+                            ..BrowserMemo::default()
+                        }
                     }
                 });
                 return Err(e);
@@ -480,17 +505,41 @@ pub(crate) struct TargetInfo {
     pub id: String,
     pub title: String,
     pub url: String,
+    /// The tab whose page opened it (`window.open`, a link to a new tab).
+    pub opener: Option<String>,
 }
 
-/// The browser's page tabs, in the order the tools first saw them (as
-/// Playwright numbers pages: by when they opened). Chromium's own order
-/// moves a tab when it is activated, so a tab's index would change
-/// between a `browser_tabs` list and the next call.
+/// The caller's page tabs ([`Pages`]: another caller's are not listed),
+/// in the order the tools first saw them (as Playwright numbers pages: by
+/// when they opened). Chromium's own order moves a tab when it is
+/// activated, so a tab's index would change between a `browser_tabs` list
+/// and the next call.
 pub(crate) async fn page_targets(ctx: &ToolContext) -> Result<Vec<TargetInfo>> {
     let r = send(ctx, None, "Target.getTargets", json!({}), None).await?;
     let mut targets = listed_pages(&r);
+    with_pages(ctx, |p| {
+        whose(&mut p.owners, &targets, &ctx.caller);
+        targets.retain(|t| p.owners.get(&t.id) == Some(&ctx.caller));
+    });
     with_memo(ctx, |m| in_first_seen_order(&mut m.tab_order, &mut targets));
     Ok(targets)
+}
+
+/// Record whose each of `targets` is: a tab seen first is its opener's
+/// caller's, else `caller`'s; closed tabs are forgotten.
+fn whose(owners: &mut HashMap<String, String>, targets: &[TargetInfo], caller: &str) {
+    owners.retain(|id, _| targets.iter().any(|t| &t.id == id));
+    for t in targets {
+        if !owners.contains_key(&t.id) {
+            let owner = t
+                .opener
+                .as_ref()
+                .and_then(|o| owners.get(o))
+                .cloned()
+                .unwrap_or_else(|| caller.to_string());
+            owners.insert(t.id.clone(), owner);
+        }
+    }
 }
 
 /// Order `targets` by `order` (target ids first seen first), adding the
@@ -517,6 +566,7 @@ fn listed_pages(r: &Value) -> Vec<TargetInfo> {
                     id: t["targetId"].as_str().unwrap_or("").to_string(),
                     title: t["title"].as_str().unwrap_or("").to_string(),
                     url: t["url"].as_str().unwrap_or("").to_string(),
+                    opener: t["openerId"].as_str().map(str::to_string),
                 })
                 .collect()
         })
@@ -547,7 +597,10 @@ pub(crate) async fn new_blank_tab(ctx: &ToolContext) -> Result<String> {
         None,
     )
     .await?;
-    Ok(r["targetId"].as_str().unwrap_or("").to_string())
+    let id = r["targetId"].as_str().unwrap_or("").to_string();
+    // The caller's from the start, whoever lists the tabs first.
+    with_pages(ctx, |p| p.owners.insert(id.clone(), ctx.caller.clone()));
+    Ok(id)
 }
 
 /// Make the tab `tab_id` (a tab_id from `browser_tabs` list) the current

@@ -202,6 +202,10 @@ pub struct ToolContext {
     /// when the server serves them: a saved output is then linked as
     /// `<base>/file<path>`, which `resources/read` reads in pages.
     pub resources: Option<String>,
+    /// Who calls: the MCP session, or a stateless caller's principal.
+    /// A browser's tabs are each one caller's ([`browser::Pages`]); empty
+    /// for the one caller of a test.
+    pub caller: String,
 }
 
 impl ToolContext {
@@ -219,6 +223,7 @@ impl ToolContext {
             state: ComputerState::new(),
             cancel: CancellationToken::new(),
             resources: None,
+            caller: String::new(),
         }
     }
 }

@@ -235,3 +235,89 @@ async fn a_memory_bomb_leaves_a_browser_started_again(server: &Server) {
     );
     client.cancel().await.unwrap();
 }
+
+/// Two MCP sessions on one browser computer (one opens it, the other names
+/// it by handle): each has its own page, neither's browser_tabs shows the
+/// other's, a click by one lands on its own page only, and the other's
+/// tab_id reads as one that never existed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sessions_on_one_browser_each_act_on_their_own_page() {
+    use rmcp::ServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    if !computer_testkit::need_chromium() {
+        return;
+    }
+    let s = or_skip!(HttpServer::start_with(&["--kind", "browser"]).await);
+    let session = || async {
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(s.url.clone())
+                .auth_header(s.token.clone()),
+        );
+        Recorder::default().serve(transport).await.unwrap()
+    };
+    let (a, b) = (session().await, session().await);
+    call_ok(&a, "browser_navigate", json!({"url": "about:blank"})).await;
+    let listed = call_ok(&a, "computer_list", json!({})).await;
+    let handle = structured(&listed)["computers"][0]["handle"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let on = |mut v: Value| {
+        v["computer"] = json!(handle);
+        v
+    };
+    call_ok(&b, "browser_navigate", on(json!({"url": "about:blank"}))).await;
+    let page = |who: &str| {
+        format!(
+            "document.title = 'page {who}'; document.body.innerHTML = '<button onclick=\"document.title = \\'{who} clicked\\'\">Go {who}</button>'; document.title"
+        )
+    };
+    call_ok(&a, "browser_eval", json!({"expression": page("A")})).await;
+    call_ok(&b, "browser_eval", on(json!({"expression": page("B")}))).await;
+    let tabs = |r: &rmcp::model::CallToolResult| -> Vec<(String, String)> {
+        structured(r)["tabs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["tab_id"].as_str().unwrap().to_string(),
+                    t["title"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let a_tabs = tabs(&call_ok(&a, "browser_tabs", json!({"action": "list"})).await);
+    let b_tabs = tabs(&call_ok(&b, "browser_tabs", on(json!({"action": "list"}))).await);
+    assert_eq!(a_tabs.len(), 1, "{a_tabs:?}");
+    assert_eq!(a_tabs[0].1, "page A");
+    assert_eq!(b_tabs.len(), 1, "{b_tabs:?}");
+    assert_eq!(b_tabs[0].1, "page B");
+    // B clicks its button by ref: B's page changes, A's does not.
+    let snap = call_ok(&b, "browser_snapshot", on(json!({}))).await;
+    let t = text(&snap);
+    let r = t
+        .split("[ref=")
+        .nth(1)
+        .and_then(|x| x.split(']').next())
+        .unwrap_or_else(|| panic!("{t}"));
+    assert!(t.contains("Go B") && !t.contains("Go A"), "{t}");
+    call_ok(&b, "browser_click", on(json!({"ref": r}))).await;
+    let title = |r: rmcp::model::CallToolResult| structured(&r)["value"].clone();
+    let b_title = call_ok(
+        &b,
+        "browser_eval",
+        on(json!({"expression": "document.title"})),
+    )
+    .await;
+    assert_eq!(title(b_title), "B clicked");
+    let a_title = call_ok(&a, "browser_eval", json!({"expression": "document.title"})).await;
+    assert_eq!(title(a_title), "page A");
+    // A's tab, named by B, is no tab of B's; A's ref e1 is no ref of B's page.
+    let r = call(&b, "browser_snapshot", on(json!({"tab_id": a_tabs[0].0}))).await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(text(&r).contains("is no open tab"), "{}", text(&r));
+    a.cancel().await.unwrap();
+    b.cancel().await.unwrap();
+}
