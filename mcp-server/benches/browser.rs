@@ -7,7 +7,11 @@
 //! - a snapshot right after a navigation (the navigation not timed);
 //! - a snapshot of the page at rest;
 //! - the bytes of one snapshot's answer (its text, what the model reads);
-//! - a snapshot and a click by its ref.
+//! - a snapshot and a click by its ref;
+//! - a 10-step task, as a model does one: navigate, snapshot, type into
+//!   each of a form's 5 fields by ref, submit, wait for the page's answer,
+//!   take a screenshot; the whole task's time, and the bytes of all its
+//!   answers (the results as JSON, images included).
 //!
 //! Run on demand (never part of `cargo test`), as root like the tests, with
 //! Debian's chromium and Node's npx (the first run fetches the package):
@@ -50,6 +54,70 @@ fn page() -> String {
          <button id=add onclick=\"document.getElementById('n').textContent = +document.getElementById('n').textContent + 1\">Add one</button>\
          <ul>{links}</ul></body></html>"
     )
+}
+
+/// The task's page: a form of five fields whose submit says thanks.
+fn form_page() -> String {
+    let fields: String = ["Name", "Email", "City", "Street", "Zip"]
+        .iter()
+        .map(|f| format!("<p><label>{f} <input name={}></label></p>", f.to_lowercase()))
+        .collect();
+    format!(
+        "<!doctype html><html><head><title>Order</title></head><body><h1>Order</h1>\
+         <form onsubmit=\"event.preventDefault(); document.getElementById('done').textContent = 'Thanks, ' + this.name.value\">\
+         {fields}<button type=submit>Order now</button></form><p id=done></p></body></html>"
+    )
+}
+
+/// The ref on the line of `role "name"` in a snapshot's text.
+fn ref_of(snapshot: &str, role: &str, name: &str) -> String {
+    let want = format!("{role} \"{name}\"");
+    let line = snapshot
+        .lines()
+        .find(|l| l.contains(&want))
+        .unwrap_or_else(|| panic!("no {want} in the snapshot:\n{snapshot}"));
+    let at = line.find("ref=").expect("a ref on the line") + 4;
+    line[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric())
+        .collect()
+}
+
+/// The 10-step task on `client`, in Playwright MCP's words (which both
+/// take): its time and the bytes of its answers.
+async fn task(client: &RunningService<RoleClient, ()>, url: &str) -> (Duration, usize) {
+    let t = Instant::now();
+    let mut bytes = 0;
+    let mut step = async |name: &'static str, args: Value| {
+        let r = ok(client, name, args).await;
+        bytes += serde_json::to_string(&r).unwrap().len();
+        r
+    };
+    step("browser_navigate", json!({ "url": url })).await;
+    let snap = text_of(&step("browser_snapshot", json!({})).await);
+    for (field, value) in [
+        ("Name", "Ada"),
+        ("Email", "ada@example.com"),
+        ("City", "London"),
+        ("Street", "1 Analytical Way"),
+        ("Zip", "N1 9GU"),
+    ] {
+        let r = ref_of(&snap, "textbox", field);
+        step(
+            "browser_type",
+            json!({"target": r, "element": format!("{field} field"), "text": value}),
+        )
+        .await;
+    }
+    let submit = ref_of(&snap, "button", "Order now");
+    step(
+        "browser_click",
+        json!({"target": submit, "element": "Order now button"}),
+    )
+    .await;
+    step("browser_wait_for", json!({"text": "Thanks, Ada"})).await;
+    step("browser_take_screenshot", json!({})).await;
+    (t.elapsed(), bytes)
 }
 
 fn call(name: &'static str, args: Value) -> CallToolRequestParams {
@@ -157,7 +225,12 @@ async fn serve(page: String) -> std::net::SocketAddr {
             let page = page.clone();
             tokio::spawn(async move {
                 let mut buf = [0u8; 4096];
-                let _ = s.read(&mut buf).await;
+                let n = s.read(&mut buf).await.unwrap_or(0);
+                let page = if buf[..n].starts_with(b"GET /form") {
+                    form_page()
+                } else {
+                    page
+                };
                 let head = format!(
                     "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                     page.len()
@@ -185,6 +258,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         &ours,
         "write_file",
         json!({"path": "/work/site/index.html", "content": page()}),
+    )
+    .await;
+    ok(
+        &ours,
+        "write_file",
+        json!({"path": "/work/site/form.html", "content": form_page()}),
     )
     .await;
     ok(
@@ -254,6 +333,33 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     .await;
     compare("snapshot at rest", n, s, |i| snap(&s[i].client)).await;
     compare("snapshot + click", n, s, |i| snap_click(&s[i].client)).await;
+
+    // The 10-step task, alternating, its time and its answers' bytes.
+    let rounds = n.div_ceil(5).max(3);
+    let mut took = [Vec::new(), Vec::new()];
+    let mut task_bytes = [0usize; 2];
+    for _ in 0..rounds {
+        for (i, side) in s.iter().enumerate() {
+            let (d, b) = task(&side.client, &format!("{}form.html", side.url)).await;
+            took[i].push(d);
+            task_bytes[i] = b;
+        }
+    }
+    let task_name = "10-step task (navigate, snapshot, 5 fields, submit, wait, screenshot)";
+    let ours = line(&format!("{}: {task_name}", s[0].name), &mut took[0]);
+    let theirs = line(&format!("{}: {task_name}", s[1].name), &mut took[1]);
+    println!(
+        "ratio 10-step task (playwright / computer-mcp, medians): {:.2}x ({:.2} ms vs {:.2} ms)",
+        ms(theirs) / ms(ours),
+        ms(theirs),
+        ms(ours)
+    );
+    println!(
+        "ratio 10-step task bytes (computer-mcp / playwright): {:.2}x ({} B vs {} B)",
+        task_bytes[0] as f64 / task_bytes[1] as f64,
+        task_bytes[0],
+        task_bytes[1]
+    );
     for side in sides {
         side.client.cancel().await?;
     }
