@@ -60,7 +60,12 @@ fn page() -> String {
 fn form_page() -> String {
     let fields: String = ["Name", "Email", "City", "Street", "Zip"]
         .iter()
-        .map(|f| format!("<p><label>{f} <input name={}></label></p>", f.to_lowercase()))
+        .map(|f| {
+            format!(
+                "<p><label>{f} <input name={}></label></p>",
+                f.to_lowercase()
+            )
+        })
         .collect();
     format!(
         "<!doctype html><html><head><title>Order</title></head><body><h1>Order</h1>\

@@ -6,6 +6,7 @@ mod conformance;
 mod cp;
 mod desktop;
 mod egress;
+mod examples;
 mod fake_cloud;
 mod fleet;
 mod http;
