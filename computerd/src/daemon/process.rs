@@ -241,6 +241,8 @@ impl Table {
                     input,
                     terminal,
                     changed: watch::channel(0).0,
+                    hold: p.hold == Some(true) && p.pty.is_none(),
+                    read_to: 0,
                 },
             );
             seq
@@ -427,9 +429,15 @@ impl Table {
         let until = Instant::now() + Duration::from_millis(wait);
         loop {
             let (result, mut rx) = {
-                let inner = self.lock();
-                let e = inner.entries.get(&seq).ok_or_else(|| unknown(&p.id))?;
-                (read_entry(e, &p, max as usize)?, e.changed.subscribe())
+                let mut inner = self.lock();
+                let e = inner.entries.get_mut(&seq).ok_or_else(|| unknown(&p.id))?;
+                let result = read_entry(e, &p, max as usize)?;
+                if e.hold && p.stream == Stream::Stdout && result.next_offset > e.read_to {
+                    // A held pump waiting for room goes on.
+                    e.read_to = result.next_offset;
+                    e.bump();
+                }
+                (result, e.changed.subscribe())
             };
             let has_news = !result.data.is_empty() || result.dropped > 0 || result.exited;
             if has_news || Instant::now() >= until {
@@ -694,6 +702,9 @@ async fn pump_pipe(daemon: Arc<Daemon>, seq: u64, which: Which, fd: OwnedFd) {
     if let Ok(mut rx) = pipe::Receiver::from_owned_fd(fd) {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
+            if which == Which::Out {
+                wait_for_room(&daemon, seq, buf.len()).await;
+            }
             match rx.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => daemon.processes.lock().push(seq, which, &buf[..n]),
@@ -701,6 +712,22 @@ async fn pump_pipe(daemon: Arc<Daemon>, seq: u64, which: Which, fd: OwnedFd) {
         }
     }
     daemon.processes.lock().close(seq, which);
+}
+
+/// A held stdout's pump waits here until reads leave room for `chunk` more
+/// bytes (the program's writes wait on its full pipe meanwhile).
+async fn wait_for_room(daemon: &Daemon, seq: u64, chunk: usize) {
+    loop {
+        let mut changed = {
+            let inner = daemon.processes.lock();
+            match inner.entries.get(&seq) {
+                Some(e) if !e.room_for(chunk) && e.ended.is_none() => e.changed.subscribe(),
+                _ => return,
+            }
+        };
+        // A change is a read (or the end); look again at least now and then.
+        let _ = tokio::time::timeout(Duration::from_millis(50), changed.changed()).await;
+    }
 }
 
 async fn wait_for_end(daemon: Arc<Daemon>, seq: u64, run: Arc<Run>) {

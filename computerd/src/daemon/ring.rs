@@ -49,6 +49,11 @@ impl Ring {
         self.end
     }
 
+    /// The most this ring keeps now.
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
     /// Bytes held in memory.
     pub fn kept(&self) -> u64 {
         self.buf.len() as u64

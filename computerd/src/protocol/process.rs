@@ -49,6 +49,12 @@ start_params! {
         /// starts, instead of being refused at once.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub queue_ms: Option<u64>,
+        /// Keep every byte of stdout: while what no read has reached yet
+        /// fills its ring, the program's writes wait (a pipe's own
+        /// backpressure) instead of the oldest output being let go. For a
+        /// reader that reads all of it in order (a browser's debugging pipe).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub hold: Option<bool>,
     }
 }
 

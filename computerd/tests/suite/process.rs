@@ -104,6 +104,44 @@ async fn twenty_mebibytes_read_from_offset_zero_report_what_the_ring_dropped() {
     assert_eq!(r.data.len() + rest.data.len(), 8 << 20);
 }
 
+/// A held stdout lets no byte go: 20 MiB written at once, more than the
+/// 8 MiB ring, are all read in order by a reader that starts late, while
+/// the same program unheld loses 12 MiB of them (above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_stdout_keeps_every_byte_for_a_slow_reader() {
+    let (init, c) = or_skip!(Init::with_client().await);
+    let mut sp = start_sh(
+        "head -c 20971520 /dev/urandom | od -An -tx1 -v | head -c 20971520",
+        &init.marker,
+    );
+    sp.hold = Some(true);
+    let p: ProcessStartResult = c.call(&sp).await.unwrap();
+    // Late: the program has long filled the ring by now, were it let.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut offset = 0;
+    let mut got = Vec::new();
+    loop {
+        let r = c
+            .call(&read_at(&p.id, Stream::Stdout, offset, Some(5000)))
+            .await
+            .unwrap();
+        assert_eq!(r.dropped, 0, "at {offset}");
+        got.extend_from_slice(&r.data);
+        offset = r.next_offset;
+        if r.exited {
+            break;
+        }
+    }
+    assert_eq!(got.len(), 20 << 20);
+    // od's lines, each whole: nothing was cut out of the middle.
+    assert!(
+        got.split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .all(|l| l.len() == 48 || got.ends_with(l)),
+        "a line was cut"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdin_writes_reach_the_program_and_close_ends_its_input() {
     let (init, c) = or_skip!(Init::with_client().await);

@@ -321,3 +321,40 @@ async fn two_sessions_on_one_browser_each_act_on_their_own_page() {
     a.cancel().await.unwrap();
     b.cancel().await.unwrap();
 }
+
+/// What a client takes: a 3 MB page's snapshot and a 4000x3000 page's
+/// full-page screenshot each come back under 1 MB, the snapshot cut into
+/// pages and the screenshot scaled, each saying so. (Its 3 MB are 300
+/// paragraphs of 10 KB: a page of tens of thousands of elements makes an
+/// accessibility tree over the computer's 8 MiB pipe ring, which ends the
+/// browser; see issue 41's note.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_3_mb_pages_snapshot_and_a_4000x3000_screenshot_each_fit_under_1_mb() {
+    let (_server, client, _) = or_skip!(
+        Server::local_stdio_needing(&[computer_testkit::need_chromium], &["--kind", "browser"])
+            .await
+    );
+    let line = "<p>".to_string() + &"lorem ipsum dolor sit amet ".repeat(370) + "</p>";
+    let big = format!(
+        "<!doctype html><title>Big</title><div style=\"width:4000px;height:3000px;background:linear-gradient(90deg,#f00,#00f)\">{}</div>",
+        line.repeat(3_000_000 / line.len() + 1)
+    );
+    assert!(big.len() > 3_000_000);
+    open_served(&client, "big.html", &big, 8131).await;
+    let whole = |r: &rmcp::model::CallToolResult| serde_json::to_string(r).unwrap().len();
+
+    let snap = call_ok(&client, "browser_snapshot", json!({})).await;
+    assert!(whole(&snap) < 1_000_000, "{} bytes", whole(&snap));
+    let t = text(&snap);
+    let first = t.lines().next().unwrap_or_default();
+    assert!(first.contains("page 1 of "), "{first}");
+    assert!(!first.contains("page 1 of 1,"), "{first}");
+
+    let shot = call_ok(&client, "browser_screenshot", json!({"full_page": true})).await;
+    assert!(whole(&shot) < 1_000_000, "{} bytes", whole(&shot));
+    let s = structured(&shot);
+    let (w, h) = (s["width"].as_u64().unwrap(), s["height"].as_u64().unwrap());
+    assert!(w <= 2000 && h <= 2000, "{s}");
+    assert!(text(&shot).contains("scale"), "{}", text(&shot));
+    client.cancel().await.unwrap();
+}

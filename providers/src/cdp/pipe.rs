@@ -64,6 +64,9 @@ pub async fn start(
             argv: pipe_argv(browser),
             stdin: Some(true),
             env: (!env.is_empty()).then_some(env),
+            // A reply of many MiB (a big page's accessibility tree) waits
+            // for the reads instead of overrunning the ring.
+            hold: Some(true),
             ..Default::default()
         })
         .await

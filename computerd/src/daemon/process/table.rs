@@ -45,6 +45,11 @@ pub(super) struct Entry {
     pub(super) input: Option<Arc<Input>>,
     pub(super) terminal: Option<Arc<AsyncFd<OwnedFd>>>,
     pub(super) changed: watch::Sender<u64>,
+    /// stdout is held ([`crate::protocol::ProcessStartParams::hold`]):
+    /// its pump waits while the bytes past `read_to` fill the ring.
+    pub(super) hold: bool,
+    /// The furthest offset a read of stdout has reached.
+    pub(super) read_to: u64,
 }
 
 impl Entry {
@@ -54,6 +59,15 @@ impl Entry {
 
     /// Every output stream has reached its end (or, with kept orphans, the
     /// process has ended: what it left running may hold them open for good).
+    /// Whether a held stdout has room for one more pipe read of `chunk`
+    /// bytes without letting an unread byte go.
+    pub(super) fn room_for(&self, chunk: usize) -> bool {
+        !self.hold
+            || self.out.is_released()
+            || self.out.size() - self.read_to.min(self.out.size()) + chunk as u64
+                <= self.out.cap() as u64
+    }
+
     pub(super) fn output_done(&self) -> bool {
         (self.out.closed && self.err.closed) || (self.ended.is_some() && self.keep_orphans)
     }
@@ -68,7 +82,7 @@ pub(super) struct Ended {
 }
 
 /// Which of a process's two output rings.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Which {
     Out,
     Err,
