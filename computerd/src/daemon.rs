@@ -59,6 +59,15 @@ use tokio::sync::Notify;
 
 use crate::protocol::{RpcError, limits};
 
+/// A task whose end nobody waits for, as one boxed type: the proxy's, init's
+/// handoff, each connection and each process's pumps. The runtime's task
+/// code is then compiled once for all of them, not once per future (some
+/// 2 KiB of the static daemon each).
+pub fn spawn(f: impl std::future::Future<Output = ()> + Send + 'static) {
+    let f: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = Box::pin(f);
+    tokio::spawn(f);
+}
+
 /// Who the daemon runs as, and what every program it starts is given.
 #[derive(Clone, Debug)]
 pub struct Identity {

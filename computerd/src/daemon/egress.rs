@@ -306,12 +306,8 @@ async fn accept_loop(listener: tokio::net::UnixListener, proxy: Arc<Proxy>) {
     }
 }
 
-/// Every task of the proxy and of init's handoff is one boxed type, so the
-/// runtime's task code is compiled once for all of them.
-pub fn spawn(f: impl std::future::Future<Output = ()> + Send + 'static) {
-    let f: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = Box::pin(f);
-    tokio::spawn(f);
-}
+/// The proxy's tasks are the daemon's one boxed task type ([`super::spawn`]).
+pub use super::spawn;
 
 /// A refusal: the rule, the log's fields, the words the program sees.
 #[derive(Debug)]

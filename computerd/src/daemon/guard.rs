@@ -71,9 +71,13 @@ pub struct GuardSpec {
     pub reuse: bool,
 }
 
-/// Daemon to guard.
+/// Daemon to guard. Both ends are this binary, so its lines (and
+/// [`GuardEvent`]'s) are serde's plain externally tagged enums
+/// (`{"signal":{"sig":15}}`, `"terminate"`): an internally tagged one
+/// buffers every field first and holds a copy of each variant's decoding
+/// (some 10 KiB of the static daemon for the two).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(tag = "op", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum GuardCommand {
     /// Send `sig` to the program's group (with waitGroup, to each group of the run).
     Signal { sig: i32 },
@@ -84,9 +88,9 @@ pub enum GuardCommand {
     Terminate,
 }
 
-/// Guard to daemon.
+/// Guard to daemon (externally tagged, as [`GuardCommand`]).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(tag = "ev", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum GuardEvent {
     /// The program runs.
     Started { pid: i32 },

@@ -407,7 +407,7 @@ pub async fn serve(daemon: Arc<Daemon>, socket: PathBuf) -> i32 {
                             refuse(&stream);
                             continue;
                         }
-                        tokio::spawn(conn::serve(Arc::clone(&daemon), stream));
+                        super::spawn(conn::serve(Arc::clone(&daemon), stream));
                     }
                     Err(e) => {
                         tracing::warn!("accept failed: {e}");

@@ -249,14 +249,14 @@ impl Table {
         };
         match io {
             Io::Terminal(fd) => {
-                tokio::spawn(pump_terminal(Arc::clone(daemon), seq, fd));
+                super::spawn(pump_terminal(Arc::clone(daemon), seq, fd));
             }
             Io::Pipes(out, err) => {
-                tokio::spawn(pump_pipe(Arc::clone(daemon), seq, Which::Out, out));
-                tokio::spawn(pump_pipe(Arc::clone(daemon), seq, Which::Err, err));
+                super::spawn(pump_pipe(Arc::clone(daemon), seq, Which::Out, out));
+                super::spawn(pump_pipe(Arc::clone(daemon), seq, Which::Err, err));
             }
         }
-        tokio::spawn(wait_for_end(Arc::clone(daemon), seq, run));
+        super::spawn(wait_for_end(Arc::clone(daemon), seq, run));
         Ok(ProcessStartResult {
             id: format!("p{seq}"),
             pid,

@@ -282,7 +282,7 @@ pub async fn spawn(daemon: &Arc<Daemon>, spec: &GuardSpec, stdio: Stdio3) -> std
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
     let (reply_tx, reply_rx) = mpsc::unbounded_channel();
     let (back_tx, back) = oneshot::channel();
-    tokio::spawn(async move {
+    super::spawn(async move {
         let mut lines = BufReader::new(read);
         let mut buf = Vec::new();
         loop {

@@ -360,7 +360,21 @@ pub trait Call: Serialize {
 
 /// Decode params, naming the field at fault in the error. Missing params
 /// are read as `{}`, so a method whose params are all optional takes none.
+///
+/// Only the decoding itself is generic: the params' check and the error's
+/// words are one function each, not a copy per params type (the static
+/// daemon decodes some thirty types).
 pub fn decode_params<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
+    let value = params_object(params)?;
+    let mut track = serde_path_to_error::Track::new();
+    T::deserialize(serde_path_to_error::Deserializer::new(value, &mut track))
+        .map_err(|e| decode_error(track.path(), e))
+}
+
+/// The params as a JSON object: absent or `null` is `{}`; anything else
+/// but an object is refused.
+#[inline(never)]
+fn params_object(params: Option<Value>) -> Result<Value, RpcError> {
     let value = match params {
         None | Some(Value::Null) => Value::Object(Default::default()),
         Some(v) => v,
@@ -368,15 +382,18 @@ pub fn decode_params<T: DeserializeOwned>(params: Option<Value>) -> Result<T, Rp
     if !value.is_object() {
         return Err(RpcError::invalid("params must be a JSON object"));
     }
-    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner().to_string();
-        if path == "." || path.is_empty() {
-            RpcError::invalid(format!("params: {inner}"))
-        } else {
-            RpcError::invalid(format!("{path}: {inner}")).with_field(&path)
-        }
-    })
+    Ok(value)
+}
+
+/// A decoding error in words, led by the path of the field at fault.
+#[inline(never)]
+fn decode_error(path: serde_path_to_error::Path, e: serde_json::Error) -> RpcError {
+    let path = path.to_string();
+    if path == "." || path.is_empty() {
+        RpcError::invalid(format!("params: {e}"))
+    } else {
+        RpcError::invalid(format!("{path}: {e}")).with_field(&path)
+    }
 }
 
 /// Decode params whose `data` came as a bytes frame after the line: the

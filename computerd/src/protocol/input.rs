@@ -87,12 +87,45 @@ pub enum PhoneButton {
     VolumeDown,
 }
 
-/// One action. Points are `[x, y]` in the screen's pixels, origin top left.
-/// A pointer action without a point acts where the pointer is.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Action {
+/// The action enum, and its twin the decoder reads. [`Action`] is on the
+/// wire internally tagged (`{"type": "move", "point": [1, 2]}`), but serde's
+/// derive for that buffers every field first (its own copy of every
+/// variant's decoding, some 50 KiB of the static daemon); the twin is
+/// externally tagged (`{"move": {"point": [1, 2]}}`), which reads the
+/// fields straight, so [`Action`]'s `Deserialize` moves `type` out and
+/// reads the twin. One list of variants makes both.
+macro_rules! actions {
+    ($(
+        $(#[$vattr:meta])*
+        $variant:ident { $( $(#[$fattr:meta])* $field:ident : $ty:ty ),* $(,)? },
+    )*) => {
+        /// One action. Points are `[x, y]` in the screen's pixels, origin top left.
+        /// A pointer action without a point acts where the pointer is.
+        #[derive(Clone, Debug, PartialEq, Serialize)]
+        #[cfg_attr(any(test, feature = "schemas"), derive(schemars::JsonSchema))]
+        #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+        pub enum Action {
+            $( $(#[$vattr])* $variant { $( $(#[$fattr])* $field: $ty ),* }, )*
+        }
+
+        /// [`Action`] externally tagged: what its `Deserialize` reads.
+        #[derive(Deserialize)]
+        #[serde(rename_all = "snake_case", deny_unknown_fields)]
+        enum Tagged {
+            $( $variant { $( $(#[$fattr])* $field: $ty ),* }, )*
+        }
+
+        impl From<Tagged> for Action {
+            fn from(t: Tagged) -> Self {
+                match t {
+                    $( Tagged::$variant { $($field),* } => Action::$variant { $($field),* }, )*
+                }
+            }
+        }
+    };
+}
+
+actions! {
     /// Move the pointer.
     Move { point: [i64; 2] },
     /// Press a button (at a point, moving there first), and keep it pressed.
@@ -174,6 +207,59 @@ pub enum Action {
     Pinch { point: [i64; 2], scale: f64 },
     /// A phone's button.
     Button { button: PhoneButton },
+}
+
+impl<'de> Deserialize<'de> for Action {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        action_of(Value::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// An action from its JSON object: `type` names the variant, the other
+/// fields are its fields. The refusals are serde's words for an internally
+/// tagged enum. (Serde's derive would also take an array led by the type,
+/// its fields in order: no client sends one, the schema says object, and
+/// it is refused.)
+fn action_of(v: Value) -> Result<Action, serde_json::Error> {
+    use serde::de::Error as _;
+    let mut fields = match v {
+        Value::Object(o) => o,
+        other => {
+            return Err(serde_json::Error::invalid_type(
+                unexpected(&other),
+                &"internally tagged enum Action",
+            ));
+        }
+    };
+    let name = match fields.remove("type") {
+        Some(Value::String(name)) => name,
+        Some(other) => {
+            return Err(serde_json::Error::invalid_type(
+                unexpected(&other),
+                &"variant identifier",
+            ));
+        }
+        None => return Err(serde_json::Error::missing_field("type")),
+    };
+    let tagged = serde_json::Map::from_iter([(name, Value::Object(fields))]);
+    Tagged::deserialize(Value::Object(tagged)).map(Action::from)
+}
+
+/// A JSON value as serde names what it got instead of what it expected.
+fn unexpected(v: &Value) -> serde::de::Unexpected<'_> {
+    use serde::de::Unexpected;
+    match v {
+        Value::Null => Unexpected::Unit,
+        Value::Bool(b) => Unexpected::Bool(*b),
+        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(u), _, _) => Unexpected::Unsigned(u),
+            (_, Some(i), _) => Unexpected::Signed(i),
+            (_, _, f) => Unexpected::Float(f.unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => Unexpected::Str(s),
+        Value::Array(_) => Unexpected::Seq,
+        Value::Object(_) => Unexpected::Map,
+    }
 }
 
 impl Action {
@@ -767,6 +853,56 @@ mod tests {
         );
         let f = refused(json!([{"type": "key", "keys": ["a"], "repeat": 101}]));
         assert_eq!(f.kind, ErrorKind::Limit);
+    }
+
+    /// Action's own Deserialize (type moved out, the externally tagged twin
+    /// read) refuses in the words serde's derive for the internally tagged
+    /// enum used, and reads what it read.
+    #[test]
+    fn actions_decode_as_an_internally_tagged_enum_in_serdes_words() {
+        let words = |v: Value| Action::deserialize(&v).unwrap_err().to_string();
+        assert_eq!(words(json!({"type": "move"})), "missing field `point`");
+        assert_eq!(
+            words(json!({"type": "move", "point": [1, 2], "x": 1})),
+            "unknown field `x`, expected `point`"
+        );
+        assert!(
+            words(json!({"type": "teleport"}))
+                .starts_with("unknown variant `teleport`, expected one of `move`, `down`, `up`,"),
+        );
+        assert_eq!(words(json!({"point": [1, 2]})), "missing field `type`");
+        assert_eq!(
+            words(json!({"type": 3})),
+            "invalid type: integer `3`, expected variant identifier"
+        );
+        assert_eq!(
+            words(json!("move")),
+            "invalid type: string \"move\", expected internally tagged enum Action"
+        );
+        assert_eq!(
+            words(json!({"type": "click", "button": "huge"})),
+            "unknown variant `huge`, expected one of `left`, `middle`, `right`, `back`, `forward`"
+        );
+        let read = |v: Value| Action::deserialize(&v).unwrap();
+        assert_eq!(
+            read(json!({"type": "down", "button": "right"})),
+            Action::Down {
+                point: None,
+                button: Some(Button::Right)
+            }
+        );
+        assert_eq!(
+            read(json!({"type": "pinch", "point": [1, 2], "scale": 1.5})),
+            Action::Pinch {
+                point: [1, 2],
+                scale: 1.5
+            }
+        );
+        let a = read(json!({"type": "long_press", "point": [3, 4]}));
+        assert_eq!(
+            serde_json::to_value(&a).unwrap(),
+            json!({"type": "long_press", "point": [3, 4]})
+        );
     }
 
     const PHONE: &[Group] = &[Group::Screen, Group::InputTouch, Group::InputKeys];

@@ -143,18 +143,12 @@ impl Conn {
         p: protocol::TarPullBeginParams,
     ) -> Result<TarStreamId, RpcError> {
         if lock(&self.pulls).len() >= limits::MAX_PULLS_PER_CONNECTION {
-            return Err(RpcError::limit(format!(
-                "{} tar pulls are already open on this connection; end one first",
-                limits::MAX_PULLS_PER_CONNECTION
-            )));
+            return Err(too_many("pulls", limits::MAX_PULLS_PER_CONNECTION));
         }
         let pull = blocking(move || tar::Pull::begin(&p.path)).await?;
         let mut pulls = lock(&self.pulls);
         if pulls.len() >= limits::MAX_PULLS_PER_CONNECTION {
-            return Err(RpcError::limit(format!(
-                "{} tar pulls are already open on this connection; end one first",
-                limits::MAX_PULLS_PER_CONNECTION
-            )));
+            return Err(too_many("pulls", limits::MAX_PULLS_PER_CONNECTION));
         }
         let id = self.daemon.stream_id();
         pulls.insert(
@@ -250,19 +244,13 @@ impl Conn {
         p: protocol::TarPushBeginParams,
     ) -> Result<TarStreamId, RpcError> {
         if lock(&self.pushes).len() >= limits::MAX_PUSHES_PER_CONNECTION {
-            return Err(RpcError::limit(format!(
-                "{} tar pushes are already open on this connection; end one first",
-                limits::MAX_PUSHES_PER_CONNECTION
-            )));
+            return Err(too_many("pushes", limits::MAX_PUSHES_PER_CONNECTION));
         }
         let push = blocking(move || tar::Push::begin(&p.path)).await?;
         let mut pushes = lock(&self.pushes);
         if pushes.len() >= limits::MAX_PUSHES_PER_CONNECTION {
             push.abort();
-            return Err(RpcError::limit(format!(
-                "{} tar pushes are already open on this connection; end one first",
-                limits::MAX_PUSHES_PER_CONNECTION
-            )));
+            return Err(too_many("pushes", limits::MAX_PUSHES_PER_CONNECTION));
         }
         let id = self.daemon.stream_id();
         pushes.insert(id.clone(), Arc::new(tokio::sync::Mutex::new(Some(push))));
@@ -338,4 +326,11 @@ impl Conn {
             }
         }
     }
+}
+
+/// The refusal of a pull or push begun while `most` are open.
+fn too_many(what: &str, most: usize) -> RpcError {
+    RpcError::limit(format!(
+        "{most} tar {what} are already open on this connection; end one first"
+    ))
 }
