@@ -64,7 +64,9 @@ pub async fn list(app: &Arc<App>, caller: &Caller) -> Vec<Resource> {
     let mut out: Vec<Resource> = skills(app.kind())
         .iter()
         .map(|s| {
-            Resource::new(s.uri(), format!("{} skill", s.name))
+            // Named by its front matter (the Skills extension's rule).
+            Resource::new(s.uri(), s.name)
+                .with_title(format!("{} skill", s.name))
                 .with_description(s.description)
                 .with_mime_type("text/markdown")
         })
