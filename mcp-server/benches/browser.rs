@@ -208,6 +208,11 @@ where
             t.push(f(i).await);
         }
     }
+    report(what, sides, &mut took);
+}
+
+/// Each side's line for `what`, and the ratio of their medians.
+fn report(what: &str, sides: &[Side; 2], took: &mut [Vec<Duration>; 2]) {
     let ours = line(&format!("{}: {what}", sides[0].name), &mut took[0]);
     let theirs = line(&format!("{}: {what}", sides[1].name), &mut took[1]);
     println!(
@@ -350,14 +355,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             task_bytes[i] = b;
         }
     }
-    let task_name = "10-step task (navigate, snapshot, 5 fields, submit, wait, screenshot)";
-    let ours = line(&format!("{}: {task_name}", s[0].name), &mut took[0]);
-    let theirs = line(&format!("{}: {task_name}", s[1].name), &mut took[1]);
-    println!(
-        "ratio 10-step task (playwright / computer-mcp, medians): {:.2}x ({:.2} ms vs {:.2} ms)",
-        ms(theirs) / ms(ours),
-        ms(theirs),
-        ms(ours)
+    report(
+        "10-step task (navigate, snapshot, 5 fields, submit, wait, screenshot)",
+        s,
+        &mut took,
     );
     println!(
         "ratio 10-step task bytes (computer-mcp / playwright): {:.2}x ({} B vs {} B)",
