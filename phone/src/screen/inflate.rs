@@ -288,7 +288,9 @@ mod tests {
                 // The first pixel of a noise row, as drawn.
                 let at = (5 * w as usize) * step;
                 assert_eq!(want.at(0, 5), Some([px[at], px[at + 1], px[at + 2]]));
-                for (sw, sh) in [(7, 13), (11, 40), (23, 9), (1, 1)] {
+                // Bands of 1 and 2 rows (40 to 27, 26), some of them all one
+                // row repeated, next to each other.
+                for (sw, sh) in [(7, 13), (11, 40), (11, 27), (5, 26), (23, 9), (1, 1)] {
                     let ours = Screencap::read(&bytes, &mut buf).unwrap().scaled(sw, sh);
                     let want = Png::read(&bytes).unwrap().scaled(sw, sh);
                     assert_eq!(ours, want, "{step} {filter:?} {sw}x{sh}");
