@@ -129,6 +129,18 @@ async fn main() {
     })
     .await
     .unwrap();
+    // The same screen asked two ways in turn (576 and 575 px wide): every
+    // shot is decoded, scaled and encoded, as after the screen changed
+    // (the line above is the same screen again: its first shot's PNG).
+    let other = json!({"fit": Fit { max_width: Some(w - 1), ..fit }});
+    let mut turn = 0;
+    runs("client screen.shot, fitted, each decoded", n, || {
+        turn += 1;
+        let p = if turn % 2 == 0 { &fitted } else { &other };
+        client.call_value("screen.shot", p.clone())
+    })
+    .await
+    .unwrap();
     let probe = json!({"region": {"x": 0, "y": 0, "width": 1, "height": 1}});
     runs("client screen.shot, a 1x1 probe", n, || {
         client.call_value("screen.shot", probe.clone())

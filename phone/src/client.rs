@@ -9,9 +9,9 @@ use computerd::client::{ClientError, ComputerClient};
 use computerd::protocol::limits::MAX_CHUNK_BYTES;
 use computerd::protocol::{
     ActionFailure, App, AppsInstallParams, AppsInstallResult, AppsLaunchParams, AppsListResult,
-    AppsOpenUrlParams, AppsTerminateParams, Bytes64, CheckOptions, ErrorKind, Group, HelloResult,
-    ImageFormat, InputActionsParams, InputActionsResult, MachineKind, RpcError,
-    ScreenOrientationParams, ScreenOrientationResult, ScreenReadParams, ScreenReadResult,
+    AppsOpenUrlParams, AppsTerminateParams, Bytes64, CheckOptions, ErrorKind, Fit, Group,
+    HelloResult, ImageFormat, InputActionsParams, InputActionsResult, MachineKind, Region,
+    RpcError, ScreenOrientationParams, ScreenOrientationResult, ScreenReadParams, ScreenReadResult,
     ScreenShotParams, ScreenShotResult, check_actions_json, decode_params,
 };
 use futures::future::BoxFuture;
@@ -107,6 +107,32 @@ struct Shot {
     png: Vec<u8>,
 }
 
+/// The largest screencap whose shot is kept for the next one to match.
+const MADE_MAX_BYTES: usize = 16 << 20;
+
+/// A shot as made: the screencap it came from, what was asked of it, and
+/// the PNG. The next shot whose screencap is the same bytes, asked the
+/// same way, is this PNG again (decoding, scaling and encoding are
+/// functions of those): a screen that has not changed (a model waiting
+/// for a page, or checking its last tap) is not decoded again.
+#[derive(Clone)]
+struct Made {
+    screencap: Arc<[u8]>,
+    region: Option<Region>,
+    fit: Option<Fit>,
+    png: Arc<[u8]>,
+    width: u32,
+    height: u32,
+    screen_width: u32,
+    screen_height: u32,
+}
+
+impl Made {
+    fn answers(&self, screencap: &[u8], p: &ScreenShotParams) -> bool {
+        (self.region, self.fit) == (p.region, p.fit) && *self.screencap == *screencap
+    }
+}
+
 /// A phone as a [`ComputerClient`].
 pub struct PhoneClient {
     shell: Arc<dyn Shell>,
@@ -117,6 +143,8 @@ pub struct PhoneClient {
     /// (a phone's 1080x2400 is 10 MB, which a fresh buffer pays for in
     /// page faults each time).
     inflated: Mutex<Vec<u8>>,
+    /// The last shot as made, for the next shot of the same screen.
+    made: Mutex<Option<Made>>,
     launched: Launched,
     closed: std::sync::atomic::AtomicBool,
     /// The computer's files: the host folders shared with it.
@@ -168,6 +196,7 @@ impl PhoneClient {
             shot: Mutex::new(None),
             shots: Default::default(),
             inflated: Mutex::new(Vec::new()),
+            made: Mutex::new(None),
             launched,
             closed: Default::default(),
             folders: Vec::new(),
@@ -213,6 +242,52 @@ impl PhoneClient {
         // 4 bytes a pixel cost more than the phone's encoding and this
         // decoding together (the bench's figures are in the note).
         let bytes = self.shell.bytes("screencap -p").await.map_err(gone)?;
+        let made = {
+            let mut last = self.made.lock().unwrap_or_else(|p| p.into_inner());
+            match last.as_ref().filter(|m| m.answers(&bytes, &p)) {
+                Some(m) => m.clone(),
+                None => {
+                    let m = self.make(bytes, &p)?;
+                    *last = (m.screencap.len() <= MADE_MAX_BYTES).then(|| m.clone());
+                    m
+                }
+            }
+        };
+        let n = self
+            .shots
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let id = format!("shot-{n}");
+        let png = made.png;
+        let first = png.len().min(MAX_CHUNK_BYTES as usize);
+        let result = ScreenShotResult {
+            id: id.clone(),
+            format: ImageFormat::Png,
+            data: Bytes64(png[..first].to_vec()),
+            size: png.len() as u64,
+            eof: first == png.len(),
+            width: made.width,
+            height: made.height,
+            screen_width: made.screen_width,
+            screen_height: made.screen_height,
+            // Image pixels per screen pixel: below 1 only when scaled to a fit.
+            scale: if p.region.is_some() {
+                1.0
+            } else {
+                f64::from(made.width) / f64::from(made.screen_width)
+            },
+            cursor: None,
+        };
+        *self.shot.lock().unwrap_or_else(|p| p.into_inner()) = Some(Shot {
+            id,
+            png: png.to_vec(),
+        });
+        to_value(&result)
+    }
+
+    /// What `p` asks of the screencap `bytes`: decoded, cut or scaled, and
+    /// encoded.
+    fn make(&self, bytes: Vec<u8>, p: &ScreenShotParams) -> computerd::client::Result<Made> {
         let unread = |e: crate::screen::ScreenError| rpc(RpcError::invalid(e.to_string()));
         let (frame, screen_width, screen_height) = {
             let mut inflated = self.inflated.lock().unwrap_or_else(|p| p.into_inner());
@@ -234,33 +309,16 @@ impl PhoneClient {
             .map_err(unread)?;
             (frame, screen_width, screen_height)
         };
-        let png = frame.png().map_err(rpc)?;
-        let n = self
-            .shots
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            + 1;
-        let id = format!("shot-{n}");
-        let first = png.len().min(MAX_CHUNK_BYTES as usize);
-        let result = ScreenShotResult {
-            id: id.clone(),
-            format: ImageFormat::Png,
-            data: Bytes64(png[..first].to_vec()),
-            size: png.len() as u64,
-            eof: first == png.len(),
+        Ok(Made {
+            png: frame.png().map_err(rpc)?.into(),
+            screencap: bytes.into(),
+            region: p.region,
+            fit: p.fit,
             width: frame.width,
             height: frame.height,
             screen_width,
             screen_height,
-            // Image pixels per screen pixel: below 1 only when scaled to a fit.
-            scale: if p.region.is_some() {
-                1.0
-            } else {
-                f64::from(frame.width) / f64::from(screen_width)
-            },
-            cursor: None,
-        };
-        *self.shot.lock().unwrap_or_else(|p| p.into_inner()) = Some(Shot { id, png });
-        to_value(&result)
+        })
     }
 
     fn screen_read(&self, params: Value) -> computerd::client::Result<Value> {

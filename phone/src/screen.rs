@@ -189,15 +189,18 @@ fn boxes<const STEP: usize, const R: usize, const B: usize>(
     // of two heights, the ratio's floor or ceiling): made once, not a
     // division per pixel.
     let mut divisors: Vec<(usize, Vec<Divisor>)> = Vec::new();
-    let mut last_pure: Option<(u32, usize)> = None;
+    let mut last_pure: Option<u32> = None;
     for (y0, y1) in spans(l.height, height) {
         let band = y1 - y0;
         let out_row = width as usize * 3;
         // A run of rows that repeat one row is added once, times its length;
         // the band's first run sets the sums. A band that is one run of the
-        // row the band before was, as high, is that band's pixels again.
+        // row the band before was is that band's pixels again, whatever the
+        // two bands' heights: a box of `k` copies of a row's `w` pixels
+        // rounds `(k s + k w / 2) / (k w)`, which is `(s + w / 2) / w` for
+        // every `k` (PNG's 2400 rows to 1280 make bands of 1 and 2 rows).
         let (row, n, id) = rows.run(band)?;
-        let pure = id.filter(|_| n == band).map(|id| (id, band));
+        let pure = id.filter(|_| n == band);
         if pure.is_some() && pure == last_pure {
             rgb.extend_from_within(rgb.len() - out_row..);
             continue;

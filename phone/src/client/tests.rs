@@ -13,6 +13,8 @@ struct Fake {
     sent: Mutex<Vec<String>>,
     fail_after: Option<usize>,
     packages: Vec<&'static str>,
+    /// The raw screen `screencap -p` shows, when not the default gradient.
+    screen: Mutex<Option<Vec<u8>>>,
 }
 
 fn raw_screen(w: u32, h: u32) -> Vec<u8> {
@@ -74,7 +76,8 @@ impl Shell for Fake {
     fn bytes<'a>(&'a self, command: &'a str) -> BoxFuture<'a, Result<Vec<u8>, ShellError>> {
         Box::pin(async move {
             self.sent.lock().unwrap().push(command.to_string());
-            Ok(png_screen(&raw_screen(200, 400)))
+            let screen = self.screen.lock().unwrap().clone();
+            Ok(png_screen(&screen.unwrap_or_else(|| raw_screen(200, 400))))
         })
     }
 }
@@ -163,6 +166,54 @@ async fn a_shot_within_a_fit_is_scaled_before_it_is_encoded() {
         .unwrap();
     let r: ScreenShotResult = serde_json::from_value(r).unwrap();
     assert_eq!((r.width, r.height, r.scale), (150, 150, 1.0));
+}
+
+/// A PNG's pixel at (x, y), as the png crate reads it.
+fn pixel(png: &[u8], x: usize, y: usize) -> Vec<u8> {
+    let mut r = png::Decoder::new(std::io::Cursor::new(png))
+        .read_info()
+        .unwrap();
+    let mut buf = vec![0; r.output_buffer_size().unwrap()];
+    let info = r.next_frame(&mut buf).unwrap();
+    let step = info.line_size / info.width as usize;
+    let at = y * info.line_size + x * step;
+    buf[at..at + 3].to_vec()
+}
+
+#[tokio::test]
+async fn a_shot_of_the_same_screen_is_the_same_png_and_a_changed_screen_is_shown() {
+    let (f, c) = phone(Fake::default()).await;
+    let fit = json!({"long": 100, "short": 100, "pixels": 1_000_000});
+    let shot = |params: Value| {
+        let c = Arc::clone(&c);
+        async move {
+            let r = c.call_value("screen.shot", params).await.unwrap();
+            serde_json::from_value::<ScreenShotResult>(r).unwrap()
+        }
+    };
+    let first = shot(json!({ "fit": fit })).await;
+    let again = shot(json!({ "fit": fit })).await;
+    assert_eq!(again.data, first.data);
+    assert_ne!(again.id, first.id);
+    assert_eq!((again.width, again.height, again.scale), (50, 100, 0.25));
+    // The gradient's top left 4x4 box: red 0..=3, green 0, 0, 1, 1, blue 7.
+    assert_eq!(pixel(&again.data.0, 0, 0), [2, 1, 7]);
+    // The same screen asked another way: that way's answer, not the last.
+    let whole = shot(json!({})).await;
+    assert_eq!((whole.width, whole.height), (200, 400));
+    assert_eq!(image_size(&whole.data.0), (200, 400));
+    // The screen turns white at its top left: the next shot shows it.
+    let mut white = raw_screen(200, 400);
+    for y in 0..4 {
+        let at = 16 + y * 200 * 4;
+        white[at..at + 16].fill(255);
+    }
+    *f.screen.lock().unwrap() = Some(white);
+    let changed = shot(json!({ "fit": fit })).await;
+    assert_ne!(changed.data, first.data);
+    assert_eq!(pixel(&changed.data.0, 0, 0), [255, 255, 255]);
+    // Each shot asked the phone for its screen.
+    assert_eq!(sent(&f), vec!["screencap -p"; 4]);
 }
 
 fn image_size(png: &[u8]) -> (u32, u32) {

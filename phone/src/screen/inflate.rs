@@ -1,8 +1,9 @@
-//! `screencap -p`'s PNG (8-bit RGB or RGBA, not interlaced) inflated whole
-//! into a buffer a client reuses, and unfiltered in place, except the rows
-//! that repeat the row above (filter Up, every byte zero: most of a phone's
-//! flat screen): those are neither unfiltered nor copied, only counted, so
-//! a scale adds a run of them in one pass ([`Rows::run`]). Any other PNG is
+//! `screencap -p`'s PNG (8-bit RGB or RGBA, not interlaced) inflated a few
+//! rows at a time into a small window, its rows unfiltered into a buffer a
+//! client reuses, except the rows that repeat the row above (filter Up,
+//! every byte zero: most of a phone's flat screen): those are neither
+//! unfiltered nor kept, only counted, so a scale adds a run of them in one
+//! pass ([`Rows::run`]). Any other PNG is
 //! read by the png crate instead ([`super::Png`]).
 
 use super::{Layout, Rows, ScreenError};
@@ -56,8 +57,8 @@ pub(super) fn parts(bytes: &[u8]) -> Option<Parts> {
     Some(Parts { layout, idat })
 }
 
-/// A PNG's rows, inflated into `buf` and unfiltered in place; `source[y]`
-/// is the row whose bytes row `y` shows (itself, or the row it repeats).
+/// A PNG's rows, unfiltered into `buf`, the rows that repeat the row above
+/// left out; `source[y]` is the kept row that row `y` shows.
 pub(super) struct Unfiltered<'b> {
     pub layout: Layout,
     buf: &'b [u8],
@@ -128,58 +129,118 @@ fn unfilter(kind: u8, row: &mut [u8], prev: &[u8], bpp: usize) -> Result<(), Scr
     Ok(())
 }
 
+/// Deflate's window: how far back its copies reach.
+const WINDOW: usize = 32 * 1024;
+
+/// Image data inflated a few rows at a time into a small buffer (it stays
+/// in the CPU's cache, where a whole 1080x2400 screen's 10 MB would not).
+struct Window<'a> {
+    z: fdeflate::Decompressor,
+    idat: &'a [u8],
+    win: Vec<u8>,
+    /// Inflated bytes not yet read as rows: win[start..end].
+    start: usize,
+    end: usize,
+    /// Image data bytes read, and bytes made, so far.
+    taken: usize,
+    made: usize,
+    line: usize,
+}
+
+impl<'a> Window<'a> {
+    fn new(idat: &'a [u8], line: usize) -> Window<'a> {
+        Window {
+            z: fdeflate::Decompressor::new(),
+            idat,
+            win: vec![0u8; WINDOW + 2 * line + 64 * 1024],
+            start: 0,
+            end: 0,
+            taken: 0,
+            made: 0,
+            line,
+        }
+    }
+
+    /// Inflate until `need` bytes wait to be read: false when the data
+    /// ends first.
+    fn fill(&mut self, need: usize) -> Result<bool, ScreenError> {
+        while self.end - self.start < need {
+            if self.win.len() - self.end < self.line {
+                // Keep what deflate may copy from, and what is not read.
+                let keep = self.start.min(self.end.saturating_sub(WINDOW));
+                self.win.copy_within(keep..self.end, 0);
+                self.start -= keep;
+                self.end -= keep;
+            }
+            let (used, out) = self
+                .z
+                .read(&self.idat[self.taken..], &mut self.win, self.end, true)
+                .map_err(|e| bad(format!("its image data does not inflate ({e:?})")))?;
+            self.taken += used;
+            self.made += out;
+            self.end += out;
+            if used == 0 && out == 0 {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The next row: its filter and its bytes (call [`Window::fill`] first).
+    fn row(&mut self) -> (u8, &[u8]) {
+        let at = self.start;
+        self.start += self.line;
+        (self.win[at], &self.win[at + 1..at + self.line])
+    }
+}
+
 impl<'b> Unfiltered<'b> {
-    /// Inflate `parts`' data into `buf` (grown to fit, its bytes reused)
-    /// and unfilter it: its first `rows` rows (a region needs no more),
-    /// or all of them.
+    /// Inflate `parts`' data (see [`Window`]) and unfilter its first
+    /// `rows` rows (a region needs no more), or all of them, into `buf`
+    /// (its bytes reused): only the rows that are not a repeat of the row
+    /// above are kept.
     pub fn read(
         parts: &Parts,
         buf: &'b mut Vec<u8>,
         rows: Option<u32>,
     ) -> Result<Unfiltered<'b>, ScreenError> {
         let l = parts.layout;
-        let line = l.stride() + 1;
+        let (stride, line) = (l.stride(), l.stride() + 1);
         let height = rows.map_or(l.height, |r| r.clamp(1, l.height));
         let want = line * height as usize;
-        buf.resize(want, 0);
-        let mut z = fdeflate::Decompressor::new();
-        let (_, made) = z
-            .read(&parts.idat, buf, 0, true)
-            .map_err(|e| bad(format!("its image data does not inflate ({e:?})")))?;
         let size = format!("{}x{} pixels", l.width, l.height);
-        if made < want {
-            return Err(bad(format!(
-                "its image data inflates to {made} bytes, short of the {want} of {size}"
-            )));
+        let mut w = Window::new(&parts.idat, line);
+        buf.clear();
+        let zero = vec![0u8; stride];
+        let mut source = Vec::with_capacity(height as usize);
+        let mut kept = 0u32;
+        for _ in 0..height {
+            if !w.fill(line)? {
+                return Err(bad(format!(
+                    "its image data inflates to {} bytes, short of the {want} of {size}",
+                    w.made
+                )));
+            }
+            let (kind, row) = w.row();
+            if kept > 0 && kind == 2 && all_zero(row) {
+                source.push(kept - 1);
+                continue;
+            }
+            buf.extend_from_slice(row);
+            let at = buf.len() - stride;
+            let (above, row) = buf.split_at_mut(at);
+            let prev = match kept {
+                0 => &zero[..],
+                _ => &above[at - stride..],
+            };
+            unfilter(kind, row, prev, l.step)?;
+            source.push(kept);
+            kept += 1;
         }
-        if height == l.height && !z.is_done() {
+        if height == l.height && (w.fill(1)? || !w.z.is_done()) {
             return Err(bad(format!(
                 "its image data holds more than the {want} bytes of {size}"
             )));
-        }
-        let zero = vec![0u8; l.stride()];
-        let mut source = Vec::with_capacity(height as usize);
-        // The row the next one repeats or is unfiltered against.
-        let mut last: Option<usize> = None;
-        for y in 0..height as usize {
-            let (above, rest) = buf.split_at_mut(y * line);
-            let (kind, row) = rest[..line]
-                .split_first_mut()
-                .unwrap_or_else(|| unreachable!());
-            if let Some(s) = last
-                && *kind == 2
-                && all_zero(row)
-            {
-                source.push(s as u32);
-                continue;
-            }
-            let prev = match last {
-                Some(s) => &above[s * line + 1..(s + 1) * line],
-                None => &zero[..],
-            };
-            unfilter(*kind, row, prev, l.step)?;
-            source.push(y as u32);
-            last = Some(y);
         }
         Ok(Unfiltered {
             layout: l,
@@ -190,9 +251,9 @@ impl<'b> Unfiltered<'b> {
     }
 
     fn row(&self, y: usize) -> &'b [u8] {
-        let line = self.layout.stride() + 1;
+        let stride = self.layout.stride();
         let s = self.source[y] as usize;
-        &self.buf[s * line + 1..(s + 1) * line]
+        &self.buf[s * stride..(s + 1) * stride]
     }
 }
 
@@ -288,7 +349,9 @@ mod tests {
                 // The first pixel of a noise row, as drawn.
                 let at = (5 * w as usize) * step;
                 assert_eq!(want.at(0, 5), Some([px[at], px[at + 1], px[at + 2]]));
-                for (sw, sh) in [(7, 13), (11, 40), (23, 9), (1, 1)] {
+                // Bands of 1 and 2 rows (40 to 27, 26), some of them all one
+                // row repeated, next to each other.
+                for (sw, sh) in [(7, 13), (11, 40), (11, 27), (5, 26), (23, 9), (1, 1)] {
                     let ours = Screencap::read(&bytes, &mut buf).unwrap().scaled(sw, sh);
                     let want = Png::read(&bytes).unwrap().scaled(sw, sh);
                     assert_eq!(ours, want, "{step} {filter:?} {sw}x{sh}");
@@ -301,6 +364,24 @@ mod tests {
                 let part = Screencap::read_rows(&bytes, &mut buf, rows).unwrap();
                 assert_eq!(part.height(), h);
                 assert_eq!(part.crop(region), want);
+            }
+        }
+    }
+
+    #[test]
+    fn a_screen_larger_than_the_window_reads_as_the_png_crate_reads_it() {
+        // 640x240 RGBA: 614 KB of rows, the window about 101 KB, so it is
+        // moved many times, with copies reaching back across each move.
+        let (w, h) = (640u32, 240u32);
+        let mut buf = Vec::new();
+        for step in [3, 4] {
+            let px = screen(w, h, step);
+            for filter in [png::Filter::Up, png::Filter::Paeth, png::Filter::Adaptive] {
+                let bytes = encode(w, h, step, filter, &px);
+                let ours = Screencap::read(&bytes, &mut buf).unwrap().frame();
+                assert_eq!(ours, Png::read(&bytes).unwrap().frame(), "{filter:?}");
+                let ours = Screencap::read(&bytes, &mut buf).unwrap().scaled(341, 128);
+                assert_eq!(ours, Png::read(&bytes).unwrap().scaled(341, 128));
             }
         }
     }
