@@ -39,6 +39,10 @@
 //!   the kubelet makes it (pkg/volume/emptydir/empty_dir.go,
 //!   `perm os.FileMode = 0777`). `sizeLimit` is kept in the object only: a
 //!   real kubelet evicts a pod past it, the fake does not.
+//! - The runtime's part of the securityContext: a container that drops
+//!   ALL capabilities with `allowPrivilegeEscalation: false` is a box with
+//!   no capability and no-new-privileges (Docker's default seccomp profile
+//!   stands for RuntimeDefault).
 //! - The container runs its `command` + `args` as
 //!   `securityContext.runAsUser`:`runAsGroup` (container's, else the
 //!   pod's; root when neither), with its `env` and `workingDir`. When the

@@ -240,9 +240,16 @@ async fn start_box(s: &Shared, pod: &Value) -> Result<VendorBox, String> {
         .as_str()
         .unwrap_or(s.image.as_str())
         .to_string();
-    let boxed = VendorBox::start(&s.docker, &BoxSpec::new(image, s.owner.clone()))
-        .await
-        .map_err(|e| e.0)?;
+    let mut spec = BoxSpec::new(image, s.owner.clone());
+    // The runtime's part of the securityContext: a container that drops
+    // every capability and may not escalate gets a box with none and
+    // no-new-privileges (else a non-root exec would keep a bounding set).
+    let csc = &container(pod)["securityContext"];
+    spec.hardened = csc["capabilities"]["drop"]
+        .as_array()
+        .is_some_and(|d| d.iter().any(|c| c == "ALL"))
+        && csc["allowPrivilegeEscalation"] == json!(false);
+    let boxed = VendorBox::start(&s.docker, &spec).await.map_err(|e| e.0)?;
     let empty: Vec<&str> = pod["spec"]["volumes"]
         .as_array()
         .map(|v| {
