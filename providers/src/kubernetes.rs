@@ -12,7 +12,7 @@
 //! The rules. computerd reaches the pod by the simplest way: the image
 //! carries the static binary at `--kubernetes-computerd` (two lines of
 //! Dockerfile: `FROM <any image with /bin/sh>` and `COPY computerd
-//! /usr/local/bin/computerd`); streaming it in through exec is not this
+//! /opt/computerd/computerd`); streaming it in through exec is not this
 //! slice. The image needs `/bin/sh`, which makes init's socket directory
 //! 0700 (an emptyDir is 0777, which init refuses) and then becomes init.
 //! The hardening is read back at create and at attach, and a pod that
@@ -49,8 +49,9 @@ use crate::types::{
 };
 
 pub const ID: &str = "kubernetes";
-/// computerd's path in an image that carries it.
-pub const DEFAULT_COMPUTERD: &str = "/usr/local/bin/computerd";
+/// computerd's path in an image that carries it: where a Docker computer
+/// has it too, so `computerd probe` is found at the same place.
+pub const DEFAULT_COMPUTERD: &str = computerd::DAEMON_PATH;
 pub const DEFAULT_NAMESPACE: &str = "default";
 /// The uid a computer's programs run as: none of the image's.
 pub const DEFAULT_UID: u32 = 2510;
@@ -100,7 +101,7 @@ pub struct KubernetesSettings {
         env = "COMPUTER_MCP_KUBERNETES_IMAGE"
     )]
     pub image: Option<String>,
-    /// computerd's path in the image. [default: /usr/local/bin/computerd]
+    /// computerd's path in the image. [default: /opt/computerd/computerd]
     #[arg(
         id = "kubernetes.computerd",
         long = "kubernetes-computerd",
@@ -392,7 +393,7 @@ impl KubernetesProvider {
                 .to_string(),
             running: p["status"]["phase"] == "Running" && meta["deletionTimestamp"].is_null(),
             paused: false,
-            home: Some(manifest::WORK.into()),
+            home: Some(manifest::HOME.into()),
             user: Some(format!("{0}:{0}", self.uid)),
             sizes: None,
             image: p["spec"]["containers"][0]["image"]

@@ -7,8 +7,11 @@ use serde_json::{Value, json};
 
 use crate::types::Labels;
 
-/// Where `/work` (the programs' HOME) is mounted.
+/// Where the `/work` emptyDir is mounted.
 pub const WORK: &str = "/work";
+/// The programs' HOME: made in `/work` by the container's user before
+/// init starts (an emptyDir's own directory is root's).
+pub const HOME: &str = "/work/home";
 /// The socket's emptyDir; init's socket is in a directory of its own the
 /// container's command makes there, mode 0700 (an emptyDir is 0777, which
 /// init refuses).
@@ -83,7 +86,7 @@ impl PodPlan {
         let mut argv = vec![
             "/bin/sh".to_string(),
             "-c".into(),
-            "umask 077 && mkdir -p /run/computerd/s && exec \"$0\" \"$@\"".into(),
+            "(umask 077 && mkdir -p /run/computerd/s /work/home) && exec \"$0\" \"$@\"".into(),
             self.computerd.clone(),
         ];
         argv.extend(
@@ -139,7 +142,7 @@ impl PodPlan {
                     "name": CONTAINER,
                     "image": self.image,
                     "command": self.command(),
-                    "env": [{"name": "HOME", "value": WORK}],
+                    "env": [{"name": "HOME", "value": HOME}],
                     "workingDir": WORK,
                     "securityContext": {
                         "allowPrivilegeEscalation": false,
@@ -290,7 +293,7 @@ mod tests {
         PodPlan {
             name: "cmcp-x".into(),
             image: "img".into(),
-            computerd: "/usr/local/bin/computerd".into(),
+            computerd: "/opt/computerd/computerd".into(),
             uid: 2000,
             deadline: Time::from_now(std::time::Duration::from_secs(60)),
             lifetime_s: 60,

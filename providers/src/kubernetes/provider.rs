@@ -256,9 +256,14 @@ impl Provider for KubernetesProvider {
         }
         let refusals = [
             (
-                spec.mount.is_some() || !spec.shares.is_empty(),
+                spec.mount.is_some(),
+                "mount",
+                "a pod sees no host directory: leave mount out",
+            ),
+            (
+                !spec.shares.is_empty(),
                 "share",
-                "a pod sees no host directory: leave mount and share out",
+                "a pod sees no host directory: leave share out",
             ),
             (
                 spec.user.is_some(),

@@ -109,7 +109,7 @@ async fn a_pod_computer_is_made_used_found_from_another_server_and_released_leav
     assert_eq!(
         text(&out),
         format!(
-            "{}\n/work\nCapEff:\t0000000000000000\nkept\n",
+            "{}\n/work/home\nCapEff:\t0000000000000000\nkept\n",
             computer_providers::kubernetes::DEFAULT_UID
         )
     );
