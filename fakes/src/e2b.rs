@@ -188,12 +188,7 @@ impl FakeE2b {
             .route("/process.Process/SendInput", post(send_input))
             .route("/process.Process/SendSignal", post(send_signal))
             .with_state(Arc::clone(&shared));
-        let stop = shared.stop.clone();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await;
-        });
+        crate::serve(listener, app, shared.stop.clone());
         Ok(FakeE2b {
             shared,
             url: format!("http://127.0.0.1:{port}"),

@@ -21,12 +21,16 @@
 //!   command router (gRPC on loopback) whose sandboxes are vendor boxes,
 //!   with lagging listings, slow terminates, short-lived JWTs and lost
 //!   creates on demand.
+//! - [`kubernetes`]: [`kubernetes::FakeKubernetes`], a fake Kubernetes API
+//!   server (pods, pods/exec over v5/v4 channel WebSockets,
+//!   NetworkPolicy) whose pods' containers are vendor boxes.
 //! - [`vendor_box`]: [`vendor_box::VendorBox`], a fake vendor's sandbox (a
 //!   bounded Docker container of the test image) that the fake vendors
 //!   whose computers run computerd run their commands in.
 
 pub mod daytona;
 pub mod e2b;
+pub mod kubernetes;
 pub mod modal;
 pub mod phone_harness;
 pub mod provider;
@@ -51,4 +55,17 @@ pub async fn bind_local() -> computer_providers::types::Result<(tokio::net::TcpL
         .map_err(failed)?;
     let port = listener.local_addr().map_err(failed)?.port();
     Ok((listener, port))
+}
+
+/// Serve `app` on `listener` in the background until `stop`.
+pub fn serve(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await;
+    });
 }

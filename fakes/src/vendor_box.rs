@@ -61,6 +61,9 @@ pub struct BoxSpec {
     pub owner: String,
     pub memory_mb: u64,
     pub pids: i64,
+    /// A container runtime's hardening, as a pod's securityContext asks
+    /// it: every capability dropped (none added) and no-new-privileges.
+    pub hardened: bool,
 }
 
 impl BoxSpec {
@@ -71,6 +74,7 @@ impl BoxSpec {
             owner: owner.into(),
             memory_mb: 1024,
             pids: 512,
+            hardened: false,
         }
     }
 }
@@ -153,10 +157,15 @@ impl VendorBox {
                 memory: Some(memory),
                 memory_swap: Some(memory),
                 pids_limit: Some(spec.pids),
-                cap_add: Some(vec!["SYS_ADMIN".into(), "NET_ADMIN".into()]),
+                cap_add: (!spec.hardened).then(|| vec!["SYS_ADMIN".into(), "NET_ADMIN".into()]),
+                cap_drop: spec.hardened.then(|| vec!["ALL".into()]),
                 // Docker's AppArmor profile refuses the mounts init makes
                 // for its own namespace; its seccomp profile stays.
-                security_opt: Some(vec!["apparmor=unconfined".into()]),
+                security_opt: Some(if spec.hardened {
+                    vec!["no-new-privileges".into()]
+                } else {
+                    vec!["apparmor=unconfined".into()]
+                }),
                 network_mode: Some("none".into()),
                 ..Default::default()
             }),

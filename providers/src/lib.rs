@@ -30,6 +30,9 @@
 //!   child of E2B's own agent ([`daemon_backed::child`]).
 //! - `modal` (cargo feature `modal`): Modal sandboxes over gRPC, the
 //!   daemon a child of Modal's exec through the task command router.
+//! - `kubernetes` (cargo feature `kubernetes`): a hardened pod per
+//!   computer, `computerd init` its container's process, reached by
+//!   `pods/exec` of `computerd stdio`.
 //! - [`vendor`]: what the browser vendors share: one request per call,
 //!   the create label that finds what a lost create made, CDP URLs held
 //!   as secrets; [`browserbase`] and [`kernel`] are its two vendors.
@@ -66,6 +69,8 @@ pub mod docker;
 pub mod e2b;
 pub mod janitor;
 pub mod kernel;
+#[cfg(feature = "kubernetes")]
+pub mod kubernetes;
 pub mod local;
 #[cfg(feature = "modal")]
 pub mod modal;

@@ -38,7 +38,7 @@ use time::format_description::well_known::Rfc3339;
 use tokio_util::sync::CancellationToken;
 
 use crate::daemon_backed::child::{self, Booting};
-use crate::daemon_backed::hello::{Expect, drift, refuse_drift};
+use crate::daemon_backed::hello::checked_linux;
 use crate::daemon_backed::labels::{LostCreate, set_up_failed};
 use crate::daemon_backed::probe;
 use crate::provider::{Configure, Connection, Preflight, Provider};
@@ -483,17 +483,7 @@ impl ModalProvider {
 
     /// `conn` once its daemon is this server's.
     fn checked(&self, conn: Connection) -> Result<Connection> {
-        let expect = Expect {
-            kind: MachineKind::Linux,
-            groups: GROUPS,
-            exact: true,
-            arch: None,
-        };
-        let d = drift(&conn.hello, &expect)
-            .iter()
-            .map(|d| format!("{d:?}"))
-            .collect();
-        refuse_drift(conn, d, "the Modal sandbox")
+        checked_linux(conn, GROUPS, "the Modal sandbox")
     }
 
     /// Network none as Modal was asked for it, with `inside`, the words

@@ -75,6 +75,11 @@ pub const PROVIDERS: &[(&str, Constructor)] = &[
     ("e2b", Constructor::of::<crate::e2b::E2bProvider>()),
     #[cfg(feature = "modal")]
     ("modal", Constructor::of::<crate::modal::ModalProvider>()),
+    #[cfg(feature = "kubernetes")]
+    (
+        "kubernetes",
+        Constructor::of::<crate::kubernetes::KubernetesProvider>(),
+    ),
 ];
 
 /// Every id the registry holds, in the table's order.
@@ -401,9 +406,14 @@ mod tests {
         assert_eq!(
             e.message,
             format!(
-                "no provider \"fly\"; the providers are: local, docker, browserbase, kernel, adb, phone-harness, daytona, e2b{}",
+                "no provider \"fly\"; the providers are: local, docker, browserbase, kernel, adb, phone-harness, daytona, e2b{}{}",
                 if cfg!(feature = "modal") {
                     ", modal"
+                } else {
+                    ""
+                },
+                if cfg!(feature = "kubernetes") {
+                    ", kubernetes"
                 } else {
                     ""
                 }
@@ -426,6 +436,9 @@ mod tests {
         ];
         if cfg!(feature = "modal") {
             want.push("modal");
+        }
+        if cfg!(feature = "kubernetes") {
+            want.push("kubernetes");
         }
         assert_eq!(PROVIDER_IDS.to_vec(), want);
         let m = parsed(PROVIDERS, &[]);

@@ -8,6 +8,7 @@ mod docker_egress;
 mod docker_tar;
 mod e2b;
 mod egress;
+mod kubernetes;
 mod local;
 mod modal;
 mod phone_harness;

@@ -30,6 +30,22 @@ pub fn refuse_drift(conn: Connection, drift: Vec<String>, sandbox: &str) -> Resu
     )))
 }
 
+/// `conn`, once its daemon is this server's build on a Linux computer
+/// answering exactly `groups`; else closed and refused naming `sandbox`.
+pub fn checked_linux(conn: Connection, groups: &[Group], sandbox: &str) -> Result<Connection> {
+    let expect = Expect {
+        kind: MachineKind::Linux,
+        groups,
+        exact: true,
+        arch: None,
+    };
+    let d = drift(&conn.hello, &expect)
+        .iter()
+        .map(|d| format!("{d:?}"))
+        .collect();
+    refuse_drift(conn, d, sandbox)
+}
+
 /// Say hello on `client`, within [`HELLO_WAIT`].
 pub async fn call(client: DaemonClient) -> Result<Connection> {
     let hello = tokio::time::timeout(

@@ -58,6 +58,17 @@ pub async fn none_from_inside(
     vendor: &str,
     id: &str,
 ) -> Result<String> {
+    none_from_inside_with(client, DAEMON, vendor, id).await
+}
+
+/// [`none_from_inside`] with computerd at `daemon` in the computer (an
+/// image that carries it where the provider was told).
+pub async fn none_from_inside_with(
+    client: &Arc<dyn ComputerClient>,
+    daemon: &str,
+    vendor: &str,
+    id: &str,
+) -> Result<String> {
     let probe = ProbeArgs {
         connect: DEFAULT_PROBE_TARGETS
             .iter()
@@ -65,7 +76,7 @@ pub async fn none_from_inside(
             .collect(),
         diagnose: false,
     };
-    let mut argv = vec![DAEMON.to_string()];
+    let mut argv = vec![daemon.to_string()];
     argv.extend(
         probe
             .to_args()

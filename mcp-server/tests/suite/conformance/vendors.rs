@@ -214,18 +214,10 @@ fn e2b_passes_the_desktop_kind_against_its_fakes_desktop_template() {
 /// pair nor any auth token or JWT is in the report or the log.
 #[test]
 fn modal_passes_core_against_its_fake() {
-    let (computerd, drift) = docker_daemons();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let Some(env) = rt.block_on(computer_testkit::docker_env()) else {
+    let Some((computerd, drift, env)) = boxed_daemons(&rt) else {
         return;
     };
-    if !computer_testkit::need(
-        "drift",
-        drift.is_file(),
-        &format!("the static drift build {} is not built", drift.display()),
-    ) {
-        return;
-    }
     let (id, secret) = ("ak-conformance-canary-51e0", "as-conformance-canary-a7f3");
     let owner = computer_testkit::marker("modal-conformance");
     let fake = rt
@@ -283,11 +275,106 @@ fn modal_passes_core_against_its_fake() {
             assert!(!text.contains(t.as_str()), "modal: a JWT leaked");
         }
     }
+    assert_no_boxes(&rt, &env, &owner, "modal");
+}
+
+/// The static computerd, its drift build and the Docker set-up a fake
+/// vendor's boxes need, or None (skipped in words, or failed where
+/// required) where one is missing.
+fn boxed_daemons(
+    rt: &tokio::runtime::Runtime,
+) -> Option<(
+    std::path::PathBuf,
+    std::path::PathBuf,
+    computer_testkit::DockerEnv,
+)> {
+    let (computerd, drift) = docker_daemons();
+    let env = rt.block_on(computer_testkit::docker_env())?;
+    computer_testkit::need(
+        "drift",
+        drift.is_file(),
+        &format!("the static drift build {} is not built", drift.display()),
+    )
+    .then_some((computerd, drift, env))
+}
+
+/// No box of `owner`'s is left after `what`'s run.
+fn assert_no_boxes(
+    rt: &tokio::runtime::Runtime,
+    env: &computer_testkit::DockerEnv,
+    owner: &str,
+    what: &str,
+) {
     let left = rt.block_on(computer_testkit::labelled_containers(
         &env.docker,
         &format!("{}={owner}", computer_fakes::vendor_box::LABEL),
     ));
-    assert!(left.is_empty(), "modal: boxes left");
+    assert!(left.is_empty(), "{what}: boxes left");
+}
+
+/// The Kubernetes provider against the fake Kubernetes API, whose pods are
+/// boxes of the test image carrying the static computerd (and, for the
+/// drift case, the drift build at its own path): Core passes, no pod,
+/// policy or box is left, and the bearer token is in no word of the run.
+#[test]
+fn kubernetes_passes_core_against_its_fake() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let Some((computerd, drift, env)) = boxed_daemons(&rt) else {
+        return;
+    };
+    let token = "k8s-conformance-canary-3b9d";
+    let owner = computer_testkit::marker("k8s-conformance");
+    let fake = rt
+        .block_on(computer_fakes::kubernetes::FakeKubernetes::start(
+            &env.docker,
+            &env.image,
+            token,
+            &owner,
+        ))
+        .unwrap();
+    fake.carry("/opt/computerd/computerd", computerd.clone());
+    // The drifted provider names the drift build's own path in the image.
+    let drift_in_image = std::path::absolute(&drift).unwrap();
+    fake.carry(drift_in_image.to_str().unwrap(), drift.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, fake.kubeconfig("conformance")).unwrap();
+    let started = std::time::Instant::now();
+    let out = run_json(
+        None,
+        &[
+            "--provider",
+            "kubernetes",
+            "--kubernetes-kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--kubernetes-image",
+            &env.image,
+        ],
+        &drift,
+        &[],
+    );
+    let took = started.elapsed();
+    let (pods, policies) = (fake.pods(), fake.policies());
+    rt.block_on(fake.close());
+    let report = passing_report(&out, "kubernetes");
+    println!(
+        "kubernetes: core {}/{} in {} ms",
+        report["core"]["passed"],
+        report["core"]["total"],
+        took.as_millis()
+    );
+    for text in [&out.stdout, &out.stderr] {
+        assert!(
+            !String::from_utf8_lossy(text).contains(token),
+            "kubernetes: the token leaked"
+        );
+    }
+    assert_eq!(
+        (pods, policies),
+        (vec![], vec![]),
+        "kubernetes: objects left"
+    );
+    assert_no_boxes(&rt, &env, &owner, "kubernetes");
 }
 
 /// Modal itself, when its token pair is in the environment

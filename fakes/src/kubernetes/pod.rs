@@ -1,0 +1,410 @@
+//! The fake's pods: the object's CRUD and the life of its one container (a
+//! vendor box running the pod's command). The rules are in the module's
+//! parent.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    Pod, Shared, admit, exists, gate, list_in, lock, not_found, now, read_in, stamp, status,
+};
+use crate::vendor_box::{BoxSpec, Cmd, VendorBox};
+
+/// A pod's grace when neither the delete nor the pod names one (core/v1
+/// `terminationGracePeriodSeconds` default).
+pub const DEFAULT_GRACE_S: u64 = 30;
+
+type Key = (String, String);
+
+/// The pod's first container.
+fn container(v: &Value) -> &Value {
+    &v["spec"]["containers"][0]
+}
+
+/// The user the container runs as: the container's securityContext over
+/// the pod's, root when neither names one ("uid:gid").
+pub(crate) fn user_of(pod: &Value) -> String {
+    let pick = |f: &str| {
+        container(pod)["securityContext"][f]
+            .as_u64()
+            .or_else(|| pod["spec"]["securityContext"][f].as_u64())
+    };
+    let u = pick("runAsUser").unwrap_or(0);
+    let g = pick("runAsGroup").unwrap_or(0);
+    format!("{u}:{g}")
+}
+
+pub(super) async fn create(
+    State(s): State<Arc<Shared>>,
+    Path(ns): Path<String>,
+    h: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (mut v, name) = match admit(&s, &h, &body, "Pod") {
+        Ok(x) => x,
+        Err(r) => return *r,
+    };
+    let c = container(&v);
+    if !c["command"].is_array() && !c["args"].is_array() || c["name"].as_str().is_none() {
+        return status(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid",
+            "spec.containers[0]: Required value: a container with a name and a command (the fake's images have no entrypoint of their own)",
+        );
+    }
+    let key = (ns.clone(), name.clone());
+    let stop = CancellationToken::new();
+    {
+        let mut pods = lock(&s.pods);
+        if pods.contains_key(&key) {
+            return exists("pods", &name);
+        }
+        stamp(&s, &mut v, &ns, &name, "Pod", "v1");
+        v["status"] = json!({"phase": "Pending", "qosClass": "Burstable"});
+        pods.insert(
+            key.clone(),
+            Pod {
+                object: v.clone(),
+                boxed: None,
+                pid: None,
+                starting: Arc::new(tokio::sync::Mutex::new(())),
+                stop: stop.clone(),
+            },
+        );
+    }
+    tokio::spawn(run(Arc::clone(&s), key, stop));
+    (StatusCode::CREATED, axum::Json(v)).into_response()
+}
+
+/// Set the pod's status through `f`, moving its resourceVersion; false
+/// when the pod is gone.
+fn set_status(s: &Shared, key: &Key, f: impl FnOnce(&mut Value)) -> bool {
+    let version = s.bump();
+    match lock(&s.pods).get_mut(key) {
+        Some(p) => {
+            f(&mut p.object["status"]);
+            p.object["metadata"]["resourceVersion"] = json!(version);
+            true
+        }
+        None => false,
+    }
+}
+
+fn terminated(st: &mut Value, phase: &str, reason: &str, code: i64, name: &str) {
+    st["phase"] = json!(phase);
+    st["containerStatuses"] = json!([{
+        "name": name,
+        "ready": false,
+        "restartCount": 0,
+        "state": {"terminated": {"exitCode": code, "reason": reason, "finishedAt": now()}},
+    }]);
+}
+
+/// The pod's life: its box, its volumes, its command, its deadline.
+async fn run(s: Arc<Shared>, key: Key, stop: CancellationToken) {
+    let Some(pod) = lock(&s.pods).get(&key).map(|p| p.object.clone()) else {
+        return;
+    };
+    let cname = container(&pod)["name"]
+        .as_str()
+        .unwrap_or("main")
+        .to_string();
+    // Held while the box starts: a delete waits for it, so it removes
+    // the box it would otherwise miss.
+    let Some(starting) = lock(&s.pods).get(&key).map(|p| Arc::clone(&p.starting)) else {
+        return;
+    };
+    let held = starting.lock().await;
+    let boxed = start_box(&s, &pod).await;
+    let boxed = match boxed {
+        Ok(b) => Arc::new(b),
+        Err(e) => {
+            set_status(&s, &key, |st| {
+                st["phase"] = json!("Pending");
+                st["conditions"] = json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": e}]);
+            });
+            return;
+        }
+    };
+    lock(&s.made).push(Arc::clone(&boxed));
+    if stop.is_cancelled() {
+        let _ = boxed.remove().await;
+        return;
+    }
+    let mut argv: Vec<String> = Vec::new();
+    for f in ["command", "args"] {
+        if let Some(a) = container(&pod)[f].as_array() {
+            argv.extend(a.iter().filter_map(|x| x.as_str().map(str::to_string)));
+        }
+    }
+    let cmd = Cmd {
+        argv,
+        env: env_of(&pod),
+        cwd: container(&pod)["workingDir"].as_str().map(str::to_string),
+        user: Some(user_of(&pod)),
+    };
+    let attached = match boxed.attach(&cmd, false).await {
+        Ok(a) => a,
+        Err(e) => {
+            set_status(&s, &key, |st| {
+                terminated(st, "Failed", "StartError", 128, &cname);
+                st["message"] = json!(e.0);
+            });
+            return;
+        }
+    };
+    let pid = attached.pid;
+    {
+        let mut pods = lock(&s.pods);
+        let Some(p) = pods.get_mut(&key) else {
+            return;
+        };
+        p.boxed = Some(Arc::clone(&boxed));
+        p.pid = Some(pid);
+    }
+    drop(held);
+    let started = now();
+    set_status(&s, &key, |st| {
+        st["phase"] = json!("Running");
+        st["startTime"] = json!(started);
+        st["podIP"] = json!("10.244.0.10");
+        st["conditions"] = json!([{"type": "Ready", "status": "True"}]);
+        st["containerStatuses"] = json!([{
+            "name": cname,
+            "ready": true,
+            "restartCount": 0,
+            "started": true,
+            "state": {"running": {"startedAt": started}},
+        }]);
+    });
+    let deadline = pod["spec"]["activeDeadlineSeconds"].as_u64();
+    let mut output = attached.output;
+    let ended = async { while output.next().await.is_some() {} };
+    tokio::select! {
+        _ = ended => {
+            let code = boxed.exit_code(&attached.exec).await.unwrap_or(-1);
+            let phase = if code == 0 { "Succeeded" } else { "Failed" };
+            let reason = if code == 0 { "Completed" } else { "Error" };
+            set_status(&s, &key, |st| terminated(st, phase, reason, code, &cname));
+        }
+        _ = sleep_for(deadline) => {
+            // The kubelet's active deadline: the pod fails and its
+            // containers are killed; the object stays until deleted.
+            set_status(&s, &key, |st| {
+                terminated(st, "Failed", "DeadlineExceeded", 137, &cname);
+                st["reason"] = json!("DeadlineExceeded");
+                st["message"] = json!(format!("Pod was active on the node longer than the specified deadline"));
+            });
+            let _ = boxed.remove().await;
+        }
+        _ = stop.cancelled() => {}
+    }
+}
+
+async fn sleep_for(secs: Option<u64>) {
+    match secs {
+        Some(n) => tokio::time::sleep(Duration::from_secs(n)).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn env_of(pod: &Value) -> Vec<(String, String)> {
+    container(pod)["env"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| {
+                    Some((
+                        e["name"].as_str()?.to_string(),
+                        e["value"].as_str().unwrap_or("").to_string(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The pod's box: made of its image, its emptyDir mounts made 0777 and
+/// the carried files put in, before its command starts.
+async fn start_box(s: &Shared, pod: &Value) -> Result<VendorBox, String> {
+    let image = container(pod)["image"]
+        .as_str()
+        .unwrap_or(s.image.as_str())
+        .to_string();
+    let mut spec = BoxSpec::new(image, s.owner.clone());
+    // The runtime's part of the securityContext: a container that drops
+    // every capability and may not escalate gets a box with none and
+    // no-new-privileges (else a non-root exec would keep a bounding set).
+    let csc = &container(pod)["securityContext"];
+    spec.hardened = csc["capabilities"]["drop"]
+        .as_array()
+        .is_some_and(|d| d.iter().any(|c| c == "ALL"))
+        && csc["allowPrivilegeEscalation"] == json!(false);
+    let boxed = VendorBox::start(&s.docker, &spec).await.map_err(|e| e.0)?;
+    let empty: Vec<&str> = pod["spec"]["volumes"]
+        .as_array()
+        .map(|v| {
+            v.iter()
+                .filter(|x| x.get("emptyDir").is_some())
+                .filter_map(|x| x["name"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut dirs = Vec::new();
+    if let Some(mounts) = container(pod)["volumeMounts"].as_array() {
+        for m in mounts {
+            if let (Some(n), Some(p)) = (m["name"].as_str(), m["mountPath"].as_str())
+                && empty.contains(&n)
+            {
+                dirs.push(p.to_string());
+            }
+        }
+    }
+    if !dirs.is_empty() {
+        let mut argv = vec![
+            "/bin/sh".to_string(),
+            "-c".into(),
+            "for d; do mkdir -p -- \"$d\" && chmod 0777 -- \"$d\" || exit 1; done".into(),
+            "sh".into(),
+        ];
+        argv.extend(dirs);
+        let ran = boxed
+            .run(&Cmd::new(&argv), None, Duration::from_secs(60))
+            .await
+            .map_err(|e| e.0)?;
+        if ran.code != 0 {
+            return Err(format!(
+                "making the pod's emptyDir volumes: {}",
+                String::from_utf8_lossy(&ran.stderr).trim()
+            ));
+        }
+    }
+    let carried = lock(&s.carried).clone();
+    for (path, host) in carried {
+        let bytes = tokio::fs::read(&host)
+            .await
+            .map_err(|e| format!("reading {}: {e}", host.display()))?;
+        boxed.upload(&path, &bytes).await.map_err(|e| e.0)?;
+        let chmod = Cmd::new(&["chmod", "0755", path.as_str()]);
+        boxed
+            .run(&chmod, None, Duration::from_secs(30))
+            .await
+            .map_err(|e| e.0)?;
+    }
+    Ok(boxed)
+}
+
+fn object(p: &Pod) -> &Value {
+    &p.object
+}
+
+pub(super) async fn read(
+    State(s): State<Arc<Shared>>,
+    Path(key): Path<(String, String)>,
+    h: HeaderMap,
+) -> Response {
+    read_in(&s, &h, &s.pods, key, "pods", object)
+}
+
+pub(super) async fn list(
+    State(s): State<Arc<Shared>>,
+    Path(ns): Path<String>,
+    Query(q): Query<BTreeMap<String, String>>,
+    h: HeaderMap,
+) -> Response {
+    list_in(&s, &h, &q, &s.pods, &ns, ("PodList", "v1"), object)
+}
+
+/// The grace a delete asks: the query's, the body's DeleteOptions', the
+/// pod's own, or the default.
+fn grace_of(q: &BTreeMap<String, String>, body: &[u8], pod: &Value) -> u64 {
+    q.get("gracePeriodSeconds")
+        .and_then(|g| g.parse().ok())
+        .or_else(|| {
+            serde_json::from_slice::<Value>(body)
+                .ok()
+                .and_then(|b| b["gracePeriodSeconds"].as_u64())
+        })
+        .or_else(|| pod["spec"]["terminationGracePeriodSeconds"].as_u64())
+        .unwrap_or(DEFAULT_GRACE_S)
+}
+
+pub(super) async fn delete(
+    State(s): State<Arc<Shared>>,
+    Path((ns, name)): Path<(String, String)>,
+    Query(q): Query<BTreeMap<String, String>>,
+    h: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(r) = gate(&s, &h) {
+        return r;
+    }
+    let key = (ns, name.clone());
+    let version = s.bump();
+    let (object, first) = {
+        let mut pods = lock(&s.pods);
+        let Some(p) = pods.get_mut(&key) else {
+            return not_found("pods", &name);
+        };
+        let first = p.object["metadata"]["deletionTimestamp"].is_null();
+        if first {
+            let grace = grace_of(&q, &body, &p.object);
+            p.object["metadata"]["deletionTimestamp"] = json!(now());
+            p.object["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+            p.object["metadata"]["resourceVersion"] = json!(version);
+        }
+        (p.object.clone(), first)
+    };
+    if first {
+        let grace = object["metadata"]["deletionGracePeriodSeconds"]
+            .as_u64()
+            .unwrap_or(DEFAULT_GRACE_S);
+        tokio::spawn(end(Arc::clone(&s), key, grace));
+    }
+    axum::Json(object).into_response()
+}
+
+/// A deleted pod's end: TERM to its container, KILL (the box removed)
+/// when it has not ended within the grace, then the object gone.
+async fn end(s: Arc<Shared>, key: Key, grace: u64) {
+    let Some((starting, stop)) = lock(&s.pods)
+        .get(&key)
+        .map(|p| (Arc::clone(&p.starting), p.stop.clone()))
+    else {
+        return;
+    };
+    stop.cancel();
+    // Once the box is up (or failed), or at once when it is.
+    drop(starting.lock().await);
+    let (boxed, pid) = match lock(&s.pods).get(&key) {
+        Some(p) => (p.boxed.clone(), p.pid),
+        None => return,
+    };
+    if let (Some(b), Some(pid)) = (&boxed, pid) {
+        let _ = b.signal(pid, "TERM").await;
+        let until = tokio::time::Instant::now() + Duration::from_secs(grace);
+        while tokio::time::Instant::now() < until {
+            let alive = Cmd::new(&["/bin/sh", "-c", "kill -0 \"$1\"", "sh", &pid.to_string()]);
+            match b.run(&alive, None, Duration::from_secs(10)).await {
+                Ok(r) if r.code == 0 => tokio::time::sleep(Duration::from_millis(200)).await,
+                _ => break,
+            }
+        }
+    }
+    if let Some(b) = boxed {
+        let _ = b.remove().await;
+    }
+    let lag = lock(&s.knobs).delete_lag;
+    tokio::time::sleep(lag).await;
+    lock(&s.pods).remove(&key);
+    s.bump();
+}

@@ -1,0 +1,444 @@
+//! The Kubernetes provider's [`Provider`] impl.
+
+use std::time::Duration;
+
+use computerd::launch::Time;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::manifest::{self, PodPlan};
+use super::{GONE_WAIT, ID, KubernetesProvider, UP_WAIT, api_error, checked};
+use crate::daemon_backed::{aborted, check_kind, probe};
+use crate::provider::{Connection, Provider};
+use crate::types::{
+    AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, ErrorCode, Labels, NetworkKind,
+    NetworkPolicy, NetworkReadBack, ProviderError, Release, Result, check_labels, check_lifetime,
+    label,
+};
+
+fn to_value<T: serde::Serialize>(x: &T) -> Value {
+    serde_json::to_value(x).unwrap_or(Value::Null)
+}
+
+impl KubernetesProvider {
+    /// The pod `name` as the API holds it; None once gone.
+    async fn read(&self, name: &str) -> Result<Option<Value>> {
+        let pods = self.pods().await?;
+        let p = pods
+            .get_opt(name)
+            .await
+            .map_err(|e| api_error(&format!("reading pod {name}"), e))?;
+        Ok(p.map(|p| to_value(&p)))
+    }
+
+    /// The pod `name`, ours and hardened as we made it, or refused.
+    async fn ours(&self, name: &str) -> Result<Value> {
+        crate::vendor::check_id(name)?;
+        let p = self.read(name).await?.ok_or_else(|| {
+            ProviderError::new(ErrorCode::Gone, format!("the pod {name} is gone"))
+        })?;
+        if p["metadata"]["labels"][label::COMPUTER].is_null() {
+            return Err(ProviderError::not_found(format!(
+                "the pod {name} is not a computer of computer-mcp"
+            )));
+        }
+        let drift = manifest::drift(&p, self.uid);
+        if !drift.is_empty() {
+            return Err(ProviderError::refused(format!(
+                "the pod {name} is not as it was made (hardening changed behind our back): it lacks {}; delete it",
+                drift.join(", ")
+            )));
+        }
+        Ok(p)
+    }
+
+    /// Until the pod runs and its daemon answers hello (init may still
+    /// be starting when the pod reads Running).
+    async fn until_up(&self, name: &str, cancel: &CancellationToken) -> Result<Connection> {
+        let until = tokio::time::Instant::now() + UP_WAIT;
+        let mut last = String::from("it did not start");
+        while tokio::time::Instant::now() < until {
+            if cancel.is_cancelled() {
+                return Err(aborted("making the pod"));
+            }
+            let p = self.read(name).await?.ok_or_else(|| {
+                ProviderError::new(
+                    ErrorCode::Gone,
+                    format!("the pod {name} vanished while starting"),
+                )
+            })?;
+            match p["status"]["phase"].as_str() {
+                Some("Running") => match self.open(name).await {
+                    Ok(c) => match crate::daemon_backed::hello::call(c).await {
+                        Ok(conn) => return checked(conn, name),
+                        Err(e) => last = e.message,
+                    },
+                    Err(e) => last = e.message,
+                },
+                Some("Pending") | None => {
+                    last = p["status"]["conditions"][0]["message"]
+                        .as_str()
+                        .unwrap_or("the pod is Pending")
+                        .to_string();
+                }
+                Some(other) => {
+                    return Err(ProviderError::failed(format!(
+                        "the pod {name} ended while starting ({other}): {}",
+                        p["status"]["containerStatuses"][0]["state"]
+                    )));
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        Err(ProviderError::new(
+            ErrorCode::Timeout,
+            format!(
+                "the pod {name} did not come up within {} s: {last}",
+                UP_WAIT.as_secs()
+            ),
+        ))
+    }
+
+    fn plan(&self, spec: &ComputerSpec) -> Result<PodPlan> {
+        let image = spec
+            .image
+            .clone()
+            .or_else(|| self.image.clone())
+            .ok_or_else(|| {
+                ProviderError::invalid(
+                    "image",
+                    "no image: name one in the spec or give --kubernetes-image (an image that carries computerd)",
+                )
+            })?;
+        let name = format!("cmcp-{}", crate::random::random_hex(6)?);
+        let lifetime_s = spec.lifetime_ms.div_ceil(1000);
+        let deadline = Time::from_now(Duration::from_millis(spec.lifetime_ms));
+        let mut labels = spec.labels.clone();
+        labels.insert(label::COMPUTER.into(), "1".into());
+        labels.insert(label::DEADLINE.into(), deadline.to_string());
+        Ok(PodPlan {
+            name,
+            image,
+            computerd: self.computerd.clone(),
+            uid: self.uid,
+            deadline,
+            lifetime_s,
+            labels,
+            cpus: spec.sizes.cpus.unwrap_or(1.0),
+            memory_mb: spec.sizes.memory_mb.unwrap_or(1024),
+            work_mb: self.work_mb,
+        })
+    }
+
+    /// Delete the pod and its policy, and wait until the pod is gone.
+    async fn delete_and_wait(&self, name: &str, cancel: &CancellationToken) -> Result<()> {
+        let policies = self.policies().await?;
+        match policies.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(api_error(&format!("deleting the NetworkPolicy {name}"), e)),
+        }
+        let pods = self.pods().await?;
+        match pods
+            .delete(name, &DeleteParams::default().grace_period(5))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+            Err(e) => return Err(api_error(&format!("deleting pod {name}"), e)),
+        }
+        let wait = crate::wait::Wait::new(format!("pod {name} to be gone"), GONE_WAIT);
+        crate::wait::wait_until(
+            &wait,
+            cancel,
+            || async { Ok(self.read(name).await?.is_none()) },
+            |gone| *gone,
+            |_| "still there".into(),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Network none as read back: the policy, and the probe's words.
+    async fn none_read_back(&self, name: &str, inside: Option<&str>) -> Result<NetworkReadBack> {
+        let np = self
+            .policies()
+            .await?
+            .get_opt(name)
+            .await
+            .map_err(|e| api_error(&format!("reading the NetworkPolicy {name}"), e))?;
+        let np = np.map(|n| to_value(&n)).unwrap_or(Value::Null);
+        if !manifest::denies_all(&np, name) {
+            return Err(ProviderError::refused(format!(
+                "the pod {name} has no NetworkPolicy denying it all ingress and egress (it was deleted or changed)"
+            )));
+        }
+        let mut detail = format!("NetworkPolicy {name} denies all ingress and egress");
+        if let Some(i) = inside {
+            detail = format!("{detail}; {i}");
+        }
+        Ok(NetworkReadBack {
+            kind: NetworkKind::None,
+            detail,
+        })
+    }
+
+    /// Network none read from inside the pod (`computerd probe`); the
+    /// connection closed when refused.
+    async fn probe(&self, conn: &Connection, name: &str) -> Result<String> {
+        let probed =
+            probe::none_from_inside_with(&conn.client, &self.computerd, "Kubernetes", name).await;
+        if probed.is_err() {
+            conn.client.close();
+        }
+        tracing::info!(provider = ID, computer = %name, network = %probed.as_ref().map_or("refused", String::as_str), "network none read from inside");
+        probed
+    }
+
+    /// Everything after the pod is made; on failure the caller deletes.
+    async fn set_up(
+        &self,
+        plan: &PodPlan,
+        none: bool,
+        cancel: &CancellationToken,
+    ) -> Result<(ComputerRef, NetworkReadBack)> {
+        // The hardening read back from the pod the API holds.
+        self.ours(&plan.name).await?;
+        let conn = self.until_up(&plan.name, cancel).await?;
+        let network = if none {
+            let inside = self.probe(&conn, &plan.name).await?;
+            self.none_read_back(&plan.name, Some(&inside)).await?
+        } else {
+            NetworkReadBack {
+                kind: NetworkKind::Open,
+                detail: "no NetworkPolicy: the cluster's default".into(),
+            }
+        };
+        conn.client.close();
+        let p = self.ours(&plan.name).await?;
+        Ok((self.to_ref(&p), network))
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for KubernetesProvider {
+    fn id(&self) -> &'static str {
+        ID
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.caps()
+    }
+
+    fn check(&self, spec: &ComputerSpec) -> Result<()> {
+        check_lifetime(spec.lifetime_ms, &self.caps())?;
+        check_labels(&spec.labels)?;
+        for k in spec.labels.keys() {
+            if k == label::COMPUTER || k == label::DEADLINE || k == manifest::POD_LABEL {
+                return Err(ProviderError::invalid(
+                    "labels",
+                    format!("the label {k} is the provider's own; leave it out"),
+                ));
+            }
+        }
+        check_kind(
+            "the Kubernetes provider",
+            spec.kind,
+            computerd::protocol::SettingKind::Sandbox,
+            None,
+        )?;
+        if matches!(spec.network, NetworkPolicy::Allow(_)) {
+            return Err(ProviderError::unsupported(
+                "the Kubernetes provider offers network none or open; an allowlist (an egress sidecar) is not offered yet",
+            )
+            .with_field("network"));
+        }
+        let refusals = [
+            (
+                spec.mount.is_some(),
+                "mount",
+                "a pod sees no host directory: leave mount out",
+            ),
+            (
+                !spec.shares.is_empty(),
+                "share",
+                "a pod sees no host directory: leave share out",
+            ),
+            (
+                spec.user.is_some(),
+                "user",
+                "a pod's user is --kubernetes-uid: leave user out",
+            ),
+            (
+                spec.sizes.pids.is_some() || spec.sizes.disk_mb.is_some(),
+                "sizes",
+                "a pod sets no pids or disk bound of its own (the node's pid limit and --kubernetes-work-mb hold): leave pids and diskMb out",
+            ),
+        ];
+        if let Some((_, field, why)) = refusals.into_iter().find(|r| r.0) {
+            return Err(ProviderError::unsupported(why).with_field(field));
+        }
+        self.plan(spec).map(|_| ())
+    }
+
+    async fn create(&self, spec: &ComputerSpec, cancel: &CancellationToken) -> Result<Created> {
+        self.check(spec)?;
+        let plan = self.plan(spec)?;
+        let none = spec.network == NetworkPolicy::None;
+        if none {
+            let np: k8s_openapi::api::networking::v1::NetworkPolicy =
+                serde_json::from_value(manifest::deny_all(&plan.name))
+                    .map_err(|e| ProviderError::failed(format!("the NetworkPolicy: {e}")))?;
+            self.policies()
+                .await?
+                .create(&PostParams::default(), &np)
+                .await
+                .map_err(|e| api_error("making the deny-all NetworkPolicy", e))?;
+        }
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(plan.pod())
+            .map_err(|e| ProviderError::failed(format!("the pod: {e}")))?;
+        if let Err(e) = self
+            .pods()
+            .await?
+            .create(&PostParams::default(), &pod)
+            .await
+        {
+            let _ = self.delete_and_wait(&plan.name, cancel).await;
+            return Err(api_error("making the pod", e));
+        }
+        match self.set_up(&plan, none, cancel).await {
+            Ok((computer, network)) => Ok(Created {
+                computer,
+                network: Some(network),
+                notes: vec![format!(
+                    "pod {} in namespace {}, image {}",
+                    plan.name,
+                    self.namespace().await.unwrap_or_default(),
+                    plan.image
+                )],
+            }),
+            Err(e) => {
+                let removed = self
+                    .delete_and_wait(&plan.name, &CancellationToken::new())
+                    .await;
+                Err(crate::daemon_backed::labels::set_up_failed(
+                    e, "deleted", removed,
+                ))
+            }
+        }
+    }
+
+    async fn attach(&self, by: &AttachBy, cancel: &CancellationToken) -> Result<ComputerRef> {
+        let c = match by {
+            AttachBy::Id(id) => self.to_ref(&self.ours(id).await?),
+            AttachBy::Labels(l) => {
+                let found = self.list(l, cancel).await?;
+                crate::daemon_backed::labels::the_one_of(found, "pod")?
+            }
+        };
+        let p = self.ours(&c.id).await?;
+        if !c.running {
+            return Ok(self.to_ref(&p));
+        }
+        let mut c = c;
+        let held = self.network(&c, None, cancel).await?;
+        if held.kind == NetworkKind::None {
+            let conn = self.connect(&c, cancel).await?;
+            let words = self.probe(&conn, &c.id).await?;
+            conn.client.close();
+            c.network = Some(crate::types::NetworkRead::Policy(
+                self.none_read_back(&c.id, Some(&words)).await?,
+            ));
+        } else {
+            c.network = Some(crate::types::NetworkRead::Policy(held));
+        }
+        Ok(c)
+    }
+
+    async fn list(&self, labels: &Labels, _cancel: &CancellationToken) -> Result<Vec<ComputerRef>> {
+        let lp = ListParams::default().labels(&manifest::selector(labels));
+        let l = self
+            .pods()
+            .await?
+            .list(&lp)
+            .await
+            .map_err(|e| api_error("listing pods", e))?;
+        Ok(l.items
+            .iter()
+            .map(|p| self.to_ref(&to_value(p)))
+            .filter(|c| {
+                crate::daemon_backed::labels::carries(labels, |k| {
+                    c.labels.get(k).map(String::as_str)
+                })
+            })
+            .collect())
+    }
+
+    async fn network(
+        &self,
+        computer: &ComputerRef,
+        policy: Option<&NetworkPolicy>,
+        _cancel: &CancellationToken,
+    ) -> Result<NetworkReadBack> {
+        let np = self
+            .policies()
+            .await?
+            .get_opt(&computer.id)
+            .await
+            .map_err(|e| api_error("reading the NetworkPolicy", e))?;
+        let kind = if np.is_some() {
+            NetworkKind::None
+        } else {
+            NetworkKind::Open
+        };
+        crate::daemon_backed::network::refuse_change(
+            policy,
+            kind,
+            Vec::new,
+            "a pod's network is fixed when it is made",
+        )?;
+        match kind {
+            NetworkKind::None => self.none_read_back(&computer.id, None).await,
+            _ => Ok(NetworkReadBack {
+                kind: NetworkKind::Open,
+                detail: "no NetworkPolicy: the cluster's default".into(),
+            }),
+        }
+    }
+
+    async fn connect(
+        &self,
+        computer: &ComputerRef,
+        _cancel: &CancellationToken,
+    ) -> Result<Connection> {
+        let p = self.ours(&computer.id).await?;
+        if p["status"]["phase"] != "Running" {
+            return Err(ProviderError::new(
+                ErrorCode::Gone,
+                format!(
+                    "the pod {} is not running ({})",
+                    computer.id, p["status"]["phase"]
+                ),
+            ));
+        }
+        let c = self.open(&computer.id).await?;
+        checked(crate::daemon_backed::hello::call(c).await?, &computer.id)
+    }
+
+    async fn release(
+        &self,
+        computer: &ComputerRef,
+        how: Release,
+        cancel: &CancellationToken,
+    ) -> Result<()> {
+        crate::vendor::check_id(&computer.id)?;
+        if how == Release::Stop {
+            return Err(ProviderError::unsupported(
+                "a pod cannot be stopped and kept: release it with delete",
+            ));
+        }
+        // Its policy too when the pod is already gone.
+        self.delete_and_wait(&computer.id, cancel).await
+    }
+}

@@ -1,0 +1,210 @@
+//! The Kubernetes provider against the fake Kubernetes API (computer-fakes'
+//! kubernetes), whose pods' containers are bounded Docker containers
+//! running the real `computerd init`: a computer made, used, found again
+//! from a second provider and released leaving nothing; a pod changed or
+//! deleted behind the provider's back refused or read as gone.
+
+use computer_fakes::kubernetes::FakeKubernetes;
+use computer_providers::kubernetes::{KubernetesProvider, KubernetesSettings};
+use computer_providers::provider::{Configure, Provider};
+use computer_providers::settings::HostDefaults;
+use computer_providers::types::{AttachBy, ErrorCode, NetworkKind, Release};
+use tokio_util::sync::CancellationToken;
+
+use super::support::{Boxes, run, text};
+
+const NS: &str = "computers";
+const TOKEN: &str = "k8s-canary-token-5d1e";
+
+struct Rig {
+    fake: FakeKubernetes,
+    provider: KubernetesProvider,
+    settings: KubernetesSettings,
+    boxes: Boxes,
+    _dir: tempfile::TempDir,
+}
+
+async fn rig(name: &str) -> Option<Rig> {
+    let env = computer_testkit::docker_env().await?;
+    let owner = computer_testkit::marker(name);
+    let fake = FakeKubernetes::start(&env.docker, &env.image, TOKEN, &owner)
+        .await
+        .unwrap();
+    // The test image plus the static computerd: an image that carries it.
+    fake.carry(
+        computer_providers::kubernetes::DEFAULT_COMPUTERD,
+        env.computerd.clone(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, fake.kubeconfig(NS)).unwrap();
+    let settings = KubernetesSettings {
+        kubeconfig: Some(kubeconfig),
+        image: Some(env.image.clone()),
+        ..Default::default()
+    };
+    let provider =
+        KubernetesProvider::configure(settings.clone(), &HostDefaults::default()).unwrap();
+    Some(Rig {
+        fake,
+        provider,
+        settings,
+        boxes: Boxes {
+            docker: env.docker,
+            owner,
+        },
+        _dir: dir,
+    })
+}
+
+impl Rig {
+    fn another(&self) -> KubernetesProvider {
+        KubernetesProvider::configure(self.settings.clone(), &HostDefaults::default()).unwrap()
+    }
+
+    async fn close(self) {
+        assert_eq!(self.fake.pods(), Vec::<String>::new(), "a pod was left");
+        assert_eq!(
+            self.fake.policies(),
+            Vec::<String>::new(),
+            "a policy was left"
+        );
+        self.fake.close().await;
+        self.boxes.assert_none().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_computer_is_made_used_found_from_another_server_and_released_leaving_nothing() {
+    let Some(r) = rig("k8s-life").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    let made = r
+        .provider
+        .create(&super::support::labelled("life"), &cancel)
+        .await
+        .unwrap();
+    let c = made.computer;
+    let net = made.network.unwrap();
+    assert_eq!(net.kind, NetworkKind::None);
+    assert!(
+        net.detail.starts_with(&format!(
+            "NetworkPolicy {} denies all ingress and egress; ",
+            c.id
+        )),
+        "{}",
+        net.detail
+    );
+    assert_eq!(r.fake.pods(), [format!("{NS}/{}", c.id)]);
+    assert_eq!(r.fake.policies(), [format!("{NS}/{}", c.id)]);
+
+    let conn = r.provider.connect(&c, &cancel).await.unwrap();
+    let out = run(
+        &conn.client,
+        "id -u; echo \"$HOME\"; grep CapEff /proc/self/status; echo kept > /work/f; cat /work/f",
+    )
+    .await;
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert_eq!(
+        text(&out),
+        format!(
+            "{}\n/work/home\nCapEff:\t0000000000000000\nkept\n",
+            computer_providers::kubernetes::DEFAULT_UID
+        )
+    );
+    conn.client.close();
+
+    // A second server of the same cluster finds it by its labels and by
+    // its id, and reads what the first wrote.
+    let other = r.another();
+    let listed = other
+        .list(&c.labels, &cancel)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|x| x.id)
+        .collect::<Vec<_>>();
+    assert_eq!(listed, std::slice::from_ref(&c.id));
+    let found = other
+        .attach(&AttachBy::Labels(c.labels.clone()), &cancel)
+        .await
+        .unwrap();
+    assert_eq!((found.id.as_str(), found.running), (c.id.as_str(), true));
+    assert_eq!(found.labels, c.labels);
+    let conn = other.connect(&found, &cancel).await.unwrap();
+    assert_eq!(text(&run(&conn.client, "cat /work/f").await), "kept\n");
+    conn.client.close();
+
+    r.provider
+        .release(&c, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    let e = other
+        .attach(&AttachBy::Id(c.id.clone()), &cancel)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Gone, "{e:?}");
+    r.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_changed_behind_our_back_is_refused_and_one_deleted_reads_as_gone() {
+    let Some(r) = rig("k8s-drift").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    let spec = super::support::labelled("drift");
+    let a = r.provider.create(&spec, &cancel).await.unwrap().computer;
+    assert!(r.fake.edit_pod(NS, &a.id, |p| {
+        p["spec"]["containers"][0]["securityContext"]["capabilities"]["drop"] =
+            serde_json::json!([]);
+    }));
+    let e = r
+        .another()
+        .attach(&AttachBy::Id(a.id.clone()), &cancel)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Refused, "{e:?}");
+    assert_eq!(
+        e.message,
+        format!(
+            "the pod {} is not as it was made (hardening changed behind our back): it lacks capabilities drop ALL; delete it",
+            a.id
+        )
+    );
+    r.provider
+        .release(&a, Release::Delete, &cancel)
+        .await
+        .unwrap();
+
+    // Deleted by another client: connect and attach say it is gone.
+    let b = r.provider.create(&spec, &cancel).await.unwrap().computer;
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(
+        kube::Client::try_from({
+            let mut cfg = kube::Config::new(r.fake.url().parse().unwrap());
+            cfg.auth_info.token = Some(TOKEN.to_string().into());
+            cfg
+        })
+        .unwrap(),
+        NS,
+    );
+    pods.delete(&b.id, &kube::api::DeleteParams::default().grace_period(1))
+        .await
+        .unwrap();
+    for _ in 0..200 {
+        if pods.get_opt(&b.id).await.unwrap().is_none() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let e = r.provider.connect(&b, &cancel).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Gone, "{e:?}");
+    assert_eq!(e.message, format!("the pod {} is gone", b.id));
+    r.provider
+        .release(&b, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    // Its policy outlived it until the release.
+    r.close().await;
+}
