@@ -83,10 +83,11 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
         groups: &groups,
         extend: false,
     };
-    let names = family.names(&offer);
+    // Offered, listed by itself or inside `process` (process_start).
     for n in ["browser_snapshot", "write_file", "process_start", "exec"] {
-        assert!(names.contains(&n), "{n} is not listed: {names:?}");
+        assert!(family.offers(n, &offer), "{n} is not offered");
     }
+    assert!(family.names(&offer).contains(&"process"));
     let b = Browser {
         _chromium: None,
         ctx: ToolContext::new(conn.client.clone()),
@@ -140,7 +141,7 @@ async fn a_local_browser_computer_fills_and_posts_a_form_it_serves_itself() {
 
     // Files of the computer chosen in file inputs: one directly, two
     // through the chooser a button opens; the page reads them back.
-    assert!(names.contains(&"browser_upload"), "{names:?}");
+    assert!(family.offers("browser_upload", &offer));
     b.write_file("/tmp/site/upload.html", UPLOAD).await;
     b.write_file("/tmp/up/a.txt", "alpha").await;
     b.write_file("/tmp/up/b.txt", "bravo-bravo").await;
@@ -231,16 +232,18 @@ async fn the_page_tools_drive_a_vendors_browser_through_its_fake() {
     let conn = p.connect(&made.computer, &cancel).await.unwrap();
     let mut groups = p.capabilities().groups.clone();
     groups.extend(conn.hello.groups.iter().copied());
-    let names = registry()
-        .family(SettingKind::Browser)
-        .unwrap()
-        .names(&Offer {
-            groups: &groups,
-            extend: false,
-        });
+    let family = registry().family(SettingKind::Browser).unwrap();
+    let offer = Offer {
+        groups: &groups,
+        extend: false,
+    };
+    // Every page tool but browser_upload (it needs the computer's files),
+    // some listed inside `browser`; no sandbox tool.
+    let names: Vec<&str> = family.offered(&offer).map(|t| t.name).collect();
     assert_eq!(names.len(), 18, "{names:?}");
     assert!(!names.contains(&"browser_upload"), "{names:?}");
     assert!(!names.contains(&"exec"), "{names:?}");
+    assert!(!family.names(&offer).contains(&"process"));
 
     let b = Browser {
         _chromium: None,
