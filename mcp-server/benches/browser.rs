@@ -88,14 +88,29 @@ fn ref_of(snapshot: &str, role: &str, name: &str) -> String {
         .collect()
 }
 
+/// The bytes of a result a model reads: its text and its images' data
+/// (not the structured content a client may also get).
+fn content_bytes(r: &CallToolResult) -> usize {
+    r.content
+        .iter()
+        .map(|c| match (c.as_text(), c.as_image()) {
+            (Some(t), _) => t.text.len(),
+            (_, Some(i)) => i.data.len(),
+            _ => 0,
+        })
+        .sum()
+}
+
 /// The 10-step task on `client`, in Playwright MCP's words (which both
-/// take): its time and the bytes of its answers.
-async fn task(client: &RunningService<RoleClient, ()>, url: &str) -> (Duration, usize) {
+/// take): its time, the bytes of its answers as JSON, and the bytes of
+/// their content.
+async fn task(client: &RunningService<RoleClient, ()>, url: &str) -> (Duration, [usize; 2]) {
     let t = Instant::now();
-    let mut bytes = 0;
+    let mut bytes = [0, 0];
     let mut step = async |name: &'static str, args: Value| {
         let r = ok(client, name, args).await;
-        bytes += serde_json::to_string(&r).unwrap().len();
+        bytes[0] += serde_json::to_string(&r).unwrap().len();
+        bytes[1] += content_bytes(&r);
         r
     };
     step("browser_navigate", json!({ "url": url })).await;
@@ -347,7 +362,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The 10-step task, alternating, its time and its answers' bytes.
     let rounds = n.div_ceil(5).max(3);
     let mut took = [Vec::new(), Vec::new()];
-    let mut task_bytes = [0usize; 2];
+    let mut task_bytes = [[0usize; 2]; 2];
     for _ in 0..rounds {
         for (i, side) in s.iter().enumerate() {
             let (d, b) = task(&side.client, &format!("{}form.html", side.url)).await;
@@ -360,12 +375,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         s,
         &mut took,
     );
-    println!(
-        "ratio 10-step task bytes (computer-mcp / playwright): {:.2}x ({} B vs {} B)",
-        task_bytes[0] as f64 / task_bytes[1] as f64,
-        task_bytes[0],
-        task_bytes[1]
-    );
+    for (k, what) in ["results as JSON", "content (text and images)"]
+        .iter()
+        .enumerate()
+    {
+        println!(
+            "ratio 10-step task bytes, {what} (computer-mcp / playwright): {:.2}x ({} B vs {} B)",
+            task_bytes[0][k] as f64 / task_bytes[1][k] as f64,
+            task_bytes[0][k],
+            task_bytes[1][k]
+        );
+    }
     for side in sides {
         side.client.cancel().await?;
     }

@@ -753,6 +753,13 @@ pub(crate) async fn wait_load(
 /// After an action that may start a navigation (a click, Enter): whether
 /// the main frame started loading within a moment, and if so, the wait
 /// for it (at most `within`). None when nothing started.
+///
+/// The moment is the page's own: a navigation an input asks for is asked
+/// while the page handles it (a link, a submit) or in a task it queues
+/// (`setTimeout(…, 0)`), so once a zero-delay timer of the page has run
+/// (at most [`FOLLOW_START`]) and a short grace for the browser's event
+/// has passed, one not seen was not asked for. A page that navigates later
+/// is still known by the next snapshot and by the refusal of older refs.
 pub(crate) async fn follow(
     ctx: &ToolContext,
     tab: &Tab,
@@ -760,12 +767,24 @@ pub(crate) async fn follow(
     since: u64,
     within: Duration,
 ) -> Result<Option<(Loaded, String, String)>> {
+    let turn = send_to(
+        ctx,
+        tab,
+        "Runtime.evaluate",
+        json!({
+            "expression": "new Promise(r => setTimeout(r, 0))",
+            "awaitPromise": true,
+            "timeout": FOLLOW_START.as_millis() as u64,
+        }),
+    );
+    // A page that is navigating away may not answer: the events say so.
+    let _ = tokio::time::timeout(FOLLOW_START, turn).await;
     let (evs, _) = events(
         ctx,
         &tab.session,
         since,
         &["Page.frameStartedLoading", "Page.frameRequestedNavigation"],
-        FOLLOW_START,
+        FOLLOW_GRACE,
     )
     .await?;
     if !evs
@@ -798,6 +817,10 @@ pub(crate) fn followed_words(f: &Option<(Loaded, String, String)>) -> String {
 /// so a short look finds it; a page that navigates later is still known,
 /// by the next snapshot and by the refusal of older refs.
 pub(crate) const FOLLOW_START: Duration = Duration::from_millis(100);
+
+/// How long, after the page's turn, an action looks for the browser's
+/// event of a navigation the page asked for in that turn.
+pub(crate) const FOLLOW_GRACE: Duration = Duration::from_millis(15);
 
 /// How long an action waits for a navigation it started.
 pub(crate) const FOLLOW: Duration = Duration::from_secs(10);
