@@ -37,7 +37,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[path = "support.rs"]
 mod support;
-use support::{count_from_env, line, ms, server_cmd};
+use support::{answer_bytes, count_from_env, line, ms, server_cmd};
 
 /// The test page: a counter button among enough else that a snapshot is
 /// more than a line (a form, fifty links).
@@ -88,19 +88,6 @@ fn ref_of(snapshot: &str, role: &str, name: &str) -> String {
         .collect()
 }
 
-/// The bytes of a result a model reads: its text and its images' data
-/// (not the structured content a client may also get).
-fn content_bytes(r: &CallToolResult) -> usize {
-    r.content
-        .iter()
-        .map(|c| match (c.as_text(), c.as_image()) {
-            (Some(t), _) => t.text.len(),
-            (_, Some(i)) => i.data.len(),
-            _ => 0,
-        })
-        .sum()
-}
-
 /// The 10-step task on `client`, in Playwright MCP's words (which both
 /// take): its time, the bytes of its answers as JSON, and the bytes of
 /// their content.
@@ -110,7 +97,7 @@ async fn task(client: &RunningService<RoleClient, ()>, url: &str) -> (Duration, 
     let mut step = async |name: &'static str, args: Value| {
         let r = ok(client, name, args).await;
         bytes[0] += serde_json::to_string(&r).unwrap().len();
-        bytes[1] += content_bytes(&r);
+        bytes[1] += answer_bytes(&r);
         r
     };
     step("browser_navigate", json!({ "url": url })).await;

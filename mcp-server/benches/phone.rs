@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use computer_phone_fixture::rig::Rig;
 use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
@@ -32,25 +32,12 @@ use serde_json::{Value, json};
 #[allow(dead_code)]
 #[path = "support.rs"]
 mod support;
-use support::{SERVER, line, ms};
+use support::{SERVER, answer_bytes, line, ms};
 
 type Client = RunningService<rmcp::RoleClient, ()>;
 
 fn call(name: &str, args: Value) -> CallToolRequestParams {
     CallToolRequestParams::new(name.to_string()).with_arguments(args.as_object().unwrap().clone())
-}
-
-/// The bytes of a result as a model reads them: its text, and its images'
-/// base64.
-fn answer_bytes(r: &CallToolResult) -> usize {
-    r.content
-        .iter()
-        .map(|c| match (c.as_text(), c.as_image()) {
-            (Some(t), _) => t.text.len(),
-            (_, Some(i)) => i.data.len(),
-            _ => 0,
-        })
-        .sum()
 }
 
 /// `runs` timed calls of one tool; the median, and the last answer's bytes.

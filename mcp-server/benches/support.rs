@@ -61,3 +61,17 @@ pub fn line(name: &str, v: &mut [Duration]) -> Duration {
     );
     med
 }
+
+/// The bytes of a result as a model reads them: its text, and its images'
+/// base64.
+#[allow(dead_code)] // used by the benches that size answers: browser, phone
+pub fn answer_bytes(r: &rmcp::model::CallToolResult) -> usize {
+    r.content
+        .iter()
+        .map(|c| match (c.as_text(), c.as_image()) {
+            (Some(t), _) => t.text.len(),
+            (_, Some(i)) => i.data.len(),
+            _ => 0,
+        })
+        .sum()
+}

@@ -31,16 +31,20 @@ pub mod check;
 pub mod dialog;
 pub mod dom;
 pub mod keys;
+pub mod pages;
 pub mod playwright;
 pub mod pointer;
 pub mod snapshot;
 pub mod target;
 pub mod tool;
 
+pub use pages::Pages;
+pub(crate) use pages::with_memo;
+use pages::with_pages;
+
 pub(crate) use dialog::{INPUT_MS, send_held};
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use computerd::client::ComputerExt;
@@ -208,41 +212,6 @@ pub struct BrowserMemo {
 pub struct DialogAnswer {
     pub accept: bool,
     pub prompt_text: Option<String>,
-}
-
-/// The page tools' memory of one browser: each caller's own memo (its
-/// current tab, refs, snapshots), and whose each tab is. A caller sees and
-/// acts on its own tabs only: two agents on one browser work side by side.
-#[derive(Debug, Default)]
-pub struct Pages {
-    memos: HashMap<String, BrowserMemo>,
-    /// Each page tab's caller, by target id: the caller that opened it,
-    /// the opener's caller for a tab a page opened, else the first caller
-    /// that saw it.
-    owners: HashMap<String, String>,
-}
-
-fn pages(ctx: &ToolContext) -> Arc<Mutex<Pages>> {
-    ctx.state.slot::<Mutex<Pages>>()
-}
-
-/// Read or change every caller's pages at once (never held across an
-/// await).
-fn with_pages<T>(ctx: &ToolContext, f: impl FnOnce(&mut Pages) -> T) -> T {
-    let p = pages(ctx);
-    let mut g = p.lock().unwrap_or_else(|p| p.into_inner());
-    f(&mut g)
-}
-
-/// Read or change the calling caller's memo (never held across an await).
-pub(crate) fn with_memo<T>(ctx: &ToolContext, f: impl FnOnce(&mut BrowserMemo) -> T) -> T {
-    with_pages(ctx, |p| {
-        let m = p.memos.entry(ctx.caller.clone()).or_default();
-        if m.next_ref == 0 {
-            m.next_ref = 1;
-        }
-        f(m)
-    })
 }
 
 // ------------------------------------------------------------------ CDP
