@@ -25,7 +25,8 @@ use std::time::Duration;
 use computerd::client::{ClientError, ComputerClient, ComputerExt};
 use computerd::protocol::{
     CdpEventsParams, CdpSendParams, CdpSendResult, ErrorKind, Group, HelloResult, MachineKind,
-    ProcessListParams, ProcessSignalParams, RpcError, Signal, decode_params, limits,
+    ProcessInfo, ProcessListParams, ProcessListResult, ProcessSignalParams, RpcError, Signal,
+    decode_params, limits,
 };
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -67,6 +68,10 @@ enum Browser {
         argv: Vec<String>,
         env: BTreeMap<String, String>,
         running: tokio::sync::Mutex<Option<pipe::PipeBrowser>>,
+        /// The daemon's ids of the browsers this client started or ended:
+        /// not the model's to read, write or signal (their pipes carry
+        /// every caller's pages).
+        hidden: std::sync::Mutex<std::collections::HashSet<String>>,
         /// The computer's bounds as read back, for words when Chromium
         /// cannot start within them.
         bounds: Option<SizesReadBack>,
@@ -120,6 +125,7 @@ impl BrowserClient {
                 argv: launch.argv(),
                 env,
                 running: tokio::sync::Mutex::new(None),
+                hidden: Default::default(),
                 bounds: None,
             },
             hello: HelloResult {
@@ -173,6 +179,7 @@ impl BrowserClient {
                 argv,
                 env,
                 running,
+                hidden,
                 bounds,
             } => {
                 let did_not_start =
@@ -190,12 +197,16 @@ impl BrowserClient {
                         old.conn.closed().unwrap_or_default()
                     );
                 }
-                end_earlier(daemon).await;
+                let ended = end_earlier(daemon).await;
                 let started = pipe::start(Arc::clone(daemon), argv, env.clone())
                     .await
                     .map_err(|e| {
                         ClientError::Rpc(RpcError::unsupported(did_not_start(&e.message)))
                     })?;
+                if let Ok(mut h) = hidden.lock() {
+                    h.extend(ended);
+                    h.insert(started.process.clone());
+                }
                 let answered = match ready(&started.conn).await {
                     Ok(_) => first_page_answers(&started.conn).await,
                     Err(e) => Err(e),
@@ -214,6 +225,37 @@ impl BrowserClient {
                 Ok(conn)
             }
         }
+    }
+
+    /// Whether `params` name (by `id`) a browser this client started or
+    /// ended: the browser is the server's, and its pipe carries every
+    /// caller's pages, so to the model it does not exist.
+    fn hides(&self, params: &Value) -> bool {
+        let Browser::InComputer { hidden, .. } = &self.browser else {
+            return false;
+        };
+        let Some(id) = params["id"].as_str() else {
+            return false;
+        };
+        hidden.lock().is_ok_and(|h| h.contains(id))
+    }
+
+    /// The daemon's process list without the browsers on their pipes.
+    async fn list_processes(&self, params: Value) -> std::result::Result<Value, ClientError> {
+        let Some(d) = self.daemon() else {
+            return Err(ClientError::Closed(
+                "a vendor's browser has no processes".into(),
+            ));
+        };
+        let mut list: ProcessListResult =
+            serde_json::from_value(d.call_value("process.list", params).await?).map_err(|e| {
+                ClientError::Decode {
+                    method: "process.list".into(),
+                    detail: e.to_string(),
+                }
+            })?;
+        list.processes.retain(|p| !is_browser(p));
+        Ok(json!(list))
     }
 
     async fn send(&self, params: Value) -> std::result::Result<Value, ClientError> {
@@ -433,22 +475,33 @@ async fn first_page_answers(conn: &CdpConn) -> Result<()> {
     Ok(())
 }
 
+/// Whether the daemon's process `p` is a browser on its pipe (this
+/// connection's or an earlier one's).
+fn is_browser(p: &ProcessInfo) -> bool {
+    p.argv.first().map(String::as_str) == Some("/bin/sh")
+        && p.argv.get(3).map(String::as_str) == Some(pipe::PIPE_NAME)
+}
+
 /// End the browsers an earlier connection started in this computer (its
-/// pipe went with that connection, so no one can drive them).
-async fn end_earlier(daemon: &Arc<dyn ComputerClient>) {
+/// pipe went with that connection, so no one can drive them); gives the
+/// ids of every browser listed, running or not.
+async fn end_earlier(daemon: &Arc<dyn ComputerClient>) -> Vec<String> {
     let mut from = None;
+    let mut seen = Vec::new();
     loop {
         let Ok(list) = daemon
             .call_typed(&ProcessListParams { from: from.clone() })
             .await
         else {
-            return;
+            return seen;
         };
-        for p in list.processes.iter().filter(|p| {
-            p.running
-                && p.argv.first().map(String::as_str) == Some("/bin/sh")
-                && p.argv.get(3).map(String::as_str) == Some(pipe::PIPE_NAME)
-        }) {
+        seen.extend(
+            list.processes
+                .iter()
+                .filter(|p| is_browser(p))
+                .map(|p| p.id.clone()),
+        );
+        for p in list.processes.iter().filter(|p| p.running && is_browser(p)) {
             tracing::info!(process = %p.id, "ending the browser an earlier connection started");
             let _ = daemon
                 .call_typed(&ProcessSignalParams {
@@ -459,7 +512,7 @@ async fn end_earlier(daemon: &Arc<dyn ComputerClient>) {
         }
         match list.next {
             Some(n) if list.truncated => from = Some(n),
-            _ => return,
+            _ => return seen,
         }
     }
 }
@@ -486,6 +539,16 @@ impl ComputerClient for BrowserClient {
                 },
                 "cdp.send" => self.send(params).await,
                 "cdp.events" => self.events(params).await,
+                "process.list" if self.daemon().is_some() => self.list_processes(params).await,
+                m if m.starts_with("process.") && self.hides(&params) => {
+                    let id = params["id"].as_str().unwrap_or_default();
+                    Err(ClientError::Rpc(
+                        RpcError::not_found(format!(
+                            "no process {id}: it never existed, or the table (256 entries) let it go"
+                        ))
+                        .with_field("id"),
+                    ))
+                }
                 _ => match self.daemon() {
                     Some(d) => d.call_value(method, params).await,
                     None if computerd::protocol::Method::from_name(method).is_none() => {

@@ -10,7 +10,8 @@ use computer_providers::{ComputerSpec, Provider, Release};
 use computer_testkit::{computerd_bin, need, need_chromium, need_root, or_skip};
 use computerd::client::{ClientError, ComputerClient, ComputerExt};
 use computerd::protocol::{
-    CdpEventsParams, ErrorKind, Group, MachineKind, ProcessStartParams, SettingKind,
+    CdpEventsParams, ErrorKind, Group, MachineKind, ProcessListParams, ProcessReadParams,
+    ProcessStartParams, SettingKind, Stream,
 };
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -213,6 +214,44 @@ async fn a_local_browser_runs_chromium_inside_the_computer_on_its_pipe() {
     let again = p.connect(&made.computer, &cancel).await.unwrap();
     let s2 = page(&again.client).await;
     assert_eq!(eval(&again.client, &s2, "1 + 1").await, 2);
+
+    // The browsers are the server's: their pipes carry every caller's
+    // pages, so the model's process tools see only its own programs.
+    let list = again
+        .client
+        .call_typed(&ProcessListParams::default())
+        .await
+        .unwrap();
+    let shown: Vec<&str> = list.processes.iter().map(|p| p.id.as_str()).collect();
+    assert!(
+        list.processes
+            .iter()
+            .all(|p| p.argv.iter().all(|a| !a.contains("remote-debugging"))),
+        "{:?}",
+        list.processes
+    );
+    let hidden: Vec<&str> = ["p2", "p3", "p4"]
+        .into_iter()
+        .filter(|id| !shown.contains(id))
+        .collect();
+    assert!(!hidden.is_empty(), "{shown:?}");
+    for id in hidden {
+        let read = again
+            .client
+            .call_typed(&ProcessReadParams {
+                id: id.into(),
+                stream: Stream::Stdout,
+                offset: 0,
+                max_bytes: Some(100),
+                wait_ms: None,
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            read.to_string().contains(&format!("no process {id}")),
+            "{read}"
+        );
+    }
     drop(conn);
     p.release(&made.computer, Release::Delete, &cancel)
         .await
