@@ -50,7 +50,9 @@ pub fn image_of(r: &CallToolResult) -> (u32, u32, Vec<u8>) {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(&img.data)
         .unwrap();
-    let d = png::Decoder::new(std::io::Cursor::new(bytes));
+    let mut d = png::Decoder::new(std::io::Cursor::new(bytes));
+    // An indexed PNG (a page of few colours) comes out as RGB too.
+    d.set_transformations(png::Transformations::EXPAND);
     let mut reader = d.read_info().unwrap();
     let (w, h) = (reader.info().width, reader.info().height);
     let mut buf = vec![0; reader.output_buffer_size().unwrap()];

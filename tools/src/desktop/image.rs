@@ -4,6 +4,8 @@
 //! when larger) and encoded again with the png crate's fast (fdeflate)
 //! compressor. A shot already of the size shown is passed on as it came.
 
+pub mod palette;
+
 use computerd::protocol::{Fit, area_spans as spans};
 
 use crate::error::{Result, ToolError};

@@ -125,7 +125,8 @@ pub(crate) async fn screenshot(ctx: &ToolContext, a: ScreenshotArgs) -> Result<C
     Ok(with_structured(CallToolResult::success(blocks), &out))
 }
 
-/// The browser's PNG for `params`: its base64 data and size.
+/// The browser's PNG for `params` (indexed when that is smaller): its
+/// base64 data and size.
 async fn capture(ctx: &ToolContext, tab: &Tab, params: Value) -> Result<(String, u32, u32)> {
     let r = send_to(ctx, tab, "Page.captureScreenshot", params).await?;
     let data = r["data"].as_str().unwrap_or("").to_string();
@@ -136,7 +137,15 @@ async fn capture(ctx: &ToolContext, tab: &Tab, params: Value) -> Result<(String,
         })?;
     let (iw, ih) = png_size(&png)
         .ok_or_else(|| ToolError::Broken("the browser's screenshot is no PNG".into()))?;
-    Ok((data, iw, ih))
+    // The same pixels in fewer bytes where the page has few colours.
+    match image::palette::fewer_colours(&png) {
+        Some(small) => Ok((
+            base64::engine::general_purpose::STANDARD.encode(small),
+            iw,
+            ih,
+        )),
+        None => Ok((data, iw, ih)),
+    }
 }
 
 /// An element's box in CSS pixels of the page, scrolled into view first,
