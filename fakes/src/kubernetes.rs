@@ -37,8 +37,31 @@
 //!   kubelet does.
 //! - A pod's volumes: each `emptyDir` mount is made empty, mode 0777, as
 //!   the kubelet makes it (pkg/volume/emptydir/empty_dir.go,
-//!   `perm os.FileMode = 0777`). `sizeLimit` is kept in the object only: a
-//!   real kubelet evicts a pod past it, the fake does not.
+//!   `perm os.FileMode = 0777`). An emptyDir with a `sizeLimit` is
+//!   measured (`du`) every [`pod::HOUSEKEEPING`]; past its limit the pod is
+//!   evicted: `phase: Failed`, `reason: Evicted`, `message: Usage of
+//!   EmptyDir volume "<name>" exceeds the limit "<limit>". `, its container
+//!   killed (kubelet pkg/kubelet/eviction/eviction_manager.go
+//!   `emptyDirLimitEviction`, helpers.go `emptyDirMessageFmt`; the real
+//!   housekeeping interval is 10 s).
+//! - Every pod can reach the API server's Service by name,
+//!   `kubernetes.default.svc:443` (docs, "Accessing the Kubernetes API
+//!   from a Pod"), unless a policy it is under blocks its egress (DNS
+//!   included). The boxes have no network, so the fake's Service
+//!   ([`pod::SERVICE`]) is on the box's loopback and its name in the box's
+//!   /etc/hosts only when [`Knobs::ignore_network_policy`] is set: a CNI
+//!   that does not enforce a pod's deny-all policy lets it resolve the
+//!   name and reach the Service.
+//! - A container whose program is missing fails to start: `phase:
+//!   Failed`, container `terminated` with `reason: StartError`, exit code
+//!   128 and the runtime's words (`exec: "<path>": stat <path>: no such
+//!   file or directory`). A container that ends with a nonzero code under
+//!   `terminationMessagePolicy: FallbackToLogsOnError` has the end of its
+//!   output (at most 2048 bytes) as its `terminated.message` (core/v1
+//!   Container; kubelet kuberuntime_container.go `getTerminationMessage`).
+//! - [`admission`]: RBAC's 403, LimitRanger's 403, LimitRanges and Events.
+//!   A pod made while [`Knobs::pending`] is set stays `Pending` with
+//!   `PodScheduled: False` and a Warning event of the knob's words.
 //! - The runtime's part of the securityContext: a container that drops
 //!   ALL capabilities with `allowPrivilegeEscalation: false` is a box with
 //!   no capability and no-new-privileges (Docker's default seccomp profile
@@ -59,6 +82,7 @@
 //!   [`Knobs::ignore_network_policy`] has the fake's nodes report, as a
 //!   CNI that does not enforce policies would, that a pod is reachable.
 
+pub mod admission;
 pub mod exec;
 pub mod pod;
 pub mod select;
@@ -97,6 +121,12 @@ pub struct Knobs {
     /// The cluster's CNI does not enforce NetworkPolicy (read through
     /// [`FakeKubernetes::enforces_network_policy`]).
     pub ignore_network_policy: bool,
+    /// Pods made while this is set stay `Pending`, with a Warning event
+    /// of this reason and message (as a scheduler that finds no node, or
+    /// a kubelet that cannot pull the image, leaves them).
+    pub pending: Option<(String, String)>,
+    /// Namespaces the account may not create pods in (RBAC's 403).
+    pub forbidden: Vec<String>,
 }
 
 /// One pod: its object, and its box once made.
@@ -119,6 +149,8 @@ pub(crate) struct Shared {
     pub version: AtomicU64,
     pub pods: Mutex<BTreeMap<(String, String), Pod>>,
     pub policies: Mutex<BTreeMap<(String, String), Value>>,
+    pub limit_ranges: Mutex<BTreeMap<(String, String), Value>>,
+    pub events: Mutex<Vec<Value>>,
     /// Files an image carries: (path in the image, file on this host).
     pub carried: Mutex<Vec<(String, PathBuf)>>,
     pub knobs: Mutex<Knobs>,
@@ -184,6 +216,8 @@ impl FakeKubernetes {
             version: AtomicU64::new(1000),
             pods: Mutex::new(BTreeMap::new()),
             policies: Mutex::new(BTreeMap::new()),
+            limit_ranges: Mutex::new(BTreeMap::new()),
+            events: Mutex::new(Vec::new()),
             carried: Mutex::new(Vec::new()),
             knobs: Mutex::new(Knobs::default()),
             made: Mutex::new(Vec::new()),
@@ -202,6 +236,14 @@ impl FakeKubernetes {
             .route(
                 "/api/v1/namespaces/{ns}/pods/{name}/exec",
                 get(exec::exec).post(exec::exec),
+            )
+            .route(
+                "/api/v1/namespaces/{ns}/events",
+                get(admission::list_events),
+            )
+            .route(
+                "/api/v1/namespaces/{ns}/limitranges",
+                get(admission::list_limit_ranges),
             )
             .route(np, get(list_policies).post(create_policy))
             .route(
@@ -235,6 +277,14 @@ impl FakeKubernetes {
     /// starts, as an image that carries the file would.
     pub fn carry(&self, path: &str, host: impl Into<PathBuf>) {
         lock(&self.shared.carried).push((path.to_string(), host.into()));
+    }
+
+    /// Store the LimitRange `spec` (its `limits` items) as `name` in
+    /// `ns`, as an administrator's `kubectl apply` would.
+    pub fn limit_range(&self, ns: &str, name: &str, spec: Value) {
+        let mut v = json!({"metadata": {"name": name}, "spec": spec});
+        stamp(&self.shared, &mut v, ns, name, "LimitRange", "v1");
+        lock(&self.shared.limit_ranges).insert((ns.to_string(), name.to_string()), v);
     }
 
     /// Set what the fake does next.

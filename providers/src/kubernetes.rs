@@ -27,6 +27,8 @@
 //! kubeconfig's or the service account's) never reach words or logs.
 
 pub mod manifest;
+pub mod network;
+pub mod words;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -58,8 +60,9 @@ pub const DEFAULT_UID: u32 = 2510;
 /// The longest life a computer may be given: a day (a pod's
 /// `activeDeadlineSeconds` holds it too).
 pub const MAX_LIFETIME_MS: u64 = 24 * 3600 * 1000;
-/// How long a new pod may take to run and its daemon to answer, and a
-/// deleted one to disappear (its grace is 5 s; a kubelet may lag).
+/// How long a new pod may take to run and its daemon to answer, unless
+/// `--kubernetes-start-s` says otherwise, and a deleted one to disappear
+/// (its grace is 5 s; a kubelet may lag).
 pub const UP_WAIT: Duration = Duration::from_secs(120);
 pub const GONE_WAIT: Duration = UP_WAIT;
 /// The in-cluster service account's token (Kubernetes docs, "Accessing
@@ -125,6 +128,16 @@ pub struct KubernetesSettings {
         env = "COMPUTER_MCP_KUBERNETES_WORK_MB"
     )]
     pub work_mb: Option<u64>,
+    /// How long a new pod may take to leave Pending and its daemon to
+    /// answer, in seconds; past it the pod is deleted and its events
+    /// quoted. [default: 120]
+    #[arg(
+        id = "kubernetes.start_s",
+        long = "kubernetes-start-s",
+        value_name = "SECONDS",
+        env = "COMPUTER_MCP_KUBERNETES_START_S"
+    )]
+    pub start_s: Option<u64>,
 }
 
 /// Where the provider's credentials come from.
@@ -144,6 +157,8 @@ pub struct KubernetesProvider {
     computerd: String,
     uid: u32,
     work_mb: u64,
+    /// `--kubernetes-start-s`.
+    start: Duration,
     /// The client and the namespace, found at the first call (a server
     /// configured for Kubernetes starts without reaching a cluster).
     client: tokio::sync::OnceCell<(kube::Client, String)>,
@@ -220,6 +235,13 @@ impl Configure for KubernetesProvider {
                 "--kubernetes-work-mb is 16 to 1048576 MiB",
             ));
         }
+        let start_s = s.start_s.unwrap_or(UP_WAIT.as_secs());
+        if !(1..=3600).contains(&start_s) {
+            return Err(ProviderError::invalid(
+                "start_s",
+                "--kubernetes-start-s is 1 to 3600 seconds",
+            ));
+        }
         let uid = s.uid.unwrap_or(DEFAULT_UID);
         if uid == 0 {
             return Err(ProviderError::invalid(
@@ -235,6 +257,7 @@ impl Configure for KubernetesProvider {
             computerd,
             uid,
             work_mb,
+            start: Duration::from_secs(start_s),
             client: tokio::sync::OnceCell::new(),
         })
     }

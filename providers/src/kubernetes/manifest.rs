@@ -144,6 +144,8 @@ impl PodPlan {
                     "command": self.command(),
                     "env": [{"name": "HOME", "value": HOME}],
                     "workingDir": WORK,
+                    // A start that fails says why in the pod's status.
+                    "terminationMessagePolicy": "FallbackToLogsOnError",
                     "securityContext": {
                         "allowPrivilegeEscalation": false,
                         "privileged": false,

@@ -59,7 +59,14 @@ async fn rig(name: &str) -> Option<Rig> {
 
 impl Rig {
     fn another(&self) -> KubernetesProvider {
-        KubernetesProvider::configure(self.settings.clone(), &HostDefaults::default()).unwrap()
+        self.with(|_| {})
+    }
+
+    /// A provider of the same cluster, its settings changed by `f`.
+    fn with(&self, f: impl FnOnce(&mut KubernetesSettings)) -> KubernetesProvider {
+        let mut s = self.settings.clone();
+        f(&mut s);
+        KubernetesProvider::configure(s, &HostDefaults::default()).unwrap()
     }
 
     async fn close(self) {
@@ -206,5 +213,166 @@ async fn a_pod_changed_behind_our_back_is_refused_and_one_deleted_reads_as_gone(
         .await
         .unwrap();
     // Its policy outlived it until the release.
+    r.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_range_a_forbidden_namespace_a_pending_pod_and_an_image_without_computerd_are_refused_in_words()
+ {
+    let Some(r) = rig("k8s-words").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+
+    // LimitRanger: the bound and the range named.
+    r.fake.limit_range(
+        NS,
+        "small",
+        serde_json::json!({"limits": [
+            {"type": "Container", "max": {"memory": "512Mi"}, "min": {"memory": "64Mi"}},
+        ]}),
+    );
+    let mut spec = super::support::labelled("words");
+    spec.sizes.memory_mb = Some(1024);
+    let e = r.provider.create(&spec, &cancel).await.unwrap_err();
+    assert_eq!(
+        (e.code, e.field.as_deref()),
+        (ErrorCode::Invalid, Some("sizes")),
+        "{e:?}"
+    );
+    assert!(
+        e.message.starts_with(&format!(
+            "the namespace {NS}'s LimitRange refuses this computer: memory 1024Mi (sizes.memoryMb 1024) is outside the range (LimitRange small: min 64Mi, max 512Mi) (the API server said 403 Forbidden: pods \"cmcp-"
+        )) && e.message.ends_with("\" is forbidden: maximum memory usage per Container is 512Mi, but limit is 1024Mi)"),
+        "{}",
+        e.message
+    );
+    assert_eq!(r.fake.policies(), Vec::<String>::new(), "a policy was left");
+    spec.sizes.memory_mb = Some(256);
+
+    // RBAC: the verb and the resource named.
+    r.fake.knobs(|k| k.forbidden = vec![NS.to_string()]);
+    let e = r.provider.create(&spec, &cancel).await.unwrap_err();
+    assert_eq!(
+        (e.code, e.field.as_deref()),
+        (ErrorCode::Refused, Some("namespace")),
+        "{e:?}"
+    );
+    assert!(
+        e.message.starts_with(&format!(
+            "the account may not create pods in the namespace {NS}: it lacks the verb \"create\" on the resource \"pods\" (the API server said 403 Forbidden: pods is forbidden: User \""
+        )),
+        "{}",
+        e.message
+    );
+    assert_eq!(r.fake.policies(), Vec::<String>::new(), "a policy was left");
+    r.fake.knobs(|k| k.forbidden.clear());
+
+    // A pod no node takes: its own event's words, and deleted.
+    r.fake.knobs(|k| {
+        k.pending = Some((
+            "FailedScheduling".into(),
+            "0/3 nodes are available: 3 Insufficient memory.".into(),
+        ))
+    });
+    let short = r.with(|s| s.start_s = Some(2));
+    let e = short.create(&spec, &cancel).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Timeout, "{e:?}");
+    assert!(
+        e.message.contains(" did not leave Pending within 2 s (--kubernetes-start-s): Unschedulable: 0/3 nodes are available: 3 Insufficient memory.; its events: FailedScheduling: 0/3 nodes are available: 3 Insufficient memory.; the sandbox was deleted"),
+        "{}",
+        e.message
+    );
+    assert_eq!(
+        r.fake.pods(),
+        Vec::<String>::new(),
+        "the Pending pod was left"
+    );
+    r.fake.knobs(|k| k.pending = None);
+
+    // An image that has a shell but not computerd where we look.
+    let missing = r.with(|s| s.computerd = Some("/opt/elsewhere/computerd".into()));
+    let e = missing.create(&spec, &cancel).await.unwrap_err();
+    assert_eq!(
+        (e.code, e.field.as_deref()),
+        (ErrorCode::Invalid, Some("image")),
+        "{e:?}"
+    );
+    assert!(
+        e.message.contains("cannot start computerd: it has no /bin/sh, or no executable computerd at /opt/elsewhere/computerd")
+            && e.message.contains("/opt/elsewhere/computerd: not found")
+            && e.message.contains("COPY computerd /opt/elsewhere/computerd")
+            && e.message.contains("--kubernetes-computerd"),
+        "{}",
+        e.message
+    );
+    r.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_none_is_refused_where_the_cni_ignores_policies_and_a_full_work_is_evicted() {
+    let Some(r) = rig("k8s-cni").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    let spec = super::support::labelled("cni");
+
+    r.fake.knobs(|k| k.ignore_network_policy = true);
+    let e = r.provider.create(&spec, &cancel).await.unwrap_err();
+    assert_eq!(
+        (e.code, e.field.as_deref()),
+        (ErrorCode::Refused, Some("network")),
+        "{e:?}"
+    );
+    assert!(
+        e.message.contains("was asked for network none, but read from inside kubernetes.default.svc:443 answered: the cluster's CNI does not enforce NetworkPolicy (the API server's Service, which a deny-all policy blocks, was reached)"),
+        "{}",
+        e.message
+    );
+    assert_eq!(
+        r.fake.pods(),
+        Vec::<String>::new(),
+        "the refused pod was left"
+    );
+    r.fake.knobs(|k| k.ignore_network_policy = false);
+
+    // Enforced: egress blocked, eth0 or not; then /work filled past its
+    // sizeLimit and the pod evicted, in the kubelet's words.
+    let small = r.with(|s| s.work_mb = Some(16));
+    let made = small.create(&spec, &cancel).await.unwrap();
+    let detail = made.network.unwrap().detail;
+    assert!(
+        detail.contains("read from inside: egress blocked, none of 6 targets answered (the API server's Service kubernetes.default.svc:443 among them)"),
+        "{detail}"
+    );
+    let c = made.computer;
+    let conn = small.connect(&c, &cancel).await.unwrap();
+    let out = run(
+        &conn.client,
+        "head -c 24000000 /dev/zero > /work/big; echo $?",
+    )
+    .await;
+    assert_eq!(text(&out), "0\n", "{out:?}");
+    conn.client.close();
+    let mut said = String::new();
+    for _ in 0..100 {
+        match small.connect(&c, &cancel).await {
+            Ok(conn) => conn.client.close(),
+            Err(e) => {
+                assert_eq!(e.code, ErrorCode::Gone, "{e:?}");
+                said = e.message;
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        said,
+        format!(
+            "the pod {} is not running (Failed, Evicted: Usage of EmptyDir volume \"work\" exceeds the limit \"16Mi\".)",
+            c.id
+        )
+    );
+    small.release(&c, Release::Delete, &cancel).await.unwrap();
     r.close().await;
 }
