@@ -316,9 +316,9 @@ fn env_of(pod: &Value) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
-/// Whether `path` is in the box.
+/// Whether the program `path` (a path, or a name on PATH) is in the box.
 async fn exists_in(b: &VendorBox, path: &str) -> bool {
-    let test = Cmd::new(&["/bin/sh", "-c", "test -e \"$1\"", "sh", path]);
+    let test = Cmd::new(&["/bin/sh", "-c", "command -v \"$1\" >/dev/null", "sh", path]);
     matches!(b.run(&test, None, Duration::from_secs(30)).await, Ok(r) if r.code == 0)
 }
 

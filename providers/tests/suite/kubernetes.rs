@@ -376,3 +376,207 @@ async fn network_none_is_refused_where_the_cni_ignores_policies_and_a_full_work_
     small.release(&c, Release::Delete, &cancel).await.unwrap();
     r.close().await;
 }
+
+/// Every document of every manifest in deploy/kubernetes/: (file, object).
+fn manifests() -> Vec<(String, serde_json::Value)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        for doc in text.split("\n---\n") {
+            let v: serde_json::Value =
+                serde_saphyr::from_str(doc).unwrap_or_else(|e| panic!("{name} is not YAML: {e}"));
+            out.push((name.clone(), v));
+        }
+    }
+    out
+}
+
+/// `v` read as the API type `T` and written back.
+fn as_api<T: serde::Serialize + serde::de::DeserializeOwned>(
+    v: &serde_json::Value,
+) -> serde_json::Value {
+    serde_json::to_value(serde_json::from_value::<T>(v.clone()).unwrap()).unwrap()
+}
+
+/// deploy/kubernetes/ is checked offline: `kubectl apply --dry-run=client`
+/// needs an API server even with `--validate=false` (it asks discovery
+/// for each kind's resource), so each object is read as its Kubernetes
+/// API type (k8s-openapi, the v1_33 schema) and must write back the same:
+/// a field the API does not know, or a value of the wrong type, differs.
+#[test]
+fn the_deploy_manifests_are_exactly_kubernetes_api_objects() {
+    use k8s_openapi::api::{apps::v1 as apps, core::v1 as core, rbac::v1 as rbac};
+    let mut kinds = Vec::new();
+    for (file, v) in manifests() {
+        let kind = v["kind"].as_str().unwrap_or_default().to_string();
+        let back = match kind.as_str() {
+            "Deployment" => as_api::<apps::Deployment>(&v),
+            "Service" => as_api::<core::Service>(&v),
+            "ServiceAccount" => as_api::<core::ServiceAccount>(&v),
+            "Role" => as_api::<rbac::Role>(&v),
+            "RoleBinding" => as_api::<rbac::RoleBinding>(&v),
+            other => panic!("{file}: an unexpected kind {other:?}"),
+        };
+        assert_eq!(back, v, "{file}: {kind} is not exactly an API object");
+        kinds.push(kind);
+    }
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            "Deployment",
+            "Role",
+            "RoleBinding",
+            "Service",
+            "ServiceAccount"
+        ]
+    );
+    // The server runs as this build says it can.
+    let all = manifests();
+    let d = &all
+        .iter()
+        .find(|(_, v)| v["kind"] == "Deployment")
+        .unwrap()
+        .1;
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["args"], serde_json::json!(["serve"]));
+    // Every variable it sets is one the README's tables name (they are
+    // held to --help by the server's own tests).
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    for e in c["env"].as_array().unwrap() {
+        let n = e["name"].as_str().unwrap();
+        assert!(
+            readme.contains(&format!("`{n}`")),
+            "{n} is no variable of the server"
+        );
+    }
+}
+
+/// The Role's rules as (API group, resource, verb).
+fn role_verbs() -> std::collections::BTreeSet<(String, String, String)> {
+    let all = manifests();
+    let role = &all.iter().find(|(_, v)| v["kind"] == "Role").unwrap().1;
+    let mut out = std::collections::BTreeSet::new();
+    for rule in role["rules"].as_array().unwrap() {
+        let s = |k: &str| -> Vec<String> {
+            rule[k]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_str().unwrap().to_string())
+                .collect()
+        };
+        for g in s("apiGroups") {
+            for r in s("resources") {
+                for v in s("verbs") {
+                    out.insert((g.clone(), r.clone(), v));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_role_holds_every_verb_the_provider_calls_and_no_more() {
+    let Some(r) = rig("k8s-role").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    // Every path: a life with network none, found again, used, released…
+    let spec = super::support::labelled("role");
+    let c = r.provider.create(&spec, &cancel).await.unwrap().computer;
+    let found = r
+        .another()
+        .attach(&AttachBy::Labels(c.labels.clone()), &cancel)
+        .await
+        .unwrap();
+    let conn = r.provider.connect(&found, &cancel).await.unwrap();
+    conn.client.close();
+    r.provider
+        .release(&c, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    // …and the refusals that read LimitRanges and events.
+    r.fake.limit_range(
+        NS,
+        "small",
+        serde_json::json!({"limits": [{"type": "Container", "max": {"memory": "64Mi"}}]}),
+    );
+    r.provider.create(&spec, &cancel).await.unwrap_err();
+    r.fake
+        .knobs(|k| k.pending = Some(("FailedScheduling".into(), "no node".into())));
+    let mut small = spec.clone();
+    small.sizes.memory_mb = Some(32);
+    r.with(|s| s.start_s = Some(1))
+        .create(&small, &cancel)
+        .await
+        .unwrap_err();
+    assert_eq!(r.fake.verbs(), role_verbs());
+    r.close().await;
+}
+
+/// kubectl maps each manifest's kind through the fake's discovery and
+/// reads it as new: what `kubectl apply --dry-run=client` does without a
+/// real cluster (it cannot run with none at all).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_deploy_kubernetes_in_a_client_dry_run() {
+    let kubectl = computer_testkit::on_path("kubectl");
+    if !computer_testkit::need(
+        "kubectl",
+        kubectl.is_some(),
+        "kubectl is not on PATH (Debian: kubernetes-client)",
+    ) {
+        return;
+    }
+    let Some(r) = rig("k8s-kubectl").await else {
+        return;
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/kubernetes/");
+    let out = tokio::process::Command::new(kubectl.unwrap())
+        .env("KUBECONFIG", r.settings.kubeconfig.as_ref().unwrap())
+        .env("HOME", cache.path())
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .args([
+            "apply",
+            "--dry-run=client",
+            "--validate=false",
+            "-n",
+            NS,
+            "-f",
+            dir,
+        ])
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines: Vec<&str> = said.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "deployment.apps/computer-mcp created (dry run)",
+            "role.rbac.authorization.k8s.io/computer-mcp created (dry run)",
+            "rolebinding.rbac.authorization.k8s.io/computer-mcp created (dry run)",
+            "service/computer-mcp created (dry run)",
+            "serviceaccount/computer-mcp created (dry run)",
+        ]
+    );
+    r.close().await;
+}
