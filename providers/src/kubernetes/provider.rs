@@ -64,6 +64,7 @@ impl KubernetesProvider {
     ) -> Result<Connection> {
         let until = tokio::time::Instant::now() + self.start;
         let mut pending = true;
+        let mut streamed = self.stream.is_none();
         let mut last = String::from("it did not start");
         while tokio::time::Instant::now() < until {
             if cancel.is_cancelled() {
@@ -77,6 +78,13 @@ impl KubernetesProvider {
             })?;
             pending = matches!(p["status"]["phase"].as_str(), Some("Pending") | None);
             match p["status"]["phase"].as_str() {
+                Some("Running") if !streamed => match self.stream_in(name).await {
+                    Ok(()) => {
+                        streamed = true;
+                        continue;
+                    }
+                    Err(e) => last = e.message,
+                },
                 Some("Running") => match self.open(name).await {
                     Ok(c) => match crate::daemon_backed::hello::call(c).await {
                         Ok(conn) => return checked(conn, name),
@@ -133,6 +141,7 @@ impl KubernetesProvider {
             cpus: spec.sizes.cpus.unwrap_or(1.0),
             memory_mb: spec.sizes.memory_mb.unwrap_or(1024),
             work_mb: self.work_mb,
+            streamed: self.stream.is_some(),
         })
     }
 

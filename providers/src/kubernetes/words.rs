@@ -152,7 +152,7 @@ pub fn ended(p: &Value, name: &str, image: &str, computerd: &str) -> ProviderErr
         return ProviderError::invalid(
             "image",
             format!(
-                "the image {image} cannot start computerd: it has no /bin/sh, or no executable computerd at {computerd} (the pod {name} ended: {}{}). Fix it one of two ways: build an image that carries the static computerd (FROM {image} and COPY computerd {computerd}, the README's two lines), or, if it is elsewhere in the image, name it with --kubernetes-computerd; the image also needs /bin/sh",
+                "the image {image} cannot start computerd: it has no /bin/sh, or no executable computerd at {computerd} (the pod {name} ended: {}{}). Fix it one of two ways: build an image that carries the static computerd (FROM {image} and COPY computerd /opt/computerd/computerd, the README's two lines; or name its path with --kubernetes-computerd), or use an image with /bin/sh and stream this host's computerd in with --kubernetes-stream-computerd PATH",
                 reason.unwrap_or("exit"),
                 code.map_or(String::new(), |c| format!(" {c}"))
                     + &if said.is_empty() {

@@ -301,8 +301,9 @@ async fn a_limit_range_a_forbidden_namespace_a_pending_pod_and_an_image_without_
     assert!(
         e.message.contains("cannot start computerd: it has no /bin/sh, or no executable computerd at /opt/elsewhere/computerd")
             && e.message.contains("/opt/elsewhere/computerd: not found")
-            && e.message.contains("COPY computerd /opt/elsewhere/computerd")
-            && e.message.contains("--kubernetes-computerd"),
+            && e.message.contains("COPY computerd /opt/computerd/computerd")
+            && e.message.contains("--kubernetes-computerd")
+            && e.message.contains("--kubernetes-stream-computerd PATH"),
         "{}",
         e.message
     );
@@ -578,5 +579,38 @@ async fn kubectl_applies_deploy_kubernetes_in_a_client_dry_run() {
             "serviceaccount/computer-mcp created (dry run)",
         ]
     );
+    r.close().await;
+}
+
+/// An image with a shell and no computerd of its own: this host's
+/// computerd is streamed in through exec, and the computer works (the
+/// fake's image carries one at /opt/computerd, which a streamed pod does
+/// not use: it runs the one at /run/computerd/bin).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn computerd_streamed_in_through_exec_runs_the_computer() {
+    let Some(r) = rig("k8s-stream").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    let host = computer_testkit::docker_env().await.unwrap().computerd;
+    let streaming = r.with(|s| s.stream_computerd = Some(host.clone()));
+    let made = streaming
+        .create(&super::support::labelled("stream"), &cancel)
+        .await
+        .unwrap();
+    assert!(
+        made.network.unwrap().detail.contains("egress blocked"),
+        "the probe ran from the streamed computerd"
+    );
+    let c = made.computer;
+    let conn = streaming.connect(&c, &cancel).await.unwrap();
+    let out = run(&conn.client, "stat -c '%s %a' /run/computerd/bin/computerd").await;
+    conn.client.close();
+    let size = std::fs::metadata(&host).unwrap().len();
+    assert_eq!(text(&out), format!("{size} 700\n"), "{out:?}");
+    streaming
+        .release(&c, Release::Delete, &cancel)
+        .await
+        .unwrap();
     r.close().await;
 }
