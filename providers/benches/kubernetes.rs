@@ -37,7 +37,7 @@ use computer_providers::kubernetes::{DEFAULT_COMPUTERD, KubernetesProvider, Kube
 use computer_providers::provider::Configure;
 use computer_providers::settings::HostDefaults;
 use computer_providers::{ComputerSpec, Provider, Release};
-use support::{count, exec_true, first_result, ms};
+use support::{count, exec_true, first_result, median, ms};
 use tokio_util::sync::CancellationToken;
 
 mod support;
@@ -45,18 +45,8 @@ mod support;
 const TOKEN: &str = "k8s-bench-token";
 const NS: &str = "bench";
 
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort_unstable();
-    v[v.len() / 2]
-}
-
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(bench());
+    support::on_two_workers(bench());
 }
 
 /// The median of `n` creates to the first result through `p`.

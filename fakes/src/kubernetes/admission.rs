@@ -36,7 +36,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::select::Selector;
-use super::{Shared, gate, list_in, list_of, lock, now, status, uid};
+use super::{Shared, gate, itself, list_in, list_of, lock, now, status, uid};
 
 type Q = Query<BTreeMap<String, String>>;
 
@@ -225,10 +225,6 @@ pub(super) async fn list_events(
         .load(std::sync::atomic::Ordering::SeqCst)
         .to_string();
     list_of("EventList", "v1", version, items)
-}
-
-fn itself(v: &Value) -> &Value {
-    v
 }
 
 pub(super) async fn list_limit_ranges(

@@ -21,11 +21,11 @@
 //! so. The interfaces are reported, not held to `lo`.
 
 use computerd::launch::ProbeArgs;
-use computerd::protocol::{DEFAULT_PROBE_TARGETS, ExecParams, ProbeReport};
+use computerd::protocol::{DEFAULT_PROBE_TARGETS, ProbeReport};
 use serde_json::Value;
 
 use super::{KubernetesProvider, api_error, manifest};
-use crate::daemon_backed::probe::PROBE_RUN_MS;
+use crate::daemon_backed::probe::report_of;
 use crate::provider::Connection;
 use crate::types::{NetworkKind, NetworkReadBack, ProviderError, Result};
 
@@ -132,28 +132,8 @@ impl KubernetesProvider {
     }
 
     async fn probe_once(&self, conn: &Connection, name: &str) -> Result<String> {
-        use computerd::client::ComputerExt;
-        let ran = conn
-            .client
-            .call_typed(&ExecParams {
-                argv: probe_argv(&self.computerd),
-                timeout_ms: Some(PROBE_RUN_MS),
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| {
-                ProviderError::failed(format!(
-                    "the network probe could not run in the pod {name}: {e}"
-                ))
-            })?;
-        let out = String::from_utf8_lossy(&ran.stdout.0);
-        let report: ProbeReport = serde_json::from_str(out.trim()).map_err(|e| {
-            ProviderError::failed(format!(
-                "the network probe in the pod {name} printed no report ({e}): exit {:?}, {}",
-                ran.exit_code,
-                crate::vendor::quote(&String::from_utf8_lossy(&ran.stderr.0), None)
-            ))
-        })?;
+        let argv = probe_argv(&self.computerd);
+        let report = report_of(&conn.client, argv, &format!("the pod {name}")).await?;
         verdict(&report, DEFAULT_PROBE_TARGETS.len()).map_err(|why| {
             ProviderError::refused(format!(
                 "the pod {name} was asked for network none, but read from inside {why}; use a network plugin that enforces NetworkPolicy (Calico, Cilium, kube-router, ...) or network open"
