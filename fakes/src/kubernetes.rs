@@ -37,8 +37,41 @@
 //!   kubelet does.
 //! - A pod's volumes: each `emptyDir` mount is made empty, mode 0777, as
 //!   the kubelet makes it (pkg/volume/emptydir/empty_dir.go,
-//!   `perm os.FileMode = 0777`). `sizeLimit` is kept in the object only: a
-//!   real kubelet evicts a pod past it, the fake does not.
+//!   `perm os.FileMode = 0777`). An emptyDir with a `sizeLimit` is
+//!   measured (`du`) every [`pod::HOUSEKEEPING`]; past its limit the pod is
+//!   evicted: `phase: Failed`, `reason: Evicted`, `message: Usage of
+//!   EmptyDir volume "<name>" exceeds the limit "<limit>". `, its container
+//!   killed (kubelet pkg/kubelet/eviction/eviction_manager.go
+//!   `emptyDirLimitEviction`, helpers.go `emptyDirMessageFmt`; the real
+//!   housekeeping interval is 10 s).
+//! - Every pod can reach the API server's Service by name,
+//!   `kubernetes.default.svc:443` (docs, "Accessing the Kubernetes API
+//!   from a Pod"), unless a policy it is under blocks its egress (DNS
+//!   included). The boxes have no network, so the fake's Service
+//!   ([`pod::SERVICE`]) is on the box's loopback and its name in the box's
+//!   /etc/hosts only when [`Knobs::ignore_network_policy`] is set: a CNI
+//!   that does not enforce a pod's deny-all policy lets it resolve the
+//!   name and reach the Service.
+//! - A container whose program is missing fails to start: `phase:
+//!   Failed`, container `terminated` with `reason: StartError`, exit code
+//!   128 and the runtime's words (`exec: "<path>": stat <path>: no such
+//!   file or directory`). A container that ends with a nonzero code under
+//!   `terminationMessagePolicy: FallbackToLogsOnError` has the end of its
+//!   output (at most 2048 bytes) as its `terminated.message` (core/v1
+//!   Container; kubelet kuberuntime_container.go `getTerminationMessage`).
+//! - Every request is recorded as RBAC authorizes it ([`FakeKubernetes::
+//!   verbs`]): its API group, resource (with subresource) and verb. GET of
+//!   one object is `get`, of a collection `list` (`watch` with
+//!   `?watch=true`), POST `create`, PUT `update`, PATCH `patch`, DELETE
+//!   `delete` (docs, "Authorization", determine the request verb). A
+//!   WebSocket exec is a GET, so `get` on `pods/exec`, and API servers
+//!   from 1.31 also require `create` on it for the upgrade
+//!   (AuthorizePodWebsocketUpgradeCreatePermission): both are recorded.
+//! - [`discovery`]: the legacy discovery documents, for kubectl. An object
+//!   of a kind the fake does not store reads as 404 `NotFound`.
+//! - [`admission`]: RBAC's 403, LimitRanger's 403, LimitRanges and Events.
+//!   A pod made while [`Knobs::pending`] is set stays `Pending` with
+//!   `PodScheduled: False` and a Warning event of the knob's words.
 //! - The runtime's part of the securityContext: a container that drops
 //!   ALL capabilities with `allowPrivilegeEscalation: false` is a box with
 //!   no capability and no-new-privileges (Docker's default seccomp profile
@@ -59,6 +92,8 @@
 //!   [`Knobs::ignore_network_policy`] has the fake's nodes report, as a
 //!   CNI that does not enforce policies would, that a pod is reachable.
 
+pub mod admission;
+pub mod discovery;
 pub mod exec;
 pub mod pod;
 pub mod select;
@@ -97,6 +132,12 @@ pub struct Knobs {
     /// The cluster's CNI does not enforce NetworkPolicy (read through
     /// [`FakeKubernetes::enforces_network_policy`]).
     pub ignore_network_policy: bool,
+    /// Pods made while this is set stay `Pending`, with a Warning event
+    /// of this reason and message (as a scheduler that finds no node, or
+    /// a kubelet that cannot pull the image, leaves them).
+    pub pending: Option<(String, String)>,
+    /// Namespaces the account may not create pods in (RBAC's 403).
+    pub forbidden: Vec<String>,
 }
 
 /// One pod: its object, and its box once made.
@@ -119,6 +160,10 @@ pub(crate) struct Shared {
     pub version: AtomicU64,
     pub pods: Mutex<BTreeMap<(String, String), Pod>>,
     pub policies: Mutex<BTreeMap<(String, String), Value>>,
+    pub limit_ranges: Mutex<BTreeMap<(String, String), Value>>,
+    pub events: Mutex<Vec<Value>>,
+    /// Every (API group, resource, verb) asked, as RBAC reads a request.
+    pub verbs: Mutex<std::collections::BTreeSet<(String, String, String)>>,
     /// Files an image carries: (path in the image, file on this host).
     pub carried: Mutex<Vec<(String, PathBuf)>>,
     pub knobs: Mutex<Knobs>,
@@ -184,6 +229,9 @@ impl FakeKubernetes {
             version: AtomicU64::new(1000),
             pods: Mutex::new(BTreeMap::new()),
             policies: Mutex::new(BTreeMap::new()),
+            limit_ranges: Mutex::new(BTreeMap::new()),
+            events: Mutex::new(Vec::new()),
+            verbs: Mutex::new(std::collections::BTreeSet::new()),
             carried: Mutex::new(Vec::new()),
             knobs: Mutex::new(Knobs::default()),
             made: Mutex::new(Vec::new()),
@@ -203,11 +251,34 @@ impl FakeKubernetes {
                 "/api/v1/namespaces/{ns}/pods/{name}/exec",
                 get(exec::exec).post(exec::exec),
             )
+            .route(
+                "/api/v1/namespaces/{ns}/events",
+                get(admission::list_events),
+            )
+            .route(
+                "/api/v1/namespaces/{ns}/limitranges",
+                get(admission::list_limit_ranges),
+            )
+            .route("/api", get(discovery::core))
+            .route("/api/v1", get(discovery::core_v1))
+            .route("/apis", get(discovery::groups))
+            .route("/apis/{group}/{version}", get(discovery::group_version))
             .route(np, get(list_policies).post(create_policy))
             .route(
                 &format!("{np}/{{name}}"),
                 get(read_policy).delete(delete_policy),
             )
+            .fallback(|| async {
+                status(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    "the server could not find the requested resource",
+                )
+            })
+            .layer(axum::middleware::from_fn_with_state(
+                Arc::clone(&shared),
+                record,
+            ))
             .layer(axum::extract::DefaultBodyLimit::max(BODY_MAX))
             .with_state(Arc::clone(&shared));
         crate::serve(listener, app, shared.stop.clone());
@@ -235,6 +306,20 @@ impl FakeKubernetes {
     /// starts, as an image that carries the file would.
     pub fn carry(&self, path: &str, host: impl Into<PathBuf>) {
         lock(&self.shared.carried).push((path.to_string(), host.into()));
+    }
+
+    /// Store the LimitRange `spec` (its `limits` items) as `name` in
+    /// `ns`, as an administrator's `kubectl apply` would.
+    pub fn limit_range(&self, ns: &str, name: &str, spec: Value) {
+        let mut v = json!({"metadata": {"name": name}, "spec": spec});
+        stamp(&self.shared, &mut v, ns, name, "LimitRange", "v1");
+        lock(&self.shared.limit_ranges).insert((ns.to_string(), name.to_string()), v);
+    }
+
+    /// Every (API group, resource, verb) asked so far, as RBAC reads the
+    /// requests (`""` is the core group).
+    pub fn verbs(&self) -> std::collections::BTreeSet<(String, String, String)> {
+        lock(&self.shared.verbs).clone()
     }
 
     /// Set what the fake does next.
@@ -308,6 +393,62 @@ impl Drop for FakeKubernetes {
         lock(&self.shared.pods).clear();
         lock(&self.shared.made).clear();
     }
+}
+
+/// The (API group, resource, verbs) RBAC reads of a `method` on `path`
+/// (`?watch=true` in `query`); None for a path outside a namespace's API.
+pub fn rbac_of(method: &str, path: &str, query: &str) -> Option<(String, String, Vec<String>)> {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, rest) = match parts.as_slice() {
+        ["api", "v1", "namespaces", _, rest @ ..] => ("", rest),
+        ["apis", g, _, "namespaces", _, rest @ ..] => (*g, rest),
+        _ => return None,
+    };
+    let (resource, named) = match rest {
+        [r] => (r.to_string(), false),
+        [r, _] => (r.to_string(), true),
+        [r, _, sub] => (format!("{r}/{sub}"), true),
+        _ => return None,
+    };
+    let watch = query
+        .split('&')
+        .any(|kv| kv == "watch=true" || kv == "watch=1");
+    let verbs: &[&str] = match (method, named) {
+        ("GET", _) if resource.ends_with("/exec") || resource.ends_with("/attach") => {
+            &["get", "create"]
+        }
+        ("GET", _) if watch => &["watch"],
+        ("GET", true) => &["get"],
+        ("GET", false) => &["list"],
+        ("POST", _) => &["create"],
+        ("PUT", _) => &["update"],
+        ("PATCH", _) => &["patch"],
+        ("DELETE", true) => &["delete"],
+        ("DELETE", false) => &["deletecollection"],
+        _ => return None,
+    };
+    Some((
+        group.to_string(),
+        resource,
+        verbs.iter().map(|v| v.to_string()).collect(),
+    ))
+}
+
+async fn record(
+    State(s): State<Arc<Shared>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let uri = req.uri();
+    if let Some((g, r, verbs)) =
+        rbac_of(req.method().as_str(), uri.path(), uri.query().unwrap_or(""))
+    {
+        let mut seen = lock(&s.verbs);
+        for v in verbs {
+            seen.insert((g.clone(), r.clone(), v));
+        }
+    }
+    next.run(req).await
 }
 
 /// A `metav1.Status` failure, as the API server answers one.
@@ -569,7 +710,8 @@ pub(crate) fn list_in<T>(
     list_of(kind, api, version, items)
 }
 
-fn itself(v: &Value) -> &Value {
+/// A stored object that is its own JSON (for [`read_in`], [`list_in`]).
+pub(crate) fn itself(v: &Value) -> &Value {
     v
 }
 

@@ -64,6 +64,10 @@ pub struct BoxSpec {
     /// A container runtime's hardening, as a pod's securityContext asks
     /// it: every capability dropped (none added) and no-new-privileges.
     pub hardened: bool,
+    /// Any user of the box may bind a port below 1024
+    /// (`net.ipv4.ip_unprivileged_port_start=0`): a box without
+    /// capabilities can then serve on 443.
+    pub low_ports: bool,
 }
 
 impl BoxSpec {
@@ -75,6 +79,7 @@ impl BoxSpec {
             memory_mb: 1024,
             pids: 512,
             hardened: false,
+            low_ports: false,
         }
     }
 }
@@ -167,6 +172,12 @@ impl VendorBox {
                     vec!["apparmor=unconfined".into()]
                 }),
                 network_mode: Some("none".into()),
+                sysctls: spec.low_ports.then(|| {
+                    HashMap::from([(
+                        "net.ipv4.ip_unprivileged_port_start".to_string(),
+                        "0".to_string(),
+                    )])
+                }),
                 ..Default::default()
             }),
             ..Default::default()

@@ -10,6 +10,7 @@ mod examples;
 mod fake_cloud;
 mod fleet;
 mod http;
+mod kubernetes;
 mod lifecycle;
 mod malformed;
 mod pause;

@@ -29,21 +29,16 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use computer_providers::docker::{DockerOptions, DockerProvider, ImageSource};
 use computer_providers::{ComputerSpec, Provider, Release};
 use computerd::client::ComputerExt;
 use computerd::protocol::ExecParams;
-use support::{count, exec_true, first_result, ms};
+use support::{count, exec_true, first_result, median, ms};
 use tokio_util::sync::CancellationToken;
 
 mod support;
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort_unstable();
-    v[v.len() / 2]
-}
 
 fn docker_cli(args: &[&str]) {
     let st = Command::new("docker").args(args).status().unwrap();

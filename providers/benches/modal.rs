@@ -43,18 +43,13 @@ use computer_providers::settings::HostDefaults;
 use computer_providers::vendor::Secret;
 use computer_providers::{ComputerSpec, Provider, Release};
 use computerd::client::{ComputerExt, WriteFileOptions};
-use support::{count, exec_true, first_result, ms};
+use support::{count, exec_true, first_result, median, ms};
 use tokio_util::sync::CancellationToken;
 
 mod support;
 
 const ID: &str = "ak-bench";
 const SECRET: &str = "as-bench";
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort_unstable();
-    v[v.len() / 2]
-}
 
 async fn timed<F, Fut>(n: usize, mut f: F) -> Duration
 where
@@ -71,12 +66,7 @@ where
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(bench());
+    support::on_two_workers(bench());
 }
 
 async fn bench() {

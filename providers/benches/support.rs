@@ -7,6 +7,24 @@ use computerd::client::ComputerExt;
 use computerd::protocol::ExecParams;
 use tokio_util::sync::CancellationToken;
 
+/// The median of `v` (sorted in place). Not every bench takes medians.
+#[allow(dead_code)]
+pub fn median(v: &mut [Duration]) -> Duration {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// Run `bench` on a runtime of two workers. Not every bench is async.
+#[allow(dead_code)]
+pub fn on_two_workers(bench: impl std::future::Future<Output = ()>) {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(bench);
+}
+
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }

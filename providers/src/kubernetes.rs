@@ -9,11 +9,14 @@
 //! - `provider` (the [`Provider`] impl): create, attach, list, connect,
 //!   release, network.
 //!
-//! The rules. computerd reaches the pod by the simplest way: the image
+//! The rules. computerd reaches the pod one of two ways: the image
 //! carries the static binary at `--kubernetes-computerd` (two lines of
 //! Dockerfile: `FROM <any image with /bin/sh>` and `COPY computerd
-//! /opt/computerd/computerd`); streaming it in through exec is not this
-//! slice. The image needs `/bin/sh`, which makes init's socket directory
+//! /opt/computerd/computerd`), the default; or, with
+//! `--kubernetes-stream-computerd PATH`, this host's static computerd is
+//! streamed into the pod's memory-backed emptyDir through exec once the
+//! pod runs, while the container's shell waits for it ([`stream`]). The
+//! image needs `/bin/sh`, which makes init's socket directory
 //! 0700 (an emptyDir is 0777, which init refuses) and then becomes init.
 //! The hardening is read back at create and at attach, and a pod that
 //! differs is refused. Our labels are Kubernetes labels where Kubernetes
@@ -27,6 +30,9 @@
 //! kubeconfig's or the service account's) never reach words or logs.
 
 pub mod manifest;
+pub mod network;
+pub mod stream;
+pub mod words;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -58,8 +64,9 @@ pub const DEFAULT_UID: u32 = 2510;
 /// The longest life a computer may be given: a day (a pod's
 /// `activeDeadlineSeconds` holds it too).
 pub const MAX_LIFETIME_MS: u64 = 24 * 3600 * 1000;
-/// How long a new pod may take to run and its daemon to answer, and a
-/// deleted one to disappear (its grace is 5 s; a kubelet may lag).
+/// How long a new pod may take to run and its daemon to answer, unless
+/// `--kubernetes-start-s` says otherwise, and a deleted one to disappear
+/// (its grace is 5 s; a kubelet may lag).
 pub const UP_WAIT: Duration = Duration::from_secs(120);
 pub const GONE_WAIT: Duration = UP_WAIT;
 /// The in-cluster service account's token (Kubernetes docs, "Accessing
@@ -109,6 +116,16 @@ pub struct KubernetesSettings {
         env = "COMPUTER_MCP_KUBERNETES_COMPUTERD"
     )]
     pub computerd: Option<String>,
+    /// This host's static computerd, streamed into every pod through exec
+    /// (for an image with /bin/sh and no computerd of its own) instead of
+    /// taken from the image. [default: taken from the image]
+    #[arg(
+        id = "kubernetes.stream_computerd",
+        long = "kubernetes-stream-computerd",
+        value_name = "PATH",
+        env = "COMPUTER_MCP_KUBERNETES_STREAM_COMPUTERD"
+    )]
+    pub stream_computerd: Option<PathBuf>,
     /// The uid (and gid) a computer's programs run as. [default: 2510]
     #[arg(
         id = "kubernetes.uid",
@@ -125,6 +142,16 @@ pub struct KubernetesSettings {
         env = "COMPUTER_MCP_KUBERNETES_WORK_MB"
     )]
     pub work_mb: Option<u64>,
+    /// How long a new pod may take to leave Pending and its daemon to
+    /// answer, in seconds; past it the pod is deleted and its events
+    /// quoted. [default: 120]
+    #[arg(
+        id = "kubernetes.start_s",
+        long = "kubernetes-start-s",
+        value_name = "SECONDS",
+        env = "COMPUTER_MCP_KUBERNETES_START_S"
+    )]
+    pub start_s: Option<u64>,
 }
 
 /// Where the provider's credentials come from.
@@ -142,8 +169,12 @@ pub struct KubernetesProvider {
     namespace: Option<String>,
     image: Option<String>,
     computerd: String,
+    /// `--kubernetes-stream-computerd`, absolute.
+    stream: Option<PathBuf>,
     uid: u32,
     work_mb: u64,
+    /// `--kubernetes-start-s`.
+    start: Duration,
     /// The client and the namespace, found at the first call (a server
     /// configured for Kubernetes starts without reaching a cluster).
     client: tokio::sync::OnceCell<(kube::Client, String)>,
@@ -211,13 +242,36 @@ impl Configure for KubernetesProvider {
         if let Some(ns) = &s.namespace {
             check_namespace(ns)?;
         }
-        let computerd = s.computerd.unwrap_or_else(|| DEFAULT_COMPUTERD.into());
+        let stream = match s.stream_computerd {
+            Some(p) => Some(
+                host.absolute("--kubernetes-stream-computerd", p)
+                    .map_err(|e| ProviderError::invalid("stream_computerd", e))?,
+            ),
+            None => None,
+        };
+        if stream.is_some() && s.computerd.is_some() {
+            return Err(ProviderError::invalid(
+                "computerd",
+                "--kubernetes-computerd names computerd in the image and --kubernetes-stream-computerd streams one in: give one",
+            ));
+        }
+        let computerd = match &stream {
+            Some(_) => manifest::STREAMED.to_string(),
+            None => s.computerd.unwrap_or_else(|| DEFAULT_COMPUTERD.into()),
+        };
         crate::daemon_backed::check_computerd(Path::new(&computerd))?;
         let work_mb = s.work_mb.unwrap_or(1024);
         if !(16..=1_048_576).contains(&work_mb) {
             return Err(ProviderError::invalid(
                 "work_mb",
                 "--kubernetes-work-mb is 16 to 1048576 MiB",
+            ));
+        }
+        let start_s = s.start_s.unwrap_or(UP_WAIT.as_secs());
+        if !(1..=3600).contains(&start_s) {
+            return Err(ProviderError::invalid(
+                "start_s",
+                "--kubernetes-start-s is 1 to 3600 seconds",
             ));
         }
         let uid = s.uid.unwrap_or(DEFAULT_UID);
@@ -233,8 +287,10 @@ impl Configure for KubernetesProvider {
             namespace: s.namespace,
             image: s.image,
             computerd,
+            stream,
             uid,
             work_mb,
+            start: Duration::from_secs(start_s),
             client: tokio::sync::OnceCell::new(),
         })
     }

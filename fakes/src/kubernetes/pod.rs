@@ -14,10 +14,22 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::admission::{self, quantity};
 use super::{
     Pod, Shared, admit, exists, gate, list_in, lock, not_found, now, read_in, stamp, status,
 };
-use crate::vendor_box::{BoxSpec, Cmd, VendorBox};
+use crate::vendor_box::{BoxSpec, Chunk, Cmd, VendorBox};
+
+/// How often the fake's kubelet measures a pod's sized emptyDirs.
+pub const HOUSEKEEPING: Duration = Duration::from_secs(2);
+/// The API server's Service as a pod reaches it by name (the cluster's
+/// DNS answers `kubernetes.default.svc`), and its port. The fake's boxes
+/// have no DNS: under [`super::Knobs::ignore_network_policy`] the name is
+/// put in the box's /etc/hosts for its loopback, where something answers
+/// on the port (a box may bind low ports, `BoxSpec::low_ports`).
+pub const SERVICE: (&str, u16) = ("kubernetes.default.svc", 443);
+/// The most of a failed container's output its termination message keeps.
+pub const MESSAGE_MAX: usize = 2048;
 
 /// A pod's grace when neither the delete nor the pod names one (core/v1
 /// `terminationGracePeriodSeconds` default).
@@ -53,6 +65,16 @@ pub(super) async fn create(
         Ok(x) => x,
         Err(r) => return *r,
     };
+    let (forbid, pending) = {
+        let k = lock(&s.knobs);
+        (k.forbidden.contains(&ns), k.pending.clone())
+    };
+    if forbid {
+        return admission::forbidden_create("pods", &ns);
+    }
+    if let Some(r) = admission::limit_ranges(&s, &ns, &name, &v) {
+        return r;
+    }
     let c = container(&v);
     if !c["command"].is_array() && !c["args"].is_array() || c["name"].as_str().is_none() {
         return status(
@@ -81,7 +103,10 @@ pub(super) async fn create(
             },
         );
     }
-    tokio::spawn(run(Arc::clone(&s), key, stop));
+    match pending {
+        Some((reason, message)) => stay_pending(&s, &key, &reason, &message),
+        None => drop(tokio::spawn(run(Arc::clone(&s), key, stop))),
+    }
     (StatusCode::CREATED, axum::Json(v)).into_response()
 }
 
@@ -107,6 +132,20 @@ fn terminated(st: &mut Value, phase: &str, reason: &str, code: i64, name: &str) 
         "restartCount": 0,
         "state": {"terminated": {"exitCode": code, "reason": reason, "finishedAt": now()}},
     }]);
+}
+
+/// A pod no node takes (or whose image no node pulls): Pending, with
+/// the scheduler's (or the kubelet's) Warning event.
+fn stay_pending(s: &Shared, key: &Key, reason: &str, message: &str) {
+    set_status(s, key, |st| {
+        st["conditions"] = json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]);
+    });
+    let from = if reason == "FailedScheduling" {
+        "default-scheduler"
+    } else {
+        "kubelet"
+    };
+    admission::event(s, &key.0, &key.1, reason, message, from);
 }
 
 /// The pod's life: its box, its volumes, its command, its deadline.
@@ -145,6 +184,22 @@ async fn run(s: Arc<Shared>, key: Key, stop: CancellationToken) {
         if let Some(a) = container(&pod)[f].as_array() {
             argv.extend(a.iter().filter_map(|x| x.as_str().map(str::to_string)));
         }
+    }
+    if let Some(program) = argv.first()
+        && !exists_in(&boxed, program).await
+    {
+        set_status(&s, &key, |st| {
+            terminated(st, "Failed", "StartError", 128, &cname);
+            st["containerStatuses"][0]["state"]["terminated"]["message"] = json!(format!(
+                "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: \"{program}\": stat {program}: no such file or directory: unknown"
+            ));
+        });
+        return;
+    }
+    if lock(&s.knobs).ignore_network_policy
+        && let Err(e) = serve_service(&boxed).await
+    {
+        tracing::warn!(error = %e, "the fake's Service in a box did not start");
     }
     let cmd = Cmd {
         argv,
@@ -188,13 +243,41 @@ async fn run(s: Arc<Shared>, key: Key, stop: CancellationToken) {
     });
     let deadline = pod["spec"]["activeDeadlineSeconds"].as_u64();
     let mut output = attached.output;
-    let ended = async { while output.next().await.is_some() {} };
+    let ended = async move {
+        let mut tail: Vec<u8> = Vec::new();
+        while let Some(c) = output.next().await {
+            let (Chunk::Stdout(b) | Chunk::Stderr(b)) = c;
+            tail.extend_from_slice(&b);
+            if tail.len() > 2 * MESSAGE_MAX {
+                tail.drain(..tail.len() - MESSAGE_MAX);
+            }
+        }
+        tail
+    };
+    let fallback = container(&pod)["terminationMessagePolicy"] == "FallbackToLogsOnError";
     tokio::select! {
-        _ = ended => {
+        tail = ended => {
             let code = boxed.exit_code(&attached.exec).await.unwrap_or(-1);
             let phase = if code == 0 { "Succeeded" } else { "Failed" };
             let reason = if code == 0 { "Completed" } else { "Error" };
-            set_status(&s, &key, |st| terminated(st, phase, reason, code, &cname));
+            let start = tail.len().saturating_sub(MESSAGE_MAX);
+            let message = String::from_utf8_lossy(&tail[start..]).into_owned();
+            set_status(&s, &key, |st| {
+                terminated(st, phase, reason, code, &cname);
+                if code != 0 && fallback {
+                    st["containerStatuses"][0]["state"]["terminated"]["message"] = json!(message);
+                }
+            });
+        }
+        (volume, limit) = over_limit(&boxed, sized(&pod)) => {
+            let message = format!("Usage of EmptyDir volume \"{volume}\" exceeds the limit \"{limit}\". ");
+            set_status(&s, &key, |st| {
+                terminated(st, "Failed", "Error", 137, &cname);
+                st["reason"] = json!("Evicted");
+                st["message"] = json!(message);
+            });
+            admission::event(&s, &key.0, &key.1, "Evicted", &message, "kubelet");
+            let _ = boxed.remove().await;
         }
         _ = sleep_for(deadline) => {
             // The kubelet's active deadline: the pod fails and its
@@ -233,6 +316,102 @@ fn env_of(pod: &Value) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
+/// Whether the program `path` (a path, or a name on PATH) is in the box.
+async fn exists_in(b: &VendorBox, path: &str) -> bool {
+    let test = Cmd::new(&["/bin/sh", "-c", "command -v \"$1\" >/dev/null", "sh", path]);
+    matches!(b.run(&test, None, Duration::from_secs(30)).await, Ok(r) if r.code == 0)
+}
+
+/// [`SERVICE`] answering on the box's loopback, as the API server's
+/// Service answers a pod whose policy is not enforced (DNS included).
+async fn serve_service(b: &VendorBox) -> Result<(), String> {
+    let script = format!(
+        "use IO::Socket::INET; my $s = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => {}, Listen => 16, ReuseAddr => 1) or die $!; while (my $c = $s->accept) {{ print $c \"HTTP/1.1 400 Bad Request\\r\\n\\r\\n\"; close $c }}",
+        SERVICE.1
+    );
+    let line = format!("127.0.0.1 {}", SERVICE.0);
+    let argv = [
+        "/bin/sh",
+        "-c",
+        "echo \"$2\" >> /etc/hosts && { perl -e \"$1\" </dev/null >/dev/null 2>&1 & }",
+        "sh",
+        script.as_str(),
+        line.as_str(),
+    ];
+    let ran = b
+        .run(&Cmd::new(&argv), None, Duration::from_secs(30))
+        .await
+        .map_err(|e| e.0)?;
+    if ran.code != 0 {
+        return Err(String::from_utf8_lossy(&ran.stderr).into_owned());
+    }
+    Ok(())
+}
+
+/// Every emptyDir of the pod's container: (volume, mount path, its
+/// `sizeLimit` as written).
+fn empty_dirs(pod: &Value) -> Vec<(String, String, Option<String>)> {
+    let vols = pod["spec"]["volumes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mounts = container(pod)["volumeMounts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    mounts
+        .iter()
+        .filter_map(|m| {
+            let name = m["name"].as_str()?;
+            let v = vols
+                .iter()
+                .find(|v| v["name"] == json!(name) && v.get("emptyDir").is_some())?;
+            let limit = v["emptyDir"]["sizeLimit"].as_str().map(str::to_string);
+            Some((
+                name.to_string(),
+                m["mountPath"].as_str()?.to_string(),
+                limit,
+            ))
+        })
+        .collect()
+}
+
+/// The sized emptyDirs: (volume, mount path, limit as written, bytes).
+fn sized(pod: &Value) -> Vec<(String, String, String, f64)> {
+    empty_dirs(pod)
+        .into_iter()
+        .filter_map(|(n, p, l)| {
+            let l = l?;
+            let b = quantity(&l)?;
+            Some((n, p, l, b))
+        })
+        .collect()
+}
+
+/// Once a sized emptyDir holds more than its limit (measured every
+/// [`HOUSEKEEPING`]): the volume and its limit. Never without one.
+async fn over_limit(b: &VendorBox, vols: Vec<(String, String, String, f64)>) -> (String, String) {
+    if vols.is_empty() {
+        return std::future::pending().await;
+    }
+    loop {
+        tokio::time::sleep(HOUSEKEEPING).await;
+        for (name, path, limit, bytes) in &vols {
+            let du = Cmd::new(&["du", "-sk", path.as_str()]);
+            let Ok(r) = b.run(&du, None, Duration::from_secs(30)).await else {
+                continue;
+            };
+            let used = String::from_utf8_lossy(&r.stdout)
+                .split_whitespace()
+                .next()
+                .and_then(|k| k.parse::<f64>().ok());
+            if used.is_some_and(|k| k * 1024.0 > *bytes) {
+                return (name.clone(), limit.clone());
+            }
+        }
+    }
+}
+
 /// The pod's box: made of its image, its emptyDir mounts made 0777 and
 /// the carried files put in, before its command starts.
 async fn start_box(s: &Shared, pod: &Value) -> Result<VendorBox, String> {
@@ -245,30 +424,13 @@ async fn start_box(s: &Shared, pod: &Value) -> Result<VendorBox, String> {
     // every capability and may not escalate gets a box with none and
     // no-new-privileges (else a non-root exec would keep a bounding set).
     let csc = &container(pod)["securityContext"];
+    spec.low_ports = true;
     spec.hardened = csc["capabilities"]["drop"]
         .as_array()
         .is_some_and(|d| d.iter().any(|c| c == "ALL"))
         && csc["allowPrivilegeEscalation"] == json!(false);
     let boxed = VendorBox::start(&s.docker, &spec).await.map_err(|e| e.0)?;
-    let empty: Vec<&str> = pod["spec"]["volumes"]
-        .as_array()
-        .map(|v| {
-            v.iter()
-                .filter(|x| x.get("emptyDir").is_some())
-                .filter_map(|x| x["name"].as_str())
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut dirs = Vec::new();
-    if let Some(mounts) = container(pod)["volumeMounts"].as_array() {
-        for m in mounts {
-            if let (Some(n), Some(p)) = (m["name"].as_str(), m["mountPath"].as_str())
-                && empty.contains(&n)
-            {
-                dirs.push(p.to_string());
-            }
-        }
-    }
+    let dirs: Vec<String> = empty_dirs(pod).into_iter().map(|(_, p, _)| p).collect();
     if !dirs.is_empty() {
         let mut argv = vec![
             "/bin/sh".to_string(),

@@ -74,6 +74,9 @@ pub enum Backend {
     Local,
     /// The Docker provider: the test image and the static daemon it binds.
     Docker { image: String, computerd: PathBuf },
+    /// The Kubernetes provider over the cluster a kubeconfig names (the
+    /// fake Kubernetes API's, which the test holds and checks itself).
+    Kubernetes { kubeconfig: PathBuf, image: String },
 }
 
 /// A state directory for one test's server.
@@ -134,6 +137,8 @@ impl Drop for Server {
                         .output();
                 }
             }
+            // The fake's close removes its pods' boxes.
+            Backend::Kubernetes { .. } => {}
         }
     }
 }
@@ -213,6 +218,7 @@ impl Server {
         match self.backend {
             Backend::Local => "local",
             Backend::Docker { .. } => "docker",
+            Backend::Kubernetes { .. } => "kubernetes",
         }
     }
 
@@ -236,6 +242,7 @@ impl Server {
                     .unwrap();
                 assert!(out.status.success(), "docker kill {id}: {out:?}");
             }
+            Backend::Kubernetes { .. } => panic!("a pod is ended through the fake's API"),
         }
     }
 
@@ -272,6 +279,14 @@ impl Server {
                 "--docker-cache-dir".into(),
                 self.state_dir.join("cache").display().to_string(),
             ],
+            Backend::Kubernetes { kubeconfig, image } => vec![
+                "--provider".into(),
+                "kubernetes".into(),
+                "--kubernetes-kubeconfig".into(),
+                kubeconfig.display().to_string(),
+                "--kubernetes-image".into(),
+                image.clone(),
+            ],
         };
         v.extend([
             "--instance".into(),
@@ -283,8 +298,12 @@ impl Server {
     }
 
     /// The computers the server has now: on disk (local), or the
-    /// containers carrying its instance label (Docker).
+    /// containers carrying its instance label (Docker); none for
+    /// Kubernetes, whose test asks its fake.
     pub fn computers(&self) -> Vec<String> {
+        if let Backend::Kubernetes { .. } = self.backend {
+            return Vec::new();
+        }
         if let Backend::Docker { .. } = self.backend {
             let out = std::process::Command::new("docker")
                 .args([

@@ -81,7 +81,10 @@ pub fn set_up_failed(e: ProviderError, ended: &str, how: Result<()>) -> Provider
         Ok(()) => format!("was {ended}"),
         Err(k) => format!("could not be {ended}: {}", k.message),
     };
-    ProviderError::new(e.code, format!("{}; the sandbox {words}", e.message))
+    ProviderError {
+        field: e.field,
+        ..ProviderError::new(e.code, format!("{}; the sandbox {words}", e.message))
+    }
 }
 
 /// A vendor whose create marks its sandbox (a tag, a label) and whose

@@ -83,6 +83,22 @@ pub async fn none_from_inside_with(
             .into_iter()
             .map(|a| a.to_string_lossy().into_owned()),
     );
+    let report = report_of(client, argv, &format!("the {vendor} computer {id}")).await?;
+    verdict(&report).map_err(|why| {
+        ProviderError::refused(format!(
+            "the {vendor} computer {id} was asked for network none, but read from inside {why}"
+        ))
+        .with_field("network")
+    })
+}
+
+/// Run the probe's `argv` in `what` ("the pod x") through `client`: its
+/// report, or why there is none.
+pub async fn report_of(
+    client: &Arc<dyn ComputerClient>,
+    argv: Vec<String>,
+    what: &str,
+) -> Result<ProbeReport> {
     let ran = client
         .call_typed(&ExecParams {
             argv,
@@ -91,23 +107,15 @@ pub async fn none_from_inside_with(
         })
         .await
         .map_err(|e| {
-            ProviderError::failed(format!(
-                "the network probe could not run in the {vendor} computer {id}: {e}"
-            ))
+            ProviderError::failed(format!("the network probe could not run in {what}: {e}"))
         })?;
     let out = String::from_utf8_lossy(&ran.stdout.0);
-    let report: ProbeReport = serde_json::from_str(out.trim()).map_err(|e| {
+    serde_json::from_str(out.trim()).map_err(|e| {
         ProviderError::failed(format!(
-            "the network probe in the {vendor} computer {id} printed no report ({e}): exit {:?}, {}",
+            "the network probe in {what} printed no report ({e}): exit {:?}, {}",
             ran.exit_code,
             crate::vendor::quote(&String::from_utf8_lossy(&ran.stderr.0), None)
         ))
-    })?;
-    verdict(&report).map_err(|why| {
-        ProviderError::refused(format!(
-            "the {vendor} computer {id} was asked for network none, but read from inside {why}"
-        ))
-        .with_field("network")
     })
 }
 

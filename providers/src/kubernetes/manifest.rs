@@ -17,6 +17,9 @@ pub const HOME: &str = "/work/home";
 /// init refuses).
 pub const RUN: &str = "/run/computerd";
 pub const SOCKET: &str = "/run/computerd/s/computerd.sock";
+/// Where a streamed computerd is put (the socket's memory-backed
+/// emptyDir, in a 0700 directory of the container's user).
+pub const STREAMED: &str = "/run/computerd/bin/computerd";
 /// The one container's name.
 pub const CONTAINER: &str = "computer";
 /// The label that selects a computer's pod (its value the pod's name):
@@ -41,6 +44,8 @@ pub struct PodPlan {
     pub cpus: f64,
     pub memory_mb: u64,
     pub work_mb: u64,
+    /// computerd is streamed in (the container waits for it).
+    pub streamed: bool,
 }
 
 /// Whether Kubernetes takes `v` as a label value: at most 63 characters
@@ -83,10 +88,17 @@ impl PodPlan {
     /// `computerd init` (so init is the container's process).
     pub fn command(&self) -> Vec<String> {
         let init = InitArgs::new(self.deadline, SOCKET);
+        let script = if self.streamed {
+            // Until the provider's exec has put it in place (moved there
+            // whole, so it is never run half written).
+            "(umask 077 && mkdir -p /run/computerd/s /run/computerd/bin /work/home) && while [ ! -x \"$0\" ]; do sleep 0.05; done && exec \"$0\" \"$@\""
+        } else {
+            "(umask 077 && mkdir -p /run/computerd/s /work/home) && exec \"$0\" \"$@\""
+        };
         let mut argv = vec![
             "/bin/sh".to_string(),
             "-c".into(),
-            "(umask 077 && mkdir -p /run/computerd/s /work/home) && exec \"$0\" \"$@\"".into(),
+            script.into(),
             self.computerd.clone(),
         ];
         argv.extend(
@@ -144,6 +156,8 @@ impl PodPlan {
                     "command": self.command(),
                     "env": [{"name": "HOME", "value": HOME}],
                     "workingDir": WORK,
+                    // A start that fails says why in the pod's status.
+                    "terminationMessagePolicy": "FallbackToLogsOnError",
                     "securityContext": {
                         "allowPrivilegeEscalation": false,
                         "privileged": false,
@@ -157,7 +171,7 @@ impl PodPlan {
                 }],
                 "volumes": [
                     {"name": "work", "emptyDir": {"sizeLimit": format!("{}Mi", self.work_mb)}},
-                    {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+                    {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": if self.streamed { "8Mi" } else { "1Mi" }}},
                 ],
             },
         })
@@ -305,6 +319,7 @@ mod tests {
             cpus: 1.5,
             memory_mb: 512,
             work_mb: 256,
+            streamed: false,
         }
     }
 

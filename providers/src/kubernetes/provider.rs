@@ -8,8 +8,9 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::manifest::{self, PodPlan};
-use super::{GONE_WAIT, ID, KubernetesProvider, UP_WAIT, api_error, checked};
-use crate::daemon_backed::{aborted, check_kind, probe};
+use super::words::{self, Refusal};
+use super::{GONE_WAIT, ID, KubernetesProvider, api_error, checked};
+use crate::daemon_backed::{aborted, check_kind};
 use crate::provider::{Connection, Provider};
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, ErrorCode, Labels, NetworkKind,
@@ -55,8 +56,15 @@ impl KubernetesProvider {
 
     /// Until the pod runs and its daemon answers hello (init may still
     /// be starting when the pod reads Running).
-    async fn until_up(&self, name: &str, cancel: &CancellationToken) -> Result<Connection> {
-        let until = tokio::time::Instant::now() + UP_WAIT;
+    async fn until_up(
+        &self,
+        name: &str,
+        image: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Connection> {
+        let until = tokio::time::Instant::now() + self.start;
+        let mut pending = true;
+        let mut streamed = self.stream.is_none();
         let mut last = String::from("it did not start");
         while tokio::time::Instant::now() < until {
             if cancel.is_cancelled() {
@@ -68,7 +76,15 @@ impl KubernetesProvider {
                     format!("the pod {name} vanished while starting"),
                 )
             })?;
+            pending = matches!(p["status"]["phase"].as_str(), Some("Pending") | None);
             match p["status"]["phase"].as_str() {
+                Some("Running") if !streamed => match self.stream_in(name).await {
+                    Ok(()) => {
+                        streamed = true;
+                        continue;
+                    }
+                    Err(e) => last = e.message,
+                },
                 Some("Running") => match self.open(name).await {
                     Ok(c) => match crate::daemon_backed::hello::call(c).await {
                         Ok(conn) => return checked(conn, name),
@@ -76,26 +92,23 @@ impl KubernetesProvider {
                     },
                     Err(e) => last = e.message,
                 },
-                Some("Pending") | None => {
-                    last = p["status"]["conditions"][0]["message"]
-                        .as_str()
-                        .unwrap_or("the pod is Pending")
-                        .to_string();
-                }
-                Some(other) => {
-                    return Err(ProviderError::failed(format!(
-                        "the pod {name} ended while starting ({other}): {}",
-                        p["status"]["containerStatuses"][0]["state"]
-                    )));
-                }
+                Some("Pending") | None => last = words::pending_status(&p),
+                Some(_) => return Err(words::ended(&p, name, image, &self.computerd)),
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
+        let events = self.events(name).await;
+        let (state, events) = if events.is_empty() {
+            (last, String::new())
+        } else {
+            (last, format!("; its events: {events}"))
+        };
         Err(ProviderError::new(
             ErrorCode::Timeout,
             format!(
-                "the pod {name} did not come up within {} s: {last}",
-                UP_WAIT.as_secs()
+                "the pod {name} did not {} within {} s (--kubernetes-start-s): {state}{events}",
+                if pending { "leave Pending" } else { "come up" },
+                self.start.as_secs()
             ),
         ))
     }
@@ -128,6 +141,7 @@ impl KubernetesProvider {
             cpus: spec.sizes.cpus.unwrap_or(1.0),
             memory_mb: spec.sizes.memory_mb.unwrap_or(1024),
             work_mb: self.work_mb,
+            streamed: self.stream.is_some(),
         })
     }
 
@@ -160,42 +174,6 @@ impl KubernetesProvider {
         .map(|_| ())
     }
 
-    /// Network none as read back: the policy, and the probe's words.
-    async fn none_read_back(&self, name: &str, inside: Option<&str>) -> Result<NetworkReadBack> {
-        let np = self
-            .policies()
-            .await?
-            .get_opt(name)
-            .await
-            .map_err(|e| api_error(&format!("reading the NetworkPolicy {name}"), e))?;
-        let np = np.map(|n| to_value(&n)).unwrap_or(Value::Null);
-        if !manifest::denies_all(&np, name) {
-            return Err(ProviderError::refused(format!(
-                "the pod {name} has no NetworkPolicy denying it all ingress and egress (it was deleted or changed)"
-            )));
-        }
-        let mut detail = format!("NetworkPolicy {name} denies all ingress and egress");
-        if let Some(i) = inside {
-            detail = format!("{detail}; {i}");
-        }
-        Ok(NetworkReadBack {
-            kind: NetworkKind::None,
-            detail,
-        })
-    }
-
-    /// Network none read from inside the pod (`computerd probe`); the
-    /// connection closed when refused.
-    async fn probe(&self, conn: &Connection, name: &str) -> Result<String> {
-        let probed =
-            probe::none_from_inside_with(&conn.client, &self.computerd, "Kubernetes", name).await;
-        if probed.is_err() {
-            conn.client.close();
-        }
-        tracing::info!(provider = ID, computer = %name, network = %probed.as_ref().map_or("refused", String::as_str), "network none read from inside");
-        probed
-    }
-
     /// Everything after the pod is made; on failure the caller deletes.
     async fn set_up(
         &self,
@@ -205,7 +183,7 @@ impl KubernetesProvider {
     ) -> Result<(ComputerRef, NetworkReadBack)> {
         // The hardening read back from the pod the API holds.
         self.ours(&plan.name).await?;
-        let conn = self.until_up(&plan.name, cancel).await?;
+        let conn = self.until_up(&plan.name, &plan.image, cancel).await?;
         let network = if none {
             let inside = self.probe(&conn, &plan.name).await?;
             self.none_read_back(&plan.name, Some(&inside)).await?
@@ -273,7 +251,7 @@ impl Provider for KubernetesProvider {
             (
                 spec.sizes.pids.is_some() || spec.sizes.disk_mb.is_some(),
                 "sizes",
-                "a pod sets no pids or disk bound of its own (the node's pid limit and --kubernetes-work-mb hold): leave pids and diskMb out",
+                "a pod cannot set a pids or disk bound of its own: its pids are bounded by the node's kubelet (podPidsLimit; a LimitRange cannot name pids) and its disk by --kubernetes-work-mb (the /work emptyDir's sizeLimit and the ephemeral-storage limit): leave pids and diskMb out",
             ),
         ];
         if let Some((_, field, why)) = refusals.into_iter().find(|r| r.0) {
@@ -290,11 +268,17 @@ impl Provider for KubernetesProvider {
             let np: k8s_openapi::api::networking::v1::NetworkPolicy =
                 serde_json::from_value(manifest::deny_all(&plan.name))
                     .map_err(|e| ProviderError::failed(format!("the NetworkPolicy: {e}")))?;
+            let ns = self.namespace().await?;
             self.policies()
                 .await?
                 .create(&PostParams::default(), &np)
                 .await
-                .map_err(|e| api_error("making the deny-all NetworkPolicy", e))?;
+                .map_err(|e| match Refusal::of(&e) {
+                    Some(r) if r.code == 403 => {
+                        words::forbidden("create", "networkpolicies", &ns, &r)
+                    }
+                    _ => api_error("making the deny-all NetworkPolicy", e),
+                })?;
         }
         let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(plan.pod())
             .map_err(|e| ProviderError::failed(format!("the pod: {e}")))?;
@@ -305,7 +289,12 @@ impl Provider for KubernetesProvider {
             .await
         {
             let _ = self.delete_and_wait(&plan.name, cancel).await;
-            return Err(api_error("making the pod", e));
+            let ns = self.namespace().await?;
+            return Err(match Refusal::of(&e) {
+                Some(r) if r.is_limit_range() => self.limit_range_words(&plan, &r).await,
+                Some(r) if r.code == 403 => words::forbidden("create", "pods", &ns, &r),
+                _ => api_error("making the pod", e),
+            });
         }
         match self.set_up(&plan, none, cancel).await {
             Ok((computer, network)) => Ok(Created {
@@ -414,11 +403,22 @@ impl Provider for KubernetesProvider {
     ) -> Result<Connection> {
         let p = self.ours(&computer.id).await?;
         if p["status"]["phase"] != "Running" {
+            let why = [&p["status"]["reason"], &p["status"]["message"]]
+                .iter()
+                .filter_map(|v| v.as_str())
+                .collect::<Vec<_>>()
+                .join(": ");
             return Err(ProviderError::new(
                 ErrorCode::Gone,
                 format!(
-                    "the pod {} is not running ({})",
-                    computer.id, p["status"]["phase"]
+                    "the pod {} is not running ({}{})",
+                    computer.id,
+                    p["status"]["phase"].as_str().unwrap_or("?"),
+                    if why.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", {}", why.trim())
+                    }
                 ),
             ));
         }

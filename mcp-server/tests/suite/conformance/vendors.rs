@@ -377,6 +377,51 @@ fn kubernetes_passes_core_against_its_fake() {
     assert_no_boxes(&rt, &env, &owner, "kubernetes");
 }
 
+/// A live cluster, the one `KUBECONFIG` names, when
+/// `COMPUTER_MCP_KUBERNETES_LIVE=1` or `COMPUTER_MCP_REQUIRE` names
+/// `kubernetes-live`: Core passes. The image is
+/// `COMPUTER_MCP_KUBERNETES_IMAGE` (carrying the static computerd at
+/// /opt/computerd/computerd and the drift build at
+/// `COMPUTER_MCP_KUBERNETES_LIVE_DRIFTED`, default
+/// /opt/computerd/computerd-drift); the README says how on kind or k3s.
+#[test]
+fn a_live_cluster_passes_core_when_asked() {
+    let asked = std::env::var("COMPUTER_MCP_KUBERNETES_LIVE").as_deref() == Ok("1")
+        || std::env::var("COMPUTER_MCP_REQUIRE")
+            .unwrap_or_default()
+            .split(',')
+            .any(|w| w.trim() == "kubernetes-live");
+    if !computer_testkit::need(
+        "kubernetes-live",
+        asked,
+        "COMPUTER_MCP_KUBERNETES_LIVE is not 1, so no live Kubernetes run",
+    ) {
+        return;
+    }
+    let kubeconfig = std::env::var("KUBECONFIG").unwrap_or_default();
+    let image = std::env::var("COMPUTER_MCP_KUBERNETES_IMAGE").unwrap_or_default();
+    assert!(
+        !kubeconfig.is_empty() && !image.is_empty(),
+        "a live Kubernetes run needs KUBECONFIG and COMPUTER_MCP_KUBERNETES_IMAGE"
+    );
+    let drifted = std::env::var("COMPUTER_MCP_KUBERNETES_LIVE_DRIFTED")
+        .unwrap_or_else(|_| "/opt/computerd/computerd-drift".into());
+    let out = run_json(
+        None,
+        &[
+            "--provider",
+            "kubernetes",
+            "--kubernetes-kubeconfig",
+            &kubeconfig,
+            "--kubernetes-image",
+            &image,
+        ],
+        std::path::Path::new(&drifted),
+        &[],
+    );
+    passing_report(&out, "live kubernetes");
+}
+
 /// Modal itself, when its token pair is in the environment
 /// (`COMPUTER_MCP_MODAL_TOKEN_ID` and `COMPUTER_MCP_MODAL_TOKEN_SECRET`,
 /// with the provider's other variables as the user sets them): Core
