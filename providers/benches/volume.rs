@@ -44,6 +44,8 @@ fn median(mut v: Vec<Duration>) -> Duration {
 /// Medians of create → first result, of the release after it, and of a
 /// warm exec on `warm`.
 struct Figures {
+    /// The brief listing a create counts the caller's computers with.
+    count: Duration,
     first: Duration,
     release: Duration,
     exec: Duration,
@@ -92,7 +94,15 @@ async fn measure(p: &LocalProvider, n: usize, warm: &ComputerRef) -> Figures {
         exec.push(t.elapsed());
     }
     conn.client.close();
+    let mut count = Vec::new();
+    for _ in 0..50 {
+        let t = Instant::now();
+        let mine = p.list_brief(&spec().labels, &cancel).await.unwrap();
+        count.push(t.elapsed());
+        std::hint::black_box(mine.len());
+    }
     Figures {
+        count: median(count),
         first: median(first),
         release: median(release),
         exec: median(exec),
@@ -126,9 +136,10 @@ fn pct(v: &mut [Duration], p: f64) -> Duration {
 
 fn line(name: &str, f: &Figures, base: &Figures) {
     println!(
-        "{name:<34} create → first result {:>7.2} ms ({:.2}x) | release {:>7.2} ms ({:.2}x of its create) | warm exec {:>5.2} ms ({:.2}x)",
+        "{name:<34} create → first result {:>7.2} ms ({:.2}x; its count {:.2} ms) | release {:>7.2} ms ({:.2}x of its create) | warm exec {:>5.2} ms ({:.2}x)",
         ms(f.first),
         ms(f.first) / ms(base.first),
+        ms(f.count),
         ms(f.release),
         ms(f.release) / ms(f.first),
         ms(f.exec),
