@@ -166,6 +166,50 @@ impl Bare {
     }
 }
 
+fn call(name: &str, args: serde_json::Value) -> CallToolRequestParams {
+    CallToolRequestParams::new(name.to_string()).with_arguments(args.as_object().unwrap().clone())
+}
+
+/// computer_new → the first exec on it, and computer_release as the caller
+/// sees it (the provider's release runs on after the answer), in one
+/// session, with their ratio.
+async fn release_against_create(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let (mut made, mut gone) = (Vec::new(), Vec::new());
+    for i in 0..20 {
+        let name = format!("bench-{i}");
+        let t = Instant::now();
+        let r = client
+            .call_tool(call("computer_new", serde_json::json!({"name": name})))
+            .await?;
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+        let r = client
+            .call_tool(exec(
+                serde_json::json!({"argv": ["true"], "computer": name}),
+            ))
+            .await?;
+        made.push(t.elapsed());
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+        let t = Instant::now();
+        let r = client
+            .call_tool(call(
+                "computer_release",
+                serde_json::json!({"computer": name}),
+            ))
+            .await?;
+        gone.push(t.elapsed());
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+    }
+    let made_med = line("computer_new → first exec on it", &mut made);
+    let gone_med = line("computer_release, as the caller sees it", &mut gone);
+    println!(
+        "ratio computer_release / computer_new → first exec   {:.2}x   (target: at most 1x)",
+        gone_med.as_secs_f64() / made_med.as_secs_f64()
+    );
+    Ok(())
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let calls = count_from_env("CMCP_BENCH_CALLS", 500);
@@ -199,6 +243,31 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         client.cancel().await?;
     }
     let cold_med = line("cold session: first exec `true` (computer made)", &mut cold);
+
+    // Spawn → first result, ours (a sandbox made on the first call) and
+    // the trivial server's, in turn.
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..10 {
+        let mut floor_cmd = tokio::process::Command::new(std::env::current_exe()?);
+        floor_cmd.env(trivial::ENV, "1");
+        for (cmd, times) in [
+            (server_cmd(state.path(), &[]), &mut ours),
+            (floor_cmd, &mut theirs),
+        ] {
+            let t = Instant::now();
+            let client = ().serve(TokioChildProcess::new(cmd)?).await?;
+            let r = client.call_tool(exec_true()).await?;
+            times.push(t.elapsed());
+            assert_ne!(r.is_error, Some(true), "{r:?}");
+            client.cancel().await?;
+        }
+    }
+    let theirs_med = line("spawn → first result: the trivial server", &mut theirs);
+    let ours_med = line("spawn → first result: a fresh sandbox", &mut ours);
+    println!(
+        "ratio spawn → first result / trivial server's        {:.2}x   (target: at most 1.2x)",
+        ours_med.as_secs_f64() / theirs_med.as_secs_f64()
+    );
 
     // Warm: one session, many calls, each beside the same call to the
     // trivial server (the floor), in turn, so both see the same machine.
@@ -255,6 +324,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "ratio exec {{command: \"cd /\"}} / exec {{argv: [true]}}   {:.2}x   (bash's own start)",
         bash_med.as_secs_f64() / warm_med.as_secs_f64()
     );
+    release_against_create(&client).await?;
 
     // The daemon alone, on the same computer's socket.
     let computers = std::fs::read_dir(state.path().join("computers"))?

@@ -79,8 +79,11 @@ pub struct App {
     /// Handles released lately, and why.
     pub(crate) released: Mutex<Released>,
     /// Handles of computers being released now: listed by the provider
-    /// still, counted against no bound.
+    /// still, counted against no caller's bound (the server's bound counts
+    /// them until they are gone: their programs still run).
     pub(crate) releasing: Mutex<HashSet<String>>,
+    /// Told each time a release under way is done.
+    pub(crate) release_done: tokio::sync::Notify,
     /// HTTP sessions by the id rmcp gave each, and whose each is.
     pub(crate) http_sessions: Mutex<HttpSessions>,
     /// Creations and releases under way, which shutdown waits for.
@@ -100,6 +103,7 @@ impl App {
             admission: tokio::sync::Mutex::new(()),
             released: Mutex::new(Released::default()),
             releasing: Mutex::new(HashSet::new()),
+            release_done: tokio::sync::Notify::new(),
             http_sessions: Mutex::new(HttpSessions::default()),
             tasks: TaskTracker::new(),
         })

@@ -328,3 +328,58 @@ async fn servers_of_two_kinds_on_one_token_make_their_own_defaults() {
         app.release_all().await;
     }
 }
+
+/// computer_release answers once the computer counts against its caller
+/// no more, before the provider's release (init's orderly shutdown) is
+/// done; the server's bound still counts it until it is gone, so the next
+/// creation at that bound waits for it rather than run one computer over.
+#[tokio::test]
+async fn a_release_answers_before_the_provider_is_done_and_the_server_bound_holds() {
+    use computer_tools::fleet::{Fleet, Which};
+    let fake = FakeProvider::new();
+    let app = app_with(
+        &fake,
+        &[
+            "serve",
+            "--max-computers",
+            "1",
+            "--max-server-computers",
+            "1",
+        ],
+    );
+    let ask = || Ask {
+        principal: me(),
+        name: Some("build".into()),
+        default: None,
+        session: None,
+        spec: app.config.spec().unwrap(),
+    };
+    app.make(ask()).await.unwrap();
+    fake.on(
+        Op::Release,
+        Script::Delay(Duration::from_millis(300)),
+        Some(1),
+    );
+    let fleet = crate::app::CallerFleet {
+        app: Arc::clone(&app),
+        caller: crate::app::Caller {
+            principal: me(),
+            session: None,
+        },
+    };
+    let gone = fleet.release(Which::Name("build".into())).await.unwrap();
+    assert_eq!(gone.name.as_deref(), Some("build"));
+    // Answered while the provider still has it, and the caller holds none.
+    assert_eq!(
+        fake.computers().len(),
+        1,
+        "the release waited for the provider"
+    );
+    assert!(app.principal_computers(&me()).await.unwrap().is_empty());
+    // The next one is made once the first is gone: never two at once.
+    app.make(ask()).await.unwrap();
+    assert_eq!(fake.count(Op::Release), 1);
+    assert_eq!(fake.computers().len(), 1, "one over the server's bound");
+    app.release_all().await;
+    assert!(fake.computers().is_empty());
+}

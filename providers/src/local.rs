@@ -38,6 +38,7 @@ pub mod desktop;
 pub mod egress;
 mod lease;
 mod lifecycle;
+mod listing;
 pub mod settings;
 mod spare;
 mod state;
@@ -76,6 +77,8 @@ pub struct LocalProvider {
     /// being made.
     spare: Arc<std::sync::Mutex<Option<Spare>>>,
     refilling: Arc<std::sync::atomic::AtomicBool>,
+    /// The computers' states as the brief listing last read them.
+    metas: listing::Metas,
     /// Children this server started, reaped on release.
     children: tokio::sync::Mutex<std::collections::HashMap<String, tokio::process::Child>>,
     /// The desktop's Xvfb and screen, when the provider makes desktops.
@@ -185,6 +188,7 @@ impl LocalProvider {
             uids,
             spare: Arc::new(std::sync::Mutex::new(None)),
             refilling: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            metas: listing::Metas::default(),
             children: tokio::sync::Mutex::new(Default::default()),
             desktop,
             browser,
@@ -555,6 +559,14 @@ impl Provider for LocalProvider {
         }
         out.sort_by(|a, b| a.created_at.cmp(&b.created_at));
         Ok(out)
+    }
+
+    async fn list_brief(
+        &self,
+        wanted: &Labels,
+        _cancel: &CancellationToken,
+    ) -> Result<Vec<ComputerRef>> {
+        self.list_brief_of(wanted).await
     }
 
     async fn network(

@@ -49,6 +49,19 @@ pub trait Provider: Send + Sync {
     /// The provider's computers carrying every one of `labels`.
     async fn list(&self, labels: &Labels, cancel: &CancellationToken) -> Result<Vec<ComputerRef>>;
 
+    /// [`Provider::list`] for a count: each computer's id, labels,
+    /// creation, deadline and whether it runs are as `list` gives them;
+    /// what `list` reads back per computer beyond that (sizes, network,
+    /// paused) may be left out, so that a creation that counts a caller's
+    /// computers does not read every computer's state.
+    async fn list_brief(
+        &self,
+        labels: &Labels,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<ComputerRef>> {
+        self.list(labels, cancel).await
+    }
+
     /// Read a computer's network back; with `policy`, change it first
     /// (refused, with the network unchanged, where the provider cannot).
     async fn network(

@@ -93,14 +93,7 @@ impl App {
                 list_words(&mine)
             ));
         }
-        let server_limit = self.config.fleet.max_server_computers;
-        let held = self.entries().len() + pending.1;
-        if held >= server_limit {
-            return Err(format!(
-                "this server holds {held} computers, its most (--max-server-computers {server_limit}); release one of yours with computer_release first: {}",
-                list_words(&mine)
-            ));
-        }
+        self.server_room(pending.1, &mine).await?;
         let mut pending = self.pending.lock().unwrap_or_else(|x| x.into_inner());
         *pending.by_principal.entry(p.clone()).or_default() += 1;
         pending.total += 1;
@@ -113,6 +106,45 @@ impl App {
             name: ask.name.clone(),
             handle: None,
         })
+    }
+}
+
+impl App {
+    /// Room under `--max-server-computers` for one more, with `pending`
+    /// creations under way. A computer being released counts until its
+    /// provider's release is done (its programs still run): when only
+    /// those fill the server, this waits for them (at most
+    /// [`super::RELEASE_WAIT`]) rather than refuse.
+    async fn server_room(&self, pending: usize, mine: &[ComputerSummary]) -> Result<(), String> {
+        let limit = self.config.fleet.max_server_computers;
+        let until = tokio::time::Instant::now() + super::RELEASE_WAIT;
+        loop {
+            let done = self.release_done.notified();
+            tokio::pin!(done);
+            // Asked to be told before counting, so a release that ends
+            // between the count and the wait is not missed.
+            done.as_mut().enable();
+            let releasing = self
+                .releasing
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .len();
+            let held = self.entries().len() + pending;
+            if held + releasing < limit {
+                return Ok(());
+            }
+            if held >= limit || tokio::time::Instant::now() >= until {
+                let still = match releasing {
+                    0 => String::new(),
+                    n => format!(" and {n} more are still being released"),
+                };
+                return Err(format!(
+                    "this server holds {held} computers{still}, its most (--max-server-computers {limit}); release one of yours with computer_release first: {}",
+                    list_words(mine)
+                ));
+            }
+            let _ = tokio::time::timeout_at(until, done).await;
+        }
     }
 }
 

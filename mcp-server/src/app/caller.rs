@@ -118,7 +118,11 @@ impl CallerFleet {
     async fn release_one(&self, which: Which) -> Result<ComputerSummary, String> {
         let entry = self.named(&which).await?;
         let summary = entry.summary(which == Which::Default);
-        self.app.end_entry(&entry, "computer_release").await;
+        // Answered once the computer counts against no bound of the
+        // caller's; the provider's part (init's orderly shutdown) runs on,
+        // tracked so a stopping server waits for it.
+        self.app
+            .retire_now_release_later(&entry, "computer_release", false);
         Ok(summary)
     }
 }

@@ -82,12 +82,26 @@ impl App {
         labels: &Labels,
         what: &str,
     ) -> Result<Vec<ComputerRef>, String> {
+        self.listed_as(labels, what, false).await
+    }
+
+    /// [`App::listed`]; `brief`: only what a count needs (the provider's
+    /// [`computer_providers::Provider::list_brief`]: no sizes, network or
+    /// pause read back per computer).
+    pub(super) async fn listed_as(
+        &self,
+        labels: &Labels,
+        what: &str,
+        brief: bool,
+    ) -> Result<Vec<ComputerRef>, String> {
         let before = self.releasing().clone();
-        let mut found = self
-            .provider
-            .list(labels, &CancellationToken::new())
-            .await
-            .map_err(|e| words(&e, what))?;
+        let cancel = CancellationToken::new();
+        let listing = if brief {
+            self.provider.list_brief(labels, &cancel).await
+        } else {
+            self.provider.list(labels, &cancel).await
+        };
+        let mut found = listing.map_err(|e| words(&e, what))?;
         let releasing = self.releasing();
         let pending = self.pending.lock().unwrap_or_else(|x| x.into_inner());
         found.retain(|r| {
@@ -121,6 +135,7 @@ impl App {
         )
         .await;
         self.releasing().remove(&entry.handle);
+        self.release_done.notify_waiters();
         match r {
             Ok(Ok(())) => tracing::info!(
                 computer = entry.log_name(),

@@ -51,7 +51,10 @@ impl App {
             .map(|e| e.summary(false))
             .collect();
         let labels = Labels::from([(label::PRINCIPAL.to_string(), principal.0.clone())]);
-        for r in self.listed(&labels, "listing your computers").await? {
+        for r in self
+            .listed_as(&labels, "listing your computers", true)
+            .await?
+        {
             let Some(handle) = r.labels.get(label::HANDLE) else {
                 continue;
             };

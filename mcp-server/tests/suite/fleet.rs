@@ -126,6 +126,12 @@ async fn named_computers_are_apart_listed_and_released_and_a_released_handle_is_
         .call("computer_release", json!({"computer": "alpha"}))
         .await;
     assert!(!jerror(&gone), "{gone}");
+    // The release answers once the computer counts against no bound; the
+    // provider's part (init's orderly shutdown) ends it soon after.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while s.server.computers().len() != 1 && std::time::Instant::now() < until {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     assert_eq!(s.server.computers().len(), 1);
     let r = c
         .call("exec", json!({"argv": ["true"], "computer": ha}))

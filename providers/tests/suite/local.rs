@@ -97,6 +97,25 @@ async fn a_local_computer_is_made_reached_found_and_released() {
         }
         other => panic!("list read the network back as {other:?}"),
     }
+    // The brief listing a count reads: the same computer, as running, with
+    // the same labels and deadline (its state parsed once, kept until the
+    // file changes).
+    let brief = |b: &[computer_providers::ComputerRef]| {
+        b.iter()
+            .map(|r| {
+                (
+                    r.id.clone(),
+                    r.labels.clone(),
+                    r.running,
+                    r.deadline.clone(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        brief(&p.list_brief(&by, &cancel).await.unwrap()),
+        brief(&listed)
+    );
     assert_eq!(
         p.attach(&AttachBy::Labels(by.clone()), &cancel)
             .await
@@ -125,9 +144,15 @@ async fn a_local_computer_is_made_reached_found_and_released() {
     conn.client.close();
     let listed = p.list(&by, &cancel).await.unwrap();
     assert_eq!(listed[0].deadline, extended);
+    // The brief listing read the state before the extend rewrote it.
+    assert_eq!(
+        brief(&p.list_brief(&by, &cancel).await.unwrap()),
+        brief(&listed)
+    );
 
     p.release(&c, Release::Delete, &cancel).await.unwrap();
     assert!(p.list(&by, &cancel).await.unwrap().is_empty());
+    assert!(p.list_brief(&by, &cancel).await.unwrap().is_empty());
     assert!(!state.path().join("computers").join(&c.id).exists());
 }
 
