@@ -85,6 +85,8 @@ pub struct App {
     pub(crate) http_sessions: Mutex<HttpSessions>,
     /// Creations and releases under way, which shutdown waits for.
     pub(crate) tasks: TaskTracker,
+    /// The live viewer's links and control leases.
+    pub views: crate::view::Views,
 }
 
 impl App {
@@ -102,6 +104,7 @@ impl App {
             releasing: Mutex::new(HashSet::new()),
             http_sessions: Mutex::new(HttpSessions::default()),
             tasks: TaskTracker::new(),
+            views: crate::view::Views::default(),
         })
     }
 

@@ -20,3 +20,4 @@ mod sessions;
 mod skills;
 mod stdio;
 mod support;
+mod view;
