@@ -20,7 +20,7 @@ use futures::{SinkExt, StreamExt};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -175,6 +175,19 @@ pub async fn run(app: Arc<App>, handle: String, id: u64, ws: WebSocketStream<Io>
     let _ = writer.await;
 }
 
+/// An input batch to send: its id (0 for the give-back's ups, answered
+/// by no one), its actions, and its place among those in flight.
+type Job = (u64, Vec<Action>, Option<OwnedSemaphorePermit>);
+
+/// What the page's messages act on.
+struct State<'a> {
+    acked: &'a watch::Sender<u64>,
+    mapper: &'a mut Mapper,
+    control: &'a mut bool,
+    inputs: &'a mpsc::Sender<Job>,
+    in_flight: &'a Arc<Semaphore>,
+}
+
 struct View {
     app: Arc<App>,
     handle: String,
@@ -200,7 +213,8 @@ impl View {
             size_tx,
             stop.clone(),
         ));
-        let (inputs, inputs_rx) = mpsc::channel::<(u64, Vec<Action>)>(MAX_IN_FLIGHT);
+        let (inputs, inputs_rx) = mpsc::channel::<Job>(MAX_IN_FLIGHT + 1);
+        let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
         let runner = tokio::spawn(run_inputs(
             Arc::clone(&self.client),
             self.out.clone(),
@@ -219,7 +233,8 @@ impl View {
                 m = stream.next() => match m {
                     Some(Ok(Message::Text(t))) => {
                         let v: Value = serde_json::from_str(&t).unwrap_or(Value::Null);
-                        self.message(v, &acked, &mut mapper, &mut control, &inputs).await;
+                        let state = State { acked: &acked, mapper: &mut mapper, control: &mut control, inputs: &inputs, in_flight: &in_flight };
+                        self.message(v, state).await;
                     }
                     Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break None,
                     Some(Ok(_)) => {}
@@ -240,7 +255,7 @@ impl View {
         if control {
             let ups = mapper.release();
             if !ups.is_empty() {
-                let _ = inputs.send((0, ups)).await;
+                let _ = inputs.send((0, ups, None)).await;
             }
             self.app.views.give_back(&self.handle, self.id);
         }
@@ -254,14 +269,14 @@ impl View {
     }
 
     /// One message of the page.
-    async fn message(
-        &self,
-        v: Value,
-        acked: &watch::Sender<u64>,
-        mapper: &mut Mapper,
-        control: &mut bool,
-        inputs: &mpsc::Sender<(u64, Vec<Action>)>,
-    ) {
+    async fn message(&self, v: Value, st: State<'_>) {
+        let State {
+            acked,
+            mapper,
+            control,
+            inputs,
+            in_flight,
+        } = st;
         match v["type"].as_str() {
             Some("ack") => {
                 let seq = v["seq"].as_u64().unwrap_or(0);
@@ -287,7 +302,7 @@ impl View {
                 if *control {
                     let ups = mapper.release();
                     if !ups.is_empty() {
-                        let _ = inputs.send((0, ups)).await;
+                        let _ = inputs.send((0, ups, None)).await;
                     }
                     self.app.views.give_back(&self.handle, self.id);
                     *control = false;
@@ -311,12 +326,13 @@ impl View {
                         .reply(json!({"type": "input", "id": id, "ok": true}))
                         .await;
                 }
-                if inputs.try_send((id, actions)).is_err() {
+                let Ok(permit) = Arc::clone(in_flight).try_acquire_owned() else {
                     let words = format!(
                         "{MAX_IN_FLIGHT} inputs are in flight, the most: wait for one to finish; this one was not sent"
                     );
-                    self.reply(refused(words)).await;
-                }
+                    return self.reply(refused(words)).await;
+                };
+                let _ = inputs.send((id, actions, Some(permit))).await;
             }
             _ => {
                 self.reply(json!({"type": "refused", "message": "the page sent a message the viewer does not know; nothing was done"}))
@@ -331,10 +347,13 @@ impl View {
 async fn run_inputs(
     client: Arc<dyn ComputerClient>,
     out: mpsc::Sender<Message>,
-    mut rx: mpsc::Receiver<(u64, Vec<Action>)>,
+    mut rx: mpsc::Receiver<Job>,
 ) {
-    while let Some((id, actions)) = rx.recv().await {
+    while let Some((id, actions, permit)) = rx.recv().await {
         let r = call(client.as_ref(), &InputActionsParams { actions }).await;
+        // Done: no longer in flight once its answer goes (so the page,
+        // counting answers, never finds the server one behind).
+        drop(permit);
         if id == 0 {
             continue;
         }

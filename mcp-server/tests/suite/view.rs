@@ -348,6 +348,30 @@ async fn a_person_watches_a_desktop_and_takes_control_in_a_real_browser() {
     )
     .await;
 
+    page.eval("document.getElementById('take').click()").await;
+    page.until("control taken again", "window.viewer.control === true")
+        .await;
+    // Nine inputs in flight: the ninth is refused as the limit. The page
+    // keeps to 8 itself, so these go straight on its socket: a long text
+    // first, which holds the computer while the rest queue. (Last of the
+    // checks on the fixture's log: its 400 letters take the log past what
+    // exec shows.)
+    let sent = page.eval(
+        "(() => { ws.send(JSON.stringify({type: 'input', id: 1001, event: {type: 'text', text: 'a'.repeat(400)}})); \
+         for (let i = 2; i <= 9; i++) ws.send(JSON.stringify({type: 'input', id: 1000 + i, event: {type: 'move', x: i, y: 300}})); return 'sent'; })()",
+    )
+    .await;
+    assert_eq!(sent, json!("sent"));
+    page.until(
+        "the ninth refused",
+        "window.viewer.refused.some(w => w.startsWith('8 inputs are in flight, the most'))",
+    )
+    .await;
+    page.until("every input answered", "inFlight === 0").await;
+    page.eval("document.getElementById('give').click()").await;
+    page.until("control given back", "window.viewer.control === false")
+        .await;
+
     // The next frame shows a change: the fixture ends, its window goes.
     call_ok(
         &client,
