@@ -453,3 +453,84 @@ async fn a_person_watches_a_desktop_and_takes_control_in_a_real_browser() {
     assert!(!logged.is_empty());
     assert!(!logged.contains(token), "the token is in the server's log");
 }
+
+/// Over HTTP the viewer is on the transport's own address: its page takes
+/// no bearer token (a person's browser has none) while /mcp still does; a
+/// caller gets links to its own computers only, a sandbox has no screen to
+/// watch, and the socket refuses a made-up token and another site's page
+/// in words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_the_viewer_is_public_but_its_socket_and_links_are_the_callers() {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    const OTHER: &str = "other-token-0123456789abcdef";
+    let Some(server) = Server::local() else {
+        return;
+    };
+    let http = HttpServer::start_on(server, &[], &[TOKEN, OTHER]).await;
+    let a = http.stateless(TOKEN);
+    let b = http.stateless(OTHER);
+    let listed = a.rpc("tools/list", None, json!({})).await;
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"computer_view"), "{names:?}");
+
+    let handle = a.computer_new("box").await;
+    let r = a.call("computer_view", json!({"computer": "box"})).await;
+    assert!(jerror(&r), "{r}");
+    assert!(
+        jtext(&r).contains("has no screen to watch (a sandbox computer)"),
+        "{r}"
+    );
+    let r = b.call("computer_view", json!({ "computer": handle })).await;
+    assert!(jerror(&r) && !jtext(&r).contains("/view/"), "{r}");
+
+    let base = http.url.trim_end_matches("/mcp").to_string();
+    let page = reqwest::get(format!("{base}/view/{handle}")).await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("Take control"));
+    let mcp = reqwest::Client::new().post(&http.url).send().await.unwrap();
+    assert_eq!(mcp.status(), 403, "/mcp keeps its bearer token");
+
+    let ws_url = format!("{}/view/{handle}/socket", base.replace("http://", "ws://"));
+    let (mut ws, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
+    ws.send(Message::text(json!({"token": "f".repeat(64)}).to_string()))
+        .await
+        .unwrap();
+    let said = match ws.next().await {
+        Some(Ok(Message::Text(t))) => serde_json::from_str::<Value>(&t).unwrap(),
+        other => panic!("no refusal: {other:?}"),
+    };
+    assert_eq!(said["type"], "refused");
+    assert!(
+        said["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("this link is not valid"),
+        "{said}"
+    );
+
+    let foreign = reqwest::Client::new()
+        .get(format!("{base}/view/{handle}/socket"))
+        .header("origin", "http://evil.example")
+        .header("upgrade", "websocket")
+        .header("connection", "upgrade")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), 403);
+    assert!(
+        foreign
+            .text()
+            .await
+            .unwrap()
+            .contains("only by the viewer's own page")
+    );
+    http.stop_leaving_none().await;
+}
