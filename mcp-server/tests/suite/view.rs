@@ -156,13 +156,29 @@ impl<'a> Page<'a> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_person_watches_a_desktop_and_takes_control_in_a_real_browser() {
+async fn a_person_watches_a_local_desktop_and_takes_control_in_a_real_browser() {
     if !need_root() || !computer_testkit::need_xvfb() || !computer_testkit::need_chromium() {
         return;
     }
+    watches_and_takes_control(&Server::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_watches_a_docker_desktop_and_takes_control_in_a_real_browser() {
+    let image = std::env::var("CMCP_TEST_DOCKER_DESKTOP")
+        .unwrap_or_else(|_| "computer-mcp-test/desktop:bookworm".into());
+    if !computer_testkit::need_chromium() {
+        return;
+    }
+    let server = or_skip!(Server::docker_with_image(&image));
+    let _engine = DOCKER_ENGINE.read().await;
+    watches_and_takes_control(&server).await;
+}
+
+/// The whole check on a desktop of `server`'s provider.
+async fn watches_and_takes_control(server: &Server) {
     let bin = or_skip!(fixture_bin());
     let share = fixture_share(&bin);
-    let server = Server::new();
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut cmd = tokio::process::Command::new(SERVER);
     cmd.arg("serve")
