@@ -88,6 +88,8 @@ pub struct App {
     pub(crate) http_sessions: Mutex<HttpSessions>,
     /// Creations and releases under way, which shutdown waits for.
     pub(crate) tasks: TaskTracker,
+    /// The live viewer's links and control leases.
+    pub views: crate::view::Views,
 }
 
 impl App {
@@ -106,6 +108,7 @@ impl App {
             release_done: tokio::sync::Notify::new(),
             http_sessions: Mutex::new(HttpSessions::default()),
             tasks: TaskTracker::new(),
+            views: crate::view::Views::default(),
         })
     }
 

@@ -226,6 +226,10 @@ pub struct Config {
     #[arg(skip)]
     #[serde(skip)]
     pub http: Option<HttpConfig>,
+    /// `serve --viewer`'s address, resolved (stdio only).
+    #[arg(skip)]
+    #[serde(skip)]
+    pub viewer: Option<SocketAddr>,
     /// `serve`'s bounds on computers (defaults for the other commands).
     #[arg(skip)]
     #[serde(skip)]
@@ -283,6 +287,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", env = "COMPUTER_MCP_MAX_SERVER_COMPUTERS")]
     #[arg(default_value_t = 16)]
     pub max_server_computers: usize,
+    /// Over stdio, serve the live viewer (computer_view's links) on this loopback address, e.g. 127.0.0.1:0 (over --http it is served at /view of the same address).
+    #[arg(long, value_name = "ADDR", env = "COMPUTER_MCP_VIEWER")]
+    #[serde(default)]
+    pub viewer: Option<String>,
 }
 
 /// How many computers a server holds, and for how long unused: serve's
@@ -584,11 +592,30 @@ impl Config {
                 max_computers: options.max_computers,
                 max_server_computers: options.max_server_computers,
             };
+            config.viewer = resolve_viewer(&options)?;
             config.http = resolve_http(options)?;
         }
         config.providers = file.providers;
         Ok(config)
     }
+}
+
+/// `--viewer`: a loopback address, for a stdio server (over HTTP the
+/// viewer is on the HTTP address).
+fn resolve_viewer(options: &ServeArgs) -> Result<Option<SocketAddr>, String> {
+    let Some(text) = options.viewer.as_deref().filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    if options.listen.is_some() {
+        return Err("--viewer is for a stdio server: over --http the viewer is served at /view on the HTTP address already".into());
+    }
+    let addr = listen_address(text).map_err(|e| e.replacen("--http", "--viewer", 1))?;
+    if !addr.ip().is_loopback() {
+        return Err(format!(
+            "--viewer {addr} is not a loopback address: the viewer of a stdio server listens on 127.0.0.1 or ::1 only"
+        ));
+    }
+    Ok(Some(addr))
 }
 
 fn resolve_http(mut options: ServeArgs) -> Result<Option<HttpConfig>, String> {
@@ -853,6 +880,25 @@ mod tests {
         assert_eq!(
             e,
             "--max-computers (20) is over --max-server-computers (16)"
+        );
+    }
+
+    #[test]
+    fn the_viewer_of_a_stdio_server_is_on_loopback_only() {
+        let c = resolved(&["serve", "--viewer", "127.0.0.1:0"]).unwrap();
+        assert_eq!(c.viewer, Some(SocketAddr::from(([127, 0, 0, 1], 0))));
+        let e = resolved(&["serve", "--viewer", "0.0.0.0:0"]).unwrap_err();
+        assert!(
+            e.ends_with("the viewer of a stdio server listens on 127.0.0.1 or ::1 only"),
+            "{e}"
+        );
+        let e =
+            resolved(&["serve", "--viewer", "127.0.0.1:0", "--http", "127.0.0.1:0"]).unwrap_err();
+        assert!(e.starts_with("--viewer is for a stdio server"), "{e}");
+        let e = resolved(&["serve", "--viewer", "nowhere"]).unwrap_err();
+        assert!(
+            e.starts_with("--viewer \"nowhere\" is not an address"),
+            "{e}"
         );
     }
 

@@ -209,6 +209,7 @@ pub async fn serve(
             }
         })?;
     let addr = listener.local_addr()?;
+    app.views.serve_at(addr);
     // Replies are small and often written in two parts (headers, then an
     // SSE event): without TCP_NODELAY, Nagle holds the second part for the
     // client's delayed ACK, 40 ms a call.
@@ -255,11 +256,14 @@ pub async fn serve(
         app: Arc::clone(&app),
         manager: sessions,
     };
+    // The viewer is merged after the layers: its page takes no bearer
+    // token (a person's browser has none), its socket takes a link's.
     let router = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn(bad_bodies_are_400))
         .layer(axum::middleware::from_fn_with_state(sessions, own_sessions))
-        .layer(axum::middleware::from_fn_with_state(auth, require_bearer));
+        .layer(axum::middleware::from_fn_with_state(auth, require_bearer))
+        .merge(crate::view::router(Arc::clone(&app)));
     axum::serve(listener, router)
         .with_graceful_shutdown(async move { stop.cancelled().await })
         .await?;

@@ -45,6 +45,7 @@ mod server;
 mod session;
 mod skills_ext;
 mod stdio;
+mod view;
 
 use std::io::Write;
 use std::sync::Arc;
@@ -317,6 +318,11 @@ async fn serve(provider: Arc<dyn Provider>, config: Config) -> anyhow::Result<i3
             Ok(0)
         }
         None => {
+            let viewer_stop = CancellationToken::new();
+            let _stop_viewer = viewer_stop.clone().drop_guard();
+            if let Some(addr) = app.config.viewer {
+                view::serve_alone(Arc::clone(&app), addr, viewer_stop).await?;
+            }
             let session = app
                 .new_session(&app.stdio_principal)
                 .map_err(anyhow::Error::msg)?;

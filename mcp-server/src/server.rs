@@ -134,6 +134,25 @@ pub fn fleet_policy(app: &App) -> FleetPolicy {
         idle_ms: c.fleet.idle.as_millis() as u64,
         max_computers: c.fleet.max_computers,
         pause: app.provider.can_pause(),
+        view: app.views.served(),
+    }
+}
+
+/// Whether tool `name` of `family` sends input (needs a pointer, keys or
+/// touch): refused while a person holds the computer's control.
+fn sends_input(family: &computer_tools::Family, name: &str) -> bool {
+    use computer_tools::Needs;
+    use computerd::protocol::Group;
+    let input = |g: &Group| {
+        matches!(
+            g,
+            Group::InputPointer | Group::InputKeys | Group::InputTouch
+        )
+    };
+    match family.tool(name).map(|t| t.needs) {
+        Some(Needs::Group(g)) => input(&g),
+        Some(Needs::All(gs)) => gs.iter().any(input),
+        _ => false,
     }
 }
 
@@ -336,6 +355,9 @@ impl ComputerMcp {
             if self.app.provider.can_pause() {
                 names.extend(fleet::PAUSE_NAMES);
             }
+            if self.app.views.served() {
+                names.push(fleet::VIEW_NAME);
+            }
             return Err(ErrorData::invalid_params(
                 format!("no tool {name:?}; the tools are: {}", names.join(", ")),
                 None,
@@ -363,6 +385,11 @@ impl ComputerMcp {
             Err(why) => return Ok(tool_error(format!("{name} could not run: {why}"))),
         };
         let entry = for_call.entry;
+        if self.app.views.held_by_person(&entry.handle) && sends_input(family, &name) {
+            return Ok(tool_error(format!(
+                "{name}: a person has control of this screen until they give it back; nothing was sent (screenshot still reads the screen)"
+            )));
+        }
         let _in_use = entry.begin_use();
         let progress: Option<ProgressFn> = context.meta.get_progress_token().map(|token| {
             let peer = context.peer.clone();

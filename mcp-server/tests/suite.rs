@@ -21,3 +21,4 @@ mod sessions;
 mod skills;
 mod stdio;
 mod support;
+mod view;

@@ -23,7 +23,9 @@ use crate::define::{done, hints, make_tool, parse};
 use crate::error::{Result, ToolError};
 
 mod pause;
+mod view;
 pub use pause::PAUSE_NAMES;
+pub use view::{VIEW_NAME, ViewLink};
 
 /// The argument every tool of a family takes to say which computer.
 pub const COMPUTER_ARG: &str = "computer";
@@ -172,6 +174,8 @@ pub struct FleetPolicy {
     /// The provider can pause a computer: computer_pause and
     /// computer_resume are listed.
     pub pause: bool,
+    /// The server serves a live viewer: computer_view is listed.
+    pub view: bool,
 }
 
 impl Default for FleetPolicy {
@@ -186,6 +190,7 @@ impl Default for FleetPolicy {
             idle_ms: 30 * 60_000,
             max_computers: 4,
             pause: false,
+            view: false,
         }
     }
 }
@@ -297,6 +302,13 @@ pub trait Fleet: Send + Sync {
         which: Which,
         on: bool,
     ) -> BoxFuture<'_, std::result::Result<ComputerSummary, String>>;
+    /// A link to watch one of the caller's computers, or (`revoke`) every
+    /// link to it ended.
+    fn view(
+        &self,
+        which: Which,
+        revoke: bool,
+    ) -> BoxFuture<'_, std::result::Result<ViewLink, String>>;
 }
 
 // ----------------------------------------------------------------- the tools
@@ -306,17 +318,17 @@ pub const NAMES: [&str; 3] = ["computer_new", "computer_list", "computer_release
 
 /// Whether `name` is a fleet tool.
 pub fn is_fleet_tool(name: &str) -> bool {
-    NAMES.contains(&name) || PAUSE_NAMES.contains(&name)
+    NAMES.contains(&name) || PAUSE_NAMES.contains(&name) || name == VIEW_NAME
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ComputerNewArgs {
-    /// A short name to call it by (1 to 64 of a-z, 0-9, '-' and '_'), unique among your computers; `default` is taken.
+    /// A name (1 to 64 of a-z, 0-9, - and _), unique among yours; not `default`.
     pub name: Option<String>,
     /// Its kind; the server's own when left out.
     pub kind: Option<String>,
-    /// Minutes it may live; the server's lifetime when left out, and at most that.
+    /// Minutes it may live (default and most: the server's lifetime).
     pub lifetime_minutes: Option<u64>,
     /// The network it reaches; the server's when left out. A computer may be given less network than the server's, never more.
     pub network: Option<NetworkChoice>,
@@ -324,7 +336,7 @@ pub struct ComputerNewArgs {
     pub cpus: Option<f64>,
     /// Memory in MiB, at most the server's.
     pub memory_mb: Option<u64>,
-    /// The most processes and threads at once, at most the server's.
+    /// Most processes and threads at once, at most the server's.
     pub pids: Option<u64>,
 }
 
@@ -335,7 +347,7 @@ pub struct ComputerListArgs {}
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ComputerReleaseArgs {
-    /// The computer to end: its handle or its name (`default` for your default computer).
+    /// Handle or name (`default`: yours).
     pub computer: String,
 }
 
@@ -352,12 +364,12 @@ pub fn tools(policy: &FleetPolicy) -> Vec<Tool> {
     let mut new = make_tool::<ComputerNewArgs, ComputerSummary>(
         "computer_new",
         format!(
-            "Make another computer, separate from your others (its own files and processes). \
+            "Make another computer, with its own files and processes. \
 Pass its handle or name as `computer` to any tool to run there. \
 It lives until computer_release, {idle} without use, or its lifetime ({max_life} unless you ask less); \
 it outlives a server restart only if the server keeps computers. \
 You may hold {} computers, your default one included. \
-Kinds: {}. Networks: {}. For work that must not share a machine (a clean build, a server and its client apart).",
+Kinds: {}. Networks: {}. For work that must not share a machine.",
             policy.max_computers,
             policy.kinds_text(),
             policy.networks_text(),
@@ -401,13 +413,17 @@ A computer unused for {idle} is released, so one you made earlier may be gone."
     );
     let release = make_tool::<ComputerReleaseArgs, ComputerSummary>(
         "computer_release",
-        "End one of your computers now, by handle or name: its files and processes are gone, and its handle no longer works. \
-Release a computer when its work is done, so you stay under your limit.".to_string(),
+        "End a computer now: its files and processes are gone, its handle no longer works. \
+Release one when its work is done, to stay under your limit."
+            .to_string(),
         hints("Release a computer", false, true, true, false),
     );
     let mut all = vec![new, list, release];
     if policy.pause {
         all.extend(pause::tools());
+    }
+    if policy.view {
+        all.push(view::tool());
     }
     all
 }
@@ -537,6 +553,10 @@ pub async fn call(
         ))),
         "computer_pause" => pause::call(args, true, fleet).await,
         "computer_resume" => pause::call(args, false, fleet).await,
+        VIEW_NAME if !policy.view => Err(ToolError::Refused(format!(
+            "{name}: this server serves no viewer (start it with --http, or --viewer 127.0.0.1:0 over stdio)"
+        ))),
+        VIEW_NAME => view::call(args, fleet).await,
         _ => return None,
     };
     Some(r.unwrap_or_else(ToolError::into_result))
@@ -733,10 +753,11 @@ mod tests {
     fn the_fleet_tools_match_their_golden_schemas() {
         let tools = tools(&FleetPolicy {
             pause: true,
+            view: true,
             ..FleetPolicy::default()
         });
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-        assert_eq!(names, [&NAMES[..], &PAUSE_NAMES[..]].concat());
+        assert_eq!(names, [&NAMES[..], &PAUSE_NAMES[..], &[VIEW_NAME]].concat());
         // Where the provider cannot pause, the two are not listed.
         assert_eq!(super::tools(&FleetPolicy::default()).len(), NAMES.len());
         let mut text = serde_json::to_string_pretty(&tools).unwrap();

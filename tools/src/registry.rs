@@ -544,8 +544,8 @@ mod tests {
     }
 
     /// What a session's whole `tools/list` is, as compact JSON: its
-    /// family's tools and the fleet tools (all five, as where the provider
-    /// can pause), every group offered, with the server's default settings.
+    /// family's tools and the fleet tools (all six, as where the provider
+    /// can pause and a viewer is served), every group offered, with the server's default settings.
     /// Each kind is held to 20 KB (20,000 bytes), against 18.5 KB for
     /// Playwright MCP 0.0.86's 25 tools: a desktop lists its page tools
     /// inside `browser`, a browser its rarer acts, and both their process
@@ -554,6 +554,7 @@ mod tests {
     fn every_kinds_whole_listing_fits_in_20_kb() {
         let pausing = crate::fleet::FleetPolicy {
             pause: true,
+            view: true,
             ..Default::default()
         };
         let mut fleet = crate::fleet::tools(&pausing);

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use computer_tools::fleet::{self, ComputerSummary, NewComputer, Which};
+use computerd::protocol::SettingKind;
 
 use super::{App, Ask, Principal, Slot};
 use crate::session::{Session, words};
@@ -115,6 +116,19 @@ impl CallerFleet {
         Ok(entry.summary(which == Which::Default))
     }
 
+    async fn view_one(&self, which: Which, revoke: bool) -> Result<fleet::ViewLink, String> {
+        let entry = self.named(&which).await?;
+        if !revoke && entry.kind == SettingKind::Sandbox {
+            return Err(format!(
+                "{}: {} has no screen to watch (a {} computer)",
+                fleet::VIEW_NAME,
+                entry.label(),
+                entry.kind.as_str()
+            ));
+        }
+        self.app.views.link(&entry, revoke)
+    }
+
     async fn release_one(&self, which: Which) -> Result<ComputerSummary, String> {
         let entry = self.named(&which).await?;
         let summary = entry.summary(which == Which::Default);
@@ -139,5 +153,8 @@ impl fleet::Fleet for CallerFleet {
     }
     fn pause(&self, which: Which, on: bool) -> BoxFuture<'_, Result<ComputerSummary, String>> {
         Box::pin(self.pause_one(which, on))
+    }
+    fn view(&self, which: Which, revoke: bool) -> BoxFuture<'_, Result<fleet::ViewLink, String>> {
+        Box::pin(self.view_one(which, revoke))
     }
 }

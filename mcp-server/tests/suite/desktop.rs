@@ -15,7 +15,7 @@ use super::support::*;
 const GREEN: [u8; 3] = [0, 255, 0];
 
 /// The fixture beside the server (`cargo test --workspace` builds it).
-fn fixture_bin() -> Option<PathBuf> {
+pub fn fixture_bin() -> Option<PathBuf> {
     let p = Path::new(SERVER).with_file_name("computerd-x11-fixture");
     computer_testkit::need(
         "xvfb",
@@ -26,7 +26,7 @@ fn fixture_bin() -> Option<PathBuf> {
 }
 
 /// The fixture in a directory the computer sees read-only at /workspace.
-fn fixture_share(bin: &Path) -> tempfile::TempDir {
+pub fn fixture_share(bin: &Path) -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::Builder::new()
         .prefix("cmcp-x11")
@@ -77,7 +77,23 @@ pub fn centre_of(w: u32, rgb: &[u8], colour: [u8; 3]) -> [i64; 2] {
     [i64::from((x0 + x1) / 2), i64::from((y0 + y1) / 2)]
 }
 
-async fn events(client: &Client) -> Vec<Value> {
+/// The fixture (shared at /workspace) started in the computer like any
+/// program (it gets DISPLAY), once it says it is ready; its log is
+/// /tmp/events.jsonl.
+pub async fn start_fixture(client: &Client) {
+    call_ok(
+        client,
+        "process",
+        json!({"action": "start", "args": {"argv": ["/workspace/fixture", "--log", "/tmp/events.jsonl"]}}),
+    )
+    .await;
+    wait_for(client, 0, "the ready line", |e| {
+        e.iter().any(|e| e["event"] == "ready")
+    })
+    .await;
+}
+
+pub async fn events(client: &Client) -> Vec<Value> {
     stdout_of(client, "cat /tmp/events.jsonl 2>/dev/null")
         .await
         .lines()
@@ -86,7 +102,7 @@ async fn events(client: &Client) -> Vec<Value> {
 }
 
 /// Wait (bounded) until the fixture's log after event `from` satisfies `ok`.
-async fn wait_for(
+pub async fn wait_for(
     client: &Client,
     from: usize,
     what: &str,
@@ -136,16 +152,7 @@ async fn a_model_clicks_where_it_saw_through_screenshot_computer_and_input() {
 
     // The fixture, started in the computer like any program: it gets
     // DISPLAY. `process` lists process_start and the others as its acts.
-    call_ok(
-        &client,
-        "process",
-        json!({"action": "start", "args": {"argv": ["/workspace/fixture", "--log", "/tmp/events.jsonl"]}}),
-    )
-    .await;
-    wait_for(&client, 0, "the ready line", |e| {
-        e.iter().any(|e| e["event"] == "ready")
-    })
-    .await;
+    start_fixture(&client).await;
     let info = call(&client, "computer_info", json!({})).await;
     assert_eq!(structured(&info)["kind"], "desktop");
 

@@ -17,7 +17,7 @@ pub const PAUSE_NAMES: [&str; 2] = ["computer_pause", "computer_resume"];
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ComputerPauseArgs {
-    /// The computer: its handle or its name (`default` for your default computer).
+    /// Handle or name (`default`: yours).
     pub computer: String,
 }
 
@@ -25,8 +25,8 @@ pub(super) fn tools() -> Vec<Tool> {
     vec![
         make_tool::<ComputerPauseArgs, ComputerSummary>(
             "computer_pause",
-            "Pause one of your computers, by handle or name: every program in it stops where it is, its files and memory kept, \
-until computer_resume. Tools on it are refused meanwhile. Its deadline and idle time keep running.".to_string(),
+            "Pause a computer: its programs stop where they are, files and memory kept, until computer_resume; \
+its tools are refused meanwhile. Its deadline and idle time keep running.".to_string(),
             hints("Pause a computer", false, false, true, false),
         ),
         make_tool::<ComputerPauseArgs, ComputerSummary>(

@@ -1,0 +1,74 @@
+//! `computer_view`: a link a person opens to watch a computer's screen
+//! live, and take control of it. Listed only where the server serves a
+//! viewer ([`super::FleetPolicy::view`]).
+
+use rmcp::model::{CallToolResult, Tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Fleet, Which};
+use crate::define::{done, hints, make_tool, parse};
+use crate::error::{Result, ToolError};
+
+/// The tool's name.
+pub const VIEW_NAME: &str = "computer_view";
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ComputerViewArgs {
+    /// Handle or name; default: yours.
+    pub computer: Option<String>,
+    /// End its links.
+    pub revoke: Option<bool>,
+}
+
+/// A link to a computer's live view, or the links ended.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ViewLink {
+    /// The computer: `build (c-…)`.
+    pub computer: String,
+    /// The link to give a person; absent when links were revoked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// When the link stops working (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires: Option<String>,
+    /// Links of this computer ended by this call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revoked: Option<u64>,
+}
+
+pub(super) fn tool() -> Tool {
+    make_tool::<ComputerViewArgs, ViewLink>(
+        VIEW_NAME,
+        "A link for a person to watch the screen live and take control.".to_string(),
+        hints("Watch link", false, false, false, false),
+    )
+}
+
+pub(super) async fn call(args: Value, fleet: &dyn Fleet) -> Result<CallToolResult> {
+    let a: ComputerViewArgs = parse(VIEW_NAME, args)?;
+    let which = match &a.computer {
+        None => Which::Default,
+        Some(c) => Which::parse("computer", c)
+            .map_err(|e| ToolError::Invalid(format!("{VIEW_NAME}: {e}")))?,
+    };
+    let link = fleet
+        .view(which, a.revoke.unwrap_or(false))
+        .await
+        .map_err(ToolError::Refused)?;
+    let text = match (&link.url, &link.expires, link.revoked) {
+        (Some(url), Some(expires), _) => format!(
+            "{url}\nGive this link to a person: it shows {}'s screen live, and its \"Take control\" button lets them use the mouse and keyboard until they give control back. \
+It works for that computer only, until {expires} or until computer_view with revoke: true; whoever has it can watch and control, so share it with that person only.",
+            link.computer
+        ),
+        _ => format!(
+            "ended {} link(s) to {}: open views closed, and the links no longer work",
+            link.revoked.unwrap_or(0),
+            link.computer
+        ),
+    };
+    Ok(done(text, &link))
+}
