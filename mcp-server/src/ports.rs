@@ -265,7 +265,7 @@ pub async fn cli(
             return Ok(1);
         }
     };
-    println!("{}", opened.url);
+    crate::print_out(&format!("{}\n", opened.url));
     eprintln!(
         "computer-mcp: port {port} in {computer} is at the URL above (it holds the port's token) until Ctrl-C or the computer ends"
     );
