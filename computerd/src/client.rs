@@ -10,6 +10,7 @@
 //! what one call cannot carry: whole files, tar archives and process output.
 
 mod helpers;
+mod port;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -30,6 +31,7 @@ use crate::protocol::{
 pub use helpers::{
     ComputerExt, FollowChunk, ProcessFollow, ProcessOutput, TarPull, WriteFileOptions,
 };
+pub use port::{PortConn, nothing_listens};
 
 /// Why a call failed.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -26,6 +26,7 @@ mod input;
 mod kinds;
 mod lifecycle;
 pub mod limits;
+mod port;
 mod probe;
 mod process;
 mod screen;
@@ -59,6 +60,10 @@ pub use kinds::{
 pub use lifecycle::{
     CancelParams, DeadlineExtendParams, DeadlineExtendResult, Empty, HelloParams, HelloResult,
     PingParams,
+};
+pub use port::{
+    PortCloseParams, PortConnectParams, PortReadParams, PortReadResult, PortStreamId,
+    PortWriteParams,
 };
 pub use probe::{
     DEFAULT_PROBE_TARGETS, DIAGNOSE_ANSWER_MS, DIAGNOSE_CONNECT_MS, DIAGNOSE_TARGETS,
@@ -162,6 +167,13 @@ methods! {
     ProcessList = "process.list": ProcessListParams => ProcessListResult;
     ProcessWait = "process.wait": ProcessWaitParams => ProcessWaitResult;
     DeadlineExtend = "deadline.extend": DeadlineExtendParams => DeadlineExtendResult;
+    /// A TCP connection to a port on the computer's own loopback.
+    PortConnect = "port.connect": PortConnectParams => PortStreamId;
+    /// The next bytes the port's server sent (a bytes frame on request).
+    PortRead = "port.read": PortReadParams => PortReadResult;
+    /// Bytes for the port's server (a bytes frame), and a close of the sending side.
+    PortWrite = "port.write": PortWriteParams => Empty;
+    PortClose = "port.close": PortCloseParams => Empty;
     /// A PNG of the screen or a region of it (group screen).
     ScreenShot = "screen.shot": ScreenShotParams => ScreenShotResult;
     ScreenRead = "screen.read": ScreenReadParams => ScreenReadResult;

@@ -25,7 +25,9 @@ use computerd::protocol::SettingKind;
 use serde::{Deserialize, Serialize};
 
 mod commands;
-pub use commands::{Cli, Command, ComputersCommand, ConformanceArgs, ExecArgs, SweepArgs};
+pub use commands::{
+    Cli, Command, ComputersCommand, ConformanceArgs, ExecArgs, PortsCommand, SweepArgs,
+};
 
 /// The network every computer of this server reaches: `none`, `open`,
 /// `public` (every public host, through the egress proxy) or

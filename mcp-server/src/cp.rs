@@ -127,7 +127,7 @@ pub async fn find(provider: &Arc<dyn Provider>, which: &str) -> Result<ComputerR
     }
 }
 
-async fn connect(
+pub(crate) async fn connect(
     provider: &Arc<dyn Provider>,
     which: &str,
 ) -> Result<Arc<dyn ComputerClient>, String> {

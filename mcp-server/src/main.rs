@@ -38,6 +38,7 @@ mod http;
 mod lines;
 mod logging;
 mod memory;
+mod ports;
 #[cfg(test)]
 mod readme_tests;
 mod resources;
@@ -169,6 +170,7 @@ fn run(parsed: Parsed) -> i32 {
                 Command::Sweep(_)
                     | Command::Computers(_)
                     | Command::Cp(_)
+                    | Command::Ports(_)
                     | Command::Doctor
                     | Command::Conformance(_)
             )
@@ -199,6 +201,7 @@ fn run(parsed: Parsed) -> i32 {
                     Ok(1)
                 }
             },
+            Some(Command::Ports(c)) => ports::cli(provider, c).await,
             Some(Command::Doctor) => {
                 let (text, works) = doctor::run(provider, &config).await;
                 print_out(&text);

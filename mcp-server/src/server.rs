@@ -430,6 +430,7 @@ impl ComputerMcp {
             progress,
             extend,
             receipt: Some(receipt),
+            ports: Some(Arc::clone(&entry.ports) as Arc<dyn computer_tools::ports::PortHost>),
             state: Arc::clone(&entry.state),
             cancel: cancel.clone(),
             resources: Some(format!("computer://{}", entry.handle)),

@@ -16,6 +16,7 @@ mod malformed;
 mod pause;
 mod phone;
 mod playwright;
+mod ports;
 mod receipt;
 mod sessions;
 mod skills;

@@ -35,7 +35,7 @@ pub struct ComputerInfoArgs {}
 listing!(
     fn info_tool(_): ComputerInfoArgs => ComputerFacts,
     "This computer: provider, OS, user, work directory (HOME), \
-network as read back (`none (only lo)`: nothing outside reachable), deadline, isolation, what it used (`receipt`).",
+network as read back (`none (only lo)`: nothing outside reachable), deadline, isolation, what it used (`receipt`), open `ports`.",
     hints("About this computer", true, false, true, false)
 );
 
@@ -69,6 +69,9 @@ pub(crate) fn render_facts(f: &ComputerFacts) -> String {
     if let Some(r) = &f.receipt {
         t.push_str(&format!("used: {}\n", render_receipt(r)));
     }
+    for p in &f.ports {
+        t.push_str(&format!("port {}: {}\n", p.port, p.url));
+    }
     for n in &f.notes {
         t.push_str(&format!("note: {n}\n"));
     }
@@ -97,6 +100,9 @@ async fn info(ctx: &ToolContext, _a: ComputerInfoArgs) -> Result<CallToolResult>
     let mut facts = ctx.facts.clone();
     if let Some(receipt) = &ctx.receipt {
         facts.receipt = Some(receipt().await);
+    }
+    if let Some(ports) = &ctx.ports {
+        facts.ports = ports.list();
     }
     let mut text = render_facts(&facts);
     if ctx.extend.is_some() && facts.deadline.is_some() {
@@ -170,6 +176,7 @@ mod tests {
             isolation: "namespaces".into(),
             notes: vec!["a note".into()],
             receipt: None,
+            ports: Vec::new(),
         };
         assert_eq!(
             render_facts(&f),

@@ -73,10 +73,15 @@ pub const FAMILY: Family = Family {
         SHOT_TOOLS,
         SCREEN_TOOLS,
         sandbox::TOOLS,
+        crate::ports::TOOLS,
         browser::tool::PAGE_TOOLS,
         common::TOOLS,
     ],
-    together: &[sandbox::PROCESS_TOGETHER, browser::tool::PAGE_TOGETHER],
+    together: &[
+        sandbox::PROCESS_TOGETHER,
+        crate::ports::TOGETHER,
+        browser::tool::PAGE_TOGETHER,
+    ],
 };
 
 /// The desktop family's skill.

@@ -28,6 +28,8 @@
 //!   types), argument parsing that names the field, annotations, results.
 //! - `budget`: what keeps a result inside a model's context: the middle cut
 //!   and the file in the computer that keeps the whole output.
+//! - [`ports`]: preview ports (`port_open`, `port_list`, `port_close`,
+//!   listed as one `port`) over the server's [`ports::PortHost`].
 //! - [`Together`]: members of a family listed as one tool (`process`).
 //! - `text`: line numbering by offset and limit, image and binary detection.
 //! - `error`: [`ToolError`], and its one mapping to an `isError` result.
@@ -40,6 +42,7 @@ pub mod desktop;
 mod error;
 pub mod fleet;
 pub mod phone;
+pub mod ports;
 mod registry;
 pub mod sandbox;
 pub mod skills;
@@ -94,6 +97,10 @@ pub struct ComputerFacts {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(skip)]
     pub receipt: Option<Receipt>,
+    /// The preview ports open now (computer_info reads them at the call).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(skip)]
+    pub ports: Vec<ports::OpenPort>,
 }
 
 /// What a computer has used so far: the figures of its receipt.
@@ -193,6 +200,8 @@ pub struct ToolContext {
     pub extend: Option<ExtendFn>,
     /// Some when the server keeps the computer's receipt.
     pub receipt: Option<ReceiptFn>,
+    /// Some when the server gives this computer's ports URLs.
+    pub ports: Option<Arc<dyn ports::PortHost>>,
     /// What the tools remember about this computer: one per computer, the
     /// same `Arc` for every call on it.
     pub state: Arc<ComputerState>,
@@ -220,6 +229,7 @@ impl ToolContext {
             progress: None,
             extend: None,
             receipt: None,
+            ports: None,
             state: ComputerState::new(),
             cancel: CancellationToken::new(),
             resources: None,

@@ -79,7 +79,7 @@ pub const FAMILY: Family = Family {
     kind: SettingKind::Sandbox,
     instructions: INSTRUCTIONS,
     skill: crate::skills::SANDBOX_TEXT,
-    sets: &[TOOLS, common::TOOLS],
+    sets: &[TOOLS, crate::ports::TOOLS, common::TOOLS],
     together: &[],
 };
 

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Daemon, exec, files, tar};
 
 mod frame;
+mod ports;
 mod streams;
 use crate::client::{LineRead, read_bounded_line};
 use crate::protocol::{
@@ -36,6 +37,7 @@ struct Conn {
     inflight: Mutex<HashMap<Id, Inflight>>,
     pulls: Mutex<HashMap<String, Arc<PullSlot>>>,
     pushes: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<tar::Push>>>>>,
+    ports: Mutex<HashMap<String, Arc<ports::PortSlot>>>,
     /// The one screen.shot this connection holds: its id and PNG.
     shot: Mutex<Option<(String, Arc<Vec<u8>>)>>,
     /// The connection's screen.watch, and its newest frame held for screen.read.
@@ -101,6 +103,7 @@ pub async fn serve(daemon: Arc<Daemon>, stream: UnixStream) {
         inflight: Mutex::new(HashMap::new()),
         pulls: Mutex::new(HashMap::new()),
         pushes: Mutex::new(HashMap::new()),
+        ports: Mutex::new(HashMap::new()),
         shot: Mutex::new(None),
         watch: Default::default(),
         frame: Mutex::new(None),
@@ -305,8 +308,12 @@ impl Conn {
         Some(cancel)
     }
 
-    /// Pulls and pushes still open when the connection ends are ended with it.
+    /// Pulls, pushes and port connections still open when the connection
+    /// ends are ended with it.
     fn end_streams(&self) {
+        for (_, slot) in lock(&self.ports).drain() {
+            slot.close();
+        }
         for (_, slot) in lock(&self.pulls).drain() {
             slot.finish();
             if let Ok(mut p) = slot.pull.try_lock() {
@@ -389,6 +396,14 @@ async fn dispatch_framed(
             conn.pull_read(decode_params(params)?, cancel).await,
             reply_bytes,
         ),
+        Some(Method::PortWrite) => {
+            let p = decode_params_with_bytes(params, bytes)?;
+            to_value(conn.port_write(p).await).map(|v| (v, None))
+        }
+        Some(Method::PortRead) if bytes.is_none() => frame::answer(
+            conn.port_read(decode_params(params)?, cancel).await,
+            reply_bytes,
+        ),
         Some(Method::FilesRead) if bytes.is_none() => {
             let p = decode_params(params)?;
             frame::answer(blocking(move || files::read(p)).await, reply_bytes)
@@ -396,9 +411,10 @@ async fn dispatch_framed(
         _ if bytes.is_some() => Err(RpcError::invalid_field(
             "bytes",
             format!(
-                "{m} takes no bytes frame (only {} and {} do); its bytes were read and dropped",
+                "{m} takes no bytes frame (only {}, {} and {} do); its bytes were read and dropped",
                 Method::FilesWrite.as_str(),
-                Method::TarPushWrite.as_str()
+                Method::TarPushWrite.as_str(),
+                Method::PortWrite.as_str()
             ),
         )),
         _ => dispatch(conn, m, params, cancel).await.map(|v| (v, None)),
@@ -456,6 +472,10 @@ async fn dispatch(
                     .map(|at| DeadlineExtendResult { at }),
             )
         }
+        Method::PortConnect => to_value(conn.port_connect(decode_params(params)?).await),
+        Method::PortRead => to_value(conn.port_read(decode_params(params)?, cancel).await),
+        Method::PortWrite => to_value(conn.port_write(decode_params(params)?).await),
+        Method::PortClose => to_value(Ok(conn.port_close(decode_params(params)?))),
         Method::ScreenShot => to_value(conn.screen_shot(decode_params(params)?, cancel).await),
         Method::ScreenRead => to_value(conn.screen_read(decode_params(params)?)),
         Method::ScreenWatch => {

@@ -36,6 +36,8 @@ pub const MAX_LOG_BYTES: u64 = 16 * MIB;
 pub const MAX_PULLS_PER_CONNECTION: usize = 8;
 /// Tar pushes open at once on one connection.
 pub const MAX_PUSHES_PER_CONNECTION: usize = 8;
+/// Port connections (port.connect) open at once on one connection.
+pub const MAX_PORT_STREAMS_PER_CONNECTION: usize = 256;
 /// The most JSON bytes of a files.list or process.list reply.
 pub const MAX_LIST_REPLY_BYTES: u64 = 768 * KIB;
 /// The most entries of one files.list reply.

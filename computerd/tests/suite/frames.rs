@@ -126,7 +126,7 @@ async fn a_misplaced_frame_is_refused_in_words_and_the_connection_goes_on() {
     let msg = refusal(&raw.recv().await, "invalid", "bytes");
     assert_eq!(
         msg,
-        "ping takes no bytes frame (only files.write and tar.push.write do); its bytes were read and dropped"
+        "ping takes no bytes frame (only files.write, tar.push.write and port.write do); its bytes were read and dropped"
     );
 
     // A push id that is not open on this connection.

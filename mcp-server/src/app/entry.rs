@@ -90,6 +90,8 @@ pub struct Entry {
     pub(super) released: Mutex<Option<String>>,
     /// Paused by computer_pause: its calls are refused until resumed.
     pub(super) paused: std::sync::atomic::AtomicBool,
+    /// Its preview ports' listeners, ended with it.
+    pub ports: Arc<crate::ports::Ports>,
 }
 
 impl Entry {

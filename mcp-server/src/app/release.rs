@@ -56,6 +56,7 @@ impl App {
             &entry.principal,
             why,
         );
+        entry.ports.shut();
         entry.client.close();
         if keep {
             tracing::info!(

@@ -130,6 +130,7 @@ impl App {
             principal: ask.principal.clone(),
             kind: ask.spec.kind,
             computer: created.computer,
+            ports: crate::ports::Ports::new(Arc::clone(&conn.client)),
             client: conn.client,
             state: ComputerState::new(),
             facts: Mutex::new(facts),
@@ -178,6 +179,7 @@ impl App {
             isolation: caps.isolation.clone(),
             notes,
             receipt: None,
+            ports: Vec::new(),
         }
     }
 
@@ -231,6 +233,7 @@ impl App {
             principal,
             kind,
             computer: r,
+            ports: crate::ports::Ports::new(Arc::clone(&conn.client)),
             client: conn.client,
             state: ComputerState::new(),
             facts: Mutex::new(facts),

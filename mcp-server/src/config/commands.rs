@@ -56,6 +56,12 @@ pub enum Command {
     /// path the source becomes; onto this host it must not exist, and the
     /// computer's archive is unpacked by rules that keep it inside DST.
     Cp(crate::cp::CpArgs),
+    /// Reach a server a computer runs on its own loopback: `ports open
+    /// build 8000` prints a URL on this host (with its token) and carries
+    /// its connections to port 8000 in the computer until Ctrl-C or the
+    /// computer ends.
+    #[command(subcommand)]
+    Ports(PortsCommand),
     /// Run the conformance suite against the provider: the contract every
     /// provider must pass. Exits 0 when Core passes, 1 when it fails, 2 on a
     /// usage error, 3 on a partial run (--only).
@@ -105,6 +111,19 @@ pub enum ComputersCommand {
         /// Handles (c-...), names, or provider ids.
         #[arg(required = true, value_name = "COMPUTER")]
         which: Vec<String>,
+    },
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum PortsCommand {
+    /// Print a URL for PORT inside COMPUTER and serve it until Ctrl-C.
+    Open {
+        /// A handle (c-...), name, or provider id.
+        #[arg(value_name = "COMPUTER")]
+        computer: String,
+        /// The TCP port inside the computer, 1 to 65535.
+        #[arg(value_name = "PORT")]
+        port: u32,
     },
 }
 

@@ -116,6 +116,7 @@ impl Sandbox {
             isolation: "none (test)".into(),
             notes: vec!["a test computer".into()],
             receipt: None,
+            ports: Vec::new(),
         };
         let shared: Arc<dyn ComputerClient> = Arc::new(client.clone());
         let ctx = ToolContext {
