@@ -84,8 +84,17 @@ pub const FAMILY: Family = Family {
     kind: SettingKind::Browser,
     instructions: INSTRUCTIONS,
     skill: SKILL_TEXT,
-    sets: &[tool::PAGE_TOOLS, sandbox::TOOLS, common::TOOLS],
-    together: &[tool::RARE_PAGE_TOGETHER, sandbox::PROCESS_TOGETHER],
+    sets: &[
+        tool::PAGE_TOOLS,
+        sandbox::TOOLS,
+        crate::ports::TOOLS,
+        common::TOOLS,
+    ],
+    together: &[
+        tool::RARE_PAGE_TOGETHER,
+        sandbox::PROCESS_TOGETHER,
+        crate::ports::TOGETHER,
+    ],
 };
 
 /// The browser family's skill.
@@ -909,7 +918,7 @@ mod tests {
         // Listed: the frequent page acts one by one, the rest inside
         // `browser` (no `process`: a vendor's browser has no processes).
         let listed = FAMILY.names(&offer);
-        assert_eq!(listed.len(), 10, "{listed:?}");
+        assert_eq!(listed.len(), 9, "{listed:?}");
         assert!(listed.contains(&"browser") && !listed.contains(&"process"));
     }
 

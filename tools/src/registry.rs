@@ -478,9 +478,7 @@ mod tests {
             kinds(SettingKind::Desktop),
             ["desktop", "sandbox", "browser"]
         );
-        // A browser lists no preview ports (its listing has no room), so
-        // not every sandbox tool: it is not pointed at the sandbox skill.
-        assert_eq!(kinds(SettingKind::Browser), ["browser"]);
+        assert_eq!(kinds(SettingKind::Browser), ["browser", "sandbox"]);
     }
 
     /// Each family's names, descriptions and schemas are held to a golden
@@ -566,6 +564,7 @@ mod tests {
         let fleet_bytes = serde_json::to_string(&fleet).unwrap().len() - 1;
         for family in registry().families() {
             let bytes = listing_bytes(family.kind) + fleet_bytes;
+            eprintln!("{}: {bytes} B", family.kind.as_str());
             assert!(
                 bytes <= 20_000,
                 "the {} tools/list is {bytes} bytes of compact JSON, over 20 KB",

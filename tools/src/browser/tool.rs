@@ -93,7 +93,7 @@ pub const PAGE_TOOLS: ToolSet = ToolSet {
     tools: &[
         ToolDef::new("browser_navigate", CDP, listing!(|_| navigate::NavigateArgs => navigate::NavigateOutput,
             format!(
-                "Open a page in the current tab (url: http://, https:// or about:blank; other schemes are refused), or go back, forward or reload (action). Waits for the page to load, at most timeout_ms (default {} s, at most {} s), and answers its URL and title. Then read it with browser_snapshot.",
+                "Open a URL (http://, https:// or about:blank) in the current tab, or go back, forward or reload (action). Waits for the load (timeout_ms: default {} s, at most {} s); answers the URL and title.",
                 NAVIGATE_DEFAULT_MS / 1000,
                 NAVIGATE_MAX_MS / 1000
             ),
@@ -101,7 +101,7 @@ pub const PAGE_TOOLS: ToolSet = ToolSet {
         ), page_handler!(navigate::navigate)),
         ToolDef::new("browser_snapshot", CDP, listing!(|s| snapshot::SnapshotArgs => snapshot::SnapshotOutput,
             format!(
-                "Read the current page as its accessibility tree: indented lines such as `- button \"Submit\" [ref=e12]`, a ref on everything you can act on; pass refs to the other page tools. A ref names its element while it is in the page, across snapshots; a removed element's ref, or one from before a navigation, is refused. Passwords are never shown. At most {} KiB a page; page 2 and on are of the same snapshot.",
+                "Read the page as its accessibility tree: lines such as `- button \"Submit\" [ref=e12]`, a ref on what you can act on (the page tools take refs). A ref holds while its element is in the page; a removed one's, or one from before a navigation, is refused. Passwords are never shown. At most {} KiB a page; page 2 and on are of the same snapshot.",
                 budget(s) / 1024
             ),
             hints("Page snapshot", true, false, false, false)
@@ -208,6 +208,7 @@ pub const RARE_PAGE_TOGETHER: Together = Together {
     title: "More page acts",
     lead: "More page acts, on an element by its ref from browser_snapshot where they take one; each takes tab_id too.",
     members: Members::Named(&[
+        "browser_wait_for",
         "browser_select",
         "browser_scroll",
         "browser_eval",
