@@ -71,7 +71,7 @@ enum Browser {
         /// The daemon's ids of the browsers this client started or ended:
         /// not the model's to read, write or signal (their pipes carry
         /// every caller's pages).
-        hidden: std::sync::Mutex<std::collections::HashSet<String>>,
+        hidden: Box<std::sync::Mutex<std::collections::HashSet<String>>>,
         /// The computer's bounds as read back, for words when Chromium
         /// cannot start within them.
         bounds: Option<SizesReadBack>,
