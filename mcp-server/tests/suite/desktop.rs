@@ -386,9 +386,9 @@ async fn a_desktops_page_tools_drive_the_browser_its_screen_shows() {
             "edit_file",
             "list_files",
             "process",
+            "port",
             "browser",
             "computer_info",
-            "computer_extend",
         ]
     );
     let nav = open_served(
