@@ -441,4 +441,44 @@ impl Provider for KubernetesProvider {
         // Its policy too when the pod is already gone.
         self.delete_and_wait(&computer.id, cancel).await
     }
+
+    /// Every pod of ours past its deadline (the kubelet's
+    /// `activeDeadlineSeconds` ends its containers but keeps the object), and
+    /// every deny-all policy of ours whose pod is gone (one deleted behind
+    /// our back), deleted.
+    async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {
+        let mut deleted = crate::daemon_backed::sweep::sweep(self, cancel).await?;
+        let ours = ListParams::default().labels(&format!("{}=1", label::COMPUTER));
+        let pods: std::collections::HashSet<String> = self
+            .pods()
+            .await?
+            .list(&ours)
+            .await
+            .map_err(|e| api_error("listing pods", e))?
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        let policies = self.policies().await?;
+        let listed = policies
+            .list(&ours)
+            .await
+            .map_err(|e| api_error("listing NetworkPolicies", e))?;
+        for name in listed.items.into_iter().filter_map(|np| np.metadata.name) {
+            if pods.contains(&name) {
+                continue;
+            }
+            if cancel.is_cancelled() {
+                return Err(aborted("the sweep"));
+            }
+            match policies.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => continue,
+                Err(e) => return Err(api_error(&format!("deleting the NetworkPolicy {name}"), e)),
+            }
+            tracing::info!(%name, "the sweep deleted a NetworkPolicy whose pod is gone");
+            deleted.push(format!("networkpolicy/{name}"));
+        }
+        Ok(deleted)
+    }
 }

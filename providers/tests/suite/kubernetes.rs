@@ -69,6 +69,30 @@ impl Rig {
         KubernetesProvider::configure(s, &HostDefaults::default()).unwrap()
     }
 
+    /// Delete the pod `name` as another client would (kubectl), and wait
+    /// until the API no longer has it.
+    async fn delete_behind_our_back(&self, name: &str) {
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(
+            kube::Client::try_from({
+                let mut cfg = kube::Config::new(self.fake.url().parse().unwrap());
+                cfg.auth_info.token = Some(TOKEN.to_string().into());
+                cfg
+            })
+            .unwrap(),
+            NS,
+        );
+        pods.delete(name, &kube::api::DeleteParams::default().grace_period(1))
+            .await
+            .unwrap();
+        for _ in 0..200 {
+            if pods.get_opt(name).await.unwrap().is_none() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("the pod {name} was not gone 20 s after its delete");
+    }
+
     async fn close(self) {
         assert_eq!(self.fake.pods(), Vec::<String>::new(), "a pod was left");
         assert_eq!(
@@ -187,24 +211,7 @@ async fn a_pod_changed_behind_our_back_is_refused_and_one_deleted_reads_as_gone(
 
     // Deleted by another client: connect and attach say it is gone.
     let b = r.provider.create(&spec, &cancel).await.unwrap().computer;
-    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(
-        kube::Client::try_from({
-            let mut cfg = kube::Config::new(r.fake.url().parse().unwrap());
-            cfg.auth_info.token = Some(TOKEN.to_string().into());
-            cfg
-        })
-        .unwrap(),
-        NS,
-    );
-    pods.delete(&b.id, &kube::api::DeleteParams::default().grace_period(1))
-        .await
-        .unwrap();
-    for _ in 0..200 {
-        if pods.get_opt(&b.id).await.unwrap().is_none() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    r.delete_behind_our_back(&b.id).await;
     let e = r.provider.connect(&b, &cancel).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Gone, "{e:?}");
     assert_eq!(e.message, format!("the pod {} is gone", b.id));
@@ -507,6 +514,8 @@ async fn the_role_holds_every_verb_the_provider_calls_and_no_more() {
         .release(&c, Release::Delete, &cancel)
         .await
         .unwrap();
+    // The janitor's sweep…
+    r.provider.sweep(&cancel).await.unwrap();
     // …and the refusals that read LimitRanges and events.
     r.fake.limit_range(
         NS,
@@ -610,6 +619,66 @@ async fn computerd_streamed_in_through_exec_runs_the_computer() {
     assert_eq!(text(&out), format!("{size} 700\n"), "{out:?}");
     streaming
         .release(&c, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    r.close().await;
+}
+
+/// The janitor's sweep on Kubernetes: a pod the kubelet ended at its
+/// `activeDeadlineSeconds` (the object is kept, phase Failed) is deleted
+/// with its policy, and so is the deny-all policy of a pod deleted behind
+/// our back; a live pod is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_deletes_pods_past_their_deadline_and_policies_whose_pod_is_gone() {
+    let Some(r) = rig("k8s-sweep").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    let mut short = super::support::labelled("short");
+    short.lifetime_ms = 6_000;
+    let a = r.provider.create(&short, &cancel).await.unwrap().computer;
+    let b = r
+        .provider
+        .create(&super::support::labelled("deleted"), &cancel)
+        .await
+        .unwrap()
+        .computer;
+    let live = r
+        .provider
+        .create(&super::support::labelled("live"), &cancel)
+        .await
+        .unwrap()
+        .computer;
+    r.delete_behind_our_back(&b.id).await;
+    // Until the kubelet (the fake's) has ended `a` at its deadline.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(40);
+    loop {
+        let found = r
+            .provider
+            .attach(&AttachBy::Id(a.id.clone()), &cancel)
+            .await
+            .unwrap();
+        if !found.running {
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "a was still running");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(r.fake.pods().contains(&format!("{NS}/{}", a.id)), "kept");
+    let mut swept = r.provider.sweep(&cancel).await.unwrap();
+    swept.sort();
+    let mut want = vec![a.id.clone(), format!("networkpolicy/{}", b.id)];
+    want.sort();
+    assert_eq!(swept, want);
+    assert_eq!(r.fake.pods(), [format!("{NS}/{}", live.id)]);
+    assert_eq!(r.fake.policies(), [format!("{NS}/{}", live.id)]);
+    // A second sweep finds nothing more.
+    assert_eq!(
+        r.provider.sweep(&cancel).await.unwrap(),
+        Vec::<String>::new()
+    );
+    r.provider
+        .release(&live, Release::Delete, &cancel)
         .await
         .unwrap();
     r.close().await;
