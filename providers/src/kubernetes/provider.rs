@@ -445,9 +445,10 @@ impl Provider for KubernetesProvider {
     /// Every pod of ours past its deadline (the kubelet's
     /// `activeDeadlineSeconds` ends its containers but keeps the object), and
     /// every deny-all policy of ours whose pod is gone (one deleted behind
-    /// our back), deleted.
+    /// our back), deleted. The ids are the computers' (a policy is no
+    /// computer: its delete is logged).
     async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {
-        let mut deleted = crate::daemon_backed::sweep::sweep(self, cancel).await?;
+        let deleted = crate::daemon_backed::sweep::sweep(self, cancel).await?;
         let ours = ListParams::default().labels(&format!("{}=1", label::COMPUTER));
         let pods: std::collections::HashSet<String> = self
             .pods()
@@ -477,7 +478,6 @@ impl Provider for KubernetesProvider {
                 Err(e) => return Err(api_error(&format!("deleting the NetworkPolicy {name}"), e)),
             }
             tracing::info!(%name, "the sweep deleted a NetworkPolicy whose pod is gone");
-            deleted.push(format!("networkpolicy/{name}"));
         }
         Ok(deleted)
     }
