@@ -6,12 +6,11 @@ use serde_json::json;
 
 use super::support::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_servers_over_one_kubernetes_api_serve_one_handle() {
-    let Some(env) = computer_testkit::docker_env().await else {
-        return;
-    };
-    let owner = computer_testkit::marker("k8s-replicas");
+/// A fake Kubernetes API whose pods are boxes of the test image carrying
+/// the static computerd, and a server over it; `name` marks the boxes.
+async fn over_a_fake(name: &str) -> Option<(Fake, Server)> {
+    let env = computer_testkit::docker_env().await?;
+    let owner = computer_testkit::marker(name);
     let fake = computer_fakes::kubernetes::FakeKubernetes::start(
         &env.docker,
         &env.image,
@@ -27,6 +26,42 @@ async fn two_servers_over_one_kubernetes_api_serve_one_handle() {
     a.backend = Backend::Kubernetes {
         kubeconfig,
         image: env.image.clone(),
+    };
+    Some((Fake { fake, env, owner }, a))
+}
+
+struct Fake {
+    fake: computer_fakes::kubernetes::FakeKubernetes,
+    env: computer_testkit::DockerEnv,
+    owner: String,
+}
+
+impl Fake {
+    /// Nothing is left: no pod, no policy, no box.
+    async fn close(self) {
+        assert_eq!(self.fake.pods(), Vec::<String>::new(), "a pod was left");
+        assert_eq!(
+            self.fake.policies(),
+            Vec::<String>::new(),
+            "a policy was left"
+        );
+        self.fake.close().await;
+        assert!(
+            computer_testkit::labelled_containers(
+                &self.env.docker,
+                &format!("{}={}", computer_fakes::vendor_box::LABEL, self.owner),
+            )
+            .await
+            .is_empty(),
+            "a box was left"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_over_one_kubernetes_api_serve_one_handle() {
+    let Some((fake, a)) = over_a_fake("k8s-replicas").await else {
+        return;
     };
     let b = Server::replica_of(&a);
     let sa = HttpServer::start_on(a, &[], &[TOKEN]).await;
@@ -71,16 +106,44 @@ async fn two_servers_over_one_kubernetes_api_serve_one_handle() {
     assert!(jerror(&r), "{r}");
     let _ = sb.stop().await;
     let _ = sa.stop().await;
-    assert_eq!(fake.pods(), Vec::<String>::new(), "a pod was left");
-    assert_eq!(fake.policies(), Vec::<String>::new(), "a policy was left");
     fake.close().await;
-    assert!(
-        computer_testkit::labelled_containers(
-            &env.docker,
-            &format!("{}={owner}", computer_fakes::vendor_box::LABEL),
+}
+
+/// A server with `--keep` leaves its computers at its end; restarted on
+/// the same state, it reaches them again by handle and by name, since a
+/// computer lives in its pod's labels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_pod_is_reached_again_after_a_restart() {
+    let Some((fake, server)) = over_a_fake("k8s-keep").await else {
+        return;
+    };
+    let s = HttpServer::start_on(server, &["--keep"], &[TOKEN]).await;
+    let c = s.stateless(TOKEN);
+    let h = c.computer_new("keeper").await;
+    let w = c
+        .call(
+            "write_file",
+            json!({"path": "/work/note", "content": "still-here\n", "computer": h}),
         )
-        .await
-        .is_empty(),
-        "a box was left"
-    );
+        .await;
+    assert!(!jerror(&w), "{w}");
+    let (server, _) = s.stop().await;
+    assert_eq!(fake.fake.pods().len(), 1, "kept at the server's end");
+
+    let s = HttpServer::start_on(server, &["--keep"], &[TOKEN]).await;
+    let c = s.stateless(TOKEN);
+    for by in [h.as_str(), "keeper"] {
+        let r = c
+            .call("read_file", json!({"path": "/work/note", "computer": by}))
+            .await;
+        assert!(!jerror(&r), "{r}");
+        assert_eq!(jhandle(&r), h);
+        assert!(r.to_string().contains("still-here"), "{r}");
+    }
+    let r = c.call("computer_release", json!({"computer": h})).await;
+    assert!(!jerror(&r), "{r}");
+    // Its pod's delete runs on after the answer; the server waits for it
+    // at its stop.
+    let _ = s.stop().await;
+    fake.close().await;
 }
