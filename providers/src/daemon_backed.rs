@@ -10,6 +10,8 @@
 //!   pipe, through the egress relay when the computer has an allowlist.
 //! - [`child`]: a daemon started as a child of the vendor's own agent
 //!   (E2B, Daytona) over the vendor's process API.
+//! - [`desktop`]: a desktop whose init starts its own X server (E2B,
+//!   Kubernetes), and the groups every desktop declares.
 //! - [`labels`]: which computers carry the labels a list or an attach
 //!   asks for, and the one an attach by labels finds.
 //! - [`network`]: a network fixed when the computer is made, and the
@@ -22,6 +24,7 @@
 
 pub mod browser;
 pub mod child;
+pub mod desktop;
 pub mod hello;
 pub mod labels;
 pub mod network;

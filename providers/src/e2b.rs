@@ -401,7 +401,7 @@ impl E2bProvider {
                 self.computerd.display()
             ))
         })?;
-        self.made.check_template(&host, &self.template).await?;
+        desktop::check_template(self.made, &host, &self.template).await?;
         child::install(&host, Bytes::from(daemon)).await?;
         let init = self.made.init_args(child::init_args(deadline, max));
         child::start_init(&host, &init).await?;

@@ -37,8 +37,8 @@ pub mod words;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::daemon_backed::desktop::Made;
 use computerd::client::DaemonClient;
-use computerd::protocol::{Group, MachineKind};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::NetworkPolicy as KPolicy;
 use kube::Api;
@@ -72,7 +72,6 @@ pub const GONE_WAIT: Duration = UP_WAIT;
 /// The in-cluster service account's token (Kubernetes docs, "Accessing
 /// the Kubernetes API from a Pod").
 pub const SERVICE_ACCOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
-const GROUPS: &[Group] = &[Group::Exec, Group::Files, Group::Processes];
 
 /// What a user sets of the Kubernetes provider: flags `--kubernetes-<key>`,
 /// variables `COMPUTER_MCP_KUBERNETES_<KEY>`, keys of
@@ -175,6 +174,9 @@ pub struct KubernetesProvider {
     work_mb: u64,
     /// `--kubernetes-start-s`.
     start: Duration,
+    /// Sandboxes, or desktops of a screen (the server's `--kind desktop`:
+    /// init starts the image's Xvfb).
+    made: Made,
     /// The client and the namespace, found at the first call (a server
     /// configured for Kubernetes starts without reaching a cluster).
     client: tokio::sync::OnceCell<(kube::Client, String)>,
@@ -291,6 +293,9 @@ impl Configure for KubernetesProvider {
             uid,
             work_mb,
             start: Duration::from_secs(start_s),
+            made: Made {
+                screen: host.desktop(),
+            },
             client: tokio::sync::OnceCell::new(),
         })
     }
@@ -407,10 +412,10 @@ impl KubernetesProvider {
 
     pub(crate) fn caps(&self) -> Capabilities {
         Capabilities {
-            kind: MachineKind::Linux,
+            kind: self.made.kind(),
             os: "linux".into(),
             daemon: DaemonMode::Pid1,
-            groups: GROUPS.to_vec(),
+            groups: self.made.groups(),
             lifetime: LifetimeMode::Enforced,
             release: vec![Release::Delete],
             max_lifetime_ms: MAX_LIFETIME_MS,
@@ -508,8 +513,10 @@ impl<R: AsyncRead + Unpin> AsyncRead for Held<R> {
 }
 
 /// The hello a computer's daemon must give, checked.
-pub(crate) fn checked(conn: Connection, name: &str) -> Result<Connection> {
-    crate::daemon_backed::hello::checked_linux(conn, GROUPS, &format!("the pod {name}"))
+/// `conn`, once its daemon answers as what `made` makes, exactly.
+pub(crate) fn checked(conn: Connection, name: &str, made: Made) -> Result<Connection> {
+    let drift = made.drift(&conn.hello);
+    crate::daemon_backed::hello::refuse_drift(conn, drift, &format!("the pod {name}"))
 }
 
 #[path = "kubernetes/provider.rs"]

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use computerd::client::{ComputerClient, ComputerExt};
 use computerd::launch::Screen;
 use computerd::protocol::{
-    Group, HelloParams, HelloResult, MachineKind, ProcessReadParams, ProcessStartParams,
-    SettingKind, Stream,
+    HelloParams, HelloResult, MachineKind, ProcessReadParams, ProcessStartParams, SettingKind,
+    Stream,
 };
 
 use crate::types::{ErrorCode, ProviderError, Result};
@@ -23,8 +23,7 @@ use crate::types::{ErrorCode, ProviderError, Result};
 /// The display every Docker desktop's X server takes.
 pub const DISPLAY: &str = ":0";
 
-/// The groups a desktop declares beside exec, files and processes.
-pub const GROUPS: &[Group] = &[Group::Screen, Group::InputPointer, Group::InputKeys];
+pub use crate::daemon_backed::desktop::GROUPS;
 
 /// How long the X server gets to come up.
 pub const X_WAIT: Duration = Duration::from_secs(30);

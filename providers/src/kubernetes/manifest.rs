@@ -46,6 +46,8 @@ pub struct PodPlan {
     pub work_mb: u64,
     /// computerd is streamed in (the container waits for it).
     pub streamed: bool,
+    /// A sandbox, or a desktop whose init starts the image's Xvfb.
+    pub made: crate::daemon_backed::desktop::Made,
 }
 
 /// Whether Kubernetes takes `v` as a label value: at most 63 characters
@@ -87,7 +89,7 @@ impl PodPlan {
     /// The container's command: make init's socket directory, then become
     /// `computerd init` (so init is the container's process).
     pub fn command(&self) -> Vec<String> {
-        let init = InitArgs::new(self.deadline, SOCKET);
+        let init = self.made.init_args(InitArgs::new(self.deadline, SOCKET));
         let script = if self.streamed {
             // Until the provider's exec has put it in place (moved there
             // whole, so it is never run half written).
@@ -320,6 +322,7 @@ mod tests {
             memory_mb: 512,
             work_mb: 256,
             streamed: false,
+            made: crate::daemon_backed::desktop::Made { screen: None },
         }
     }
 

@@ -87,7 +87,7 @@ impl KubernetesProvider {
                 },
                 Some("Running") => match self.open(name).await {
                     Ok(c) => match crate::daemon_backed::hello::call(c).await {
-                        Ok(conn) => return checked(conn, name),
+                        Ok(conn) => return checked(conn, name, self.made),
                         Err(e) => last = e.message,
                     },
                     Err(e) => last = e.message,
@@ -142,6 +142,7 @@ impl KubernetesProvider {
             memory_mb: spec.sizes.memory_mb.unwrap_or(1024),
             work_mb: self.work_mb,
             streamed: self.stream.is_some(),
+            made: self.made,
         })
     }
 
@@ -223,8 +224,8 @@ impl Provider for KubernetesProvider {
         check_kind(
             "the Kubernetes provider",
             spec.kind,
-            computerd::protocol::SettingKind::Sandbox,
-            None,
+            self.made.setting(),
+            Some("an image that has Xvfb (/usr/bin/Xvfb)"),
         )?;
         if matches!(spec.network, NetworkPolicy::Allow(_)) {
             return Err(ProviderError::unsupported(
@@ -423,7 +424,11 @@ impl Provider for KubernetesProvider {
             ));
         }
         let c = self.open(&computer.id).await?;
-        checked(crate::daemon_backed::hello::call(c).await?, &computer.id)
+        checked(
+            crate::daemon_backed::hello::call(c).await?,
+            &computer.id,
+            self.made,
+        )
     }
 
     async fn release(

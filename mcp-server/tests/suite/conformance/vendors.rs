@@ -318,10 +318,49 @@ fn assert_no_boxes(
 /// policy or box is left, and the bearer token is in no word of the run.
 #[test]
 fn kubernetes_passes_core_against_its_fake() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let Some((computerd, drift, env)) = boxed_daemons(&rt) else {
+    let Some(out) = kubernetes_on_fake("kubernetes", None, &[]) else {
         return;
     };
+    passing_report(&out, "kubernetes");
+}
+
+/// `--kind desktop` on Kubernetes: pods of the desktop image, whose init
+/// starts the image's Xvfb; Core and every screen and input case pass,
+/// the fixture's window read off the shots.
+#[test]
+fn kubernetes_passes_the_desktop_kind_against_its_fake() {
+    let fixture = docker_daemons().0.with_file_name("computerd-x11-fixture");
+    if !computer_testkit::need(
+        "docker",
+        fixture.is_file(),
+        &format!("the static {} is not built", fixture.display()),
+    ) {
+        return;
+    }
+    let Some(image) = docker_image(
+        "CMCP_TEST_DOCKER_DESKTOP",
+        "computer-mcp-test/desktop:bookworm",
+        "the desktop image",
+    ) else {
+        return;
+    };
+    let args = ["--kind", "desktop", "--fixture", fixture.to_str().unwrap()];
+    let Some(out) = kubernetes_on_fake("kubernetes desktop", Some(&image), &args) else {
+        return;
+    };
+    assert_desktop_passes(&out, "kubernetes desktop");
+}
+
+/// A conformance run of `args` on the Kubernetes provider against its
+/// fake, its pods made of `image` (the test image when None); the token
+/// is in no word of it and nothing is left after it.
+fn kubernetes_on_fake(
+    what: &str,
+    image: Option<&str>,
+    args: &[&str],
+) -> Option<std::process::Output> {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (computerd, drift, env) = boxed_daemons(&rt)?;
     let token = "k8s-conformance-canary-3b9d";
     let owner = computer_testkit::marker("k8s-conformance");
     let fake = rt
@@ -348,33 +387,23 @@ fn kubernetes_passes_core_against_its_fake() {
             "--kubernetes-kubeconfig",
             kubeconfig.to_str().unwrap(),
             "--kubernetes-image",
-            &env.image,
+            image.unwrap_or(&env.image),
         ],
         &drift,
-        &[],
+        args,
     );
-    let took = started.elapsed();
+    println!("{what}: the run took {} ms", started.elapsed().as_millis());
     let (pods, policies) = (fake.pods(), fake.policies());
     rt.block_on(fake.close());
-    let report = passing_report(&out, "kubernetes");
-    println!(
-        "kubernetes: core {}/{} in {} ms",
-        report["core"]["passed"],
-        report["core"]["total"],
-        took.as_millis()
-    );
     for text in [&out.stdout, &out.stderr] {
         assert!(
             !String::from_utf8_lossy(text).contains(token),
-            "kubernetes: the token leaked"
+            "{what}: the token leaked"
         );
     }
-    assert_eq!(
-        (pods, policies),
-        (vec![], vec![]),
-        "kubernetes: objects left"
-    );
-    assert_no_boxes(&rt, &env, &owner, "kubernetes");
+    assert_eq!((pods, policies), (vec![], vec![]), "{what}: objects left");
+    assert_no_boxes(&rt, &env, &owner, what);
+    Some(out)
 }
 
 /// A live cluster, the one `KUBECONFIG` names, when
