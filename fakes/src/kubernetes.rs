@@ -350,6 +350,12 @@ impl FakeKubernetes {
             .collect()
     }
 
+    /// For a test's end: panics naming any pod or NetworkPolicy left.
+    pub fn assert_nothing_left(&self) {
+        assert_eq!(self.pods(), Vec::<String>::new(), "a pod was left");
+        assert_eq!(self.policies(), Vec::<String>::new(), "a policy was left");
+    }
+
     /// The names of the Docker containers of pods not yet gone.
     pub fn boxes(&self) -> Vec<String> {
         lock(&self.shared.pods)

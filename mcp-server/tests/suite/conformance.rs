@@ -230,6 +230,28 @@ fn local_drift() -> Option<std::path::PathBuf> {
 }
 
 /// The static desktop fixture, built with the static computerd.
+/// The desktop test image (`CMCP_TEST_DOCKER_DESKTOP`), or None where
+/// it is not built (skipped in words, or failed where Docker is required).
+fn desktop_image() -> Option<String> {
+    docker_image(
+        "CMCP_TEST_DOCKER_DESKTOP",
+        "computer-mcp-test/desktop:bookworm",
+        "the desktop image",
+    )
+}
+
+/// The static X11 fixture beside the static computerd a box carries, or
+/// None where it is not built.
+fn boxed_fixture() -> Option<std::path::PathBuf> {
+    let fixture = docker_daemons().0.with_file_name("computerd-x11-fixture");
+    computer_testkit::need(
+        "docker",
+        fixture.is_file(),
+        &format!("the static {} is not built", fixture.display()),
+    )
+    .then_some(fixture)
+}
+
 fn static_fixture() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../target/x86_64-unknown-linux-gnu/daemon/computerd-x11-fixture")
@@ -237,11 +259,7 @@ fn static_fixture() -> std::path::PathBuf {
 
 #[test]
 fn a_docker_desktop_passes_the_desktop_kind_through_the_command() {
-    let Some(image) = docker_image(
-        "CMCP_TEST_DOCKER_DESKTOP",
-        "computer-mcp-test/desktop:bookworm",
-        "the desktop image",
-    ) else {
+    let Some(image) = desktop_image() else {
         return;
     };
     let (computerd, drift) = docker_daemons();

@@ -39,12 +39,7 @@ struct Fake {
 impl Fake {
     /// Nothing is left: no pod, no policy, no box.
     async fn close(self) {
-        assert_eq!(self.fake.pods(), Vec::<String>::new(), "a pod was left");
-        assert_eq!(
-            self.fake.policies(),
-            Vec::<String>::new(),
-            "a policy was left"
-        );
+        self.fake.assert_nothing_left();
         self.fake.close().await;
         assert!(
             computer_testkit::labelled_containers(

@@ -94,12 +94,7 @@ impl Rig {
     }
 
     async fn close(self) {
-        assert_eq!(self.fake.pods(), Vec::<String>::new(), "a pod was left");
-        assert_eq!(
-            self.fake.policies(),
-            Vec::<String>::new(),
-            "a policy was left"
-        );
+        self.fake.assert_nothing_left();
         self.fake.close().await;
         self.boxes.assert_none().await;
     }

@@ -116,11 +116,7 @@ fn e2b_on_fake(what: &str, args: &[&str], desktop: bool) -> Option<std::process:
         return None;
     }
     let desktop = match desktop {
-        true => Some(docker_image(
-            "CMCP_TEST_DOCKER_DESKTOP",
-            "computer-mcp-test/desktop:bookworm",
-            "the desktop image",
-        )?),
+        true => Some(desktop_image()?),
         false => None,
     };
     let key = "e2b_conformance_canary_3c1d";
@@ -192,14 +188,9 @@ fn e2b_passes_core_against_its_fake() {
 /// screen and input case pass, the fixture's window read off the shots.
 #[test]
 fn e2b_passes_the_desktop_kind_against_its_fakes_desktop_template() {
-    let fixture = docker_daemons().0.with_file_name("computerd-x11-fixture");
-    if !computer_testkit::need(
-        "docker",
-        fixture.is_file(),
-        &format!("the static {} is not built", fixture.display()),
-    ) {
+    let Some(fixture) = boxed_fixture() else {
         return;
-    }
+    };
     let args = ["--kind", "desktop", "--fixture", fixture.to_str().unwrap()];
     let Some(out) = e2b_on_fake("e2b desktop", &args, true) else {
         return;
@@ -329,19 +320,10 @@ fn kubernetes_passes_core_against_its_fake() {
 /// the fixture's window read off the shots.
 #[test]
 fn kubernetes_passes_the_desktop_kind_against_its_fake() {
-    let fixture = docker_daemons().0.with_file_name("computerd-x11-fixture");
-    if !computer_testkit::need(
-        "docker",
-        fixture.is_file(),
-        &format!("the static {} is not built", fixture.display()),
-    ) {
+    let Some(fixture) = boxed_fixture() else {
         return;
-    }
-    let Some(image) = docker_image(
-        "CMCP_TEST_DOCKER_DESKTOP",
-        "computer-mcp-test/desktop:bookworm",
-        "the desktop image",
-    ) else {
+    };
+    let Some(image) = desktop_image() else {
         return;
     };
     let args = ["--kind", "desktop", "--fixture", fixture.to_str().unwrap()];
