@@ -8,6 +8,7 @@ pub const SERVER: &str = env!("CARGO_BIN_EXE_computer-mcp");
 
 /// `computer-mcp serve` on its own state directory and the daemon of
 /// [`computerd`], logging errors only, with `extra` flags.
+#[allow(dead_code)] // not the cp bench's: it runs the server with Docker's flags
 pub fn server_cmd(state: &Path, extra: &[&str]) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(SERVER);
     cmd.arg("serve")
@@ -20,6 +21,7 @@ pub fn server_cmd(state: &Path, extra: &[&str]) -> tokio::process::Command {
     cmd
 }
 
+#[allow(dead_code)] // as server_cmd
 pub fn computerd() -> PathBuf {
     if let Some(p) = std::env::var_os("COMPUTERD_BIN") {
         return PathBuf::from(p);
