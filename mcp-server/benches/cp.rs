@@ -16,7 +16,7 @@
 //!     cargo bench -p computer-mcp --bench cp
 //!
 //! `CMCP_BENCH_SERVER` runs another computer-mcp (a release build) instead
-//! of the one built beside the bench; `CMCP_BENCH_RUNS` sets the runs each
+//! of the one built beside the bench (as the tool_call bench does too); `CMCP_BENCH_RUNS` sets the runs each
 //! way (default 3).
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
@@ -31,15 +31,9 @@ use rmcp::transport::TokioChildProcess;
 
 #[path = "support.rs"]
 mod support;
-use support::{count_from_env, line};
+use support::{count_from_env, line, server};
 
 const FILES: usize = 10_000;
-
-fn server() -> PathBuf {
-    std::env::var_os("CMCP_BENCH_SERVER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(support::SERVER))
-}
 
 /// The tree: `FILES` files of 0 to 48 bytes in 100 folders.
 fn tree(root: &Path) {
