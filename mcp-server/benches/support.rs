@@ -6,10 +6,19 @@ use std::time::Duration;
 
 pub const SERVER: &str = env!("CARGO_BIN_EXE_computer-mcp");
 
+/// The server under test: `CMCP_BENCH_SERVER` (another build, e.g. a
+/// release one or main's, to compare), else the one built beside the bench.
+pub fn server() -> PathBuf {
+    std::env::var_os("CMCP_BENCH_SERVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(SERVER))
+}
+
 /// `computer-mcp serve` on its own state directory and the daemon of
 /// [`computerd`], logging errors only, with `extra` flags.
+#[allow(dead_code)] // not the cp bench's: it runs the server with Docker's flags
 pub fn server_cmd(state: &Path, extra: &[&str]) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(SERVER);
+    let mut cmd = tokio::process::Command::new(server());
     cmd.arg("serve")
         .arg("--local-state-dir")
         .arg(state)
@@ -20,6 +29,7 @@ pub fn server_cmd(state: &Path, extra: &[&str]) -> tokio::process::Command {
     cmd
 }
 
+#[allow(dead_code)] // as server_cmd
 pub fn computerd() -> PathBuf {
     if let Some(p) = std::env::var_os("COMPUTERD_BIN") {
         return PathBuf::from(p);

@@ -90,11 +90,14 @@ pub struct App {
     pub(crate) tasks: TaskTracker,
     /// The live viewer's links and control leases.
     pub views: crate::view::Views,
+    /// Where receipts are kept past the server, and their prices.
+    pub book: crate::receipts::Book,
 }
 
 impl App {
     pub fn new(provider: Arc<dyn Provider>, config: Config) -> Arc<App> {
         Arc::new(App {
+            book: crate::receipts::Book::new(&config),
             provider,
             stdio_principal: Principal::of_stdio(&config.instance),
             config,

@@ -26,7 +26,8 @@ use serde::{Deserialize, Serialize};
 
 mod commands;
 pub use commands::{
-    Cli, Command, ComputersCommand, ConformanceArgs, ExecArgs, PortsCommand, SweepArgs,
+    Cli, Command, ComputersCommand, ConformanceArgs, ExecArgs, PortsCommand, ReceiptsArgs,
+    SweepArgs,
 };
 
 /// The network every computer of this server reaches: `none`, `open`,
@@ -185,7 +186,7 @@ pub struct Config {
     /// The most processes and threads one computer runs at once, 16 to 32768. [default: 1024]
     #[arg(long, value_name = "N", env = "COMPUTER_MCP_PIDS")]
     pub pids: Option<u64>,
-    /// A host directory every computer sees at /workspace: DIR, or DIR:ro for read-only (repeat for more, each then at /workspace/<name>). It must exist, be canonical and be writable by the computer's user unless :ro. An empty value shares nothing.
+    /// A host directory every computer sees at /workspace: DIR, or DIR:ro for read-only (repeat for more, each then at /workspace/<name>). It must exist, be canonical and be writable by the computer's user unless :ro (a root server's local computers are given an ACL entry on it for their life instead, and what they write there is given to the folder's owner at release). An empty value shares nothing.
     #[arg(long = "share", value_name = "DIR[:ro]", env = "COMPUTER_MCP_SHARE")]
     #[arg(value_delimiter = ',')]
     pub share: Vec<String>,
@@ -236,6 +237,15 @@ pub struct Config {
     #[arg(skip)]
     #[serde(skip)]
     pub fleet: FleetLimits,
+    /// Where the server keeps what outlives it: the receipts journal (receipts.jsonl) that `computer-mcp receipts` and a restarted server read. [default: /var/lib/computer-mcp as root, else $XDG_STATE_HOME/computer-mcp or ~/.local/state/computer-mcp]
+    #[arg(long, value_name = "DIR", env = "COMPUTER_MCP_STATE_DIR")]
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
+    /// The file's `[prices.<id>]` tables over the vendors' published
+    /// prices (a receipt's estimated cost).
+    #[arg(skip)]
+    #[serde(skip)]
+    pub prices: crate::receipts::price::Prices,
     /// The file's `[providers]` table: one table per provider id, for the
     /// registry to check and the chosen provider to read.
     #[arg(skip)]
@@ -429,6 +439,18 @@ pub fn random_token() -> Result<String, String> {
     computer_providers::random::random_hex(24).map_err(|e| e.message)
 }
 
+impl Config {
+    /// `--state-dir`, or this host's default.
+    pub fn server_state_dir(&self) -> Option<PathBuf> {
+        self.state_dir.clone().or_else(|| {
+            let home = std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from);
+            default_state_dir(home.as_deref())
+        })
+    }
+}
+
 fn default_state_dir(home: Option<&Path>) -> Option<PathBuf> {
     if nix::unistd::geteuid().is_root() {
         return Some(PathBuf::from("/var/lib/computer-mcp"));
@@ -465,11 +487,13 @@ pub fn host_defaults() -> HostDefaults {
     }
 }
 
-/// The file's three parts: its top-level keys, `[http]` and `[providers]`.
+/// The file's parts: its top-level keys, `[http]`, `[providers]` and
+/// `[prices]`.
 struct File {
     root: Table,
     http: Option<Table>,
     providers: Table,
+    prices: Table,
 }
 
 impl File {
@@ -479,6 +503,7 @@ impl File {
                 root: Table::new(),
                 http: None,
                 providers: Table::new(),
+                prices: Table::new(),
             });
         };
         let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
@@ -495,10 +520,12 @@ impl File {
         };
         let http = table("http")?;
         let providers = table("providers")?.unwrap_or_default();
+        let prices = table("prices")?.unwrap_or_default();
         Ok(File {
             root,
             http,
             providers,
+            prices,
         })
     }
 }
@@ -598,6 +625,7 @@ impl Config {
             config.http = resolve_http(options)?;
         }
         config.providers = file.providers;
+        config.prices = crate::receipts::price::Prices::with(&file.prices).map_err(in_file)?;
         Ok(config)
     }
 }

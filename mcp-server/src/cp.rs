@@ -66,20 +66,33 @@ fn side(arg: &str) -> Result<Side, String> {
     }
 }
 
-/// Run the copy; the words of the outcome, or of why it was refused.
-pub async fn run(provider: Arc<dyn Provider>, args: CpArgs) -> Result<String, String> {
+/// Run the copy; the words of the outcome, or of why it was refused. The
+/// bytes it carried are added to the computer's receipt in `book`.
+pub async fn run(
+    provider: Arc<dyn Provider>,
+    args: CpArgs,
+    book: &crate::receipts::Book,
+) -> Result<String, String> {
     let bounds = extract::Bounds {
         max_bytes: args.max_bytes,
         max_files: args.max_files,
     };
     match (side(&args.src)?, side(&args.dst)?) {
         (Side::Here(src), Side::There { computer, path }) => {
-            let client = connect(&provider, &computer).await?;
-            push(&client, &src, &path).await
+            let (r, client) = connect_ref(&provider, &computer).await?;
+            let meter = Arc::new(crate::receipts::meter::Meter::default());
+            let client = crate::receipts::meter::Metered::wrap(client, Arc::clone(&meter));
+            let done = push(&client, &src, &path).await;
+            book.add_bytes(&r, &meter);
+            done
         }
         (Side::There { computer, path }, Side::Here(dst)) => {
-            let client = connect(&provider, &computer).await?;
-            pull(client, &path, &dst, bounds).await
+            let (r, client) = connect_ref(&provider, &computer).await?;
+            let meter = Arc::new(crate::receipts::meter::Meter::default());
+            let client = crate::receipts::meter::Metered::wrap(client, Arc::clone(&meter));
+            let done = pull(client, &path, &dst, bounds).await;
+            book.add_bytes(&r, &meter);
+            done
         }
         (Side::Here(_), Side::Here(_)) => {
             Err("both paths are on this host; one of SRC and DST must be COMPUTER:/path".into())
@@ -131,12 +144,20 @@ pub(crate) async fn connect(
     provider: &Arc<dyn Provider>,
     which: &str,
 ) -> Result<Arc<dyn ComputerClient>, String> {
+    Ok(connect_ref(provider, which).await?.1)
+}
+
+/// The computer `which` names, and a connection to it.
+async fn connect_ref(
+    provider: &Arc<dyn Provider>,
+    which: &str,
+) -> Result<(ComputerRef, Arc<dyn ComputerClient>), String> {
     let r = find(provider, which).await?;
     let conn = provider
         .connect(&r, &CancellationToken::new())
         .await
         .map_err(|e| format!("reaching the computer {which:?}: {}", e.message))?;
-    Ok(conn.client)
+    Ok((r, conn.client))
 }
 
 async fn stat(client: &Arc<dyn ComputerClient>, path: &str) -> Result<FileStat, String> {

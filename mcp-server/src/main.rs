@@ -41,6 +41,7 @@ mod memory;
 mod ports;
 #[cfg(test)]
 mod readme_tests;
+mod receipts;
 mod resources;
 mod server;
 mod session;
@@ -170,6 +171,7 @@ fn run(parsed: Parsed) -> i32 {
                 Command::Sweep(_)
                     | Command::Computers(_)
                     | Command::Cp(_)
+                    | Command::Receipts(_)
                     | Command::Ports(_)
                     | Command::Doctor
                     | Command::Conformance(_)
@@ -190,8 +192,10 @@ fn run(parsed: Parsed) -> i32 {
             }
             Some(Command::Exec(args)) => exec(provider, &config, args).await,
             Some(Command::Sweep(a)) => sweep(provider, a).await,
-            Some(Command::Computers(c)) => manage(provider, c).await,
-            Some(Command::Cp(a)) => match cp::run(provider, a).await {
+            Some(Command::Computers(c)) => manage(provider, &config, c).await,
+            Some(Command::Receipts(a)) => receipts_cmd(provider, &config, a).await,
+            Some(Command::Cp(a)) => match cp::run(provider, a, &receipts::Book::new(&config)).await
+            {
                 Ok(words) => {
                     eprintln!("computer-mcp: {words}");
                     Ok(0)
@@ -307,6 +311,7 @@ async fn serve(provider: Arc<dyn Provider>, config: Config) -> anyhow::Result<i3
     let app = app::App::new(provider, config);
     let reaper = CancellationToken::new();
     app.start_reaper(reaper.clone());
+    app.start_journal(reaper.clone());
     let _stop_reaper = reaper.drop_guard();
     match http {
         Some(http) => {
@@ -471,6 +476,7 @@ async fn sweep(provider: Arc<dyn Provider>, args: config::SweepArgs) -> anyhow::
 #[allow(clippy::print_stdout)] // a terminal command, not the stdio server
 async fn manage(
     provider: Arc<dyn Provider>,
+    config: &Config,
     command: config::ComputersCommand,
 ) -> anyhow::Result<i32> {
     use computer_providers::{Labels, label};
@@ -482,10 +488,20 @@ async fn manage(
     match command {
         config::ComputersCommand::List => {
             println!(
-                "{:<34}  {:<18}  {:<10}  {:<8}  {:>8}  {:<24}  {:<4}  {:<7}  ID",
-                "HANDLE", "NAME", "PRINCIPAL", "KIND", "AGE", "DEADLINE", "KEPT", "RUNNING"
+                "{:<34}  {:<18}  {:<10}  {:<8}  {:>8}  {:<24}  {:<4}  {:<7}  {}  ID",
+                "HANDLE",
+                "NAME",
+                "PRINCIPAL",
+                "KIND",
+                "AGE",
+                "DEADLINE",
+                "KEPT",
+                "RUNNING",
+                receipts::cli::LIST_HEADER
             );
-            for r in &all {
+            let book = receipts::Book::new(config);
+            let rows = receipts::cli::rows(&provider, &book, &all).await;
+            for (r, row) in all.iter().zip(&rows) {
                 let l = |k: &str| r.labels.get(k).cloned().unwrap_or_else(|| "-".into());
                 let name = match (r.labels.get(label::NAME), r.labels.get(label::DEFAULT)) {
                     (Some(n), _) => n.clone(),
@@ -494,7 +510,7 @@ async fn manage(
                 };
                 let principal: String = l(label::PRINCIPAL).chars().take(10).collect();
                 println!(
-                    "{:<34}  {:<18}  {:<10}  {:<8}  {:>8}  {:<24}  {:<4}  {:<7}  {}",
+                    "{:<34}  {:<18}  {:<10}  {:<8}  {:>8}  {:<24}  {:<4}  {:<7}  {}  {}",
                     l(label::HANDLE),
                     name,
                     principal,
@@ -511,6 +527,7 @@ async fn manage(
                         (true, false) => "yes",
                         (false, _) => "no",
                     },
+                    receipts::cli::list_columns(row),
                     r.id
                 );
             }
@@ -548,6 +565,22 @@ async fn manage(
             Ok(code)
         }
     }
+}
+
+/// `computer-mcp receipts`: every computer's receipt and the totals.
+async fn receipts_cmd(
+    provider: Arc<dyn Provider>,
+    config: &Config,
+    args: config::ReceiptsArgs,
+) -> anyhow::Result<i32> {
+    use computer_providers::Labels;
+    let all = provider
+        .list(&Labels::new(), &CancellationToken::new())
+        .await
+        .map_err(|e| anyhow::anyhow!("listing the computers: {}", e.message))?;
+    let rows = receipts::cli::rows(&provider, &receipts::Book::new(config), &all).await;
+    print_out(&receipts::cli::render(&rows, args.json));
+    Ok(0)
 }
 
 #[allow(clippy::print_stdout)] // a terminal command's report

@@ -19,6 +19,7 @@ mod playwright;
 mod ports;
 mod receipt;
 mod sessions;
+mod share_acl;
 mod skills;
 mod stdio;
 mod support;

@@ -358,6 +358,18 @@ impl LocalProvider {
         if meta.limits.is_some() {
             self.release_cgroup(&meta.id, "the computer's").await?;
         }
+        // Nothing of the computer runs now: its ACL entries come out, and
+        // what it made in the shares goes to each share's owner.
+        if let Some((uid, _)) = meta.user {
+            for g in &meta.granted {
+                crate::share::acl::revoke(g, uid, crate::share::owner_of(g)).map_err(|e| {
+                    ProviderError::failed(format!(
+                        "could not take the computer's ACL entry out of the share {}: {e}",
+                        g.display()
+                    ))
+                })?;
+            }
+        }
         if meta.own_uid
             && let (Some(a), Some((uid, _))) = (&self.uids, meta.user)
         {

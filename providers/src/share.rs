@@ -12,6 +12,9 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::types::{ProviderError, Result};
 
+#[cfg(target_os = "linux")]
+pub mod acl;
+
 /// Where shares appear inside every computer.
 pub const WORKSPACE: &str = "/workspace";
 
@@ -93,6 +96,45 @@ pub fn plan(shares: &[ShareArg], state_dir: &Path, user: (u32, u32)) -> Result<V
         });
     }
     Ok(out)
+}
+
+/// For a root server: give `user` an ACL entry on every read-write share
+/// its mode bits keep it out of (no `chmod` asked of anyone), for the
+/// computer's life; the shares granted, for [`acl::revoke`] at release.
+/// Nothing for a server that is not root (it cannot give what it has not),
+/// nor for a computer running as root.
+#[cfg(target_os = "linux")]
+pub fn grant(shares: &[ShareArg], user: (u32, u32)) -> Result<Vec<PathBuf>> {
+    let mut granted = Vec::new();
+    if !nix::unistd::geteuid().is_root() || user.0 == 0 {
+        return Ok(granted);
+    }
+    for s in shares.iter().filter(|s| !s.read_only) {
+        let source = check_source(&s.source)?;
+        if check_writable(&source, user).is_ok() {
+            continue;
+        }
+        if let Err(e) = acl::grant(&source, user.0) {
+            for g in &granted {
+                let _ = acl::revoke(g, user.0, owner_of(g));
+            }
+            return Err(ProviderError::refused(format!(
+                "the share {} could not be opened to the computer's user {}:{} with an ACL ({e}); give that user write access, or share it read-only ({}:ro)",
+                source.display(),
+                user.0,
+                user.1,
+                source.display()
+            ))
+            .with_field("share"));
+        }
+        granted.push(source);
+    }
+    Ok(granted)
+}
+
+/// A share's owner (uid, gid), whom what a computer made there is given.
+pub fn owner_of(dir: &Path) -> (u32, u32) {
+    std::fs::metadata(dir).map_or((0, 0), |m| (m.uid(), m.gid()))
 }
 
 /// What can be checked before the computer's user is known (every rule
@@ -188,6 +230,10 @@ fn check_writable(source: &Path, (uid, gid): (u32, u32)) -> Result<()> {
         mode & 0o7
     };
     if bits & 0o3 == 0o3 {
+        return Ok(());
+    }
+    #[cfg(target_os = "linux")]
+    if acl::names(source, uid).unwrap_or(false) {
         return Ok(());
     }
     Err(ProviderError::invalid(

@@ -93,6 +93,15 @@ pub fn render_receipt(r: &Receipt) -> String {
     }
     let s = if r.tool_calls == 1 { "" } else { "s" };
     parts.push(format!("{} tool call{s}", r.tool_calls));
+    if r.bytes_pushed + r.bytes_pulled > 0 {
+        parts.push(format!(
+            "{} B pushed, {} B pulled",
+            r.bytes_pushed, r.bytes_pulled
+        ));
+    }
+    if let Some(usd) = r.estimated_cost_usd {
+        parts.push(format!("about ${usd:.4} at the vendor's price"));
+    }
     parts.join(", ")
 }
 
@@ -191,11 +200,18 @@ mod tests {
             cpu_seconds: Some(1.934),
             peak_memory_bytes: Some(136_533_606),
             tool_calls: 7,
+            bytes_pushed: 4096,
+            bytes_pulled: 10,
+            estimated_cost_usd: Some(0.0123),
+            price: Some("e2b's".into()),
         };
         assert_eq!(
             render_receipt(&r),
-            "12 s since made, 1.93 CPU seconds, peak memory 130.2 MiB, 7 tool calls"
+            "12 s since made, 1.93 CPU seconds, peak memory 130.2 MiB, 7 tool calls, 4096 B pushed, 10 B pulled, about $0.0123 at the vendor's price"
         );
+        r.bytes_pushed = 0;
+        r.bytes_pulled = 0;
+        r.estimated_cost_usd = None;
         r.cpu_seconds = None;
         r.peak_memory_bytes = None;
         r.tool_calls = 1;

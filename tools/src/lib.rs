@@ -118,6 +118,18 @@ pub struct Receipt {
     pub peak_memory_bytes: Option<u64>,
     /// Tool calls on it through this server (this one included).
     pub tool_calls: u64,
+    /// File and archive bytes written into it (write_file, upload,
+    /// `computer-mcp cp`).
+    pub bytes_pushed: u64,
+    /// File and archive bytes read out of it.
+    pub bytes_pulled: u64,
+    /// For a vendor's computer: its wall time at the vendor's published
+    /// price for its size, in US dollars.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimated_cost_usd: Option<f64>,
+    /// What the estimate rests on: the price and where it was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price: Option<String>,
 }
 
 /// Reads the computer's receipt now.

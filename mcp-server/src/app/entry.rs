@@ -92,6 +92,13 @@ pub struct Entry {
     pub(super) paused: std::sync::atomic::AtomicBool,
     /// Its preview ports' listeners, ended with it.
     pub ports: Arc<crate::ports::Ports>,
+    /// The file and archive bytes through its connection.
+    pub(super) meter: Arc<crate::receipts::meter::Meter>,
+    /// Its receipt as an earlier server left it in the journal (a kept
+    /// computer found again): the counts go on from there.
+    pub(super) earlier: Option<crate::receipts::journal::Line>,
+    /// (calls, pushed, pulled) when its receipt was last journaled.
+    pub(super) journaled: Mutex<Option<(u64, u64, u64)>>,
 }
 
 impl Entry {
@@ -161,6 +168,12 @@ impl Entry {
     /// Count a tool call on it (its receipt's `tool_calls`).
     pub fn count_call(&self) {
         self.calls.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// (calls, pushed, pulled) now: what tells whether its receipt changed.
+    pub(super) fn counts(&self) -> (u64, u64, u64) {
+        let (pushed, pulled) = self.meter.read();
+        (self.calls.load(Ordering::SeqCst), pushed, pulled)
     }
 
     pub fn begin_use(self: &Arc<Self>) -> InUse {

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use computer_providers::{ComputerRef, Labels, Release, label};
 use computer_tools::{Extended, Receipt};
+
+use crate::receipts::journal::Line;
 use tokio_util::sync::CancellationToken;
 
 use super::App;
@@ -119,6 +121,8 @@ impl App {
     /// the outcome, so one the provider failed to end counts again.
     pub(crate) async fn release_retired(&self, entry: &Arc<Entry>, why: &str) {
         // Read while there is still something to read it from.
+        let counted = self.counted(entry).await;
+        self.book.write(&[self.journal_line(entry, &counted, true)]);
         let receipt = self.receipt(entry).await;
         tracing::info!(
             computer = entry.log_name(),
@@ -158,8 +162,22 @@ impl App {
     }
 
     /// What `entry` has used so far: the provider's figures (none when it
-    /// cannot read them within [`USED_WAIT`]) and this server's count.
+    /// cannot read them within [`USED_WAIT`]; then an earlier server's, if
+    /// the journal has them), the calls and bytes counted through servers,
+    /// the bytes `computer-mcp cp` carried, and the estimated cost.
     pub async fn receipt(&self, entry: &Entry) -> Receipt {
+        let mut r = self.counted(entry).await;
+        if let Some(k) = self.book.kept(&entry.computer) {
+            r.bytes_pushed += k.added_pushed;
+            r.bytes_pulled += k.added_pulled;
+        }
+        self.book
+            .priced(r, self.provider.id(), self.book.size_of(&entry.computer))
+    }
+
+    /// [`App::receipt`] as servers counted it (no `cp` bytes, no cost):
+    /// what the journal keeps.
+    async fn counted(&self, entry: &Entry) -> Receipt {
         let used = tokio::time::timeout(
             USED_WAIT,
             self.provider
@@ -169,12 +187,66 @@ impl App {
         .ok()
         .and_then(Result::ok)
         .unwrap_or_default();
+        let earlier = entry.earlier.as_ref();
+        let (pushed, pulled) = entry.meter.read();
         Receipt {
             wall_seconds: super::entry::age_seconds(&entry.computer.created_at),
-            cpu_seconds: used.cpu_seconds,
-            peak_memory_bytes: used.peak_memory_bytes,
+            cpu_seconds: used
+                .cpu_seconds
+                .or_else(|| earlier.and_then(|l| l.cpu_seconds)),
+            peak_memory_bytes: used
+                .peak_memory_bytes
+                .or_else(|| earlier.and_then(|l| l.peak_memory_bytes)),
             tool_calls: entry.calls.load(Ordering::SeqCst),
+            bytes_pushed: pushed,
+            bytes_pulled: pulled,
+            estimated_cost_usd: None,
+            price: None,
         }
+    }
+
+    /// The journal line of `entry`'s counted receipt `r`; its counts are
+    /// marked journaled.
+    pub(super) fn journal_line(&self, entry: &Entry, r: &Receipt, released: bool) -> Line {
+        *entry.journaled.lock().unwrap_or_else(|p| p.into_inner()) = Some(entry.counts());
+        crate::receipts::line_of(
+            &entry.computer,
+            r,
+            self.book.size_of(&entry.computer),
+            released,
+        )
+    }
+
+    /// Journal the receipt of every computer held whose calls or bytes
+    /// changed since its last line.
+    pub async fn flush_receipts(&self) {
+        let changed: Vec<Arc<Entry>> = self
+            .entries()
+            .values()
+            .filter(|e| *e.journaled.lock().unwrap_or_else(|p| p.into_inner()) != Some(e.counts()))
+            .cloned()
+            .collect();
+        let mut lines = Vec::with_capacity(changed.len());
+        for e in &changed {
+            let r = self.counted(e).await;
+            lines.push(self.journal_line(e, &r, false));
+        }
+        self.book.write(&lines);
+    }
+
+    /// Journal the receipts of computers used lately, every
+    /// [`crate::receipts::FLUSH_EVERY`], until `stop` fires.
+    pub fn start_journal(self: &Arc<Self>, stop: CancellationToken) {
+        let app = Arc::clone(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(crate::receipts::FLUSH_EVERY) => {}
+                }
+                app.flush_receipts().await;
+            }
+        });
     }
 
     /// A session's default computer at the session's end: released, or
@@ -349,6 +421,9 @@ impl App {
     /// At shutdown: every computer made here released (or kept with
     /// `--keep`); those attached from elsewhere only closed.
     pub async fn end_all_entries(&self) {
+        // Kept computers and those attached from elsewhere go on: their
+        // receipts as counted so far are what a later server goes on from.
+        self.flush_receipts().await;
         let all: Vec<Arc<Entry>> = self.entries().values().cloned().collect();
         let keep = self.config.keep;
         futures::future::join_all(all.iter().map(|e| async move {

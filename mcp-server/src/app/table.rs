@@ -16,6 +16,7 @@ use computerd::protocol::SettingKind;
 use super::admission::list_words;
 use super::entry::{age_seconds, mint_handle};
 use super::{App, Ask, CREATE_WAIT, Caller, Entry, ForCall, Principal, Scope};
+use crate::receipts::meter::{Meter, Metered};
 use crate::session::words;
 
 /// The labels of a computer: its own and the spec's.
@@ -123,6 +124,8 @@ impl App {
             network,
             created.notes.clone(),
         );
+        let meter = Arc::new(Meter::default());
+        let client = Metered::wrap(conn.client, Arc::clone(&meter));
         let entry = Arc::new(Entry {
             handle,
             name: ask.name.clone(),
@@ -130,8 +133,11 @@ impl App {
             principal: ask.principal.clone(),
             kind: ask.spec.kind,
             computer: created.computer,
-            ports: crate::ports::Ports::new(Arc::clone(&conn.client)),
-            client: conn.client,
+            ports: crate::ports::Ports::new(Arc::clone(&client)),
+            client,
+            meter,
+            earlier: None,
+            journaled: Mutex::new(None),
             state: ComputerState::new(),
             facts: Mutex::new(facts),
             made_here: true,
@@ -155,6 +161,9 @@ impl App {
             session = ask.session.as_deref().unwrap_or("-"),
             "computer made"
         );
+        // On record from the start, should this server never write again.
+        self.book
+            .write(&[self.journal_line(&entry, &computer_tools::Receipt::default(), false)]);
         Ok(entry)
     }
 
@@ -226,6 +235,13 @@ impl App {
             .unwrap_or(SettingKind::Sandbox);
         let principal = Principal(r.labels.get(label::PRINCIPAL).cloned().unwrap_or_default());
         let made_here = r.labels.get(label::INSTANCE) == Some(&self.config.instance);
+        // A kept computer's counts go on from the journal's.
+        let earlier = self.book.kept(&r).and_then(|k| k.last);
+        let (calls, pushed, pulled) = earlier.as_ref().map_or((0, 0, 0), |l| {
+            (l.tool_calls, l.bytes_pushed, l.bytes_pulled)
+        });
+        let meter = Arc::new(Meter::starting_at(pushed, pulled));
+        let client = Metered::wrap(conn.client, Arc::clone(&meter));
         let entry = Arc::new(Entry {
             handle: handle.clone(),
             name: r.labels.get(label::NAME).cloned(),
@@ -233,15 +249,18 @@ impl App {
             principal,
             kind,
             computer: r,
-            ports: crate::ports::Ports::new(Arc::clone(&conn.client)),
-            client: conn.client,
+            ports: crate::ports::Ports::new(Arc::clone(&client)),
+            client,
+            meter,
+            earlier,
+            journaled: Mutex::new(None),
             state: ComputerState::new(),
             facts: Mutex::new(facts),
             made_here,
             since: Instant::now(),
             last_used: Mutex::new(None),
             in_use: AtomicUsize::new(0),
-            calls: std::sync::atomic::AtomicU64::new(0),
+            calls: std::sync::atomic::AtomicU64::new(calls),
             released: Mutex::new(None),
             paused: std::sync::atomic::AtomicBool::new(false),
         });

@@ -62,6 +62,12 @@ pub enum Command {
     /// computer ends.
     #[command(subcommand)]
     Ports(PortsCommand),
+    /// What every computer used (wall time, CPU seconds, peak memory, tool
+    /// calls, bytes pushed and pulled, and for a vendor's an estimated
+    /// cost), per computer and in total: the provider's running computers
+    /// read now, and every other one the receipts journal of --state-dir
+    /// keeps.
+    Receipts(ReceiptsArgs),
     /// Run the conformance suite against the provider: the contract every
     /// provider must pass. Exits 0 when Core passes, 1 when it fails, 2 on a
     /// usage error, 3 on a partial run (--only).
@@ -89,6 +95,13 @@ pub struct ConformanceArgs {
     /// The fixture the screen and input cases use: for a desktop the static computerd-x11-fixture, written into the computer and its log read [default: computerd-x11-fixture beside this binary]; for a phone the APK apps.install-launch installs from the run's shared folder (no default).
     #[arg(long, value_name = "PATH")]
     pub fixture: Option<std::path::PathBuf>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct ReceiptsArgs {
+    /// Print the receipts and totals as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug, Clone, Default)]

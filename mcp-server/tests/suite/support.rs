@@ -289,6 +289,9 @@ impl Server {
             ],
         };
         v.extend([
+            // The receipts journal, beside the provider's state.
+            "--state-dir".into(),
+            self.state_dir.join("server").display().to_string(),
             "--instance".into(),
             self.instance.clone(),
             "--log".into(),

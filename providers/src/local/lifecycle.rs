@@ -138,6 +138,7 @@ impl LocalProvider {
             own_uid,
             limits,
             egress: None,
+            granted: Vec::new(),
         };
         // From here on a failure gives back what was taken: the uid, the
         // cgroup (with whatever runs in it), the directory.
@@ -229,6 +230,9 @@ impl LocalProvider {
         spare: Option<&Spare>,
     ) -> Result<Prepared> {
         let user = meta.user.unwrap_or((0, 0));
+        if self.opts.isolation == Isolation::Namespaces {
+            meta.granted = crate::share::grant(&spec.shares, user)?;
+        }
         let shares = crate::share::plan(&spec.shares, &self.opts.state_dir, user)?;
         if !shares.is_empty() && self.opts.isolation == Isolation::None {
             return Err(ProviderError::unsupported(

@@ -35,6 +35,10 @@ pub struct Meta {
     /// Its egress proxy, for an allowlist.
     #[serde(default)]
     pub egress: Option<super::egress::EgressMeta>,
+    /// Read-write shares its uid was given an ACL entry on (taken out, and
+    /// what it made there given to the share's owner, at release).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub granted: Vec<std::path::PathBuf>,
 }
 
 /// A process named by its pid and its start time, so a reused pid is never
