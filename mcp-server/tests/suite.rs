@@ -20,6 +20,7 @@ mod ports;
 mod receipt;
 mod sessions;
 mod skills;
+mod snapshot;
 mod stdio;
 mod support;
 mod view;

@@ -66,6 +66,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::daemon_backed::{aborted, browser as in_computer, hello, labels, network};
 use crate::provider::{Connection, Provider};
+use crate::snapshot::Snapshot;
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
     LifetimeMode, NetworkKind, NetworkPolicy, NetworkRead, NetworkReadBack, ProviderError, Release,
@@ -109,6 +110,9 @@ pub struct DockerProvider {
     /// The host, read once (a failed read is not kept).
     host: tokio::sync::OnceCell<Host>,
     images: image::Flights,
+    /// Its snapshots, under `<cache dir>/snapshots` (beside the daemon's
+    /// copy the computers bind).
+    snapshots: crate::snapshot::SnapshotStore,
 }
 
 impl DockerProvider {
@@ -127,11 +131,14 @@ impl DockerProvider {
         if let Some(i) = &opts.image {
             i.check()?;
         }
+        let snapshots =
+            crate::snapshot::SnapshotStore::new("docker", opts.cache_dir.join("snapshots"));
         Ok(Self {
             opts,
             engine: Mutex::new(None),
             host: tokio::sync::OnceCell::new(),
             images: image::Flights::default(),
+            snapshots,
         })
     }
 
@@ -511,6 +518,33 @@ impl Provider for DockerProvider {
             .map_err(self.err("resuming the computer"))
     }
 
+    fn can_snapshot(&self) -> bool {
+        true
+    }
+
+    async fn snapshot(
+        &self,
+        computer: &ComputerRef,
+        labels: &Labels,
+        ttl_ms: u64,
+        cancel: &CancellationToken,
+    ) -> Result<Snapshot> {
+        let store = &self.snapshots;
+        store.take(self, computer, labels, ttl_ms, cancel).await
+    }
+
+    async fn snapshots(&self, wanted: &Labels, _: &CancellationToken) -> Result<Vec<Snapshot>> {
+        self.snapshots.list(wanted)
+    }
+
+    async fn restore(&self, from: &Snapshot, c: &ComputerRef, t: &CancellationToken) -> Result<()> {
+        self.snapshots.fork(self, from, c, t).await
+    }
+
+    async fn release_snapshot(&self, which: &Snapshot, _: &CancellationToken) -> Result<()> {
+        self.snapshots.release(&which.id)
+    }
+
     async fn used(&self, computer: &ComputerRef, _cancel: &CancellationToken) -> Result<Used> {
         use futures::StreamExt as _;
         let docker = self.engine()?;
@@ -557,6 +591,11 @@ impl Provider for DockerProvider {
                 Ok(()) => deleted.push(name),
                 Err(e) => failed.push(format!("{name}: {}", e.message)),
             }
+        }
+        // Snapshots past their own deadline (not a computer's).
+        match self.snapshots.sweep() {
+            Ok(ids) => deleted.extend(ids),
+            Err(e) => failed.push(format!("snapshots: {}", e.message)),
         }
         // Direct directories with no computer (the computers listed, less
         // those just deleted).

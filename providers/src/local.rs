@@ -53,6 +53,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::daemon_backed::{labels, network};
 use crate::provider::{Connection, Provider};
+use crate::snapshot::Snapshot;
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
     LifetimeMode, NetworkKind, NetworkPolicy, NetworkRead, NetworkReadBack, ProviderError, Release,
@@ -88,6 +89,8 @@ pub struct LocalProvider {
     /// Its hold on the state directory's cgroup group (none without
     /// cgroups).
     lease: Option<lease::Lease>,
+    /// Its snapshots, under `<state>/snapshots`.
+    snapshots: crate::snapshot::SnapshotStore,
 }
 
 /// How long a new computer gets to answer on its socket.
@@ -180,6 +183,7 @@ impl LocalProvider {
         let uids = (root && opts.isolation == Isolation::Namespaces && opts.run_as.is_none())
             .then(|| uids::UidAllocator::new(&opts.state_dir))
             .transpose()?;
+        let opts_state_dir = opts.state_dir.clone();
         Ok(Self {
             opts,
             root,
@@ -193,6 +197,10 @@ impl LocalProvider {
             desktop,
             browser,
             lease,
+            snapshots: crate::snapshot::SnapshotStore::new(
+                "local",
+                opts_state_dir.join("snapshots"),
+            ),
         })
     }
 
@@ -653,6 +661,33 @@ impl Provider for LocalProvider {
         self.freeze(&meta, false).await
     }
 
+    fn can_snapshot(&self) -> bool {
+        true
+    }
+
+    async fn snapshot(
+        &self,
+        computer: &ComputerRef,
+        labels: &Labels,
+        ttl_ms: u64,
+        cancel: &CancellationToken,
+    ) -> Result<Snapshot> {
+        let s = &self.snapshots;
+        s.take(self, computer, labels, ttl_ms, cancel).await
+    }
+
+    async fn snapshots(&self, labels: &Labels, _: &CancellationToken) -> Result<Vec<Snapshot>> {
+        self.snapshots.list(labels)
+    }
+
+    async fn restore(&self, s: &Snapshot, into: &ComputerRef, c: &CancellationToken) -> Result<()> {
+        self.snapshots.fork(self, s, into, c).await
+    }
+
+    async fn release_snapshot(&self, s: &Snapshot, _: &CancellationToken) -> Result<()> {
+        self.snapshots.release(&s.id)
+    }
+
     async fn used(&self, computer: &ComputerRef, _cancel: &CancellationToken) -> Result<Used> {
         let Ok(cgroups) = self.cgroups.clone() else {
             return Ok(Used::default());
@@ -731,6 +766,8 @@ impl Provider for LocalProvider {
                 released.push(r.id);
             }
         }
+        // Snapshots past their own deadline (not a computer's).
+        released.extend(self.snapshots.sweep()?);
         // Cgroups and uids whose computer's state is gone (the spare's
         // cgroup is not one of them).
         if let Some(s) = self

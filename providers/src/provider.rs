@@ -7,6 +7,7 @@ use computerd::protocol::HelloResult;
 use tokio_util::sync::CancellationToken;
 
 use crate::settings::{HostDefaults, Table};
+use crate::snapshot::Snapshot;
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, Labels, NetworkPolicy,
     NetworkReadBack, ProviderError, Release, Result, Used,
@@ -124,6 +125,66 @@ pub trait Provider: Send + Sync {
         let _ = (computer, cancel);
         Err(ProviderError::unsupported(format!(
             "the {} provider cannot pause or resume a computer",
+            self.id()
+        )))
+    }
+
+    /// Whether [`Provider::snapshot`] can work here (`computer_snapshot`
+    /// is listed only then).
+    fn can_snapshot(&self) -> bool {
+        false
+    }
+
+    /// Keep the computer's files (its HOME) as a snapshot carrying
+    /// `labels`, deleted by [`Provider::sweep`] `ttl_ms` from now. A name
+    /// its owner gave another snapshot is refused naming `name`.
+    async fn snapshot(
+        &self,
+        computer: &ComputerRef,
+        labels: &Labels,
+        ttl_ms: u64,
+        cancel: &CancellationToken,
+    ) -> Result<Snapshot> {
+        let _ = (computer, labels, ttl_ms, cancel);
+        Err(ProviderError::unsupported(format!(
+            "the {} provider cannot snapshot computers",
+            self.id()
+        )))
+    }
+
+    /// The provider's snapshots carrying every one of `labels`.
+    async fn snapshots(
+        &self,
+        labels: &Labels,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Snapshot>> {
+        let _ = (labels, cancel);
+        Ok(Vec::new())
+    }
+
+    /// Fill a new computer's HOME from `snapshot` (before its first call).
+    async fn restore(
+        &self,
+        snapshot: &Snapshot,
+        into: &ComputerRef,
+        cancel: &CancellationToken,
+    ) -> Result<()> {
+        let _ = (snapshot, into, cancel);
+        Err(ProviderError::unsupported(format!(
+            "the {} provider cannot snapshot computers, so it cannot fork one",
+            self.id()
+        )))
+    }
+
+    /// Delete a snapshot.
+    async fn release_snapshot(
+        &self,
+        snapshot: &Snapshot,
+        cancel: &CancellationToken,
+    ) -> Result<()> {
+        let _ = (snapshot, cancel);
+        Err(ProviderError::unsupported(format!(
+            "the {} provider cannot snapshot computers",
             self.id()
         )))
     }
