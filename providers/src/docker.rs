@@ -66,7 +66,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::daemon_backed::{aborted, browser as in_computer, hello, labels, network};
 use crate::provider::{Connection, Provider};
-use crate::snapshot::Snapshot;
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
     LifetimeMode, NetworkKind, NetworkPolicy, NetworkRead, NetworkReadBack, ProviderError, Release,
@@ -518,31 +517,8 @@ impl Provider for DockerProvider {
             .map_err(self.err("resuming the computer"))
     }
 
-    fn can_snapshot(&self) -> bool {
-        true
-    }
-
-    async fn snapshot(
-        &self,
-        computer: &ComputerRef,
-        labels: &Labels,
-        ttl_ms: u64,
-        cancel: &CancellationToken,
-    ) -> Result<Snapshot> {
-        let store = &self.snapshots;
-        store.take(self, computer, labels, ttl_ms, cancel).await
-    }
-
-    async fn snapshots(&self, wanted: &Labels, _: &CancellationToken) -> Result<Vec<Snapshot>> {
-        self.snapshots.list(wanted)
-    }
-
-    async fn restore(&self, from: &Snapshot, c: &ComputerRef, t: &CancellationToken) -> Result<()> {
-        self.snapshots.fork(self, from, c, t).await
-    }
-
-    async fn release_snapshot(&self, which: &Snapshot, _: &CancellationToken) -> Result<()> {
-        self.snapshots.release(&which.id)
+    fn snapshot_store(&self) -> Option<&crate::snapshot::SnapshotStore> {
+        Some(&self.snapshots)
     }
 
     async fn used(&self, computer: &ComputerRef, _cancel: &CancellationToken) -> Result<Used> {

@@ -53,7 +53,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::daemon_backed::{labels, network};
 use crate::provider::{Connection, Provider};
-use crate::snapshot::Snapshot;
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
     LifetimeMode, NetworkKind, NetworkPolicy, NetworkRead, NetworkReadBack, ProviderError, Release,
@@ -661,31 +660,8 @@ impl Provider for LocalProvider {
         self.freeze(&meta, false).await
     }
 
-    fn can_snapshot(&self) -> bool {
-        true
-    }
-
-    async fn snapshot(
-        &self,
-        computer: &ComputerRef,
-        labels: &Labels,
-        ttl_ms: u64,
-        cancel: &CancellationToken,
-    ) -> Result<Snapshot> {
-        let s = &self.snapshots;
-        s.take(self, computer, labels, ttl_ms, cancel).await
-    }
-
-    async fn snapshots(&self, labels: &Labels, _: &CancellationToken) -> Result<Vec<Snapshot>> {
-        self.snapshots.list(labels)
-    }
-
-    async fn restore(&self, s: &Snapshot, into: &ComputerRef, c: &CancellationToken) -> Result<()> {
-        self.snapshots.fork(self, s, into, c).await
-    }
-
-    async fn release_snapshot(&self, s: &Snapshot, _: &CancellationToken) -> Result<()> {
-        self.snapshots.release(&s.id)
+    fn snapshot_store(&self) -> Option<&crate::snapshot::SnapshotStore> {
+        Some(&self.snapshots)
     }
 
     async fn used(&self, computer: &ComputerRef, _cancel: &CancellationToken) -> Result<Used> {

@@ -7,7 +7,7 @@ use computerd::protocol::HelloResult;
 use tokio_util::sync::CancellationToken;
 
 use crate::settings::{HostDefaults, Table};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Snapshot, SnapshotStore};
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, Labels, NetworkPolicy,
     NetworkReadBack, ProviderError, Release, Result, Used,
@@ -129,10 +129,16 @@ pub trait Provider: Send + Sync {
         )))
     }
 
+    /// Where this provider keeps snapshots, if it can take them; the
+    /// snapshot methods below use it.
+    fn snapshot_store(&self) -> Option<&SnapshotStore> {
+        None
+    }
+
     /// Whether [`Provider::snapshot`] can work here (`computer_snapshot`
     /// is listed only then).
     fn can_snapshot(&self) -> bool {
-        false
+        self.snapshot_store().is_some()
     }
 
     /// Keep the computer's files (its HOME) as a snapshot carrying
@@ -145,11 +151,10 @@ pub trait Provider: Send + Sync {
         ttl_ms: u64,
         cancel: &CancellationToken,
     ) -> Result<Snapshot> {
-        let _ = (computer, labels, ttl_ms, cancel);
-        Err(ProviderError::unsupported(format!(
-            "the {} provider cannot snapshot computers",
-            self.id()
-        )))
+        match self.snapshot_store() {
+            Some(s) => s.take(self, computer, labels, ttl_ms, cancel).await,
+            None => Err(cannot_snapshot(self.id())),
+        }
     }
 
     /// The provider's snapshots carrying every one of `labels`.
@@ -158,8 +163,9 @@ pub trait Provider: Send + Sync {
         labels: &Labels,
         cancel: &CancellationToken,
     ) -> Result<Vec<Snapshot>> {
-        let _ = (labels, cancel);
-        Ok(Vec::new())
+        let _ = cancel;
+        self.snapshot_store()
+            .map_or(Ok(Vec::new()), |s| s.list(labels))
     }
 
     /// Fill a new computer's HOME from `snapshot` (before its first call).
@@ -169,11 +175,10 @@ pub trait Provider: Send + Sync {
         into: &ComputerRef,
         cancel: &CancellationToken,
     ) -> Result<()> {
-        let _ = (snapshot, into, cancel);
-        Err(ProviderError::unsupported(format!(
-            "the {} provider cannot snapshot computers, so it cannot fork one",
-            self.id()
-        )))
+        match self.snapshot_store() {
+            Some(s) => s.fork(self, snapshot, into, cancel).await,
+            None => Err(cannot_snapshot(self.id())),
+        }
     }
 
     /// Delete a snapshot.
@@ -182,11 +187,11 @@ pub trait Provider: Send + Sync {
         snapshot: &Snapshot,
         cancel: &CancellationToken,
     ) -> Result<()> {
-        let _ = (snapshot, cancel);
-        Err(ProviderError::unsupported(format!(
-            "the {} provider cannot snapshot computers",
-            self.id()
-        )))
+        let _ = cancel;
+        match self.snapshot_store() {
+            Some(s) => s.release(&snapshot.id),
+            None => Err(cannot_snapshot(self.id())),
+        }
     }
 
     /// What the computer has used so far (its receipt's CPU and memory),
@@ -240,6 +245,11 @@ pub trait Provider: Send + Sync {
     fn preflight(&self) -> Vec<Preflight> {
         Vec::new()
     }
+}
+
+/// A provider without snapshots, in words naming it.
+fn cannot_snapshot(provider: &str) -> ProviderError {
+    ProviderError::unsupported(format!("the {provider} provider cannot snapshot computers"))
 }
 
 /// One line of [`Provider::preflight`].

@@ -257,9 +257,9 @@ impl SnapshotStore {
     }
 
     /// [`Self::save`] of `computer`'s HOME, over a connection of its own.
-    pub async fn take(
+    pub async fn take<P: Provider + ?Sized>(
         &self,
-        provider: &dyn Provider,
+        provider: &P,
         computer: &ComputerRef,
         labels: &Labels,
         ttl_ms: u64,
@@ -275,9 +275,9 @@ impl SnapshotStore {
     }
 
     /// [`Self::restore`] into `into`'s HOME, over a connection of its own.
-    pub async fn fork(
+    pub async fn fork<P: Provider + ?Sized>(
         &self,
-        provider: &dyn Provider,
+        provider: &P,
         snapshot: &Snapshot,
         into: &ComputerRef,
         cancel: &CancellationToken,
