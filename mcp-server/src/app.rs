@@ -26,7 +26,8 @@
 //! (who calls, and the fleet tools' server side), `admission` (the bounds
 //! on creations), `table` (making, attaching and finding computers),
 //! [`slot`] (default computers, made lazily), `release` (ending computers,
-//! the reaper, extend's lifetime bound, shutdown). MCP sessions are in
+//! the reaper, extend's lifetime bound, shutdown), [`snapshot`] (snapshots
+//! and forks from them). MCP sessions are in
 //! [`crate::session`].
 
 use std::collections::{HashMap, HashSet};
@@ -46,6 +47,7 @@ mod caller;
 mod entry;
 mod release;
 mod slot;
+pub mod snapshot;
 mod table;
 
 pub use admission::Ask;

@@ -150,6 +150,11 @@ pub struct Config {
     #[arg(default_value = DEFAULT_LIFETIME_TEXT, value_parser = duration)]
     #[serde(with = "text")]
     pub lifetime: Duration,
+    /// How long a snapshot (computer_snapshot) is kept before the sweep deletes it (30m, 6h, 2d).
+    #[arg(long, value_name = "DURATION", env = "COMPUTER_MCP_SNAPSHOT_TTL")]
+    #[arg(default_value = "24h", value_parser = duration)]
+    #[serde(with = "text")]
+    pub snapshot_ttl: Duration,
     /// The network a computer reaches: none; open (whatever this machine reaches, its own loopback services included); public (every public host, through an egress proxy that refuses private, loopback, link-local, metadata and this machine's addresses); or allow:NAME[,NAME...] (only these names, *.suffix wildcards and CIDRs, on ports 80 and 443, through the same proxy).
     #[arg(long, value_name = "NETWORK", env = "COMPUTER_MCP_NETWORK", default_value = "none", value_parser = |s: &str| s.parse::<NetworkArg>())]
     pub network: NetworkArg,

@@ -256,6 +256,27 @@ async fn a_pause_where_the_provider_has_none_is_refused_naming_it() {
     session.end().await;
 }
 
+/// A provider that cannot snapshot says so in words naming itself; the
+/// tool is not listed there, and a fork finds no snapshot.
+#[tokio::test]
+async fn a_snapshot_where_the_provider_has_none_is_refused_naming_it() {
+    let (fake, app, session) = session_on_fake(None, &[]);
+    let entry = computer_of(&app, &session).await.unwrap().entry;
+    let principal = entry.principal.clone();
+    let e = app.snapshot(&principal, &entry, "s1").await.unwrap_err();
+    assert!(
+        e.contains(&format!(
+            "the {} provider cannot snapshot computers",
+            fake.id()
+        )),
+        "{e}"
+    );
+    assert!(!crate::server::fleet_policy(&app).snapshot);
+    let e = app.own_snapshot(&principal, "s1").await.unwrap_err();
+    assert!(e.contains("you have no snapshot \"s1\""), "{e}");
+    session.end().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_creation_that_never_answers_is_given_up_in_words() {
     let (fake, app, session) = session_on_fake(Some(Script::Hang), &[]);

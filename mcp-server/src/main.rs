@@ -485,6 +485,10 @@ async fn manage(
         .list(&Labels::new(), &cancel)
         .await
         .map_err(|e| anyhow::anyhow!("listing the computers: {}", e.message))?;
+    let snapshots = provider
+        .snapshots(&Labels::new(), &cancel)
+        .await
+        .map_err(|e| anyhow::anyhow!("listing the snapshots: {}", e.message))?;
     match command {
         config::ComputersCommand::List => {
             println!(
@@ -532,11 +536,16 @@ async fn manage(
                 );
             }
             eprintln!("computer-mcp: {} computer(s)", all.len());
+            print_snapshots(&snapshots);
             Ok(0)
         }
         config::ComputersCommand::Release { which } => {
             let mut code = 0;
             for w in &which {
+                if let Some(done) = release_snapshot(provider.as_ref(), &snapshots, w).await {
+                    code = code.max(done);
+                    continue;
+                }
                 match cp::named(&all, w).as_slice() {
                     [] => {
                         eprintln!(
@@ -581,6 +590,82 @@ async fn receipts_cmd(
     let rows = receipts::cli::rows(&provider, &receipts::Book::new(config), &all).await;
     print_out(&receipts::cli::render(&rows, args.json));
     Ok(0)
+}
+
+/// `computers list`'s second table: every snapshot, with its size.
+#[allow(clippy::print_stdout)] // a terminal command, not the stdio server
+fn print_snapshots(all: &[computer_providers::Snapshot]) {
+    use computer_providers::label;
+    if all.is_empty() {
+        return;
+    }
+    println!(
+        "\n{:<34}  {:<18}  {:<10}  {:<8}  {:>12}  {:>8}  DEADLINE",
+        "SNAPSHOT", "NAME", "PRINCIPAL", "KIND", "BYTES", "AGE"
+    );
+    for s in all {
+        let l = |k: &str| s.labels.get(k).cloned().unwrap_or_else(|| "-".into());
+        let principal: String = l(label::PRINCIPAL).chars().take(10).collect();
+        println!(
+            "{:<34}  {:<18}  {:<10}  {:<8}  {:>12}  {:>8}  {}",
+            s.id,
+            l(label::NAME),
+            principal,
+            l(label::KIND),
+            s.size_bytes,
+            human_age(&s.created_at),
+            s.deadline
+        );
+    }
+    eprintln!("computer-mcp: {} snapshot(s)", all.len());
+}
+
+/// Release the snapshot `w` names (its handle, or a name one snapshot
+/// has): None when `w` names none, else the exit code.
+#[allow(clippy::print_stdout)] // a terminal command, not the stdio server
+async fn release_snapshot(
+    provider: &dyn Provider,
+    all: &[computer_providers::Snapshot],
+    w: &str,
+) -> Option<i32> {
+    let named: Vec<&computer_providers::Snapshot> = all
+        .iter()
+        .filter(|s| {
+            s.id == w
+                || s.labels
+                    .get(computer_providers::label::NAME)
+                    .map(String::as_str)
+                    == Some(w)
+        })
+        .collect();
+    match named.as_slice() {
+        [] => None,
+        [one] => match provider
+            .release_snapshot(one, &CancellationToken::new())
+            .await
+        {
+            Ok(()) => {
+                println!("released snapshot {}", one.id);
+                Some(0)
+            }
+            Err(e) => {
+                eprintln!(
+                    "computer-mcp: releasing snapshot {} failed: {}",
+                    one.id, e.message
+                );
+                Some(1)
+            }
+        },
+        many => {
+            let ids: Vec<&str> = many.iter().map(|s| s.id.as_str()).collect();
+            eprintln!(
+                "computer-mcp: {} snapshots are named {w:?} (of different callers): {}; release by handle",
+                many.len(),
+                ids.join(", ")
+            );
+            Some(1)
+        }
+    }
 }
 
 #[allow(clippy::print_stdout)] // a terminal command's report

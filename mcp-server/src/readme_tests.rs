@@ -41,12 +41,15 @@ fn tool_table() -> String {
     let pausing = FleetPolicy {
         pause: true,
         view: true,
+        snapshot: true,
         ..FleetPolicy::default()
     };
     for t in fleet::tools(&pausing) {
         let title = t.annotations.and_then(|a| a.title).unwrap();
         let kinds = if fleet::PAUSE_NAMES.contains(&t.name.as_ref()) {
             "every session, where the provider can pause (local with a cgroup freezer, Docker)"
+        } else if t.name == fleet::SNAPSHOT_NAME {
+            "sandbox sessions, where the provider can snapshot (local, Docker); computer_new then takes `from`"
         } else if t.name == fleet::VIEW_NAME {
             "every session, where a viewer is served (--http, or --viewer over stdio)"
         } else {

@@ -135,6 +135,10 @@ pub fn fleet_policy(app: &App) -> FleetPolicy {
         max_computers: c.fleet.max_computers,
         pause: app.provider.can_pause(),
         view: app.views.served(),
+        // Listed on a sandbox server only: each kind's listing stays
+        // within 20 KB.
+        snapshot: app.provider.can_snapshot()
+            && app.kind() == computerd::protocol::SettingKind::Sandbox,
     }
 }
 
@@ -354,6 +358,9 @@ impl ComputerMcp {
             names.extend(fleet::NAMES);
             if self.app.provider.can_pause() {
                 names.extend(fleet::PAUSE_NAMES);
+            }
+            if fleet_policy(&self.app).snapshot {
+                names.push(fleet::SNAPSHOT_NAME);
             }
             if self.app.views.served() {
                 names.push(fleet::VIEW_NAME);

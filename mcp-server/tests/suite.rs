@@ -21,6 +21,7 @@ mod receipt;
 mod sessions;
 mod share_acl;
 mod skills;
+mod snapshot;
 mod stdio;
 mod support;
 mod view;

@@ -128,14 +128,7 @@ async fn main() {
         println!("skipped: no Docker engine at /var/run/docker.sock");
         return;
     }
-    let image = std::env::var("CMCP_TEST_DOCKER_IMAGE")
-        .unwrap_or_else(|_| "computer-mcp-test/debian:bookworm".into());
-    let computerd = std::env::var_os("CMCP_TEST_DOCKER_COMPUTERD")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../target/x86_64-unknown-linux-gnu/daemon/computerd")
-        });
+    let (image, computerd) = support::docker_image_and_daemon();
     let (execs, creates) = (
         count("CMCP_BENCH_EXECS", 200),
         count("CMCP_BENCH_CREATES", 10),

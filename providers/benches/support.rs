@@ -65,3 +65,19 @@ pub async fn exec_true(conn: &computer_providers::Connection) {
         .unwrap();
     assert_eq!(r.exit_code, Some(0));
 }
+
+/// The Docker benches' image (`CMCP_TEST_DOCKER_IMAGE`, default the test
+/// image) and static daemon (`CMCP_TEST_DOCKER_COMPUTERD`, default the
+/// workspace's static build). Not every bench runs Docker.
+#[allow(dead_code)]
+pub fn docker_image_and_daemon() -> (String, std::path::PathBuf) {
+    let image = std::env::var("CMCP_TEST_DOCKER_IMAGE")
+        .unwrap_or_else(|_| "computer-mcp-test/debian:bookworm".into());
+    let computerd = std::env::var_os("CMCP_TEST_DOCKER_COMPUTERD")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../target/x86_64-unknown-linux-gnu/daemon/computerd")
+        });
+    (image, computerd)
+}

@@ -109,6 +109,9 @@ pub struct DockerProvider {
     /// The host, read once (a failed read is not kept).
     host: tokio::sync::OnceCell<Host>,
     images: image::Flights,
+    /// Its snapshots, under `<cache dir>/snapshots` (beside the daemon's
+    /// copy the computers bind).
+    snapshots: crate::snapshot::SnapshotStore,
 }
 
 impl DockerProvider {
@@ -127,11 +130,14 @@ impl DockerProvider {
         if let Some(i) = &opts.image {
             i.check()?;
         }
+        let snapshots =
+            crate::snapshot::SnapshotStore::new("docker", opts.cache_dir.join("snapshots"));
         Ok(Self {
             opts,
             engine: Mutex::new(None),
             host: tokio::sync::OnceCell::new(),
             images: image::Flights::default(),
+            snapshots,
         })
     }
 
@@ -511,6 +517,10 @@ impl Provider for DockerProvider {
             .map_err(self.err("resuming the computer"))
     }
 
+    fn snapshot_store(&self) -> Option<&crate::snapshot::SnapshotStore> {
+        Some(&self.snapshots)
+    }
+
     async fn used(&self, computer: &ComputerRef, _cancel: &CancellationToken) -> Result<Used> {
         use futures::StreamExt as _;
         let docker = self.engine()?;
@@ -557,6 +567,11 @@ impl Provider for DockerProvider {
                 Ok(()) => deleted.push(name),
                 Err(e) => failed.push(format!("{name}: {}", e.message)),
             }
+        }
+        // Snapshots past their own deadline (not a computer's).
+        match self.snapshots.sweep() {
+            Ok(ids) => deleted.extend(ids),
+            Err(e) => failed.push(format!("snapshots: {}", e.message)),
         }
         // Direct directories with no computer (the computers listed, less
         // those just deleted).

@@ -44,6 +44,8 @@
 //!   every provider.
 //! - [`share`]: host directories shown at `/workspace`, and the rules a
 //!   share must pass before anything is made.
+//! - [`snapshot`]: a computer's HOME kept as an archive in the provider's
+//!   storage on this host, and forks filled from it (local, Docker).
 //! - [`wait`]: [`wait::wait_until`], the one bounded wait for a state a
 //!   vendor reads back later than it acted.
 //! - [`random`]: names and tokens from the OS's random source, failing
@@ -81,6 +83,7 @@ pub mod registry;
 pub mod settings;
 pub mod share;
 pub mod sizing;
+pub mod snapshot;
 pub mod types;
 pub mod vendor;
 pub mod wait;
@@ -98,6 +101,7 @@ pub use registry::{
     with_provider_flags,
 };
 pub use settings::{HostDefaults, Table, layer};
+pub use snapshot::{SNAPSHOT_PREFIX, Snapshot, SnapshotStore, is_snapshot_handle};
 pub use types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
     LifetimeMode, NetworkKind, NetworkPolicy, NetworkRead, NetworkReadBack, ProviderError, Release,

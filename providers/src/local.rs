@@ -88,6 +88,8 @@ pub struct LocalProvider {
     /// Its hold on the state directory's cgroup group (none without
     /// cgroups).
     lease: Option<lease::Lease>,
+    /// Its snapshots, under `<state>/snapshots`.
+    snapshots: crate::snapshot::SnapshotStore,
 }
 
 /// How long a new computer gets to answer on its socket.
@@ -180,6 +182,7 @@ impl LocalProvider {
         let uids = (root && opts.isolation == Isolation::Namespaces && opts.run_as.is_none())
             .then(|| uids::UidAllocator::new(&opts.state_dir))
             .transpose()?;
+        let opts_state_dir = opts.state_dir.clone();
         Ok(Self {
             opts,
             root,
@@ -193,6 +196,10 @@ impl LocalProvider {
             desktop,
             browser,
             lease,
+            snapshots: crate::snapshot::SnapshotStore::new(
+                "local",
+                opts_state_dir.join("snapshots"),
+            ),
         })
     }
 
@@ -665,6 +672,10 @@ impl Provider for LocalProvider {
         self.freeze(&meta, false).await
     }
 
+    fn snapshot_store(&self) -> Option<&crate::snapshot::SnapshotStore> {
+        Some(&self.snapshots)
+    }
+
     async fn used(&self, computer: &ComputerRef, _cancel: &CancellationToken) -> Result<Used> {
         let Ok(cgroups) = self.cgroups.clone() else {
             return Ok(Used::default());
@@ -743,6 +754,8 @@ impl Provider for LocalProvider {
                 released.push(r.id);
             }
         }
+        // Snapshots past their own deadline (not a computer's).
+        released.extend(self.snapshots.sweep()?);
         // Cgroups and uids whose computer's state is gone (the spare's
         // cgroup is not one of them).
         if let Some(s) = self

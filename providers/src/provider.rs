@@ -7,6 +7,7 @@ use computerd::protocol::HelloResult;
 use tokio_util::sync::CancellationToken;
 
 use crate::settings::{HostDefaults, Table};
+use crate::snapshot::{Snapshot, SnapshotStore};
 use crate::types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, Labels, NetworkPolicy,
     NetworkReadBack, ProviderError, Release, Result, Used,
@@ -128,6 +129,71 @@ pub trait Provider: Send + Sync {
         )))
     }
 
+    /// Where this provider keeps snapshots, if it can take them; the
+    /// snapshot methods below use it.
+    fn snapshot_store(&self) -> Option<&SnapshotStore> {
+        None
+    }
+
+    /// Whether [`Provider::snapshot`] can work here (`computer_snapshot`
+    /// is listed only then).
+    fn can_snapshot(&self) -> bool {
+        self.snapshot_store().is_some()
+    }
+
+    /// Keep the computer's files (its HOME) as a snapshot carrying
+    /// `labels`, deleted by [`Provider::sweep`] `ttl_ms` from now. A name
+    /// its owner gave another snapshot is refused naming `name`.
+    async fn snapshot(
+        &self,
+        computer: &ComputerRef,
+        labels: &Labels,
+        ttl_ms: u64,
+        cancel: &CancellationToken,
+    ) -> Result<Snapshot> {
+        match self.snapshot_store() {
+            Some(s) => s.take(self, computer, labels, ttl_ms, cancel).await,
+            None => Err(cannot_snapshot(self.id())),
+        }
+    }
+
+    /// The provider's snapshots carrying every one of `labels`.
+    async fn snapshots(
+        &self,
+        labels: &Labels,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Snapshot>> {
+        let _ = cancel;
+        self.snapshot_store()
+            .map_or(Ok(Vec::new()), |s| s.list(labels))
+    }
+
+    /// Fill a new computer's HOME from `snapshot` (before its first call).
+    async fn restore(
+        &self,
+        snapshot: &Snapshot,
+        into: &ComputerRef,
+        cancel: &CancellationToken,
+    ) -> Result<()> {
+        match self.snapshot_store() {
+            Some(s) => s.fork(self, snapshot, into, cancel).await,
+            None => Err(cannot_snapshot(self.id())),
+        }
+    }
+
+    /// Delete a snapshot.
+    async fn release_snapshot(
+        &self,
+        snapshot: &Snapshot,
+        cancel: &CancellationToken,
+    ) -> Result<()> {
+        let _ = cancel;
+        match self.snapshot_store() {
+            Some(s) => s.release(&snapshot.id),
+            None => Err(cannot_snapshot(self.id())),
+        }
+    }
+
     /// What the computer has used so far (its receipt's CPU and memory),
     /// read from what runs it; nothing known by default.
     async fn used(&self, computer: &ComputerRef, cancel: &CancellationToken) -> Result<Used> {
@@ -179,6 +245,11 @@ pub trait Provider: Send + Sync {
     fn preflight(&self) -> Vec<Preflight> {
         Vec::new()
     }
+}
+
+/// A provider without snapshots, in words naming it.
+fn cannot_snapshot(provider: &str) -> ProviderError {
+    ProviderError::unsupported(format!("the {provider} provider cannot snapshot computers"))
 }
 
 /// One line of [`Provider::preflight`].

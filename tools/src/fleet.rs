@@ -23,8 +23,10 @@ use crate::define::{done, hints, make_tool, parse};
 use crate::error::{Result, ToolError};
 
 mod pause;
+mod snapshot;
 mod view;
 pub use pause::PAUSE_NAMES;
+pub use snapshot::{FROM_ARG, SNAPSHOT_NAME, SnapshotSummary, is_snapshot_handle};
 pub use view::{VIEW_NAME, ViewLink};
 
 /// The argument every tool of a family takes to say which computer.
@@ -176,6 +178,9 @@ pub struct FleetPolicy {
     pub pause: bool,
     /// The server serves a live viewer: computer_view is listed.
     pub view: bool,
+    /// The provider can snapshot: computer_snapshot is listed, and
+    /// computer_new takes `from`.
+    pub snapshot: bool,
 }
 
 impl Default for FleetPolicy {
@@ -191,6 +196,7 @@ impl Default for FleetPolicy {
             max_computers: 4,
             pause: false,
             view: false,
+            snapshot: false,
         }
     }
 }
@@ -252,6 +258,8 @@ pub struct NewComputer {
     pub cpus: Option<f64>,
     pub memory_mb: Option<u64>,
     pub pids: Option<u64>,
+    /// A snapshot's name or handle to start from.
+    pub from: Option<String>,
 }
 
 /// One of a caller's computers, as computer_list shows it.
@@ -302,6 +310,12 @@ pub trait Fleet: Send + Sync {
         which: Which,
         on: bool,
     ) -> BoxFuture<'_, std::result::Result<ComputerSummary, String>>;
+    /// Keep one of the caller's computers' files as snapshot `name`.
+    fn snapshot(
+        &self,
+        which: Which,
+        name: String,
+    ) -> BoxFuture<'_, std::result::Result<SnapshotSummary, String>>;
     /// A link to watch one of the caller's computers, or (`revoke`) every
     /// link to it ended.
     fn view(
@@ -318,7 +332,10 @@ pub const NAMES: [&str; 3] = ["computer_new", "computer_list", "computer_release
 
 /// Whether `name` is a fleet tool.
 pub fn is_fleet_tool(name: &str) -> bool {
-    NAMES.contains(&name) || PAUSE_NAMES.contains(&name) || name == VIEW_NAME
+    NAMES.contains(&name)
+        || PAUSE_NAMES.contains(&name)
+        || name == VIEW_NAME
+        || name == SNAPSHOT_NAME
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -402,6 +419,9 @@ Kinds: {}. Networks: {}. For work that must not share a machine.",
         }
     }
     schema.remove("$defs");
+    if policy.snapshot {
+        snapshot::offer_from(&mut schema);
+    }
     new.input_schema = Arc::new(schema);
     let list = make_tool::<ComputerListArgs, ComputerListOutput>(
         "computer_list",
@@ -422,6 +442,9 @@ Release one when its work is done, to stay under your limit."
     if policy.pause {
         all.extend(pause::tools());
     }
+    if policy.snapshot {
+        all.push(snapshot::tool());
+    }
     if policy.view {
         all.push(view::tool());
     }
@@ -430,7 +453,11 @@ Release one when its work is done, to stay under your limit."
 
 /// Check `a` against `policy`: the first argument at fault, named with
 /// what it may be.
-pub fn check_new(a: ComputerNewArgs, policy: &FleetPolicy) -> Result<NewComputer> {
+pub fn check_new(
+    a: ComputerNewArgs,
+    from: Option<String>,
+    policy: &FleetPolicy,
+) -> Result<NewComputer> {
     let invalid = |s: String| ToolError::Invalid(format!("computer_new: {s}"));
     if let Some(n) = &a.name {
         check_name("name", n).map_err(invalid)?;
@@ -518,6 +545,7 @@ pub fn check_new(a: ComputerNewArgs, policy: &FleetPolicy) -> Result<NewComputer
         cpus: a.cpus,
         memory_mb: a.memory_mb,
         pids: a.pids,
+        from,
     })
 }
 
@@ -553,6 +581,10 @@ pub async fn call(
         ))),
         "computer_pause" => pause::call(args, true, fleet).await,
         "computer_resume" => pause::call(args, false, fleet).await,
+        SNAPSHOT_NAME if !policy.snapshot => Err(ToolError::Refused(format!(
+            "{name}: this server's provider cannot snapshot computers"
+        ))),
+        SNAPSHOT_NAME => snapshot::call(args, fleet).await,
         VIEW_NAME if !policy.view => Err(ToolError::Refused(format!(
             "{name}: this server serves no viewer (start it with --http, or --viewer 127.0.0.1:0 over stdio)"
         ))),
@@ -562,9 +594,10 @@ pub async fn call(
     Some(r.unwrap_or_else(ToolError::into_result))
 }
 
-async fn new(args: Value, policy: &FleetPolicy, fleet: &dyn Fleet) -> Result<CallToolResult> {
+async fn new(mut args: Value, policy: &FleetPolicy, fleet: &dyn Fleet) -> Result<CallToolResult> {
+    let from = snapshot::take_from(&mut args, policy.snapshot)?;
     let a: ComputerNewArgs = parse("computer_new", args)?;
-    let ask = check_new(a, policy)?;
+    let ask = check_new(a, from, policy)?;
     let made = fleet.create(ask).await.map_err(ToolError::Refused)?;
     let call_it = made.name.as_deref().unwrap_or(&made.handle);
     let text = format!(
@@ -662,7 +695,7 @@ mod tests {
 
     fn ask(v: Value) -> Result<NewComputer> {
         let a: ComputerNewArgs = parse("computer_new", v)?;
-        check_new(a, &FleetPolicy::default())
+        check_new(a, None, &FleetPolicy::default())
     }
 
     fn refusal(v: Value) -> String {
@@ -685,6 +718,7 @@ mod tests {
                 cpus: None,
                 memory_mb: None,
                 pids: None,
+                from: None,
             }
         );
         let n = ask(
@@ -743,10 +777,16 @@ mod tests {
             ..FleetPolicy::default()
         };
         let a: ComputerNewArgs = parse("computer_new", serde_json::json!({})).unwrap();
-        assert_eq!(check_new(a, &open).unwrap().network, NetworkChoice::Open);
+        assert_eq!(
+            check_new(a, None, &open).unwrap().network,
+            NetworkChoice::Open
+        );
         let a: ComputerNewArgs =
             parse("computer_new", serde_json::json!({"network": "none"})).unwrap();
-        assert_eq!(check_new(a, &open).unwrap().network, NetworkChoice::None);
+        assert_eq!(
+            check_new(a, None, &open).unwrap().network,
+            NetworkChoice::None
+        );
     }
 
     #[test]
@@ -754,12 +794,30 @@ mod tests {
         let tools = tools(&FleetPolicy {
             pause: true,
             view: true,
+            snapshot: true,
             ..FleetPolicy::default()
         });
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-        assert_eq!(names, [&NAMES[..], &PAUSE_NAMES[..], &[VIEW_NAME]].concat());
-        // Where the provider cannot pause, the two are not listed.
-        assert_eq!(super::tools(&FleetPolicy::default()).len(), NAMES.len());
+        assert_eq!(
+            names,
+            [&NAMES[..], &PAUSE_NAMES[..], &[SNAPSHOT_NAME, VIEW_NAME]].concat()
+        );
+        // Where the provider cannot pause or snapshot, those are not
+        // listed, and computer_new takes no `from`.
+        let plain = super::tools(&FleetPolicy::default());
+        assert_eq!(plain.len(), NAMES.len());
+        assert!(
+            !plain[0].input_schema["properties"]
+                .as_object()
+                .unwrap()
+                .contains_key(FROM_ARG)
+        );
+        assert!(
+            tools[0].input_schema["properties"]
+                .as_object()
+                .unwrap()
+                .contains_key(FROM_ARG)
+        );
         let mut text = serde_json::to_string_pretty(&tools).unwrap();
         text.push('\n');
         computer_testkit::assert_golden("fleet-tools", &text);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use computer_tools::fleet::{self, ComputerSummary, NewComputer, Which};
+use computer_tools::fleet::{self, ComputerSummary, NewComputer, SnapshotSummary, Which};
 use computerd::protocol::SettingKind;
 
 use super::{App, Ask, Principal, Slot};
@@ -60,6 +60,12 @@ impl CallerFleet {
             .provider
             .check(&spec)
             .map_err(|e| words(&e, "checking the new computer"))?;
+        // Found before anything is made: one not the caller's is refused
+        // as unknown.
+        let from = match &ask.from {
+            Some(f) => Some(self.app.own_snapshot(&self.caller.principal, f).await?),
+            None => None,
+        };
         let entry = self
             .app
             .make(Ask {
@@ -70,7 +76,19 @@ impl CallerFleet {
                 spec,
             })
             .await?;
+        if let Some(s) = &from {
+            self.app.fill_from(&entry, s).await?;
+        }
         Ok(entry.summary(false))
+    }
+
+    async fn snapshot_one(&self, which: Which, name: String) -> Result<SnapshotSummary, String> {
+        let entry = self.named(&which).await?;
+        let s = self
+            .app
+            .snapshot(&self.caller.principal, &entry, &name)
+            .await?;
+        Ok(super::snapshot::summary(&s))
     }
 
     async fn list_mine(&self) -> Result<Vec<ComputerSummary>, String> {
@@ -153,6 +171,13 @@ impl fleet::Fleet for CallerFleet {
     }
     fn pause(&self, which: Which, on: bool) -> BoxFuture<'_, Result<ComputerSummary, String>> {
         Box::pin(self.pause_one(which, on))
+    }
+    fn snapshot(
+        &self,
+        which: Which,
+        name: String,
+    ) -> BoxFuture<'_, Result<SnapshotSummary, String>> {
+        Box::pin(self.snapshot_one(which, name))
     }
     fn view(&self, which: Which, revoke: bool) -> BoxFuture<'_, Result<fleet::ViewLink, String>> {
         Box::pin(self.view_one(which, revoke))

@@ -117,11 +117,12 @@ pub struct SweepArgs {
 #[derive(Subcommand, Debug, Clone)]
 pub enum ComputersCommand {
     /// Every computer of the provider: its handle and name, whose it is
-    /// (a hash of the caller), kind, age, deadline, and whether it is kept.
+    /// (a hash of the caller), kind, age, deadline, and whether it is kept;
+    /// then every snapshot, with its size.
     List,
-    /// Release computers now, each named by handle, name or provider id.
+    /// Release computers or snapshots now, each named by handle, name or provider id.
     Release {
-        /// Handles (c-...), names, or provider ids.
+        /// Handles (c-... or s-...), names, or provider ids.
         #[arg(required = true, value_name = "COMPUTER")]
         which: Vec<String>,
     },

@@ -1,0 +1,217 @@
+//! computer_snapshot and computer_new {from} as a model calls them, on
+//! local and Docker: a snapshot keeps /work as it was when taken; two forks
+//! of it start with its files and see only their own changes; a taken name
+//! is refused naming `name`; another caller's snapshot reads as one that
+//! never existed; a second server over the same provider storage (a
+//! restart) finds and forks it; `computers list` shows it with its size,
+//! `sweep` deletes one past its deadline and `computers release` another.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::support::{HttpServer, SERVER, Server, Stateless, TOKEN, jerror, jtext, or_skip};
+
+const OTHER: &str = "other-token-0123456789abcdef";
+
+async fn sh(c: &Stateless, computer: &str, command: &str) -> String {
+    let r = c
+        .call("exec", json!({"command": command, "computer": computer}))
+        .await;
+    assert!(!jerror(&r), "{r}");
+    r["structuredContent"]["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+async fn fork(c: &Stateless, name: &str, from: &str) -> Value {
+    c.call("computer_new", json!({"name": name, "from": from}))
+        .await
+}
+
+/// `computer-mcp <words> <the server's flags>`, its stdout and stderr; the
+/// command must succeed.
+fn run(server: &Server, words: &[&str]) -> String {
+    let out = std::process::Command::new(SERVER)
+        .args(words)
+        .args(server.args())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{words:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn store_of(server: &Server) -> PathBuf {
+    match server.provider() {
+        "docker" => server.state_dir.join("cache").join("snapshots"),
+        _ => server.state_dir.join("snapshots"),
+    }
+}
+
+async fn snapshot_and_fork(server: Server) {
+    let a = HttpServer::start_on(server, &[], &[TOKEN, OTHER]).await;
+    let c = a.stateless(TOKEN);
+    c.computer_new("base").await;
+    sh(
+        &c,
+        "base",
+        "mkdir -p ~/proj && echo v1 > ~/proj/file && echo kept > ~/keep && ln -s proj/file ~/link",
+    )
+    .await;
+
+    let r = c
+        .call(
+            "computer_snapshot",
+            json!({"computer": "base", "name": "s1"}),
+        )
+        .await;
+    assert!(!jerror(&r), "{r}");
+    let s1 = r["structuredContent"].clone();
+    let handle = s1["handle"].as_str().unwrap().to_string();
+    assert!(handle.starts_with("s-") && handle.len() == 34, "{s1}");
+    assert_eq!(s1["name"], "s1");
+    assert_eq!(s1["kind"], "sandbox");
+    assert!(s1["size_bytes"].as_u64().unwrap() >= 3 * 512, "{s1}");
+
+    // A taken name is refused, naming the argument.
+    let r = c
+        .call(
+            "computer_snapshot",
+            json!({"computer": "base", "name": "s1"}),
+        )
+        .await;
+    assert!(jerror(&r), "{r}");
+    assert!(
+        jtext(&r).contains("name \"s1\" is taken by your snapshot"),
+        "{r}"
+    );
+    // Changed after the snapshot: no fork sees it.
+    sh(&c, "base", "echo v2 > ~/proj/file").await;
+
+    let r = fork(&c, "f1", "s1").await;
+    assert!(!jerror(&r), "{r}");
+    let r = fork(&c, "f2", &handle).await;
+    assert!(!jerror(&r), "{r}");
+    for f in ["f1", "f2"] {
+        assert_eq!(
+            sh(&c, f, "cat ~/proj/file ~/keep ~/link; readlink ~/link").await,
+            "v1\nkept\nv1\nproj/file\n",
+            "{f}"
+        );
+        sh(
+            &c,
+            f,
+            &format!("echo {f} > ~/proj/file && touch ~/only-{f}"),
+        )
+        .await;
+    }
+    for (f, other) in [("f1", "f2"), ("f2", "f1")] {
+        assert_eq!(
+            sh(
+                &c,
+                f,
+                &format!(
+                    "cat ~/proj/file; ls ~ | tr '\\n' ' '; test -e ~/only-{other} || echo own"
+                )
+            )
+            .await,
+            format!("{f}\nkeep link only-{f} proj own\n")
+        );
+    }
+
+    // Another caller: s1 reads exactly as a snapshot that never existed.
+    let o = a.stateless(OTHER);
+    let never = fork(&o, "x", "never-made").await;
+    assert!(jerror(&never), "{never}");
+    assert!(
+        jtext(&never).contains("you have no snapshot \"never-made\""),
+        "{never}"
+    );
+    for from in ["s1", handle.as_str()] {
+        let r = fork(&o, "x", from).await;
+        assert!(jerror(&r), "{r}");
+        assert_eq!(
+            jtext(&r),
+            jtext(&never).replace("never-made", from),
+            "another caller's snapshot reads differently from none"
+        );
+    }
+    for name in ["f1", "f2", "base"] {
+        let r = c.call("computer_release", json!({"computer": name})).await;
+        assert!(!jerror(&r), "{r}");
+    }
+    let (server, _) = a.stop().await;
+    assert!(server.computers().is_empty(), "{:?}", server.computers());
+
+    // A restart: another server over the same storage finds and forks it;
+    // it keeps its snapshots for 2 s only.
+    let b = HttpServer::start_on(
+        Server::replica_of(&server),
+        &["--snapshot-ttl", "2s"],
+        &[TOKEN],
+    )
+    .await;
+    let c = b.stateless(TOKEN);
+    let r = fork(&c, "f3", "s1").await;
+    assert!(!jerror(&r), "{r}");
+    assert_eq!(sh(&c, "f3", "cat ~/proj/file").await, "v1\n");
+    let r = c
+        .call(
+            "computer_snapshot",
+            json!({"computer": "f3", "name": "brief"}),
+        )
+        .await;
+    assert!(!jerror(&r), "{r}");
+    let brief = r["structuredContent"]["handle"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = c.call("computer_release", json!({"computer": "f3"})).await;
+    assert!(!jerror(&r), "{r}");
+    b.stop_leaving_none().await;
+
+    // From a terminal: both listed with their sizes.
+    let listing = run(&server, &["computers", "list"]);
+    let line = listing
+        .lines()
+        .find(|l| l.starts_with(&handle))
+        .unwrap_or_else(|| panic!("{listing}"));
+    assert!(
+        line.contains(" s1 ") && line.contains(&s1["size_bytes"].to_string()),
+        "{line}"
+    );
+    assert!(listing.contains(&brief), "{listing}");
+    // The janitor: past its 2 s, brief is deleted; s1 (24 h) is kept.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let swept = run(&server, &["sweep"]);
+    assert!(swept.contains(&format!("released {brief}")), "{swept}");
+    assert!(!swept.contains(&handle), "{swept}");
+    let listing = run(&server, &["computers", "list"]);
+    assert!(
+        !listing.contains(&brief) && listing.contains(&handle),
+        "{listing}"
+    );
+    let released = run(&server, &["computers", "release", "s1"]);
+    assert!(
+        released.contains(&format!("released snapshot {handle}")),
+        "{released}"
+    );
+    let left: Vec<_> = std::fs::read_dir(store_of(&server))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_snapshots_fork_apart_outlive_the_server_and_are_swept() {
+    snapshot_and_fork(or_skip!(Server::local())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_snapshots_fork_apart_outlive_the_server_and_are_swept() {
+    snapshot_and_fork(or_skip!(Server::docker())).await;
+}
