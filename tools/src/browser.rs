@@ -149,6 +149,19 @@ pub struct Held {
     pub target: String,
     pub loader: String,
     pub url: String,
+    /// The execution context of the isolated world the element was
+    /// numbered in (where its ref is looked up).
+    pub world: u64,
+}
+
+/// The tools' isolated world in a tab's document: the walk is defined in
+/// it, and the elements with refs are numbered there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct World {
+    /// The main frame's loaderId when it was made.
+    pub loader: String,
+    /// Its execution context id.
+    pub context: u64,
 }
 
 /// The most refs remembered; past it, those of documents no tab shows in
@@ -202,8 +215,11 @@ pub struct BrowserMemo {
     pub next_ref: u64,
     /// Every ref handed out, by number.
     pub held: HashMap<u64, Held>,
-    /// The ref of each element handed out, by its tab, document and backend id.
-    pub numbers: HashMap<(String, String, u64), u64>,
+    /// The ref of each element handed out, by its tab, document, world
+    /// and number in that world.
+    pub numbers: HashMap<(String, String, u64, u64), u64>,
+    /// The tools' isolated world of each tab's document, by target.
+    pub worlds: HashMap<String, World>,
     pub snaps: u64,
     pub latest: Option<Snap>,
     /// The latest screenshot, and the tab it shows.
@@ -393,9 +409,6 @@ async fn enable(ctx: &ToolContext, target: &str, session: &str) -> Result<()> {
         "Network.enable",
         "Log.enable",
         "DOM.enable",
-        // The renderer keeps the page's accessibility tree from then on: a
-        // snapshot reads it in about half the time of one built anew.
-        "Accessibility.enable",
     ] {
         send(ctx, Some(session), m, json!({}), None).await?;
     }

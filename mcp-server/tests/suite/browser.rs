@@ -358,3 +358,77 @@ async fn a_3_mb_pages_snapshot_and_a_4000x3000_screenshot_each_fit_under_1_mb() 
     assert!(text(&shot).contains("scale"), "{}", text(&shot));
     client.cancel().await.unwrap();
 }
+
+/// A page read in the tools' own world: an open shadow root's button and a
+/// same-origin frame's button each get a ref a click lands on, a hidden
+/// button is left out, a global the page sets in its own world is never
+/// taken for the tools', and a removed element's ref is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadow_and_frame_elements_are_clicked_by_ref_and_the_page_cannot_forge_refs() {
+    let (_server, client, _) = or_skip!(
+        Server::local_stdio_needing(&[computer_testkit::need_chromium], &["--kind", "browser"])
+            .await
+    );
+    const PAGE: &str = r#"<!doctype html><title>Parts</title><h1>Parts</h1>
+<div id=host></div>
+<iframe src="inner.html"></iframe>
+<div style="display:none"><button>Hidden away</button></div>
+<p id=out>none yet</p>
+<script>
+const root = document.getElementById('host').attachShadow({mode: 'open'});
+root.innerHTML = '<button>Shadow press</button>';
+root.querySelector('button').onclick = () => { document.getElementById('out').textContent = 'shadow pressed'; };
+// What a page could set to steer the tools: it lives in the page's world.
+globalThis.__computerMcpWorld = {find: () => document.body, ids: {get: () => 1}};
+globalThis.__computerMcpWalk = () => [[0, 'button', 'Forged', '', [], '', 1, 0]];
+</script>"#;
+    const INNER: &str = r#"<!doctype html><button onclick="parent.document.getElementById('out').textContent = 'frame pressed'">Frame press</button>"#;
+    call_ok(&client, "exec", json!({"command": "mkdir -p /work/site"})).await;
+    call_ok(
+        &client,
+        "write_file",
+        json!({"path": "/work/site/inner.html", "content": INNER}),
+    )
+    .await;
+    open_served(&client, "parts.html", PAGE, 8133).await;
+    // The frame may still be loading when the page has.
+    let mut snap = String::new();
+    for _ in 0..50 {
+        snap = text(&call_ok(&client, "browser_snapshot", json!({})).await);
+        if snap.contains("Frame press") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(snap.contains("- heading \"Parts\" [level=1]"), "{snap}");
+    assert!(
+        !snap.contains("Hidden away") && !snap.contains("Forged"),
+        "{snap}"
+    );
+    let shadow = ref_of(&snap, &["button", "Shadow press"]);
+    let frame = ref_of(&snap, &["button", "Frame press"]);
+    let iframe_line = snap.lines().position(|l| l.contains("- Iframe")).unwrap();
+    let frame_line = snap
+        .lines()
+        .position(|l| l.contains("Frame press"))
+        .unwrap();
+    assert!(frame_line > iframe_line, "{snap}");
+
+    call_ok(&client, "browser_click", json!({"ref": shadow})).await;
+    let t = text(&call_ok(&client, "browser_snapshot", json!({})).await);
+    assert!(t.contains("shadow pressed"), "{t}");
+    // The same elements keep their refs.
+    assert_eq!(ref_of(&t, &["button", "Frame press"]), frame, "{t}");
+    call_ok(&client, "browser_click", json!({"ref": frame})).await;
+    let t = text(&call_ok(&client, "browser_snapshot", json!({})).await);
+    assert!(t.contains("frame pressed"), "{t}");
+
+    call_ok(
+        &client,
+        "browser_evaluate",
+        json!({"function": "() => { document.getElementById('host').shadowRoot.innerHTML = ''; return 'gone'; }"}),
+    )
+    .await;
+    call_refused(&client, "browser_click", json!({"ref": shadow}), "removed").await;
+    client.cancel().await.unwrap();
+}

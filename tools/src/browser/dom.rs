@@ -7,7 +7,9 @@
 use serde_json::{Value, json};
 
 use crate::ToolContext;
-use crate::browser::{Tab, check, current, main_frame, send_to, snapshot::Element, with_memo};
+use crate::browser::{
+    Held, Tab, check, current, main_frame, send_to, snapshot::Element, with_memo,
+};
 use crate::error::{Result, ToolError};
 
 /// The object group the tools' handles live in (released after each use).
@@ -46,27 +48,34 @@ pub(crate) async fn resolve(
             held.url, frame.url
         )));
     }
-    if !connected(ctx, &tab, held.el.backend).await {
+    let Some(backend) = locate(ctx, &tab, &held).await else {
         return Err(removed(field, n, &held.el));
-    }
-    Ok((tab, held.el, n))
+    };
+    let mut el = held.el;
+    el.backend = backend;
+    Ok((tab, el, n))
 }
 
-/// The node is in its document (a removed one may live on detached).
-async fn connected(ctx: &ToolContext, tab: &Tab, backend: u64) -> bool {
-    let Ok(obj) = object(ctx, tab, backend, "the element").await else {
-        return false;
-    };
-    let on = call_on(
+/// The backend id of the element a ref names, found by its number in the
+/// world it was numbered in, if it is still in its document (a removed
+/// one may live on detached, and is not found).
+async fn locate(ctx: &ToolContext, tab: &Tab, held: &Held) -> Option<u64> {
+    let r = send_to(
         ctx,
         tab,
-        &obj,
-        "function(){ return this.isConnected; }",
-        vec![],
+        "Runtime.evaluate",
+        json!({
+            "expression": format!("globalThis.__computerMcpWorld ? __computerMcpWorld.find({}) : null", held.el.node),
+            "contextId": held.world,
+            "objectGroup": GROUP,
+        }),
     )
-    .await;
+    .await
+    .ok()?;
+    let obj = r["result"]["objectId"].as_str()?.to_string();
+    let d = send_to(ctx, tab, "DOM.describeNode", json!({"objectId": obj})).await;
     release(ctx, tab).await;
-    on.is_ok_and(|v| v == Value::Bool(true))
+    d.ok()?["node"]["backendNodeId"].as_u64()
 }
 
 /// A ref whose element left the page: refused, never retargeted.

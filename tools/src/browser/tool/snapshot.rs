@@ -1,10 +1,6 @@
 //! `browser_snapshot`: the page as an accessibility tree in text, each
 //! interactive element with a ref.
 
-use std::collections::HashSet;
-
-use futures::future::join_all;
-
 use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -14,7 +10,7 @@ use crate::ToolContext;
 use crate::browser::target::target_args;
 use crate::browser::tool::budget;
 use crate::browser::{
-    BrowserMemo, Held, MAX_HELD, MainFrame, Snap, Tab, current, main_frame, send_to,
+    BrowserMemo, Held, MAX_HELD, MainFrame, Snap, Tab, World, current, main_frame, send_to,
     snapshot as snap, title_url, with_memo,
 };
 use crate::define::done;
@@ -63,101 +59,96 @@ pub struct SnapshotOutput {
     pub refs: u64,
 }
 
-/// The backend ids of the document's password inputs (each described at
-/// once).
-async fn password_fields(ctx: &ToolContext, tab: &Tab) -> Result<HashSet<u64>> {
-    let doc = send_to(ctx, tab, "DOM.getDocument", json!({"depth": 0})).await?;
-    let q = send_to(
+/// The most elements a walk goes down through.
+const WALK_DEPTH: usize = snap::MAX_DEPTH;
+
+/// Run the walk in the world `context`: defined there first when `define`
+/// (a new world), else called as defined. None when the world has no walk
+/// or is gone (its document was left).
+async fn walk(ctx: &ToolContext, tab: &Tab, context: u64, define: bool) -> Result<Option<Value>> {
+    let args = format!(
+        "({WALK_DEPTH}, {}, {})",
+        snap::MAX_TEXT_CHARS,
+        json!(snap::INTERACTIVE)
+    );
+    let expression = if define {
+        format!("(globalThis.__computerMcpWalk = {})\n{args}", snap::WALK)
+    } else {
+        format!("globalThis.__computerMcpWalk ? __computerMcpWalk{args} : null")
+    };
+    let r = send_to(
         ctx,
         tab,
-        "DOM.querySelectorAll",
-        json!({"nodeId": doc["root"]["nodeId"], "selector": "input[type=password i]"}),
+        "Runtime.evaluate",
+        json!({"expression": expression, "contextId": context, "returnByValue": true}),
     )
     .await?;
-    let ids = q["nodeIds"].as_array().cloned().unwrap_or_default();
-    let described = join_all(
-        ids.iter()
-            .map(|id| send_to(ctx, tab, "DOM.describeNode", json!({"nodeId": id}))),
+    if let Some(d) = r.get("exceptionDetails") {
+        return Err(ToolError::Broken(format!(
+            "reading the page failed: {}",
+            d["exception"]["description"]
+                .as_str()
+                .or(d["text"].as_str())
+                .unwrap_or("an exception")
+        )));
+    }
+    let v = &r["result"]["value"];
+    Ok(v.is_array().then(|| v.clone()))
+}
+
+/// A new isolated world of the tools in the main frame `frame`: its
+/// execution context id.
+async fn new_world(ctx: &ToolContext, tab: &Tab, frame: &str) -> Result<u64> {
+    let r = send_to(
+        ctx,
+        tab,
+        "Page.createIsolatedWorld",
+        json!({"frameId": frame, "worldName": "computer-mcp"}),
     )
-    .await;
-    let mut out = HashSet::new();
-    for d in described {
-        if let Some(b) = d?["node"]["backendNodeId"].as_u64() {
-            out.insert(b);
+    .await?;
+    r["executionContextId"]
+        .as_u64()
+        .ok_or_else(|| ToolError::Broken("the browser made no world to read the page in".into()))
+}
+
+/// The walk's entries for the current document of `tab`, and the world
+/// they were numbered in. At rest this is one round trip beside the frame
+/// tree's (the world of the document is known); on a new document a world
+/// is made for it and the walk defined there.
+async fn read_page(ctx: &ToolContext, tab: &Tab) -> Result<(MainFrame, World, Value)> {
+    let known = with_memo(ctx, |m| m.worlds.get(&tab.target).cloned());
+    let (frames, early) = tokio::join!(send_to(ctx, tab, "Page.getFrameTree", json!({})), async {
+        match &known {
+            Some(w) => walk(ctx, tab, w.context, false).await.ok().flatten(),
+            None => None,
         }
+    });
+    let frame = MainFrame::of(&frames?);
+    if let (Some(w), Some(v)) = (&known, early)
+        && w.loader == frame.loader
+    {
+        return Ok((frame, w.clone(), v));
     }
-    Ok(out)
+    let world = World {
+        loader: frame.loader.clone(),
+        context: new_world(ctx, tab, &frame.id).await?,
+    };
+    let v = walk(ctx, tab, world.context, true).await?.ok_or_else(|| {
+        ToolError::Broken("the page gave no answer to the snapshot's walk".into())
+    })?;
+    with_memo(ctx, |m| m.worlds.insert(tab.target.clone(), world.clone()));
+    Ok((frame, world, v))
 }
 
-/// Frames read into a snapshot at most.
-pub const MAX_FRAMES: usize = 20;
-
-/// The ids of the frames under the main frame of `tree` (Page.getFrameTree's
-/// answer), at most [`MAX_FRAMES`].
-fn child_frames(tree: &Value) -> Vec<String> {
-    let mut ids = Vec::new();
-    let mut todo: Vec<&Value> = tree["frameTree"]["childFrames"]
-        .as_array()
-        .map(|a| a.iter().collect())
-        .unwrap_or_default();
-    while let Some(f) = todo.pop() {
-        if ids.len() >= MAX_FRAMES {
-            break;
-        }
-        if let Some(id) = f["frame"]["id"].as_str() {
-            ids.push(id.to_string());
-        }
-        todo.extend(f["childFrames"].as_array().into_iter().flatten());
-    }
-    ids
-}
-
-/// The accessibility tree of the frame `id` if it shares the tab's process
-/// (a same-site iframe), with the backend id of its `<iframe>`; none for a
-/// frame of another site (another process), which is left out.
-async fn frame_tree(ctx: &ToolContext, tab: &Tab, id: &str) -> Option<(u64, Vec<Value>)> {
-    let (owner, t) = tokio::join!(
-        send_to(ctx, tab, "DOM.getFrameOwner", json!({"frameId": id})),
-        send_to(
-            ctx,
-            tab,
-            "Accessibility.getFullAXTree",
-            json!({"frameId": id})
-        ),
-    );
-    let owner = owner.ok()?["backendNodeId"].as_u64()?;
-    let nodes = t.ok()?["nodes"].as_array().cloned().unwrap_or_default();
-    Some((owner, nodes))
-}
-
-/// Take a snapshot of the current tab, remembered as the latest. The
-/// browser is asked everything at once: the tree, the frames, the
-/// password fields (then each frame's tree, at once).
+/// Take a snapshot of the current tab, remembered as the latest.
 pub(crate) async fn take_snapshot(ctx: &ToolContext) -> Result<Snap> {
     let tab = current(ctx).await?;
-    let (frames, passwords, tree) = tokio::join!(
-        send_to(ctx, &tab, "Page.getFrameTree", json!({})),
-        password_fields(ctx, &tab),
-        send_to(ctx, &tab, "Accessibility.getFullAXTree", json!({})),
-    );
-    let (frames, passwords, tree) = (frames?, passwords?, tree?);
-    let frame = MainFrame::of(&frames);
-    let main = tree["nodes"].as_array().cloned().unwrap_or_default();
-    let inner: Vec<(u64, Vec<Value>)> = join_all(
-        child_frames(&frames)
-            .iter()
-            .map(|id| frame_tree(ctx, &tab, id)),
-    )
-    .await
-    .into_iter()
-    .flatten()
-    .collect();
-    let nodes = snap::merge_frames(&main, &inner);
+    let (frame, world, entries) = read_page(ctx, &tab).await?;
+    let entries = entries.as_array().map(Vec::as_slice).unwrap_or_default();
     let snap = with_memo(ctx, |m| {
         let built = snap::build(
-            &nodes,
-            &mut |b| number(m, &tab.target, &frame.loader, b),
-            &passwords,
+            entries,
+            &mut |node| number(m, &tab.target, &frame.loader, world.context, node),
             &frame.url,
         );
         if m.held.len() + built.refs.len() > MAX_HELD {
@@ -173,6 +164,7 @@ pub(crate) async fn take_snapshot(ctx: &ToolContext) -> Result<Snap> {
                     target: tab.target.clone(),
                     loader: frame.loader.clone(),
                     url: frame.url.clone(),
+                    world: world.context,
                 },
             );
         }
@@ -191,12 +183,18 @@ pub(crate) async fn take_snapshot(ctx: &ToolContext) -> Result<Snap> {
     Ok(snap)
 }
 
-/// The ref of the element `backend` of tab `target`'s document `loader`:
-/// the one it was given before, or a number no element had. The document
-/// is part of the key: a new renderer process (a navigation to another
-/// site) may give its elements backend ids an old document's had.
-fn number(m: &mut BrowserMemo, target: &str, loader: &str, backend: u64) -> u64 {
-    let key = (target.to_string(), loader.to_string(), backend);
+/// The ref of the element `node` of world `world` in tab `target`'s
+/// document `loader`: the one it was given before, or a number no element
+/// had. The document and world are part of the key: each world numbers its
+/// elements from 1.
+pub(crate) fn number(
+    m: &mut BrowserMemo,
+    target: &str,
+    loader: &str,
+    world: u64,
+    node: u64,
+) -> u64 {
+    let key = (target.to_string(), loader.to_string(), world, node);
     if let Some(n) = m.numbers.get(&key) {
         return *n;
     }

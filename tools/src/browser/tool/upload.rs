@@ -47,26 +47,34 @@ target_args! {
 /// (Playwright's `browser_file_upload` answers the chooser a click opened):
 /// refused when the page has none or several, or when no snapshot showed it.
 pub(crate) async fn only_file_input(ctx: &ToolContext, tab: &Tab) -> Result<String> {
-    let r = send_to(
-        ctx,
-        tab,
-        "Runtime.evaluate",
-        json!({"expression": "(() => { const a = document.querySelectorAll('input[type=file]'); return a.length === 1 ? a[0] : a.length; })()", "objectGroup": crate::browser::dom::GROUP}),
-    )
-    .await?;
-    let res = &r["result"];
-    let Some(obj) = res["objectId"].as_str() else {
-        let n = res["value"].as_u64().unwrap_or(0);
-        return Err(ToolError::Refused(format!(
-            "paths: the page has {n} file inputs, and no file chooser is open here (a click opens none); give the input's ref with browser_upload {{ref, paths}}; nothing was chosen"
-        )));
-    };
-    let node = send_to(ctx, tab, "DOM.describeNode", json!({"objectId": obj})).await;
-    release(ctx, tab).await;
-    let backend = node?["node"]["backendNodeId"].as_u64().unwrap_or(0);
     let loader = crate::browser::main_frame(ctx, tab).await?.loader;
-    let key = (tab.target.clone(), loader, backend);
-    match crate::browser::with_memo(ctx, |m| m.numbers.get(&key).copied()) {
+    // Its number is asked in the tools' world of this document, if there
+    // is one (the page's own globals are never read as a number).
+    let world = crate::browser::with_memo(ctx, |m| {
+        m.worlds
+            .get(&tab.target)
+            .filter(|w| w.loader == loader)
+            .map(|w| w.context)
+    });
+    let mut params = json!({"expression": "(() => { const a = document.querySelectorAll('input[type=file]'); const w = globalThis.__computerMcpWorld; return [a.length, (a.length === 1 && w && w.ids.get(a[0])) || 0]; })()", "returnByValue": true});
+    if let Some(c) = world {
+        params["contextId"] = json!(c);
+    }
+    let r = send_to(ctx, tab, "Runtime.evaluate", params).await?;
+    let (count, id) = (
+        r["result"]["value"][0].as_u64().unwrap_or(0),
+        r["result"]["value"][1].as_u64().unwrap_or(0),
+    );
+    if count != 1 {
+        return Err(ToolError::Refused(format!(
+            "paths: the page has {count} file inputs, and no file chooser is open here (a click opens none); give the input's ref with browser_upload {{ref, paths}}; nothing was chosen"
+        )));
+    }
+    let found = world.filter(|_| id > 0).and_then(|c| {
+        let key = (tab.target.clone(), loader, c, id);
+        crate::browser::with_memo(ctx, |m| m.numbers.get(&key).copied())
+    });
+    match found {
         Some(n) => Ok(format!("e{n}")),
         None => Err(ToolError::Refused(
             "paths: the page's file input is in no snapshot yet; take browser_snapshot, then upload again (or give its ref with browser_upload); nothing was chosen".into(),
