@@ -334,6 +334,8 @@ impl ComputerMcp {
             let fleet = CallerFleet {
                 app: Arc::clone(&self.app),
                 caller,
+                peer: Some(context.peer.clone()),
+                cancel: context.ct.clone(),
             };
             let policy = fleet_policy(&self.app);
             let r = fleet::call(&name, request.arguments, &policy, &fleet).await;
@@ -385,10 +387,27 @@ impl ComputerMcp {
             Err(why) => return Ok(tool_error(format!("{name} could not run: {why}"))),
         };
         let entry = for_call.entry;
-        if self.app.views.held_by_person(&entry.handle) && sends_input(family, &name) {
-            return Ok(tool_error(format!(
-                "{name}: a person has control of this screen until they give it back; nothing was sent (screenshot still reads the screen)"
-            )));
+        if let Some(lease) = self.app.views.control.lease(&entry.handle)
+            && sends_input(family, &name)
+        {
+            // Where the model asked for the takeover, its input waits for
+            // the person to give control back; elsewhere it is refused.
+            if !lease.asked {
+                return Ok(tool_error(format!(
+                    "{name}: a person has control of this screen until they give it back; nothing was sent (screenshot still reads the screen)"
+                )));
+            }
+            if !self
+                .app
+                .views
+                .control
+                .until_free(&entry.handle, &cancel)
+                .await
+            {
+                return Ok(tool_error(format!(
+                    "{name}: cancelled while the person you asked had control; nothing was sent"
+                )));
+            }
         }
         let _in_use = entry.begin_use();
         let progress: Option<ProgressFn> = context.meta.get_progress_token().map(|token| {

@@ -23,8 +23,10 @@ use crate::define::{done, hints, make_tool, parse};
 use crate::error::{Result, ToolError};
 
 mod pause;
+mod takeover;
 mod view;
 pub use pause::PAUSE_NAMES;
+pub use takeover::{TAKEOVER_NAME, TakeoverAsk, TakeoverOutcome};
 pub use view::{VIEW_NAME, ViewLink};
 
 /// The argument every tool of a family takes to say which computer.
@@ -174,7 +176,9 @@ pub struct FleetPolicy {
     /// The provider can pause a computer: computer_pause and
     /// computer_resume are listed.
     pub pause: bool,
-    /// The server serves a live viewer: computer_view is listed.
+    /// The server serves a live viewer: computer_view is listed (and
+    /// request_takeover offered, inside it, where a kind it makes has a
+    /// screen).
     pub view: bool,
 }
 
@@ -196,6 +200,11 @@ impl Default for FleetPolicy {
 }
 
 impl FleetPolicy {
+    /// request_takeover is offered: a viewer is served and a kind this
+    /// server makes has a screen.
+    pub fn takeover(&self) -> bool {
+        self.view && self.kinds.iter().any(|k| *k != SettingKind::Sandbox)
+    }
     fn kinds_text(&self) -> String {
         let v: Vec<&str> = self.kinds.iter().map(|k| k.as_str()).collect();
         v.join(", ")
@@ -309,6 +318,12 @@ pub trait Fleet: Send + Sync {
         which: Which,
         revoke: bool,
     ) -> BoxFuture<'_, std::result::Result<ViewLink, String>>;
+    /// Ask a person to take control of one of the caller's computers, and
+    /// wait until they give it back or the ask's timeout passes.
+    fn takeover(
+        &self,
+        ask: TakeoverAsk,
+    ) -> BoxFuture<'_, std::result::Result<TakeoverOutcome, String>>;
 }
 
 // ----------------------------------------------------------------- the tools
@@ -318,7 +333,10 @@ pub const NAMES: [&str; 3] = ["computer_new", "computer_list", "computer_release
 
 /// Whether `name` is a fleet tool.
 pub fn is_fleet_tool(name: &str) -> bool {
-    NAMES.contains(&name) || PAUSE_NAMES.contains(&name) || name == VIEW_NAME
+    NAMES.contains(&name)
+        || PAUSE_NAMES.contains(&name)
+        || name == VIEW_NAME
+        || name == TAKEOVER_NAME
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -556,7 +574,11 @@ pub async fn call(
         VIEW_NAME if !policy.view => Err(ToolError::Refused(format!(
             "{name}: this server serves no viewer (start it with --http, or --viewer 127.0.0.1:0 over stdio)"
         ))),
-        VIEW_NAME => view::call(args, fleet).await,
+        VIEW_NAME => view::call(args, policy, fleet).await,
+        TAKEOVER_NAME if !policy.takeover() => Err(ToolError::Refused(format!(
+            "{name}: this server serves no viewer for a person to take control in (start it with --http, or --viewer 127.0.0.1:0 over stdio), or its computers have no screen"
+        ))),
+        TAKEOVER_NAME => takeover::call(args, fleet).await,
         _ => return None,
     };
     Some(r.unwrap_or_else(ToolError::into_result))

@@ -146,6 +146,14 @@ impl<'a> Page<'a> {
         .await;
     }
 
+    /// Type `text` one character at a time, as keys pressed.
+    async fn type_text(&self, text: &str) {
+        for c in text.chars() {
+            let s = c.to_string();
+            self.key(&s, "", 0, Some(&s)).await;
+        }
+    }
+
     async fn status(&self) -> String {
         self.eval("document.getElementById('status').textContent")
             .await
@@ -175,9 +183,20 @@ async fn a_person_watches_a_docker_desktop_and_takes_control_in_a_real_browser()
     watches_and_takes_control(&server).await;
 }
 
-/// The whole check on a desktop of `server`'s provider.
-async fn watches_and_takes_control(server: &Server) {
-    let bin = or_skip!(fixture_bin());
+/// A stdio server of `server`'s provider serving the viewer on a loopback
+/// port, its desktop running the X11 fixture, and the first link
+/// computer_view gave (with its text); None where the fixture is not built.
+struct Viewing {
+    client: Client,
+    /// The server's stderr.
+    log: tempfile::NamedTempFile,
+    _share: tempfile::TempDir,
+    url: String,
+    said: String,
+}
+
+async fn viewing(server: &Server) -> Option<Viewing> {
+    let bin = fixture_bin()?;
     let share = fixture_share(&bin);
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut cmd = tokio::process::Command::new(SERVER);
@@ -200,19 +219,40 @@ async fn watches_and_takes_control(server: &Server) {
     start_fixture(&client).await;
 
     let r = call_ok(&client, "computer_view", json!({})).await;
-    let link = structured(&r);
-    let url = link["url"].as_str().unwrap().to_string();
+    let url = structured(&r)["url"].as_str().unwrap().to_string();
+    Some(Viewing {
+        client,
+        log,
+        _share: share,
+        url,
+        said: text(&r),
+    })
+}
+
+/// The fixture's logged text events, joined.
+fn texts(ev: &[Value]) -> String {
+    ev.iter()
+        .filter(|e| e["event"] == "text")
+        .filter_map(|e| e["text"].as_str())
+        .collect()
+}
+
+/// The whole check on a desktop of `server`'s provider.
+async fn watches_and_takes_control(server: &Server) {
+    let Viewing {
+        client,
+        log,
+        _share,
+        url,
+        said,
+    } = or_skip!(viewing(server).await);
     let (page_url, token) = url.split_once("#t=").unwrap();
     assert!(
         page_url.starts_with("http://127.0.0.1:") && page_url.contains("/view/c-"),
         "{url}"
     );
     assert_eq!(token.len(), 64);
-    assert!(
-        text(&r).contains("until they give control back"),
-        "{}",
-        text(&r)
-    );
+    assert!(said.contains("until they give control back"), "{said}");
 
     let chromium = HostChromium::start().await.unwrap();
     let browser = chromium.client().await.unwrap();
@@ -308,16 +348,7 @@ async fn watches_and_takes_control(server: &Server) {
     // Typed text reaches the fixture exactly.
     let n = events(&client).await.len();
     let typed = "Hello, agentrun! 123";
-    for c in typed.chars() {
-        let s = c.to_string();
-        page.key(&s, "", 0, Some(&s)).await;
-    }
-    let texts = |ev: &[Value]| -> String {
-        ev.iter()
-            .filter(|e| e["event"] == "text")
-            .filter_map(|e| e["text"].as_str())
-            .collect()
-    };
+    page.type_text(typed).await;
     let ev = wait_for(&client, n, "the typed text", |e| {
         texts(e).len() >= typed.len()
     })
@@ -549,4 +580,143 @@ async fn over_http_the_viewer_is_public_but_its_socket_and_links_are_the_callers
             .contains("only by the viewer's own page")
     );
     http.stop_leaving_none().await;
+}
+
+/// The model asks a person to take over (request_takeover, listed as
+/// computer_view's `ask`): its call waits while the page shows the reason;
+/// the person takes control, types into the fixture, and the model's own
+/// input meanwhile waits rather than being refused; on give-back the call
+/// returns saying the person acted. Without a request, a person's control
+/// refuses the model's input in words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_asks_a_person_to_take_over_and_waits_until_they_give_back() {
+    if !need_root() || !computer_testkit::need_xvfb() || !computer_testkit::need_chromium() {
+        return;
+    }
+    let server = Server::new();
+    let v = or_skip!(viewing(&server).await);
+    let client = &v.client;
+    let (page_url, _) = v.url.split_once("#t=").unwrap();
+
+    // Bad input names the field and its limit; nobody there: says so.
+    call_refused(
+        client,
+        "request_takeover",
+        json!({"reason": "log in", "timeout_s": 0}),
+        "timeout_s 0 is out of range; it is 1 to 1800",
+    )
+    .await;
+    call_refused(
+        client,
+        "computer_view",
+        json!({"ask": " "}),
+        "computer_view: ask is empty",
+    )
+    .await;
+    call_refused(
+        client,
+        "computer_view",
+        json!({"timeout_s": 5}),
+        "timeout_s goes with ask",
+    )
+    .await;
+    let r = call_ok(
+        client,
+        "request_takeover",
+        json!({"reason": "nobody is there", "timeout_s": 1}),
+    )
+    .await;
+    assert!(
+        text(&r).starts_with("nobody took control within 1 s"),
+        "{}",
+        text(&r)
+    );
+
+    let chromium = HostChromium::start().await.unwrap();
+    let browser = chromium.client().await.unwrap();
+    let page = Page::open(&browser, &v.url).await;
+    page.until("the first frame drawn", "window.viewer.frames >= 1")
+        .await;
+    assert_eq!(page.eval("window.viewer.asked").await, Value::Null);
+
+    let reason = "Please sign in for me: type your greeting into the window";
+    let model = call(
+        client,
+        "computer_view",
+        json!({"ask": reason, "timeout_s": 120}),
+    );
+    let person = async {
+        page.until(
+            "the reason shown",
+            &format!("window.viewer.asked === {}", json!(reason)),
+        )
+        .await;
+        assert_eq!(
+            page.eval("[document.getElementById('reason').textContent, document.getElementById('asked').hidden]")
+                .await,
+            json!([reason, false])
+        );
+        page.eval("document.getElementById('take').click()").await;
+        page.until("control taken", "window.viewer.control === true")
+            .await;
+        let n = events(client).await.len();
+        let typed = "Hello, agentrun! 123";
+        page.type_text(typed).await;
+        let ev = wait_for(client, n, "the typed text", |e| {
+            texts(e).len() >= typed.len()
+        })
+        .await;
+        assert_eq!(texts(&ev), typed);
+        // The model asked: its input waits for the give-back.
+        let input = call(
+            client,
+            "input",
+            json!({"actions": [{"type": "move", "x": 7, "y": 7}]}),
+        );
+        tokio::pin!(input);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(800), &mut input)
+                .await
+                .is_err(),
+            "the model's input did not wait for the person"
+        );
+        page.eval("document.getElementById('give').click()").await;
+        page.until("control given back", "window.viewer.control === false")
+            .await;
+        let r = input.await;
+        assert!(!is_error(&r), "{}", text(&r));
+        page.until("the request's end shown", "window.viewer.asked === null")
+            .await;
+        assert_eq!(
+            page.eval("document.getElementById('asked').hidden").await,
+            json!(true)
+        );
+    };
+    let (r, ()) = tokio::join!(model, person);
+    let said = text(&r);
+    assert!(!is_error(&r), "{said}");
+    assert!(
+        said.starts_with("the person took control at ") && said.contains(", gave it back after "),
+        "{said}"
+    );
+    assert!(said.contains("the person acted"), "{said}");
+    assert!(said.contains(page_url), "the link is in the answer: {said}");
+    let outcome = &structured(&r)["takeover"];
+    assert_eq!(outcome["outcome"], "given_back", "{outcome}");
+    assert!(outcome["taken_at"].is_string(), "{outcome}");
+
+    // No request now: a person's control refuses the model's input.
+    page.eval("document.getElementById('take').click()").await;
+    page.until("control taken", "window.viewer.control === true")
+        .await;
+    call_refused(
+        client,
+        "input",
+        json!({"actions": [{"type": "click", "x": 10, "y": 10}]}),
+        "a person has control of this screen until they give it back",
+    )
+    .await;
+    page.eval("document.getElementById('give').click()").await;
+    page.until("control given back", "window.viewer.control === false")
+        .await;
 }
