@@ -29,6 +29,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use crate::app::{App, Caller, CallerFleet, Principal};
 use crate::config::NetworkArg;
 use crate::session::Session;
+use crate::view;
 
 /// Where a handler's calls come from.
 #[derive(Clone)]
@@ -290,6 +291,9 @@ default computer when its session ends."
                     t
                 }),
         );
+        if self.app.views.served() {
+            tools.iter_mut().for_each(view::app::tie);
+        }
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -487,6 +491,18 @@ impl ComputerMcp {
             META_COMPUTER.into(),
             serde_json::json!({"handle": entry.handle, "name": entry.shown_name()}),
         );
+        // A host that renders apps shows the live screen with a
+        // screenshot: the app reads its link here, out of the model's view.
+        if self.app.views.served()
+            && view::app::SHOWN_BY.contains(&name.as_str())
+            && view::app::client_renders_apps(&context.peer)
+            && let Ok(link) = self.app.views.link(&entry, false)
+        {
+            meta.0.insert(
+                view::app::META_LINK.into(),
+                serde_json::json!({"url": link.url, "expires": link.expires}),
+            );
+        }
         result.meta = Some(meta);
         Ok(result.into())
     }

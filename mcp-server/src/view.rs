@@ -27,6 +27,7 @@ use computer_tools::fleet::{self, ViewLink};
 
 use crate::app::{App, Entry};
 
+pub mod app;
 pub mod control;
 pub mod grants;
 pub mod map;

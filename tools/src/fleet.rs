@@ -27,7 +27,7 @@ mod takeover;
 mod view;
 pub use pause::PAUSE_NAMES;
 pub use takeover::{TAKEOVER_NAME, TakeoverAsk, TakeoverOutcome};
-pub use view::{VIEW_NAME, ViewLink};
+pub use view::{APP_SHOWN_BY, APP_URI, VIEW_NAME, ViewLink, tie_app};
 
 /// The argument every tool of a family takes to say which computer.
 pub const COMPUTER_ARG: &str = "computer";
@@ -201,9 +201,13 @@ impl Default for FleetPolicy {
 
 impl FleetPolicy {
     /// request_takeover is offered: a viewer is served and a kind this
-    /// server makes has a screen.
+    /// server makes has a screen the viewer shows (a desktop's, a phone's).
     pub fn takeover(&self) -> bool {
-        self.view && self.kinds.iter().any(|k| *k != SettingKind::Sandbox)
+        self.view
+            && self
+                .kinds
+                .iter()
+                .any(|k| matches!(k, SettingKind::Desktop | SettingKind::Phone))
     }
     fn kinds_text(&self) -> String {
         let v: Vec<&str> = self.kinds.iter().map(|k| k.as_str()).collect();

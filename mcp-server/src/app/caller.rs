@@ -140,9 +140,9 @@ impl CallerFleet {
         ask: fleet::TakeoverAsk,
     ) -> Result<fleet::TakeoverOutcome, String> {
         let entry = self.named(&ask.which).await?;
-        if entry.kind == SettingKind::Sandbox {
+        if !matches!(entry.kind, SettingKind::Desktop | SettingKind::Phone) {
             return Err(format!(
-                "{}: {} has no screen for a person to use (a {} computer)",
+                "{}: {} has no screen for a person to use in the viewer (a {} computer)",
                 fleet::TAKEOVER_NAME,
                 entry.label(),
                 entry.kind.as_str()

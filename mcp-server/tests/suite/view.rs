@@ -720,3 +720,86 @@ async fn a_model_asks_a_person_to_take_over_and_waits_until_they_give_back() {
     page.until("control given back", "window.viewer.control === false")
         .await;
 }
+
+/// The viewer as an MCP App, to an rmcp client that declares the MCP Apps
+/// extension (`io.modelcontextprotocol/ui`): `ui://computer-mcp/view` is
+/// listed and reads as the viewer's page (`text/html;profile=mcp-app`, with
+/// the viewer's address for the host's CSP), the screenshot tool's listing
+/// names it in `_meta.ui.resourceUri`, and a screenshot's result carries
+/// the app's link in its `_meta`, not in what the model reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_renders_apps_finds_the_viewer_app_and_the_screenshot_names_it() {
+    use rmcp::model::{CallToolRequestParams, ClientCapabilities, ReadResourceRequestParams};
+    if !need_root() || !computer_testkit::need_xvfb() {
+        return;
+    }
+    let server = Server::new();
+    let mut cmd = tokio::process::Command::new(SERVER);
+    cmd.arg("serve")
+        .args(server.args())
+        .args(["--kind", "desktop", "--viewer", "127.0.0.1:0"]);
+    let mut info = rmcp::model::ClientConfig::default();
+    let mut caps = ClientCapabilities::default();
+    caps.extensions = Some(std::collections::BTreeMap::from([(
+        "io.modelcontextprotocol/ui".to_string(),
+        serde_json::from_value(json!({"mimeTypes": ["text/html;profile=mcp-app"]})).unwrap(),
+    )]));
+    info.capabilities = caps;
+    let client = info
+        .serve(TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap();
+
+    let tools = client.list_all_tools().await.unwrap();
+    let shot = tools.iter().find(|t| t.name == "screenshot").unwrap();
+    let meta = serde_json::to_value(&shot.meta).unwrap();
+    assert_eq!(
+        meta["ui"]["resourceUri"], "ui://computer-mcp/view",
+        "{meta}"
+    );
+    assert!(
+        tools
+            .iter()
+            .filter(|t| t.name != "screenshot")
+            .all(|t| t.meta.as_ref().is_none_or(|m| !m.0.contains_key("ui")))
+    );
+
+    let listed = client.list_all_resources().await.unwrap();
+    let app = listed
+        .iter()
+        .find(|r| r.uri == "ui://computer-mcp/view")
+        .expect("the app is listed");
+    assert_eq!(app.mime_type.as_deref(), Some("text/html;profile=mcp-app"));
+    let read = client
+        .read_resource(ReadResourceRequestParams::new("ui://computer-mcp/view"))
+        .await
+        .unwrap();
+    let contents = serde_json::to_value(&read.contents[0]).unwrap();
+    assert_eq!(contents["mimeType"], "text/html;profile=mcp-app");
+    let html = contents["text"].as_str().unwrap();
+    assert!(html.contains("Take control") && html.contains("ui/notifications/tool-result"));
+    let domains = &contents["_meta"]["ui"]["csp"]["connectDomains"];
+    assert!(
+        domains[0]
+            .as_str()
+            .unwrap()
+            .starts_with("http://127.0.0.1:")
+            && domains[1].as_str().unwrap().starts_with("ws://127.0.0.1:"),
+        "{domains}"
+    );
+
+    let r = client
+        .call_tool(CallToolRequestParams::new("screenshot"))
+        .await
+        .unwrap();
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    let meta = serde_json::to_value(&r.meta).unwrap();
+    let link = meta["computer-mcp/view"]["url"].as_str().unwrap();
+    assert!(link.contains("/view/c-") && link.contains("#t="), "{link}");
+    let said = serde_json::to_string(&r.content).unwrap();
+    assert!(
+        !said.contains("#t="),
+        "the link stays out of the model's text"
+    );
+    client.cancel().await.unwrap();
+}

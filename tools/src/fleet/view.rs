@@ -14,6 +14,23 @@ use crate::error::{Result, ToolError};
 
 /// The tool's name.
 pub const VIEW_NAME: &str = "computer_view";
+/// The viewer as an MCP App: its resource (served where a viewer is).
+pub const APP_URI: &str = "ui://computer-mcp/view";
+/// The tools whose results the app shows, where a viewer is served: the
+/// screen's (a desktop's and a phone's; a browser computer has no screen
+/// the viewer reads).
+pub const APP_SHOWN_BY: [&str; 1] = ["screenshot"];
+
+/// Name the app in `tool`'s listing (`_meta.ui.resourceUri`, the MCP Apps
+/// extension's key), if it is one the app shows.
+pub fn tie_app(tool: &mut Tool) {
+    if APP_SHOWN_BY.contains(&tool.name.as_ref()) {
+        let mut meta = tool.meta.take().unwrap_or_default();
+        meta.0
+            .insert("ui".into(), serde_json::json!({ "resourceUri": APP_URI }));
+        tool.meta = Some(meta);
+    }
+}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
