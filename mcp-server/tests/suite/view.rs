@@ -803,3 +803,87 @@ async fn a_client_that_renders_apps_finds_the_viewer_app_and_the_screenshot_name
     );
     client.cancel().await.unwrap();
 }
+
+/// A client that takes URL elicitations, answering each as `answer`, and
+/// keeping what it was asked.
+#[derive(Clone)]
+struct Elicited {
+    asked: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    answer: rmcp::model::ElicitationAction,
+}
+
+impl rmcp::ClientHandler for Elicited {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        use rmcp::model::{ElicitationCapability, UrlElicitationCapability};
+        let mut info = rmcp::model::ClientConfig::default();
+        info.capabilities.elicitation =
+            Some(ElicitationCapability::new().with_url(UrlElicitationCapability::new()));
+        info
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push(serde_json::to_value(&request).unwrap());
+        Ok(rmcp::model::ElicitResult::new(self.answer.clone()))
+    }
+}
+
+/// Where the client takes elicitations, request_takeover is put to the
+/// person as a URL elicitation with the viewer's link and the reason; a
+/// person who declines ends the wait at once, saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_request_is_an_elicitation_where_the_client_takes_one() {
+    use rmcp::model::CallToolRequestParams;
+    if !need_root() || !computer_testkit::need_xvfb() {
+        return;
+    }
+    let server = Server::new();
+    let mut cmd = tokio::process::Command::new(SERVER);
+    cmd.arg("serve")
+        .args(server.args())
+        .args(["--kind", "desktop", "--viewer", "127.0.0.1:0"]);
+    let handler = Elicited {
+        asked: Default::default(),
+        answer: rmcp::model::ElicitationAction::Decline,
+    };
+    let client = handler
+        .clone()
+        .serve(TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap();
+    // The default computer is made by a first call.
+    let first = CallToolRequestParams::new("screenshot");
+    assert_ne!(client.call_tool(first).await.unwrap().is_error, Some(true));
+    let reason = "Approve the payment of 12 EUR";
+    let started = Instant::now();
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("request_takeover")
+                .with_arguments(args(json!({"reason": reason, "timeout_s": 60})).unwrap()),
+        )
+        .await
+        .unwrap();
+    let said = text(&r);
+    assert!(
+        said.starts_with("the person declined the request; nobody took control"),
+        "{said}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(30), "it waited on");
+    let asked = handler.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["mode"], "url");
+    assert!(
+        asked[0]["message"].as_str().unwrap().ends_with(reason),
+        "{asked:?}"
+    );
+    let url = asked[0]["url"].as_str().unwrap();
+    assert!(url.contains("/view/c-") && url.contains("#t="), "{url}");
+    assert_eq!(structured(&r)["outcome"], "declined");
+    client.cancel().await.unwrap();
+}
