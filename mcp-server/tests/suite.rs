@@ -22,4 +22,5 @@ mod sessions;
 mod skills;
 mod stdio;
 mod support;
+mod takeover;
 mod view;
