@@ -167,10 +167,7 @@ async fn a_client_that_renders_apps_finds_the_viewer_app_and_the_screenshot_name
         return;
     }
     let server = Server::new();
-    let mut cmd = tokio::process::Command::new(SERVER);
-    cmd.arg("serve")
-        .args(server.args())
-        .args(["--kind", "desktop", "--viewer", "127.0.0.1:0"]);
+    let cmd = desktop_with_viewer(&server);
     let mut info = rmcp::model::ClientConfig::default();
     let mut caps = ClientCapabilities::default();
     caps.extensions = Some(std::collections::BTreeMap::from([(
@@ -237,6 +234,16 @@ async fn a_client_that_renders_apps_finds_the_viewer_app_and_the_screenshot_name
     client.cancel().await.unwrap();
 }
 
+/// `computer-mcp serve` of a local desktop with the viewer on a loopback
+/// port, for a client of the test's own.
+fn desktop_with_viewer(server: &Server) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(SERVER);
+    cmd.arg("serve")
+        .args(server.args())
+        .args(["--kind", "desktop", "--viewer", "127.0.0.1:0"]);
+    cmd
+}
+
 /// A client that takes URL elicitations, answering each as `answer`, and
 /// keeping what it was asked.
 #[derive(Clone)]
@@ -277,10 +284,7 @@ async fn a_takeover_request_is_an_elicitation_where_the_client_takes_one() {
         return;
     }
     let server = Server::new();
-    let mut cmd = tokio::process::Command::new(SERVER);
-    cmd.arg("serve")
-        .args(server.args())
-        .args(["--kind", "desktop", "--viewer", "127.0.0.1:0"]);
+    let cmd = desktop_with_viewer(&server);
     let handler = Elicited {
         asked: Default::default(),
         answer: rmcp::model::ElicitationAction::Decline,
