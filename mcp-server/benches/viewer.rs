@@ -65,6 +65,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "127.0.0.1:0",
     ];
     let client = ().serve(TokioChildProcess::new(server_cmd(state.path(), &flags))?).await?;
+    // The default computer is made by a first tool call without `computer`.
+    let r = client.call_tool(call("screenshot", json!({}))).await?;
+    assert_ne!(r.is_error, Some(true), "{r:?}");
     let r = client.call_tool(call("computer_view", json!({}))).await?;
     assert_ne!(r.is_error, Some(true), "{r:?}");
     let url = r.structured_content.as_ref().unwrap()["url"]

@@ -387,6 +387,8 @@ async fn a_release_answers_before_the_provider_is_done_and_the_server_bound_hold
             principal: me(),
             session: None,
         },
+        peer: None,
+        cancel: tokio_util::sync::CancellationToken::new(),
     };
     let gone = fleet.release(Which::Name("build".into())).await.unwrap();
     assert_eq!(gone.name.as_deref(), Some("build"));

@@ -90,6 +90,9 @@ pub async fn list(app: &Arc<App>, caller: &Caller) -> Vec<Resource> {
             "image/png",
         ));
     }
+    if app.views.served() && has_screen(app) {
+        out.push(crate::view::app::resource());
+    }
     for c in mine.into_iter().filter(|c| c.kind == kind.as_str()) {
         for (part, description, mime) in &parts {
             out.push(
@@ -230,6 +233,11 @@ pub async fn read(
     caller: &Caller,
     uri: &str,
 ) -> Result<ReadResourceResult, ErrorData> {
+    if uri == crate::view::app::APP_URI && app.views.served() && has_screen(app) {
+        return Ok(ReadResourceResult::new(vec![crate::view::app::contents(
+            &app.views,
+        )]));
+    }
     match parse(uri)? {
         Uri::Skill(name) => {
             let all = skills(app.kind());

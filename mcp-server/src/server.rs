@@ -29,6 +29,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use crate::app::{App, Caller, CallerFleet, Principal};
 use crate::config::NetworkArg;
 use crate::session::Session;
+use crate::view;
 
 /// Where a handler's calls come from.
 #[derive(Clone)]
@@ -294,6 +295,9 @@ default computer when its session ends."
                     t
                 }),
         );
+        if self.app.views.served() {
+            tools.iter_mut().for_each(view::app::tie);
+        }
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -338,6 +342,8 @@ impl ComputerMcp {
             let fleet = CallerFleet {
                 app: Arc::clone(&self.app),
                 caller,
+                peer: Some(context.peer.clone()),
+                cancel: context.ct.clone(),
             };
             let policy = fleet_policy(&self.app);
             let r = fleet::call(&name, request.arguments, &policy, &fleet).await;
@@ -392,10 +398,27 @@ impl ComputerMcp {
             Err(why) => return Ok(tool_error(format!("{name} could not run: {why}"))),
         };
         let entry = for_call.entry;
-        if self.app.views.held_by_person(&entry.handle) && sends_input(family, &name) {
-            return Ok(tool_error(format!(
-                "{name}: a person has control of this screen until they give it back; nothing was sent (screenshot still reads the screen)"
-            )));
+        if let Some(lease) = self.app.views.control.lease(&entry.handle)
+            && sends_input(family, &name)
+        {
+            // Where the model asked for the takeover, its input waits for
+            // the person to give control back; elsewhere it is refused.
+            if !lease.asked {
+                return Ok(tool_error(format!(
+                    "{name}: a person has control of this screen until they give it back; nothing was sent (screenshot still reads the screen)"
+                )));
+            }
+            if !self
+                .app
+                .views
+                .control
+                .until_free(&entry.handle, &cancel)
+                .await
+            {
+                return Ok(tool_error(format!(
+                    "{name}: cancelled while the person you asked had control; nothing was sent"
+                )));
+            }
         }
         let _in_use = entry.begin_use();
         let progress: Option<ProgressFn> = context.meta.get_progress_token().map(|token| {
@@ -475,6 +498,18 @@ impl ComputerMcp {
             META_COMPUTER.into(),
             serde_json::json!({"handle": entry.handle, "name": entry.shown_name()}),
         );
+        // A host that renders apps shows the live screen with a
+        // screenshot: the app reads its link here, out of the model's view.
+        if self.app.views.served()
+            && view::app::SHOWN_BY.contains(&name.as_str())
+            && view::app::client_renders_apps(&context.peer)
+            && let Ok(link) = self.app.views.link(&entry, false)
+        {
+            meta.0.insert(
+                view::app::META_LINK.into(),
+                serde_json::json!({"url": link.url, "expires": link.expires}),
+            );
+        }
         result.meta = Some(meta);
         Ok(result.into())
     }

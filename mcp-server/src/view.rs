@@ -16,10 +16,9 @@
 //! - The page's events map to input actions ([`map`]); input is sent only
 //!   by the viewer holding the computer's control lease, 8 in flight at most.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -28,9 +27,12 @@ use computer_tools::fleet::{self, ViewLink};
 
 use crate::app::{App, Entry};
 
+pub mod app;
+pub mod control;
 pub mod grants;
 pub mod map;
 mod socket;
+pub mod takeover;
 
 /// The page: no build step, no framework.
 const PAGE: &str = include_str!("view/page.html");
@@ -40,8 +42,8 @@ const PAGE: &str = include_str!("view/page.html");
 #[derive(Default)]
 pub struct Views {
     pub grants: grants::Grants,
-    /// Each computer's control lease: the id of the view holding it.
-    leases: Mutex<HashMap<String, u64>>,
+    /// Each computer's control lease, and the model's takeover requests.
+    pub control: control::Control,
     next_view: AtomicU64,
     /// `http://127.0.0.1:PORT`, once the viewer listens.
     base: OnceLock<String>,
@@ -72,38 +74,6 @@ impl Views {
         self.next_view.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    fn leases(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
-        self.leases.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Take `handle`'s control lease for view `id`, unless another view
-    /// holds it.
-    fn take_control(&self, handle: &str, id: u64) -> Result<(), String> {
-        let mut leases = self.leases();
-        match leases.get(handle) {
-            Some(holder) if *holder != id => {
-                Err("another person has control of this screen until they give it back".into())
-            }
-            _ => {
-                leases.insert(handle.to_string(), id);
-                Ok(())
-            }
-        }
-    }
-
-    /// Let go of `handle`'s lease, if view `id` holds it.
-    fn give_back(&self, handle: &str, id: u64) {
-        let mut leases = self.leases();
-        if leases.get(handle) == Some(&id) {
-            leases.remove(handle);
-        }
-    }
-
-    /// Whether a person holds `handle`'s control now.
-    pub fn held_by_person(&self, handle: &str) -> bool {
-        self.leases().contains_key(handle)
-    }
-
     /// computer_view's answer for `entry`: a new link, or every link to it
     /// ended.
     pub fn link(&self, entry: &Entry, revoke: bool) -> Result<ViewLink, String> {
@@ -129,7 +99,7 @@ impl Views {
             computer,
             url: Some(format!("{base}/view/{}#t={}", entry.handle, m.token)),
             expires: Some(grants::rfc3339(m.expires)),
-            revoked: None,
+            ..Default::default()
         })
     }
 }

@@ -24,4 +24,5 @@ mod skills;
 mod snapshot;
 mod stdio;
 mod support;
+mod takeover;
 mod view;

@@ -24,10 +24,12 @@ use crate::error::{Result, ToolError};
 
 mod pause;
 mod snapshot;
+mod takeover;
 mod view;
 pub use pause::PAUSE_NAMES;
 pub use snapshot::{FROM_ARG, SNAPSHOT_NAME, SnapshotSummary, is_snapshot_handle};
-pub use view::{VIEW_NAME, ViewLink};
+pub use takeover::{TAKEOVER_NAME, TakeoverAsk, TakeoverOutcome};
+pub use view::{APP_SHOWN_BY, APP_URI, VIEW_NAME, ViewLink, tie_app};
 
 /// The argument every tool of a family takes to say which computer.
 pub const COMPUTER_ARG: &str = "computer";
@@ -176,7 +178,9 @@ pub struct FleetPolicy {
     /// The provider can pause a computer: computer_pause and
     /// computer_resume are listed.
     pub pause: bool,
-    /// The server serves a live viewer: computer_view is listed.
+    /// The server serves a live viewer: computer_view is listed (and
+    /// request_takeover offered, inside it, where a kind it makes has a
+    /// screen).
     pub view: bool,
     /// The provider can snapshot: computer_snapshot is listed, and
     /// computer_new takes `from`.
@@ -202,6 +206,15 @@ impl Default for FleetPolicy {
 }
 
 impl FleetPolicy {
+    /// request_takeover is offered: a viewer is served and a kind this
+    /// server makes has a screen the viewer shows (a desktop's, a phone's).
+    pub fn takeover(&self) -> bool {
+        self.view
+            && self
+                .kinds
+                .iter()
+                .any(|k| matches!(k, SettingKind::Desktop | SettingKind::Phone))
+    }
     fn kinds_text(&self) -> String {
         let v: Vec<&str> = self.kinds.iter().map(|k| k.as_str()).collect();
         v.join(", ")
@@ -323,6 +336,12 @@ pub trait Fleet: Send + Sync {
         which: Which,
         revoke: bool,
     ) -> BoxFuture<'_, std::result::Result<ViewLink, String>>;
+    /// Ask a person to take control of one of the caller's computers, and
+    /// wait until they give it back or the ask's timeout passes.
+    fn takeover(
+        &self,
+        ask: TakeoverAsk,
+    ) -> BoxFuture<'_, std::result::Result<TakeoverOutcome, String>>;
 }
 
 // ----------------------------------------------------------------- the tools
@@ -336,6 +355,7 @@ pub fn is_fleet_tool(name: &str) -> bool {
         || PAUSE_NAMES.contains(&name)
         || name == VIEW_NAME
         || name == SNAPSHOT_NAME
+        || name == TAKEOVER_NAME
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -588,7 +608,11 @@ pub async fn call(
         VIEW_NAME if !policy.view => Err(ToolError::Refused(format!(
             "{name}: this server serves no viewer (start it with --http, or --viewer 127.0.0.1:0 over stdio)"
         ))),
-        VIEW_NAME => view::call(args, fleet).await,
+        VIEW_NAME => view::call(args, policy, fleet).await,
+        TAKEOVER_NAME if !policy.takeover() => Err(ToolError::Refused(format!(
+            "{name}: this server serves no viewer for a person to take control in (start it with --http, or --viewer 127.0.0.1:0 over stdio), or its computers have no screen"
+        ))),
+        TAKEOVER_NAME => takeover::call(args, fleet).await,
         _ => return None,
     };
     Some(r.unwrap_or_else(ToolError::into_result))

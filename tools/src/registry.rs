@@ -528,7 +528,9 @@ mod tests {
             groups: &groups,
             extend: true,
         };
-        let tools = family.list(&offer, &ToolSettings::default());
+        let mut tools = family.list(&offer, &ToolSettings::default());
+        // As where a viewer is served: the screenshot tools name its app.
+        tools.iter_mut().for_each(crate::fleet::tie_app);
         serde_json::to_string(&tools).unwrap().len()
     }
 
@@ -545,7 +547,9 @@ mod tests {
 
     /// What a session's whole `tools/list` is, as compact JSON: its
     /// family's tools and the fleet tools (all of them, as where the
-    /// provider can pause and snapshot and a viewer is served), every group offered, with the server's default settings.
+    /// provider can pause and snapshot and a viewer is served:
+    /// request_takeover too on a screen), every group offered, with the
+    /// server's default settings.
     /// Each kind is held to 20 KB (20,000 bytes), against 18.5 KB for
     /// Playwright MCP 0.0.86's 25 tools: a desktop lists its page tools
     /// inside `browser`, a browser its rarer acts, and both their process
@@ -556,6 +560,7 @@ mod tests {
             // computer_snapshot (and computer_new's `from`) are listed on
             // a sandbox server only.
             let pausing = crate::fleet::FleetPolicy {
+                kinds: vec![family.kind],
                 pause: true,
                 view: true,
                 snapshot: family.kind == SettingKind::Sandbox,

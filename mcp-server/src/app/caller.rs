@@ -5,6 +5,8 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use rmcp::{Peer, RoleServer};
+use tokio_util::sync::CancellationToken;
 
 use computer_tools::fleet::{self, ComputerSummary, NewComputer, SnapshotSummary, Which};
 use computerd::protocol::SettingKind;
@@ -34,6 +36,10 @@ impl Caller {
 pub struct CallerFleet {
     pub app: Arc<App>,
     pub caller: Caller,
+    /// The client, for request_takeover's elicitation (None in tests).
+    pub peer: Option<Peer<RoleServer>>,
+    /// The call's cancellation.
+    pub cancel: CancellationToken,
 }
 
 impl CallerFleet {
@@ -147,6 +153,30 @@ impl CallerFleet {
         self.app.views.link(&entry, revoke)
     }
 
+    async fn takeover_one(
+        &self,
+        ask: fleet::TakeoverAsk,
+    ) -> Result<fleet::TakeoverOutcome, String> {
+        let entry = self.named(&ask.which).await?;
+        if !matches!(entry.kind, SettingKind::Desktop | SettingKind::Phone) {
+            return Err(format!(
+                "{}: {} has no screen for a person to use in the viewer (a {} computer)",
+                fleet::TAKEOVER_NAME,
+                entry.label(),
+                entry.kind.as_str()
+            ));
+        }
+        let _in_use = entry.begin_use();
+        crate::view::takeover::run(
+            &self.app.views,
+            &entry,
+            &ask,
+            self.peer.clone(),
+            &self.cancel,
+        )
+        .await
+    }
+
     async fn release_one(&self, which: Which) -> Result<ComputerSummary, String> {
         let entry = self.named(&which).await?;
         let summary = entry.summary(which == Which::Default);
@@ -181,5 +211,11 @@ impl fleet::Fleet for CallerFleet {
     }
     fn view(&self, which: Which, revoke: bool) -> BoxFuture<'_, Result<fleet::ViewLink, String>> {
         Box::pin(self.view_one(which, revoke))
+    }
+    fn takeover(
+        &self,
+        ask: fleet::TakeoverAsk,
+    ) -> BoxFuture<'_, Result<fleet::TakeoverOutcome, String>> {
+        Box::pin(self.takeover_one(ask))
     }
 }

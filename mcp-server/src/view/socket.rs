@@ -5,7 +5,8 @@
 //! once a frame is drawn, `{"type":"control","on"}` to take or give back
 //! control, `{"type":"input","id","event"}`. The server says, as JSON
 //! text: `hello` (the computer's name, kind, deadline, the link's end),
-//! `control`, `input` (each input's outcome by id), `refused` and `ended`
+//! `control`, `asked` (the model's takeover request: its reason, or null
+//! once it ended), `input` (each input's outcome by id), `refused` and `ended`
 //! (in words, then the socket closes); and each frame as one binary
 //! message: a 4-byte big-endian length, that much JSON
 //! (`seq`, `width`, `height`, `frameWidth`, `frameHeight`), the JPEG.
@@ -32,6 +33,7 @@ use computerd::protocol::{
     Action, Call, Group, InputActionsParams, ScreenReadParams, ScreenWatchParams,
 };
 
+use super::control::Ask;
 use super::grants::{Grant, rfc3339};
 use super::map::{Mapper, event_of};
 use crate::app::{App, Entry};
@@ -228,6 +230,9 @@ impl View {
             .unwrap_or_default();
         let expiry = tokio::time::sleep(until);
         tokio::pin!(expiry);
+        let mut changes = self.app.views.control.subscribe();
+        let mut told = None;
+        self.tell_ask(&mut told).await;
         let why = loop {
             tokio::select! {
                 m = stream.next() => match m {
@@ -239,6 +244,11 @@ impl View {
                     Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break None,
                     Some(Ok(_)) => {}
                 },
+                r = changes.changed() => {
+                    if r.is_ok() {
+                        self.tell_ask(&mut told).await;
+                    }
+                }
                 r = size_rx.changed() => {
                     if r.is_ok() {
                         let (w, h) = *size_rx.borrow_and_update();
@@ -257,11 +267,27 @@ impl View {
             if !ups.is_empty() {
                 let _ = inputs.send((0, ups, None)).await;
             }
-            self.app.views.give_back(&self.handle, self.id);
+            self.app.views.control.give_back(&self.handle, self.id);
         }
         drop(inputs);
         let _ = runner.await;
         why
+    }
+
+    /// Tell the page of the model's takeover request on this computer
+    /// (its reason, shown above the screen), or its end, when it changed
+    /// from what the page was last told.
+    async fn tell_ask(&self, told: &mut Option<Option<Ask>>) {
+        let now = self.app.views.control.ask(&self.handle);
+        if told.as_ref() == Some(&now) {
+            return;
+        }
+        let v = match &now {
+            Some(a) => json!({"type": "asked", "reason": a.reason, "since": rfc3339(a.since)}),
+            None => json!({"type": "asked", "reason": null}),
+        };
+        *told = Some(now);
+        self.reply(v).await;
     }
 
     async fn reply(&self, v: Value) {
@@ -287,10 +313,11 @@ impl View {
                 });
             }
             Some("control") if v["on"] == json!(true) => {
-                match self.app.views.take_control(&self.handle, self.id) {
-                    Ok(()) => {
+                match self.app.views.control.take(&self.handle, self.id) {
+                    Ok(asked) => {
                         *control = true;
-                        self.reply(json!({"type": "control", "on": true})).await;
+                        self.reply(json!({"type": "control", "on": true, "asked": asked}))
+                            .await;
                     }
                     Err(why) => {
                         self.reply(json!({"type": "control", "on": false, "message": why}))
@@ -304,7 +331,7 @@ impl View {
                     if !ups.is_empty() {
                         let _ = inputs.send((0, ups, None)).await;
                     }
-                    self.app.views.give_back(&self.handle, self.id);
+                    self.app.views.control.give_back(&self.handle, self.id);
                     *control = false;
                 }
                 self.reply(json!({"type": "control", "on": false})).await;

@@ -18,7 +18,7 @@ use super::desktop::{events, fixture_bin, fixture_share, image_of, start_fixture
 use super::support::*;
 
 /// One page of the headless browser, attached over CDP.
-struct Page<'a> {
+pub(super) struct Page<'a> {
     browser: &'a BrowserClient,
     session: String,
 }
@@ -38,7 +38,7 @@ async fn cdp(b: &BrowserClient, method: &str, params: Value, session: Option<&st
 impl<'a> Page<'a> {
     /// A new tab on `url`, laid out 1400x1000 so a 1280x800 canvas shows
     /// at its own size (a CSS pixel is a screen pixel).
-    async fn open(browser: &'a BrowserClient, url: &str) -> Page<'a> {
+    pub(super) async fn open(browser: &'a BrowserClient, url: &str) -> Page<'a> {
         let t = cdp(
             browser,
             "Target.createTarget",
@@ -71,7 +71,7 @@ impl<'a> Page<'a> {
         cdp(self.browser, method, params, Some(&self.session)).await
     }
 
-    async fn eval(&self, expression: &str) -> Value {
+    pub(super) async fn eval(&self, expression: &str) -> Value {
         let r = self
             .send(
                 "Runtime.evaluate",
@@ -82,7 +82,7 @@ impl<'a> Page<'a> {
     }
 
     /// Wait (bounded) until `expression` is true in the page.
-    async fn until(&self, what: &str, expression: &str) {
+    pub(super) async fn until(&self, what: &str, expression: &str) {
         let until = Instant::now() + Duration::from_secs(20);
         loop {
             if self.eval(expression).await == json!(true) {
@@ -146,6 +146,14 @@ impl<'a> Page<'a> {
         .await;
     }
 
+    /// Type `text` one character at a time, as keys pressed.
+    pub(super) async fn type_text(&self, text: &str) {
+        for c in text.chars() {
+            let s = c.to_string();
+            self.key(&s, "", 0, Some(&s)).await;
+        }
+    }
+
     async fn status(&self) -> String {
         self.eval("document.getElementById('status').textContent")
             .await
@@ -175,9 +183,20 @@ async fn a_person_watches_a_docker_desktop_and_takes_control_in_a_real_browser()
     watches_and_takes_control(&server).await;
 }
 
-/// The whole check on a desktop of `server`'s provider.
-async fn watches_and_takes_control(server: &Server) {
-    let bin = or_skip!(fixture_bin());
+/// A stdio server of `server`'s provider serving the viewer on a loopback
+/// port, its desktop running the X11 fixture, and the first link
+/// computer_view gave (with its text); None where the fixture is not built.
+pub(super) struct Viewing {
+    pub(super) client: Client,
+    /// The server's stderr.
+    log: tempfile::NamedTempFile,
+    _share: tempfile::TempDir,
+    pub(super) url: String,
+    said: String,
+}
+
+pub(super) async fn viewing(server: &Server) -> Option<Viewing> {
+    let bin = fixture_bin()?;
     let share = fixture_share(&bin);
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut cmd = tokio::process::Command::new(SERVER);
@@ -200,19 +219,40 @@ async fn watches_and_takes_control(server: &Server) {
     start_fixture(&client).await;
 
     let r = call_ok(&client, "computer_view", json!({})).await;
-    let link = structured(&r);
-    let url = link["url"].as_str().unwrap().to_string();
+    let url = structured(&r)["url"].as_str().unwrap().to_string();
+    Some(Viewing {
+        client,
+        log,
+        _share: share,
+        url,
+        said: text(&r),
+    })
+}
+
+/// The fixture's logged text events, joined.
+pub(super) fn texts(ev: &[Value]) -> String {
+    ev.iter()
+        .filter(|e| e["event"] == "text")
+        .filter_map(|e| e["text"].as_str())
+        .collect()
+}
+
+/// The whole check on a desktop of `server`'s provider.
+async fn watches_and_takes_control(server: &Server) {
+    let Viewing {
+        client,
+        log,
+        _share,
+        url,
+        said,
+    } = or_skip!(viewing(server).await);
     let (page_url, token) = url.split_once("#t=").unwrap();
     assert!(
         page_url.starts_with("http://127.0.0.1:") && page_url.contains("/view/c-"),
         "{url}"
     );
     assert_eq!(token.len(), 64);
-    assert!(
-        text(&r).contains("until they give control back"),
-        "{}",
-        text(&r)
-    );
+    assert!(said.contains("until they give control back"), "{said}");
 
     let chromium = HostChromium::start().await.unwrap();
     let browser = chromium.client().await.unwrap();
@@ -308,16 +348,7 @@ async fn watches_and_takes_control(server: &Server) {
     // Typed text reaches the fixture exactly.
     let n = events(&client).await.len();
     let typed = "Hello, agentrun! 123";
-    for c in typed.chars() {
-        let s = c.to_string();
-        page.key(&s, "", 0, Some(&s)).await;
-    }
-    let texts = |ev: &[Value]| -> String {
-        ev.iter()
-            .filter(|e| e["event"] == "text")
-            .filter_map(|e| e["text"].as_str())
-            .collect()
-    };
+    page.type_text(typed).await;
     let ev = wait_for(&client, n, "the typed text", |e| {
         texts(e).len() >= typed.len()
     })

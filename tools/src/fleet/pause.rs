@@ -25,13 +25,14 @@ pub(super) fn tools() -> Vec<Tool> {
     vec![
         make_tool::<ComputerPauseArgs, ComputerSummary>(
             "computer_pause",
-            "Pause a computer: its programs stop where they are, files and memory kept, until computer_resume; \
-its tools are refused meanwhile. Its deadline and idle time keep running.".to_string(),
+            "Pause a computer: its programs stop, files and memory kept, until computer_resume; \
+its tools are refused meanwhile; its deadline and idle time run on."
+                .to_string(),
             hints("Pause a computer", false, false, true, false),
         ),
         make_tool::<ComputerPauseArgs, ComputerSummary>(
             "computer_resume",
-            "Let a paused computer's programs run on from where they stopped.".to_string(),
+            "Let a paused computer's programs run on.".to_string(),
             hints("Resume a computer", false, false, true, false),
         ),
     ]

@@ -1,0 +1,111 @@
+//! `request_takeover`'s server side: a link to the computer's viewer, the
+//! request marked on the computer (its reason shown on every open view),
+//! an elicitation to the client where it takes one, and the wait for the
+//! person to take control and give it back.
+
+use std::time::{Duration, SystemTime};
+
+use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
+use rmcp::{Peer, RoleServer};
+use tokio_util::sync::CancellationToken;
+
+use computer_tools::fleet::{TakeoverAsk, TakeoverOutcome};
+
+use super::Views;
+use super::control::Waited;
+use super::grants::rfc3339;
+use crate::app::Entry;
+
+/// How long the client has to answer an elicitation.
+const ELICIT_WAIT: Duration = Duration::from_secs(1800);
+
+/// Ask a person to take `entry`'s control, as `ask` says.
+pub async fn run(
+    views: &Views,
+    entry: &Entry,
+    ask: &TakeoverAsk,
+    peer: Option<Peer<RoleServer>>,
+    cancel: &CancellationToken,
+) -> Result<TakeoverOutcome, String> {
+    let link = views.link(entry, false)?;
+    let url = link.url.unwrap_or_default();
+    let started = SystemTime::now();
+    let computer = entry.label();
+    let declined = elicit(peer, &ask.reason, &url, &computer);
+    let waited = views
+        .control
+        .request(
+            &entry.handle,
+            &ask.reason,
+            Duration::from_secs(ask.timeout_s),
+            cancel,
+            declined,
+        )
+        .await?;
+    let waited_s = SystemTime::now()
+        .duration_since(started)
+        .unwrap_or_default()
+        .as_secs();
+    let (outcome, taken, held) = match waited {
+        Waited::GivenBack { taken, held } => ("given_back", Some(taken), Some(held)),
+        Waited::StillHeld { taken, held } => ("still_held", Some(taken), Some(held)),
+        Waited::NotTaken => ("not_taken", None, None),
+        Waited::Declined => ("declined", None, None),
+        Waited::Cancelled => ("cancelled", None, None),
+    };
+    Ok(TakeoverOutcome {
+        computer: entry.label(),
+        outcome: outcome.to_string(),
+        url,
+        taken_at: taken.map(rfc3339),
+        held_s: held.map(|h| h.as_secs()),
+        waited_s,
+    })
+}
+
+/// Send the request to the client as an elicitation where it takes one (a
+/// URL elicitation where it takes those, else a form whose message holds
+/// the link). Resolves only if the person turns it down; never otherwise.
+async fn elicit(peer: Option<Peer<RoleServer>>, reason: &str, url: &str, computer: &str) {
+    let Some(peer) = peer else {
+        return std::future::pending().await;
+    };
+    let Some(caps) = peer
+        .peer_info()
+        .and_then(|i| i.capabilities.elicitation.clone())
+    else {
+        return std::future::pending().await;
+    };
+    let message = format!("The model asks you to take control of {computer}'s screen: {reason}");
+    let params = if caps.url.is_some() {
+        ElicitRequestParams::UrlElicitationParams {
+            meta: None,
+            message,
+            url: url.to_string(),
+            elicitation_id: computer_providers::random::random_hex(16).unwrap_or_default(),
+        }
+    } else {
+        ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: format!(
+                "{message}\nOpen {url} and press \"Take control\"; give it back when done."
+            ),
+            requested_schema: ElicitationSchema::builder().build_unchecked(),
+        }
+    };
+    match peer
+        .create_elicitation_with_timeout(params, Some(ELICIT_WAIT))
+        .await
+    {
+        Ok(r)
+            if matches!(
+                r.action,
+                ElicitationAction::Decline | ElicitationAction::Cancel
+            ) => {}
+        Ok(_) => std::future::pending().await,
+        Err(e) => {
+            tracing::debug!("request_takeover's elicitation was not answered: {e}");
+            std::future::pending().await
+        }
+    }
+}
