@@ -63,24 +63,28 @@ fn published() -> BTreeMap<String, Price> {
             ),
         ),
         // Sandboxes: $0.00003942 per physical core-second (2 vCPUs, and
-        // --cpus counts vCPUs), $0.00000672 per GiB-second.
+        // --cpus counts vCPUs), $0.00000672 per GiB-second. Neither rate
+        // was found on Modal's own pages when written: the CPU rate is a
+        // third-party summary's (3x the Functions' $0.0000131 a core-second),
+        // the memory rate unconfirmed.
         (
             "modal".into(),
             p(
                 0.0,
                 0.00001971,
                 0.00000672,
-                "https://modal.com/pricing (2026-12-07)",
+                "https://modal.com/pricing (not confirmed there on 2026-12-07: set [prices.modal])",
             ),
         ),
-        // The Developer plan's overage: $0.12 per browser-hour.
+        // The Developer plan's overage: $0.12 per browser-hour (a
+        // third-party listing's; not found on Browserbase's own pages).
         (
             "browserbase".into(),
             p(
                 0.12 / 3600.0,
                 0.0,
                 0.0,
-                "https://docs.browserbase.com/guides/plans-and-pricing (2026-12-07)",
+                "https://docs.browserbase.com/guides/plans-and-pricing (not confirmed there on 2026-12-07: set [prices.browserbase])",
             ),
         ),
         // A headless browser: $0.0000166667 per second.
