@@ -37,15 +37,7 @@ const FILES: usize = 10_000;
 
 /// The tree: `FILES` files of 0 to 48 bytes in 100 folders.
 fn tree(root: &Path) {
-    for i in 0..FILES {
-        let d = root.join(format!("d{:02}", i % 100));
-        std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(
-            d.join(format!("f{i}.txt")),
-            format!("file {i}\n").repeat(i % 7),
-        )
-        .unwrap();
-    }
+    computer_testkit::small_files(root, FILES);
 }
 
 /// The provider's flags every command of the bench gives.

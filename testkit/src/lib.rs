@@ -650,3 +650,17 @@ pub fn rfc3339_in(d: Duration) -> String {
     t.format(&time::format_description::well_known::Rfc3339)
         .unwrap()
 }
+
+/// `n` small files (0 to 48 bytes, `file <i>` repeated) under `root`, in
+/// 100 folders `d00`..`d99`: the tree the copy tests and benches carry.
+pub fn small_files(root: &Path, n: usize) {
+    for i in 0..n {
+        let d = root.join(format!("d{:02}", i % 100));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(
+            d.join(format!("f{i}.txt")),
+            format!("file {i}\n").repeat(i % 7),
+        )
+        .unwrap();
+    }
+}

@@ -23,15 +23,7 @@ fn cp(server: &Server, args: &[&str]) -> Output {
 /// A tree of `n` files in 100 directories, one executable, one read-only,
 /// and two links that stay inside it.
 fn tree(root: &Path, n: usize) {
-    for i in 0..n {
-        let d = root.join(format!("d{:02}", i % 100));
-        std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(
-            d.join(format!("f{i}.txt")),
-            format!("file {i}\n").repeat(i % 7),
-        )
-        .unwrap();
-    }
+    computer_testkit::small_files(root, n);
     let run = root.join("d00/run.sh");
     std::fs::write(&run, "#!/bin/sh\necho ran\n").unwrap();
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).unwrap();
