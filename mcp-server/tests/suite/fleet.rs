@@ -512,12 +512,10 @@ async fn two_replicas_over_one_provider_serve_the_same_handle() {
         .call("exec", json!({"command": "cat ~/f", "computer": "shared"}))
         .await;
     assert_eq!(jhandle(&r), h);
-    // Released through B, it is gone for A too.
+    // Released through B, it is gone for A too (once B's release has run
+    // on: the release answers before the provider is done).
     cb.call("computer_release", json!({"computer": h})).await;
-    let r = ca
-        .call("exec", json!({"argv": ["true"], "computer": h}))
-        .await;
-    assert!(jerror(&r), "{r}");
+    ca.gone_soon(&h).await;
     let (_, _) = b.stop().await;
     a.stop_leaving_none().await;
 }

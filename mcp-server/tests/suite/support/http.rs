@@ -229,6 +229,29 @@ impl Stateless {
             .to_string()
     }
 
+    /// The refusal of an exec on `computer` once another server's release
+    /// of it has run on: a release answers before the provider is done, so
+    /// within 30 s (the test fails if the computer still answers then).
+    pub async fn gone_soon(&self, computer: &str) -> Value {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let r = self
+                .call(
+                    "exec",
+                    serde_json::json!({"argv": ["true"], "computer": computer}),
+                )
+                .await;
+            if r["isError"] == true {
+                return r;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "{computer} still answers 30 s after its release: {r}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
     /// A tool call's result (a JSON-RPC error fails the test).
     pub async fn call(&self, tool: &str, arguments: Value) -> Value {
         let v = self
