@@ -21,12 +21,14 @@ async fn count(c: &Stateless, name: &str) -> u64 {
         .unwrap_or_else(|_| panic!("no count: {r}"))
 }
 
-/// The counter's loop, started in the computer `name`.
+/// The counter's loop, started in the computer `name`. Each count is
+/// written aside and renamed into place, so a read never finds the file
+/// emptied by `>` before the number is in it.
 async fn start_counter(c: &Stateless, name: &str) {
     let r = c
         .call(
             "process_start",
-            json!({"command": "i=0; while :; do i=$((i+1)); echo $i > ~/count; sleep 0.05; done", "computer": name}),
+            json!({"command": "i=0; while :; do i=$((i+1)); echo $i > ~/count.new; mv ~/count.new ~/count; sleep 0.05; done", "computer": name}),
         )
         .await;
     assert!(!jerror(&r), "{r}");
