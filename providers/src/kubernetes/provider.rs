@@ -403,32 +403,28 @@ impl Provider for KubernetesProvider {
         _cancel: &CancellationToken,
     ) -> Result<Connection> {
         let p = self.ours(&computer.id).await?;
-        if p["status"]["phase"] != "Running" {
-            let why = [&p["status"]["reason"], &p["status"]["message"]]
-                .iter()
-                .filter_map(|v| v.as_str())
-                .collect::<Vec<_>>()
-                .join(": ");
-            return Err(ProviderError::new(
-                ErrorCode::Gone,
-                format!(
-                    "the pod {} is not running ({}{})",
-                    computer.id,
-                    p["status"]["phase"].as_str().unwrap_or("?"),
-                    if why.is_empty() {
-                        String::new()
-                    } else {
-                        format!(", {}", why.trim())
-                    }
-                ),
-            ));
+        if let Some(e) = not_running(&p, &computer.id) {
+            return Err(e);
         }
         let c = self.open(&computer.id).await?;
-        checked(
-            crate::daemon_backed::hello::call(c).await?,
-            &computer.id,
-            self.made,
-        )
+        match crate::daemon_backed::hello::call(c).await {
+            Ok(hello) => checked(hello, &computer.id, self.made),
+            // A daemon that hangs up is often a pod being evicted or
+            // stopped between our read and the dial: say so when the pod
+            // now reads as not running, rather than "unreachable".
+            Err(e) if e.code == ErrorCode::Unreachable => {
+                match self
+                    .ours(&computer.id)
+                    .await
+                    .ok()
+                    .and_then(|p| not_running(&p, &computer.id))
+                {
+                    Some(gone) => Err(gone),
+                    None => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
     }
 
     async fn release(
@@ -486,4 +482,29 @@ impl Provider for KubernetesProvider {
         }
         Ok(deleted)
     }
+}
+
+/// The Gone error for a pod whose phase is not Running, in the kubelet's
+/// own words (phase, reason: message); None while it runs.
+fn not_running(p: &serde_json::Value, id: &str) -> Option<ProviderError> {
+    if p["status"]["phase"] == "Running" {
+        return None;
+    }
+    let why = [&p["status"]["reason"], &p["status"]["message"]]
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect::<Vec<_>>()
+        .join(": ");
+    Some(ProviderError::new(
+        ErrorCode::Gone,
+        format!(
+            "the pod {id} is not running ({}{})",
+            p["status"]["phase"].as_str().unwrap_or("?"),
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", why.trim())
+            }
+        ),
+    ))
 }
