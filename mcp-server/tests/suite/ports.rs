@@ -4,7 +4,9 @@
 //! `port_open` gives URLs that an HTTP client here loads and the
 //! WebSocket echoes through. A wrong or missing token is refused, a port
 //! nothing listens on says so, bad input names its field and the limit,
-//! and the URLs die with the computer.
+//! and the URLs die with the computer. A real headless Chromium loads a
+//! preview the way a person's browser does (the token traded for a
+//! cookie) and opens a WebSocket through another, as live reload does.
 
 use std::time::Duration;
 
@@ -12,7 +14,10 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use computer_providers::cdp::chromium::HostChromium;
+
 use super::support::{HttpServer, Server, Stateless, TOKEN, jerror, jtext, or_skip};
+use super::view::Page;
 
 /// A WebSocket echo with only Python's standard library: the handshake,
 /// then a first text message with the request line it was given (so the
@@ -169,26 +174,7 @@ async fn previews(server: Server) {
     c.computer_new("web").await;
     let info = c.call("computer_info", json!({"computer": "web"})).await;
     assert!(jtext(&info).contains("network: none"), "{info}");
-    let setup = format!(
-        "mkdir -p ~/site && printf '%s' '{}' > ~/site/index.html && cat > ~/ws.py <<'EOF'\n{WS_ECHO}\nEOF",
-        PAGE.trim_end()
-    );
-    let r = c
-        .call("exec", json!({"command": setup, "computer": "web"}))
-        .await;
-    assert!(!jerror(&r), "{r}");
-    for command in [
-        "cd ~/site && exec python3 -m http.server 8000 --bind 127.0.0.1",
-        "exec python3 ~/ws.py",
-    ] {
-        let r = c
-            .call(
-                "process_start",
-                json!({"command": command, "computer": "web"}),
-            )
-            .await;
-        assert!(!jerror(&r), "{r}");
-    }
+    serve_page_and_echo(&c).await;
 
     let url = open(&c, 8000).await;
     assert_eq!(open(&c, 8000).await, url, "opened twice, one URL");
@@ -303,4 +289,86 @@ async fn a_local_computer_without_network_serves_a_preview_and_a_websocket() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_docker_computer_without_network_serves_a_preview_and_a_websocket() {
     previews(or_skip!(Server::docker())).await;
+}
+
+/// Starts `python3 -m http.server` on 8000 (serving PAGE) and the
+/// WebSocket echo on 8765 in computer "web" of `c`.
+async fn serve_page_and_echo(c: &Stateless) {
+    let setup = format!(
+        "mkdir -p ~/site && printf '%s' '{}' > ~/site/index.html && cat > ~/ws.py <<'EOF'\n{WS_ECHO}\nEOF",
+        PAGE.trim_end()
+    );
+    let r = c
+        .call("exec", json!({"command": setup, "computer": "web"}))
+        .await;
+    assert!(!jerror(&r), "{r}");
+    for command in [
+        "cd ~/site && exec python3 -m http.server 8000 --bind 127.0.0.1",
+        "exec python3 ~/ws.py",
+    ] {
+        let r = c
+            .call(
+                "process_start",
+                json!({"command": command, "computer": "web"}),
+            )
+            .await;
+        assert!(!jerror(&r), "{r}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preview_loads_in_headless_chromium_and_a_websocket_echoes_from_its_page() {
+    if !computer_testkit::need_chromium() {
+        return;
+    }
+    let server = or_skip!(Server::local());
+    let s = HttpServer::start_on(server, &[], &[TOKEN]).await;
+    let c = s.stateless(TOKEN);
+    c.computer_new("web").await;
+    serve_page_and_echo(&c).await;
+    let url = open(&c, 8000).await;
+    let ws = open(&c, 8765).await;
+    let http = reqwest::Client::new();
+    get_when_up(&http, &url).await;
+
+    let chromium = HostChromium::start().await.unwrap();
+    let browser = chromium.client().await.unwrap();
+    let page = Page::open(&browser, &url).await;
+    page.until(
+        "the preview's page loaded",
+        "document.body && document.body.textContent.includes('preview from inside')",
+    )
+    .await;
+    let (host, _) = split(&url);
+    assert_eq!(
+        page.eval("location.href").await,
+        json!(format!("http://{host}/")),
+        "the token leaves the address bar for a cookie"
+    );
+    // The cookie is HttpOnly: the page's script never reads the token.
+    assert_eq!(page.eval("document.cookie").await, json!(""));
+
+    // From the page, a WebSocket through the echo's own preview.
+    let ws_url = ws
+        .replacen("http://", "ws://", 1)
+        .replacen("/?", "/live?", 1);
+    let echo = format!(
+        "new Promise((ok, no) => {{ const w = new WebSocket({ws_url:?}); const got = []; \
+         w.onmessage = (m) => {{ got.push(m.data); if (got.length === 1) w.send('reload please'); else {{ w.close(); ok(got); }} }}; \
+         w.onerror = () => no('websocket error'); setTimeout(() => no('no echo within 10 s'), 10000); }})"
+    );
+    let got = page.eval(&echo).await;
+    assert_eq!(got[1], json!("reload please"), "{got}");
+    assert!(
+        got[0].as_str().unwrap().starts_with("GET /live HTTP/1.1"),
+        "the computer saw the request without the token: {got}"
+    );
+
+    let r = c.call("computer_release", json!({"computer": "web"})).await;
+    assert!(!jerror(&r), "{r}");
+    dies(&url, Duration::from_secs(10)).await;
+    drop(page);
+    drop(browser);
+    drop(chromium);
+    s.stop_leaving_none().await;
 }

@@ -75,7 +75,7 @@ impl<'a> Page<'a> {
         let r = self
             .send(
                 "Runtime.evaluate",
-                json!({"expression": expression, "returnByValue": true}),
+                json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
             )
             .await;
         r["result"]["value"].clone()
