@@ -153,6 +153,14 @@ async fn connect_ref(
     which: &str,
 ) -> Result<(ComputerRef, Arc<dyn ComputerClient>), String> {
     let r = find(provider, which).await?;
+    if r.paused {
+        // Its daemon is stopped with its programs: a hello would only
+        // wait out its bound and blame the daemon.
+        return Err(format!(
+            "the computer {which:?} ({}) is paused (computer_pause); computer_resume it first: nothing in it answers until then",
+            r.id
+        ));
+    }
     let conn = provider
         .connect(&r, &CancellationToken::new())
         .await
