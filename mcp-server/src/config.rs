@@ -382,10 +382,34 @@ where
         {
             return ArgsError::Words(words);
         }
+        if e.kind() == ErrorKind::UnknownArgument
+            && let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg)
+            && let Some(words) = serve_only(arg)
+        {
+            return ArgsError::Words(words);
+        }
         ArgsError::Clap(e)
     })?;
     let cli = Cli::from_arg_matches(&matches).map_err(ArgsError::Clap)?;
     Ok(Parsed { cli, matches })
+}
+
+/// Words for one of serve's own options given before any subcommand
+/// (`computer-mcp --viewer 127.0.0.1:0`): bare `computer-mcp` is serve over
+/// stdio, but its options come after the word (or from their variables).
+fn serve_only(arg: &str) -> Option<String> {
+    let flag = arg.split_once('=').map_or(arg, |(f, _)| f);
+    let serve = ServeArgs::augment_args(clap::Command::new("serve"));
+    let known = serve
+        .get_arguments()
+        .find(|a| a.get_long().is_some_and(|l| flag == format!("--{l}")))?;
+    let variable = known
+        .get_env()
+        .map(|v| format!(", or set {}", v.to_string_lossy()))
+        .unwrap_or_default();
+    Some(format!(
+        "{flag} is an option of serve: put it after the word (`computer-mcp serve {flag} ...`; bare `computer-mcp` is serve over stdio){variable}"
+    ))
 }
 
 /// Durations in the file and back (for layering): text, as on the command line.
@@ -916,6 +940,22 @@ mod tests {
             e,
             "--max-computers (20) is over --max-server-computers (16)"
         );
+    }
+
+    #[test]
+    fn a_serve_option_before_the_word_says_where_it_goes() {
+        let Err(ArgsError::Words(w)) = parse_from(["computer-mcp", "--viewer", "127.0.0.1:0"])
+        else {
+            panic!("--viewer before serve was taken or refused by clap's own words");
+        };
+        assert_eq!(
+            w,
+            "--viewer is an option of serve: put it after the word (`computer-mcp serve --viewer ...`; bare `computer-mcp` is serve over stdio), or set COMPUTER_MCP_VIEWER"
+        );
+        assert!(matches!(
+            parse_from(["computer-mcp", "--no-such-flag"]),
+            Err(ArgsError::Clap(_))
+        ));
     }
 
     #[test]
