@@ -416,7 +416,8 @@ async fn send(ws: &mut Socket, v: Value) {
         .unwrap();
 }
 
-/// A person holding control when the model asks, who keeps it past the
+/// A person's take while the model's input batch runs waits for it. A
+/// person holding control when the model asks, who keeps it past the
 /// request's time: the call returns saying the person still has control,
 /// and the model's input then waits for their give-back (it asked), not
 /// refused. Meanwhile the person's inputs out of range (a point off the
@@ -445,9 +446,29 @@ async fn a_person_keeping_control_past_the_requests_time_is_said_and_the_models_
             other => panic!("the socket ended before a frame: {other:?}"),
         }
     }
+    // A take while the model's input batch runs waits for it to end: the
+    // page is told so, and the batch finishes whole, not refused.
+    let batch = call(
+        client,
+        "input",
+        json!({"actions": [{"type": "wait"}, {"type": "wait"}, {"type": "move", "x": 3, "y": 3}]}),
+    );
+    tokio::pin!(batch);
+    if let Ok(r) = tokio::time::timeout(Duration::from_millis(500), &mut batch).await {
+        panic!("the batch ended at once: {}", text(&r));
+    }
     send(&mut ws, json!({"type": "control", "on": true})).await;
+    let waiting = said(&mut ws, "waiting").await;
+    assert_eq!(
+        waiting["message"],
+        "the model's input is running: you get control when it ends (waiting up to 15 s)"
+    );
     let on = said(&mut ws, "control").await;
     assert_eq!(on["on"], true, "{on}");
+    let r = tokio::time::timeout(Duration::from_secs(5), batch)
+        .await
+        .expect("the batch answered");
+    assert!(!is_error(&r), "{}", text(&r));
 
     let n = events(client).await.len();
     for (id, event, words) in [
