@@ -12,6 +12,8 @@
 
 use std::sync::{Arc, OnceLock};
 
+use tokio_util::sync::CancellationToken;
+
 use computer_tools::fleet::{self, FleetPolicy, NetworkChoice};
 use computer_tools::{
     ExtendFn, Family, Offer, Progress, ProgressFn, ReceiptFn, ToolContext, ToolSettings, registry,
@@ -331,6 +333,45 @@ default computer when its session ends."
 }
 
 impl ComputerMcp {
+    /// Begin the model's input tool `name` on computer `handle`: refused
+    /// in words while a person holds its control, except where the model
+    /// asked for the takeover: there it waits (up to
+    /// [`MODEL_INPUT_WAIT`]) for the person to give control back.
+    async fn model_input(
+        &self,
+        name: &str,
+        handle: &str,
+        cancel: &CancellationToken,
+    ) -> Result<view::control::ModelInput<'_>, String> {
+        use view::control::{Freed, MODEL_INPUT_WAIT};
+        let control = &self.app.views.control;
+        loop {
+            let lease = match control.begin_input(handle) {
+                Ok(held) => return Ok(held),
+                Err(lease) => lease,
+            };
+            if !lease.asked {
+                return Err(format!(
+                    "{name}: a person has control of this screen until they give it back; nothing was sent (screenshot still reads the screen)"
+                ));
+            }
+            match control.until_free(handle, cancel, MODEL_INPUT_WAIT).await {
+                Freed::Free => {}
+                Freed::Cancelled => {
+                    return Err(format!(
+                        "{name}: cancelled while the person you asked had control; nothing was sent"
+                    ));
+                }
+                Freed::TimedOut => {
+                    return Err(format!(
+                        "{name}: the person you asked still has control after {} s, the most an input waits for them; nothing was sent. Look at the screen (screenshot) and try again later",
+                        MODEL_INPUT_WAIT.as_secs()
+                    ));
+                }
+            }
+        }
+    }
+
     async fn call_tool_as(
         &self,
         request: CallToolRequestParams,
@@ -398,28 +439,16 @@ impl ComputerMcp {
             Err(why) => return Ok(tool_error(format!("{name} could not run: {why}"))),
         };
         let entry = for_call.entry;
-        if let Some(lease) = self.app.views.control.lease(&entry.handle)
-            && sends_input(family, &name)
-        {
-            // Where the model asked for the takeover, its input waits for
-            // the person to give control back; elsewhere it is refused.
-            if !lease.asked {
-                return Ok(tool_error(format!(
-                    "{name}: a person has control of this screen until they give it back; nothing was sent (screenshot still reads the screen)"
-                )));
+        // The model's input batch is counted while it runs, so a person's
+        // take waits for it rather than interleave with it.
+        let _input = if sends_input(family, &name) {
+            match self.model_input(&name, &entry.handle, &cancel).await {
+                Ok(held) => Some(held),
+                Err(why) => return Ok(tool_error(why)),
             }
-            if !self
-                .app
-                .views
-                .control
-                .until_free(&entry.handle, &cancel)
-                .await
-            {
-                return Ok(tool_error(format!(
-                    "{name}: cancelled while the person you asked had control; nothing was sent"
-                )));
-            }
-        }
+        } else {
+            None
+        };
         let _in_use = entry.begin_use();
         let progress: Option<ProgressFn> = context.meta.get_progress_token().map(|token| {
             let peer = context.peer.clone();

@@ -149,6 +149,8 @@ pub struct PhoneClient {
     closed: std::sync::atomic::AtomicBool,
     /// The computer's files: the host folders shared with it.
     folders: Vec<Folder>,
+    /// The live view's last frame (screen.watch).
+    watched: Mutex<watch::Watched>,
 }
 
 fn gone(e: ShellError) -> ClientError {
@@ -200,6 +202,7 @@ impl PhoneClient {
             launched,
             closed: Default::default(),
             folders: Vec::new(),
+            watched: Mutex::default(),
         })
     }
 
@@ -258,14 +261,13 @@ impl PhoneClient {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             + 1;
         let id = format!("shot-{n}");
-        let png = made.png;
-        let first = png.len().min(MAX_CHUNK_BYTES as usize);
+        let (data, size, eof) = self.hold(&id, &made.png);
         let result = ScreenShotResult {
-            id: id.clone(),
+            id,
             format: ImageFormat::Png,
-            data: Bytes64(png[..first].to_vec()),
-            size: png.len() as u64,
-            eof: first == png.len(),
+            data,
+            size,
+            eof,
             width: made.width,
             height: made.height,
             screen_width: made.screen_width,
@@ -278,11 +280,22 @@ impl PhoneClient {
             },
             cursor: None,
         };
+        to_value(&result)
+    }
+
+    /// An image's first chunk for an answer (its bytes, size and whether
+    /// that is all), the whole held as `id` for screen.read.
+    fn hold(&self, id: &str, png: &[u8]) -> (Bytes64, u64, bool) {
+        let first = png.len().min(MAX_CHUNK_BYTES as usize);
         *self.shot.lock().unwrap_or_else(|p| p.into_inner()) = Some(Shot {
-            id,
+            id: id.to_string(),
             png: png.to_vec(),
         });
-        to_value(&result)
+        (
+            Bytes64(png[..first].to_vec()),
+            png.len() as u64,
+            first == png.len(),
+        )
     }
 
     /// What `p` asks of the screencap `bytes`: decoded, cut or scaled, and
@@ -609,7 +622,7 @@ pub async fn end_launched(shell: &dyn Shell, launched: &Launched) -> Result<(), 
 }
 
 /// The methods a phone answers, for refusals.
-const ANSWERS: &str = "hello, ping, screen.shot, screen.read, screen.orientation, input.actions, apps.list, apps.launch, apps.terminate, apps.install, apps.open_url and apps.ui_tree";
+const ANSWERS: &str = "hello, ping, screen.shot, screen.read, screen.watch, screen.orientation, input.actions, apps.list, apps.launch, apps.terminate, apps.install, apps.open_url and apps.ui_tree";
 
 impl ComputerClient for PhoneClient {
     fn call_value<'a>(
@@ -629,6 +642,7 @@ impl ComputerClient for PhoneClient {
                 }
                 "screen.shot" => self.screen_shot(params).await,
                 "screen.read" => self.screen_read(params),
+                "screen.watch" => self.screen_watch(params).await,
                 "input.actions" => self.input_actions(params).await,
                 "apps.list" => self.apps_list().await,
                 "apps.launch" => self.apps_launch(params).await,
@@ -659,6 +673,8 @@ impl ComputerClient for PhoneClient {
         self.closed.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
+
+mod watch;
 
 #[cfg(test)]
 #[path = "client/tests.rs"]

@@ -28,7 +28,7 @@ mod takeover;
 mod view;
 pub use pause::PAUSE_NAMES;
 pub use snapshot::{FROM_ARG, SNAPSHOT_NAME, SnapshotSummary, is_snapshot_handle};
-pub use takeover::{TAKEOVER_NAME, TakeoverAsk, TakeoverOutcome};
+pub use takeover::{INPUT_WAIT_S, TAKEOVER_NAME, TakeoverAsk, TakeoverOutcome};
 pub use view::{APP_SHOWN_BY, APP_URI, VIEW_NAME, ViewLink, tie_app};
 
 /// The argument every tool of a family takes to say which computer.

@@ -7,6 +7,10 @@
 //!   words, except on a computer where the model asked for the takeover
 //!   (the lease was taken, or held, while its request waited): there they
 //!   wait until the person gives control back.
+//! - While the model's input batch runs on a computer, a person's take
+//!   waits for it to end (up to [`TAKE_WAIT`]) rather than interleave with
+//!   it; the model's input waiting on a lease it asked for waits up to
+//!   [`MODEL_INPUT_WAIT`], then is refused in words.
 //! - Every change is announced on one watch channel, so a waiting call and
 //!   a view's page (which shows the model's reason) see it at once.
 
@@ -18,6 +22,12 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::grants::rfc3339;
+
+/// How long a person's take waits for the model's input batch in flight.
+pub const TAKE_WAIT: Duration = Duration::from_secs(15);
+/// How long the model's input waits for the person it asked to give
+/// control back.
+pub const MODEL_INPUT_WAIT: Duration = Duration::from_secs(computer_tools::fleet::INPUT_WAIT_S);
 
 /// A person's hold on a computer's control.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -55,10 +65,21 @@ pub enum Waited {
     Cancelled,
 }
 
+/// How the model's wait for a person's give-back ended.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Freed {
+    Free,
+    Cancelled,
+    /// [`MODEL_INPUT_WAIT`] passed with the person still in control.
+    TimedOut,
+}
+
 /// Every computer's control on one server.
 pub struct Control {
     leases: Mutex<HashMap<String, Lease>>,
     asks: Mutex<HashMap<String, Ask>>,
+    /// The model's input batches running on each computer.
+    inputs: Mutex<HashMap<String, usize>>,
     changes: watch::Sender<u64>,
 }
 
@@ -67,8 +88,31 @@ impl Default for Control {
         Control {
             leases: Mutex::default(),
             asks: Mutex::default(),
+            inputs: Mutex::default(),
             changes: watch::Sender::new(0),
         }
+    }
+}
+
+/// The model's input batch on a computer, counted while it runs: a
+/// person's take waits until none runs.
+pub struct ModelInput<'a> {
+    control: &'a Control,
+    handle: String,
+}
+
+impl Drop for ModelInput<'_> {
+    fn drop(&mut self) {
+        {
+            let mut inputs = self.control.inputs();
+            if let Some(n) = inputs.get_mut(&self.handle) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    inputs.remove(&self.handle);
+                }
+            }
+        }
+        self.control.changed();
     }
 }
 
@@ -94,6 +138,10 @@ impl Control {
         self.asks.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn inputs(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.inputs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn changed(&self) {
         self.changes.send_modify(|n| *n += 1);
     }
@@ -103,12 +151,61 @@ impl Control {
         self.changes.subscribe()
     }
 
-    /// Take `handle`'s control for view `id`, unless another view holds
+    /// Begin the model's input batch on `handle`, unless a person holds
+    /// its control (their lease is the error).
+    pub fn begin_input(&self, handle: &str) -> Result<ModelInput<'_>, Lease> {
+        let leases = self.leases();
+        if let Some(l) = leases.get(handle) {
+            return Err(*l);
+        }
+        *self.inputs().entry(handle.to_string()).or_default() += 1;
+        Ok(ModelInput {
+            control: self,
+            handle: handle.to_string(),
+        })
+    }
+
+    /// The model's input batches running on `handle`.
+    pub fn inputs_running(&self, handle: &str) -> usize {
+        self.inputs().get(handle).copied().unwrap_or(0)
+    }
+
+    /// Take `handle`'s control for view `id` once no input batch of the
+    /// model runs on it (waiting up to `bound`), unless another view holds
     /// it. Whether the model asked for it (its request waits).
-    pub fn take(&self, handle: &str, id: u64) -> Result<bool, String> {
+    pub async fn take_when_free(
+        &self,
+        handle: &str,
+        id: u64,
+        bound: Duration,
+    ) -> Result<bool, String> {
+        let mut rx = self.subscribe();
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            if let Some(taken) = self.take(handle, id) {
+                return taken;
+            }
+            tokio::select! {
+                r = rx.changed() => if r.is_err() { return Err("the server is stopping".into()) },
+                () = tokio::time::sleep_until(deadline) => {
+                    return Err(format!(
+                        "the model's input is still running after {} s: control was not taken; try again in a moment",
+                        bound.as_secs()
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Take `handle`'s control for view `id` now: None while the model's
+    /// input runs on it.
+    fn take(&self, handle: &str, id: u64) -> Option<Result<bool, String>> {
         let mut asks = self.asks();
         let mut leases = self.leases();
-        match leases.get(handle) {
+        if !leases.contains_key(handle) && self.inputs_running(handle) > 0 {
+            return None;
+        }
+        Some(match leases.get(handle) {
             Some(l) if l.view != id => {
                 Err("another person has control of this screen until they give it back".into())
             }
@@ -132,7 +229,7 @@ impl Control {
                 self.changed();
                 Ok(asked)
             }
-        }
+        })
     }
 
     /// Let go of `handle`'s control, if view `id` holds it.
@@ -161,17 +258,24 @@ impl Control {
         self.asks().get(handle).cloned()
     }
 
-    /// Wait until no person holds `handle`'s control; false when
-    /// `cancel` fired first.
-    pub async fn until_free(&self, handle: &str, cancel: &CancellationToken) -> bool {
+    /// Wait until no person holds `handle`'s control, `cancel` fires or
+    /// `bound` passes.
+    pub async fn until_free(
+        &self,
+        handle: &str,
+        cancel: &CancellationToken,
+        bound: Duration,
+    ) -> Freed {
         let mut rx = self.subscribe();
+        let deadline = tokio::time::Instant::now() + bound;
         loop {
             if self.lease(handle).is_none() {
-                return true;
+                return Freed::Free;
             }
             tokio::select! {
-                r = rx.changed() => if r.is_err() { return false },
-                () = cancel.cancelled() => return false,
+                r = rx.changed() => if r.is_err() { return Freed::Cancelled },
+                () = cancel.cancelled() => return Freed::Cancelled,
+                () = tokio::time::sleep_until(deadline) => return Freed::TimedOut,
             }
         }
     }
@@ -287,8 +391,8 @@ mod tests {
             .await
             .unwrap_err();
         assert!(again.contains("already waits"), "{again}");
-        assert!(c.take(A, 7).unwrap(), "the lease is the asked one");
-        assert!(c.take(A, 8).is_err(), "one person at a time");
+        assert!(c.take(A, 7).unwrap().unwrap(), "the lease is the asked one");
+        assert!(c.take(A, 8).unwrap().is_err(), "one person at a time");
         c.give_back(A, 8);
         assert!(c.lease(A).is_some(), "only the holder gives back");
         c.give_back(A, 7);
@@ -296,7 +400,7 @@ mod tests {
         assert!(matches!(w, Waited::GivenBack { .. }), "{w:?}");
         assert!(c.ask(A).is_none(), "the request is gone with its call");
         assert!(
-            !c.take(A, 9).unwrap(),
+            !c.take(A, 9).unwrap().unwrap(),
             "a lease with no request is not asked"
         );
     }
@@ -331,5 +435,68 @@ mod tests {
             .await;
         assert_eq!(gone, Ok(Waited::Cancelled));
         assert!(c.ask(A).is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_take_waits_for_the_models_input_in_flight_then_refuses_past_its_bound() {
+        let c = std::sync::Arc::new(Control::default());
+        let batch = c.begin_input(A).unwrap();
+        assert_eq!(c.inputs_running(A), 1);
+        let taker = {
+            let c = std::sync::Arc::clone(&c);
+            tokio::spawn(async move { c.take_when_free(A, 7, Duration::from_secs(15)).await })
+        };
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(c.lease(A).is_none(), "no lease while the batch runs");
+        assert!(!taker.is_finished());
+        drop(batch);
+        assert_eq!(taker.await.unwrap(), Ok(false), "taken once it ended");
+        assert_eq!(c.lease(A).map(|l| l.view), Some(7));
+        // With the lease held, the model's input does not begin.
+        assert_eq!(c.begin_input(A).err().map(|l| l.view), Some(7));
+        c.give_back(A, 7);
+
+        let _long = c.begin_input(A).unwrap();
+        let started = tokio::time::Instant::now();
+        let why = c
+            .take_when_free(A, 8, Duration::from_secs(15))
+            .await
+            .unwrap_err();
+        assert!(started.elapsed() >= Duration::from_secs(15));
+        assert_eq!(
+            why,
+            "the model's input is still running after 15 s: control was not taken; try again in a moment"
+        );
+        assert!(c.lease(A).is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_models_input_waits_for_the_person_it_asked_for_a_bounded_time() {
+        let c = std::sync::Arc::new(Control::default());
+        let cancel = CancellationToken::new();
+        assert_eq!(
+            c.until_free(A, &cancel, Duration::from_secs(1)).await,
+            Freed::Free
+        );
+        assert!(c.take(A, 7).unwrap().is_ok());
+        let started = tokio::time::Instant::now();
+        assert_eq!(
+            c.until_free(A, &cancel, MODEL_INPUT_WAIT).await,
+            Freed::TimedOut
+        );
+        assert!(started.elapsed() >= MODEL_INPUT_WAIT);
+        let waiter = {
+            let (c, cancel) = (std::sync::Arc::clone(&c), cancel.clone());
+            tokio::spawn(async move { c.until_free(A, &cancel, MODEL_INPUT_WAIT).await })
+        };
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        c.give_back(A, 7);
+        assert_eq!(waiter.await.unwrap(), Freed::Free);
+        assert!(c.take(A, 8).unwrap().is_ok());
+        cancel.cancel();
+        assert_eq!(
+            c.until_free(A, &cancel, MODEL_INPUT_WAIT).await,
+            Freed::Cancelled
+        );
     }
 }

@@ -1,10 +1,11 @@
 //! The viewer's events (in the screen's pixels) to a desktop's input
-//! actions, or a refusal in words: one [`Mapper`] per take-over. It never
-//! panics on what a page sends.
+//! actions, or on a touch screen (a phone) to taps, swipes and buttons, or
+//! a refusal in words: one [`Mapper`] per take-over. It never panics on
+//! what a page sends.
 
 use std::collections::BTreeMap;
 
-use computerd::protocol::{Action, Button, is_key};
+use computerd::protocol::{Action, Button, PhoneButton, is_key};
 use serde::Deserialize;
 
 /// A typed text's most characters.
@@ -13,6 +14,9 @@ pub const MAX_TEXT_CHARS: usize = 65_536;
 pub const MAX_WHEEL_CLICKS: i64 = 20;
 /// Pixels of a browser's wheel delta per click.
 pub const WHEEL_PX_PER_CLICK: i64 = 120;
+/// How far (in screen pixels, each way) a touch may move and still be a
+/// tap rather than a swipe.
+pub const TAP_SLOP: i64 = 16;
 /// The modifiers a press may hold.
 const MODIFIERS: [&str; 4] = ["shift", "ctrl", "alt", "super"];
 
@@ -71,6 +75,10 @@ pub struct Mapper {
     width: u32,
     height: u32,
     pressed: BTreeMap<u8, Press>,
+    /// A touch screen: a press and its release are one tap or swipe.
+    touch: bool,
+    /// The touch's first point, while the left button is down.
+    touching: Option<[i64; 2]>,
 }
 
 fn button(b: u8) -> Result<Button, String> {
@@ -113,7 +121,64 @@ impl Mapper {
             width,
             height,
             pressed: BTreeMap::new(),
+            touch: false,
+            touching: None,
         }
+    }
+
+    /// The same for a touch screen (a phone): the left button touches, a
+    /// release near its press is a tap, farther a swipe; escape is the
+    /// phone's back button; there is no wheel.
+    pub fn touch(width: u32, height: u32) -> Mapper {
+        Mapper {
+            touch: true,
+            ..Mapper::new(width, height)
+        }
+    }
+
+    /// A touch screen's actions for `ev`; None where it maps as a desktop's.
+    fn map_touch(&mut self, ev: &ViewerEvent) -> Option<Result<Vec<Action>, String>> {
+        Some(match ev {
+            ViewerEvent::Move { x, y } => self.point(*x, *y).map(|_| Vec::new()),
+            ViewerEvent::Down { x, y, button, .. } => {
+                self.point(*x, *y).and_then(|p| match button {
+                    0 => {
+                        self.touching = Some(p);
+                        Ok(Vec::new())
+                    }
+                    b => Err(format!(
+                        "a phone's screen takes touches: press the left button to touch (button {b} is none)"
+                    )),
+                })
+            }
+            ViewerEvent::Up { x, y, button } => {
+                self.point(*x, *y).map(|end| match (button, self.touching.take()) {
+                    (0, Some(start)) => {
+                        let near = (end[0] - start[0]).abs() <= TAP_SLOP
+                            && (end[1] - start[1]).abs() <= TAP_SLOP;
+                        vec![if near {
+                            Action::Tap { point: start }
+                        } else {
+                            Action::Swipe {
+                                path: vec![start, end],
+                                ms: None,
+                            }
+                        }]
+                    }
+                    // Pressed before control was taken, or another button.
+                    _ => Vec::new(),
+                })
+            }
+            ViewerEvent::Wheel { .. } => {
+                Err("a phone has no wheel: drag on its screen to swipe".to_string())
+            }
+            ViewerEvent::Key { key, mods } if key == "escape" && mods.is_empty() => {
+                Ok(vec![Action::Button {
+                    button: PhoneButton::Back,
+                }])
+            }
+            _ => return None,
+        })
     }
 
     /// The screen's size changed (a new frame says so).
@@ -123,6 +188,12 @@ impl Mapper {
 
     fn point(&self, x: i64, y: i64) -> Result<[i64; 2], String> {
         let (w, h) = (i64::from(self.width), i64::from(self.height));
+        if w == 0 || h == 0 {
+            return Err(
+                "the screen's size is not known yet (no frame has come): wait for the first frame"
+                    .into(),
+            );
+        }
         if !(0..w).contains(&x) || !(0..h).contains(&y) {
             return Err(format!(
                 "the point ({x}, {y}) is off the screen, which is {w}x{h} (0 to {}, 0 to {})",
@@ -135,6 +206,11 @@ impl Mapper {
 
     /// The actions for one event, or why none.
     pub fn map(&mut self, ev: ViewerEvent) -> Result<Vec<Action>, String> {
+        if self.touch
+            && let Some(r) = self.map_touch(&ev)
+        {
+            return r;
+        }
         match ev {
             ViewerEvent::Move { x, y } => Ok(vec![Action::Move {
                 point: self.point(x, y)?,
@@ -239,6 +315,8 @@ impl Mapper {
     /// The ups of every button pressed and not let go, then forgotten (on
     /// give-back, a lost focus, or the socket's end).
     pub fn release(&mut self) -> Vec<Action> {
+        // A touch is sent whole at its release: nothing on the phone is down.
+        self.touching = None;
         std::mem::take(&mut self.pressed)
             .into_iter()
             .filter(|(_, p)| *p == Press::Plain)
@@ -414,5 +492,90 @@ mod tests {
             "{e}"
         );
         assert!(map(&mut m, json!({"type": "text", "text": "x".repeat(65_536)})).is_ok());
+    }
+
+    #[test]
+    fn on_a_touch_screen_a_press_and_release_is_a_tap_or_a_swipe_and_escape_is_back() {
+        let mut m = Mapper::touch(1080, 2400);
+        assert_eq!(
+            map(
+                &mut m,
+                json!({"type": "down", "x": 100, "y": 200, "button": 0})
+            ),
+            Ok(vec![])
+        );
+        assert_eq!(
+            map(&mut m, json!({"type": "move", "x": 105, "y": 210})),
+            Ok(vec![])
+        );
+        assert_eq!(
+            map(
+                &mut m,
+                json!({"type": "up", "x": 110, "y": 210, "button": 0})
+            ),
+            Ok(vec![Action::Tap { point: [100, 200] }])
+        );
+        map(
+            &mut m,
+            json!({"type": "down", "x": 500, "y": 1800, "button": 0}),
+        )
+        .unwrap();
+        assert_eq!(
+            map(
+                &mut m,
+                json!({"type": "up", "x": 500, "y": 600, "button": 0})
+            ),
+            Ok(vec![Action::Swipe {
+                path: vec![[500, 1800], [500, 600]],
+                ms: None
+            }])
+        );
+        assert_eq!(
+            map(&mut m, json!({"type": "up", "x": 5, "y": 5, "button": 0})),
+            Ok(vec![]),
+            "a release with no press touches nothing"
+        );
+        assert_eq!(
+            map(&mut m, json!({"type": "key", "key": "escape"})),
+            Ok(vec![Action::Button {
+                button: PhoneButton::Back
+            }])
+        );
+        assert_eq!(
+            map(&mut m, json!({"type": "text", "text": "hi"})),
+            Ok(vec![Action::Type { text: "hi".into() }])
+        );
+        for (ev, words) in [
+            (
+                json!({"type": "wheel", "x": 1, "y": 1, "dy": 120}),
+                "a phone has no wheel: drag on its screen to swipe",
+            ),
+            (
+                json!({"type": "down", "x": 1, "y": 1, "button": 2}),
+                "a phone's screen takes touches: press the left button to touch (button 2 is none)",
+            ),
+            (
+                json!({"type": "down", "x": 1080, "y": 1, "button": 0}),
+                "the point (1080, 1) is off the screen, which is 1080x2400 (0 to 1079, 0 to 2399)",
+            ),
+        ] {
+            assert_eq!(map(&mut m, ev), Err(words.to_string()));
+        }
+        map(&mut m, json!({"type": "down", "x": 9, "y": 9, "button": 0})).unwrap();
+        assert_eq!(m.release(), vec![], "nothing is down on the phone");
+        assert_eq!(
+            map(&mut m, json!({"type": "up", "x": 9, "y": 9, "button": 0})),
+            Ok(vec![])
+        );
+        assert_eq!(
+            map(
+                &mut Mapper::new(0, 0),
+                json!({"type": "move", "x": 0, "y": 0})
+            ),
+            Err(
+                "the screen's size is not known yet (no frame has come): wait for the first frame"
+                    .into()
+            )
+        );
     }
 }

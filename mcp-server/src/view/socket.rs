@@ -5,15 +5,18 @@
 //! once a frame is drawn, `{"type":"control","on"}` to take or give back
 //! control, `{"type":"input","id","event"}`. The server says, as JSON
 //! text: `hello` (the computer's name, kind, deadline, the link's end),
-//! `control`, `asked` (the model's takeover request: its reason, or null
+//! `control`, `waiting` (a take waits for the model's input batch in
+//! flight), `asked` (the model's takeover request: its reason, or null
 //! once it ended), `input` (each input's outcome by id), `refused` and `ended`
 //! (in words, then the socket closes); and each frame as one binary
 //! message: a 4-byte big-endian length, that much JSON
-//! (`seq`, `width`, `height`, `frameWidth`, `frameHeight`), the JPEG.
+//! (`seq`, `format`, `width`, `height`, `frameWidth`, `frameHeight`), the
+//! image (a desktop's JPEG, a phone's PNG).
 //!
 //! The view reads the computer on a connection of its own (`screen.watch`
 //! is one per connection, and a view's end closes only its own).
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -33,7 +36,7 @@ use computerd::protocol::{
     Action, Call, Group, InputActionsParams, ScreenReadParams, ScreenWatchParams,
 };
 
-use super::control::Ask;
+use super::control::{Ask, TAKE_WAIT};
 use super::grants::{Grant, rfc3339};
 use super::map::{Mapper, event_of};
 use crate::app::{App, Entry};
@@ -81,6 +84,8 @@ struct Opened {
     entry: Arc<Entry>,
     grant: Grant,
     client: Arc<dyn ComputerClient>,
+    /// A touch screen with no pointer (a phone).
+    touch: bool,
 }
 
 #[derive(Deserialize)]
@@ -120,10 +125,13 @@ async fn open(
             entry.kind.as_str()
         ));
     }
+    let groups = &conn.hello.groups;
+    let touch = groups.contains(&Group::InputTouch) && !groups.contains(&Group::InputPointer);
     Ok(Opened {
         entry,
         grant,
         client: conn.client,
+        touch,
     })
 }
 
@@ -165,6 +173,7 @@ pub async fn run(app: Arc<App>, handle: String, id: u64, ws: WebSocketStream<Io>
         id,
         client: Arc::clone(&opened.client),
         out: out.clone(),
+        touch: opened.touch,
     };
     let ended = view.serve(&mut stream, &opened.grant).await;
     if let Some(why) = ended {
@@ -181,6 +190,10 @@ pub async fn run(app: Arc<App>, handle: String, id: u64, ws: WebSocketStream<Io>
 /// by no one), its actions, and its place among those in flight.
 type Job = (u64, Vec<Action>, Option<OwnedSemaphorePermit>);
 
+/// A take of control under way: whether the model asked for it, or why
+/// it was not taken.
+type Taking<'a> = Pin<Box<dyn Future<Output = Result<bool, String>> + Send + 'a>>;
+
 /// What the page's messages act on.
 struct State<'a> {
     acked: &'a watch::Sender<u64>,
@@ -196,6 +209,7 @@ struct View {
     id: u64,
     client: Arc<dyn ComputerClient>,
     out: mpsc::Sender<Message>,
+    touch: bool,
 }
 
 impl View {
@@ -222,7 +236,11 @@ impl View {
             self.out.clone(),
             inputs_rx,
         ));
-        let mut mapper = Mapper::new(0, 0);
+        let mut mapper = if self.touch {
+            Mapper::touch(0, 0)
+        } else {
+            Mapper::new(0, 0)
+        };
         let mut control = false;
         let until = grant
             .expires
@@ -233,17 +251,41 @@ impl View {
         let mut changes = self.app.views.control.subscribe();
         let mut told = None;
         self.tell_ask(&mut told).await;
+        // A take waiting for the model's input batch in flight to end.
+        let mut taking: Option<Taking<'_>> = None;
         let why = loop {
             tokio::select! {
                 m = stream.next() => match m {
                     Some(Ok(Message::Text(t))) => {
                         let v: Value = serde_json::from_str(&t).unwrap_or(Value::Null);
+                        if v["type"] == "control" && v["on"] == json!(true) {
+                            if taking.is_none() {
+                                taking = Some(self.begin_take().await);
+                            }
+                            continue;
+                        }
+                        if v["type"] == "control" {
+                            // Given back before the take came: it is dropped.
+                            taking = None;
+                        }
                         let state = State { acked: &acked, mapper: &mut mapper, control: &mut control, inputs: &inputs, in_flight: &in_flight };
                         self.message(v, state).await;
                     }
                     Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break None,
                     Some(Ok(_)) => {}
                 },
+                r = async { match &mut taking { Some(f) => f.await, None => std::future::pending().await } } => {
+                    taking = None;
+                    match r {
+                        Ok(asked) => {
+                            control = true;
+                            self.reply(json!({"type": "control", "on": true, "asked": asked})).await;
+                        }
+                        Err(why) => {
+                            self.reply(json!({"type": "control", "on": false, "message": why})).await;
+                        }
+                    }
+                }
                 r = changes.changed() => {
                     if r.is_ok() {
                         self.tell_ask(&mut told).await;
@@ -272,6 +314,23 @@ impl View {
         drop(inputs);
         let _ = runner.await;
         why
+    }
+
+    /// A take of this computer's control, once the model's input batch in
+    /// flight (if one is) has ended; the page is told it waits.
+    async fn begin_take(&self) -> Taking<'_> {
+        let control = &self.app.views.control;
+        if control.inputs_running(&self.handle) > 0 {
+            self.reply(json!({
+                "type": "waiting",
+                "message": format!(
+                    "the model's input is running: you get control when it ends (waiting up to {} s)",
+                    TAKE_WAIT.as_secs()
+                ),
+            }))
+            .await;
+        }
+        Box::pin(control.take_when_free(&self.handle, self.id, TAKE_WAIT))
     }
 
     /// Tell the page of the model's takeover request on this computer
@@ -311,19 +370,6 @@ impl View {
                     *a = (*a).max(seq);
                     newer
                 });
-            }
-            Some("control") if v["on"] == json!(true) => {
-                match self.app.views.control.take(&self.handle, self.id) {
-                    Ok(asked) => {
-                        *control = true;
-                        self.reply(json!({"type": "control", "on": true, "asked": asked}))
-                            .await;
-                    }
-                    Err(why) => {
-                        self.reply(json!({"type": "control", "on": false, "message": why}))
-                            .await;
-                    }
-                }
             }
             Some("control") => {
                 if *control {
@@ -460,6 +506,7 @@ async fn pump(
         });
         let meta = json!({
             "seq": r.seq,
+            "format": frame.format,
             "width": frame.width,
             "height": frame.height,
             "frameWidth": frame.frame_width,

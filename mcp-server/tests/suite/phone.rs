@@ -414,3 +414,79 @@ async fn a_model_installs_an_apk_from_the_shared_folder_and_opens_it() {
     );
     end(client, rig).await;
 }
+
+/// The fixture phone in the live viewer (with `--viewer`), in a real
+/// headless Chromium: its PNG frames drawn on the canvas at the phone's
+/// own size, and a click on the canvas over the fixture's button, under a
+/// control lease, landing on the phone as a tap inside the button.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_watches_the_phone_in_the_viewer_and_taps_its_button() {
+    use super::view::Page;
+    use computer_providers::cdp::chromium::HostChromium;
+    if !computer_testkit::need_chromium() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(rig) = Rig::of_test(dir.path(), None).await else {
+        return;
+    };
+    let mut args = phone_args(&rig);
+    args.extend(["--viewer", "127.0.0.1:0"].map(String::from));
+    let (client, _rec) = stdio_serve(&args).await;
+    // The phone is taken by a first call.
+    let shot = call(&client, "screenshot", json!({"max_width": 360})).await;
+    assert!(!is_error(&shot), "{}", text(&shot));
+    let r = call(&client, "computer_view", json!({})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let url = structured(&r)["url"].as_str().unwrap().to_string();
+
+    let chromium = HostChromium::start().await.unwrap();
+    let browser = chromium.client().await.unwrap();
+    let page = Page::drawing(&browser, &url).await;
+    assert_eq!(
+        page.eval("[window.viewer.width, window.viewer.height]")
+            .await,
+        json!([screen::WIDTH, screen::HEIGHT])
+    );
+    let facts = page
+        .eval("document.getElementById('facts').textContent")
+        .await;
+    assert!(facts.as_str().unwrap().starts_with("phone · "), "{facts}");
+    let (cx, cy) = ((BUTTON.l + BUTTON.r) / 2, (BUTTON.t + BUTTON.b) / 2);
+    let (cx, cy) = (cx as u32, cy as u32);
+    let drawn = page.pixels(&[[cx, cy]]).await[0];
+    assert_eq!(drawn, screen::BUTTON_COLOUR, "the button on the canvas");
+
+    page.eval("document.getElementById('take').click()").await;
+    page.until("control taken", "window.viewer.control === true")
+        .await;
+    let ups = touches(&rig, "up").len();
+    let at = page.at(cx, cy).await;
+    page.mouse("mousePressed", at).await;
+    page.mouse("mouseReleased", at).await;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while touches(&rig, "up").len() == ups {
+        assert!(
+            std::time::Instant::now() < until,
+            "no touch within 20 s: {:?}",
+            page.eval("window.viewer.refused").await
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let [x, y] = *touches(&rig, "down").last().unwrap();
+    assert!(
+        BUTTON.contains(x as i32, y as i32)
+            && (x - i64::from(cx)).abs() <= 3
+            && (y - i64::from(cy)).abs() <= 3,
+        "the click over ({cx}, {cy}) landed at ({x}, {y})"
+    );
+    assert_eq!(
+        touches(&rig, "up").last(),
+        Some(&[x, y]),
+        "a tap, not a swipe"
+    );
+    page.eval("document.getElementById('give').click()").await;
+    page.until("control given back", "window.viewer.control === false")
+        .await;
+    end(client, rig).await;
+}

@@ -67,9 +67,7 @@ async fn a_model_asks_a_person_to_take_over_and_waits_until_they_give_back() {
 
     let chromium = HostChromium::start().await.unwrap();
     let browser = chromium.client().await.unwrap();
-    let page = Page::open(&browser, &v.url).await;
-    page.until("the first frame drawn", "window.viewer.frames >= 1")
-        .await;
+    let page = Page::drawing(&browser, &v.url).await;
     assert_eq!(page.eval("window.viewer.asked").await, Value::Null);
 
     let reason = "Please sign in for me: type your greeting into the window";
@@ -101,23 +99,12 @@ async fn a_model_asks_a_person_to_take_over_and_waits_until_they_give_back() {
         .await;
         assert_eq!(texts(&ev), typed);
         // The model asked: its input waits for the give-back.
-        let input = call(
-            client,
-            "input",
-            json!({"actions": [{"type": "move", "x": 7, "y": 7}]}),
-        );
-        tokio::pin!(input);
-        assert!(
-            tokio::time::timeout(Duration::from_millis(800), &mut input)
-                .await
-                .is_err(),
-            "the model's input did not wait for the person"
-        );
-        page.eval("document.getElementById('give').click()").await;
-        page.until("control given back", "window.viewer.control === false")
-            .await;
-        let r = input.await;
-        assert!(!is_error(&r), "{}", text(&r));
+        input_waits_for(client, async {
+            page.eval("document.getElementById('give').click()").await;
+            page.until("control given back", "window.viewer.control === false")
+                .await;
+        })
+        .await;
         page.until("the request's end shown", "window.viewer.asked === null")
             .await;
         assert_eq!(
@@ -244,20 +231,26 @@ fn desktop_with_viewer(server: &Server) -> tokio::process::Command {
     cmd
 }
 
-/// A client that takes URL elicitations, answering each as `answer`, and
-/// keeping what it was asked.
+/// A client that takes elicitations (URL ones too where `url`), answering
+/// each as `answer`, and keeping what it was asked.
 #[derive(Clone)]
 struct Elicited {
     asked: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
     answer: rmcp::model::ElicitationAction,
+    url: bool,
 }
 
 impl rmcp::ClientHandler for Elicited {
     fn get_info(&self) -> rmcp::model::ClientConfig {
-        use rmcp::model::{ElicitationCapability, UrlElicitationCapability};
+        use rmcp::model::{
+            ElicitationCapability, FormElicitationCapability, UrlElicitationCapability,
+        };
         let mut info = rmcp::model::ClientConfig::default();
-        info.capabilities.elicitation =
-            Some(ElicitationCapability::new().with_url(UrlElicitationCapability::new()));
+        let mut caps = ElicitationCapability::new().with_form(FormElicitationCapability::default());
+        if self.url {
+            caps = caps.with_url(UrlElicitationCapability::new());
+        }
+        info.capabilities.elicitation = Some(caps);
         info
     }
 
@@ -288,6 +281,7 @@ async fn a_takeover_request_is_an_elicitation_where_the_client_takes_one() {
     let handler = Elicited {
         asked: Default::default(),
         answer: rmcp::model::ElicitationAction::Decline,
+        url: true,
     };
     let client = handler
         .clone()
@@ -323,4 +317,229 @@ async fn a_takeover_request_is_an_elicitation_where_the_client_takes_one() {
     assert!(url.contains("/view/c-") && url.contains("#t="), "{url}");
     assert_eq!(structured(&r)["outcome"], "declined");
     client.cancel().await.unwrap();
+}
+
+/// Where the client takes form elicitations only, request_takeover's
+/// elicitation is a form whose message carries the reason and the viewer's
+/// link; the person accepting it is not yet the person acting, so the call
+/// waits on and ends when its time does, nobody having taken control.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_taking_forms_only_gets_the_link_in_a_forms_message_and_accepting_it_waits_on() {
+    use rmcp::model::CallToolRequestParams;
+    if !need_root() || !computer_testkit::need_xvfb() {
+        return;
+    }
+    let server = Server::new();
+    let handler = Elicited {
+        asked: Default::default(),
+        answer: rmcp::model::ElicitationAction::Accept,
+        url: false,
+    };
+    let client = handler
+        .clone()
+        .serve(TokioChildProcess::new(desktop_with_viewer(&server)).unwrap())
+        .await
+        .unwrap();
+    let first = CallToolRequestParams::new("screenshot");
+    assert_ne!(client.call_tool(first).await.unwrap().is_error, Some(true));
+    let reason = "Solve the captcha on the sign-in page";
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("request_takeover")
+                .with_arguments(args(json!({"reason": reason, "timeout_s": 2})).unwrap()),
+        )
+        .await
+        .unwrap();
+    let said = text(&r);
+    assert!(said.starts_with("nobody took control within 2 s"), "{said}");
+    assert_eq!(structured(&r)["outcome"], "not_taken");
+    let asked = handler.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_ne!(asked[0]["mode"], "url", "{asked:?}");
+    assert!(asked[0].get("url").is_none(), "{asked:?}");
+    let message = asked[0]["message"].as_str().unwrap();
+    let url = structured(&r)["url"].as_str().unwrap().to_string();
+    assert!(url.contains("/view/c-") && url.contains("#t="), "{url}");
+    assert_eq!(
+        message,
+        format!(
+            "The model asks you to take control of {}'s screen: {reason}\nOpen {url} and press \"Take control\"; give it back when done.",
+            structured(&r)["computer"].as_str().unwrap()
+        )
+    );
+    client.cancel().await.unwrap();
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A viewer's socket for the link `url`, opened with its token, as the page
+/// opens it.
+async fn socket_of(url: &str) -> Socket {
+    use futures::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let (page, token) = url.split_once("#t=").unwrap();
+    let ws_url = format!("{}/socket", page.replace("http://", "ws://"));
+    let (mut ws, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
+    ws.send(Message::text(json!({ "token": token }).to_string()))
+        .await
+        .unwrap();
+    ws
+}
+
+/// The socket's next text message of `kind` (frames and others skipped),
+/// within 20 s.
+async fn said(ws: &mut Socket, kind: &str) -> Value {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        let m = tokio::time::timeout(left, ws.next())
+            .await
+            .unwrap_or_else(|_| panic!("no {kind} message within 20 s"));
+        if let Some(Ok(Message::Text(t))) = m {
+            let v: Value = serde_json::from_str(&t).unwrap();
+            if v["type"] == kind {
+                return v;
+            }
+        } else if !matches!(m, Some(Ok(_))) {
+            panic!("the socket ended before a {kind} message: {m:?}");
+        }
+    }
+}
+
+async fn send(ws: &mut Socket, v: Value) {
+    use futures::SinkExt;
+    ws.send(tokio_tungstenite::tungstenite::Message::text(v.to_string()))
+        .await
+        .unwrap();
+}
+
+/// A person's take while the model's input batch runs waits for it. A
+/// person holding control when the model asks, who keeps it past the
+/// request's time: the call returns saying the person still has control,
+/// and the model's input then waits for their give-back (it asked), not
+/// refused. Meanwhile the person's inputs out of range (a point off the
+/// screen, a wheel of 1000 notches, a text past 65,536 characters) are
+/// each refused in the viewer's words, and nothing reaches the fixture.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_keeping_control_past_the_requests_time_is_said_and_the_models_input_waits() {
+    if !need_root() || !computer_testkit::need_xvfb() {
+        return;
+    }
+    let server = Server::new();
+    let v = or_skip!(viewing(&server).await);
+    let client = &v.client;
+    let mut ws = socket_of(&v.url).await;
+    let hello = said(&mut ws, "hello").await;
+    assert_eq!(hello["kind"], "desktop", "{hello}");
+    // The first frame (the screen's size with it) before any input.
+    use futures::StreamExt;
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(20), ws.next())
+            .await
+            .expect("a first frame within 20 s");
+        match m {
+            Some(Ok(tokio_tungstenite::tungstenite::Message::Binary(_))) => break,
+            Some(Ok(_)) => {}
+            other => panic!("the socket ended before a frame: {other:?}"),
+        }
+    }
+    // A take while the model's input batch runs waits for it to end: the
+    // page is told so, and the batch finishes whole, not refused.
+    let batch = call(
+        client,
+        "input",
+        json!({"actions": [{"type": "wait"}, {"type": "wait"}, {"type": "move", "x": 3, "y": 3}]}),
+    );
+    tokio::pin!(batch);
+    if let Ok(r) = tokio::time::timeout(Duration::from_millis(500), &mut batch).await {
+        panic!("the batch ended at once: {}", text(&r));
+    }
+    send(&mut ws, json!({"type": "control", "on": true})).await;
+    let waiting = said(&mut ws, "waiting").await;
+    assert_eq!(
+        waiting["message"],
+        "the model's input is running: you get control when it ends (waiting up to 15 s)"
+    );
+    let on = said(&mut ws, "control").await;
+    assert_eq!(on["on"], true, "{on}");
+    let r = tokio::time::timeout(Duration::from_secs(5), batch)
+        .await
+        .expect("the batch answered");
+    assert!(!is_error(&r), "{}", text(&r));
+
+    let n = events(client).await.len();
+    for (id, event, words) in [
+        (
+            1,
+            json!({"type": "move", "x": 5000, "y": 10}),
+            "the point (5000, 10) is off the screen, which is 1280x800 (0 to 1279, 0 to 799)",
+        ),
+        (
+            2,
+            json!({"type": "wheel", "x": 10, "y": 10, "dy": 120_000}),
+            "a wheel turn of 1000 clicks is past the most, 20 an event",
+        ),
+        (
+            3,
+            json!({"type": "text", "text": "a".repeat(65_537)}),
+            "the text is 65537 characters; at most 65536 are typed at a time",
+        ),
+    ] {
+        send(&mut ws, json!({"type": "input", "id": id, "event": event})).await;
+        let r = said(&mut ws, "input").await;
+        assert_eq!(
+            r,
+            json!({"type": "input", "id": id, "ok": false, "message": words})
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = events(client).await;
+    assert_eq!(after.len(), n, "sent anyway: {:?}", &after[n..]);
+
+    let r = call_ok(
+        client,
+        "request_takeover",
+        json!({"reason": "Finish the form", "timeout_s": 2}),
+    )
+    .await;
+    let words = text(&r);
+    assert!(
+        words.starts_with("the person took control at ")
+            && words.contains(" and still has it after ")
+            && words.contains("waits up to 300 s for them to give it back, then is refused"),
+        "{words}"
+    );
+    let outcome = structured(&r);
+    assert_eq!(outcome["outcome"], "still_held", "{outcome}");
+    assert!(outcome["taken_at"].is_string(), "{outcome}");
+
+    // The model asked: its input waits for the person, then goes.
+    input_waits_for(
+        client,
+        send(&mut ws, json!({"type": "control", "on": false})),
+    )
+    .await;
+}
+
+/// The model's input during a takeover it asked for: still waiting after
+/// 800 ms, and sent once `give_back` (the person's) has run.
+async fn input_waits_for(client: &Client, give_back: impl Future<Output = ()>) {
+    let input = call(
+        client,
+        "input",
+        json!({"actions": [{"type": "move", "x": 7, "y": 7}]}),
+    );
+    tokio::pin!(input);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(800), &mut input)
+            .await
+            .is_err(),
+        "the model's input did not wait for the person"
+    );
+    give_back.await;
+    let r = input.await;
+    assert!(!is_error(&r), "{}", text(&r));
 }

@@ -67,6 +67,14 @@ impl<'a> Page<'a> {
         page
     }
 
+    /// [`Page::open`], once its first frame is drawn.
+    pub(super) async fn drawing(browser: &'a BrowserClient, url: &str) -> Page<'a> {
+        let page = Page::open(browser, url).await;
+        page.until("the first frame drawn", "window.viewer.frames >= 1")
+            .await;
+        page
+    }
+
     async fn send(&self, method: &str, params: Value) -> Value {
         cdp(self.browser, method, params, Some(&self.session)).await
     }
@@ -100,7 +108,7 @@ impl<'a> Page<'a> {
     }
 
     /// The canvas's RGB at screen pixels `points`.
-    async fn pixels(&self, points: &[[u32; 2]]) -> Vec<[u8; 3]> {
+    pub(super) async fn pixels(&self, points: &[[u32; 2]]) -> Vec<[u8; 3]> {
         let js = format!(
             "JSON.stringify({}.map(([x, y]) => Array.from(document.getElementById('screen').getContext('2d').getImageData(x, y, 1, 1).data.slice(0, 3))))",
             serde_json::to_string(points).unwrap()
@@ -110,9 +118,9 @@ impl<'a> Page<'a> {
     }
 
     /// Where screen pixel (x, y)'s centre is on the page, in CSS pixels.
-    async fn at(&self, x: u32, y: u32) -> (f64, f64) {
+    pub(super) async fn at(&self, x: u32, y: u32) -> (f64, f64) {
         let r = self
-            .eval("(() => { const r = document.getElementById('screen').getBoundingClientRect(); return [r.left, r.top, r.width / 1280]; })()")
+            .eval("(() => { const c = document.getElementById('screen'), r = c.getBoundingClientRect(); return [r.left, r.top, r.width / c.width]; })()")
             .await;
         let (left, top, k) = (
             r[0].as_f64().unwrap(),
@@ -125,7 +133,7 @@ impl<'a> Page<'a> {
         )
     }
 
-    async fn mouse(&self, kind: &str, (x, y): (f64, f64)) {
+    pub(super) async fn mouse(&self, kind: &str, (x, y): (f64, f64)) {
         self.send(
             "Input.dispatchMouseEvent",
             json!({"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1}),
@@ -256,9 +264,7 @@ async fn watches_and_takes_control(server: &Server) {
 
     let chromium = HostChromium::start().await.unwrap();
     let browser = chromium.client().await.unwrap();
-    let page = Page::open(&browser, &url).await;
-    page.until("the first frame drawn", "window.viewer.frames >= 1")
-        .await;
+    let page = Page::drawing(&browser, &url).await;
     assert_eq!(
         page.eval("location.hash").await,
         json!(""),
@@ -306,11 +312,34 @@ async fn watches_and_takes_control(server: &Server) {
         "green at (149, 49): {green:?}"
     );
 
+    // The fixture's window changes colour (a middle press turns each
+    // quarter to its opposite): the next frame drawn shows it, and back.
+    for (what, want) in [("magenta", [255, 0, 255]), ("green again", [0, 255, 0])] {
+        call_ok(
+            &client,
+            "input",
+            json!({"actions": [{"type": "click", "x": 149, "y": 49, "button": "wheel"}]}),
+        )
+        .await;
+        page.until(
+            &format!("the window turned {what} on the canvas"),
+            &format!(
+                "(() => {{ const d = document.getElementById('screen').getContext('2d').getImageData(149, 49, 1, 1).data; const w = {want:?}; return [0, 1, 2].every(i => Math.abs(d[i] - w[i]) < 60); }})()"
+            ),
+        )
+        .await;
+    }
+
     // Input before control: refused in words, nothing sent.
+    let n = events(&client).await.len();
     page.mouse("mousePressed", page.at(149, 49).await).await;
     page.mouse("mouseReleased", page.at(149, 49).await).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(events(&client).await.iter().all(|e| e["event"] != "down"));
+    assert!(
+        events(&client).await[n..]
+            .iter()
+            .all(|e| e["event"] != "down")
+    );
 
     // Take control; a click on the green quadrant lands at its pixel.
     page.eval("document.getElementById('take').click()").await;

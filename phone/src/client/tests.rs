@@ -394,3 +394,63 @@ async fn a_transport_that_writes_no_files_declares_no_install_and_sends_nothing_
     assert_eq!(sent(&f), Vec::<String>::new());
     assert_eq!(groups(true).last(), Some(&Group::AppsInstall));
 }
+
+#[tokio::test]
+async fn a_watch_gives_a_frame_at_once_then_one_only_when_the_screen_changes() {
+    use computerd::protocol::ScreenWatchResult;
+    let (f, c) = phone(Fake::default()).await;
+    let watch = |after: u64, wait_ms: u64| {
+        let c = Arc::clone(&c);
+        async move {
+            let v = c
+                .call_value(
+                    "screen.watch",
+                    json!({"after": after, "waitMs": wait_ms, "maxWidth": 100}),
+                )
+                .await?;
+            Ok::<ScreenWatchResult, ClientError>(serde_json::from_value(v).unwrap())
+        }
+    };
+    let first = watch(0, 2000).await.unwrap();
+    assert_eq!((first.seq, first.changed), (1, true));
+    let frame = first.frame.unwrap();
+    assert_eq!(
+        (
+            frame.format,
+            frame.frame_width,
+            frame.frame_height,
+            frame.width,
+            frame.height,
+            frame.eof
+        ),
+        (ImageFormat::Png, 100, 200, 200, 400, true)
+    );
+    assert_eq!(image_size(&frame.data.0), (100, 200));
+
+    // Nothing changed: the wait ends with no frame.
+    let started = std::time::Instant::now();
+    let same = watch(1, 300).await.unwrap();
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+    assert_eq!((same.seq, same.changed, same.frame), (1, false, None));
+    // A caller behind the newest frame gets it at once.
+    assert_eq!(watch(0, 300).await.unwrap().seq, 1);
+
+    let mut changed = raw_screen(200, 400);
+    changed[16] ^= 0xff;
+    *f.screen.lock().unwrap() = Some(changed);
+    let next = watch(1, 2000).await.unwrap();
+    assert_eq!((next.seq, next.changed), (2, true));
+    assert!(next.frame.is_some());
+
+    for (params, words) in [
+        (
+            json!({"after": 5}),
+            "after is 5, past the newest frame's seq 2",
+        ),
+        (json!({"waitMs": 10_001}), "waitMs is 10001; at most 10000"),
+        (json!({"maxWidth": 0}), "maxWidth is 0; give 1 or more"),
+    ] {
+        let e = c.call_value("screen.watch", params).await.unwrap_err();
+        assert!(e.to_string().contains(words), "{e}");
+    }
+}

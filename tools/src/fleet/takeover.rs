@@ -22,6 +22,9 @@ pub const TAKEOVER_NAME: &str = "request_takeover";
 pub const DEFAULT_TIMEOUT_S: u64 = 300;
 /// The most `timeout_s` may be.
 pub const MAX_TIMEOUT_S: u64 = 1800;
+/// How long one of the model's input calls waits, during a takeover it
+/// asked for, for the person to give control back (then it is refused).
+pub const INPUT_WAIT_S: u64 = 300;
 /// The most characters of `reason`.
 pub const MAX_REASON_CHARS: usize = 500;
 
@@ -112,7 +115,7 @@ pub fn words(o: &TakeoverOutcome) -> String {
             "{after}, gave it back after {held} s: the person acted; look at the screen (screenshot) to see what changed"
         ),
         "still_held" => format!(
-            "{after} and still has it after {held} s; your input tools on {} wait until they give it back",
+            "{after} and still has it after {held} s; each of your input calls on {} waits up to {INPUT_WAIT_S} s for them to give it back, then is refused",
             o.computer
         ),
         "declined" => "the person declined the request; nobody took control".to_string(),
