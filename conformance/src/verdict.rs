@@ -186,6 +186,7 @@ mod tests {
             network_read_back: true,
             isolation: String::new(),
             extend: false,
+            shares: computer_providers::ShareWay::None,
         }
     }
 

@@ -199,6 +199,7 @@ impl FakeProvider {
                     network_read_back: true,
                     isolation: "none: a fake in the test's own process".into(),
                     extend: false,
+                    shares: computer_providers::ShareWay::Bind,
                 },
                 computers: Mutex::new(BTreeMap::new()),
                 calls: Mutex::new(Vec::new()),

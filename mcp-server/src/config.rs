@@ -191,7 +191,7 @@ pub struct Config {
     /// The most processes and threads one computer runs at once, 16 to 32768. [default: 1024]
     #[arg(long, value_name = "N", env = "COMPUTER_MCP_PIDS")]
     pub pids: Option<u64>,
-    /// A host directory every computer sees at /workspace: DIR, or DIR:ro for read-only (repeat for more, each then at /workspace/<name>). It must exist, be canonical and be writable by the computer's user unless :ro (a root server's local computers are given an ACL entry on it for their life instead, and what they write there is given to the folder's owner at release). An empty value shares nothing.
+    /// A host directory every computer sees at /workspace: DIR, or DIR:ro for read-only (repeat for more, each then at /workspace/<name>). It must exist and be canonical. Local and Docker bind it: then it must be writable by the computer's user unless :ro (a root server's local computers are given an ACL entry on it for their life instead, and what they write there is given to the folder's owner at release). Vendors and Kubernetes get a copy at creation, and a read-write one is copied back at release and by `cp --sync COMPUTER`. An empty value shares nothing.
     #[arg(long = "share", value_name = "DIR[:ro]", env = "COMPUTER_MCP_SHARE")]
     #[arg(value_delimiter = ',')]
     pub share: Vec<String>,

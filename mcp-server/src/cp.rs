@@ -10,6 +10,9 @@
 //! exist: the copy is unpacked into a private directory beside it by
 //! [`extract`]'s rules (the computer is not trusted) and renamed into
 //! place only when whole, so a refused or failed copy leaves nothing.
+//!
+//! `cp --sync COMPUTER` copies back the read-write shares a provider that
+//! cannot bind them had copied in ([`crate::shares`]).
 
 pub mod extract;
 
@@ -22,18 +25,30 @@ use computerd::client::{ComputerClient, ComputerExt};
 use computerd::protocol::{FileStat, FileType, FilesStatParams};
 use tokio_util::sync::CancellationToken;
 
+/// The bounds of a copy onto this host unless `--max-bytes` and
+/// `--max-files` say others (a copy-back at release has these).
+pub const DEFAULT_BOUNDS: extract::Bounds = extract::Bounds {
+    max_bytes: 1 << 30,
+    max_files: 100_000,
+};
+
 #[derive(Args, Debug, Clone)]
 pub struct CpArgs {
     /// What to copy: a path here, or COMPUTER:/path in a computer (COMPUTER
     /// is a handle, name or provider id from `computers list`).
-    pub src: String,
+    #[arg(required_unless_present = "sync")]
+    pub src: Option<String>,
     /// Where it goes: the path the source becomes, here or COMPUTER:/path.
-    pub dst: String,
+    #[arg(required_unless_present = "sync")]
+    pub dst: Option<String>,
+    /// Copy every read-write share copied into COMPUTER (on a provider that copies shares rather than binding them) back to its host folder, as a release does: host files it deleted are kept, host files changed since it was made are moved aside before they are replaced.
+    #[arg(long, value_name = "COMPUTER", conflicts_with_all = ["src", "dst"])]
+    pub sync: Option<String>,
     /// The most bytes of file data a copy onto this host may hold.
-    #[arg(long, default_value_t = 1 << 30)]
+    #[arg(long, default_value_t = DEFAULT_BOUNDS.max_bytes)]
     pub max_bytes: u64,
     /// The most files, directories and links a copy onto this host may hold.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = DEFAULT_BOUNDS.max_files)]
     pub max_files: u64,
 }
 
@@ -77,7 +92,14 @@ pub async fn run(
         max_bytes: args.max_bytes,
         max_files: args.max_files,
     };
-    match (side(&args.src)?, side(&args.dst)?) {
+    if let Some(which) = &args.sync {
+        return sync(provider, which, bounds, book).await;
+    }
+    let (src, dst) = match (&args.src, &args.dst) {
+        (Some(s), Some(d)) => (s, d),
+        _ => return Err("give SRC and DST, or --sync COMPUTER".into()),
+    };
+    match (side(src)?, side(dst)?) {
         (Side::Here(src), Side::There { computer, path }) => {
             let (r, client) = connect_ref(&provider, &computer).await?;
             let meter = Arc::new(crate::receipts::meter::Meter::default());
@@ -101,6 +123,33 @@ pub async fn run(
             Err("both paths are in computers; copy to this host first, then on".into())
         }
     }
+}
+
+/// `cp --sync COMPUTER`: its read-write shares copied back.
+async fn sync(
+    provider: Arc<dyn Provider>,
+    which: &str,
+    bounds: extract::Bounds,
+    book: &crate::receipts::Book,
+) -> Result<String, String> {
+    let r = find(&provider, which).await?;
+    let shares = crate::shares::recorded(&r.labels);
+    if shares.iter().all(|s| s.read_only) {
+        return Err(format!(
+            "the computer {which:?} has no read-write share copied in, so nothing to copy back (a provider that binds shares, such as local or Docker, writes the host folder itself)"
+        ));
+    }
+    let conn = provider
+        .connect(&r, &CancellationToken::new())
+        .await
+        .map_err(|e| format!("reaching the computer {which:?}: {}", e.message))?;
+    let meter = Arc::new(crate::receipts::meter::Meter::default());
+    let client = crate::receipts::meter::Metered::wrap(conn.client, Arc::clone(&meter));
+    let made = crate::shares::since(&r);
+    let done = crate::shares::copy_back(&client, &shares, made, bounds).await;
+    book.add_bytes(&r, &meter);
+    client.close();
+    done.map(|w| w.join("; "))
 }
 
 /// The computers `which` names: by provider id, handle or name.
@@ -201,38 +250,10 @@ async fn pull(
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let private = private_dir(&parent)?;
-    let mut tar = client
-        .pull_tar(path)
-        .await
-        .map_err(|e| format!("reading {path} from the computer: {e}"))?;
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(8);
-    let root = private.clone();
-    let unpack = tokio::task::spawn_blocking(move || {
-        extract::extract(ChannelReader::new(rx), &root, bounds)
-    });
-    let mut fed = Ok(());
-    loop {
-        match tar.next().await {
-            Ok(Some(chunk)) => {
-                if tx.send(chunk).is_err() {
-                    break; // the extraction stopped: its words say why
-                }
-            }
-            Ok(None) => break,
-            Err(e) => {
-                fed = Err(format!("reading {path} from the computer: {e}"));
-                break;
-            }
-        }
-    }
-    drop(tx);
-    let unpacked = unpack
-        .await
-        .map_err(|e| format!("the extraction failed: {e}"));
-    let done = match (fed, unpacked) {
-        (Ok(()), Ok(Ok(done))) => done,
-        (Err(e), _) | (_, Err(e)) | (_, Ok(Err(e))) => {
+    let private = private_dir(&parent, ".computer-mcp-cp-")?;
+    let done = match pull_into(&client, path, &private, bounds).await {
+        Ok(done) => done,
+        Err(e) => {
             let _ = std::fs::remove_dir_all(&private);
             return Err(e);
         }
@@ -257,12 +278,56 @@ async fn pull(
     ))
 }
 
+/// The computer's `path` (a file, or a directory's contents) unpacked by
+/// [`extract`]'s rules into `root`, a directory this process made for it.
+/// On an error, what was written stays under `root` for the caller to
+/// remove.
+pub(crate) async fn pull_into(
+    client: &Arc<dyn ComputerClient>,
+    path: &str,
+    root: &Path,
+    bounds: extract::Bounds,
+) -> Result<extract::Extracted, String> {
+    let mut tar = client
+        .pull_tar(path)
+        .await
+        .map_err(|e| format!("reading {path} from the computer: {e}"))?;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(8);
+    let into = root.to_path_buf();
+    let unpack = tokio::task::spawn_blocking(move || {
+        extract::extract(ChannelReader::new(rx), &into, bounds)
+    });
+    let mut fed = Ok(());
+    loop {
+        match tar.next().await {
+            Ok(Some(chunk)) => {
+                if tx.send(chunk).is_err() {
+                    break; // the extraction stopped: its words say why
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                fed = Err(format!("reading {path} from the computer: {e}"));
+                break;
+            }
+        }
+    }
+    drop(tx);
+    let unpacked = unpack
+        .await
+        .map_err(|e| format!("the extraction failed: {e}"));
+    match (fed, unpacked) {
+        (Ok(()), Ok(Ok(done))) => Ok(done),
+        (Err(e), _) | (_, Err(e)) | (_, Ok(Err(e))) => Err(e),
+    }
+}
+
 /// A directory beside `dst` that only this process writes (0700, a random
 /// name), on the same file system so the final rename is atomic.
-fn private_dir(parent: &Path) -> Result<PathBuf, String> {
+pub(crate) fn private_dir(parent: &Path, prefix: &str) -> Result<PathBuf, String> {
     use std::os::unix::fs::DirBuilderExt;
     let suffix = computer_providers::random::random_hex(8).map_err(|e| e.message)?;
-    let dir = parent.join(format!(".computer-mcp-cp-{suffix}"));
+    let dir = parent.join(format!("{prefix}{suffix}"));
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&dir)
@@ -271,7 +336,11 @@ fn private_dir(parent: &Path) -> Result<PathBuf, String> {
 }
 
 /// A file or tree here into a computer at `path`.
-async fn push(client: &Arc<dyn ComputerClient>, src: &Path, path: &str) -> Result<String, String> {
+pub(crate) async fn push(
+    client: &Arc<dyn ComputerClient>,
+    src: &Path,
+    path: &str,
+) -> Result<String, String> {
     let meta = std::fs::symlink_metadata(src).map_err(|e| format!("{}: {e}", src.display()))?;
     let (dir, name) = if meta.is_dir() {
         (path.to_string(), None)
@@ -350,7 +419,7 @@ fn pack_into(src: &Path, name: Option<&Path>, w: ChannelWriter) -> Result<u64, S
 }
 
 /// Every path under `root`, parents before children, links not followed.
-fn walk(root: &Path) -> std::io::Result<Vec<(PathBuf, std::fs::FileType)>> {
+pub(crate) fn walk(root: &Path) -> std::io::Result<Vec<(PathBuf, std::fs::FileType)>> {
     let mut out = Vec::new();
     let mut todo = vec![PathBuf::new()];
     while let Some(rel) = todo.pop() {

@@ -21,6 +21,9 @@
 //! - [`doctor`], [`conformance`]: the `doctor` and `conformance`
 //!   subcommands, each naming no provider (the registry finds it).
 //! - [`memory`]: freed memory given back after a burst.
+//! - [`cp`], [`shares`]: `computer-mcp cp`, and `--share` on a provider
+//!   that copies shares (in at creation, back at release and on
+//!   `cp --sync`) rather than binding them.
 //!
 //! On Linux the binary is also `computerd` when called through the word
 //! (`computer-mcp computerd init …`) or as argv[0] `computerd`, so a build of
@@ -45,6 +48,7 @@ mod receipts;
 mod resources;
 mod server;
 mod session;
+mod shares;
 mod skills_ext;
 mod stdio;
 mod view;
@@ -177,9 +181,14 @@ fn run(parsed: Parsed) -> i32 {
                     | Command::Conformance(_)
             )
         ) {
-            let checked = config
-                .spec()
-                .and_then(|spec| provider.check(&spec).map_err(|e| e.message));
+            let checked = config.spec().and_then(|spec| {
+                let seen = shares::for_provider(
+                    &spec,
+                    provider.capabilities().shares,
+                    config.server_state_dir().as_deref(),
+                )?;
+                provider.check(&seen).map_err(|e| e.message)
+            });
             if let Err(e) = checked {
                 eprintln!("computer-mcp: {e}");
                 return 2;

@@ -38,6 +38,7 @@ pub fn capabilities(lifetime: LifetimeMode, max_lifetime_ms: u64, isolation: &st
         network_read_back: false,
         isolation: isolation.into(),
         extend: false,
+        shares: crate::types::ShareWay::Bind,
     }
 }
 

@@ -392,6 +392,7 @@ impl Provider for DaytonaProvider {
             network_read_back: true,
             isolation: "a Daytona sandbox (the snapshot's class: container or linux-vm), and computerd's own network namespace cut off from the toolbox".into(),
             extend: false,
+            shares: crate::types::ShareWay::Copy,
         }
     }
 

@@ -242,6 +242,7 @@ impl Provider for DockerProvider {
             network_read_back: true,
             isolation: "a Docker container: a non-root user (unless the spec asks for root), no capability, no-new-privileges, Docker's seccomp profile, private IPC and cgroup namespaces, bounded CPU, memory (no swap) and pids, read back after create".into(),
             extend: false,
+            shares: crate::types::ShareWay::Bind,
         }
     }
 

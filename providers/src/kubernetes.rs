@@ -426,6 +426,7 @@ impl KubernetesProvider {
                 self.uid
             ),
             extend: false,
+            shares: crate::types::ShareWay::Copy,
         }
     }
 

@@ -105,5 +105,5 @@ pub use snapshot::{SNAPSHOT_PREFIX, Snapshot, SnapshotStore, is_snapshot_handle}
 pub use types::{
     AttachBy, Capabilities, ComputerRef, ComputerSpec, Created, DaemonMode, ErrorCode, Labels,
     LifetimeMode, NetworkKind, NetworkPolicy, NetworkRead, NetworkReadBack, ProviderError, Release,
-    Result, Sizes, SizesReadBack, Used, check_labels, check_lifetime, human_ms, label,
+    Result, ShareWay, Sizes, SizesReadBack, Used, check_labels, check_lifetime, human_ms, label,
 };

@@ -371,6 +371,7 @@ impl Provider for LocalProvider {
             network_read_back: true,
             isolation: self.isolation_words(),
             extend: true,
+            shares: crate::types::ShareWay::Bind,
         }
     }
 

@@ -325,6 +325,7 @@ mod tests {
                 network_read_back: false,
                 isolation: format!("none ({:?})", self.0.volume),
                 extend: false,
+                shares: crate::types::ShareWay::None,
             }
         }
         fn check(&self, _spec: &ComputerSpec) -> Result<()> {

@@ -63,22 +63,23 @@ pub struct Share {
 /// below it); `user` is the computer's uid and gid, who must be able to
 /// write a read-write share.
 pub fn plan(shares: &[ShareArg], state_dir: &Path, user: (u32, u32)) -> Result<Vec<Share>> {
+    let placed = place(shares, state_dir)?;
+    for s in placed.iter().filter(|s| !s.read_only) {
+        check_writable(&s.source, user)?;
+    }
+    Ok(placed)
+}
+
+/// Check every share against the host (every rule but who may write it)
+/// and place it under `/workspace`: one at `/workspace`, several at
+/// `/workspace/<basename>` each. What a share copied into a computer
+/// needs, since the computer's user never touches the host's folder.
+pub fn place(shares: &[ShareArg], state_dir: &Path) -> Result<Vec<Share>> {
     let mut out: Vec<Share> = Vec::with_capacity(shares.len());
     for s in shares {
         let source = check_source(&s.source)?;
         check_not_state(&source, state_dir)?;
-        if !s.read_only {
-            check_writable(&source, user)?;
-        }
-        let target = if shares.len() == 1 {
-            WORKSPACE.to_string()
-        } else {
-            let name = source
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            format!("{WORKSPACE}/{name}")
-        };
+        let target = target(&source, shares.len());
         if let Some(twin) = out.iter().find(|o| o.target == target) {
             return Err(ProviderError::invalid(
                 "share",
@@ -96,6 +97,19 @@ pub fn plan(shares: &[ShareArg], state_dir: &Path, user: (u32, u32)) -> Result<V
         });
     }
     Ok(out)
+}
+
+/// Where the share `source`, one of `count`, appears inside a computer:
+/// `/workspace` when it is the only one, else `/workspace/<basename>`.
+pub fn target(source: &Path, count: usize) -> String {
+    if count == 1 {
+        return WORKSPACE.to_string();
+    }
+    let name = source
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!("{WORKSPACE}/{name}")
 }
 
 /// For a root server: give `user` an ACL entry on every read-write share

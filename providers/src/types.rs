@@ -303,6 +303,27 @@ pub struct Capabilities {
     /// What keeps a computer from its host, in words.
     pub isolation: String,
     pub extend: bool,
+    /// How a host directory given as a share (`--share`) reaches the
+    /// computer.
+    #[serde(default)]
+    pub shares: ShareWay,
+}
+
+/// How a provider's computers see a host directory shared with them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ShareWay {
+    /// Bound where it is: the computer reads and writes the host's own
+    /// files (local, Docker; a phone's files are read on this side).
+    Bind,
+    /// The computer is made elsewhere (a vendor, a cluster): the server
+    /// copies the directory in at creation through the daemon's `tar.*`
+    /// methods, and a read-write one back at release and on
+    /// `computer-mcp cp --sync`. The provider itself never sees it.
+    Copy,
+    /// No share at all (a vendor's browser): refused.
+    #[default]
+    None,
 }
 
 /// A computer's network, read back.
@@ -500,6 +521,7 @@ mod tests {
             network_read_back: true,
             isolation: "test".into(),
             extend: false,
+            shares: crate::types::ShareWay::None,
         }
     }
 

@@ -504,6 +504,7 @@ impl<V: Vendor> Provider for BrowserVendor<V> {
             network_read_back: false,
             isolation: V::ISOLATION.into(),
             extend: false,
+            shares: crate::types::ShareWay::None,
         }
     }
 

@@ -62,9 +62,14 @@ impl CallerFleet {
         if ask.pids.is_some() {
             spec.sizes.pids = ask.pids;
         }
+        let seen = crate::shares::for_provider(
+            &spec,
+            self.app.capabilities().shares,
+            self.app.config.server_state_dir().as_deref(),
+        )?;
         self.app
             .provider
-            .check(&spec)
+            .check(&seen)
             .map_err(|e| words(&e, "checking the new computer"))?;
         // Found before anything is made: one not the caller's is refused
         // as unknown.

@@ -22,6 +22,9 @@ const EXTEND_MARGIN_MS: i128 = 1000;
 
 /// How long a receipt waits for the provider's figures.
 const USED_WAIT: Duration = Duration::from_secs(5);
+
+/// The most a copy-back of shares at release may take.
+const COPY_BACK_WAIT: Duration = Duration::from_secs(300);
 impl App {
     /// End an entry now: closed, out of the table, released at the provider
     /// (unless the server keeps computers and `keep_ok`), logged with `why`.
@@ -133,6 +136,19 @@ impl App {
             "receipt: {}",
             computer_tools::common::render_receipt(&receipt)
         );
+        if let Err(why) = self.copy_back(entry).await {
+            // Released, the computer's half of the work would be lost:
+            // kept until its deadline instead, for `cp --sync`.
+            tracing::warn!(
+                computer = entry.log_name(),
+                "{why}; so the computer is not released: it is kept until its deadline ({}) for `computer-mcp cp --sync {}` (--max-bytes and --max-files raise the bounds), then ends",
+                entry.facts().deadline.unwrap_or_default(),
+                entry.handle
+            );
+            self.releasing().remove(&entry.handle);
+            self.release_done.notify_waiters();
+            return;
+        }
         let r = tokio::time::timeout(
             super::RELEASE_WAIT,
             self.provider
@@ -159,6 +175,47 @@ impl App {
                 super::RELEASE_WAIT
             ),
         }
+    }
+
+    /// Copy the read-write shares copied into `entry`'s computer back to
+    /// their host folders, before it is released (bounded by
+    /// [`COPY_BACK_WAIT`]). A computer that no longer answers has nothing
+    /// to give back; an error is a copy-back refused or failed, each
+    /// folder as it was.
+    async fn copy_back(&self, entry: &Entry) -> Result<(), String> {
+        let shares = crate::shares::recorded(&entry.computer.labels);
+        if shares.iter().all(|s| s.read_only) {
+            return Ok(());
+        }
+        let cancel = CancellationToken::new();
+        let conn = match self.provider.connect(&entry.computer, &cancel).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(
+                    computer = entry.log_name(),
+                    "its read-write shares were not copied back: the computer does not answer ({})",
+                    e.message
+                );
+                return Ok(());
+            }
+        };
+        let made = crate::shares::since(&entry.computer);
+        let done = tokio::time::timeout(
+            COPY_BACK_WAIT,
+            crate::shares::copy_back(&conn.client, &shares, made, crate::cp::DEFAULT_BOUNDS),
+        )
+        .await;
+        conn.client.close();
+        let words = done.map_err(|_| {
+            format!(
+                "copying its read-write shares back took over {} s and was given up, each folder as it was",
+                COPY_BACK_WAIT.as_secs()
+            )
+        })??;
+        for w in words {
+            tracing::info!(computer = entry.log_name(), "{w}");
+        }
+        Ok(())
     }
 
     /// What `entry` has used so far: the provider's figures (none when it

@@ -86,6 +86,12 @@ impl App {
         let handle = mint_handle()?;
         admitted.making(&handle);
         ask.spec.labels = entry_labels(&ask, &handle);
+        // Shares the provider cannot bind are copied in once it answers.
+        let copied = crate::shares::take(
+            &mut ask.spec,
+            self.capabilities().shares,
+            self.config.server_state_dir().as_deref(),
+        )?;
         let cancel = CancellationToken::new();
         // A provider bounds its own calls; this bound holds whatever one does.
         let created = match tokio::time::timeout(
@@ -114,16 +120,23 @@ impl App {
                 return Err(words(&e, "connecting to the new computer"));
             }
         };
+        let mut notes = created.notes.clone();
+        match crate::shares::copy_in(&conn.client, &copied).await {
+            Ok(n) => notes.extend(n),
+            Err(why) => {
+                conn.client.close();
+                let _ = self
+                    .provider
+                    .release(&created.computer, Release::Delete, &cancel)
+                    .await;
+                return Err(format!("{why}; the computer was released"));
+            }
+        }
         let network = created
             .network
             .as_ref()
             .map_or_else(|| "not read back".to_string(), ToString::to_string);
-        let facts = self.facts_of(
-            &created.computer,
-            &conn.hello,
-            network,
-            created.notes.clone(),
-        );
+        let facts = self.facts_of(&created.computer, &conn.hello, network, notes);
         let meter = Arc::new(Meter::default());
         let client = Metered::wrap(conn.client, Arc::clone(&meter));
         let entry = Arc::new(Entry {

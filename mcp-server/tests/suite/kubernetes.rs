@@ -132,3 +132,143 @@ async fn a_kept_pod_is_reached_again_after_a_restart() {
     let _ = s.stop().await;
     fake.close().await;
 }
+
+/// `computer-mcp cp` as a user runs it beside the server.
+fn cp(server: &Server, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(SERVER)
+        .arg("cp")
+        .args(args)
+        .args(server.args())
+        .output()
+        .unwrap()
+}
+
+/// Every file under `root` (outside a copy-back's own folders) and its
+/// bytes.
+fn files(root: &std::path::Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push((rel, std::fs::read_to_string(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A pod sees no host folder, so `--share` is a copy: in at creation
+/// (the bytes really cross the pod's exec stream), a read-write one back
+/// by `cp --sync` and at release, a `:ro` one never; a copy-back refused
+/// for its bound leaves the folder as it was and says why; a file deleted
+/// in the pod is kept here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_folder_is_copied_into_a_pod_and_a_read_write_one_back() {
+    let Some((fake, server)) = over_a_fake("k8s-share").await else {
+        return;
+    };
+    let top = tempfile::tempdir().unwrap();
+    let (rw, ro) = (top.path().join("proj"), top.path().join("refs"));
+    std::fs::create_dir_all(rw.join("src")).unwrap();
+    std::fs::create_dir(&ro).unwrap();
+    std::fs::write(rw.join("src/in.txt"), "from the host\n").unwrap();
+    std::fs::write(rw.join("gone.txt"), "deleted in the pod\n").unwrap();
+    std::fs::write(ro.join("ref.txt"), "read only\n").unwrap();
+    let shares = [
+        "--share".to_string(),
+        rw.display().to_string(),
+        "--share".to_string(),
+        format!("{}:ro", ro.display()),
+    ];
+    let extra: Vec<&str> = shares.iter().map(String::as_str).collect();
+    let s = HttpServer::start_on(server, &extra, &[TOKEN]).await;
+    let c = s.stateless(TOKEN);
+    let h = c.computer_new("shared").await;
+    // Changed here after the copy, and in the pod too below.
+    std::fs::write(rw.join("both.txt"), "edited here\n").unwrap();
+
+    // Copied in: both folders are there, under /workspace/<name>.
+    for (path, want) in [
+        ("/workspace/proj/src/in.txt", "from the host"),
+        ("/workspace/refs/ref.txt", "read only"),
+    ] {
+        let r = c
+            .call("read_file", json!({"path": path, "computer": h}))
+            .await;
+        assert!(!jerror(&r), "{r}");
+        assert!(r.to_string().contains(want), "{path}: {r}");
+    }
+    let run = |command: &str| c.call("exec", json!({"command": command, "computer": h}));
+    let r = run("echo made in the pod > /workspace/proj/out.txt && echo changed > /workspace/proj/src/in.txt && echo edited in the pod > /workspace/proj/both.txt && echo never > /workspace/refs/ref.txt && rm /workspace/proj/gone.txt").await;
+    assert!(!jerror(&r), "{r}");
+
+    // cp --sync: the read-write share comes back, the read-only one not;
+    // nothing here is lost: a file deleted in the pod is kept, one
+    // changed on both sides is kept aside before it is replaced.
+    let out = cp(&s.server, &["--sync", &h]);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("deleted in the computer and kept here (gone.txt)"),
+        "{said}"
+    );
+    assert!(
+        said.contains("1 changed here since the computer was made and replaced"),
+        "{said}"
+    );
+    let mut got = files(&rw);
+    let aside = got.remove(0);
+    assert!(
+        aside.0.starts_with(".computer-mcp-replaced-") && aside.0.ends_with("/both.txt"),
+        "{aside:?}"
+    );
+    assert_eq!(aside.1, "edited here\n");
+    assert_eq!(
+        got,
+        vec![
+            ("both.txt".into(), "edited in the pod\n".into()),
+            ("gone.txt".into(), "deleted in the pod\n".into()),
+            ("out.txt".into(), "made in the pod\n".into()),
+            ("src/in.txt".into(), "changed\n".into()),
+        ]
+    );
+    assert_eq!(files(&ro), vec![("ref.txt".into(), "read only\n".into())]);
+
+    // Refused for its bound: the folder is exactly as it was.
+    let r = run("head -c 5000 /dev/zero > /workspace/proj/big.bin").await;
+    assert!(!jerror(&r), "{r}");
+    let before = files(&rw);
+    let out = cp(&s.server, &["--sync", &h, "--max-bytes", "4096"]);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("was not copied back and is as it was")
+            && said.contains("over 4096 bytes, the most allowed (--max-bytes)"),
+        "{said}"
+    );
+    assert_eq!(files(&rw), before);
+    assert_eq!(
+        std::fs::read_dir(&rw).unwrap().count(),
+        5,
+        "nothing left behind"
+    );
+
+    // At release: what the pod wrote since comes back.
+    let r = run("rm /workspace/proj/big.bin && echo at release > /workspace/proj/last.txt").await;
+    assert!(!jerror(&r), "{r}");
+    let r = c.call("computer_release", json!({"computer": h})).await;
+    assert!(!jerror(&r), "{r}");
+    let _ = s.stop().await;
+    assert_eq!(
+        std::fs::read_to_string(rw.join("last.txt")).unwrap(),
+        "at release\n"
+    );
+    assert_eq!(files(&ro), vec![("ref.txt".into(), "read only\n".into())]);
+    fake.close().await;
+}

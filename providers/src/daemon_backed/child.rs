@@ -128,12 +128,14 @@ held() {
 }
 "#;
 
-/// The install script: `sh -c SCRIPT sh UPLOADED ROOT` (ROOT empty but in
-/// this module's tests, which install under a temporary directory).
+/// The install script: `sh -c SCRIPT sh UPLOADED ROOT OWNER` (ROOT empty
+/// but in this module's tests, which install under a temporary directory;
+/// OWNER the daemon's user as uid:gid, given `/workspace`).
 const INSTALL: &str = r#"
 set -uf
 up=$1
 root=$2
+owner=$3
 dir=$root/opt/computer-mcp
 bin=$dir/computerd
 refuse() { rm -f -- "$up"; echo "$*" >&2; exit 3; }
@@ -151,6 +153,8 @@ if ! { mv -f -- "$up" "$bin" && chown 0:0 "$bin" && chmod 755 "$bin"; }; then
 fi
 held "$bin" - || { rm -f -- "$bin"; refuse "$bin is not root's alone after the install: $(ls -ldn -- "$bin" 2>&1)"; }
 sum=$(sha256sum -- "$bin") || { rm -f -- "$bin"; refuse "sha256sum could not read $bin"; }
+[ -L "$root/workspace" ] && refuse "$root/workspace is a symbolic link"
+mkdir -p -- "$root/workspace" && chown "$owner" "$root/workspace" && chmod 755 "$root/workspace" || refuse "could not make $root/workspace the daemon user's"
 echo "sha256 ${sum%% *}"
 "#;
 
@@ -166,7 +170,8 @@ held "$1" - || { echo "$1 is not root's alone: the daemon is not run" >&2; exit 
 "#;
 
 /// Upload `daemon` (the static computerd's bytes) and install it at
-/// [`DAEMON`], making [`HOME`] and [`RUN_DIR`] beside it.
+/// [`DAEMON`], making [`HOME`] and [`RUN_DIR`] beside it, and
+/// `/workspace` the daemon's user's (where the server copies shares in).
 pub async fn install(host: &dyn ChildHost, daemon: Bytes) -> Result<()> {
     install_under(host, daemon, "").await
 }
@@ -180,7 +185,8 @@ async fn install_under(host: &dyn ChildHost, daemon: Bytes, root: &str) -> Resul
     let vendor = host.vendor().to_string();
     host.upload(&up, daemon).await?;
     let script = format!("{HELD}{INSTALL}");
-    let argv: Vec<String> = ["/bin/sh", "-c", &script, "sh", &up, root]
+    let owner = format!("{}:{}", DAEMON_USER.uid, DAEMON_USER.gid);
+    let argv: Vec<String> = ["/bin/sh", "-c", &script, "sh", &up, root, &owner]
         .iter()
         .map(|s| s.to_string())
         .collect();
@@ -276,6 +282,7 @@ pub fn capabilities(
         network_read_back,
         isolation: isolation.into(),
         extend,
+        shares: crate::types::ShareWay::Copy,
     }
 }
 

@@ -113,7 +113,8 @@ impl PodPlan {
 
     /// The pod, hardened: its own non-root uid, no capability, no
     /// privilege escalation, seccomp RuntimeDefault, no service account
-    /// token, no host namespace, bounded, `/work` a sized emptyDir, and
+    /// token, no host namespace, bounded, `/work` and `/workspace` sized
+    /// emptyDirs, and
     /// ended by the kubelet at `activeDeadlineSeconds` even if no server
     /// is left.
     pub fn pod(&self) -> Value {
@@ -168,11 +169,16 @@ impl PodPlan {
                     "resources": {"requests": bounds.clone(), "limits": bounds},
                     "volumeMounts": [
                         {"name": "work", "mountPath": WORK},
+                        {"name": "workspace", "mountPath": crate::share::WORKSPACE},
                         {"name": "run", "mountPath": RUN},
                     ],
                 }],
                 "volumes": [
                     {"name": "work", "emptyDir": {"sizeLimit": format!("{}Mi", self.work_mb)}},
+                    // Where the server copies shares in (an emptyDir is
+                    // writable by the container's user); the container's
+                    // ephemeral-storage limit bounds it with /work.
+                    {"name": "workspace", "emptyDir": {"sizeLimit": format!("{}Mi", self.work_mb)}},
                     {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": if self.streamed { "8Mi" } else { "1Mi" }}},
                 ],
             },

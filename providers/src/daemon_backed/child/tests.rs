@@ -89,6 +89,13 @@ async fn the_daemon_is_installed_roots_alone_and_its_sum_checked() {
     for d in ["work", "run/computerd"] {
         assert!(root.path().join(d).is_dir(), "{d} was not made");
     }
+    // Where the server copies shares in: the daemon's user's.
+    let ws = std::fs::symlink_metadata(root.path().join("workspace")).unwrap();
+    assert!(ws.is_dir());
+    assert_eq!(
+        (ws.uid(), ws.gid(), ws.permissions().mode() & 0o7777),
+        (DAEMON_USER.uid, DAEMON_USER.gid, 0o755)
+    );
     assert_eq!(uploads_left(), before, "the upload was left in /tmp");
 }
 
