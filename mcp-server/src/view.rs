@@ -156,7 +156,12 @@ async fn page(Path(handle): Path<String>) -> Response {
 
 /// The socket's upgrade (RFC 6455), done here on tokio-tungstenite's
 /// stream, the one WebSocket crate of the workspace. A request from
-/// another site's page (its Origin not this host) is refused.
+/// another site's page (its Origin neither this host nor opaque) is
+/// refused. An opaque Origin (`null`) is taken: it is what the viewer's
+/// MCP App sends from a host's sandboxed frame, and no DNS rebinding
+/// yields it (a rebound page has its own real origin). Either way the
+/// socket does nothing until its first message carries the computer's
+/// own token.
 async fn upgrade(
     State(app): State<Arc<App>>,
     Path(handle): Path<String>,
@@ -172,6 +177,7 @@ async fn upgrade(
     let host = hdr(header::HOST).unwrap_or_default();
     if let Some(origin) = hdr(header::ORIGIN)
         && origin != format!("http://{host}")
+        && origin != "null"
     {
         return words(
             StatusCode::FORBIDDEN,

@@ -539,6 +539,7 @@ async fn watches_and_takes_control(server: &Server) {
 async fn over_http_the_viewer_is_public_but_its_socket_and_links_are_the_callers() {
     use futures::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     const OTHER: &str = "other-token-0123456789abcdef";
     let Some(server) = Server::local() else {
         return;
@@ -589,6 +590,22 @@ async fn over_http_the_viewer_is_public_but_its_socket_and_links_are_the_callers
             .starts_with("this link is not valid"),
         "{said}"
     );
+
+    // A host's sandboxed frame (the MCP App) has an opaque Origin: its
+    // socket opens, and still does nothing without the computer's token.
+    let mut req = ws_url.as_str().into_client_request().unwrap();
+    req.headers_mut().insert("origin", "null".parse().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    ws.send(Message::text(json!({"token": "0".repeat(64)}).to_string()))
+        .await
+        .unwrap();
+    match ws.next().await {
+        Some(Ok(Message::Text(t))) => {
+            let said: Value = serde_json::from_str(&t).unwrap();
+            assert_eq!(said["type"], "refused", "{said}");
+        }
+        other => panic!("no refusal: {other:?}"),
+    }
 
     let foreign = reqwest::Client::new()
         .get(format!("{base}/view/{handle}/socket"))
