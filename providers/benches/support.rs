@@ -38,7 +38,9 @@ pub fn count(var: &str, default: usize) -> usize {
 }
 
 /// create → connect → the first `exec.run` of `true` → its result: how
-/// long that took, and the computer made (its connection closed).
+/// long that took, and the computer made (its connection closed). Not
+/// every bench takes it.
+#[allow(dead_code)]
 pub async fn first_result(
     p: &impl Provider,
     spec: &ComputerSpec,

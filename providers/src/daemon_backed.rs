@@ -6,6 +6,8 @@
 //!   say at it (our version, its kind, its groups, the host's arch).
 //! - [`up`]: waiting until a new computer's daemon answers, with the last
 //!   words of one that died on the way.
+//! - [`handover`]: a new computer's first connection, kept for the
+//!   `connect` that follows its create.
 //! - [`browser`]: a Chromium started inside the computer on its debugging
 //!   pipe, through the egress relay when the computer has an allowlist.
 //! - [`child`]: a daemon started as a child of the vendor's own agent
@@ -25,6 +27,7 @@
 pub mod browser;
 pub mod child;
 pub mod desktop;
+pub mod handover;
 pub mod hello;
 pub mod labels;
 pub mod network;

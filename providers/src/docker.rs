@@ -109,6 +109,8 @@ pub struct DockerProvider {
     /// The host, read once (a failed read is not kept).
     host: tokio::sync::OnceCell<Host>,
     images: image::Flights,
+    /// Each new computer's first connection, for the connect after create.
+    handover: crate::daemon_backed::handover::Handover,
     /// Its snapshots, under `<cache dir>/snapshots` (beside the daemon's
     /// copy the computers bind).
     snapshots: crate::snapshot::SnapshotStore,
@@ -137,6 +139,7 @@ impl DockerProvider {
             engine: Mutex::new(None),
             host: tokio::sync::OnceCell::new(),
             images: image::Flights::default(),
+            handover: Default::default(),
             snapshots,
         })
     }
@@ -376,31 +379,11 @@ impl Provider for DockerProvider {
         }
         let docker = self.engine()?;
         let host = self.host(cancel).await?;
-        let dir = direct::dir_of(&self.opts.cache_dir, &computer.id);
-        let dir = (self.opts.direct && dir.is_dir()).then_some(dir);
-        let opened =
-            stream::open(&docker, &self.shown_socket(), &computer.id, dir.as_deref()).await;
-        let client = match opened {
-            Ok((c, route)) => {
-                tracing::debug!(computer = computer.id, ?route, "connected");
-                c
-            }
-            Err(e) if e.code == ErrorCode::NotFound => {
-                return Err(ProviderError::gone(format!(
-                    "the Docker computer {} is gone",
-                    computer.id
-                )));
-            }
-            Err(e) if e.code == ErrorCode::Refused => {
-                // 409: the container is not running.
-                return Err(ProviderError::gone(format!(
-                    "the Docker computer {} has stopped",
-                    computer.id
-                )));
-            }
-            Err(e) => return Err(e),
+        // The one its create left, else a new one.
+        let conn = match self.handover.take(&computer.id) {
+            Some(c) => c,
+            None => self.dial(&docker, &computer.id).await?,
         };
-        let conn = hello::call(client).await?;
         let drift = drift::hello_drift(&conn.hello, &host, self.opts.desktop.is_some());
         if !drift.is_empty() {
             conn.client.close();
@@ -448,6 +431,7 @@ impl Provider for DockerProvider {
         how: Release,
         _cancel: &CancellationToken,
     ) -> Result<()> {
+        self.handover.close(&computer.id);
         let docker = self.engine()?;
         // Only our own: a name of ours with our label.
         match self.find(&docker, &computer.id).await {
@@ -498,6 +482,7 @@ impl Provider for DockerProvider {
     }
 
     async fn pause(&self, computer: &ComputerRef, _cancel: &CancellationToken) -> Result<()> {
+        self.handover.close(&computer.id);
         let docker = self.engine()?;
         self.find(&docker, &computer.id).await?;
         docker

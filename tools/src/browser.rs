@@ -321,6 +321,8 @@ pub(crate) async fn send(
                     if m.tab.as_ref().is_some_and(|t| t.session == s) {
                         m.tab = None;
                     }
+                    let sessions = &m.sessions;
+                    m.worlds.retain(|t, _| sessions.get(t).map(String::as_str) != Some(s));
                     m.sessions.retain(|_, v| v != s);
                 });
                 *hint = Some(

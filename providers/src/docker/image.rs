@@ -81,7 +81,10 @@ pub fn recipe_tag(recipe: &str) -> String {
     format!("computer-mcp:{}", &sha256_bytes(recipe.as_bytes())[..12])
 }
 
-type Flight = Shared<BoxFuture<'static, Result<String>>>;
+/// An image made ready: its tag, and its inspect as read then.
+pub type Ready = (String, bollard::models::ImageInspect);
+
+type Flight = Shared<BoxFuture<'static, Result<Ready>>>;
 
 /// The flights in the air, one per image.
 #[derive(Clone, Default)]
@@ -90,13 +93,14 @@ pub struct Flights {
 }
 
 impl Flights {
-    /// The tag of `source`, made ready (one flight per image).
+    /// The tag of `source`, made ready (one flight per image), with the
+    /// inspect that found it ready.
     pub async fn ensure(
         &self,
         docker: &Docker,
         socket: &str,
         source: &ImageSource,
-    ) -> Result<String> {
+    ) -> Result<Ready> {
         source.check()?;
         let key = source.tag();
         let flight = {
@@ -127,12 +131,12 @@ impl Flights {
     }
 }
 
-async fn make_ready(docker: &Docker, socket: &str, source: &ImageSource) -> Result<String> {
+async fn make_ready(docker: &Docker, socket: &str, source: &ImageSource) -> Result<Ready> {
     let tag = source.tag();
     match source {
         ImageSource::Name(name) => {
             match docker.inspect_image(name).await {
-                Ok(_) => return Ok(tag),
+                Ok(i) => return Ok((tag, i)),
                 Err(e) if is_not_found(&e) => {}
                 Err(e) => return Err(docker_error(socket, "reading the image", e)),
             }
@@ -151,7 +155,7 @@ async fn make_ready(docker: &Docker, socket: &str, source: &ImageSource) -> Resu
             // A pull that failed may still have left the image (another
             // process pulled it): Docker's own answer decides.
             match docker.inspect_image(name).await {
-                Ok(_) => Ok(tag),
+                Ok(i) => Ok((tag, i)),
                 Err(_) => {
                     if let Some(e) = &failed {
                         tracing::warn!("pulling {name}: {e}");
@@ -173,7 +177,7 @@ async fn make_ready(docker: &Docker, socket: &str, source: &ImageSource) -> Resu
                     == Some(&sum)
             };
             match docker.inspect_image(&tag).await {
-                Ok(i) if labelled(&i) => return Ok(tag),
+                Ok(i) if labelled(&i) => return Ok((tag, i)),
                 Ok(_) => {}
                 Err(e) if is_not_found(&e) => {}
                 Err(e) => return Err(docker_error(socket, "reading the recipe's image", e)),
@@ -205,7 +209,7 @@ async fn make_ready(docker: &Docker, socket: &str, source: &ImageSource) -> Resu
                 }
             }
             match docker.inspect_image(&tag).await {
-                Ok(i) if labelled(&i) => Ok(tag),
+                Ok(i) if labelled(&i) => Ok((tag, i)),
                 _ => {
                     let why = failed.unwrap_or_else(|| "it made no image".into());
                     tracing::warn!("building {tag}: {why}");

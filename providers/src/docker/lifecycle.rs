@@ -74,10 +74,18 @@ impl DockerProvider {
             // An engine that failed its answer may still have made it.
             Err(e) => Err((MAKING, e)),
         };
-        if made.is_ok() && !cancel.is_cancelled() {
-            unmade.disarm();
-            return made.map_err(|(_, e)| e);
-        }
+        let made = match made {
+            Ok((created, conn)) if !cancel.is_cancelled() => {
+                unmade.disarm();
+                self.handover.leave(&name, conn);
+                return Ok(created);
+            }
+            Ok((_, conn)) => {
+                conn.client.close();
+                Ok(())
+            }
+            Err(e) => Err(e),
+        };
         // From here the container (and an allowlist's proxy and volume)
         // may exist: gone before the error returns.
         let removed = self.remove_with_parts(&docker, &name).await;
@@ -105,8 +113,9 @@ impl DockerProvider {
         let host = self.host(cancel).await?;
         self.check_spec(spec, Some(&host))?;
         let docker = self.engine()?;
-        let image = self.image_for(&docker, spec, cancel).await?;
-        let daemon = self.daemon_copy().await?;
+        // The image's read and the daemon copy's hash, at once.
+        let (image, daemon) =
+            tokio::try_join!(self.image_for(&docker, spec, cancel), self.daemon_copy())?;
         let user = self.user_for(spec)?;
         let limits = self.limits_for(spec, Some(&host))?;
         let shares = crate::share::plan(&spec.shares, &self.opts.cache_dir, user)?;
@@ -153,14 +162,11 @@ impl DockerProvider {
     ) -> Result<String> {
         let source = self.image_of(spec)?;
         let socket = self.shown_socket();
-        let image = tokio::select! {
+        // The inspect that found it ready says whether it declares VOLUME.
+        let (image, inspected) = tokio::select! {
             r = self.images.ensure(docker, &socket, &source) => r?,
             _ = cancel.cancelled() => return Err(aborted("making the image ready")),
         };
-        let inspected = docker
-            .inspect_image(&image)
-            .await
-            .map_err(self.err("reading the image"))?;
         let volumes = inspected
             .config
             .as_ref()
@@ -231,7 +237,7 @@ impl DockerProvider {
         plan: &Plan,
         host: &Host,
         cancel: &CancellationToken,
-    ) -> StepResult<Created> {
+    ) -> StepResult<(Created, Connection)> {
         let at = |step: &'static str| move |e: ProviderError| (step, e);
         let started = Instant::now();
         docker
@@ -243,7 +249,13 @@ impl DockerProvider {
             .map_err(self.err("starting the computer"))
             .map_err(at("starting the container"))?;
         let hello_step = "waiting for its daemon's hello";
-        let conn = match self.wait_until_up(docker, plan, cancel).await {
+        // Its inspect, read while the daemon comes up: what the drift check
+        // reads was fixed when the container was made and started.
+        let (up, inspected) = tokio::join!(
+            self.wait_until_up(docker, plan, cancel),
+            self.find(docker, &plan.name)
+        );
+        let conn = match up {
             Ok(c) => c,
             Err(e) if deadline_ms(&plan.deadline) <= now_ms() => {
                 return Err((
@@ -273,18 +285,41 @@ impl DockerProvider {
                     Ok(_) => Some(crate::window_manager::start(&conn.client).await),
                     Err(_) => None,
                 };
-                conn.client.close();
-                (x.map_err(at("starting the desktop's X server"))?, wm)
+                (x, wm)
             }
-            None => {
-                conn.client.close();
-                (conn.hello, None)
-            }
+            None => (Ok(conn.hello.clone()), None),
         };
-        let v = self
-            .find(docker, &plan.name)
-            .await
-            .map_err(at("reading the new computer back"))?;
+        // The connection goes to the caller's connect only with the rest.
+        let checked = match hello {
+            Ok(hello) => self
+                .checked(docker, plan, host, inspected, hello, window_manager)
+                .await
+                .map(|(created, hello)| {
+                    let client = std::sync::Arc::clone(&conn.client);
+                    (created, Connection { client, hello })
+                }),
+            Err(e) => Err(at("starting the desktop's X server")(e)),
+        };
+        if checked.is_err() {
+            conn.client.close();
+        }
+        checked
+    }
+
+    /// The new computer, read back (`inspected`) and held to its plan and
+    /// the host; its network read back; the words of its notes. Returns
+    /// the hello it was checked with.
+    async fn checked(
+        &self,
+        docker: &Docker,
+        plan: &Plan,
+        host: &Host,
+        inspected: Result<Value>,
+        hello: computerd::protocol::HelloResult,
+        window_manager: Option<String>,
+    ) -> StepResult<(Created, computerd::protocol::HelloResult)> {
+        let at = |step: &'static str| move |e: ProviderError| (step, e);
+        let v = inspected.map_err(at("reading the new computer back"))?;
         let mut drift = drift::inspect_drift(plan, &v, host);
         drift.extend(drift::hello_drift(&hello, host, plan.display.is_some()));
         if !drift.is_empty() {
@@ -303,11 +338,12 @@ impl DockerProvider {
         let notes = notes(plan, host, &v, window_manager);
         let mut computer = self.to_ref(&v);
         computer.network = Some(NetworkRead::Policy(network.clone()));
-        Ok(Created {
+        let created = Created {
             computer,
             network: Some(network),
             notes,
-        })
+        };
+        Ok((created, hello))
     }
 
     /// The image's Chromium, which a browser (or a desktop told it has one)
@@ -370,6 +406,7 @@ impl DockerProvider {
             provider: self,
             docker,
             plan,
+            tried: false,
         };
         up::wait_until_up(&mut starting, cancel).await
     }
@@ -472,6 +509,8 @@ struct Starting<'a> {
     provider: &'a DockerProvider,
     docker: &'a Docker,
     plan: &'a Plan,
+    /// Whether a first try was made (before it, ended is not asked).
+    tried: bool,
 }
 
 #[async_trait::async_trait]
@@ -480,6 +519,12 @@ impl up::Starting for Starting<'_> {
     const EVERY: Duration = Duration::from_millis(20);
 
     async fn ended(&mut self) -> Result<Option<ProviderError>> {
+        // The first try goes straight to the daemon: an exec into a
+        // container that is not running fails at once (409), and the next
+        // round reads why.
+        if !std::mem::replace(&mut self.tried, true) {
+            return Ok(None);
+        }
         let name = self.plan.name.as_str();
         let state = self
             .docker

@@ -32,7 +32,9 @@ use tokio_util::io::StreamReader;
 
 use super::host::docker_error;
 use super::plan::{DIRECT_MOUNT, Plan};
-use crate::types::{ProviderError, Result};
+use crate::daemon_backed::hello;
+use crate::provider::Connection;
+use crate::types::{ErrorCode, ProviderError, Result};
 
 /// How long the bridge has to say D or S (it waits up to 3 s for init).
 const SAY_WAIT: Duration = Duration::from_secs(5);
@@ -51,6 +53,34 @@ pub enum Route {
 }
 
 type Bytestream = Pin<Box<dyn Stream<Item = std::io::Result<Bytes>> + Send>>;
+
+impl super::DockerProvider {
+    /// A new connection to `id`'s daemon, its hello heard: a computer that
+    /// is gone or stopped is said to be gone.
+    pub(super) async fn dial(&self, docker: &Docker, id: &str) -> Result<Connection> {
+        let dir = super::direct::dir_of(&self.opts.cache_dir, id);
+        let dir = (self.opts.direct && dir.is_dir()).then_some(dir);
+        let client = match open(docker, &self.shown_socket(), id, dir.as_deref()).await {
+            Ok((c, route)) => {
+                tracing::debug!(computer = id, ?route, "connected");
+                c
+            }
+            Err(e) if e.code == ErrorCode::NotFound => {
+                return Err(ProviderError::gone(format!(
+                    "the Docker computer {id} is gone"
+                )));
+            }
+            Err(e) if e.code == ErrorCode::Refused => {
+                // 409: the container is not running.
+                return Err(ProviderError::gone(format!(
+                    "the Docker computer {id} has stopped"
+                )));
+            }
+            Err(e) => return Err(e),
+        };
+        hello::call(client).await
+    }
+}
 
 /// Start `computerd stdio` in `container` and make a client of it, the
 /// direct way when `direct` (the computer's direct directory on this

@@ -19,6 +19,8 @@ use crate::error::{Result, ToolError};
 pub(crate) async fn page_targets(ctx: &ToolContext) -> Result<Vec<TargetInfo>> {
     let r = send(ctx, None, "Target.getTargets", json!({}), None).await?;
     let mut targets = listed_pages(&r);
+    // A closed tab's world goes with it (whoever's tab it was).
+    with_memo(ctx, |m| forget_worlds_of_closed(&mut m.worlds, &targets));
     with_pages(ctx, |p| {
         whose(&mut p.owners, &targets, &ctx.caller);
         targets.retain(|t| p.owners.get(&t.id) == Some(&ctx.caller));
@@ -42,6 +44,11 @@ fn whose(owners: &mut HashMap<String, String>, targets: &[TargetInfo], caller: &
             owners.insert(t.id.clone(), owner);
         }
     }
+}
+
+/// Keep the tools' worlds of the tabs in `live` only.
+fn forget_worlds_of_closed<W>(worlds: &mut HashMap<String, W>, live: &[TargetInfo]) {
+    worlds.retain(|id, _| live.iter().any(|t| &t.id == id));
 }
 
 /// Order `targets` by `order` (target ids first seen first), adding the
@@ -208,7 +215,10 @@ mod tests {
         in_first_seen_order(&mut order, &mut t);
         assert_eq!(ids(&t), ["a", "b"]);
         // "a" closed, "c" opened.
+        let mut worlds: HashMap<String, u64> = [("a".into(), 1), ("b".into(), 2)].into();
         let mut t = listed_pages(&answer(&["c", "b"]));
+        forget_worlds_of_closed(&mut worlds, &t);
+        assert_eq!(worlds, [("b".to_string(), 2)].into());
         in_first_seen_order(&mut order, &mut t);
         assert_eq!(ids(&t), ["b", "c"]);
         assert_eq!(order, ["b", "c"]);

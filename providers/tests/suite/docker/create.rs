@@ -405,3 +405,43 @@ async fn a_spec_may_ask_for_root_which_holds_no_capability() {
     e.p.release(&c, Release::Delete, &cancel).await.unwrap();
     e.clean().await;
 }
+
+/// The bridges (`computerd stdio` execs) the engine has started in `id`.
+async fn bridges_started(e: &Env, id: &str) -> usize {
+    let i = e
+        .docker
+        .inspect_container(
+            id,
+            None::<bollard::query_parameters::InspectContainerOptions>,
+        )
+        .await
+        .unwrap();
+    i.exec_ids.unwrap_or_default().len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connect_after_create_takes_its_connection_and_the_next_opens_its_own() {
+    let e = or_skip!(env("handover").await);
+    let cancel = CancellationToken::new();
+    let c = e.sandbox(&cancel).await;
+    assert_eq!(bridges_started(&e, &c.id).await, 1);
+    let first = e.p.connect(&c, &cancel).await.unwrap();
+    assert_eq!(
+        text(&run(&first.client, "echo one").await),
+        "one\n",
+        "the create's connection works for its caller"
+    );
+    assert_eq!(bridges_started(&e, &c.id).await, 1);
+    let second = e.p.connect(&c, &cancel).await.unwrap();
+    assert_eq!(text(&run(&second.client, "echo two").await), "two\n");
+    assert_eq!(bridges_started(&e, &c.id).await, 2);
+    first.client.close();
+    second.client.close();
+    // One nobody connects to is closed by the release, which leaves nothing.
+    let unused = e.sandbox(&cancel).await;
+    e.p.release(&unused, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    e.p.release(&c, Release::Delete, &cancel).await.unwrap();
+    assert_eq!(e.left().await, (vec![], vec![]));
+}

@@ -207,6 +207,10 @@ async fn a_computer_whose_direct_socket_cannot_be_reached_is_reached_over_the_ex
     let c = e.sandbox(&cancel).await;
     let dir = e.cache.path().join("cache/direct").join(&c.id);
     let mode = |m: u32| std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(m)).unwrap();
+    // The first connect takes the create's own connection, made direct.
+    let made = e.p.connect(&c, &cancel).await.unwrap();
+    assert_eq!(route(&made, &dir).await, "direct");
+    made.client.close();
     // The computer's user may not reach into it: the bridge says so and
     // bridges the exec's stdio.
     mode(0o700);

@@ -165,6 +165,7 @@ pub(crate) async fn tabs(ctx: &ToolContext, a: TabsArgs) -> Result<CallToolResul
             }
             with_memo(ctx, |m| {
                 m.sessions.remove(&id);
+                m.worlds.remove(&id);
                 if m.tab.as_ref().is_some_and(|t| t.target == id) {
                     m.tab = None;
                 }

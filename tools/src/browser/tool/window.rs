@@ -105,6 +105,7 @@ pub(crate) async fn close(ctx: &ToolContext, _: CloseArgs) -> Result<CallToolRes
         m.frame = None;
         m.dialog = None;
         m.sessions.retain(|target, _| *target == blank);
+        m.worlds.retain(|target, _| *target == blank);
     });
     for _ in 0..100 {
         let left = page_targets(ctx).await?;
