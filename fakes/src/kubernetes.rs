@@ -67,6 +67,12 @@
 //!   WebSocket exec is a GET, so `get` on `pods/exec`, and API servers
 //!   from 1.31 also require `create` on it for the upgrade
 //!   (AuthorizePodWebsocketUpgradeCreatePermission): both are recorded.
+//! - A pod update is a JSON merge patch of its labels, annotations and
+//!   `spec.activeDeadlineSeconds` (only lowered), others refused
+//!   ([`pod::patch`]); the fake's kubelet ends a pod at the deadline as it
+//!   stands then.
+//! - [`sandbox`]: agent-sandbox's resources and controllers, once
+//!   installed ([`FakeKubernetes::install_agent_sandbox`]).
 //! - [`discovery`]: the legacy discovery documents, for kubectl. An object
 //!   of a kind the fake does not store reads as 404 `NotFound`.
 //! - [`admission`]: RBAC's 403, LimitRanger's 403, LimitRanges and Events.
@@ -96,6 +102,8 @@ pub mod admission;
 pub mod discovery;
 pub mod exec;
 pub mod pod;
+pub mod rbac;
+pub mod sandbox;
 pub mod select;
 
 use std::collections::BTreeMap;
@@ -138,6 +146,12 @@ pub struct Knobs {
     pub pending: Option<(String, String)>,
     /// Namespaces the account may not create pods in (RBAC's 403).
     pub forbidden: Vec<String>,
+    /// agent-sandbox is installed: its resources served, its
+    /// controllers run ([`sandbox`]).
+    pub agent_sandbox: bool,
+    /// An operator makes a SandboxWarmPool of this many replicas, named
+    /// as the template, for every SandboxTemplate made.
+    pub auto_pool: Option<u32>,
 }
 
 /// One pod: its object, and its box once made.
@@ -167,6 +181,8 @@ pub(crate) struct Shared {
     /// Files an image carries: (path in the image, file on this host).
     pub carried: Mutex<Vec<(String, PathBuf)>>,
     pub knobs: Mutex<Knobs>,
+    /// agent-sandbox's objects.
+    pub custom: sandbox::Objects,
     /// Every box made, so close removes even one a stream still holds.
     pub made: Mutex<Vec<Arc<VendorBox>>>,
     pub stop: CancellationToken,
@@ -234,6 +250,7 @@ impl FakeKubernetes {
             verbs: Mutex::new(std::collections::BTreeSet::new()),
             carried: Mutex::new(Vec::new()),
             knobs: Mutex::new(Knobs::default()),
+            custom: sandbox::Objects::default(),
             made: Mutex::new(Vec::new()),
             stop: CancellationToken::new(),
         });
@@ -245,7 +262,7 @@ impl FakeKubernetes {
             )
             .route(
                 "/api/v1/namespaces/{ns}/pods/{name}",
-                get(pod::read).delete(pod::delete),
+                get(pod::read).delete(pod::delete).patch(pod::patch),
             )
             .route(
                 "/api/v1/namespaces/{ns}/pods/{name}/exec",
@@ -267,7 +284,8 @@ impl FakeKubernetes {
             .route(
                 &format!("{np}/{{name}}"),
                 get(read_policy).delete(delete_policy),
-            )
+            );
+        let app = sandbox::routes(app)
             .fallback(|| async {
                 status(
                     StatusCode::NOT_FOUND,
@@ -277,11 +295,12 @@ impl FakeKubernetes {
             })
             .layer(axum::middleware::from_fn_with_state(
                 Arc::clone(&shared),
-                record,
+                rbac::record,
             ))
             .layer(axum::extract::DefaultBodyLimit::max(BODY_MAX))
             .with_state(Arc::clone(&shared));
         crate::serve(listener, app, shared.stop.clone());
+        tokio::spawn(sandbox::controllers(Arc::clone(&shared)));
         Ok(FakeKubernetes {
             shared,
             url: format!("http://127.0.0.1:{port}"),
@@ -350,10 +369,55 @@ impl FakeKubernetes {
             .collect()
     }
 
-    /// For a test's end: panics naming any pod or NetworkPolicy left.
+    /// For a test's end: panics naming any pod, NetworkPolicy, Sandbox
+    /// or SandboxClaim left.
     pub fn assert_nothing_left(&self) {
         assert_eq!(self.pods(), Vec::<String>::new(), "a pod was left");
         assert_eq!(self.policies(), Vec::<String>::new(), "a policy was left");
+        for plural in ["sandboxes", "sandboxclaims"] {
+            assert_eq!(self.objects(plural), Vec::<String>::new(), "{plural} left");
+        }
+    }
+
+    /// Serve agent-sandbox's resources and run its controllers.
+    pub fn install_agent_sandbox(&self) {
+        self.knobs(|k| k.agent_sandbox = true);
+    }
+
+    /// `namespace/name` of every object of agent-sandbox's `plural`.
+    pub fn objects(&self, plural: &str) -> Vec<String> {
+        lock(self.shared.custom.of(plural))
+            .keys()
+            .map(|(ns, n)| format!("{ns}/{n}"))
+            .collect()
+    }
+
+    /// An object of agent-sandbox's `plural`, as stored.
+    pub fn object(&self, plural: &str, ns: &str, name: &str) -> Option<Value> {
+        lock(self.shared.custom.of(plural))
+            .get(&(ns.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Make the SandboxWarmPool `name` of the SandboxTemplate `template`
+    /// holding `replicas` warm pods, as an operator would.
+    pub fn warm_pool(&self, ns: &str, name: &str, template: &str, replicas: u32) {
+        sandbox::warm_pool(&self.shared, ns, name, template, replicas);
+    }
+
+    /// Delete every SandboxWarmPool (their Sandboxes and pods follow, as
+    /// the garbage collector takes them) and wait until no pod is left.
+    /// The operator of [`Knobs::auto_pool`] stops too.
+    pub async fn remove_pools(&self) {
+        self.knobs(|k| k.auto_pool = None);
+        lock(&self.shared.custom.sandboxwarmpools).clear();
+        self.shared.bump();
+        for _ in 0..600 {
+            if self.pods().is_empty() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// The names of the Docker containers of pods not yet gone.
@@ -399,62 +463,6 @@ impl Drop for FakeKubernetes {
         lock(&self.shared.pods).clear();
         lock(&self.shared.made).clear();
     }
-}
-
-/// The (API group, resource, verbs) RBAC reads of a `method` on `path`
-/// (`?watch=true` in `query`); None for a path outside a namespace's API.
-pub fn rbac_of(method: &str, path: &str, query: &str) -> Option<(String, String, Vec<String>)> {
-    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let (group, rest) = match parts.as_slice() {
-        ["api", "v1", "namespaces", _, rest @ ..] => ("", rest),
-        ["apis", g, _, "namespaces", _, rest @ ..] => (*g, rest),
-        _ => return None,
-    };
-    let (resource, named) = match rest {
-        [r] => (r.to_string(), false),
-        [r, _] => (r.to_string(), true),
-        [r, _, sub] => (format!("{r}/{sub}"), true),
-        _ => return None,
-    };
-    let watch = query
-        .split('&')
-        .any(|kv| kv == "watch=true" || kv == "watch=1");
-    let verbs: &[&str] = match (method, named) {
-        ("GET", _) if resource.ends_with("/exec") || resource.ends_with("/attach") => {
-            &["get", "create"]
-        }
-        ("GET", _) if watch => &["watch"],
-        ("GET", true) => &["get"],
-        ("GET", false) => &["list"],
-        ("POST", _) => &["create"],
-        ("PUT", _) => &["update"],
-        ("PATCH", _) => &["patch"],
-        ("DELETE", true) => &["delete"],
-        ("DELETE", false) => &["deletecollection"],
-        _ => return None,
-    };
-    Some((
-        group.to_string(),
-        resource,
-        verbs.iter().map(|v| v.to_string()).collect(),
-    ))
-}
-
-async fn record(
-    State(s): State<Arc<Shared>>,
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    let uri = req.uri();
-    if let Some((g, r, verbs)) =
-        rbac_of(req.method().as_str(), uri.path(), uri.query().unwrap_or(""))
-    {
-        let mut seen = lock(&s.verbs);
-        for v in verbs {
-            seen.insert((g.clone(), r.clone(), v));
-        }
-    }
-    next.run(req).await
 }
 
 /// A `metav1.Status` failure, as the API server answers one.

@@ -308,6 +308,15 @@ pub async fn run(provider: Arc<dyn Provider>, config: &Config) -> (String, bool)
     .await;
     checks.extend(others.into_iter().map(Check::from));
     checks.extend(provider.preflight().into_iter().map(Check::from));
+    // A service's optional parts (a cluster's CRDs), asked, not made.
+    if let Ok(found) = tokio::time::timeout(
+        Duration::from_secs(60),
+        provider.service_checks(&CancellationToken::new()),
+    )
+    .await
+    {
+        checks.extend(found.into_iter().map(Check::from));
+    }
     // A vendor's account, asked without renting anything. A provider
     // that has one bills what it makes (a phone by the minute), so doctor
     // makes nothing with it: the account's answer is the verdict.

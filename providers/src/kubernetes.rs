@@ -31,6 +31,7 @@
 
 pub mod manifest;
 pub mod network;
+pub mod sandbox;
 pub mod stream;
 pub mod words;
 
@@ -151,6 +152,30 @@ pub struct KubernetesSettings {
         env = "COMPUTER_MCP_KUBERNETES_START_S"
     )]
     pub start_s: Option<u64>,
+    /// How a computer's pod is made: pods (a bare pod of ours), or
+    /// sandbox (agent-sandbox's resources: a Sandbox, or a SandboxClaim on
+    /// a SandboxWarmPool of the computer's SandboxTemplate when one
+    /// exists). [default: pods]
+    #[arg(
+        id = "kubernetes.api",
+        long = "kubernetes-api",
+        value_name = "API",
+        value_enum,
+        env = "COMPUTER_MCP_KUBERNETES_API"
+    )]
+    pub api: Option<KubernetesApi>,
+}
+
+/// How the Kubernetes provider makes a computer's pod.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KubernetesApi {
+    /// A bare pod, made and deleted by the provider.
+    #[default]
+    Pods,
+    /// agent-sandbox (kubernetes-sigs/agent-sandbox): a `Sandbox` whose
+    /// controller makes the pod, or a `SandboxClaim` on a warm pool.
+    Sandbox,
 }
 
 /// Where the provider's credentials come from.
@@ -174,6 +199,10 @@ pub struct KubernetesProvider {
     work_mb: u64,
     /// `--kubernetes-start-s`.
     start: Duration,
+    /// `--kubernetes-api`.
+    api: KubernetesApi,
+    /// The SandboxTemplates known to exist (made or found once).
+    templates: std::sync::Mutex<std::collections::HashSet<String>>,
     /// Sandboxes, or desktops of a screen (the server's `--kind desktop`:
     /// init starts the image's Xvfb).
     made: Made,
@@ -293,6 +322,8 @@ impl Configure for KubernetesProvider {
             uid,
             work_mb,
             start: Duration::from_secs(start_s),
+            api: s.api.unwrap_or_default(),
+            templates: std::sync::Mutex::default(),
             made: Made {
                 screen: host.desktop(),
             },

@@ -232,6 +232,13 @@ pub trait Provider: Send + Sync {
         None
     }
 
+    /// For `doctor`: what the provider's service offers beyond its
+    /// account (a cluster's optional APIs), asked without making anything.
+    async fn service_checks(&self, cancel: &CancellationToken) -> Vec<Preflight> {
+        let _ = cancel;
+        Vec::new()
+    }
+
     /// The sizes a computer gets when its spec names none, which a server
     /// offers as the most one may ask for unless told otherwise.
     fn default_sizes(&self) -> crate::sizing::Limits {

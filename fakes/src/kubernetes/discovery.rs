@@ -3,13 +3,17 @@
 //! `/apis` (`APIGroupList`) and one `APIResourceList` per group version
 //! (docs, "API discovery": the unaggregated endpoints, which clients fall
 //! back to when the aggregated `APIGroupDiscoveryList` is not served).
-//! Only the kinds the provider and deploy/kubernetes/ use are listed.
+//! Only the kinds the provider and deploy/kubernetes/ use are listed, and
+//! agent-sandbox's two groups once it is installed.
 
-use axum::extract::Path;
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::not_found;
+use super::sandbox::{EXTENSIONS, GROUP};
+use super::{Shared, lock, not_found};
 
 /// A resource: its name, its kind, whether it is namespaced.
 type Resource = (&'static str, &'static str, bool);
@@ -29,6 +33,16 @@ const GROUPS: &[(&str, &str, &[Resource])] = &[
         ],
     ),
     ("apps", "v1", &[("deployments", "Deployment", true)]),
+    (GROUP, "v1beta1", &[("sandboxes", "Sandbox", true)]),
+    (
+        EXTENSIONS,
+        "v1beta1",
+        &[
+            ("sandboxtemplates", "SandboxTemplate", true),
+            ("sandboxclaims", "SandboxClaim", true),
+            ("sandboxwarmpools", "SandboxWarmPool", true),
+        ],
+    ),
     (
         "rbac.authorization.k8s.io",
         "v1",
@@ -47,6 +61,12 @@ const GROUPS: &[(&str, &str, &[Resource])] = &[
 const VERBS: &[&str] = &[
     "create", "delete", "get", "list", "patch", "update", "watch",
 ];
+
+/// Whether the fake serves `group` now (agent-sandbox's only once
+/// installed).
+fn served(s: &Shared, group: &str) -> bool {
+    (group != GROUP && group != EXTENSIONS) || lock(&s.knobs).agent_sandbox
+}
 
 fn resources(group: &str, version: &str) -> Option<Value> {
     let (g, v, rs) = GROUPS
@@ -80,10 +100,10 @@ pub(super) async fn core_v1() -> Response {
     axum::Json(resources("", "v1")).into_response()
 }
 
-pub(super) async fn groups() -> Response {
+pub(super) async fn groups(State(s): State<Arc<Shared>>) -> Response {
     let groups: Vec<Value> = GROUPS
         .iter()
-        .filter(|(g, _, _)| !g.is_empty())
+        .filter(|(g, _, _)| !g.is_empty() && served(&s, g))
         .map(|(g, v, _)| {
             let gv = json!({"groupVersion": format!("{g}/{v}"), "version": v});
             json!({"name": g, "versions": [gv], "preferredVersion": gv})
@@ -93,8 +113,11 @@ pub(super) async fn groups() -> Response {
         .into_response()
 }
 
-pub(super) async fn group_version(Path((g, v)): Path<(String, String)>) -> Response {
-    match resources(&g, &v) {
+pub(super) async fn group_version(
+    State(s): State<Arc<Shared>>,
+    Path((g, v)): Path<(String, String)>,
+) -> Response {
+    match resources(&g, &v).filter(|_| served(&s, &g)) {
         Some(r) => axum::Json(r).into_response(),
         None => not_found(
             "the server could not find the requested resource",

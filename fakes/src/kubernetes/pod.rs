@@ -61,36 +61,51 @@ pub(super) async fn create(
     h: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (mut v, name) = match admit(&s, &h, &body, "Pod") {
+    let (v, name) = match admit(&s, &h, &body, "Pod") {
         Ok(x) => x,
         Err(r) => return *r,
     };
+    match make(&s, &ns, &name, v) {
+        Ok(v) => (StatusCode::CREATED, axum::Json(v)).into_response(),
+        Err(r) => *r,
+    }
+}
+
+/// Admit and store the pod `v` named `name` in `ns` and start its life
+/// (a client's create, or a controller's): the stored object, or the
+/// answer refusing it.
+pub(crate) fn make(
+    s: &Arc<Shared>,
+    ns: &str,
+    name: &str,
+    mut v: Value,
+) -> std::result::Result<Value, Box<Response>> {
     let (forbid, pending) = {
         let k = lock(&s.knobs);
-        (k.forbidden.contains(&ns), k.pending.clone())
+        (k.forbidden.iter().any(|f| f == ns), k.pending.clone())
     };
     if forbid {
-        return admission::forbidden_create("pods", &ns);
+        return Err(Box::new(admission::forbidden_create("pods", ns)));
     }
-    if let Some(r) = admission::limit_ranges(&s, &ns, &name, &v) {
-        return r;
+    if let Some(r) = admission::limit_ranges(s, ns, name, &v) {
+        return Err(Box::new(r));
     }
     let c = container(&v);
     if !c["command"].is_array() && !c["args"].is_array() || c["name"].as_str().is_none() {
-        return status(
+        return Err(Box::new(status(
             StatusCode::UNPROCESSABLE_ENTITY,
             "Invalid",
             "spec.containers[0]: Required value: a container with a name and a command (the fake's images have no entrypoint of their own)",
-        );
+        )));
     }
-    let key = (ns.clone(), name.clone());
+    let key = (ns.to_string(), name.to_string());
     let stop = CancellationToken::new();
     {
         let mut pods = lock(&s.pods);
         if pods.contains_key(&key) {
-            return exists("pods", &name);
+            return Err(Box::new(exists("pods", name)));
         }
-        stamp(&s, &mut v, &ns, &name, "Pod", "v1");
+        stamp(s, &mut v, ns, name, "Pod", "v1");
         v["status"] = json!({"phase": "Pending", "qosClass": "Burstable"});
         pods.insert(
             key.clone(),
@@ -104,10 +119,10 @@ pub(super) async fn create(
         );
     }
     match pending {
-        Some((reason, message)) => stay_pending(&s, &key, &reason, &message),
-        None => drop(tokio::spawn(run(Arc::clone(&s), key, stop))),
+        Some((reason, message)) => stay_pending(s, &key, &reason, &message),
+        None => drop(tokio::spawn(run(Arc::clone(s), key, stop))),
     }
-    (StatusCode::CREATED, axum::Json(v)).into_response()
+    Ok(v)
 }
 
 /// Set the pod's status through `f`, moving its resourceVersion; false
@@ -241,7 +256,7 @@ async fn run(s: Arc<Shared>, key: Key, stop: CancellationToken) {
             "state": {"running": {"startedAt": started}},
         }]);
     });
-    let deadline = pod["spec"]["activeDeadlineSeconds"].as_u64();
+    let since = tokio::time::Instant::now();
     let mut output = attached.output;
     let ended = async move {
         let mut tail: Vec<u8> = Vec::new();
@@ -279,7 +294,7 @@ async fn run(s: Arc<Shared>, key: Key, stop: CancellationToken) {
             admission::event(&s, &key.0, &key.1, "Evicted", &message, "kubelet");
             let _ = boxed.remove().await;
         }
-        _ = sleep_for(deadline) => {
+        _ = past_deadline(&s, &key, since) => {
             // The kubelet's active deadline: the pod fails and its
             // containers are killed; the object stays until deleted.
             set_status(&s, &key, |st| {
@@ -293,10 +308,18 @@ async fn run(s: Arc<Shared>, key: Key, stop: CancellationToken) {
     }
 }
 
-async fn sleep_for(secs: Option<u64>) {
-    match secs {
-        Some(n) => tokio::time::sleep(Duration::from_secs(n)).await,
-        None => std::future::pending().await,
+/// Once the pod has run longer than its `activeDeadlineSeconds` as it
+/// stands (a pod update may lower it: core/v1 validation lets it only
+/// decrease), read every 200 ms.
+async fn past_deadline(s: &Shared, key: &Key, since: tokio::time::Instant) {
+    loop {
+        let held = lock(&s.pods)
+            .get(key)
+            .and_then(|p| p.object["spec"]["activeDeadlineSeconds"].as_u64());
+        if held.is_some_and(|n| since.elapsed() >= Duration::from_secs(n)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
@@ -486,9 +509,8 @@ pub(super) async fn list(
     list_in(&s, &h, &q, &s.pods, &ns, ("PodList", "v1"), object)
 }
 
-/// The grace a delete asks: the query's, the body's DeleteOptions', the
-/// pod's own, or the default.
-fn grace_of(q: &BTreeMap<String, String>, body: &[u8], pod: &Value) -> u64 {
+/// The grace a delete asks: the query's, else the body's DeleteOptions'.
+fn grace_asked(q: &BTreeMap<String, String>, body: &[u8]) -> Option<u64> {
     q.get("gracePeriodSeconds")
         .and_then(|g| g.parse().ok())
         .or_else(|| {
@@ -496,8 +518,6 @@ fn grace_of(q: &BTreeMap<String, String>, body: &[u8], pod: &Value) -> u64 {
                 .ok()
                 .and_then(|b| b["gracePeriodSeconds"].as_u64())
         })
-        .or_else(|| pod["spec"]["terminationGracePeriodSeconds"].as_u64())
-        .unwrap_or(DEFAULT_GRACE_S)
 }
 
 pub(super) async fn delete(
@@ -510,16 +530,25 @@ pub(super) async fn delete(
     if let Some(r) = gate(&s, &h) {
         return r;
     }
-    let key = (ns, name.clone());
+    let asked = grace_asked(&q, &body);
+    match remove(&s, (ns, name.clone()), asked) {
+        Some(object) => axum::Json(object).into_response(),
+        None => not_found("pods", &name),
+    }
+}
+
+/// Delete the pod `key` with the grace `asked` (else its own): the object
+/// marked and its end begun; None when there is no such pod.
+pub(crate) fn remove(s: &Arc<Shared>, key: Key, asked: Option<u64>) -> Option<Value> {
     let version = s.bump();
     let (object, first) = {
         let mut pods = lock(&s.pods);
-        let Some(p) = pods.get_mut(&key) else {
-            return not_found("pods", &name);
-        };
+        let p = pods.get_mut(&key)?;
         let first = p.object["metadata"]["deletionTimestamp"].is_null();
         if first {
-            let grace = grace_of(&q, &body, &p.object);
+            let grace = asked
+                .or_else(|| p.object["spec"]["terminationGracePeriodSeconds"].as_u64())
+                .unwrap_or(DEFAULT_GRACE_S);
             p.object["metadata"]["deletionTimestamp"] = json!(now());
             p.object["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
             p.object["metadata"]["resourceVersion"] = json!(version);
@@ -530,9 +559,80 @@ pub(super) async fn delete(
         let grace = object["metadata"]["deletionGracePeriodSeconds"]
             .as_u64()
             .unwrap_or(DEFAULT_GRACE_S);
-        tokio::spawn(end(Arc::clone(&s), key, grace));
+        tokio::spawn(end(Arc::clone(s), key, grace));
     }
-    axum::Json(object).into_response()
+    Some(object)
+}
+
+/// A pod update as a JSON merge patch (RFC 7386): labels and annotations
+/// (null removes a key), and `spec.activeDeadlineSeconds`, which may only
+/// be lowered; any other field of the spec is refused as the API refuses
+/// it (core/v1 validation `ValidatePodUpdate`).
+pub(super) async fn patch(
+    State(s): State<Arc<Shared>>,
+    Path((ns, name)): Path<(String, String)>,
+    h: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(r) = gate(&s, &h) {
+        return r;
+    }
+    let Ok(p) = serde_json::from_slice::<Value>(&body) else {
+        return status(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "the body is not a merge patch",
+        );
+    };
+    let spec = p["spec"].as_object().cloned().unwrap_or_default();
+    if let Some(k) = spec.keys().find(|k| *k != "activeDeadlineSeconds") {
+        return status(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid",
+            &format!(
+                "Pod \"{name}\" is invalid: spec.{k}: Forbidden: pod updates may not change fields other than `spec.containers[*].image`, `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations) or `spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
+            ),
+        );
+    }
+    let version = s.bump();
+    let mut pods = lock(&s.pods);
+    let Some(pod) = pods.get_mut(&(ns, name.clone())) else {
+        return not_found("pods", &name);
+    };
+    if let Some(d) = spec.get("activeDeadlineSeconds") {
+        let held = pod.object["spec"]["activeDeadlineSeconds"].as_u64();
+        match (d.as_u64(), held) {
+            (Some(n), Some(h)) if n > 0 && n <= h => {}
+            (Some(n), None) if n > 0 => {}
+            _ => {
+                return status(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "Invalid",
+                    &format!(
+                        "Pod \"{name}\" is invalid: spec.activeDeadlineSeconds: Invalid value: {d}: must be less than or equal to previous value"
+                    ),
+                );
+            }
+        }
+        pod.object["spec"]["activeDeadlineSeconds"] = d.clone();
+    }
+    for m in ["labels", "annotations"] {
+        let Some(given) = p["metadata"][m].as_object() else {
+            continue;
+        };
+        if !pod.object["metadata"][m].is_object() {
+            pod.object["metadata"][m] = json!({});
+        }
+        for (k, v) in given {
+            match (v.is_null(), pod.object["metadata"][m].as_object_mut()) {
+                (true, Some(held)) => drop(held.remove(k)),
+                (false, Some(held)) => drop(held.insert(k.clone(), v.clone())),
+                _ => {}
+            }
+        }
+    }
+    pod.object["metadata"]["resourceVersion"] = json!(version);
+    axum::Json(pod.object.clone()).into_response()
 }
 
 /// A deleted pod's end: TERM to its container, KILL (the box removed)

@@ -20,6 +20,13 @@ pub const SOCKET: &str = "/run/computerd/s/computerd.sock";
 /// Where a streamed computerd is put (the socket's memory-backed
 /// emptyDir, in a 0700 directory of the container's user).
 pub const STREAMED: &str = "/run/computerd/bin/computerd";
+/// Where a warm pod's waiting shell reads the computer's deadline from,
+/// written whole by the provider's exec when the pod is claimed (the
+/// socket's 0700 directory: only the container's user writes there).
+pub const DEADLINE_FILE: &str = "/run/computerd/s/deadline";
+/// The word a warm pod's command holds where init's deadline goes; the
+/// waiting shell puts the deadline read from [`DEADLINE_FILE`] there.
+pub const DEADLINE_SLOT: &str = "@deadline";
 /// The one container's name.
 pub const CONTAINER: &str = "computer";
 /// The label that selects a computer's pod (its value the pod's name):
@@ -46,6 +53,10 @@ pub struct PodPlan {
     pub work_mb: u64,
     /// computerd is streamed in (the container waits for it).
     pub streamed: bool,
+    /// A warm pool's pod: its shell waits for [`DEADLINE_FILE`] before
+    /// it becomes init (the deadline is the claiming computer's, not
+    /// known when the pool makes the pod).
+    pub warm: bool,
     /// A sandbox, or a desktop whose init starts the image's Xvfb.
     pub made: crate::daemon_backed::desktop::Made,
 }
@@ -90,24 +101,42 @@ impl PodPlan {
     /// `computerd init` (so init is the container's process).
     pub fn command(&self) -> Vec<String> {
         let init = self.made.init_args(InitArgs::new(self.deadline, SOCKET));
-        let script = if self.streamed {
+        let made = if self.streamed {
             // Until the provider's exec has put it in place (moved there
             // whole, so it is never run half written).
-            "(umask 077 && mkdir -p /run/computerd/s /run/computerd/bin /work/home) && while [ ! -x \"$0\" ]; do sleep 0.05; done && exec \"$0\" \"$@\""
+            "(umask 077 && mkdir -p /run/computerd/s /run/computerd/bin /work/home) && while [ ! -x \"$0\" ]; do sleep 0.05; done"
         } else {
-            "(umask 077 && mkdir -p /run/computerd/s /work/home) && exec \"$0\" \"$@\""
+            "(umask 077 && mkdir -p /run/computerd/s /work/home)"
         };
+        // A warm pod waits for its deadline (moved into place whole by
+        // the claiming provider), then puts it in the deadline's slot.
+        let warm = concat!(
+            " && while [ ! -s /run/computerd/s/deadline ]; do sleep 0.05; done",
+            " && d=$(cat /run/computerd/s/deadline)",
+            " && for a; do shift; [ \"$a\" = @deadline ] && a=$d; set -- \"$@\" \"$a\"; done"
+        );
+        let script = format!(
+            "{made}{} && exec \"$0\" \"$@\"",
+            if self.warm { warm } else { "" }
+        );
         let mut argv = vec![
             "/bin/sh".to_string(),
             "-c".into(),
-            script.into(),
+            script,
             self.computerd.clone(),
         ];
-        argv.extend(
-            init.to_args()
-                .into_iter()
-                .map(|a| a.to_string_lossy().into_owned()),
-        );
+        let mut args: Vec<String> = init
+            .to_args()
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        if self.warm
+            && let Some(i) = args.iter().position(|a| a == "--deadline")
+            && let Some(slot) = args.get_mut(i + 1)
+        {
+            *slot = DEADLINE_SLOT.to_string();
+        }
+        argv.extend(args);
         argv
     }
 
@@ -183,6 +212,25 @@ impl PodPlan {
                 ],
             },
         })
+    }
+}
+
+impl PodPlan {
+    /// The pod as a Sandbox's or a SandboxTemplate's `podTemplate` (its
+    /// labels, annotations and spec); a warm pod's lacks the pod label,
+    /// its name being the pool's to give.
+    pub fn pod_template(&self) -> Value {
+        let mut p = self.pod();
+        let mut meta = json!({
+            "labels": p["metadata"]["labels"].take(),
+            "annotations": p["metadata"]["annotations"].take(),
+        });
+        if self.warm
+            && let Some(l) = meta["labels"].as_object_mut()
+        {
+            l.remove(POD_LABEL);
+        }
+        json!({"metadata": meta, "spec": p["spec"].take()})
     }
 }
 
@@ -328,6 +376,7 @@ mod tests {
             memory_mb: 512,
             work_mb: 256,
             streamed: false,
+            warm: false,
             made: crate::daemon_backed::desktop::Made { screen: None },
         }
     }
@@ -358,6 +407,28 @@ mod tests {
             selector(&l),
             format!("computer-mcp.computer,a={}", label_value("b c"))
         );
+    }
+
+    #[test]
+    fn a_warm_pod_waits_for_its_deadline_and_holds_its_slot() {
+        let mut p = plan();
+        p.warm = true;
+        let c = p.command();
+        assert!(
+            c[2].contains("while [ ! -s /run/computerd/s/deadline ]"),
+            "{}",
+            c[2]
+        );
+        let i = c.iter().position(|a| a == "--deadline").unwrap();
+        assert_eq!(c[i + 1], DEADLINE_SLOT);
+        let t = p.pod_template();
+        assert!(t["metadata"]["labels"][POD_LABEL].is_null());
+        assert_eq!(
+            drift(&json!({"spec": t["spec"]}), 2000),
+            Vec::<String>::new()
+        );
+        p.warm = false;
+        assert!(!p.command()[2].contains("deadline"));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::manifest::{self, PodPlan};
 use super::words::{self, Refusal};
-use super::{GONE_WAIT, ID, KubernetesProvider, api_error, checked};
+use super::{GONE_WAIT, ID, KubernetesApi, KubernetesProvider, api_error, checked};
 use crate::daemon_backed::{aborted, check_kind};
 use crate::provider::{Connection, Provider};
 use crate::types::{
@@ -142,6 +142,7 @@ impl KubernetesProvider {
             memory_mb: spec.sizes.memory_mb.unwrap_or(1024),
             work_mb: self.work_mb,
             streamed: self.stream.is_some(),
+            warm: false,
             made: self.made,
         })
     }
@@ -154,14 +155,18 @@ impl KubernetesProvider {
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(api_error(&format!("deleting the NetworkPolicy {name}"), e)),
         }
+        // What owns the pod goes, and the garbage collector takes the pod.
+        let owned = self.api == KubernetesApi::Sandbox && self.delete_owners(name).await?;
         let pods = self.pods().await?;
-        match pods
-            .delete(name, &DeleteParams::default().grace_period(5))
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
-            Err(e) => return Err(api_error(&format!("deleting pod {name}"), e)),
+        if !owned {
+            match pods
+                .delete(name, &DeleteParams::default().grace_period(5))
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+                Err(e) => return Err(api_error(&format!("deleting pod {name}"), e)),
+            }
         }
         let wait = crate::wait::Wait::new(format!("pod {name} to be gone"), GONE_WAIT);
         crate::wait::wait_until(
@@ -173,6 +178,68 @@ impl KubernetesProvider {
         )
         .await
         .map(|_| ())
+    }
+
+    /// `e`, or Gone in the kubelet's words when the pod `id` now reads
+    /// as not running.
+    async fn gone_or(&self, id: &str, e: ProviderError) -> ProviderError {
+        match self.ours(id).await.ok().and_then(|p| not_running(&p, id)) {
+            Some(gone) => gone,
+            None => e,
+        }
+    }
+
+    /// The deny-all NetworkPolicy of the pod `name`.
+    async fn make_policy(&self, name: &str) -> Result<()> {
+        let np: k8s_openapi::api::networking::v1::NetworkPolicy =
+            serde_json::from_value(manifest::deny_all(name))
+                .map_err(|e| ProviderError::failed(format!("the NetworkPolicy: {e}")))?;
+        let ns = self.namespace().await?;
+        self.policies()
+            .await?
+            .create(&PostParams::default(), &np)
+            .await
+            .map_err(|e| match Refusal::of(&e) {
+                Some(r) if r.code == 403 => words::forbidden("create", "networkpolicies", &ns, &r),
+                _ => api_error("making the deny-all NetworkPolicy", e),
+            })?;
+        Ok(())
+    }
+
+    /// The pod of `plan`: made by us, or (sandbox mode) by the Sandbox's
+    /// controller, waited for until the API holds it.
+    async fn make_pod(&self, plan: &PodPlan, cancel: &CancellationToken) -> Result<()> {
+        if self.api == KubernetesApi::Sandbox {
+            self.make_sandbox(plan).await?;
+            return self.until_pod(&plan.name, cancel).await;
+        }
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(plan.pod())
+            .map_err(|e| ProviderError::failed(format!("the pod: {e}")))?;
+        let Err(e) = self
+            .pods()
+            .await?
+            .create(&PostParams::default(), &pod)
+            .await
+        else {
+            return Ok(());
+        };
+        let ns = self.namespace().await?;
+        Err(match Refusal::of(&e) {
+            Some(r) if r.is_limit_range() => self.limit_range_words(plan, &r).await,
+            Some(r) if r.code == 403 => words::forbidden("create", "pods", &ns, &r),
+            _ => api_error("making the pod", e),
+        })
+    }
+
+    /// A claimed warm pod made the computer of `plan` (named as the pod
+    /// now): ours by its labels, its policy made, its deadline given.
+    async fn start_claimed(&self, plan: &PodPlan, none: bool) -> Result<()> {
+        self.own_warm(plan, &plan.name).await?;
+        if none {
+            self.make_policy(&plan.name).await?;
+        }
+        self.ours(&plan.name).await?;
+        self.start_warm(&plan.name, plan.deadline).await
     }
 
     /// Everything after the pod is made; on failure the caller deletes.
@@ -263,46 +330,50 @@ impl Provider for KubernetesProvider {
 
     async fn create(&self, spec: &ComputerSpec, cancel: &CancellationToken) -> Result<Created> {
         self.check(spec)?;
-        let plan = self.plan(spec)?;
+        let mut plan = self.plan(spec)?;
         let none = spec.network == NetworkPolicy::None;
-        if none {
-            let np: k8s_openapi::api::networking::v1::NetworkPolicy =
-                serde_json::from_value(manifest::deny_all(&plan.name))
-                    .map_err(|e| ProviderError::failed(format!("the NetworkPolicy: {e}")))?;
-            let ns = self.namespace().await?;
-            self.policies()
-                .await?
-                .create(&PostParams::default(), &np)
-                .await
-                .map_err(|e| match Refusal::of(&e) {
-                    Some(r) if r.code == 403 => {
-                        words::forbidden("create", "networkpolicies", &ns, &r)
-                    }
-                    _ => api_error("making the deny-all NetworkPolicy", e),
-                })?;
-        }
-        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(plan.pod())
-            .map_err(|e| ProviderError::failed(format!("the pod: {e}")))?;
-        if let Err(e) = self
-            .pods()
-            .await?
-            .create(&PostParams::default(), &pod)
-            .await
+        let mut how = "pod";
+        if self.api == KubernetesApi::Sandbox
+            && let Some(pool) = self.pool_for(&plan).await?
         {
-            let _ = self.delete_and_wait(&plan.name, cancel).await;
-            let ns = self.namespace().await?;
-            return Err(match Refusal::of(&e) {
-                Some(r) if r.is_limit_range() => self.limit_range_words(&plan, &r).await,
-                Some(r) if r.code == 403 => words::forbidden("create", "pods", &ns, &r),
-                _ => api_error("making the pod", e),
-            });
+            // Warm: the pod is the pool's; it is ours once claimed.
+            let claimed = self.claim(&plan, &pool, cancel).await;
+            let pod = match claimed {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = self.delete_and_wait(&plan.name, cancel).await;
+                    return Err(e);
+                }
+            };
+            plan.name = pod;
+            how = "pod claimed from the SandboxWarmPool";
+            let started = self.start_claimed(&plan, none).await;
+            if let Err(e) = started {
+                let removed = self
+                    .delete_and_wait(&plan.name, &CancellationToken::new())
+                    .await;
+                return Err(crate::daemon_backed::labels::set_up_failed(
+                    e, "deleted", removed,
+                ));
+            }
+        } else {
+            if none {
+                self.make_policy(&plan.name).await?;
+            }
+            if let Err(e) = self.make_pod(&plan, cancel).await {
+                let _ = self.delete_and_wait(&plan.name, cancel).await;
+                return Err(e);
+            }
+            if self.api == KubernetesApi::Sandbox {
+                how = "pod of the Sandbox";
+            }
         }
         match self.set_up(&plan, none, cancel).await {
             Ok((computer, network)) => Ok(Created {
                 computer,
                 network: Some(network),
                 notes: vec![format!(
-                    "pod {} in namespace {}, image {}",
+                    "{how} {} in namespace {}, image {}",
                     plan.name,
                     self.namespace().await.unwrap_or_default(),
                     plan.image
@@ -406,23 +477,18 @@ impl Provider for KubernetesProvider {
         if let Some(e) = not_running(&p, &computer.id) {
             return Err(e);
         }
-        let c = self.open(&computer.id).await?;
+        // A pod evicted or stopped between that read and the exec refuses
+        // the exec's upgrade: Gone in the kubelet's words, as below.
+        let c = match self.open(&computer.id).await {
+            Ok(c) => c,
+            Err(e) => return Err(self.gone_or(&computer.id, e).await),
+        };
         match crate::daemon_backed::hello::call(c).await {
             Ok(hello) => checked(hello, &computer.id, self.made),
             // A daemon that hangs up is often a pod being evicted or
             // stopped between our read and the dial: say so when the pod
             // now reads as not running, rather than "unreachable".
-            Err(e) if e.code == ErrorCode::Unreachable => {
-                match self
-                    .ours(&computer.id)
-                    .await
-                    .ok()
-                    .and_then(|p| not_running(&p, &computer.id))
-                {
-                    Some(gone) => Err(gone),
-                    None => Err(e),
-                }
-            }
+            Err(e) if e.code == ErrorCode::Unreachable => Err(self.gone_or(&computer.id, e).await),
             Err(e) => Err(e),
         }
     }
@@ -441,6 +507,31 @@ impl Provider for KubernetesProvider {
         }
         // Its policy too when the pod is already gone.
         self.delete_and_wait(&computer.id, cancel).await
+    }
+
+    /// Whether agent-sandbox's CRDs are installed (API discovery), and
+    /// what that means for `--kubernetes-api`.
+    async fn service_checks(&self, _cancel: &CancellationToken) -> Vec<crate::Preflight> {
+        // No cluster to ask: making the first computer says why.
+        if self.client().await.is_err() {
+            return Vec::new();
+        }
+        let sandbox = self.api == KubernetesApi::Sandbox;
+        let found = match self.agent_sandbox().await {
+            Ok(w) if sandbox => Ok(format!(
+                "{w}: computers are Sandboxes, or claims on a SandboxWarmPool of their SandboxTemplate"
+            )),
+            Ok(w) => Ok(format!("{w}: --kubernetes-api sandbox would use them")),
+            Err(e) if sandbox => Err((
+                e.message,
+                "install agent-sandbox (kubernetes-sigs/agent-sandbox: its CRDs and controller), or use --kubernetes-api pods".into(),
+            )),
+            Err(e) => Ok(format!("{}; --kubernetes-api pods needs none", e.message)),
+        };
+        vec![crate::Preflight {
+            name: "agent-sandbox",
+            found,
+        }]
     }
 
     /// Every pod of ours past its deadline (the kubelet's

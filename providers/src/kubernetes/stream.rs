@@ -49,6 +49,25 @@ impl KubernetesProvider {
                 ),
             )
         })?;
+        self.put(
+            name,
+            put_argv(bytes.len()),
+            &bytes,
+            &format!("streaming computerd into pod {name}"),
+        )
+        .await
+    }
+
+    /// Run `argv` in the pod `name` (as the container's user) with `input`
+    /// on its stdin, and hold it to its Status: Success, or words of
+    /// `doing` that failed.
+    pub(crate) async fn put(
+        &self,
+        name: &str,
+        argv: Vec<String>,
+        input: &[u8],
+        doing: &str,
+    ) -> Result<()> {
         let ap = AttachParams {
             container: Some(CONTAINER.into()),
             stdin: true,
@@ -61,29 +80,38 @@ impl KubernetesProvider {
         let mut proc = self
             .pods()
             .await?
-            .exec(name, put_argv(bytes.len()), &ap)
+            .exec(name, argv, &ap)
             .await
-            .map_err(|e| api_error(&format!("streaming computerd into pod {name}"), e))?;
+            .map_err(|e| api_error(doing, e))?;
         let status = proc.take_status();
         let mut stdin = proc
             .stdin()
             .ok_or_else(|| ProviderError::failed("the exec gave no stdin"))?;
-        stdin.write_all(&bytes).await.map_err(|e| {
-            ProviderError::failed(format!("streaming computerd into pod {name}: {e}"))
-        })?;
+        stdin
+            .write_all(input)
+            .await
+            .map_err(|e| ProviderError::failed(format!("{doing}: {e}")))?;
         stdin.flush().await.ok();
         let said: Option<Status> = match status {
-            Some(s) => s.await,
+            Some(s) => tokio::time::timeout(self.start, s).await.map_err(|_| {
+                ProviderError::new(
+                    crate::types::ErrorCode::Timeout,
+                    format!(
+                        "{doing}: no end within {} s (--kubernetes-start-s)",
+                        self.start.as_secs()
+                    ),
+                )
+            })?,
             None => None,
         };
         match said {
             Some(s) if s.status.as_deref() == Some("Success") => Ok(()),
             Some(s) => Err(ProviderError::failed(format!(
-                "streaming computerd into pod {name} failed: {}",
+                "{doing} failed: {}",
                 s.message.unwrap_or_default()
             ))),
             None => Err(ProviderError::failed(format!(
-                "streaming computerd into pod {name}: the exec ended with no status"
+                "{doing}: the exec ended with no status"
             ))),
         }
     }

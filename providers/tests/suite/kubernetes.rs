@@ -13,18 +13,18 @@ use tokio_util::sync::CancellationToken;
 
 use super::support::{Boxes, run, text};
 
-const NS: &str = "computers";
-const TOKEN: &str = "k8s-canary-token-5d1e";
+pub(super) const NS: &str = "computers";
+pub(super) const TOKEN: &str = "k8s-canary-token-5d1e";
 
-struct Rig {
-    fake: FakeKubernetes,
-    provider: KubernetesProvider,
-    settings: KubernetesSettings,
+pub(super) struct Rig {
+    pub(super) fake: FakeKubernetes,
+    pub(super) provider: KubernetesProvider,
+    pub(super) settings: KubernetesSettings,
     boxes: Boxes,
     _dir: tempfile::TempDir,
 }
 
-async fn rig(name: &str) -> Option<Rig> {
+pub(super) async fn rig(name: &str) -> Option<Rig> {
     let env = computer_testkit::docker_env().await?;
     let owner = computer_testkit::marker(name);
     let fake = FakeKubernetes::start(&env.docker, &env.image, TOKEN, &owner)
@@ -58,12 +58,12 @@ async fn rig(name: &str) -> Option<Rig> {
 }
 
 impl Rig {
-    fn another(&self) -> KubernetesProvider {
+    pub(super) fn another(&self) -> KubernetesProvider {
         self.with(|_| {})
     }
 
     /// A provider of the same cluster, its settings changed by `f`.
-    fn with(&self, f: impl FnOnce(&mut KubernetesSettings)) -> KubernetesProvider {
+    pub(super) fn with(&self, f: impl FnOnce(&mut KubernetesSettings)) -> KubernetesProvider {
         let mut s = self.settings.clone();
         f(&mut s);
         KubernetesProvider::configure(s, &HostDefaults::default()).unwrap()
@@ -93,7 +93,7 @@ impl Rig {
         panic!("the pod {name} was not gone 20 s after its delete");
     }
 
-    async fn close(self) {
+    pub(super) async fn close(self) {
         self.fake.assert_nothing_left();
         self.fake.close().await;
         self.boxes.assert_none().await;
@@ -511,6 +511,9 @@ async fn the_role_holds_every_verb_the_provider_calls_and_no_more() {
         .unwrap();
     // The janitor's sweep…
     r.provider.sweep(&cancel).await.unwrap();
+    // …agent-sandbox's paths: a cold Sandbox, then a claim on the warm
+    // pool an operator made for its template…
+    super::kubernetes_sandbox::cold_then_warm(&r, &cancel).await;
     // …and the refusals that read LimitRanges and events.
     r.fake.limit_range(
         NS,

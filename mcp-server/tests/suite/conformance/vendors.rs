@@ -309,10 +309,22 @@ fn assert_no_boxes(
 /// policy or box is left, and the bearer token is in no word of the run.
 #[test]
 fn kubernetes_passes_core_against_its_fake() {
-    let Some(out) = kubernetes_on_fake("kubernetes", None, &[]) else {
+    let Some(out) = kubernetes_on_fake("kubernetes", None, &[], false) else {
         return;
     };
     passing_report(&out, "kubernetes");
+}
+
+/// `--kubernetes-api sandbox` against the fake with agent-sandbox
+/// installed and an operator keeping one warm pod for every template:
+/// the first computer of a template is a Sandbox, the next ones claims on
+/// its pool; Core passes, and nothing is left once the pools go.
+#[test]
+fn kubernetes_passes_core_through_agent_sandbox_against_its_fake() {
+    let Some(out) = kubernetes_on_fake("kubernetes sandbox", None, &[], true) else {
+        return;
+    };
+    passing_report(&out, "kubernetes sandbox");
 }
 
 /// `--kind desktop` on Kubernetes: pods of the desktop image, whose init
@@ -327,19 +339,21 @@ fn kubernetes_passes_the_desktop_kind_against_its_fake() {
         return;
     };
     let args = ["--kind", "desktop", "--fixture", fixture.to_str().unwrap()];
-    let Some(out) = kubernetes_on_fake("kubernetes desktop", Some(&image), &args) else {
+    let Some(out) = kubernetes_on_fake("kubernetes desktop", Some(&image), &args, false) else {
         return;
     };
     assert_desktop_passes(&out, "kubernetes desktop");
 }
 
 /// A conformance run of `args` on the Kubernetes provider against its
-/// fake, its pods made of `image` (the test image when None); the token
-/// is in no word of it and nothing is left after it.
+/// fake, its pods made of `image` (the test image when None), through
+/// agent-sandbox when `sandbox` (its pools removed after the run); the
+/// token is in no word of it and nothing is left after it.
 fn kubernetes_on_fake(
     what: &str,
     image: Option<&str>,
     args: &[&str],
+    sandbox: bool,
 ) -> Option<std::process::Output> {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (computerd, drift, env) = boxed_daemons(&rt)?;
@@ -357,6 +371,11 @@ fn kubernetes_on_fake(
     // The drifted provider names the drift build's own path in the image.
     let drift_in_image = std::path::absolute(&drift).unwrap();
     fake.carry(drift_in_image.to_str().unwrap(), drift.clone());
+    if sandbox {
+        fake.install_agent_sandbox();
+        fake.knobs(|k| k.auto_pool = Some(1));
+    }
+    let api = if sandbox { "sandbox" } else { "pods" };
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, fake.kubeconfig("conformance")).unwrap();
@@ -370,11 +389,33 @@ fn kubernetes_on_fake(
             kubeconfig.to_str().unwrap(),
             "--kubernetes-image",
             image.unwrap_or(&env.image),
+            "--kubernetes-api",
+            api,
         ],
         &drift,
         args,
     );
     println!("{what}: the run took {} ms", started.elapsed().as_millis());
+    if sandbox {
+        assert!(
+            !fake.objects("sandboxtemplates").is_empty(),
+            "{what}: no SandboxTemplate was made"
+        );
+        let claimed = fake.verbs().contains(&(
+            "extensions.agents.x-k8s.io".to_string(),
+            "sandboxclaims".to_string(),
+            "create".to_string(),
+        ));
+        assert!(claimed, "{what}: no computer was claimed from a warm pool");
+        rt.block_on(fake.remove_pools());
+        for plural in ["sandboxes", "sandboxclaims"] {
+            assert_eq!(
+                fake.objects(plural),
+                Vec::<String>::new(),
+                "{what}: {plural} left"
+            );
+        }
+    }
     let (pods, policies) = (fake.pods(), fake.policies());
     rt.block_on(fake.close());
     for text in [&out.stdout, &out.stderr] {
