@@ -1,5 +1,5 @@
 //! E2B's control plane (vendor-apis.md section 2): create, read, list,
-//! kill and the timer, each one [`Api`] call with `X-API-Key`. A 429 is
+//! kill, the timer, pause and resume (connect), each one [`Api`] call with `X-API-Key`. A 429 is
 //! asked again after its Retry-After (capped): a rate-limited call was
 //! not done, so asking again never doubles it.
 
@@ -206,6 +206,33 @@ impl Control {
             "set sandbox timeout",
             http::Method::POST,
             "/sandboxes/{id}/timeout",
+        )
+        .id(id)
+        .body(json!({"timeout": secs}));
+        self.call(&call, cancel)
+            .await
+            .map(|_| ())
+            .map_err(Failure::error)
+    }
+
+    /// Pause the sandbox: its files and memory are kept and nothing in it
+    /// runs (E2B's `POST /sandboxes/{id}/pause`, 204).
+    pub async fn pause(&self, id: &str, cancel: &CancellationToken) -> Result<()> {
+        let call = Call::new("pause sandbox", http::Method::POST, "/sandboxes/{id}/pause").id(id);
+        self.call(&call, cancel)
+            .await
+            .map(|_| ())
+            .map_err(Failure::error)
+    }
+
+    /// Resume a paused sandbox with its timer `secs` from now (on a
+    /// running one E2B only extends the timer): E2B's resume is its
+    /// connect, `POST /sandboxes/{id}/connect`, 201 resumed, 200 running.
+    pub async fn connect(&self, id: &str, secs: u64, cancel: &CancellationToken) -> Result<()> {
+        let call = Call::new(
+            "connect sandbox",
+            http::Method::POST,
+            "/sandboxes/{id}/connect",
         )
         .id(id)
         .body(json!({"timeout": secs}));
