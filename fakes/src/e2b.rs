@@ -451,15 +451,9 @@ async fn set_timeout(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    if let Some(r) = gate(&s, &h) {
-        return r;
-    }
-    expire(&s);
-    let secs = serde_json::from_slice::<Value>(&body)
-        .ok()
-        .and_then(|v| v["timeout"].as_u64());
-    let Some(secs) = secs else {
-        return status(StatusCode::BAD_REQUEST, "timeout is required");
+    let secs = match timed(&s, &h, &body) {
+        Ok(secs) => secs,
+        Err(r) => return *r,
     };
     match lock(&s.sandboxes).get_mut(&id) {
         Some(b) if b.killed.is_none() => {
@@ -468,6 +462,19 @@ async fn set_timeout(
         }
         _ => status(StatusCode::NOT_FOUND, "sandbox not found"),
     }
+}
+
+/// A timer or connect call through the gate: the `timeout` (seconds) its
+/// body must carry, else 400.
+fn timed(s: &Shared, h: &HeaderMap, body: &Bytes) -> std::result::Result<u64, Box<Response>> {
+    if let Some(r) = gate(s, h) {
+        return Err(Box::new(r));
+    }
+    expire(s);
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v["timeout"].as_u64())
+        .ok_or_else(|| Box::new(status(StatusCode::BAD_REQUEST, "timeout is required")))
 }
 
 async fn pause(State(s): State<Arc<Shared>>, h: HeaderMap, Path(id): Path<String>) -> Response {
@@ -493,15 +500,9 @@ async fn connect(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    if let Some(r) = gate(&s, &h) {
-        return r;
-    }
-    expire(&s);
-    let secs = serde_json::from_slice::<Value>(&body)
-        .ok()
-        .and_then(|v| v["timeout"].as_u64());
-    let Some(secs) = secs else {
-        return status(StatusCode::BAD_REQUEST, "timeout is required");
+    let secs = match timed(&s, &h, &body) {
+        Ok(secs) => secs,
+        Err(r) => return *r,
     };
     let end = OffsetDateTime::now_utc() + Duration::from_secs(secs);
     let (resumed, answer) = match lock(&s.sandboxes).get_mut(&id) {
