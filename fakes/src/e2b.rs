@@ -17,6 +17,21 @@
 //!   (paginator.ts:59); `DELETE /sandboxes/{id}` answers 204, 404 when
 //!   unknown; `POST /sandboxes/{id}/timeout` moves `endAt` to now plus
 //!   its seconds. A sandbox past its `endAt` is killed.
+//! - Pause and resume (e2b.dev/docs/api-reference, `postSandboxPause`;
+//!   vendor-apis.md, connect): `POST /sandboxes/{id}/pause` answers 204
+//!   and reads `state: paused` (its box and files kept); a second pause
+//!   answers 409, an unknown sandbox 404. A paused sandbox has no timer
+//!   (it is not killed at its `endAt`), and its envd answers nothing but
+//!   502 "The sandbox was not found" (as E2B's proxy answers for a paused
+//!   sandbox without auto-resume, e.g. oc-xiaoju/uncaged#69). The fake
+//!   does not freeze the box's processes as E2B's snapshot does: a
+//!   `docker pause` of a box stalled its unpause past 30 s under a loaded
+//!   engine, so what a pause does to running programs is E2B's, not
+//!   checked here. `POST /sandboxes/{id}/connect`
+//!   with `{timeout}` (required, else 400) resumes a paused sandbox with
+//!   `endAt` now plus its seconds and answers 201; on a running one it
+//!   only extends (`endAt` never earlier) and answers 200; both with the
+//!   sandbox's `sandboxID`, `envdAccessToken` and `domain`.
 //! - Templates: a sandbox is a box of the template's image, set by
 //!   [`FakeE2b::template`] (the desktop template, as E2B's `desktop` has
 //!   X, is the desktop test image); any other template is the image the
@@ -102,6 +117,8 @@ struct Sbx {
     lag: u32,
     /// Killed: reads left before it is gone.
     killed: Option<u32>,
+    /// Paused: no timer, envd refuses.
+    paused: bool,
     boxed: Arc<VendorBox>,
 }
 
@@ -178,6 +195,8 @@ impl FakeE2b {
             .route("/sandboxes", post(create))
             .route("/sandboxes/{id}", get(info).delete(kill))
             .route("/sandboxes/{id}/timeout", post(set_timeout))
+            .route("/sandboxes/{id}/pause", post(pause))
+            .route("/sandboxes/{id}/connect", post(connect))
             .route("/v2/sandboxes", get(list))
             // envd takes a file of any size (507 when the disk is full).
             .route(
@@ -279,7 +298,7 @@ fn gate(s: &Shared, h: &HeaderMap) -> Option<Response> {
 fn expire(s: &Shared) {
     let now = OffsetDateTime::now_utc();
     lock(&s.sandboxes).retain(|_, b| {
-        if b.end <= now {
+        if b.end <= now && !b.paused {
             let boxed = Arc::clone(&b.boxed);
             tokio::spawn(async move { boxed.remove().await });
             return false;
@@ -295,7 +314,7 @@ fn view(b: &Sbx) -> Value {
         "alias": b.template,
         "startedAt": rfc3339(b.started),
         "endAt": rfc3339(b.end),
-        "state": "running",
+        "state": if b.paused { "paused" } else { "running" },
         "metadata": b.metadata,
         "allowInternetAccess": b.internet,
         "network": {"allowPublicTraffic": b.public},
@@ -365,6 +384,7 @@ async fn create(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> Resp
         end: now + Duration::from_secs(timeout),
         lag,
         killed: None,
+        paused: false,
         boxed,
     };
     lock(&s.sandboxes).insert(id.clone(), sbx);
@@ -431,15 +451,9 @@ async fn set_timeout(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    if let Some(r) = gate(&s, &h) {
-        return r;
-    }
-    expire(&s);
-    let secs = serde_json::from_slice::<Value>(&body)
-        .ok()
-        .and_then(|v| v["timeout"].as_u64());
-    let Some(secs) = secs else {
-        return status(StatusCode::BAD_REQUEST, "timeout is required");
+    let secs = match timed(&s, &h, &body) {
+        Ok(secs) => secs,
+        Err(r) => return *r,
     };
     match lock(&s.sandboxes).get_mut(&id) {
         Some(b) if b.killed.is_none() => {
@@ -448,6 +462,70 @@ async fn set_timeout(
         }
         _ => status(StatusCode::NOT_FOUND, "sandbox not found"),
     }
+}
+
+/// A timer or connect call through the gate: the `timeout` (seconds) its
+/// body must carry, else 400.
+fn timed(s: &Shared, h: &HeaderMap, body: &Bytes) -> std::result::Result<u64, Box<Response>> {
+    if let Some(r) = gate(s, h) {
+        return Err(Box::new(r));
+    }
+    expire(s);
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v["timeout"].as_u64())
+        .ok_or_else(|| Box::new(status(StatusCode::BAD_REQUEST, "timeout is required")))
+}
+
+async fn pause(State(s): State<Arc<Shared>>, h: HeaderMap, Path(id): Path<String>) -> Response {
+    if let Some(r) = gate(&s, &h) {
+        return r;
+    }
+    expire(&s);
+    match lock(&s.sandboxes).get_mut(&id) {
+        Some(b) if b.killed.is_none() && b.paused => {
+            status(StatusCode::CONFLICT, "sandbox is already paused")
+        }
+        Some(b) if b.killed.is_none() => {
+            b.paused = true;
+            StatusCode::NO_CONTENT.into_response()
+        }
+        _ => status(StatusCode::NOT_FOUND, "sandbox not found"),
+    }
+}
+
+async fn connect(
+    State(s): State<Arc<Shared>>,
+    h: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let secs = match timed(&s, &h, &body) {
+        Ok(secs) => secs,
+        Err(r) => return *r,
+    };
+    let end = OffsetDateTime::now_utc() + Duration::from_secs(secs);
+    let (resumed, answer) = match lock(&s.sandboxes).get_mut(&id) {
+        Some(b) if b.killed.is_none() => {
+            let resumed = std::mem::take(&mut b.paused);
+            b.end = if resumed { end } else { b.end.max(end) };
+            let answer = json!({
+                "sandboxID": b.id,
+                "templateID": b.template,
+                "envdVersion": "0.5.7",
+                "envdAccessToken": b.token,
+                "domain": "e2b.fake",
+            });
+            (resumed, answer)
+        }
+        _ => return status(StatusCode::NOT_FOUND, "sandbox not found"),
+    };
+    let code = if resumed {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    (code, axum::Json(answer)).into_response()
 }
 
 /// The metadata filter, decoded twice as E2B does.
@@ -519,6 +597,9 @@ fn envd_gate(
     let Some(b) = all.get(&id).filter(|b| b.killed.is_none()) else {
         return Err((StatusCode::NOT_FOUND, "sandbox not found"));
     };
+    if b.paused {
+        return Err((StatusCode::BAD_GATEWAY, "The sandbox was not found"));
+    }
     if header("x-access-token") != b.token {
         return Err((StatusCode::UNAUTHORIZED, "invalid access token"));
     }

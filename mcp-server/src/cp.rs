@@ -171,10 +171,10 @@ pub async fn find(provider: &Arc<dyn Provider>, which: &str) -> Result<ComputerR
         .map_err(|e| format!("listing the computers: {}", e.message))?;
     match named(&all, which).as_slice() {
         [] => Err(format!(
-            "no computer {which:?} (not a handle, name or id of this provider's; see `computer-mcp computers list`)"
+            "no computer {which:?}: it is gone (released, or past its deadline) or was never made; nothing was copied (see `computer-mcp computers list`)"
         )),
         [one] if !one.running => Err(format!(
-            "the computer {which:?} ({}) is not running",
+            "the computer {which:?} ({}) has ended: it is gone, and nothing was copied",
             one.id
         )),
         [one] => Ok((*one).clone()),

@@ -47,7 +47,7 @@ fn tool_table() -> String {
     for t in fleet::tools(&pausing) {
         let title = t.annotations.and_then(|a| a.title).unwrap();
         let kinds = if fleet::PAUSE_NAMES.contains(&t.name.as_ref()) {
-            "every session, where the provider can pause (local with a cgroup freezer, Docker)"
+            "every session, where the provider can pause (local with a cgroup freezer, Docker, E2B)"
         } else if t.name == fleet::SNAPSHOT_NAME {
             "sandbox sessions, where the provider can snapshot (local, Docker); computer_new then takes `from`"
         } else if t.name == fleet::VIEW_NAME {

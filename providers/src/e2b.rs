@@ -306,7 +306,8 @@ impl E2bProvider {
             labels,
             created_at: s.started_at.clone(),
             deadline: s.end_at.clone(),
-            running: s.state == "running",
+            // A paused sandbox lives on (its files and memory kept).
+            running: s.state == "running" || s.state == "paused",
             paused: s.state == "paused",
             home: Some(child::HOME.into()),
             user: Some(child::DAEMON_USER.to_string()),

@@ -167,18 +167,28 @@ async fn round_trip(server: Server) {
     );
     assert_eq!(leftovers(here.path()), before);
 
-    // Bad input: a computer that is gone, a relative path in it, two
-    // paths here.
+    // Bad input: a computer that is gone (either way), a relative path
+    // in it, two paths here.
     let (server, _) = s.stop().await;
-    let out = cp(
+    let gone = |out: &Output| {
+        assert!(!out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(
+                "no computer \"build\": it is gone (released, or past its deadline) or was never made; nothing was copied"
+            ),
+            "{out:?}"
+        );
+    };
+    gone(&cp(
         &server,
         &[&into, here.path().join("gone").to_str().unwrap()],
-    );
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("no computer \"build\""),
-        "{out:?}"
-    );
+    ));
+    gone(&cp(
+        &server,
+        &[src.to_str().unwrap(), &format!("build:{home}/again")],
+    ));
+    gone(&cp(&server, &["--sync", "build"]));
+    assert!(!here.path().join("gone").exists());
     let out = cp(&server, &["build:tree", "./x"]);
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("must be absolute"),

@@ -138,15 +138,15 @@ pub async fn at_create(
 
 /// An attach's probe: a running computer `c` of `provider` is reached and
 /// held to network none from inside before it is handed back; a stopped
-/// one is handed back as it is (it runs nothing to probe). The read is
-/// the ref's network.
+/// or paused one is handed back as it is (it runs nothing to probe, or
+/// answers nothing until resumed). The read is the ref's network.
 pub async fn at_attach(
     provider: &dyn Provider,
     mut c: ComputerRef,
     vendor: &str,
     cancel: &CancellationToken,
 ) -> Result<ComputerRef> {
-    if !c.running {
+    if !c.running || c.paused {
         return Ok(c);
     }
     let conn = provider.connect(&c, cancel).await?;

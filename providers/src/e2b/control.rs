@@ -1,5 +1,5 @@
 //! E2B's control plane (vendor-apis.md section 2): create, read, list,
-//! kill and the timer, each one [`Api`] call with `X-API-Key`. A 429 is
+//! kill, the timer, pause and resume (connect), each one [`Api`] call with `X-API-Key`. A 429 is
 //! asked again after its Retry-After (capped): a rate-limited call was
 //! not done, so asking again never doubles it.
 
@@ -202,14 +202,55 @@ impl Control {
 
     /// Set the sandbox's timer to `secs` from now.
     pub async fn set_timeout(&self, id: &str, secs: u64, cancel: &CancellationToken) -> Result<()> {
-        let call = Call::new(
+        self.timer(
             "set sandbox timeout",
-            http::Method::POST,
             "/sandboxes/{id}/timeout",
+            id,
+            secs,
+            cancel,
         )
-        .id(id)
-        .body(json!({"timeout": secs}));
-        self.call(&call, cancel)
+        .await
+    }
+
+    /// Pause the sandbox: its files and memory are kept and nothing in it
+    /// runs (E2B's `POST /sandboxes/{id}/pause`, 204).
+    pub async fn pause(&self, id: &str, cancel: &CancellationToken) -> Result<()> {
+        let call = Call::new("pause sandbox", http::Method::POST, "/sandboxes/{id}/pause").id(id);
+        self.done(&call, cancel).await
+    }
+
+    /// Resume a paused sandbox with its timer `secs` from now (on a
+    /// running one E2B only extends the timer): E2B's resume is its
+    /// connect, `POST /sandboxes/{id}/connect`, 201 resumed, 200 running.
+    pub async fn connect(&self, id: &str, secs: u64, cancel: &CancellationToken) -> Result<()> {
+        self.timer(
+            "connect sandbox",
+            "/sandboxes/{id}/connect",
+            id,
+            secs,
+            cancel,
+        )
+        .await
+    }
+
+    /// A POST of `{timeout: secs}` to the sandbox's `path`.
+    async fn timer(
+        &self,
+        what: &'static str,
+        path: &'static str,
+        id: &str,
+        secs: u64,
+        cancel: &CancellationToken,
+    ) -> Result<()> {
+        let call = Call::new(what, http::Method::POST, path)
+            .id(id)
+            .body(json!({"timeout": secs}));
+        self.done(&call, cancel).await
+    }
+
+    /// A call whose answer says nothing but that it was done.
+    async fn done(&self, call: &Call, cancel: &CancellationToken) -> Result<()> {
+        self.call(call, cancel)
             .await
             .map(|_| ())
             .map_err(Failure::error)

@@ -186,6 +186,12 @@ impl Provider for E2bProvider {
             .ours(&computer.id, cancel)
             .await?
             .ok_or_else(|| ProviderError::gone(format!("E2B sandbox {} is gone", computer.id)))?;
+        if s.state == "paused" {
+            return Err(ProviderError::refused(format!(
+                "E2B sandbox {} is paused: resume it first (computer_resume)",
+                s.id
+            )));
+        }
         if s.state != "running" {
             return Err(ProviderError::gone(format!(
                 "E2B sandbox {} is {}, and connecting would resume it",
@@ -285,6 +291,48 @@ impl Provider for E2bProvider {
                 "E2B's timer moved, but the daemon refused the new deadline (its programs end at the old one): {e}"
             ))
         })
+    }
+
+    fn can_pause(&self) -> bool {
+        true
+    }
+
+    /// E2B's pause: the sandbox's files and memory kept, nothing running,
+    /// its envd answering nothing until resumed.
+    async fn pause(&self, computer: &ComputerRef, cancel: &CancellationToken) -> Result<()> {
+        let s = self
+            .ours(&computer.id, cancel)
+            .await?
+            .ok_or_else(|| ProviderError::gone(format!("E2B sandbox {} is gone", computer.id)))?;
+        if s.state == "paused" {
+            return Ok(());
+        }
+        self.control.pause(&s.id, cancel).await
+    }
+
+    /// E2B's resume (its connect) with the timer at the computer's own
+    /// deadline, which ran on while it was paused; one whose deadline
+    /// passed meanwhile is ended instead, and reads as gone.
+    async fn resume(&self, computer: &ComputerRef, cancel: &CancellationToken) -> Result<()> {
+        let s = self
+            .ours(&computer.id, cancel)
+            .await?
+            .ok_or_else(|| ProviderError::gone(format!("E2B sandbox {} is gone", computer.id)))?;
+        if s.state != "paused" {
+            return Ok(());
+        }
+        let now = OffsetDateTime::now_utc();
+        let end = parse_time(&s.end_at).unwrap_or(now);
+        let left = (end - now).whole_seconds();
+        if left < 1 {
+            let _ = self.kill_and_wait(&s.id, cancel).await;
+            return Err(ProviderError::gone(format!(
+                "E2B sandbox {} passed its deadline ({}) while paused, so it was ended, not resumed",
+                s.id, s.end_at
+            )));
+        }
+        // Whole seconds, rounded down: the timer never passes the deadline.
+        self.control.connect(&s.id, left as u64, cancel).await
     }
 
     async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {

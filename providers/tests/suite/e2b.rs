@@ -140,6 +140,99 @@ async fn an_e2b_computer_is_made_used_extended_and_released_and_no_secret_is_tol
     r.close().await;
 }
 
+/// E2B's pause keeps a computer: paused, it lists as paused and is
+/// refused a connection in words; resumed (E2B's connect), the file
+/// written before the pause is there, a counter started before it goes on
+/// (its process was kept, not restarted), and the deadline is the one it
+/// had. (The fake does not freeze programs while paused: E2B's snapshot
+/// does.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_e2b_computer_keeps_its_files_and_goes_on_when_resumed() {
+    let Some(r) = rig("e2b-pause").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    let made = r
+        .provider
+        .create(&labelled("pause"), &cancel)
+        .await
+        .unwrap();
+    let c = &made.computer;
+    assert!(r.provider.can_pause());
+    let conn = r.provider.connect(c, &cancel).await.unwrap();
+    let wrote = run(
+        &conn.client,
+        "printf 'kept across the pause\\n' > /work/kept.txt && echo 0 > /work/n",
+    )
+    .await;
+    assert_eq!(wrote.exit_code, Some(0), "{}", text(&wrote));
+    // A process outlives its connection: a counter, each count written
+    // aside and renamed into place.
+    conn.client
+        .call_typed(&ProcessStartParams {
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                "i=0; while :; do i=$((i+1)); echo $i > /work/n.tmp && mv /work/n.tmp /work/n; sleep 0.1; done".into(),
+            ],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    conn.client.close();
+    let count = |client| async move {
+        let r = run(client, "cat /work/n").await;
+        text(&r).trim().parse::<u64>().unwrap()
+    };
+
+    r.provider.pause(c, &cancel).await.unwrap();
+    let listed = r.provider.list(&c.labels, &cancel).await.unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|l| (l.running, l.paused))
+            .collect::<Vec<_>>(),
+        vec![(true, true)]
+    );
+    let e = r.provider.connect(c, &cancel).await.unwrap_err();
+    assert_eq!(
+        (e.code, e.message.clone()),
+        (
+            ErrorCode::Refused,
+            format!(
+                "E2B sandbox {} is paused: resume it first (computer_resume)",
+                c.id
+            )
+        )
+    );
+    r.provider.resume(c, &cancel).await.unwrap();
+    let conn = r.provider.connect(c, &cancel).await.unwrap();
+    let after = count(&conn.client).await;
+    assert!(after > 0, "the counter never ran");
+    let kept = run(&conn.client, "cat /work/kept.txt").await;
+    assert_eq!(text(&kept), "kept across the pause\n");
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    assert!(
+        count(&conn.client).await > after,
+        "the counter did not go on"
+    );
+    conn.client.close();
+    let back = r.provider.list(&c.labels, &cancel).await.unwrap();
+    assert!(!back[0].paused && back[0].running);
+    assert!(
+        back[0].deadline <= c.deadline,
+        "{} is past the deadline it had, {}",
+        back[0].deadline,
+        c.deadline
+    );
+    r.provider
+        .release(c, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    r.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_whose_answer_is_lost_is_found_by_its_label_and_killed() {
     let Some(r) = rig("e2b-lost").await else {
