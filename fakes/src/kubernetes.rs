@@ -630,6 +630,40 @@ pub(crate) fn admit(
     Ok((v, name))
 }
 
+/// The `Status` of a delete that removed `v` at once (no finalizers).
+pub(crate) fn deleted(name: &str, group: &str, kind: &str, v: &Value) -> Response {
+    axum::Json(json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {"name": name, "group": group, "kind": kind, "uid": v["metadata"]["uid"]},
+    }))
+    .into_response()
+}
+
+/// `given`'s labels and annotations (`{"labels": {…}, …}`) merged into
+/// the object `v`'s metadata, a null removing a key (RFC 7386).
+pub(crate) fn merge_metadata(v: &mut Value, given: &Value) {
+    for m in ["labels", "annotations"] {
+        let Some(given) = given[m].as_object() else {
+            continue;
+        };
+        if !v["metadata"][m].is_object() {
+            v["metadata"][m] = json!({});
+        }
+        if let Some(held) = v["metadata"][m].as_object_mut() {
+            for (k, x) in given {
+                if x.is_null() {
+                    held.remove(k);
+                } else {
+                    held.insert(k.clone(), x.clone());
+                }
+            }
+        }
+    }
+}
+
 /// The 409 of a second create of `name` (`resource` as the API names it).
 pub(crate) fn exists(resource: &str, name: &str) -> Response {
     status(
@@ -759,19 +793,7 @@ async fn delete_policy(
     match lock(&s.policies).remove(&(ns, name.clone())) {
         Some(v) => {
             s.bump();
-            axum::Json(json!({
-                "kind": "Status",
-                "apiVersion": "v1",
-                "metadata": {},
-                "status": "Success",
-                "details": {
-                    "name": name,
-                    "group": "networking.k8s.io",
-                    "kind": "networkpolicies",
-                    "uid": v["metadata"]["uid"],
-                },
-            }))
-            .into_response()
+            deleted(&name, "networking.k8s.io", "networkpolicies", &v)
         }
         None => not_found("networkpolicies.networking.k8s.io", &name),
     }

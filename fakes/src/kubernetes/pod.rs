@@ -616,21 +616,7 @@ pub(super) async fn patch(
         }
         pod.object["spec"]["activeDeadlineSeconds"] = d.clone();
     }
-    for m in ["labels", "annotations"] {
-        let Some(given) = p["metadata"][m].as_object() else {
-            continue;
-        };
-        if !pod.object["metadata"][m].is_object() {
-            pod.object["metadata"][m] = json!({});
-        }
-        for (k, v) in given {
-            match (v.is_null(), pod.object["metadata"][m].as_object_mut()) {
-                (true, Some(held)) => drop(held.remove(k)),
-                (false, Some(held)) => drop(held.insert(k.clone(), v.clone())),
-                _ => {}
-            }
-        }
-    }
+    super::merge_metadata(&mut pod.object, &p["metadata"]);
     pod.object["metadata"]["resourceVersion"] = json!(version);
     axum::Json(pod.object.clone()).into_response()
 }

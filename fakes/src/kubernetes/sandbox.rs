@@ -265,14 +265,7 @@ async fn delete(
     match lock(s.custom.of(plural)).remove(&(ns, name.clone())) {
         Some(v) => {
             s.bump();
-            axum::Json(json!({
-                "kind": "Status",
-                "apiVersion": "v1",
-                "metadata": {},
-                "status": "Success",
-                "details": {"name": name, "group": group, "kind": plural, "uid": v["metadata"]["uid"]},
-            }))
-            .into_response()
+            super::deleted(&name, group, plural, &v)
         }
         None => not_found(&format!("{plural}.{group}"), &name),
     }
@@ -662,22 +655,8 @@ fn refusal(r: Response) -> String {
 /// The template's labels and annotations on the pod `key`, others'
 /// left alone.
 fn keep_metadata(s: &Shared, key: &(String, String), template: &Value) {
-    let mut pods = lock(&s.pods);
-    let Some(p) = pods.get_mut(key) else {
-        return;
-    };
-    for m in ["labels", "annotations"] {
-        let Some(want) = template["metadata"][m].as_object() else {
-            continue;
-        };
-        if !p.object["metadata"][m].is_object() {
-            p.object["metadata"][m] = json!({});
-        }
-        for (k, v) in want {
-            if p.object["metadata"][m][k] != *v {
-                p.object["metadata"][m][k] = v.clone();
-            }
-        }
+    if let Some(p) = lock(&s.pods).get_mut(key) {
+        super::merge_metadata(&mut p.object, &template["metadata"]);
     }
 }
 
