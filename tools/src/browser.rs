@@ -322,7 +322,8 @@ pub(crate) async fn send(
                         m.tab = None;
                     }
                     let sessions = &m.sessions;
-                    m.worlds.retain(|t, _| sessions.get(t).map(String::as_str) != Some(s));
+                    m.worlds
+                        .retain(|t, _| sessions.get(t).map(String::as_str) != Some(s));
                     m.sessions.retain(|_, v| v != s);
                 });
                 *hint = Some(
