@@ -21,65 +21,19 @@
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 use base64::Engine as _;
-use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use computerd::client::{ComputerExt, DaemonClient};
 use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 
 #[path = "support.rs"]
 mod support;
-use support::{computerd, count_from_env, line, ms, server_cmd};
+use support::{HostX, call, computerd, count_from_env, installed, line, ms, server_cmd};
 
 /// The server's flags for a desktop computer of the bench's size.
 const DESKTOP: &[&str] = &["--kind", "desktop", "--screen", "1280x800"];
-
-fn call(name: &str, args: serde_json::Value) -> CallToolRequestParams {
-    CallToolRequestParams::new(name.to_string()).with_arguments(args.as_object().unwrap().clone())
-}
-
-fn installed(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
-        .unwrap_or(false)
-}
-
-/// An Xvfb of the host's own, on the display it picks.
-struct HostX {
-    child: std::process::Child,
-    display: String,
-}
-
-impl HostX {
-    fn start() -> Option<HostX> {
-        let mut child = computer_testkit::xvfb(&["-displayfd", "1"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .ok()?;
-        let mut out = child.stdout.take()?;
-        let mut said = Vec::new();
-        let mut b = [0u8; 1];
-        while out.read(&mut b).ok()? == 1 && b[0] != b'\n' {
-            said.push(b[0]);
-        }
-        std::mem::forget(out);
-        let n = String::from_utf8(said).ok()?;
-        Some(HostX {
-            child,
-            display: format!(":{}", n.trim()),
-        })
-    }
-}
-
-impl Drop for HostX {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Run `sh -c script` `n` times on the host display; the durations.
 fn per_process(display: &str, script: &str, n: usize) -> Vec<Duration> {

@@ -85,3 +85,123 @@ pub fn answer_bytes(r: &rmcp::model::CallToolResult) -> usize {
         })
         .sum()
 }
+
+/// A tool call: `name` with the JSON object `args`.
+#[allow(dead_code)] // the benches that call tools by name
+pub fn call(name: &str, args: serde_json::Value) -> rmcp::model::CallToolRequestParams {
+    rmcp::model::CallToolRequestParams::new(name.to_string())
+        .with_arguments(args.as_object().cloned().unwrap_or_default())
+}
+
+/// Whether `program` is on PATH.
+#[allow(dead_code)] // the benches that compare with other programs
+pub fn installed(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+        .unwrap_or(false)
+}
+
+/// An Xvfb of the host's own (1280x800, started as a desktop computer's
+/// is), on the display it picks.
+#[allow(dead_code)] // the benches that need a host display: desktop, viewer
+pub struct HostX {
+    child: std::process::Child,
+    pub display: String,
+}
+
+#[allow(dead_code)]
+impl HostX {
+    pub fn start() -> Option<HostX> {
+        use std::io::Read;
+        let mut child = computer_testkit::xvfb(&["-displayfd", "1"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .ok()?;
+        let mut out = child.stdout.take()?;
+        let mut said = Vec::new();
+        let mut b = [0u8; 1];
+        while out.read(&mut b).ok()? == 1 && b[0] != b'\n' {
+            said.push(b[0]);
+        }
+        // Held open for Xvfb's life: a write to a closed pipe would end it.
+        std::mem::forget(out);
+        let n = String::from_utf8(said).ok()?;
+        Some(HostX {
+            child,
+            display: format!(":{}", n.trim()),
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for HostX {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// CPU seconds of each process: pid → (command name, utime+stime).
+pub type CpuReading = std::collections::HashMap<u32, (String, f64)>;
+
+/// utime+stime of `pid` in seconds (/proc/PID/stat), and its command name.
+#[allow(dead_code)] // the viewer bench's
+pub fn cpu_of(pid: u32) -> Option<(String, f64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (head, tail) = stat.rsplit_once(')')?;
+    let comm = head.split_once('(')?.1.to_string();
+    let f: Vec<&str> = tail.split_whitespace().collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf only reads a constant of the system.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some((comm, ticks as f64 / hz))
+}
+
+/// Every process under `roots`, and the roots themselves.
+#[allow(dead_code)] // the viewer bench's
+pub fn cpu_tree(roots: &[u32]) -> CpuReading {
+    let mut parent = std::collections::HashMap::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, t)| t.split_whitespace().nth(1));
+        if let Some(ppid) = ppid.and_then(|p| p.parse::<u32>().ok()) {
+            parent.insert(pid, ppid);
+        }
+    }
+    let under = |mut p: u32| loop {
+        if roots.contains(&p) {
+            return true;
+        }
+        match parent.get(&p) {
+            Some(&q) if q > 1 => p = q,
+            _ => return false,
+        }
+    };
+    let pids = parent.keys().copied().filter(|&p| under(p));
+    pids.filter_map(|p| cpu_of(p).map(|c| (p, c))).collect()
+}
+
+/// CPU seconds spent between two readings (a process new in `after`
+/// counts whole), split into (the processes not named `apart`, those named
+/// `apart`).
+#[allow(dead_code)] // the viewer bench's
+pub fn cpu_spent(before: &CpuReading, after: &CpuReading, apart: &str) -> (f64, f64) {
+    let (mut rest, mut named) = (0.0, 0.0);
+    for (pid, (comm, s)) in after {
+        let d = s - before.get(pid).map_or(0.0, |b| b.1);
+        if comm == apart {
+            named += d;
+        } else {
+            rest += d;
+        }
+    }
+    (rest, named)
+}
