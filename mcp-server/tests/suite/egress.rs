@@ -24,8 +24,8 @@ async fn an_allowlisted_docker_computer_shows_its_list_and_the_refusals_reach_th
     if !need_root() {
         return;
     }
-    let server = or_skip!(Server::docker());
     let _shared = DOCKER_ENGINE.read().await;
+    let server = or_skip!(Server::docker());
     run(server).await;
 }
 

@@ -416,6 +416,7 @@ async fn dockerd_restarted_under_a_live_session_is_answered_in_words_and_the_nex
     let r = call(&client, "exec", json!({"argv": ["echo", "before"]})).await;
     assert_eq!(structured(&r)["stdout"], "before\n", "{}", text(&r));
     // Stop the engine (its containers end with it), and start it again.
+    ENGINE_RESTARTING.store(true, std::sync::atomic::Ordering::SeqCst);
     let back = DockerdBack;
     let pids = std::process::Command::new("pidof")
         .arg("dockerd")
@@ -434,6 +435,7 @@ async fn dockerd_restarted_under_a_live_session_is_answered_in_words_and_the_nex
             .is_ok_and(|o| o.stdout.is_empty())
     });
     drop(back);
+    ENGINE_RESTARTING.store(false, std::sync::atomic::Ordering::SeqCst);
     assert!(docker_up());
     a_call_fails_in_words_and_the_next_makes_a_new_computer(&client, "after").await;
     client.cancel().await.unwrap();

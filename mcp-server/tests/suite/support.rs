@@ -535,10 +535,11 @@ macro_rules! on_each_provider {
                 if !$crate::suite::support::need_root() {
                     return;
                 }
+                // The engine first: its restart test may have it alone.
+                let _shared = $crate::suite::support::DOCKER_ENGINE.read().await;
                 let Some(server) = $crate::suite::support::Server::docker() else {
                     return;
                 };
-                let _shared = $crate::suite::support::DOCKER_ENGINE.read().await;
                 super::$name(server).await;
             }
         }
@@ -547,16 +548,36 @@ macro_rules! on_each_provider {
 pub(crate) use on_each_provider;
 
 /// Whether dockerd answers.
-pub fn docker_up() -> bool {
+fn engine_answers() -> bool {
     std::process::Command::new("docker")
         .args(["info", "--format", "{{.ServerVersion}}"])
         .output()
         .is_ok_and(|o| o.status.success())
 }
 
+pub fn docker_up() -> bool {
+    let answers = engine_answers;
+    if answers() {
+        return true;
+    }
+    // The engine-restart test of this binary may have stopped it on
+    // purpose: wait out the restart rather than read it as no engine.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while ENGINE_RESTARTING.load(std::sync::atomic::Ordering::SeqCst)
+        && std::time::Instant::now() < until
+    {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    answers()
+}
+
+/// Set while the engine-restart test has dockerd stopped.
+pub static ENGINE_RESTARTING: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// Start dockerd the way .ci/run does, and wait (60 s) until it answers.
 pub fn start_dockerd() {
-    if docker_up() {
+    if engine_answers() {
         return;
     }
     let log = std::fs::OpenOptions::new()
@@ -577,7 +598,7 @@ pub fn start_dockerd() {
     wait_until(
         "dockerd to answer",
         std::time::Duration::from_secs(60),
-        docker_up,
+        engine_answers,
     );
 }
 
@@ -587,5 +608,6 @@ pub struct DockerdBack;
 impl Drop for DockerdBack {
     fn drop(&mut self) {
         start_dockerd();
+        ENGINE_RESTARTING.store(false, std::sync::atomic::Ordering::SeqCst);
     }
 }

@@ -186,8 +186,8 @@ async fn a_person_watches_a_docker_desktop_and_takes_control_in_a_real_browser()
     if !computer_testkit::need_chromium() {
         return;
     }
-    let server = or_skip!(Server::docker_with_image(&image));
     let _engine = DOCKER_ENGINE.read().await;
+    let server = or_skip!(Server::docker_with_image(&image));
     watches_and_takes_control(&server).await;
 }
 
