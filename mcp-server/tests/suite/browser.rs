@@ -194,6 +194,7 @@ async fn a_docker_browser_whose_page_eats_its_memory_is_started_again_by_the_nex
     // is the bomb's bound.
     let image = std::env::var("CMCP_TEST_DOCKER_DESKTOP")
         .unwrap_or_else(|_| "computer-mcp-test/desktop:bookworm".into());
+    let _shared = super::support::DOCKER_ENGINE.read().await;
     let server = or_skip!(Server::docker_with_image(&image));
     a_memory_bomb_leaves_a_browser_started_again(&server).await;
 }

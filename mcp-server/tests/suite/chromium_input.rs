@@ -217,6 +217,7 @@ async fn double_and_triple_clicks_count_and_a_batch_lands_in_order_in_chromium_o
 {
     let image = std::env::var("CMCP_TEST_DOCKER_DESKTOP")
         .unwrap_or_else(|_| "computer-mcp-test/desktop:bookworm".into());
+    let _shared = super::support::DOCKER_ENGINE.read().await;
     let server = or_skip!(Server::docker_with_image(&image));
     clicks_count_and_land_in_order(&server, &["--docker-desktop-browser", "true"]).await;
 }

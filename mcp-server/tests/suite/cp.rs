@@ -208,5 +208,6 @@ async fn cp_round_trips_a_tree_with_a_local_computer_and_refuses_a_hostile_archi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cp_round_trips_a_tree_with_a_docker_computer_and_refuses_a_hostile_archive() {
+    let _shared = super::support::DOCKER_ENGINE.read().await;
     round_trip(or_skip!(Server::docker())).await;
 }

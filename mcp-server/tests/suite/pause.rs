@@ -120,6 +120,7 @@ async fn a_paused_local_computer_stops_its_programs_until_resumed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_docker_computer_stops_its_programs_until_resumed() {
+    let _shared = super::support::DOCKER_ENGINE.read().await;
     pause_and_resume(or_skip!(Server::docker())).await;
 }
 
@@ -172,5 +173,6 @@ async fn a_local_pause_outlives_the_server_that_made_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_docker_pause_outlives_the_server_that_made_it() {
+    let _shared = super::support::DOCKER_ENGINE.read().await;
     a_pause_outlives_the_server_that_made_it(or_skip!(Server::docker())).await;
 }

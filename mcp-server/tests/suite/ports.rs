@@ -288,6 +288,7 @@ async fn a_local_computer_without_network_serves_a_preview_and_a_websocket() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_docker_computer_without_network_serves_a_preview_and_a_websocket() {
+    let _shared = super::support::DOCKER_ENGINE.read().await;
     previews(or_skip!(Server::docker())).await;
 }
 

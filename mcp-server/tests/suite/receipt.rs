@@ -107,6 +107,7 @@ async fn a_local_computers_receipt_counts_its_cpu_memory_and_calls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_docker_computers_receipt_counts_its_cpu_memory_and_calls() {
+    let _shared = super::support::DOCKER_ENGINE.read().await;
     metered(or_skip!(Server::docker())).await;
 }
 
@@ -218,5 +219,6 @@ async fn a_local_receipt_outlives_a_restart_and_counts_bytes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_docker_receipt_outlives_a_restart_and_counts_bytes() {
+    let _shared = super::support::DOCKER_ENGINE.read().await;
     kept_across_a_restart(or_skip!(Server::docker())).await;
 }

@@ -213,5 +213,6 @@ async fn local_snapshots_fork_apart_outlive_the_server_and_are_swept() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_snapshots_fork_apart_outlive_the_server_and_are_swept() {
+    let _shared = super::support::DOCKER_ENGINE.read().await;
     snapshot_and_fork(or_skip!(Server::docker())).await;
 }
