@@ -102,6 +102,7 @@ pub mod admission;
 pub mod discovery;
 pub mod exec;
 pub mod pod;
+mod policy;
 pub mod rbac;
 pub mod sandbox;
 pub mod select;
@@ -685,34 +686,6 @@ pub(crate) fn stamp(s: &Shared, v: &mut Value, ns: &str, name: &str, kind: &str,
     v["apiVersion"] = json!(api);
 }
 
-async fn create_policy(
-    State(s): State<Arc<Shared>>,
-    Path(ns): Path<String>,
-    h: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let (mut v, name) = match admit(&s, &h, &body, "NetworkPolicy") {
-        Ok(x) => x,
-        Err(r) => return *r,
-    };
-    let mut policies = lock(&s.policies);
-    let key = (ns.clone(), name.clone());
-    if policies.contains_key(&key) {
-        return exists("networkpolicies.networking.k8s.io", &name);
-    }
-    stamp(
-        &s,
-        &mut v,
-        &ns,
-        &name,
-        "NetworkPolicy",
-        "networking.k8s.io/v1",
-    );
-    policies.insert(key, v.clone());
-    (StatusCode::CREATED, axum::Json(v)).into_response()
-}
-
-/// A get of `key` from `store` (`resource` as the API names it).
 pub(crate) fn read_in<T>(
     s: &Shared,
     h: &HeaderMap,
@@ -763,41 +736,7 @@ pub(crate) fn itself(v: &Value) -> &Value {
     v
 }
 
-async fn read_policy(
-    State(s): State<Arc<Shared>>,
-    Path(key): Path<(String, String)>,
-    h: HeaderMap,
-) -> Response {
-    let what = "networkpolicies.networking.k8s.io";
-    read_in(&s, &h, &s.policies, key, what, itself)
-}
-
-async fn list_policies(
-    State(s): State<Arc<Shared>>,
-    Path(ns): Path<String>,
-    Query(q): Q,
-    h: HeaderMap,
-) -> Response {
-    let kind = ("NetworkPolicyList", "networking.k8s.io/v1");
-    list_in(&s, &h, &q, &s.policies, &ns, kind, itself)
-}
-
-async fn delete_policy(
-    State(s): State<Arc<Shared>>,
-    Path((ns, name)): Path<(String, String)>,
-    h: HeaderMap,
-) -> Response {
-    if let Some(r) = gate(&s, &h) {
-        return r;
-    }
-    match lock(&s.policies).remove(&(ns, name.clone())) {
-        Some(v) => {
-            s.bump();
-            deleted(&name, "networking.k8s.io", "networkpolicies", &v)
-        }
-        None => not_found("networkpolicies.networking.k8s.io", &name),
-    }
-}
+use policy::{create_policy, delete_policy, list_policies, read_policy};
 
 #[cfg(test)]
 #[path = "kubernetes/tests.rs"]
