@@ -4,7 +4,7 @@
 //! refused in words; a paused computer is released like any other; a pause
 //! outlives the server that made it (another server over the same provider
 //! finds it paused, says so at once, and resumes it). `computer-mcp cp`
-//! from a terminal says a computer is paused at once, too.
+//! (and `cp --sync`) from a terminal says a computer is paused at once, too.
 
 use std::time::Duration;
 
@@ -82,6 +82,18 @@ async fn pause_and_resume(server: Server) {
     let out = std::process::Command::new(SERVER)
         .args(["cp", "counter:/work/count"])
         .arg(here.path().join("count"))
+        .args(s.server.args())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && said.contains("is paused (computer_pause); computer_resume it first"),
+        "{said}"
+    );
+    // `cp --sync` too, before anything else is asked of it.
+    let out = std::process::Command::new(SERVER)
+        .args(["cp", "--sync", "counter"])
         .args(s.server.args())
         .output()
         .unwrap();

@@ -1,5 +1,6 @@
 //! computer_snapshot and computer_new {from} as a model calls them, on
-//! local and Docker: a snapshot keeps /work as it was when taken; two forks
+//! local, Docker, E2B and Kubernetes (their fakes; the server keeps those
+//! snapshots in its state directory): a snapshot keeps /work as it was when taken; two forks
 //! of it start with its files and see only their own changes; a taken name
 //! is refused naming `name`; another caller's snapshot reads as one that
 //! never existed; a second server over the same provider storage (a
@@ -11,7 +12,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::support::{HttpServer, SERVER, Server, Stateless, TOKEN, jerror, jtext, or_skip};
+use super::support::{
+    Backend, HttpServer, SERVER, Server, Stateless, TOKEN, jerror, jtext, or_skip,
+};
 
 const OTHER: &str = "other-token-0123456789abcdef";
 
@@ -46,8 +49,41 @@ fn run(server: &Server, words: &[&str]) -> String {
 fn store_of(server: &Server) -> PathBuf {
     match server.provider() {
         "docker" => server.state_dir.join("cache").join("snapshots"),
-        _ => server.state_dir.join("snapshots"),
+        "local" => server.state_dir.join("snapshots"),
+        // Kept by the server, under its --state-dir.
+        other => server
+            .state_dir
+            .join("server")
+            .join("snapshots")
+            .join(other),
     }
+}
+
+/// A fake E2B whose sandboxes are boxes of the test image, and a server
+/// over it; `name` marks the boxes.
+pub(super) async fn over_a_fake_e2b(
+    name: &str,
+) -> Option<(
+    computer_fakes::e2b::FakeE2b,
+    computer_testkit::DockerEnv,
+    Server,
+)> {
+    let env = computer_testkit::docker_env().await?;
+    let owner = computer_testkit::marker(name);
+    let key = format!(
+        "e2b-key-{}",
+        computer_providers::random::random_hex(8).unwrap()
+    );
+    let fake = computer_fakes::e2b::FakeE2b::start(&env.docker, &env.image, &key, &owner)
+        .await
+        .unwrap();
+    let mut server = Server::new();
+    server.backend = Backend::E2b {
+        url: fake.url().to_string(),
+        key,
+        computerd: env.computerd.clone(),
+    };
+    Some((fake, env, server))
 }
 
 async fn snapshot_and_fork(server: Server) {
@@ -215,4 +251,25 @@ async fn local_snapshots_fork_apart_outlive_the_server_and_are_swept() {
 async fn docker_snapshots_fork_apart_outlive_the_server_and_are_swept() {
     let _shared = super::support::DOCKER_ENGINE.read().await;
     snapshot_and_fork(or_skip!(Server::docker())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e2b_snapshots_fork_apart_outlive_the_server_and_are_swept() {
+    let _shared = super::support::DOCKER_ENGINE.read().await;
+    let Some((fake, _env, server)) = over_a_fake_e2b("e2b-snap").await else {
+        return;
+    };
+    snapshot_and_fork(server).await;
+    assert_eq!(fake.sandboxes(), Vec::<String>::new(), "a sandbox was left");
+    fake.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_snapshots_fork_apart_outlive_the_server_and_are_swept() {
+    let _shared = super::support::DOCKER_ENGINE.read().await;
+    let Some((fake, server)) = super::kubernetes::over_a_fake("k8s-snap").await else {
+        return;
+    };
+    snapshot_and_fork(server).await;
+    fake.close().await;
 }

@@ -77,6 +77,14 @@ pub enum Backend {
     /// The Kubernetes provider over the cluster a kubeconfig names (the
     /// fake Kubernetes API's, which the test holds and checks itself).
     Kubernetes { kubeconfig: PathBuf, image: String },
+    /// The E2B provider over a fake E2B's URL (its control plane and envd,
+    /// which the test holds and checks itself), with its key and the
+    /// static daemon it installs.
+    E2b {
+        url: String,
+        key: String,
+        computerd: PathBuf,
+    },
 }
 
 /// A state directory for one test's server.
@@ -137,8 +145,8 @@ impl Drop for Server {
                         .output();
                 }
             }
-            // The fake's close removes its pods' boxes.
-            Backend::Kubernetes { .. } => {}
+            // The fake's close removes its pods' (sandboxes') boxes.
+            Backend::Kubernetes { .. } | Backend::E2b { .. } => {}
         }
     }
 }
@@ -219,6 +227,7 @@ impl Server {
             Backend::Local => "local",
             Backend::Docker { .. } => "docker",
             Backend::Kubernetes { .. } => "kubernetes",
+            Backend::E2b { .. } => "e2b",
         }
     }
 
@@ -242,7 +251,9 @@ impl Server {
                     .unwrap();
                 assert!(out.status.success(), "docker kill {id}: {out:?}");
             }
-            Backend::Kubernetes { .. } => panic!("a pod is ended through the fake's API"),
+            Backend::Kubernetes { .. } | Backend::E2b { .. } => {
+                panic!("a pod or sandbox is ended through the fake's API")
+            }
         }
     }
 
@@ -287,6 +298,22 @@ impl Server {
                 "--kubernetes-image".into(),
                 image.clone(),
             ],
+            Backend::E2b {
+                url,
+                key,
+                computerd,
+            } => vec![
+                "--provider".into(),
+                "e2b".into(),
+                "--e2b-api-url".into(),
+                url.clone(),
+                "--e2b-envd-url".into(),
+                url.clone(),
+                "--e2b-api-key".into(),
+                key.clone(),
+                "--e2b-computerd".into(),
+                computerd.display().to_string(),
+            ],
         };
         v.extend([
             // The receipts journal, beside the provider's state.
@@ -302,9 +329,9 @@ impl Server {
 
     /// The computers the server has now: on disk (local), or the
     /// containers carrying its instance label (Docker); none for
-    /// Kubernetes, whose test asks its fake.
+    /// Kubernetes and E2B, whose tests ask their fakes.
     pub fn computers(&self) -> Vec<String> {
-        if let Backend::Kubernetes { .. } = self.backend {
+        if let Backend::Kubernetes { .. } | Backend::E2b { .. } = self.backend {
             return Vec::new();
         }
         if let Backend::Docker { .. } = self.backend {
