@@ -1,5 +1,5 @@
 //! computer_snapshot and computer_new {from} as a model calls them, on
-//! local, Docker, E2B and Kubernetes (their fakes; the server keeps those
+//! local, Docker, E2B, Modal and Kubernetes (their fakes; the server keeps those
 //! snapshots in its state directory): a snapshot keeps /work as it was when taken; two forks
 //! of it start with its files and see only their own changes; a taken name
 //! is refused naming `name`; another caller's snapshot reads as one that
@@ -77,13 +77,30 @@ pub(super) async fn over_a_fake_e2b(
     let fake = computer_fakes::e2b::FakeE2b::start(&env.docker, &env.image, &key, &owner)
         .await
         .unwrap();
-    let mut server = Server::new();
-    server.backend = Backend::E2b {
-        url: fake.url().to_string(),
-        key,
-        computerd: env.computerd.clone(),
-    };
+    let url = fake.url().to_string();
+    let server = vendor_server(
+        "e2b",
+        &[
+            ("--e2b-api-url", &url),
+            ("--e2b-envd-url", &url),
+            ("--e2b-api-key", &key),
+            ("--e2b-computerd", env.computerd.to_str().unwrap()),
+        ],
+    );
     Some((fake, env, server))
+}
+
+/// A server on vendor `id` with `flags`.
+fn vendor_server(id: &'static str, flags: &[(&str, &str)]) -> Server {
+    let mut server = Server::new();
+    server.backend = Backend::Vendor {
+        id,
+        flags: flags
+            .iter()
+            .flat_map(|(k, v)| [k.to_string(), v.to_string()])
+            .collect(),
+    };
+    server
 }
 
 async fn snapshot_and_fork(server: Server) {
@@ -270,6 +287,31 @@ async fn kubernetes_snapshots_fork_apart_outlive_the_server_and_are_swept() {
     let Some((fake, server)) = super::kubernetes::over_a_fake("k8s-snap").await else {
         return;
     };
+    snapshot_and_fork(server).await;
+    fake.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modal_snapshots_fork_apart_outlive_the_server_and_are_swept() {
+    let _shared = super::support::DOCKER_ENGINE.read().await;
+    let Some(env) = computer_testkit::docker_env().await else {
+        return;
+    };
+    let owner = computer_testkit::marker("modal-snap");
+    let (id, secret) = ("ak-snap-token-id", "as-snap-token-secret");
+    let fake = computer_fakes::modal::FakeModal::start(&env.docker, &env.image, id, secret, &owner)
+        .await
+        .unwrap();
+    let server = vendor_server(
+        "modal",
+        &[
+            ("--modal-server-url", fake.url()),
+            ("--modal-insecure-plaintext-for-tests", "true"),
+            ("--modal-token-id", id),
+            ("--modal-token-secret", secret),
+            ("--modal-computerd", env.computerd.to_str().unwrap()),
+        ],
+    );
     snapshot_and_fork(server).await;
     fake.close().await;
 }

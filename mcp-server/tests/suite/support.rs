@@ -77,13 +77,12 @@ pub enum Backend {
     /// The Kubernetes provider over the cluster a kubeconfig names (the
     /// fake Kubernetes API's, which the test holds and checks itself).
     Kubernetes { kubeconfig: PathBuf, image: String },
-    /// The E2B provider over a fake E2B's URL (its control plane and envd,
-    /// which the test holds and checks itself), with its key and the
-    /// static daemon it installs.
-    E2b {
-        url: String,
-        key: String,
-        computerd: PathBuf,
+    /// A cloud vendor's provider (`id`) over its fake, which the test
+    /// holds and checks itself: the flags that point it there (URL, key,
+    /// the static daemon it installs).
+    Vendor {
+        id: &'static str,
+        flags: Vec<String>,
     },
 }
 
@@ -146,7 +145,7 @@ impl Drop for Server {
                 }
             }
             // The fake's close removes its pods' (sandboxes') boxes.
-            Backend::Kubernetes { .. } | Backend::E2b { .. } => {}
+            Backend::Kubernetes { .. } | Backend::Vendor { .. } => {}
         }
     }
 }
@@ -227,7 +226,7 @@ impl Server {
             Backend::Local => "local",
             Backend::Docker { .. } => "docker",
             Backend::Kubernetes { .. } => "kubernetes",
-            Backend::E2b { .. } => "e2b",
+            Backend::Vendor { id, .. } => id,
         }
     }
 
@@ -251,7 +250,7 @@ impl Server {
                     .unwrap();
                 assert!(out.status.success(), "docker kill {id}: {out:?}");
             }
-            Backend::Kubernetes { .. } | Backend::E2b { .. } => {
+            Backend::Kubernetes { .. } | Backend::Vendor { .. } => {
                 panic!("a pod or sandbox is ended through the fake's API")
             }
         }
@@ -298,22 +297,11 @@ impl Server {
                 "--kubernetes-image".into(),
                 image.clone(),
             ],
-            Backend::E2b {
-                url,
-                key,
-                computerd,
-            } => vec![
-                "--provider".into(),
-                "e2b".into(),
-                "--e2b-api-url".into(),
-                url.clone(),
-                "--e2b-envd-url".into(),
-                url.clone(),
-                "--e2b-api-key".into(),
-                key.clone(),
-                "--e2b-computerd".into(),
-                computerd.display().to_string(),
-            ],
+            Backend::Vendor { id, flags } => {
+                let mut v = vec!["--provider".to_string(), id.to_string()];
+                v.extend(flags.iter().cloned());
+                v
+            }
         };
         v.extend([
             // The receipts journal, beside the provider's state.
@@ -329,9 +317,9 @@ impl Server {
 
     /// The computers the server has now: on disk (local), or the
     /// containers carrying its instance label (Docker); none for
-    /// Kubernetes and E2B, whose tests ask their fakes.
+    /// Kubernetes and the vendors, whose tests ask their fakes.
     pub fn computers(&self) -> Vec<String> {
-        if let Backend::Kubernetes { .. } | Backend::E2b { .. } = self.backend {
+        if let Backend::Kubernetes { .. } | Backend::Vendor { .. } = self.backend {
             return Vec::new();
         }
         if let Backend::Docker { .. } = self.backend {
