@@ -513,6 +513,8 @@ pub fn host_defaults() -> HostDefaults {
         cwd: std::env::current_dir().ok(),
         kind: SettingKind::Sandbox,
         screen: Screen::DEFAULT,
+        // Set from the server's state directory once it is known.
+        snapshot_dir: None,
     }
 }
 

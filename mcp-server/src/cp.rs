@@ -132,24 +132,40 @@ async fn sync(
     bounds: extract::Bounds,
     book: &crate::receipts::Book,
 ) -> Result<String, String> {
-    let r = find(&provider, which).await?;
+    // As every cp: a paused computer is named at once.
+    let (r, client) = connect_ref(&provider, which).await?;
     let shares = crate::shares::recorded(&r.labels);
     if shares.iter().all(|s| s.read_only) {
+        client.close();
         return Err(format!(
             "the computer {which:?} has no read-write share copied in, so nothing to copy back (a provider that binds shares, such as local or Docker, writes the host folder itself)"
         ));
     }
-    let conn = provider
-        .connect(&r, &CancellationToken::new())
-        .await
-        .map_err(|e| format!("reaching the computer {which:?}: {}", e.message))?;
     let meter = Arc::new(crate::receipts::meter::Meter::default());
-    let client = crate::receipts::meter::Metered::wrap(conn.client, Arc::clone(&meter));
+    let client = crate::receipts::meter::Metered::wrap(client, Arc::clone(&meter));
     let made = crate::shares::since(&r);
     let done = crate::shares::copy_back(&client, &shares, made, bounds).await;
     book.add_bytes(&r, &meter);
     client.close();
     done.map(|w| w.join("; "))
+}
+
+/// Before `computers release` ends `r`: its read-write shares copied back
+/// as a server's release does; their words, or none where it has no such
+/// share. An error is a copy-back refused or failed, each folder as it
+/// was (the computer is then not released).
+pub async fn back_before_release(
+    provider: Arc<dyn Provider>,
+    r: &ComputerRef,
+    book: &crate::receipts::Book,
+) -> Result<Option<String>, String> {
+    if crate::shares::recorded(&r.labels)
+        .iter()
+        .all(|s| s.read_only)
+    {
+        return Ok(None);
+    }
+    sync(provider, &r.id, DEFAULT_BOUNDS, book).await.map(Some)
 }
 
 /// The computers `which` names: by provider id, handle or name.

@@ -391,7 +391,7 @@ async fn a_release_answers_before_the_provider_is_done_and_the_server_bound_hold
         cancel: tokio_util::sync::CancellationToken::new(),
     };
     let gone = fleet.release(Which::Name("build".into())).await.unwrap();
-    assert_eq!(gone.name.as_deref(), Some("build"));
+    assert_eq!(gone.computer.name.as_deref(), Some("build"));
     // Answered while the provider still has it, and the caller holds none.
     assert_eq!(
         fake.computers().len(),

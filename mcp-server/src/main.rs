@@ -258,6 +258,8 @@ fn make_provider(
     let mut host = config::host_defaults();
     host.kind = config.setting_kind();
     host.screen = config.screen;
+    // The cloud vendors' and Kubernetes' snapshots, kept by this server.
+    host.snapshot_dir = config.server_state_dir().map(|d| d.join("snapshots"));
     let provider: Arc<dyn Provider> = provider_for(&config.provider, &sources, &host)
         .map(Arc::from)
         .map_err(|e| e.message)?;
@@ -548,7 +550,10 @@ async fn manage(
             print_snapshots(&snapshots);
             Ok(0)
         }
-        config::ComputersCommand::Release { which } => {
+        config::ComputersCommand::Release {
+            which,
+            discard_shares,
+        } => {
             let mut code = 0;
             for w in &which {
                 if let Some(done) = release_snapshot(provider.as_ref(), &snapshots, w).await {
@@ -562,13 +567,9 @@ async fn manage(
                         );
                         code = 1;
                     }
-                    [one] => match provider.release(one, Release::Delete, &cancel).await {
-                        Ok(()) => println!("released {}", one.id),
-                        Err(e) => {
-                            eprintln!("computer-mcp: releasing {} failed: {}", one.id, e.message);
-                            code = 1;
-                        }
-                    },
+                    [one] => {
+                        code = code.max(release_one(&provider, config, one, discard_shares).await);
+                    }
                     many => {
                         let ids: Vec<&str> = many.iter().map(|r| r.id.as_str()).collect();
                         eprintln!(
@@ -581,6 +582,50 @@ async fn manage(
                 }
             }
             Ok(code)
+        }
+    }
+}
+
+/// `computers release` of one computer: its read-write shares copied back
+/// first unless `discard` (a refused copy-back keeps it, for `cp --sync`);
+/// the exit code.
+#[allow(clippy::print_stdout)] // a terminal command, not the stdio server
+async fn release_one(
+    provider: &Arc<dyn Provider>,
+    config: &Config,
+    one: &computer_providers::ComputerRef,
+    discard: bool,
+) -> i32 {
+    let book = receipts::Book::new(config);
+    let back = if discard {
+        Ok(None)
+    } else {
+        cp::back_before_release(Arc::clone(provider), one, &book).await
+    };
+    let back = match back {
+        Ok(back) => back,
+        Err(why) => {
+            eprintln!(
+                "computer-mcp: {} was not released, so its work is not lost: its read-write shares were not copied back ({why}); copy them back with `computer-mcp cp --sync {}` (--max-bytes and --max-files raise the bounds), release it with --discard-shares, or let it end at its deadline ({})",
+                one.id, one.id, one.deadline
+            );
+            return 1;
+        }
+    };
+    match provider
+        .release(one, Release::Delete, &CancellationToken::new())
+        .await
+    {
+        Ok(()) => {
+            match back {
+                Some(words) => println!("released {} after its copy-back: {words}", one.id),
+                None => println!("released {}", one.id),
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("computer-mcp: releasing {} failed: {}", one.id, e.message);
+            1
         }
     }
 }

@@ -49,7 +49,7 @@ fn tool_table() -> String {
         let kinds = if fleet::PAUSE_NAMES.contains(&t.name.as_ref()) {
             "every session, where the provider can pause (local with a cgroup freezer, Docker, E2B)"
         } else if t.name == fleet::SNAPSHOT_NAME {
-            "sandbox sessions, where the provider can snapshot (local, Docker); computer_new then takes `from`"
+            "sandbox sessions, where the provider can snapshot (local, Docker, E2B, Daytona, Modal, Kubernetes); computer_new then takes `from`"
         } else if t.name == fleet::VIEW_NAME {
             "every session, where a viewer is served (--http, or --viewer over stdio)"
         } else {

@@ -219,11 +219,13 @@ async fn sync_one(
         .map(|p| p.source.clone())
         .ok_or("no folder")?;
     let private = crate::cp::private_dir(&folder, SYNCING_PREFIX)?;
-    let pulled = crate::cp::pull_into(client, &s.target, &private, bounds).await;
-    if let Err(e) = pulled {
-        let _ = std::fs::remove_dir_all(&private);
-        return Err(e);
-    }
+    let pulled = match crate::cp::pull_into(client, &s.target, &private, bounds).await {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&private);
+            return Err(e);
+        }
+    };
     let (from, into) = (private.clone(), folder.clone());
     let merged = tokio::task::spawn_blocking(move || merge::merge(&from, &into, made))
         .await
@@ -231,9 +233,11 @@ async fn sync_one(
         .and_then(|r| r);
     let _ = std::fs::remove_dir_all(&private);
     Ok(format!(
-        "copied {} back to {}: {}",
+        "copied {} back to {} ({} files, {} B): {}",
         s.target,
         folder.display(),
+        pulled.files,
+        pulled.bytes,
         merged?.words()
     ))
 }

@@ -129,6 +129,8 @@ pub struct DaytonaProvider {
     auto_stop: i64,
     auto_delete: i64,
     computerd: PathBuf,
+    /// Snapshots, kept by this server through the daemon's `tar.*`.
+    snapshots: Option<crate::snapshot::SnapshotStore>,
 }
 
 impl std::fmt::Debug for DaytonaProvider {
@@ -162,6 +164,7 @@ impl Configure for DaytonaProvider {
             auto_stop: s.auto_stop_minutes.map_or(0, i64::from),
             auto_delete: s.auto_delete_minutes.map_or(-1, i64::from),
             computerd,
+            snapshots: host.snapshot_store(ID),
         })
     }
 }
@@ -612,6 +615,10 @@ impl Provider for DaytonaProvider {
                 life::settled(&self.api, &s.id, Left::Stopped, life::GONE_WAIT, cancel).await
             }
         }
+    }
+
+    fn snapshot_store(&self) -> Option<&crate::snapshot::SnapshotStore> {
+        self.snapshots.as_ref()
     }
 
     async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {

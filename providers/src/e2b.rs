@@ -158,6 +158,8 @@ pub struct E2bProvider {
     /// envd's access token of each sandbox seen, by id (never written out).
     reach: Mutex<HashMap<String, Reach>>,
     extending: tokio::sync::Mutex<()>,
+    /// Snapshots, kept by this server through the daemon's `tar.*`.
+    snapshots: Option<crate::snapshot::SnapshotStore>,
 }
 
 impl std::fmt::Debug for E2bProvider {
@@ -234,6 +236,7 @@ impl Configure for E2bProvider {
             computerd,
             reach: Mutex::new(HashMap::new()),
             extending: tokio::sync::Mutex::new(()),
+            snapshots: host.snapshot_store(ID),
         })
     }
 }

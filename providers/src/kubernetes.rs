@@ -209,6 +209,8 @@ pub struct KubernetesProvider {
     /// The client and the namespace, found at the first call (a server
     /// configured for Kubernetes starts without reaching a cluster).
     client: tokio::sync::OnceCell<(kube::Client, String)>,
+    /// Snapshots, kept by this server through the daemon's `tar.*`.
+    snapshots: Option<crate::snapshot::SnapshotStore>,
 }
 
 impl std::fmt::Debug for KubernetesProvider {
@@ -328,6 +330,7 @@ impl Configure for KubernetesProvider {
                 screen: host.desktop(),
             },
             client: tokio::sync::OnceCell::new(),
+            snapshots: host.snapshot_store(ID),
         })
     }
 }

@@ -166,6 +166,8 @@ pub struct ModalProvider {
     ids: tokio::sync::Mutex<(Option<String>, HashMap<String, String>)>,
     /// Each sandbox's command router (its JWT held), by sandbox id.
     routers: Mutex<HashMap<String, Arc<Router>>>,
+    /// Snapshots, kept by this server through the daemon's `tar.*`.
+    snapshots: Option<crate::snapshot::SnapshotStore>,
 }
 
 impl std::fmt::Debug for ModalProvider {
@@ -248,6 +250,7 @@ impl Configure for ModalProvider {
             computerd,
             ids: tokio::sync::Mutex::new((None, HashMap::new())),
             routers: Mutex::new(HashMap::new()),
+            snapshots: host.snapshot_store(ID),
         })
     }
 }

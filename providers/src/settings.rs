@@ -38,6 +38,11 @@ pub struct HostDefaults {
     pub kind: SettingKind,
     /// A desktop's screen (`--screen`).
     pub screen: Screen,
+    /// Where a provider that keeps no files of its own on this host (the
+    /// cloud vendors, Kubernetes) keeps the snapshots it takes through
+    /// the daemon's `tar.*`, one directory per provider id under it: the
+    /// server's state directory's `snapshots`. None: no snapshots there.
+    pub snapshot_dir: Option<PathBuf>,
 }
 
 impl Default for HostDefaults {
@@ -49,6 +54,7 @@ impl Default for HostDefaults {
             cwd: None,
             kind: SettingKind::Sandbox,
             screen: Screen::DEFAULT,
+            snapshot_dir: None,
         }
     }
 }
@@ -57,6 +63,13 @@ impl HostDefaults {
     /// Some when the server makes desktops: their screen.
     pub fn desktop(&self) -> Option<Screen> {
         (self.kind == SettingKind::Desktop).then_some(self.screen)
+    }
+
+    /// The snapshot store of provider `id` under [`Self::snapshot_dir`].
+    pub fn snapshot_store(&self, id: &'static str) -> Option<crate::snapshot::SnapshotStore> {
+        self.snapshot_dir
+            .as_ref()
+            .map(|d| crate::snapshot::SnapshotStore::new(id, d.join(id)))
     }
 
     /// Whether the server makes browsers.

@@ -319,6 +319,13 @@ impl SnapshotStore {
     }
 }
 
+/// [`SnapshotStore::sweep`] of `provider`'s store; none where it has none.
+pub fn sweep_of<P: Provider + ?Sized>(provider: &P) -> Result<Vec<String>> {
+    provider
+        .snapshot_store()
+        .map_or(Ok(Vec::new()), SnapshotStore::sweep)
+}
+
 /// The archive of `home` into `to`; its bytes.
 async fn pull_into(client: &Arc<dyn ComputerClient>, home: &str, to: &Path) -> Result<u64> {
     let mut pull = client

@@ -316,7 +316,8 @@ pub trait Fleet: Send + Sync {
     /// The caller's computers.
     fn list(&self) -> BoxFuture<'_, std::result::Result<Vec<ComputerSummary>, String>>;
     /// End one of the caller's computers.
-    fn release(&self, which: Which) -> BoxFuture<'_, std::result::Result<ComputerSummary, String>>;
+    fn release(&self, which: Which)
+    -> BoxFuture<'_, std::result::Result<ComputerReleased, String>>;
     /// Pause (`on`) or resume one of the caller's computers.
     fn pause(
         &self,
@@ -388,6 +389,25 @@ pub struct ComputerReleaseArgs {
     pub computer: String,
 }
 
+/// What computer_release answers.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ComputerReleased {
+    #[serde(flatten)]
+    pub computer: ComputerSummary,
+    /// Where it had a read-write share copied in (a provider that cannot bind one): what its copy-back brought to the host folder before the release.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copied_back: Option<CopyBack>,
+}
+
+/// A release's copy-back of read-write shares.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CopyBack {
+    /// Whether every folder was copied back; when not, each is as it was and the computer is kept until its deadline for `computer-mcp cp --sync`.
+    pub done: bool,
+    /// Each folder's outcome (files and bytes copied back, written, unchanged, moved aside, kept), or why it was refused.
+    pub words: String,
+}
+
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ComputerListOutput {
     /// Your computers, oldest first.
@@ -451,7 +471,7 @@ A computer unused for {idle} is released, so one you made earlier may be gone."
         ),
         hints("List my computers", true, false, true, false),
     );
-    let release = make_tool::<ComputerReleaseArgs, ComputerSummary>(
+    let release = make_tool::<ComputerReleaseArgs, ComputerReleased>(
         "computer_release",
         "End a computer now: its files and processes are gone, its handle no longer works. \
 Release one when its work is done, to stay under your limit."
@@ -654,10 +674,20 @@ async fn release(args: Value, fleet: &dyn Fleet) -> Result<CallToolResult> {
     let which = Which::parse("computer", &a.computer)
         .map_err(|e| ToolError::Invalid(format!("computer_release: {e}")))?;
     let gone = fleet.release(which).await.map_err(ToolError::Refused)?;
-    let text = format!(
-        "released {}: its files and processes are gone, and its handle no longer works",
-        gone.label()
-    );
+    let label = gone.computer.label();
+    let text = match &gone.copied_back {
+        None => format!(
+            "released {label}: its files and processes are gone, and its handle no longer works"
+        ),
+        Some(b) if b.done => format!(
+            "released {label} after the copy-back of its read-write shares ({}): its files and processes are gone, and its handle no longer works",
+            b.words
+        ),
+        Some(b) => format!(
+            "{label} is retired (its handle no longer works), but its read-write shares were NOT copied back ({}), so the computer is kept until its deadline ({}): run `computer-mcp cp --sync {}` from a terminal to copy them back",
+            b.words, gone.computer.deadline, gone.computer.handle
+        ),
+    };
     Ok(done(text, &gone))
 }
 

@@ -182,15 +182,24 @@ impl CallerFleet {
         .await
     }
 
-    async fn release_one(&self, which: Which) -> Result<ComputerSummary, String> {
+    async fn release_one(&self, which: Which) -> Result<fleet::ComputerReleased, String> {
         let entry = self.named(&which).await?;
-        let summary = entry.summary(which == Which::Default);
+        let computer = entry.summary(which == Which::Default);
         // Answered once the computer counts against no bound of the
-        // caller's; the provider's part (init's orderly shutdown) runs on,
-        // tracked so a stopping server waits for it.
-        self.app
-            .retire_now_release_later(&entry, "computer_release", false);
-        Ok(summary)
+        // caller's (and its read-write shares are copied back); the
+        // provider's part (init's orderly shutdown) runs on, tracked so a
+        // stopping server waits for it.
+        let back = self.app.release_answering(&entry, "computer_release").await;
+        Ok(fleet::ComputerReleased {
+            computer,
+            copied_back: back.map(|b| match b {
+                Ok(words) => fleet::CopyBack {
+                    done: true,
+                    words: words.join("; "),
+                },
+                Err(words) => fleet::CopyBack { done: false, words },
+            }),
+        })
     }
 }
 
@@ -201,7 +210,7 @@ impl fleet::Fleet for CallerFleet {
     fn list(&self) -> BoxFuture<'_, Result<Vec<ComputerSummary>, String>> {
         Box::pin(self.list_mine())
     }
-    fn release(&self, which: Which) -> BoxFuture<'_, Result<ComputerSummary, String>> {
+    fn release(&self, which: Which) -> BoxFuture<'_, Result<fleet::ComputerReleased, String>> {
         Box::pin(self.release_one(which))
     }
     fn pause(&self, which: Which, on: bool) -> BoxFuture<'_, Result<ComputerSummary, String>> {

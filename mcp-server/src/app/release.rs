@@ -123,6 +123,19 @@ impl App {
     /// time); the computer leaves the set of those being released whatever
     /// the outcome, so one the provider failed to end counts again.
     pub(crate) async fn release_retired(&self, entry: &Arc<Entry>, why: &str) {
+        let back = self.copy_back(entry).await;
+        self.release_copied(entry, why, back).await;
+    }
+
+    /// [`App::release_retired`] once its shares' copy-back is done
+    /// (`back`, as [`App::copy_back`] said): refused, the computer is
+    /// kept until its deadline for `cp --sync`.
+    pub(crate) async fn release_copied(
+        &self,
+        entry: &Arc<Entry>,
+        why: &str,
+        back: Result<Vec<String>, String>,
+    ) {
         // Read while there is still something to read it from.
         let counted = self.counted(entry).await;
         self.book.write(&[self.journal_line(entry, &counted, true)]);
@@ -136,7 +149,7 @@ impl App {
             "receipt: {}",
             computer_tools::common::render_receipt(&receipt)
         );
-        if let Err(why) = self.copy_back(entry).await {
+        if let Err(why) = back {
             // Released, the computer's half of the work would be lost:
             // kept until its deadline instead, for `cp --sync`.
             tracing::warn!(
@@ -177,45 +190,56 @@ impl App {
         }
     }
 
+    /// Whether `entry`'s computer holds a read-write share copied in (a
+    /// provider that cannot bind one), to copy back at its release.
+    pub(crate) fn copies_back(entry: &Entry) -> bool {
+        crate::shares::recorded(&entry.computer.labels)
+            .iter()
+            .any(|s| !s.read_only)
+    }
+
     /// Copy the read-write shares copied into `entry`'s computer back to
     /// their host folders, before it is released (bounded by
-    /// [`COPY_BACK_WAIT`]). A computer that no longer answers has nothing
-    /// to give back; an error is a copy-back refused or failed, each
-    /// folder as it was.
-    async fn copy_back(&self, entry: &Entry) -> Result<(), String> {
-        let shares = crate::shares::recorded(&entry.computer.labels);
-        if shares.iter().all(|s| s.read_only) {
-            return Ok(());
+    /// [`COPY_BACK_WAIT`]): the words of each folder's outcome (logged),
+    /// none where it has no such share. A computer that no longer answers
+    /// has nothing to give back (said in the words); an error is a
+    /// copy-back refused or failed, each folder as it was.
+    pub(crate) async fn copy_back(&self, entry: &Entry) -> Result<Vec<String>, String> {
+        if !Self::copies_back(entry) {
+            return Ok(Vec::new());
         }
+        let shares = crate::shares::recorded(&entry.computer.labels);
         let cancel = CancellationToken::new();
         let conn = match self.provider.connect(&entry.computer, &cancel).await {
             Ok(c) => c,
             Err(e) => {
-                tracing::warn!(
-                    computer = entry.log_name(),
+                let w = format!(
                     "its read-write shares were not copied back: the computer does not answer ({})",
                     e.message
                 );
-                return Ok(());
+                tracing::warn!(computer = entry.log_name(), "{w}");
+                return Ok(vec![w]);
             }
         };
         let made = crate::shares::since(&entry.computer);
+        // Its bytes are the receipt's bytes pulled.
+        let client = crate::receipts::meter::Metered::wrap(conn.client, Arc::clone(&entry.meter));
         let done = tokio::time::timeout(
             COPY_BACK_WAIT,
-            crate::shares::copy_back(&conn.client, &shares, made, crate::cp::DEFAULT_BOUNDS),
+            crate::shares::copy_back(&client, &shares, made, crate::cp::DEFAULT_BOUNDS),
         )
         .await;
-        conn.client.close();
+        client.close();
         let words = done.map_err(|_| {
             format!(
                 "copying its read-write shares back took over {} s and was given up, each folder as it was",
                 COPY_BACK_WAIT.as_secs()
             )
         })??;
-        for w in words {
+        for w in &words {
             tracing::info!(computer = entry.log_name(), "{w}");
         }
-        Ok(())
+        Ok(words)
     }
 
     /// What `entry` has used so far: the provider's figures (none when it
@@ -334,6 +358,31 @@ impl App {
             self.tasks
                 .spawn(async move { app.release_retired(&entry, &why).await });
         }
+    }
+
+    /// [`App::retire_now_release_later`] for `computer_release`, whose
+    /// answer says what became of the computer's read-write shares: they
+    /// are copied back before it answers (the provider's part runs on in
+    /// the background). None where it has none to copy back, or it was
+    /// retired already.
+    pub async fn release_answering(
+        self: &Arc<Self>,
+        entry: &Arc<Entry>,
+        why: &str,
+    ) -> Option<Result<Vec<String>, String>> {
+        if !Self::copies_back(entry) {
+            self.retire_now_release_later(entry, why, false);
+            return None;
+        }
+        if !self.retire(entry, why, false) {
+            return None;
+        }
+        let back = self.copy_back(entry).await;
+        let app = Arc::clone(self);
+        let (entry, why, kept) = (Arc::clone(entry), why.to_string(), back.clone());
+        self.tasks
+            .spawn(async move { app.release_copied(&entry, &why, kept).await });
+        Some(back)
     }
 
     /// Release in the background (a dropped session), tracked so shutdown

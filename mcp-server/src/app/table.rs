@@ -121,10 +121,13 @@ impl App {
             }
         };
         let mut notes = created.notes.clone();
-        match crate::shares::copy_in(&conn.client, &copied).await {
+        // Counted from here: the shares' copy-in is bytes pushed too.
+        let meter = Arc::new(Meter::default());
+        let client = Metered::wrap(conn.client, Arc::clone(&meter));
+        match crate::shares::copy_in(&client, &copied).await {
             Ok(n) => notes.extend(n),
             Err(why) => {
-                conn.client.close();
+                client.close();
                 let _ = self
                     .provider
                     .release(&created.computer, Release::Delete, &cancel)
@@ -137,8 +140,6 @@ impl App {
             .as_ref()
             .map_or_else(|| "not read back".to_string(), ToString::to_string);
         let facts = self.facts_of(&created.computer, &conn.hello, network, notes);
-        let meter = Arc::new(Meter::default());
-        let client = Metered::wrap(conn.client, Arc::clone(&meter));
         let entry = Arc::new(Entry {
             handle,
             name: ask.name.clone(),

@@ -120,11 +120,14 @@ pub enum ComputersCommand {
     /// (a hash of the caller), kind, age, deadline, and whether it is kept;
     /// then every snapshot, with its size.
     List,
-    /// Release computers or snapshots now, each named by handle, name or provider id.
+    /// Release computers or snapshots now, each named by handle, name or provider id. A computer's read-write shares copied in (cloud, Kubernetes) are copied back first, as a server's release does; a refused copy-back keeps the computer, unless --discard-shares.
     Release {
         /// Handles (c-... or s-...), names, or provider ids.
         #[arg(required = true, value_name = "COMPUTER")]
         which: Vec<String>,
+        /// Release without copying read-write shares back: what the computer wrote there is lost.
+        #[arg(long)]
+        discard_shares: bool,
     },
 }
 

@@ -8,7 +8,7 @@ use super::support::*;
 
 /// A fake Kubernetes API whose pods are boxes of the test image carrying
 /// the static computerd, and a server over it; `name` marks the boxes.
-async fn over_a_fake(name: &str) -> Option<(Fake, Server)> {
+pub(super) async fn over_a_fake(name: &str) -> Option<(Fake, Server)> {
     let env = computer_testkit::docker_env().await?;
     let owner = computer_testkit::marker(name);
     let fake = computer_fakes::kubernetes::FakeKubernetes::start(
@@ -30,7 +30,7 @@ async fn over_a_fake(name: &str) -> Option<(Fake, Server)> {
     Some((Fake { fake, env, owner }, a))
 }
 
-struct Fake {
+pub(super) struct Fake {
     fake: computer_fakes::kubernetes::FakeKubernetes,
     env: computer_testkit::DockerEnv,
     owner: String,
@@ -38,7 +38,7 @@ struct Fake {
 
 impl Fake {
     /// Nothing is left: no pod, no policy, no box.
-    async fn close(self) {
+    pub(super) async fn close(self) {
         self.fake.assert_nothing_left();
         self.fake.close().await;
         assert!(
@@ -173,6 +173,26 @@ async fn a_shared_folder_is_copied_into_a_pod_and_a_read_write_one_back() {
     let Some((fake, server)) = over_a_fake("k8s-share").await else {
         return;
     };
+    copied_share(server).await;
+    fake.close().await;
+}
+
+/// The same on E2B (its fake's sandboxes): the copy crosses envd.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_folder_is_copied_into_an_e2b_sandbox_and_a_read_write_one_back() {
+    let _shared = DOCKER_ENGINE.read().await;
+    let Some((fake, _env, server)) = super::snapshot::over_a_fake_e2b("e2b-share").await else {
+        return;
+    };
+    copied_share(server).await;
+    assert_eq!(fake.sandboxes(), Vec::<String>::new(), "a sandbox was left");
+    fake.close().await;
+}
+
+/// A computer of `server` (a provider that copies shares) with a
+/// read-write and a `:ro` share: copied in, counted as bytes pushed,
+/// copied back by `cp --sync` and at release, whose answer says so.
+async fn copied_share(server: Server) {
     let top = tempfile::tempdir().unwrap();
     let (rw, ro) = (top.path().join("proj"), top.path().join("refs"));
     std::fs::create_dir_all(rw.join("src")).unwrap();
@@ -192,6 +212,11 @@ async fn a_shared_folder_is_copied_into_a_pod_and_a_read_write_one_back() {
     let h = c.computer_new("shared").await;
     // Changed here after the copy, and in the pod too below.
     std::fs::write(rw.join("both.txt"), "edited here\n").unwrap();
+    // The copy-in is the receipt's bytes pushed: two folders' archives.
+    let r = c.call("computer_info", json!({"computer": h})).await;
+    assert!(!jerror(&r), "{r}");
+    let pushed = r["structuredContent"]["receipt"]["bytes_pushed"].as_u64();
+    assert!(pushed.is_some_and(|b| b >= 2 * 1024), "{r}");
 
     // Copied in: both folders are there, under /workspace/<name>.
     for (path, want) in [
@@ -264,11 +289,69 @@ async fn a_shared_folder_is_copied_into_a_pod_and_a_read_write_one_back() {
     assert!(!jerror(&r), "{r}");
     let r = c.call("computer_release", json!({"computer": h})).await;
     assert!(!jerror(&r), "{r}");
-    let _ = s.stop().await;
+    // Its answer says what came back, the copy-back done before it.
     assert_eq!(
         std::fs::read_to_string(rw.join("last.txt")).unwrap(),
         "at release\n"
     );
+    let back = &r["structuredContent"]["copied_back"];
+    assert_eq!(back["done"], true, "{r}");
+    let words = back["words"].as_str().unwrap();
+    assert!(
+        words.contains(&format!("copied /workspace/proj back to {}", rw.display()))
+            && words.contains(" files, ")
+            && words.contains("written"),
+        "{words}"
+    );
+    assert!(
+        jtext(&r).contains("after the copy-back of its read-write shares"),
+        "{r}"
+    );
+
+    // A copy-back refused at release (a link out of the folder): the
+    // answer says so and why, the folder is as it was, and the computer is
+    // kept; `computers release` keeps it too, unless told to discard.
+    let before = files(&rw);
+    let h2 = c.computer_new("second").await;
+    let r = c
+        .call(
+            "exec",
+            json!({"command": "ln -s /etc /workspace/proj/escape", "computer": h2}),
+        )
+        .await;
+    assert!(!jerror(&r), "{r}");
+    let r = c.call("computer_release", json!({"computer": h2})).await;
+    assert!(!jerror(&r), "{r}");
+    let back = &r["structuredContent"]["copied_back"];
+    assert_eq!(back["done"], false, "{r}");
+    assert!(
+        back["words"]
+            .as_str()
+            .unwrap()
+            .contains("points outside the copy"),
+        "{r}"
+    );
+    assert!(jtext(&r).contains("were NOT copied back"), "{r}");
+    assert!(jtext(&r).contains(&format!("cp --sync {h2}")), "{r}");
+    assert_eq!(files(&rw), before);
+    let release = |extra: &[&str]| {
+        std::process::Command::new(SERVER)
+            .args(["computers", "release"])
+            .args(extra)
+            .arg(&h2)
+            .args(s.server.args())
+            .output()
+            .unwrap()
+    };
+    let out = release(&[]);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success() && said.contains("was not released, so its work is not lost"),
+        "{said}"
+    );
+    let out = release(&["--discard-shares"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(files(&rw), before);
+    let _ = s.stop().await;
     assert_eq!(files(&ro), vec![("ref.txt".into(), "read only\n".into())]);
-    fake.close().await;
 }

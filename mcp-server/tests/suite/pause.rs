@@ -4,7 +4,7 @@
 //! refused in words; a paused computer is released like any other; a pause
 //! outlives the server that made it (another server over the same provider
 //! finds it paused, says so at once, and resumes it). `computer-mcp cp`
-//! from a terminal says a computer is paused at once, too.
+//! (and `cp --sync`) from a terminal says a computer is paused at once, too.
 
 use std::time::Duration;
 
@@ -76,21 +76,27 @@ async fn pause_and_resume(server: Server) {
         .call("computer_pause", json!({"computer": "counter"}))
         .await;
     assert!(jtext(&r).contains("is paused already"), "{r}");
-    // From a terminal, `cp` says so at once rather than waiting out a
-    // hello the stopped daemon cannot answer.
+    // From a terminal, `cp` (and `cp --sync`, before anything else is
+    // asked of it) says so at once rather than waiting out a hello the
+    // stopped daemon cannot answer.
     let here = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(SERVER)
-        .args(["cp", "counter:/work/count"])
-        .arg(here.path().join("count"))
-        .args(s.server.args())
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success()
-            && said.contains("is paused (computer_pause); computer_resume it first"),
-        "{said}"
-    );
+    let to = here.path().join("count").display().to_string();
+    for words in [
+        vec!["cp", "counter:/work/count", &to],
+        vec!["cp", "--sync", "counter"],
+    ] {
+        let out = std::process::Command::new(SERVER)
+            .args(&words)
+            .args(s.server.args())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && said.contains("is paused (computer_pause); computer_resume it first"),
+            "{words:?}: {said}"
+        );
+    }
     // A second of pause: unpaused, the counter would gain about 20.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let r = c

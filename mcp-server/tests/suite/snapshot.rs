@@ -1,5 +1,6 @@
 //! computer_snapshot and computer_new {from} as a model calls them, on
-//! local and Docker: a snapshot keeps /work as it was when taken; two forks
+//! local, Docker, E2B, Modal and Kubernetes (their fakes; the server keeps those
+//! snapshots in its state directory): a snapshot keeps /work as it was when taken; two forks
 //! of it start with its files and see only their own changes; a taken name
 //! is refused naming `name`; another caller's snapshot reads as one that
 //! never existed; a second server over the same provider storage (a
@@ -11,7 +12,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::support::{HttpServer, SERVER, Server, Stateless, TOKEN, jerror, jtext, or_skip};
+use super::support::{
+    Backend, HttpServer, SERVER, Server, Stateless, TOKEN, jerror, jtext, or_skip,
+};
 
 const OTHER: &str = "other-token-0123456789abcdef";
 
@@ -46,8 +49,58 @@ fn run(server: &Server, words: &[&str]) -> String {
 fn store_of(server: &Server) -> PathBuf {
     match server.provider() {
         "docker" => server.state_dir.join("cache").join("snapshots"),
-        _ => server.state_dir.join("snapshots"),
+        "local" => server.state_dir.join("snapshots"),
+        // Kept by the server, under its --state-dir.
+        other => server
+            .state_dir
+            .join("server")
+            .join("snapshots")
+            .join(other),
     }
+}
+
+/// A fake E2B whose sandboxes are boxes of the test image, and a server
+/// over it; `name` marks the boxes.
+pub(super) async fn over_a_fake_e2b(
+    name: &str,
+) -> Option<(
+    computer_fakes::e2b::FakeE2b,
+    computer_testkit::DockerEnv,
+    Server,
+)> {
+    let env = computer_testkit::docker_env().await?;
+    let owner = computer_testkit::marker(name);
+    let key = format!(
+        "e2b-key-{}",
+        computer_providers::random::random_hex(8).unwrap()
+    );
+    let fake = computer_fakes::e2b::FakeE2b::start(&env.docker, &env.image, &key, &owner)
+        .await
+        .unwrap();
+    let url = fake.url().to_string();
+    let server = vendor_server(
+        "e2b",
+        &[
+            ("--e2b-api-url", &url),
+            ("--e2b-envd-url", &url),
+            ("--e2b-api-key", &key),
+            ("--e2b-computerd", env.computerd.to_str().unwrap()),
+        ],
+    );
+    Some((fake, env, server))
+}
+
+/// A server on vendor `id` with `flags`.
+fn vendor_server(id: &'static str, flags: &[(&str, &str)]) -> Server {
+    let mut server = Server::new();
+    server.backend = Backend::Vendor {
+        id,
+        flags: flags
+            .iter()
+            .flat_map(|(k, v)| [k.to_string(), v.to_string()])
+            .collect(),
+    };
+    server
 }
 
 async fn snapshot_and_fork(server: Server) {
@@ -215,4 +268,50 @@ async fn local_snapshots_fork_apart_outlive_the_server_and_are_swept() {
 async fn docker_snapshots_fork_apart_outlive_the_server_and_are_swept() {
     let _shared = super::support::DOCKER_ENGINE.read().await;
     snapshot_and_fork(or_skip!(Server::docker())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e2b_snapshots_fork_apart_outlive_the_server_and_are_swept() {
+    let _shared = super::support::DOCKER_ENGINE.read().await;
+    let Some((fake, _env, server)) = over_a_fake_e2b("e2b-snap").await else {
+        return;
+    };
+    snapshot_and_fork(server).await;
+    assert_eq!(fake.sandboxes(), Vec::<String>::new(), "a sandbox was left");
+    fake.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_snapshots_fork_apart_outlive_the_server_and_are_swept() {
+    let _shared = super::support::DOCKER_ENGINE.read().await;
+    let Some((fake, server)) = super::kubernetes::over_a_fake("k8s-snap").await else {
+        return;
+    };
+    snapshot_and_fork(server).await;
+    fake.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modal_snapshots_fork_apart_outlive_the_server_and_are_swept() {
+    let _shared = super::support::DOCKER_ENGINE.read().await;
+    let Some(env) = computer_testkit::docker_env().await else {
+        return;
+    };
+    let owner = computer_testkit::marker("modal-snap");
+    let (id, secret) = ("ak-snap-token-id", "as-snap-token-secret");
+    let fake = computer_fakes::modal::FakeModal::start(&env.docker, &env.image, id, secret, &owner)
+        .await
+        .unwrap();
+    let server = vendor_server(
+        "modal",
+        &[
+            ("--modal-server-url", fake.url()),
+            ("--modal-insecure-plaintext-for-tests", "true"),
+            ("--modal-token-id", id),
+            ("--modal-token-secret", secret),
+            ("--modal-computerd", env.computerd.to_str().unwrap()),
+        ],
+    );
+    snapshot_and_fork(server).await;
+    fake.close().await;
 }

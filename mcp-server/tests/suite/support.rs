@@ -77,6 +77,13 @@ pub enum Backend {
     /// The Kubernetes provider over the cluster a kubeconfig names (the
     /// fake Kubernetes API's, which the test holds and checks itself).
     Kubernetes { kubeconfig: PathBuf, image: String },
+    /// A cloud vendor's provider (`id`) over its fake, which the test
+    /// holds and checks itself: the flags that point it there (URL, key,
+    /// the static daemon it installs).
+    Vendor {
+        id: &'static str,
+        flags: Vec<String>,
+    },
 }
 
 /// A state directory for one test's server.
@@ -137,8 +144,8 @@ impl Drop for Server {
                         .output();
                 }
             }
-            // The fake's close removes its pods' boxes.
-            Backend::Kubernetes { .. } => {}
+            // The fake's close removes its pods' (sandboxes') boxes.
+            Backend::Kubernetes { .. } | Backend::Vendor { .. } => {}
         }
     }
 }
@@ -219,6 +226,7 @@ impl Server {
             Backend::Local => "local",
             Backend::Docker { .. } => "docker",
             Backend::Kubernetes { .. } => "kubernetes",
+            Backend::Vendor { id, .. } => id,
         }
     }
 
@@ -242,7 +250,9 @@ impl Server {
                     .unwrap();
                 assert!(out.status.success(), "docker kill {id}: {out:?}");
             }
-            Backend::Kubernetes { .. } => panic!("a pod is ended through the fake's API"),
+            Backend::Kubernetes { .. } | Backend::Vendor { .. } => {
+                panic!("a pod or sandbox is ended through the fake's API")
+            }
         }
     }
 
@@ -287,6 +297,11 @@ impl Server {
                 "--kubernetes-image".into(),
                 image.clone(),
             ],
+            Backend::Vendor { id, flags } => {
+                let mut v = vec!["--provider".to_string(), id.to_string()];
+                v.extend(flags.iter().cloned());
+                v
+            }
         };
         v.extend([
             // The receipts journal, beside the provider's state.
@@ -302,9 +317,9 @@ impl Server {
 
     /// The computers the server has now: on disk (local), or the
     /// containers carrying its instance label (Docker); none for
-    /// Kubernetes, whose test asks its fake.
+    /// Kubernetes and the vendors, whose tests ask their fakes.
     pub fn computers(&self) -> Vec<String> {
-        if let Backend::Kubernetes { .. } = self.backend {
+        if let Backend::Kubernetes { .. } | Backend::Vendor { .. } = self.backend {
             return Vec::new();
         }
         if let Backend::Docker { .. } = self.backend {

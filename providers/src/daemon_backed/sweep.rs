@@ -5,7 +5,9 @@
 //! and waited gone through the provider's own release. A vendor's own
 //! timer (E2B's end, Daytona's TTL) ends most of them first; the sweep is
 //! for those it left (a stopped one kept, a clock that drifted, a TTL
-//! rounded up to the minute).
+//! rounded up to the minute). The snapshots the server keeps for the
+//! provider ([`crate::snapshot::SnapshotStore`]) past their own deadline
+//! are deleted with them.
 
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -41,6 +43,11 @@ pub async fn sweep(provider: &dyn Provider, cancel: &CancellationToken) -> Resul
             }
             Err(e) => failed.push(format!("{}: {}", c.id, e.message)),
         }
+    }
+    // The snapshots the server keeps for it, past their own deadline.
+    match crate::snapshot::sweep_of(provider) {
+        Ok(gone) => deleted.extend(gone),
+        Err(e) => failed.push(format!("snapshots: {}", e.message)),
     }
     if !failed.is_empty() {
         return Err(ProviderError::failed(format!(

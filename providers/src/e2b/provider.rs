@@ -335,6 +335,10 @@ impl Provider for E2bProvider {
         self.control.connect(&s.id, left as u64, cancel).await
     }
 
+    fn snapshot_store(&self) -> Option<&crate::snapshot::SnapshotStore> {
+        self.snapshots.as_ref()
+    }
+
     async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {
         crate::daemon_backed::sweep::sweep(self, cancel).await
     }

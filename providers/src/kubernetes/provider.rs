@@ -539,6 +539,10 @@ impl Provider for KubernetesProvider {
     /// every deny-all policy of ours whose pod is gone (one deleted behind
     /// our back), deleted. The ids are the computers' (a policy is no
     /// computer: its delete is logged).
+    fn snapshot_store(&self) -> Option<&crate::snapshot::SnapshotStore> {
+        self.snapshots.as_ref()
+    }
+
     async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {
         let deleted = crate::daemon_backed::sweep::sweep(self, cancel).await?;
         let ours = ListParams::default().labels(&format!("{}=1", label::COMPUTER));

@@ -210,6 +210,16 @@ impl Provider for ModalProvider {
         .await
     }
 
+    fn snapshot_store(&self) -> Option<&crate::snapshot::SnapshotStore> {
+        self.snapshots.as_ref()
+    }
+
+    /// Modal ends a sandbox at its own timeout, so only the snapshots
+    /// past their deadline are left to delete.
+    async fn sweep(&self, _cancel: &CancellationToken) -> Result<Vec<String>> {
+        crate::snapshot::sweep_of(self)
+    }
+
     async fn test_connection(&self, _cancel: &CancellationToken) -> Option<Preflight> {
         let found = async {
             let Some(app) = self.control.app_lookup(&self.app).await? else {
