@@ -59,6 +59,8 @@ async fn serve(
         .args([
             "--kind",
             "browser",
+            "--network",
+            "open",
             "--provider",
             id,
             "--viewer",

@@ -53,7 +53,7 @@ impl Cdp for CdpConn {
 }
 
 #[async_trait::async_trait]
-impl Cdp for dyn ComputerClient {
+impl<'c> Cdp for dyn ComputerClient + 'c {
     async fn cdp(
         &self,
         method: &str,
