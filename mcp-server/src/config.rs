@@ -995,6 +995,18 @@ mod tests {
             e.starts_with("--viewer \"nowhere\" is not an address"),
             "{e}"
         );
+        // A link's lifetime: 30 minutes unless told, 10s to 24h.
+        let c = resolved(&["serve", "--viewer", "127.0.0.1:0"]).unwrap();
+        assert_eq!(c.fleet.view_link_ttl, Duration::from_secs(1800));
+        let c = resolved(&["serve", "--viewer-link-ttl", "2h"]).unwrap();
+        assert_eq!(c.fleet.view_link_ttl, Duration::from_secs(7200));
+        for bad in ["5s", "25h"] {
+            let e = resolved(&["serve", "--viewer-link-ttl", bad]).unwrap_err();
+            assert!(
+                e.ends_with("is out of range; a link works 10s to 24h"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]
