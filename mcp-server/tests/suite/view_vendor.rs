@@ -8,13 +8,11 @@
 
 use computer_fakes::vendor::{FakeVendor, Kind};
 use computer_providers::cdp::chromium::HostChromium;
-use rmcp::ServiceExt;
-use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
 use super::desktop::image_of;
 use super::support::*;
-use super::view::Page;
+use super::view::{Page, serving_the_viewer};
 
 /// The vendor's page: four quarters of colour, a button and a field, and
 /// a log of what the page saw (`window.log`).
@@ -46,44 +44,29 @@ async fn eval(client: &Client, expression: &str) -> Value {
 }
 
 /// A stdio server of the vendor `id` (against `fake`) serving the viewer
-/// on a loopback port, with `more` arguments, and its stderr.
+/// on a loopback port, with `more` arguments, its stderr and state.
 async fn serve(
     fake: &FakeVendor,
     id: &str,
     more: &[&str],
 ) -> (Client, tempfile::NamedTempFile, tempfile::TempDir) {
-    let log = tempfile::NamedTempFile::new().unwrap();
     let state = tempfile::tempdir().unwrap();
-    let mut cmd = tokio::process::Command::new(SERVER);
-    cmd.arg("serve")
-        .args([
-            "--kind",
-            "browser",
-            "--network",
-            "open",
-            "--provider",
-            id,
-            "--viewer",
-            "127.0.0.1:0",
-        ])
-        .arg(format!("--{id}-api-url"))
-        .arg(fake.api_url())
-        .arg(format!("--{id}-api-key"))
-        .arg(fake.key())
-        .args(["--state-dir", &state.path().display().to_string()])
-        .args(["--log", "debug"])
-        .args(more);
-    let (proc, _) = TokioChildProcess::builder(cmd)
-        .stderr(log.reopen().unwrap())
-        .spawn()
-        .unwrap();
-    let client = Recorder::default().serve(proc).await.unwrap();
-    assert!(
-        tool_names(&client)
-            .await
-            .iter()
-            .any(|n| n == "computer_view")
-    );
+    let mut args: Vec<String> = ["--kind", "browser", "--network", "open", "--provider", id]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    args.extend([
+        format!("--{id}-api-url"),
+        fake.api_url().to_string(),
+        format!("--{id}-api-key"),
+        fake.key().to_string(),
+        "--state-dir".into(),
+        state.path().display().to_string(),
+        "--log".into(),
+        "debug".into(),
+    ]);
+    args.extend(more.iter().map(|a| a.to_string()));
+    let (client, log) = serving_the_viewer(&args).await;
     (client, log, state)
 }
 
