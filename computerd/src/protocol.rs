@@ -17,6 +17,7 @@
 
 mod apps;
 mod cdp;
+pub mod cdp_keys;
 pub mod direct;
 pub mod egress;
 mod envelope;
@@ -80,7 +81,7 @@ pub use process::{
 pub use screen::{
     Fit, ImageFormat, Orientation, Region, ScreenOrientationParams, ScreenOrientationResult,
     ScreenReadParams, ScreenReadResult, ScreenShotParams, ScreenShotResult, ScreenWatchParams,
-    ScreenWatchResult, WatchFrame, area_spans,
+    ScreenWatchResult, WatchAsk, WatchFrame, area_spans,
 };
 pub use tar::{
     TarPullBeginParams, TarPullEndParams, TarPullReadParams, TarPullReadResult, TarPushBeginParams,

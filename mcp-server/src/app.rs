@@ -98,6 +98,7 @@ pub struct App {
 
 impl App {
     pub fn new(provider: Arc<dyn Provider>, config: Config) -> Arc<App> {
+        let link_ttl = config.fleet.view_link_ttl;
         Arc::new(App {
             book: crate::receipts::Book::new(&config),
             provider,
@@ -113,7 +114,7 @@ impl App {
             release_done: tokio::sync::Notify::new(),
             http_sessions: Mutex::new(HttpSessions::default()),
             tasks: TaskTracker::new(),
-            views: crate::view::Views::default(),
+            views: crate::view::Views::with_link_ttl(link_ttl),
         })
     }
 

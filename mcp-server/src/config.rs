@@ -308,16 +308,27 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR", env = "COMPUTER_MCP_VIEWER")]
     #[serde(default)]
     pub viewer: Option<String>,
+    /// How long a computer_view link works from when it is given, 10s to 24h.
+    #[arg(long, value_name = "DURATION", env = "COMPUTER_MCP_VIEWER_LINK_TTL")]
+    #[arg(default_value = "30m", value_parser = duration)]
+    #[serde(with = "text")]
+    pub viewer_link_ttl: Duration,
 }
 
-/// How many computers a server holds, and for how long unused: serve's
-/// options, with their defaults for the other commands.
+/// How many computers a server holds, for how long unused, and how long
+/// a viewer's link works: serve's options, with their defaults for the
+/// other commands.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FleetLimits {
     pub idle: Duration,
     pub max_computers: usize,
     pub max_server_computers: usize,
+    pub view_link_ttl: Duration,
 }
+
+/// `--viewer-link-ttl`'s least and most.
+pub const VIEW_LINK_TTL_MIN: Duration = Duration::from_secs(10);
+pub const VIEW_LINK_TTL_MAX: Duration = Duration::from_secs(24 * 3600);
 
 impl Default for FleetLimits {
     fn default() -> Self {
@@ -325,6 +336,7 @@ impl Default for FleetLimits {
             idle: Duration::from_secs(30 * 60),
             max_computers: 4,
             max_server_computers: 16,
+            view_link_ttl: crate::view::grants::LINK_TTL,
         }
     }
 }
@@ -647,10 +659,18 @@ impl Config {
                     options.max_computers, options.max_server_computers
                 ));
             }
+            let ttl = options.viewer_link_ttl;
+            if !(VIEW_LINK_TTL_MIN..=VIEW_LINK_TTL_MAX).contains(&ttl) {
+                return Err(format!(
+                    "--viewer-link-ttl {} s is out of range; a link works 10s to 24h",
+                    ttl.as_secs()
+                ));
+            }
             config.fleet = FleetLimits {
                 idle: options.session_idle,
                 max_computers: options.max_computers,
                 max_server_computers: options.max_server_computers,
+                view_link_ttl: ttl,
             };
             config.viewer = resolve_viewer(&options)?;
             config.http = resolve_http(options)?;
@@ -977,6 +997,18 @@ mod tests {
             e.starts_with("--viewer \"nowhere\" is not an address"),
             "{e}"
         );
+        // A link's lifetime: 30 minutes unless told, 10s to 24h.
+        let c = resolved(&["serve", "--viewer", "127.0.0.1:0"]).unwrap();
+        assert_eq!(c.fleet.view_link_ttl, Duration::from_secs(1800));
+        let c = resolved(&["serve", "--viewer-link-ttl", "2h"]).unwrap();
+        assert_eq!(c.fleet.view_link_ttl, Duration::from_secs(7200));
+        for bad in ["5s", "25h"] {
+            let e = resolved(&["serve", "--viewer-link-ttl", bad]).unwrap_err();
+            assert!(
+                e.ends_with("is out of range; a link works 10s to 24h"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -146,8 +146,9 @@ pub fn fleet_policy(app: &App) -> FleetPolicy {
 }
 
 /// Whether tool `name` of `family` sends input (needs a pointer, keys or
-/// touch): refused while a person holds the computer's control.
-fn sends_input(family: &computer_tools::Family, name: &str) -> bool {
+/// touch, or is a page tool that is not read-only: a browser's screen is
+/// its front tab): refused while a person holds the computer's control.
+fn sends_input(family: &computer_tools::Family, name: &str, settings: &ToolSettings) -> bool {
     use computer_tools::Needs;
     use computerd::protocol::Group;
     let input = |g: &Group| {
@@ -156,11 +157,21 @@ fn sends_input(family: &computer_tools::Family, name: &str) -> bool {
             Group::InputPointer | Group::InputKeys | Group::InputTouch
         )
     };
-    match family.tool(name).map(|t| t.needs) {
-        Some(Needs::Group(g)) => input(&g),
-        Some(Needs::All(gs)) => gs.iter().any(input),
-        _ => false,
-    }
+    let Some(def) = family.tool(name) else {
+        return false;
+    };
+    let (inputs, page) = match def.needs {
+        Needs::Group(g) => (input(&g), g == Group::Cdp),
+        Needs::All(gs) => (gs.iter().any(input), gs.contains(&Group::Cdp)),
+        _ => (false, false),
+    };
+    inputs
+        || (page
+            && def
+                .tool(settings)
+                .annotations
+                .and_then(|a| a.read_only_hint)
+                != Some(true))
 }
 
 fn tool_error(text: String) -> CallToolResponse {
@@ -441,7 +452,7 @@ impl ComputerMcp {
         let entry = for_call.entry;
         // The model's input batch is counted while it runs, so a person's
         // take waits for it rather than interleave with it.
-        let _input = if sends_input(family, &name) {
+        let _input = if sends_input(family, &name, &self.settings()) {
             match self.model_input(&name, &entry.handle, &cancel).await {
                 Ok(held) => Some(held),
                 Err(why) => return Ok(tool_error(why)),

@@ -31,6 +31,7 @@ pub mod app;
 pub mod control;
 pub mod grants;
 pub mod map;
+pub mod redact;
 mod socket;
 pub mod takeover;
 
@@ -39,7 +40,6 @@ const PAGE: &str = include_str!("view/page.html");
 
 /// The viewer's state on one server: links given, who holds each
 /// computer's control, and where the viewer is served.
-#[derive(Default)]
 pub struct Views {
     pub grants: grants::Grants,
     /// Each computer's control lease, and the model's takeover requests.
@@ -47,9 +47,28 @@ pub struct Views {
     next_view: AtomicU64,
     /// `http://127.0.0.1:PORT`, once the viewer listens.
     base: OnceLock<String>,
+    /// How long a link works (`--viewer-link-ttl`).
+    link_ttl: std::time::Duration,
+}
+
+impl Default for Views {
+    fn default() -> Self {
+        Views::with_link_ttl(grants::LINK_TTL)
+    }
 }
 
 impl Views {
+    /// The viewer's state, its links working `link_ttl` each.
+    pub fn with_link_ttl(link_ttl: std::time::Duration) -> Views {
+        Views {
+            grants: Default::default(),
+            control: Default::default(),
+            next_view: Default::default(),
+            base: Default::default(),
+            link_ttl,
+        }
+    }
+
     /// Where links point from now on.
     pub fn serve_at(&self, addr: SocketAddr) {
         let host = if addr.ip().is_unspecified() {
@@ -94,7 +113,7 @@ impl Views {
         };
         let m = self
             .grants
-            .mint(&entry.handle, &entry.principal, grants::LINK_TTL)?;
+            .mint(&entry.handle, &entry.principal, self.link_ttl)?;
         Ok(ViewLink {
             computer,
             url: Some(format!("{base}/view/{}#t={}", entry.handle, m.token)),

@@ -26,3 +26,4 @@ mod stdio;
 mod support;
 mod takeover;
 mod view;
+mod view_vendor;

@@ -12,9 +12,16 @@
 //!   processes.
 //!
 //! The page tools see this client as they see every other computer's.
+//! A browser with no X display (a vendor's, or a headless one a computer
+//! runs) also answers `screen.watch`, `screen.read` and `input.actions`
+//! by casting its front tab ([`cast`]): what a person's live viewer reads
+//! and sends. Its hello lists no screen group (the desktop tools stay a
+//! desktop's); [`casts`] says whether a hello's computer is cast so.
 
+pub mod cast;
 pub mod chromium;
 pub mod conn;
+pub mod front;
 pub mod pipe;
 pub mod ws;
 
@@ -55,6 +62,15 @@ const PROBE_WAIT: Duration = Duration::from_secs(5);
 pub struct BrowserClient {
     browser: Browser,
     hello: HelloResult,
+    /// The front tab's cast, where the computer has no X display.
+    cast: cast::Cast,
+}
+
+/// Whether a computer whose hello is `hello` shows its screen by the cast
+/// of its browser's front tab (a browser with no X display) rather than
+/// its daemon's `screen.watch`.
+pub fn casts(hello: &HelloResult) -> bool {
+    hello.kind == MachineKind::Browser && !hello.groups.contains(&Group::Screen)
 }
 
 /// Where the browser is.
@@ -103,6 +119,7 @@ impl BrowserClient {
                 groups,
                 bytes_frames: None,
             },
+            cast: cast::Cast::default(),
         })
     }
 
@@ -132,6 +149,7 @@ impl BrowserClient {
                 kind,
                 ..daemon_hello.clone()
             },
+            cast: cast::Cast::default(),
         }
     }
 
@@ -374,6 +392,35 @@ impl BrowserClient {
         }
     }
 
+    /// A screen method answered by the front tab's cast.
+    async fn cast_call(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> std::result::Result<Value, ClientError> {
+        let conn = self.conn().await?;
+        let value = |r: std::result::Result<Value, serde_json::Error>| {
+            r.map_err(|e| ClientError::Decode {
+                method: method.to_string(),
+                detail: e.to_string(),
+            })
+        };
+        match method {
+            "screen.watch" => {
+                let p = decode_params(Some(params)).map_err(ClientError::Rpc)?;
+                value(serde_json::to_value(self.cast.watch(&conn, p).await?))
+            }
+            "screen.read" => {
+                let p = decode_params(Some(params)).map_err(ClientError::Rpc)?;
+                value(serde_json::to_value(self.cast.read(p).await?))
+            }
+            _ => {
+                let p = decode_params(Some(params)).map_err(ClientError::Rpc)?;
+                value(serde_json::to_value(self.cast.actions(&conn, p).await?))
+            }
+        }
+    }
+
     fn daemon(&self) -> Option<&Arc<dyn ComputerClient>> {
         match &self.browser {
             Browser::Remote(_) => None,
@@ -539,6 +586,9 @@ impl ComputerClient for BrowserClient {
                 },
                 "cdp.send" => self.send(params).await,
                 "cdp.events" => self.events(params).await,
+                "screen.watch" | "screen.read" | "input.actions" if casts(&self.hello) => {
+                    self.cast_call(method, params).await
+                }
                 "process.list" if self.daemon().is_some() => self.list_processes(params).await,
                 m if m.starts_with("process.") && self.hides(&params) => {
                     let id = params["id"].as_str().unwrap_or_default();
@@ -554,13 +604,13 @@ impl ComputerClient for BrowserClient {
                     None if computerd::protocol::Method::from_name(method).is_none() => {
                         Err(ClientError::Rpc(
                             RpcError::not_found(format!(
-                                "unknown method {method:?}; a browser answers hello, ping, cdp.send and cdp.events"
+                                "unknown method {method:?}; a browser answers hello, ping, cdp.send, cdp.events and its screen's watch, read and input"
                             ))
                             .with_code(computerd::protocol::METHOD_NOT_FOUND),
                         ))
                     }
                     None => Err(ClientError::Rpc(RpcError::unsupported(format!(
-                        "{method}: a browser answers hello, ping, cdp.send and cdp.events, and has no daemon for the rest"
+                        "{method}: a browser answers hello, ping, cdp.send, cdp.events and its screen's watch, read and input, and has no daemon for the rest"
                     )))),
                 },
             }

@@ -1,5 +1,6 @@
 mod adb;
 mod browser;
+mod cast;
 mod cgroup;
 mod conformance;
 mod daytona;

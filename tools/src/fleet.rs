@@ -28,7 +28,7 @@ mod takeover;
 mod view;
 pub use pause::PAUSE_NAMES;
 pub use snapshot::{FROM_ARG, SNAPSHOT_NAME, SnapshotSummary, is_snapshot_handle};
-pub use takeover::{INPUT_WAIT_S, TAKEOVER_NAME, TakeoverAsk, TakeoverOutcome};
+pub use takeover::{INPUT_WAIT_S, PageSeen, TAKEOVER_NAME, TakeoverAsk, TakeoverOutcome};
 pub use view::{APP_SHOWN_BY, APP_URI, VIEW_NAME, ViewLink, tie_app};
 
 /// The argument every tool of a family takes to say which computer.
@@ -207,13 +207,16 @@ impl Default for FleetPolicy {
 
 impl FleetPolicy {
     /// request_takeover is offered: a viewer is served and a kind this
-    /// server makes has a screen the viewer shows (a desktop's, a phone's).
+    /// server makes has a screen the viewer shows (a desktop's, a phone's,
+    /// a browser's front tab).
     pub fn takeover(&self) -> bool {
         self.view
-            && self
-                .kinds
-                .iter()
-                .any(|k| matches!(k, SettingKind::Desktop | SettingKind::Phone))
+            && self.kinds.iter().any(|k| {
+                matches!(
+                    k,
+                    SettingKind::Desktop | SettingKind::Phone | SettingKind::Browser
+                )
+            })
     }
     fn kinds_text(&self) -> String {
         let v: Vec<&str> = self.kinds.iter().map(|k| k.as_str()).collect();

@@ -204,6 +204,52 @@ pub struct ScreenWatchParams {
     pub quality: Option<u8>,
 }
 
+/// A watch's asks, checked and with their defaults: what a client that
+/// answers screen.watch itself (a phone's, a browser's cast) reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WatchAsk {
+    pub wait_ms: u64,
+    pub max_width: u32,
+    pub quality: u8,
+}
+
+impl ScreenWatchParams {
+    /// The asks checked (each refusal names its field and limit), with
+    /// the defaults where none is given.
+    pub fn checked(&self) -> Result<WatchAsk, RpcError> {
+        use super::limits::{
+            DEFAULT_WATCH_MAX_WIDTH, DEFAULT_WATCH_QUALITY, DEFAULT_WATCH_WAIT_MS,
+            MAX_WATCH_WAIT_MS,
+        };
+        let wait_ms = self.wait_ms.unwrap_or(DEFAULT_WATCH_WAIT_MS);
+        if wait_ms > MAX_WATCH_WAIT_MS {
+            return Err(RpcError::invalid_field(
+                "waitMs",
+                format!("waitMs is {wait_ms}; at most {MAX_WATCH_WAIT_MS}"),
+            ));
+        }
+        let max_width = self.max_width.unwrap_or(DEFAULT_WATCH_MAX_WIDTH);
+        if max_width == 0 {
+            return Err(RpcError::invalid_field(
+                "maxWidth",
+                "maxWidth is 0; give 1 or more",
+            ));
+        }
+        let quality = self.quality.unwrap_or(DEFAULT_WATCH_QUALITY);
+        if !(1..=100).contains(&quality) {
+            return Err(RpcError::invalid_field(
+                "quality",
+                format!("quality is {quality}; JPEG quality is 1 to 100"),
+            ));
+        }
+        Ok(WatchAsk {
+            wait_ms,
+            max_width,
+            quality,
+        })
+    }
+}
+
 /// A frame of the live view, or `changed: false` when nothing changed
 /// within waitMs (then no frame comes).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

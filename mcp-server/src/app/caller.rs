@@ -163,7 +163,10 @@ impl CallerFleet {
         ask: fleet::TakeoverAsk,
     ) -> Result<fleet::TakeoverOutcome, String> {
         let entry = self.named(&ask.which).await?;
-        if !matches!(entry.kind, SettingKind::Desktop | SettingKind::Phone) {
+        if !matches!(
+            entry.kind,
+            SettingKind::Desktop | SettingKind::Phone | SettingKind::Browser
+        ) {
             return Err(format!(
                 "{}: {} has no screen for a person to use in the viewer (a {} computer)",
                 fleet::TAKEOVER_NAME,
@@ -172,14 +175,30 @@ impl CallerFleet {
             ));
         }
         let _in_use = entry.begin_use();
-        crate::view::takeover::run(
+        // A browser's page is read before and after, on a connection of
+        // its own (where it cannot be reached, the answer goes without).
+        let browser = match entry.kind {
+            SettingKind::Browser => self
+                .app
+                .provider
+                .connect(&entry.computer, &self.cancel)
+                .await
+                .ok(),
+            _ => None,
+        };
+        let r = crate::view::takeover::run(
             &self.app.views,
             &entry,
             &ask,
             self.peer.clone(),
             &self.cancel,
+            browser.as_ref().map(|c| c.client.as_ref()),
         )
-        .await
+        .await;
+        if let Some(c) = browser {
+            c.client.close();
+        }
+        r
     }
 
     async fn release_one(&self, which: Which) -> Result<fleet::ComputerReleased, String> {

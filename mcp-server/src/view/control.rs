@@ -80,6 +80,8 @@ pub struct Control {
     asks: Mutex<HashMap<String, Ask>>,
     /// The model's input batches running on each computer.
     inputs: Mutex<HashMap<String, usize>>,
+    /// The inputs people's views have sent to each computer, in all.
+    sent: Mutex<HashMap<String, u64>>,
     changes: watch::Sender<u64>,
 }
 
@@ -89,6 +91,7 @@ impl Default for Control {
             leases: Mutex::default(),
             asks: Mutex::default(),
             inputs: Mutex::default(),
+            sent: Mutex::default(),
             changes: watch::Sender::new(0),
         }
     }
@@ -163,6 +166,18 @@ impl Control {
             control: self,
             handle: handle.to_string(),
         })
+    }
+
+    /// A person's view sent an input to `handle`.
+    pub fn person_sent(&self, handle: &str) {
+        let mut sent = self.sent.lock().unwrap_or_else(|p| p.into_inner());
+        *sent.entry(handle.to_string()).or_default() += 1;
+    }
+
+    /// The inputs people's views have sent to `handle`, in all.
+    pub fn sent(&self, handle: &str) -> u64 {
+        let sent = self.sent.lock().unwrap_or_else(|p| p.into_inner());
+        sent.get(handle).copied().unwrap_or(0)
     }
 
     /// The model's input batches running on `handle`.

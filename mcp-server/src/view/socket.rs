@@ -14,7 +14,9 @@
 //! image (a desktop's JPEG, a phone's PNG).
 //!
 //! The view reads the computer on a connection of its own (`screen.watch`
-//! is one per connection, and a view's end closes only its own).
+//! is one per connection, and a view's end closes only its own). A
+//! browser with no X display (a vendor's) answers the same calls by
+//! casting its front tab over CDP (`computer_providers::cdp::cast`).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -39,6 +41,7 @@ use computerd::protocol::{
 use super::control::{Ask, TAKE_WAIT};
 use super::grants::{Grant, rfc3339};
 use super::map::{Mapper, event_of};
+use super::redact;
 use crate::app::{App, Entry};
 
 /// The most inputs a view has sent and not heard back about.
@@ -64,7 +67,8 @@ fn say(v: Value) -> Message {
     Message::text(v.to_string())
 }
 
-/// A typed call on a view's connection; failures in words.
+/// A typed call on a view's connection; failures in words the page may
+/// read ([`redact::words`]: no URL, secret, endpoint or host path).
 async fn call<P: Call>(client: &dyn ComputerClient, p: &P) -> Result<P::Result, String>
 where
     P::Result: DeserializeOwned,
@@ -73,7 +77,7 @@ where
     let v = client
         .call_value(P::METHOD.as_str(), params)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| redact::words(&e.to_string()))?;
     serde_json::from_value(v)
         .map_err(|e| format!("{}'s reply could not be read: {e}", P::METHOD.as_str()))
 }
@@ -118,7 +122,10 @@ async fn open(
         .connect(&entry.computer, &cancel)
         .await
         .map_err(|e| format!("the computer could not be reached ({:?})", e.code))?;
-    if !conn.hello.groups.contains(&Group::Screen) {
+    // A browser with no X display shows its front tab, cast over CDP (its
+    // client answers screen.watch and input.actions so).
+    let cast = computer_providers::cdp::casts(&conn.hello);
+    if !conn.hello.groups.contains(&Group::Screen) && !cast {
         conn.client.close();
         return Err(format!(
             "this computer ({}) has no screen to view",
@@ -231,10 +238,12 @@ impl View {
         ));
         let (inputs, inputs_rx) = mpsc::channel::<Job>(MAX_IN_FLIGHT + 1);
         let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+        let (app, handle) = (Arc::clone(&self.app), self.handle.clone());
         let runner = tokio::spawn(run_inputs(
             Arc::clone(&self.client),
             self.out.clone(),
             inputs_rx,
+            move || app.views.control.person_sent(&handle),
         ));
         let mut mapper = if self.touch {
             Mapper::touch(0, 0)
@@ -416,11 +425,13 @@ impl View {
 }
 
 /// Send each input batch in order, answering each by its id (0: the
-/// give-back's ups, answered by no one).
+/// give-back's ups, answered by no one); `sent` is told of each of the
+/// person's that ran.
 async fn run_inputs(
     client: Arc<dyn ComputerClient>,
     out: mpsc::Sender<Message>,
     mut rx: mpsc::Receiver<Job>,
+    sent: impl Fn(),
 ) {
     while let Some((id, actions, permit)) = rx.recv().await {
         let r = call(client.as_ref(), &InputActionsParams { actions }).await;
@@ -430,10 +441,15 @@ async fn run_inputs(
         if id == 0 {
             continue;
         }
+        if r.as_ref().is_ok_and(|d| d.done > 0) {
+            sent();
+        }
         let v = match r {
             Ok(done) => match done.failed {
                 None => json!({"type": "input", "id": id, "ok": true}),
-                Some(f) => json!({"type": "input", "id": id, "ok": false, "message": f.message}),
+                Some(f) => {
+                    json!({"type": "input", "id": id, "ok": false, "message": redact::words(&f.message)})
+                }
             },
             Err(why) => json!({"type": "input", "id": id, "ok": false, "message": why}),
         };
@@ -526,5 +542,89 @@ async fn pump(
             () = stop.cancelled() => return String::new(),
         }
         after = seq;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use computerd::client::ClientError;
+    use computerd::protocol::RpcError;
+    use futures::future::BoxFuture;
+
+    /// The secrets a failing computer's words hold.
+    const SECRETS: [&str; 4] = [
+        "signingKey=SECRET",
+        "/var/lib/computer-mcp",
+        "10.0.0.7:4000",
+        "0123456789abcdef0123456789abcdef",
+    ];
+
+    /// A computer whose input fails in words full of secrets, and whose
+    /// screen cannot be read, in such words too.
+    struct Leaky;
+
+    impl ComputerClient for Leaky {
+        fn call_value<'a>(
+            &'a self,
+            method: &'a str,
+            params: Value,
+        ) -> BoxFuture<'a, computerd::client::Result<Value>> {
+            Box::pin(async move {
+                let words = "wss://vendor.example/cdp?signingKey=SECRET closed (see /var/lib/computer-mcp/log, 10.0.0.7:4000, key 0123456789abcdef0123456789abcdef)";
+                match (method, params["actions"][0]["type"].as_str()) {
+                    ("input.actions", Some("move")) => Ok(json!({
+                        "done": 0,
+                        "failed": {"index": 0, "kind": "invalid", "message": words},
+                    })),
+                    _ => Err(ClientError::Rpc(RpcError::unsupported(words))),
+                }
+            })
+        }
+        fn close(&self) {}
+    }
+
+    fn clean(text: &str) {
+        for s in SECRETS {
+            assert!(!text.contains(s), "{s} reached the page: {text}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_input_or_watch_reaches_the_page_with_no_url_secret_endpoint_or_path() {
+        let client: Arc<dyn ComputerClient> = Arc::new(Leaky);
+        let (out, mut page) = mpsc::channel(8);
+        let (jobs, rx) = mpsc::channel::<Job>(4);
+        let runner = tokio::spawn(run_inputs(Arc::clone(&client), out.clone(), rx, || {}));
+        jobs.send((1, vec![Action::Move { point: [1, 1] }], None))
+            .await
+            .unwrap();
+        jobs.send((2, vec![Action::Type { text: "a".into() }], None))
+            .await
+            .unwrap();
+        drop(jobs);
+        runner.await.unwrap();
+        for id in [1, 2] {
+            let Some(Message::Text(t)) = page.recv().await else {
+                panic!("no answer to input {id}");
+            };
+            let v: Value = serde_json::from_str(&t).unwrap();
+            assert_eq!(
+                (v["id"].as_u64(), v["ok"].as_bool()),
+                (Some(id), Some(false))
+            );
+            let message = v["message"].as_str().unwrap();
+            assert!(message.contains("<url> closed (see <path>"), "{message}");
+            clean(message);
+        }
+
+        let (_acked, acked_rx) = watch::channel(0u64);
+        let (size, _) = watch::channel((0, 0));
+        let why = pump(client, out, acked_rx, size, CancellationToken::new()).await;
+        assert!(
+            why.starts_with("the computer's screen could not be read: <url> closed"),
+            "{why}"
+        );
+        clean(&why);
     }
 }

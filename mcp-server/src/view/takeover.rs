@@ -9,7 +9,8 @@ use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
 use rmcp::{Peer, RoleServer};
 use tokio_util::sync::CancellationToken;
 
-use computer_tools::fleet::{TakeoverAsk, TakeoverOutcome};
+use computer_tools::fleet::{PageSeen, TakeoverAsk, TakeoverOutcome};
+use computerd::client::ComputerClient;
 
 use super::Views;
 use super::control::Waited;
@@ -19,17 +20,34 @@ use crate::app::Entry;
 /// How long the client has to answer an elicitation.
 const ELICIT_WAIT: Duration = Duration::from_secs(1800);
 
-/// Ask a person to take `entry`'s control, as `ask` says.
+/// A browser's front tab, as the person finds or leaves it; None where
+/// it cannot be read.
+async fn front_page(client: &dyn ComputerClient) -> Option<PageSeen> {
+    let t = computer_providers::cdp::front::front(client).await.ok()?;
+    Some(PageSeen {
+        url: t.url,
+        title: t.title,
+    })
+}
+
+/// Ask a person to take `entry`'s control, as `ask` says; `browser` (a
+/// connection to a browser computer) reads its page before and after.
 pub async fn run(
     views: &Views,
     entry: &Entry,
     ask: &TakeoverAsk,
     peer: Option<Peer<RoleServer>>,
     cancel: &CancellationToken,
+    browser: Option<&dyn ComputerClient>,
 ) -> Result<TakeoverOutcome, String> {
     let link = views.link(entry, false)?;
     let url = link.url.unwrap_or_default();
     let started = SystemTime::now();
+    let sent_before = views.control.sent(&entry.handle);
+    let page_before = match browser {
+        Some(b) => front_page(b).await,
+        None => None,
+    };
     let computer = entry.label();
     let declined = elicit(peer, &ask.reason, &url, &computer);
     let waited = views
@@ -53,6 +71,10 @@ pub async fn run(
         Waited::Declined => ("declined", None, None),
         Waited::Cancelled => ("cancelled", None, None),
     };
+    let page_after = match (browser, taken) {
+        (Some(b), Some(_)) => front_page(b).await,
+        _ => None,
+    };
     Ok(TakeoverOutcome {
         computer: entry.label(),
         outcome: outcome.to_string(),
@@ -60,6 +82,9 @@ pub async fn run(
         taken_at: taken.map(rfc3339),
         held_s: held.map(|h| h.as_secs()),
         waited_s,
+        inputs: taken.map(|_| views.control.sent(&entry.handle) - sent_before),
+        page_before: page_before.filter(|_| taken.is_some()),
+        page_after,
     })
 }
 

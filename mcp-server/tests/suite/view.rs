@@ -203,27 +203,35 @@ pub(super) struct Viewing {
     said: String,
 }
 
-pub(super) async fn viewing(server: &Server) -> Option<Viewing> {
-    let bin = fixture_bin()?;
-    let share = fixture_share(&bin);
+/// A stdio server with `args`, serving the viewer on a loopback port
+/// (so computer_view is listed), and its stderr.
+pub(super) async fn serving_the_viewer(args: &[String]) -> (Client, tempfile::NamedTempFile) {
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut cmd = tokio::process::Command::new(SERVER);
     cmd.arg("serve")
-        .args(server.args_logging("debug"))
-        .args(["--kind", "desktop", "--viewer", "127.0.0.1:0"])
-        .args(["--share", &format!("{}:ro", share.path().display())]);
+        .args(args)
+        .args(["--viewer", "127.0.0.1:0"]);
     let (proc, _) = TokioChildProcess::builder(cmd)
         .stderr(log.reopen().unwrap())
         .spawn()
         .unwrap();
     let client = Recorder::default().serve(proc).await.unwrap();
-
     assert!(
         tool_names(&client)
             .await
             .iter()
             .any(|n| n == "computer_view")
     );
+    (client, log)
+}
+
+pub(super) async fn viewing(server: &Server) -> Option<Viewing> {
+    let bin = fixture_bin()?;
+    let share = fixture_share(&bin);
+    let mut args = server.args_logging("debug");
+    args.extend(["--kind".into(), "desktop".into()]);
+    args.extend(["--share".into(), format!("{}:ro", share.path().display())]);
+    let (client, log) = serving_the_viewer(&args).await;
     start_fixture(&client).await;
 
     let r = call_ok(&client, "computer_view", json!({})).await;

@@ -8,9 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use computerd::client::Result;
-use computerd::protocol::limits::{
-    DEFAULT_WATCH_MAX_WIDTH, DEFAULT_WATCH_WAIT_MS, MAX_WATCH_WAIT_MS,
-};
 use computerd::protocol::{
     Fit, ImageFormat, RpcError, ScreenShotParams, ScreenWatchParams, ScreenWatchResult, WatchFrame,
     decode_params,
@@ -33,20 +30,8 @@ pub(super) struct Watched {
 impl PhoneClient {
     pub(super) async fn screen_watch(&self, params: Value) -> Result<Value> {
         let p: ScreenWatchParams = decode_params(Some(params)).map_err(rpc)?;
-        let wait = p.wait_ms.unwrap_or(DEFAULT_WATCH_WAIT_MS);
-        if wait > MAX_WATCH_WAIT_MS {
-            return Err(rpc(RpcError::invalid_field(
-                "waitMs",
-                format!("waitMs is {wait}; at most {MAX_WATCH_WAIT_MS}"),
-            )));
-        }
-        let max_width = p.max_width.unwrap_or(DEFAULT_WATCH_MAX_WIDTH);
-        if max_width == 0 {
-            return Err(rpc(RpcError::invalid_field(
-                "maxWidth",
-                "maxWidth is 0; give 1 or more",
-            )));
-        }
+        let ask = p.checked().map_err(rpc)?;
+        let (wait, max_width) = (ask.wait_ms, ask.max_width);
         let newest = self.watched().seq;
         if p.after > newest {
             return Err(rpc(RpcError::invalid_field(

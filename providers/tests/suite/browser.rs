@@ -84,7 +84,7 @@ async fn a_host_chromium_answers_cdp_and_keeps_its_events() {
     assert_eq!(e.kind(), Some(ErrorKind::Unsupported), "{e}");
     assert!(
         e.to_string()
-            .contains("a browser answers hello, ping, cdp.send and cdp.events"),
+            .contains("a browser answers hello, ping, cdp.send, cdp.events"),
         "{e}"
     );
     let e = c.call_value("no.such.method", json!({})).await.unwrap_err();

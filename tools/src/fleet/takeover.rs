@@ -65,6 +65,46 @@ pub struct TakeoverOutcome {
     pub held_s: Option<u64>,
     /// Seconds the call waited in all.
     pub waited_s: u64,
+    /// Inputs the person sent while they had control (clicks, keys, texts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<u64>,
+    /// A browser's front tab when the request began.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_before: Option<PageSeen>,
+    /// A browser's front tab when the request ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_after: Option<PageSeen>,
+}
+
+/// A browser tab as a person left it or found it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PageSeen {
+    pub url: String,
+    pub title: String,
+}
+
+/// What the person changed, in words: the inputs they sent and where a
+/// browser's page went.
+fn changed(o: &TakeoverOutcome) -> String {
+    let mut w = match o.inputs {
+        Some(1) => ", sending 1 input".to_string(),
+        Some(n) => format!(", sending {n} inputs"),
+        None => String::new(),
+    };
+    match (&o.page_before, &o.page_after) {
+        (Some(b), Some(a)) if b == a => {
+            w += &format!("; the page is still {:?} ({})", a.title, a.url);
+        }
+        (Some(b), Some(a)) => {
+            w += &format!(
+                "; the page went from {:?} ({}) to {:?} ({})",
+                b.title, b.url, a.title, a.url
+            );
+        }
+        (None, Some(a)) => w += &format!("; the page is now {:?} ({})", a.title, a.url),
+        _ => {}
+    }
+    w
 }
 
 /// `a` checked: the first field at fault named, with its limit.
@@ -112,7 +152,8 @@ pub fn words(o: &TakeoverOutcome) -> String {
     let held = o.held_s.unwrap_or(0);
     let what = match o.outcome.as_str() {
         "given_back" => format!(
-            "{after}, gave it back after {held} s: the person acted; look at the screen (screenshot) to see what changed"
+            "{after}, gave it back after {held} s{}: the person acted; look at the screen (screenshot) to see what changed",
+            changed(o)
         ),
         "still_held" => format!(
             "{after} and still has it after {held} s; each of your input calls on {} waits up to {INPUT_WAIT_S} s for them to give it back, then is refused",
@@ -179,13 +220,32 @@ mod tests {
             taken_at: Some("2026-01-01T00:00:00Z".into()),
             held_s: Some(7),
             waited_s: 9,
+            inputs: Some(3),
+            page_before: Some(PageSeen {
+                url: "https://a.example/login".into(),
+                title: "Log in".into(),
+            }),
+            page_after: Some(PageSeen {
+                url: "https://a.example/home".into(),
+                title: "Home".into(),
+            }),
         };
         let w = words(&o);
         assert!(
             w.starts_with(
-                "the person took control at 2026-01-01T00:00:00Z, gave it back after 7 s"
+                "the person took control at 2026-01-01T00:00:00Z, gave it back after 7 s, sending 3 inputs; \
+the page went from \"Log in\" (https://a.example/login) to \"Home\" (https://a.example/home): the person acted"
             ),
             "{w}"
+        );
+        o.page_before = o.page_after.clone();
+        o.inputs = None;
+        assert!(
+            words(&o).contains(
+                "gave it back after 7 s; the page is still \"Home\" (https://a.example/home): "
+            ),
+            "{}",
+            words(&o)
         );
         assert!(w.contains(&o.url));
         o.outcome = "not_taken".into();

@@ -17,8 +17,9 @@ pub const VIEW_NAME: &str = "computer_view";
 /// The viewer as an MCP App: its resource (served where a viewer is).
 pub const APP_URI: &str = "ui://computer-mcp/view";
 /// The tools whose results the app shows, where a viewer is served: the
-/// screen's (a desktop's and a phone's; a browser computer has no screen
-/// the viewer reads).
+/// screen's (a desktop's and a phone's; a browser computer's front tab
+/// is viewed by computer_view's link, and its page tools do not name the
+/// app).
 pub const APP_SHOWN_BY: [&str; 1] = ["screenshot"];
 
 /// Name the app in `tool`'s listing (`_meta.ui.resourceUri`, the MCP Apps
