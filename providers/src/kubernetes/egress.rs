@@ -371,8 +371,8 @@ impl KubernetesProvider {
             }
         }
         let list = self.proxy_list(computer).await?;
-        let api = api
-            .map(|a| format!(", and the API server's {a}"))
+        let api = api_except(api)
+            .map(|a| format!(" and the API server's {a}"))
             .unwrap_or_default();
         Ok(NetworkReadBack {
             kind: NetworkKind::Allow,
@@ -437,8 +437,9 @@ impl KubernetesProvider {
             let made: Option<Time> = p["metadata"]["creationTimestamp"]
                 .as_str()
                 .and_then(|t| t.parse().ok());
-            let old =
-                made.is_none_or(|m| m.get() + LEFTOVER_AFTER < time::OffsetDateTime::now_utc());
+            let old = made.is_none_or(|m| {
+                m.get() + self.start + LEFTOVER_AFTER < time::OffsetDateTime::now_utc()
+            });
             let ended = matches!(p["status"]["phase"].as_str(), Some("Failed" | "Succeeded"));
             if computers.contains(of) || !(old || ended) {
                 kept.insert(name);

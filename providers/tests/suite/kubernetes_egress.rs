@@ -103,7 +103,7 @@ async fn an_allowlisted_pod_reaches_its_names_through_its_proxy_pod_and_nothing_
         )
     };
     let script = format!(
-        "echo \"$HTTP_PROXY\"; {}; {}; (exec 3<>/dev/tcp/{}/80) 2>/dev/null && echo direct || echo no-route",
+        "echo \"$HTTP_PROXY\"; {}; {}; timeout 5 bash -c \"exec 3<>/dev/tcp/{}/80\" 2>/dev/null && echo direct || echo no-route",
         get("http://good.eg.test/", "good.eg.test"),
         get("http://unlisted.eg.test/", "unlisted.eg.test"),
         n.a
