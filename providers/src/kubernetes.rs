@@ -33,6 +33,7 @@
 pub mod egress;
 pub mod manifest;
 pub mod network;
+mod orphans;
 pub mod sandbox;
 pub mod stream;
 pub mod words;

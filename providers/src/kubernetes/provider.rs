@@ -574,6 +574,11 @@ impl Provider for KubernetesProvider {
     /// computer: its delete is logged).
     async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {
         let deleted = crate::daemon_backed::sweep::sweep(self, cancel).await?;
+        if self.api == KubernetesApi::Sandbox {
+            // Claims and Sandboxes whose pod vanished (their names are
+            // no computer's: each delete is logged).
+            self.sweep_sandboxes(cancel).await?;
+        }
         let ours = ListParams::default().labels(&format!("{}=1", label::COMPUTER));
         let mut pods: std::collections::HashSet<String> = self
             .pods()

@@ -514,6 +514,11 @@ async fn the_role_holds_every_verb_the_provider_calls_and_no_more() {
     // …agent-sandbox's paths: a cold Sandbox, then a claim on the warm
     // pool an operator made for its template…
     super::kubernetes_sandbox::cold_then_warm(&r, &cancel).await;
+    // …the sweep in sandbox mode (claims and Sandboxes listed)…
+    r.with(|s| s.api = Some(computer_providers::kubernetes::KubernetesApi::Sandbox))
+        .sweep(&cancel)
+        .await
+        .unwrap();
     // …and the refusals that read LimitRanges and events.
     r.fake.limit_range(
         NS,
