@@ -34,7 +34,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use computerd::launch::{EgressArgs, Time};
-use computerd::protocol::egress::Allowlist;
 use kube::api::{DeleteParams, ListParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -86,12 +85,7 @@ pub fn proxy_uid(uid: u32) -> u32 {
 /// The list of an allowlist policy, checked and normalized; None for none
 /// and open.
 pub fn list_of(policy: &NetworkPolicy) -> Result<Option<Vec<String>>> {
-    match policy {
-        NetworkPolicy::Allow(entries) => Allowlist::parse(entries)
-            .map(|l| Some(l.entries()))
-            .map_err(|e| ProviderError::invalid("network", e.to_string())),
-        _ => Ok(None),
-    }
+    Ok(crate::daemon_backed::network::allowlist_of(policy)?.map(|l| l.entries()))
 }
 
 /// The proxy pod of the computer `plan` for the list `allow`: the
