@@ -891,6 +891,32 @@ mod tests {
         let s = said(&["sandbox", "--run", "/r", "--work-size-mib", "0"]);
         assert!(s.contains("--work-size-mib"), "{s}");
         assert!(said(&["sandbox", "--run", "/r"]).contains("INIT"));
+        // The egress's two forms are one or the other.
+        let t = "2026-12-01T10:00:00Z";
+        let s = said(&[
+            "init",
+            "--deadline",
+            t,
+            "--egress",
+            "/e.sock",
+            "--egress-tcp",
+            "10.0.0.1:3128",
+        ]);
+        assert!(
+            s.contains("--egress and --egress-tcp are two ways to one proxy"),
+            "{s}"
+        );
+        let s = said(&["init", "--deadline", t, "--egress-tcp", "proxy:3128"]);
+        assert!(s.contains("--egress-tcp \"proxy:3128\""), "{s}");
+        let e = ["egress", "--allow=a.b", "--deadline", t];
+        let s = said(&[&e[..], &["--socket", "/s", "--listen", "0.0.0.0:3128"]].concat());
+        assert!(
+            s.contains("--socket and --listen are two ways to listen"),
+            "{s}"
+        );
+        let s = said(&[&e[..], &["--listen", "0.0.0.0:3128", "--client-gid", "7"]].concat());
+        assert!(s.contains("--client-gid shares a unix socket"), "{s}");
+        assert!(said(&e).contains("--socket (or its TCP form, --listen) is required"));
         assert!("4294967295:0".parse::<UserSpec>().is_err());
         assert!("+1:0".parse::<UserSpec>().is_err());
     }

@@ -110,3 +110,52 @@ pub async fn serve(listener: std::net::TcpListener, to: To) {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// The relay on an address of its own (init's is 127.0.0.1:3128).
+    fn relay_to(to: To) -> SocketAddr {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let at = l.local_addr().unwrap();
+        tokio::spawn(serve(l, to));
+        at
+    }
+
+    #[tokio::test]
+    async fn the_tcp_form_copies_both_ways_and_a_silent_proxy_is_a_502_in_words() {
+        // A proxy that answers what it is sent, upper-cased.
+        let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let proxy_at = proxy.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = proxy.accept().await.unwrap();
+            let mut b = [0u8; 5];
+            s.read_exact(&mut b).await.unwrap();
+            s.write_all(&b.to_ascii_uppercase()).await.unwrap();
+        });
+        let mut c = TcpStream::connect(relay_to(To::Tcp(proxy_at)))
+            .await
+            .unwrap();
+        c.write_all(b"hello").await.unwrap();
+        let mut got = Vec::new();
+        c.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"HELLO");
+
+        // Nothing listens there: the program is told so.
+        let gone = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let mut c = TcpStream::connect(relay_to(To::Tcp(gone))).await.unwrap();
+        let mut got = String::new();
+        c.read_to_string(&mut got).await.unwrap();
+        assert!(got.starts_with("HTTP/1.1 502"), "{got}");
+        assert!(
+            got.contains("the computer's egress proxy does not answer"),
+            "{got}"
+        );
+    }
+}
