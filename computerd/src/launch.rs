@@ -65,6 +65,11 @@ pub struct InitArgs {
     /// every program HTTP_PROXY, HTTPS_PROXY, ALL_PROXY (and lower case)
     /// naming it, with NO_PROXY=localhost,127.0.0.1,::1.
     pub egress: Option<PathBuf>,
+    /// The TCP form of `egress`, for a proxy in another network namespace
+    /// (a pod of its own on Kubernetes): relay 127.0.0.1:3128 to the
+    /// proxy listening at IP:PORT, byte for byte, with the same variables.
+    /// Not with `egress`.
+    pub egress_tcp: Option<std::net::SocketAddr>,
 }
 
 impl InitArgs {
@@ -80,6 +85,7 @@ impl InitArgs {
             screen: Screen::DEFAULT,
             display: None,
             egress: None,
+            egress_tcp: None,
         }
     }
 
@@ -106,6 +112,9 @@ impl InitArgs {
         }
         if let Some(e) = &self.egress {
             a.flag("--egress", e);
+        }
+        if let Some(e) = &self.egress_tcp {
+            a.flag("--egress-tcp", e.to_string());
         }
         a.0
     }
@@ -320,8 +329,13 @@ pub struct EgressArgs {
     pub allow: Vec<String>,
     /// `--deadline TIME`: every connection ends then.
     pub deadline: Time,
-    /// `--socket PATH`: made 0600, or 0660 with `client_gid`.
+    /// `--socket PATH`: made 0600, or 0660 with `client_gid`. Empty (and
+    /// left out) with `listen`.
     pub socket: PathBuf,
+    /// `--listen IP:PORT`: the TCP form, for a computer in another network
+    /// namespace (init's `--egress-tcp`): programs connect here directly,
+    /// no descriptor is handed. Not with `--socket`.
+    pub listen: Option<std::net::SocketAddr>,
     /// `--user UID:GID`: bind as root, then become this user (never 0).
     pub user: Option<UserSpec>,
     /// `--client-gid GID`: the socket's group (the computer's).
@@ -350,6 +364,9 @@ ports 80 and 443, after checking every address a name resolves to.
                        host; repeat for more (at least one)
   --deadline TIME      when it stops (RFC 3339): every connection ends then
   --socket PATH        the unix socket (0600, or 0660 with --client-gid)
+  --listen IP:PORT     instead of --socket, the TCP form: for a computer in
+                       another network namespace (a pod of its own), whose
+                       init relays to it with --egress-tcp
   --user UID:GID       start as root, bind, then become UID:GID (no groups,
                        no_new_privs); never 0
   --client-gid GID     the group the socket is shared with (the computer's)
@@ -374,6 +391,7 @@ impl EgressArgs {
             allow,
             deadline,
             socket: socket.into(),
+            listen: None,
             user: None,
             client_gid: None,
             host_addresses: Vec::new(),
@@ -384,7 +402,17 @@ impl EgressArgs {
         }
     }
 
-    /// `egress --allow … --deadline … --socket …` and the flags set.
+    /// The TCP form: a proxy for `allow` until `deadline` listening on
+    /// `listen`, the rest unset.
+    pub fn tcp(allow: Vec<String>, deadline: Time, listen: std::net::SocketAddr) -> Self {
+        Self {
+            listen: Some(listen),
+            ..Self::new(allow, deadline, PathBuf::new())
+        }
+    }
+
+    /// `egress --allow … --deadline … --socket …` (or `--listen …`) and
+    /// the flags set.
     pub fn to_args(&self) -> Vec<OsString> {
         let mut a = Argv::new("egress");
         for e in &self.allow {
@@ -392,7 +420,10 @@ impl EgressArgs {
             a.word(&format!("--allow={e}"));
         }
         a.flag("--deadline", self.deadline.to_string());
-        a.flag("--socket", &self.socket);
+        match &self.listen {
+            Some(l) => a.flag("--listen", l.to_string()),
+            None => a.flag("--socket", &self.socket),
+        }
         if let Some(u) = self.user {
             a.flag("--user", u.to_string());
         }
@@ -641,6 +672,7 @@ mod tests {
             },
             display: None,
             egress: Some("/run/egress/egress.sock".into()),
+            egress_tcp: None,
         }
     }
 
@@ -716,6 +748,7 @@ mod tests {
                 ],
                 deadline: at("2026-12-01T10:00:00Z"),
                 socket: "/srv/c1/egress/egress.sock".into(),
+                listen: None,
                 user: Some(UserSpec {
                     uid: 40002,
                     gid: 40002,
@@ -732,6 +765,22 @@ mod tests {
                     "[::1]:5353".parse().unwrap(),
                 ],
                 cgroups: vec!["/sys/fs/cgroup/pids/c1-egress".into()],
+            }
+            .into(),
+        );
+        // The TCP forms: a proxy pod's listener and its computer's relay.
+        let mut tcp = EgressArgs::tcp(
+            vec!["pypi.org".into()],
+            at("2026-12-01T10:00:00Z"),
+            "0.0.0.0:3128".parse().unwrap(),
+        );
+        tcp.host_addresses = vec!["10.0.0.1".parse().unwrap()];
+        round_trip(tcp.into());
+        round_trip(
+            InitArgs {
+                egress: None,
+                egress_tcp: Some("10.244.1.7:3128".parse().unwrap()),
+                ..every_init_field()
             }
             .into(),
         );
@@ -842,6 +891,32 @@ mod tests {
         let s = said(&["sandbox", "--run", "/r", "--work-size-mib", "0"]);
         assert!(s.contains("--work-size-mib"), "{s}");
         assert!(said(&["sandbox", "--run", "/r"]).contains("INIT"));
+        // The egress's two forms are one or the other.
+        let t = "2026-12-01T10:00:00Z";
+        let s = said(&[
+            "init",
+            "--deadline",
+            t,
+            "--egress",
+            "/e.sock",
+            "--egress-tcp",
+            "10.0.0.1:3128",
+        ]);
+        assert!(
+            s.contains("--egress and --egress-tcp are two ways to one proxy"),
+            "{s}"
+        );
+        let s = said(&["init", "--deadline", t, "--egress-tcp", "proxy:3128"]);
+        assert!(s.contains("--egress-tcp \"proxy:3128\""), "{s}");
+        let e = ["egress", "--allow=a.b", "--deadline", t];
+        let s = said(&[&e[..], &["--socket", "/s", "--listen", "0.0.0.0:3128"]].concat());
+        assert!(
+            s.contains("--socket and --listen are two ways to listen"),
+            "{s}"
+        );
+        let s = said(&[&e[..], &["--listen", "0.0.0.0:3128", "--client-gid", "7"]].concat());
+        assert!(s.contains("--client-gid shares a unix socket"), "{s}");
+        assert!(said(&e).contains("--socket (or its TCP form, --listen) is required"));
         assert!("4294967295:0".parse::<UserSpec>().is_err());
         assert!("+1:0".parse::<UserSpec>().is_err());
     }

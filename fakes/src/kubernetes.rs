@@ -94,9 +94,16 @@
 //! - NetworkPolicy (`/apis/networking.k8s.io/v1/namespaces/{ns}/
 //!   networkpolicies`): create (201, 409), get (404), list by selector,
 //!   delete (200 with a `Status` of `Success`: no finalizers, gone at once).
-//!   The boxes have no network at all, so every policy is kept;
+//!   A box has no network unless a policy that selects its pod lets it
+//!   reach something, so a deny-all policy is kept;
 //!   [`Knobs::ignore_network_policy`] has the fake's nodes report, as a
 //!   CNI that does not enforce policies would, that a pod is reachable.
+//!   [`policy::reach_of`] is the fake's CNI for the rest: a pod whose
+//!   policies let it reach or be reached by other pods is on the pods'
+//!   network (internal: no way out), its `podIP` its address there; one
+//!   let reach an `ipBlock` is also on Docker's default bridge (the
+//!   world, the blocks' `except` lists not enforced: the egress proxy
+//!   refuses those addresses itself), resolving with [`Knobs::dns`].
 
 pub mod admission;
 pub mod discovery;
@@ -153,6 +160,9 @@ pub struct Knobs {
     /// An operator makes a SandboxWarmPool of this many replicas, named
     /// as the template, for every SandboxTemplate made.
     pub auto_pool: Option<u32>,
+    /// The cluster's DNS servers, as a pod that may reach the world
+    /// resolves with them ([`policy::reach_of`]).
+    pub dns: Vec<String>,
 }
 
 /// One pod: its object, and its box once made.
@@ -186,6 +196,9 @@ pub(crate) struct Shared {
     pub custom: sandbox::Objects,
     /// Every box made, so close removes even one a stream still holds.
     pub made: Mutex<Vec<Arc<VendorBox>>>,
+    /// The pods' network, made at the first pod a policy lets reach
+    /// another ([`policy::reach_of`]).
+    pub pod_net: tokio::sync::OnceCell<String>,
     pub stop: CancellationToken,
 }
 
@@ -249,6 +262,7 @@ impl FakeKubernetes {
             limit_ranges: Mutex::new(BTreeMap::new()),
             events: Mutex::new(Vec::new()),
             verbs: Mutex::new(std::collections::BTreeSet::new()),
+            pod_net: tokio::sync::OnceCell::new(),
             carried: Mutex::new(Vec::new()),
             knobs: Mutex::new(Knobs::default()),
             custom: sandbox::Objects::default(),
@@ -452,6 +466,9 @@ impl FakeKubernetes {
         let boxes: Vec<Arc<VendorBox>> = lock(&self.shared.made).drain(..).collect();
         for b in boxes {
             let _ = b.remove().await;
+        }
+        if let Some(n) = self.shared.pod_net.get() {
+            let _ = self.shared.docker.remove_network(n).await;
         }
         self.shared.stop.cancel();
     }

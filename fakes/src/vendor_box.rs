@@ -68,6 +68,11 @@ pub struct BoxSpec {
     /// (`net.ipv4.ip_unprivileged_port_start=0`): a box without
     /// capabilities can then serve on 443.
     pub low_ports: bool,
+    /// The Docker networks the box is on, the first its network mode and
+    /// the rest connected before it starts; none when empty (the default).
+    pub networks: Vec<String>,
+    /// DNS servers of its resolv.conf (Docker's `--dns`), when on a network.
+    pub dns: Vec<String>,
 }
 
 impl BoxSpec {
@@ -80,6 +85,8 @@ impl BoxSpec {
             pids: 512,
             hardened: false,
             low_ports: false,
+            networks: Vec::new(),
+            dns: Vec::new(),
         }
     }
 }
@@ -171,7 +178,13 @@ impl VendorBox {
                 } else {
                     vec!["apparmor=unconfined".into()]
                 }),
-                network_mode: Some("none".into()),
+                network_mode: Some(
+                    spec.networks
+                        .first()
+                        .cloned()
+                        .unwrap_or_else(|| "none".into()),
+                ),
+                dns: (!spec.dns.is_empty()).then(|| spec.dns.clone()),
                 sysctls: spec.low_ports.then(|| {
                     HashMap::from([(
                         "net.ipv4.ip_unprivileged_port_start".to_string(),
@@ -195,6 +208,18 @@ impl VendorBox {
             id: name,
             removed: AtomicBool::new(false),
         };
+        for n in spec.networks.iter().skip(1) {
+            made.docker
+                .connect_network(
+                    n,
+                    bollard::models::NetworkConnectRequest {
+                        container: made.id.clone(),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .map_err(docker_err("connecting the vendor box to a network"))?;
+        }
         made.docker
             .start_container(
                 &made.id,
@@ -381,6 +406,23 @@ impl VendorBox {
             0 => Ok(()),
             _ => Err(BoxError(format!("no process {pid} to signal"))),
         }
+    }
+
+    /// The box's address on the Docker network `network`, if it is on it.
+    pub async fn address_on(&self, network: &str) -> Result<Option<String>> {
+        let i = self
+            .docker
+            .inspect_container(
+                &self.id,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .map_err(docker_err("inspecting the vendor box"))?;
+        Ok(i.network_settings
+            .and_then(|n| n.networks)
+            .and_then(|mut n| n.remove(network))
+            .and_then(|e| e.ip_address)
+            .filter(|a| !a.is_empty()))
     }
 
     /// Remove the box and everything in it.

@@ -24,13 +24,16 @@
 //! exact value; a list selects by label on the server and checks the
 //! annotations. Network none is a NetworkPolicy denying the pod all
 //! ingress and egress, read back, and the daemon's probe from inside;
-//! open is no policy; an allowlist (an egress sidecar) is not this slice.
+//! open is no policy; an allowlist is a proxy pod of the computer's own
+//! and two policies ([`egress`]).
 //! The deadline is init's and the pod's `activeDeadlineSeconds`, so a
 //! computer ends even when no server is left. The credentials (the
 //! kubeconfig's or the service account's) never reach words or logs.
 
+pub mod egress;
 pub mod manifest;
 pub mod network;
+mod orphans;
 pub mod sandbox;
 pub mod stream;
 pub mod words;
@@ -211,6 +214,9 @@ pub struct KubernetesProvider {
     client: tokio::sync::OnceCell<(kube::Client, String)>,
     /// Snapshots, kept by this server through the daemon's `tar.*`.
     snapshots: Option<crate::snapshot::SnapshotStore>,
+    /// The API server's address when the client's URL names it by IP
+    /// (set with the client): the egress proxy's policy excepts it.
+    api_ip: std::sync::OnceLock<Option<std::net::IpAddr>>,
 }
 
 impl std::fmt::Debug for KubernetesProvider {
@@ -331,6 +337,7 @@ impl Configure for KubernetesProvider {
             },
             client: tokio::sync::OnceCell::new(),
             snapshots: host.snapshot_store(ID),
+            api_ip: std::sync::OnceLock::new(),
         })
     }
 }
@@ -420,6 +427,8 @@ impl KubernetesProvider {
                         )
                     })?,
                 };
+                let host = config.cluster_url.host().unwrap_or_default();
+                let _ = self.api_ip.set(host.trim_matches(['[', ']']).parse().ok());
                 let client = kube::Client::try_from(config).map_err(|e| {
                     ProviderError::failed(format!("cannot make a Kubernetes client: {e}"))
                 })?;
@@ -427,6 +436,12 @@ impl KubernetesProvider {
             })
             .await
             .cloned()
+    }
+
+    /// The API server's address, when the client names it by IP.
+    pub(crate) async fn api_address(&self) -> Result<Option<std::net::IpAddr>> {
+        self.client().await?;
+        Ok(self.api_ip.get().copied().flatten())
     }
 
     /// The namespace computers are made in.
@@ -453,7 +468,12 @@ impl KubernetesProvider {
             lifetime: LifetimeMode::Enforced,
             release: vec![Release::Delete],
             max_lifetime_ms: MAX_LIFETIME_MS,
-            networks: vec![NetworkKind::None, NetworkKind::Open],
+            networks: match self.api {
+                KubernetesApi::Pods => {
+                    vec![NetworkKind::None, NetworkKind::Open, NetworkKind::Allow]
+                }
+                KubernetesApi::Sandbox => vec![NetworkKind::None, NetworkKind::Open],
+            },
             network_read_back: true,
             isolation: format!(
                 "a pod of its own: uid {} (runAsNonRoot), no capability, no privilege escalation, seccomp RuntimeDefault, no service account token, no host namespace, cpu/memory/ephemeral-storage limits, /work a sized emptyDir",

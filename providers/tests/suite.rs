@@ -10,6 +10,7 @@ mod docker_tar;
 mod e2b;
 mod egress;
 mod kubernetes;
+mod kubernetes_egress;
 mod kubernetes_sandbox;
 mod local;
 mod modal;

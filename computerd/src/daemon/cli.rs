@@ -165,7 +165,13 @@ fn init_main(args: InitArgs) -> Result<i32, StartError> {
         screen,
         display,
         egress,
+        egress_tcp,
     } = args;
+    let egress = match (egress, egress_tcp) {
+        (Some(path), _) => Some(daemon::egress::relay::To::Socket(path)),
+        (None, Some(at)) => Some(daemon::egress::relay::To::Tcp(at)),
+        (None, None) => None,
+    };
     let (deadline, max) = (deadline.get(), max_deadline.map(launch::Time::get));
     init::check_times(deadline, max).map_err(StartError::Times)?;
     let user = user.map(|u| (u.uid, u.gid));

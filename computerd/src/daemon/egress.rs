@@ -42,9 +42,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpStream, UnixStream};
+use tokio::net::TcpStream;
 
-use handoff::{Client, Opening};
+use handoff::{Client, Incoming, Opening};
 
 use crate::daemon::setup::{SetupError, Step};
 use crate::launch::EgressArgs;
@@ -90,7 +90,16 @@ fn start(list: Allowlist, opts: EgressArgs) -> Result<i32, SetupError> {
         return Err("--deadline is in the past".into());
     }
     let user = opts.user.map(|u| (u.uid, u.gid));
-    let listener = bind(&opts.socket, user, opts.client_gid)?;
+    let listener = match opts.listen {
+        Some(at) => {
+            let l = std::net::TcpListener::bind(at)
+                .map_err(|e| format!("could not listen on {at} ({e})"))?;
+            l.set_nonblocking(true)
+                .step("make the listener non-blocking")?;
+            Bound::Tcp(l)
+        }
+        None => Bound::Unix(bind(&opts.socket, user, opts.client_gid)?),
+    };
     if let Some((uid, gid)) = user {
         become_user(uid, gid)?;
     }
@@ -120,13 +129,16 @@ fn start(list: Allowlist, opts: EgressArgs) -> Result<i32, SetupError> {
         refusing: Arc::new(tokio::sync::Semaphore::new(MAX_REFUSING)),
         total: AtomicU64::new(0),
     });
-    let socket = opts.socket.clone();
+    let on = match opts.listen {
+        Some(at) => at.to_string(),
+        None => opts.socket.display().to_string(),
+    };
     let code = rt.block_on(async move {
-        let listener = tokio::net::UnixListener::from_std(listener)
-            .map_err(|e| format!("could not listen on {} ({e})", socket.display()))?;
+        let listener = listener
+            .into_tokio()
+            .map_err(|e| format!("could not listen on {on} ({e})"))?;
         tracing::info!(
-            "egress ready on {}: {} ({} resolvers)",
-            socket.display(),
+            "egress ready on {on}: {} ({} resolvers)",
             proxy.list,
             proxy.resolvers.len()
         );
@@ -142,7 +154,9 @@ fn start(list: Allowlist, opts: EgressArgs) -> Result<i32, SetupError> {
         }
         Ok::<i32, String>(0)
     })?;
-    let _ = std::fs::remove_file(&opts.socket);
+    if opts.listen.is_none() {
+        let _ = std::fs::remove_file(&opts.socket);
+    }
     rt.shutdown_timeout(Duration::from_millis(100));
     Ok(code)
 }
@@ -152,6 +166,35 @@ fn deadline_instant(at: SystemTime) -> tokio::time::Instant {
         .duration_since(SystemTime::now())
         .unwrap_or(Duration::ZERO);
     tokio::time::Instant::now() + left
+}
+
+/// What the proxy listens on: its unix socket, or (`--listen`) TCP.
+enum Bound {
+    Unix(std::os::unix::net::UnixListener),
+    Tcp(std::net::TcpListener),
+}
+
+enum Listening {
+    Unix(tokio::net::UnixListener),
+    Tcp(tokio::net::TcpListener),
+}
+
+impl Bound {
+    fn into_tokio(self) -> std::io::Result<Listening> {
+        Ok(match self {
+            Bound::Unix(l) => Listening::Unix(tokio::net::UnixListener::from_std(l)?),
+            Bound::Tcp(l) => Listening::Tcp(tokio::net::TcpListener::from_std(l)?),
+        })
+    }
+}
+
+impl Listening {
+    async fn accept(&self) -> std::io::Result<Incoming> {
+        Ok(match self {
+            Listening::Unix(l) => Incoming::Unix(l.accept().await?.0),
+            Listening::Tcp(l) => Incoming::Tcp(l.accept().await?.0),
+        })
+    }
 }
 
 /// The socket: a stale one replaced, made 0600 (0660 with a client
@@ -241,10 +284,10 @@ struct Proxy {
     total: AtomicU64,
 }
 
-async fn accept_loop(listener: tokio::net::UnixListener, proxy: Arc<Proxy>) {
+async fn accept_loop(listener: Listening, proxy: Arc<Proxy>) {
     loop {
         let stream = match listener.accept().await {
-            Ok((s, _)) => s,
+            Ok(s) => s,
             Err(e) => {
                 tracing::warn!("egress: accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -522,8 +565,8 @@ impl Proxy {
     }
 }
 
-async fn serve(stream: UnixStream, proxy: &Proxy) {
-    match handoff::open(stream, tokio::time::Instant::now() + HEAD_WAIT).await {
+async fn serve(stream: Incoming, proxy: &Proxy) {
+    match handoff::open_incoming(stream, tokio::time::Instant::now() + HEAD_WAIT).await {
         Opening::Ready(client, 5) => socks(client, proxy).await,
         Opening::Ready(client, first) => http(client, first, proxy).await,
         Opening::Refused(why) => tracing::warn!("egress: a connection was closed: {why}"),
@@ -536,9 +579,9 @@ async fn serve(stream: UnixStream, proxy: &Proxy) {
 /// not allowed by ruleset: the seed lists the bounds among what the proxy
 /// refuses) with the words on a line after it; any other first byte, or
 /// none within [`REFUSE_WAIT`], gets HTTP's 503 with the words.
-async fn refuse_past_bound(stream: UnixStream, proxy: &Proxy, r: Refusal) {
+async fn refuse_past_bound(stream: Incoming, proxy: &Proxy, r: Refusal) {
     let until = tokio::time::Instant::now() + REFUSE_WAIT;
-    match handoff::open(stream, until).await {
+    match handoff::open_incoming(stream, until).await {
         Opening::Ready(mut client, 5) => match socks_request(&mut client, until).await {
             Some((req, _)) => {
                 proxy.log_refuse(&req.host_text, req.port, &r);
@@ -628,7 +671,7 @@ async fn relay(client: Client, mut upstream: TcpStream, early: Vec<u8>) {
 mod tests {
     use super::*;
     use tokio::io::AsyncReadExt;
-    use tokio::net::TcpListener;
+    use tokio::net::{TcpListener, UnixStream};
     use tokio::time::Instant;
 
     /// A relay between socket pairs: the program's end of the unix socket,

@@ -148,6 +148,11 @@ const INIT_FLAGS: &[Flag] = &[
         "PATH",
         "Relay 127.0.0.1:3128 to the egress proxy's socket at PATH and give every program HTTP_PROXY, HTTPS_PROXY, ALL_PROXY (and lower case) naming it, with NO_PROXY=localhost,127.0.0.1,::1.",
     ),
+    flag(
+        "egress-tcp",
+        "IP:PORT",
+        "The TCP form of --egress, for a proxy in another network namespace (a pod of its own): relay 127.0.0.1:3128 to the proxy at IP:PORT, byte for byte, with the same variables. Not with --egress.",
+    ),
 ];
 
 const SANDBOX_FLAGS: &[Flag] = &[
@@ -238,7 +243,12 @@ const EGRESS_FLAGS: &[Flag] = &[
     flag(
         "socket",
         "PATH",
-        "The unix socket (0600, or 0660 with --client-gid). Required.",
+        "The unix socket (0600, or 0660 with --client-gid). Required, unless --listen.",
+    ),
+    flag(
+        "listen",
+        "IP:PORT",
+        "Instead of --socket, the TCP form: listen here, for a computer in another network namespace (a pod of its own) whose init relays with --egress-tcp. Not with --socket or --client-gid.",
     ),
     flag(
         "user",
@@ -317,7 +327,7 @@ const SUBS: &[Sub] = &[
         word: "egress",
         about: "A computer's egress proxy, outside it: HTTP (CONNECT and plain) and SOCKS5 CONNECT on a unix socket, to the hosts of its list only, on ports 80 and 443, after checking every address a name resolves to.",
         long_about: Some(EGRESS_ABOUT),
-        usage: "computerd egress --allow <ENTRY>... --deadline <TIME> --socket <PATH> [OPTIONS]",
+        usage: "computerd egress --allow <ENTRY>... --deadline <TIME> (--socket <PATH> | --listen <IP:PORT>) [OPTIONS]",
         flags: EGRESS_FLAGS,
     },
 ];
@@ -635,6 +645,14 @@ fn init_args(s: &Seen) -> Result<InitArgs, ParseError> {
             (None, _) => None,
         },
         egress: s.path("egress")?,
+        egress_tcp: match (s.parsed("egress-tcp")?, s.one("egress")?) {
+            (Some(_), Some(_)) => {
+                return Err(s.refuse(
+                    "--egress and --egress-tcp are two ways to one proxy; give one (--egress names its socket, --egress-tcp its address in another network namespace)",
+                ));
+            }
+            (tcp, _) => tcp,
+        },
     })
 }
 
@@ -732,12 +750,26 @@ where
             if allow.is_empty() {
                 return Err(seen.refuse("--allow is required (at least one entry)"));
             }
-            let mut a = EgressArgs::new(
-                allow,
-                seen.required("deadline")?,
-                seen.path("socket")?
-                    .ok_or_else(|| seen.refuse("--socket is required"))?,
-            );
+            let deadline = seen.required("deadline")?;
+            let mut a = match (seen.parsed("listen")?, seen.path("socket")?) {
+                (Some(_), Some(_)) => {
+                    return Err(seen.refuse(
+                        "--socket and --listen are two ways to listen; give one (--listen is the TCP form)",
+                    ));
+                }
+                (Some(l), None) => {
+                    if seen.one("client-gid")?.is_some() {
+                        return Err(seen.refuse(
+                            "--client-gid shares a unix socket; --listen has none (leave it out)",
+                        ));
+                    }
+                    EgressArgs::tcp(allow, deadline, l)
+                }
+                (None, Some(s)) => EgressArgs::new(allow, deadline, s),
+                (None, None) => {
+                    return Err(seen.refuse("--socket (or its TCP form, --listen) is required"));
+                }
+            };
             a.user = seen.value("user")?;
             a.client_gid = seen.parsed("client-gid")?;
             a.host_addresses = seen.all_parsed("host-address")?;

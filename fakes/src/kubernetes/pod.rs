@@ -243,10 +243,15 @@ async fn run(s: Arc<Shared>, key: Key, stop: CancellationToken) {
     }
     drop(held);
     let started = now();
+    // Its address on the pods' network, when it is on it.
+    let ip = match s.pod_net.get() {
+        Some(n) => boxed.address_on(n).await.ok().flatten(),
+        None => None,
+    };
     set_status(&s, &key, |st| {
         st["phase"] = json!("Running");
         st["startTime"] = json!(started);
-        st["podIP"] = json!("10.244.0.10");
+        st["podIP"] = json!(ip.as_deref().unwrap_or("10.244.0.10"));
         st["conditions"] = json!([{"type": "Ready", "status": "True"}]);
         st["containerStatuses"] = json!([{
             "name": cname,
@@ -452,6 +457,14 @@ async fn start_box(s: &Shared, pod: &Value) -> Result<VendorBox, String> {
         .as_array()
         .is_some_and(|d| d.iter().any(|c| c == "ALL"))
         && csc["allowPrivilegeEscalation"] == json!(false);
+    let reach = super::policy::reach_of(s, pod);
+    if reach.world {
+        spec.networks.push("bridge".into());
+        spec.dns = lock(&s.knobs).dns.clone();
+    }
+    if reach.pods {
+        spec.networks.push(super::policy::pod_network(s).await?);
+    }
     let boxed = VendorBox::start(&s.docker, &spec).await.map_err(|e| e.0)?;
     let dirs: Vec<String> = empty_dirs(pod).into_iter().map(|(_, p, _)| p).collect();
     if !dirs.is_empty() {

@@ -59,6 +59,9 @@ pub struct PodPlan {
     pub warm: bool,
     /// A sandbox, or a desktop whose init starts the image's Xvfb.
     pub made: crate::daemon_backed::desktop::Made,
+    /// An allowlisted computer: its egress proxy pod's address, which
+    /// init relays 127.0.0.1:3128 to (`--egress-tcp`).
+    pub egress: Option<std::net::SocketAddr>,
 }
 
 /// Whether Kubernetes takes `v` as a label value: at most 63 characters
@@ -100,7 +103,19 @@ impl PodPlan {
     /// The container's command: make init's socket directory, then become
     /// `computerd init` (so init is the container's process).
     pub fn command(&self) -> Vec<String> {
-        let init = self.made.init_args(InitArgs::new(self.deadline, SOCKET));
+        let mut init = self.made.init_args(InitArgs::new(self.deadline, SOCKET));
+        init.egress_tcp = self.egress;
+        let args = init
+            .to_args()
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        self.command_of(args)
+    }
+
+    /// The container's command for computerd's `args`: its directories
+    /// made (and a streamed computerd waited for), then computerd.
+    pub fn command_of(&self, mut args: Vec<String>) -> Vec<String> {
         let made = if self.streamed {
             // Until the provider's exec has put it in place (moved there
             // whole, so it is never run half written).
@@ -125,11 +140,6 @@ impl PodPlan {
             script,
             self.computerd.clone(),
         ];
-        let mut args: Vec<String> = init
-            .to_args()
-            .into_iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
         if self.warm
             && let Some(i) = args.iter().position(|a| a == "--deadline")
             && let Some(slot) = args.get_mut(i + 1)
@@ -378,6 +388,7 @@ mod tests {
             streamed: false,
             warm: false,
             made: crate::daemon_backed::desktop::Made { screen: None },
+            egress: None,
         }
     }
 

@@ -22,9 +22,8 @@
 
 use computerd::launch::ProbeArgs;
 use computerd::protocol::{DEFAULT_PROBE_TARGETS, ProbeReport};
-use serde_json::Value;
 
-use super::{KubernetesProvider, api_error, manifest};
+use super::{KubernetesProvider, manifest};
 use crate::daemon_backed::probe::report_of;
 use crate::provider::Connection;
 use crate::types::{NetworkKind, NetworkReadBack, ProviderError, Result};
@@ -96,15 +95,7 @@ impl KubernetesProvider {
         name: &str,
         inside: Option<&str>,
     ) -> Result<NetworkReadBack> {
-        let np = self
-            .policies()
-            .await?
-            .get_opt(name)
-            .await
-            .map_err(|e| api_error(&format!("reading the NetworkPolicy {name}"), e))?;
-        let np = np
-            .map(|n| serde_json::to_value(&n).unwrap_or(Value::Null))
-            .unwrap_or(Value::Null);
+        let np = self.read_policy(name).await?;
         if !manifest::denies_all(&np, name) {
             return Err(ProviderError::refused(format!(
                 "the pod {name} has no NetworkPolicy denying it all ingress and egress (it was deleted or changed)"

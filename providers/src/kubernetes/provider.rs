@@ -7,6 +7,7 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::egress;
 use super::manifest::{self, PodPlan};
 use super::words::{self, Refusal};
 use super::{GONE_WAIT, ID, KubernetesApi, KubernetesProvider, api_error, checked};
@@ -24,7 +25,7 @@ fn to_value<T: serde::Serialize>(x: &T) -> Value {
 
 impl KubernetesProvider {
     /// The pod `name` as the API holds it; None once gone.
-    async fn read(&self, name: &str) -> Result<Option<Value>> {
+    pub(crate) async fn read(&self, name: &str) -> Result<Option<Value>> {
         let pods = self.pods().await?;
         let p = pods
             .get_opt(name)
@@ -144,11 +145,14 @@ impl KubernetesProvider {
             streamed: self.stream.is_some(),
             warm: false,
             made: self.made,
+            egress: None,
         })
     }
 
-    /// Delete the pod and its policy, and wait until the pod is gone.
+    /// Delete the pod and its policy (and its egress proxy pod and
+    /// policy), and wait until both pods are gone.
     async fn delete_and_wait(&self, name: &str, cancel: &CancellationToken) -> Result<()> {
+        self.delete_egress(name).await?;
         let policies = self.policies().await?;
         match policies.delete(name, &DeleteParams::default()).await {
             Ok(_) => {}
@@ -164,15 +168,16 @@ impl KubernetesProvider {
                 .await
             {
                 Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(e) => return Err(api_error(&format!("deleting pod {name}"), e)),
             }
         }
+        let proxy = egress::name_of(name);
         let wait = crate::wait::Wait::new(format!("pod {name} to be gone"), GONE_WAIT);
         crate::wait::wait_until(
             &wait,
             cancel,
-            || async { Ok(self.read(name).await?.is_none()) },
+            || async { Ok(self.read(name).await?.is_none() && self.read(&proxy).await?.is_none()) },
             |gone| *gone,
             |_| "still there".into(),
         )
@@ -191,9 +196,14 @@ impl KubernetesProvider {
 
     /// The deny-all NetworkPolicy of the pod `name`.
     async fn make_policy(&self, name: &str) -> Result<()> {
-        let np: k8s_openapi::api::networking::v1::NetworkPolicy =
-            serde_json::from_value(manifest::deny_all(name))
-                .map_err(|e| ProviderError::failed(format!("the NetworkPolicy: {e}")))?;
+        self.create_policy(manifest::deny_all(name), "the deny-all NetworkPolicy")
+            .await
+    }
+
+    /// The NetworkPolicy `np` (`what`, in words) made.
+    pub(crate) async fn create_policy(&self, np: Value, what: &str) -> Result<()> {
+        let np: k8s_openapi::api::networking::v1::NetworkPolicy = serde_json::from_value(np)
+            .map_err(|e| ProviderError::failed(format!("{what}: {e}")))?;
         let ns = self.namespace().await?;
         self.policies()
             .await?
@@ -201,7 +211,7 @@ impl KubernetesProvider {
             .await
             .map_err(|e| match Refusal::of(&e) {
                 Some(r) if r.code == 403 => words::forbidden("create", "networkpolicies", &ns, &r),
-                _ => api_error("making the deny-all NetworkPolicy", e),
+                _ => api_error(&format!("making {what}"), e),
             })?;
         Ok(())
     }
@@ -213,7 +223,12 @@ impl KubernetesProvider {
             self.make_sandbox(plan).await?;
             return self.until_pod(&plan.name, cancel).await;
         }
-        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(plan.pod())
+        self.create_pod(plan, plan.pod()).await
+    }
+
+    /// The pod `pod` (of `plan`, for the words of a refusal) made.
+    pub(crate) async fn create_pod(&self, plan: &PodPlan, pod: Value) -> Result<()> {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(pod)
             .map_err(|e| ProviderError::failed(format!("the pod: {e}")))?;
         let Err(e) = self
             .pods()
@@ -252,7 +267,9 @@ impl KubernetesProvider {
         // The hardening read back from the pod the API holds.
         self.ours(&plan.name).await?;
         let conn = self.until_up(&plan.name, &plan.image, cancel).await?;
-        let network = if none {
+        let network = if plan.egress.is_some() {
+            self.allow_read_back(&plan.name).await?
+        } else if none {
             let inside = self.probe(&conn, &plan.name).await?;
             self.none_read_back(&plan.name, Some(&inside)).await?
         } else {
@@ -294,9 +311,9 @@ impl Provider for KubernetesProvider {
             self.made.setting(),
             Some("an image that has Xvfb (/usr/bin/Xvfb)"),
         )?;
-        if matches!(spec.network, NetworkPolicy::Allow(_)) {
+        if egress::list_of(&spec.network)?.is_some() && self.api == KubernetesApi::Sandbox {
             return Err(ProviderError::unsupported(
-                "the Kubernetes provider offers network none or open; an allowlist (an egress sidecar) is not offered yet",
+                "an allowlist is offered with --kubernetes-api pods only: a Sandbox's pod (or a warm pool's) is fixed before its egress proxy pod's address is known; use network none or open, or --kubernetes-api pods",
             )
             .with_field("network"));
         }
@@ -359,6 +376,15 @@ impl Provider for KubernetesProvider {
         } else {
             if none {
                 self.make_policy(&plan.name).await?;
+            }
+            if let Some(allow) = egress::list_of(&spec.network)? {
+                match self.make_egress(&plan, &allow, cancel).await {
+                    Ok(at) => plan.egress = Some(at),
+                    Err(e) => {
+                        let _ = self.delete_and_wait(&plan.name, cancel).await;
+                        return Err(e);
+                    }
+                }
             }
             if let Err(e) = self.make_pod(&plan, cancel).await {
                 let _ = self.delete_and_wait(&plan.name, cancel).await;
@@ -448,18 +474,25 @@ impl Provider for KubernetesProvider {
             .get_opt(&computer.id)
             .await
             .map_err(|e| api_error("reading the NetworkPolicy", e))?;
-        let kind = if np.is_some() {
-            NetworkKind::None
-        } else {
-            NetworkKind::Open
+        let allowlisted = np.as_ref().is_some_and(|np| {
+            np.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(egress::LABEL))
+        });
+        let (kind, list) = match np {
+            Some(_) if allowlisted => (NetworkKind::Allow, self.proxy_list(&computer.id).await?),
+            Some(_) => (NetworkKind::None, Vec::new()),
+            None => (NetworkKind::Open, Vec::new()),
         };
         crate::daemon_backed::network::refuse_change(
             policy,
             kind,
-            Vec::new,
+            || list,
             "a pod's network is fixed when it is made",
         )?;
         match kind {
+            NetworkKind::Allow => self.allow_read_back(&computer.id).await,
             NetworkKind::None => self.none_read_back(&computer.id, None).await,
             _ => Ok(NetworkReadBack {
                 kind: NetworkKind::Open,
@@ -545,8 +578,13 @@ impl Provider for KubernetesProvider {
 
     async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {
         let deleted = crate::daemon_backed::sweep::sweep(self, cancel).await?;
+        if self.api == KubernetesApi::Sandbox {
+            // Claims and Sandboxes whose pod vanished (their names are
+            // no computer's: each delete is logged).
+            self.sweep_sandboxes(cancel).await?;
+        }
         let ours = ListParams::default().labels(&format!("{}=1", label::COMPUTER));
-        let pods: std::collections::HashSet<String> = self
+        let mut pods: std::collections::HashSet<String> = self
             .pods()
             .await?
             .list(&ours)
@@ -556,6 +594,10 @@ impl Provider for KubernetesProvider {
             .into_iter()
             .filter_map(|p| p.metadata.name)
             .collect();
+        // A proxy pod whose computer is gone, then every policy whose pod
+        // is gone (a proxy's policy is named as its pod).
+        let proxies = self.sweep_egress(&pods, cancel).await?;
+        pods.extend(proxies);
         let policies = self.policies().await?;
         let listed = policies
             .list(&ours)

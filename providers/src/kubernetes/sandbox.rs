@@ -85,7 +85,7 @@ pub fn template_name(plan: &PodPlan) -> String {
 
 /// What `e` means when the cluster has no such resource: agent-sandbox
 /// is not installed (a 404 whose details name no object).
-fn missing(e: &kube::Error) -> bool {
+pub(crate) fn missing(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404 && !s.message.contains('"'))
 }
 
@@ -104,7 +104,7 @@ fn to_dynamic(v: Value) -> Result<DynamicObject> {
 }
 
 impl KubernetesProvider {
-    async fn dynamic(&self, r: (&str, &str, &str)) -> Result<kube::Api<DynamicObject>> {
+    pub(crate) async fn dynamic(&self, r: (&str, &str, &str)) -> Result<kube::Api<DynamicObject>> {
         let (c, ns) = self.client().await?;
         Ok(kube::Api::namespaced_with(c, &ns, &resource(r)))
     }

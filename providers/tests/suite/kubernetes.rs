@@ -71,7 +71,7 @@ impl Rig {
 
     /// Delete the pod `name` as another client would (kubectl), and wait
     /// until the API no longer has it.
-    async fn delete_behind_our_back(&self, name: &str) {
+    pub(super) async fn delete_behind_our_back(&self, name: &str) {
         let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(
             kube::Client::try_from({
                 let mut cfg = kube::Config::new(self.fake.url().parse().unwrap());
@@ -465,7 +465,7 @@ fn the_deploy_manifests_are_exactly_kubernetes_api_objects() {
 }
 
 /// The Role's rules as (API group, resource, verb).
-fn role_verbs() -> std::collections::BTreeSet<(String, String, String)> {
+pub(super) fn role_verbs() -> std::collections::BTreeSet<(String, String, String)> {
     let all = manifests();
     let role = &all.iter().find(|(_, v)| v["kind"] == "Role").unwrap().1;
     let mut out = std::collections::BTreeSet::new();
@@ -514,6 +514,11 @@ async fn the_role_holds_every_verb_the_provider_calls_and_no_more() {
     // …agent-sandbox's paths: a cold Sandbox, then a claim on the warm
     // pool an operator made for its template…
     super::kubernetes_sandbox::cold_then_warm(&r, &cancel).await;
+    // …the sweep in sandbox mode (claims and Sandboxes listed)…
+    r.with(|s| s.api = Some(computer_providers::kubernetes::KubernetesApi::Sandbox))
+        .sweep(&cancel)
+        .await
+        .unwrap();
     // …and the refusals that read LimitRanges and events.
     r.fake.limit_range(
         NS,

@@ -237,3 +237,92 @@ async fn without_agent_sandbox_sandbox_mode_is_refused_saying_what_to_install() 
     );
     r.close().await;
 }
+
+/// Delete the pod `name` as another client would, and wait until it is
+/// gone or made again by its Sandbox's controller (another uid).
+async fn delete_pod_behind_our_back(r: &Rig, name: &str) {
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(
+        kube::Client::try_from({
+            let mut cfg = kube::Config::new(r.fake.url().parse().unwrap());
+            cfg.auth_info.token = Some(super::kubernetes::TOKEN.to_string().into());
+            cfg
+        })
+        .unwrap(),
+        NS,
+    );
+    let uid = pods.get(name).await.unwrap().metadata.uid;
+    pods.delete(name, &kube::api::DeleteParams::default().grace_period(1))
+        .await
+        .unwrap();
+    for _ in 0..200 {
+        match pods.get_opt(name).await.unwrap() {
+            Some(p) if p.metadata.uid == uid => {}
+            _ => return,
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the pod {name} was not gone 20 s after its delete");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_deletes_a_sandbox_and_a_claim_whose_pod_vanished() {
+    let Some(r) = rig("k8s-vanish").await else {
+        return;
+    };
+    let cancel = CancellationToken::new();
+    let p = sandbox_mode(&r);
+    let cold = p
+        .create(&super::support::labelled("cold"), &cancel)
+        .await
+        .unwrap()
+        .computer;
+    operator_keeps_one_warm(&r);
+    pool_ready(&r.fake).await;
+    let warm = p
+        .create(&super::support::labelled("warm"), &cancel)
+        .await
+        .unwrap()
+        .computer;
+    let claims = r.fake.objects("sandboxclaims");
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    // A sweeper whose start bound is 1 s: an owner 11 s old is settled.
+    let sweeper = r.with(|s| {
+        s.api = Some(KubernetesApi::Sandbox);
+        s.start_s = Some(1);
+    });
+    sweeper.sweep(&cancel).await.unwrap();
+    assert_eq!(
+        r.fake.objects("sandboxclaims"),
+        claims,
+        "a live claim was swept"
+    );
+    assert!(
+        r.fake
+            .objects("sandboxes")
+            .contains(&format!("{NS}/{}", cold.id))
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(12)).await;
+    // Both pods deleted behind our back: the controller makes them again,
+    // the cold one a fresh computer, the warm one the pool's blueprint.
+    delete_pod_behind_our_back(&r, &cold.id).await;
+    delete_pod_behind_our_back(&r, &warm.id).await;
+    sweeper.sweep(&cancel).await.unwrap();
+    assert_eq!(r.fake.objects("sandboxclaims"), Vec::<String>::new());
+    assert!(
+        !r.fake
+            .objects("sandboxes")
+            .contains(&format!("{NS}/{}", cold.id)),
+        "{:?}",
+        r.fake.objects("sandboxes")
+    );
+    // Nothing of either is left once the garbage collector ran.
+    r.fake.remove_pools().await;
+    for _ in 0..300 {
+        if r.fake.pods().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    sweeper.sweep(&cancel).await.unwrap();
+    r.close().await;
+}

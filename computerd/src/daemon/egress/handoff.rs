@@ -209,10 +209,32 @@ pub async fn open(unix: UnixStream, until: Instant) -> Opening {
     let Some(fd) = fds.pop() else {
         return Opening::Closed;
     };
-    let mut tcp = match tcp_of(fd) {
-        Ok(t) => t,
-        Err(why) => return Opening::Refused(why),
-    };
+    match tcp_of(fd) {
+        Ok(t) => first_byte(t, until).await,
+        Err(why) => Opening::Refused(why),
+    }
+}
+
+/// A connection as the proxy accepted it: on its unix socket, or (its
+/// TCP form, `--listen`) a program's own TCP connection, with no handoff.
+pub enum Incoming {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+/// Take an accepted connection to its program's first byte, by `until`.
+pub async fn open_incoming(c: Incoming, until: Instant) -> Opening {
+    match c {
+        Incoming::Unix(u) => open(u, until).await,
+        Incoming::Tcp(t) => {
+            let _ = t.set_nodelay(true);
+            first_byte(t, until).await
+        }
+    }
+}
+
+/// A program's TCP connection, to its first byte.
+async fn first_byte(mut tcp: TcpStream, until: Instant) -> Opening {
     let mut b = [0u8; 1];
     match tokio::time::timeout_at(until, tcp.read(&mut b)).await {
         Err(_) => Opening::Silent(Client::Tcp(tcp)),

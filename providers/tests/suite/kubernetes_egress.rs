@@ -1,0 +1,190 @@
+//! A network allowlist on the Kubernetes provider, against the fake API
+//! and the test hosts of `support/net.rs` (11.0.<n>.0/24 and the `eg.test`
+//! DNS, routed from Docker's default bridge). The computer's pod reaches
+//! only its proxy pod, which reaches the world (the fake's CNI puts it on
+//! the default bridge, resolving with the test's DNS): a listed host is
+//! reached, an unlisted one refused in the proxy's words, both policies
+//! are exactly what a cluster enforces, and release and the sweep leave
+//! nothing. Needs root (the veth pair), a Docker engine and the test
+//! image, as `docker_egress.rs` does.
+
+use computer_providers::kubernetes::egress;
+use computer_providers::provider::Provider;
+use computer_providers::types::{ErrorCode, NetworkKind, NetworkPolicy, Release};
+use computer_testkit::{need, on_path};
+use tokio_util::sync::CancellationToken;
+
+use super::kubernetes::{NS, rig};
+use super::support::{EGRESS, net, run, text};
+
+/// The root, ip and openssl the test hosts need, or a skip in words.
+fn can_run() -> bool {
+    need(
+        "docker",
+        nix::unistd::geteuid().is_root() && ["ip", "openssl"].iter().all(|t| on_path(t).is_some()),
+        "the Kubernetes egress test makes a network namespace and a veth pair (root, ip) and a TLS test host (openssl)",
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowlisted_pod_reaches_its_names_through_its_proxy_pod_and_nothing_else() {
+    let _one = EGRESS.write().await;
+    if !can_run() {
+        return;
+    }
+    let Some(r) = rig("k8s-egress").await else {
+        return;
+    };
+    let n = net::Net::up(57).await.unwrap();
+    r.fake.knobs(|k| k.dns = vec![n.dns.ip().to_string()]);
+    let cancel = CancellationToken::new();
+    let mut spec = super::support::labelled("egress");
+    spec.network = NetworkPolicy::Allow(vec!["good.eg.test".into()]);
+    let made = r.provider.create(&spec, &cancel).await.unwrap();
+    let c = made.computer;
+    let proxy = egress::name_of(&c.id);
+    let rb = made.network.unwrap();
+    assert_eq!(rb.kind, NetworkKind::Allow, "{rb}");
+    assert_eq!(
+        rb.detail,
+        format!(
+            "NetworkPolicy {0} lets the pod send only to its egress proxy pod {proxy} on port 3128, which reaches good.eg.test on ports 80 and 443; NetworkPolicy {proxy} lets the proxy reach the cluster's DNS and the world less the private, shared, loopback and link-local ranges",
+            c.id
+        )
+    );
+    let mut pods = r.fake.pods();
+    pods.sort();
+    assert_eq!(pods, [format!("{NS}/{}", c.id), format!("{NS}/{proxy}")]);
+    // The two policies, exactly as a cluster enforces them.
+    let np = |name: &str| {
+        r.fake
+            .policy(NS, name)
+            .unwrap_or_else(|| panic!("no NetworkPolicy {name}"))["spec"]
+            .clone()
+    };
+    assert_eq!(
+        np(&c.id),
+        serde_json::json!({
+            "podSelector": {"matchLabels": {"computer-mcp.pod": c.id}},
+            "policyTypes": ["Ingress", "Egress"],
+            "egress": [{"to": [{"podSelector": {"matchLabels": {"computer-mcp.pod": proxy}}}], "ports": [{"protocol": "TCP", "port": 3128}]}],
+        })
+    );
+    assert_eq!(
+        np(&proxy),
+        serde_json::json!({
+            "podSelector": {"matchLabels": {"computer-mcp.pod": proxy}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [{"podSelector": {"matchLabels": {"computer-mcp.pod": c.id}}}], "ports": [{"protocol": "TCP", "port": 3128}]}],
+            "egress": [
+                {
+                    "to": [{
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                    }],
+                    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+                },
+                {
+                    "to": [
+                        {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16"]}},
+                        {"ipBlock": {"cidr": "::/0", "except": ["::1/128", "::ffff:0:0/96", "fc00::/7", "fe80::/10"]}},
+                    ],
+                    "ports": [{"protocol": "TCP", "port": 80}, {"protocol": "TCP", "port": 443}],
+                },
+            ],
+        })
+    );
+    // Through the proxy: the listed host answers, an unlisted one is
+    // refused in the proxy's words, and no address is reached directly.
+    let conn = r.provider.connect(&c, &cancel).await.unwrap();
+    let get = |url: &str, host: &str| {
+        format!(
+            "exec 3<>/dev/tcp/127.0.0.1/3128 && printf 'GET {url} HTTP/1.1\\r\\nHost: {host}\\r\\nConnection: close\\r\\n\\r\\n' >&3 && cat <&3; echo"
+        )
+    };
+    let script = format!(
+        "echo \"$HTTP_PROXY\"; {}; {}; timeout 5 bash -c \"exec 3<>/dev/tcp/{}/80\" 2>/dev/null && echo direct || echo no-route",
+        get("http://good.eg.test/", "good.eg.test"),
+        get("http://unlisted.eg.test/", "unlisted.eg.test"),
+        n.a
+    );
+    let out = run(
+        &conn.client,
+        &format!("bash -c '{}'", script.replace('\'', "'\\''")),
+    )
+    .await;
+    conn.client.close();
+    let said = text(&out).replace('\r', "");
+    assert!(
+        said.starts_with("http://127.0.0.1:3128\nHTTP/1.1 200"),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("served-by={} host=good.eg.test path=/", n.a)),
+        "{said}"
+    );
+    assert!(
+        said.contains("HTTP/1.1 403")
+            && said.contains("unlisted.eg.test is not on this box's network list"),
+        "{said}"
+    );
+    assert!(said.trim_end().ends_with("no-route"), "{said}");
+    // The read-back holds; another list is not the computer's.
+    assert_eq!(r.provider.network(&c, None, &cancel).await.unwrap(), rb);
+    let other = NetworkPolicy::Allow(vec!["unlisted.eg.test".into()]);
+    let e = r
+        .provider
+        .network(&c, Some(&other), &cancel)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Unsupported, "{e:?}");
+    // Every verb the allowlist called is the Role's.
+    let called = r.fake.verbs();
+    let role = super::kubernetes::role_verbs();
+    assert!(called.is_subset(&role), "{:?}", called.difference(&role));
+
+    // A proxy pod changed behind our back is read back as such.
+    r.fake.edit_pod(NS, &proxy, |p| {
+        p["spec"]["containers"][0]["command"] = serde_json::json!(["/bin/sh"]);
+    });
+    let e = r.provider.network(&c, None, &cancel).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Refused, "{e:?}");
+    assert!(
+        e.message.contains(&format!(
+            "the egress proxy pod {proxy} is not as it was made"
+        )),
+        "{e:?}"
+    );
+    r.provider
+        .release(&c, Release::Delete, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(r.fake.pods(), Vec::<String>::new());
+    assert_eq!(r.fake.policies(), Vec::<String>::new());
+
+    // A computer deleted behind our back leaves its proxy and policies to
+    // the sweep, once the proxy is older than a create's start bound.
+    let c = r.provider.create(&spec, &cancel).await.unwrap().computer;
+    r.delete_behind_our_back(&c.id).await;
+    let sweeper = r.with(|s| s.start_s = Some(1));
+    sweeper.sweep(&cancel).await.unwrap();
+    assert_eq!(
+        r.fake.pods(),
+        [format!(
+            "{NS}/{proxy_of}",
+            proxy_of = egress::name_of(&c.id)
+        )]
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(12)).await;
+    sweeper.sweep(&cancel).await.unwrap();
+    for _ in 0..100 {
+        if r.fake.pods().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    sweeper.sweep(&cancel).await.unwrap();
+    assert_eq!(r.fake.pods(), Vec::<String>::new());
+    assert_eq!(r.fake.policies(), Vec::<String>::new());
+    r.close().await;
+}
