@@ -311,124 +311,24 @@ pub fn encode_bgrx(bgrx: &[u8], w: u32, h: u32) -> Result<(Vec<u8>, Kind), RpcEr
 }
 
 /// The zlib stream of [`Kind::Busy`]: each row RGB unfiltered, or Up
-/// (all zeros) when it repeats the row above, deflated pigz-style: the
-/// rows split into [`bands`] bands, each converted and deflated on a thread
-/// of its own as raw deflate ending on a byte boundary (a sync flush; the
-/// last band finishes the stream), then joined under one zlib header and
-/// the Adler-32 of all the rows. A band starts with an empty window, which
-/// on a page of text cost nothing measurable (1280x800: 203,971 B in two
-/// bands against 204,132 B in one).
+/// (all zeros) when it repeats the row above.
 fn busy_idat(bgrx: &[u8], stride: usize) -> Vec<u8> {
-    busy_idat_in(bgrx, stride, bands(bgrx.len()))
-}
-
-/// [`busy_idat`] in `n` bands (fewer if there are fewer rows).
-fn busy_idat_in(bgrx: &[u8], stride: usize, n: usize) -> Vec<u8> {
     let rows = bgrx.len() / stride;
-    let per = rows.div_ceil(n.max(1));
-    let starts: Vec<usize> = (0..rows).step_by(per).collect();
-    let band = |i: usize| {
-        let (from, to) = (starts[i], (starts[i] + per).min(rows));
-        busy_band(bgrx, stride, from..to, i + 1 == starts.len())
-    };
-    let parts: Vec<(Vec<u8>, u32, usize)> = std::thread::scope(|s| {
-        let rest: Vec<_> = (1..starts.len())
-            .map(|i| std::thread::Builder::new().spawn_scoped(s, move || band(i)))
-            .collect();
-        let mut parts = vec![band(0)];
-        // A band whose thread could not start (or ended without its
-        // answer) is deflated here.
-        parts.extend(rest.into_iter().enumerate().map(|(i, h)| {
-            h.ok()
-                .and_then(|h| h.join().ok())
-                .unwrap_or_else(|| band(i + 1))
-        }));
-        parts
-    });
-    let mut z = Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum::<usize>() + 6);
-    // Deflate with a 32 KiB window, no dictionary, the fastest levels' hint.
-    z.extend_from_slice(&[0x78, 0x01]);
-    let mut adler = 1u32;
-    for (deflated, band_adler, len) in &parts {
-        z.extend_from_slice(deflated);
-        adler = adler32_combine(adler, *band_adler, *len);
-    }
-    z.extend_from_slice(&adler.to_be_bytes());
-    z
-}
-
-/// Images smaller than this many bytes of BGRX are deflated in one band
-/// (a thread costs more than it saves on them).
-const BAND_MIN_BYTES: usize = 1 << 20;
-
-/// The bands a busy screen of `bytes` is deflated in: one a core (as
-/// cgroup limits allow, found once), at most four, one for a small image.
-fn bands(bytes: usize) -> usize {
-    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    if bytes < BAND_MIN_BYTES {
-        return 1;
-    }
-    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)))
-}
-
-/// Rows `rows` of `bgrx` as PNG lines (see [`busy_idat`]), raw-deflated at
-/// [`BUSY_LEVEL`]; with their Adler-32 and length. Never inlined: it is
-/// called from three places (this thread, a band's, the fallback), and
-/// one copy of it (with the deflater it inlines) keeps the static daemon
-/// small.
-#[inline(never)]
-fn busy_band(
-    bgrx: &[u8],
-    stride: usize,
-    rows: std::ops::Range<usize>,
-    last: bool,
-) -> (Vec<u8>, u32, usize) {
-    use miniz_oxide::deflate::core::{
-        CompressorOxide, TDEFLFlush, compress_to_output, create_comp_flags_from_zip_params,
-    };
-    let line = stride / 4 * 3 + 1;
-    let mut lines = Vec::with_capacity(line * rows.len());
-    for y in rows {
-        let row = &bgrx[y * stride..(y + 1) * stride];
-        if y > 0 && row == &bgrx[(y - 1) * stride..y * stride] {
+    let mut lines = Vec::with_capacity((stride / 4 * 3 + 1) * rows);
+    let mut prev: Option<&[u8]> = None;
+    for row in bgrx.chunks_exact(stride) {
+        if prev == Some(row) {
             lines.push(2);
-            lines.resize(lines.len() + line - 1, 0);
+            lines.resize(lines.len() + stride / 4 * 3, 0);
         } else {
             lines.push(0);
             for px in row.chunks_exact(4) {
                 lines.extend_from_slice(&[px[2], px[1], px[0]]);
             }
         }
+        prev = Some(row);
     }
-    // Raw deflate (negative window bits), default strategy.
-    let flags = create_comp_flags_from_zip_params(i32::from(BUSY_LEVEL), -15, 0);
-    let mut c = Box::new(CompressorOxide::new(flags));
-    let mut out = Vec::with_capacity(lines.len() / 8);
-    let flush = if last {
-        TDEFLFlush::Finish
-    } else {
-        TDEFLFlush::Sync
-    };
-    // With an output callback that takes everything, one call consumes
-    // all the input.
-    compress_to_output(&mut c, &lines, flush, |b| {
-        out.extend_from_slice(b);
-        true
-    });
-    let adler = simd_adler32::adler32(&lines.as_slice());
-    (out, adler, lines.len())
-}
-
-/// The Adler-32 of two byte strings joined, from each one's Adler-32 and
-/// the second's length (zlib's adler32_combine).
-fn adler32_combine(first: u32, second: u32, second_len: usize) -> u32 {
-    const BASE: u64 = 65_521;
-    let rem = second_len as u64 % BASE;
-    let (a1, b1) = (u64::from(first & 0xffff), u64::from(first >> 16));
-    let (a2, b2) = (u64::from(second & 0xffff), u64::from(second >> 16));
-    let a = (a1 + a2 + BASE - 1) % BASE;
-    let b = (rem * a1 % BASE + b1 + b2 + BASE - rem) % BASE;
-    ((b << 16) | a) as u32
+    miniz_oxide::deflate::compress_to_vec_zlib(&lines, BUSY_LEVEL)
 }
 
 #[cfg(test)]
@@ -566,46 +466,5 @@ mod tests {
             }
         }
         assert_eq!(round_trip(&rgb, w, h).0, rgb);
-    }
-
-    #[test]
-    fn a_busy_screen_in_bands_is_one_zlib_stream_of_its_rows() {
-        // Text-like rows with repeats, on band edges too: every band count
-        // inflates to the same rows, with the Adler-32 of them all.
-        let (w, h) = (96u32, 61u32);
-        let mut seed = 11u32;
-        let rgb: Vec<u8> = (0..h)
-            .flat_map(|y| {
-                let y = if y % 10 == 3 { y - 1 } else { y };
-                (0..w).flat_map(move |x| [((x * 13 + y * 7) % 256) as u8, 255, (y * 4) as u8])
-            })
-            .map(|b| {
-                seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-                if seed >> 29 == 0 { b ^ 0x40 } else { b }
-            })
-            .collect();
-        let bgrx = bgrx_of(&rgb);
-        let one =
-            miniz_oxide::inflate::decompress_to_vec_zlib(&busy_idat_in(&bgrx, w as usize * 4, 1))
-                .unwrap();
-        assert_eq!(one.len(), (w as usize * 3 + 1) * h as usize);
-        for n in [2, 3, 4, 61, 200] {
-            let z = busy_idat_in(&bgrx, w as usize * 4, n);
-            let rows = miniz_oxide::inflate::decompress_to_vec_zlib(&z).unwrap();
-            assert_eq!(rows, one, "{n} bands");
-            assert_eq!(
-                u32::from_be_bytes(z[z.len() - 4..].try_into().unwrap()),
-                simd_adler32::adler32(&one.as_slice()),
-                "{n} bands' Adler-32"
-            );
-        }
-        // A screen big enough for bands, through the png crate.
-        let (w, h) = (640u32, 480u32);
-        let big: Vec<u8> = (0..h)
-            .flat_map(|y| (0..w).flat_map(move |x| [(x ^ y) as u8, (x * y % 251) as u8, 9]))
-            .collect();
-        assert!(w as usize * h as usize * 4 >= BAND_MIN_BYTES);
-        assert_eq!(round_trip(&big, w, h), (big.clone(), Kind::Busy));
-        assert_eq!(adler32_combine(1, 0x0102_0304, 0), 0x0102_0304);
     }
 }
