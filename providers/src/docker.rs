@@ -114,6 +114,8 @@ pub struct DockerProvider {
     /// Its snapshots, under `<cache dir>/snapshots` (beside the daemon's
     /// copy the computers bind).
     snapshots: crate::snapshot::SnapshotStore,
+    /// The configured daemon's sha256, kept while the file is unchanged.
+    daemon_sums: std::sync::Arc<cache::Sums>,
 }
 
 impl DockerProvider {
@@ -141,6 +143,7 @@ impl DockerProvider {
             images: image::Flights::default(),
             handover: Default::default(),
             snapshots,
+            daemon_sums: Default::default(),
         })
     }
 

@@ -6,7 +6,10 @@
 //! computer's user may run it, and the same bytes give the same path in
 //! every process (attach and the drift check compare it). The copy is
 //! written to a temporary file and renamed into place, and hashed again
-//! before each bind. The directory is made 0700 if missing and never
+//! before each bind. The configured daemon's own hash is kept per server
+//! ([`Sums`]) for as long as the file is the same one (its device, inode,
+//! size, mtime and ctime), so a create hashes the 4 MB once (the copy it
+//! binds), not twice. The directory is made 0700 if missing and never
 //! changed: a link, another user's directory, another mode, or a directory
 //! above it another user may write is refused in words.
 
@@ -20,7 +23,10 @@ use crate::types::{ProviderError, Result};
 
 /// The sha256 of a file's bytes, in hex.
 pub fn sha256_file(path: &Path) -> std::io::Result<String> {
-    let mut f = std::fs::File::open(path)?;
+    sha256_reader(std::fs::File::open(path)?)
+}
+
+fn sha256_reader(mut f: std::fs::File) -> std::io::Result<String> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     loop {
@@ -31,6 +37,82 @@ pub fn sha256_file(path: &Path) -> std::io::Result<String> {
         h.update(&buf[..n]);
     }
     Ok(hex(&h.finalize()))
+}
+
+/// One version of a file: a write, a rename over it or a `touch` changes
+/// at least one of these (the ctime moves on every change, and only root
+/// can set it back).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileId {
+    fn of(m: &std::fs::Metadata) -> FileId {
+        FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+}
+
+/// A file changed this recently is not kept: a change within the same
+/// tick of the file system's clock could leave every field of [`FileId`]
+/// as it was (git's "racy" index entries).
+const SETTLED: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The sha256 of one file, kept while the file stays the same version
+/// (a server's configured daemon, hashed on every create otherwise).
+#[derive(Debug, Default)]
+pub struct Sums {
+    kept: std::sync::Mutex<Option<(PathBuf, FileId, String)>>,
+    /// How many times a file was read whole (each miss).
+    reads: std::sync::atomic::AtomicU64,
+}
+
+impl Sums {
+    /// The sha256 of `path`'s bytes: the one kept when `path` is still the
+    /// version it was of, else read (and kept when the file had settled
+    /// before and did not change while it was read).
+    pub fn of(&self, path: &Path) -> std::io::Result<String> {
+        let f = std::fs::File::open(path)?;
+        let meta = f.metadata()?;
+        let before = FileId::of(&meta);
+        {
+            let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((p, id, sum)) = kept.as_ref()
+                && p == path
+                && *id == before
+            {
+                return Ok(sum.clone());
+            }
+        }
+        let now = std::time::SystemTime::now();
+        self.reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let sum = sha256_reader(f)?;
+        let changed = std::time::UNIX_EPOCH
+            + std::time::Duration::new(before.ctime.0.max(0) as u64, before.ctime.1 as u32);
+        let settled = changed.max(meta.modified()?) + SETTLED <= now;
+        let after = FileId::of(&std::fs::metadata(path)?);
+        if settled && after == before {
+            let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+            *kept = Some((path.to_path_buf(), before, sum.clone()));
+        }
+        Ok(sum)
+    }
+
+    /// How many times a file was read whole.
+    pub fn reads(&self) -> u64 {
+        self.reads.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 pub fn sha256_bytes(b: &[u8]) -> String {
@@ -193,11 +275,11 @@ pub fn check_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The path of the cached copy of `daemon`, made if missing, and hashed
-/// again so a changed copy is never bound.
-pub fn ensure_copy(daemon: &Path, dir: &Path) -> Result<PathBuf> {
+/// The path of the cached copy of `daemon` (its hash kept in `sums`),
+/// made if missing, and hashed again so a changed copy is never bound.
+pub fn ensure_copy(daemon: &Path, dir: &Path, sums: &Sums) -> Result<PathBuf> {
     check_dir(dir)?;
-    let sum = sha256_file(daemon).map_err(|e| {
+    let sum = sums.of(daemon).map_err(|e| {
         ProviderError::invalid(
             "computerd",
             format!("cannot read the computerd at {}: {e}", daemon.display()),
@@ -311,18 +393,56 @@ mod tests {
         let base = tempfile::tempdir().unwrap();
         std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
         let dir = base.path().join("cache");
-        let a = ensure_copy(src.path(), &dir).unwrap();
+        let sums = Sums::default();
+        let a = ensure_copy(src.path(), &dir, &sums).unwrap();
         assert_eq!(
             a.file_name().unwrap().to_str().unwrap(),
             format!("computerd-{}", sha256_bytes(b"daemon bytes"))
         );
         assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
         assert_eq!(std::fs::metadata(&a).unwrap().mode() & 0o777, 0o755);
-        assert_eq!(ensure_copy(src.path(), &dir).unwrap(), a);
+        assert_eq!(ensure_copy(src.path(), &dir, &sums).unwrap(), a);
         // A copy changed behind us is made again.
         std::fs::write(&a, b"other").unwrap();
-        assert_eq!(ensure_copy(src.path(), &dir).unwrap(), a);
+        assert_eq!(ensure_copy(src.path(), &dir, &sums).unwrap(), a);
         assert_eq!(std::fs::read(&a).unwrap(), b"daemon bytes");
+        // The daemon rebuilt in place (same size, same inode): its new
+        // bytes get a copy of their own, not the kept hash's.
+        std::fs::write(src.path(), b"daemon BYTES").unwrap();
+        let b = ensure_copy(src.path(), &dir, &sums).unwrap();
+        assert_eq!(
+            b.file_name().unwrap().to_str().unwrap(),
+            format!("computerd-{}", sha256_bytes(b"daemon BYTES"))
+        );
+        assert_eq!(std::fs::read(&b).unwrap(), b"daemon BYTES");
+    }
+
+    #[test]
+    fn a_kept_sum_holds_while_the_file_is_the_same_version() {
+        // A file that settled long ago is read once.
+        let old = std::fs::canonicalize("/bin/sh").unwrap();
+        let sums = Sums::default();
+        let want = sha256_file(&old).unwrap();
+        assert_eq!(sums.of(&old).unwrap(), want);
+        assert_eq!(sums.of(&old).unwrap(), want);
+        assert_eq!(sums.reads(), 1);
+        // Files just written are read each time, and each version's sum
+        // is its own: replaced by a rename (a new inode), written in place
+        // (same size and inode).
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("d");
+        std::fs::write(&p, b"one").unwrap();
+        assert_eq!(sums.of(&p).unwrap(), sha256_bytes(b"one"));
+        let q = dir.path().join("e");
+        std::fs::write(&q, b"two").unwrap();
+        std::fs::rename(&q, &p).unwrap();
+        assert_eq!(sums.of(&p).unwrap(), sha256_bytes(b"two"));
+        std::fs::write(&p, b"TWO").unwrap();
+        assert_eq!(sums.of(&p).unwrap(), sha256_bytes(b"TWO"));
+        assert_eq!(sums.reads(), 4);
+        // The settled one's sum is not another path's.
+        assert_eq!(sums.of(&old).unwrap(), want);
+        assert!(sums.of(&dir.path().join("gone")).is_err());
     }
 
     #[test]

@@ -224,7 +224,8 @@ impl DockerProvider {
     pub(super) async fn daemon_copy(&self) -> Result<PathBuf> {
         cache::check_static(&self.opts.computerd)?;
         let (computerd, cache_dir) = (self.opts.computerd.clone(), self.opts.cache_dir.clone());
-        tokio::task::spawn_blocking(move || cache::ensure_copy(&computerd, &cache_dir))
+        let sums = self.daemon_sums.clone();
+        tokio::task::spawn_blocking(move || cache::ensure_copy(&computerd, &cache_dir, &sums))
             .await
             .map_err(|e| ProviderError::failed(format!("copying the daemon failed: {e}")))?
     }

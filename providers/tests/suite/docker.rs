@@ -135,7 +135,12 @@ impl Env {
             },
             deadline,
             labels,
-            daemon: cache::ensure_copy(&self.computerd, &self.cache.path().join("cache")).unwrap(),
+            daemon: cache::ensure_copy(
+                &self.computerd,
+                &self.cache.path().join("cache"),
+                &cache::Sums::default(),
+            )
+            .unwrap(),
             shares: vec![],
             display: None,
             egress: None,

@@ -96,9 +96,12 @@ async fn walk(ctx: &ToolContext, tab: &Tab, context: u64, define: bool) -> Resul
     Ok(v.is_array().then(|| v.clone()))
 }
 
-/// A new isolated world of the tools in the main frame `frame`: its
-/// execution context id.
-async fn new_world(ctx: &ToolContext, tab: &Tab, frame: &str) -> Result<u64> {
+/// The tools' isolated world in the main frame `frame` of the tab's current
+/// document: its execution context id. Chromium keeps one world of a name
+/// per document, so asking again in the same document gives the same
+/// context (nothing new is made), and after a navigation the new
+/// document's.
+async fn world_of(ctx: &ToolContext, tab: &Tab, frame: &str) -> Result<u64> {
     let r = send_to(
         ctx,
         tab,
@@ -112,26 +115,37 @@ async fn new_world(ctx: &ToolContext, tab: &Tab, frame: &str) -> Result<u64> {
 }
 
 /// The walk's entries for the current document of `tab`, and the world
-/// they were numbered in. At rest this is one round trip beside the frame
-/// tree's (the world of the document is known); on a new document a world
-/// is made for it and the walk defined there.
+/// they were numbered in. One round trip at rest (the frame tree, the
+/// document's world and the walk in the world known, at once), two on a
+/// new document (then the walk is defined in its world first). The world
+/// is asked in the frame of the tab's own id (a tab's main frame has it),
+/// and again by the frame tree's id should that be refused.
 async fn read_page(ctx: &ToolContext, tab: &Tab) -> Result<(MainFrame, World, Value)> {
     let known = with_memo(ctx, |m| m.worlds.get(&tab.target).cloned());
-    let (frames, early) = tokio::join!(send_to(ctx, tab, "Page.getFrameTree", json!({})), async {
-        match &known {
-            Some(w) => walk(ctx, tab, w.context, false).await.ok().flatten(),
-            None => None,
+    let (frames, asked, early) = tokio::join!(
+        send_to(ctx, tab, "Page.getFrameTree", json!({})),
+        world_of(ctx, tab, &tab.target),
+        async {
+            match &known {
+                Some(w) => walk(ctx, tab, w.context, false).await.ok().flatten(),
+                None => None,
+            }
         }
-    });
+    );
     let frame = MainFrame::of(&frames?);
+    let context = match asked {
+        Ok(c) => c,
+        Err(_) => world_of(ctx, tab, &frame.id).await?,
+    };
     if let (Some(w), Some(v)) = (&known, early)
         && w.loader == frame.loader
+        && w.context == context
     {
         return Ok((frame, w.clone(), v));
     }
     let world = World {
         loader: frame.loader.clone(),
-        context: new_world(ctx, tab, &frame.id).await?,
+        context,
     };
     let v = walk(ctx, tab, world.context, true).await?.ok_or_else(|| {
         ToolError::Broken("the page gave no answer to the snapshot's walk".into())
