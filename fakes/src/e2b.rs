@@ -32,6 +32,11 @@
 //!   `endAt` now plus its seconds and answers 201; on a running one it
 //!   only extends (`endAt` never earlier) and answers 200; both with the
 //!   sandbox's `sandboxID`, `envdAccessToken` and `domain`.
+//! - Snapshots ([`snapshots`], e2b.dev/docs/sandbox/snapshots): `POST
+//!   /sandboxes/{id}/snapshots` keeps the box's HOME and daemon state under
+//!   a snapshotID, a create with it as `templateID` starts with those
+//!   files, `DELETE /templates/{id}` deletes it; [`FakeE2b::snapshot_calls`]
+//!   records each call.
 //! - Templates: a sandbox is a box of the template's image, set by
 //!   [`FakeE2b::template`] (the desktop template, as E2B's `desktop` has
 //!   X, is the desktop test image); any other template is the image the

@@ -15,6 +15,12 @@
 //!                  files.tar   the archive
 //! ```
 //!
+//! A vendor that keeps snapshots itself (E2B) has only a record here:
+//! `meta.json` with the vendor's id in [`Snapshot::native`], no archive
+//! ([`SnapshotStore::keep_native`]); its provider deletes the vendor's
+//! snapshot before the record, and this store's sweep leaves such records
+//! to it.
+//!
 //! Written under a dot-name and renamed into place, so a listing never
 //! sees half of one; a server restart finds them again; the provider's
 //! sweep deletes each past its own deadline.
@@ -459,6 +465,41 @@ mod tests {
         assert_eq!(store.release(&a).unwrap_err().code, ErrorCode::NotFound);
         store.release(&b).unwrap();
         assert!(store.list(&Labels::new()).unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_native_record_keeps_the_vendors_id_refuses_a_taken_name_first_and_is_left_to_its_provider()
+     {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = SnapshotStore::new("e2b", tmp.path().to_path_buf());
+        let labels = Labels::from([
+            (label::PRINCIPAL.to_string(), "p1".to_string()),
+            (label::NAME.to_string(), "s1".to_string()),
+        ]);
+        let kept = store
+            .keep_native("/work", labels.clone(), 0, || async {
+                Ok("abc123:default".to_string())
+            })
+            .await
+            .unwrap();
+        assert_eq!(kept.native.as_deref(), Some("abc123:default"));
+        assert_eq!(store.list(&Labels::new()).unwrap(), vec![kept.clone()]);
+        assert!(!tmp.path().join(&kept.id).join(FILES).exists());
+        // A taken name: refused before the vendor is asked.
+        let asked = std::sync::atomic::AtomicBool::new(false);
+        let (e, native) = store
+            .keep_native("/work", labels, 0, || async {
+                asked.store(true, std::sync::atomic::Ordering::SeqCst);
+                Ok("never".to_string())
+            })
+            .await
+            .unwrap_err();
+        assert_eq!((e.field.as_deref(), native), (Some("name"), None));
+        assert!(!asked.load(std::sync::atomic::Ordering::SeqCst));
+        // Expired (ttl 0), but the vendor's snapshot is its provider's to
+        // delete first: the store's sweep leaves the record.
+        assert!(store.sweep().unwrap().is_empty());
+        assert_eq!(store.list(&Labels::new()).unwrap().len(), 1);
     }
 
     #[test]
