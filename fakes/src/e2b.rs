@@ -32,6 +32,11 @@
 //!   `endAt` now plus its seconds and answers 201; on a running one it
 //!   only extends (`endAt` never earlier) and answers 200; both with the
 //!   sandbox's `sandboxID`, `envdAccessToken` and `domain`.
+//! - Snapshots ([`snapshots`], e2b.dev/docs/sandbox/snapshots): `POST
+//!   /sandboxes/{id}/snapshots` keeps the box's HOME and daemon state under
+//!   a snapshotID, a create with it as `templateID` starts with those
+//!   files, `DELETE /templates/{id}` deletes it; [`FakeE2b::snapshot_calls`]
+//!   records each call.
 //! - Templates: a sandbox is a box of the template's image, set by
 //!   [`FakeE2b::template`] (the desktop template, as E2B's `desktop` has
 //!   X, is the desktop test image); any other template is the image the
@@ -84,6 +89,7 @@ use tokio_util::sync::CancellationToken;
 use crate::vendor_box::{BoxSpec, Chunk, Cmd, VendorBox};
 
 mod envd;
+mod snapshots;
 use envd::{files, send_input, send_signal, start};
 
 /// The largest upload the fake takes.
@@ -144,6 +150,10 @@ struct Shared {
     starts: Mutex<Vec<Option<u64>>>,
     /// Every box made, so close removes even one a process still holds.
     made: Mutex<Vec<Arc<VendorBox>>>,
+    /// The snapshots kept, by id without its tag.
+    snaps: Mutex<BTreeMap<String, snapshots::Snap>>,
+    /// Each snapshot call, as `METHOD path`, in order.
+    calls: Mutex<Vec<String>>,
     stop: CancellationToken,
 }
 
@@ -192,6 +202,8 @@ impl FakeE2b {
             tokens: Mutex::new(Vec::new()),
             starts: Mutex::new(Vec::new()),
             made: Mutex::new(Vec::new()),
+            snaps: Mutex::new(BTreeMap::new()),
+            calls: Mutex::new(Vec::new()),
             stop: CancellationToken::new(),
         });
         let app = Router::new()
@@ -201,6 +213,15 @@ impl FakeE2b {
             .route("/sandboxes/{id}/pause", post(pause))
             .route("/sandboxes/{id}/connect", post(connect))
             .route("/v2/sandboxes", get(list))
+            .route(
+                "/sandboxes/{id}/snapshots",
+                post(snapshots::create_snapshot),
+            )
+            .route("/snapshots", get(snapshots::list_snapshots))
+            .route(
+                "/templates/{id}",
+                axum::routing::delete(snapshots::delete_template),
+            )
             // envd takes a file of any size (507 when the disk is full).
             .route(
                 "/files",
@@ -252,6 +273,17 @@ impl FakeE2b {
     /// included).
     pub fn sandboxes(&self) -> Vec<String> {
         lock(&self.shared.sandboxes).keys().cloned().collect()
+    }
+
+    /// Each snapshot call so far (`POST /sandboxes/{id}/snapshots`,
+    /// `DELETE /templates/{id}`), in order.
+    pub fn snapshot_calls(&self) -> Vec<String> {
+        lock(&self.shared.calls).clone()
+    }
+
+    /// The snapshots kept (their ids without the tag).
+    pub fn snapshot_ids(&self) -> Vec<String> {
+        lock(&self.shared.snaps).keys().cloned().collect()
     }
 
     /// Remove every box now.
@@ -327,6 +359,14 @@ fn view(b: &Sbx) -> Value {
     })
 }
 
+/// The image of the template `template` (the fake's own for any other).
+fn image_of(s: &Shared, template: &str) -> String {
+    lock(&s.templates)
+        .get(template)
+        .cloned()
+        .unwrap_or_else(|| s.image.clone())
+}
+
 async fn create(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> Response {
     if let Some(r) = gate(&s, &h) {
         return r;
@@ -339,10 +379,10 @@ async fn create(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> Resp
         return status(StatusCode::BAD_REQUEST, "templateID is required");
     };
     let timeout = v["timeout"].as_u64().unwrap_or(15);
-    let image = lock(&s.templates)
-        .get(template)
-        .cloned()
-        .unwrap_or_else(|| s.image.clone());
+    let from = snapshots::of_template(&s, template);
+    let image = from
+        .as_ref()
+        .map_or_else(|| image_of(&s, template), |(i, _)| i.clone());
     let boxed = match VendorBox::start(&s.docker, &BoxSpec::new(&image, &s.owner)).await {
         Ok(b) => {
             let b = Arc::new(b);
@@ -351,6 +391,11 @@ async fn create(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> Resp
         }
         Err(e) => return status(StatusCode::INTERNAL_SERVER_ERROR, &e.0),
     };
+    if let Some((_, files)) = &from
+        && let Err(e) = snapshots::unpack(&s.docker, boxed.id(), files).await
+    {
+        return status(StatusCode::INTERNAL_SERVER_ERROR, &e.message);
+    }
     let token = computer_providers::random::random_hex(16).unwrap_or_default();
     lock(&s.tokens).push(token.clone());
     let id = format!(

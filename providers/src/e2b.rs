@@ -22,6 +22,7 @@ pub mod control;
 pub mod desktop;
 pub mod envd;
 pub mod host;
+pub mod snapshots;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -158,7 +159,7 @@ pub struct E2bProvider {
     /// envd's access token of each sandbox seen, by id (never written out).
     reach: Mutex<HashMap<String, Reach>>,
     extending: tokio::sync::Mutex<()>,
-    /// Snapshots, kept by this server through the daemon's `tar.*`.
+    /// The records of E2B's snapshots ([`snapshots`]).
     snapshots: Option<crate::snapshot::SnapshotStore>,
 }
 
@@ -376,6 +377,7 @@ impl E2bProvider {
         id: &str,
         mark: &str,
         max_ms: u64,
+        forked: bool,
         cancel: &CancellationToken,
     ) -> Result<(Sandbox, Connection, String)> {
         let s = self.control.info(id, cancel).await?.ok_or_else(|| {
@@ -406,6 +408,9 @@ impl E2bProvider {
             ))
         })?;
         desktop::check_template(self.made, &host, &self.template).await?;
+        if forked {
+            child::clear_captured(&host).await?;
+        }
         child::install(&host, Bytes::from(daemon)).await?;
         let init = self.made.init_args(child::init_args(deadline, max));
         child::start_init(&host, &init).await?;

@@ -15,6 +15,12 @@
 //!                  files.tar   the archive
 //! ```
 //!
+//! A vendor that keeps snapshots itself (E2B) has only a record here:
+//! `meta.json` with the vendor's id in [`Snapshot::native`], no archive
+//! ([`SnapshotStore::keep_native`]); its provider deletes the vendor's
+//! snapshot before the record, and this store's sweep leaves such records
+//! to it.
+//!
 //! Written under a dot-name and renamed into place, so a listing never
 //! sees half of one; a server restart finds them again; the provider's
 //! sweep deletes each past its own deadline.
@@ -58,6 +64,11 @@ pub struct Snapshot {
     pub size_bytes: u64,
     /// The directory it holds (the computer's HOME).
     pub path: String,
+    /// The vendor's own snapshot this record labels (E2B's snapshot
+    /// template id), kept by the vendor, not here: there is no archive
+    /// beside it. None: the archive here is the snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native: Option<String>,
 }
 
 impl Snapshot {
@@ -158,30 +169,9 @@ impl SnapshotStore {
         ttl_ms: u64,
         cancel: &CancellationToken,
     ) -> Result<Snapshot> {
-        std::fs::create_dir_all(&self.dir)
-            .map_err(|e| io_failed(&format!("making {}", self.dir.display()), e))?;
         let _naming = self.naming.lock().await;
-        if let Some(name) = labels.get(label::NAME) {
-            let mine = Labels::from_iter(
-                labels
-                    .iter()
-                    .filter(|(k, _)| *k == label::PRINCIPAL || *k == label::NAME)
-                    .map(|(k, v)| (k.clone(), v.clone())),
-            );
-            if let Some(taken) = self.list(&mine)?.first() {
-                return Err(ProviderError::invalid(
-                    "name",
-                    format!(
-                        "name {name:?} is taken by your snapshot {} (made {}); choose another name, or release that one",
-                        taken.id, taken.created_at
-                    ),
-                ));
-            }
-        }
-        let id = format!("{SNAPSHOT_PREFIX}{}", crate::random::random_hex(16)?);
-        let part = self.dir.join(format!(".{id}"));
-        std::fs::create_dir(&part)
-            .map_err(|e| io_failed(&format!("making {}", part.display()), e))?;
+        self.check_name(&labels)?;
+        let (id, part) = self.part()?;
         let archive = part.join(FILES);
         let pulled = tokio::select! {
             r = pull_into(client, home, &archive) => r,
@@ -194,6 +184,87 @@ impl SnapshotStore {
                 return Err(e);
             }
         };
+        self.place(id, part, labels, ttl_ms, size_bytes, home, None)
+    }
+
+    /// Keep a record labelling the vendor's own snapshot, which `take`
+    /// makes (its id) once the name is known to be free; deleted by the
+    /// sweep `ttl_ms` from now. A taken name is refused as [`Self::save`]
+    /// refuses it, before `take` runs; where the record cannot be written
+    /// the error carries the vendor's id, for the caller to delete it.
+    pub async fn keep_native<F, Fut>(
+        &self,
+        home: &str,
+        labels: Labels,
+        ttl_ms: u64,
+        take: F,
+    ) -> std::result::Result<Snapshot, (ProviderError, Option<String>)>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<String>>,
+    {
+        let _naming = self.naming.lock().await;
+        self.check_name(&labels).map_err(|e| (e, None))?;
+        let (id, part) = self.part().map_err(|e| (e, None))?;
+        let native = match take().await {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&part);
+                return Err((e, None));
+            }
+        };
+        self.place(id, part, labels, ttl_ms, 0, home, Some(native.clone()))
+            .map_err(|e| (e, Some(native)))
+    }
+
+    /// Refuse a name ([`label::NAME`]) its owner ([`label::PRINCIPAL`])
+    /// already gave a snapshot, in words naming `name`.
+    fn check_name(&self, labels: &Labels) -> Result<()> {
+        let Some(name) = labels.get(label::NAME) else {
+            return Ok(());
+        };
+        let mine = Labels::from_iter(
+            labels
+                .iter()
+                .filter(|(k, _)| *k == label::PRINCIPAL || *k == label::NAME)
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        match self.list(&mine)?.first() {
+            Some(taken) => Err(ProviderError::invalid(
+                "name",
+                format!(
+                    "name {name:?} is taken by your snapshot {} (made {}); choose another name, or release that one",
+                    taken.id, taken.created_at
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// A new handle and its directory under a dot-name.
+    fn part(&self) -> Result<(String, PathBuf)> {
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| io_failed(&format!("making {}", self.dir.display()), e))?;
+        let id = format!("{SNAPSHOT_PREFIX}{}", crate::random::random_hex(16)?);
+        let part = self.dir.join(format!(".{id}"));
+        std::fs::create_dir(&part)
+            .map_err(|e| io_failed(&format!("making {}", part.display()), e))?;
+        Ok((id, part))
+    }
+
+    /// Write the snapshot's state into `part` and rename it into place;
+    /// on failure nothing is left.
+    #[allow(clippy::too_many_arguments)]
+    fn place(
+        &self,
+        id: String,
+        part: PathBuf,
+        labels: Labels,
+        ttl_ms: u64,
+        size_bytes: u64,
+        home: &str,
+        native: Option<String>,
+    ) -> Result<Snapshot> {
         let now = computerd::now_ms();
         let snapshot = Snapshot {
             id: id.clone(),
@@ -203,6 +274,7 @@ impl SnapshotStore {
             deadline: format_ms(now.saturating_add(i64::try_from(ttl_ms).unwrap_or(i64::MAX))),
             size_bytes,
             path: home.to_string(),
+            native,
         };
         let placed = serde_json::to_vec_pretty(&snapshot)
             .map_err(|e| io_failed("writing the snapshot's state", e))
@@ -309,7 +381,8 @@ impl SnapshotStore {
         let now = computerd::now_ms();
         let mut released = Vec::new();
         for s in self.list(&Labels::new())? {
-            if s.expired(now) {
+            // A vendor's own snapshot is deleted by its provider first.
+            if s.expired(now) && s.native.is_none() {
                 self.release(&s.id)?;
                 tracing::info!(snapshot = %s.id, deadline = %s.deadline, "the sweep deleted a snapshot past its deadline");
                 released.push(s.id);
@@ -367,6 +440,7 @@ mod tests {
             deadline: deadline.into(),
             size_bytes: 10,
             path: "/work".into(),
+            native: None,
         };
         std::fs::write(dir.join(META), serde_json::to_vec(&s).unwrap()).unwrap();
     }
@@ -391,6 +465,41 @@ mod tests {
         assert_eq!(store.release(&a).unwrap_err().code, ErrorCode::NotFound);
         store.release(&b).unwrap();
         assert!(store.list(&Labels::new()).unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_native_record_keeps_the_vendors_id_refuses_a_taken_name_first_and_is_left_to_its_provider()
+     {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = SnapshotStore::new("e2b", tmp.path().to_path_buf());
+        let labels = Labels::from([
+            (label::PRINCIPAL.to_string(), "p1".to_string()),
+            (label::NAME.to_string(), "s1".to_string()),
+        ]);
+        let kept = store
+            .keep_native("/work", labels.clone(), 0, || async {
+                Ok("abc123:default".to_string())
+            })
+            .await
+            .unwrap();
+        assert_eq!(kept.native.as_deref(), Some("abc123:default"));
+        assert_eq!(store.list(&Labels::new()).unwrap(), vec![kept.clone()]);
+        assert!(!tmp.path().join(&kept.id).join(FILES).exists());
+        // A taken name: refused before the vendor is asked.
+        let asked = std::sync::atomic::AtomicBool::new(false);
+        let (e, native) = store
+            .keep_native("/work", labels, 0, || async {
+                asked.store(true, std::sync::atomic::Ordering::SeqCst);
+                Ok("never".to_string())
+            })
+            .await
+            .unwrap_err();
+        assert_eq!((e.field.as_deref(), native), (Some("name"), None));
+        assert!(!asked.load(std::sync::atomic::Ordering::SeqCst));
+        // Expired (ttl 0), but the vendor's snapshot is its provider's to
+        // delete first: the store's sweep leaves the record.
+        assert!(store.sweep().unwrap().is_empty());
+        assert_eq!(store.list(&Labels::new()).unwrap().len(), 1);
     }
 
     #[test]

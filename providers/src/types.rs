@@ -123,6 +123,12 @@ pub struct ComputerSpec {
     /// The user programs run as (uid:gid); the provider's default when absent.
     pub user: Option<String>,
     pub sizes: Sizes,
+    /// The snapshot the computer is forked from (`computer_new {from}`).
+    /// A provider whose vendor keeps snapshots itself (E2B) starts the
+    /// computer from it at create; the others make a fresh one here and
+    /// fill it in [`crate::Provider::restore`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<crate::snapshot::Snapshot>,
 }
 
 impl ComputerSpec {
@@ -139,6 +145,7 @@ impl ComputerSpec {
             shares: Vec::new(),
             user: None,
             sizes: Sizes::default(),
+            from: None,
         }
     }
 }

@@ -77,6 +77,9 @@ impl CallerFleet {
             Some(f) => Some(self.app.own_snapshot(&self.caller.principal, f).await?),
             None => None,
         };
+        // A provider that starts a computer from its vendor's snapshot
+        // does so at create; the others fill it below.
+        spec.from = from.clone();
         let entry = self
             .app
             .make(Ask {

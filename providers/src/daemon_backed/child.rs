@@ -258,6 +258,43 @@ pub async fn start_init(host: &dyn ChildHost, init: &InitArgs) -> Result<()> {
     host.spawn(&init_argv(init)).await
 }
 
+/// Clear the daemon a vendor's snapshot captured, in a computer started
+/// from it, before its own init starts: the captured init (still running
+/// where the vendor kept memory, as E2B does; named by [`INIT_PID`] and
+/// checked to be [`DAEMON`]) is ended, ending the captured programs with
+/// it, and its pid file and [`SOCKET`] removed, so neither
+/// [`init_ended`] nor a hello reads the captured daemon for the new one.
+/// The captured files (HOME's above all) stay.
+pub async fn clear_captured(host: &dyn ChildHost) -> Result<()> {
+    let script = format!(
+        r#"set -u
+pid=$(cat {INIT_PID} 2>/dev/null) || pid=
+case $pid in ''|*[!0-9]*) pid= ;; esac
+if [ -n "$pid" ] && [ "$(readlink /proc/$pid/exe 2>/dev/null)" = {DAEMON} ]; then
+  kill -TERM "$pid" 2>/dev/null
+  n=0
+  while [ -d /proc/$pid ] && [ $n -lt 50 ]; do sleep 0.2; n=$((n+1)); done
+  [ -d /proc/$pid ] && kill -KILL "$pid" 2>/dev/null
+  echo "ended the captured init $pid"
+fi
+rm -f -- {INIT_PID} {SOCKET} || exit 3
+"#
+    );
+    let argv: Vec<String> = vec!["/bin/sh".into(), "-c".into(), script];
+    let ran = host.run(&argv, CHECK_WITHIN).await?;
+    if ran.code != 0 {
+        return Err(ProviderError::failed(format!(
+            "clearing the snapshot's daemon in the {} sandbox failed: {}",
+            host.vendor(),
+            last_line(&ran.stderr, "it said nothing")
+        )));
+    }
+    if let Some(l) = ran.stdout.lines().find(|l| l.starts_with("ended")) {
+        tracing::info!(vendor = host.vendor(), "{l}");
+    }
+    Ok(())
+}
+
 /// What a vendor's computer offers whose daemon is a child of the
 /// vendor's agent, which the vendor only deletes, whose lifetime init
 /// enforces and whose network is none: the rest as each vendor says.

@@ -233,6 +233,55 @@ impl Control {
         .await
     }
 
+    /// Take E2B's snapshot of the sandbox, its files and memory (it is
+    /// paused a moment and goes on running): `POST
+    /// /sandboxes/{id}/snapshots`, 201 `{snapshotID, names}`
+    /// (e2b.dev/docs/api-reference/sandboxes/post-sandboxes-snapshots).
+    /// No name is given: E2B's names are the team's, and a name already
+    /// there would take a new build of that template. Its snapshotID, a
+    /// template id a create starts from.
+    pub async fn snapshot(&self, id: &str, cancel: &CancellationToken) -> Result<String> {
+        let call = Call::new(
+            "snapshot sandbox",
+            http::Method::POST,
+            "/sandboxes/{id}/snapshots",
+        )
+        .id(id)
+        .body(json!({}));
+        let (v, _) = self.call(&call, cancel).await.map_err(Failure::error)?;
+        v["snapshotID"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .ok_or_else(|| {
+                ProviderError::failed("E2B's snapshot sandbox call answered with no snapshotID")
+            })
+    }
+
+    /// Delete a snapshot: it is a template, deleted by E2B's `DELETE
+    /// /templates/{templateID}` (the snapshotID without its `:tag`);
+    /// false when E2B had none.
+    pub async fn delete_snapshot(
+        &self,
+        snapshot_id: &str,
+        cancel: &CancellationToken,
+    ) -> Result<bool> {
+        let template = snapshot_id.split(':').next().unwrap_or(snapshot_id);
+        let call =
+            Call::new("delete snapshot", http::Method::DELETE, "/templates/{id}").id(template);
+        match self.call(&call, cancel).await {
+            Ok(_) => Ok(true),
+            Err(f) => {
+                let e = f.error();
+                if e.code == ErrorCode::NotFound {
+                    Ok(false)
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+
     /// A POST of `{timeout: secs}` to the sandbox's `path`.
     async fn timer(
         &self,

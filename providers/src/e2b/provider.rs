@@ -51,7 +51,12 @@ impl Provider for E2bProvider {
         }
         refuse_host_parts(spec, "an E2B computer")?;
         check_labels(&spec.labels)?;
-        for k in [CREATE_LABEL, MAX_LIFETIME_LABEL, label::COMPUTER] {
+        for k in [
+            CREATE_LABEL,
+            MAX_LIFETIME_LABEL,
+            label::COMPUTER,
+            snapshots::FROM_LABEL,
+        ] {
             if spec.labels.contains_key(k) {
                 return Err(ProviderError::invalid(
                     "labels",
@@ -87,9 +92,14 @@ impl Provider for E2bProvider {
         metadata.insert(label::COMPUTER.into(), "1".into());
         metadata.insert(CREATE_LABEL.into(), mark.clone());
         metadata.insert(MAX_LIFETIME_LABEL.into(), max_ms.to_string());
+        let forked = spec.from.as_ref().filter(|s| s.native.is_some());
+        if let Some(s) = forked {
+            metadata.insert(snapshots::FROM_LABEL.into(), s.id.clone());
+        }
+        let template = self.template_of(spec);
         let timeout_s = spec.lifetime_ms.div_ceil(1000);
         let ask = Ask {
-            template: &self.template,
+            template,
             timeout_s,
             metadata: &metadata,
         };
@@ -107,7 +117,10 @@ impl Provider for E2bProvider {
                 token: made.token.clone(),
             },
         );
-        match self.set_up(&made.id, &mark, max_ms, cancel).await {
+        match self
+            .set_up(&made.id, &mark, max_ms, forked.is_some(), cancel)
+            .await
+        {
             Ok((s, conn, inside)) => {
                 conn.client.close();
                 let mut network = Self::network_of(&s)?;
@@ -116,8 +129,8 @@ impl Provider for E2bProvider {
                     computer: self.to_ref(&s),
                     network: Some(network),
                     notes: vec![format!(
-                        "E2B template {}; ends at {} (E2B's timer and init's deadline)",
-                        self.template, s.end_at
+                        "E2B template {template}; ends at {} (E2B's timer and init's deadline)",
+                        s.end_at
                     )],
                 })
             }
@@ -339,8 +352,41 @@ impl Provider for E2bProvider {
         self.snapshots.as_ref()
     }
 
+    /// E2B's own snapshot, files and memory ([`snapshots`]).
+    async fn snapshot(
+        &self,
+        computer: &ComputerRef,
+        labels: &Labels,
+        ttl_ms: u64,
+        cancel: &CancellationToken,
+    ) -> Result<crate::snapshot::Snapshot> {
+        self.take_native(computer, labels, ttl_ms, cancel).await
+    }
+
+    async fn restore(
+        &self,
+        snapshot: &crate::snapshot::Snapshot,
+        into: &ComputerRef,
+        cancel: &CancellationToken,
+    ) -> Result<()> {
+        self.restore_native(snapshot, into, cancel).await
+    }
+
+    async fn release_snapshot(
+        &self,
+        snapshot: &crate::snapshot::Snapshot,
+        cancel: &CancellationToken,
+    ) -> Result<()> {
+        self.release_native(snapshot, cancel).await
+    }
+
     async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {
-        crate::daemon_backed::sweep::sweep(self, cancel).await
+        // Both run, whatever the other met.
+        let native = self.sweep_native(cancel).await;
+        let rest = crate::daemon_backed::sweep::sweep(self, cancel).await;
+        let mut gone = native?;
+        gone.extend(rest?);
+        Ok(gone)
     }
 
     async fn test_connection(&self, cancel: &CancellationToken) -> Option<Preflight> {
