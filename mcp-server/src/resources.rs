@@ -90,7 +90,7 @@ pub async fn list(app: &Arc<App>, caller: &Caller) -> Vec<Resource> {
             "image/png",
         ));
     }
-    if app.views.served() && has_screen(app) {
+    if app.views.served() && viewable(app) {
         out.push(crate::view::app::resource());
     }
     for c in mine.into_iter().filter(|c| c.kind == kind.as_str()) {
@@ -113,6 +113,13 @@ pub async fn list(app: &Arc<App>, caller: &Caller) -> Vec<Resource> {
 /// provider), as a tool that needs it is listed.
 fn has_screen(app: &App) -> bool {
     offered(Group::Screen, &app.capabilities().groups)
+}
+
+/// Whether this server's computers can be watched in the viewer: those
+/// with a screen, and every browser (one with no X display is cast over
+/// CDP).
+fn viewable(app: &App) -> bool {
+    has_screen(app) || app.kind() == SettingKind::Browser
 }
 
 pub fn templates() -> Vec<ResourceTemplate> {
@@ -233,7 +240,7 @@ pub async fn read(
     caller: &Caller,
     uri: &str,
 ) -> Result<ReadResourceResult, ErrorData> {
-    if uri == crate::view::app::APP_URI && app.views.served() && has_screen(app) {
+    if uri == crate::view::app::APP_URI && app.views.served() && viewable(app) {
         return Ok(ReadResourceResult::new(vec![crate::view::app::contents(
             &app.views,
         )]));

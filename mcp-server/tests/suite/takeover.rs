@@ -174,11 +174,18 @@ async fn a_client_that_renders_apps_finds_the_viewer_app_and_the_screenshot_name
         meta["ui"]["resourceUri"], "ui://computer-mcp/view",
         "{meta}"
     );
-    assert!(
-        tools
-            .iter()
-            .filter(|t| t.name != "screenshot")
-            .all(|t| t.meta.as_ref().is_none_or(|m| !m.0.contains_key("ui")))
+    let named: Vec<&str> = tools
+        .iter()
+        .filter(|t| t.meta.as_ref().is_some_and(|m| m.0.contains_key("ui")))
+        .map(|t| t.name.as_ref())
+        .collect();
+    assert_eq!(
+        named,
+        ["screenshot", "browser_screenshot"]
+            .into_iter()
+            .filter(|n| tools.iter().any(|t| t.name == *n))
+            .collect::<Vec<_>>(),
+        "only the screenshot tools name the app"
     );
 
     let listed = client.list_all_resources().await.unwrap();

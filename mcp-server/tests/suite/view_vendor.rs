@@ -77,6 +77,23 @@ async fn views_and_takes_control(kind: Kind, id: &str) {
     let fake = FakeVendor::start(kind).await.unwrap();
     let (client, log, _state) = serve(&fake, id, &[]).await;
 
+    // The page's screenshot names the viewer's app, which is listed.
+    let tools = client.list_all_tools().await.unwrap();
+    let shot = tools
+        .iter()
+        .find(|t| t.name == "browser_screenshot")
+        .unwrap();
+    let meta = serde_json::to_value(&shot.meta).unwrap();
+    assert_eq!(
+        meta["ui"]["resourceUri"], "ui://computer-mcp/view",
+        "{meta}"
+    );
+    let listed = client.list_all_resources().await.unwrap();
+    assert!(
+        listed.iter().any(|r| r.uri == "ui://computer-mcp/view"),
+        "{listed:?}"
+    );
+
     call_ok(&client, "browser_navigate", json!({"url": "about:blank"})).await;
     let size = eval(&client, BUILD).await;
     let (w, h) = (size[0].as_u64().unwrap(), size[1].as_u64().unwrap());

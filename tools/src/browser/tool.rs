@@ -101,7 +101,7 @@ pub const PAGE_TOOLS: ToolSet = ToolSet {
         ), page_handler!(navigate::navigate)),
         ToolDef::new("browser_snapshot", CDP, listing!(|s| snapshot::SnapshotArgs => snapshot::SnapshotOutput,
             format!(
-                "Read the page as its accessibility tree: lines such as `- button \"Submit\" [ref=e12]`, a ref on what you can act on (the page tools take refs). A ref holds while its element is in the page; a removed one's, or one from before a navigation, is refused. Passwords are never shown. At most {} KiB a page; page 2 and on are of the same snapshot.",
+                "Read the page as its accessibility tree: lines such as `- button \"Submit\" [ref=e12]`, a ref on what you can act on. A ref holds while its element is in the page; a removed one's, or one from before a navigation, is refused. Passwords are never shown. At most {} KiB a page.",
                 budget(s) / 1024
             ),
             hints("Page snapshot", true, false, false, false)

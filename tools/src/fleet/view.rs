@@ -17,10 +17,9 @@ pub const VIEW_NAME: &str = "computer_view";
 /// The viewer as an MCP App: its resource (served where a viewer is).
 pub const APP_URI: &str = "ui://computer-mcp/view";
 /// The tools whose results the app shows, where a viewer is served: the
-/// screen's (a desktop's and a phone's; a browser computer's front tab
-/// is viewed by computer_view's link, and its page tools do not name the
-/// app).
-pub const APP_SHOWN_BY: [&str; 1] = ["screenshot"];
+/// screen's (a desktop's and a phone's) and the page's (a browser's front
+/// tab, on its X display or cast over CDP where it has none).
+pub const APP_SHOWN_BY: [&str; 2] = ["screenshot", "browser_screenshot"];
 
 /// Name the app in `tool`'s listing (`_meta.ui.resourceUri`, the MCP Apps
 /// extension's key), if it is one the app shows.
