@@ -67,10 +67,15 @@ pub struct BrowserClient {
 }
 
 /// Whether a computer whose hello is `hello` shows its screen by the cast
-/// of its browser's front tab (a browser with no X display) rather than
-/// its daemon's `screen.watch`.
+/// of its browser's front tab (a vendor's browser: no X display, and no
+/// daemon behind it) rather than its daemon's `screen.watch`. A headless
+/// browser run by a computer's daemon is not cast: it lives as long as
+/// the connection that started it, so a view's own connection would start
+/// a second browser and end the model's.
 pub fn casts(hello: &HelloResult) -> bool {
-    hello.kind == MachineKind::Browser && !hello.groups.contains(&Group::Screen)
+    hello.kind == MachineKind::Browser
+        && !hello.groups.contains(&Group::Screen)
+        && !hello.groups.contains(&Group::Exec)
 }
 
 /// Where the browser is.

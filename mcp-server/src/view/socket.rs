@@ -116,6 +116,12 @@ async fn open(
         .find(&grant.principal, &Which::Handle(handle.to_string()))
         .await
         .map_err(|_| "this computer is gone: it was released, or reached its end".to_string())?;
+    // Refused before any connection: a browser run by its computer's
+    // daemon lives as long as the connection that started it, so a view's
+    // own connection would end the model's browser.
+    if !crate::resources::viewable(app) {
+        return Err(no_screen(&entry));
+    }
     let cancel = CancellationToken::new();
     let conn = app
         .provider
@@ -127,10 +133,7 @@ async fn open(
     let cast = computer_providers::cdp::casts(&conn.hello);
     if !conn.hello.groups.contains(&Group::Screen) && !cast {
         conn.client.close();
-        return Err(format!(
-            "this computer ({}) has no screen to view",
-            entry.kind.as_str()
-        ));
+        return Err(no_screen(&entry));
     }
     let groups = &conn.hello.groups;
     let touch = groups.contains(&Group::InputTouch) && !groups.contains(&Group::InputPointer);
@@ -140,6 +143,18 @@ async fn open(
         client: conn.client,
         touch,
     })
+}
+
+/// Why `entry` cannot be viewed, in words.
+fn no_screen(entry: &Entry) -> String {
+    if entry.kind == computerd::protocol::SettingKind::Browser {
+        "this browser runs headless in its computer, with no screen to view (a desktop's browser, or a vendor's, can be watched)".to_string()
+    } else {
+        format!(
+            "this computer ({}) has no screen to view",
+            entry.kind.as_str()
+        )
+    }
 }
 
 /// Serve one view until the page leaves, the link ends or the computer goes.

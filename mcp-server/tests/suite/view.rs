@@ -635,3 +635,73 @@ async fn over_http_the_viewer_is_public_but_its_socket_and_links_are_the_callers
     );
     http.stop_leaving_none().await;
 }
+
+/// A local browser (headless, run by its computer's daemon) is not cast:
+/// its view is refused in words on the socket, the page tools name no
+/// app, and the model's browser goes on with the page it had (a view's
+/// own connection would have started a second browser and ended it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_headless_browser_is_refused_in_words_and_its_page_lives_on() {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    if !need_root() || !computer_testkit::need_chromium() {
+        return;
+    }
+    let server = Server::new();
+    let mut args = server.args_logging("debug");
+    args.extend(["--kind".into(), "browser".into()]);
+    let (client, _log) = serving_the_viewer(&args).await;
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(
+        tools
+            .iter()
+            .all(|t| t.meta.as_ref().is_none_or(|m| !m.0.contains_key("ui"))),
+        "no tool names an app this server cannot show"
+    );
+    call_ok(&client, "browser_navigate", json!({"url": "about:blank"})).await;
+    call_ok(
+        &client,
+        "browser",
+        json!({"action": "eval", "args": {"expression": "document.title = 'kept'"}}),
+    )
+    .await;
+
+    let r = call_ok(&client, "computer_view", json!({})).await;
+    let url = structured(&r)["url"].as_str().unwrap().to_string();
+    let (page_url, token) = url.split_once("#t=").unwrap();
+    let ws_url = format!("{}/socket", page_url.replace("http://", "ws://"));
+    let (mut ws, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
+    ws.send(Message::text(json!({ "token": token }).to_string()))
+        .await
+        .unwrap();
+    let refused = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while let Some(m) = ws.next().await {
+            if let Ok(Message::Text(t)) = m {
+                let v: Value = serde_json::from_str(&t).unwrap();
+                if v["type"] == "refused" {
+                    return v["message"].as_str().unwrap().to_string();
+                }
+            }
+        }
+        panic!("the socket closed without words");
+    })
+    .await
+    .unwrap();
+    assert!(refused.contains("runs headless"), "{refused}");
+    call_refused(
+        &client,
+        "computer_view",
+        json!({"ask": "log in"}),
+        "running headless",
+    )
+    .await;
+
+    let r = call_ok(
+        &client,
+        "browser",
+        json!({"action": "eval", "args": {"expression": "document.title"}}),
+    )
+    .await;
+    assert!(text(&r).contains("kept"), "{}", text(&r));
+    client.cancel().await.unwrap();
+}
