@@ -460,8 +460,16 @@ impl FakeKubernetes {
 
     /// Remove every box now and stop serving.
     pub async fn close(&self) {
-        for p in lock(&self.shared.pods).values() {
-            p.stop.cancel();
+        let starting: Vec<_> = lock(&self.shared.pods)
+            .values()
+            .map(|p| {
+                p.stop.cancel();
+                Arc::clone(&p.starting)
+            })
+            .collect();
+        // A box being made is in `made` once its start lets go.
+        for s in starting {
+            drop(s.lock().await);
         }
         let boxes: Vec<Arc<VendorBox>> = lock(&self.shared.made).drain(..).collect();
         for b in boxes {

@@ -432,6 +432,10 @@ impl VendorBox {
     }
 }
 
+/// Remove the container `id`, returning once it is gone: when another
+/// removal of it is already under way (Docker answers 409 "removal of
+/// container … is already in progress"), wait for that one (up to 30 s),
+/// so a caller that counts boxes next never sees one on its way out.
 async fn remove(docker: &Docker, id: &str) -> Result<()> {
     match docker
         .remove_container(
@@ -444,6 +448,31 @@ async fn remove(docker: &Docker, id: &str) -> Result<()> {
         Err(bollard::errors::Error::DockerResponseServerError {
             status_code: 404, ..
         }) => Ok(()),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 409, ..
+        }) => {
+            for _ in 0..300 {
+                let gone = matches!(
+                    docker
+                        .inspect_container(
+                            id,
+                            None::<bollard::query_parameters::InspectContainerOptions>
+                        )
+                        .await,
+                    Err(bollard::errors::Error::DockerResponseServerError {
+                        status_code: 404,
+                        ..
+                    })
+                );
+                if gone {
+                    return Ok(());
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(BoxError(format!(
+                "removing the vendor box: {id} was still there 30 s after its removal began"
+            )))
+        }
         Err(e) => Err(BoxError(format!("removing the vendor box: {e}"))),
     }
 }
