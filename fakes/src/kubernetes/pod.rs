@@ -291,24 +291,23 @@ async fn run(s: Arc<Shared>, key: Key, stop: CancellationToken) {
         }
         (volume, limit) = over_limit(&boxed, sized(&pod)) => {
             let message = format!("Usage of EmptyDir volume \"{volume}\" exceeds the limit \"{limit}\". ");
-            // The kubelet kills the containers, then reports.
-            let _ = boxed.remove().await;
             set_status(&s, &key, |st| {
                 terminated(st, "Failed", "Error", 137, &cname);
                 st["reason"] = json!("Evicted");
                 st["message"] = json!(message);
             });
             admission::event(&s, &key.0, &key.1, "Evicted", &message, "kubelet");
+            let _ = boxed.remove().await;
         }
         _ = past_deadline(&s, &key, since) => {
             // The kubelet's active deadline: the pod fails and its
             // containers are killed; the object stays until deleted.
-            let _ = boxed.remove().await;
             set_status(&s, &key, |st| {
                 terminated(st, "Failed", "DeadlineExceeded", 137, &cname);
                 st["reason"] = json!("DeadlineExceeded");
                 st["message"] = json!(format!("Pod was active on the node longer than the specified deadline"));
             });
+            let _ = boxed.remove().await;
         }
         _ = stop.cancelled() => {}
     }
