@@ -202,6 +202,11 @@ pub struct ScreenWatchParams {
     /// JPEG quality, 1 to 100 (default 60).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quality: Option<u8>,
+    /// The caller draws changed regions: when it has frame `after` whole,
+    /// the next frame may hold only the rectangle that changed since (its
+    /// `region`), to be drawn over that one. Default false: whole frames.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub regions: bool,
 }
 
 /// A watch's asks, checked and with their defaults: what a client that
@@ -282,6 +287,12 @@ pub struct WatchFrame {
     pub height: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<[i64; 2]>,
+    /// Only for a caller that asked `regions`: the image is this part of
+    /// the frame, `[x, y, width, height]` in frame pixels, to be drawn over
+    /// frame `seq - 1`; width 0 (and no image) when only the cursor moved.
+    /// Absent: the image is the whole frame.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<[u32; 4]>,
 }
 
 /// The source pixels `[a, b)` each of `out` output pixels covers, of `src`,

@@ -408,6 +408,7 @@ async fn screen_watch_gives_a_first_frame_then_one_only_after_a_change() {
         wait_ms: Some(wait),
         max_width: Some(640),
         quality: None,
+        regions: false,
     };
     let r = c.call(&watch(0, 2000)).await.unwrap();
     assert_eq!((r.seq, r.changed), (1, true));

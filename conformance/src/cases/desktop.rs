@@ -499,6 +499,7 @@ pub async fn watch(t: &Ctx) -> Result<(), Outcome> {
         wait_ms: Some(5000),
         max_width: Some(320),
         quality: None,
+        regions: false,
     };
     let first = t.call(c, &params(0)).await?;
     let frame = first.frame.as_ref();

@@ -490,6 +490,7 @@ async fn pump(
             wait_ms: Some(WATCH_WAIT_MS),
             max_width: None,
             quality: None,
+            regions: true,
         };
         let r = tokio::select! {
             r = call(client.as_ref(), &params) => r,
@@ -542,6 +543,7 @@ async fn pump(
             "height": frame.height,
             "frameWidth": frame.frame_width,
             "frameHeight": frame.frame_height,
+            "region": frame.region,
         })
         .to_string();
         let mut msg = Vec::with_capacity(4 + meta.len() + bytes.len());

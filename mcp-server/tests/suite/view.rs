@@ -254,6 +254,31 @@ pub(super) fn texts(ev: &[Value]) -> String {
 }
 
 /// The whole check on a desktop of `server`'s provider.
+/// The canvas shows what a screenshot of the same computer shows
+/// (roughly: a JPEG at quality 60 against a PNG), on a grid over the
+/// whole screen.
+async fn canvas_matches_a_screenshot(client: &Client, page: &Page<'_>) {
+    let shot = call_ok(client, "screenshot", json!({"max_width": 1280})).await;
+    let (w, _, rgb) = image_of(&shot);
+    assert_eq!(w, 1280);
+    let grid: Vec<[u32; 2]> = (0..16)
+        .flat_map(|i| (0..10).map(move |j| [i * 80 + 20, j * 80 + 20]))
+        .collect();
+    let drawn = page.pixels(&grid).await;
+    let mut diff = 0u64;
+    for (p, d) in grid.iter().zip(&drawn) {
+        let at = ((p[1] * 1280 + p[0]) * 3) as usize;
+        for c in 0..3 {
+            diff += u64::from(rgb[at + c].abs_diff(d[c]));
+        }
+    }
+    let mean = diff as f64 / (grid.len() * 3) as f64;
+    assert!(
+        mean < 12.0,
+        "the canvas differs from the screenshot by {mean} a channel on average"
+    );
+}
+
 async fn watches_and_takes_control(server: &Server) {
     let Viewing {
         client,
@@ -295,25 +320,7 @@ async fn watches_and_takes_control(server: &Server) {
 
     // The canvas shows what a screenshot of the same computer shows
     // (roughly: a JPEG at quality 60 against a PNG).
-    let shot = call_ok(&client, "screenshot", json!({"max_width": 1280})).await;
-    let (w, _, rgb) = image_of(&shot);
-    assert_eq!(w, 1280);
-    let grid: Vec<[u32; 2]> = (0..16)
-        .flat_map(|i| (0..10).map(move |j| [i * 80 + 20, j * 80 + 20]))
-        .collect();
-    let drawn = page.pixels(&grid).await;
-    let mut diff = 0u64;
-    for (p, d) in grid.iter().zip(&drawn) {
-        let at = ((p[1] * 1280 + p[0]) * 3) as usize;
-        for c in 0..3 {
-            diff += u64::from(rgb[at + c].abs_diff(d[c]));
-        }
-    }
-    let mean = diff as f64 / (grid.len() * 3) as f64;
-    assert!(
-        mean < 12.0,
-        "the canvas differs from the screenshot by {mean} a channel on average"
-    );
+    canvas_matches_a_screenshot(&client, &page).await;
     let green = page.pixels(&[[149, 49]]).await[0];
     assert!(
         green[1] > 200 && green[0] < 60 && green[2] < 60,
@@ -337,6 +344,14 @@ async fn watches_and_takes_control(server: &Server) {
         )
         .await;
     }
+    // Those changes came as the changed region only, drawn in place: the
+    // whole canvas still matches a screenshot.
+    let regions = page.eval("window.viewer.regions || 0").await;
+    assert!(
+        regions.as_u64().unwrap() >= 2,
+        "region frames drawn: {regions}"
+    );
+    canvas_matches_a_screenshot(&client, &page).await;
 
     // Input before control: refused in words, nothing sent.
     let n = events(&client).await.len();

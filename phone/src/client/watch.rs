@@ -97,6 +97,7 @@ impl PhoneClient {
             width: made.screen_width,
             height: made.screen_height,
             cursor: None,
+            region: None,
         };
         to_value(&ScreenWatchResult {
             seq,

@@ -208,6 +208,7 @@ impl Held {
                 width: self.width,
                 height: self.height,
                 cursor: None,
+                region: None,
             }),
         }
     }

@@ -32,6 +32,7 @@ async fn watch(c: &Arc<dyn ComputerClient>, after: u64, wait_ms: u64) -> ScreenW
         wait_ms: Some(wait_ms),
         max_width: Some(400),
         quality: None,
+        regions: false,
     })
     .await
     .unwrap()
