@@ -308,7 +308,7 @@ default computer when its session ends."
                     t
                 }),
         );
-        if self.app.views.served() && crate::resources::viewable(&self.app) {
+        if self.app.views.served() && crate::view::viewable(&self.app) {
             tools.iter_mut().for_each(view::app::tie);
         }
         Ok(ListToolsResult::with_all_items(tools))
@@ -542,7 +542,7 @@ impl ComputerMcp {
         // screenshot: the app reads its link here, out of the model's view.
         if self.app.views.served()
             && view::app::SHOWN_BY.contains(&name.as_str())
-            && crate::resources::viewable(&self.app)
+            && crate::view::viewable(&self.app)
             && view::app::client_renders_apps(&context.peer)
             && let Ok(link) = self.app.views.link(&entry, false)
         {
