@@ -105,16 +105,8 @@ fn kernel_passes_the_browser_kind_against_its_fake() {
 /// the fake's envd, and neither the key nor any sandbox's envd token in
 /// the report or the log, and no box left. None: skipped in words.
 fn e2b_on_fake(what: &str, args: &[&str], desktop: bool) -> Option<std::process::Output> {
-    let (computerd, drift) = docker_daemons();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let env = rt.block_on(computer_testkit::docker_env())?;
-    if !computer_testkit::need(
-        "drift",
-        drift.is_file(),
-        &format!("the static drift build {} is not built", drift.display()),
-    ) {
-        return None;
-    }
+    let (computerd, drift, env) = boxed_daemons(&rt)?;
     let desktop = match desktop {
         true => Some(desktop_image()?),
         false => None,
@@ -526,14 +518,9 @@ fn daytona_passes_core_through_the_command_against_its_fake() {
     ) else {
         return;
     };
-    let (computerd, drift) = docker_daemons();
-    if !computer_testkit::need(
-        "docker",
-        computerd.is_file() && drift.is_file(),
-        "the static computerd and computerd-drift are not both built",
-    ) {
+    let Some((computerd, drift)) = built_daemons() else {
         return;
-    }
+    };
     let owner = computer_testkit::marker("daytona-conformance");
     let key = format!(
         "dtn_CANARY_{}",
