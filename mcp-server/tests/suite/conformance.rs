@@ -400,3 +400,4 @@ fn usage_errors_exit_2_in_words() {
 
 mod phone;
 mod vendors;
+pub(super) use vendors::live_key;

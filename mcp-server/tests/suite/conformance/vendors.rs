@@ -55,21 +55,29 @@ fn vendor_cases() -> Vec<&'static str> {
     ids
 }
 
+/// Vendor `id`'s API key (`COMPUTER_MCP_<ID>_API_KEY`) for a run against
+/// the real service, or None (skipped in words, or failed where
+/// `COMPUTER_MCP_REQUIRE` names `<id>-live`) where it is not set.
+pub(in crate::suite) fn live_key(id: &str) -> Option<String> {
+    let var = format!("COMPUTER_MCP_{}_API_KEY", id.to_uppercase());
+    let key = std::env::var(&var).unwrap_or_default();
+    computer_testkit::need(
+        &format!("{id}-live"),
+        !key.is_empty(),
+        &format!("{var} is not set, so no live {id} run"),
+    )
+    .then_some(key)
+}
+
 /// A vendor's real service, when its key is in the environment
 /// (`COMPUTER_MCP_<VENDOR>_API_KEY`, with the provider's other variables
 /// as the user sets them): the same cases as against the fake, and no
 /// word of the key in the report. Without a key this skips, unless
 /// `COMPUTER_MCP_REQUIRE` names `<vendor>-live`.
 fn vendor_live_passes(id: &str) {
-    let var = format!("COMPUTER_MCP_{}_API_KEY", id.to_uppercase());
-    let key = std::env::var(&var).unwrap_or_default();
-    if !computer_testkit::need(
-        &format!("{id}-live"),
-        !key.is_empty(),
-        &format!("{var} is not set, so no live {id} run"),
-    ) {
+    let Some(key) = live_key(id) else {
         return;
-    }
+    };
     // The key comes from the environment, never from the command line.
     let out = conformance(None, &["--kind", "browser", "--provider", id, "--json"]);
     assert_kind_passes(&out, &format!("live {id}"), &vendor_cases());
