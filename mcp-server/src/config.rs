@@ -25,6 +25,7 @@ use computerd::protocol::SettingKind;
 use serde::{Deserialize, Serialize};
 
 mod commands;
+mod viewer;
 pub use commands::{
     Cli, Command, ComputersCommand, ConformanceArgs, ExecArgs, PortsCommand, ReceiptsArgs,
     SweepArgs,
@@ -325,10 +326,6 @@ pub struct FleetLimits {
     pub max_server_computers: usize,
     pub view_link_ttl: Duration,
 }
-
-/// `--viewer-link-ttl`'s least and most.
-pub const VIEW_LINK_TTL_MIN: Duration = Duration::from_secs(10);
-pub const VIEW_LINK_TTL_MAX: Duration = Duration::from_secs(24 * 3600);
 
 impl Default for FleetLimits {
     fn default() -> Self {
@@ -659,44 +656,20 @@ impl Config {
                     options.max_computers, options.max_server_computers
                 ));
             }
-            let ttl = options.viewer_link_ttl;
-            if !(VIEW_LINK_TTL_MIN..=VIEW_LINK_TTL_MAX).contains(&ttl) {
-                return Err(format!(
-                    "--viewer-link-ttl {} s is out of range; a link works 10s to 24h",
-                    ttl.as_secs()
-                ));
-            }
+            let ttl = viewer::link_ttl(&options)?;
             config.fleet = FleetLimits {
                 idle: options.session_idle,
                 max_computers: options.max_computers,
                 max_server_computers: options.max_server_computers,
                 view_link_ttl: ttl,
             };
-            config.viewer = resolve_viewer(&options)?;
+            config.viewer = viewer::address(&options)?;
             config.http = resolve_http(options)?;
         }
         config.providers = file.providers;
         config.prices = crate::receipts::price::Prices::with(&file.prices).map_err(in_file)?;
         Ok(config)
     }
-}
-
-/// `--viewer`: a loopback address, for a stdio server (over HTTP the
-/// viewer is on the HTTP address).
-fn resolve_viewer(options: &ServeArgs) -> Result<Option<SocketAddr>, String> {
-    let Some(text) = options.viewer.as_deref().filter(|t| !t.is_empty()) else {
-        return Ok(None);
-    };
-    if options.listen.is_some() {
-        return Err("--viewer is for a stdio server: over --http the viewer is served at /view on the HTTP address already".into());
-    }
-    let addr = listen_address(text).map_err(|e| e.replacen("--http", "--viewer", 1))?;
-    if !addr.ip().is_loopback() {
-        return Err(format!(
-            "--viewer {addr} is not a loopback address: the viewer of a stdio server listens on 127.0.0.1 or ::1 only"
-        ));
-    }
-    Ok(Some(addr))
 }
 
 fn resolve_http(mut options: ServeArgs) -> Result<Option<HttpConfig>, String> {

@@ -90,7 +90,7 @@ pub async fn list(app: &Arc<App>, caller: &Caller) -> Vec<Resource> {
             "image/png",
         ));
     }
-    if app.views.served() && viewable(app) {
+    if app.views.served() && crate::view::viewable(app) {
         out.push(crate::view::app::resource());
     }
     for c in mine.into_iter().filter(|c| c.kind == kind.as_str()) {
@@ -111,17 +111,8 @@ pub async fn list(app: &Arc<App>, caller: &Caller) -> Vec<Resource> {
 /// Whether this server's computers have a screen to read: the group their
 /// provider declares (every computer of a server is of its one kind and
 /// provider), as a tool that needs it is listed.
-fn has_screen(app: &App) -> bool {
+pub(crate) fn has_screen(app: &App) -> bool {
     offered(Group::Screen, &app.capabilities().groups)
-}
-
-/// Whether this server's computers can be watched in the viewer: those
-/// with a screen, and a vendor's browsers (cast over CDP: no daemon
-/// behind them; see `computer_providers::cdp::casts`).
-pub fn viewable(app: &App) -> bool {
-    has_screen(app)
-        || (app.kind() == SettingKind::Browser
-            && app.capabilities().daemon == computer_providers::DaemonMode::None)
 }
 
 pub fn templates() -> Vec<ResourceTemplate> {
@@ -242,7 +233,7 @@ pub async fn read(
     caller: &Caller,
     uri: &str,
 ) -> Result<ReadResourceResult, ErrorData> {
-    if uri == crate::view::app::APP_URI && app.views.served() && viewable(app) {
+    if uri == crate::view::app::APP_URI && app.views.served() && crate::view::viewable(app) {
         return Ok(ReadResourceResult::new(vec![crate::view::app::contents(
             &app.views,
         )]));

@@ -28,7 +28,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
-use crate::app::{App, Caller, CallerFleet, Principal};
+use crate::app::{App, Caller, CallerFleet, Entry, Principal};
 use crate::config::NetworkArg;
 use crate::session::Session;
 use crate::view;
@@ -308,7 +308,7 @@ default computer when its session ends."
                     t
                 }),
         );
-        if self.app.views.served() && crate::resources::viewable(&self.app) {
+        if self.app.views.served() && crate::view::viewable(&self.app) {
             tools.iter_mut().for_each(view::app::tie);
         }
         Ok(ListToolsResult::with_all_items(tools))
@@ -412,21 +412,7 @@ impl ComputerMcp {
         // without building any schema).
         let family = self.family().filter(|f| f.offers(&name, &offer));
         let Some(family) = family else {
-            let mut names = self.family().map(|f| f.names(&offer)).unwrap_or_default();
-            names.extend(fleet::NAMES);
-            if self.app.provider.can_pause() {
-                names.extend(fleet::PAUSE_NAMES);
-            }
-            if fleet_policy(&self.app).snapshot {
-                names.push(fleet::SNAPSHOT_NAME);
-            }
-            if self.app.views.served() {
-                names.push(fleet::VIEW_NAME);
-            }
-            return Err(ErrorData::invalid_params(
-                format!("no tool {name:?}; the tools are: {}", names.join(", ")),
-                None,
-            ));
+            return Err(self.no_such_tool(&name, &offer));
         };
         // A tool listed inside another (`process` {action: "start"}) is
         // called as itself (`process_start`) from here on.
@@ -461,6 +447,51 @@ impl ComputerMcp {
             None
         };
         let _in_use = entry.begin_use();
+        entry.count_call();
+        let ctx = self.tool_context(&entry, caps.extend, context, caller_id);
+        let result = family.call(&name, arguments, &ctx).await;
+        if entry.default.is_some() {
+            caller
+                .default_slot(&self.app)
+                .check_lost(&self.app, &entry)
+                .await;
+        }
+        let mut result = result?;
+        self.annotate(&mut result, &entry, for_call.note, &name, context);
+        Ok(result.into())
+    }
+
+    /// A call of a tool no family of this server lists: refused naming
+    /// every tool it does list.
+    fn no_such_tool(&self, name: &str, offer: &Offer<'_>) -> ErrorData {
+        let mut names = self.family().map(|f| f.names(offer)).unwrap_or_default();
+        names.extend(fleet::NAMES);
+        if self.app.provider.can_pause() {
+            names.extend(fleet::PAUSE_NAMES);
+        }
+        if fleet_policy(&self.app).snapshot {
+            names.push(fleet::SNAPSHOT_NAME);
+        }
+        if self.app.views.served() {
+            names.push(fleet::VIEW_NAME);
+        }
+        ErrorData::invalid_params(
+            format!("no tool {name:?}; the tools are: {}", names.join(", ")),
+            None,
+        )
+    }
+
+    /// What a tool of `entry`'s sees of its call: the computer, the
+    /// server's settings, progress to the client (when it asked), the
+    /// computer's lifetime (where the provider `extends`), its receipt and
+    /// ports, and `caller`'s own tabs.
+    fn tool_context(
+        &self,
+        entry: &Arc<Entry>,
+        extends: bool,
+        context: &RequestContext<RoleServer>,
+        caller: String,
+    ) -> ToolContext {
         let progress: Option<ProgressFn> = context.meta.get_progress_token().map(|token| {
             let peer = context.peer.clone();
             let f: ProgressFn = Arc::new(move |p: Progress| {
@@ -474,9 +505,9 @@ impl ComputerMcp {
             });
             f
         });
-        let extend: Option<ExtendFn> = caps.extend.then(|| {
+        let extend: Option<ExtendFn> = extends.then(|| {
             let app = Arc::clone(&self.app);
-            let entry = Arc::clone(&entry);
+            let entry = Arc::clone(entry);
             let f: ExtendFn = Arc::new(move |ttl_ms: u64| {
                 let app = Arc::clone(&app);
                 let entry = Arc::clone(&entry);
@@ -484,17 +515,16 @@ impl ComputerMcp {
             });
             f
         });
-        entry.count_call();
         let receipt: ReceiptFn = {
             let app = Arc::clone(&self.app);
-            let entry = Arc::clone(&entry);
+            let entry = Arc::clone(entry);
             Arc::new(move || {
                 let app = Arc::clone(&app);
                 let entry = Arc::clone(&entry);
                 Box::pin(async move { app.receipt(&entry).await })
             })
         };
-        let ctx = ToolContext {
+        ToolContext {
             facts: entry.facts(),
             settings: self.settings(),
             progress,
@@ -502,20 +532,25 @@ impl ComputerMcp {
             receipt: Some(receipt),
             ports: Some(Arc::clone(&entry.ports) as Arc<dyn computer_tools::ports::PortHost>),
             state: Arc::clone(&entry.state),
-            cancel: cancel.clone(),
+            cancel: context.ct.clone(),
             resources: Some(format!("computer://{}", entry.handle)),
-            caller: caller_id,
+            caller,
             ..ToolContext::new(Arc::clone(&entry.client))
-        };
-        let result = family.call(&name, arguments, &ctx).await;
-        if entry.default.is_some() {
-            caller
-                .default_slot(&self.app)
-                .check_lost(&self.app, &entry)
-                .await;
         }
-        let mut result = result?;
-        if let Some(note) = for_call.note {
+    }
+
+    /// A tool's result, told which computer it ran on (in words and in
+    /// `_meta`), that it stopped answering, and (for a host that renders
+    /// apps) the live view's link beside a screenshot.
+    fn annotate(
+        &self,
+        result: &mut CallToolResult,
+        entry: &Entry,
+        note: Option<String>,
+        name: &str,
+        context: &RequestContext<RoleServer>,
+    ) {
+        if let Some(note) = note {
             result.content.insert(0, ContentBlock::text(note));
         }
         if entry.client.is_closed() {
@@ -541,10 +576,10 @@ impl ComputerMcp {
         // A host that renders apps shows the live screen with a
         // screenshot: the app reads its link here, out of the model's view.
         if self.app.views.served()
-            && view::app::SHOWN_BY.contains(&name.as_str())
-            && crate::resources::viewable(&self.app)
+            && view::app::SHOWN_BY.contains(&name)
+            && crate::view::viewable(&self.app)
             && view::app::client_renders_apps(&context.peer)
-            && let Ok(link) = self.app.views.link(&entry, false)
+            && let Ok(link) = self.app.views.link(entry, false)
         {
             meta.0.insert(
                 view::app::META_LINK.into(),
@@ -552,6 +587,5 @@ impl ComputerMcp {
             );
         }
         result.meta = Some(meta);
-        Ok(result.into())
     }
 }

@@ -24,6 +24,7 @@ use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use computer_tools::fleet::{self, ViewLink};
+use computerd::protocol::SettingKind;
 
 use crate::app::{App, Entry};
 
@@ -121,6 +122,15 @@ impl Views {
             ..Default::default()
         })
     }
+}
+
+/// Whether this server's computers can be watched in the viewer: those
+/// with a screen, and a vendor's browsers (cast over CDP: no daemon
+/// behind them; see `computer_providers::cdp::casts`).
+pub fn viewable(app: &App) -> bool {
+    crate::resources::has_screen(app)
+        || (app.kind() == SettingKind::Browser
+            && app.capabilities().daemon == computer_providers::DaemonMode::None)
 }
 
 /// The viewer's routes, with no bearer token: the page is public, the

@@ -110,27 +110,13 @@ pub fn tree(out: &str, width: u32, height: u32) -> Result<AppsUiTreeResult, UiEr
     };
     let doc = roxmltree::Document::parse_with_options(xml, opts)
         .map_err(|e| UiError::Xml(e.to_string()))?;
-    let mut root = UiNode {
-        role: "screen".to_string(),
-        id: None,
-        text: None,
-        label: None,
-        bounds: Region {
-            x: 0,
-            y: 0,
-            width,
-            height,
-        },
-        enabled: true,
-        checked: None,
-        selected: None,
-        focused: None,
-        scrollable: None,
-        clickable: None,
-        long_clickable: None,
-        password: None,
-        children: Vec::new(),
+    let bounds = Region {
+        x: 0,
+        y: 0,
+        width,
+        height,
     };
+    let mut root = UiNode::new("screen", bounds);
     let mut count = 1;
     let mut truncated = false;
     // Depth-first, in document order, with the path of open nodes as

@@ -145,6 +145,27 @@ pub struct UiNode {
 }
 
 impl UiNode {
+    /// A node of `role` over `bounds`, enabled, saying nothing else and
+    /// with no children yet.
+    pub fn new(role: impl Into<String>, bounds: Region) -> UiNode {
+        UiNode {
+            role: role.into(),
+            id: None,
+            text: None,
+            label: None,
+            bounds,
+            enabled: true,
+            checked: None,
+            selected: None,
+            focused: None,
+            scrollable: None,
+            clickable: None,
+            long_clickable: None,
+            password: None,
+            children: Vec::new(),
+        }
+    }
+
     /// The nodes of this tree, itself included, and its depth (1 for a
     /// node with no children). Walked without recursion, so a tree that
     /// broke the bounds is measured without a deep stack.
@@ -236,26 +257,15 @@ mod tests {
     use serde_json::json;
 
     fn node(role: &str, children: Vec<UiNode>) -> UiNode {
+        let bounds = Region {
+            x: 0,
+            y: 0,
+            width: 10,
+            height: 10,
+        };
         UiNode {
-            role: role.into(),
-            id: None,
-            text: None,
-            label: None,
-            bounds: Region {
-                x: 0,
-                y: 0,
-                width: 10,
-                height: 10,
-            },
-            enabled: true,
-            checked: None,
-            selected: None,
-            focused: None,
-            scrollable: None,
-            clickable: None,
-            long_clickable: None,
-            password: None,
             children,
+            ..UiNode::new(role, bounds)
         }
     }
 

@@ -179,7 +179,7 @@ impl CallerFleet {
         }
         // A headless browser run by its computer's daemon is not viewed
         // (a connection of the view's own would end the model's browser).
-        if entry.kind == SettingKind::Browser && !crate::resources::viewable(&self.app) {
+        if entry.kind == SettingKind::Browser && !crate::view::viewable(&self.app) {
             return Err(format!(
                 "{}: {} is a browser running headless in its computer, with no screen for a person to use in the viewer (a desktop's browser, or a vendor's, can be)",
                 fleet::TAKEOVER_NAME,

@@ -119,7 +119,7 @@ async fn open(
     // Refused before any connection: a browser run by its computer's
     // daemon lives as long as the connection that started it, so a view's
     // own connection would end the model's browser.
-    if !crate::resources::viewable(app) {
+    if !crate::view::viewable(app) {
         return Err(no_screen(&entry));
     }
     let cancel = CancellationToken::new();

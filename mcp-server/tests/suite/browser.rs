@@ -30,7 +30,7 @@ http.server.HTTPServer(("127.0.0.1", 8126), H).serve_forever()
 "#;
 
 /// The ref on the first line of `snapshot` that holds every one of `words`.
-fn ref_of(snapshot: &str, words: &[&str]) -> String {
+pub(super) fn ref_of(snapshot: &str, words: &[&str]) -> String {
     let line = snapshot
         .lines()
         .find(|l| l.contains("ref=") && words.iter().all(|w| l.contains(w)))

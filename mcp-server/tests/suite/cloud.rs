@@ -387,15 +387,9 @@ async fn a_modal_session_tells_neither_the_token_pair_nor_an_auth_token_or_jwt()
 /// word, and a sweep after the run releases whatever it left. Without a
 /// key this skips, unless `COMPUTER_MCP_REQUIRE` names `<id>-live`.
 fn live_core_passes(id: &str) {
-    let var = format!("COMPUTER_MCP_{}_API_KEY", id.to_uppercase());
-    let key = std::env::var(&var).unwrap_or_default();
-    if !computer_testkit::need(
-        &format!("{id}-live"),
-        !key.is_empty(),
-        &format!("{var} is not set, so no live {id} run"),
-    ) {
+    let Some(key) = super::conformance::live_key(id) else {
         return;
-    }
+    };
     let computerd = std::env::var("CMCP_TEST_DOCKER_COMPUTERD")
         .unwrap_or_else(|_| "/work/static/computerd".into());
     let run = |sub: &[&str]| {

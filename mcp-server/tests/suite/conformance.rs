@@ -217,6 +217,18 @@ fn docker_daemons() -> (std::path::PathBuf, std::path::PathBuf) {
     (computerd, drift)
 }
 
+/// The static computerd and its drift build, or None (skipped in words,
+/// or failed where Docker is required) where either is not built.
+fn built_daemons() -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    let (computerd, drift) = docker_daemons();
+    computer_testkit::need(
+        "docker",
+        computerd.is_file() && drift.is_file(),
+        "the static computerd and computerd-drift are not both built",
+    )
+    .then_some((computerd, drift))
+}
+
 /// The drift build of computerd beside the server, or None (skipped in
 /// words, or failed where `drift` is required) where it is not built.
 fn local_drift() -> Option<std::path::PathBuf> {
@@ -304,14 +316,9 @@ fn a_docker_browser_passes_the_browser_kind_through_the_command() {
     ) else {
         return;
     };
-    let (computerd, drift) = docker_daemons();
-    if !computer_testkit::need(
-        "docker",
-        computerd.is_file() && drift.is_file(),
-        "the static computerd and computerd-drift are not both built",
-    ) {
+    let Some((computerd, drift)) = built_daemons() else {
         return;
-    }
+    };
     let out = on_docker(&image, &computerd, &drift, &["--kind", "browser"]);
     assert_kind_passes(&out, "docker browser", BROWSER_CASES);
 }
@@ -393,3 +400,4 @@ fn usage_errors_exit_2_in_words() {
 
 mod phone;
 mod vendors;
+pub(super) use vendors::live_key;

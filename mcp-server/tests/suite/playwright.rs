@@ -8,6 +8,7 @@
 
 use serde_json::{Value, json};
 
+use super::browser::ref_of;
 use super::support::*;
 
 /// The page: a button that logs and shows text later, a form, a prompt,
@@ -30,19 +31,6 @@ const PAGE: &str = r#"<!doctype html><html><head><title>Playwright page</title><
 </body></html>"#;
 
 const SECOND: &str = "<!doctype html><title>Second</title><p>second page";
-
-/// The ref on the first line of `snapshot` that holds every one of `words`.
-fn ref_of(snapshot: &str, words: &[&str]) -> String {
-    let line = snapshot
-        .lines()
-        .find(|l| l.contains("ref=") && words.iter().all(|w| l.contains(w)))
-        .unwrap_or_else(|| panic!("no line with {words:?} and a ref in:\n{snapshot}"));
-    let at = line.find("ref=").unwrap() + 4;
-    line[at..]
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric())
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_playwright_mcp_core_call_works_and_answers_with_the_pages_state() {

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::desktop::{events, wait_for};
 use super::support::*;
-use super::view::{Page, texts, viewing};
+use super::view::{Page, said, send, socket_of, texts, viewing};
 
 /// The model asks a person to take over (request_takeover, listed as
 /// computer_view's `ask`): its call waits while the page shows the reason;
@@ -375,52 +375,6 @@ async fn a_client_taking_forms_only_gets_the_link_in_a_forms_message_and_accepti
         )
     );
     client.cancel().await.unwrap();
-}
-
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-/// A viewer's socket for the link `url`, opened with its token, as the page
-/// opens it.
-async fn socket_of(url: &str) -> Socket {
-    use futures::SinkExt;
-    use tokio_tungstenite::tungstenite::Message;
-    let (page, token) = url.split_once("#t=").unwrap();
-    let ws_url = format!("{}/socket", page.replace("http://", "ws://"));
-    let (mut ws, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
-    ws.send(Message::text(json!({ "token": token }).to_string()))
-        .await
-        .unwrap();
-    ws
-}
-
-/// The socket's next text message of `kind` (frames and others skipped),
-/// within 20 s.
-async fn said(ws: &mut Socket, kind: &str) -> Value {
-    use futures::StreamExt;
-    use tokio_tungstenite::tungstenite::Message;
-    let until = Instant::now() + Duration::from_secs(20);
-    loop {
-        let left = until.saturating_duration_since(Instant::now());
-        let m = tokio::time::timeout(left, ws.next())
-            .await
-            .unwrap_or_else(|_| panic!("no {kind} message within 20 s"));
-        if let Some(Ok(Message::Text(t))) = m {
-            let v: Value = serde_json::from_str(&t).unwrap();
-            if v["type"] == kind {
-                return v;
-            }
-        } else if !matches!(m, Some(Ok(_))) {
-            panic!("the socket ended before a {kind} message: {m:?}");
-        }
-    }
-}
-
-async fn send(ws: &mut Socket, v: Value) {
-    use futures::SinkExt;
-    ws.send(tokio_tungstenite::tungstenite::Message::text(v.to_string()))
-        .await
-        .unwrap();
 }
 
 /// A person's take while the model's input batch runs waits for it. A

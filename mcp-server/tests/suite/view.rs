@@ -245,6 +245,63 @@ pub(super) async fn viewing(server: &Server) -> Option<Viewing> {
     })
 }
 
+pub(super) type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A viewer's socket for the link `url`, opened with its token, as the page
+/// opens it.
+pub(super) async fn socket_of(url: &str) -> Socket {
+    let (page, token) = url.split_once("#t=").unwrap();
+    let ws_url = format!("{}/socket", page.replace("http://", "ws://"));
+    let (mut ws, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
+    send(&mut ws, json!({ "token": token })).await;
+    ws
+}
+
+/// The socket's next text message of `kind` (frames and others skipped),
+/// within 20 s.
+pub(super) async fn said(ws: &mut Socket, kind: &str) -> Value {
+    said_within(ws, kind, Duration::from_secs(20), false).await
+}
+
+/// The socket's next text message of `kind` within `within`, others
+/// skipped; each frame acked as the page acks it when `ack` (the server
+/// sends the next frame only then).
+pub(super) async fn said_within(ws: &mut Socket, kind: &str, within: Duration, ack: bool) -> Value {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let until = Instant::now() + within;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        let m = tokio::time::timeout(left, ws.next())
+            .await
+            .unwrap_or_else(|_| panic!("no {kind} message within {} s", within.as_secs()));
+        match m {
+            Some(Ok(Message::Text(t))) => {
+                let v: Value = serde_json::from_str(&t).unwrap();
+                if v["type"] == kind {
+                    return v;
+                }
+            }
+            Some(Ok(Message::Binary(b))) if ack => {
+                let n = u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize;
+                let meta: Value = serde_json::from_slice(&b[4..4 + n]).unwrap();
+                send(ws, json!({"type": "ack", "seq": meta["seq"]})).await;
+            }
+            Some(Ok(_)) => {}
+            other => panic!("the socket ended before a {kind} message: {other:?}"),
+        }
+    }
+}
+
+/// One message to the socket, as the page sends it.
+pub(super) async fn send(ws: &mut Socket, v: Value) {
+    use futures::SinkExt;
+    ws.send(tokio_tungstenite::tungstenite::Message::text(v.to_string()))
+        .await
+        .unwrap();
+}
+
 /// The fixture's logged text events, joined.
 pub(super) fn texts(ev: &[Value]) -> String {
     ev.iter()
@@ -657,8 +714,6 @@ async fn over_http_the_viewer_is_public_but_its_socket_and_links_are_the_callers
 /// own connection would have started a second browser and ended it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_headless_browser_is_refused_in_words_and_its_page_lives_on() {
-    use futures::{SinkExt, StreamExt};
-    use tokio_tungstenite::tungstenite::Message;
     if !need_root() || !computer_testkit::need_chromium() {
         return;
     }
@@ -683,25 +738,9 @@ async fn a_local_headless_browser_is_refused_in_words_and_its_page_lives_on() {
 
     let r = call_ok(&client, "computer_view", json!({})).await;
     let url = structured(&r)["url"].as_str().unwrap().to_string();
-    let (page_url, token) = url.split_once("#t=").unwrap();
-    let ws_url = format!("{}/socket", page_url.replace("http://", "ws://"));
-    let (mut ws, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
-    ws.send(Message::text(json!({ "token": token }).to_string()))
-        .await
-        .unwrap();
-    let refused = tokio::time::timeout(std::time::Duration::from_secs(30), async {
-        while let Some(m) = ws.next().await {
-            if let Ok(Message::Text(t)) = m {
-                let v: Value = serde_json::from_str(&t).unwrap();
-                if v["type"] == "refused" {
-                    return v["message"].as_str().unwrap().to_string();
-                }
-            }
-        }
-        panic!("the socket closed without words");
-    })
-    .await
-    .unwrap();
+    let mut ws = socket_of(&url).await;
+    let refused = said_within(&mut ws, "refused", Duration::from_secs(30), false).await;
+    let refused = refused["message"].as_str().unwrap();
     assert!(refused.contains("runs headless"), "{refused}");
     call_refused(
         &client,

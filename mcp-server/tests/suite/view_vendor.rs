@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::desktop::image_of;
 use super::support::*;
-use super::view::{Page, serving_the_viewer};
+use super::view::{Page, said_within, serving_the_viewer, socket_of};
 
 /// The vendor's page: four quarters of colour, a button and a field, and
 /// a log of what the page saw (`window.log`).
@@ -251,7 +251,7 @@ async fn a_person_watches_a_kernel_browser_and_takes_control() {
 /// socket and on the page.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_link_is_refused_in_words_on_the_socket_and_the_page() {
-    use futures::{SinkExt, StreamExt};
+    use futures::StreamExt;
     use tokio_tungstenite::tungstenite::Message;
     if !computer_testkit::need_chromium() {
         return;
@@ -268,52 +268,22 @@ async fn an_expired_link_is_refused_in_words_on_the_socket_and_the_page() {
         "{}",
         text(&r)
     );
-    let (page_url, token) = url.split_once("#t=").unwrap();
-    let ws_url = format!("{}/socket", page_url.replace("http://", "ws://"));
+    let (_, token) = url.split_once("#t=").unwrap();
 
     // Opened in time: the view runs, then ends at the link's end, in words.
-    let (mut ws, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
-    ws.send(Message::text(json!({ "token": token }).to_string()))
-        .await
-        .unwrap();
-    let ended = tokio::time::timeout(std::time::Duration::from_secs(30), async {
-        while let Some(m) = ws.next().await {
-            match m.unwrap() {
-                Message::Text(t) => {
-                    let v: Value = serde_json::from_str(&t).unwrap();
-                    if v["type"] == "hello" {
-                        assert_eq!(v["expires"], json!(expires), "{v}");
-                    }
-                    if v["type"] == "ended" {
-                        return v["message"].as_str().unwrap().to_string();
-                    }
-                }
-                Message::Binary(b) => {
-                    let n = u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize;
-                    let meta: Value = serde_json::from_slice(&b[4..4 + n]).unwrap();
-                    ws.send(Message::text(
-                        json!({"type": "ack", "seq": meta["seq"]}).to_string(),
-                    ))
-                    .await
-                    .unwrap();
-                }
-                _ => {}
-            }
-        }
-        panic!("the socket closed with no end in words");
-    })
-    .await
-    .expect("the view did not end within 30 s of a 10 s link");
+    let mut ws = socket_of(&url).await;
+    let within = std::time::Duration::from_secs(30);
+    let hello = said_within(&mut ws, "hello", within, true).await;
+    assert_eq!(hello["expires"], json!(expires), "{hello}");
+    let ended = said_within(&mut ws, "ended", within, true).await;
+    let ended = ended["message"].as_str().unwrap();
     assert_eq!(
         ended,
         format!("this link ended at {expires}: ask for a new one (computer_view)")
     );
 
     // Opened again: refused in words on the socket.
-    let (mut ws, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
-    ws.send(Message::text(json!({ "token": token }).to_string()))
-        .await
-        .unwrap();
+    let mut ws = socket_of(&url).await;
     let Some(Ok(Message::Text(t))) = ws.next().await else {
         panic!("no refusal");
     };

@@ -40,17 +40,8 @@ pub(crate) async fn close_dialog(
     let kind = d["type"].as_str().unwrap_or("alert").to_string();
     let asked = with_memo(ctx, |m| m.dialog.take());
     let accept = asked.as_ref().map_or(kind == "beforeunload", |a| a.accept);
-    let mut params = json!({"accept": accept});
-    if let Some(t) = asked.as_ref().and_then(|a| a.prompt_text.as_ref()) {
-        params["promptText"] = json!(t);
-    }
-    send_to(ctx, tab, "Page.handleJavaScriptDialog", params).await?;
-    let message: String = d["message"]
-        .as_str()
-        .unwrap_or("")
-        .chars()
-        .take(200)
-        .collect();
+    let prompt_text = asked.as_ref().and_then(|a| a.prompt_text.as_deref());
+    let message = answer(ctx, tab, &d, accept, prompt_text).await?;
     let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
         "an"
     } else {
@@ -65,6 +56,29 @@ pub(crate) async fn close_dialog(
             ""
         }
     )))
+}
+
+/// Close the open dialog `d` (its `Page.javascriptDialogOpening` params),
+/// accepted or not, with `prompt_text` for a prompt; its message, the first
+/// 200 characters, for the words that say so.
+pub(crate) async fn answer(
+    ctx: &ToolContext,
+    tab: &Tab,
+    d: &Value,
+    accept: bool,
+    prompt_text: Option<&str>,
+) -> Result<String> {
+    let mut params = json!({ "accept": accept });
+    if let Some(t) = prompt_text {
+        params["promptText"] = json!(t);
+    }
+    send_to(ctx, tab, "Page.handleJavaScriptDialog", params).await?;
+    Ok(d["message"]
+        .as_str()
+        .unwrap_or("")
+        .chars()
+        .take(200)
+        .collect())
 }
 
 /// One input event (or a command the page may hold with a dialog): a

@@ -55,21 +55,29 @@ fn vendor_cases() -> Vec<&'static str> {
     ids
 }
 
+/// Vendor `id`'s API key (`COMPUTER_MCP_<ID>_API_KEY`) for a run against
+/// the real service, or None (skipped in words, or failed where
+/// `COMPUTER_MCP_REQUIRE` names `<id>-live`) where it is not set.
+pub(in crate::suite) fn live_key(id: &str) -> Option<String> {
+    let var = format!("COMPUTER_MCP_{}_API_KEY", id.to_uppercase());
+    let key = std::env::var(&var).unwrap_or_default();
+    computer_testkit::need(
+        &format!("{id}-live"),
+        !key.is_empty(),
+        &format!("{var} is not set, so no live {id} run"),
+    )
+    .then_some(key)
+}
+
 /// A vendor's real service, when its key is in the environment
 /// (`COMPUTER_MCP_<VENDOR>_API_KEY`, with the provider's other variables
 /// as the user sets them): the same cases as against the fake, and no
 /// word of the key in the report. Without a key this skips, unless
 /// `COMPUTER_MCP_REQUIRE` names `<vendor>-live`.
 fn vendor_live_passes(id: &str) {
-    let var = format!("COMPUTER_MCP_{}_API_KEY", id.to_uppercase());
-    let key = std::env::var(&var).unwrap_or_default();
-    if !computer_testkit::need(
-        &format!("{id}-live"),
-        !key.is_empty(),
-        &format!("{var} is not set, so no live {id} run"),
-    ) {
+    let Some(key) = live_key(id) else {
         return;
-    }
+    };
     // The key comes from the environment, never from the command line.
     let out = conformance(None, &["--kind", "browser", "--provider", id, "--json"]);
     assert_kind_passes(&out, &format!("live {id}"), &vendor_cases());
@@ -105,16 +113,8 @@ fn kernel_passes_the_browser_kind_against_its_fake() {
 /// the fake's envd, and neither the key nor any sandbox's envd token in
 /// the report or the log, and no box left. None: skipped in words.
 fn e2b_on_fake(what: &str, args: &[&str], desktop: bool) -> Option<std::process::Output> {
-    let (computerd, drift) = docker_daemons();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let env = rt.block_on(computer_testkit::docker_env())?;
-    if !computer_testkit::need(
-        "drift",
-        drift.is_file(),
-        &format!("the static drift build {} is not built", drift.display()),
-    ) {
-        return None;
-    }
+    let (computerd, drift, env) = boxed_daemons(&rt)?;
     let desktop = match desktop {
         true => Some(desktop_image()?),
         false => None,
@@ -526,14 +526,9 @@ fn daytona_passes_core_through_the_command_against_its_fake() {
     ) else {
         return;
     };
-    let (computerd, drift) = docker_daemons();
-    if !computer_testkit::need(
-        "docker",
-        computerd.is_file() && drift.is_file(),
-        "the static computerd and computerd-drift are not both built",
-    ) {
+    let Some((computerd, drift)) = built_daemons() else {
         return;
-    }
+    };
     let owner = computer_testkit::marker("daytona-conformance");
     let key = format!(
         "dtn_CANARY_{}",

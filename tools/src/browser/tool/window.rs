@@ -157,18 +157,10 @@ pub(crate) async fn handle_dialog(ctx: &ToolContext, a: DialogArgs) -> Result<Ca
     let how = if a.accept { "accepted" } else { "dismissed" };
     let tab = current(ctx).await?;
     if let Some(d) = open_dialog(ctx, &tab).await? {
-        let mut params = json!({"accept": a.accept});
-        if let Some(t) = &a.prompt_text {
-            params["promptText"] = json!(t);
-        }
-        send_to(ctx, &tab, "Page.handleJavaScriptDialog", params).await?;
+        let message =
+            crate::browser::dialog::answer(ctx, &tab, &d, a.accept, a.prompt_text.as_deref())
+                .await?;
         let kind = d["type"].as_str().unwrap_or("alert");
-        let message: String = d["message"]
-            .as_str()
-            .unwrap_or("")
-            .chars()
-            .take(200)
-            .collect();
         return Ok(said(format!(
             "### Result\nthe {kind} dialog saying {message:?} was {how}"
         )));
