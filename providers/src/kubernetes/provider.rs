@@ -267,7 +267,14 @@ impl KubernetesProvider {
         // The hardening read back from the pod the API holds.
         self.ours(&plan.name).await?;
         let conn = self.until_up(&plan.name, &plan.image, cancel).await?;
-        let network = if plan.egress.is_some() {
+        let network = if let Some(at) = plan.egress {
+            let listens = self
+                .until_proxy_listens(&conn, &plan.name, at, cancel)
+                .await;
+            if let Err(e) = listens {
+                conn.client.close();
+                return Err(e);
+            }
             self.allow_read_back(&plan.name).await?
         } else if none {
             let inside = self.probe(&conn, &plan.name).await?;

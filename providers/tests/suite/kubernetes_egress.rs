@@ -188,3 +188,59 @@ async fn an_allowlisted_pod_reaches_its_names_through_its_proxy_pod_and_nothing_
     assert_eq!(r.fake.policies(), Vec::<String>::new());
     r.close().await;
 }
+
+/// A proxy pod reads Running before its program listens: the create
+/// waits until the proxy answers from inside the computer, so the first
+/// connection through it is served (the proxy's own refusal here, not
+/// init's relay's 502); a proxy that never listens within
+/// `--kubernetes-start-s` fails the create in words naming the bound,
+/// and nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowlisted_computer_is_made_once_its_proxy_listens_and_refused_in_words_when_it_never_does()
+ {
+    let Some(r) = rig("k8s-egress-late").await else {
+        return;
+    };
+    let late = std::time::Duration::from_secs(10);
+    r.fake
+        .knobs(|k| k.slow_start = Some(("-egress".into(), late)));
+    let cancel = CancellationToken::new();
+    let mut spec = super::support::labelled("egress-late");
+    spec.network = NetworkPolicy::Allow(vec!["good.eg.test".into()]);
+    let c = r.provider.create(&spec, &cancel).await.unwrap().computer;
+    let conn = r.provider.connect(&c, &cancel).await.unwrap();
+    let out = run(
+        &conn.client,
+        "bash -c 'exec 3<>/dev/tcp/127.0.0.1/3128 && printf \"GET http://unlisted.eg.test/ HTTP/1.1\\r\\nHost: unlisted.eg.test\\r\\nConnection: close\\r\\n\\r\\n\" >&3 && cat <&3' 2>&1",
+    )
+    .await;
+    conn.client.close();
+    let said = text(&out).replace('\r', "");
+    assert!(
+        said.starts_with("HTTP/1.1 403")
+            && said.contains("unlisted.eg.test is not on this box's network list"),
+        "{said}"
+    );
+    r.provider
+        .release(&c, Release::Delete, &cancel)
+        .await
+        .unwrap();
+
+    // A proxy that never listens: the create's bound passes, it says so,
+    // and the computer's pod, its proxy and both policies are deleted.
+    r.fake
+        .knobs(|k| k.slow_start = Some(("-egress".into(), std::time::Duration::from_secs(600))));
+    let short = r.with(|s| s.start_s = Some(20));
+    let e = short.create(&spec, &cancel).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Timeout, "{e:?}");
+    assert!(
+        e.message.contains("runs but did not answer on ")
+            && e.message.contains(
+                ":3128 within 20 s (--kubernetes-start-s), read from inside the computer "
+            ),
+        "{e:?}"
+    );
+    assert_eq!(r.fake.pods(), Vec::<String>::new());
+    assert_eq!(r.fake.policies(), Vec::<String>::new());
+    r.close().await;
+}
