@@ -382,6 +382,13 @@ impl FakeKubernetes {
             .collect()
     }
 
+    /// The pod `ns/name`'s object, as stored.
+    pub fn pod(&self, ns: &str, name: &str) -> Option<Value> {
+        lock(&self.shared.pods)
+            .get(&(ns.to_string(), name.to_string()))
+            .map(|p| p.object.clone())
+    }
+
     /// `namespace/name` of every NetworkPolicy.
     pub fn policies(&self) -> Vec<String> {
         lock(&self.shared.policies)

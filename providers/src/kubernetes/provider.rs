@@ -318,12 +318,7 @@ impl Provider for KubernetesProvider {
             self.made.setting(),
             Some("an image that has Xvfb (/usr/bin/Xvfb)"),
         )?;
-        if egress::list_of(&spec.network)?.is_some() && self.api == KubernetesApi::Sandbox {
-            return Err(ProviderError::unsupported(
-                "an allowlist is offered with --kubernetes-api pods only: a Sandbox's pod (or a warm pool's) is fixed before its egress proxy pod's address is known; use network none or open, or --kubernetes-api pods",
-            )
-            .with_field("network"));
-        }
+        egress::list_of(&spec.network)?;
         let refusals = [
             (
                 spec.mount.is_some(),
@@ -356,8 +351,15 @@ impl Provider for KubernetesProvider {
         self.check(spec)?;
         let mut plan = self.plan(spec)?;
         let none = spec.network == NetworkPolicy::None;
+        let allow = egress::list_of(&spec.network)?;
         let mut how = "pod";
+        // An allowlisted computer is a Sandbox of its own, its proxy's
+        // address in its pod's command from the start: a warm pod's init
+        // was started with none, and the fake's CNI cannot put a running
+        // pod on the pods' network, so a claim with a proxy is untested
+        // and not made.
         if self.api == KubernetesApi::Sandbox
+            && allow.is_none()
             && let Some(pool) = self.pool_for(&plan).await?
         {
             // Warm: the pod is the pool's; it is ours once claimed.
@@ -384,8 +386,8 @@ impl Provider for KubernetesProvider {
             if none {
                 self.make_policy(&plan.name).await?;
             }
-            if let Some(allow) = egress::list_of(&spec.network)? {
-                match self.make_egress(&plan, &allow, cancel).await {
+            if let Some(allow) = &allow {
+                match self.make_egress(&plan, allow, cancel).await {
                     Ok(at) => plan.egress = Some(at),
                     Err(e) => {
                         let _ = self.delete_and_wait(&plan.name, cancel).await;
