@@ -19,6 +19,10 @@ use crate::types::{
     label,
 };
 
+/// How long a pod whose daemon hung up may still read Running before
+/// its kubelet reports why.
+const STATUS_LAG: Duration = Duration::from_secs(5);
+
 fn to_value<T: serde::Serialize>(x: &T) -> Value {
     serde_json::to_value(x).unwrap_or(Value::Null)
 }
@@ -185,12 +189,28 @@ impl KubernetesProvider {
         .map(|_| ())
     }
 
-    /// `e`, or Gone in the kubelet's words when the pod `id` now reads
-    /// as not running.
+    /// `e`, or Gone in the kubelet's words once the pod `id` reads as
+    /// not running (or is gone). A kubelet kills a container before its
+    /// status manager reports the pod's phase (an eviction's
+    /// `killPodFunc`, then the status sync), so a pod whose daemon just
+    /// hung up may read Running a while: it is read again for up to
+    /// [`STATUS_LAG`].
     async fn gone_or(&self, id: &str, e: ProviderError) -> ProviderError {
-        match self.ours(id).await.ok().and_then(|p| not_running(&p, id)) {
-            Some(gone) => gone,
-            None => e,
+        let until = tokio::time::Instant::now() + STATUS_LAG;
+        loop {
+            match self.ours(id).await {
+                Ok(p) => {
+                    if let Some(gone) = not_running(&p, id) {
+                        return gone;
+                    }
+                }
+                Err(g) if g.code == ErrorCode::Gone => return g,
+                Err(_) => return e,
+            }
+            if tokio::time::Instant::now() >= until {
+                return e;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 

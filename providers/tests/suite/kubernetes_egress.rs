@@ -37,6 +37,45 @@ async fn said_in(p: &dyn Provider, c: &ComputerRef, script: &str) -> String {
     text(&out).replace('\r', "")
 }
 
+/// A rig `name` whose pods resolve with the test hosts' DNS (subnet `n`
+/// of `support/net.rs`), or None (a skip in words) without what they need.
+async fn with_test_hosts(name: &str, n: u8) -> Option<(super::kubernetes::Rig, net::Net)> {
+    if !can_run() {
+        return None;
+    }
+    let r = rig(name).await?;
+    let n = net::Net::up(n).await.unwrap();
+    r.fake.knobs(|k| k.dns = vec![n.dns.ip().to_string()]);
+    Some((r, n))
+}
+
+/// Through the proxy of `c`: every program is given it, the listed
+/// good.eg.test answers, an unlisted name is refused in the proxy's words,
+/// and no address is reached directly.
+async fn reaches_only_its_name(p: &dyn Provider, c: &ComputerRef, n: &net::Net) {
+    let script = format!(
+        "echo \"$HTTP_PROXY\"; {}; {}; timeout 5 bash -c \"exec 3<>/dev/tcp/{}/80\" 2>/dev/null && echo direct || echo no-route",
+        get("http://good.eg.test/", "good.eg.test"),
+        get("http://unlisted.eg.test/", "unlisted.eg.test"),
+        n.a
+    );
+    let said = said_in(p, c, &script).await;
+    assert!(
+        said.starts_with("http://127.0.0.1:3128\nHTTP/1.1 200"),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("served-by={} host=good.eg.test path=/", n.a)),
+        "{said}"
+    );
+    assert!(
+        said.contains("HTTP/1.1 403")
+            && said.contains("unlisted.eg.test is not on this box's network list"),
+        "{said}"
+    );
+    assert!(said.trim_end().ends_with("no-route"), "{said}");
+}
+
 /// The root, ip and openssl the test hosts need, or a skip in words.
 fn can_run() -> bool {
     need(
@@ -49,14 +88,9 @@ fn can_run() -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allowlisted_pod_reaches_its_names_through_its_proxy_pod_and_nothing_else() {
     let _one = EGRESS.write().await;
-    if !can_run() {
-        return;
-    }
-    let Some(r) = rig("k8s-egress").await else {
+    let Some((r, n)) = with_test_hosts("k8s-egress", 57).await else {
         return;
     };
-    let n = net::Net::up(57).await.unwrap();
-    r.fake.knobs(|k| k.dns = vec![n.dns.ip().to_string()]);
     let cancel = CancellationToken::new();
     let mut spec = super::support::labelled("egress");
     spec.network = NetworkPolicy::Allow(vec!["good.eg.test".into()]);
@@ -114,29 +148,7 @@ async fn an_allowlisted_pod_reaches_its_names_through_its_proxy_pod_and_nothing_
             ],
         })
     );
-    // Through the proxy: the listed host answers, an unlisted one is
-    // refused in the proxy's words, and no address is reached directly.
-    let script = format!(
-        "echo \"$HTTP_PROXY\"; {}; {}; timeout 5 bash -c \"exec 3<>/dev/tcp/{}/80\" 2>/dev/null && echo direct || echo no-route",
-        get("http://good.eg.test/", "good.eg.test"),
-        get("http://unlisted.eg.test/", "unlisted.eg.test"),
-        n.a
-    );
-    let said = said_in(&r.provider, &c, &script).await;
-    assert!(
-        said.starts_with("http://127.0.0.1:3128\nHTTP/1.1 200"),
-        "{said}"
-    );
-    assert!(
-        said.contains(&format!("served-by={} host=good.eg.test path=/", n.a)),
-        "{said}"
-    );
-    assert!(
-        said.contains("HTTP/1.1 403")
-            && said.contains("unlisted.eg.test is not on this box's network list"),
-        "{said}"
-    );
-    assert!(said.trim_end().ends_with("no-route"), "{said}");
+    reaches_only_its_name(&r.provider, &c, &n).await;
     // The read-back holds; another list is not the computer's.
     assert_eq!(r.provider.network(&c, None, &cancel).await.unwrap(), rb);
     let other = NetworkPolicy::Allow(vec!["unlisted.eg.test".into()]);
@@ -260,14 +272,9 @@ async fn an_allowlisted_computer_is_made_once_its_proxy_listens_and_refused_in_w
 async fn an_allowlisted_sandbox_reaches_its_names_through_its_proxy_pod_and_is_never_claimed_warm()
 {
     let _one = EGRESS.write().await;
-    if !can_run() {
-        return;
-    }
-    let Some(r) = rig("k8s-egress-sb").await else {
+    let Some((r, n)) = with_test_hosts("k8s-egress-sb", 58).await else {
         return;
     };
-    let n = net::Net::up(58).await.unwrap();
-    r.fake.knobs(|k| k.dns = vec![n.dns.ip().to_string()]);
     let cancel = CancellationToken::new();
     let p = super::kubernetes_sandbox::sandbox_mode(&r);
     // A pool made ready by a first computer (network none) and an operator.
@@ -306,24 +313,7 @@ async fn an_allowlisted_sandbox_reaches_its_names_through_its_proxy_pod_and_is_n
     // The Sandbox's pod carries the label its policy selects.
     let pod = r.fake.pod(NS, &c.id).unwrap();
     assert_eq!(pod["metadata"]["labels"]["computer-mcp.pod"], c.id.as_str());
-    let script = format!(
-        "{}; {}; timeout 5 bash -c \"exec 3<>/dev/tcp/{}/80\" 2>/dev/null && echo direct || echo no-route",
-        get("http://good.eg.test/", "good.eg.test"),
-        get("http://unlisted.eg.test/", "unlisted.eg.test"),
-        n.a
-    );
-    let said = said_in(&p, &c, &script).await;
-    assert!(said.starts_with("HTTP/1.1 200"), "{said}");
-    assert!(
-        said.contains(&format!("served-by={} host=good.eg.test path=/", n.a)),
-        "{said}"
-    );
-    assert!(
-        said.contains("HTTP/1.1 403")
-            && said.contains("unlisted.eg.test is not on this box's network list"),
-        "{said}"
-    );
-    assert!(said.trim_end().ends_with("no-route"), "{said}");
+    reaches_only_its_name(&p, &c, &n).await;
     assert_eq!(p.network(&c, None, &cancel).await.unwrap(), rb);
     for c in [&c, &first] {
         p.release(c, Release::Delete, &cancel).await.unwrap();
