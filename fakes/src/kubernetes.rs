@@ -163,6 +163,12 @@ pub struct Knobs {
     /// The cluster's DNS servers, as a pod that may reach the world
     /// resolves with them ([`policy::reach_of`]).
     pub dns: Vec<String>,
+    /// Pods whose name ends with this start their command this long
+    /// after they read `Running`: a program slow to listen. The kubelet
+    /// reports a container running once its process starts, not once it
+    /// serves (docs, "Pod Lifecycle", container states; readiness is a
+    /// probe's, and our pods set none).
+    pub slow_start: Option<(String, Duration)>,
 }
 
 /// One pod: its object, and its box once made.
@@ -374,6 +380,13 @@ impl FakeKubernetes {
             .keys()
             .map(|(ns, n)| format!("{ns}/{n}"))
             .collect()
+    }
+
+    /// The pod `ns/name`'s object, as stored.
+    pub fn pod(&self, ns: &str, name: &str) -> Option<Value> {
+        lock(&self.shared.pods)
+            .get(&(ns.to_string(), name.to_string()))
+            .map(|p| p.object.clone())
     }
 
     /// `namespace/name` of every NetworkPolicy.

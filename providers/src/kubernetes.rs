@@ -468,12 +468,7 @@ impl KubernetesProvider {
             lifetime: LifetimeMode::Enforced,
             release: vec![Release::Delete],
             max_lifetime_ms: MAX_LIFETIME_MS,
-            networks: match self.api {
-                KubernetesApi::Pods => {
-                    vec![NetworkKind::None, NetworkKind::Open, NetworkKind::Allow]
-                }
-                KubernetesApi::Sandbox => vec![NetworkKind::None, NetworkKind::Open],
-            },
+            networks: vec![NetworkKind::None, NetworkKind::Open, NetworkKind::Allow],
             network_read_back: true,
             isolation: format!(
                 "a pod of its own: uid {} (runAsNonRoot), no capability, no privilege escalation, seccomp RuntimeDefault, no service account token, no host namespace, cpu/memory/ephemeral-storage limits, /work a sized emptyDir",

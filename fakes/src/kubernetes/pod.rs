@@ -163,6 +163,25 @@ fn stay_pending(s: &Shared, key: &Key, reason: &str, message: &str) {
     admission::event(s, &key.0, &key.1, reason, message, from);
 }
 
+/// `argv`, started [`super::Knobs::slow_start`]'s while later when the pod
+/// `name` is one it names (a shell waits, then becomes the program).
+fn slow_start(s: &Shared, name: &str, argv: Vec<String>) -> Vec<String> {
+    let slow = lock(&s.knobs).slow_start.clone();
+    match slow {
+        Some((suffix, after)) if name.ends_with(&suffix) && !argv.is_empty() => {
+            let mut a = vec![
+                "/bin/sh".to_string(),
+                "-c".into(),
+                format!("sleep {}; exec \"$@\"", after.as_secs_f64()),
+                "sh".into(),
+            ];
+            a.extend(argv);
+            a
+        }
+        _ => argv,
+    }
+}
+
 /// The pod's life: its box, its volumes, its command, its deadline.
 async fn run(s: Arc<Shared>, key: Key, stop: CancellationToken) {
     let Some(pod) = lock(&s.pods).get(&key).map(|p| p.object.clone()) else {
@@ -217,7 +236,7 @@ async fn run(s: Arc<Shared>, key: Key, stop: CancellationToken) {
         tracing::warn!(error = %e, "the fake's Service in a box did not start");
     }
     let cmd = Cmd {
-        argv,
+        argv: slow_start(&s, &key.1, argv),
         env: env_of(&pod),
         cwd: container(&pod)["workingDir"].as_str().map(str::to_string),
         user: Some(user_of(&pod)),

@@ -41,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 use super::manifest::{self, POD_LABEL, PodPlan};
 use super::{KubernetesProvider, api_error, words};
 use crate::daemon_backed::aborted;
+use crate::daemon_backed::probe::report_of;
 use crate::types::{
     ErrorCode, NetworkKind, NetworkPolicy, NetworkReadBack, ProviderError, Result, label,
 };
@@ -58,6 +59,8 @@ pub const WORK_MB: u64 = 16;
 /// create makes the computer's pod as soon as its proxy has an address,
 /// within that bound, and deletes the proxy when it fails.
 pub const LEFTOVER_AFTER: Duration = Duration::from_secs(10);
+/// How often a create asks whether the proxy listens yet.
+const LISTEN_POLL: Duration = Duration::from_millis(300);
 /// What the proxy's policy keeps it from, of IPv4: private (RFC 1918),
 /// shared (RFC 6598), loopback and link-local (169.254.169.254 among
 /// them).
@@ -270,6 +273,53 @@ impl KubernetesProvider {
         self.create_pod(&pp, proxy_pod(plan, allow)).await?;
         let ip = self.until_address(&pp.name, &pp.image, cancel).await?;
         Ok(SocketAddr::new(ip, PORT))
+    }
+
+    /// Until the proxy at `at` answers on its port, read from inside the
+    /// computer `name` (reached by `conn`): `computerd probe` sends it an
+    /// HTTP HEAD, which the proxy answers (refusing it). A pod reads
+    /// Running once its process starts, not once it listens, and init's
+    /// relay answers 502 until the proxy does; so a create returns only
+    /// once the first connection would be served. Bounded by
+    /// `--kubernetes-start-s` from the computer's hello.
+    pub(crate) async fn until_proxy_listens(
+        &self,
+        conn: &crate::provider::Connection,
+        name: &str,
+        at: SocketAddr,
+        cancel: &CancellationToken,
+    ) -> Result<()> {
+        let until = tokio::time::Instant::now() + self.start;
+        let proxy = name_of(name);
+        let argv = vec![
+            self.computerd.clone(),
+            "probe".into(),
+            "--connect".into(),
+            at.to_string(),
+        ];
+        let mut last = String::from("it was not asked");
+        loop {
+            if cancel.is_cancelled() {
+                return Err(aborted("waiting for the egress proxy to listen"));
+            }
+            let r = report_of(&conn.client, argv.clone(), &format!("the pod {name}")).await?;
+            if !r.reached.is_empty() {
+                return Ok(());
+            }
+            if let Some(x) = r.results.first() {
+                last = x.detail.clone();
+            }
+            if tokio::time::Instant::now() + LISTEN_POLL >= until {
+                return Err(ProviderError::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "the egress proxy pod {proxy} runs but did not answer on {at} within {} s (--kubernetes-start-s), read from inside the computer {name}: {last}",
+                        self.start.as_secs()
+                    ),
+                ));
+            }
+            tokio::time::sleep(LISTEN_POLL).await;
+        }
     }
 
     /// The pod `name`'s address once it runs (computerd streamed in

@@ -19,6 +19,10 @@ use crate::types::{
     label,
 };
 
+/// How long a pod whose daemon hung up may still read Running before
+/// its kubelet reports why.
+const STATUS_LAG: Duration = Duration::from_secs(5);
+
 fn to_value<T: serde::Serialize>(x: &T) -> Value {
     serde_json::to_value(x).unwrap_or(Value::Null)
 }
@@ -185,12 +189,28 @@ impl KubernetesProvider {
         .map(|_| ())
     }
 
-    /// `e`, or Gone in the kubelet's words when the pod `id` now reads
-    /// as not running.
+    /// `e`, or Gone in the kubelet's words once the pod `id` reads as
+    /// not running (or is gone). A kubelet kills a container before its
+    /// status manager reports the pod's phase (an eviction's
+    /// `killPodFunc`, then the status sync), so a pod whose daemon just
+    /// hung up may read Running a while: it is read again for up to
+    /// [`STATUS_LAG`].
     async fn gone_or(&self, id: &str, e: ProviderError) -> ProviderError {
-        match self.ours(id).await.ok().and_then(|p| not_running(&p, id)) {
-            Some(gone) => gone,
-            None => e,
+        let until = tokio::time::Instant::now() + STATUS_LAG;
+        loop {
+            match self.ours(id).await {
+                Ok(p) => {
+                    if let Some(gone) = not_running(&p, id) {
+                        return gone;
+                    }
+                }
+                Err(g) if g.code == ErrorCode::Gone => return g,
+                Err(_) => return e,
+            }
+            if tokio::time::Instant::now() >= until {
+                return e;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 
@@ -267,7 +287,14 @@ impl KubernetesProvider {
         // The hardening read back from the pod the API holds.
         self.ours(&plan.name).await?;
         let conn = self.until_up(&plan.name, &plan.image, cancel).await?;
-        let network = if plan.egress.is_some() {
+        let network = if let Some(at) = plan.egress {
+            let listens = self
+                .until_proxy_listens(&conn, &plan.name, at, cancel)
+                .await;
+            if let Err(e) = listens {
+                conn.client.close();
+                return Err(e);
+            }
             self.allow_read_back(&plan.name).await?
         } else if none {
             let inside = self.probe(&conn, &plan.name).await?;
@@ -311,12 +338,7 @@ impl Provider for KubernetesProvider {
             self.made.setting(),
             Some("an image that has Xvfb (/usr/bin/Xvfb)"),
         )?;
-        if egress::list_of(&spec.network)?.is_some() && self.api == KubernetesApi::Sandbox {
-            return Err(ProviderError::unsupported(
-                "an allowlist is offered with --kubernetes-api pods only: a Sandbox's pod (or a warm pool's) is fixed before its egress proxy pod's address is known; use network none or open, or --kubernetes-api pods",
-            )
-            .with_field("network"));
-        }
+        egress::list_of(&spec.network)?;
         let refusals = [
             (
                 spec.mount.is_some(),
@@ -349,8 +371,15 @@ impl Provider for KubernetesProvider {
         self.check(spec)?;
         let mut plan = self.plan(spec)?;
         let none = spec.network == NetworkPolicy::None;
+        let allow = egress::list_of(&spec.network)?;
         let mut how = "pod";
+        // An allowlisted computer is a Sandbox of its own, its proxy's
+        // address in its pod's command from the start: a warm pod's init
+        // was started with none, and the fake's CNI cannot put a running
+        // pod on the pods' network, so a claim with a proxy is untested
+        // and not made.
         if self.api == KubernetesApi::Sandbox
+            && allow.is_none()
             && let Some(pool) = self.pool_for(&plan).await?
         {
             // Warm: the pod is the pool's; it is ours once claimed.
@@ -377,8 +406,8 @@ impl Provider for KubernetesProvider {
             if none {
                 self.make_policy(&plan.name).await?;
             }
-            if let Some(allow) = egress::list_of(&spec.network)? {
-                match self.make_egress(&plan, &allow, cancel).await {
+            if let Some(allow) = &allow {
+                match self.make_egress(&plan, allow, cancel).await {
                     Ok(at) => plan.egress = Some(at),
                     Err(e) => {
                         let _ = self.delete_and_wait(&plan.name, cancel).await;

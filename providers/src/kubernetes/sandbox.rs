@@ -21,6 +21,13 @@
 //!   only downwards: core/v1 validation `ValidatePodUpdate`), makes its
 //!   deny-all policy, and writes the deadline by exec.
 //!
+//! An allowlisted computer is always cold: its Sandbox's pod template
+//! names its egress proxy's address (`--egress-tcp`), made first, and
+//! its pod carries the label both policies select
+//! ([`super::egress`]). A warm pod's init was started with no proxy, and
+//! the fake's CNI cannot move a running pod onto the pods' network, so a
+//! claim with a proxy would be untested; it is not made.
+//!
 //! Either way the pod is what the provider reads back, connects to and
 //! lists, exactly as a bare pod of ours: the hardening, the labels, the
 //! deadline and network none hold the same. Releasing deletes the claim

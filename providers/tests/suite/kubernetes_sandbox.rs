@@ -15,19 +15,19 @@ use super::support::{run, text};
 
 /// agent-sandbox installed on the rig's fake, and a provider in sandbox
 /// mode.
-fn sandbox_mode(r: &Rig) -> KubernetesProvider {
+pub(super) fn sandbox_mode(r: &Rig) -> KubernetesProvider {
     r.fake.install_agent_sandbox();
     r.with(|s| s.api = Some(KubernetesApi::Sandbox))
 }
 
 /// From now on an operator keeps one warm pod for every template.
-fn operator_keeps_one_warm(r: &Rig) {
+pub(super) fn operator_keeps_one_warm(r: &Rig) {
     r.fake.knobs(|k| k.auto_pool = Some(1));
 }
 
 /// The one SandboxTemplate's pool once it holds a Ready warm pod: its
 /// name and that pod's.
-async fn pool_ready(fake: &FakeKubernetes) -> (String, String) {
+pub(super) async fn pool_ready(fake: &FakeKubernetes) -> (String, String) {
     for _ in 0..600 {
         let templates = fake.objects("sandboxtemplates");
         if let [t] = templates.as_slice() {
