@@ -116,12 +116,10 @@ fn has_screen(app: &App) -> bool {
 }
 
 /// Whether this server's computers can be watched in the viewer: those
-/// with a screen, and a vendor's browsers (cast over CDP: no daemon
-/// behind them; see `computer_providers::cdp::casts`).
+/// with a screen, and every browser (one with no X display is cast over
+/// CDP; see `computer_providers::cdp::casts`).
 pub fn viewable(app: &App) -> bool {
-    has_screen(app)
-        || (app.kind() == SettingKind::Browser
-            && app.capabilities().daemon == computer_providers::DaemonMode::None)
+    has_screen(app) || app.kind() == SettingKind::Browser
 }
 
 pub fn templates() -> Vec<ResourceTemplate> {

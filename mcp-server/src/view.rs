@@ -35,6 +35,16 @@ pub mod redact;
 mod socket;
 pub mod takeover;
 
+/// Whether a view reads its computer on the model's own client rather
+/// than on a connection of its own: a browser its computer's daemon runs
+/// (local, Docker) lives as long as the connection that started it, so a
+/// second connection would start a second browser and end the model's;
+/// the model's client casts its front tab instead.
+pub fn on_models_client(app: &App) -> bool {
+    app.kind() == computerd::protocol::SettingKind::Browser
+        && app.capabilities().daemon != computer_providers::DaemonMode::None
+}
+
 /// The page: no build step, no framework.
 const PAGE: &str = include_str!("view/page.html");
 

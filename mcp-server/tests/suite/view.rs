@@ -636,14 +636,14 @@ async fn over_http_the_viewer_is_public_but_its_socket_and_links_are_the_callers
     http.stop_leaving_none().await;
 }
 
-/// A local browser (headless, run by its computer's daemon) is not cast:
-/// its view is refused in words on the socket, the page tools name no
-/// app, and the model's browser goes on with the page it had (a view's
-/// own connection would have started a second browser and ended it).
+/// A local browser (headless, run by its computer's daemon, living on
+/// the model's connection) is viewed on the model's own client: the
+/// canvas shows its tab as `browser_screenshot` does, a person's click
+/// reaches the page, and once the view closes the model's page is the
+/// same page and its tools still work; a second view casts it again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_local_headless_browser_is_refused_in_words_and_its_page_lives_on() {
-    use futures::{SinkExt, StreamExt};
-    use tokio_tungstenite::tungstenite::Message;
+async fn a_local_headless_browser_is_viewed_on_the_models_own_page_and_outlives_the_view() {
+    use super::view_vendor::{eval, viewed};
     if !need_root() || !computer_testkit::need_chromium() {
         return;
     }
@@ -652,56 +652,46 @@ async fn a_local_headless_browser_is_refused_in_words_and_its_page_lives_on() {
     args.extend(["--kind".into(), "browser".into()]);
     let (client, _log) = serving_the_viewer(&args).await;
     let tools = client.list_all_tools().await.unwrap();
-    assert!(
-        tools
-            .iter()
-            .all(|t| t.meta.as_ref().is_none_or(|m| !m.0.contains_key("ui"))),
-        "no tool names an app this server cannot show"
-    );
-    call_ok(&client, "browser_navigate", json!({"url": "about:blank"})).await;
-    call_ok(
-        &client,
-        "browser",
-        json!({"action": "eval", "args": {"expression": "document.title = 'kept'"}}),
-    )
-    .await;
+    let shot = tools.iter().find(|t| t.name == "browser_screenshot");
+    let meta = serde_json::to_value(shot.map(|t| &t.meta)).unwrap();
+    assert_eq!(meta["ui"]["resourceUri"], "ui://computer-mcp/view");
 
-    let r = call_ok(&client, "computer_view", json!({})).await;
-    let url = structured(&r)["url"].as_str().unwrap().to_string();
-    let (page_url, token) = url.split_once("#t=").unwrap();
-    let ws_url = format!("{}/socket", page_url.replace("http://", "ws://"));
-    let (mut ws, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
-    ws.send(Message::text(json!({ "token": token }).to_string()))
-        .await
-        .unwrap();
-    let refused = tokio::time::timeout(std::time::Duration::from_secs(30), async {
-        while let Some(m) = ws.next().await {
-            if let Ok(Message::Text(t)) = m {
-                let v: Value = serde_json::from_str(&t).unwrap();
-                if v["type"] == "refused" {
-                    return v["message"].as_str().unwrap().to_string();
-                }
-            }
-        }
-        panic!("the socket closed without words");
-    })
-    .await
-    .unwrap();
-    assert!(refused.contains("runs headless"), "{refused}");
-    call_refused(
-        &client,
-        "computer_view",
-        json!({"ask": "log in"}),
-        "running headless",
-    )
-    .await;
+    let chromium = HostChromium::start().await.unwrap();
+    let browser = chromium.client().await.unwrap();
+    let (url, page, ..) = viewed(&client, &browser).await;
+    eval(&client, "document.title = 'kept'").await;
+    page.eval("document.getElementById('take').click()").await;
+    page.until("control taken", "window.viewer.control === true")
+        .await;
+    let at = page.at(150, 125).await;
+    page.mouse("mousePressed", at).await;
+    page.mouse("mouseReleased", at).await;
+    page.until("the click answered", "inFlight === 0").await;
+    page.eval("document.getElementById('give').click()").await;
+    page.until("control given back", "window.viewer.control === false")
+        .await;
+    let seen = eval(&client, "JSON.stringify(window.log)").await;
+    assert!(seen.as_str().unwrap().contains("click 150,125"), "{seen}");
 
-    let r = call_ok(
+    // The view leaves: the model's page is the one it had, and answers.
+    page.send("Page.navigate", json!({"url": "about:blank"}))
+        .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(eval(&client, "document.title").await, "kept");
+    let seen = eval(&client, "JSON.stringify(window.log)").await;
+    assert!(seen.as_str().unwrap().contains("click 150,125"), "{seen}");
+    call_ok(&client, "browser_click", json!({"x": 150, "y": 125})).await;
+    let seen = eval(
         &client,
-        "browser",
-        json!({"action": "eval", "args": {"expression": "document.title"}}),
+        "window.log.filter(e => e.startsWith('click')).length",
     )
     .await;
-    assert!(text(&r).contains("kept"), "{}", text(&r));
+    assert_eq!(seen, 2, "the model's own click after the view closed");
+    let shot = call_ok(&client, "browser_screenshot", json!({})).await;
+    assert!(image_of(&shot).0 > 0);
+
+    // A second view is cast again.
+    let again = Page::drawing(&browser, &url).await;
+    assert!(again.eval("window.viewer.frames").await.as_u64() >= Some(1));
     client.cancel().await.unwrap();
 }

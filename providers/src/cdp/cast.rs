@@ -1,5 +1,7 @@
 //! The screen of a browser with no X display (a vendor's cloud browser, a
-//! headless one a computer runs): its front tab, cast.
+//! headless one a computer runs): its front tab, cast. A computer's own
+//! browser is cast on the model's connection (a second one would start a
+//! second browser): [`Cast::stop`] then ends a view's cast, never the page.
 //!
 //! - `screen.watch` is CDP `Page.startScreencast` (JPEG, at most the asked
 //!   width) on the front tab ([`super::front`]), its first frame a shot of
@@ -103,13 +105,7 @@ async fn attach(conn: &CdpConn, target: String, held: Option<&Tab>) -> Result<Ta
         return Ok(t.clone());
     }
     if let Some(old) = held {
-        let _ = send(
-            conn,
-            "Target.detachFromTarget",
-            json!({ "sessionId": old.session }),
-            None,
-        )
-        .await;
+        detach(conn, old).await;
     }
     let r = send(
         conn,
@@ -384,6 +380,35 @@ impl Cast {
             failed: None,
         })
     }
+}
+
+impl Cast {
+    /// The view ended (the cast shares its browser's connection with the
+    /// model's page tools): the screencast stops, the frame held is acked
+    /// and dropped, and the tabs attached to are let go; the page is left
+    /// as it is. A later watch starts again.
+    pub async fn stop(&self, conn: &CdpConn) {
+        let mut w = self.watch.lock().await;
+        if let Some((tab, ..)) = w.on.take() {
+            let _ = send(conn, "Page.stopScreencast", json!({}), Some(&tab.session)).await;
+            if let Some(a) = w.held.as_mut().and_then(|h| h.ack.take()) {
+                let _ = ack(conn, a).await;
+            }
+            detach(conn, &tab).await;
+        }
+        w.held = None;
+        drop(w);
+        let mut ptr = self.input.lock().await;
+        if let Some(tab) = ptr.tab.take() {
+            detach(conn, &tab).await;
+        }
+        ptr.buttons = 0;
+    }
+}
+
+async fn detach(conn: &CdpConn, tab: &Tab) {
+    let s = json!({ "sessionId": tab.session });
+    let _ = send(conn, "Target.detachFromTarget", s, None).await;
 }
 
 impl Watching {
