@@ -178,17 +178,12 @@ impl CallerFleet {
             ));
         }
         let _in_use = entry.begin_use();
-        // A browser's page is read before and after on the model's own
-        // client (a second connection to a computer's own browser would
-        // end it); where it cannot be read, the answer goes without.
-        let browser = (entry.kind == SettingKind::Browser).then(|| entry.client.as_ref());
         crate::view::takeover::run(
             &self.app.views,
             &entry,
             &ask,
             self.peer.clone(),
             &self.cancel,
-            browser,
         )
         .await
     }

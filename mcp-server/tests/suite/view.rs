@@ -75,7 +75,7 @@ impl<'a> Page<'a> {
         page
     }
 
-    async fn send(&self, method: &str, params: Value) -> Value {
+    pub(super) async fn send(&self, method: &str, params: Value) -> Value {
         cdp(self.browser, method, params, Some(&self.session)).await
     }
 
