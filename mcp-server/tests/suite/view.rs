@@ -695,3 +695,53 @@ async fn a_local_headless_browser_is_viewed_on_the_models_own_page_and_outlives_
     assert!(again.eval("window.viewer.frames").await.as_u64() >= Some(1));
     client.cancel().await.unwrap();
 }
+
+/// A `browser_screenshot` of the whole page or a part of it (a clip with
+/// its own scale, beyond the viewport) while a view is open: every frame
+/// the viewer gets is still the tab's own size (the person's clicks map
+/// by it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clipped_or_whole_page_screenshot_pushes_no_odd_sized_frame_to_the_view() {
+    use super::view_vendor::{eval, viewed};
+    if !need_root() || !computer_testkit::need_chromium() {
+        return;
+    }
+    let server = Server::new();
+    let mut args = server.args_logging("debug");
+    args.extend(["--kind".into(), "browser".into()]);
+    let (client, _log) = serving_the_viewer(&args).await;
+    let chromium = HostChromium::start().await.unwrap();
+    let browser = chromium.client().await.unwrap();
+    let (_, page, w, h) = viewed(&client, &browser).await;
+    eval(&client, "document.body.style.height = '3000px'; 1").await;
+    // Every size the page is given, as it is given.
+    page.eval("(() => { window.sizes = []; for (const k of ['width', 'height']) { let x = viewer[k]; Object.defineProperty(viewer, k, { get: () => x, set: y => { x = y; sizes.push(k + ' ' + y); }, configurable: true }); } return 1; })()")
+        .await;
+    let frames = page.eval("window.viewer.frames").await.as_u64().unwrap();
+    for shot in [json!({"full_page": true}), json!({"max_width": 300})] {
+        call_ok(&client, "browser_screenshot", shot).await;
+    }
+    eval(
+        &client,
+        "document.querySelector('div').style.background = 'rgb(1,2,3)'; 1",
+    )
+    .await;
+    page.until(
+        "a frame after the screenshot",
+        &format!("window.viewer.frames > {frames}"),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let sizes = page.eval("JSON.stringify(window.sizes)").await;
+    let sizes: Vec<String> = serde_json::from_str(sizes.as_str().unwrap()).unwrap();
+    assert!(!sizes.is_empty(), "no frame was drawn after the screenshot");
+    let odd: Vec<&String> = sizes
+        .iter()
+        .filter(|s| **s != format!("width {w}") && **s != format!("height {h}"))
+        .collect();
+    assert!(
+        odd.is_empty(),
+        "frames of another size: {odd:?} (of {sizes:?})"
+    );
+    client.cancel().await.unwrap();
+}

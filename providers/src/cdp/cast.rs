@@ -64,6 +64,8 @@ struct Watching {
     since: u64,
     seq: u64,
     held: Option<Held>,
+    /// The frame size last found to be the tab's own.
+    sized: Option<(u32, u32)>,
 }
 
 /// The newest frame.
@@ -312,8 +314,20 @@ impl Cast {
         for e in earlier {
             ack(conn, (e.params["sessionId"].clone(), tab.session.clone())).await?;
         }
+        let held = Held::of(w.seq + 1, &last.params, &tab.session)?;
+        if !w.tab_sized(conn, &tab, &held).await {
+            // A frame of a screenshot's clip or whole page, not of the tab
+            // as shown: let go (the person's clicks map by the frame's size).
+            if let Some(a) = held.ack {
+                ack(conn, a).await?;
+            }
+            return Ok(ScreenWatchResult {
+                seq: w.seq,
+                changed: false,
+                frame: None,
+            });
+        }
         w.seq += 1;
-        let held = Held::of(w.seq, &last.params, &tab.session)?;
         let answer = held.answer();
         w.held = Some(held);
         Ok(answer)
@@ -412,6 +426,29 @@ async fn detach(conn: &CdpConn, tab: &Tab) {
 }
 
 impl Watching {
+    /// Whether `held` is the size of the tab as shown (its window's inner
+    /// size, asked again only when a frame's size is new): a screenshot
+    /// with a clip, a scale or beyond the viewport is drawn, and cast, at
+    /// its own size for a moment.
+    async fn tab_sized(&mut self, conn: &CdpConn, tab: &Tab, held: &Held) -> bool {
+        let size = (held.width, held.height);
+        if self.sized == Some(size) {
+            return true;
+        }
+        let ask = json!({ "expression": "[innerWidth, innerHeight]", "returnByValue": true });
+        let Ok(r) = send(conn, "Runtime.evaluate", ask, Some(&tab.session)).await else {
+            return true;
+        };
+        let v = &r["result"]["value"];
+        let inner = (v[0].as_u64(), v[1].as_u64());
+        if inner == (Some(u64::from(size.0)), Some(u64::from(size.1))) {
+            self.sized = Some(size);
+            return true;
+        }
+        // A page that does not answer in numbers is taken at its frame.
+        inner.0.is_none() || inner.1.is_none()
+    }
+
     /// Cast `target` (stopping the cast of `old`) at `max_width` and
     /// `quality`; the frame held stays for a caller behind it, unacked.
     async fn start(
@@ -452,6 +489,7 @@ impl Watching {
         )
         .await?;
         nudge(conn, &tab.session).await?;
+        self.sized = None;
         self.on = Some((tab, max_width, quality));
         Ok(())
     }
