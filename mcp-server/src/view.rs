@@ -36,6 +36,16 @@ pub mod redact;
 mod socket;
 pub mod takeover;
 
+/// Whether a view reads its computer on the model's own client rather
+/// than on a connection of its own: a browser its computer's daemon runs
+/// (local, Docker) lives as long as the connection that started it, so a
+/// second connection would start a second browser and end the model's;
+/// the model's client casts its front tab instead.
+pub fn on_models_client(app: &App) -> bool {
+    app.kind() == computerd::protocol::SettingKind::Browser
+        && app.capabilities().daemon != computer_providers::DaemonMode::None
+}
+
 /// The page: no build step, no framework.
 const PAGE: &str = include_str!("view/page.html");
 
@@ -125,12 +135,10 @@ impl Views {
 }
 
 /// Whether this server's computers can be watched in the viewer: those
-/// with a screen, and a vendor's browsers (cast over CDP: no daemon
-/// behind them; see `computer_providers::cdp::casts`).
+/// with a screen, and every browser (one with no X display is cast over
+/// CDP; see `computer_providers::cdp::casts`).
 pub fn viewable(app: &App) -> bool {
-    crate::resources::has_screen(app)
-        || (app.kind() == SettingKind::Browser
-            && app.capabilities().daemon == computer_providers::DaemonMode::None)
+    crate::resources::has_screen(app) || app.kind() == SettingKind::Browser
 }
 
 /// The viewer's routes, with no bearer token: the page is public, the

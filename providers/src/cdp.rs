@@ -15,7 +15,7 @@
 //! A browser with no X display (a vendor's, or a headless one a computer
 //! runs) also answers `screen.watch`, `screen.read` and `input.actions`
 //! by casting its front tab ([`cast`]): what a person's live viewer reads
-//! and sends. Its hello lists no screen group (the desktop tools stay a
+//! and sends (for a computer's own browser, on the model's client). Its hello lists no screen group (the desktop tools stay a
 //! desktop's); [`casts`] says whether a hello's computer is cast so.
 
 pub mod cast;
@@ -67,16 +67,19 @@ pub struct BrowserClient {
 }
 
 /// Whether a computer whose hello is `hello` shows its screen by the cast
-/// of its browser's front tab (a vendor's browser: no X display, and no
-/// daemon behind it) rather than its daemon's `screen.watch`. A headless
-/// browser run by a computer's daemon is not cast: it lives as long as
-/// the connection that started it, so a view's own connection would start
-/// a second browser and end the model's.
+/// of its browser's front tab (a browser with no X display) rather than
+/// its daemon's `screen.watch`. A headless browser run by a computer's
+/// daemon lives as long as the connection that started it (a second
+/// connection would start a second browser and end the first), so its
+/// view is cast on the model's own client, and ended by [`STOP_CAST`].
 pub fn casts(hello: &HelloResult) -> bool {
-    hello.kind == MachineKind::Browser
-        && !hello.groups.contains(&Group::Screen)
-        && !hello.groups.contains(&Group::Exec)
+    hello.kind == MachineKind::Browser && !hello.groups.contains(&Group::Screen)
 }
+
+/// The call (answered by a cast browser's client itself, never sent on)
+/// that ends its cast when a view that shared the client leaves: the
+/// screencast stops and its tabs are let go; the page is not touched.
+pub const STOP_CAST: &str = "cast.stop";
 
 /// Where the browser is.
 enum Browser {
@@ -248,6 +251,17 @@ impl BrowserClient {
                 Ok(conn)
             }
         }
+    }
+
+    /// The connection to the browser while it runs (never started here).
+    async fn running(&self) -> Option<Arc<CdpConn>> {
+        match &self.browser {
+            Browser::Remote(conn) => Some(Arc::clone(conn)),
+            Browser::InComputer { running, .. } => {
+                running.lock().await.as_ref().map(|b| Arc::clone(&b.conn))
+            }
+        }
+        .filter(|c| c.closed().is_none())
     }
 
     /// Whether `params` name (by `id`) a browser this client started or
@@ -593,6 +607,12 @@ impl ComputerClient for BrowserClient {
                 "cdp.events" => self.events(params).await,
                 "screen.watch" | "screen.read" | "input.actions" if casts(&self.hello) => {
                     self.cast_call(method, params).await
+                }
+                STOP_CAST if casts(&self.hello) => {
+                    if let Some(conn) = self.running().await {
+                        self.cast.stop(&conn).await;
+                    }
+                    Ok(json!({}))
                 }
                 "process.list" if self.daemon().is_some() => self.list_processes(params).await,
                 m if m.starts_with("process.") && self.hides(&params) => {

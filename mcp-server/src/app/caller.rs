@@ -177,40 +177,15 @@ impl CallerFleet {
                 entry.kind.as_str()
             ));
         }
-        // A headless browser run by its computer's daemon is not viewed
-        // (a connection of the view's own would end the model's browser).
-        if entry.kind == SettingKind::Browser && !crate::view::viewable(&self.app) {
-            return Err(format!(
-                "{}: {} is a browser running headless in its computer, with no screen for a person to use in the viewer (a desktop's browser, or a vendor's, can be)",
-                fleet::TAKEOVER_NAME,
-                entry.label()
-            ));
-        }
         let _in_use = entry.begin_use();
-        // A browser's page is read before and after, on a connection of
-        // its own (where it cannot be reached, the answer goes without).
-        let browser = match entry.kind {
-            SettingKind::Browser => self
-                .app
-                .provider
-                .connect(&entry.computer, &self.cancel)
-                .await
-                .ok(),
-            _ => None,
-        };
-        let r = crate::view::takeover::run(
+        crate::view::takeover::run(
             &self.app.views,
             &entry,
             &ask,
             self.peer.clone(),
             &self.cancel,
-            browser.as_ref().map(|c| c.client.as_ref()),
         )
-        .await;
-        if let Some(c) = browser {
-            c.client.close();
-        }
-        r
+        .await
     }
 
     async fn release_one(&self, which: Which) -> Result<fleet::ComputerReleased, String> {

@@ -15,8 +15,10 @@
 //!
 //! The view reads the computer on a connection of its own (`screen.watch`
 //! is one per connection, and a view's end closes only its own). A
-//! browser with no X display (a vendor's) answers the same calls by
-//! casting its front tab over CDP (`computer_providers::cdp::cast`).
+//! browser with no X display answers the same calls by casting its front
+//! tab over CDP (`computer_providers::cdp::cast`); a computer's own
+//! browser (local, Docker) is cast on the model's client, since a second
+//! connection would start a second browser and end the model's.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -90,6 +92,9 @@ struct Opened {
     client: Arc<dyn ComputerClient>,
     /// A touch screen with no pointer (a phone).
     touch: bool,
+    /// The model's own client (a computer's own browser), not closed at
+    /// the view's end: its cast is stopped instead.
+    shared: bool,
 }
 
 #[derive(Deserialize)]
@@ -116,11 +121,27 @@ async fn open(
         .find(&grant.principal, &Which::Handle(handle.to_string()))
         .await
         .map_err(|_| "this computer is gone: it was released, or reached its end".to_string())?;
-    // Refused before any connection: a browser run by its computer's
-    // daemon lives as long as the connection that started it, so a view's
-    // own connection would end the model's browser.
-    if !crate::view::viewable(app) {
-        return Err(no_screen(&entry));
+    // A computer's own browser lives on the model's connection (a second
+    // would end it): its view is cast on the model's client, and ends by
+    // stopping the cast, never by closing that client.
+    if super::on_models_client(app) {
+        let hello: computerd::protocol::HelloResult = entry
+            .client
+            .call_value("hello", Value::Null)
+            .await
+            .ok()
+            .and_then(|v| serde_json::from_value(v).ok())
+            .ok_or_else(|| "the computer's browser could not be reached".to_string())?;
+        if !computer_providers::cdp::casts(&hello) {
+            return Err(no_screen(&entry));
+        }
+        return Ok(Opened {
+            client: Arc::clone(&entry.client),
+            entry,
+            grant,
+            touch: false,
+            shared: true,
+        });
     }
     let cancel = CancellationToken::new();
     let conn = app
@@ -142,19 +163,16 @@ async fn open(
         grant,
         client: conn.client,
         touch,
+        shared: false,
     })
 }
 
 /// Why `entry` cannot be viewed, in words.
 fn no_screen(entry: &Entry) -> String {
-    if entry.kind == computerd::protocol::SettingKind::Browser {
-        "this browser runs headless in its computer, with no screen to view (a desktop's browser, or a vendor's, can be watched)".to_string()
-    } else {
-        format!(
-            "this computer ({}) has no screen to view",
-            entry.kind.as_str()
-        )
-    }
+    format!(
+        "this computer ({}) has no screen to view",
+        entry.kind.as_str()
+    )
 }
 
 /// Serve one view until the page leaves, the link ends or the computer goes.
@@ -204,7 +222,14 @@ pub async fn run(app: Arc<App>, handle: String, id: u64, ws: WebSocketStream<Io>
             .await;
     }
     drop(out);
-    opened.client.close();
+    if opened.shared {
+        let _ = opened
+            .client
+            .call_value(computer_providers::cdp::STOP_CAST, Value::Null)
+            .await;
+    } else {
+        opened.client.close();
+    }
     let _ = writer.await;
 }
 

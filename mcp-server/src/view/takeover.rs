@@ -3,6 +3,7 @@
 //! an elicitation to the client where it takes one, and the wait for the
 //! person to take control and give it back.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
@@ -10,7 +11,9 @@ use rmcp::{Peer, RoleServer};
 use tokio_util::sync::CancellationToken;
 
 use computer_tools::fleet::{PageSeen, TakeoverAsk, TakeoverOutcome};
-use computerd::client::ComputerClient;
+use computerd::client::{ComputerClient, ComputerExt};
+use computerd::protocol::SettingKind;
+use sha2::{Digest, Sha256};
 
 use super::Views;
 use super::control::Waited;
@@ -30,24 +33,40 @@ async fn front_page(client: &dyn ComputerClient) -> Option<PageSeen> {
     })
 }
 
-/// Ask a person to take `entry`'s control, as `ask` says; `browser` (a
-/// connection to a browser computer) reads its page before and after.
+/// A desktop's or phone's screen as a hash of its pixels (a whole
+/// screenshot's PNG: the pointer is not drawn in it); None where it
+/// cannot be read.
+async fn screen_hash(client: &Arc<dyn ComputerClient>) -> Option<[u8; 32]> {
+    let (_, png) = client.screen_shot(None).await.ok()?;
+    Some(Sha256::digest(&png).into())
+}
+
+/// Ask a person to take `entry`'s control, as `ask` says. What the person
+/// changed is read on the model's own client (a second connection to a
+/// computer's own browser would end it): a browser's front tab before and
+/// after, or a desktop's or phone's screen hashed before and after.
 pub async fn run(
     views: &Views,
     entry: &Entry,
     ask: &TakeoverAsk,
     peer: Option<Peer<RoleServer>>,
     cancel: &CancellationToken,
-    browser: Option<&dyn ComputerClient>,
 ) -> Result<TakeoverOutcome, String> {
     let link = views.link(entry, false)?;
     let url = link.url.unwrap_or_default();
-    let started = SystemTime::now();
     let sent_before = views.control.sent(&entry.handle);
+    let browser = (entry.kind == SettingKind::Browser).then(|| entry.client.as_ref());
+    let screen = matches!(entry.kind, SettingKind::Desktop | SettingKind::Phone);
     let page_before = match browser {
         Some(b) => front_page(b).await,
         None => None,
     };
+    let screen_before = match screen {
+        true => screen_hash(&entry.client).await,
+        false => None,
+    };
+    // The wait is counted from here (the reads above are not the person's).
+    let started = SystemTime::now();
     let computer = entry.label();
     let declined = elicit(peer, &ask.reason, &url, &computer);
     let waited = views
@@ -75,6 +94,10 @@ pub async fn run(
         (Some(b), Some(_)) => front_page(b).await,
         _ => None,
     };
+    let screen_changed = match (screen_before, taken) {
+        (Some(b), Some(_)) => screen_hash(&entry.client).await.map(|a| a != b),
+        _ => None,
+    };
     Ok(TakeoverOutcome {
         computer: entry.label(),
         outcome: outcome.to_string(),
@@ -85,6 +108,7 @@ pub async fn run(
         inputs: taken.map(|_| views.control.sent(&entry.handle) - sent_before),
         page_before: page_before.filter(|_| taken.is_some()),
         page_after,
+        screen_changed,
     })
 }
 

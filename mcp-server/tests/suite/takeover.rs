@@ -124,6 +124,37 @@ async fn a_model_asks_a_person_to_take_over_and_waits_until_they_give_back() {
     let outcome = &structured(&r)["takeover"];
     assert_eq!(outcome["outcome"], "given_back", "{outcome}");
     assert!(outcome["taken_at"].is_string(), "{outcome}");
+    // Typed into the fixture, which draws nothing of it.
+    assert_eq!(outcome["screen_changed"], false, "{outcome}");
+    assert!(said.contains("; the screen is as it was: "), "{said}");
+
+    // A person's middle press turns the fixture's colours: said changed.
+    let model = call(
+        client,
+        "request_takeover",
+        json!({"reason": "turn the colours", "timeout_s": 120}),
+    );
+    let person = async {
+        page.until(
+            "the reason shown",
+            "window.viewer.asked === 'turn the colours'",
+        )
+        .await;
+        page.eval("document.getElementById('take').click()").await;
+        page.until("control taken", "window.viewer.control === true")
+            .await;
+        let (x, y) = page.at(149, 49).await;
+        for kind in ["mousePressed", "mouseReleased"] {
+            let e = json!({"type": kind, "x": x, "y": y, "button": "middle", "clickCount": 1});
+            page.send("Input.dispatchMouseEvent", e).await;
+        }
+        page.until("the press answered", "inFlight === 0").await;
+        page.eval("document.getElementById('give').click()").await;
+    };
+    let (r, ()) = tokio::join!(model, person);
+    let outcome = &structured(&r);
+    assert_eq!(outcome["screen_changed"], true, "{outcome}");
+    assert!(text(&r).contains("; the screen changed: "), "{}", text(&r));
 
     // No request now: a person's control refuses the model's input.
     page.eval("document.getElementById('take').click()").await;

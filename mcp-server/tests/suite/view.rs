@@ -75,7 +75,7 @@ impl<'a> Page<'a> {
         page
     }
 
-    async fn send(&self, method: &str, params: Value) -> Value {
+    pub(super) async fn send(&self, method: &str, params: Value) -> Value {
         cdp(self.browser, method, params, Some(&self.session)).await
     }
 
@@ -708,12 +708,14 @@ async fn over_http_the_viewer_is_public_but_its_socket_and_links_are_the_callers
     http.stop_leaving_none().await;
 }
 
-/// A local browser (headless, run by its computer's daemon) is not cast:
-/// its view is refused in words on the socket, the page tools name no
-/// app, and the model's browser goes on with the page it had (a view's
-/// own connection would have started a second browser and ended it).
+/// A local browser (headless, run by its computer's daemon, living on
+/// the model's connection) is viewed on the model's own client: the
+/// canvas shows its tab as `browser_screenshot` does, a person's click
+/// reaches the page, and once the view closes the model's page is the
+/// same page and its tools still work; a second view casts it again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_local_headless_browser_is_refused_in_words_and_its_page_lives_on() {
+async fn a_local_headless_browser_is_viewed_on_the_models_own_page_and_outlives_the_view() {
+    use super::view_vendor::{eval, viewed};
     if !need_root() || !computer_testkit::need_chromium() {
         return;
     }
@@ -722,40 +724,96 @@ async fn a_local_headless_browser_is_refused_in_words_and_its_page_lives_on() {
     args.extend(["--kind".into(), "browser".into()]);
     let (client, _log) = serving_the_viewer(&args).await;
     let tools = client.list_all_tools().await.unwrap();
+    let shot = tools.iter().find(|t| t.name == "browser_screenshot");
+    let meta = serde_json::to_value(shot.map(|t| &t.meta)).unwrap();
+    assert_eq!(meta["ui"]["resourceUri"], "ui://computer-mcp/view");
+
+    let chromium = HostChromium::start().await.unwrap();
+    let browser = chromium.client().await.unwrap();
+    let (url, page, ..) = viewed(&client, &browser).await;
+    eval(&client, "document.title = 'kept'").await;
+    page.eval("document.getElementById('take').click()").await;
+    page.until("control taken", "window.viewer.control === true")
+        .await;
+    let at = page.at(150, 125).await;
+    page.mouse("mousePressed", at).await;
+    page.mouse("mouseReleased", at).await;
+    page.until("the click answered", "inFlight === 0").await;
+    page.eval("document.getElementById('give').click()").await;
+    page.until("control given back", "window.viewer.control === false")
+        .await;
+    let seen = eval(&client, "JSON.stringify(window.log)").await;
+    assert!(seen.as_str().unwrap().contains("click 150,125"), "{seen}");
+
+    // The view leaves: the model's page is the one it had, and answers.
+    page.send("Page.navigate", json!({"url": "about:blank"}))
+        .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(eval(&client, "document.title").await, "kept");
+    let seen = eval(&client, "JSON.stringify(window.log)").await;
+    assert!(seen.as_str().unwrap().contains("click 150,125"), "{seen}");
+    call_ok(&client, "browser_click", json!({"x": 150, "y": 125})).await;
+    let seen = eval(
+        &client,
+        "window.log.filter(e => e.startsWith('click')).length",
+    )
+    .await;
+    assert_eq!(seen, 2, "the model's own click after the view closed");
+    let shot = call_ok(&client, "browser_screenshot", json!({})).await;
+    assert!(image_of(&shot).0 > 0);
+
+    // A second view is cast again.
+    let again = Page::drawing(&browser, &url).await;
+    assert!(again.eval("window.viewer.frames").await.as_u64() >= Some(1));
+    client.cancel().await.unwrap();
+}
+
+/// A `browser_screenshot` of the whole page or a part of it (a clip with
+/// its own scale, beyond the viewport) while a view is open: every frame
+/// the viewer gets is still the tab's own size (the person's clicks map
+/// by it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clipped_or_whole_page_screenshot_pushes_no_odd_sized_frame_to_the_view() {
+    use super::view_vendor::{eval, viewed};
+    if !need_root() || !computer_testkit::need_chromium() {
+        return;
+    }
+    let server = Server::new();
+    let mut args = server.args_logging("debug");
+    args.extend(["--kind".into(), "browser".into()]);
+    let (client, _log) = serving_the_viewer(&args).await;
+    let chromium = HostChromium::start().await.unwrap();
+    let browser = chromium.client().await.unwrap();
+    let (_, page, w, h) = viewed(&client, &browser).await;
+    eval(&client, "document.body.style.height = '3000px'; 1").await;
+    // Every size the page is given, as it is given.
+    page.eval("(() => { window.sizes = []; for (const k of ['width', 'height']) { let x = viewer[k]; Object.defineProperty(viewer, k, { get: () => x, set: y => { x = y; sizes.push(k + ' ' + y); }, configurable: true }); } return 1; })()")
+        .await;
+    let frames = page.eval("window.viewer.frames").await.as_u64().unwrap();
+    for shot in [json!({"full_page": true}), json!({"max_width": 300})] {
+        call_ok(&client, "browser_screenshot", shot).await;
+    }
+    eval(
+        &client,
+        "document.querySelector('div').style.background = 'rgb(1,2,3)'; 1",
+    )
+    .await;
+    page.until(
+        "a frame after the screenshot",
+        &format!("window.viewer.frames > {frames}"),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let sizes = page.eval("JSON.stringify(window.sizes)").await;
+    let sizes: Vec<String> = serde_json::from_str(sizes.as_str().unwrap()).unwrap();
+    assert!(!sizes.is_empty(), "no frame was drawn after the screenshot");
+    let odd: Vec<&String> = sizes
+        .iter()
+        .filter(|s| **s != format!("width {w}") && **s != format!("height {h}"))
+        .collect();
     assert!(
-        tools
-            .iter()
-            .all(|t| t.meta.as_ref().is_none_or(|m| !m.0.contains_key("ui"))),
-        "no tool names an app this server cannot show"
+        odd.is_empty(),
+        "frames of another size: {odd:?} (of {sizes:?})"
     );
-    call_ok(&client, "browser_navigate", json!({"url": "about:blank"})).await;
-    call_ok(
-        &client,
-        "browser",
-        json!({"action": "eval", "args": {"expression": "document.title = 'kept'"}}),
-    )
-    .await;
-
-    let r = call_ok(&client, "computer_view", json!({})).await;
-    let url = structured(&r)["url"].as_str().unwrap().to_string();
-    let mut ws = socket_of(&url).await;
-    let refused = said_within(&mut ws, "refused", Duration::from_secs(30), false).await;
-    let refused = refused["message"].as_str().unwrap();
-    assert!(refused.contains("runs headless"), "{refused}");
-    call_refused(
-        &client,
-        "computer_view",
-        json!({"ask": "log in"}),
-        "running headless",
-    )
-    .await;
-
-    let r = call_ok(
-        &client,
-        "browser",
-        json!({"action": "eval", "args": {"expression": "document.title"}}),
-    )
-    .await;
-    assert!(text(&r).contains("kept"), "{}", text(&r));
     client.cancel().await.unwrap();
 }

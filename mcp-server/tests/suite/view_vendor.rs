@@ -7,6 +7,7 @@
 //! button held at give-back let go.
 
 use computer_fakes::vendor::{FakeVendor, Kind};
+use computer_providers::cdp::BrowserClient;
 use computer_providers::cdp::chromium::HostChromium;
 use serde_json::{Value, json};
 
@@ -38,7 +39,7 @@ const BUILD: &str = r#"(() => {
   return [innerWidth, innerHeight];
 })()"#;
 
-async fn eval(client: &Client, expression: &str) -> Value {
+pub(super) async fn eval(client: &Client, expression: &str) -> Value {
     let r = call_ok(client, "browser_eval", json!({ "expression": expression })).await;
     structured(&r)["value"].clone()
 }
@@ -70,6 +71,65 @@ async fn serve(
     (client, log, state)
 }
 
+/// The page built in the model's tab, viewed in `browser` through
+/// `computer_view`'s link, and the canvas checked against a
+/// `browser_screenshot` of the same tab: the link, the viewer's page and
+/// the tab's size.
+pub(super) async fn viewed<'a>(
+    client: &Client,
+    browser: &'a BrowserClient,
+) -> (String, Page<'a>, u32, u32) {
+    call_ok(client, "browser_navigate", json!({"url": "about:blank"})).await;
+    let size = eval(client, BUILD).await;
+    let (w, h) = (size[0].as_u64().unwrap(), size[1].as_u64().unwrap());
+
+    let r = call_ok(client, "computer_view", json!({})).await;
+    let url = structured(&r)["url"].as_str().unwrap().to_string();
+    let page = Page::drawing(browser, &url).await;
+    let facts = page
+        .eval("document.getElementById('facts').textContent")
+        .await;
+    assert!(
+        facts.as_str().unwrap().starts_with("browser · ends "),
+        "{facts}"
+    );
+    assert_eq!(
+        page.eval("[window.viewer.width, window.viewer.height]")
+            .await,
+        json!([w, h]),
+        "the canvas is the tab's CSS pixels"
+    );
+
+    // The canvas shows what a screenshot of the same tab shows: each
+    // quarter's colour (a JPEG at quality 60 against a PNG).
+    let shot = call_ok(client, "browser_screenshot", json!({})).await;
+    let (sw, _, rgb) = image_of(&shot);
+    assert_eq!(u64::from(sw), w);
+    let (w, h) = (w as u32, h as u32);
+    let points: Vec<[u32; 2]> = [[1, 1], [3, 1], [1, 3], [3, 3]]
+        .iter()
+        .map(|[i, j]| [w * i / 4, h * j / 4])
+        .collect();
+    let drawn = page.pixels(&points).await;
+    for (p, d) in points.iter().zip(&drawn) {
+        let at = ((p[1] * w + p[0]) * 3) as usize;
+        let shot = &rgb[at..at + 3];
+        for c in 0..3 {
+            assert!(
+                shot[c].abs_diff(d[c]) < 40,
+                "at {p:?} the canvas has {d:?}, the screenshot {shot:?}"
+            );
+        }
+    }
+    assert!(
+        drawn[0][1] > 150 && drawn[0][0] < 60,
+        "green: {:?}",
+        drawn[0]
+    );
+
+    (url, page, w, h)
+}
+
 async fn views_and_takes_control(kind: Kind, id: &str) {
     if !computer_testkit::need_chromium() {
         return;
@@ -94,55 +154,9 @@ async fn views_and_takes_control(kind: Kind, id: &str) {
         "{listed:?}"
     );
 
-    call_ok(&client, "browser_navigate", json!({"url": "about:blank"})).await;
-    let size = eval(&client, BUILD).await;
-    let (w, h) = (size[0].as_u64().unwrap(), size[1].as_u64().unwrap());
-
-    let r = call_ok(&client, "computer_view", json!({})).await;
-    let url = structured(&r)["url"].as_str().unwrap().to_string();
     let chromium = HostChromium::start().await.unwrap();
     let browser = chromium.client().await.unwrap();
-    let page = Page::drawing(&browser, &url).await;
-    let facts = page
-        .eval("document.getElementById('facts').textContent")
-        .await;
-    assert!(
-        facts.as_str().unwrap().starts_with("browser · ends "),
-        "{facts}"
-    );
-    assert_eq!(
-        page.eval("[window.viewer.width, window.viewer.height]")
-            .await,
-        json!([w, h]),
-        "the canvas is the tab's CSS pixels"
-    );
-
-    // The canvas shows what a screenshot of the same tab shows: each
-    // quarter's colour (a JPEG at quality 60 against a PNG).
-    let shot = call_ok(&client, "browser_screenshot", json!({})).await;
-    let (sw, _, rgb) = image_of(&shot);
-    assert_eq!(u64::from(sw), w);
-    let (w, h) = (w as u32, h as u32);
-    let points: Vec<[u32; 2]> = [[1, 1], [3, 1], [1, 3], [3, 3]]
-        .iter()
-        .map(|[i, j]| [w * i / 4, h * j / 4])
-        .collect();
-    let drawn = page.pixels(&points).await;
-    for (p, d) in points.iter().zip(&drawn) {
-        let at = ((p[1] * w + p[0]) * 3) as usize;
-        let shot = &rgb[at..at + 3];
-        for c in 0..3 {
-            assert!(
-                shot[c].abs_diff(d[c]) < 40,
-                "at {p:?} the canvas has {d:?}, the screenshot {shot:?}"
-            );
-        }
-    }
-    assert!(
-        drawn[0][1] > 150 && drawn[0][0] < 60,
-        "green: {:?}",
-        drawn[0]
-    );
+    let (url, page, _, h) = viewed(&client, &browser).await;
 
     // Take control; a click on the button lands on it.
     page.eval("document.getElementById('take').click()").await;

@@ -1,5 +1,7 @@
 //! The screen of a browser with no X display (a vendor's cloud browser, a
-//! headless one a computer runs): its front tab, cast.
+//! headless one a computer runs): its front tab, cast. A computer's own
+//! browser is cast on the model's connection (a second one would start a
+//! second browser): [`Cast::stop`] then ends a view's cast, never the page.
 //!
 //! - `screen.watch` is CDP `Page.startScreencast` (JPEG, at most the asked
 //!   width) on the front tab ([`super::front`]), its first frame a shot of
@@ -62,6 +64,8 @@ struct Watching {
     since: u64,
     seq: u64,
     held: Option<Held>,
+    /// The frame size last found to be the tab's own.
+    sized: Option<(u32, u32)>,
 }
 
 /// The newest frame.
@@ -103,13 +107,7 @@ async fn attach(conn: &CdpConn, target: String, held: Option<&Tab>) -> Result<Ta
         return Ok(t.clone());
     }
     if let Some(old) = held {
-        let _ = send(
-            conn,
-            "Target.detachFromTarget",
-            json!({ "sessionId": old.session }),
-            None,
-        )
-        .await;
+        detach(conn, old).await;
     }
     let r = send(
         conn,
@@ -317,8 +315,20 @@ impl Cast {
         for e in earlier {
             ack(conn, (e.params["sessionId"].clone(), tab.session.clone())).await?;
         }
+        let held = Held::of(w.seq + 1, &last.params, &tab.session)?;
+        if !w.tab_sized(conn, &tab, &held).await {
+            // A frame of a screenshot's clip or whole page, not of the tab
+            // as shown: let go (the person's clicks map by the frame's size).
+            if let Some(a) = held.ack {
+                ack(conn, a).await?;
+            }
+            return Ok(ScreenWatchResult {
+                seq: w.seq,
+                changed: false,
+                frame: None,
+            });
+        }
         w.seq += 1;
-        let held = Held::of(w.seq, &last.params, &tab.session)?;
         let answer = held.answer();
         w.held = Some(held);
         Ok(answer)
@@ -387,7 +397,59 @@ impl Cast {
     }
 }
 
+impl Cast {
+    /// The view ended (the cast shares its browser's connection with the
+    /// model's page tools): the screencast stops, the frame held is acked
+    /// and dropped, and the tabs attached to are let go; the page is left
+    /// as it is. A later watch starts again.
+    pub async fn stop(&self, conn: &CdpConn) {
+        let mut w = self.watch.lock().await;
+        if let Some((tab, ..)) = w.on.take() {
+            let _ = send(conn, "Page.stopScreencast", json!({}), Some(&tab.session)).await;
+            if let Some(a) = w.held.as_mut().and_then(|h| h.ack.take()) {
+                let _ = ack(conn, a).await;
+            }
+            detach(conn, &tab).await;
+        }
+        w.held = None;
+        drop(w);
+        let mut ptr = self.input.lock().await;
+        if let Some(tab) = ptr.tab.take() {
+            detach(conn, &tab).await;
+        }
+        ptr.buttons = 0;
+    }
+}
+
+async fn detach(conn: &CdpConn, tab: &Tab) {
+    let s = json!({ "sessionId": tab.session });
+    let _ = send(conn, "Target.detachFromTarget", s, None).await;
+}
+
 impl Watching {
+    /// Whether `held` is the size of the tab as shown (its window's inner
+    /// size, asked again only when a frame's size is new): a screenshot
+    /// with a clip, a scale or beyond the viewport is drawn, and cast, at
+    /// its own size for a moment.
+    async fn tab_sized(&mut self, conn: &CdpConn, tab: &Tab, held: &Held) -> bool {
+        let size = (held.width, held.height);
+        if self.sized == Some(size) {
+            return true;
+        }
+        let ask = json!({ "expression": "[innerWidth, innerHeight]", "returnByValue": true });
+        let Ok(r) = send(conn, "Runtime.evaluate", ask, Some(&tab.session)).await else {
+            return true;
+        };
+        let v = &r["result"]["value"];
+        let inner = (v[0].as_u64(), v[1].as_u64());
+        if inner == (Some(u64::from(size.0)), Some(u64::from(size.1))) {
+            self.sized = Some(size);
+            return true;
+        }
+        // A page that does not answer in numbers is taken at its frame.
+        inner.0.is_none() || inner.1.is_none()
+    }
+
     /// Cast `target` (stopping the cast of `old`) at `max_width` and
     /// `quality`; the frame held stays for a caller behind it, unacked.
     async fn start(
@@ -428,6 +490,7 @@ impl Watching {
         )
         .await?;
         nudge(conn, &tab.session).await?;
+        self.sized = None;
         self.on = Some((tab, max_width, quality));
         Ok(())
     }

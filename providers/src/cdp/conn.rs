@@ -56,6 +56,14 @@ impl Ring {
 /// would push the events the tools wait for out of the ring.
 const UNKEPT: &[&str] = &["Accessibility.nodesUpdated", "Accessibility.loadComplete"];
 
+/// A live view's frames (a cast shares the model's connection to a
+/// computer's own browser): only the newest few are kept, so a busy cast
+/// never pushes the events the page tools wait for out of the ring. The
+/// browser sends the next frame only once the last is acked, and the
+/// cast reads every frame it is sent at once, so older ones are read.
+const FRAME_EVENT: &str = "Page.screencastFrame";
+const FRAMES_KEPT: usize = 8;
+
 /// A CDP connection: send commands, read events.
 pub struct CdpConn {
     out: mpsc::Sender<String>,
@@ -260,7 +268,17 @@ impl CdpConn {
             event.seq = r.next;
             r.next += 1;
             r.bytes += size;
+            let frame = event.method == FRAME_EVENT;
             r.events.push_back((event, size));
+            if frame {
+                let is_frame = |(e, _): &(CdpEvent, usize)| e.method == FRAME_EVENT;
+                if r.events.iter().filter(|e| is_frame(e)).count() > FRAMES_KEPT
+                    && let Some(i) = r.events.iter().position(is_frame)
+                    && let Some((_, s)) = r.events.remove(i)
+                {
+                    r.bytes -= s;
+                }
+            }
             while r.events.len() > limits::CDP_EVENTS_KEPT
                 || (r.bytes > limits::CDP_EVENTS_KEPT_BYTES && r.events.len() > 1)
             {
@@ -493,6 +511,24 @@ mod tests {
             .unwrap();
         assert_eq!(got.events.len(), 1);
         assert_eq!(got.events[0].seq, 2);
+    }
+
+    #[test]
+    fn a_casts_frames_keep_only_the_newest_and_never_push_other_events_out() {
+        let (conn, _out) = CdpConn::new();
+        event(&conn, "Page.loadEventFired", Some("s"));
+        for _ in 0..limits::CDP_EVENTS_KEPT + 10 {
+            event(&conn, FRAME_EVENT, Some("cast"));
+        }
+        let all = conn.read(&CdpEventsParams {
+            since: Some(1),
+            ..Default::default()
+        });
+        assert_eq!(all.dropped, 0);
+        assert_eq!(all.events[0].method, "Page.loadEventFired");
+        let frames: Vec<u64> = all.events[1..].iter().map(|e| e.seq).collect();
+        let newest = limits::CDP_EVENTS_KEPT as u64 + 11;
+        assert_eq!(frames, ((newest - 7)..=newest).collect::<Vec<_>>());
     }
 
     #[test]

@@ -74,6 +74,10 @@ pub struct TakeoverOutcome {
     /// A browser's front tab when the request ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub page_after: Option<PageSeen>,
+    /// A desktop's or phone's screen: whether its pixels when the request
+    /// ended differ from those when it began.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub screen_changed: Option<bool>,
 }
 
 /// A browser tab as a person left it or found it.
@@ -83,8 +87,8 @@ pub struct PageSeen {
     pub title: String,
 }
 
-/// What the person changed, in words: the inputs they sent and where a
-/// browser's page went.
+/// What the person changed, in words: the inputs they sent, where a
+/// browser's page went, and whether a screen's pixels changed.
 fn changed(o: &TakeoverOutcome) -> String {
     let mut w = match o.inputs {
         Some(1) => ", sending 1 input".to_string(),
@@ -103,6 +107,11 @@ fn changed(o: &TakeoverOutcome) -> String {
         }
         (None, Some(a)) => w += &format!("; the page is now {:?} ({})", a.title, a.url),
         _ => {}
+    }
+    match o.screen_changed {
+        Some(true) => w += "; the screen changed",
+        Some(false) => w += "; the screen is as it was",
+        None => {}
     }
     w
 }
@@ -229,6 +238,7 @@ mod tests {
                 url: "https://a.example/home".into(),
                 title: "Home".into(),
             }),
+            screen_changed: None,
         };
         let w = words(&o);
         assert!(
@@ -248,6 +258,16 @@ the page went from \"Log in\" (https://a.example/login) to \"Home\" (https://a.e
             words(&o)
         );
         assert!(w.contains(&o.url));
+        // A desktop's: whether its screen's pixels changed.
+        (o.page_before, o.page_after) = (None, None);
+        for (changed, said) in [
+            (true, "the screen changed"),
+            (false, "the screen is as it was"),
+        ] {
+            o.screen_changed = Some(changed);
+            let want = format!("gave it back after 7 s; {said}: the person acted");
+            assert!(words(&o).contains(&want), "{}", words(&o));
+        }
         o.outcome = "not_taken".into();
         o.taken_at = None;
         o.held_s = None;
