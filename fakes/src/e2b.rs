@@ -392,9 +392,9 @@ async fn create(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> Resp
         Err(e) => return status(StatusCode::INTERNAL_SERVER_ERROR, &e.0),
     };
     if let Some((_, files)) = &from
-        && let Err(e) = snapshots::unpack(&s.docker, boxed.id(), files).await
+        && let Err(e) = boxed.unpack(files).await
     {
-        return status(StatusCode::INTERNAL_SERVER_ERROR, &e.message);
+        return status(StatusCode::INTERNAL_SERVER_ERROR, &e.0);
     }
     let token = computer_providers::random::random_hex(16).unwrap_or_default();
     lock(&s.tokens).push(token.clone());

@@ -128,10 +128,29 @@ async fn snapshot_and_fork(server: Server, native: bool) {
     assert!(handle.starts_with("s-") && handle.len() == 34, "{s1}");
     assert_eq!(s1["name"], "s1");
     assert_eq!(s1["kind"], "sandbox");
+    let words = jtext(&r);
     if native {
-        assert_eq!(s1["size_bytes"], 0, "{s1}");
+        // The vendor keeps more than /work and gives no size: said so.
+        assert!(s1.get("size_bytes").is_none(), "{s1}");
+        let keeps = s1["keeps"].as_str().unwrap();
+        assert!(keeps.contains("whole"), "{s1}");
+        assert!(
+            words.starts_with(&format!(
+                "kept {keeps} of base as snapshot s1 ({handle}), until "
+            )),
+            "{words}"
+        );
+        assert!(!words.contains("bytes"), "{words}");
     } else {
         assert!(s1["size_bytes"].as_u64().unwrap() >= 3 * 512, "{s1}");
+        assert_eq!(s1["keeps"], "the files of /work", "{s1}");
+        assert!(
+            words.starts_with(&format!(
+                "kept the files of /work of base as snapshot s1 ({handle}), {} bytes, until ",
+                s1["size_bytes"]
+            )),
+            "{words}"
+        );
     }
 
     // A taken name is refused, naming the argument.
@@ -237,10 +256,11 @@ async fn snapshot_and_fork(server: Server, native: bool) {
         .lines()
         .find(|l| l.starts_with(&handle))
         .unwrap_or_else(|| panic!("{listing}"));
-    assert!(
-        line.contains(" s1 ") && line.contains(&s1["size_bytes"].to_string()),
-        "{line}"
-    );
+    let size = match s1.get("size_bytes") {
+        Some(b) => format!(" {b} "),
+        None => " - ".to_string(),
+    };
+    assert!(line.contains(" s1 ") && line.contains(&size), "{line}");
     assert!(listing.contains(&brief), "{listing}");
     // The janitor: past its 2 s, brief is deleted; s1 (24 h) is kept.
     tokio::time::sleep(Duration::from_millis(2500)).await;
@@ -330,6 +350,16 @@ async fn modal_snapshots_fork_apart_outlive_the_server_and_are_swept() {
             ("--modal-computerd", env.computerd.to_str().unwrap()),
         ],
     );
-    snapshot_and_fork(server, false).await;
+    snapshot_and_fork(server, true).await;
+    assert_eq!(fake.running(), Vec::<String>::new(), "a sandbox was left");
+    // Modal's own filesystem snapshots: s1 and brief taken, three sandboxes
+    // made from s1's image (f1, f2, f3), and both images deleted (brief by
+    // the sweep, s1 by computers release); none is left.
+    let calls = fake.snapshot_calls();
+    let count = |p: &str| calls.iter().filter(|c| c.starts_with(p)).count();
+    assert_eq!(count("TaskSnapshotFilesystem "), 2, "{calls:?}");
+    assert_eq!(count("SandboxCreate im-"), 3, "{calls:?}");
+    assert_eq!(count("ImageDelete im-"), 2, "{calls:?}");
+    assert_eq!(fake.snapshot_images(), Vec::<String>::new(), "{calls:?}");
     fake.close().await;
 }
