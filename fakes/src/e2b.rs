@@ -275,6 +275,24 @@ impl FakeE2b {
         lock(&self.shared.sandboxes).keys().cloned().collect()
     }
 
+    /// Ids of the sandboxes not killed.
+    pub fn alive(&self) -> Vec<String> {
+        lock(&self.shared.sandboxes)
+            .iter()
+            .filter(|(_, s)| s.killed.is_none())
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The box of the sandbox `id` not killed (a test reads or plants in
+    /// it as root).
+    pub fn box_of(&self, id: &str) -> Option<Arc<VendorBox>> {
+        lock(&self.shared.sandboxes)
+            .get(id)
+            .filter(|s| s.killed.is_none())
+            .map(|s| Arc::clone(&s.boxed))
+    }
+
     /// Each snapshot call so far (`POST /sandboxes/{id}/snapshots`,
     /// `DELETE /templates/{id}`), in order.
     pub fn snapshot_calls(&self) -> Vec<String> {

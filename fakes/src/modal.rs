@@ -341,6 +341,15 @@ impl FakeModal {
         lock(&self.shared.calls).clone()
     }
 
+    /// The box of the running sandbox `id` (a test reads or plants in it
+    /// as root).
+    pub fn box_of(&self, id: &str) -> Option<Arc<VendorBox>> {
+        lock(&self.shared.sandboxes)
+            .get(id)
+            .filter(|s| s.ended.is_none())
+            .map(|s| Arc::clone(&s.boxed))
+    }
+
     /// The snapshot images kept.
     pub fn snapshot_images(&self) -> Vec<String> {
         lock(&self.shared.snaps).keys().cloned().collect()
