@@ -500,18 +500,23 @@ mod tests {
             (label::NAME.to_string(), "s1".to_string()),
         ]);
         let kept = store
-            .keep_native("/work", labels.clone(), 0, || async {
+            .keep_native("/work", "the whole sandbox", labels.clone(), 0, || async {
                 Ok("abc123:default".to_string())
             })
             .await
             .unwrap();
         assert_eq!(kept.native.as_deref(), Some("abc123:default"));
+        // Its words say what the vendor keeps, and no size.
+        assert_eq!(
+            (kept.kept().as_str(), kept.size()),
+            ("the whole sandbox", None)
+        );
         assert_eq!(store.list(&Labels::new()).unwrap(), vec![kept.clone()]);
         assert!(!tmp.path().join(&kept.id).join(FILES).exists());
         // A taken name: refused before the vendor is asked.
         let asked = std::sync::atomic::AtomicBool::new(false);
         let (e, native) = store
-            .keep_native("/work", labels, 0, || async {
+            .keep_native("/work", "the whole sandbox", labels, 0, || async {
                 asked.store(true, std::sync::atomic::Ordering::SeqCst);
                 Ok("never".to_string())
             })
