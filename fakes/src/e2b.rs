@@ -275,6 +275,24 @@ impl FakeE2b {
         lock(&self.shared.sandboxes).keys().cloned().collect()
     }
 
+    /// Ids of the sandboxes not killed.
+    pub fn alive(&self) -> Vec<String> {
+        lock(&self.shared.sandboxes)
+            .iter()
+            .filter(|(_, s)| s.killed.is_none())
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The box of the sandbox `id` not killed (a test reads or plants in
+    /// it as root).
+    pub fn box_of(&self, id: &str) -> Option<Arc<VendorBox>> {
+        lock(&self.shared.sandboxes)
+            .get(id)
+            .filter(|s| s.killed.is_none())
+            .map(|s| Arc::clone(&s.boxed))
+    }
+
     /// Each snapshot call so far (`POST /sandboxes/{id}/snapshots`,
     /// `DELETE /templates/{id}`), in order.
     pub fn snapshot_calls(&self) -> Vec<String> {
@@ -392,9 +410,9 @@ async fn create(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> Resp
         Err(e) => return status(StatusCode::INTERNAL_SERVER_ERROR, &e.0),
     };
     if let Some((_, files)) = &from
-        && let Err(e) = snapshots::unpack(&s.docker, boxed.id(), files).await
+        && let Err(e) = boxed.unpack(files).await
     {
-        return status(StatusCode::INTERNAL_SERVER_ERROR, &e.message);
+        return status(StatusCode::INTERNAL_SERVER_ERROR, &e.0);
     }
     let token = computer_providers::random::random_hex(16).unwrap_or_default();
     lock(&s.tokens).push(token.clone());

@@ -72,6 +72,7 @@ macro_rules! routes {
 
 mod router;
 mod serve;
+mod snapshots;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -162,6 +163,10 @@ struct Shared {
     router_url: String,
     apps: Mutex<HashMap<String, String>>,
     images: Mutex<HashMap<String, Vec<String>>>,
+    /// The snapshot images among them.
+    snaps: Mutex<HashMap<String, snapshots::Snap>>,
+    /// The snapshot calls seen, in order ("ImageDelete im-…").
+    calls: Mutex<Vec<String>>,
     sandboxes: Mutex<BTreeMap<String, Sbx>>,
     execs: Mutex<HashMap<(String, String), Arc<router::Exec>>>,
     auth_tokens: Mutex<Vec<String>>,
@@ -243,6 +248,8 @@ impl FakeModal {
             router_url: format!("http://127.0.0.1:{rport}"),
             apps: Mutex::new(HashMap::new()),
             images: Mutex::new(HashMap::new()),
+            snaps: Mutex::new(HashMap::new()),
+            calls: Mutex::new(Vec::new()),
             sandboxes: Mutex::new(BTreeMap::new()),
             execs: Mutex::new(HashMap::new()),
             auth_tokens: Mutex::new(Vec::new()),
@@ -258,6 +265,7 @@ impl FakeModal {
             "AppGetOrCreate" => app_get_or_create,
             "ImageGetOrCreate" => image_get_or_create,
             "ImageJoinStreaming" => image_join,
+            "ImageDelete" => snapshots::image_delete,
             "SandboxCreate" => sandbox_create,
             "SandboxList" => sandbox_list,
             "SandboxWait" => sandbox_wait,
@@ -324,6 +332,27 @@ impl FakeModal {
         lock(&self.shared.sandboxes)
             .get(id)
             .map(|s| s.definition.clone())
+    }
+
+    /// The snapshot calls seen, in order: "TaskSnapshotFilesystem <task>",
+    /// "ImageDelete <image>", "SandboxCreate <image>" for a create from a
+    /// snapshot's image.
+    pub fn snapshot_calls(&self) -> Vec<String> {
+        lock(&self.shared.calls).clone()
+    }
+
+    /// The box of the running sandbox `id` (a test reads or plants in it
+    /// as root).
+    pub fn box_of(&self, id: &str) -> Option<Arc<VendorBox>> {
+        lock(&self.shared.sandboxes)
+            .get(id)
+            .filter(|s| s.ended.is_none())
+            .map(|s| Arc::clone(&s.boxed))
+    }
+
+    /// The snapshot images kept.
+    pub fn snapshot_images(&self) -> Vec<String> {
+        lock(&self.shared.snaps).keys().cloned().collect()
     }
 
     /// Remove every box now.
@@ -515,6 +544,7 @@ async fn sandbox_create(s: Shr, req: Request) -> Response {
                 return Err(Status::not_found("App not found"));
             }
             let def = m.definition.unwrap_or_default();
+            let from = s.snap_files(&def.image_id);
             if !lock(&s.images).contains_key(&def.image_id) {
                 return Err(Status::not_found("Image not found"));
             }
@@ -526,6 +556,13 @@ async fn sandbox_create(s: Shr, req: Request) -> Response {
                 .map_err(|e| Status::internal(e.0))?;
             let boxed = Arc::new(boxed);
             lock(&s.made).push(Arc::clone(&boxed));
+            if let Some(files) = &from {
+                boxed
+                    .unpack(files)
+                    .await
+                    .map_err(|e| Status::internal(e.0))?;
+                lock(&s.calls).push(format!("SandboxCreate {}", def.image_id));
+            }
             let id = random_id("sb");
             let knobs = lock(&s.knobs).clone();
             let main = boxed

@@ -31,6 +31,15 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 /// The label every box carries; its value names the fake that made it.
 pub const LABEL: &str = "computer-mcp.test.vendor-box";
+/// What a vendor's snapshot keeps of a box in the fakes ([`VendorBox::pack`]):
+/// the computer's HOME and the daemon's install and state, so a fork sees
+/// the captured daemon's pid file and socket as on the vendor.
+pub const KEPT: [&str; 4] = [
+    "/work",
+    "/opt/computer-mcp",
+    "/run/computerd",
+    "/run/computer-mcp-init.pid",
+];
 /// The most of a run's stdout or stderr [`VendorBox::run`] keeps.
 pub const RUN_MAX_BYTES: usize = 64 * 1024;
 
@@ -423,6 +432,55 @@ impl VendorBox {
             .and_then(|mut n| n.remove(network))
             .and_then(|e| e.ip_address)
             .filter(|a| !a.is_empty()))
+    }
+
+    /// Each of `paths` that exists in the box, as its parent directory
+    /// and a tar of it (Docker's archive call): what a vendor's snapshot
+    /// keeps of the box, in the fakes.
+    pub async fn pack(&self, paths: &[&str]) -> Result<Vec<(String, Bytes)>> {
+        let mut out = Vec::new();
+        for path in paths {
+            let opts = bollard::query_parameters::DownloadFromContainerOptionsBuilder::new()
+                .path(path)
+                .build();
+            let mut stream = self.docker.download_from_container(&self.id, Some(opts));
+            let mut tar = Vec::new();
+            let mut missing = false;
+            while let Some(chunk) = stream.next().await {
+                match chunk {
+                    Ok(b) => tar.extend_from_slice(&b),
+                    Err(bollard::errors::Error::DockerResponseServerError {
+                        status_code: 404,
+                        ..
+                    }) => {
+                        missing = true;
+                        break;
+                    }
+                    Err(e) => return Err(BoxError(format!("reading {path}: {e}"))),
+                }
+            }
+            if !missing {
+                let parent = std::path::Path::new(path)
+                    .parent()
+                    .map_or("/".to_string(), |p| p.display().to_string());
+                out.push((parent, Bytes::from(tar)));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Unpack what [`Self::pack`] read into this box.
+    pub async fn unpack(&self, files: &[(String, Bytes)]) -> Result<()> {
+        for (parent, tar) in files {
+            let opts = bollard::query_parameters::UploadToContainerOptionsBuilder::new()
+                .path(parent)
+                .build();
+            self.docker
+                .upload_to_container(&self.id, Some(opts), bollard::body_full(tar.clone()))
+                .await
+                .map_err(|e| BoxError(format!("unpacking a snapshot into {parent}: {e}")))?;
+        }
+        Ok(())
     }
 
     /// Remove the box and everything in it.

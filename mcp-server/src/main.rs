@@ -666,7 +666,7 @@ fn print_snapshots(all: &[computer_providers::Snapshot]) {
             l(label::NAME),
             principal,
             l(label::KIND),
-            s.size_bytes,
+            s.size().map_or_else(|| "-".to_string(), |b| b.to_string()),
             human_age(&s.created_at),
             s.deadline
         );

@@ -30,6 +30,7 @@ pub mod desktop;
 pub mod handover;
 pub mod hello;
 pub mod labels;
+pub mod native;
 pub mod network;
 pub mod probe;
 pub mod sweep;

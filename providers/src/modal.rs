@@ -23,6 +23,7 @@ pub mod grpc;
 pub mod host;
 pub mod proto;
 pub mod router;
+pub mod snapshots;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -166,7 +167,8 @@ pub struct ModalProvider {
     ids: tokio::sync::Mutex<(Option<String>, HashMap<String, String>)>,
     /// Each sandbox's command router (its JWT held), by sandbox id.
     routers: Mutex<HashMap<String, Arc<Router>>>,
-    /// Snapshots, kept by this server through the daemon's `tar.*`.
+    /// The records of Modal's snapshot images ([`snapshots`]), and the
+    /// archives of older ones kept through the daemon's `tar.*`.
     snapshots: Option<crate::snapshot::SnapshotStore>,
 }
 
@@ -443,6 +445,7 @@ impl ModalProvider {
         id: &str,
         mark: &str,
         deadline: Time,
+        forked: bool,
         cancel: &CancellationToken,
     ) -> Result<(SandboxInfo, Connection, String)> {
         let router = self.router(id).await?;
@@ -453,6 +456,9 @@ impl ModalProvider {
                 self.computerd.display()
             ))
         })?;
+        if forked {
+            child::clear_captured(&host).await?;
+        }
         child::install(&host, Bytes::from(daemon)).await?;
         // No extend on Modal: the deadline is also the most.
         child::start_init(&host, &child::init_args(deadline, deadline)).await?;

@@ -69,9 +69,27 @@ pub struct Snapshot {
     /// beside it. None: the archive here is the snapshot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native: Option<String>,
+    /// What the vendor's snapshot keeps, in words ("the whole sandbox:
+    /// its files and memory"); None: the files of [`Self::path`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keeps: Option<String>,
 }
 
 impl Snapshot {
+    /// Its size in bytes, where known: a vendor that keeps its own
+    /// snapshot gives none.
+    pub fn size(&self) -> Option<u64> {
+        self.native.is_none().then_some(self.size_bytes)
+    }
+
+    /// What it keeps, in words: the vendor's, else the files of its path.
+    pub fn kept(&self) -> String {
+        match (&self.native, &self.keeps) {
+            (Some(_), Some(k)) => k.clone(),
+            _ => format!("the files of {}", self.path),
+        }
+    }
+
     /// Whether its deadline has passed at `now_ms`.
     pub fn expired(&self, now_ms: i64) -> bool {
         parse_ms(&self.deadline).is_none_or(|d| d <= now_ms)
@@ -195,6 +213,7 @@ impl SnapshotStore {
     pub async fn keep_native<F, Fut>(
         &self,
         home: &str,
+        keeps: &str,
         labels: Labels,
         ttl_ms: u64,
         take: F,
@@ -213,8 +232,9 @@ impl SnapshotStore {
                 return Err((e, None));
             }
         };
+        let native = (native, keeps.to_string());
         self.place(id, part, labels, ttl_ms, 0, home, Some(native.clone()))
-            .map_err(|e| (e, Some(native)))
+            .map_err(|e| (e, Some(native.0)))
     }
 
     /// Refuse a name ([`label::NAME`]) its owner ([`label::PRINCIPAL`])
@@ -263,8 +283,9 @@ impl SnapshotStore {
         ttl_ms: u64,
         size_bytes: u64,
         home: &str,
-        native: Option<String>,
+        native: Option<(String, String)>,
     ) -> Result<Snapshot> {
+        let (native, keeps) = native.unzip();
         let now = computerd::now_ms();
         let snapshot = Snapshot {
             id: id.clone(),
@@ -275,6 +296,7 @@ impl SnapshotStore {
             size_bytes,
             path: home.to_string(),
             native,
+            keeps,
         };
         let placed = serde_json::to_vec_pretty(&snapshot)
             .map_err(|e| io_failed("writing the snapshot's state", e))
@@ -441,6 +463,7 @@ mod tests {
             size_bytes: 10,
             path: "/work".into(),
             native: None,
+            keeps: None,
         };
         std::fs::write(dir.join(META), serde_json::to_vec(&s).unwrap()).unwrap();
     }
@@ -477,18 +500,23 @@ mod tests {
             (label::NAME.to_string(), "s1".to_string()),
         ]);
         let kept = store
-            .keep_native("/work", labels.clone(), 0, || async {
+            .keep_native("/work", "the whole sandbox", labels.clone(), 0, || async {
                 Ok("abc123:default".to_string())
             })
             .await
             .unwrap();
         assert_eq!(kept.native.as_deref(), Some("abc123:default"));
+        // Its words say what the vendor keeps, and no size.
+        assert_eq!(
+            (kept.kept().as_str(), kept.size()),
+            ("the whole sandbox", None)
+        );
         assert_eq!(store.list(&Labels::new()).unwrap(), vec![kept.clone()]);
         assert!(!tmp.path().join(&kept.id).join(FILES).exists());
         // A taken name: refused before the vendor is asked.
         let asked = std::sync::atomic::AtomicBool::new(false);
         let (e, native) = store
-            .keep_native("/work", labels, 0, || async {
+            .keep_native("/work", "the whole sandbox", labels, 0, || async {
                 asked.store(true, std::sync::atomic::Ordering::SeqCst);
                 Ok("never".to_string())
             })

@@ -20,14 +20,7 @@
 //! runs in a fork.
 
 use super::*;
-
-/// What a snapshot keeps of the box.
-pub const KEPT: [&str; 4] = [
-    "/work",
-    "/opt/computer-mcp",
-    "/run/computerd",
-    "/run/computer-mcp-init.pid",
-];
+use crate::vendor_box::KEPT;
 
 /// One kept snapshot.
 pub(super) struct Snap {
@@ -48,51 +41,6 @@ pub(super) fn of_template(s: &Shared, template: &str) -> Option<(String, Vec<(St
     lock(&s.snaps)
         .get(bare(template))
         .map(|n| (n.image.clone(), n.files.clone()))
-}
-
-/// Unpack a snapshot's files into the box `id`.
-pub(super) async fn unpack(docker: &Docker, id: &str, files: &[(String, Bytes)]) -> Result<()> {
-    for (parent, tar) in files {
-        let opts = bollard::query_parameters::UploadToContainerOptionsBuilder::new()
-            .path(parent)
-            .build();
-        docker
-            .upload_to_container(id, Some(opts), bollard::body_full(tar.clone()))
-            .await
-            .map_err(|e| failed(format!("unpacking a snapshot into {parent}: {e}")))?;
-    }
-    Ok(())
-}
-
-async fn pack(docker: &Docker, id: &str) -> Result<Vec<(String, Bytes)>> {
-    let mut out = Vec::new();
-    for path in KEPT {
-        let opts = bollard::query_parameters::DownloadFromContainerOptionsBuilder::new()
-            .path(path)
-            .build();
-        let mut stream = docker.download_from_container(id, Some(opts));
-        let mut tar = Vec::new();
-        let mut missing = false;
-        while let Some(chunk) = stream.next().await {
-            match chunk {
-                Ok(b) => tar.extend_from_slice(&b),
-                Err(bollard::errors::Error::DockerResponseServerError {
-                    status_code: 404, ..
-                }) => {
-                    missing = true;
-                    break;
-                }
-                Err(e) => return Err(failed(format!("reading {path}: {e}"))),
-            }
-        }
-        if !missing {
-            let parent = std::path::Path::new(path)
-                .parent()
-                .map_or("/".to_string(), |p| p.display().to_string());
-            out.push((parent, Bytes::from(tar)));
-        }
-    }
-    Ok(out)
 }
 
 pub(super) async fn create_snapshot(
@@ -116,9 +64,9 @@ pub(super) async fn create_snapshot(
         _ => return status(StatusCode::NOT_FOUND, "sandbox not found"),
     };
     let image = of_template(&s, &template).map_or_else(|| image_of(&s, &template), |(i, _)| i);
-    let files = match pack(&s.docker, boxed.id()).await {
+    let files = match boxed.pack(&KEPT).await {
         Ok(f) => f,
-        Err(e) => return status(StatusCode::INTERNAL_SERVER_ERROR, &e.message),
+        Err(e) => return status(StatusCode::INTERNAL_SERVER_ERROR, &e.0),
     };
     let raw = computer_providers::random::random_hex(10).unwrap_or_default();
     let snapshot_id = match &name {

@@ -44,12 +44,17 @@ pub fn routes(shared: &Arc<Shared>) -> axum::Router {
         "TaskExecStdioRead" => stdio_read,
         "TaskExecWait" => exec_wait,
         "TaskExecPoll" => exec_poll,
+        "TaskSnapshotFilesystem" => super::snapshots::snapshot_fs,
     })
 }
 
 impl Shared {
     /// The JWT's end, checked against `task`.
-    fn bearer(&self, md: &tonic::metadata::MetadataMap, task: &str) -> Result<Instant, Status> {
+    pub(super) fn bearer(
+        &self,
+        md: &tonic::metadata::MetadataMap,
+        task: &str,
+    ) -> Result<Instant, Status> {
         let auth = serve::meta(md, "authorization");
         let Some(token) = auth.strip_prefix("Bearer ") else {
             return Err(Status::unauthenticated("missing bearer token"));

@@ -21,7 +21,8 @@ pub fn summary(s: &Snapshot) -> SnapshotSummary {
         name: l(label::NAME),
         kind: l(label::KIND),
         path: s.path.clone(),
-        size_bytes: s.size_bytes,
+        keeps: s.kept(),
+        size_bytes: s.size(),
         deadline: s.deadline.clone(),
     }
 }
@@ -57,7 +58,7 @@ impl App {
         tracing::info!(
             computer = entry.log_name(),
             snapshot = %s.id,
-            bytes = s.size_bytes,
+            bytes = ?s.size(),
             "snapshot kept"
         );
         Ok(s)

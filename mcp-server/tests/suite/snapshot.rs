@@ -104,6 +104,28 @@ fn vendor_server(id: &'static str, flags: &[(&str, &str)]) -> Server {
     server
 }
 
+/// A fake Modal whose sandboxes are boxes of the test image, and a server
+/// over it; `name` marks the boxes.
+async fn over_a_fake_modal(name: &str) -> Option<(computer_fakes::modal::FakeModal, Server)> {
+    let env = computer_testkit::docker_env().await?;
+    let owner = computer_testkit::marker(name);
+    let (id, secret) = ("ak-snap-token-id", "as-snap-token-secret");
+    let fake = computer_fakes::modal::FakeModal::start(&env.docker, &env.image, id, secret, &owner)
+        .await
+        .unwrap();
+    let server = vendor_server(
+        "modal",
+        &[
+            ("--modal-server-url", fake.url()),
+            ("--modal-insecure-plaintext-for-tests", "true"),
+            ("--modal-token-id", id),
+            ("--modal-token-secret", secret),
+            ("--modal-computerd", env.computerd.to_str().unwrap()),
+        ],
+    );
+    Some((fake, server))
+}
+
 /// `native`: the vendor keeps the snapshot (its size is not known here).
 async fn snapshot_and_fork(server: Server, native: bool) {
     let a = HttpServer::start_on(server, &[], &[TOKEN, OTHER]).await;
@@ -128,10 +150,30 @@ async fn snapshot_and_fork(server: Server, native: bool) {
     assert!(handle.starts_with("s-") && handle.len() == 34, "{s1}");
     assert_eq!(s1["name"], "s1");
     assert_eq!(s1["kind"], "sandbox");
+    let words = jtext(&r);
     if native {
-        assert_eq!(s1["size_bytes"], 0, "{s1}");
+        // The vendor keeps more than /work and gives no size: said so.
+        assert!(s1.get("size_bytes").is_none(), "{s1}");
+        let keeps = s1["keeps"].as_str().unwrap();
+        assert!(keeps.contains("whole"), "{s1}");
+        assert!(
+            words.starts_with(&format!(
+                "kept {keeps} of base as snapshot s1 ({handle}), until "
+            )),
+            "{words}"
+        );
+        assert!(!words.contains("bytes"), "{words}");
     } else {
         assert!(s1["size_bytes"].as_u64().unwrap() >= 3 * 512, "{s1}");
+        let path = s1["path"].as_str().unwrap();
+        assert_eq!(s1["keeps"], format!("the files of {path}"), "{s1}");
+        assert!(
+            words.starts_with(&format!(
+                "kept the files of {path} of base as snapshot s1 ({handle}), {} bytes, until ",
+                s1["size_bytes"]
+            )),
+            "{words}"
+        );
     }
 
     // A taken name is refused, naming the argument.
@@ -237,10 +279,11 @@ async fn snapshot_and_fork(server: Server, native: bool) {
         .lines()
         .find(|l| l.starts_with(&handle))
         .unwrap_or_else(|| panic!("{listing}"));
-    assert!(
-        line.contains(" s1 ") && line.contains(&s1["size_bytes"].to_string()),
-        "{line}"
-    );
+    let size = match s1.get("size_bytes") {
+        Some(b) => format!(" {b} "),
+        None => " - ".to_string(),
+    };
+    assert!(line.contains(" s1 ") && line.contains(&size), "{line}");
     assert!(listing.contains(&brief), "{listing}");
     // The janitor: past its 2 s, brief is deleted; s1 (24 h) is kept.
     tokio::time::sleep(Duration::from_millis(2500)).await;
@@ -263,6 +306,102 @@ async fn snapshot_and_fork(server: Server, native: bool) {
         .map(|e| e.file_name())
         .collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// The daemon's paths in a vendor's sandbox (providers' `child`).
+const INIT_PID: &str = "/run/computer-mcp-init.pid";
+const SOCKET: &str = "/run/computerd/computerd.sock";
+const DAEMON: &str = "/opt/computer-mcp/computerd";
+
+/// `script` as root in `b`; its stdout, which must be a success.
+async fn as_root(b: &computer_fakes::vendor_box::VendorBox, script: &str) -> String {
+    let cmd = computer_fakes::vendor_box::Cmd::new(&["/bin/sh", "-c", script]);
+    let ran = b.run(&cmd, None, Duration::from_secs(30)).await.unwrap();
+    let out = String::from_utf8_lossy(&ran.stdout).into_owned();
+    assert_eq!(
+        ran.code,
+        0,
+        "{script}: {out} {}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    out
+}
+
+/// A vendor's snapshot that holds a live-looking captured init: the pid
+/// file names pid 1 (alive in every sandbox: its main process) and a file
+/// sits at the socket's path. The fork's own init starts, its exec works,
+/// its pid file and socket are its own, and pid 1 was not ended (the
+/// captured pid is ended only when it is the daemon). `alive` lists the
+/// vendor's live sandboxes and `box_of` gives one's box.
+async fn a_planted_init_is_cleared_in_the_fork(
+    server: Server,
+    alive: impl Fn() -> Vec<String>,
+    box_of: impl Fn(&str) -> Option<std::sync::Arc<computer_fakes::vendor_box::VendorBox>>,
+) {
+    let a = HttpServer::start_on(server, &[], &[TOKEN]).await;
+    let c = a.stateless(TOKEN);
+    c.computer_new("base").await;
+    sh(&c, "base", "echo parent > ~/mark").await;
+    let parent = alive();
+    assert_eq!(parent.len(), 1, "{parent:?}");
+    let pb = box_of(&parent[0]).unwrap();
+    as_root(
+        &pb,
+        &format!("printf 1 > {INIT_PID} && rm -f {SOCKET} && printf planted > {SOCKET}"),
+    )
+    .await;
+    let r = c
+        .call(
+            "computer_snapshot",
+            json!({"computer": "base", "name": "planted"}),
+        )
+        .await;
+    assert!(!jerror(&r), "{r}");
+    let r = fork(&c, "f1", "planted").await;
+    assert!(!jerror(&r), "{r}");
+    let forks: Vec<String> = alive().into_iter().filter(|i| *i != parent[0]).collect();
+    assert_eq!(forks.len(), 1, "{forks:?}");
+    let fb = box_of(&forks[0]).unwrap();
+    let seen = as_root(
+        &fb,
+        &format!(
+            "p=$(cat {INIT_PID}); echo $p; tr '\\0' '\\n' < /proc/$p/cmdline | head -n 1; test -S {SOCKET} && echo socket; \
+             kill -0 1 && echo one-alive"
+        ),
+    )
+    .await;
+    let lines: Vec<&str> = seen.lines().collect();
+    assert_ne!(lines[0], "1", "{seen}");
+    assert_eq!(lines[1..], [DAEMON, "socket", "one-alive"], "{seen}");
+    // The fork's own daemon answers, with the snapshot's files.
+    assert_eq!(sh(&c, "f1", "cat ~/mark").await, "parent\n");
+    for name in ["f1", "base"] {
+        let r = c.call("computer_release", json!({"computer": name})).await;
+        assert!(!jerror(&r), "{r}");
+    }
+    let (server, _) = a.stop().await;
+    let released = run(&server, &["computers", "release", "planted"]);
+    assert!(released.contains("released snapshot s-"), "{released}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e2b_a_planted_captured_init_is_cleared_in_the_fork() {
+    let _shared = super::support::DOCKER_ENGINE.read().await;
+    let Some((fake, _env, server)) = over_a_fake_e2b("e2b-plant").await else {
+        return;
+    };
+    a_planted_init_is_cleared_in_the_fork(server, || fake.alive(), |i| fake.box_of(i)).await;
+    fake.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modal_a_planted_captured_init_is_cleared_in_the_fork() {
+    let _shared = super::support::DOCKER_ENGINE.read().await;
+    let Some((fake, server)) = over_a_fake_modal("modal-plant").await else {
+        return;
+    };
+    a_planted_init_is_cleared_in_the_fork(server, || fake.running(), |i| fake.box_of(i)).await;
+    fake.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -312,24 +451,19 @@ async fn kubernetes_snapshots_fork_apart_outlive_the_server_and_are_swept() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modal_snapshots_fork_apart_outlive_the_server_and_are_swept() {
     let _shared = super::support::DOCKER_ENGINE.read().await;
-    let Some(env) = computer_testkit::docker_env().await else {
+    let Some((fake, server)) = over_a_fake_modal("modal-snap").await else {
         return;
     };
-    let owner = computer_testkit::marker("modal-snap");
-    let (id, secret) = ("ak-snap-token-id", "as-snap-token-secret");
-    let fake = computer_fakes::modal::FakeModal::start(&env.docker, &env.image, id, secret, &owner)
-        .await
-        .unwrap();
-    let server = vendor_server(
-        "modal",
-        &[
-            ("--modal-server-url", fake.url()),
-            ("--modal-insecure-plaintext-for-tests", "true"),
-            ("--modal-token-id", id),
-            ("--modal-token-secret", secret),
-            ("--modal-computerd", env.computerd.to_str().unwrap()),
-        ],
-    );
-    snapshot_and_fork(server, false).await;
+    snapshot_and_fork(server, true).await;
+    assert_eq!(fake.running(), Vec::<String>::new(), "a sandbox was left");
+    // Modal's own filesystem snapshots: s1 and brief taken, three sandboxes
+    // made from s1's image (f1, f2, f3), and both images deleted (brief by
+    // the sweep, s1 by computers release); none is left.
+    let calls = fake.snapshot_calls();
+    let count = |p: &str| calls.iter().filter(|c| c.starts_with(p)).count();
+    assert_eq!(count("TaskSnapshotFilesystem "), 2, "{calls:?}");
+    assert_eq!(count("SandboxCreate im-"), 3, "{calls:?}");
+    assert_eq!(count("ImageDelete im-"), 2, "{calls:?}");
+    assert_eq!(fake.snapshot_images(), Vec::<String>::new(), "{calls:?}");
     fake.close().await;
 }

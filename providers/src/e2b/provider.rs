@@ -360,7 +360,7 @@ impl Provider for E2bProvider {
         ttl_ms: u64,
         cancel: &CancellationToken,
     ) -> Result<crate::snapshot::Snapshot> {
-        self.take_native(computer, labels, ttl_ms, cancel).await
+        crate::daemon_backed::native::take(self, computer, labels, ttl_ms, cancel).await
     }
 
     async fn restore(
@@ -369,7 +369,7 @@ impl Provider for E2bProvider {
         into: &ComputerRef,
         cancel: &CancellationToken,
     ) -> Result<()> {
-        self.restore_native(snapshot, into, cancel).await
+        crate::daemon_backed::native::restore(self, snapshot, into, cancel).await
     }
 
     async fn release_snapshot(
@@ -377,7 +377,7 @@ impl Provider for E2bProvider {
         snapshot: &crate::snapshot::Snapshot,
         cancel: &CancellationToken,
     ) -> Result<()> {
-        self.release_native(snapshot, cancel).await
+        crate::daemon_backed::native::release(self, snapshot, cancel).await
     }
 
     async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {

@@ -390,6 +390,25 @@ impl Control {
         }
     }
 
+    /// Delete the image `id` (a snapshot's): false when Modal has no such
+    /// image. ImageDelete answers google.protobuf.Empty and NOT_FOUND for
+    /// an unknown image (api.proto:4823; go/image.go `Delete`).
+    pub async fn image_delete(&self, id: &str) -> Result<bool> {
+        let r: Result<Empty> = self
+            .call(
+                "ImageDelete",
+                ImageDeleteRequest {
+                    image_id: id.into(),
+                },
+            )
+            .await;
+        match r {
+            Ok(_) => Ok(true),
+            Err(e) if e.code == ErrorCode::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The sandbox's task, waiting up to `wait_s` for it to be scheduled.
     pub async fn task_id(&self, id: &str, wait_s: f32) -> Result<String> {
         let r: SandboxGetTaskIdResponse = self

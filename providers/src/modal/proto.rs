@@ -385,3 +385,36 @@ pub enum ExitStatus {
     #[prost(int32, tag = "2")]
     Signal(i32),
 }
+
+/// task_command_router.proto:338 `TaskSnapshotFilesystemRequest`: the
+/// task's whole filesystem into a new image, `snapshot_id` (a client
+/// UUID) making a repeated ask one snapshot, `ttl_seconds` the image's
+/// hard end (-1 never; js/src/sandbox.ts `snapshotFilesystem`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TaskSnapshotFilesystemRequest {
+    #[prost(string, tag = "1")]
+    pub task_id: String,
+    #[prost(string, tag = "2")]
+    pub snapshot_id: String,
+    #[prost(int64, optional, tag = "3")]
+    pub ttl_seconds: Option<i64>,
+}
+
+/// task_command_router.proto:355.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TaskSnapshotFilesystemResponse {
+    #[prost(string, tag = "1")]
+    pub image_id: String,
+}
+
+/// api.proto:2684 `ImageDeleteRequest` (answered by
+/// `google.protobuf.Empty`, [`Empty`]).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ImageDeleteRequest {
+    #[prost(string, tag = "1")]
+    pub image_id: String,
+}
+
+/// `google.protobuf.Empty`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Empty {}

@@ -84,7 +84,8 @@ impl Provider for ModalProvider {
         self.check(spec)?;
         let image = spec.image.clone().unwrap_or_else(|| self.image.clone());
         let app = self.app_id().await?;
-        let image_id = self.image_id(&app, &image).await?;
+        let image_id = self.image_of(&app, spec).await?;
+        let forked = spec.from.as_ref().is_some_and(|s| s.native.is_some());
         let mark = crate::random::random_hex(16)?;
         let mut tags = spec.labels.clone();
         tags.insert(label::COMPUTER.into(), mark.clone());
@@ -112,7 +113,10 @@ impl Provider for ModalProvider {
                 return Err(crate::daemon_backed::labels::recover(self, &mark, e).await);
             }
         };
-        match self.set_up(&id, &mark, Time::new(deadline), cancel).await {
+        match self
+            .set_up(&id, &mark, Time::new(deadline), forked, cancel)
+            .await
+        {
             Ok((s, conn, inside)) => {
                 conn.client.close();
                 Ok(Created {
@@ -214,10 +218,43 @@ impl Provider for ModalProvider {
         self.snapshots.as_ref()
     }
 
+    /// Modal's filesystem snapshot, an image ([`snapshots`]).
+    async fn snapshot(
+        &self,
+        computer: &ComputerRef,
+        labels: &Labels,
+        ttl_ms: u64,
+        cancel: &CancellationToken,
+    ) -> Result<crate::snapshot::Snapshot> {
+        crate::daemon_backed::native::take(self, computer, labels, ttl_ms, cancel).await
+    }
+
+    async fn restore(
+        &self,
+        snapshot: &crate::snapshot::Snapshot,
+        into: &ComputerRef,
+        cancel: &CancellationToken,
+    ) -> Result<()> {
+        crate::daemon_backed::native::restore(self, snapshot, into, cancel).await
+    }
+
+    async fn release_snapshot(
+        &self,
+        snapshot: &crate::snapshot::Snapshot,
+        cancel: &CancellationToken,
+    ) -> Result<()> {
+        crate::daemon_backed::native::release(self, snapshot, cancel).await
+    }
+
     /// Modal ends a sandbox at its own timeout, so only the snapshots
-    /// past their deadline are left to delete.
-    async fn sweep(&self, _cancel: &CancellationToken) -> Result<Vec<String>> {
-        crate::snapshot::sweep_of(self)
+    /// past their deadline are left to delete: Modal's images, then the
+    /// archives kept here.
+    async fn sweep(&self, cancel: &CancellationToken) -> Result<Vec<String>> {
+        let native = self.sweep_native(cancel).await;
+        let rest = crate::snapshot::sweep_of(self);
+        let mut gone = native?;
+        gone.extend(rest?);
+        Ok(gone)
     }
 
     async fn test_connection(&self, _cancel: &CancellationToken) -> Option<Preflight> {

@@ -38,6 +38,8 @@ pub const STDIN_CHUNK: usize = 256 * 1024;
 pub const ARGV_MAX: usize = 64 * 1024;
 /// Each unary router call's bound.
 pub const CALL_WAIT: Duration = Duration::from_secs(30);
+/// A filesystem snapshot's bound (the SDKs' default budget, 55 s).
+pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(55);
 /// How many times in a row a cut output stream is opened again.
 const REOPENS: u32 = 10;
 
@@ -209,6 +211,34 @@ impl Router {
             )
             .await?;
         Ok(exec_id)
+    }
+
+    /// The task's whole filesystem as a new image (its id), which Modal
+    /// deletes `ttl_s` after it is made: TaskSnapshotFilesystem, the call
+    /// Modal's SDKs make for `snapshotFilesystem` (modal-client 69519aef
+    /// js/src/sandbox.ts, go/sandbox.go `SnapshotFilesystem`,
+    /// py/modal/sandbox.py `snapshot_filesystem`; the control plane's
+    /// SandboxSnapshotFs is their legacy path, behind
+    /// MODAL_USE_LEGACY_FILESYSTEM_SNAPSHOT in Python only). Memory and
+    /// programs are not kept.
+    pub async fn snapshot_fs(&self, ttl_s: i64) -> Result<String> {
+        let r: TaskSnapshotFilesystemResponse = self
+            .call(
+                "TaskSnapshotFilesystem",
+                TaskSnapshotFilesystemRequest {
+                    task_id: self.task.clone(),
+                    snapshot_id: uuid()?,
+                    ttl_seconds: Some(ttl_s.max(1)),
+                },
+                SNAPSHOT_WAIT,
+            )
+            .await?;
+        if r.image_id.is_empty() {
+            return Err(ProviderError::failed(
+                "Modal's TaskSnapshotFilesystem call answered with no image_id",
+            ));
+        }
+        Ok(r.image_id)
     }
 
     /// Write `data` at `offset` of the exec's stdin, closing it with `eof`.

@@ -36,8 +36,11 @@ pub struct SnapshotSummary {
     pub kind: String,
     /// The directory it holds.
     pub path: String,
-    /// Its size in bytes (an archive of the files).
-    pub size_bytes: u64,
+    /// What it keeps, in words.
+    pub keeps: String,
+    /// Its size in bytes, where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
     /// When it is deleted (RFC 3339).
     pub deadline: String,
 }
@@ -116,9 +119,13 @@ pub(super) async fn call(args: Value, fleet: &dyn Fleet) -> Result<CallToolResul
         .snapshot(which, a.name)
         .await
         .map_err(ToolError::Refused)?;
+    let size = s
+        .size_bytes
+        .map(|b| format!(", {b} bytes"))
+        .unwrap_or_default();
     let text = format!(
-        "kept {} of {} as snapshot {} ({}), {} bytes, until {}.\nPass from: \"{}\" to computer_new to start a computer from it.",
-        s.path, a.computer, s.name, s.handle, s.size_bytes, s.deadline, s.name
+        "kept {} of {} as snapshot {} ({}){size}, until {}.\nPass from: \"{}\" to computer_new to start a computer from it.",
+        s.keeps, a.computer, s.name, s.handle, s.deadline, s.name
     );
     Ok(done(text, &s))
 }
