@@ -7,6 +7,7 @@ mod isolate;
 mod lifecycle;
 mod pool;
 mod process;
+mod reaper;
 mod sandbox;
 mod sandbox_view;
 mod support;

@@ -279,11 +279,23 @@ async fn busy(
         busy_page().as_bytes(),
     )
     .await;
-    let start = format!(
-        "{chromium} --no-sandbox --user-data-dir=/tmp/busy-profile --kiosk --window-size=1280,800 \
-         --window-position=0,0 --no-first-run --disable-gpu file:///tmp/busy.html >/dev/null 2>&1 &"
+    // Started as a process of its own: a background job of an exec.run
+    // would end with the run (a run's end takes what it started).
+    let started = daemon
+        .call_value(
+            "process.start",
+            serde_json::json!({"argv": [
+                chromium, "--no-sandbox", "--user-data-dir=/tmp/busy-profile", "--kiosk",
+                "--window-size=1280,800", "--window-position=0,0", "--no-first-run",
+                "--disable-gpu", "file:///tmp/busy.html",
+            ]}),
+        )
+        .await
+        .unwrap();
+    assert!(
+        started["id"].is_string(),
+        "Chromium did not start: {started}"
     );
-    run(daemon, &["sh", "-c", &start], b"").await;
     // Shown once the screen stops changing and is no longer blank.
     let (mut last, t0) = (Vec::new(), Instant::now());
     loop {

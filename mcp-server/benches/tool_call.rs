@@ -324,19 +324,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "ratio exec {{command: \"cd /\"}} / exec {{argv: [true]}}   {:.2}x   (bash's own start)",
         bash_med.as_secs_f64() / warm_med.as_secs_f64()
     );
+    // The warm session's computer, found before release_against_create
+    // makes others: a released one keeps its socket while it shuts down,
+    // and a daemon-only call there is refused ("the computer is shutting
+    // down").
+    let sock = std::fs::read_dir(state.path().join("computers"))?
+        .flatten()
+        .map(|e| e.path().join("run/computerd.sock"))
+        .find(|p| p.exists())
+        .expect("the warm session's computer");
     release_against_create(&client).await?;
 
-    // The daemon alone, on the same computer's socket.
-    let computers = std::fs::read_dir(state.path().join("computers"))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.join("run/computerd.sock").exists())
-        .collect::<Vec<_>>();
-    let sock = computers
-        .first()
-        .expect("the warm session's computer")
-        .join("run/computerd.sock");
-    // As the server connects (read-only registration, see computerd::quiet).
+    // The daemon alone, on the same computer's socket, as the server
+    // connects (read-only registration, see computerd::quiet).
     let daemon = DaemonClient::new(computerd::quiet::QuietStream::connect(&sock).await?);
     let params = ExecParams {
         argv: vec!["true".into()],

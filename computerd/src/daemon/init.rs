@@ -366,7 +366,7 @@ fn refuse(stream: &tokio::net::UnixStream) {
 pub async fn serve(daemon: Arc<Daemon>, socket: PathBuf) -> i32 {
     // The handlers come first: a SIGTERM that arrives once the socket
     // answers must shut down in order, never kill init outright.
-    let (Ok(mut sigchld), Ok(mut sigterm), Ok(mut sigint)) = (
+    let (Ok(sigchld), Ok(mut sigterm), Ok(mut sigint)) = (
         signal(SignalKind::child()),
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
@@ -407,6 +407,10 @@ pub async fn serve(daemon: Arc<Daemon>, socket: PathBuf) -> i32 {
                             refuse(&stream);
                             continue;
                         }
+                        // An orphan left by something entered from
+                        // outside (no SIGCHLD came of it) goes at the next
+                        // connection, if no child's end came first.
+                        daemon.reaper.sweep();
                         super::spawn(conn::serve(Arc::clone(&daemon), stream));
                     }
                     Err(e) => {
@@ -417,26 +421,7 @@ pub async fn serve(daemon: Arc<Daemon>, socket: PathBuf) -> i32 {
             }
         }
     });
-    let reaper = tokio::spawn({
-        let daemon = Arc::clone(&daemon);
-        async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            let mut last_sweep = Instant::now();
-            loop {
-                let chld = tokio::select! {
-                    _ = sigchld.recv() => true,
-                    _ = tick.tick() => false,
-                };
-                daemon.reaper.reap();
-                // Sweep on every SIGCHLD, at most every 50 ms under a storm
-                // of them, and once a second regardless.
-                if !chld || last_sweep.elapsed() >= Duration::from_millis(50) {
-                    daemon.reaper.sweep();
-                    last_sweep = Instant::now();
-                }
-            }
-        }
-    });
+    let reaper = tokio::spawn(reap_on_sigchld(Arc::clone(&daemon), sigchld));
 
     let reason = tokio::select! {
         _ = sigterm.recv() => "SIGTERM",
@@ -450,6 +435,42 @@ pub async fn serve(daemon: Arc<Daemon>, socket: PathBuf) -> i32 {
     let _ = std::fs::remove_file(&socket);
     tracing::info!("computerd init exits");
     0
+}
+
+/// The least time between two sweeps under a storm of SIGCHLD.
+const SWEEP_GAP: Duration = Duration::from_millis(50);
+
+/// Reap and sweep when a child of init ends, and at no other time: an idle
+/// computer never wakes init. Every orphan re-parented to init gets SIGCHLD
+/// as its exit signal (the kernel sets it at the re-parenting), so its end
+/// is reaped at once whatever signal it was started with. An orphan comes
+/// to init alive only when its parent ends: a guard (init's child, so a
+/// SIGCHLD, and the sweep after it), or something entered from outside the
+/// daemon (`docker exec`, `nsenter`), whose end signals its own parent
+/// outside; such an orphan is swept at the next child's end or connection.
+/// Under a storm the sweep runs at most every [`SWEEP_GAP`], and always
+/// once after the last SIGCHLD (a one-shot timer, not a tick).
+async fn reap_on_sigchld(daemon: Arc<Daemon>, mut sigchld: tokio::signal::unix::Signal) {
+    // A child that ended before the handler was installed sent its SIGCHLD
+    // to no one: reap and sweep once at the start.
+    daemon.reaper.reap();
+    let mut owed = true;
+    let mut last_sweep: Option<Instant> = None;
+    loop {
+        let due = last_sweep.map_or_else(Instant::now, |t| t + SWEEP_GAP);
+        tokio::select! {
+            _ = sigchld.recv() => {
+                daemon.reaper.reap();
+                owed = true;
+            }
+            () = tokio::time::sleep_until(due), if owed => {}
+        }
+        if owed && Instant::now() >= due {
+            daemon.reaper.sweep();
+            last_sweep = Some(Instant::now());
+            owed = false;
+        }
+    }
 }
 
 /// The shutdown order: refuse new starts, give starts under way up to 3 s,
