@@ -314,6 +314,15 @@ pub struct ServeArgs {
     #[arg(default_value = "30m", value_parser = duration)]
     #[serde(with = "text")]
     pub viewer_link_ttl: Duration,
+    /// A page Origin, besides the viewer's own and a sandboxed frame's (`null`), that may open the viewer's socket (repeat): a host that renders the viewer's MCP App on a domain of its own, e.g. https://apps.example.com. The socket still needs the link's token.
+    #[arg(
+        long = "viewer-origin",
+        value_name = "ORIGIN",
+        env = "COMPUTER_MCP_VIEWER_ORIGINS"
+    )]
+    #[arg(value_delimiter = ',')]
+    #[serde(default)]
+    pub viewer_origins: Vec<String>,
 }
 
 /// How many computers a server holds, for how long unused, and how long
@@ -325,6 +334,9 @@ pub struct FleetLimits {
     pub max_computers: usize,
     pub max_server_computers: usize,
     pub view_link_ttl: Duration,
+    /// `--viewer-origin`: the Origins besides its own page's the viewer's
+    /// socket takes.
+    pub view_origins: Vec<String>,
 }
 
 impl Default for FleetLimits {
@@ -334,6 +346,7 @@ impl Default for FleetLimits {
             max_computers: 4,
             max_server_computers: 16,
             view_link_ttl: crate::view::grants::LINK_TTL,
+            view_origins: Vec::new(),
         }
     }
 }
@@ -662,6 +675,7 @@ impl Config {
                 max_computers: options.max_computers,
                 max_server_computers: options.max_server_computers,
                 view_link_ttl: ttl,
+                view_origins: viewer::origins(&options)?,
             };
             config.viewer = viewer::address(&options)?;
             config.http = resolve_http(options)?;
@@ -979,6 +993,34 @@ mod tests {
             let e = resolved(&["serve", "--viewer-link-ttl", bad]).unwrap_err();
             assert!(
                 e.ends_with("is out of range; a link works 10s to 24h"),
+                "{bad}: {e}"
+            );
+        }
+        // The hosts' pages that may open the socket: exact origins only.
+        assert!(c.fleet.view_origins.is_empty());
+        let c = resolved(&[
+            "serve",
+            "--viewer-origin",
+            "https://Apps.Example.com/,http://127.0.0.1:6274",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.fleet.view_origins,
+            ["https://apps.example.com", "http://127.0.0.1:6274"]
+        );
+        for (bad, why) in [
+            ("apps.example.com", "(no scheme)"),
+            (
+                "ftp://apps.example.com",
+                "(its scheme is not http or https)",
+            ),
+            ("https://", "(no host)"),
+            ("https://*.example.com", "('*' has no place"),
+            ("https://apps.example.com/view", "('/' has no place"),
+        ] {
+            let e = resolved(&["serve", "--viewer-origin", bad]).unwrap_err();
+            assert!(
+                e.starts_with(&format!("--viewer-origin {bad:?} is not an origin {why}")),
                 "{bad}: {e}"
             );
         }

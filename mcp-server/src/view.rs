@@ -191,12 +191,23 @@ async fn page(Path(handle): Path<String>) -> Response {
     r
 }
 
+/// Whether the viewer's socket takes a page of `origin`: its own page
+/// (on `host`), a host's sandboxed frame (`null`), or one the operator
+/// named with `--viewer-origin` (`extra`, exact).
+fn origin_taken(origin: &str, host: &str, extra: &[String]) -> bool {
+    origin == format!("http://{host}")
+        || origin == "null"
+        || extra.iter().any(|o| o.eq_ignore_ascii_case(origin))
+}
+
 /// The socket's upgrade (RFC 6455), done here on tokio-tungstenite's
 /// stream, the one WebSocket crate of the workspace. A request from
 /// another site's page (its Origin neither this host nor opaque) is
 /// refused. An opaque Origin (`null`) is taken: it is what the viewer's
 /// MCP App sends from a host's sandboxed frame, and no DNS rebinding
-/// yields it (a rebound page has its own real origin). Either way the
+/// yields it (a rebound page has its own real origin); so is an origin
+/// given with `--viewer-origin` (a host rendering apps on a domain of
+/// its own). Either way the
 /// socket does nothing until its first message carries the computer's
 /// own token.
 async fn upgrade(
@@ -213,8 +224,7 @@ async fn upgrade(
     };
     let host = hdr(header::HOST).unwrap_or_default();
     if let Some(origin) = hdr(header::ORIGIN)
-        && origin != format!("http://{host}")
-        && origin != "null"
+        && !origin_taken(&origin, &host, &app.config.fleet.view_origins)
     {
         return words(
             StatusCode::FORBIDDEN,

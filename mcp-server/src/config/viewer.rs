@@ -1,6 +1,7 @@
 //! The viewer's options of `serve`, checked: `--viewer` (a stdio server's
-//! loopback address for the viewer) and `--viewer-link-ttl` (how long a
-//! `computer_view` link works). The options themselves are fields of
+//! loopback address for the viewer), `--viewer-link-ttl` (how long a
+//! `computer_view` link works) and `--viewer-origin` (the hosts' pages,
+//! besides the viewer's own, that may open its socket). The options themselves are fields of
 //! [`ServeArgs`], the one struct that is both serve's flags and the file's
 //! `[http]` table (whose refusal of an unknown key names every known one).
 
@@ -41,4 +42,38 @@ pub(super) fn address(options: &ServeArgs) -> Result<Option<SocketAddr>, String>
         ));
     }
     Ok(Some(addr))
+}
+
+/// `--viewer-origin`: each an exact origin, `http(s)://host[:port]`, with
+/// no path and no wildcard (a wildcard would let every page of a domain's
+/// tenants open the socket), kept in lower case as browsers send it.
+pub(super) fn origins(options: &ServeArgs) -> Result<Vec<String>, String> {
+    options
+        .viewer_origins
+        .iter()
+        .filter(|o| !o.trim().is_empty())
+        .map(|o| {
+            let bad = |why: &str| {
+                format!(
+                    "--viewer-origin {o:?} is not an origin ({why}): give scheme://host[:port], e.g. https://apps.example.com"
+                )
+            };
+            let o = o.trim().to_ascii_lowercase();
+            let Some((scheme, rest)) = o.split_once("://") else {
+                return Err(bad("no scheme"));
+            };
+            // A browser sends no trailing slash.
+            let rest = rest.strip_suffix('/').unwrap_or(rest);
+            if scheme != "https" && scheme != "http" {
+                return Err(bad("its scheme is not http or https"));
+            }
+            if rest.is_empty() {
+                return Err(bad("no host"));
+            }
+            if let Some(c) = rest.chars().find(|c| !(c.is_ascii_alphanumeric() || "-.:[]".contains(*c))) {
+                return Err(bad(&format!("{c:?} has no place in a host and port; no path, no wildcard")));
+            }
+            Ok(format!("{scheme}://{rest}"))
+        })
+        .collect()
 }

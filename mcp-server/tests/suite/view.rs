@@ -624,7 +624,12 @@ async fn over_http_the_viewer_is_public_but_its_socket_and_links_are_the_callers
     let Some(server) = Server::local() else {
         return;
     };
-    let http = HttpServer::start_on(server, &[], &[TOKEN, OTHER]).await;
+    let http = HttpServer::start_on(
+        server,
+        &["--viewer-origin", "https://apps.example.com"],
+        &[TOKEN, OTHER],
+    )
+    .await;
     let a = http.stateless(TOKEN);
     let b = http.stateless(OTHER);
     let listed = a.rpc("tools/list", None, json!({})).await;
@@ -671,40 +676,46 @@ async fn over_http_the_viewer_is_public_but_its_socket_and_links_are_the_callers
         "{said}"
     );
 
-    // A host's sandboxed frame (the MCP App) has an opaque Origin: its
-    // socket opens, and still does nothing without the computer's token.
-    let mut req = ws_url.as_str().into_client_request().unwrap();
-    req.headers_mut().insert("origin", "null".parse().unwrap());
-    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
-    ws.send(Message::text(json!({"token": "0".repeat(64)}).to_string()))
-        .await
-        .unwrap();
-    match ws.next().await {
-        Some(Ok(Message::Text(t))) => {
-            let said: Value = serde_json::from_str(&t).unwrap();
-            assert_eq!(said["type"], "refused", "{said}");
+    // A host's sandboxed frame (the MCP App) has an opaque Origin, and a
+    // host named with --viewer-origin its own: their socket opens, and
+    // still does nothing without the computer's token.
+    for origin in ["null", "https://apps.example.com"] {
+        let mut req = ws_url.as_str().into_client_request().unwrap();
+        req.headers_mut().insert("origin", origin.parse().unwrap());
+        let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+        ws.send(Message::text(json!({"token": "0".repeat(64)}).to_string()))
+            .await
+            .unwrap();
+        match ws.next().await {
+            Some(Ok(Message::Text(t))) => {
+                let said: Value = serde_json::from_str(&t).unwrap();
+                assert_eq!(said["type"], "refused", "{origin}: {said}");
+            }
+            other => panic!("{origin}: no refusal: {other:?}"),
         }
-        other => panic!("no refusal: {other:?}"),
     }
 
-    let foreign = reqwest::Client::new()
-        .get(format!("{base}/view/{handle}/socket"))
-        .header("origin", "http://evil.example")
-        .header("upgrade", "websocket")
-        .header("connection", "upgrade")
-        .header("sec-websocket-version", "13")
-        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(foreign.status(), 403);
-    assert!(
-        foreign
-            .text()
+    // Another site's page, a look-alike of the named host included.
+    for origin in ["http://evil.example", "https://evil.apps.example.com"] {
+        let foreign = reqwest::Client::new()
+            .get(format!("{base}/view/{handle}/socket"))
+            .header("origin", origin)
+            .header("upgrade", "websocket")
+            .header("connection", "upgrade")
+            .header("sec-websocket-version", "13")
+            .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+            .send()
             .await
-            .unwrap()
-            .contains("only by the viewer's own page")
-    );
+            .unwrap();
+        assert_eq!(foreign.status(), 403, "{origin}");
+        assert!(
+            foreign
+                .text()
+                .await
+                .unwrap()
+                .contains("only by the viewer's own page")
+        );
+    }
     http.stop_leaving_none().await;
 }
 
