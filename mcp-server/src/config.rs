@@ -25,11 +25,14 @@ use computerd::protocol::SettingKind;
 use serde::{Deserialize, Serialize};
 
 mod commands;
+mod fleet;
 mod viewer;
+
 pub use commands::{
     Cli, Command, ComputersCommand, ConformanceArgs, ExecArgs, PortsCommand, ReceiptsArgs,
     SweepArgs,
 };
+pub use fleet::FleetLimits;
 
 /// The network every computer of this server reaches: `none`, `open`,
 /// `public` (every public host, through the egress proxy) or
@@ -323,32 +326,6 @@ pub struct ServeArgs {
     #[arg(value_delimiter = ',')]
     #[serde(default)]
     pub viewer_origins: Vec<String>,
-}
-
-/// How many computers a server holds, for how long unused, and how long
-/// a viewer's link works: serve's options, with their defaults for the
-/// other commands.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FleetLimits {
-    pub idle: Duration,
-    pub max_computers: usize,
-    pub max_server_computers: usize,
-    pub view_link_ttl: Duration,
-    /// `--viewer-origin`: the Origins besides its own page's the viewer's
-    /// socket takes.
-    pub view_origins: Vec<String>,
-}
-
-impl Default for FleetLimits {
-    fn default() -> Self {
-        FleetLimits {
-            idle: Duration::from_secs(30 * 60),
-            max_computers: 4,
-            max_server_computers: 16,
-            view_link_ttl: crate::view::grants::LINK_TTL,
-            view_origins: Vec::new(),
-        }
-    }
 }
 
 /// The browser Origins allowed over HTTP when none are given.
@@ -660,23 +637,7 @@ impl Config {
         if let Some(m) = serve {
             let options: ServeArgs =
                 layer(m, file.http.as_ref(), "").map_err(|e| in_file(format!("[http]: {e}")))?;
-            if options.max_computers == 0 || options.max_server_computers == 0 {
-                return Err("--max-computers and --max-server-computers must be at least 1".into());
-            }
-            if options.max_computers > options.max_server_computers {
-                return Err(format!(
-                    "--max-computers ({}) is over --max-server-computers ({})",
-                    options.max_computers, options.max_server_computers
-                ));
-            }
-            let ttl = viewer::link_ttl(&options)?;
-            config.fleet = FleetLimits {
-                idle: options.session_idle,
-                max_computers: options.max_computers,
-                max_server_computers: options.max_server_computers,
-                view_link_ttl: ttl,
-                view_origins: viewer::origins(&options)?,
-            };
+            config.fleet = fleet::limits(&options)?;
             config.viewer = viewer::address(&options)?;
             config.http = resolve_http(options)?;
         }

@@ -26,4 +26,5 @@ mod stdio;
 mod support;
 mod takeover;
 mod view;
+mod view_browser;
 mod view_vendor;
